@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+)
+
+// EnvPolicy names how a command's environment is derived from the engine's.
+type EnvPolicy string
+
+// The environment policies (SPEC §2.2).
+const (
+	// EnvInheritSafe passes the engine's environment minus secrets.
+	EnvInheritSafe EnvPolicy = "inherit-safe"
+	// EnvAllowlist passes only PATH, HOME, USER, LANG, LC_ALL, TERM, SHELL,
+	// TMPDIR and Config.EnvAllow.
+	EnvAllowlist EnvPolicy = "allowlist"
+)
+
+// Config configures an Engine. The zero value of every field means its
+// default; see [DefaultConfig].
+type Config struct {
+	// Timeout bounds a default-mode command (default 30s).
+	Timeout time.Duration
+	// SlowTimeout bounds a slow-mode command (default 15m).
+	SlowTimeout time.Duration
+	// BackgroundLifetime bounds a background job (default 24h). Negative
+	// means no limit.
+	BackgroundLifetime time.Duration
+	// Grace is the time between SIGTERM and SIGKILL (default 2s).
+	Grace time.Duration
+	// CleanupWait bounds the wait for exit and pipe close after SIGKILL
+	// (default 15s); the call returns regardless and says so.
+	CleanupWait time.Duration
+	// DrainWait bounds how long a foreground call waits for the output pipe
+	// to close after the shell exited (default 250ms).
+	DrainWait time.Duration
+	// KeepLeftovers leaves processes that outlive a foreground shell running
+	// instead of terminating them.
+	KeepLeftovers bool
+	// SeparateStreams keeps stderr apart from stdout: stderr is appended
+	// after stdout under a "[stderr]" line instead of interleaved.
+	SeparateStreams bool
+
+	// EnvPolicy is the environment policy (default EnvInheritSafe).
+	EnvPolicy EnvPolicy
+	// EnvKeep lists names kept even though they look like secrets.
+	EnvKeep []string
+	// EnvAllow lists extra names passed under EnvAllowlist.
+	EnvAllow []string
+	// HomeIsWorkDir sets HOME to the working directory (EnvAllowlist only).
+	HomeIsWorkDir bool
+	// Environ is the environment the policy filters (default os.Environ()
+	// at New).
+	Environ []string
+
+	// MaxOutput is the most bytes of output returned (default 131072).
+	MaxOutput int
+	// Truncation is "middle" (default), "tail" or "head".
+	Truncation string
+	// SpoolCap bounds the full-output file kept when output is truncated
+	// (default 64 MiB; negative disables spooling).
+	SpoolCap int64
+	// OutputDir holds background output files and spooled outputs (default
+	// a new directory under os.TempDir, removed at Shutdown unless
+	// KeepFiles).
+	OutputDir string
+	// KeepFiles keeps OutputDir's files at Shutdown.
+	KeepFiles bool
+	// LeaveJobsRunning leaves background jobs running at Shutdown.
+	LeaveJobsRunning bool
+	// ProgressInterval is the period of ToolContext.Progress calls
+	// (default 1s).
+	ProgressInterval time.Duration
+
+	// Logger receives the engine's and protoactor's logs (default: discard).
+	// Nothing is ever written to stdout.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults of SPEC §2.
+func DefaultConfig() Config {
+	return Config{
+		Timeout:            30 * time.Second,
+		SlowTimeout:        15 * time.Minute,
+		BackgroundLifetime: 24 * time.Hour,
+		Grace:              2 * time.Second,
+		CleanupWait:        15 * time.Second,
+		DrainWait:          250 * time.Millisecond,
+		EnvPolicy:          EnvInheritSafe,
+		MaxOutput:          131072,
+		Truncation:         "middle",
+		SpoolCap:           64 << 20,
+		ProgressInterval:   time.Second,
+	}
+}
