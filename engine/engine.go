@@ -43,3 +43,27 @@ func (e *Engine) Kill(ctx context.Context, id string) (JobInfo, error) {
 
 // Shutdown stops the engine: jobs are terminated (unless LeaveJobsRunning).
 func (e *Engine) Shutdown(ctx context.Context) error { return nil }
+
+// JobOutput is a slice of a background job's output file plus the job's
+// state.
+type JobOutput struct {
+	Job    JobInfo `json:"job"`
+	Offset int64   `json:"offset"` // file offset of Data's first byte
+	Data   string  `json:"output"` // valid UTF-8 (invalid bytes replaced)
+	Size   int64   `json:"size"`   // current size of the output file
+	EOF    bool    `json:"eof"`    // Data reaches the current end of the file
+}
+
+// JobOutput reads a job's output: the last tail bytes when tail > 0,
+// otherwise limit bytes (0 = up to 128 KiB) from offset.
+func (e *Engine) JobOutput(id string, tail, offset, limit int64) (JobOutput, error) {
+	return JobOutput{}, ErrNoSuchJob
+}
+
+// Description is the tool description for the model (SPEC §2.1), ending
+// with <pwd>tc.WorkingDir</pwd>; in restricted mode it states the sandbox
+// constraints.
+func (e *Engine) Description(tc ToolContext) string { return "" }
+
+// InputSchema is the JSON schema of [Input] (SPEC §2.1).
+func InputSchema() []byte { return nil }
