@@ -1,0 +1,199 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupBase is the directory under which per-command pids cgroups are
+// created ("" when no pids controller is usable). Set by probe.
+var cgroupBase string
+
+// findPidsHierarchy returns the mount point of a cgroup hierarchy with the
+// pids controller: a cgroup v1 "pids" mount, or a cgroup2 mount whose
+// cgroup.controllers lists pids.
+func findPidsHierarchy() (dir string, v2 bool, err error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	var v2dirs []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 {
+			continue
+		}
+		mnt := unescapeMount(pf[4])
+		switch qf[0] {
+		case "cgroup":
+			for _, o := range strings.Split(qf[2], ",") {
+				if o == "pids" {
+					return mnt, false, nil
+				}
+			}
+		case "cgroup2":
+			v2dirs = append(v2dirs, mnt)
+		}
+	}
+	for _, d := range v2dirs {
+		c, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
+		if err == nil && hasWord(string(c), "pids") {
+			return d, true, nil
+		}
+	}
+	return "", false, errors.New("no cgroup hierarchy with the pids controller is mounted")
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// probeCgroup sets cgroupBase when this process may create pids cgroups.
+func probeCgroup() error {
+	root, v2, err := findPidsHierarchy()
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(root, "bashvisor")
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cannot create %s: %w", base, err)
+	}
+	if v2 {
+		// The pids controller must be enabled for the children of root and
+		// of base. (Where the engine runs in a delegated subtree, root is the
+		// mount point of that namespace.)
+		ctl, _ := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
+		if !hasWord(string(ctl), "pids") {
+			if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+				return fmt.Errorf("cannot enable pids in %s: %w", root, err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+			return fmt.Errorf("cannot enable pids in %s: %w", base, err)
+		}
+	}
+	// Try a real child: the helper writes its own pid into it later, which
+	// needs write access to cgroup.procs.
+	test := filepath.Join(base, fmt.Sprintf("probe-%d", os.Getpid()))
+	_ = os.Remove(test)
+	if err := os.Mkdir(test, 0o755); err != nil {
+		return fmt.Errorf("cannot create a cgroup under %s: %w", base, err)
+	}
+	defer os.Remove(test)
+	if err := unix.Access(filepath.Join(test, "pids.max"), unix.W_OK); err != nil {
+		return fmt.Errorf("pids.max not writable under %s: %w", base, err)
+	}
+	if err := unix.Access(filepath.Join(test, "cgroup.procs"), unix.W_OK); err != nil {
+		return fmt.Errorf("cgroup.procs not writable under %s: %w", base, err)
+	}
+	cgroupBase = base
+	return nil
+}
+
+// createCgroup creates the per-command pids cgroup and sets pids.max.
+func createCgroup(name string, max int) (string, error) {
+	dir := filepath.Join(cgroupBase, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	v := "max"
+	if max > 0 {
+		v = strconv.Itoa(max)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(v), 0); err != nil {
+		_ = os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// joinCgroup moves the calling process (all its threads) into dir.
+func joinCgroup(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+}
+
+// removeCgroup SIGKILLs every process still in the cgroup (leftovers that
+// escaped the process group with setsid, or a fork bomb) and removes it.
+func removeCgroup(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("sandbox: remove cgroup %s: %w", dir, err)
+		}
+		killCgroup(dir)
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// killCgroup sends SIGKILL to every process listed in dir/cgroup.procs,
+// through a pidfd that is opened and then checked to still belong to the
+// cgroup, so a recycled pid is never signalled.
+func killCgroup(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	rel := "/" + filepath.Base(filepath.Dir(dir)) + "/" + filepath.Base(dir)
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if cg, err := os.ReadFile("/proc/" + f + "/cgroup"); err == nil && bytes.Contains(cg, []byte(rel+"\n")) {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		_ = unix.Close(fd)
+	}
+}

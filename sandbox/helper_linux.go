@@ -1,0 +1,201 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// presets are go-landlock's configurations, index = ABI version - 1. The
+// helper picks the one matching the kernel exactly and never uses
+// BestEffort, which would silently degrade to no sandbox at all.
+var presets = []landlock.Config{
+	landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6,
+	landlock.V7, landlock.V8, landlock.V9, landlock.V10, landlock.V11,
+}
+
+func landlockABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+func probe() Capabilities {
+	var c Capabilities
+	var why []string
+	c.ABI = landlockABI()
+	switch {
+	case c.ABI == 0:
+		why = append(why, "Landlock is not available (Linux 5.13+ with Landlock enabled is required)")
+	case c.ABI < 3:
+		c.Filesystem = true
+		why = append(why, fmt.Sprintf("Landlock ABI %d does not cover truncate(2) (needs ABI 3, Linux 6.2)", c.ABI))
+	default:
+		c.Filesystem = true
+	}
+	if err := seccompUsable(); err != nil {
+		why = append(why, "seccomp: "+err.Error())
+	} else {
+		c.Seccomp = true
+		c.Network = true // socket() only for AF_UNIX, no connect(2)
+	}
+	if c.ABI >= 6 {
+		c.Scoping = true
+	} else if c.ABI > 0 {
+		why = append(why, fmt.Sprintf("Landlock ABI %d has no signal/abstract-socket scoping (needs ABI 6, Linux 6.12)", c.ABI))
+	}
+	if err := probeCgroup(); err != nil {
+		why = append(why, "no pids cgroup: "+err.Error())
+	} else {
+		c.Cgroup = true
+	}
+	c.Reason = strings.Join(why, "; ")
+	return c
+}
+
+// Main must be the first statement of the embedding program's main (and of
+// TestMain in any package whose tests run restricted commands). When
+// os.Args[1] is [HelperArg] the process is the sandbox helper: it joins the
+// command's pids cgroup, sets the rlimits, drops capabilities, applies
+// Landlock and the seccomp filter to itself and then execs bash, so it never
+// returns; if any step fails it prints "bashvisor sandbox: ..." to stderr and
+// exits with status 126 (the command never runs unconfined). In every other
+// case Main returns at once.
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+		return
+	}
+	// Per-thread state (capability bounding set, no_new_privs) is set on this
+	// thread and execve runs on it too.
+	runtime.LockOSThread()
+	err := helper(os.Args[2:])
+	fmt.Fprintf(os.Stderr, "bashvisor sandbox: %v\n", err)
+	os.Exit(helperExitCode)
+}
+
+// helper confines the process and execs the command; it only returns on error.
+func helper(args []string) error {
+	if len(args) < 3 || args[1] != "--" {
+		return errors.New("usage: " + HelperArg + " CONFIG -- PROGRAM ARGS...")
+	}
+	var cfg config
+	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
+		return fmt.Errorf("bad config: %w", err)
+	}
+	argv := args[2:]
+	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
+		return errors.New("bad config: scratch dir and an absolute program path are required")
+	}
+	if cfg.CgroupDir != "" {
+		if err := joinCgroup(cfg.CgroupDir); err != nil {
+			return fmt.Errorf("join pids cgroup: %w", err)
+		}
+	}
+	if err := setRlimits(cfg); err != nil {
+		return err
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := applyLandlock(cfg.Scratch); err != nil {
+		return err
+	}
+	if err := installSeccomp(); err != nil {
+		return err
+	}
+	err := syscall.Exec(argv[0], argv, os.Environ())
+	return fmt.Errorf("exec %s: %w", argv[0], err)
+}
+
+func setRlimits(cfg config) error {
+	cpuHard := cfg.CPUSeconds
+	if cpuHard != Unlimited {
+		cpuHard += 5 // soft < hard: SIGXCPU first, SIGKILL at the hard limit
+	}
+	for _, l := range []struct {
+		name       string
+		res        int
+		soft, hard uint64
+	}{
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0},
+		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.CPUSeconds, cpuHard},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.OpenFiles, cfg.OpenFiles},
+		{"RLIMIT_AS", unix.RLIMIT_AS, cfg.AddressSpace, cfg.AddressSpace},
+	} {
+		if l.soft == Unlimited && l.hard == Unlimited {
+			continue // keep what the engine has
+		}
+		// syscall.Setrlimit (not x/sys) so the runtime knows about NOFILE
+		// and does not "restore" its startup value on exec.
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.soft, Max: l.hard}); err != nil {
+			return fmt.Errorf("setrlimit %s=%d/%d: %w", l.name, l.soft, l.hard, err)
+		}
+	}
+	return nil
+}
+
+// keptCapabilities are the only capabilities a root command keeps: reading
+// (and "writing", which Landlock denies) files regardless of their mode
+// bits, so that restricted mode reads everything unrestricted mode reads.
+var keptCapabilities = map[uintptr]bool{unix.CAP_DAC_OVERRIDE: true, unix.CAP_DAC_READ_SEARCH: true}
+
+// dropCapabilities removes every other capability from this thread's
+// bounding set (root's capabilities after execve are bounded by it) and
+// clears the ambient set. Without CAP_SETPCAP (not root) there is nothing
+// to drop.
+func dropCapabilities() error {
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	for c := uintptr(0); c < 64; c++ {
+		if keptCapabilities[c] {
+			continue
+		}
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINVAL):
+			return nil // past the last capability the kernel knows
+		case errors.Is(err, unix.EPERM):
+			return nil // no CAP_SETPCAP: an unprivileged engine
+		default:
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// applyLandlock makes the filesystem read-only except scratch and
+// /dev/null, denies TCP bind/connect (ABI 4+) and scopes signals and
+// abstract unix sockets (ABI 6+), with the preset of the kernel's exact ABI.
+func applyLandlock(scratch string) error {
+	abi := landlockABI()
+	if abi < 1 {
+		return unavailable("Landlock is not available on this kernel")
+	}
+	cfg := presets[min(abi, len(presets))-1]
+	rw := landlock.RWDirs(scratch)
+	if abi >= 2 {
+		rw = rw.WithRefer() // mv between directories inside scratch
+	}
+	err := cfg.Restrict(
+		landlock.RODirs("/"),
+		rw,
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing(),
+	)
+	if err != nil {
+		return fmt.Errorf("landlock (ABI %d): %w", abi, err)
+	}
+	return nil
+}

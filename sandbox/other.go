@@ -1,0 +1,27 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+)
+
+func probe() Capabilities {
+	return Capabilities{Reason: "restricted mode needs Linux (Landlock); this is " + runtime.GOOS}
+}
+
+// Main must be the first statement of the embedding program's main. On
+// this platform there is no sandbox: a helper invocation fails with
+// status 126, anything else returns at once.
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "bashvisor sandbox: "+unavailable("not Linux").Error())
+	os.Exit(helperExitCode)
+}
+
+func createCgroup(string, int) (string, error) { return "", nil }
+func removeCgroup(string) error                { return nil }

@@ -1,0 +1,208 @@
+//go:build linux && (amd64 || arm64)
+
+package sandbox
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompArchSupported: the filter knows this architecture's syscall table.
+const seccompArchSupported = true
+
+// deniedSyscalls fail with EPERM inside the sandbox. Landlock (ABI <= 7)
+// does not cover them, or they would let a process reach around it:
+//
+//   - metadata of existing files: chmod, chown, utimes/utimensat, xattrs;
+//   - the network: connect(2) (only AF_UNIX sockets can be created at all,
+//     see socket below, and a seccomp filter cannot read the path a unix
+//     socket connects to, so connecting is denied entirely);
+//   - other processes: ptrace, process_vm_readv/writev, pidfd_getfd;
+//   - io_uring, whose operations (connect, socket, openat...) bypass seccomp;
+//   - what only root could do and has no place in a read-only sandbox:
+//     modules, kexec, reboot, swap, mounts, clock and hostname changes, bpf,
+//     perf, keyrings, new namespaces (unshare, setns), quotas, accounting,
+//     userfaultfd, fanotify, open_by_handle_at, vhangup.
+var deniedSyscalls = append([]uint32{
+	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
+	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
+	unix.SYS_UTIMENSAT,
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+	unix.SYS_CONNECT,
+	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
+	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
+	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_REBOOT,
+	unix.SYS_SWAPON, unix.SYS_SWAPOFF,
+	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_MOVE_MOUNT,
+	unix.SYS_OPEN_TREE, unix.SYS_OPEN_TREE_ATTR, unix.SYS_FSOPEN, unix.SYS_FSMOUNT,
+	unix.SYS_FSCONFIG, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+	unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME,
+	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN,
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_UNSHARE, unix.SYS_SETNS,
+	unix.SYS_ACCT, unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD,
+	unix.SYS_USERFAULTFD, unix.SYS_FANOTIFY_INIT, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_VHANGUP,
+}, archDeniedSyscalls...)
+
+// nsCloneFlags are the clone(2) flags that create namespaces; clone with
+// any of them fails with EPERM (clone3, whose flags a filter cannot read,
+// fails with ENOSYS so that libc falls back to clone).
+const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
+	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+// Offsets into struct seccomp_data (little endian on amd64 and arm64).
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16 // low 32 bits of args[0]
+	offArg1 = 24 // low 32 bits of args[1]
+)
+
+const (
+	retAllow  = unix.SECCOMP_RET_ALLOW
+	retKill   = unix.SECCOMP_RET_KILL_PROCESS
+	retEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	retENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+)
+
+// prog is a tiny assembler with labels on top of x/net/bpf.
+type prog struct {
+	ins    []bpf.Instruction
+	labels map[string]int
+	fixups []fixup
+}
+
+type fixup struct {
+	at          int
+	true, false string // "" = next instruction
+}
+
+func (p *prog) add(i bpf.Instruction) { p.ins = append(p.ins, i) }
+func (p *prog) label(name string)     { p.labels[name] = len(p.ins) }
+
+// jump adds a conditional jump to labels t and f ("" = fall through).
+func (p *prog) jump(cond bpf.JumpTest, val uint32, t, f string) {
+	p.fixups = append(p.fixups, fixup{at: len(p.ins), true: t, false: f})
+	p.ins = append(p.ins, bpf.JumpIf{Cond: cond, Val: val})
+}
+
+func (p *prog) assemble() ([]bpf.RawInstruction, error) {
+	for _, fx := range p.fixups {
+		j := p.ins[fx.at].(bpf.JumpIf)
+		skip := func(l string) (uint8, error) {
+			if l == "" {
+				return 0, nil
+			}
+			to, ok := p.labels[l]
+			d := to - fx.at - 1
+			if !ok || d < 0 || d > 255 {
+				return 0, fmt.Errorf("seccomp: bad jump to %q", l)
+			}
+			return uint8(d), nil
+		}
+		var err error
+		if j.SkipTrue, err = skip(fx.true); err != nil {
+			return nil, err
+		}
+		if j.SkipFalse, err = skip(fx.false); err != nil {
+			return nil, err
+		}
+		p.ins[fx.at] = j
+	}
+	return bpf.Assemble(p.ins)
+}
+
+// buildFilter returns the seccomp program: kill on a foreign architecture,
+// EPERM for x32 syscalls and deniedSyscalls, socket/socketpair only for
+// AF_UNIX stream and seqpacket sockets, clone without namespace flags.
+func buildFilter() ([]bpf.RawInstruction, error) {
+	p := &prog{labels: map[string]int{}}
+	p.add(bpf.LoadAbsolute{Off: offArch, Size: 4})
+	p.jump(bpf.JumpEqual, auditArch, "arch_ok", "")
+	p.add(bpf.RetConstant{Val: retKill})
+	p.label("arch_ok")
+	p.add(bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if x32SyscallBit != 0 {
+		p.jump(bpf.JumpGreaterOrEqual, x32SyscallBit, "eperm", "")
+	}
+	p.jump(bpf.JumpEqual, unix.SYS_SOCKET, "socket", "")
+	p.jump(bpf.JumpEqual, unix.SYS_SOCKETPAIR, "socket", "")
+	p.jump(bpf.JumpEqual, unix.SYS_CLONE, "clone", "")
+	p.jump(bpf.JumpEqual, unix.SYS_CLONE3, "enosys", "")
+	for _, nr := range deniedSyscalls {
+		p.jump(bpf.JumpEqual, nr, "eperm", "")
+	}
+	p.add(bpf.RetConstant{Val: retAllow})
+
+	// socket(domain, type, protocol) and socketpair(domain, type, ...):
+	// AF_UNIX with SOCK_STREAM or SOCK_SEQPACKET only. No AF_INET/AF_INET6
+	// (TCP, UDP, MPTCP, raw, ICMP), no AF_PACKET, no AF_NETLINK (as root it
+	// reconfigures the host's network; glibc copes without it), no AF_UNIX
+	// datagrams (sendto/sendmsg on them can name any pathname socket).
+	p.label("socket")
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	p.jump(bpf.JumpEqual, unix.AF_UNIX, "", "eperm")
+	p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
+	p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf}) // SOCK_TYPE_MASK
+	p.jump(bpf.JumpEqual, unix.SOCK_STREAM, "allow", "")
+	p.jump(bpf.JumpEqual, unix.SOCK_SEQPACKET, "allow", "eperm")
+
+	// clone(flags, ...): flags are args[0] on amd64 and arm64.
+	p.label("clone")
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	p.jump(bpf.JumpBitsSet, nsCloneFlags, "eperm", "allow")
+
+	// BPF jumps only forward: the verdicts come last.
+	p.label("allow")
+	p.add(bpf.RetConstant{Val: retAllow})
+	p.label("eperm")
+	p.add(bpf.RetConstant{Val: retEPERM})
+	p.label("enosys")
+	p.add(bpf.RetConstant{Val: retENOSYS})
+	return p.assemble()
+}
+
+// installSeccomp installs the filter on every thread of the process
+// (SECCOMP_FILTER_FLAG_TSYNC). no_new_privs must already be set.
+func installSeccomp() error {
+	raw, err := buildFilter()
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
+		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w", errno)
+	}
+	if r != 0 {
+		return fmt.Errorf("seccomp(SET_MODE_FILTER): thread %d could not be synchronised", r)
+	}
+	return nil
+}
+
+// seccompUsable reports whether the kernel supports seccomp filters with
+// the actions the filter uses.
+func seccompUsable() error {
+	if _, err := buildFilter(); err != nil {
+		return err
+	}
+	for _, a := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {
+		a := a
+		_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&a)))
+		if errno != 0 {
+			return fmt.Errorf("seccomp action %#x unavailable: %w", a, errno)
+		}
+	}
+	return nil
+}
