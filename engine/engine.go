@@ -3,9 +3,31 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/bashvisor/bashvisor/actors"
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
-// Errors carried in [Result.Err] and returned by Engine methods.
+// Errors carried in [Result.Err] and returned by Engine methods; test them
+// with errors.Is.
 var (
 	ErrWorkDirMissing = errors.New("working directory does not exist")
 	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
@@ -16,33 +38,417 @@ var (
 	ErrDenied         = errors.New("command denied by permission profile")
 	ErrNeedsApproval  = errors.New("command needs approval")
 	ErrRestrictedMode = errors.New("restricted mode unavailable")
-	ErrStart          = errors.New("cannot start command")
+	ErrStart          = proc.ErrStart
+	ErrInternal       = actors.ErrActorFailed
 )
 
+// MaxCommandBytes bounds the command text (Linux limits one argument to
+// 128 KiB).
+const MaxCommandBytes = 128 << 10
+
 // Engine runs shell commands for agents. It is safe for concurrent use by
-// any number of conversations.
-type Engine struct{}
+// any number of conversations; it keeps no per-conversation state.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	system *actor.ActorSystem
+	sup    *actor.PID
+	env    *proc.Env
+	bash   string
+	outDir string
+	ownDir bool
+	trunc  truncate.Config
+	ids    atomic.Uint64
 
-// New starts an engine.
-func New(cfg Config) (*Engine, error) { return nil, errors.New("not implemented") }
-
-// Run runs one tool call.
-func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result { return Result{} }
-
-// Jobs lists background jobs, running and ended.
-func (e *Engine) Jobs() []JobInfo { return nil }
-
-// Job returns one background job.
-func (e *Engine) Job(id string) (JobInfo, error) { return JobInfo{}, ErrNoSuchJob }
-
-// Kill terminates a background job with the grace sequence and returns its
-// final state.
-func (e *Engine) Kill(ctx context.Context, id string) (JobInfo, error) {
-	return JobInfo{}, ErrNoSuchJob
+	mu       sync.RWMutex // guards closed against sends to a stopped supervisor
+	closed   bool
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when Shutdown finished
+	final    []actors.JobState
+	stopErr  error
 }
 
-// Shutdown stops the engine: jobs are terminated (unless LeaveJobsRunning).
-func (e *Engine) Shutdown(ctx context.Context) error { return nil }
+// New starts an engine: the actor system, the supervisor, the filtered
+// environment and the output directory.
+func New(cfg Config) (*Engine, error) {
+	cfg = withDefaults(cfg)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, fmt.Errorf("bashvisor: %w", err)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, bash: bash, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	if e.outDir == "" {
+		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {
+			return nil, fmt.Errorf("bashvisor: output directory: %w", err)
+		}
+		e.ownDir = true
+	} else if err := os.MkdirAll(e.outDir, 0o700); err != nil {
+		return nil, fmt.Errorf("bashvisor: output directory: %w", err)
+	}
+	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow}
+	e.env = proc.NewEnv(cfg.Environ, envCfg)
+	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
+	if cfg.SpoolCap > 0 {
+		e.trunc.SpoolDir = e.outDir
+	}
+	if proc.ProtectEnviron() {
+		e.log.Debug("engine process made non-dumpable: commands cannot read its environment")
+	}
+	protoLog := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }))
+	e.sup = e.system.Root.Spawn(supervisor.Props())
+	return e, nil
+}
+
+func withDefaults(c Config) Config {
+	d := DefaultConfig()
+	def := func(v *time.Duration, dv time.Duration) {
+		if *v == 0 {
+			*v = dv
+		}
+	}
+	def(&c.Timeout, d.Timeout)
+	def(&c.SlowTimeout, d.SlowTimeout)
+	def(&c.BackgroundLifetime, d.BackgroundLifetime)
+	def(&c.Grace, d.Grace)
+	def(&c.CleanupWait, d.CleanupWait)
+	def(&c.DrainWait, d.DrainWait)
+	def(&c.ProgressInterval, d.ProgressInterval)
+	if c.BackgroundLifetime < 0 {
+		c.BackgroundLifetime = 0
+	}
+	if c.EnvPolicy == "" {
+		c.EnvPolicy = d.EnvPolicy
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = d.MaxOutput
+	}
+	if c.Truncation == "" {
+		c.Truncation = d.Truncation
+	}
+	if c.SpoolCap == 0 {
+		c.SpoolCap = d.SpoolCap
+	}
+	if c.Environ == nil {
+		c.Environ = os.Environ()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-zA-Z]*|--interactive)\b`)
+
+// Run runs one tool call and returns its result; it never panics on bad
+// input. Cancelling ctx ends a foreground command with the grace sequence
+// (status "cancelled"); a background job is not tied to ctx.
+func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
+	res := Result{Command: in.Command, Display: in.Command}
+	mode, err := validate(in)
+	if err != nil {
+		return errorResult(res, err)
+	}
+	if err := checkDir(tc.WorkingDir); err != nil {
+		return errorResult(res, err)
+	}
+	var extra []string
+	bg := mode == ModeBackground
+	if !bg && interactiveRebase.MatchString(in.Command) {
+		extra = append(extra, proc.RebaseGuard)
+	}
+	if tc.Restricted {
+		return errorResult(res, fmt.Errorf("%w: not available in this build", ErrRestrictedMode))
+	}
+	env, dropped := e.env.With(extra, tc.Env)
+	if len(dropped) > 0 {
+		e.log.Warn("dropped environment overrides", "names", dropped, "conversation", tc.ConversationID)
+	}
+	n := e.ids.Add(1)
+	cmd := &actors.Command{
+		Command:        in.Command,
+		Display:        res.Display,
+		ConversationID: tc.ConversationID,
+		Spec: proc.Spec{
+			Path: e.bash, Args: []string{"bash", "-c", in.Command},
+			Dir: tc.WorkingDir, Env: env, SeparateStderr: e.cfg.SeparateStreams && !bg, CgroupFD: -1,
+		},
+		Background:    bg,
+		Grace:         e.cfg.Grace,
+		CleanupWait:   e.cfg.CleanupWait,
+		DrainWait:     e.cfg.DrainWait,
+		KeepLeftovers: e.cfg.KeepLeftovers,
+		Truncate:      e.trunc,
+	}
+	events := make(chan actors.Event, 2)
+	cmd.Events = events
+	switch mode {
+	case ModeBackground:
+		cmd.ID = "job-" + strconv.FormatUint(n, 10)
+		cmd.Timeout = e.cfg.BackgroundLifetime
+		cmd.OutputFile = filepath.Join(e.outDir, cmd.ID+".log")
+	case ModeSlow:
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.SlowTimeout
+	default:
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
+	}
+	if !e.send(&supervisor.Spawn{Command: cmd}) {
+		return errorResult(res, ErrShutdown)
+	}
+	return e.wait(ctx, tc, cmd, events, res)
+}
+
+// send delivers msg to the supervisor unless the engine is shut down.
+func (e *Engine) send(msg any) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return false
+	}
+	e.system.Root.Send(e.sup, msg)
+	return true
+}
+
+func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, events <-chan actors.Event, res Result) Result {
+	var started *actors.Started
+	switch ev := (<-events).(type) {
+	case *actors.Done:
+		return e.format(res, cmd, ev.Outcome)
+	case *actors.Started:
+		started = ev
+	}
+	if cmd.Background {
+		res.Status, res.PID, res.JobID, res.OutputFile = StatusStarted, started.Pid, cmd.ID, cmd.OutputFile
+		res.Output = fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
+			started.Pid, cmd.OutputFile, started.Pid)
+		return res
+	}
+	res.PID = started.Pid
+	var tick <-chan time.Time
+	if tc.Progress != nil {
+		t := time.NewTicker(e.cfg.ProgressInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	begin := time.Now()
+	done := ctx.Done()
+	for {
+		select {
+		case ev := <-events:
+			return e.format(res, cmd, ev.(*actors.Done).Outcome)
+		case <-done:
+			done = nil
+			e.send(&actors.Cancel{ID: cmd.ID, Reason: actors.ReasonCancelled})
+		case <-tick:
+			tc.Progress(Progress{
+				Elapsed:  time.Since(begin),
+				Bytes:    started.Output.Total(),
+				LastLine: started.Output.LastLine(256),
+			})
+		}
+	}
+}
+
+func validate(in Input) (Mode, error) {
+	switch {
+	case strings.TrimSpace(in.Command) == "":
+		return "", fmt.Errorf("%w: command is empty", ErrBadInput)
+	case len(in.Command) > MaxCommandBytes:
+		return "", fmt.Errorf("%w: command is %d bytes, the limit is %d; write long scripts to a file and run the file",
+			ErrBadInput, len(in.Command), MaxCommandBytes)
+	case strings.IndexByte(in.Command, 0) >= 0:
+		return "", fmt.Errorf("%w: command contains a NUL byte", ErrBadInput)
+	case !utf8.ValidString(in.Command):
+		return "", fmt.Errorf("%w: command is not valid UTF-8", ErrBadInput)
+	}
+	switch in.Mode {
+	case "", ModeDefault:
+		return ModeDefault, nil
+	case ModeSlow, ModeBackground:
+		return in.Mode, nil
+	}
+	return "", fmt.Errorf("%w: unknown mode %q (want default, slow or background)", ErrBadInput, in.Mode)
+}
+
+func checkDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: no working directory given", ErrBadInput)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: %s (conversation may need to be recreated)", ErrWorkDirMissing, dir)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %w", ErrWorkDirMissing, dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s", ErrWorkDirNotDir, dir)
+	}
+	return nil
+}
+
+func errorResult(res Result, err error) Result {
+	res.Status, res.Err = StatusError, err
+	res.Output = "[error: " + err.Error() + "]"
+	return res
+}
+
+// format turns an outcome into the result text of SPEC §2.5.
+func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Result {
+	res.DurationMS = o.Duration.Milliseconds()
+	if o.Err != nil && !errors.Is(o.Err, actors.ErrActorFailed) {
+		if errors.Is(o.Err, supervisor.ErrShuttingDown) {
+			return errorResult(res, fmt.Errorf("%w: %w", ErrShutdown, o.Err))
+		}
+		return errorResult(res, o.Err)
+	}
+	body := o.Output.Text
+	if o.Stderr != nil && o.Stderr.Text != "" {
+		body = appendNote(body, "[stderr]\n"+o.Stderr.Text)
+	}
+	res.Truncated = o.Output.Truncated || (o.Stderr != nil && o.Stderr.Truncated)
+	res.OutputBytes = o.Output.Total
+	if o.Stderr != nil {
+		res.OutputBytes += o.Stderr.Total
+	}
+	res.FullOutputFile = o.Output.SpoolFile
+	if res.FullOutputFile != "" {
+		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
+	}
+	if len(o.Leftovers) > 0 {
+		if o.LeftRunning {
+			body = appendNote(body, "[left running after the shell exited: "+members(o.Leftovers)+"]")
+		} else {
+			body = appendNote(body, "[killed processes left running after the shell exited: "+members(o.Leftovers)+
+				"; use mode=background for processes that should keep running]")
+		}
+	}
+	if len(o.Survivors) > 0 {
+		body = appendNote(body, fmt.Sprintf("[cleanup incomplete: still running %s after SIGKILL: %s]",
+			humanDuration(cmd.CleanupWait), members(o.Survivors)))
+	}
+	if o.PipeHeld {
+		body = appendNote(body, "[output cut off: the output pipe is held by a process outside the command's process group]")
+	}
+	if o.Exited {
+		code := o.ExitCode
+		res.ExitCode, res.Signal = &code, o.Signal
+	}
+	switch {
+	case o.Err != nil:
+		res.Status, res.Err = StatusError, o.Err
+		res.Output = "[error: " + o.Err.Error() + "]\n" + body
+	case o.Reason == actors.ReasonTimeout:
+		res.Status = StatusTimedOut
+		res.Output = "[command timed out after " + humanDuration(cmd.Timeout) + "]\n" + body
+	case o.Reason == actors.ReasonCancelled:
+		res.Status, res.Err = StatusCancelled, context.Canceled
+		res.Output = "[command cancelled]\n" + body
+	case o.Reason == actors.ReasonShutdown:
+		res.Status, res.Err = StatusCancelled, ErrShutdown
+		res.Output = "[command cancelled]\n" + appendNote(body, "[the engine is shutting down]")
+	case o.Signal != "":
+		res.Status = StatusFailed
+		res.Output = "[command failed: killed by " + o.Signal + "]\n" + body
+	case o.ExitCode != 0:
+		res.Status = StatusFailed
+		res.Output = "[command failed: exit code " + strconv.Itoa(o.ExitCode) + "]\n" + body
+	default:
+		res.Status, res.Output = StatusOK, body
+	}
+	return res
+}
+
+// appendNote appends a bracketed note on a line of its own.
+func appendNote(body, note string) string {
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return body + note
+}
+
+func members(ms []proc.Member) string {
+	s := make([]string, 0, len(ms))
+	for _, m := range ms {
+		s = append(s, m.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// humanDuration prints 30s, 15m, 1h30m, 1.5s, 250ms.
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Jobs lists background jobs, running and ended (the most recent
+// MaxEnded), oldest first.
+func (e *Engine) Jobs() []JobInfo {
+	states := e.states()
+	out := make([]JobInfo, 0, len(states))
+	for _, st := range states {
+		if st.Background {
+			out = append(out, jobInfo(st))
+		}
+	}
+	slices.SortFunc(out, func(a, b JobInfo) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+// states asks the supervisor for its records (the final ones after
+// shutdown).
+func (e *Engine) states() []actors.JobState {
+	reply := make(chan []actors.JobState, 1)
+	if !e.send(&supervisor.List{Reply: reply}) {
+		<-e.stopped
+		return e.final
+	}
+	return <-reply
+}
+
+func jobInfo(st actors.JobState) JobInfo {
+	return JobInfo{
+		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display,
+		ConversationID: st.ConversationID, Status: JobStatus(st.Status), ExitCode: st.ExitCode,
+		Reason: st.Reason, Started: st.Started, Ended: st.Ended, Bytes: st.Size(), OutputFile: st.OutputFile,
+	}
+}
+
+// Job returns one background job.
+func (e *Engine) Job(id string) (JobInfo, error) {
+	for _, st := range e.states() {
+		if st.ID == id && st.Background {
+			return jobInfo(st), nil
+		}
+	}
+	return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
+}
+
+// Kill ends a background job with the grace sequence and returns its
+// final state. Killing an ended job returns its state unchanged.
+func (e *Engine) Kill(ctx context.Context, id string) (JobInfo, error) {
+	reply := make(chan supervisor.KillReply, 1)
+	if !e.send(&supervisor.Kill{ID: id, Reason: actors.ReasonKilled, Reply: reply}) {
+		return JobInfo{}, ErrShutdown
+	}
+	select {
+	case r := <-reply:
+		if !r.OK {
+			return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
+		}
+		return jobInfo(r.State), nil
+	case <-ctx.Done():
+		return JobInfo{}, ctx.Err()
+	}
+}
 
 // JobOutput is a slice of a background job's output file plus the job's
 // state.
@@ -54,16 +460,96 @@ type JobOutput struct {
 	EOF    bool    `json:"eof"`    // Data reaches the current end of the file
 }
 
+// DefaultReadLimit is JobOutput's default and largest read.
+const DefaultReadLimit = 128 << 10
+
 // JobOutput reads a job's output: the last tail bytes when tail > 0,
-// otherwise limit bytes (0 = up to 128 KiB) from offset.
+// otherwise up to limit bytes (0 or more than DefaultReadLimit means
+// DefaultReadLimit) from offset.
 func (e *Engine) JobOutput(id string, tail, offset, limit int64) (JobOutput, error) {
-	return JobOutput{}, ErrNoSuchJob
+	job, err := e.Job(id)
+	if err != nil {
+		return JobOutput{}, err
+	}
+	if offset < 0 || tail < 0 || limit < 0 {
+		return JobOutput{}, fmt.Errorf("%w: negative offset, tail or limit", ErrBadInput)
+	}
+	f, err := os.Open(job.OutputFile)
+	if err != nil {
+		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	size := fi.Size()
+	if limit == 0 || limit > DefaultReadLimit {
+		limit = DefaultReadLimit
+	}
+	if tail > 0 {
+		limit = min(tail, DefaultReadLimit)
+		offset = max(0, size-limit)
+	}
+	offset = min(offset, size)
+	buf := make([]byte, min(limit, size-offset))
+	n, err := f.ReadAt(buf, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	buf = buf[:n]
+	if tail > 0 { // start on a character boundary
+		for i := 0; i < 3 && len(buf) > 0 && !utf8.RuneStart(buf[0]); i++ {
+			buf, offset = buf[1:], offset+1
+		}
+	}
+	return JobOutput{
+		Job: job, Offset: offset, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
+		Size: size, EOF: offset+int64(n) >= size,
+	}, nil
 }
 
-// Description is the tool description for the model (SPEC §2.1), ending
-// with <pwd>tc.WorkingDir</pwd>; in restricted mode it states the sandbox
-// constraints.
-func (e *Engine) Description(tc ToolContext) string { return "" }
+// Shutdown stops the engine: new calls fail with ErrShutdown, foreground
+// commands are cancelled, background jobs are ended with the grace
+// sequence (unless LeaveJobsRunning), then the supervisor and the actor
+// system stop and the output directory is removed (unless KeepFiles or
+// jobs were left running). It waits for all of that or for ctx; calling it
+// again waits again.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		msg := &supervisor.Shutdown{LeaveJobs: e.cfg.LeaveJobsRunning, Done: make(chan struct{})}
+		e.system.Root.Send(e.sup, msg)
+		go func() {
+			<-msg.Done
+			e.final = msg.Final
+			e.system.Shutdown()
+			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
+				e.stopErr = os.RemoveAll(e.outDir)
+			}
+			close(e.stopped)
+		}()
+	})
+	select {
+	case <-e.stopped:
+		return e.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
-// InputSchema is the JSON schema of [Input] (SPEC §2.1).
-func InputSchema() []byte { return nil }
+// minLevel drops records below min (protoactor logs dead letters at Info).
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"log/slog"
 	"time"
 )
 
@@ -120,5 +119,3 @@ type JobInfo struct {
 	Bytes          int64     `json:"bytes"`
 	OutputFile     string    `json:"output_file"`
 }
-
-var _ = slog.Default

@@ -1,0 +1,480 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/truncate"
+)
+
+// pollInterval is how often a terminating actor checks whether its group
+// is gone; backgroundPoll how often a background job whose shell exited
+// checks for the rest of its group.
+const (
+	pollInterval   = 5 * time.Millisecond
+	backgroundPoll = time.Second
+)
+
+// ErrActorFailed is reported when a command actor stopped unexpectedly.
+var ErrActorFailed = errors.New("command actor failed")
+
+// NewProps returns the props of a command actor for cmd.
+func NewProps(cmd *Command) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &commandActor{cmd: cmd} })
+}
+
+type commandActor struct {
+	cmd    *Command
+	system *actor.ActorSystem
+	self   *actor.PID
+
+	p      *proc.Process
+	out    *truncate.Buffer
+	errBuf *truncate.Buffer
+	pipes  []*os.File // read ends still open
+	open   int        // pipes not yet drained
+
+	start, exitAt time.Time
+	exited        bool
+	state         *os.ProcessState
+
+	timeout *time.Timer
+	wakeT   *time.Timer
+
+	terminating   bool
+	reason        Reason
+	killSent      bool
+	graceEnd      time.Time
+	cleanupEnd    time.Time
+	groupGoneAt   time.Time
+	leftovers     []proc.Member
+	leftRunning   bool
+	survivors     []proc.Member
+	pipeHeld      bool
+	finished      bool
+	waiters       []func(JobState)
+	started       bool
+	doneSent      bool
+	backgroundErr error
+}
+
+func (a *commandActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.onStart(ctx)
+	case exited:
+		a.exited, a.state, a.exitAt = true, m.state, time.Now()
+		a.advance(ctx)
+	case drained:
+		a.open--
+		a.advance(ctx)
+	case tick:
+		a.advance(ctx)
+	case timedOut:
+		if a.cmd.Background {
+			a.terminate(ctx, ReasonLifetime)
+		} else {
+			a.terminate(ctx, ReasonTimeout)
+		}
+	case *Cancel:
+		if m.Reply != nil {
+			a.waiters = append(a.waiters, m.Reply)
+		}
+		a.terminate(ctx, m.Reason)
+	case *Detach:
+		a.detach(ctx)
+	case *actor.Stopping:
+		a.emergency(ctx)
+	}
+}
+
+// send delivers msg to the actor from any goroutine.
+func (a *commandActor) send(msg any) { a.system.Root.Send(a.self, msg) }
+
+func (a *commandActor) onStart(ctx actor.Context) {
+	a.system, a.self, a.start = ctx.ActorSystem(), ctx.Self(), time.Now()
+	spec := a.cmd.Spec
+	if a.cmd.Background {
+		f, err := os.OpenFile(a.cmd.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			a.failStart(ctx, fmt.Errorf("%w: output file: %w", proc.ErrStart, err))
+			return
+		}
+		spec.Output = f
+		p, err := proc.Start(spec)
+		f.Close()
+		if err != nil {
+			a.failStart(ctx, err)
+			return
+		}
+		a.p = p
+	} else {
+		a.out = truncate.New(a.cmd.Truncate)
+		p, err := proc.Start(spec)
+		if err != nil {
+			a.out.Close()
+			a.failStart(ctx, err)
+			return
+		}
+		a.p = p
+		a.readInto(p.Stdout, a.out)
+		if p.Stderr != nil {
+			a.errBuf = truncate.New(a.cmd.Truncate)
+			a.readInto(p.Stderr, a.errBuf)
+		}
+	}
+	a.started = true
+	go func(p *proc.Process) {
+		st, err := p.Wait()
+		a.send(exited{state: st, err: err})
+	}(a.p)
+	if a.cmd.Timeout > 0 {
+		a.timeout = time.AfterFunc(a.cmd.Timeout, func() { a.send(timedOut{}) })
+	}
+	a.cmd.Events <- &Started{Pid: a.p.Pid, Output: a.out}
+	a.report(ctx)
+}
+
+func (a *commandActor) failStart(ctx actor.Context, err error) {
+	a.finished = true
+	a.runCleanup()
+	a.cmd.Events <- &Done{Outcome: Outcome{Err: err, Duration: time.Since(a.start)}}
+	a.doneSent = true
+	ctx.Stop(a.self)
+}
+
+// readBufs holds the read buffers; a reader holds one only while data
+// flows, never while parked on a quiet pipe.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// readInto copies r into dst until EOF or until r is closed, then sends
+// drained. It reads with raw non-blocking reads inside RawConn.Read so
+// that a parked reader holds no buffer.
+func (a *commandActor) readInto(r *os.File, dst *truncate.Buffer) {
+	a.pipes = append(a.pipes, r)
+	a.open++
+	go func() {
+		defer a.send(drained{})
+		rc, err := r.SyscallConn()
+		if err != nil {
+			return
+		}
+		_ = rc.Read(func(fd uintptr) bool {
+			bp := readBufs.Get().(*[]byte)
+			defer readBufs.Put(bp)
+			for {
+				n, err := unix.Read(int(fd), *bp)
+				switch {
+				case n > 0:
+					dst.Write((*bp)[:n])
+				case errors.Is(err, unix.EINTR):
+				case errors.Is(err, unix.EAGAIN):
+					return false
+				default: // EOF or error
+					return true
+				}
+			}
+		})
+	}()
+}
+
+// terminate starts the grace sequence on the whole group, once.
+func (a *commandActor) terminate(ctx actor.Context, reason Reason) {
+	if a.finished || !a.started {
+		return
+	}
+	if a.terminating {
+		if a.reason == ReasonLeftovers && reason != ReasonLeftovers {
+			a.reason = reason // an explicit request explains better
+		}
+		return
+	}
+	a.terminating, a.reason = true, reason
+	if a.timeout != nil {
+		a.timeout.Stop()
+	}
+	_ = a.p.SignalGroup(syscall.SIGTERM)
+	_ = a.p.SignalGroup(syscall.SIGCONT)
+	a.graceEnd = time.Now().Add(a.cmd.Grace)
+	a.advance(ctx)
+}
+
+// advance re-evaluates the command's state after any event.
+func (a *commandActor) advance(ctx actor.Context) {
+	if a.finished || !a.started {
+		return
+	}
+	now := time.Now()
+	pgid := a.p.Pid
+	if !a.terminating {
+		if !a.exited {
+			return // waiting for exit, timeout or cancellation
+		}
+		drainEnd := a.exitAt.Add(a.cmd.DrainWait)
+		if a.open > 0 && now.Before(drainEnd) {
+			a.wake(drainEnd.Sub(now))
+			return
+		}
+		if members := proc.LiveMembers(pgid); len(members) > 0 {
+			switch {
+			case a.cmd.Background:
+				a.wake(backgroundPoll) // the job lives while its group does
+				return
+			case a.cmd.KeepLeftovers:
+				a.leftovers, a.leftRunning = members, true
+			default:
+				a.leftovers = members
+				a.terminate(ctx, ReasonLeftovers)
+				return
+			}
+		}
+		a.pipeHeld = a.open > 0
+		a.finish(ctx)
+		return
+	}
+	if a.exited && !proc.GroupAlive(pgid) {
+		if a.groupGoneAt.IsZero() {
+			a.groupGoneAt = now
+		}
+		drainEnd := a.groupGoneAt.Add(a.cmd.DrainWait)
+		if a.open > 0 && now.Before(drainEnd) {
+			a.wake(drainEnd.Sub(now))
+			return
+		}
+		a.pipeHeld = a.open > 0
+		a.finish(ctx)
+		return
+	}
+	if !a.killSent && !now.Before(a.graceEnd) {
+		_ = a.p.SignalGroup(syscall.SIGKILL)
+		a.killSent, a.cleanupEnd = true, now.Add(a.cmd.CleanupWait)
+	}
+	if a.killSent && !now.Before(a.cleanupEnd) {
+		a.survivors = proc.LiveMembers(pgid)
+		a.finish(ctx)
+		return
+	}
+	a.wake(pollInterval)
+}
+
+// wake schedules a tick after d, replacing any earlier one.
+func (a *commandActor) wake(d time.Duration) {
+	if a.wakeT == nil {
+		a.wakeT = time.AfterFunc(d, func() { a.send(tick{}) })
+		return
+	}
+	a.wakeT.Reset(d)
+}
+
+func (a *commandActor) stopTimers() {
+	if a.timeout != nil {
+		a.timeout.Stop()
+	}
+	if a.wakeT != nil {
+		a.wakeT.Stop()
+	}
+}
+
+// closePipes closes read ends still open; their readers return at once.
+func (a *commandActor) closePipes() {
+	for _, f := range a.pipes {
+		f.Close()
+	}
+	a.pipes = nil
+}
+
+func (a *commandActor) runCleanup() {
+	if c := a.cmd.Cleanup; c != nil {
+		a.cmd.Cleanup = nil
+		c()
+	}
+}
+
+// finish reports the outcome and stops the actor.
+func (a *commandActor) finish(ctx actor.Context) {
+	a.finished = true
+	a.stopTimers()
+	a.closePipes()
+	a.runCleanup()
+	o := Outcome{
+		Reason:      a.reason,
+		Leftovers:   a.leftovers,
+		LeftRunning: a.leftRunning,
+		Survivors:   a.survivors,
+		PipeHeld:    a.pipeHeld,
+		Duration:    time.Since(a.start),
+	}
+	if a.state != nil {
+		o.Exited = true
+		o.ExitCode, o.Signal = exitStatus(a.state)
+	}
+	if a.reason == ReasonLeftovers {
+		o.Reason = ReasonNone // the shell itself ended on its own
+	}
+	if a.out != nil {
+		o.Output = a.out.Result()
+		a.out.Close()
+	}
+	if a.errBuf != nil {
+		r := a.errBuf.Result()
+		o.Stderr = &r
+		a.errBuf.Close()
+	}
+	if a.cmd.Background {
+		a.appendCompletion(o)
+	} else {
+		a.cmd.Events <- &Done{Outcome: o}
+		a.doneSent = true
+	}
+	st := a.jobState(&o)
+	a.report(ctx, st)
+	for _, w := range a.waiters {
+		w(st)
+	}
+	a.waiters = nil
+	ctx.Stop(a.self)
+}
+
+// exitStatus returns the exit code (128+n for signal n) and signal name.
+func exitStatus(st *os.ProcessState) (int, string) {
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), SignalName(ws.Signal())
+	}
+	return st.ExitCode(), ""
+}
+
+// SignalName returns "SIGKILL" style names.
+func SignalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// completionLine is the line appended to a background job's output file.
+func completionLine(o Outcome) (line, status string) {
+	switch {
+	case o.Reason == ReasonKilled:
+		return "[background process killed: killed by request]", "killed"
+	case o.Reason == ReasonShutdown:
+		return "[background process killed: engine shutdown]", "killed"
+	case o.Reason == ReasonLifetime:
+		return "[background process killed: lifetime limit exceeded]", "killed"
+	case o.Reason == ReasonCancelled:
+		return "[background process killed: cancelled]", "killed"
+	case o.Signal != "":
+		return "[background process killed: " + o.Signal + "]", "killed"
+	case o.Exited && o.ExitCode == 0:
+		return "[background process completed]", "completed"
+	case o.Exited:
+		return fmt.Sprintf("[background process failed: exit code %d]", o.ExitCode), "failed"
+	default:
+		return "[background process killed: unknown]", "killed"
+	}
+}
+
+func (a *commandActor) appendCompletion(o Outcome) {
+	line, _ := completionLine(o)
+	f, err := os.OpenFile(a.cmd.OutputFile, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		a.backgroundErr = err
+		return
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\n\n" + line + "\n"); err != nil {
+		a.backgroundErr = err
+	}
+}
+
+// jobState builds the supervisor's record; o is nil while running.
+func (a *commandActor) jobState(o *Outcome) JobState {
+	st := JobState{
+		ID:             a.cmd.ID,
+		Command:        a.cmd.Command,
+		Display:        a.cmd.Display,
+		ConversationID: a.cmd.ConversationID,
+		Background:     a.cmd.Background,
+		Running:        o == nil,
+		Started:        a.start,
+		Status:         "running",
+		OutputFile:     a.cmd.OutputFile,
+	}
+	if a.p != nil {
+		st.Pid = a.p.Pid
+	}
+	if o != nil {
+		st.Ended = time.Now()
+		if o.Exited {
+			code := o.ExitCode
+			st.ExitCode = &code
+		}
+		var line string
+		line, st.Status = completionLine(*o)
+		if st.Status == "killed" {
+			st.Reason = line[len("[background process killed: ") : len(line)-1]
+		}
+	}
+	return st
+}
+
+// report sends the current (or given final) state to the supervisor.
+func (a *commandActor) report(ctx actor.Context, final ...JobState) {
+	if ctx.Parent() == nil {
+		return
+	}
+	st := a.jobState(nil)
+	if len(final) > 0 {
+		st = final[0]
+	}
+	ctx.Send(ctx.Parent(), &JobUpdate{State: st})
+}
+
+// detach stops the actor and leaves the processes running.
+func (a *commandActor) detach(ctx actor.Context) {
+	if a.finished {
+		return
+	}
+	a.finished = true
+	a.stopTimers()
+	a.closePipes()
+	st := a.jobState(nil)
+	st.Running, st.Status, st.Reason = false, "detached", "left running at engine shutdown"
+	a.report(ctx, st)
+	ctx.Stop(a.self)
+}
+
+// emergency runs when the actor is stopped before it finished (a panic or
+// a forced stop): end the group at once and answer the caller.
+func (a *commandActor) emergency(ctx actor.Context) {
+	if a.finished {
+		return
+	}
+	a.finished = true
+	a.stopTimers()
+	if a.started {
+		_ = a.p.SignalGroup(syscall.SIGKILL)
+	}
+	a.closePipes()
+	a.runCleanup()
+	o := Outcome{Err: ErrActorFailed, Reason: ReasonKilled, Duration: time.Since(a.start)}
+	if a.out != nil {
+		o.Output = a.out.Result()
+		a.out.Close()
+	}
+	if !a.doneSent && !a.cmd.Background {
+		a.cmd.Events <- &Done{Outcome: o}
+		a.doneSent = true
+	}
+	for _, w := range a.waiters {
+		w(a.jobState(&o))
+	}
+}

@@ -1,0 +1,29 @@
+// Package actors holds the command actor: one protoactor-go actor per
+// command, owning its process group, its timers, its output buffer and its
+// cancellation.
+//
+// The actor never blocks in Receive. Two goroutines feed it: one reads the
+// output pipe into a bounded [truncate.Buffer] (parked on the netpoller
+// without holding a read buffer while the pipe is quiet), and one waits on
+// the leader's pidfd and sends an exit message. Timers send messages too.
+// Every message leads to one re-evaluation of the command's state
+// ([commandActor.advance]), so events may arrive in any order.
+//
+// Ending a command (timeout, cancellation, kill, shutdown, lifetime, or
+// leftovers after the shell exited) always targets the whole process
+// group: SIGTERM (with SIGCONT, so stopped processes see it), up to Grace
+// for the group to empty, SIGKILL, then up to CleanupWait for it to go; the
+// actor reports regardless and says what it could not end.
+//
+// Choices where the specification is silent:
+//   - A background job lives as long as its process group: when its shell
+//     exits while processes it started still run (`server &`), the job stays
+//     "running" under its actor (killable, lifetime-bounded, ended at
+//     shutdown) and its completion line is written when the group is empty.
+//   - If the output pipe is still open once the group is gone, the holder
+//     escaped the group (setsid): the actor stops reading after DrainWait
+//     and says so, rather than waiting for a process it cannot end.
+//   - A panicking command actor is stopped, never restarted; its Stopping
+//     handler SIGKILLs the group at once (no grace: it cannot wait) and
+//     answers the caller with an error.
+package actors

@@ -1,0 +1,146 @@
+package actors
+
+import (
+	"os"
+	"time"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/truncate"
+)
+
+// Reason says why the engine ended a command.
+type Reason string
+
+// The reasons for ending a command.
+const (
+	ReasonNone      Reason = ""
+	ReasonTimeout   Reason = "timeout"
+	ReasonCancelled Reason = "cancelled"
+	ReasonKilled    Reason = "killed"
+	ReasonShutdown  Reason = "shutdown"
+	ReasonLifetime  Reason = "lifetime"
+	// ReasonLeftovers: the shell exited; processes it left in its group
+	// were ended.
+	ReasonLeftovers Reason = "leftovers"
+)
+
+// Command is everything a command actor needs. The engine fills it in and
+// sends it to the supervisor inside a [Spawn].
+type Command struct {
+	ID             string
+	Command        string // the original command text (for listings)
+	Display        string
+	ConversationID string
+	Spec           proc.Spec
+	Background     bool
+	// Timeout is the foreground timeout or the background lifetime; 0
+	// means none.
+	Timeout     time.Duration
+	Grace       time.Duration
+	CleanupWait time.Duration
+	DrainWait   time.Duration
+	// KeepLeftovers leaves processes that outlive a foreground shell.
+	KeepLeftovers bool
+	Truncate      truncate.Config
+	// OutputFile is the background job's output file.
+	OutputFile string
+	// Events receives Started and then Done (foreground) or Started or a
+	// start-failure Done (background). It must have room for two events.
+	Events chan<- Event
+	// Cleanup, when set, runs once after the process group is gone.
+	Cleanup func()
+}
+
+// Event is sent on Command.Events: a *Started or a *Done.
+type Event any
+
+// Started reports a running command.
+type Started struct {
+	Pid int
+	// Output is the live output buffer of a foreground command (for
+	// progress); nil for background jobs.
+	Output *truncate.Buffer
+}
+
+// Done reports the end of a foreground command (or a failed start).
+type Done struct{ Outcome Outcome }
+
+// Outcome is what happened to a command, before formatting.
+type Outcome struct {
+	// Err is set when the command could not start or the actor failed.
+	Err error
+	// Exited is true when the shell's exit status is known.
+	Exited   bool
+	ExitCode int    // 128+n when killed by signal n
+	Signal   string // e.g. "SIGKILL", when killed by a signal
+	Reason   Reason
+	Output   truncate.Output
+	Stderr   *truncate.Output // with separate streams
+	// Leftovers were still in the group after the shell exited and were
+	// ended (or left running with KeepLeftovers: see LeftRunning).
+	Leftovers   []proc.Member
+	LeftRunning bool
+	// Survivors were still alive after SIGKILL and CleanupWait.
+	Survivors []proc.Member
+	// PipeHeld: the output pipe was still open after the group was gone.
+	PipeHeld bool
+	Duration time.Duration
+}
+
+// Cancel asks a command to end with the grace sequence. Reply, when set,
+// is called from the actor with the command's final state; it must not
+// block.
+type Cancel struct {
+	ID     string
+	Reason Reason
+	Reply  func(JobState)
+}
+
+// JobState is the supervisor's record of a command.
+type JobState struct {
+	ID             string
+	Pid            int
+	Command        string
+	Display        string
+	ConversationID string
+	Background     bool
+	Running        bool
+	Started        time.Time
+	Ended          time.Time
+	// Status is "running", "completed", "failed" or "killed".
+	Status     string
+	ExitCode   *int
+	Reason     string
+	OutputFile string
+}
+
+// Size returns the current size of a background job's output file.
+func (s JobState) Size() int64 {
+	if s.OutputFile == "" {
+		return 0
+	}
+	fi, err := os.Stat(s.OutputFile)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// internal messages
+type (
+	exited struct {
+		state *os.ProcessState
+		err   error
+	}
+	drained  struct{}
+	tick     struct{}
+	timedOut struct{}
+)
+
+// JobUpdate carries a command's state change to its parent, the
+// supervisor.
+type JobUpdate struct{ State JobState }
+
+// Detach ends a background job's actor without ending its processes
+// (engine shutdown with jobs left running).
+type Detach struct{}

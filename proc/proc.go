@@ -1,0 +1,192 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrStart wraps every error that kept a process from starting.
+var ErrStart = errors.New("cannot start process")
+
+// Spec describes a process to start.
+type Spec struct {
+	// Path is the program; Args its argv (Args[0] included).
+	Path string
+	Args []string
+	// Dir is the working directory.
+	Dir string
+	// Env is the complete environment.
+	Env []string
+	// Output, when set, receives stdout and stderr (a background job's
+	// file). When nil, Start creates a pipe and returns its read end.
+	Output *os.File
+	// SeparateStderr gives stderr a pipe of its own (only with Output nil).
+	SeparateStderr bool
+	// CgroupFD, when >= 0, starts the process inside that cgroup v2.
+	CgroupFD int
+}
+
+// Process is a started command: the leader of a new session and process
+// group whose id equals its pid.
+type Process struct {
+	// Pid is the leader's pid and the process group id.
+	Pid int
+	// Stdout is the read end of the output pipe (nil when Spec.Output was
+	// set). With SeparateStderr it carries only stdout.
+	Stdout *os.File
+	// Stderr is the read end of the stderr pipe with SeparateStderr.
+	Stderr *os.File
+
+	proc  *os.Process
+	pidfd *os.File
+}
+
+var (
+	devNullOnce sync.Once
+	devNull     *os.File
+	devNullErr  error
+)
+
+// stdin returns a shared read-only /dev/null, opened once per process.
+func stdin() (*os.File, error) {
+	devNullOnce.Do(func() { devNull, devNullErr = os.Open(os.DevNull) })
+	return devNull, devNullErr
+}
+
+// Start starts spec in a new session (setsid): no controlling terminal,
+// stdin /dev/null, stdout and stderr on one pipe unless spec says
+// otherwise.
+func Start(spec Spec) (*Process, error) {
+	in, err := stdin()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	p := &Process{}
+	var out, errw *os.File
+	var closeAfter []*os.File
+	fail := func(err error) (*Process, error) {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+		if p.Stdout != nil {
+			p.Stdout.Close()
+		}
+		if p.Stderr != nil {
+			p.Stderr.Close()
+		}
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	if spec.Output != nil {
+		out, errw = spec.Output, spec.Output
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		p.Stdout, out, errw = r, w, w
+		closeAfter = append(closeAfter, w)
+		if spec.SeparateStderr {
+			r2, w2, err := os.Pipe()
+			if err != nil {
+				return fail(err)
+			}
+			p.Stderr, errw = r2, w2
+			closeAfter = append(closeAfter, w2)
+		}
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if spec.CgroupFD >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = spec.CgroupFD
+	}
+	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []*os.File{in, out, errw},
+		Sys:   sys,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	for _, f := range closeAfter {
+		f.Close()
+	}
+	p.proc, p.Pid = proc, proc.Pid
+	// A pidfd in the netpoller lets Wait park a goroutine, not a thread.
+	// The child is not reaped yet, so its pid cannot have been reused.
+	if fd, err := unix.PidfdOpen(proc.Pid, unix.O_NONBLOCK); err == nil {
+		p.pidfd = os.NewFile(uintptr(fd), "pidfd")
+	}
+	return p, nil
+}
+
+// Wait waits for the leader to exit and reaps it.
+func (p *Process) Wait() (*os.ProcessState, error) {
+	if p.pidfd != nil {
+		if rc, err := p.pidfd.SyscallConn(); err == nil {
+			_ = rc.Read(func(fd uintptr) bool {
+				var info unix.Siginfo
+				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+				return err != nil || info.Signo != 0
+			})
+		}
+		p.pidfd.Close()
+	}
+	return p.proc.Wait()
+}
+
+// SignalGroup sends sig to every process of the group. A group that no
+// longer exists is not an error.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	return SignalGroup(p.Pid, sig)
+}
+
+// SignalGroup sends sig to process group pgid; ESRCH (no such group) is
+// not an error.
+func SignalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return fmt.Errorf("refusing to signal process group %d", pgid)
+	}
+	if err := unix.Kill(-pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// GroupAlive reports whether process group pgid has a live member. The
+// fast path is one kill(-pgid, 0); when that finds members, /proc is
+// scanned to ignore zombies: orphaned members are reparented to init,
+// which may reap them late.
+func GroupAlive(pgid int) bool {
+	return len(LiveMembers(pgid)) > 0
+}
+
+// LiveMembers is GroupMembers with the kill(-pgid, 0) fast path: nil when
+// the group has no member at all.
+func LiveMembers(pgid int) []Member {
+	if pgid <= 1 {
+		return nil
+	}
+	if err := unix.Kill(-pgid, 0); err != nil && !errors.Is(err, unix.EPERM) {
+		return nil
+	}
+	return GroupMembers(pgid)
+}
+
+// ProtectEnviron makes the calling process non-dumpable when it runs
+// without root, so that the commands it starts (same uid) cannot read its
+// environment through /proc/PPID/environ or ptrace it. Root's processes
+// are readable by root whatever this flag says; restricted mode covers
+// that case with Landlock's scoping. It reports whether it changed the
+// flag.
+func ProtectEnviron() bool {
+	if os.Geteuid() == 0 {
+		return false
+	}
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil
+}

@@ -1,0 +1,201 @@
+// Package supervisor holds the supervisor actor: it spawns one command
+// actor per command, tracks running commands and background jobs, routes
+// cancellation and kills, stops (never restarts) failed command actors, and
+// shuts down by ending every command before stopping itself.
+//
+// The supervisor keeps the records of ended background jobs so they can be
+// listed and read after they end; it keeps at most MaxEnded of them,
+// dropping the oldest.
+package supervisor
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/bashvisor/bashvisor/actors"
+)
+
+// MaxEnded bounds the ended background jobs remembered.
+const MaxEnded = 1000
+
+// ErrShuttingDown is the start error of commands sent during shutdown.
+var ErrShuttingDown = errors.New("engine is shutting down")
+
+// Spawn asks the supervisor to start a command actor.
+type Spawn struct{ Command *actors.Command }
+
+// List asks for every running command and every remembered background
+// job.
+type List struct{ Reply chan<- []actors.JobState }
+
+// Kill ends a background job with the grace sequence; Reply (buffered)
+// receives its final state, or OK=false when there is no such job.
+type Kill struct {
+	ID     string
+	Reason actors.Reason
+	Reply  chan<- KillReply
+}
+
+// KillReply answers a Kill.
+type KillReply struct {
+	State actors.JobState
+	OK    bool
+}
+
+// Shutdown ends every command (background jobs too, unless LeaveJobs)
+// and then stops the supervisor; Done is closed when it has stopped.
+type Shutdown struct {
+	LeaveJobs bool
+	Done      chan struct{}
+	// Final receives the job records as they were when the supervisor
+	// stopped (set before Done is closed).
+	Final []actors.JobState
+}
+
+type entry struct {
+	pid   *actor.PID
+	state actors.JobState
+}
+
+type supervisor struct {
+	running  map[string]*entry // by command id
+	ended    map[string]actors.JobState
+	order    []string // ended ids, oldest first
+	byPID    map[string]string
+	shutdown *Shutdown
+}
+
+// Props returns the supervisor's props: its children are stopped, never
+// restarted (a restart would lose the process, and re-running a command is
+// not safe).
+func Props() *actor.Props {
+	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &supervisor{
+			running: map[string]*entry{},
+			ended:   map[string]actors.JobState{},
+			byPID:   map[string]string{},
+		}
+	}, actor.WithSupervisor(stop))
+}
+
+func (s *supervisor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Spawn:
+		s.spawn(ctx, m.Command)
+	case *actors.JobUpdate:
+		s.update(m.State)
+	case *actors.Cancel:
+		if e, ok := s.running[m.ID]; ok {
+			ctx.Send(e.pid, m)
+		}
+	case *Kill:
+		s.kill(ctx, m)
+	case *List:
+		m.Reply <- s.list()
+	case *actor.Terminated:
+		s.terminated(ctx, m.Who)
+	case *Shutdown:
+		s.beginShutdown(ctx, m)
+	case *actor.Stopped:
+		if s.shutdown != nil {
+			s.shutdown.Final = s.list()
+			close(s.shutdown.Done)
+		}
+	}
+}
+
+func (s *supervisor) spawn(ctx actor.Context, cmd *actors.Command) {
+	if s.shutdown != nil {
+		cmd.Events <- &actors.Done{Outcome: actors.Outcome{Err: ErrShuttingDown}}
+		return
+	}
+	pid := ctx.Spawn(actors.NewProps(cmd))
+	s.running[cmd.ID] = &entry{pid: pid, state: actors.JobState{
+		ID: cmd.ID, Command: cmd.Command, Display: cmd.Display, ConversationID: cmd.ConversationID,
+		Background: cmd.Background, Running: true, Status: "running", OutputFile: cmd.OutputFile,
+		Started: time.Now(),
+	}}
+	s.byPID[pid.Id] = cmd.ID
+}
+
+func (s *supervisor) update(st actors.JobState) {
+	if e, ok := s.running[st.ID]; ok {
+		e.state = st
+	}
+}
+
+func (s *supervisor) kill(ctx actor.Context, m *Kill) {
+	if e, ok := s.running[m.ID]; ok && e.state.Background {
+		reply := m.Reply
+		ctx.Send(e.pid, &actors.Cancel{ID: m.ID, Reason: m.Reason, Reply: func(st actors.JobState) {
+			reply <- KillReply{State: st, OK: true}
+		}})
+		return
+	}
+	if st, ok := s.ended[m.ID]; ok {
+		m.Reply <- KillReply{State: st, OK: true}
+		return
+	}
+	m.Reply <- KillReply{}
+}
+
+func (s *supervisor) terminated(ctx actor.Context, who *actor.PID) {
+	id, ok := s.byPID[who.Id]
+	if !ok {
+		return
+	}
+	delete(s.byPID, who.Id)
+	if e, ok := s.running[id]; ok {
+		delete(s.running, id)
+		if e.state.Background {
+			st := e.state
+			if st.Running { // stopped without a final report (actor failure)
+				st.Running, st.Status, st.Reason, st.Ended = false, "killed", "command actor failed", time.Now()
+			}
+			s.ended[id] = st
+			s.order = append(s.order, id)
+			if len(s.order) > MaxEnded {
+				delete(s.ended, s.order[0])
+				s.order = slices.Delete(s.order, 0, 1)
+			}
+		}
+	}
+	s.maybeStop(ctx)
+}
+
+func (s *supervisor) beginShutdown(ctx actor.Context, m *Shutdown) {
+	if s.shutdown != nil {
+		close(m.Done) // a second Shutdown waits on the first's Done instead
+		return
+	}
+	s.shutdown = m
+	for id, e := range s.running {
+		if e.state.Background && m.LeaveJobs {
+			ctx.Send(e.pid, &actors.Detach{})
+			continue
+		}
+		ctx.Send(e.pid, &actors.Cancel{ID: id, Reason: actors.ReasonShutdown})
+	}
+	s.maybeStop(ctx)
+}
+
+func (s *supervisor) maybeStop(ctx actor.Context) {
+	if s.shutdown != nil && len(s.running) == 0 {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (s *supervisor) list() []actors.JobState {
+	out := make([]actors.JobState, 0, len(s.running)+len(s.ended))
+	for _, e := range s.running {
+		out = append(out, e.state)
+	}
+	for _, id := range s.order {
+		out = append(out, s.ended[id])
+	}
+	return out
+}
