@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/mcpserver"
+)
+
+func init() { commands["mcp"] = cmdMCP }
+
+// tokenEnv names the environment variable holding the HTTP bearer token.
+const tokenEnv = "BASHVISOR_MCP_TOKEN"
+
+// mcpFlags are the flags of `demo mcp` (SPEC §2.9).
+type mcpFlags struct {
+	dir         string
+	timeout     time.Duration
+	slowTimeout time.Duration
+	grace       time.Duration
+	restricted  bool
+	coauthor    string
+	audit       string
+	envPolicy   string
+	httpAddr    string
+	token       string
+	origins     stringList
+	verbose     bool
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func parseMCPFlags(args []string, stderr io.Writer) (*mcpFlags, error) {
+	d := engine.DefaultConfig()
+	f := &mcpFlags{}
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: demo mcp [flags]\n\nServes the bash tool over MCP: stdio by default, streamable HTTP at /mcp with -http.")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.dir, "C", "", "working directory of every command (default: the current directory)")
+	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
+	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
+	fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
+	fs.BoolVar(&f.restricted, "restricted", false, "run commands in the Landlock sandbox (read-only filesystem, no network)")
+	fs.StringVar(&f.coauthor, "coauthor", "", `add "Co-authored-by: Name <email>" to git commits, given as "Name <email>"`)
+	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to FILE")
+	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment policy: inherit-safe or allowlist")
+	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)")
+	fs.StringVar(&f.token, "token", "", "bearer token required by -http (default $"+tokenEnv+"; required off loopback)")
+	fs.Var(&f.origins, "allow-origin", "browser origin allowed to call -http besides its own (repeatable)")
+	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch engine.EnvPolicy(f.envPolicy) {
+	case engine.EnvInheritSafe, engine.EnvAllowlist:
+	default:
+		return nil, fmt.Errorf("-env-policy must be inherit-safe or allowlist, not %q", f.envPolicy)
+	}
+	if f.coauthor != "" && !coauthorRE.MatchString(f.coauthor) {
+		return nil, fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
+	}
+	if f.dir != "" {
+		st, err := os.Stat(f.dir)
+		if err != nil {
+			return nil, fmt.Errorf("-C: %w", err)
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("-C: %s is not a directory", f.dir)
+		}
+	}
+	if f.token == "" {
+		f.token = os.Getenv(tokenEnv)
+	}
+	if f.httpAddr != "" && f.token == "" && !mcpserver.IsLoopback(f.httpAddr) {
+		return nil, fmt.Errorf("refusing to serve -http %s without a bearer token: the address is not loopback, so anyone who can reach it could run commands; set -token or $%s, or bind 127.0.0.1", f.httpAddr, tokenEnv)
+	}
+	return f, nil
+}
+
+var coauthorRE = regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`)
+
+func (f *mcpFlags) engineConfig(log *slog.Logger) engine.Config {
+	c := engine.DefaultConfig()
+	c.Timeout, c.SlowTimeout, c.Grace = f.timeout, f.slowTimeout, f.grace
+	c.EnvPolicy = engine.EnvPolicy(f.envPolicy)
+	c.Logger = log
+	// TODO(engine): c.CoAuthor = f.coauthor once engine.Config has it.
+	// TODO(engine): c.AuditFile = f.audit once engine.Config has it; until
+	// then auditLog below writes the audit lines from the results.
+	return c
+}
+
+// cmdMCP runs `demo mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
+// after stopping every command and job; 2 on bad flags; 1 on other errors.
+func cmdMCP(args []string) int {
+	f, err := parseMCPFlags(args, os.Stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		}
+		return 2
+	}
+	level := slog.LevelInfo
+	sdkLevel := slog.LevelWarn
+	if f.verbose {
+		level, sdkLevel = slog.LevelDebug, slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	sdkLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: sdkLevel}))
+
+	// In stdio mode the protocol owns stdout: keep a private copy of it for
+	// the transport and point fd 1 at stderr, so that nothing else (a
+	// library's stray print, a panic in a goroutine writing to os.Stdout)
+	// can corrupt the stream.
+	var protoOut *os.File
+	if f.httpAddr == "" {
+		fd, err := unix.Dup(1)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+			return 1
+		}
+		unix.CloseOnExec(fd)
+		if err := unix.Dup2(2, 1); err != nil {
+			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+			return 1
+		}
+		protoOut = os.NewFile(uintptr(fd), "mcp-stdout")
+	}
+
+	var audit *auditLog
+	if f.audit != "" {
+		if audit, err = openAudit(f.audit); err != nil {
+			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+			return 1
+		}
+		defer audit.Close()
+	}
+	if f.coauthor != "" {
+		log.Warn("-coauthor is not applied yet: the engine has no co-author setting") // TODO(engine)
+	}
+
+	e, err := engine.New(f.engineConfig(log))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		return 1
+	}
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	base, stopCalls := context.WithCancel(context.Background())
+	defer stopCalls()
+	opts := mcpserver.Options{
+		WorkingDir: f.dir,
+		Restricted: f.restricted,
+		Logger:     sdkLog,
+		// Closing a session waits for its calls: cancel them at shutdown.
+		BaseContext: base,
+	}
+	if audit != nil {
+		opts.OnResult = func(conv string, in engine.Input, r engine.Result) { audit.record(conv, in, r, f.restricted) }
+	}
+	srv := mcpserver.New(e, opts)
+
+	code := 0
+	if f.httpAddr == "" {
+		code = serveStdio(sigCtx, srv, protoOut, stopCalls, log)
+	} else {
+		code = serveHTTP(sigCtx, srv, f, stopCalls, log)
+	}
+	stopCalls()
+	// Grace sequence for every job, then the cleanup bound, plus a margin.
+	ctx, cancel := context.WithTimeout(context.Background(), f.grace+engine.DefaultConfig().CleanupWait+5*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		log.Error("engine shutdown", "err", err)
+	}
+	return code
+}
+
+func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls func(), log *slog.Logger) int {
+	stop := context.AfterFunc(ctx, stopCalls)
+	defer stop()
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: out})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
+		log.Error("mcp stdio session ended", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func(), log *slog.Logger) int {
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		return 1
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpserver.Handler(srv, mcpserver.HTTPOptions{
+		Token:          f.token,
+		AllowedOrigins: f.origins,
+		Logger:         log,
+	}))
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	auth := "no token"
+	if f.token != "" {
+		auth = "bearer token required"
+	}
+	fmt.Fprintf(os.Stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), auth)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Error("http server", "err", err)
+		code = 1
+	}
+	stopCalls()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close() // open SSE streams never go idle
+	}
+	return code
+}
+
+// auditLog writes one JSON line per bash call (SPEC §2.7): never the
+// output, never environment values.
+//
+// TODO(engine): interim. The engine owns the audit log (SPEC §2.7, with
+// what was killed); once engine.Config takes the audit file, pass -audit
+// there and delete this.
+type auditLog struct {
+	f   *os.File
+	log *slog.Logger
+}
+
+func openAudit(path string) (*auditLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("-audit: %w", err)
+	}
+	return &auditLog{f: f, log: slog.New(slog.NewJSONHandler(f, nil))}, nil
+}
+
+func (a *auditLog) Close() error { return a.f.Close() }
+
+func (a *auditLog) record(conv string, in engine.Input, r engine.Result, restricted bool) {
+	decision := "allow"
+	switch r.Status {
+	case engine.StatusBlocked:
+		decision = "block"
+	case engine.StatusDenied:
+		decision = "deny"
+	case engine.StatusNeedsApproval:
+		decision = "ask"
+	case engine.StatusError:
+		if errors.Is(r.Err, engine.ErrBadInput) {
+			decision = "invalid"
+		}
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = engine.ModeDefault
+	}
+	attrs := []any{
+		"conversation", conv,
+		"command", r.Command,
+		"display", r.Display,
+		"decision", decision,
+		"mode", string(mode),
+		"restricted", restricted,
+		"status", string(r.Status),
+		"duration_ms", r.DurationMS,
+		"bytes", r.OutputBytes,
+		"truncated", r.Truncated,
+	}
+	if r.ExitCode != nil {
+		attrs = append(attrs, "exit_code", *r.ExitCode)
+	}
+	if r.Signal != "" {
+		attrs = append(attrs, "signal", r.Signal)
+	}
+	if r.JobID != "" {
+		attrs = append(attrs, "job_id", r.JobID)
+	}
+	a.log.Info("bash", attrs...)
+}

@@ -1,0 +1,160 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Approval of "ask" commands (SPEC §2.7 permissions) through MCP
+// elicitation.
+//
+// Clients on protocol versions before 2026-07-28 get a server-initiated
+// elicitation/create request while the tool call waits. From 2026-07-28 on,
+// servers may not send requests; the call instead returns an
+// input-required result whose input request asks the same question, and the
+// client retries the call with the answer and the opaque request state. The
+// state is an HMAC (key random per server) over the exact command, mode and
+// working directory plus an expiry, so an answer cannot be replayed for
+// another command or after approvalTTL.
+
+const (
+	approvalKey = "approve"
+	approvalTTL = 10 * time.Minute
+	protocolMRTR = "2026-07-28" // first protocol version with multi round-trip requests
+)
+
+// canElicit reports whether the client advertised form elicitation.
+func (s *server) canElicit(req *mcp.CallToolRequest) bool {
+	if s.o.DisableElicitation {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	el := caps.Elicitation
+	return el.Form != nil || el.URL == nil // no sub-capabilities means form
+}
+
+// usesMultiRoundTrip mirrors the go-sdk's own test for whether the client
+// expects input requests in results rather than server-initiated requests.
+func usesMultiRoundTrip(req *mcp.CallToolRequest) bool {
+	ip := req.Session.InitializeParams()
+	return ip == nil || ip.ProtocolVersion >= protocolMRTR
+}
+
+// elicitParams is the question put to the user.
+func (s *server) elicitParams(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.ElicitParams {
+	mode := in.Mode
+	if mode == "" {
+		mode = engine.ModeDefault
+	}
+	var b strings.Builder
+	b.WriteString("The bash tool wants to run a command that needs your approval.\n\n")
+	fmt.Fprintf(&b, "Command (mode %s, in %s):\n\n%s\n", mode, tc.WorkingDir, in.Command)
+	if reason := strings.TrimSpace(r.Output); reason != "" {
+		fmt.Fprintf(&b, "\n%s\n", reason)
+	}
+	b.WriteString("\nAccept to run it exactly as shown; decline to refuse.")
+	return &mcp.ElicitParams{
+		Mode:            "form",
+		Message:         b.String(),
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+	}
+}
+
+// askApproval handles a needs_approval result for a client that supports
+// elicitation.
+func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, tc engine.ToolContext, in engine.Input, r engine.Result, run func(bool) engine.Result) (*mcp.CallToolResult, error) {
+	params := s.elicitParams(tc, in, r)
+	if usesMultiRoundTrip(req) {
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{approvalKey: params},
+			RequestState:  s.sign(tc, in, time.Now().Add(approvalTTL)),
+		}, nil
+	}
+	res, err := req.Session.Elicit(ctx, params)
+	if err != nil {
+		s.log.Warn("elicitation failed; returning needs_approval", "err", err)
+		return s.finish(tc, in, r), nil
+	}
+	return s.finish(tc, in, s.decide(res, r, run)), nil
+}
+
+// approvalRetry handles the retried call of the multi-round-trip flow. ok
+// is false when the request state does not match this call.
+func (s *server) approvalRetry(req *mcp.CallToolRequest, tc engine.ToolContext, in engine.Input, run func(bool) engine.Result) (r engine.Result, ok bool) {
+	if !s.verify(req.Params.RequestState, tc, in) {
+		s.log.Warn("approval retry with invalid or expired request state", "conversation", tc.ConversationID)
+		return r, false
+	}
+	res, _ := req.Params.InputResponses[approvalKey].(*mcp.ElicitResult)
+	if res == nil {
+		return r, false
+	}
+	if res.Action == "accept" {
+		return run(true), true
+	}
+	return s.decide(res, run(false), run), true
+}
+
+// decide maps the user's answer to a result: accept runs the command as
+// approved, decline makes it "denied", cancel (dismissed) leaves the
+// needs_approval result r.
+func (s *server) decide(res *mcp.ElicitResult, r engine.Result, run func(bool) engine.Result) engine.Result {
+	switch res.Action {
+	case "accept":
+		return run(true)
+	case "decline":
+		if r.Status != engine.StatusNeedsApproval {
+			return r
+		}
+		r.Status = engine.StatusDenied
+		r.Output = "[command denied: the user declined to approve it]"
+		r.Err = engine.ErrDenied
+		return r
+	default:
+		return r
+	}
+}
+
+func (s *server) mac(tc engine.ToolContext, in engine.Input, expiry int64) []byte {
+	h := hmac.New(sha256.New, s.key)
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(expiry))
+	h.Write(buf[:])
+	for _, part := range []string{tc.ConversationID, tc.WorkingDir, string(in.Mode), in.Command} {
+		binary.BigEndian.PutUint64(buf[:], uint64(len(part)))
+		h.Write(buf[:])
+		h.Write([]byte(part))
+	}
+	return h.Sum(nil)
+}
+
+func (s *server) sign(tc engine.ToolContext, in engine.Input, expiry time.Time) string {
+	exp := expiry.Unix()
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(exp))
+	return base64.RawURLEncoding.EncodeToString(append(buf[:], s.mac(tc, in, exp)...))
+}
+
+func (s *server) verify(state string, tc engine.ToolContext, in engine.Input) bool {
+	b, err := base64.RawURLEncoding.DecodeString(state)
+	if err != nil || len(b) != 8+sha256.Size {
+		return false
+	}
+	exp := int64(binary.BigEndian.Uint64(b[:8]))
+	if time.Now().Unix() > exp {
+		return false
+	}
+	return hmac.Equal(b[8:], s.mac(tc, in, exp))
+}

@@ -1,0 +1,111 @@
+package mcpserver
+
+import (
+	"encoding/json"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// fallbackInputSchema is SPEC §2.1's input schema, used only when
+// [engine.InputSchema] returns nothing (it is the engine's to define).
+const fallbackInputSchema = `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "description": "The shell command to run with bash -c."},
+    "mode": {"type": "string", "enum": ["default", "slow", "background"], "default": "default",
+      "description": "default: up to 30s; slow: builds, tests, installs (up to 15 min); background: start and return at once."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`
+
+// bashInputSchema returns the bash tool's input schema: exactly
+// engine.InputSchema().
+func bashInputSchema() json.RawMessage {
+	if s := engine.InputSchema(); len(s) > 0 {
+		return json.RawMessage(s)
+	}
+	return json.RawMessage(fallbackInputSchema)
+}
+
+// resultOutputSchema describes [engine.Result] as JSON (SPEC §2.5).
+const resultOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "status": {"type": "string", "enum": ["ok", "failed", "timed_out", "cancelled", "blocked", "denied", "needs_approval", "error", "started"]},
+    "exit_code": {"type": "integer", "description": "The shell's exit code; 128+n when killed by signal n."},
+    "signal": {"type": "string", "description": "The signal that killed the command, e.g. SIGKILL."},
+    "output": {"type": "string", "description": "The text the model sees."},
+    "truncated": {"type": "boolean"},
+    "output_bytes": {"type": "integer", "minimum": 0, "description": "Total bytes the command produced."},
+    "full_output_file": {"type": "string", "description": "File holding the complete output when it was truncated."},
+    "duration_ms": {"type": "integer", "minimum": 0},
+    "command": {"type": "string"},
+    "display": {"type": "string", "description": "The command as shown to a person."},
+    "pid": {"type": "integer", "description": "Background only: the job's process group id."},
+    "output_file": {"type": "string", "description": "Background only: the file the job's output goes to."},
+    "job_id": {"type": "string", "description": "Background only: the id for bash_output and bash_kill."}
+  },
+  "required": ["status", "output"]
+}`
+
+// jobInfoSchema describes [engine.JobInfo] as JSON.
+const jobInfoSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string"},
+    "pid": {"type": "integer"},
+    "command": {"type": "string"},
+    "display": {"type": "string"},
+    "conversation_id": {"type": "string"},
+    "status": {"type": "string", "enum": ["running", "completed", "failed", "killed"]},
+    "exit_code": {"type": "integer"},
+    "reason": {"type": "string", "description": "Why the job was killed."},
+    "started": {"type": "string", "format": "date-time"},
+    "ended": {"type": "string", "format": "date-time"},
+    "bytes": {"type": "integer", "minimum": 0, "description": "Bytes of output so far."},
+    "output_file": {"type": "string"}
+  },
+  "required": ["job_id", "status"]
+}`
+
+const jobsInputSchema = `{"type": "object", "properties": {}, "additionalProperties": false}`
+
+const jobsOutputSchema = `{
+  "type": "object",
+  "properties": {"jobs": {"type": "array", "items": ` + jobInfoSchema + `}},
+  "required": ["jobs"]
+}`
+
+const outputInputSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string", "description": "The job_id of a background command's result."},
+    "tail_bytes": {"type": "integer", "minimum": 0, "description": "Return the last N bytes of the job's output (default 32768 when offset and limit are not given)."},
+    "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to read from (to page through the output)."},
+    "limit": {"type": "integer", "minimum": 0, "maximum": 131072, "description": "Bytes to read from offset (default and maximum 131072)."}
+  },
+  "required": ["job_id"],
+  "additionalProperties": false
+}`
+
+const outputOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "job": ` + jobInfoSchema + `,
+    "offset": {"type": "integer", "minimum": 0, "description": "File offset of the first byte of output."},
+    "output": {"type": "string"},
+    "size": {"type": "integer", "minimum": 0, "description": "Current size of the output file."},
+    "eof": {"type": "boolean", "description": "The output reaches the current end of the file."}
+  },
+  "required": ["job", "offset", "output", "size", "eof"]
+}`
+
+const killInputSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string", "description": "The job_id of a background command's result."}
+  },
+  "required": ["job_id"],
+  "additionalProperties": false
+}`

@@ -1,0 +1,430 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names registered by [New].
+const (
+	ToolBash   = "bash"
+	ToolJobs   = "bash_jobs"
+	ToolOutput = "bash_output"
+	ToolKill   = "bash_kill"
+)
+
+// DefaultMaxCommandBytes is the default of [Options.MaxCommandBytes]: the
+// Linux limit on one execve argument (MAX_ARG_STRLEN, 128 KiB including the
+// terminating NUL). A longer command could not be passed to bash -c at all.
+const DefaultMaxCommandBytes = 128<<10 - 1
+
+// DefaultTailBytes is how much of a job's output bash_output returns when
+// the call gives neither tail_bytes nor offset/limit: the last 32 KiB.
+const DefaultTailBytes = 32 << 10
+
+// maxReadBytes is the most bash_output returns in one call (SPEC §2.4's
+// output bound).
+const maxReadBytes = 128 << 10
+
+// Options configures [New]. The zero value serves the current directory,
+// unrestricted, with progress notifications at most once a second.
+type Options struct {
+	// WorkingDir is the directory commands run in and the <pwd> of the tool
+	// description (default: the process's working directory).
+	WorkingDir string
+	// Restricted runs every command in the sandbox (SPEC §2.8); the tool
+	// description then states the sandbox constraints.
+	Restricted bool
+	// ConversationID names the conversation in the engine's logs and audit
+	// log, and scopes background jobs: bash_jobs, bash_output and bash_kill
+	// see only jobs of this conversation (or jobs with no conversation).
+	// Default "mcp". For isolation between conversations, serve one Server
+	// per conversation (see [HTTPOptions.GetServer]).
+	ConversationID string
+	// Env holds per-call environment overrides (see [engine.ToolContext]).
+	Env map[string]string
+	// ProgressInterval is the minimum spacing of progress notifications
+	// for one call (default 1s). The engine reports about every
+	// Config.ProgressInterval; the slower of the two wins.
+	ProgressInterval time.Duration
+	// Logger receives the server's and the go-sdk's logs (default: discard).
+	// Nothing is written to stdout.
+	Logger *slog.Logger
+	// MaxCommandBytes bounds the command's length (default
+	// DefaultMaxCommandBytes). Longer commands get an "[error: bad input: …]"
+	// result without running.
+	MaxCommandBytes int
+	// DisableElicitation returns "needs_approval" results as they are, even
+	// to clients that support elicitation.
+	DisableElicitation bool
+	// Name and Version identify the server to clients (default "bashvisor"
+	// and "dev").
+	Name, Version string
+	// BaseContext, when set, bounds every tool call: when it is done,
+	// in-flight calls are cancelled (their commands terminated with the
+	// grace sequence). Use it to stop quickly at shutdown, since closing an
+	// MCP session waits for in-flight calls.
+	BaseContext context.Context
+	// OnResult, when set, is called with the result of every bash call
+	// before it is sent, including results the client will not read
+	// because it cancelled the call. It must not block.
+	OnResult func(conversationID string, in engine.Input, r engine.Result)
+}
+
+// server holds what the tool handlers share.
+type server struct {
+	e   *engine.Engine
+	o   Options
+	log *slog.Logger
+	key []byte // signs approval request state
+}
+
+// New returns an MCP server exposing e as the tools bash, bash_jobs,
+// bash_output and bash_kill. Serve it with [mcp.Server.Run] (for example
+// over [mcp.StdioTransport]) or over HTTP with [Handler]. One server may
+// serve any number of sessions concurrently; calls run concurrently.
+func New(e *engine.Engine, opts Options) *mcp.Server {
+	if opts.WorkingDir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			opts.WorkingDir = wd
+		} else {
+			opts.WorkingDir = "."
+		}
+	}
+	if abs, err := filepath.Abs(opts.WorkingDir); err == nil {
+		opts.WorkingDir = abs
+	}
+	if opts.ConversationID == "" {
+		opts.ConversationID = "mcp"
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = time.Second
+	}
+	if opts.MaxCommandBytes <= 0 {
+		opts.MaxCommandBytes = DefaultMaxCommandBytes
+	}
+	if opts.Name == "" {
+		opts.Name = "bashvisor"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	s := &server{e: e, o: opts, log: log, key: key}
+
+	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
+		Logger:       log,
+		Capabilities: &mcp.ServerCapabilities{},
+		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\") " +
+			"are listed by bash_jobs, read with bash_output and stopped with bash_kill.",
+	})
+	tc := s.toolContext()
+	yes := true
+	ms.AddTool(&mcp.Tool{
+		Name:         ToolBash,
+		Title:        "Bash",
+		Description:  e.Description(tc),
+		InputSchema:  bashInputSchema(),
+		OutputSchema: json.RawMessage(resultOutputSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Bash", DestructiveHint: &yes, OpenWorldHint: &yes},
+	}, s.bash)
+	ms.AddTool(&mcp.Tool{
+		Name:         ToolJobs,
+		Title:        "List background jobs",
+		Description:  "List this conversation's background jobs (started with mode \"background\"), running and ended: job_id, pid, status, start time, bytes of output, command.",
+		InputSchema:  json.RawMessage(jobsInputSchema),
+		OutputSchema: json.RawMessage(jobsOutputSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "List background jobs", ReadOnlyHint: true, IdempotentHint: true},
+	}, s.jobs)
+	ms.AddTool(&mcp.Tool{
+		Name:  ToolOutput,
+		Title: "Read a background job's output",
+		Description: "Read a background job's output and status. By default returns the last 32 KiB; " +
+			"tail_bytes sets how much of the end to return, or offset and limit read a byte range " +
+			"(at most 128 KiB per call) to page through it.",
+		InputSchema:  json.RawMessage(outputInputSchema),
+		OutputSchema: json.RawMessage(outputOutputSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true},
+	}, s.output)
+	ms.AddTool(&mcp.Tool{
+		Name:  ToolKill,
+		Title: "Stop a background job",
+		Description: "Stop a background job and every process it started: SIGTERM to its process group, " +
+			"SIGKILL after the grace period. Returns the job's final status.",
+		InputSchema:  json.RawMessage(killInputSchema),
+		OutputSchema: json.RawMessage(jobInfoSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background job", DestructiveHint: &yes, IdempotentHint: true},
+	}, s.kill)
+	return ms
+}
+
+func (s *server) toolContext() engine.ToolContext {
+	return engine.ToolContext{
+		WorkingDir:     s.o.WorkingDir,
+		ConversationID: s.o.ConversationID,
+		Restricted:     s.o.Restricted,
+		Env:            s.o.Env,
+	}
+}
+
+// Reasons a call's context is cancelled by the server rather than the client.
+var (
+	errServerStopping = errors.New("server stopping")
+	errDisconnected   = errors.New("client disconnected")
+)
+
+// callContext derives a call's context: the go-sdk cancels ctx on
+// notifications/cancelled and when the session's connection breaks; on top
+// of that it ends with Options.BaseContext and with the HTTP request that
+// carried the call (see [Handler]).
+func (s *server) callContext(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var stops []func() bool
+	if b := s.o.BaseContext; b != nil {
+		stops = append(stops, context.AfterFunc(b, func() { cancel(errServerStopping) }))
+	}
+	if hc := httpRequestContext(req.Extra); hc != nil {
+		stops = append(stops, context.AfterFunc(hc, func() { cancel(errDisconnected) }))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(nil)
+	}
+}
+
+func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, done := s.callContext(ctx, req)
+	defer done()
+	tc := s.toolContext()
+	in, err := parseBashInput(req.Params.Arguments, s.o.MaxCommandBytes)
+	if err != nil {
+		return s.finish(tc, in, badInput(in, err)), nil
+	}
+	run := func(approved bool) engine.Result {
+		tc := tc
+		tc.Approved = approved
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			p := startProgress(ctx, req.Session, tok, s.o.ProgressInterval, s.log)
+			defer p.stop()
+			tc.Progress = p.update
+		}
+		return s.e.Run(ctx, tc, in)
+	}
+
+	// The second round of an approval asked through a multi-round-trip
+	// input request (protocol 2026-07-28 and later).
+	if req.Params.InputResponses != nil || req.Params.RequestState != "" {
+		if r, ok := s.approvalRetry(req, tc, in, run); ok {
+			return s.finish(tc, in, r), nil
+		}
+		// Bad or stale state: run without approval and never ask again.
+		return s.finish(tc, in, run(false)), nil
+	}
+
+	r := run(false)
+	if r.Status == engine.StatusNeedsApproval && s.canElicit(req) {
+		return s.askApproval(ctx, req, tc, in, r, run)
+	}
+	return s.finish(tc, in, r), nil
+}
+
+// finish turns a Result into the tool result: the model's text as content,
+// the Result as structured content, isError unless ok or started.
+func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
+	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", r.Display,
+		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
+	if s.o.OnResult != nil {
+		s.o.OnResult(tc.ConversationID, in, r)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: r.Output}},
+		StructuredContent: r,
+		IsError:           r.IsError(),
+	}
+}
+
+// badInput is the result for malformed arguments: status "error", text
+// "[error: bad input: …]", nothing run.
+func badInput(in engine.Input, err error) engine.Result {
+	msg := fmt.Sprintf("%s: %s", engine.ErrBadInput.Error(), err.Error())
+	return engine.Result{
+		Status:  engine.StatusError,
+		Output:  "[error: " + msg + "]",
+		Command: in.Command,
+		Display: in.Command,
+		Err:     fmt.Errorf("%w: %w", engine.ErrBadInput, err),
+	}
+}
+
+// errorResult is a tool-level error for the job tools.
+func errorResult(err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: "[error: " + err.Error() + "]"}},
+		IsError: true,
+	}
+}
+
+// visible reports whether a job belongs to the server's conversation.
+func (s *server) visible(j engine.JobInfo) bool {
+	return j.ConversationID == "" || j.ConversationID == s.o.ConversationID
+}
+
+func (s *server) job(id string) (engine.JobInfo, error) {
+	j, err := s.e.Job(id)
+	if err == nil && !s.visible(j) {
+		err = engine.ErrNoSuchJob
+	}
+	if err != nil {
+		return j, fmt.Errorf("%w: %q (bash_jobs lists the job ids)", err, id)
+	}
+	return j, nil
+}
+
+// jobsResult is bash_jobs's structured content.
+type jobsResult struct {
+	Jobs []engine.JobInfo `json:"jobs"`
+}
+
+func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := parseNoArgs(req.Params.Arguments); err != nil {
+		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+	}
+	out := jobsResult{Jobs: []engine.JobInfo{}}
+	for _, j := range s.e.Jobs() {
+		if s.visible(j) {
+			out.Jobs = append(out.Jobs, j)
+		}
+	}
+	var b strings.Builder
+	if len(out.Jobs) == 0 {
+		b.WriteString("no background jobs")
+	}
+	now := time.Now()
+	for i, j := range out.Jobs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "job_id=%s pid=%d %s, started %s ago, %s of output: %s",
+			j.JobID, j.PID, jobState(j), now.Sub(j.Started).Round(time.Second), humanBytes(j.Bytes), oneLine(j.Display, j.Command))
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: b.String()}},
+		StructuredContent: out,
+	}, nil
+}
+
+func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseOutputArgs(req.Params.Arguments)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+	}
+	if _, err := s.job(a.jobID); err != nil {
+		return errorResult(err), nil
+	}
+	jo, err := s.e.JobOutput(a.jobID, a.tail, a.offset, a.limit)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %q", err, a.jobID)), nil
+	}
+	end := jo.Offset + int64(len(jo.Data))
+	var b strings.Builder
+	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
+		jo.Job.JobID, jobState(jo.Job), jo.Job.PID, humanBytes(jo.Job.Bytes), jo.Offset, end, jo.Size)
+	b.WriteString(jo.Data)
+	if !jo.EOF {
+		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: b.String()}},
+		StructuredContent: jo,
+	}, nil
+}
+
+func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, done := s.callContext(ctx, req)
+	defer done()
+	id, err := parseJobID(req.Params.Arguments)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+	}
+	if _, err := s.job(id); err != nil {
+		return errorResult(err), nil
+	}
+	j, err := s.e.Kill(ctx, id)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %q", err, id)), nil
+	}
+	text := fmt.Sprintf("[job %s %s, pid %d, %s of output]", j.JobID, jobState(j), j.PID, humanBytes(j.Bytes))
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: j,
+	}, nil
+}
+
+// jobState describes a job's status for the model: "running",
+// "completed (exit code 0)", "killed (reason)".
+func jobState(j engine.JobInfo) string {
+	st := string(j.Status)
+	switch {
+	case j.Status == engine.JobRunning:
+	case j.Reason != "":
+		st += " (" + j.Reason + ")"
+	case j.ExitCode != nil:
+		st += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
+	}
+	return st
+}
+
+// oneLine returns the display form of a command on one line, at most 200
+// bytes.
+func oneLine(display, command string) string {
+	s := display
+	if s == "" {
+		s = command
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		cut := 200
+		for cut > 0 && !isRuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// humanBytes formats a byte count the way the engine's truncation headers
+// do: "512 B", "3.4 KiB", "12.0 MiB".
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f := float64(n) / 1024
+	for _, unit := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		if f < 1024 || unit == "TiB" {
+			return fmt.Sprintf("%.1f %s", f, unit)
+		}
+		f /= 1024
+	}
+	panic("unreachable")
+}
