@@ -1,0 +1,5 @@
+//go:build race
+
+package truncate
+
+const raceEnabled = true
