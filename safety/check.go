@@ -1,0 +1,376 @@
+package safety
+
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+const (
+	// MaxCommandBytes is the largest command Check analyses; anything
+	// longer is blocked (rule "too-long"). bash -c cannot take a single
+	// argument this long anyway.
+	MaxCommandBytes = 1 << 20
+	// MaxNesting bounds how deep nested shell code (bash -c, eval, su -c,
+	// heredocs fed to a shell, ...) is re-parsed; deeper nesting is blocked
+	// (rule "too-deep").
+	MaxNesting = 8
+	// maxSteps bounds the statements visited for one command.
+	maxSteps = 200000
+	// maxLoopIter bounds how many static values of a for loop are checked.
+	maxLoopIter = 16
+)
+
+// Check analyses command (bash syntax) and returns whether it may run. It
+// never executes anything and is safe for concurrent use.
+func Check(command string) Verdict {
+	if len(command) > MaxCommandBytes {
+		return Verdict{Decision: Block, Rule: "too-long",
+			Reason:      "command is too long to analyse (over 1 MiB)",
+			Alternative: "write the script to a file and run it with bash FILE"}
+	}
+	if strings.TrimSpace(command) == "" {
+		return Verdict{Decision: Allow}
+	}
+	f, err := parse(command, false)
+	if err != nil {
+		return parseErrorVerdict(err)
+	}
+	c := checker{}
+	c.v.Decision = Allow
+	c.stmts(f.Stmts, false)
+	return c.v
+}
+
+func parseErrorVerdict(err error) Verdict {
+	return Verdict{Decision: Block, Rule: "parse-error",
+		Reason:      "cannot parse command: " + oneLine(err.Error()),
+		Alternative: "fix the shell syntax (unbalanced quotes, brackets, heredoc or keywords) and run it again"}
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// checker walks one command's syntax tree.
+type checker struct {
+	resolver
+	v       Verdict
+	depth   int
+	steps   int
+	cwd     string // statically known working directory, "" if unknown
+	inLoop  bool   // already iterating a for loop's static values
+	nameBuf []field
+}
+
+func (c *checker) done() bool { return c.v.Decision == Block }
+
+// report records v when it is more severe than what was found so far.
+func (c *checker) report(v Verdict) {
+	if v.Decision.severity() > c.v.Decision.severity() {
+		c.v = v
+	}
+}
+
+func (c *checker) stmts(ss []*syntax.Stmt, piped bool) {
+	for _, s := range ss {
+		if c.done() {
+			return
+		}
+		c.stmt(s, piped)
+	}
+}
+
+// stdinSrc says where a simple command's standard input comes from.
+type stdinSrc struct {
+	piped bool   // a pipe from a previous command
+	code  string // heredoc or here-string text
+	isDoc bool   // code is set
+	dyn   bool   // code has parts only known at run time
+}
+
+func (c *checker) stmt(s *syntax.Stmt, piped bool) {
+	if s == nil || c.done() {
+		return
+	}
+	c.steps++
+	if c.steps > maxSteps {
+		c.report(Verdict{Decision: Block, Rule: "too-complex",
+			Reason:      "command is too complex to analyse",
+			Alternative: "split it into smaller commands or put it in a script file"})
+		return
+	}
+	in := stdinSrc{piped: piped}
+	for _, r := range s.Redirs {
+		c.redirect(r)
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			in = stdinSrc{isDoc: true}
+			txt, ok := c.docText(r.Hdoc)
+			in.code, in.dyn = txt, !ok
+			c.wordSubs(r.Hdoc)
+		case syntax.WordHdoc:
+			in = stdinSrc{isDoc: true}
+			fs := c.resolveWord(r.Word, -1, nil)
+			var b strings.Builder
+			for i, f := range fs {
+				if i > 0 {
+					b.WriteByte(' ')
+				}
+				b.WriteString(f.s)
+				in.dyn = in.dyn || f.dyn
+			}
+			in.code = b.String()
+		case syntax.RdrIn, syntax.DplIn:
+			in = stdinSrc{}
+		}
+	}
+	if c.done() {
+		return
+	}
+	switch x := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		c.call(x, in)
+	case *syntax.BinaryCmd:
+		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
+			c.stmt(x.X, piped)
+			c.stmt(x.Y, true)
+		} else {
+			c.stmt(x.X, piped)
+			c.stmt(x.Y, piped)
+		}
+	case *syntax.Subshell:
+		c.stmts(x.Stmts, piped)
+	case *syntax.Block:
+		c.stmts(x.Stmts, piped)
+	case *syntax.IfClause:
+		for ic := x; ic != nil && !c.done(); ic = ic.Else {
+			c.stmts(ic.Cond, piped)
+			c.stmts(ic.Then, piped)
+		}
+	case *syntax.WhileClause:
+		c.stmts(x.Cond, piped)
+		c.stmts(x.Do, piped)
+	case *syntax.ForClause:
+		c.forClause(x, piped)
+	case *syntax.CaseClause:
+		c.wordSubs(x.Word)
+		for _, it := range x.Items {
+			for _, p := range it.Patterns {
+				c.wordSubs(p)
+			}
+			c.stmts(it.Stmts, piped)
+		}
+	case *syntax.FuncDecl:
+		c.funcDecl(x)
+	case *syntax.DeclClause:
+		for _, a := range x.Args {
+			c.assign(a, true)
+		}
+	case *syntax.TimeClause:
+		c.stmt(x.Stmt, piped)
+	case *syntax.CoprocClause:
+		c.stmt(x.Stmt, false)
+	case *syntax.TestDecl:
+		c.stmt(x.Body, piped)
+	case nil:
+	default: // ArithmCmd, TestClause, LetClause: only substitutions matter
+		c.nodeSubs(x)
+	}
+}
+
+func (c *checker) forClause(x *syntax.ForClause, piped bool) {
+	wi, ok := x.Loop.(*syntax.WordIter)
+	if !ok {
+		c.nodeSubs(x.Loop)
+		c.stmts(x.Do, piped)
+		return
+	}
+	var vals []field
+	dyn := false
+	for _, w := range wi.Items {
+		c.wordSubs(w)
+		vals = c.resolveWord(w, -1, vals)
+	}
+	for _, v := range vals {
+		dyn = dyn || v.dyn
+	}
+	name := ""
+	if wi.Name != nil {
+		name = wi.Name.Value
+	}
+	if name == "" || dyn || len(vals) == 0 || len(vals) > maxLoopIter || c.inLoop {
+		if name != "" {
+			c.setVar(name, "", false)
+		}
+		c.stmts(x.Do, piped)
+		return
+	}
+	c.inLoop = true
+	for _, v := range vals {
+		if c.done() {
+			break
+		}
+		c.setVar(name, v.s, true)
+		c.stmts(x.Do, piped)
+	}
+	c.inLoop = false
+}
+
+// assign records constant assignments (X=val, export X=val) and checks
+// substitutions in the value.
+func (c *checker) assign(a *syntax.Assign, record bool) {
+	if a == nil {
+		return
+	}
+	c.wordSubs(a.Value)
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			c.wordSubs(e.Value)
+		}
+	}
+	if !record || a.Name == nil || a.Naked {
+		return
+	}
+	if a.Index != nil || a.Array != nil || a.Append {
+		c.setVar(a.Name.Value, "", false)
+		return
+	}
+	if a.Value == nil {
+		c.setVar(a.Name.Value, "", true)
+		return
+	}
+	var fb fieldBuilder
+	for _, p := range a.Value.Parts {
+		// Assignment values are not split or brace-expanded.
+		switch p := p.(type) {
+		case *syntax.Lit:
+			unescape(&fb.b, p.Value, false)
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				ansiC(&fb.b, p.Value)
+			} else {
+				fb.b.WriteString(p.Value)
+			}
+		case *syntax.DblQuoted:
+			c.dqParts(&fb, p.Parts)
+		case *syntax.ParamExp:
+			if v, ok := c.lookup(p); ok {
+				fb.b.WriteString(v)
+			} else {
+				fb.dyn = true
+			}
+		default:
+			fb.dyn = true
+		}
+	}
+	c.setVar(a.Name.Value, fb.b.String(), !fb.dyn)
+}
+
+func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
+	for _, a := range x.Assigns {
+		c.assign(a, len(x.Args) == 0)
+	}
+	if len(x.Args) == 0 {
+		return
+	}
+	fields := c.nameBuf[:0]
+	for i, w := range x.Args {
+		c.wordSubs(w)
+		fields = c.resolveWord(w, i, fields)
+	}
+	c.nameBuf = fields[:0]
+	if c.done() || len(fields) == 0 {
+		return
+	}
+	// copy: argv may recurse and reuse nameBuf
+	argv := make([]field, len(fields))
+	copy(argv, fields)
+	c.argv(argv, in)
+}
+
+// wordSubs checks the commands inside $(...), `...` and <(...) of a word.
+func (c *checker) wordSubs(w *syntax.Word) {
+	if w == nil {
+		return
+	}
+	simple := true
+	for _, p := range w.Parts {
+		switch p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		default:
+			simple = false
+		}
+	}
+	if !simple {
+		c.nodeSubs(w)
+	}
+}
+
+// nodeSubs walks any node for command and process substitutions.
+func (c *checker) nodeSubs(n syntax.Node) {
+	if n == nil {
+		return
+	}
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if c.done() {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.CmdSubst:
+			c.stmts(n.Stmts, false)
+			return false
+		case *syntax.ProcSubst:
+			c.stmts(n.Stmts, false)
+			return false
+		}
+		return true
+	})
+}
+
+// nested re-parses and checks shell code found inside the command.
+func (c *checker) nested(code string, zsh bool, in stdinSrc) {
+	if c.depth >= MaxNesting {
+		c.report(Verdict{Decision: Block, Rule: "too-deep",
+			Reason:      "nested shell code is too deep to analyse",
+			Alternative: "run the inner command directly instead of wrapping it in further shells"})
+		return
+	}
+	f, err := parse(code, zsh)
+	if err != nil && zsh {
+		f, err = parse(code, false)
+	}
+	if err != nil {
+		v := parseErrorVerdict(err)
+		v.Reason = "cannot parse nested shell code: " + oneLine(err.Error())
+		c.report(v)
+		return
+	}
+	c.depth++
+	saved := c.cwd
+	c.stmts(f.Stmts, in.piped)
+	c.cwd = saved
+	c.depth--
+}
+
+func (c *checker) redirect(r *syntax.Redirect) {
+	c.wordSubs(r.Word)
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob,
+		syntax.RdrAll, syntax.AppAll, syntax.RdrAllClob, syntax.AppAllClob, syntax.DplOut:
+	default:
+		return
+	}
+	t, ok := c.wordLit(r.Word)
+	if !ok {
+		return
+	}
+	if dev, ok := blockDevice(t); ok {
+		c.report(Verdict{Decision: Block, Rule: "write-device",
+			Reason:      "redirection writes directly to block device " + dev + ", destroying its data",
+			Alternative: "write to a regular file (e.g. > ./disk.img) and let the user flash devices themselves"})
+	}
+}

@@ -1,0 +1,764 @@
+package safety
+
+import (
+	"os"
+	"path"
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// argv checks one simple command after word expansion, looking through
+// wrappers such as sudo, env, nice and timeout.
+func (c *checker) argv(args []field, in stdinSrc) {
+	for len(args) > 0 && !c.done() {
+		if args[0].dyn {
+			c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
+				Reason:      "the command name is only known at run time (" + showDyn(args[0].s) + ")",
+				Alternative: "spell out the command to run"})
+			return
+		}
+		rest, kind := unwrapOne(args)
+		switch kind {
+		case wrapped:
+			args = rest
+			continue
+		case noCommand:
+			return
+		case shellCode:
+			if rest[0].dyn {
+				c.report(askDynamicShell(base(args[0].s)))
+				return
+			}
+			c.nested(rest[0].s, false, in)
+			return
+		}
+		c.command(base(args[0].s), args, in)
+		return
+	}
+}
+
+func showDyn(s string) string {
+	s = strings.ReplaceAll(s, dynMark, "$…")
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
+
+func askDynamicShell(name string) Verdict {
+	return Verdict{Decision: Ask, Rule: "dynamic-shell",
+		Reason:      name + " runs shell code that is only known at run time",
+		Alternative: "write the code out literally so it can be checked"}
+}
+
+var shells = map[string]bool{"bash": true, "sh": true, "zsh": true, "dash": true, "ksh": true,
+	"ash": true, "mksh": true, "rbash": true, "yash": true, "posh": true, "lksh": true}
+
+var interpreters = map[string]bool{"python": true, "python3": true, "python2": true, "perl": true,
+	"ruby": true, "node": true, "php": true, "pwsh": true, "osascript": true}
+
+// command applies the rules to the real command name and its arguments.
+func (c *checker) command(name string, args []field, in stdinSrc) {
+	switch {
+	case shells[name]:
+		c.shell(name, args, in)
+	case name == "eval":
+		c.eval(args, in)
+	case name == "su":
+		c.su(args, in)
+	case name == "source" || name == ".":
+		if len(args) > 1 && (args[1].proc || in.piped && isStdinPath(args[1].s)) {
+			c.report(askFedShell(name, args[1].proc))
+		}
+	case name == "find":
+		c.find(args)
+	case name == "git":
+		c.git(args)
+	case name == "rm":
+		c.rm(args)
+	case name == "dd":
+		for _, f := range args[1:] {
+			if v, ok := strings.CutPrefix(f.s, "of="); ok {
+				if dev, ok := blockDevice(v); ok {
+					c.report(Verdict{Decision: Block, Rule: "dd-device",
+						Reason:      "dd writes directly to block device " + dev + ", destroying its data",
+						Alternative: "write to an image file instead (e.g. of=./disk.img)"})
+				}
+			}
+		}
+	case strings.HasPrefix(name, "mkfs") || name == "mke2fs" || name == "mkswap" || name == "newfs":
+		c.report(Verdict{Decision: Block, Rule: "mkfs",
+			Reason:      name + " creates a filesystem, erasing everything on the target",
+			Alternative: "leave formatting disks to the user; to test, use a loop image under /tmp set up by the user"})
+	case name == "tee" || name == "shred" || name == "wipefs" || name == "blkdiscard" || name == "badblocks":
+		for _, f := range args[1:] {
+			c.deviceWrite(name, f)
+		}
+	case name == "cp" || name == "mv" || name == "install" || name == "pv" || name == "ddrescue":
+		if len(args) > 2 {
+			c.deviceWrite(name, args[len(args)-1])
+		}
+	case name == "cd" || name == "pushd":
+		c.cd(args)
+	case interpreters[name]:
+		if in.piped && readsProgramFromStdin(args) {
+			c.report(Verdict{Decision: Ask, Rule: "pipe-to-shell",
+				Reason:      "pipes text into " + name + ", so the code it runs is only known at run time",
+				Alternative: "save the script to a file, read it, then run it"})
+		}
+	}
+}
+
+func isStdinPath(s string) bool {
+	return s == "/dev/stdin" || s == "-" || s == "/proc/self/fd/0" || s == "/dev/fd/0"
+}
+
+func askFedShell(name string, proc bool) Verdict {
+	if proc {
+		return Verdict{Decision: Ask, Rule: "procsubst-shell",
+			Reason:      name + " runs a script produced by a process substitution, only known at run time",
+			Alternative: "save the script to a file, read it, then run it"}
+	}
+	return Verdict{Decision: Ask, Rule: "pipe-to-shell",
+		Reason:      "pipes text into " + name + ", so the code it runs is only known at run time",
+		Alternative: "save the script to a file (e.g. curl -o script.sh URL), read it, then run it"}
+}
+
+func (c *checker) deviceWrite(name string, f field) {
+	if f.dyn {
+		return
+	}
+	if dev, ok := blockDevice(f.s); ok {
+		c.report(Verdict{Decision: Block, Rule: "write-device",
+			Reason:      name + " writes to block device " + dev + ", destroying its data",
+			Alternative: "write to a regular file instead and let the user handle devices"})
+	}
+}
+
+func readsProgramFromStdin(args []field) bool {
+	for _, f := range args[1:] {
+		a := f.s
+		if a == "-" {
+			return true
+		}
+		if !strings.HasPrefix(a, "-") {
+			return false // a script file
+		}
+		if strings.HasPrefix(a, "--") {
+			if a == "--eval" || a == "--print" || strings.HasPrefix(a, "--eval=") {
+				return false
+			}
+			continue
+		}
+		if strings.ContainsAny(a[1:], "cemEpr") {
+			return false
+		}
+	}
+	return true
+}
+
+// shell handles bash/sh/zsh...: -c CODE is re-parsed; code on stdin from a
+// pipe or a process substitution is only known at run time.
+func (c *checker) shell(name string, args []field, in stdinSrc) {
+	hasC, readStdin := false, false
+	i := 1
+	for ; i < len(args); i++ {
+		a := args[i].s
+		if a == "--" || a == "-" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' && a[0] != '+' || args[i].dyn {
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			if a == "--rcfile" || a == "--init-file" {
+				i++
+			}
+			continue
+		}
+		for j := 1; j < len(a); j++ {
+			switch a[j] {
+			case 'c':
+				hasC = true
+			case 's':
+				readStdin = true
+			case 'o', 'O':
+				if j == len(a)-1 {
+					i++
+				}
+				j = len(a)
+			}
+		}
+	}
+	zsh := name == "zsh"
+	if hasC {
+		if i >= len(args) {
+			return
+		}
+		if args[i].dyn {
+			c.report(askDynamicShell(name + " -c"))
+			return
+		}
+		c.nested(args[i].s, zsh, in)
+		return
+	}
+	if !readStdin && i < len(args) {
+		if args[i].proc || in.piped && isStdinPath(args[i].s) {
+			c.report(askFedShell(name, args[i].proc))
+		}
+		return
+	}
+	switch {
+	case in.isDoc && in.dyn:
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+			Reason:      "feeds " + name + " a heredoc whose code is only known at run time",
+			Alternative: "quote the heredoc delimiter (<<'EOF') or write the code out literally"})
+	case in.isDoc:
+		c.nested(in.code, zsh, stdinSrc{})
+	case in.piped:
+		c.report(askFedShell(name, false))
+	}
+}
+
+func (c *checker) eval(args []field, in stdinSrc) {
+	var b strings.Builder
+	for i, f := range args[1:] {
+		if f.dyn {
+			c.report(Verdict{Decision: Ask, Rule: "dynamic-eval",
+				Reason:      "eval runs code that is only known at run time",
+				Alternative: "run the command directly instead of through eval"})
+			return
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.s)
+	}
+	if b.Len() > 0 {
+		c.nested(b.String(), false, in)
+	}
+}
+
+func (c *checker) su(args []field, in stdinSrc) {
+	var code *field
+	for i := 1; i < len(args) && code == nil; i++ {
+		a := args[i].s
+		switch {
+		case a == "-c" || a == "--command":
+			if i+1 < len(args) {
+				code = &args[i+1]
+			}
+		case strings.HasPrefix(a, "--command="):
+			code = &field{s: a[len("--command="):], dyn: args[i].dyn}
+		case a == "-s" || a == "--shell" || a == "-g" || a == "--group" || a == "-G" ||
+			a == "--supp-group" || a == "-w" || a == "--whitelist-environment":
+			i++
+		case len(a) > 2 && a[0] == '-' && a[1] != '-':
+			if k := strings.IndexByte(a, 'c'); k > 0 {
+				if k+1 < len(a) {
+					code = &field{s: a[k+1:], dyn: args[i].dyn}
+				} else if i+1 < len(args) {
+					code = &args[i+1]
+				}
+			}
+		}
+	}
+	if code == nil {
+		if in.piped {
+			c.report(askFedShell("su", false))
+		}
+		return
+	}
+	if code.dyn {
+		c.report(askDynamicShell("su -c"))
+		return
+	}
+	c.nested(code.s, false, in)
+}
+
+// find: the command of -exec/-execdir/-ok/-okdir is checked like any
+// other; -delete on a critical starting point is blocked.
+func (c *checker) find(args []field) {
+	var starts []field
+	expr := false
+	del := false
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		if !expr && (strings.HasPrefix(a, "-") && a != "-" || a == "(" || a == "!") {
+			if a != "-H" && a != "-L" && a != "-P" && !strings.HasPrefix(a, "-O") && a != "-D" {
+				expr = true
+			} else {
+				if a == "-D" {
+					i++
+				}
+				continue
+			}
+		}
+		if !expr {
+			starts = append(starts, args[i])
+			continue
+		}
+		switch a {
+		case "-delete":
+			del = true
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j := i + 1
+			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
+				j++
+			}
+			if j > i+1 {
+				sub := make([]field, j-i-1)
+				copy(sub, args[i+1:j])
+				c.argv(sub, stdinSrc{})
+			}
+			i = j
+		}
+	}
+	if del {
+		for _, s := range starts {
+			if !s.dyn && c.criticalTarget(s.s) {
+				c.report(Verdict{Decision: Block, Rule: "rm-critical",
+					Reason:      "find " + s.s + " -delete would delete a critical directory tree",
+					Alternative: "run find on the specific project directory you mean (e.g. find ./build -delete)"})
+				return
+			}
+		}
+	}
+}
+
+// gitSub returns the index of git's subcommand after its global options,
+// or -1.
+func gitSub(args []field) int {
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		switch a {
+		case "-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
+			"--super-prefix", "--attr-source", "--list-cmds":
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+func (c *checker) git(args []field) {
+	i := gitSub(args)
+	if i < 0 || args[i].dyn {
+		return
+	}
+	switch args[i].s {
+	case "add":
+		if what := blindAdd(args[i+1:]); what != "" {
+			c.report(Verdict{Decision: Block, Rule: "git-add-blind",
+				Reason:      "blind `git add " + what + "` stages every change, including secrets, build output and unrelated edits",
+				Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file)"})
+		}
+	case "push":
+		if what := forcePush(args[i+1:]); what != "" {
+			c.report(Verdict{Decision: Block, Rule: "git-push-force",
+				Reason:      "force push (" + what + ") can overwrite commits others pushed to the remote",
+				Alternative: "use `git push --force-with-lease` (or a plain `git push`)"})
+		}
+	}
+}
+
+// blindAdd returns the offending argument of a blind git add, or "".
+func blindAdd(args []field) string {
+	opts := true
+	npaths, excludes := 0, 0
+	for _, f := range args {
+		a := f.s
+		if opts && a == "--" {
+			opts = false
+			continue
+		}
+		if opts && strings.HasPrefix(a, "--") && !f.dyn {
+			name, _, _ := strings.Cut(a[2:], "=")
+			if name != "" && strings.HasPrefix("all", name) {
+				return a
+			}
+			continue
+		}
+		if opts && len(a) > 1 && a[0] == '-' && !f.dyn {
+			if strings.IndexByte(a[1:], 'A') >= 0 {
+				return a
+			}
+			continue
+		}
+		if f.dyn {
+			npaths++
+			continue
+		}
+		npaths++
+		if isBlindPathspec(a) {
+			return a
+		}
+		if isExcludePathspec(a) {
+			excludes++
+		}
+	}
+	if npaths > 0 && excludes == npaths {
+		return "(exclude-only pathspec)"
+	}
+	return ""
+}
+
+func isExcludePathspec(p string) bool {
+	if !strings.HasPrefix(p, ":") || len(p) < 2 {
+		return false
+	}
+	if p[1] == '!' || p[1] == '^' {
+		return true
+	}
+	if p[1] == '(' {
+		magic, _, _ := strings.Cut(p[2:], ")")
+		for _, m := range strings.Split(magic, ",") {
+			if m == "exclude" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isBlindPathspec(p string) bool {
+	if strings.HasPrefix(p, ":") {
+		rest := p[1:]
+		if strings.HasPrefix(rest, "(") {
+			k := strings.IndexByte(rest, ')')
+			if k < 0 {
+				return false
+			}
+			if strings.Contains(rest[:k], "exclude") {
+				return false
+			}
+			rest = rest[k+1:]
+		} else {
+			for len(rest) > 0 && (rest[0] == '/') {
+				rest = rest[1:]
+			}
+			if len(rest) > 0 && (rest[0] == '!' || rest[0] == '^') {
+				return false
+			}
+			rest = strings.TrimPrefix(rest, ":")
+		}
+		return rest == "" || allPaths(rest)
+	}
+	return allPaths(p)
+}
+
+// allPaths reports whether a pathspec means "everything here or above".
+func allPaths(p string) bool {
+	c := path.Clean(p)
+	for strings.HasSuffix(c, "/*") || strings.HasSuffix(c, "/**") {
+		c = path.Dir(c)
+	}
+	switch c {
+	case ".", "*", "**", "..":
+		return true
+	}
+	return allDotDot(c)
+}
+
+func allDotDot(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, s := range strings.Split(p, "/") {
+		if s != ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// forcePush returns the force option of a git push, or "".
+func forcePush(args []field) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i].s
+		if args[i].dyn {
+			continue
+		}
+		if a == "--" {
+			for _, f := range args[i+1:] {
+				if strings.HasPrefix(f.s, "+") {
+					return f.s
+				}
+			}
+			return ""
+		}
+		if strings.HasPrefix(a, "--") {
+			name, _, hasEq := strings.Cut(a[2:], "=")
+			switch {
+			case name == "force":
+				return a
+			case len(name) >= 2 && strings.HasPrefix("mirror", name):
+				return a
+			case !hasEq && (name == "repo" || name == "receive-pack" || name == "exec" || name == "push-option"):
+				i++
+			}
+			continue
+		}
+		if len(a) > 1 && a[0] == '-' {
+			for j := 1; j < len(a); j++ {
+				if a[j] == 'f' {
+					return a
+				}
+				if a[j] == 'o' {
+					if j == len(a)-1 {
+						i++
+					}
+					break
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "+") {
+			return a + " refspec"
+		}
+	}
+	return ""
+}
+
+func (c *checker) rm(args []field) {
+	rec, noPreserve := false, false
+	opts := true
+	var targets []field
+	for _, f := range args[1:] {
+		a := f.s
+		if opts && a == "--" {
+			opts = false
+			continue
+		}
+		if opts && len(a) > 1 && a[0] == '-' && !f.dyn {
+			if a[1] == '-' {
+				name, _, _ := strings.Cut(a[2:], "=")
+				switch {
+				case name == "":
+				case strings.HasPrefix("recursive", name):
+					rec = true
+				case len(name) >= 3 && strings.HasPrefix("no-preserve-root", name):
+					noPreserve = true
+				}
+				continue
+			}
+			if strings.ContainsAny(a[1:], "rR") {
+				rec = true
+			}
+			continue
+		}
+		targets = append(targets, f)
+	}
+	if !rec {
+		return
+	}
+	for _, t := range targets {
+		if !t.dyn && c.criticalTarget(t.s) {
+			c.report(Verdict{Decision: Block, Rule: "rm-critical",
+				Reason:      "recursive rm of " + strings.TrimSpace(t.s) + " would delete a critical directory",
+				Alternative: "delete only the specific project paths you mean (e.g. rm -rf ./build)"})
+			return
+		}
+	}
+	if noPreserve {
+		c.report(Verdict{Decision: Block, Rule: "rm-critical",
+			Reason:      "rm --no-preserve-root disables the protection of /",
+			Alternative: "delete only the specific project paths you mean (e.g. rm -rf ./build)"})
+	}
+}
+
+func (c *checker) cd(args []field) {
+	var t *field
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		if a == "--" {
+			if i+1 < len(args) {
+				t = &args[i+1]
+			}
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			continue
+		}
+		t = &args[i]
+		break
+	}
+	switch {
+	case t == nil:
+		c.cwd = "~"
+	case t.dyn || t.s == "-" || t.s == "":
+		c.cwd = ""
+	case strings.HasPrefix(t.s, "/") || t.s == "~" || strings.HasPrefix(t.s, "~/"):
+		c.cwd = cleanPath(t.s)
+	case c.cwd != "":
+		c.cwd = cleanPath(c.cwd + "/" + t.s)
+	}
+}
+
+// criticalTarget reports whether deleting p (relative to the known working
+// directory, if any) would destroy a critical directory.
+func (c *checker) criticalTarget(p string) bool {
+	if isCritical(p) {
+		return true
+	}
+	if c.cwd != "" && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~") {
+		return isCritical(c.cwd + "/" + p)
+	}
+	return false
+}
+
+// sysDirs are top-level directories whose recursive removal is blocked.
+var sysDirs = map[string]bool{"bin": true, "boot": true, "dev": true, "etc": true, "home": true,
+	"lib": true, "lib32": true, "lib64": true, "libx32": true, "media": true, "mnt": true, "opt": true,
+	"proc": true, "root": true, "run": true, "sbin": true, "snap": true, "srv": true, "sys": true,
+	"usr": true, "var": true, "nix": true, "Applications": true, "Library": true, "System": true,
+	"Users": true, "Volumes": true, "private": true, "cores": true}
+
+func cleanPath(p string) string {
+	for strings.HasSuffix(p, "/") && len(p) > 1 {
+		p = p[:len(p)-1]
+	}
+	return path.Clean(p)
+}
+
+// isCritical reports whether p names /, a top-level system directory, the
+// home directory, .git, everything in the working directory or its parent.
+func isCritical(p string) bool {
+	if p == "" {
+		return false
+	}
+	p = cleanPath(p)
+	if h := homeDir(); h != "" && h != "/" {
+		if p == h {
+			return true
+		}
+		if r, ok := strings.CutPrefix(p, h+"/"); ok {
+			p = "~/" + r
+		}
+	}
+	for k := 0; k < 2; k++ {
+		if p == "/*" || p == "/.*" {
+			p = "/"
+			break
+		}
+		if s, ok := strings.CutSuffix(p, "/*"); ok {
+			p = s
+		} else if s, ok := strings.CutSuffix(p, "/.*"); ok {
+			p = s
+		} else {
+			break
+		}
+	}
+	switch p {
+	case "/", "~", ".", "..", ".git", "*", ".*", "**", "/*", "~/.git":
+		return true
+	}
+	if allDotDot(p) {
+		return true
+	}
+	return p[0] == '/' && sysDirs[p[1:]]
+}
+
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+var blockDevRe = regexp.MustCompile(`^/dev/(sd[a-z]+[0-9]*|hd[a-z]+[0-9]*|vd[a-z]+[0-9]*|xvd[a-z]+[0-9]*|` +
+	`nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+|boot[0-9]+)?|loop[0-9]+|md[0-9]+|dm-[0-9]+|` +
+	`sr[0-9]+|fd[0-9]+|nbd[0-9]+|zd[0-9]+|ram[0-9]+|ubd[a-z]+|rbd[0-9]+|r?disk[0-9]+(s[0-9]+)?|` +
+	`mapper/.+|disk/.+|md/.+|[a-z]+vg/.+)$`)
+
+// blockDevice reports whether p is a disk-like block device path.
+func blockDevice(p string) (string, bool) {
+	if !strings.HasPrefix(p, "/dev/") {
+		return "", false
+	}
+	p = path.Clean(p)
+	if p == "/dev/mapper/control" {
+		return "", false
+	}
+	return p, blockDevRe.MatchString(p)
+}
+
+// funcDecl blocks fork bombs and checks the function body.
+func (c *checker) funcDecl(x *syntax.FuncDecl) {
+	names := x.Names
+	if x.Name != nil {
+		names = append([]*syntax.Lit{x.Name}, names...)
+	}
+	for _, n := range names {
+		if isForkBomb(n.Value, x.Body) {
+			c.report(Verdict{Decision: Block, Rule: "fork-bomb",
+				Reason:      "fork bomb: function " + n.Value + " keeps spawning copies of itself until the machine stalls",
+				Alternative: "run a bounded number of background jobs (e.g. a for loop with a fixed count and wait)"})
+			return
+		}
+	}
+	c.stmt(x.Body, false)
+}
+
+// isForkBomb reports whether body calls name both sides of a pipe or in the
+// background.
+func isForkBomb(name string, body *syntax.Stmt) bool {
+	if body == nil {
+		return false
+	}
+	found := false
+	syntax.Walk(body, func(n syntax.Node) bool {
+		if found {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background && callsSelf(n, name) {
+				found = true
+			}
+		case *syntax.BinaryCmd:
+			if (n.Op == syntax.Pipe || n.Op == syntax.PipeAll) && callsSelf(n.X, name) && callsSelf(n.Y, name) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+func callsSelf(s *syntax.Stmt, name string) bool {
+	if s == nil {
+		return false
+	}
+	switch x := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(x.Args) == 0 {
+			return false
+		}
+		var r resolver
+		v, ok := r.wordLit(x.Args[0])
+		return ok && v == name
+	case *syntax.BinaryCmd:
+		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
+			return callsSelf(x.X, name) || callsSelf(x.Y, name)
+		}
+	case *syntax.Block:
+		for _, st := range x.Stmts {
+			if callsSelf(st, name) {
+				return true
+			}
+		}
+	case *syntax.Subshell:
+		for _, st := range x.Stmts {
+			if callsSelf(st, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
