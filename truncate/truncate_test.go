@@ -580,3 +580,65 @@ func BenchmarkResult(b *testing.B) {
 		_ = buf.Result()
 	}
 }
+
+// FuzzBuffer checks, for any input, configuration and chunking, that the
+// result is valid UTF-8, within its size bounds, and independent of how the
+// output was split into Writes.
+func FuzzBuffer(f *testing.F) {
+	f.Add([]byte("hello\nworld\n"), uint8(0), uint16(5), uint8(2), uint8(2), uint8(3))
+	f.Add([]byte("h€llo\xff\xfew😀rld\xe2\x82"), uint8(1), uint16(4), uint8(1), uint8(1), uint8(1))
+	f.Add(bytes.Repeat([]byte("\xffa"), 100), uint8(2), uint16(50), uint8(20), uint8(20), uint8(7))
+	f.Fuzz(func(t *testing.T, data []byte, strat uint8, max uint16, head, tail, chunk uint8) {
+		cfg := Config{
+			Strategy: []Strategy{StrategyMiddle, StrategyHead, StrategyTail}[strat%3],
+			Max:      int(max%512) + 1,
+			Head:     int(head) + 1,
+			Tail:     int(tail) + 1,
+		}
+		out := resultOf(t, cfg, data, int(chunk)+1)
+		if whole := String(cfg, data); whole != out {
+			t.Fatalf("chunked %+v != whole %+v", out, whole)
+		}
+		if out.Total != int64(len(data)) || !utf8.ValidString(out.Text) {
+			t.Fatalf("bad output %+v", out)
+		}
+		body := out.Text
+		if out.Truncated {
+			_, body, _ = strings.Cut(out.Text, "]\n")
+		}
+		switch cfg.Strategy {
+		case StrategyMiddle:
+			checkMiddleBounds(t, out, cfg)
+		case StrategyHead:
+			if len(body) > cfg.Max || !strings.HasPrefix(strings.ToValidUTF8(string(data), "\uFFFD"), body) {
+				t.Fatalf("head body %q", body)
+			}
+		case StrategyTail:
+			if utf8.RuneCountInString(body) > cfg.Max || !strings.HasSuffix(strings.ToValidUTF8(string(data), "\uFFFD"), body) && utf8.Valid(data) {
+				t.Fatalf("tail body %q", body)
+			}
+		}
+	})
+}
+
+func TestWriteAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	b := New(Config{Max: 10, SpoolDir: dir})
+	b.Write([]byte("0123456789"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Write([]byte("abc")); n != 3 || err != nil {
+		t.Fatalf("Write after Close = %d, %v", n, err)
+	}
+	out := b.Result()
+	if !out.Truncated || out.Total != 13 || out.SpoolFile != "" {
+		t.Fatalf("%+v", out)
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Fatalf("spool created after Close: %v", files)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
