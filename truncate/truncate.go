@@ -55,7 +55,7 @@
 // # Spool
 //
 // When SpoolDir is set and the raw output first passes the limit (Total >
-// Max; for the tail strategy, more than Max chars), the Buffer creates
+// Max; for the tail strategy, more than Max chars or 4*Max bytes), the Buffer creates
 // SpoolDir/output-*.log, writes everything seen so far and then every later
 // Write into it, up to SpoolCap bytes in total, so the file's content is
 // exactly the first min(Total, SpoolCap) bytes of the output. Output.SpoolFile
