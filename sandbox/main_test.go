@@ -90,6 +90,8 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 	return r
 }
 
+var zeroLimits = sandbox.Limits{}
+
 func run(t *testing.T, command string) result {
 	t.Helper()
 	return runIn(t, sandbox.Limits{}, t.TempDir(), command)

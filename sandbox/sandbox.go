@@ -170,6 +170,9 @@ type Command struct {
 	// Scratch is the private per-command scratch directory (0700), the only
 	// writable place inside the sandbox besides /dev/null.
 	Scratch string
+	// Cgroup is the command's pids cgroup directory ("" without one); its
+	// pids.current says how many processes the command has.
+	Cgroup string
 	// Cleanup kills what is left in the command's pids cgroup, removes the
 	// cgroup and the scratch dir. Call it once the command (and the process
 	// group) ended; it is safe to call more than once.
@@ -239,6 +242,7 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		Path:    selfExe,
 		Args:    []string{selfExe, HelperArg, string(enc), "--", bashPath, "-c", command},
 		Scratch: scratch,
+		Cgroup:  cfg.CgroupDir,
 		Env: []string{
 			"TMPDIR=" + scratch,
 			"TMP=" + scratch,
