@@ -52,6 +52,9 @@ func decodeObject(raw json.RawMessage, allowed ...string) (map[string]json.RawMe
 	}
 	for k := range m {
 		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return nil, fmt.Errorf("unknown field %q: the tool takes no arguments", k)
+			}
 			return nil, fmt.Errorf("unknown field %q: the tool accepts only %s", k, quoteList(allowed))
 		}
 	}

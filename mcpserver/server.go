@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -89,13 +90,25 @@ type server struct {
 	o   Options
 	log *slog.Logger
 	key []byte // signs approval request state
+	run runFunc
 }
+
+// runFunc is [engine.Engine.Run]; tests substitute it to reach statuses the
+// engine's configuration cannot produce.
+type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Result
 
 // New returns an MCP server exposing e as the tools bash, bash_jobs,
 // bash_output and bash_kill. Serve it with [mcp.Server.Run] (for example
 // over [mcp.StdioTransport]) or over HTTP with [Handler]. One server may
 // serve any number of sessions concurrently; calls run concurrently.
 func New(e *engine.Engine, opts Options) *mcp.Server {
+	return newServer(e, opts, nil)
+}
+
+func newServer(e *engine.Engine, opts Options, run runFunc) *mcp.Server {
+	if run == nil {
+		run = e.Run
+	}
 	if opts.WorkingDir == "" {
 		if wd, err := os.Getwd(); err == nil {
 			opts.WorkingDir = wd
@@ -127,7 +140,7 @@ func New(e *engine.Engine, opts Options) *mcp.Server {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	s := &server{e: e, o: opts, log: log, key: key}
+	s := &server{e: e, o: opts, log: log, key: key, run: run}
 
 	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       log,
@@ -144,7 +157,7 @@ func New(e *engine.Engine, opts Options) *mcp.Server {
 		InputSchema:  bashInputSchema(),
 		OutputSchema: json.RawMessage(resultOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Bash", DestructiveHint: &yes, OpenWorldHint: &yes},
-	}, s.bash)
+	}, s.safe(s.bash))
 	ms.AddTool(&mcp.Tool{
 		Name:         ToolJobs,
 		Title:        "List background jobs",
@@ -152,7 +165,7 @@ func New(e *engine.Engine, opts Options) *mcp.Server {
 		InputSchema:  json.RawMessage(jobsInputSchema),
 		OutputSchema: json.RawMessage(jobsOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "List background jobs", ReadOnlyHint: true, IdempotentHint: true},
-	}, s.jobs)
+	}, s.safe(s.jobs))
 	ms.AddTool(&mcp.Tool{
 		Name:  ToolOutput,
 		Title: "Read a background job's output",
@@ -162,7 +175,7 @@ func New(e *engine.Engine, opts Options) *mcp.Server {
 		InputSchema:  json.RawMessage(outputInputSchema),
 		OutputSchema: json.RawMessage(outputOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true},
-	}, s.output)
+	}, s.safe(s.output))
 	ms.AddTool(&mcp.Tool{
 		Name:  ToolKill,
 		Title: "Stop a background job",
@@ -171,8 +184,22 @@ func New(e *engine.Engine, opts Options) *mcp.Server {
 		InputSchema:  json.RawMessage(killInputSchema),
 		OutputSchema: json.RawMessage(jobInfoSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background job", DestructiveHint: &yes, IdempotentHint: true},
-	}, s.kill)
+	}, s.safe(s.kill))
 	return ms
+}
+
+// safe turns a panic in a tool handler into an error result: the go-sdk
+// does not recover them, and one bad call must not take the server down.
+func (s *server) safe(h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("panic in tool handler", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				res, err = errorResult(fmt.Errorf("internal error: %v", p)), nil
+			}
+		}()
+		return h(ctx, req)
+	}
 }
 
 func (s *server) toolContext() engine.ToolContext {
@@ -227,7 +254,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 			defer p.stop()
 			tc.Progress = p.update
 		}
-		return s.e.Run(ctx, tc, in)
+		return s.run(ctx, tc, in)
 	}
 
 	// The second round of an approval asked through a multi-round-trip
