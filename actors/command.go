@@ -148,7 +148,9 @@ func (a *commandActor) failStart(ctx actor.Context, err error) {
 	a.runCleanup()
 	a.cmd.Events <- &Done{Outcome: Outcome{Err: err, Duration: time.Since(a.start)}}
 	a.doneSent = true
-	ctx.Stop(a.self)
+	st := a.jobState(nil)
+	st.Running, st.Status, st.Reason = false, "error", err.Error()
+	a.report(ctx, st)
 }
 
 // readBufs holds the read buffers; a reader holds one only while data
@@ -340,7 +342,6 @@ func (a *commandActor) finish(ctx actor.Context) {
 		w(st)
 	}
 	a.waiters = nil
-	ctx.Stop(a.self)
 }
 
 // exitStatus returns the exit code (128+n for signal n) and signal name.
@@ -426,9 +427,15 @@ func (a *commandActor) jobState(o *Outcome) JobState {
 	return st
 }
 
-// report sends the current (or given final) state to the supervisor.
+// report sends the current (or given final) state to the supervisor. The
+// supervisor stops the actor when it receives a final state (Running
+// false): the actor does not stop itself, so the final report always
+// arrives before the Terminated system message.
 func (a *commandActor) report(ctx actor.Context, final ...JobState) {
 	if ctx.Parent() == nil {
+		if len(final) > 0 {
+			ctx.Stop(a.self)
+		}
 		return
 	}
 	st := a.jobState(nil)
@@ -449,7 +456,6 @@ func (a *commandActor) detach(ctx actor.Context) {
 	st := a.jobState(nil)
 	st.Running, st.Status, st.Reason = false, "detached", "left running at engine shutdown"
 	a.report(ctx, st)
-	ctx.Stop(a.self)
 }
 
 // emergency runs when the actor is stopped before it finished (a panic or

@@ -160,6 +160,9 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	if !bg && interactiveRebase.MatchString(in.Command) {
 		extra = append(extra, proc.RebaseGuard)
 	}
+	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
+		extra = append(extra, "HOME="+tc.WorkingDir)
+	}
 	if tc.Restricted {
 		return errorResult(res, fmt.Errorf("%w: not available in this build", ErrRestrictedMode))
 	}

@@ -61,10 +61,10 @@ type entry struct {
 }
 
 type supervisor struct {
-	running  map[string]*entry // by command id
+	running  map[string]*entry // commands not yet reported final, by id
 	ended    map[string]actors.JobState
-	order    []string // ended ids, oldest first
-	byPID    map[string]string
+	order    []string          // ended ids, oldest first
+	children map[string]string // live child actor id -> command id
 	shutdown *Shutdown
 }
 
@@ -75,9 +75,9 @@ func Props() *actor.Props {
 	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{
-			running: map[string]*entry{},
-			ended:   map[string]actors.JobState{},
-			byPID:   map[string]string{},
+			running:  map[string]*entry{},
+			ended:    map[string]actors.JobState{},
+			children: map[string]string{},
 		}
 	}, actor.WithSupervisor(stop))
 }
@@ -87,7 +87,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *Spawn:
 		s.spawn(ctx, m.Command)
 	case *actors.JobUpdate:
-		s.update(m.State)
+		s.update(ctx, m.State)
 	case *actors.Cancel:
 		if e, ok := s.running[m.ID]; ok {
 			ctx.Send(e.pid, m)
@@ -119,12 +119,32 @@ func (s *supervisor) spawn(ctx actor.Context, cmd *actors.Command) {
 		Background: cmd.Background, Running: true, Status: "running", OutputFile: cmd.OutputFile,
 		Started: time.Now(),
 	}}
-	s.byPID[pid.Id] = cmd.ID
+	s.children[pid.Id] = cmd.ID
 }
 
-func (s *supervisor) update(st actors.JobState) {
-	if e, ok := s.running[st.ID]; ok {
+// update records a state change; a final state stops the command actor.
+func (s *supervisor) update(ctx actor.Context, st actors.JobState) {
+	e, ok := s.running[st.ID]
+	if !ok {
+		return
+	}
+	if st.Running {
 		e.state = st
+		return
+	}
+	delete(s.running, st.ID)
+	if st.Background && st.Status != "error" {
+		s.remember(st)
+	}
+	ctx.Stop(e.pid)
+}
+
+func (s *supervisor) remember(st actors.JobState) {
+	s.ended[st.ID] = st
+	s.order = append(s.order, st.ID)
+	if len(s.order) > MaxEnded {
+		delete(s.ended, s.order[0])
+		s.order = slices.Delete(s.order, 0, 1)
 	}
 }
 
@@ -144,24 +164,17 @@ func (s *supervisor) kill(ctx actor.Context, m *Kill) {
 }
 
 func (s *supervisor) terminated(ctx actor.Context, who *actor.PID) {
-	id, ok := s.byPID[who.Id]
+	id, ok := s.children[who.Id]
 	if !ok {
 		return
 	}
-	delete(s.byPID, who.Id)
-	if e, ok := s.running[id]; ok {
+	delete(s.children, who.Id)
+	if e, ok := s.running[id]; ok { // stopped without a final report: the actor failed
 		delete(s.running, id)
 		if e.state.Background {
 			st := e.state
-			if st.Running { // stopped without a final report (actor failure)
-				st.Running, st.Status, st.Reason, st.Ended = false, "killed", "command actor failed", time.Now()
-			}
-			s.ended[id] = st
-			s.order = append(s.order, id)
-			if len(s.order) > MaxEnded {
-				delete(s.ended, s.order[0])
-				s.order = slices.Delete(s.order, 0, 1)
-			}
+			st.Running, st.Status, st.Reason, st.Ended = false, "killed", "command actor failed", time.Now()
+			s.remember(st)
 		}
 	}
 	s.maybeStop(ctx)
@@ -184,7 +197,7 @@ func (s *supervisor) beginShutdown(ctx actor.Context, m *Shutdown) {
 }
 
 func (s *supervisor) maybeStop(ctx actor.Context) {
-	if s.shutdown != nil && len(s.running) == 0 {
+	if s.shutdown != nil && len(s.children) == 0 {
 		ctx.Stop(ctx.Self())
 	}
 }

@@ -1,0 +1,26 @@
+package engine_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if runChild() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// runChild runs a helper role when the test binary is re-executed by a
+// test (see TestEnvironNotReadableUnprivileged); it reports whether it did.
+func runChild() bool {
+	switch os.Getenv("BASHVISOR_TEST_CHILD") {
+	case "environ":
+		childEnviron()
+		return true
+	}
+	return false
+}
