@@ -1,0 +1,159 @@
+package mcpserver
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// askRunner stands in for a permission profile answering "ask" for
+// commands starting with "ask:" (run without the prefix once approved).
+func askRunner(e *engine.Engine) runFunc {
+	return func(ctx context.Context, tc engine.ToolContext, in engine.Input) engine.Result {
+		cmd, ask := strings.CutPrefix(in.Command, "ask:")
+		if ask && !tc.Approved {
+			return engine.Result{
+				Status:  engine.StatusNeedsApproval,
+				Output:  "[command needs approval: matches rule ask:curl]",
+				Command: in.Command, Display: in.Command,
+				Err: engine.ErrNeedsApproval,
+			}
+		}
+		in.Command = cmd
+		return e.Run(ctx, tc, in)
+	}
+}
+
+// elicitor is a client elicitation handler answering with action.
+type elicitor struct {
+	action string
+	mu     sync.Mutex
+	asked  []string
+}
+
+func (el *elicitor) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	el.mu.Lock()
+	el.asked = append(el.asked, req.Params.Message)
+	el.mu.Unlock()
+	return &mcp.ElicitResult{Action: el.action, Content: map[string]any{}}, nil
+}
+
+func TestApprovalByElicitation(t *testing.T) {
+	e := newEngine(t, nil)
+	for _, proto := range []string{"", "2025-11-25", "2025-06-18"} {
+		for _, c := range []struct {
+			action string
+			status engine.Status
+			output string
+		}{
+			{"accept", engine.StatusOK, "approved\n"},
+			{"decline", engine.StatusDenied, "[command denied: the user declined to approve it]"},
+			{"cancel", engine.StatusNeedsApproval, "[command needs approval: matches rule ask:curl]"},
+		} {
+			name := proto
+			if name == "" {
+				name = "latest"
+			}
+			t.Run(name+"/"+c.action, func(t *testing.T) {
+				srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
+				el := &elicitor{action: c.action}
+				st, ct := mcp.NewInMemoryTransports()
+				ss, err := srv.Connect(context.Background(), st, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ss.Wait()
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+					Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo approved"})
+				if r.Status != c.status || r.Output != c.output {
+					t.Errorf("got %s %q, want %s %q", r.Status, r.Output, c.status, c.output)
+				}
+				if len(el.asked) != 1 || !strings.Contains(el.asked[0], "ask:echo approved") {
+					t.Errorf("elicitation messages: %q", el.asked)
+				}
+				// Commands that need no approval are not asked about.
+				if r := bash(t, context.Background(), cs, map[string]any{"command": "echo plain"}); r.Status != engine.StatusOK || len(el.asked) != 1 {
+					t.Errorf("plain command: %+v, asked %d times", r, len(el.asked))
+				}
+			})
+		}
+	}
+}
+
+func TestApprovalWithoutElicitation(t *testing.T) {
+	e := newEngine(t, nil)
+	for name, opts := range map[string]*mcp.ClientOptions{
+		"client cannot elicit": nil,
+		"server disabled":      {ElicitationHandler: (&elicitor{action: "accept"}).handle},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := newServer(e, Options{WorkingDir: t.TempDir(), DisableElicitation: opts != nil}, askRunner(e))
+			cs := connect(t, srv, opts)
+			r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo x"})
+			if r.Status != engine.StatusNeedsApproval || !r.IsError() {
+				t.Errorf("got %+v", r)
+			}
+		})
+	}
+}
+
+// A forged or replayed approval never runs a command.
+func TestApprovalStateIsVerified(t *testing.T) {
+	e := newEngine(t, nil)
+	srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
+	cs := connect(t, srv, &mcp.ClientOptions{
+		ElicitationHandler: (&elicitor{action: "accept"}).handle,
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	ctx := context.Background()
+	accept := mcp.InputResponseMap{approvalKey: &mcp.ElicitResult{Action: "accept"}}
+
+	// First round: the server asks.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.NeedsInput() || res.RequestState == "" || res.InputRequests[approvalKey] == nil {
+		t.Fatalf("first round: %+v", res)
+	}
+	state := res.RequestState
+
+	for name, p := range map[string]*mcp.CallToolParams{
+		"forged state":     {Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: "forged"},
+		"no state":         {Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept},
+		"other command":    {Arguments: map[string]any{"command": "ask:echo two"}, InputResponses: accept, RequestState: state},
+		"other mode":       {Arguments: map[string]any{"command": "ask:echo one", "mode": "slow"}, InputResponses: accept, RequestState: state},
+		"missing response": {Arguments: map[string]any{"command": "ask:echo one"}, RequestState: state},
+	} {
+		p.Name = ToolBash
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r engine.Result
+		decode(t, res, &r)
+		if r.Status != engine.StatusNeedsApproval {
+			t.Errorf("%s: got %s %q", name, r.Status, r.Output)
+		}
+	}
+	// The genuine retry runs it.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r engine.Result
+	decode(t, res, &r)
+	if r.Status != engine.StatusOK || r.Output != "one\n" {
+		t.Errorf("approved retry: %+v", r)
+	}
+}
