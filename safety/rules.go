@@ -284,7 +284,7 @@ func (c *checker) su(args []field, in stdinSrc) {
 func (c *checker) find(args []field) {
 	var starts []field
 	expr := false
-	del := false
+	del, filtered := false, false
 	for i := 1; i < len(args); i++ {
 		a := args[i].s
 		if !expr && (strings.HasPrefix(a, "-") && a != "-" || a == "(" || a == "!") {
@@ -304,7 +304,13 @@ func (c *checker) find(args []field) {
 		switch a {
 		case "-delete":
 			del = true
+		case "-depth", "-d", "-xdev", "-mount", "-noleaf", "-ignore_readdir_race", "-daystart", "-follow":
+		case "-maxdepth", "-mindepth":
+			i++
+		default:
+			filtered = true
 		case "-exec", "-execdir", "-ok", "-okdir":
+			filtered = true
 			j := i + 1
 			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
 				j++
@@ -317,7 +323,10 @@ func (c *checker) find(args []field) {
 			i = j
 		}
 	}
-	if del {
+	if del && !filtered {
+		if len(starts) == 0 {
+			starts = []field{{s: "."}}
+		}
 		for _, s := range starts {
 			if !s.dyn && c.criticalTarget(s.s) {
 				c.report(Verdict{Decision: Block, Rule: "rm-critical",

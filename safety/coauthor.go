@@ -1,0 +1,108 @@
+package safety
+
+import (
+	"sort"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// AddCoAuthor inserts ` --trailer "Co-authored-by: TRAILER"` right after
+// the `commit` word of every real `git … commit` invocation in command
+// (after git's global options and wrappers such as sudo or env; `git show
+// commit` or `echo git commit` are not commits). trailer is "Name <email>".
+// An invocation that already carries that trailer is left alone, so
+// re-running a rewritten command adds nothing. Nothing else in the text
+// changes. The command is returned unchanged when trailer is empty, the
+// command cannot be parsed or contains no commit. Commits inside nested
+// shell strings (bash -c '...') are not rewritten.
+func AddCoAuthor(command, trailer string) string {
+	trailer = strings.TrimSpace(trailer)
+	if trailer == "" || !strings.Contains(command, "commit") || len(command) > MaxCommandBytes {
+		return command
+	}
+	f, err := parse(command, false)
+	if err != nil {
+		return command
+	}
+	want := "Co-authored-by: " + trailer
+	var inserts []int
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		if off, ok := commitWordEnd(call, want); ok {
+			inserts = append(inserts, off)
+		}
+		return true
+	})
+	if len(inserts) == 0 {
+		return command
+	}
+	sort.Ints(inserts)
+	ins := ` --trailer "` + escapeDQ(want) + `"`
+	var b strings.Builder
+	b.Grow(len(command) + len(inserts)*len(ins))
+	last := 0
+	for _, off := range inserts {
+		if off < last || off > len(command) {
+			continue
+		}
+		b.WriteString(command[last:off])
+		b.WriteString(ins)
+		last = off
+	}
+	b.WriteString(command[last:])
+	return b.String()
+}
+
+// commitWordEnd returns the offset just after the `commit` word when call
+// is a git commit that lacks the trailer want.
+func commitWordEnd(call *syntax.CallExpr, want string) (int, bool) {
+	var r resolver
+	var args []field
+	for i, w := range call.Args {
+		args = r.resolveWord(w, i, args)
+	}
+	for len(args) > 0 {
+		if args[0].dyn {
+			return 0, false
+		}
+		rest, kind := unwrapOne(args)
+		if kind != wrapped {
+			break
+		}
+		args = rest
+	}
+	if len(args) == 0 || base(args[0].s) != "git" {
+		return 0, false
+	}
+	i := gitSub(args)
+	if i < 0 || args[i].s != "commit" || !args[i].one || args[i].word < 0 {
+		return 0, false
+	}
+	lw := strings.ToLower(want)
+	for _, a := range args[i+1:] {
+		if strings.Contains(strings.ToLower(a.s), lw) {
+			return 0, false
+		}
+	}
+	return int(call.Args[args[i].word].End().Offset()), true
+}
+
+// escapeDQ escapes s for use inside double quotes.
+func escapeDQ(s string) string {
+	if !strings.ContainsAny(s, "\"$`\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"', '$', '`', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,272 @@
+package safety
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// ActionPrefix starts every action string a permission rule is matched
+// against: "tool:bash:<command>" (seed 003).
+const ActionPrefix = "tool:bash:"
+
+// Rule is one permission rule: a regular expression (Go RE2 syntax) matched
+// against the action string "tool:bash:<command>", and the decision (Allow,
+// Deny or Ask) it yields when it matches.
+type Rule struct {
+	Pattern  string   `json:"pattern"`
+	Decision Decision `json:"decision"`
+}
+
+// Profile is an ordered list of permission rules: for each command the first
+// rule whose pattern matches decides; when none matches, Default decides.
+type Profile struct {
+	Name    string   `json:"name"`
+	Rules   []Rule   `json:"rules"`
+	Default Decision `json:"default"`
+
+	once sync.Once
+	res  []*regexp.Regexp
+	err  error
+}
+
+// Compile compiles the profile's patterns and reports the first invalid
+// one. Evaluate compiles lazily; call Compile to validate a profile early.
+func (p *Profile) Compile() error {
+	if p == nil {
+		return nil
+	}
+	p.once.Do(func() {
+		p.res = make([]*regexp.Regexp, len(p.Rules))
+		for i, r := range p.Rules {
+			re, err := regexp.Compile(r.Pattern)
+			if err != nil && p.err == nil {
+				p.err = fmt.Errorf("permission rule %d (%q): %w", i, r.Pattern, err)
+			}
+			switch r.Decision {
+			case Allow, Deny, Ask:
+			default:
+				if p.err == nil {
+					p.err = fmt.Errorf("permission rule %d (%q): unknown decision %q", i, r.Pattern, r.Decision)
+				}
+			}
+			p.res[i] = re
+		}
+		switch p.Default {
+		case Allow, Deny, Ask, "":
+		default:
+			if p.err == nil {
+				p.err = fmt.Errorf("permission profile %q: unknown default %q", p.Name, p.Default)
+			}
+		}
+	})
+	return p.err
+}
+
+// Evaluate decides whether command may run under the profile. It returns
+// Allow, Deny or Ask and the rule that decided (nil when the default did).
+//
+// Multi-part commands are matched part by part: every simple command in
+// the command (including those in pipelines, lists, subshells, loops and
+// substitutions, each as its own original text with its redirections) is
+// matched separately as "tool:bash:<part>", and the most restrictive
+// result wins (Deny over Ask over Allow). So `cd x && rm -r y` cannot slip
+// past a rule on rm because it starts with cd, and a rule like
+// `^tool:bash:ls( .*)?$` never matches text on the next line. When the
+// command does not parse, it is matched as a whole. A nil profile allows
+// everything. Invalid patterns or decisions fail closed: Deny.
+func (p *Profile) Evaluate(command string) (Decision, *Rule) {
+	if p == nil {
+		return Allow, nil
+	}
+	if err := p.Compile(); err != nil {
+		return Deny, nil
+	}
+	parts := commandParts(command)
+	best, bestRule := Decision(""), (*Rule)(nil)
+	for _, part := range parts {
+		d, r := p.evalOne(part)
+		if best == "" || d.severity() > best.severity() {
+			best, bestRule = d, r
+		}
+		if best == Deny {
+			break
+		}
+	}
+	if best == "" {
+		return p.evalOne(command)
+	}
+	if len(parts) > 1 && best != Deny {
+		// The whole text may tighten the result (a rule written for a
+		// pipeline), never loosen it.
+		if d, r := p.evalOne(command); r != nil && d.severity() > best.severity() {
+			best, bestRule = d, r
+		}
+	}
+	return best, bestRule
+}
+
+func (p *Profile) evalOne(part string) (Decision, *Rule) {
+	action := ActionPrefix + part
+	for i, re := range p.res {
+		if re.MatchString(action) {
+			return p.Rules[i].Decision, &p.Rules[i]
+		}
+	}
+	if p.Default == "" {
+		return Allow, nil
+	}
+	return p.Default, nil
+}
+
+// commandParts returns the original text of every simple command in
+// command, or the whole command when it does not parse.
+func commandParts(command string) []string {
+	if strings.TrimSpace(command) == "" {
+		return []string{command}
+	}
+	f, err := parse(command, false)
+	if err != nil {
+		return []string{command}
+	}
+	var parts []string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		s, ok := n.(*syntax.Stmt)
+		if !ok || s.Cmd == nil {
+			return true
+		}
+		switch s.Cmd.(type) {
+		case *syntax.CallExpr, *syntax.DeclClause, *syntax.LetClause, *syntax.TestClause, *syntax.ArithmCmd:
+		default:
+			return true
+		}
+		start, end := int(s.Pos().Offset()), int(s.Cmd.End().Offset())
+		for _, r := range s.Redirs {
+			if r.Word != nil {
+				if e := int(r.Word.End().Offset()); e > end {
+					end = e
+				}
+			}
+		}
+		if start >= 0 && start <= end && end <= len(command) {
+			parts = append(parts, command[start:end])
+		}
+		return true
+	})
+	if len(parts) == 0 {
+		return []string{command}
+	}
+	return parts
+}
+
+// cmdRe builds a pattern matching a simple command whose name (after
+// NAME=value prefixes and a directory) is one of names, followed by an
+// optional argument pattern.
+func cmdRe(names, args string) string {
+	return `(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?(?:` + names + `)` + args
+}
+
+const (
+	anyArgs = `(?:\s.*)?$`
+	// writeRedirect matches an output redirection to anything but /dev/null
+	// or a file descriptor.
+	writeRedirect = `^tool:bash:[^\n]*>>?\|?\s*(?:[^/&\s>]|/(?:[^d]|d[^e]|de[^v]|dev/[^n]))`
+)
+
+// Presets are the built-in permission profiles, by name:
+//
+//   - open: allows everything; only the safety rules apply.
+//   - standard: allows by default; asks before privilege escalation
+//     (sudo, su, doas, pkexec), publishing or deploying (git push,
+//     npm/cargo/gem/twine publish, docker push, kubectl apply/delete,
+//     terraform apply/destroy), history rewrites (git reset --hard,
+//     git clean -f..., git rebase, git branch -D, git checkout/restore .)
+//     and system changes (systemctl, service, crontab, chmod/chown -R,
+//     package installs with apt/yum/dnf/pacman/brew); denies shutdown,
+//     reboot, halt, poweroff and init.
+//   - guarded: asks by default; allows read-only inspection (ls, cat,
+//     grep, rg, find without -exec/-delete, head, tail, wc, diff, git
+//     status/diff/log/show/branch, ...) and local build and test commands
+//     (go, make, cargo, npm/yarn/pnpm run/test, pytest, ...); denies
+//     privilege escalation and shutdown.
+//   - locked: denies by default; allows only read-only inspection.
+var presetNames = []string{"open", "standard", "guarded", "locked"}
+
+// Presets returns the names of the built-in profiles.
+func Presets() []string { return append([]string(nil), presetNames...) }
+
+var (
+	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), ""}
+	rulesShutdown = Rule{cmdRe(`shutdown|reboot|halt|poweroff|init|telinit`, anyArgs), Deny}
+	readOnly      = `ls|ll|cat|head|tail|less|more|wc|pwd|echo|printf|grep|egrep|fgrep|rg|ag|ack|` +
+		`tree|file|stat|du|df|which|whereis|type|whoami|id|uname|date|printenv|diff|cmp|sort|uniq|` +
+		`cut|tr|jq|yq|basename|dirname|realpath|readlink|true|false|test|\[|sha256sum|md5sum|cd|hostname|nproc|free|ps`
+)
+
+func presetRules(name string) (*Profile, bool) {
+	priv := rulesPriv
+	switch name {
+	case "open":
+		return &Profile{Name: name, Default: Allow}, true
+	case "standard":
+		priv.Decision = Ask
+		return &Profile{Name: name, Default: Allow, Rules: []Rule{
+			rulesShutdown,
+			priv,
+			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:push|rebase)\b.*$`), Ask},
+			{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask},
+			{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask},
+			{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask},
+			{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask},
+			{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask},
+			{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask},
+			{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask},
+			{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask},
+			{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask},
+			{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask},
+			{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask},
+		}}, true
+	case "guarded":
+		priv.Decision = Deny
+		return &Profile{Name: name, Default: Ask, Rules: []Rule{
+			{writeRedirect, Ask},
+			rulesShutdown,
+			priv,
+			{cmdRe(`find`, `\s.*-(?:exec|execdir|ok|okdir|delete|fprint|fls|fprintf)\b.*$`), Ask},
+			{cmdRe(readOnly+`|find|fd`, anyArgs), Allow},
+			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:status|diff|log|show|branch|blame|grep|rev-parse|ls-files|describe|remote|tag|fetch|stash\s+list)(?:\s.*)?$`), Allow},
+			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow},
+			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|tox|ruff|mypy|eslint|tsc|prettier|black|flake8|gofmt|shellcheck`, anyArgs), Allow},
+			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow},
+			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|exec|ls|list|outdated|audit)(?:\s.*)?$`), Allow},
+			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow},
+		}}, true
+	case "locked":
+		return &Profile{Name: name, Default: Deny, Rules: []Rule{
+			{writeRedirect, Deny},
+			{cmdRe(`find`, `\s.*-(?:exec|execdir|ok|okdir|delete|fprint|fls|fprintf)\b.*$`), Deny},
+			{cmdRe(readOnly+`|find`, anyArgs), Allow},
+			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:status|diff|log|show|blame|ls-files|rev-parse)(?:\s.*)?$`), Allow},
+		}}, true
+	}
+	return nil, false
+}
+
+// Preset returns a fresh copy of the named built-in profile: "open",
+// "standard", "guarded" or "locked" (see Presets for what each does).
+func Preset(name string) (*Profile, error) {
+	p, ok := presetRules(name)
+	if !ok {
+		names := Presets()
+		sort.Strings(names)
+		return nil, fmt.Errorf("unknown permission profile %q (want one of %s)", name, strings.Join(names, ", "))
+	}
+	if err := p.Compile(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
