@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -115,8 +116,45 @@ func helper(args []string) error {
 	if err := installSeccomp(); err != nil {
 		return err
 	}
-	err := syscall.Exec(argv[0], argv, os.Environ())
-	return fmt.Errorf("exec %s: %w", argv[0], err)
+	return execWithAddressSpace(argv, os.Environ(), cfg.AddressSpace)
+}
+
+// execWithAddressSpace sets RLIMIT_AS and execs argv without allocating in
+// between: the Go runtime (and the race detector's shadow memory) may need
+// more address space than the command is allowed, so the limit can only be
+// set at the very last moment. On failure it writes a fixed message and
+// exits 126 without touching the heap; it only returns for errors found
+// before the limit is set.
+func execWithAddressSpace(argv, env []string, as uint64) error {
+	path, err := syscall.BytePtrFromString(argv[0])
+	if err != nil {
+		return err
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return err
+	}
+	envp, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return err
+	}
+	msg := []byte("bashvisor sandbox: cannot exec " + argv[0] + " (address space limit or exec failure)\n")
+	rl := unix.Rlimit{Cur: as, Max: as}
+	if as != Unlimited {
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&rl)), 0, 0, 0); e != 0 {
+			return fmt.Errorf("setrlimit RLIMIT_AS=%d: %w", as, e)
+		}
+	}
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)),
+			uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+		if e != unix.EAGAIN && e != unix.EINTR {
+			break
+		}
+	}
+	unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&msg[0])), uintptr(len(msg)))
+	unix.RawSyscall(unix.SYS_EXIT_GROUP, helperExitCode, 0, 0)
+	panic("unreachable")
 }
 
 func setRlimits(cfg config) error {
@@ -133,7 +171,6 @@ func setRlimits(cfg config) error {
 		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.CPUSeconds, cpuHard},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
 		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.OpenFiles, cfg.OpenFiles},
-		{"RLIMIT_AS", unix.RLIMIT_AS, cfg.AddressSpace, cfg.AddressSpace},
 	} {
 		if l.soft == Unlimited && l.hard == Unlimited {
 			continue // keep what the engine has
