@@ -201,7 +201,9 @@ func Presets() []string { return append([]string(nil), presetNames...) }
 
 var (
 	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), ""}
-	rulesShutdown = Rule{cmdRe(`shutdown|reboot|halt|poweroff|init|telinit`, anyArgs), Deny}
+	rulesShutdown = Rule{`(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*` +
+		`(?:(?:\S*/)?(?:sudo|doas|env|nohup|command|exec|systemctl)(?:\s+-\S+)*\s+)*` +
+		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny}
 	readOnly      = `ls|ll|cat|head|tail|less|more|wc|pwd|echo|printf|grep|egrep|fgrep|rg|ag|ack|` +
 		`tree|file|stat|du|df|which|whereis|type|whoami|id|uname|date|printenv|diff|cmp|sort|uniq|` +
 		`cut|tr|jq|yq|basename|dirname|realpath|readlink|true|false|test|\[|sha256sum|md5sum|cd|hostname|nproc|free|ps`
