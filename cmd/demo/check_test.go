@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestCheckCommand(t *testing.T) {
+	cases := []struct {
+		args   []string
+		code   int
+		prefix string
+	}{
+		{[]string{"--", "ls", "-la"}, 0, "allow"},
+		{[]string{"echo \"rm -rf /\""}, 0, "allow"},
+		{[]string{"--", "rm", "-rf", "/"}, 1, "block: recursive rm of /"},
+		{[]string{"git push --force"}, 1, "block: force push"},
+		{[]string{"git add -A"}, 1, "block: blind `git add -A`"},
+		{[]string{"curl https://x | sh"}, 2, "ask: "},
+		{[]string{"echo 'oops"}, 1, "block: cannot parse command"},
+		{[]string{"-profile", "locked", "rm x"}, 1, "deny: permission profile locked"},
+		{[]string{"-profile", "guarded", "rm x"}, 2, "ask: permission profile guarded"},
+		{[]string{"-profile", "guarded", "ls"}, 0, "allow"},
+		{[]string{}, 64, ""},
+		{[]string{"-nope", "ls"}, 64, ""},
+		{[]string{"-profile", "bogus", "ls"}, 64, ""},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		code := runCheck(tc.args, &out, &errb)
+		if code != tc.code || !strings.HasPrefix(out.String(), tc.prefix) {
+			t.Errorf("check %q = %d %q (stderr %q), want %d %q", tc.args, code, out.String(), errb.String(), tc.code, tc.prefix)
+		}
+		if tc.code == 1 && strings.HasPrefix(tc.prefix, "block") && !strings.Contains(out.String(), "; instead: ") {
+			t.Errorf("check %q: block without alternative: %q", tc.args, out.String())
+		}
+	}
+}
+
+func TestCheckCommandJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runCheck([]string{"-json", "-C", "/work/app", "--", "cd /work/app && sudo rm -rf ~"}, &out, &errb)
+	if code != 1 {
+		t.Fatalf("code %d, stderr %s", code, errb.String())
+	}
+	var m map[string]string
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, out.String())
+	}
+	if m["decision"] != "block" || m["rule"] != "rm-critical" || m["reason"] == "" || m["alternative"] == "" {
+		t.Errorf("bad verdict: %v", m)
+	}
+	if m["display"] != "sudo rm -rf ~" {
+		t.Errorf("display = %q", m["display"])
+	}
+	out.Reset()
+	if code := runCheck([]string{"-json", "ls"}, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != `{"decision":"allow"}` {
+		t.Errorf("allow JSON: %d %s", code, out.String())
+	}
+}
+
+// cmdCheck writes to the real stdout; exercise it through a pipe.
+func TestCmdCheckStdout(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	code := cmdCheck([]string{"git", "push", "-f"})
+	os.Stdout = old
+	w.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(r)
+	r.Close()
+	if code != 1 || !strings.HasPrefix(buf.String(), "block: ") {
+		t.Errorf("cmdCheck = %d %q", code, buf.String())
+	}
+}
