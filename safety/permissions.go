@@ -177,23 +177,7 @@ const (
 	writeRedirect = `^tool:bash:[^\n]*>>?\|?\s*(?:[^/&\s>]|/(?:[^d]|d[^e]|de[^v]|dev/[^n]))`
 )
 
-// Presets are the built-in permission profiles, by name:
-//
-//   - open: allows everything; only the safety rules apply.
-//   - standard: allows by default; asks before privilege escalation
-//     (sudo, su, doas, pkexec), publishing or deploying (git push,
-//     npm/cargo/gem/twine publish, docker push, kubectl apply/delete,
-//     terraform apply/destroy), history rewrites (git reset --hard,
-//     git clean -f..., git rebase, git branch -D, git checkout/restore .)
-//     and system changes (systemctl, service, crontab, chmod/chown -R,
-//     package installs with apt/yum/dnf/pacman/brew); denies shutdown,
-//     reboot, halt, poweroff and init.
-//   - guarded: asks by default; allows read-only inspection (ls, cat,
-//     grep, rg, find without -exec/-delete, head, tail, wc, diff, git
-//     status/diff/log/show/branch, ...) and local build and test commands
-//     (go, make, cargo, npm/yarn/pnpm run/test, pytest, ...); denies
-//     privilege escalation and shutdown.
-//   - locked: denies by default; allows only read-only inspection.
+// presetNames lists the built-in profiles; Preset documents them.
 var presetNames = []string{"open", "standard", "guarded", "locked"}
 
 // Presets returns the names of the built-in profiles.
@@ -204,7 +188,7 @@ var (
 	rulesShutdown = Rule{`(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*` +
 		`(?:(?:\S*/)?(?:sudo|doas|env|nohup|command|exec|systemctl)(?:\s+-\S+)*\s+)*` +
 		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny}
-	readOnly      = `ls|ll|cat|head|tail|less|more|wc|pwd|echo|printf|grep|egrep|fgrep|rg|ag|ack|` +
+	readOnly = `ls|ll|cat|head|tail|less|more|wc|pwd|echo|printf|grep|egrep|fgrep|rg|ag|ack|` +
 		`tree|file|stat|du|df|which|whereis|type|whoami|id|uname|date|printenv|diff|cmp|sort|uniq|` +
 		`cut|tr|jq|yq|basename|dirname|realpath|readlink|true|false|test|\[|sha256sum|md5sum|cd|hostname|nproc|free|ps`
 )
@@ -258,8 +242,30 @@ func presetRules(name string) (*Profile, bool) {
 	return nil, false
 }
 
-// Preset returns a fresh copy of the named built-in profile: "open",
-// "standard", "guarded" or "locked" (see Presets for what each does).
+// Preset returns a fresh copy of the named built-in permission profile
+// ("open", "standard", "guarded" or "locked"). Profiles apply after
+// the safety rules (which hold under every profile):
+//
+//   - open: allows everything; only the safety rules apply.
+//   - standard (a sensible default for a trusted agent): allows by default;
+//     asks before privilege escalation (sudo, su, doas, pkexec, run0),
+//     publishing or deploying (git push, npm/cargo/gem/twine publish,
+//     docker push, kubectl apply/delete, helm install, terraform
+//     apply/destroy), losing work (git reset --hard, git clean -f,
+//     git rebase, git branch -D, git checkout/restore .) and system changes
+//     (systemctl, service, crontab, mount, firewall, chmod/chown -R,
+//     apt/dnf/pacman/brew install or remove); denies shutdown, reboot,
+//     halt, poweroff and init, also behind sudo.
+//   - guarded (review everything that changes things): asks by default and
+//     for any output redirection other than to /dev/null or a descriptor;
+//     allows read-only inspection (ls, cat, grep, rg, find without
+//     -exec/-delete, head, tail, wc, diff, jq, git status/diff/log/show/branch/
+//     fetch, ...) and local build and test commands (go, make,
+//     cargo build/test, npm/yarn/pnpm test/run, pytest, linters); denies
+//     privilege escalation and shutdown.
+//   - locked (read-only): denies by default and denies output
+//     redirections; allows only read-only inspection (the guarded list
+//     without builds, tests or git fetch).
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {
