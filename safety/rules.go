@@ -102,6 +102,19 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 		}
 	case name == "cd" || name == "pushd":
 		c.cd(args)
+	case name == "trap":
+		// trap 'CODE' SIGNALS: the handler runs later in this shell.
+		if len(args) > 2 && !strings.HasPrefix(args[1].s, "-") {
+			if args[1].dyn {
+				c.report(askDynamicShell("trap"))
+			} else {
+				c.nested(args[1].s, false, stdinSrc{})
+			}
+		}
+	case name == "ssh":
+		c.ssh(args)
+	case name == "chmod" || name == "chown" || name == "chgrp":
+		c.chmod(name, args)
 	case interpreters[name]:
 		if in.piped && readsProgramFromStdin(args) {
 			c.report(Verdict{Decision: Ask, Rule: "pipe-to-shell",
@@ -770,4 +783,94 @@ func callsSelf(s *syntax.Stmt, name string) bool {
 		}
 	}
 	return false
+}
+
+// ssh HOST COMMAND...: the remote command is shell code too.
+func (c *checker) ssh(args []field) {
+	i := 1
+	for i < len(args) {
+		a := args[i].s
+		if a == "--" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' || args[i].dyn {
+			break
+		}
+		i++
+		for j := 1; j < len(a); j++ {
+			if strings.IndexByte("BbcDEeFIiJLlmOoPpQRSWw", a[j]) >= 0 {
+				if j == len(a)-1 {
+					i++
+				}
+				break
+			}
+		}
+	}
+	i++ // host
+	if i >= len(args) {
+		return
+	}
+	var b strings.Builder
+	for k, f := range args[i:] {
+		if f.dyn {
+			return // unknown remote code: the remote side is not ours to judge
+		}
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.s)
+	}
+	c.nested(b.String(), false, stdinSrc{})
+}
+
+// chmod/chown/chgrp -R on / , a top-level system directory or the home
+// directory breaks the system or the user's account.
+func (c *checker) chmod(name string, args []field) {
+	rec := false
+	var targets []field
+	opts, needMode := true, true
+	for _, f := range args[1:] {
+		a := f.s
+		if opts && a == "--" {
+			opts = false
+			continue
+		}
+		if opts && strings.HasPrefix(a, "--") {
+			if a == "--recursive" {
+				rec = true
+			}
+			if strings.HasPrefix(a, "--reference") {
+				needMode = false
+			}
+			continue
+		}
+		if opts && len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "RHLPcfvh") == "" {
+			if strings.IndexByte(a, 'R') > 0 {
+				rec = true
+			}
+			continue
+		}
+		if needMode {
+			needMode = false // the mode or owner
+			continue
+		}
+		if !f.dyn {
+			targets = append(targets, f)
+		}
+	}
+	if !rec {
+		return
+	}
+	for _, t := range targets {
+		p := cleanPath(t.s)
+		h := homeDir()
+		if p == "/" || p == "/*" || p == "~" || p == "~/*" || h != "" && h != "/" && p == h ||
+			p[0] == '/' && sysDirs[strings.TrimSuffix(p[1:], "/*")] {
+			c.report(Verdict{Decision: Block, Rule: "chmod-critical",
+				Reason:      "recursive " + name + " of " + t.s + " would break the system or the account",
+				Alternative: "change only the project paths you mean (e.g. " + name + " -R ... ./build)"})
+			return
+		}
+	}
 }

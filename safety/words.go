@@ -46,16 +46,35 @@ func (r *resolver) setVar(name, val string, known bool) {
 // lookup returns the static value of a simple parameter expansion.
 func (r *resolver) lookup(p *syntax.ParamExp) (string, bool) {
 	if p.Param == nil || p.Excl || p.Length || p.Width || p.IsSet ||
-		p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil ||
+		p.Index != nil || p.Slice != nil || p.Repl != nil ||
 		p.Names != 0 || len(p.Modifiers) != 0 || p.NestedParam != nil || p.Flags != nil {
 		return "", false
 	}
 	name := p.Param.Value
+	val, known := "", false
 	if st, ok := r.vars[name]; ok {
-		return st.val, st.known
+		val, known = st.val, st.known
+	} else if name == "HOME" {
+		val, known = "~", true
 	}
-	if name == "HOME" {
-		return "~", true
+	if p.Exp == nil {
+		return val, known
+	}
+	// ${X:?msg}, ${X-default}, ${X:=default}: the value of X when it is
+	// known and set; the static default when X is known to be empty.
+	switch op := p.Exp.Op; op {
+	case syntax.ErrorUnset, syntax.ErrorUnsetOrNull, syntax.DefaultUnset, syntax.DefaultUnsetOrNull,
+		syntax.AssignUnset, syntax.AssignUnsetOrNull:
+		if !known {
+			return "", false
+		}
+		colon := op == syntax.ErrorUnsetOrNull || op == syntax.DefaultUnsetOrNull || op == syntax.AssignUnsetOrNull
+		if val != "" || !colon {
+			return val, true
+		}
+		if op == syntax.DefaultUnsetOrNull || op == syntax.AssignUnsetOrNull {
+			return r.wordLit(p.Exp.Word)
+		}
 	}
 	return "", false
 }
