@@ -204,9 +204,19 @@ func cmdMCP(args []string) int {
 }
 
 func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls func(), log *slog.Logger) int {
-	stop := context.AfterFunc(ctx, stopCalls)
+	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: os.Stdin, Writer: out}, nil)
+	if err != nil {
+		log.Error("mcp stdio", "err", err)
+		return 1
+	}
+	// On a signal: cancel the calls in flight, then close the session
+	// (which waits for them). On stdin EOF the go-sdk cancels them itself.
+	stop := context.AfterFunc(ctx, func() {
+		stopCalls()
+		ss.Close()
+	})
 	defer stop()
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: out})
+	err = ss.Wait()
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {
 		log.Error("mcp stdio session ended", "err", err)
 		return 1
