@@ -54,6 +54,7 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
+	t.Cleanup(func() { _ = sc.Cleanup() }) // idempotent; also on t.Fatal
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir = workdir

@@ -1,0 +1,117 @@
+package sandbox_test
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/sandbox"
+)
+
+// startWait runs path/args like the engine does (own session, stdin
+// /dev/null, one pipe for stdout+stderr) and waits.
+func startWait(tb testing.TB, path string, args, env []string) {
+	cmd := exec.Command(path, args[1:]...)
+	cmd.Args[0] = args[0]
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func unrestricted(tb testing.TB, bash string, env []string) {
+	startWait(tb, bash, []string{bash, "-c", "true"}, env)
+}
+
+// restricted includes everything the engine pays per command: Prepare
+// (scratch dir, pids cgroup), the helper re-exec, cgroup join, rlimits,
+// capabilities, Landlock, seccomp, the exec of bash, and Cleanup.
+func restricted(tb testing.TB, bash string, env []string) {
+	sc, err := sandbox.Prepare(sandbox.Limits{}, bash, "true", ".")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	startWait(tb, sc.Path, sc.Args, append(env, sc.Env...))
+	if err := sc.Cleanup(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkUnrestricted is the baseline: plain `bash -c true`.
+func BenchmarkUnrestricted(b *testing.B) {
+	bash, env := bashPath(b), os.Environ()
+	for b.Loop() {
+		unrestricted(b, bash, env)
+	}
+}
+
+// BenchmarkRestricted is `bash -c true` in restricted mode, re-executing
+// the (test) binary as the helper.
+func BenchmarkRestricted(b *testing.B) {
+	requireSandbox(b)
+	bash, env := bashPath(b), os.Environ()
+	for b.Loop() {
+		restricted(b, bash, env)
+	}
+}
+
+// BenchmarkPrepareCleanup is the engine-side part alone.
+func BenchmarkPrepareCleanup(b *testing.B) {
+	requireSandbox(b)
+	bash := bashPath(b)
+	for b.Loop() {
+		sc, err := sandbox.Prepare(sandbox.Limits{}, bash, "true", ".")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := sc.Cleanup(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOverhead alternates unrestricted and restricted runs side by
+// side (so load from elsewhere hits both alike) and reports the medians
+// and their difference, per helper: the re-executed test binary (cgo,
+// dynamically linked) and a CGO_ENABLED=0 build of ./cmd/bashvisor-sandbox.
+func BenchmarkOverhead(b *testing.B) {
+	requireSandbox(b)
+	bash, env := bashPath(b), os.Environ()
+	static := filepath.Join(b.TempDir(), "bashvisor-sandbox")
+	build := exec.Command("go", "build", "-o", static, "./cmd/bashvisor-sandbox")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("cannot build the helper: %v\n%s", err, out)
+	}
+	for _, h := range []struct{ name, path string }{{"self", ""}, {"static-helper", static}} {
+		b.Run(h.name, func(b *testing.B) {
+			sandbox.HelperPath = h.path
+			defer func() { sandbox.HelperPath = "" }()
+			var plain, sbx []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				unrestricted(b, bash, env)
+				t1 := time.Now()
+				restricted(b, bash, env)
+				plain, sbx = append(plain, t1.Sub(t0)), append(sbx, time.Since(t1))
+			}
+			mp, ms := median(plain), median(sbx)
+			b.ReportMetric(float64(mp.Microseconds())/1000, "unrestricted-ms")
+			b.ReportMetric(float64(ms.Microseconds())/1000, "restricted-ms")
+			b.ReportMetric(float64((ms-mp).Microseconds())/1000, "overhead-ms")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
