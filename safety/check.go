@@ -33,6 +33,9 @@ func Check(command string) Verdict {
 		return Verdict{Decision: Allow}
 	}
 	f, err := parse(command, false)
+	if err == errTooDeep {
+		return tooComplex
+	}
 	if err != nil {
 		return parseErrorVerdict(err)
 	}
@@ -41,6 +44,10 @@ func Check(command string) Verdict {
 	c.stmts(f.Stmts, false)
 	return c.v
 }
+
+var tooComplex = Verdict{Decision: Block, Rule: "too-complex",
+	Reason:      "command is too complex to analyse (too many statements or too deeply nested)",
+	Alternative: "split it into smaller commands or put it in a script file"}
 
 func parseErrorVerdict(err error) Verdict {
 	return Verdict{Decision: Block, Rule: "parse-error",
@@ -98,9 +105,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 	}
 	c.steps++
 	if c.steps > maxSteps {
-		c.report(Verdict{Decision: Block, Rule: "too-complex",
-			Reason:      "command is too complex to analyse",
-			Alternative: "split it into smaller commands or put it in a script file"})
+		c.report(tooComplex)
 		return
 	}
 	in := stdinSrc{piped: piped}
@@ -342,6 +347,10 @@ func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 	f, err := parse(code, zsh)
 	if err != nil && zsh {
 		f, err = parse(code, false)
+	}
+	if err == errTooDeep {
+		c.report(tooComplex)
+		return
 	}
 	if err != nil {
 		v := parseErrorVerdict(err)

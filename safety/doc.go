@@ -60,7 +60,8 @@
 //   - [parse-error] a command (or nested shell code) that does not parse:
 //     fail closed, with the parser's message.
 //   - [too-long] commands over MaxCommandBytes; [too-deep] shell code nested
-//     deeper than MaxNesting; [too-complex] more than 200000 statements.
+//     deeper than MaxNesting; [too-complex] more than 200000 statements or
+//     brackets nested more than 1000 deep.
 //
 // Ask: code only known at run time that feeds a shell:
 //   - [pipe-to-shell] a pipe into a shell or interpreter reading its

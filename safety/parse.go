@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"errors"
 	"strings"
 	"sync"
 
@@ -18,8 +19,38 @@ var (
 	}}
 )
 
+// maxBracketDepth bounds the bracket nesting accepted before parsing: the
+// parser slows down superlinearly on absurdly deep nesting.
+const maxBracketDepth = 1000
+
+// errTooDeep is returned by parse for input nested too deeply.
+var errTooDeep = errors.New("brackets nested more than 1000 levels deep")
+
+// bracketDepth returns the deepest nesting of ( and { in src, counting
+// every bracket (quoted or not): a cheap upper bound of the syntax depth.
+func bracketDepth(src string) int {
+	d, max := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '{':
+			d++
+			if d > max {
+				max = d
+			}
+		case ')', '}':
+			if d > 0 {
+				d--
+			}
+		}
+	}
+	return max
+}
+
 // parse parses src as bash (or zsh) with a pooled parser.
 func parse(src string, zsh bool) (*syntax.File, error) {
+	if bracketDepth(src) > maxBracketDepth {
+		return nil, errTooDeep
+	}
 	pool := &bashParsers
 	if zsh {
 		pool = &zshParsers

@@ -142,7 +142,17 @@ func expandBraces(parts []syntax.WordPart) [][]syntax.WordPart {
 				}
 			}
 		}
-		next := make([][]syntax.WordPart, 0, len(res)*len(alts))
+		if len(alts) == 0 {
+			continue
+		}
+		if len(res)*len(alts) > maxBraceFields && len(res) >= maxBraceFields/2 {
+			// Over the cap: keep the first alternative only, in place.
+			for i := range res {
+				res[i] = append(res[i], alts[0]...)
+			}
+			continue
+		}
+		next := make([][]syntax.WordPart, 0, min(len(res)*len(alts), maxBraceFields))
 	outer:
 		for _, r := range res {
 			for _, a := range alts {
