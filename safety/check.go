@@ -282,9 +282,13 @@ func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	if len(x.Args) == 0 {
 		return
 	}
+	// Substitutions first: checking them may recurse into call, which
+	// reuses nameBuf.
+	for _, w := range x.Args {
+		c.wordSubs(w)
+	}
 	fields := c.nameBuf[:0]
 	for i, w := range x.Args {
-		c.wordSubs(w)
 		fields = c.resolveWord(w, i, fields)
 	}
 	c.nameBuf = fields[:0]

@@ -148,6 +148,8 @@ var checkCases = []checkCase{
 	{"(( $(rm -rf /) ))", Block, "rm-critical"},
 	{"coproc rm -rf /", Block, "rm-critical"},
 	{"ls\nrm -rf /\n", Block, "rm-critical"},
+	{"rm -rf $(echo build) /", Block, "rm-critical"},
+	{"rm -rf \"$(git rev-parse --show-toplevel)/tmp\" ~", Block, "rm-critical"},
 	// --- wrappers
 	{"sudo rm -rf /", Block, "rm-critical"},
 	{"sudo -u root rm -rf /", Block, "rm-critical"},
