@@ -6,9 +6,12 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestCheckCommand(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	cases := []struct {
 		args   []string
 		code   int
@@ -41,6 +44,7 @@ func TestCheckCommand(t *testing.T) {
 }
 
 func TestCheckCommandJSON(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	var out, errb bytes.Buffer
 	code := runCheck([]string{"-json", "-C", "/work/app", "--", "cd /work/app && sudo rm -rf ~"}, &out, &errb)
 	if code != 1 {
@@ -64,6 +68,7 @@ func TestCheckCommandJSON(t *testing.T) {
 
 // cmdCheck writes to the real stdout; exercise it through a pipe.
 func TestCmdCheckStdout(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
