@@ -30,8 +30,9 @@
 // nohup, time, command, exec, builtin, nice, timeout, xargs, busybox,
 // setsid, stdbuf, ionice and watch. Shell code nested in strings is
 // re-parsed and checked: bash/sh/zsh/dash/ksh -c, eval, su -c, watch,
-// env -S, find -exec/-execdir/-ok, and heredocs or here-strings fed to a
-// shell.
+// env -S, find -exec/-execdir/-ok, trap handlers, ssh remote commands, and
+// heredocs or here-strings fed to a shell. ${X:?}, ${X:-default} and
+// friends resolve when X is known (rm -rf "${HOME:?}"/* is blocked).
 //
 // # Rules
 //
@@ -51,6 +52,8 @@
 //   - [fork-bomb] a function that calls itself on both sides of a pipe or
 //     in the background (:(){ :|:& };:, bomb(){ bomb|bomb& };bomb), blocked
 //     at its definition.
+//   - [chmod-critical] chmod/chown/chgrp -R on /, a top-level system
+//     directory or the home directory.
 //   - [mkfs] mkfs, mkfs.*, mke2fs, mkswap.
 //   - [dd-device] dd of=/dev/DISK; [write-device] redirection (>, >>, &>,
 //     <>, >|) into a disk-like block device (/dev/sd*, nvme*, vd*, xvd*,
@@ -93,6 +96,19 @@
 //   - Nested code that does not parse is blocked like top-level code;
 //     zsh -c code is parsed as zsh first, then as bash.
 //   - A `*` or `.*` target is blocked whatever the working directory.
+//   - Every pipe into a shell reading stdin asks, even from a static
+//     producer (echo ls | sh): what flows through a pipe is not analysed.
+//     A heredoc or here-string fed to a shell is analysed as code.
+//   - find -delete is blocked only without filter tests (find / -delete,
+//     find . -delete); find ~ -name '*.tmp' -delete is allowed.
+//   - Display compares directories after cleaning, and also after resolving
+//     symlinks when both exist.
+//   - AddCoAuthor inserts the trailer right after the `commit` word, so it
+//     stays before any `--` and pathspecs; commits inside nested shell
+//     strings are not rewritten.
+//   - Permission rules are matched against each simple command separately
+//     (the most restrictive result wins); a rule matching the whole text
+//     can only tighten the result. See Profile.Evaluate.
 //
 // Check is a guard against mistakes (and against the obvious forms of
 // prompt injection), not a security boundary: a determined program can
