@@ -34,7 +34,11 @@ func unrestricted(tb testing.TB, bash string, env []string) {
 // (scratch dir, pids cgroup), the helper re-exec, cgroup join, rlimits,
 // capabilities, Landlock, seccomp, the exec of bash, and Cleanup.
 func restricted(tb testing.TB, bash string, env []string) {
-	sc, err := sandbox.Prepare(sandbox.Limits{}, bash, "true", ".")
+	restrictedWith(tb, sandbox.Limits{}, bash, env)
+}
+
+func restrictedWith(tb testing.TB, lim sandbox.Limits, bash string, env []string) {
+	sc, err := sandbox.Prepare(lim, bash, "true", ".")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,7 +84,8 @@ func BenchmarkPrepareCleanup(b *testing.B) {
 // BenchmarkOverhead alternates unrestricted and restricted runs side by
 // side (so load from elsewhere hits both alike) and reports the medians
 // and their difference, per helper: the re-executed test binary (cgo,
-// dynamically linked) and a CGO_ENABLED=0 build of ./cmd/bashvisor-sandbox.
+// dynamically linked) and a CGO_ENABLED=0 build of ./cmd/bashvisor-sandbox,
+// each with the scratch dir under os.TempDir() and under /dev/shm (tmpfs).
 func BenchmarkOverhead(b *testing.B) {
 	requireSandbox(b)
 	bash, env := bashPath(b), os.Environ()
@@ -90,16 +95,31 @@ func BenchmarkOverhead(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("cannot build the helper: %v\n%s", err, out)
 	}
-	for _, h := range []struct{ name, path string }{{"self", ""}, {"static-helper", static}} {
+	type variant struct {
+		name, path, scratch string
+		procs               int
+	}
+	variants := []variant{
+		{"self", "", "", 0},
+		{"self/no-cgroup", "", "", -1},
+		{"static-helper", static, "", 0},
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		variants = append(variants,
+			variant{"self/shm-scratch", "", "/dev/shm", 0},
+			variant{"static-helper/shm-scratch", static, "/dev/shm", 0},
+			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1})
+	}
+	for _, h := range variants {
 		b.Run(h.name, func(b *testing.B) {
-			sandbox.HelperPath = h.path
-			defer func() { sandbox.HelperPath = "" }()
+			sandbox.HelperPath, sandbox.ScratchRoot = h.path, h.scratch
+			defer func() { sandbox.HelperPath, sandbox.ScratchRoot = "", "" }()
 			var plain, sbx []time.Duration
 			for b.Loop() {
 				t0 := time.Now()
 				unrestricted(b, bash, env)
 				t1 := time.Now()
-				restricted(b, bash, env)
+				restrictedWith(b, sandbox.Limits{Processes: h.procs}, bash, env)
 				plain, sbx = append(plain, t1.Sub(t0)), append(sbx, time.Since(t1))
 			}
 			mp, ms := median(plain), median(sbx)

@@ -62,8 +62,10 @@ type Limits struct {
 	OpenFiles uint64
 	// AddressSpace is RLIMIT_AS in bytes.
 	AddressSpace uint64
-	// Processes is the cgroup pids.max of the command (0 = default,
-	// negative = no limit). Only enforced where [Capabilities.Cgroup] is true.
+	// Processes is the cgroup pids.max of the command (0 = default).
+	// Negative means no pids cgroup at all: no process limit, and Cleanup
+	// cannot find processes that left the process group (setsid). Only
+	// enforced where [Capabilities.Cgroup] is true.
 	Processes int
 }
 
@@ -218,7 +220,7 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		OpenFiles:    lim.OpenFiles,
 		AddressSpace: lim.AddressSpace,
 	}
-	if caps.Cgroup {
+	if caps.Cgroup && lim.Processes > 0 {
 		dir, err := createCgroup(filepath.Base(scratch), lim.Processes)
 		if err != nil {
 			_ = os.RemoveAll(scratch)

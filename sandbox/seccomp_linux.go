@@ -72,54 +72,63 @@ const (
 	retENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 )
 
-// prog is a tiny assembler with labels on top of x/net/bpf.
+// prog is a tiny assembler with forward labels on top of x/net/bpf.
 type prog struct {
 	ins    []bpf.Instruction
-	labels map[string]int
+	labels []int // label -> instruction index, -1 until placed
 	fixups []fixup
 }
 
+// label names a place in the program; next means the next instruction.
+type label int
+
+const next label = -1
+
 type fixup struct {
 	at          int
-	true, false string // "" = next instruction
+	true, false label
+}
+
+func (p *prog) newLabel() label {
+	p.labels = append(p.labels, -1)
+	return label(len(p.labels) - 1)
 }
 
 func (p *prog) add(i bpf.Instruction) { p.ins = append(p.ins, i) }
-func (p *prog) label(name string)     { p.labels[name] = len(p.ins) }
+func (p *prog) place(l label)         { p.labels[l] = len(p.ins) }
 
-// jump adds a conditional jump to labels t and f ("" = fall through).
-func (p *prog) jump(cond bpf.JumpTest, val uint32, t, f string) {
+// jump adds a conditional jump to t if the condition holds, else to f.
+func (p *prog) jump(cond bpf.JumpTest, val uint32, t, f label) {
 	p.fixups = append(p.fixups, fixup{at: len(p.ins), true: t, false: f})
 	p.ins = append(p.ins, bpf.JumpIf{Cond: cond, Val: val})
 }
 
 // tree emits a binary search over the sorted nrs (the syscall number is in
-// the accumulator): each leaf jumps to its verdict label, anything not
-// listed to "allow".
-func (p *prog) tree(nrs []uint32, verdicts map[uint32]string) {
+// the accumulator): each leaf jumps to its verdict, anything not listed to
+// allow.
+func (p *prog) tree(nrs []uint32, verdicts map[uint32]label, allow label) {
 	if len(nrs) == 1 {
-		p.jump(bpf.JumpEqual, nrs[0], verdicts[nrs[0]], "allow")
+		p.jump(bpf.JumpEqual, nrs[0], verdicts[nrs[0]], allow)
 		return
 	}
 	mid := len(nrs) / 2
-	right := fmt.Sprintf("ge_%d", nrs[mid])
-	p.jump(bpf.JumpGreaterOrEqual, nrs[mid], right, "")
-	p.tree(nrs[:mid], verdicts)
-	p.label(right)
-	p.tree(nrs[mid:], verdicts)
+	right := p.newLabel()
+	p.jump(bpf.JumpGreaterOrEqual, nrs[mid], right, next)
+	p.tree(nrs[:mid], verdicts, allow)
+	p.place(right)
+	p.tree(nrs[mid:], verdicts, allow)
 }
 
 func (p *prog) assemble() ([]bpf.RawInstruction, error) {
 	for _, fx := range p.fixups {
 		j := p.ins[fx.at].(bpf.JumpIf)
-		skip := func(l string) (uint8, error) {
-			if l == "" {
+		skip := func(l label) (uint8, error) {
+			if l == next {
 				return 0, nil
 			}
-			to, ok := p.labels[l]
-			d := to - fx.at - 1
-			if !ok || d < 0 || d > 255 {
-				return 0, fmt.Errorf("seccomp: bad jump to %q", l)
+			d := p.labels[l] - fx.at - 1
+			if p.labels[l] < 0 || d < 0 || d > 255 {
+				return 0, fmt.Errorf("seccomp: bad jump from %d to label %d", fx.at, l)
 			}
 			return uint8(d), nil
 		}
@@ -137,61 +146,65 @@ func (p *prog) assemble() ([]bpf.RawInstruction, error) {
 
 // buildFilter returns the seccomp program: kill on a foreign architecture,
 // EPERM for x32 syscalls and deniedSyscalls, socket/socketpair only for
-// AF_UNIX stream and seqpacket sockets, clone without namespace flags.
+// AF_UNIX stream and seqpacket sockets, clone without namespace flags,
+// ENOSYS for clone3.
 func buildFilter() ([]bpf.RawInstruction, error) {
-	p := &prog{labels: map[string]int{}}
+	p := &prog{ins: make([]bpf.Instruction, 0, 256)}
+	archOK, socket, clone := p.newLabel(), p.newLabel(), p.newLabel()
+	allow, eperm, enosys := p.newLabel(), p.newLabel(), p.newLabel()
+
 	p.add(bpf.LoadAbsolute{Off: offArch, Size: 4})
-	p.jump(bpf.JumpEqual, auditArch, "arch_ok", "")
+	p.jump(bpf.JumpEqual, auditArch, archOK, next)
 	p.add(bpf.RetConstant{Val: retKill})
-	p.label("arch_ok")
+	p.place(archOK)
 	p.add(bpf.LoadAbsolute{Off: offNr, Size: 4})
 	if x32SyscallBit != 0 {
-		p.jump(bpf.JumpGreaterOrEqual, x32SyscallBit, "eperm", "")
+		p.jump(bpf.JumpGreaterOrEqual, x32SyscallBit, eperm, next)
 	}
 	// A binary search over the syscall numbers with a verdict: the kernel
 	// emulates the filter for every syscall number when it is installed (to
 	// cache the always-allowed ones), so a balanced tree instead of a linear
 	// list of ~80 comparisons makes installing it several times cheaper.
-	verdicts := map[uint32]string{
-		unix.SYS_SOCKET:     "socket",
-		unix.SYS_SOCKETPAIR: "socket",
-		unix.SYS_CLONE:      "clone",
-		unix.SYS_CLONE3:     "enosys",
+	verdicts := map[uint32]label{
+		unix.SYS_SOCKET:     socket,
+		unix.SYS_SOCKETPAIR: socket,
+		unix.SYS_CLONE:      clone,
+		unix.SYS_CLONE3:     enosys,
 	}
 	for _, nr := range deniedSyscalls {
-		verdicts[nr] = "eperm"
+		verdicts[nr] = eperm
 	}
 	nrs := make([]uint32, 0, len(verdicts))
 	for nr := range verdicts {
 		nrs = append(nrs, nr)
 	}
 	slices.Sort(nrs)
-	p.tree(nrs, verdicts)
+	p.tree(nrs, verdicts, allow)
 
 	// socket(domain, type, protocol) and socketpair(domain, type, ...):
 	// AF_UNIX with SOCK_STREAM or SOCK_SEQPACKET only. No AF_INET/AF_INET6
 	// (TCP, UDP, MPTCP, raw, ICMP), no AF_PACKET, no AF_NETLINK (as root it
 	// reconfigures the host's network; glibc copes without it), no AF_UNIX
 	// datagrams (sendto/sendmsg on them can name any pathname socket).
-	p.label("socket")
+	p.place(socket)
 	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
-	p.jump(bpf.JumpEqual, unix.AF_UNIX, "", "eperm")
+	p.jump(bpf.JumpEqual, unix.AF_UNIX, next, eperm)
 	p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
 	p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf}) // SOCK_TYPE_MASK
-	p.jump(bpf.JumpEqual, unix.SOCK_STREAM, "allow", "")
-	p.jump(bpf.JumpEqual, unix.SOCK_SEQPACKET, "allow", "eperm")
+	p.jump(bpf.JumpEqual, unix.SOCK_STREAM, allow, next)
+	p.jump(bpf.JumpEqual, unix.SOCK_SEQPACKET, allow, eperm)
 
 	// clone(flags, ...): flags are args[0] on amd64 and arm64.
-	p.label("clone")
+	p.place(clone)
 	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
-	p.jump(bpf.JumpBitsSet, nsCloneFlags, "eperm", "allow")
+	p.jump(bpf.JumpBitsSet, nsCloneFlags, eperm, allow)
 
 	// BPF jumps only forward: the verdicts come last.
-	p.label("allow")
+	p.place(allow)
 	p.add(bpf.RetConstant{Val: retAllow})
-	p.label("eperm")
+	p.place(eperm)
 	p.add(bpf.RetConstant{Val: retEPERM})
-	p.label("enosys")
+	p.place(enosys)
 	p.add(bpf.RetConstant{Val: retENOSYS})
 	return p.assemble()
 }
