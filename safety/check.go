@@ -130,7 +130,8 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 			}
 			in.code = b.String()
 		case syntax.RdrIn, syntax.DplIn:
-			in = stdinSrc{}
+			// < <(curl ...) is as unknown as a pipe; < file is a file.
+			in = stdinSrc{piped: hasProcSubst(r.Word)}
 		}
 	}
 	if c.done() {
@@ -386,4 +387,16 @@ func (c *checker) redirect(r *syntax.Redirect) {
 			Reason:      "redirection writes directly to block device " + dev + ", destroying its data",
 			Alternative: "write to a regular file (e.g. > ./disk.img) and let the user flash devices themselves"})
 	}
+}
+
+func hasProcSubst(w *syntax.Word) bool {
+	if w == nil {
+		return false
+	}
+	for _, p := range w.Parts {
+		if _, ok := p.(*syntax.ProcSubst); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -69,8 +69,8 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 	case name == "su":
 		c.su(args, in)
 	case name == "source" || name == ".":
-		if len(args) > 1 && (args[1].proc || in.piped && isStdinPath(args[1].s)) {
-			c.report(askFedShell(name, args[1].proc))
+		if len(args) > 1 {
+			c.script(name, args[1], in)
 		}
 	case name == "find":
 		c.find(args)
@@ -116,6 +116,12 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		c.chmod(name, args)
 	case interpreters[name]:
+		for _, f := range args[1:] {
+			if f.proc {
+				c.report(askFedShell(name, true))
+				return
+			}
+		}
 		if in.piped && readsProgramFromStdin(args) {
 			c.report(Verdict{Decision: Ask, Rule: "pipe-to-shell",
 				Reason:      "pipes text into " + name + ", so the code it runs is only known at run time",
@@ -219,11 +225,26 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 		return
 	}
 	if !readStdin && i < len(args) {
-		if args[i].proc || in.piped && isStdinPath(args[i].s) {
-			c.report(askFedShell(name, args[i].proc))
-		}
+		c.script(name, args[i], in)
 		return
 	}
+	c.stdinCode(name, zsh, in)
+}
+
+// script checks a script operand of a shell or source: a process
+// substitution or /dev/stdin means code only known at run time (or the
+// heredoc on stdin); a file is not ours to read.
+func (c *checker) script(name string, f field, in stdinSrc) {
+	switch {
+	case f.proc:
+		c.report(askFedShell(name, true))
+	case isStdinPath(f.s):
+		c.stdinCode(name, false, in)
+	}
+}
+
+// stdinCode checks a shell that reads its program from stdin.
+func (c *checker) stdinCode(name string, zsh bool, in stdinSrc) {
 	switch {
 	case in.isDoc && in.dyn:
 		c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
