@@ -21,7 +21,8 @@ func cmdCheck(args []string) int {
 }
 
 // checkOutput is the -json form: the safety verdict plus the display form
-// (with -C) and the permission decision (with -profile).
+// (with -C) and, with -profile, the profile's decision when it overrides
+// the verdict (deny or ask) and the pattern that decided.
 type checkOutput struct {
 	safety.Verdict
 	Display    string `json:"display,omitempty"`
@@ -61,28 +62,22 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		prof = p
 	}
 
-	v := safety.Check(command)
+	o := safety.Gate(command, prof)
+	v := o.Verdict
 	out := checkOutput{Verdict: v}
 	if *dir != "" {
 		out.Display = safety.Display(command, *dir)
 	}
-	if prof != nil && v.Decision == safety.Allow {
-		d, r := prof.Evaluate(command)
-		out.Permission = string(d)
-		if r != nil {
-			out.PermRule = r.Pattern
-		}
+	if prof != nil && o.Decision != v.Decision {
+		out.Permission = string(o.Decision)
+		out.PermRule = o.Rule
 	}
 
 	code := 0
-	switch {
-	case v.Decision == safety.Block:
+	switch o.Decision {
+	case safety.Block, safety.Deny:
 		code = 1
-	case v.Decision == safety.Ask:
-		code = 2
-	case out.Permission == string(safety.Deny):
-		code = 1
-	case out.Permission == string(safety.Ask):
+	case safety.Ask:
 		code = 2
 	}
 
@@ -95,30 +90,22 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	switch v.Decision {
+	switch o.Decision {
 	case safety.Block:
-		fmt.Fprintf(stdout, "block: %s\n", v.Message())
+		fmt.Fprintf(stdout, "block: %s\n", o.Message)
+	case safety.Deny:
+		fmt.Fprintf(stdout, "deny: %s\n", o.Message)
 	case safety.Ask:
-		fmt.Fprintf(stdout, "ask: %s\n", v.Reason)
-	default:
-		switch out.Permission {
-		case string(safety.Deny):
-			fmt.Fprintf(stdout, "deny: permission profile %s (rule %s)\n", *profile, orDefault(out.PermRule))
-		case string(safety.Ask):
-			fmt.Fprintf(stdout, "ask: permission profile %s needs approval (rule %s)\n", *profile, orDefault(out.PermRule))
-		default:
-			fmt.Fprintln(stdout, "allow")
+		if o.Decision == v.Decision {
+			fmt.Fprintf(stdout, "ask: %s\n", v.Reason)
+		} else {
+			fmt.Fprintf(stdout, "ask: %s\n", o.Message)
 		}
+	default:
+		fmt.Fprintln(stdout, "allow")
 	}
-	if *dir != "" && !*asJSON {
+	if *dir != "" {
 		fmt.Fprintf(stdout, "display: %s\n", out.Display)
 	}
 	return code
-}
-
-func orDefault(s string) string {
-	if s == "" {
-		return "default"
-	}
-	return s
 }
