@@ -2,6 +2,7 @@ package safety
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -37,12 +38,51 @@ func Check(command string) Verdict {
 		return tooComplex
 	}
 	if err != nil {
-		return parseErrorVerdict(err)
+		return finish(parseErrorVerdict(err))
 	}
 	c := checker{}
 	c.v.Decision = Allow
 	c.stmts(f.Stmts, false)
-	return c.v
+	return finish(c.v)
+}
+
+// maxReason caps the length of a verdict's reason.
+const maxReason = 240
+
+// finish makes the reason one printable line of bounded length: words from
+// the command may carry newlines, control bytes or be huge.
+func finish(v Verdict) Verdict {
+	r := v.Reason
+	clean := len(r) <= maxReason
+	for i := 0; i < len(r) && clean; i++ {
+		if r[i] < 0x20 || r[i] == 0x7f {
+			clean = false
+		}
+	}
+	if clean && utf8.ValidString(r) {
+		return v
+	}
+	var b strings.Builder
+	n := 0
+	for _, ch := range r {
+		if n >= maxReason {
+			b.WriteString("…")
+			break
+		}
+		switch {
+		case ch == 0:
+			b.WriteString("$…")
+		case ch < 0x20 || ch == 0x7f:
+			b.WriteByte(' ')
+		case ch == utf8.RuneError:
+			b.WriteByte('?')
+		default:
+			b.WriteRune(ch)
+		}
+		n++
+	}
+	v.Reason = b.String()
+	return v
 }
 
 var tooComplex = Verdict{Decision: Block, Rule: "too-complex",

@@ -503,6 +503,16 @@ func TestCheckLimits(t *testing.T) {
 	}
 }
 
+func TestCheckReasonOneLine(t *testing.T) {
+	for _, cmd := range []string{"rm -rf $'/\\n/..'", "rm -rf $'/etc\\n/../\\x01/..'", "rm -rf /" + strings.Repeat("/", 5000),
+		"$X$'\\xff\\n' args", "echo 'a\nb", "rm -rf " + strings.Repeat("a/../", 3000) + "/"} {
+		v := Check(cmd)
+		if v.Decision == Allow || strings.ContainsAny(v.Message(), "\n\r\x00") || len(v.Reason) > 2*maxReason {
+			t.Errorf("Check(%q) = %+v", cmd, v)
+		}
+	}
+}
+
 func TestCheckParseErrorMessage(t *testing.T) {
 	v := Check("echo 'oops")
 	if !strings.Contains(v.Reason, "without closing quote") {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // FuzzCheck: the analyser (and the other parsers' users) never panic and
@@ -25,6 +26,9 @@ func FuzzCheck(f *testing.F) {
 		v := Check(cmd)
 		if el := time.Since(start); el > 2*time.Second {
 			t.Fatalf("Check took %v on %q", el, cmd)
+		}
+		if strings.ContainsAny(v.Message(), "\n\r\x00") || !utf8.ValidString(v.Message()) || len(v.Reason) > 2*maxReason {
+			t.Fatalf("message not one clean line: %q", v.Message())
 		}
 		switch v.Decision {
 		case Allow:

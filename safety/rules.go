@@ -40,11 +40,7 @@ func (c *checker) argv(args []field, in stdinSrc) {
 }
 
 func showDyn(s string) string {
-	s = strings.ReplaceAll(s, dynMark, "$…")
-	if len(s) > 40 {
-		s = s[:40] + "…"
-	}
-	return s
+	return strings.ReplaceAll(s, dynMark, "$…")
 }
 
 func askDynamicShell(name string) Verdict {
