@@ -228,6 +228,8 @@ func TestReadingAndTools(t *testing.T) {
 		{"python3-tempfile", "python3", `python3 -c 'import tempfile; f=tempfile.NamedTemporaryFile(); f.write(b"x"); print("tmp ok")'`, "tmp ok"},
 		{"node", "node", `node -e 'console.log(1+2)'`, "3"},
 		{"node-wasm", "node", `node -e 'new WebAssembly.Memory({initial:1}); console.log("wasm ok")'`, "wasm ok"},
+		{"java", "java", `java -version 2>&1`, "version"},
+		{"tar-into-scratch", "tar", `tar -cf "$TMPDIR/a.tar" go.mod main.go && mkdir "$TMPDIR/x" && tar -xof "$TMPDIR/a.tar" -C "$TMPDIR/x" --no-same-permissions --touch 2>&1; cat "$TMPDIR/x/go.mod" | head -1`, "module example.com/app"},
 		{"sort-big", "sort", `seq 300000 | sort -r | head -1`, "99999"},
 	}
 	for _, c := range cases {

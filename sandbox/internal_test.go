@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 	"testing"
+	"time"
 )
 
 func BenchmarkBuildFilter(b *testing.B) {

@@ -183,3 +183,25 @@ func TestUnixSocketpairWorks(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.out)
 	}
 }
+
+// A server bound in the scratch dir works, but connecting is denied even to
+// it: connect(2) is denied wholesale (see the package doc).
+func TestUnixListenInScratchButNoConnect(t *testing.T) {
+	requireSandbox(t)
+	if !hasTool("python3") {
+		t.Skip("no python3")
+	}
+	r := run(t, `python3 -c '
+import os, socket
+p = os.path.join(os.environ["TMPDIR"], "s.sock")
+s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(); print("listening")
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect(p); print("connected")
+except PermissionError as e:
+    print("connect:", e.strerror)
+'`)
+	if r.code != 0 || r.out != "listening\nconnect: Operation not permitted\n" {
+		t.Fatalf("exit %d\n%s", r.code, r.out)
+	}
+}

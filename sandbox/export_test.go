@@ -1,0 +1,4 @@
+package sandbox
+
+// UnavailableError exposes unavailable to the tests.
+var UnavailableError = unavailable
