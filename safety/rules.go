@@ -583,7 +583,7 @@ func (c *checker) rm(args []field) {
 				case name == "":
 				case strings.HasPrefix("recursive", name):
 					rec = true
-				case len(name) >= 3 && strings.HasPrefix("no-preserve-root", name):
+				case strings.HasPrefix("no-preserve-root", name):
 					noPreserve = true
 				}
 				continue
