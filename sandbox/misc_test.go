@@ -103,3 +103,9 @@ func TestPrepareValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestFindHelper(t *testing.T) {
+	if p := sandbox.FindHelper(); p != "" {
+		t.Logf("found %s", p) // only if someone put one next to the test binary
+	}
+}

@@ -284,6 +284,32 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 // running binary through /proc/self/exe.
 var HelperPath string
 
+// HelperName is the file name of the standalone helper command
+// (./sandbox/cmd/bashvisor-sandbox) that [FindHelper] looks for.
+const HelperName = "bashvisor-sandbox"
+
+// FindHelper returns the absolute path of an executable [HelperName] in the
+// directory of the running executable, or "" when there is none. An
+// embedding program can do `sandbox.HelperPath = sandbox.FindHelper()` at
+// startup: a large engine binary spends milliseconds in package init
+// functions (≈3-4 ms for cmd/demo here) before [Main] even runs, on every
+// restricted command.
+func FindHelper() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	p := filepath.Join(filepath.Dir(exe), HelperName)
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return ""
+	}
+	return p
+}
+
 // ScratchRoot, when set (before the first Prepare), is the directory under
 // which Prepare creates the per-command scratch dirs; empty means
 // os.TempDir(). Creating and removing the scratch dir is a fixed cost per
@@ -327,12 +353,13 @@ func DescriptionWith(lim Limits) string {
 	var b strings.Builder
 	b.WriteString("Restricted mode (enforced by the kernel) is on for this conversation:\n")
 	b.WriteString("- The filesystem is read-only. You can read, list, search and run anything, but every write fails with \"Permission denied\" (EACCES) or \"Operation not permitted\" (EPERM), except in $TMPDIR (a private scratch directory, deleted when the command ends) and /dev/null. Build into $TMPDIR (e.g. `go build -o \"$TMPDIR/app\" .`); caches (XDG_CACHE_HOME, GOCACHE, npm, pip) already point there.\n")
+	b.WriteString("- Caches start empty in every command, so the first build in each command is slower.\n")
 	b.WriteString("- chmod, chown, touch of existing files and extended attributes are blocked everywhere, including $TMPDIR.\n")
 	b.WriteString("- There is no network: no TCP, UDP or other internet sockets, no connections to unix sockets, so package installs and downloads fail.\n")
 	if c.Scoping {
-		b.WriteString("- Processes outside the sandbox cannot be signalled, traced or inspected (kill, strace, /proc/PID/environ fail).\n")
+		b.WriteString("- Processes outside the sandbox cannot be signalled or inspected (kill, /proc/PID/environ fail). ptrace is blocked (no strace, gdb).\n")
 	} else {
-		b.WriteString("- Processes cannot be traced (ptrace is blocked).\n")
+		b.WriteString("- ptrace is blocked (no strace, gdb).\n")
 	}
 	b.WriteString("- Limits per process: ")
 	if lim.CPUSeconds != Unlimited {
