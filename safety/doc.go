@@ -37,7 +37,7 @@
 // # Rules
 //
 // Block (rule name in brackets):
-//   - [git-add-blind] git add -A / --all (and its abbreviations --a, --al)
+//   - [git-add-blind] git add (or git stage) -A / --all (and its abbreviations --a, --al)
 //     / . / * / :/ / .. / exclude-only pathspecs, also behind git's global
 //     options (git -C dir -c k=v add -A).
 //   - [git-push-force] git push --force / -f (also inside -uf), --mirror,
@@ -53,7 +53,9 @@
 //     in the background (:(){ :|:& };:, bomb(){ bomb|bomb& };bomb), blocked
 //     at its definition.
 //   - [chmod-critical] chmod/chown/chgrp -R on /, a top-level system
-//     directory or the home directory.
+//     directory or the home directory; rsync --delete into one of those is
+//     [rm-critical].
+//   - [kill-all] kill -1 (every process the user owns).
 //   - [mkfs] mkfs, mkfs.*, mke2fs, mkswap.
 //   - [dd-device] dd of=/dev/DISK; [write-device] redirection (>, >>, &>,
 //     <>, >|) into a disk-like block device (/dev/sd*, nvme*, vd*, xvd*,

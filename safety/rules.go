@@ -111,6 +111,10 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 		c.ssh(args)
 	case name == "chmod" || name == "chown" || name == "chgrp":
 		c.chmod(name, args)
+	case name == "rsync":
+		c.rsync(args)
+	case name == "kill":
+		c.kill(args)
 	case interpreters[name]:
 		for _, f := range args[1:] {
 			if f.proc {
@@ -393,7 +397,7 @@ func (c *checker) git(args []field) {
 		return
 	}
 	switch args[i].s {
-	case "add":
+	case "add", "stage":
 		if what := blindAdd(args[i+1:]); what != "" {
 			c.report(Verdict{Decision: Block, Rule: "git-add-blind",
 				Reason:      "blind `git add " + what + "` stages every change, including secrets, build output and unrelated edits",
@@ -880,13 +884,75 @@ func (c *checker) chmod(name string, args []field) {
 		return
 	}
 	for _, t := range targets {
-		p := cleanPath(t.s)
-		h := homeDir()
-		if p == "/" || p == "/*" || p == "~" || p == "~/*" || h != "" && h != "/" && p == h ||
-			p[0] == '/' && sysDirs[strings.TrimSuffix(p[1:], "/*")] {
+		if isSystemCritical(t.s) {
 			c.report(Verdict{Decision: Block, Rule: "chmod-critical",
 				Reason:      "recursive " + name + " of " + t.s + " would break the system or the account",
 				Alternative: "change only the project paths you mean (e.g. " + name + " -R ... ./build)"})
+			return
+		}
+	}
+}
+
+// isSystemCritical reports whether p is /, a top-level system directory or
+// the home directory (each optionally with /*): the subset of critical
+// targets that stays critical for commands other than rm, where "." or "*"
+// are everyday operands.
+func isSystemCritical(p string) bool {
+	if p == "" {
+		return false
+	}
+	p = cleanPath(p)
+	h := homeDir()
+	return p == "/" || p == "/*" || p == "~" || p == "~/*" || h != "" && h != "/" && (p == h || p == h+"/*") ||
+		p[0] == '/' && sysDirs[strings.TrimSuffix(p[1:], "/*")]
+}
+
+// rsync --delete into /, a system directory or the home directory wipes it.
+func (c *checker) rsync(args []field) {
+	del := false
+	var pos []field
+	for _, f := range args[1:] {
+		switch {
+		case strings.HasPrefix(f.s, "--del"), f.s == "--remove-source-files":
+			del = del || strings.HasPrefix(f.s, "--del")
+		case strings.HasPrefix(f.s, "-"):
+		default:
+			pos = append(pos, f)
+		}
+	}
+	if !del || len(pos) < 2 {
+		return
+	}
+	dst := pos[len(pos)-1]
+	if !dst.dyn && isSystemCritical(dst.s) {
+		c.report(Verdict{Decision: Block, Rule: "rm-critical",
+			Reason:      "rsync --delete into " + dst.s + " would delete everything there that the source lacks",
+			Alternative: "sync into the specific project directory you mean (e.g. rsync -a --delete src/ ./dest/)"})
+	}
+}
+
+// kill -9 -1 signals every process the user may signal, the agent and
+// the engine included.
+func (c *checker) kill(args []field) {
+	i := 1
+	if i < len(args) {
+		switch a := args[i].s; {
+		case a == "-s" || a == "-n":
+			i += 2
+		case a == "-l" || a == "-L":
+			return
+		case a != "--" && strings.HasPrefix(a, "-"):
+			i++ // -SIGNAL
+		}
+	}
+	for ; i < len(args); i++ {
+		if args[i].s == "--" {
+			continue
+		}
+		if args[i].s == "-1" {
+			c.report(Verdict{Decision: Block, Rule: "kill-all",
+				Reason:      "kill -1 signals every process you own, including the agent and this tool",
+				Alternative: "kill specific PIDs or a process group (kill -- -PGID)"})
 			return
 		}
 	}
