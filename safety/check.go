@@ -42,7 +42,7 @@ func Check(command string) Verdict {
 	}
 	c := checker{}
 	c.v.Decision = Allow
-	c.stmts(f.Stmts, false)
+	c.stmts(f.Stmts, stdinSrc{})
 	return finish(c.v)
 }
 
@@ -122,7 +122,7 @@ func (c *checker) report(v Verdict) {
 	}
 }
 
-func (c *checker) stmts(ss []*syntax.Stmt, piped bool) {
+func (c *checker) stmts(ss []*syntax.Stmt, piped stdinSrc) {
 	for _, s := range ss {
 		if c.done() {
 			return
@@ -139,7 +139,7 @@ type stdinSrc struct {
 	dyn   bool   // code has parts only known at run time
 }
 
-func (c *checker) stmt(s *syntax.Stmt, piped bool) {
+func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 	if s == nil || c.done() {
 		return
 	}
@@ -148,7 +148,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 		c.report(tooComplex)
 		return
 	}
-	in := stdinSrc{piped: piped}
+	in := piped
 	for _, r := range s.Redirs {
 		c.redirect(r)
 		switch r.Op {
@@ -183,7 +183,11 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 	case *syntax.BinaryCmd:
 		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
 			c.stmt(x.X, piped)
-			c.stmt(x.Y, true)
+			if code, ok := c.staticOutput(x.X); ok {
+				c.stmt(x.Y, stdinSrc{isDoc: true, code: code})
+			} else {
+				c.stmt(x.Y, stdinSrc{piped: true})
+			}
 		} else {
 			c.stmt(x.X, piped)
 			c.stmt(x.Y, piped)
@@ -219,7 +223,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 	case *syntax.TimeClause:
 		c.stmt(x.Stmt, piped)
 	case *syntax.CoprocClause:
-		c.stmt(x.Stmt, false)
+		c.stmt(x.Stmt, stdinSrc{})
 	case *syntax.TestDecl:
 		c.stmt(x.Body, piped)
 	case nil:
@@ -228,7 +232,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped bool) {
 	}
 }
 
-func (c *checker) forClause(x *syntax.ForClause, piped bool) {
+func (c *checker) forClause(x *syntax.ForClause, piped stdinSrc) {
 	wi, ok := x.Loop.(*syntax.WordIter)
 	if !ok {
 		c.nodeSubs(x.Loop)
@@ -371,10 +375,10 @@ func (c *checker) nodeSubs(n syntax.Node) {
 		}
 		switch n := n.(type) {
 		case *syntax.CmdSubst:
-			c.stmts(n.Stmts, false)
+			c.stmts(n.Stmts, stdinSrc{})
 			return false
 		case *syntax.ProcSubst:
-			c.stmts(n.Stmts, false)
+			c.stmts(n.Stmts, stdinSrc{})
 			return false
 		}
 		return true
@@ -405,7 +409,7 @@ func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 	}
 	c.depth++
 	saved := c.cwd
-	c.stmts(f.Stmts, in.piped)
+	c.stmts(f.Stmts, in)
 	c.cwd = saved
 	c.depth--
 }
@@ -439,4 +443,54 @@ func hasProcSubst(w *syntax.Word) bool {
 		}
 	}
 	return false
+}
+
+// maxStaticOutput caps the text taken from an echo/printf feeding a pipe.
+const maxStaticOutput = 64 << 10
+
+// staticOutput returns what a simple `echo ARGS` or `printf FMT` without
+// expansions, escapes or redirections writes, so `echo CODE | sh` is
+// checked as code instead of asking.
+func (c *checker) staticOutput(s *syntax.Stmt) (string, bool) {
+	if s == nil || len(s.Redirs) > 0 || s.Background {
+		return "", false
+	}
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) < 2 || len(call.Assigns) > 0 {
+		return "", false
+	}
+	var fs []field
+	for i, w := range call.Args {
+		fs = c.resolveWord(w, i, fs)
+	}
+	for _, f := range fs {
+		if f.dyn {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	switch fs[0].s {
+	case "echo":
+		args := fs[1:]
+		if len(args) > 0 && strings.HasPrefix(args[0].s, "-") {
+			return "", false // -n, -e and friends
+		}
+		for i, f := range args {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(f.s)
+		}
+	case "printf":
+		if len(fs) != 2 || strings.ContainsAny(fs[1].s, "%\\") {
+			return "", false
+		}
+		b.WriteString(fs[1].s)
+	default:
+		return "", false
+	}
+	if b.Len() > maxStaticOutput {
+		return "", false
+	}
+	return b.String(), true
 }

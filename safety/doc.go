@@ -98,9 +98,9 @@
 //   - Nested code that does not parse is blocked like top-level code;
 //     zsh -c code is parsed as zsh first, then as bash.
 //   - A `*` or `.*` target is blocked whatever the working directory.
-//   - Every pipe into a shell reading stdin asks, even from a static
-//     producer (echo ls | sh): what flows through a pipe is not analysed.
-//     A heredoc or here-string fed to a shell is analysed as code.
+//   - A pipe into a shell reading stdin asks, except from a plain echo or
+//     printf of static text (echo ls | sh), which is analysed as code like
+//     a heredoc or here-string fed to a shell.
 //   - find -delete is blocked only without filter tests (find / -delete,
 //     find . -delete); find ~ -name '*.tmp' -delete is allowed.
 //   - Display compares directories after cleaning, and also after resolving

@@ -745,7 +745,7 @@ func (c *checker) funcDecl(x *syntax.FuncDecl) {
 			return
 		}
 	}
-	c.stmt(x.Body, false)
+	c.stmt(x.Body, stdinSrc{})
 }
 
 // isForkBomb reports whether body calls name both sides of a pipe or in the
