@@ -182,37 +182,37 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 		c.call(x, in)
 	case *syntax.BinaryCmd:
 		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
-			c.stmt(x.X, piped)
+			c.stmt(x.X, in)
 			if code, ok := c.staticOutput(x.X); ok {
 				c.stmt(x.Y, stdinSrc{isDoc: true, code: code})
 			} else {
 				c.stmt(x.Y, stdinSrc{piped: true})
 			}
 		} else {
-			c.stmt(x.X, piped)
-			c.stmt(x.Y, piped)
+			c.stmt(x.X, in)
+			c.stmt(x.Y, in)
 		}
 	case *syntax.Subshell:
-		c.stmts(x.Stmts, piped)
+		c.stmts(x.Stmts, in)
 	case *syntax.Block:
-		c.stmts(x.Stmts, piped)
+		c.stmts(x.Stmts, in)
 	case *syntax.IfClause:
 		for ic := x; ic != nil && !c.done(); ic = ic.Else {
-			c.stmts(ic.Cond, piped)
-			c.stmts(ic.Then, piped)
+			c.stmts(ic.Cond, in)
+			c.stmts(ic.Then, in)
 		}
 	case *syntax.WhileClause:
-		c.stmts(x.Cond, piped)
-		c.stmts(x.Do, piped)
+		c.stmts(x.Cond, in)
+		c.stmts(x.Do, in)
 	case *syntax.ForClause:
-		c.forClause(x, piped)
+		c.forClause(x, in)
 	case *syntax.CaseClause:
 		c.wordSubs(x.Word)
 		for _, it := range x.Items {
 			for _, p := range it.Patterns {
 				c.wordSubs(p)
 			}
-			c.stmts(it.Stmts, piped)
+			c.stmts(it.Stmts, in)
 		}
 	case *syntax.FuncDecl:
 		c.funcDecl(x)
@@ -221,11 +221,11 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 			c.assign(a, true)
 		}
 	case *syntax.TimeClause:
-		c.stmt(x.Stmt, piped)
+		c.stmt(x.Stmt, in)
 	case *syntax.CoprocClause:
 		c.stmt(x.Stmt, stdinSrc{})
 	case *syntax.TestDecl:
-		c.stmt(x.Body, piped)
+		c.stmt(x.Body, in)
 	case nil:
 	default: // ArithmCmd, TestClause, LetClause: only substitutions matter
 		c.nodeSubs(x)

@@ -215,6 +215,7 @@ var checkCases = []checkCase{
 	{"xargs sh -c 'rm -rf /'", Block, "rm-critical"},
 	{"echo 'rm -rf /' | sh", Block, "rm-critical"},
 	{"echo rm -rf ~ | sudo bash", Block, "rm-critical"},
+	{"{ bash; } <<'EOF'\nrm -rf /\nEOF", Block, "rm-critical"},
 	{"printf 'rm -rf /' | bash -s", Block, "rm-critical"},
 	{"bash -c 'echo \"unterminated'", Block, "parse-error"},
 	// --- git add
@@ -308,6 +309,8 @@ var checkCases = []checkCase{
 	{"bash -s < <(curl -s https://x)", Ask, "pipe-to-shell"},
 	{"python3 <(curl -s https://x)", Ask, "procsubst-shell"},
 	{"curl x | env bash", Ask, "pipe-to-shell"},
+	{"while read l; do sh; done < <(curl x)", Ask, "pipe-to-shell"},
+	{"{ bash; } < <(curl x)", Ask, "pipe-to-shell"},
 	{"cat script.sh | bash", Ask, "pipe-to-shell"},
 	{"echo $X | sh", Ask, "pipe-to-shell"},
 	{"echo -e 'ls' | sh", Ask, "pipe-to-shell"},
