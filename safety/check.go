@@ -72,6 +72,8 @@ func finish(v Verdict) Verdict {
 		switch {
 		case ch == 0:
 			b.WriteString("$…")
+		case ch == 1:
+			b.WriteByte('~')
 		case ch < 0x20 || ch == 0x7f:
 			b.WriteByte(' ')
 		case ch == utf8.RuneError:
@@ -294,11 +296,15 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 		return
 	}
 	var fb fieldBuilder
-	for _, p := range a.Value.Parts {
+	for i, p := range a.Value.Parts {
 		// Assignment values are not split or brace-expanded.
 		switch p := p.(type) {
 		case *syntax.Lit:
-			unescape(&fb.b, p.Value, false)
+			if i == 0 {
+				tilde(&fb.b, p.Value)
+			} else {
+				unescape(&fb.b, p.Value, false)
+			}
 		case *syntax.SglQuoted:
 			if p.Dollar {
 				ansiC(&fb.b, p.Value)

@@ -78,7 +78,7 @@ func isCdTo(s *syntax.Stmt, workdir string) bool {
 			args = args[1:]
 		}
 	}
-	dir := "~"
+	dir := homeMark
 	switch len(args) {
 	case 0:
 	case 1:
@@ -95,7 +95,7 @@ func isCdTo(s *syntax.Stmt, workdir string) bool {
 
 // expandDir resolves ~ and relative paths against workdir.
 func expandDir(dir, workdir string) string {
-	if dir == "~" || strings.HasPrefix(dir, "~/") {
+	if dir == homeMark || strings.HasPrefix(dir, homeMark+"/") {
 		h, err := os.UserHomeDir()
 		if err != nil {
 			return ""

@@ -47,6 +47,7 @@ func TestDisplay(t *testing.T) {
 		{"cd " + w + " || x && y", w, "cd " + w + " || x && y"},
 		{"cd /tmp && make", w, "cd /tmp && make"},
 		{"cd .. && make", w, "cd .. && make"},
+		{`cd "~/proj" && make`, w, `cd "~/proj" && make`},
 		{"cd sub && make", w, "cd sub && make"},
 		{"cd $DIR && make", w, "cd $DIR && make"},
 		{"cd " + w, w, "cd " + w},

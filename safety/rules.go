@@ -635,10 +635,10 @@ func (c *checker) cd(args []field) {
 	}
 	switch {
 	case t == nil:
-		c.cwd = "~"
+		c.cwd = homeMark
 	case t.dyn || t.s == "-" || t.s == "":
 		c.cwd = ""
-	case strings.HasPrefix(t.s, "/") || t.s == "~" || strings.HasPrefix(t.s, "~/"):
+	case strings.HasPrefix(t.s, "/") || strings.HasPrefix(t.s, homeMark):
 		c.cwd = cleanPath(t.s)
 	case c.cwd != "":
 		c.cwd = cleanPath(c.cwd + "/" + t.s)
@@ -651,7 +651,7 @@ func (c *checker) criticalTarget(p string) bool {
 	if isCritical(p) {
 		return true
 	}
-	if c.cwd != "" && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~") {
+	if c.cwd != "" && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, homeMark) {
 		return isCritical(c.cwd + "/" + p)
 	}
 	return false
@@ -683,7 +683,7 @@ func isCritical(p string) bool {
 			return true
 		}
 		if r, ok := strings.CutPrefix(p, h+"/"); ok {
-			p = "~/" + r
+			p = homeMark + "/" + r
 		}
 	}
 	for k := 0; k < 2; k++ {
@@ -700,7 +700,7 @@ func isCritical(p string) bool {
 		}
 	}
 	switch p {
-	case "/", "~", ".", "..", ".git", "*", ".*", "**", "/*", "~/.git":
+	case "/", homeMark, ".", "..", ".git", "*", ".*", "**", "/*", homeMark + "/.git":
 		return true
 	}
 	if allDotDot(p) {
@@ -903,7 +903,7 @@ func isSystemCritical(p string) bool {
 	}
 	p = cleanPath(p)
 	h := homeDir()
-	return p == "/" || p == "/*" || p == "~" || p == "~/*" || h != "" && h != "/" && (p == h || p == h+"/*") ||
+	return p == "/" || p == "/*" || p == homeMark || p == homeMark+"/*" || h != "" && h != "/" && (p == h || p == h+"/*") ||
 		p[0] == '/' && sysDirs[strings.TrimSuffix(p[1:], "/*")]
 }
 

@@ -12,6 +12,20 @@ import (
 // (an unknown variable, a command substitution, ...).
 const dynMark = "\x00"
 
+// homeMark stands for the home directory: an unquoted leading ~ or $HOME.
+// A quoted "~" stays a literal ~.
+const homeMark = "\x01"
+
+// tilde writes an unquoted first literal with tilde expansion: ~ and ~/...
+// become homeMark (~user is left alone).
+func tilde(b *strings.Builder, v string) {
+	if strings.HasPrefix(v, "~") && (len(v) == 1 || v[1] == '/') {
+		b.WriteString(homeMark)
+		v = v[1:]
+	}
+	unescape(b, v, false)
+}
+
 // maxBraceFields caps the words one brace expansion may produce.
 const maxBraceFields = 64
 
@@ -31,7 +45,7 @@ type varState struct {
 }
 
 // resolver expands words statically: quotes, escapes, $'...', brace
-// expansion, tilde (kept as "~") and constant variables.
+// expansion, tilde (as homeMark) and constant variables.
 type resolver struct {
 	vars map[string]varState
 }
@@ -55,7 +69,7 @@ func (r *resolver) lookup(p *syntax.ParamExp) (string, bool) {
 	if st, ok := r.vars[name]; ok {
 		val, known = st.val, st.known
 	} else if name == "HOME" {
-		val, known = "~", true
+		val, known = homeMark, true
 	}
 	if p.Exp == nil {
 		return val, known
@@ -242,11 +256,15 @@ func (fb *fieldBuilder) flush(out []field, idx int) []field {
 func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, single bool) []field {
 	start := len(out)
 	var fb fieldBuilder
-	for _, p := range parts {
+	for i, p := range parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
 			fb.have = true
-			unescape(&fb.b, p.Value, false)
+			if i == 0 {
+				tilde(&fb.b, p.Value)
+			} else {
+				unescape(&fb.b, p.Value, false)
+			}
 		case *syntax.SglQuoted:
 			fb.have = true
 			if p.Dollar {
