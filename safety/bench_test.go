@@ -35,3 +35,14 @@ func BenchmarkAddCoAuthor(b *testing.B) {
 		AddCoAuthor(`git add a.go && git commit -m "fix: x"`, "A <a@b>")
 	}
 }
+
+func BenchmarkEvaluateStandard(b *testing.B) {
+	p, err := Preset("standard")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		p.Evaluate(benchCommands[i%len(benchCommands)])
+	}
+}

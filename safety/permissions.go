@@ -23,48 +23,53 @@ type Rule struct {
 }
 
 // Profile is an ordered list of permission rules: for each command the first
-// rule whose pattern matches decides; when none matches, Default decides.
+// rule whose pattern matches decides; when none matches, Default decides
+// (Allow when empty). A Profile is a plain value: copy it freely; compiled
+// patterns are cached package-wide.
 type Profile struct {
 	Name    string   `json:"name"`
 	Rules   []Rule   `json:"rules"`
 	Default Decision `json:"default"`
-
-	once sync.Once
-	res  []*regexp.Regexp
-	err  error
 }
 
-// Compile compiles the profile's patterns and reports the first invalid
-// one. Evaluate compiles lazily; call Compile to validate a profile early.
+// reCache holds compiled rule patterns by source.
+var reCache sync.Map // string -> *regexp.Regexp
+
+func compileRule(pattern string) (*regexp.Regexp, error) {
+	if re, ok := reCache.Load(pattern); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	reCache.Store(pattern, re)
+	return re, nil
+}
+
+// Compile checks the profile: every pattern must compile and every
+// decision be Allow, Deny or Ask. Evaluate fails closed (Deny) on a profile
+// that does not compile; call Compile to report the problem early.
 func (p *Profile) Compile() error {
 	if p == nil {
 		return nil
 	}
-	p.once.Do(func() {
-		p.res = make([]*regexp.Regexp, len(p.Rules))
-		for i, r := range p.Rules {
-			re, err := regexp.Compile(r.Pattern)
-			if err != nil && p.err == nil {
-				p.err = fmt.Errorf("permission rule %d (%q): %w", i, r.Pattern, err)
-			}
-			switch r.Decision {
-			case Allow, Deny, Ask:
-			default:
-				if p.err == nil {
-					p.err = fmt.Errorf("permission rule %d (%q): unknown decision %q", i, r.Pattern, r.Decision)
-				}
-			}
-			p.res[i] = re
+	for i, r := range p.Rules {
+		if _, err := compileRule(r.Pattern); err != nil {
+			return fmt.Errorf("permission rule %d (%q): %w", i, r.Pattern, err)
 		}
-		switch p.Default {
-		case Allow, Deny, Ask, "":
+		switch r.Decision {
+		case Allow, Deny, Ask:
 		default:
-			if p.err == nil {
-				p.err = fmt.Errorf("permission profile %q: unknown default %q", p.Name, p.Default)
-			}
+			return fmt.Errorf("permission rule %d (%q): unknown decision %q", i, r.Pattern, r.Decision)
 		}
-	})
-	return p.err
+	}
+	switch p.Default {
+	case Allow, Deny, Ask, "":
+	default:
+		return fmt.Errorf("permission profile %q: unknown default %q", p.Name, p.Default)
+	}
+	return nil
 }
 
 // Evaluate decides whether command may run under the profile. It returns
@@ -112,7 +117,11 @@ func (p *Profile) Evaluate(command string) (Decision, *Rule) {
 
 func (p *Profile) evalOne(part string) (Decision, *Rule) {
 	action := ActionPrefix + part
-	for i, re := range p.res {
+	for i := range p.Rules {
+		re, err := compileRule(p.Rules[i].Pattern)
+		if err != nil {
+			return Deny, &p.Rules[i]
+		}
 		if re.MatchString(action) {
 			return p.Rules[i].Decision, &p.Rules[i]
 		}
