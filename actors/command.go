@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ type commandActor struct {
 	self   *actor.PID
 
 	p      *proc.Process
+	cg     *proc.Cgroup // nil: the process group is the unit
 	out    *truncate.Buffer
 	errBuf *truncate.Buffer
 	pipes  []*os.File // read ends still open
@@ -102,6 +104,11 @@ func (a *commandActor) send(msg any) { a.system.Root.Send(a.self, msg) }
 func (a *commandActor) onStart(ctx actor.Context) {
 	a.system, a.self, a.start = ctx.ActorSystem(), ctx.Self(), time.Now()
 	spec := a.cmd.Spec
+	if a.cmd.Cgroups != nil {
+		if cg, err := a.cmd.Cgroups.New(a.cmd.ID); err == nil {
+			a.cg, spec.CgroupFD = cg, cg.FD()
+		}
+	}
 	if a.cmd.Background {
 		f, err := os.OpenFile(a.cmd.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -109,7 +116,7 @@ func (a *commandActor) onStart(ctx actor.Context) {
 			return
 		}
 		spec.Output = f
-		p, err := proc.Start(spec)
+		p, err := a.startProc(spec)
 		f.Close()
 		if err != nil {
 			a.failStart(ctx, err)
@@ -118,7 +125,7 @@ func (a *commandActor) onStart(ctx actor.Context) {
 		a.p = p
 	} else {
 		a.out = truncate.New(a.cmd.Truncate)
-		p, err := proc.Start(spec)
+		p, err := a.startProc(spec)
 		if err != nil {
 			a.out.Close()
 			a.failStart(ctx, err)
@@ -143,8 +150,73 @@ func (a *commandActor) onStart(ctx actor.Context) {
 	a.report(ctx)
 }
 
+// startProc starts spec, inside the command's cgroup when it has one; if
+// that fails it tries once more without the cgroup.
+func (a *commandActor) startProc(spec proc.Spec) (*proc.Process, error) {
+	p, err := proc.Start(spec)
+	if a.cg == nil {
+		return p, err
+	}
+	a.cg.CloseFD()
+	if err != nil {
+		a.cg.Remove()
+		a.cg = nil
+		spec.CgroupFD = -1
+		return proc.Start(spec)
+	}
+	return p, nil
+}
+
+// liveMembers lists the live processes of the command: its process group
+// and, with a cgroup, every process in the cgroup (escapees included).
+func (a *commandActor) liveMembers() []proc.Member {
+	members := proc.LiveMembers(a.p.Pid)
+	if a.cg == nil {
+		return members
+	}
+	for _, m := range a.cg.Members() {
+		if !slices.ContainsFunc(members, func(x proc.Member) bool { return x.Pid == m.Pid }) {
+			members = append(members, m)
+		}
+	}
+	return members
+}
+
+// anyAlive reports whether a process of the command is still alive.
+func (a *commandActor) anyAlive() bool {
+	return (a.cg != nil && a.cg.Populated()) || proc.GroupAlive(a.p.Pid)
+}
+
+// signalAll sends sig to the group and to processes of the cgroup outside
+// it.
+func (a *commandActor) signalAll(sig syscall.Signal) {
+	_ = a.p.SignalGroup(sig)
+	if a.cg == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		_ = a.cg.Kill()
+		return
+	}
+	a.cg.Signal(sig, a.p.Pid)
+}
+
+// removeCgroup removes the command's cgroup; with release, its processes
+// are moved out first so they keep running.
+func (a *commandActor) removeCgroup(release bool) {
+	if a.cg == nil {
+		return
+	}
+	if release {
+		_ = a.cg.Release()
+	}
+	a.cg.Remove()
+	a.cg = nil
+}
+
 func (a *commandActor) failStart(ctx actor.Context, err error) {
 	a.finished = true
+	a.removeCgroup(false)
 	a.runCleanup()
 	a.cmd.Events <- &Done{Outcome: Outcome{Err: err, Duration: time.Since(a.start)}}
 	a.doneSent = true
@@ -203,8 +275,8 @@ func (a *commandActor) terminate(ctx actor.Context, reason Reason) {
 	if a.timeout != nil {
 		a.timeout.Stop()
 	}
-	_ = a.p.SignalGroup(syscall.SIGTERM)
-	_ = a.p.SignalGroup(syscall.SIGCONT)
+	a.signalAll(syscall.SIGTERM)
+	a.signalAll(syscall.SIGCONT)
 	a.graceEnd = time.Now().Add(a.cmd.Grace)
 	a.advance(ctx)
 }
@@ -215,7 +287,6 @@ func (a *commandActor) advance(ctx actor.Context) {
 		return
 	}
 	now := time.Now()
-	pgid := a.p.Pid
 	if !a.terminating {
 		if !a.exited {
 			return // waiting for exit, timeout or cancellation
@@ -225,7 +296,7 @@ func (a *commandActor) advance(ctx actor.Context) {
 			a.wake(drainEnd.Sub(now))
 			return
 		}
-		if members := proc.LiveMembers(pgid); len(members) > 0 {
+		if members := a.liveMembers(); len(members) > 0 {
 			switch {
 			case a.cmd.Background:
 				a.wake(backgroundPoll) // the job lives while its group does
@@ -242,7 +313,7 @@ func (a *commandActor) advance(ctx actor.Context) {
 		a.finish(ctx)
 		return
 	}
-	if a.exited && !proc.GroupAlive(pgid) {
+	if a.exited && !a.anyAlive() {
 		if a.groupGoneAt.IsZero() {
 			a.groupGoneAt = now
 		}
@@ -256,11 +327,11 @@ func (a *commandActor) advance(ctx actor.Context) {
 		return
 	}
 	if !a.killSent && !now.Before(a.graceEnd) {
-		_ = a.p.SignalGroup(syscall.SIGKILL)
+		a.signalAll(syscall.SIGKILL)
 		a.killSent, a.cleanupEnd = true, now.Add(a.cmd.CleanupWait)
 	}
 	if a.killSent && !now.Before(a.cleanupEnd) {
-		a.survivors = proc.LiveMembers(pgid)
+		a.survivors = a.liveMembers()
 		a.finish(ctx)
 		return
 	}
@@ -305,6 +376,7 @@ func (a *commandActor) finish(ctx actor.Context) {
 	a.finished = true
 	a.stopTimers()
 	a.closePipes()
+	a.removeCgroup(a.leftRunning)
 	a.runCleanup()
 	o := Outcome{
 		Reason:      a.reason,
@@ -453,6 +525,7 @@ func (a *commandActor) detach(ctx actor.Context) {
 	a.finished = true
 	a.stopTimers()
 	a.closePipes()
+	a.removeCgroup(true)
 	st := a.jobState(nil)
 	st.Running, st.Status, st.Reason = false, "detached", "left running at engine shutdown"
 	a.report(ctx, st)
@@ -467,9 +540,10 @@ func (a *commandActor) emergency(ctx actor.Context) {
 	a.finished = true
 	a.stopTimers()
 	if a.started {
-		_ = a.p.SignalGroup(syscall.SIGKILL)
+		a.signalAll(syscall.SIGKILL)
 	}
 	a.closePipes()
+	a.removeCgroup(false)
 	a.runCleanup()
 	o := Outcome{Err: ErrActorFailed, Reason: ReasonKilled, Duration: time.Since(a.start)}
 	if a.out != nil {

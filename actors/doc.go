@@ -15,6 +15,15 @@
 // for the group to empty, SIGKILL, then up to CleanupWait for it to go; the
 // actor reports regardless and says what it could not end.
 //
+// With [Command.Cgroups] every command also gets a cgroup v2 of its own,
+// created before the start and entered by the shell at clone time
+// (CLONE_INTO_CGROUP), so every descendant stays in it whatever it does
+// with sessions and process groups. Leftovers are then the live members of
+// the group and of the cgroup; SIGTERM/SIGCONT go to the group and to every
+// cgroup member outside it; SIGKILL is cgroup.kill. The cgroup is removed
+// when the command ends (its processes are moved out first when they are
+// left running on purpose: KeepLeftovers, Detach).
+//
 // Choices where the specification is silent:
 //   - A background job lives as long as its process group: when its shell
 //     exits while processes it started still run (`server &`), the job stays

@@ -49,6 +49,13 @@ type Command struct {
 	Events chan<- Event
 	// Cleanup, when set, runs once after the process group is gone.
 	Cleanup func()
+	// Cgroups, when set, gives the command a cgroup v2 of its own: the
+	// command starts inside it, leftovers are found through it, and ending
+	// the command ends with cgroup.kill, so processes that left the process
+	// group (setsid, double fork) end too. The cgroup is removed when the
+	// command ends. When creating the cgroup fails, the process group is
+	// the unit, as without Cgroups.
+	Cgroups *proc.Cgroups
 }
 
 // Event is sent on Command.Events: a *Started or a *Done.

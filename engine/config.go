@@ -38,6 +38,17 @@ type Config struct {
 	// KeepLeftovers leaves processes that outlive a foreground shell running
 	// instead of terminating them.
 	KeepLeftovers bool
+	// NoCgroups turns off the per-command cgroup v2. By default the engine
+	// probes once at New whether it can create cgroups under CgroupParent;
+	// where it can, every command runs in a cgroup of its own and ending it
+	// ends with cgroup.kill, so processes that left the process group
+	// (setsid, double fork) are found and killed too. Otherwise the process
+	// group is the unit and the limitation is logged once.
+	NoCgroups bool
+	// CgroupParent is the cgroup v2 directory under which the engine
+	// creates its per-command cgroups (default: the engine's own cgroup;
+	// it must be writable: root, or a delegated subtree).
+	CgroupParent string
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved.
 	SeparateStreams bool

@@ -57,6 +57,7 @@ type Engine struct {
 	bash   string
 	outDir string
 	ownDir bool
+	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
 	ids    atomic.Uint64
 
@@ -90,6 +91,13 @@ func New(cfg Config) (*Engine, error) {
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
+	}
+	if cfg.NoCgroups {
+		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
+	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
+		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
+	} else {
+		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
 	}
 	if proc.ProtectEnviron() {
 		e.log.Debug("engine process made non-dumpable: commands cannot read its environment")
@@ -184,6 +192,7 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 		CleanupWait:   e.cfg.CleanupWait,
 		DrainWait:     e.cfg.DrainWait,
 		KeepLeftovers: e.cfg.KeepLeftovers,
+		Cgroups:       e.cg,
 		Truncate:      e.trunc,
 	}
 	events := make(chan actors.Event, 2)
@@ -529,6 +538,11 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			<-msg.Done
 			e.final = msg.Final
 			e.system.Shutdown()
+			if e.cg != nil {
+				if err := e.cg.Close(); err != nil {
+					e.log.Warn("removing cgroups", "err", err)
+				}
+			}
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
 				e.stopErr = os.RemoveAll(e.outDir)
 			}

@@ -1,0 +1,403 @@
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoCgroups is returned by [ProbeCgroups] when no usable cgroup v2
+// hierarchy is available; the process group is then the only unit of
+// termination.
+var ErrNoCgroups = errors.New("cgroup v2 unavailable")
+
+// Removal bounds: a cgroup that is still populated when its command ends
+// (a process in uninterruptible sleep, or one still dying after
+// cgroup.kill) is removed in the background, re-killing it, for up to
+// removeWait.
+const (
+	removeWait = 5 * time.Second
+	removePoll = 2 * time.Millisecond
+)
+
+// Cgroups creates one cgroup v2 per command under a directory of its own
+// (Dir), which it creates below the parent given to [ProbeCgroups] (by
+// default the cgroup the calling process runs in, found through
+// /proc/self/mountinfo and /proc/self/cgroup). Processes started into a
+// command's cgroup with [Spec.CgroupFD] and all their descendants stay in
+// it whatever they do with sessions and process groups, so the cgroup sees
+// setsid escapees and double-forked daemons, and cgroup.kill ends them all
+// at once.
+//
+// It needs a cgroup2 mount and write access to the parent (root, or a
+// delegated subtree). No controller needs to be enabled: cgroup.procs,
+// cgroup.events and cgroup.kill (Linux 5.14+) exist in every cgroup v2.
+// A Cgroups is safe for concurrent use.
+type Cgroups struct {
+	dir  string // the engine's directory: <parent>/bashvisor-<pid>-<n>
+	home string // the cgroup released processes move to (the parent)
+	rel  string // dir relative to the cgroup2 mount, for /proc/PID/cgroup checks
+
+	pending sync.WaitGroup // background removals
+	closed  atomic.Bool
+}
+
+var probeSeq atomic.Uint64
+
+// ProbeCgroups finds a cgroup2 mount, creates a directory for this engine
+// under parent ("" means the calling process's own cgroup), and checks that
+// a process can be started into a child cgroup and killed through
+// cgroup.kill. The error wraps ErrNoCgroups and says why not.
+func ProbeCgroups(parent string) (*Cgroups, error) {
+	mount, root, err := cgroup2Mount()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	if parent == "" {
+		own, err := ownCgroup()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+		}
+		// own is relative to the cgroup namespace root, which is the mount's
+		// root unless the mount shows a subtree.
+		if root != "/" {
+			own = strings.TrimPrefix(own, root)
+		}
+		parent = filepath.Join(mount, own)
+	}
+	parent = filepath.Clean(parent)
+	rel, err := filepath.Rel(mount, parent)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil, fmt.Errorf("%w: %s is not inside the cgroup2 mount %s", ErrNoCgroups, parent, mount)
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("bashvisor-%d-%d", os.Getpid(), probeSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	// /proc/PID/cgroup shows paths from the namespace root, which is the
+	// mount's root.
+	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir))}
+	if err := m.selfTest(); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	return m, nil
+}
+
+// selfTest starts `sleep` into a fresh cgroup, checks it is listed there,
+// ends it with cgroup.kill and removes the cgroup.
+func (m *Cgroups) selfTest() error {
+	cg, err := m.New("probe")
+	if err != nil {
+		return err
+	}
+	sleep, err := findSleep()
+	if err != nil {
+		cg.Remove()
+		return err
+	}
+	p, err := Start(Spec{Path: sleep, Args: []string{"sleep", "60"}, Dir: "/", CgroupFD: cg.FD(), Output: devNullW()})
+	cg.CloseFD()
+	if err != nil {
+		cg.Remove()
+		return fmt.Errorf("start into a cgroup: %w", err)
+	}
+	defer p.Wait()
+	pids := cg.Pids()
+	if len(pids) != 1 || pids[0] != p.Pid {
+		_ = p.SignalGroup(syscall.SIGKILL)
+		cg.Remove()
+		return fmt.Errorf("started process not found in %s (found %v)", cg.Dir(), pids)
+	}
+	if err := cg.Kill(); err != nil {
+		_ = p.SignalGroup(syscall.SIGKILL)
+		cg.Remove()
+		return err
+	}
+	if err := cg.removeNow(time.Second); err != nil {
+		return err
+	}
+	return nil
+}
+
+func findSleep() (string, error) {
+	for _, p := range []string{"/bin/sleep", "/usr/bin/sleep"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no sleep binary for the cgroup probe")
+}
+
+var (
+	devNullWOnce sync.Once
+	devNullWFile *os.File
+)
+
+// devNullW returns a shared write-only /dev/null.
+func devNullW() *os.File {
+	devNullWOnce.Do(func() { devNullWFile, _ = os.OpenFile(os.DevNull, os.O_WRONLY, 0) })
+	return devNullWFile
+}
+
+// cgroup2Mount returns the mount point and mount root of the first cgroup2
+// mount in /proc/self/mountinfo.
+func cgroup2Mount() (mount, root string, err error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
+			continue
+		}
+		return unescapeMount(pf[4]), unescapeMount(pf[3]), nil
+	}
+	return "", "", errors.New("no cgroup2 filesystem is mounted")
+}
+
+// ownCgroup returns the calling process's cgroup v2 path ("0::PATH" in
+// /proc/self/cgroup).
+func ownCgroup() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
+}
+
+// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Dir returns the directory under which command cgroups are created.
+func (m *Cgroups) Dir() string { return m.dir }
+
+// New creates the cgroup for one command, named name (unique among the
+// live cgroups of m), and opens it for [Spec.CgroupFD].
+func (m *Cgroups) New(name string) (*Cgroup, error) {
+	dir := filepath.Join(m.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("open cgroup: %w", err)
+	}
+	return &Cgroup{m: m, dir: dir, fd: fd}, nil
+}
+
+// Close waits for background removals and removes Dir. Command cgroups
+// still present (a process that could not be killed) are killed and
+// removed first, within a bounded time.
+func (m *Cgroups) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	m.pending.Wait()
+	entries, _ := os.ReadDir(m.dir)
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			cg := &Cgroup{m: m, dir: filepath.Join(m.dir, e.Name()), fd: -1}
+			_ = cg.Kill()
+			if err := cg.removeNow(removeWait); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := os.Remove(m.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Cgroup is one command's cgroup v2.
+type Cgroup struct {
+	m   *Cgroups
+	dir string
+	mu  sync.Mutex
+	fd  int
+}
+
+// Dir returns the cgroup's directory.
+func (c *Cgroup) Dir() string { return c.dir }
+
+// FD returns the open cgroup directory for [Spec.CgroupFD], or -1 after
+// CloseFD.
+func (c *Cgroup) FD() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fd
+}
+
+// CloseFD closes the directory descriptor (needed only to start the
+// process).
+func (c *Cgroup) CloseFD() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// Pids lists the processes in the cgroup (zombies are not listed: a
+// process leaves its cgroup when it exits).
+func (c *Cgroup) Pids() []int {
+	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for f := range bytes.FieldsSeq(data) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Members lists the live processes in the cgroup with their names.
+func (c *Cgroup) Members() []Member {
+	var out []Member
+	for _, pid := range c.Pids() {
+		st, err := ReadStat(pid)
+		if err != nil || st.State == 'Z' || st.State == 'X' {
+			continue
+		}
+		out = append(out, Member{Pid: pid, Comm: st.Comm})
+	}
+	return out
+}
+
+// Populated reports whether a live process is in the cgroup (from
+// cgroup.events).
+func (c *Cgroup) Populated() bool {
+	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(data, []byte("populated 1"))
+}
+
+// Kill SIGKILLs every process in the cgroup at once through cgroup.kill.
+// A cgroup that no longer exists is not an error.
+func (c *Cgroup) Kill() error {
+	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cgroup.kill: %w", err)
+	}
+	return nil
+}
+
+// Signal sends sig to every process in the cgroup except those in skipPgid
+// (which the caller signals as a group). Each process is signalled through a
+// pidfd opened first and then checked to still belong to this cgroup, so a
+// recycled pid is never signalled.
+func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
+	rel := []byte("0::" + c.m.rel + "/" + filepath.Base(c.dir) + "\n")
+	for _, pid := range c.Pids() {
+		if skipPgid > 0 {
+			if pg, err := unix.Getpgid(pid); err == nil && pg == skipPgid {
+				continue
+			}
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil && bytes.Contains(cg, rel) {
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		}
+		_ = unix.Close(fd)
+	}
+}
+
+// Release moves the cgroup's processes to the engine's parent cgroup, so
+// they keep running after the cgroup is removed (leftovers kept on
+// purpose, background jobs left running at shutdown).
+func (c *Cgroup) Release() error {
+	var errs []error
+	for _, pid := range c.Pids() {
+		err := os.WriteFile(filepath.Join(c.m.home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Remove closes the descriptor and removes the cgroup. When it is still
+// populated, its processes are killed (cgroup.kill) and the removal is
+// retried in the background for a bounded time; [Cgroups.Close] waits for
+// it.
+func (c *Cgroup) Remove() {
+	c.CloseFD()
+	err := os.Remove(c.dir)
+	if err == nil || errors.Is(err, os.ErrNotExist) || !errors.Is(err, unix.EBUSY) {
+		return
+	}
+	c.m.pending.Add(1)
+	go func() {
+		defer c.m.pending.Done()
+		_ = c.Kill()
+		_ = c.removeNow(removeWait)
+	}()
+}
+
+// removeNow removes the cgroup, re-killing and retrying while it is still
+// populated, for up to wait.
+func (c *Cgroup) removeNow(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := os.Remove(c.dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup %s: %w", c.dir, err)
+		}
+		_ = c.Kill()
+		time.Sleep(removePoll)
+	}
+}
