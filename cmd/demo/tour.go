@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+func init() {
+	commands["tour"] = func(args []string) int { return cmdTour(args, os.Stdout, os.Stderr) }
+}
+
+// tourStep is one command of the tour and what it shows.
+type tourStep struct {
+	title   string
+	command string
+	mode    engine.Mode
+	tc      func(*engine.ToolContext)
+}
+
+// cmdTour runs a handful of commands concurrently through one engine and
+// prints what happened to each, with timings.
+func cmdTour(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tour", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	dir, err := os.MkdirTemp("", "bashvisor-tour-")
+	if err != nil {
+		fmt.Fprintln(stderr, "demo tour:", err)
+		return exitSystem
+	}
+	defer os.RemoveAll(dir)
+	cfg := engine.DefaultConfig()
+	cfg.Timeout = 2 * time.Second
+	cfg.Grace = 500 * time.Millisecond
+	e, err := engine.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "demo tour:", err)
+		return exitSystem
+	}
+	steps := tourSteps()
+	fmt.Fprintf(stdout, "bashvisor tour: %d commands at once through one engine (default timeout %s, grace %s)\n\n",
+		len(steps), cfg.Timeout, cfg.Grace)
+	start := time.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range steps {
+		wg.Go(func() {
+			tc := engine.ToolContext{WorkingDir: dir, ConversationID: "tour"}
+			if s.tc != nil {
+				s.tc(&tc)
+			}
+			t0 := time.Since(start)
+			r := e.Run(context.Background(), tc, engine.Input{Command: s.command, Mode: s.mode})
+			mu.Lock()
+			defer mu.Unlock()
+			printStep(stdout, s, r, t0, time.Since(start))
+		})
+	}
+	wg.Wait()
+	jobs := e.Jobs()
+	for _, j := range jobs {
+		if j.Status == engine.JobRunning {
+			waitForJob(e, j.JobID, 5*time.Second)
+		}
+	}
+	fmt.Fprintln(stdout, "== background jobs after the others finished")
+	for _, j := range e.Jobs() {
+		out, _ := e.JobOutput(j.JobID, 200, 0, 0)
+		fmt.Fprintf(stdout, "   %s pid %d %s (exit %v): %q\n     output file tail: %q\n", j.JobID, j.PID, j.Status, ptr(j.ExitCode), j.Command, out.Data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	if err := e.Shutdown(ctx); err != nil {
+		fmt.Fprintln(stderr, "demo tour: shutdown:", err)
+		return exitSystem
+	}
+	fmt.Fprintf(stdout, "\nengine shut down in %s; whole tour %s\n", time.Since(t0).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return 0
+}
+
+func tourSteps() []tourStep {
+	return []tourStep{
+		{title: "a success", command: "echo hello from $(basename $SHELL 2>/dev/null || echo bash); uname -s"},
+		{title: "a failure with its exit code, stderr interleaved", command: "echo compiling; echo 'error: missing semicolon' >&2; exit 2"},
+		{title: "a timeout: partial output kept, process group ended", command: "echo working; sleep 30", mode: engine.ModeDefault},
+		{title: "a flood of 50 MiB: middle cut, full output spooled", command: "seq 1 10000000 | head -c 52428800"},
+		{title: "a grandchild holding the pipe: returns promptly, leftover named", command: "sleep 300 & echo server started"},
+		{title: "a SIGTERM-ignoring tree past its timeout: SIGKILL after the grace period", command: "trap '' TERM; (trap '' TERM; sleep 60) & echo stubborn; wait"},
+		{title: "secrets filtered from the environment", command: `echo "GITHUB_TOKEN=${GITHUB_TOKEN:-<unset>} PATH is ${PATH:+set}"`,
+			tc: func(tc *engine.ToolContext) { tc.Env = map[string]string{"TOUR_NOTE": "overrides apply"} }},
+		{title: "a background job", command: "for i in 1 2 3; do echo tick $i; sleep 0.3; done", mode: engine.ModeBackground},
+		{title: "binary output made valid UTF-8", command: `printf 'bytes: \xff\xfe\x00 end\n'`},
+		{title: "no TTY, stdin at EOF", command: "tty; read line || echo 'stdin: EOF'"},
+	}
+}
+
+func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time.Duration) {
+	fmt.Fprintf(w, "== %s\n   $ %s%s\n", s.title, s.command, modeSuffix(s.mode))
+	fmt.Fprintf(w, "   status %s", r.Status)
+	if r.ExitCode != nil {
+		fmt.Fprintf(w, ", exit %d", *r.ExitCode)
+	}
+	if r.Signal != "" {
+		fmt.Fprintf(w, ", %s", r.Signal)
+	}
+	fmt.Fprintf(w, ", %d bytes, truncated %v, started +%s, took %s\n", r.OutputBytes, r.Truncated,
+		startedAt.Round(time.Millisecond), (endedAt - startedAt).Round(time.Millisecond))
+	out := r.Output
+	lines := strings.Split(out, "\n")
+	if len(lines) > 8 {
+		lines = append(append(lines[:4:4], fmt.Sprintf("... (%d lines) ...", len(lines)-7)), lines[len(lines)-3:]...)
+	}
+	for _, l := range lines {
+		if len(l) > 160 {
+			l = l[:160] + "…"
+		}
+		fmt.Fprintf(w, "   | %s\n", l)
+	}
+	fmt.Fprintln(w)
+}
+
+func modeSuffix(m engine.Mode) string {
+	if m == "" || m == engine.ModeDefault {
+		return ""
+	}
+	return "   (mode=" + string(m) + ")"
+}
+
+func waitForJob(e *engine.Engine, id string, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if j, err := e.Job(id); err != nil || j.Status != engine.JobRunning {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ptr(p *int) any {
+	if p == nil {
+		return "-"
+	}
+	return *p
+}

@@ -1,0 +1,235 @@
+package proc_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/proc"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("BASHVISOR_TEST_CHILD") == "environ" {
+		childEnviron()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func TestIsSecret(t *testing.T) {
+	secret := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_X", "GEMINI_Y", "AWS_SECRET_ACCESS_KEY",
+		"PHOENIX_Z", "DISCORD_TOKEN", "GITHUB_TOKEN", "MY_SERVICE_PASSWORD", "KEY", "api_key", "X_KEYS", "APIKEY",
+		"A_SECRET", "A_SECRETS", "A_TOKENS", "PASSWD", "GCP_CREDENTIAL", "GCP_CREDENTIALS", "PRIVATE", "HTTP_AUTH",
+		"openai_org", "My_Token_2"}
+	safe := []string{"PATH", "PWD", "HOME", "KEYBOARD", "MONKEY", "TOKENIZER", "AUTHOR", "AWS_REGION", "LANG",
+		"GOPATH", "TERM", "USER", "KEYWORDS", "SECRETARY"}
+	for _, n := range secret {
+		if !proc.IsSecret(n) {
+			t.Errorf("%s should be a secret", n)
+		}
+	}
+	for _, n := range safe {
+		if proc.IsSecret(n) {
+			t.Errorf("%s should not be a secret", n)
+		}
+	}
+}
+
+func TestEnvPolicy(t *testing.T) {
+	environ := []string{"PATH=/bin", "HOME=/h", "GITHUB_TOKEN=t", "SSH_AUTH_SOCK=/s", "FOO=1", "FOO=2", "broken", "=x"}
+	e := proc.NewEnv(environ, proc.EnvConfig{Keep: []string{"SSH_AUTH_SOCK"}})
+	base := e.Base()
+	for _, want := range []string{"PATH=/bin", "HOME=/h", "SSH_AUTH_SOCK=/s", "FOO=2", "EDITOR=/bin/false", "GIT_TERMINAL_PROMPT=0"} {
+		if !slices.Contains(base, want) {
+			t.Errorf("%s missing from %v", want, base)
+		}
+	}
+	if slices.Contains(base, "FOO=1") || slices.ContainsFunc(base, func(s string) bool { return strings.HasPrefix(s, "GITHUB_TOKEN") }) {
+		t.Errorf("base %v", base)
+	}
+	env, dropped := e.With([]string{"EXTRA=1"}, map[string]string{"GITHUB_TOKEN": "again", "NEW_TOKEN": "ok", "EDITOR": "vim", "A=B=C": "x"})
+	if !slices.Equal(dropped, []string{"A=B=C", "GITHUB_TOKEN"}) {
+		t.Errorf("dropped %v", dropped)
+	}
+	for _, want := range []string{"EXTRA=1", "NEW_TOKEN=ok", "EDITOR=/bin/false"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("%s missing from %v", want, env)
+		}
+	}
+	if got, _ := e.With(nil, nil); &got[0] != &base[0] {
+		t.Error("With without changes should share the base slice")
+	}
+	allow := proc.NewEnv(environ, proc.EnvConfig{Allowlist: true, Allow: []string{"FOO"}, Home: "/work"})
+	var names []string
+	for _, kv := range allow.Base() {
+		n, _, _ := strings.Cut(kv, "=")
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	want := []string{"EDITOR", "FOO", "GIT_PAGER", "GIT_TERMINAL_PROMPT", "HOME", "PAGER", "PATH", "VISUAL"}
+	if !slices.Equal(names, want) || !slices.Contains(allow.Base(), "HOME=/work") {
+		t.Errorf("allowlist %v", allow.Base())
+	}
+}
+
+func bash(t *testing.T) string {
+	p, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	return p
+}
+
+func TestStartSessionAndGroup(t *testing.T) {
+	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "ps -o pid=,pgid=,sid= -p $$; echo err >&2"}, Dir: "/", CgroupFD: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout)
+	p.Stdout.Close()
+	st, err := p.Wait()
+	if err != nil || !st.Success() {
+		t.Fatal(st, err)
+	}
+	f := strings.Fields(string(out))
+	want := fmt.Sprint(p.Pid)
+	if len(f) < 4 || f[0] != want || f[1] != want || f[2] != want || f[3] != "err" {
+		t.Fatalf("pid/pgid/sid: %q (pid %d)", out, p.Pid)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	_, err := proc.Start(proc.Spec{Path: "/nonexistent/bash", Args: []string{"x"}, Dir: "/", CgroupFD: -1})
+	if err == nil || !strings.Contains(err.Error(), "cannot start process") {
+		t.Fatalf("err %v", err)
+	}
+	_, err = proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash"}, Dir: "/nonexistent-dir", CgroupFD: -1})
+	if err == nil {
+		t.Fatal("want error for missing dir")
+	}
+}
+
+func TestGroupMembersAndSignal(t *testing.T) {
+	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "sleep 60 & sleep 60 & echo ready; wait"}, Dir: "/", CgroupFD: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stdout.Close()
+	buf := make([]byte, 6)
+	io.ReadFull(p.Stdout, buf)
+	// The forked children exec sleep a moment after "ready".
+	var comms []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		comms = comms[:0]
+		for _, m := range proc.LiveMembers(p.Pid) {
+			comms = append(comms, m.Comm)
+		}
+		slices.Sort(comms)
+		if slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("comms %v", comms)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := p.Wait()
+	if st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("state %v", st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for proc.GroupAlive(p.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("group still alive")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := proc.SignalGroup(p.Pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("signalling a gone group: %v", err)
+	}
+	if proc.SignalGroup(1, syscall.SIGTERM) == nil || proc.SignalGroup(0, 0) == nil {
+		t.Fatal("must refuse pgid <= 1")
+	}
+}
+
+func TestReadStatOddComm(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "a b) c")
+	if err := os.Symlink("/bin/sleep", odd); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(odd, "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	st, err := proc.ReadStat(cmd.Process.Pid)
+	if err != nil || st.Comm != "a b) c" || st.Ppid != os.Getpid() {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
+
+// childEnviron runs as nobody: with or without ProtectEnviron, it starts a
+// command that reads /proc/$PPID/environ.
+func childEnviron() {
+	if os.Getenv("PROTECT") == "1" {
+		if !proc.ProtectEnviron() {
+			fmt.Println("ProtectEnviron did nothing")
+		}
+	}
+	b, _ := exec.LookPath("bash")
+	p, err := proc.Start(proc.Spec{Path: b, Args: []string{"bash", "-c", `tr '\0' '\n' < /proc/$PPID/environ | grep -c MARKER_42 || true`}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, CgroupFD: -1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, _ := io.ReadAll(p.Stdout)
+	p.Wait()
+	fmt.Print(string(out))
+}
+
+func TestProtectEnviron(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	exe, _ := os.Executable()
+	dir, err := os.MkdirTemp("", "proc-environ-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "proc.test")
+	data, _ := os.ReadFile(exe)
+	os.WriteFile(bin, data, 0o755)
+	for _, protect := range []string{"0", "1"} {
+		cmd := exec.Command(bin)
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "BASHVISOR_TEST_CHILD=environ", "PROTECT=" + protect, "SECRET_THING=MARKER_42"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		readable := strings.Contains(string(out), "1\n") && !strings.Contains(string(out), "denied")
+		// The control (no protection) proves the test can see a leak.
+		if protect == "0" && !readable {
+			t.Fatalf("control: environ should be readable without protection: %q", out)
+		}
+		if protect == "1" && readable {
+			t.Fatalf("environ readable despite ProtectEnviron: %q", out)
+		}
+	}
+}
