@@ -103,7 +103,13 @@ func New(cfg Config) (*Engine, error) {
 		e.log.Debug("engine process made non-dumpable: commands cannot read its environment")
 	}
 	protoLog := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
-	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }))
+	// Dead letters (a timer or reader message reaching an actor that has
+	// just stopped) are expected and harmless; a short throttle interval
+	// keeps protoactor's throttle goroutine from outliving Shutdown.
+	e.system = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
 	e.sup = e.system.Root.Spawn(supervisor.Props())
 	return e, nil
 }
