@@ -73,9 +73,14 @@ func isCdTo(s *syntax.Stmt, workdir string) bool {
 		return false
 	}
 	args := call.Args[1:]
-	if len(args) > 0 {
-		if a, ok := r.wordLit(args[0]); ok && a == "--" {
-			args = args[1:]
+	for len(args) > 0 {
+		a, ok := r.wordLit(args[0])
+		if !ok || a != "-L" && a != "-P" && a != "-e" && a != "-@" && a != "-Pe" && a != "--" {
+			break
+		}
+		args = args[1:]
+		if a == "--" {
+			break
 		}
 	}
 	dir := homeMark

@@ -30,6 +30,8 @@ func TestDisplay(t *testing.T) {
 		{"cd $HOME/proj && make", w, "make"},
 		{"cd ${HOME}/proj && go test ./...", w, "go test ./..."},
 		{"cd -- " + w + " && make", w, "make"},
+		{"cd -P " + w + " && make", w, "make"},
+		{"cd -x " + w + " && make", w, "cd -x " + w + " && make"},
 		{"cd " + link + " && make", w, "make"},
 		{"cd ~ && ls", home, "ls"},
 		{"cd && ls", home, "ls"},
