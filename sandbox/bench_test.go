@@ -115,19 +115,32 @@ func BenchmarkOverhead(b *testing.B) {
 			sandbox.HelperPath, sandbox.ScratchRoot = h.path, h.scratch
 			defer func() { sandbox.HelperPath, sandbox.ScratchRoot = "", "" }()
 			var plain, sbx []time.Duration
+			var cpuPlain, cpuSbx time.Duration // children's user+sys time: insensitive to load elsewhere
 			for b.Loop() {
+				c0 := childCPU()
 				t0 := time.Now()
 				unrestricted(b, bash, env)
 				t1 := time.Now()
+				c1 := childCPU()
 				restrictedWith(b, sandbox.Limits{Processes: h.procs}, bash, env)
 				plain, sbx = append(plain, t1.Sub(t0)), append(sbx, time.Since(t1))
+				cpuPlain += c1 - c0
+				cpuSbx += childCPU() - c1
 			}
 			mp, ms := median(plain), median(sbx)
 			b.ReportMetric(float64(mp.Microseconds())/1000, "unrestricted-ms")
 			b.ReportMetric(float64(ms.Microseconds())/1000, "restricted-ms")
 			b.ReportMetric(float64((ms-mp).Microseconds())/1000, "overhead-ms")
+			n := float64(len(plain))
+			b.ReportMetric(float64((cpuSbx-cpuPlain).Microseconds())/1000/n, "overhead-cpu-ms")
 		})
 	}
+}
+
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(d []time.Duration) time.Duration {
