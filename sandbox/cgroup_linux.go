@@ -181,7 +181,10 @@ func killCgroup(dir string) {
 	if err != nil {
 		return
 	}
-	rel := "/" + filepath.Base(filepath.Dir(dir)) + "/" + filepath.Base(dir)
+	// The cgroup's name is unique (the scratch dir's random name); match it
+	// at the end of a line of /proc/PID/cgroup whatever cgroup namespace
+	// shortens the path to.
+	suffix := []byte("/" + filepath.Base(dir) + "\n")
 	for _, f := range strings.Fields(string(data)) {
 		pid, err := strconv.Atoi(f)
 		if err != nil || pid <= 0 {
@@ -191,7 +194,7 @@ func killCgroup(dir string) {
 		if err != nil {
 			continue
 		}
-		if cg, err := os.ReadFile("/proc/" + f + "/cgroup"); err == nil && bytes.Contains(cg, []byte(rel+"\n")) {
+		if cg, err := os.ReadFile("/proc/" + f + "/cgroup"); err == nil && bytes.Contains(cg, suffix) {
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		}
 		_ = unix.Close(fd)

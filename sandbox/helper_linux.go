@@ -95,6 +95,10 @@ func helper(args []string) error {
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
 		return fmt.Errorf("bad config: %w", err)
 	}
+	// Zero means the default here too, so a hand-written config never ends
+	// up with a CPU or file size limit of 0.
+	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.withDefaults()
+	cfg.CPUSeconds, cfg.FileSize, cfg.OpenFiles, cfg.AddressSpace = lim.CPUSeconds, lim.FileSize, lim.OpenFiles, lim.AddressSpace
 	argv := args[2:]
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
 		return errors.New("bad config: scratch dir and an absolute program path are required")

@@ -191,9 +191,12 @@ type config struct {
 	AddressSpace uint64 `json:"as"`
 }
 
-// Prepare builds the command that runs `bash -c command` confined. It
-// creates the private scratch dir (0700, under os.TempDir()) and, where
-// possible, a pids cgroup. It returns an error wrapping [ErrUnavailable] when
+// Prepare builds the command that runs `bash -c command` confined. bashPath
+// must be absolute (the helper does no PATH lookup); workdir is where the
+// engine starts it (readable like everything else, not writable). It
+// creates the private scratch dir (0700, under [ScratchRoot] or
+// os.TempDir()) and, where possible, a pids cgroup; the caller must call
+// [Command.Cleanup] after the command ended, also when starting it failed. It returns an error wrapping [ErrUnavailable] when
 // Landlock or seccomp is missing; it never degrades silently.
 func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 	caps := Probe()
