@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"io"
 	"log/slog"
 	"time"
+
+	"github.com/bashvisor/bashvisor/safety"
+	"github.com/bashvisor/bashvisor/sandbox"
 )
 
 // EnvPolicy names how a command's environment is derived from the engine's.
@@ -83,6 +87,17 @@ type Config struct {
 	// ProgressInterval is the period of ToolContext.Progress calls
 	// (default 1s).
 	ProgressInterval time.Duration
+
+	// CoAuthor, when set ("Name <email>"), adds a Co-authored-by trailer to
+	// real git commit invocations (SPEC §2.7). Off by default.
+	CoAuthor string
+	// Permissions is the permission profile checked after the safety rules
+	// (nil: none). See safety.Preset.
+	Permissions *safety.Profile
+	// Audit receives the audit log: one JSON line per call (nil: none).
+	Audit io.Writer
+	// Sandbox holds the resource limits of restricted commands.
+	Sandbox sandbox.Limits
 
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.

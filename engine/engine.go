@@ -22,6 +22,8 @@ import (
 
 	"github.com/bashvisor/bashvisor/actors"
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/safety"
+	"github.com/bashvisor/bashvisor/sandbox"
 	"github.com/bashvisor/bashvisor/supervisor"
 	"github.com/bashvisor/bashvisor/truncate"
 )
@@ -60,6 +62,9 @@ type Engine struct {
 	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
 	ids    atomic.Uint64
+	caps   sandbox.Capabilities
+	// auditor writes the audit log; nil when none is configured.
+	auditor *safety.Auditor
 
 	mu       sync.RWMutex // guards closed against sends to a stopped supervisor
 	closed   bool
@@ -110,6 +115,20 @@ func New(cfg Config) (*Engine, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
+	if cfg.Audit != nil {
+		e.auditor = safety.NewAuditor(cfg.Audit)
+	}
+	if cfg.Permissions != nil {
+		if err := cfg.Permissions.Compile(); err != nil {
+			return nil, fmt.Errorf("bashvisor: permission profile: %w", err)
+		}
+	}
+	e.caps = sandbox.Probe()
+	if e.caps.Available() {
+		e.log.Info("restricted mode available", "sandbox", e.caps.String())
+	} else {
+		e.log.Warn("restricted mode disabled: the kernel cannot enforce it; safety checks still apply", "sandbox", e.caps.String())
+	}
 	e.sup = e.system.Root.Spawn(supervisor.Props())
 	return e, nil
 }
@@ -158,31 +177,43 @@ func (e *Engine) Config() Config { return e.cfg }
 var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-zA-Z]*|--interactive)\b`)
 
 // Run runs one tool call and returns its result; it never panics on bad
-// input. Cancelling ctx ends a foreground command with the grace sequence
-// (status "cancelled"); a background job is not tied to ctx.
+// input. The command is checked first (safety rules, then the permission
+// profile) and runs only when allowed. Cancelling ctx ends a foreground
+// command with the grace sequence (status "cancelled"); a background job is
+// not tied to ctx. Every call is written to the audit log when one is
+// configured.
 func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
+	start := time.Now()
+	res, g := e.run(ctx, tc, in)
+	e.audit(tc, in, res, g, start)
+	return res
+}
+
+func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, safety.Outcome) {
 	res := Result{Command: in.Command, Display: in.Command}
 	mode, err := validate(in)
 	if err != nil {
-		return errorResult(res, err)
+		return errorResult(res, err), safety.Outcome{}
 	}
 	if err := checkDir(tc.WorkingDir); err != nil {
-		return errorResult(res, err)
+		return errorResult(res, err), safety.Outcome{}
+	}
+	res.Display = safety.Display(in.Command, tc.WorkingDir)
+	res, g, ok := e.gate(res, tc)
+	if !ok {
+		return res, g
+	}
+	command := in.Command
+	if e.cfg.CoAuthor != "" {
+		command = safety.AddCoAuthor(command, e.cfg.CoAuthor)
 	}
 	var extra []string
 	bg := mode == ModeBackground
-	if !bg && interactiveRebase.MatchString(in.Command) {
+	if !bg && interactiveRebase.MatchString(command) {
 		extra = append(extra, proc.RebaseGuard)
 	}
 	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
 		extra = append(extra, "HOME="+tc.WorkingDir)
-	}
-	if tc.Restricted {
-		return errorResult(res, fmt.Errorf("%w: not available in this build", ErrRestrictedMode))
-	}
-	env, dropped := e.env.With(extra, tc.Env)
-	if len(dropped) > 0 {
-		e.log.Warn("dropped environment overrides", "names", dropped, "conversation", tc.ConversationID)
 	}
 	n := e.ids.Add(1)
 	cmd := &actors.Command{
@@ -190,8 +221,8 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 		Display:        res.Display,
 		ConversationID: tc.ConversationID,
 		Spec: proc.Spec{
-			Path: e.bash, Args: []string{"bash", "-c", in.Command},
-			Dir: tc.WorkingDir, Env: env, SeparateStderr: e.cfg.SeparateStreams && !bg, CgroupFD: -1,
+			Path: e.bash, Args: []string{"bash", "-c", command},
+			Dir: tc.WorkingDir, SeparateStderr: e.cfg.SeparateStreams && !bg, CgroupFD: -1,
 		},
 		Background:    bg,
 		Grace:         e.cfg.Grace,
@@ -201,6 +232,18 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
 	}
+	if tc.Restricted {
+		senv, err := e.restrict(cmd, command, tc.WorkingDir)
+		if err != nil {
+			return errorResult(res, err), g
+		}
+		extra = append(extra, senv...)
+	}
+	env, dropped := e.env.With(extra, tc.Env)
+	if len(dropped) > 0 {
+		e.log.Warn("dropped environment overrides", "names", dropped, "conversation", tc.ConversationID)
+	}
+	cmd.Spec.Env = env
 	events := make(chan actors.Event, 2)
 	cmd.Events = events
 	switch mode {
@@ -214,9 +257,12 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
 	}
 	if !e.send(&supervisor.Spawn{Command: cmd}) {
-		return errorResult(res, ErrShutdown)
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		return errorResult(res, ErrShutdown), g
 	}
-	return e.wait(ctx, tc, cmd, events, res)
+	return e.wait(ctx, tc, cmd, events, res), g
 }
 
 // send delivers msg to the supervisor unless the engine is shut down.
@@ -335,7 +381,13 @@ func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Resul
 	if res.FullOutputFile != "" {
 		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
 	}
+	if o.Reason != actors.ReasonNone {
+		res.killed = append(res.killed, "process group ("+string(o.Reason)+")")
+	}
 	if len(o.Leftovers) > 0 {
+		if !o.LeftRunning {
+			res.killed = append(res.killed, "leftovers: "+members(o.Leftovers))
+		}
 		if o.LeftRunning {
 			body = appendNote(body, "[left running after the shell exited: "+members(o.Leftovers)+"]")
 		} else {

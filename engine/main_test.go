@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Main() // restricted tests re-execute this binary as the sandbox helper
 	if runChild() {
 		return
 	}

@@ -87,6 +87,8 @@ type Result struct {
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.
 	Err error `json:"-"`
+
+	killed []string // what the engine ended, for the audit log
 }
 
 // IsError reports whether the result is an error for the model (MCP

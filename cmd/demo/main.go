@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/bashvisor/bashvisor/sandbox"
 )
 
 // commands maps a subcommand name to its entry point; each file registers
@@ -13,6 +15,7 @@ import (
 var commands = map[string]func(args []string) int{}
 
 func main() {
+	sandbox.Main() // the restricted-mode helper: confines itself and execs bash
 	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
