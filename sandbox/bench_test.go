@@ -110,6 +110,11 @@ func BenchmarkOverhead(b *testing.B) {
 			variant{"static-helper/shm-scratch", static, "/dev/shm", 0},
 			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1})
 	}
+	// BASHVISOR_BENCH_HELPER=/path/to/demo measures a real engine binary
+	// (whose main calls sandbox.Main) as the helper.
+	if p := os.Getenv("BASHVISOR_BENCH_HELPER"); p != "" {
+		variants = append(variants, variant{"env-helper", p, "", 0}, variant{"env-helper/shm-scratch", p, "/dev/shm", 0})
+	}
 	for _, h := range variants {
 		b.Run(h.name, func(b *testing.B) {
 			sandbox.HelperPath, sandbox.ScratchRoot = h.path, h.scratch
