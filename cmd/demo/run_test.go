@@ -83,7 +83,8 @@ func TestTour(t *testing.T) {
 		t.Fatalf("tour exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"status ok", "status failed, exit 2", "status timed_out", "truncated true", "killed processes left running", "SIGKILL", "[background process completed]", "engine shut down"} {
+	for _, want := range []string{"status ok", "status failed, exit 2", "status timed_out", "truncated true", "killed processes left running", "SIGKILL", "[background process completed]", "engine shut down",
+		"[command cancelled]", "status blocked", "write denied", "network denied", "scratch ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tour output lacks %q", want)
 		}

@@ -23,6 +23,8 @@ type tourStep struct {
 	command string
 	mode    engine.Mode
 	tc      func(*engine.ToolContext)
+	// cancelAfter, when set, cancels the call's context after that long.
+	cancelAfter time.Duration
 }
 
 // cmdTour runs a handful of commands concurrently through one engine and
@@ -59,8 +61,14 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 			if s.tc != nil {
 				s.tc(&tc)
 			}
+			ctx := context.Background()
+			if s.cancelAfter > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, s.cancelAfter)
+				defer cancel()
+			}
 			t0 := time.Since(start)
-			r := e.Run(context.Background(), tc, engine.Input{Command: s.command, Mode: s.mode})
+			r := e.Run(ctx, tc, engine.Input{Command: s.command, Mode: s.mode})
 			mu.Lock()
 			defer mu.Unlock()
 			printStep(stdout, s, r, t0, time.Since(start))
@@ -102,11 +110,19 @@ func tourSteps() []tourStep {
 		{title: "a background job", command: "for i in 1 2 3; do echo tick $i; sleep 0.3; done", mode: engine.ModeBackground},
 		{title: "binary output made valid UTF-8", command: `printf 'bytes: \xff\xfe\x00 end\n'`},
 		{title: "no TTY, stdin at EOF", command: "tty; read line || echo 'stdin: EOF'"},
+		{title: "a call cancelled by its caller after 700ms", command: "echo waiting; sleep 30", cancelAfter: 700 * time.Millisecond},
+		{title: "a dangerous command, blocked by the analyser and never run", command: `sudo rm -fr "$HOME"`},
+		{title: "a disguised one: quotes, a wrapper and nested shell code", command: `env bash -c 'g\it push -f origin main'`},
+		{title: "restricted mode: read-only filesystem, no network, private $TMPDIR", command: `cat /etc/hostname >/dev/null && echo read ok
+echo x > /etc/bashvisor-tour || echo "write denied"
+echo hi > "$TMPDIR/scratch" && echo "scratch ok"
+(echo > /dev/tcp/127.0.0.1/22) 2>/dev/null || echo "network denied"`,
+			tc: func(tc *engine.ToolContext) { tc.Restricted = true }},
 	}
 }
 
 func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time.Duration) {
-	fmt.Fprintf(w, "== %s\n   $ %s%s\n", s.title, s.command, modeSuffix(s.mode))
+	fmt.Fprintf(w, "== %s\n   $ %s%s\n", s.title, strings.ReplaceAll(s.command, "\n", "\n     "), modeSuffix(s.mode))
 	fmt.Fprintf(w, "   status %s", r.Status)
 	if r.ExitCode != nil {
 		fmt.Fprintf(w, ", exit %d", *r.ExitCode)
@@ -122,6 +138,7 @@ func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time
 		lines = append(append(lines[:4:4], fmt.Sprintf("... (%d lines) ...", len(lines)-7)), lines[len(lines)-3:]...)
 	}
 	for _, l := range lines {
+		l = strings.Map(visible, l)
 		if len(l) > 160 {
 			l = l[:160] + "…"
 		}
@@ -152,4 +169,13 @@ func ptr(p *int) any {
 		return "-"
 	}
 	return *p
+}
+
+// visible shows control characters as their Unicode control pictures so
+// the tour's output stays text.
+func visible(r rune) rune {
+	if r < 0x20 && r != '\t' {
+		return 0x2400 + r
+	}
+	return r
 }
