@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/bashvisor/bashvisor/proc"
 )
 
 // AuditRecord is one audit log entry: what ran (or was refused), never its
@@ -82,32 +84,6 @@ func (a *Auditor) Log(rec AuditRecord) {
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
 }
 
-var secretPrefixes = []string{"ANTHROPIC_", "OPENAI_", "GEMINI_", "AWS_SECRET", "PHOENIX_"}
-
-var secretWords = map[string]bool{"KEY": true, "KEYS": true, "APIKEY": true, "SECRET": true,
-	"SECRETS": true, "TOKEN": true, "TOKENS": true, "PASSWORD": true, "PASSWD": true,
-	"CREDENTIAL": true, "CREDENTIALS": true, "PRIVATE": true, "AUTH": true}
-
-// IsSecretName reports whether an environment variable name holds a secret
-// (SPEC §2.2): it starts with ANTHROPIC_, OPENAI_, GEMINI_, AWS_SECRET or
-// PHOENIX_, or one of its _-separated words is KEY, KEYS, APIKEY, SECRET,
-// SECRETS, TOKEN, TOKENS, PASSWORD, PASSWD, CREDENTIAL, CREDENTIALS, PRIVATE
-// or AUTH (case-insensitive).
-func IsSecretName(name string) bool {
-	u := strings.ToUpper(name)
-	for _, p := range secretPrefixes {
-		if strings.HasPrefix(u, p) {
-			return true
-		}
-	}
-	for w := range strings.SplitSeq(u, "_") {
-		if secretWords[w] {
-			return true
-		}
-	}
-	return false
-}
-
 const redacted = "***"
 
 var (
@@ -136,7 +112,7 @@ func RedactSecrets(command string) string {
 		var spans []span
 		syntax.Walk(f, func(n syntax.Node) bool {
 			a, ok := n.(*syntax.Assign)
-			if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !IsSecretName(a.Name.Value) {
+			if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !proc.IsSecret(a.Name.Value) {
 				return true
 			}
 			spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
@@ -162,7 +138,7 @@ func RedactSecrets(command string) string {
 	// anything the parser could not see.
 	out = assignRe.ReplaceAllStringFunc(out, func(m string) string {
 		name, _, _ := strings.Cut(m, "=")
-		if !IsSecretName(name) {
+		if !proc.IsSecret(name) {
 			return m
 		}
 		return name + "=" + redacted

@@ -112,10 +112,4 @@ func TestRedactSecrets(t *testing.T) {
 			t.Errorf("RedactSecrets(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	for name, want := range map[string]bool{"DISCORD_TOKEN": true, "GITHUB_TOKEN": true, "MY_SERVICE_PASSWORD": true,
-		"ANTHROPIC_BASE_URL": true, "aws_secret_access_key": true, "PATH": false, "HOME": false, "PWD": false, "SSH_AUTH_SOCK": true, "KEYBOARD": false} {
-		if IsSecretName(name) != want {
-			t.Errorf("IsSecretName(%q) = %v", name, !want)
-		}
-	}
 }
