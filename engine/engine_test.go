@@ -247,12 +247,16 @@ func TestAllowlistPolicy(t *testing.T) {
 
 func TestInteractiveRebaseGuard(t *testing.T) {
 	e := newEngine(t)
-	r := run(t, e, `sh -c "$GIT_SEQUENCE_EDITOR \"\$@\"" editor todo.txt; echo rc=$?`)
-	if r.Output != "rc=0\n" && !strings.Contains(r.Output, "rc=") {
-		t.Fatalf("unexpected %q", r.Output)
-	}
-	if strings.Contains(r.Output, "requires") {
+	// Only commands that contain an interactive rebase get the guard.
+	if r := run(t, e, `echo "[${GIT_SEQUENCE_EDITOR:-unset}]"`); r.Output != "[unset]\n" {
 		t.Fatalf("guard set for a command without rebase: %q", r.Output)
+	}
+	r := e.Run(context.Background(), tc(t), engine.Input{Command: `echo "[${GIT_SEQUENCE_EDITOR:-unset}]" # git rebase -i`, Mode: engine.ModeBackground})
+	if j := waitJob(t, e, r.JobID); j.Status != engine.JobCompleted {
+		t.Fatal(j)
+	}
+	if b, _ := os.ReadFile(r.OutputFile); !strings.HasPrefix(string(b), "[unset]") {
+		t.Fatalf("guard set in background mode: %q", b)
 	}
 	dir := t.TempDir()
 	git := func(args ...string) {
