@@ -309,6 +309,10 @@ func (a *commandActor) advance(ctx actor.Context) {
 				return
 			}
 		}
+		if a.slowReader(now, a.exitAt) {
+			a.wake(pollInterval)
+			return
+		}
 		a.pipeHeld = a.open > 0
 		a.finish(ctx)
 		return
@@ -320,6 +324,10 @@ func (a *commandActor) advance(ctx actor.Context) {
 		drainEnd := a.groupGoneAt.Add(a.cmd.DrainWait)
 		if a.open > 0 && now.Before(drainEnd) {
 			a.wake(drainEnd.Sub(now))
+			return
+		}
+		if a.slowReader(now, a.groupGoneAt) {
+			a.wake(pollInterval)
 			return
 		}
 		a.pipeHeld = a.open > 0
@@ -336,6 +344,32 @@ func (a *commandActor) advance(ctx actor.Context) {
 		return
 	}
 	a.wake(pollInterval)
+}
+
+// slowReader reports whether an output pipe is still being read although
+// every writer is gone (POLLHUP): on a loaded machine the reader may not
+// have run yet, and it will see EOF shortly, so the actor waits for it
+// (up to CleanupWait after since) instead of calling the pipe held.
+func (a *commandActor) slowReader(now, since time.Time) bool {
+	if a.open == 0 || !now.Before(since.Add(a.cmd.CleanupWait)) {
+		return false
+	}
+	for _, f := range a.pipes {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return false
+		}
+		hup := false
+		_ = rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			hup = err == nil && n > 0 && pfd[0].Revents&unix.POLLHUP != 0
+		})
+		if !hup {
+			return false
+		}
+	}
+	return true
 }
 
 // wake schedules a tick after d, replacing any earlier one.

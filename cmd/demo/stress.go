@@ -1,0 +1,659 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/proc"
+)
+
+func init() {
+	commands["stress"] = func(args []string) int { return cmdStress(args, os.Stdout, os.Stderr) }
+}
+
+// stressKind is one kind of command in the mix.
+type stressKind struct {
+	name   string
+	weight int
+	// needs is "cgroups" or "blocking" when the kind only makes sense with
+	// that engine capability.
+	needs string
+	run   func(s *stresser, i int, dir string) error
+}
+
+// stressOpts are the flags of `demo stress`.
+type stressOpts struct {
+	n, c       int
+	seed       uint64
+	noProgress bool
+	noCgroups  bool
+	timeout    time.Duration
+}
+
+// stresser runs the mix against one engine and checks every result.
+type stresser struct {
+	o      stressOpts
+	e      *engine.Engine
+	marker string // BASHVISOR_STRESS value: every process of the run carries it
+
+	mu       sync.Mutex
+	failures []string
+	counts   map[string]int
+	lost     atomic.Int64
+	pidFiles []string // directories whose pid files were recorded
+}
+
+// cmdStress runs N mixed commands at concurrency C and checks that nothing
+// was lost or leaked (SPEC §3). It exits 0 only when all checks are 0.
+func cmdStress(args []string, stdout, stderr io.Writer) int {
+	var o stressOpts
+	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.n, "n", 2000, "number of commands")
+	fs.IntVar(&o.c, "c", 32, "commands in flight")
+	fs.Uint64Var(&o.seed, "seed", 0, "random seed of the mix (0: time based)")
+	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar")
+	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups (escapees are then skipped)")
+	fs.DurationVar(&o.timeout, "timeout", 500*time.Millisecond, "the engine's default-mode timeout")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if o.n <= 0 || o.c <= 0 {
+		fmt.Fprintln(stderr, "stress: -n and -c must be positive")
+		return exitUsage
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	ok, err := runStress(o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "stress:", err)
+		return exitSystem
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+func stressKinds() []stressKind {
+	return []stressKind{
+		{name: "fast", weight: 20, run: (*stresser).fast},
+		{name: "failing", weight: 10, run: (*stresser).failing},
+		{name: "flood-10MB", weight: 4, run: (*stresser).flood},
+		{name: "timeout", weight: 5, run: (*stresser).timeout},
+		{name: "cancel", weight: 6, run: (*stresser).cancel},
+		{name: "bg-complete", weight: 5, run: (*stresser).bgComplete},
+		{name: "bg-kill", weight: 5, run: (*stresser).bgKill},
+		{name: "bg-at-shutdown", weight: 1, run: (*stresser).bgShutdown},
+		{name: "pipe-holder", weight: 8, run: (*stresser).pipeHolder},
+		{name: "term-ignoring-tree", weight: 4, run: (*stresser).termIgnoring},
+		{name: "escapees", weight: 6, needs: "cgroups", run: (*stresser).escapees},
+		{name: "blocked", weight: 5, needs: "blocking", run: (*stresser).blocked},
+	}
+}
+
+func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
+	root, err := os.MkdirTemp("", "bashvisor-stress-")
+	if err != nil {
+		return false, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(root)
+	// Warm up: the engine opens a few process-wide files once (the shared
+	// /dev/null); they belong in the baseline.
+	if w, err := engine.New(engine.Config{NoCgroups: o.noCgroups}); err == nil {
+		w.Run(context.Background(), engine.ToolContext{WorkingDir: root}, engine.Input{Command: "true"})
+		_ = w.Shutdown(context.Background())
+	}
+	runtime.GC()
+	baseG, baseFD, fds0 := runtime.NumGoroutine(), openFDs(), fdTargets()
+	marker := fmt.Sprintf("%d-%d", os.Getpid(), o.seed)
+	cfg := engine.DefaultConfig()
+	cfg.Timeout = o.timeout
+	cfg.Grace = 200 * time.Millisecond
+	cfg.CleanupWait = 5 * time.Second
+	cfg.DrainWait = 100 * time.Millisecond
+	cfg.BackgroundLifetime = 20 * time.Second
+	cfg.NoCgroups = o.noCgroups
+	cfg.Environ = append(os.Environ(), "BASHVISOR_STRESS="+marker)
+	cfg.OutputDir = filepath.Join(root, "engine-out")
+	e, err := engine.New(cfg)
+	if err != nil {
+		return false, fmt.Errorf("engine: %w", err)
+	}
+	s := &stresser{o: o, e: e, marker: marker, counts: map[string]int{}}
+
+	caps := map[string]bool{"cgroups": cgroupsOn(o)}
+	probe := e.Run(context.Background(), engine.ToolContext{WorkingDir: root}, engine.Input{Command: "git add -A"})
+	caps["blocking"] = probe.Status == engine.StatusBlocked
+	var kinds []stressKind
+	var skipped []string
+	total := 0
+	for _, k := range stressKinds() {
+		if k.needs != "" && !caps[k.needs] {
+			skipped = append(skipped, k.name+" (no "+k.needs+")")
+			continue
+		}
+		kinds, total = append(kinds, k), total+k.weight
+	}
+	rng := rand.New(rand.NewPCG(o.seed, 0x5eed))
+	plan := make([]int, o.n)
+	for i := range plan {
+		w := rng.IntN(total)
+		for j, k := range kinds {
+			if w < k.weight {
+				plan[i] = j
+				break
+			}
+			w -= k.weight
+		}
+	}
+	fmt.Fprintf(stderr, "stress: %d commands at concurrency %d, seed %d, cgroups %v, blocking %v\n", o.n, o.c, o.seed, caps["cgroups"], caps["blocking"])
+
+	var bar *progressbar.ProgressBar
+	if !o.noProgress {
+		bar = progressbar.NewOptions(o.n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("stress"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("cmd"),
+			progressbar.OptionThrottle(throttle(stderr)), progressbar.OptionSetWidth(30),
+			progressbar.OptionSetElapsedTime(true), progressbar.OptionSetPredictTime(true))
+	}
+	start := time.Now()
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range o.c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= o.n {
+					return
+				}
+				k := kinds[plan[i]]
+				dir := filepath.Join(root, "c"+strconv.Itoa(i))
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					s.fail(i, k.name, err)
+					continue
+				}
+				s.watch(i, k, dir)
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(stderr)
+	}
+
+	// Shutdown ends the jobs left running; then nothing of the run may be
+	// left: no process carrying the marker, no recorded pid alive, no
+	// cgroup, no goroutine or fd beyond the baseline.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		s.fail(-1, "shutdown", err)
+	}
+	for _, j := range e.Jobs() {
+		if j.Status == engine.JobRunning {
+			s.fail(-1, "shutdown", fmt.Errorf("job %s still running after shutdown", j.JobID))
+		}
+	}
+	orphans := s.orphans()
+	cgLeft := cgroupsLeft()
+	leakedG := settle(func() int { return runtime.NumGoroutine() - baseG })
+	leakedFD := settle(func() int { return openFDs() - baseFD })
+
+	fmt.Fprintf(stdout, "stress: %d commands at concurrency %d in %.1fs (%.0f cmd/s), seed %d\n", o.n, o.c,
+		elapsed.Seconds(), float64(o.n)/elapsed.Seconds(), o.seed)
+	names := make([]string, 0, len(s.counts))
+	for n := range s.counts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var mix []string
+	for _, n := range names {
+		mix = append(mix, fmt.Sprintf("%s %d", n, s.counts[n]))
+	}
+	fmt.Fprintf(stdout, "mix: %s\n", strings.Join(mix, ", "))
+	if len(skipped) > 0 {
+		fmt.Fprintf(stdout, "skipped kinds: %s\n", strings.Join(skipped, ", "))
+	}
+	fmt.Fprintf(stdout, "lost results:       %d\n", s.lost.Load())
+	fmt.Fprintf(stdout, "wrong results:      %d\n", len(s.failures))
+	fmt.Fprintf(stdout, "orphan processes:   %d\n", len(orphans))
+	fmt.Fprintf(stdout, "cgroups left:       %d\n", len(cgLeft))
+	fmt.Fprintf(stdout, "leaked goroutines:  %d\n", leakedG)
+	fmt.Fprintf(stdout, "leaked fds:         %d\n", leakedFD)
+	for i, f := range s.failures {
+		if i == 20 {
+			fmt.Fprintf(stdout, "  ... and %d more\n", len(s.failures)-20)
+			break
+		}
+		fmt.Fprintln(stdout, "  wrong:", f)
+	}
+	for _, o := range orphans {
+		fmt.Fprintln(stdout, "  orphan:", o)
+	}
+	for _, c := range cgLeft {
+		fmt.Fprintln(stdout, "  cgroup:", c)
+	}
+	if leakedFD > 0 {
+		for fd, target := range fdTargets() {
+			if fds0[fd] != target {
+				fmt.Fprintf(stdout, "  fd %s -> %s\n", fd, target)
+			}
+		}
+	}
+	if leakedG > 0 {
+		buf := make([]byte, 1<<20)
+		fmt.Fprintf(stdout, "goroutines:\n%s\n", buf[:runtime.Stack(buf, true)])
+	}
+	ok := s.lost.Load() == 0 && len(s.failures) == 0 && len(orphans) == 0 && len(cgLeft) == 0 && leakedG <= 0 && leakedFD <= 0
+	if ok {
+		fmt.Fprintln(stdout, "PASS: nothing lost, nothing leaked")
+	} else {
+		fmt.Fprintln(stdout, "FAIL")
+	}
+	return ok, nil
+}
+
+// throttle is the progress bar's redraw period: fast on a terminal, slow
+// into a log.
+func throttle(w io.Writer) time.Duration {
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return 100 * time.Millisecond
+		}
+	}
+	return 2 * time.Second
+}
+
+// settle polls f for up to 5 s until it reports no leak, and returns its
+// last value (goroutines and fds may take a moment to wind down).
+func settle(f func() int) int {
+	v := f()
+	for deadline := time.Now().Add(5 * time.Second); v > 0 && time.Now().Before(deadline); v = f() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return v
+}
+
+// watch runs one command and counts it as lost when its call does not
+// return within a bound far beyond any of the engine's own.
+func (s *stresser) watch(i int, k stressKind, dir string) {
+	done := make(chan error, 1)
+	go func() { done <- k.run(s, i, dir) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.fail(i, k.name, err)
+		}
+	case <-time.After(2 * time.Minute):
+		s.lost.Add(1)
+		s.fail(i, k.name, errors.New("no result within 2 minutes"))
+	}
+	s.mu.Lock()
+	s.counts[k.name]++
+	s.pidFiles = append(s.pidFiles, dir)
+	s.mu.Unlock()
+}
+
+func (s *stresser) fail(i int, kind string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, fmt.Sprintf("#%d %s: %v", i, kind, err))
+}
+
+func (s *stresser) run(ctx context.Context, dir, command string, mode engine.Mode) engine.Result {
+	return s.e.Run(ctx, engine.ToolContext{WorkingDir: dir, ConversationID: "stress"}, engine.Input{Command: command, Mode: mode})
+}
+
+// expect checks a result's status (and exit code when code >= 0).
+func expect(r engine.Result, status engine.Status, code int) error {
+	if r.Status != status {
+		return fmt.Errorf("status %s, want %s: %.200q", r.Status, status, r.Output)
+	}
+	if code >= 0 && (r.ExitCode == nil || *r.ExitCode != code) {
+		return fmt.Errorf("exit code %v, want %d: %.200q", r.ExitCode, code, r.Output)
+	}
+	return nil
+}
+
+// gone checks that the processes whose pids the command wrote to
+// dir/pid* are gone, allowing a moment for the kernel.
+func (s *stresser) gone(dir string) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var live []int
+		for _, pid := range recordedPids(dir) {
+			if s.ours(pid) {
+				live = append(live, pid)
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes still alive: %v", live)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func recordedPids(dir string) []int {
+	files, _ := filepath.Glob(filepath.Join(dir, "pid*"))
+	var pids []int
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for w := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(w); err == nil && pid > 1 {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// ours reports whether pid is a live (non-zombie) process of this run: it
+// carries the run's marker in its environment, so a recycled pid is not
+// mistaken for an orphan.
+func (s *stresser) ours(pid int) bool {
+	st, err := proc.ReadStat(pid)
+	if err != nil || st.State == 'Z' || st.State == 'X' {
+		return false
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && bytes.Contains(env, []byte("BASHVISOR_STRESS="+s.marker+"\x00"))
+}
+
+// orphans lists every live process carrying the run's marker (by a scan of
+// /proc, which also finds processes no command recorded) and every
+// recorded pid still alive.
+func (s *stresser) orphans() []string {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var out []string
+		seen := map[int]bool{}
+		for _, dir := range s.pidFiles {
+			for _, pid := range recordedPids(dir) {
+				if !seen[pid] && s.ours(pid) {
+					seen[pid] = true
+					out = append(out, describePid(pid)+" (recorded in "+filepath.Base(dir)+")")
+				}
+			}
+		}
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || seen[pid] || pid == os.Getpid() {
+				continue
+			}
+			if s.ours(pid) {
+				seen[pid] = true
+				out = append(out, describePid(pid))
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func describePid(pid int) string {
+	st, _ := proc.ReadStat(pid)
+	return fmt.Sprintf("%s (pid %d, pgid %d, sid %d, ppid %d)", st.Comm, pid, st.Pgrp, st.Session, st.Ppid)
+}
+
+// cgroupsOn reports whether the engine runs commands in cgroups.
+func cgroupsOn(o stressOpts) bool {
+	if o.noCgroups {
+		return false
+	}
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		return false
+	}
+	return m.Close() == nil
+}
+
+// cgroupsLeft lists cgroup directories this process's engines left behind.
+func cgroupsLeft() []string {
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		return nil
+	}
+	parent := filepath.Dir(m.Dir())
+	_ = m.Close()
+	left, _ := filepath.Glob(filepath.Join(parent, "bashvisor-"+strconv.Itoa(os.Getpid())+"-*"))
+	return left
+}
+
+// fdTargets maps this process's open fds to what they point at.
+func fdTargets() map[string]string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	m := make(map[string]string, len(ents))
+	for _, e := range ents {
+		m[e.Name()], _ = os.Readlink("/proc/self/fd/" + e.Name())
+	}
+	return m
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents) - 1 // the directory being read
+}
+
+// The kinds of commands.
+
+func (s *stresser) fast(i int, dir string) error {
+	r := s.run(context.Background(), dir, "echo ok-"+strconv.Itoa(i), "")
+	if err := expect(r, engine.StatusOK, 0); err != nil {
+		return err
+	}
+	if r.Output != "ok-"+strconv.Itoa(i)+"\n" {
+		return fmt.Errorf("output %q", r.Output)
+	}
+	return nil
+}
+
+func (s *stresser) failing(i int, dir string) error {
+	code := 1 + i%100
+	r := s.run(context.Background(), dir, fmt.Sprintf("echo bad >&2; exit %d", code), "")
+	if err := expect(r, engine.StatusFailed, code); err != nil {
+		return err
+	}
+	if want := fmt.Sprintf("[command failed: exit code %d]\nbad\n", code); r.Output != want {
+		return fmt.Errorf("output %q", r.Output)
+	}
+	return nil
+}
+
+func (s *stresser) flood(i int, dir string) error {
+	const size = 10 << 20
+	r := s.run(context.Background(), dir, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", size), engine.ModeSlow)
+	if r.FullOutputFile != "" {
+		defer os.Remove(r.FullOutputFile)
+	}
+	if err := expect(r, engine.StatusOK, 0); err != nil {
+		return err
+	}
+	if !r.Truncated || r.OutputBytes != size || !strings.HasPrefix(r.Output, "[output truncated in middle: got 10.0 MiB, max is 128 KiB]\n") {
+		return fmt.Errorf("flood: truncated=%v bytes=%d %.80q", r.Truncated, r.OutputBytes, r.Output)
+	}
+	return nil
+}
+
+func (s *stresser) timeout(i int, dir string) error {
+	r := s.run(context.Background(), dir, "echo $$ > pid; echo partial; sleep 30", "")
+	if err := expect(r, engine.StatusTimedOut, -1); err != nil {
+		return err
+	}
+	if !strings.HasSuffix(r.Output, "partial\n") {
+		return fmt.Errorf("partial output missing: %q", r.Output)
+	}
+	return s.gone(dir)
+}
+
+func (s *stresser) cancel(i int, dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+i%150)*time.Millisecond)
+	defer cancel()
+	r := s.run(ctx, dir, "sleep 30 & echo $! > pid; echo $$ > pid0; wait", "")
+	// A very early cancel may come before the shell wrote anything; it is
+	// still a cancellation.
+	if err := expect(r, engine.StatusCancelled, -1); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(r.Output, "[command cancelled]\n") {
+		return fmt.Errorf("output %q", r.Output)
+	}
+	return s.gone(dir)
+}
+
+// waitJob waits for a background job to end.
+func (s *stresser) waitJob(id string, within time.Duration) (engine.JobInfo, error) {
+	deadline := time.Now().Add(within)
+	for {
+		j, err := s.e.Job(id)
+		if err != nil {
+			return j, err
+		}
+		if j.Status != engine.JobRunning {
+			return j, nil
+		}
+		if time.Now().After(deadline) {
+			return j, fmt.Errorf("job %s still running after %v", id, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *stresser) bgComplete(i int, dir string) error {
+	code := i % 2 * 7 // half complete, half fail with 7
+	r := s.run(context.Background(), dir, fmt.Sprintf("echo $$ > pid; echo hi; sleep 0.1; exit %d", code), engine.ModeBackground)
+	if err := expect(r, engine.StatusStarted, -1); err != nil {
+		return err
+	}
+	j, err := s.waitJob(r.JobID, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	want, line := engine.JobCompleted, "[background process completed]"
+	if code != 0 {
+		want, line = engine.JobFailed, fmt.Sprintf("[background process failed: exit code %d]", code)
+	}
+	if j.Status != want {
+		return fmt.Errorf("job %+v, want %s", j, want)
+	}
+	b, err := os.ReadFile(r.OutputFile)
+	if err != nil {
+		return fmt.Errorf("output file: %w", err)
+	}
+	if string(b) != "hi\n\n\n"+line+"\n" {
+		return fmt.Errorf("output file %q", b)
+	}
+	return s.gone(dir)
+}
+
+func (s *stresser) bgKill(i int, dir string) error {
+	r := s.run(context.Background(), dir, "trap '' TERM; sleep 30 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
+	if err := expect(r, engine.StatusStarted, -1); err != nil {
+		return err
+	}
+	time.Sleep(time.Duration(i%100) * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := s.e.Kill(ctx, r.JobID)
+	if err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	if j.Status != engine.JobKilled || j.Reason != "killed by request" {
+		return fmt.Errorf("killed job %+v", j)
+	}
+	return s.gone(dir)
+}
+
+// bgShutdown leaves a job running for Shutdown to end.
+func (s *stresser) bgShutdown(i int, dir string) error {
+	r := s.run(context.Background(), dir, "sleep 60 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
+	return expect(r, engine.StatusStarted, -1)
+}
+
+func (s *stresser) pipeHolder(i int, dir string) error {
+	r := s.run(context.Background(), dir, "sleep 30 & echo $! > pid; echo done", "")
+	if err := expect(r, engine.StatusOK, 0); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(r.Output, "done\n[killed processes left running after the shell exited: sleep (pid ") {
+		return fmt.Errorf("output %q", r.Output)
+	}
+	return s.gone(dir)
+}
+
+func (s *stresser) termIgnoring(i int, dir string) error {
+	r := s.run(context.Background(), dir,
+		`trap '' TERM; (trap '' TERM; sleep 30 & echo $! >> pid; wait) & echo $! >> pid; sleep 30 & echo $! >> pid; echo $$ >> pid; wait`, "")
+	if err := expect(r, engine.StatusTimedOut, 137); err != nil {
+		return err
+	}
+	return s.gone(dir)
+}
+
+func (s *stresser) escapees(i int, dir string) error {
+	cmd := `setsid sleep 30 >/dev/null 2>&1 & echo $! > pid-a; (setsid sh -c 'sleep 30 & echo $! > pid-b' >/dev/null 2>&1 &); ` +
+		`while [ ! -s pid-b ]; do sleep 0.01; done; echo escaped`
+	if i%2 == 1 {
+		cmd += "; sleep 30" // and end by timeout
+	}
+	r := s.run(context.Background(), dir, cmd, "")
+	want := engine.StatusOK
+	if i%2 == 1 {
+		want = engine.StatusTimedOut
+	}
+	if err := expect(r, want, -1); err != nil {
+		return err
+	}
+	if len(recordedPids(dir)) != 2 {
+		return fmt.Errorf("escapee pids not recorded: %q", r.Output)
+	}
+	return s.gone(dir)
+}
+
+// blockedCommands must be blocked; each would be harmless in the command's
+// empty temp dir even if it ran.
+var blockedCommands = []string{"git add -A", "git push --force origin main", "rm -rf .git", "git -C . add ."}
+
+func (s *stresser) blocked(i int, dir string) error {
+	c := blockedCommands[i%len(blockedCommands)]
+	r := s.run(context.Background(), dir, c, "")
+	if err := expect(r, engine.StatusBlocked, -1); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(r.Output, "[command blocked: ") {
+		return fmt.Errorf("output %q", r.Output)
+	}
+	return nil
+}
