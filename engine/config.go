@@ -76,6 +76,9 @@ type Config struct {
 	// SpoolCap bounds the full-output file kept when output is truncated
 	// (default 64 MiB; negative disables spooling).
 	SpoolCap int64
+	// SpoolKeep is how many full-output files are kept; older ones are
+	// removed (default 32, so at most 32 x SpoolCap of disk).
+	SpoolKeep int
 	// OutputDir holds background output files and spooled outputs (default
 	// a new directory under os.TempDir, removed at Shutdown unless
 	// KeepFiles).
@@ -117,6 +120,7 @@ func DefaultConfig() Config {
 		MaxOutput:          131072,
 		Truncation:         "middle",
 		SpoolCap:           64 << 20,
+		SpoolKeep:          32,
 		ProgressInterval:   time.Second,
 	}
 }

@@ -60,12 +60,14 @@ type Engine struct {
 	outDir string
 	ownDir bool
 	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
 	ids    atomic.Uint64
 	caps   sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
 	auditor *safety.Auditor
+
+	spoolMu sync.Mutex
+	spools  []string // full-output files, oldest first (at most SpoolKeep)
 
 	mu       sync.RWMutex // guards closed against sends to a stopped supervisor
 	closed   bool
@@ -97,13 +99,6 @@ func New(cfg Config) (*Engine, error) {
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
 	}
 	if cfg.NoCgroups {
 		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
@@ -169,6 +164,9 @@ func withDefaults(c Config) Config {
 	}
 	if c.SpoolCap == 0 {
 		c.SpoolCap = d.SpoolCap
+	}
+	if c.SpoolKeep <= 0 {
+		c.SpoolKeep = d.SpoolKeep
 	}
 	if c.Environ == nil {
 		c.Environ = os.Environ()
@@ -237,7 +235,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		CleanupWait:   e.cfg.CleanupWait,
 		DrainWait:     e.cfg.DrainWait,
 		KeepLeftovers: e.cfg.KeepLeftovers,
-		Cgroups:       e.cg,
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
 	}
@@ -388,6 +385,7 @@ func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Resul
 	}
 	res.FullOutputFile = o.Output.SpoolFile
 	if res.FullOutputFile != "" {
+		e.keepSpool(res.FullOutputFile)
 		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
 	}
 	if o.Reason != actors.ReasonNone {
@@ -438,6 +436,18 @@ func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Resul
 		res.Status, res.Output = StatusOK, body
 	}
 	return res
+}
+
+// keepSpool records a full-output file and removes the oldest beyond
+// Config.SpoolKeep, so a long-running engine's disk use stays bounded.
+func (e *Engine) keepSpool(path string) {
+	e.spoolMu.Lock()
+	defer e.spoolMu.Unlock()
+	e.spools = append(e.spools, path)
+	for len(e.spools) > e.cfg.SpoolKeep {
+		_ = os.Remove(e.spools[0])
+		e.spools = e.spools[1:]
+	}
 }
 
 // appendNote appends a bracketed note on a line of its own.
@@ -605,11 +615,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			<-msg.Done
 			e.final = msg.Final
 			e.system.Shutdown()
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
 			if e.cg != nil {
 				if err := e.cg.Close(); err != nil {
 					e.log.Warn("removing cgroups", "err", err)

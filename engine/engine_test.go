@@ -681,3 +681,18 @@ func TestDescriptionAndSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestSpoolFilesAreBounded(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) { c.SpoolKeep = 2 })
+	var files []string
+	for range 3 {
+		r := run(t, e, "head -c 200000 /dev/zero")
+		if r.FullOutputFile == "" {
+			t.Fatal("no spool file")
+		}
+		files = append(files, r.FullOutputFile)
+	}
+	if fileExists(files[0]) || !fileExists(files[1]) || !fileExists(files[2]) {
+		t.Fatalf("kept: %v %v %v", fileExists(files[0]), fileExists(files[1]), fileExists(files[2]))
+	}
+}

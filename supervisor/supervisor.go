@@ -5,11 +5,12 @@
 //
 // The supervisor keeps the records of ended background jobs so they can be
 // listed and read after they end; it keeps at most MaxEnded of them,
-// dropping the oldest.
+// dropping the oldest together with its output file.
 package supervisor
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"time"
 
@@ -143,6 +144,12 @@ func (s *supervisor) remember(st actors.JobState) {
 	s.ended[st.ID] = st
 	s.order = append(s.order, st.ID)
 	if len(s.order) > MaxEnded {
+		// The forgotten job's output file can no longer be reached through
+		// the engine: remove it so a long-running server does not fill the
+		// disk.
+		if f := s.ended[s.order[0]].OutputFile; f != "" {
+			_ = os.Remove(f)
+		}
 		delete(s.ended, s.order[0])
 		s.order = slices.Delete(s.order, 0, 1)
 	}
