@@ -650,5 +650,3 @@ func dash(s string) string {
 	}
 	return s
 }
-
-
