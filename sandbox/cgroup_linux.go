@@ -20,6 +20,9 @@ import (
 // created ("" when no pids controller is usable). Set by probe.
 var cgroupBase string
 
+// cgroupV2 says cgroupBase is on cgroup2 (else on the v1 pids hierarchy).
+var cgroupV2 bool
+
 // findPidsHierarchy returns the mount point of a cgroup hierarchy with the
 // pids controller: a cgroup v1 "pids" mount, or a cgroup2 mount whose
 // cgroup.controllers lists pids.
@@ -127,7 +130,7 @@ func probeCgroup() error {
 	if err := unix.Access(filepath.Join(test, "cgroup.procs"), unix.W_OK); err != nil {
 		return fmt.Errorf("cgroup.procs not writable under %s: %w", base, err)
 	}
-	cgroupBase = base
+	cgroupBase, cgroupV2 = base, v2
 	return nil
 }
 
@@ -187,7 +190,9 @@ func killCgroup(dir string) {
 	suffix := []byte("/" + filepath.Base(dir) + "\n")
 	for _, f := range strings.Fields(string(data)) {
 		pid, err := strconv.Atoi(f)
-		if err != nil || pid <= 0 {
+		// Never the engine itself: with StartDirect one of its threads is
+		// in the cgroup until it exits.
+		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
 		fd, err := unix.PidfdOpen(pid, 0)

@@ -14,7 +14,7 @@ import (
 // loads big-endian words, so seccomp_data is encoded big-endian here (the
 // kernel reads it in native order, which the program's offsets assume).
 func TestFilterVerdicts(t *testing.T) {
-	raw, err := buildFilter()
+	raw, err := buildFilter(false)
 	if err != nil {
 		t.Fatal(err)
 	}

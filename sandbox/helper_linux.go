@@ -117,7 +117,7 @@ func helper(args []string) error {
 	if err := applyLandlock(cfg.Scratch); err != nil {
 		return err
 	}
-	if err := installSeccomp(); err != nil {
+	if err := installSeccomp(false); err != nil {
 		return err
 	}
 	return execWithAddressSpace(argv, os.Environ(), cfg.AddressSpace)

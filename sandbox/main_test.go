@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox_test
 
 import (
@@ -63,7 +65,7 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if err := start(sc, cmd); err != nil {
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid
@@ -92,6 +94,17 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 }
 
 var zeroLimits = sandbox.Limits{}
+
+// direct makes the tests start commands with Command.StartDirect instead of
+// the helper re-exec (see TestDirect).
+var direct bool
+
+func start(sc *sandbox.Command, cmd *exec.Cmd) error {
+	if direct {
+		return sc.StartDirect(cmd)
+	}
+	return cmd.Start()
+}
 
 func run(t *testing.T, command string) result {
 	t.Helper()

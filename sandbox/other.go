@@ -5,6 +5,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 )
 
@@ -25,3 +26,6 @@ func Main() {
 
 func createCgroup(string, int) (string, error) { return "", nil }
 func removeCgroup(string) error                { return nil }
+
+// StartDirect is not available on this platform.
+func (c *Command) StartDirect(cmd *exec.Cmd) error { return unavailable("not Linux") }

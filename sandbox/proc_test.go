@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox_test
 
 import (
@@ -183,7 +185,7 @@ func TestForkBombContained(t *testing.T) {
 	cmd.Env = append(os.Environ(), sc.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if err := start(sc, cmd); err != nil {
 		t.Fatal(err)
 	}
 	pgid := cmd.Process.Pid

@@ -179,6 +179,10 @@ type Command struct {
 	// cgroup and the scratch dir. Call it once the command (and the process
 	// group) ended; it is safe to call more than once.
 	Cleanup func() error
+
+	cfg     config
+	bash    string
+	command string
 }
 
 // config is what Prepare hands to the helper in argv[2].
@@ -268,6 +272,9 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 			"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
 			"BASHVISOR_SANDBOX=1",
 		},
+		cfg:     cfg,
+		bash:    bashPath,
+		command: command,
 		Cleanup: func() error {
 			once.Do(func() {
 				cleanupErr = errors.Join(removeCgroup(cfg.CgroupDir), removeScratch(scratch))

@@ -148,7 +148,12 @@ func (p *prog) assemble() ([]bpf.RawInstruction, error) {
 // EPERM for x32 syscalls and deniedSyscalls, socket/socketpair only for
 // AF_UNIX stream and seqpacket sockets, clone without namespace flags,
 // ENOSYS for clone3.
-func buildFilter() ([]bpf.RawInstruction, error) {
+//
+// allowClone3 lets clone3 through (for [Command.StartDirect], where the
+// engine's own exec.Cmd may need clone3 for SysProcAttr.UseCgroupFD).
+// Namespaces created with it give nothing: Landlock and this filter stay in
+// force inside them.
+func buildFilter(allowClone3 bool) ([]bpf.RawInstruction, error) {
 	p := &prog{ins: make([]bpf.Instruction, 0, 256)}
 	archOK, socket, clone := p.newLabel(), p.newLabel(), p.newLabel()
 	allow, eperm, enosys := p.newLabel(), p.newLabel(), p.newLabel()
@@ -169,7 +174,9 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 		unix.SYS_SOCKET:     socket,
 		unix.SYS_SOCKETPAIR: socket,
 		unix.SYS_CLONE:      clone,
-		unix.SYS_CLONE3:     enosys,
+	}
+	if !allowClone3 {
+		verdicts[unix.SYS_CLONE3] = enosys
 	}
 	for _, nr := range deniedSyscalls {
 		verdicts[nr] = eperm
@@ -211,8 +218,8 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 
 // installSeccomp installs the filter on the calling thread, the one that
 // execs bash (see applyLandlock). no_new_privs must already be set.
-func installSeccomp() error {
-	raw, err := buildFilter()
+func installSeccomp(allowClone3 bool) error {
+	raw, err := buildFilter(allowClone3)
 	if err != nil {
 		return err
 	}
@@ -232,7 +239,7 @@ func installSeccomp() error {
 // seccompUsable reports whether the kernel supports seccomp filters with
 // the actions the filter uses.
 func seccompUsable() error {
-	if _, err := buildFilter(); err != nil {
+	if _, err := buildFilter(false); err != nil {
 		return err
 	}
 	for _, a := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {

@@ -6,6 +6,6 @@ import "errors"
 
 const seccompArchSupported = false
 
-func installSeccomp() error { return errors.New("no seccomp filter for this architecture") }
+func installSeccomp(bool) error { return errors.New("no seccomp filter for this architecture") }
 
 func seccompUsable() error { return errors.New("no seccomp filter for this architecture") }
