@@ -40,11 +40,28 @@ func restricted(tb testing.TB, bash string, env []string) {
 }
 
 func restrictedWith(tb testing.TB, lim sandbox.Limits, bash string, env []string) {
+	restrictedMode(tb, lim, bash, env, false)
+}
+
+func restrictedMode(tb testing.TB, lim sandbox.Limits, bash string, env []string, direct bool) {
 	sc, err := sandbox.Prepare(lim, bash, "true", ".")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	startWait(tb, sc.Path, sc.Args, append(env, sc.Env...))
+	if direct {
+		cmd := exec.Command(sc.Path)
+		cmd.Env = append(env[:len(env):len(env)], sc.Env...)
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := sc.StartDirect(cmd); err != nil {
+			tb.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			tb.Fatal(err)
+		}
+	} else {
+		startWait(tb, sc.Path, sc.Args, append(env[:len(env):len(env)], sc.Env...))
+	}
 	if err := sc.Cleanup(); err != nil {
 		tb.Fatal(err)
 	}
@@ -68,6 +85,15 @@ func BenchmarkRestricted(b *testing.B) {
 	}
 }
 
+// BenchmarkRestrictedDirect is BenchmarkRestricted with Command.StartDirect.
+func BenchmarkRestrictedDirect(b *testing.B) {
+	requireSandbox(b)
+	bash, env := bashPath(b), os.Environ()
+	for b.Loop() {
+		restrictedMode(b, sandbox.Limits{}, bash, env, true)
+	}
+}
+
 // BenchmarkPrepareCleanup is the engine-side part alone.
 func BenchmarkPrepareCleanup(b *testing.B) {
 	requireSandbox(b)
@@ -86,8 +112,11 @@ func BenchmarkPrepareCleanup(b *testing.B) {
 // BenchmarkOverhead alternates unrestricted and restricted runs side by
 // side (so load from elsewhere hits both alike) and reports the medians
 // and their difference, per helper: the re-executed test binary (cgo,
-// dynamically linked) and a CGO_ENABLED=0 build of ./cmd/bashvisor-sandbox,
-// each with the scratch dir under os.TempDir() and under /dev/shm (tmpfs).
+// dynamically linked), a CGO_ENABLED=0 build of ./cmd/bashvisor-sandbox,
+// and StartDirect (no helper), each with the scratch dir under os.TempDir()
+// and under /dev/shm (tmpfs). Note: with StartDirect the confinement work
+// happens in this process, so overhead-cpu-ms (children only) understates
+// it; overhead-ms (wall) is the figure to compare.
 func BenchmarkOverhead(b *testing.B) {
 	requireSandbox(b)
 	bash, env := bashPath(b), os.Environ()
@@ -100,22 +129,26 @@ func BenchmarkOverhead(b *testing.B) {
 	type variant struct {
 		name, path, scratch string
 		procs               int
+		direct              bool
 	}
 	variants := []variant{
-		{"self", "", "", 0},
-		{"self/no-cgroup", "", "", -1},
-		{"static-helper", static, "", 0},
+		{"self", "", "", 0, false},
+		{"self/no-cgroup", "", "", -1, false},
+		{"static-helper", static, "", 0, false},
+		{"direct", "", "", 0, true},
 	}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		variants = append(variants,
-			variant{"self/shm-scratch", "", "/dev/shm", 0},
-			variant{"static-helper/shm-scratch", static, "/dev/shm", 0},
-			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1})
+			variant{"self/shm-scratch", "", "/dev/shm", 0, false},
+			variant{"static-helper/shm-scratch", static, "/dev/shm", 0, false},
+			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1, false},
+			variant{"direct/shm-scratch", "", "/dev/shm", 0, true},
+			variant{"direct/shm-scratch/no-cgroup", "", "/dev/shm", -1, true})
 	}
 	// BASHVISOR_BENCH_HELPER=/path/to/demo measures a real engine binary
 	// (whose main calls sandbox.Main) as the helper.
 	if p := os.Getenv("BASHVISOR_BENCH_HELPER"); p != "" {
-		variants = append(variants, variant{"env-helper", p, "", 0}, variant{"env-helper/shm-scratch", p, "/dev/shm", 0})
+		variants = append(variants, variant{"env-helper", p, "", 0, false}, variant{"env-helper/shm-scratch", p, "/dev/shm", 0, false})
 	}
 	for _, h := range variants {
 		b.Run(h.name, func(b *testing.B) {
@@ -129,7 +162,7 @@ func BenchmarkOverhead(b *testing.B) {
 				unrestricted(b, bash, env)
 				t1 := time.Now()
 				c1 := childCPU()
-				restrictedWith(b, sandbox.Limits{Processes: h.procs}, bash, env)
+				restrictedMode(b, sandbox.Limits{Processes: h.procs}, bash, env, h.direct)
 				plain, sbx = append(plain, t1.Sub(t0)), append(sbx, time.Since(t1))
 				cpuPlain += c1 - c0
 				cpuSbx += childCPU() - c1

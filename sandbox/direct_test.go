@@ -3,9 +3,11 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDirect runs the whole matrix again with Command.StartDirect (bash
@@ -38,7 +40,57 @@ func TestDirect(t *testing.T) {
 		t.Fatalf("the test process lost write access: %v", err)
 	}
 	f.Close()
-	if b, err := os.ReadFile("/proc/self/status"); err == nil && !strings.Contains(string(b), "NoNewPrivs:\t0") {
-		t.Errorf("main thread has no_new_privs set")
+	// No thread of this process stays confined: the throwaway threads exit.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		confined := confinedThreads(t)
+		if len(confined) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads still confined: %v", confined)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// confinedThreads lists the threads of this process with no_new_privs or a
+// seccomp filter.
+func confinedThreads(t *testing.T) []string {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		s := string(b)
+		if !strings.Contains(s, "NoNewPrivs:\t0") || !strings.Contains(s, "Seccomp:\t0") {
+			out = append(out, task.Name())
+		}
+	}
+	return out
+}
+
+// TestStartDirectNeverConfinesTheMainThread starts many commands while the
+// main thread is idle and free to be picked by the scheduler.
+func TestStartDirectNeverConfinesTheMainThread(t *testing.T) {
+	requireSandbox(t)
+	direct = true
+	defer func() { direct = false }()
+	for range 30 {
+		if r := run(t, "true"); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.out)
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "NoNewPrivs:\t0") || !strings.Contains(string(b), "Seccomp:\t0") {
+		t.Fatalf("main thread confined:\n%s", b)
 	}
 }

@@ -36,6 +36,19 @@
 // per command on ABI < 8 and would protect only Go runtime threads that
 // die at execve.)
 //
+// # Starting without the helper: StartDirect
+//
+// [Command.StartDirect] is the faster alternative (≈ +0.5 ms instead of
+// ≈ +1.8 ms with a small static helper and ≈ +4.5 ms re-executing a large
+// engine binary): it forks bash from a throwaway OS thread of the engine
+// that it confines first (pids cgroup via the thread's tasks entry or
+// CLONE_INTO_CGROUP, capabilities, Landlock, seccomp: all per-thread state
+// that the child inherits), and lets bash set the rlimits on itself from a
+// BASH_ENV file before the command runs. The thread is never reused: the
+// goroutine exits locked, so the Go runtime terminates it (and if it was
+// the main thread, which the runtime never terminates, the work moves to
+// another thread first). The same test matrix runs in both modes.
+//
 // # Enforcement on the development kernel (Linux 6.18, Landlock ABI 7)
 //
 //	what                                   how                                     result inside
@@ -113,11 +126,21 @@
 //
 // # Cost
 //
-// Per command, on top of plain `bash -c true` (~1.3 ms here): starting the
-// helper binary (Go runtime start, ~0.7 ms for a small static binary, more
-// for a large cgo-linked one: see [HelperPath] and ./cmd/bashvisor-sandbox),
-// confining it (~0.35 ms: cgroup join, capabilities, Landlock, seccomp),
-// and Prepare/Cleanup (~0.1 ms with the scratch dir on tmpfs, 1-3 ms on
-// an ext4 /tmp mounted with discard: see [ScratchRoot]). BenchmarkOverhead
-// measures it side by side.
+// Per command, on top of plain `bash -c true` (~1.2 ms here), measured side
+// by side by BenchmarkOverhead (wall-clock medians, 2-core VM under load
+// from other jobs, so ±0.5 ms):
+//
+//	StartDirect, scratch on tmpfs (ScratchRoot=/dev/shm)      +0.5..0.6 ms
+//	StartDirect, scratch in /tmp (ext4, discard)              +1.9 ms
+//	static helper (HelperPath), scratch on tmpfs              +1.8..1.9 ms
+//	re-exec of the test binary (cgo), scratch in /tmp         +2.6..3.3 ms
+//	re-exec of cmd/demo (≈3-4 ms of package init)             +4.3..5.4 ms
+//
+// The parts: the helper's Go runtime start (≈0.75 ms of CPU even for a
+// small static binary on this VM), confinement (≈0.35 ms: cgroup join
+// ≈0.15, capabilities ≈0.06, Landlock ≈0.03, seccomp ≈0.1), bash running
+// ≈10 % slower under Landlock and seccomp (≈0.1 ms), and Prepare/Cleanup
+// (≈0.1 ms with the scratch dir on tmpfs, 1-3 ms on an ext4 /tmp mounted
+// with discard: see [ScratchRoot]; Cleanup may run in a goroutine after the
+// result was returned).
 package sandbox
