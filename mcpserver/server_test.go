@@ -483,3 +483,22 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestRestricted(t *testing.T) {
+	s := newSetup(t, nil, Options{Restricted: true})
+	ctx := context.Background()
+	r := bash(t, ctx, s.cs, map[string]any{"command": "echo inside"})
+	if r.Status == engine.StatusError && os.Getenv("REQUIRE_LANDLOCK") != "1" {
+		t.Skipf("restricted mode unavailable: %s", r.Output)
+	}
+	if r.Status != engine.StatusOK || r.Output != "inside\n" {
+		t.Fatalf("%+v", r)
+	}
+	r = bash(t, ctx, s.cs, map[string]any{"command": "echo x > written"})
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Permission denied") {
+		t.Errorf("write in restricted mode: %s %q", r.Status, r.Output)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "written")); err == nil {
+		t.Error("restricted command wrote into the working directory")
+	}
+}

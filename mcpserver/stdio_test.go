@@ -1,13 +1,16 @@
 package mcpserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,5 +216,66 @@ func TestStdioAudit(t *testing.T) {
 	}
 	if rec.Command != "exit 3" || rec.Decision != "allow" || rec.Mode != "slow" || rec.Status != "failed" || rec.ExitCode == nil || *rec.ExitCode != 3 {
 		t.Errorf("audit record %s", lines[1])
+	}
+}
+
+// `demo mcp -http` end to end: listens where told, requires the token,
+// serves the tools, stops on SIGTERM with exit 0.
+func TestDemoHTTP(t *testing.T) {
+	needDemo(t)
+	cmd := exec.Command(demoBin, "mcp", "-grace", "200ms", "-C", t.TempDir(), "-http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BASHVISOR_MCP_TOKEN=tok-123")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var url string
+	re := regexp.MustCompile(`listening on (http://\S+/mcp) \(bearer token required\)`)
+	timeout := time.After(10 * time.Second)
+	for url == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("demo mcp -http exited")
+			}
+			if m := re.FindStringSubmatch(line); m != nil {
+				url = m[1]
+			}
+		case <-timeout:
+			t.Fatal("demo mcp -http did not start")
+		}
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if resp, err := (&http.Client{Transport: tr}).Post(url, "application/json", strings.NewReader(initializeBody)); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-123", tr}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := bash(t, context.Background(), cs, map[string]any{"command": "echo via demo http"}); r.Output != "via demo http\n" {
+		t.Errorf("%+v", r)
+	}
+	cs.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	for range lines { // drain until stderr closes
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("demo mcp -http after SIGTERM: %v", err)
 	}
 }

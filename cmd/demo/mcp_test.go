@@ -1,0 +1,67 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stdio and HTTP behaviour of `demo mcp` is tested end to end against
+// the built binary in package mcpserver; these are the flag checks.
+
+func TestMCPFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	t.Setenv(tokenEnv, "")
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-http", "0.0.0.0:8765"}, "refusing to serve -http 0.0.0.0:8765 without a bearer token"},
+		{[]string{"-http", ":8765"}, "refusing to serve -http :8765 without a bearer token"},
+		{[]string{"-http", "192.168.1.10:80"}, "without a bearer token"},
+		{[]string{"-env-policy", "all"}, "-env-policy must be inherit-safe or allowlist"},
+		{[]string{"-coauthor", "Bot"}, `-coauthor must look like "Name <email>"`},
+		{[]string{"-C", filepath.Join(file, "missing")}, "-C:"},
+		{[]string{"-C", file}, "is not a directory"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-timeout", "soon"}, "invalid value"},
+	} {
+		_, err := parseMCPFlags(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: error %v, want %q", c.args, err, c.err)
+		}
+	}
+	for _, args := range [][]string{
+		{},
+		{"-http", "127.0.0.1:8765"},
+		{"-http", "localhost:0"},
+		{"-http", "[::1]:8765"},
+		{"-http", "0.0.0.0:8765", "-token", "t"},
+		{"-C", t.TempDir(), "-timeout", "5s", "-slow-timeout", "1m", "-grace", "1s", "-restricted",
+			"-coauthor", "Bot <bot@example.com>", "-audit", filepath.Join(t.TempDir(), "a.jsonl"), "-env-policy", "allowlist"},
+	} {
+		if _, err := parseMCPFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	t.Setenv(tokenEnv, "from-env")
+	f, err := parseMCPFlags([]string{"-http", "0.0.0.0:8765"}, io.Discard)
+	if err != nil || f.token != "from-env" {
+		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
+	}
+	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist"}, io.Discard)
+	if c := f.engineConfig(nil); c.Timeout != 3*time.Second || c.Grace != 100*time.Millisecond || c.EnvPolicy != "allowlist" {
+		t.Errorf("engine config %+v", c)
+	}
+}
+
+func TestMCPRefusesOpenAddressWithoutToken(t *testing.T) {
+	t.Setenv(tokenEnv, "")
+	if code := cmdMCP([]string{"-http", "0.0.0.0:0"}); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+}

@@ -1,0 +1,90 @@
+// Package mcpserver serves a bashvisor [engine.Engine] over the Model
+// Context Protocol (SPEC §2.9), on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
+// Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
+//
+// [New] returns an *mcp.Server with four tools:
+//
+//   - bash {command, mode?}: input schema exactly [engine.InputSchema]
+//     (mode is an explicit enum default/slow/background), description
+//     [engine.Engine.Description] ending with <pwd>DIR</pwd> (and the
+//     sandbox constraints when restricted). The result's text content is
+//     [engine.Result.Output] (SPEC §2.5), its structuredContent the Result
+//     as JSON (an output schema is declared), isError true unless the
+//     status is ok or started.
+//   - bash_jobs {}: the conversation's background jobs (job_id, pid,
+//     command, display, status, started, bytes, ...), as {"jobs": [...]}.
+//   - bash_output {job_id, tail_bytes?, offset?, limit?}: a slice of a job's
+//     output and its status. Without tail_bytes or offset/limit it returns
+//     the last 32 KiB ([DefaultTailBytes]); at most 128 KiB per call. The
+//     text starts with a status line naming the byte range shown and, when
+//     more follows, ends with the offset to continue from.
+//   - bash_kill {job_id}: terminates a job's process group with the grace
+//     sequence (needed in restricted mode, where one command cannot signal
+//     another's processes) and returns its final state.
+//
+// [Handler] serves a server over streamable HTTP for mounting on any mux;
+// `demo mcp` serves it over stdio or, with -http, at /mcp.
+//
+// # Choices
+//
+// Arguments are decoded by hand, not by schema validation, so that every
+// malformed call gets a result the model can act on, never a crash or a
+// protocol error: status "error" and text "[error: bad input: …]" naming the
+// field and what was expected (missing command, wrong types, unknown mode,
+// unknown fields, empty command, NUL bytes). Commands longer than
+// [Options.MaxCommandBytes] (default 131071 bytes, Linux's limit on one
+// execve argument, so no longer command could run anyway) are refused the
+// same way; the error result echoes at most 1 KiB of the command. A panic
+// in a handler becomes an "[error: internal error: …]" result.
+//
+// Cancellation: the go-sdk cancels a handler's context on
+// notifications/cancelled and when the session's connection breaks (stdin
+// EOF, a closed pipe); that context is the one passed to
+// [engine.Engine.Run], which then terminates the command's process group
+// with the grace sequence and returns status "cancelled". Over HTTP a call
+// is also cancelled when the HTTP request carrying it goes away: the
+// handler keeps no event store, so that response could never be delivered.
+// [Options.BaseContext] cancels every call at shutdown (closing an MCP
+// session waits for its calls). [Options.OnResult] sees every result,
+// including those of cancelled calls the client no longer reads.
+//
+// Concurrency: the go-sdk runs each tools/call in its own goroutine (it does
+// not serialise calls per session), and the engine serves any number of
+// calls at once, so a slow call never delays another.
+//
+// Progress: when a call carries a progress token, the engine's progress
+// snapshots become notifications/progress with progress = elapsed seconds
+// (strictly increasing) and message "12.0s, 3.4 KiB, last: LINE", at most
+// one per [Options.ProgressInterval] (default 1s). The engine's callback
+// never blocks on the client: only the latest snapshot is kept and a
+// per-call goroutine sends it.
+//
+// Approval: when the engine answers "needs_approval" (a permission rule
+// said "ask") and the client declared the elicitation capability, the
+// server asks the user to approve the exact command (with mode and working
+// directory). Accept runs it with ToolContext.Approved; decline returns
+// status "denied"; cancel (dismissed) returns the needs_approval result.
+// Clients on protocol versions before 2026-07-28 get an elicitation/create
+// request while the call waits; newer clients, which forbid
+// server-initiated requests, get an input-required result and retry the
+// call with the answer and an opaque request state, an HMAC (per-server
+// random key) over conversation, directory, mode, command and a 10-minute
+// expiry, so an answer cannot be replayed for another command. Clients
+// without elicitation (or with [Options.DisableElicitation]) get the
+// needs_approval result as it is.
+//
+// Conversations: one server serves one conversation
+// ([Options.ConversationID], default "mcp"), which scopes the job tools to
+// that conversation's jobs. To isolate conversations sharing one engine,
+// serve one server per conversation ([HTTPOptions.GetServer]).
+//
+// HTTP security: the go-sdk's DNS-rebinding protection stays on (a request
+// reaching a loopback address with a non-loopback Host gets 403); browser
+// requests whose Origin is neither the server's own nor listed in
+// [HTTPOptions.AllowedOrigins] get 403, as do requests that Sec-Fetch-Site
+// marks cross-site; with [HTTPOptions.Token] every request needs
+// "Authorization: Bearer TOKEN" (compared in constant time) or gets 401.
+// Sessions idle for 30 minutes are closed. `demo mcp -http` binds where it
+// is told and refuses a non-loopback address without a token.
+package mcpserver
