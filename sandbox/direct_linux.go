@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,9 +41,12 @@ import (
 // rlimits belong to the whole process, so they cannot be set on the thread:
 // bash sets them itself before it runs the command, from the BASH_ENV file
 // StartDirect writes into the scratch dir (`ulimit ... || exit 126`; it
-// unsets BASH_ENV so nested shells do not read it again). The command runs
-// exactly as `bash -c command` would. Wait for cmd as usual and call
-// Cleanup afterwards.
+// unsets BASH_ENV so nested shells do not read it again). POSIXLY_CORRECT
+// and SHELLOPTS are removed from the environment, because bash in POSIX
+// mode ignores BASH_ENV, and the same limits are also applied with
+// prlimit(2) right after the start as a fallback. The command runs as
+// `bash -c command` would. Wait for cmd as usual and call Cleanup
+// afterwards (also when StartDirect fails).
 func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	if c.bash == "" {
 		return errors.New("sandbox: StartDirect needs a Command from Prepare")
@@ -51,13 +55,20 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	if err := os.WriteFile(limits, []byte(ulimitScript(c.cfg)), 0o400); err != nil {
 		return fmt.Errorf("sandbox: write limits: %w", err)
 	}
+	if b := filepath.Base(c.bash); b == "sh" || strings.HasPrefix(b, "sh.") {
+		return fmt.Errorf("sandbox: StartDirect needs bash started as bash (BASH_ENV), not %q", c.bash)
+	}
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
+	// bash ignores BASH_ENV in POSIX mode, which these variables switch on.
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, "POSIXLY_CORRECT=") || strings.HasPrefix(kv, "SHELLOPTS=")
+	})
 	cmd.Path = c.bash
 	cmd.Args = []string{c.bash, "-c", c.command}
-	cmd.Env = append(env[:len(env):len(env)], "BASH_ENV="+limits)
+	cmd.Env = append(env, "BASH_ENV="+limits)
 	var cgroupFD = -1
 	if c.cfg.CgroupDir != "" && cgroupV2 {
 		if cmd.SysProcAttr == nil {
@@ -113,7 +124,20 @@ func (c *Command) confineThreadAndStart(cmd *exec.Cmd, v2 bool) error {
 	if err := installSeccomp(true); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	return cmd.Start()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// Belt and braces: the same limits from outside, right away, in case
+	// BASH_ENV was not read. Best effort: the command is already running.
+	lims := rlimitsOf(c.cfg)
+	if as := c.cfg.AddressSpace; as != Unlimited {
+		lims = append(lims, rlimit{"RLIMIT_AS", unix.RLIMIT_AS, as, as})
+	}
+	for _, l := range lims {
+		rl := unix.Rlimit{Cur: l.soft, Max: l.hard}
+		_ = unix.Prlimit(cmd.Process.Pid, l.res, &rl, nil)
+	}
+	return nil
 }
 
 // ulimitScript is the BASH_ENV file of StartDirect: the helper's rlimits,

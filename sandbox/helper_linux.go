@@ -161,24 +161,35 @@ func execWithAddressSpace(argv, env []string, as uint64) error {
 	panic("unreachable")
 }
 
-func setRlimits(cfg config) error {
+type rlimit struct {
+	name       string
+	res        int
+	soft, hard uint64
+}
+
+// rlimitsOf lists the rlimits of cfg, RLIMIT_AS excluded (set last, see
+// execWithAddressSpace) and unlimited ones left out.
+func rlimitsOf(cfg config) []rlimit {
 	cpuHard := cfg.CPUSeconds
 	if cpuHard != Unlimited {
 		cpuHard += 5 // soft < hard: SIGXCPU first, SIGKILL at the hard limit
 	}
-	for _, l := range []struct {
-		name       string
-		res        int
-		soft, hard uint64
-	}{
+	var out []rlimit
+	for _, l := range []rlimit{
 		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0},
 		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.CPUSeconds, cpuHard},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
 		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.OpenFiles, cfg.OpenFiles},
 	} {
-		if l.soft == Unlimited && l.hard == Unlimited {
-			continue // keep what the engine has
+		if l.soft != Unlimited || l.hard != Unlimited {
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+func setRlimits(cfg config) error {
+	for _, l := range rlimitsOf(cfg) {
 		// syscall.Setrlimit (not x/sys) so the runtime knows about NOFILE
 		// and does not "restore" its startup value on exec.
 		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.soft, Max: l.hard}); err != nil {

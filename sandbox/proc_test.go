@@ -141,6 +141,16 @@ func TestLimits(t *testing.T) {
 			t.Errorf("raising the hard limit succeeded (CAP_SYS_RESOURCE not dropped?)\n%s", r.out)
 		}
 	})
+	t.Run("posix-mode-env", func(t *testing.T) {
+		// SHELLOPTS=posix or POSIXLY_CORRECT make bash skip BASH_ENV, which
+		// StartDirect uses for the rlimits: they must apply anyway.
+		r := runIn(t, sandbox.Limits{FileSize: 1 << 20, AddressSpace: 3 << 30}, t.TempDir(), `echo "f=$(ulimit -f) v=$(ulimit -v) c=$(ulimit -c)"`, "SHELLOPTS=posix", "POSIXLY_CORRECT=1")
+		// In POSIX mode bash counts ulimit -f in 512-byte blocks.
+		want, posix := fmt.Sprintf("f=1024 v=%d c=0", 3<<20), fmt.Sprintf("f=2048 v=%d c=0", 3<<20)
+		if !strings.Contains(r.out, want) && !strings.Contains(r.out, posix) {
+			t.Fatalf("got %q, want %q", r.out, want)
+		}
+	})
 	t.Run("capabilities", func(t *testing.T) {
 		// Without root there is nothing to drop and the bounding set stays.
 		re := `^Cap(Eff|Prm|Inh|Amb)`
