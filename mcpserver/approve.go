@@ -27,8 +27,8 @@ import (
 // another command or after approvalTTL.
 
 const (
-	approvalKey = "approve"
-	approvalTTL = 10 * time.Minute
+	approvalKey  = "approve"
+	approvalTTL  = 10 * time.Minute
 	protocolMRTR = "2026-07-28" // first protocol version with multi round-trip requests
 )
 

@@ -188,7 +188,7 @@ func jobIDField(m map[string]json.RawMessage) (string, error) {
 // outputArgs are bash_output's decoded arguments, ready for
 // engine.JobOutput.
 type outputArgs struct {
-	jobID                string
+	jobID               string
 	tail, offset, limit int64
 }
 

@@ -279,3 +279,34 @@ func TestDemoHTTP(t *testing.T) {
 		t.Errorf("demo mcp -http after SIGTERM: %v", err)
 	}
 }
+
+// `demo mcp -profile standard`: "ask" commands go to the user through
+// elicitation when the client supports it.
+func TestStdioApproval(t *testing.T) {
+	needDemo(t)
+	for _, c := range []struct {
+		name    string
+		handler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+		status  engine.Status
+	}{
+		{"accept", (&elicitor{action: "accept"}).handle, engine.StatusFailed}, // it ran: not a git repository
+		{"decline", (&elicitor{action: "decline"}).handle, engine.StatusDenied},
+		{"no elicitation", nil, engine.StatusNeedsApproval},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-profile", "standard")
+			stderr := &lockedBuffer{}
+			cmd.Stderr = stderr
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: c.handler}).
+				Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			r := bash(t, context.Background(), cs, map[string]any{"command": "git push origin main"})
+			if r.Status != c.status {
+				t.Errorf("got %s %q, want %s\n%s", r.Status, r.Output, c.status, stderr)
+			}
+		})
+	}
+}

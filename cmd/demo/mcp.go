@@ -21,6 +21,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/mcpserver"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 func init() { commands["mcp"] = cmdMCP }
@@ -38,6 +39,7 @@ type mcpFlags struct {
 	coauthor    string
 	audit       string
 	envPolicy   string
+	profile     string
 	httpAddr    string
 	token       string
 	origins     stringList
@@ -67,6 +69,7 @@ func parseMCPFlags(args []string, stderr io.Writer) (*mcpFlags, error) {
 	fs.StringVar(&f.coauthor, "coauthor", "", `add "Co-authored-by: Name <email>" to git commits, given as "Name <email>"`)
 	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to FILE")
 	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment policy: inherit-safe or allowlist")
+	fs.StringVar(&f.profile, "profile", "", "permission profile: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)")
 	fs.StringVar(&f.token, "token", "", "bearer token required by -http (default $"+tokenEnv+"; required off loopback)")
 	fs.Var(&f.origins, "allow-origin", "browser origin allowed to call -http besides its own (repeatable)")
@@ -82,6 +85,11 @@ func parseMCPFlags(args []string, stderr io.Writer) (*mcpFlags, error) {
 	case engine.EnvInheritSafe, engine.EnvAllowlist:
 	default:
 		return nil, fmt.Errorf("-env-policy must be inherit-safe or allowlist, not %q", f.envPolicy)
+	}
+	if f.profile != "" {
+		if _, err := safety.Preset(f.profile); err != nil {
+			return nil, fmt.Errorf("-profile: %w", err)
+		}
 	}
 	if f.coauthor != "" && !coauthorRE.MatchString(f.coauthor) {
 		return nil, fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
@@ -106,14 +114,20 @@ func parseMCPFlags(args []string, stderr io.Writer) (*mcpFlags, error) {
 
 var coauthorRE = regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`)
 
-func (f *mcpFlags) engineConfig(log *slog.Logger) engine.Config {
+// engineConfig maps the flags to the engine's configuration; audit is the
+// opened -audit file (or nil).
+func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config {
 	c := engine.DefaultConfig()
 	c.Timeout, c.SlowTimeout, c.Grace = f.timeout, f.slowTimeout, f.grace
 	c.EnvPolicy = engine.EnvPolicy(f.envPolicy)
+	c.CoAuthor = f.coauthor
+	if f.profile != "" {
+		c.Permissions, _ = safety.Preset(f.profile) // checked by parseMCPFlags
+	}
+	if audit != nil {
+		c.Audit = audit
+	}
 	c.Logger = log
-	// TODO(engine): c.CoAuthor = f.coauthor once engine.Config has it.
-	// TODO(engine): c.AuditFile = f.audit once engine.Config has it; until
-	// then auditLog below writes the audit lines from the results.
 	return c
 }
 
@@ -154,19 +168,20 @@ func cmdMCP(args []string) int {
 		protoOut = os.NewFile(uintptr(fd), "mcp-stdout")
 	}
 
-	var audit *auditLog
+	var audit *os.File
 	if f.audit != "" {
-		if audit, err = openAudit(f.audit); err != nil {
-			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		if audit, err = os.OpenFile(f.audit, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "demo mcp: -audit:", err)
 			return 1
 		}
 		defer audit.Close()
 	}
-	if f.coauthor != "" {
-		log.Warn("-coauthor is not applied yet: the engine has no co-author setting") // TODO(engine)
-	}
 
-	e, err := engine.New(f.engineConfig(log))
+	var auditW io.Writer
+	if audit != nil {
+		auditW = audit
+	}
+	e, err := engine.New(f.engineConfig(log, auditW))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo mcp:", err)
 		return 1
@@ -181,9 +196,6 @@ func cmdMCP(args []string) int {
 		Logger:     sdkLog,
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext: base,
-	}
-	if audit != nil {
-		opts.OnResult = func(conv string, in engine.Input, r engine.Result) { audit.record(conv, in, r, f.restricted) }
 	}
 	srv := mcpserver.New(e, opts)
 
@@ -262,67 +274,4 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func
 		hs.Close() // open SSE streams never go idle
 	}
 	return code
-}
-
-// auditLog writes one JSON line per bash call (SPEC §2.7): never the
-// output, never environment values.
-//
-// TODO(engine): interim. The engine owns the audit log (SPEC §2.7, with
-// what was killed); once engine.Config takes the audit file, pass -audit
-// there and delete this.
-type auditLog struct {
-	f   *os.File
-	log *slog.Logger
-}
-
-func openAudit(path string) (*auditLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("-audit: %w", err)
-	}
-	return &auditLog{f: f, log: slog.New(slog.NewJSONHandler(f, nil))}, nil
-}
-
-func (a *auditLog) Close() error { return a.f.Close() }
-
-func (a *auditLog) record(conv string, in engine.Input, r engine.Result, restricted bool) {
-	decision := "allow"
-	switch r.Status {
-	case engine.StatusBlocked:
-		decision = "block"
-	case engine.StatusDenied:
-		decision = "deny"
-	case engine.StatusNeedsApproval:
-		decision = "ask"
-	case engine.StatusError:
-		if errors.Is(r.Err, engine.ErrBadInput) {
-			decision = "invalid"
-		}
-	}
-	mode := in.Mode
-	if mode == "" {
-		mode = engine.ModeDefault
-	}
-	attrs := []any{
-		"conversation", conv,
-		"command", r.Command,
-		"display", r.Display,
-		"decision", decision,
-		"mode", string(mode),
-		"restricted", restricted,
-		"status", string(r.Status),
-		"duration_ms", r.DurationMS,
-		"bytes", r.OutputBytes,
-		"truncated", r.Truncated,
-	}
-	if r.ExitCode != nil {
-		attrs = append(attrs, "exit_code", *r.ExitCode)
-	}
-	if r.Signal != "" {
-		attrs = append(attrs, "signal", r.Signal)
-	}
-	if r.JobID != "" {
-		attrs = append(attrs, "job_id", r.JobID)
-	}
-	a.log.Info("bash", attrs...)
 }

@@ -29,6 +29,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"-C", file}, "is not a directory"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-timeout", "soon"}, "invalid value"},
+		{[]string{"-profile", "paranoid"}, `-profile: unknown permission profile "paranoid"`},
 	} {
 		_, err := parseMCPFlags(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -42,7 +43,7 @@ func TestMCPFlags(t *testing.T) {
 		{"-http", "[::1]:8765"},
 		{"-http", "0.0.0.0:8765", "-token", "t"},
 		{"-C", t.TempDir(), "-timeout", "5s", "-slow-timeout", "1m", "-grace", "1s", "-restricted",
-			"-coauthor", "Bot <bot@example.com>", "-audit", filepath.Join(t.TempDir(), "a.jsonl"), "-env-policy", "allowlist"},
+			"-coauthor", "Bot <bot@example.com>", "-audit", filepath.Join(t.TempDir(), "a.jsonl"), "-env-policy", "allowlist", "-profile", "standard"},
 	} {
 		if _, err := parseMCPFlags(args, io.Discard); err != nil {
 			t.Errorf("%q: %v", args, err)
@@ -53,8 +54,9 @@ func TestMCPFlags(t *testing.T) {
 	if err != nil || f.token != "from-env" {
 		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
 	}
-	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist"}, io.Discard)
-	if c := f.engineConfig(nil); c.Timeout != 3*time.Second || c.Grace != 100*time.Millisecond || c.EnvPolicy != "allowlist" {
+	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>"}, io.Discard)
+	if c := f.engineConfig(nil, nil); c.Timeout != 3*time.Second || c.Grace != 100*time.Millisecond || c.EnvPolicy != "allowlist" ||
+		c.Permissions == nil || c.CoAuthor != "Bot <b@x.org>" || c.Audit != nil {
 		t.Errorf("engine config %+v", c)
 	}
 }
