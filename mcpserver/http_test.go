@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +226,38 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+func TestHTTPConcurrentCalls(t *testing.T) {
+	h := newHTTPSetup(t, HTTPOptions{})
+	parallelSleeps(t, h.client(t, ""), 50)
+}
+
+func TestHTTPProgress(t *testing.T) {
+	h := newHTTPSetup(t, HTTPOptions{})
+	var mu sync.Mutex
+	var got []string
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			got = append(got, req.Params.Message)
+			mu.Unlock()
+		},
+	}).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: h.tr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	p := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo step$i; sleep 0.2; done"}}
+	p.SetProgressToken(7)
+	if _, err := cs.CallTool(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Options.ProgressInterval defaults to 1s: ~2.4 s gives 2 or 3.
+	if len(got) < 2 || len(got) > 4 || !strings.Contains(got[len(got)-1], "last: step") {
+		t.Errorf("progress over HTTP: %q", got)
 	}
 }

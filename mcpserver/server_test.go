@@ -382,14 +382,20 @@ func TestBaseContextCancels(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	s := newSetup(t, nil, Options{})
+	parallelSleeps(t, s.cs, 50)
+}
+
+// parallelSleeps makes n parallel `sleep 1` calls on one session and
+// checks that they ran concurrently.
+func parallelSleeps(t *testing.T, cs *mcp.ClientSession, n int) {
+	t.Helper()
 	ctx := context.Background()
-	const n = 50
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan string, n)
 	for i := range n {
 		wg.Go(func() {
-			res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": fmt.Sprintf("sleep 1; echo %d", i)}})
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": fmt.Sprintf("sleep 1; echo %d", i)}})
 			if err != nil {
 				errs <- err.Error()
 				return

@@ -310,3 +310,60 @@ func TestStdioApproval(t *testing.T) {
 		})
 	}
 }
+
+// Nothing but JSON-RPC messages ever reaches stdout; logs go to stderr.
+func TestStdioStdoutIsProtocolOnly(t *testing.T) {
+	needDemo(t)
+	cmd := exec.Command(demoBin, "mcp", "-v", "-C", t.TempDir())
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo out; echo err >&2"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","arguments":{"command":"exit 1"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope"}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":"not an object"}}`,
+	}
+	for _, m := range msgs {
+		io.WriteString(stdin, m+"\n")
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	seen := map[float64]bool{}
+	for len(seen) < 5 && sc.Scan() {
+		var msg map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+			t.Fatalf("non-protocol line on stdout: %q", sc.Text())
+		}
+		if id, ok := msg["id"].(float64); ok {
+			seen[id] = true
+		}
+	}
+	stdin.Close()
+	for sc.Scan() {
+		var msg map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+			t.Fatalf("non-protocol line on stdout: %q", sc.Text())
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit: %v\n%s", err, stderr)
+	}
+	if len(seen) != 5 {
+		t.Errorf("answered %v", seen)
+	}
+	if !strings.Contains(stderr.String(), "level=") {
+		t.Errorf("no logs on stderr with -v:\n%s", stderr)
+	}
+}
+
+func TestStdioConcurrentCalls(t *testing.T) {
+	cs, _, _ := stdioServer(t, "-C", t.TempDir())
+	parallelSleeps(t, cs, 50)
+}
