@@ -131,10 +131,10 @@
 // from other jobs, so ±0.5 ms):
 //
 //	StartDirect, scratch on tmpfs (ScratchRoot=/dev/shm)      +0.5..0.6 ms
-//	StartDirect, scratch in /tmp (ext4, discard)              +1.9 ms
-//	static helper (HelperPath), scratch on tmpfs              +1.8..1.9 ms
+//	StartDirect, scratch in /tmp (ext4, discard)              +0.8..1.9 ms
+//	static helper (HelperPath), scratch on tmpfs              +1.8..2.0 ms
 //	re-exec of the test binary (cgo), scratch in /tmp         +2.6..3.3 ms
-//	re-exec of cmd/demo (≈3-4 ms of package init)             +4.3..5.4 ms
+//	re-exec of cmd/demo (≈3-4 ms of package init)             +4.3..5.5 ms
 //
 // The parts: the helper's Go runtime start (≈0.75 ms of CPU even for a
 // small static binary on this VM), confinement (≈0.35 ms: cgroup join

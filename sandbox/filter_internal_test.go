@@ -99,6 +99,27 @@ func TestFilterVerdicts(t *testing.T) {
 			t.Errorf("x32 read: got %#x, want EPERM", got)
 		}
 	}
+	// StartDirect's variant lets clone3 through and nothing else changes.
+	raw3, err := buildFilter(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins3, _ := bpf.Disassemble(raw3)
+	vm3, err := bpf.NewVM(ins3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64)
+	binary.BigEndian.PutUint32(data[0:], unix.SYS_CLONE3)
+	binary.BigEndian.PutUint32(data[4:], auditArch)
+	if v, _ := vm3.Run(data); uint32(v) != retAllow {
+		t.Errorf("clone3 with allowClone3: got %#x", v)
+	}
+	binary.BigEndian.PutUint32(data[0:], unix.SYS_CONNECT)
+	if v, _ := vm3.Run(data); uint32(v) != retEPERM {
+		t.Errorf("connect with allowClone3: got %#x", v)
+	}
+
 	// Every syscall number not listed is allowed.
 	listed := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_CLONE: true, unix.SYS_CLONE3: true}
 	for _, nr := range deniedSyscalls {
