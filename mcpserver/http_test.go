@@ -261,3 +261,30 @@ func TestHTTPProgress(t *testing.T) {
 		t.Errorf("progress over HTTP: %q", got)
 	}
 }
+
+// Elicitation over streamable HTTP (server-to-client request on the call's
+// stream).
+func TestHTTPApproval(t *testing.T) {
+	e := newEngine(t, nil)
+	srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
+	ts := httptest.NewServer(Handler(srv, HTTPOptions{}))
+	tr := &http.Transport{}
+	defer func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		tr.CloseIdleConnections()
+	}()
+	for action, want := range map[string]engine.Status{"accept": engine.StatusOK, "decline": engine.StatusDenied} {
+		el := &elicitor{action: action}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: tr}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo yes"})
+		if r.Status != want || len(el.asked) != 1 {
+			t.Errorf("%s: %s %q, asked %d times", action, r.Status, r.Output, len(el.asked))
+		}
+		cs.Close()
+	}
+}
