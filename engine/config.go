@@ -101,6 +101,10 @@ type Config struct {
 	Audit io.Writer
 	// Sandbox holds the resource limits of restricted commands.
 	Sandbox sandbox.Limits
+	// SandboxHelper starts restricted commands through the re-executed
+	// sandbox helper (the program must call sandbox.Main first in main)
+	// instead of from a confined throwaway thread of the engine.
+	SandboxHelper bool
 
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.

@@ -31,9 +31,25 @@ func restricted(dir string) engine.ToolContext {
 	return engine.ToolContext{WorkingDir: dir, Restricted: true, ConversationID: "restricted"}
 }
 
-func TestRestrictedFilesystem(t *testing.T) {
+// bothLaunchers runs f with the direct (confined thread) start and with
+// the re-executed sandbox helper.
+func bothLaunchers(t *testing.T, f func(t *testing.T, mod func(*engine.Config))) {
 	needLandlock(t)
-	e := newEngine(t)
+	for _, helper := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "helper"}[helper], func(t *testing.T) {
+			f(t, func(c *engine.Config) { c.SandboxHelper = helper })
+		})
+	}
+}
+
+func TestRestrictedFilesystem(t *testing.T) { bothLaunchers(t, testRestrictedFilesystem) }
+func TestRestrictedNetwork(t *testing.T)    { bothLaunchers(t, testRestrictedNetwork) }
+func TestRestrictedTimeoutAndBackground(t *testing.T) {
+	bothLaunchers(t, testRestrictedTimeoutAndBackground)
+}
+
+func testRestrictedFilesystem(t *testing.T, mod func(*engine.Config)) {
+	e := newEngine(t, mod)
 	dir := t.TempDir()
 	sentinel := filepath.Join(dir, "sentinel.txt")
 	os.WriteFile(sentinel, []byte("original"), 0o644)
@@ -62,9 +78,8 @@ echo "$TMPDIR"`})
 	}
 }
 
-func TestRestrictedNetwork(t *testing.T) {
-	needLandlock(t)
-	e := newEngine(t)
+func testRestrictedNetwork(t *testing.T, mod func(*engine.Config)) {
+	e := newEngine(t, mod)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,9 +112,8 @@ func TestRestrictedNetwork(t *testing.T) {
 	}
 }
 
-func TestRestrictedTimeoutAndBackground(t *testing.T) {
-	needLandlock(t)
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond })
+func testRestrictedTimeoutAndBackground(t *testing.T, mod func(*engine.Config)) {
+	e := newEngine(t, mod, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), restricted(dir), engine.Input{Command: "echo $$; sleep 30"})
 	if r.Status != engine.StatusTimedOut || !strings.HasPrefix(r.Output, "[command timed out after 500ms]\n") {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 
@@ -29,6 +30,10 @@ type Spec struct {
 	SeparateStderr bool
 	// CgroupFD, when >= 0, starts the process inside that cgroup v2.
 	CgroupFD int
+	// Launch, when set, starts the prepared command instead of cmd.Start
+	// (restricted mode starts it from a confined thread). It may change
+	// Path, Args, Env and SysProcAttr but must keep Setsid and the files.
+	Launch func(cmd *exec.Cmd) error
 }
 
 // Process is a started command: the leader of a new session and process
@@ -104,18 +109,27 @@ func Start(spec Spec) (*Process, error) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = spec.CgroupFD
 	}
-	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   spec.Env,
-		Files: []*os.File{in, out, errw},
-		Sys:   sys,
-	})
+	// *os.File stdio is handed to the child as is: exec.Cmd starts no
+	// copying goroutines, and Wait is never called on cmd (see Wait).
+	cmd := &exec.Cmd{
+		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Env,
+		Stdin: in, Stdout: out, Stderr: errw, SysProcAttr: sys,
+	}
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	if spec.Launch != nil {
+		err = spec.Launch(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	if err != nil {
 		return fail(err)
 	}
 	for _, f := range closeAfter {
 		f.Close()
 	}
+	proc := cmd.Process
 	p.proc, p.Pid = proc, proc.Pid
 	// A pidfd in the netpoller lets Wait park a goroutine, not a thread.
 	// The child is not reaped yet, so its pid cannot have been reused.
