@@ -63,6 +63,7 @@ type commandActor struct {
 	pipeHeld      bool
 	finished      bool
 	waiters       []func(JobState)
+	final         *JobState // the final state once reported
 	started       bool
 	doneSent      bool
 	backgroundErr error
@@ -87,6 +88,13 @@ func (a *commandActor) Receive(ctx actor.Context) {
 			a.terminate(ctx, ReasonTimeout)
 		}
 	case *Cancel:
+		if a.finished && a.final != nil {
+			// A kill that crossed the final report: answer with it.
+			if m.Reply != nil {
+				m.Reply(*a.final)
+			}
+			return
+		}
 		if m.Reply != nil {
 			a.waiters = append(a.waiters, m.Reply)
 		}
@@ -222,7 +230,12 @@ func (a *commandActor) failStart(ctx actor.Context, err error) {
 	a.doneSent = true
 	st := a.jobState(nil)
 	st.Running, st.Status, st.Reason = false, "error", err.Error()
+	a.final = &st
 	a.report(ctx, st)
+	for _, w := range a.waiters {
+		w(st)
+	}
+	a.waiters = nil
 }
 
 // readBufs holds the read buffers; a reader holds one only while data
@@ -443,6 +456,7 @@ func (a *commandActor) finish(ctx actor.Context) {
 		a.doneSent = true
 	}
 	st := a.jobState(&o)
+	a.final = &st
 	a.report(ctx, st)
 	for _, w := range a.waiters {
 		w(st)
@@ -562,7 +576,12 @@ func (a *commandActor) detach(ctx actor.Context) {
 	a.removeCgroup(true)
 	st := a.jobState(nil)
 	st.Running, st.Status, st.Reason = false, "detached", "left running at engine shutdown"
+	a.final = &st
 	a.report(ctx, st)
+	for _, w := range a.waiters {
+		w(st)
+	}
+	a.waiters = nil
 }
 
 // emergency runs when the actor is stopped before it finished (a panic or
@@ -588,7 +607,10 @@ func (a *commandActor) emergency(ctx actor.Context) {
 		a.cmd.Events <- &Done{Outcome: o}
 		a.doneSent = true
 	}
+	st := a.jobState(&o)
+	a.final = &st
 	for _, w := range a.waiters {
-		w(a.jobState(&o))
+		w(st)
 	}
+	a.waiters = nil
 }

@@ -137,7 +137,10 @@ func (s *supervisor) update(ctx actor.Context, st actors.JobState) {
 	if st.Background && st.Status != "error" {
 		s.remember(st)
 	}
-	ctx.Stop(e.pid)
+	// Poison, not Stop: a user message, so a Cancel sent before this
+	// point (a Kill crossing the final report) still reaches the actor,
+	// which answers it with its final state.
+	ctx.Poison(e.pid)
 }
 
 func (s *supervisor) remember(st actors.JobState) {
