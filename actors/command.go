@@ -165,7 +165,6 @@ func (a *commandActor) startProc(spec proc.Spec) (*proc.Process, error) {
 	if a.cg == nil {
 		return p, err
 	}
-	a.cg.CloseFD()
 	if err != nil {
 		a.cg.Remove()
 		a.cg = nil
@@ -179,7 +178,7 @@ func (a *commandActor) startProc(spec proc.Spec) (*proc.Process, error) {
 // and, with a cgroup, every process in the cgroup (escapees included).
 func (a *commandActor) liveMembers() []proc.Member {
 	members := proc.LiveMembers(a.p.Pid)
-	if a.cg == nil {
+	if a.cg == nil || !a.cg.Populated() { // cgroup.events is cheaper than cgroup.procs
 		return members
 	}
 	for _, m := range a.cg.Members() {
@@ -222,6 +221,21 @@ func (a *commandActor) removeCgroup(release bool) {
 	a.cg = nil
 }
 
+// recycleCgroup hands the cgroup of a command that ended cleanly (nothing
+// had to be terminated, released or left behind) back for reuse, and
+// removes any other.
+func (a *commandActor) recycleCgroup() {
+	if a.cg == nil {
+		return
+	}
+	if a.terminating || a.leftRunning || len(a.leftovers) > 0 || len(a.survivors) > 0 || a.pipeHeld {
+		a.removeCgroup(a.leftRunning)
+		return
+	}
+	a.cg.RecycleEmpty() // advance saw no member before finishing
+	a.cg = nil
+}
+
 func (a *commandActor) failStart(ctx actor.Context, err error) {
 	a.finished = true
 	a.removeCgroup(false)
@@ -237,6 +251,13 @@ func (a *commandActor) failStart(ctx actor.Context, err error) {
 	}
 	a.waiters = nil
 }
+
+// A pipe that has carried floodBytes is enlarged to floodPipeSize (from
+// the default 64 KiB); quieter commands keep the small default.
+const (
+	floodBytes    = 256 << 10
+	floodPipeSize = 1 << 20
+)
 
 // readBufs holds the read buffers; a reader holds one only while data
 // flows, never while parked on a quiet pipe.
@@ -254,6 +275,7 @@ func (a *commandActor) readInto(r *os.File, dst *truncate.Buffer) {
 		if err != nil {
 			return
 		}
+		var total int
 		_ = rc.Read(func(fd uintptr) bool {
 			bp := readBufs.Get().(*[]byte)
 			defer readBufs.Put(bp)
@@ -261,6 +283,15 @@ func (a *commandActor) readInto(r *os.File, dst *truncate.Buffer) {
 				n, err := unix.Read(int(fd), *bp)
 				switch {
 				case n > 0:
+					if total < floodBytes && total+n >= floodBytes {
+						// A flood: a larger pipe lets the command keep
+						// writing while the buffer (and its spool file)
+						// takes the previous chunk. Best effort: the
+						// kernel may refuse (pipe-max-size, per-user
+						// pipe limits).
+						_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, floodPipeSize)
+					}
+					total += n
 					dst.Write((*bp)[:n])
 				case errors.Is(err, unix.EINTR):
 				case errors.Is(err, unix.EAGAIN):
@@ -423,7 +454,7 @@ func (a *commandActor) finish(ctx actor.Context) {
 	a.finished = true
 	a.stopTimers()
 	a.closePipes()
-	a.removeCgroup(a.leftRunning)
+	a.recycleCgroup()
 	a.runCleanup()
 	o := Outcome{
 		Reason:      a.reason,

@@ -51,7 +51,18 @@ type Cgroups struct {
 
 	pending sync.WaitGroup // background removals
 	closed  atomic.Bool
+
+	mu   sync.Mutex
+	idle []*Cgroup // empty cgroups kept for reuse, at most MaxIdle
 }
+
+// MaxIdle bounds the empty cgroups a [Cgroups] keeps for reuse. Creating
+// and removing a cgroup costs about 90 µs (mkdir and rmdir in cgroupfs),
+// close to 10% of starting `bash -c true`; starting into an existing
+// cgroup costs nothing extra. So a command that ended cleanly (its cgroup
+// is empty and nothing in it had to be killed) hands its cgroup back with
+// [Cgroup.Recycle], and the next command starts in it.
+const MaxIdle = 64
 
 var probeSeq atomic.Uint64
 
@@ -211,9 +222,18 @@ func unescapeMount(s string) string {
 // Dir returns the directory under which command cgroups are created.
 func (m *Cgroups) Dir() string { return m.dir }
 
-// New creates the cgroup for one command, named name (unique among the
-// live cgroups of m), and opens it for [Spec.CgroupFD].
+// New returns an empty cgroup for one command, opened for
+// [Spec.CgroupFD]: a recycled one when available, otherwise a new one named
+// name (which must be unique among m's cgroups).
 func (m *Cgroups) New(name string) (*Cgroup, error) {
+	m.mu.Lock()
+	if n := len(m.idle); n > 0 {
+		cg := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		m.mu.Unlock()
+		return cg, nil
+	}
+	m.mu.Unlock()
 	dir := filepath.Join(m.dir, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
@@ -223,7 +243,13 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("open cgroup: %w", err)
 	}
-	return &Cgroup{m: m, dir: dir, fd: fd}, nil
+	// cgroup.events stays open: a pread of it costs ~1 µs, an open and
+	// read ~17 µs.
+	events, err := unix.Openat(fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		events = -1
+	}
+	return &Cgroup{m: m, dir: dir, fd: fd, events: events}, nil
 }
 
 // Close waits for background removals and removes Dir. Command cgroups
@@ -233,12 +259,18 @@ func (m *Cgroups) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.mu.Lock()
+	for _, cg := range m.idle {
+		cg.CloseFD()
+	}
+	m.idle = nil
+	m.mu.Unlock()
 	m.pending.Wait()
 	entries, _ := os.ReadDir(m.dir)
 	var errs []error
 	for _, e := range entries {
 		if e.IsDir() {
-			cg := &Cgroup{m: m, dir: filepath.Join(m.dir, e.Name()), fd: -1}
+			cg := &Cgroup{m: m, dir: filepath.Join(m.dir, e.Name()), fd: -1, events: -1}
 			_ = cg.Kill()
 			if err := cg.removeNow(removeWait); err != nil {
 				errs = append(errs, err)
@@ -253,10 +285,11 @@ func (m *Cgroups) Close() error {
 
 // Cgroup is one command's cgroup v2.
 type Cgroup struct {
-	m   *Cgroups
-	dir string
-	mu  sync.Mutex
-	fd  int
+	m      *Cgroups
+	dir    string
+	mu     sync.Mutex
+	fd     int
+	events int // open cgroup.events, or -1
 }
 
 // Dir returns the cgroup's directory.
@@ -270,14 +303,19 @@ func (c *Cgroup) FD() int {
 	return c.fd
 }
 
-// CloseFD closes the directory descriptor (needed only to start the
-// process).
+// CloseFD closes the cgroup's descriptors (the directory is needed only
+// to start the process; Populated falls back to opening cgroup.events;
+// [Cgroup.Remove] closes them too).
 func (c *Cgroup) CloseFD() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd >= 0 {
 		_ = unix.Close(c.fd)
 		c.fd = -1
+	}
+	if c.events >= 0 {
+		_ = unix.Close(c.events)
+		c.events = -1
 	}
 }
 
@@ -313,6 +351,14 @@ func (c *Cgroup) Members() []Member {
 // Populated reports whether a live process is in the cgroup (from
 // cgroup.events).
 func (c *Cgroup) Populated() bool {
+	c.mu.Lock()
+	if c.events >= 0 {
+		var buf [64]byte
+		n, err := unix.Pread(c.events, buf[:], 0)
+		c.mu.Unlock()
+		return err == nil && bytes.Contains(buf[:max(n, 0)], []byte("populated 1"))
+	}
+	c.mu.Unlock()
 	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
 	if err != nil {
 		return false
@@ -365,6 +411,36 @@ func (c *Cgroup) Release() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Recycle hands an empty cgroup back for reuse by a later command, or
+// removes it (Remove) when it is not empty, its descriptor was closed, or
+// enough cgroups are idle already. Call it only when nothing in the cgroup
+// had to be killed or released: a cgroup that held leftovers is removed.
+func (c *Cgroup) Recycle() {
+	if c.Populated() {
+		c.Remove()
+		return
+	}
+	c.RecycleEmpty()
+}
+
+// RecycleEmpty is Recycle for a caller that has just seen the cgroup empty
+// (an empty cgroup cannot gain members by itself): it saves reading
+// cgroup.events.
+func (c *Cgroup) RecycleEmpty() {
+	if c.FD() < 0 || c.m.closed.Load() {
+		c.Remove()
+		return
+	}
+	c.m.mu.Lock()
+	if len(c.m.idle) < MaxIdle && !c.m.closed.Load() {
+		c.m.idle = append(c.m.idle, c)
+		c.m.mu.Unlock()
+		return
+	}
+	c.m.mu.Unlock()
+	c.Remove()
 }
 
 // Remove closes the descriptor and removes the cgroup. When it is still

@@ -228,3 +228,55 @@ func BenchmarkCgroupMembers(b *testing.B) {
 		}
 	}
 }
+
+// TestCgroupRecycle: an empty cgroup is reused by the next New; a
+// populated one is removed instead; Close removes the idle ones.
+func TestCgroupRecycle(t *testing.T) {
+	m := cgroups(t)
+	a, err := m.New("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Recycle()
+	b, err := m.New("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Dir() != a.Dir() {
+		t.Fatalf("not reused: %s, then %s", a.Dir(), b.Dir())
+	}
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 300"}, Dir: "/", CgroupFD: b.FD(), Output: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Recycle() // populated: killed and removed, not kept
+	p.Wait()
+	c, err := m.New("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dir() == b.Dir() {
+		t.Fatal("a populated cgroup was recycled")
+	}
+	c.Recycle()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{a.Dir(), c.Dir()} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s left after Close: %v", d, err)
+		}
+	}
+}
+
+// BenchmarkCgroupRecycled measures New and Recycle of a pooled cgroup.
+func BenchmarkCgroupRecycled(b *testing.B) {
+	m := cgroups(b)
+	for b.Loop() {
+		cg, err := m.New("r")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cg.Recycle()
+	}
+}

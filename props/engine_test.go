@@ -284,7 +284,7 @@ var (
 	failing    atomic.Bool
 )
 
-// engineRunLimit is a tenth of -rapid.checks (at least 5): each iteration
+// engineRunLimit is a quarter of -rapid.checks (at least 5): each iteration
 // starts an engine and real processes.
 func engineRunLimit() int64 {
 	checks := 100
@@ -293,7 +293,7 @@ func engineRunLimit() int64 {
 			checks = n
 		}
 	}
-	return int64(max(5, checks/10))
+	return int64(max(5, checks/4))
 }
 
 // TestEngineStateMachine drives one engine through random sequences of
