@@ -40,6 +40,11 @@ const (
 // setsid escapees and double-forked daemons, and cgroup.kill ends them all
 // at once.
 //
+// Commands that end cleanly hand their (empty) cgroup back for reuse (see
+// [MaxIdle]); a cgroup that held processes which had to be killed is
+// removed. Close removes everything. Empty directories left by an engine
+// that crashed are removed by the next ProbeCgroups under the same parent.
+//
 // It needs a cgroup2 mount and write access to the parent (root, or a
 // delegated subtree). No controller needs to be enabled: cgroup.procs,
 // cgroup.events and cgroup.kill (Linux 5.14+) exist in every cgroup v2.
@@ -92,6 +97,7 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("%w: %s is not inside the cgroup2 mount %s", ErrNoCgroups, parent, mount)
 	}
+	removeStale(parent)
 	dir := filepath.Join(parent, fmt.Sprintf("bashvisor-%d-%d", os.Getpid(), probeSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
@@ -140,6 +146,27 @@ func (m *Cgroups) selfTest() error {
 		return err
 	}
 	return nil
+}
+
+// removeStale removes the empty cgroups left under parent by engines whose
+// process no longer exists (a crash skips Close). Populated ones are left
+// alone: what runs there is not this engine's to end.
+func removeStale(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "bashvisor-*-*"))
+	for _, d := range dirs {
+		f := strings.Split(filepath.Base(d), "-")
+		pid, err := strconv.Atoi(f[1])
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) == nil || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		children, _ := os.ReadDir(d)
+		for _, c := range children {
+			if c.IsDir() {
+				_ = os.Remove(filepath.Join(d, c.Name())) // fails (EBUSY) when populated
+			}
+		}
+		_ = os.Remove(d)
+	}
 }
 
 func findSleep() (string, error) {

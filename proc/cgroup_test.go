@@ -280,3 +280,33 @@ func BenchmarkCgroupRecycled(b *testing.B) {
 		cg.Recycle()
 	}
 }
+
+// TestCgroupStaleRemoved: empty cgroups of an engine process that no
+// longer exists are removed by the next probe.
+func TestCgroupStaleRemoved(t *testing.T) {
+	m := cgroups(t)
+	parent := filepath.Dir(m.Dir())
+	// A pid that is not running: a child that has exited and been reaped.
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "true"}, Dir: "/", CgroupFD: -1, Output: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	stale := filepath.Join(parent, "bashvisor-"+strconv.Itoa(p.Pid)+"-1")
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(stale, "cmd-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := proc.ProbeCgroups("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		os.Remove(filepath.Join(stale, "cmd-1"))
+		os.Remove(stale)
+		t.Fatalf("stale cgroup dir left: %v", err)
+	}
+}
