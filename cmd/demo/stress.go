@@ -204,6 +204,22 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 		fmt.Fprintln(stderr)
 	}
 
+	// Before Shutdown, the only populated command cgroups may be those of
+	// background jobs still running: any other holds an orphan the engine
+	// missed (Shutdown would kill it silently).
+	running := 0
+	for _, j := range e.Jobs() {
+		if j.Status == engine.JobRunning {
+			running++
+		}
+	}
+	cgOrphans := populatedCgroups()
+	if len(cgOrphans) > running {
+		for _, c := range cgOrphans {
+			s.fail(-1, "cgroups", fmt.Errorf("populated cgroup %s (%d jobs running)", c, running))
+		}
+	}
+
 	// Shutdown ends the jobs left running; then nothing of the run may be
 	// left: no process carrying the marker, no recorded pid alive, no
 	// cgroup, no goroutine or fd beyond the baseline.
@@ -456,6 +472,25 @@ func fdTargets() map[string]string {
 		m[e.Name()], _ = os.Readlink("/proc/self/fd/" + e.Name())
 	}
 	return m
+}
+
+// populatedCgroups lists this process's command cgroups that still hold a
+// process.
+func populatedCgroups() []string {
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		return nil
+	}
+	parent := filepath.Dir(m.Dir())
+	_ = m.Close()
+	events, _ := filepath.Glob(filepath.Join(parent, "bashvisor-"+strconv.Itoa(os.Getpid())+"-*", "*", "cgroup.events"))
+	var out []string
+	for _, f := range events {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("populated 1")) {
+			out = append(out, filepath.Dir(f))
+		}
+	}
+	return out
 }
 
 // openFDs counts this process's open file descriptors.
