@@ -82,11 +82,15 @@ func (a *commandActor) Receive(ctx actor.Context) {
 	case tick:
 		a.advance(ctx)
 	case timedOut:
-		if a.cmd.Background {
+		switch {
+		case a.cmd.Background:
 			a.terminate(ctx, ReasonLifetime)
-		} else {
+		case !a.exited:
 			a.terminate(ctx, ReasonTimeout)
 		}
+		// A foreground shell that exited before its deadline did not time
+		// out: what is left (draining, ending leftovers) is bounded by
+		// DrainWait and the grace sequence, and reported as leftovers.
 	case *Cancel:
 		if a.finished && a.final != nil {
 			// A kill that crossed the final report: answer with it.

@@ -458,3 +458,20 @@ func raceEnabled() bool {
 	}
 	return false
 }
+
+// TestFaultTimeoutDuringLeftoverCleanup: a shell that exits in time is not
+// reported as timed out because ending its leftovers (here: ignoring
+// SIGTERM, so they take the whole grace period) runs past the deadline.
+func TestFaultTimeoutDuringLeftoverCleanup(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Grace = time.Second })
+	dir := t.TempDir()
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir},
+		engine.Input{Command: `(trap '' TERM; sleep 30) >/dev/null 2>&1 & echo $! > pid; echo done`})
+	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "done\n[killed processes left running after the shell exited: ") {
+		t.Fatalf("got %s %q", r.Status, r.Output)
+	}
+	if d := time.Duration(r.DurationMS) * time.Millisecond; d < 900*time.Millisecond {
+		t.Fatalf("took %v, want about the grace period", d)
+	}
+	waitGone(t, readPid(t, filepath.Join(dir, "pid")), 3*time.Second)
+}
