@@ -60,10 +60,6 @@ type Engine struct {
 	outDir string
 	ownDir bool
 	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
 	ids    atomic.Uint64
 	caps   sandbox.Capabilities
@@ -103,34 +99,6 @@ func New(cfg Config) (*Engine, error) {
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
 	}
 	if cfg.NoCgroups {
 		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
@@ -267,10 +235,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		CleanupWait:   e.cfg.CleanupWait,
 		DrainWait:     e.cfg.DrainWait,
 		KeepLeftovers: e.cfg.KeepLeftovers,
-		Cgroups:       e.cg,
-		Cgroups:       e.cg,
-		Cgroups:       e.cg,
-		Cgroups:       e.cg,
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
 	}
@@ -651,26 +615,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			<-msg.Done
 			e.final = msg.Final
 			e.system.Shutdown()
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
 			if e.cg != nil {
 				if err := e.cg.Close(); err != nil {
 					e.log.Warn("removing cgroups", "err", err)
