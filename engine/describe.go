@@ -2,6 +2,8 @@ package engine
 
 import (
 	"strings"
+
+	"github.com/bashvisor/bashvisor/sandbox"
 )
 
 // inputSchema is the JSON schema of Input (SPEC §2.1).
@@ -51,16 +53,13 @@ IMPORTANT: Keep commands concise. The command input must be less than 60k tokens
 For complex scripts, write them to a file first and then execute the file.
 `)
 	if tc.Restricted {
-		b.WriteString("\n" + restrictedDescription() + "\n")
+		if e.caps.Available() {
+			b.WriteString("\n" + strings.TrimSpace(sandbox.DescriptionWith(e.cfg.Sandbox)) + "\n")
+		} else {
+			b.WriteString("\nRestricted mode was requested but this host cannot enforce it (" + e.caps.Reason +
+				"): every command returns an error.\n")
+		}
 	}
 	b.WriteString("\n<pwd>" + tc.WorkingDir + "</pwd>")
 	return b.String()
-}
-
-// restrictedDescription states the sandbox's constraints.
-func restrictedDescription() string {
-	return `RESTRICTED MODE: commands run in a kernel sandbox. The filesystem is read-only
-except $TMPDIR (private to the command, deleted when it ends); there is no
-network access; processes outside the sandbox cannot be signalled. Do not try
-to work around these limits: a failed write or connection is expected here.`
 }

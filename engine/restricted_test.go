@@ -140,7 +140,7 @@ func TestRestrictedSafetyStillApplies(t *testing.T) {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
 	d := e.Description(restricted("/w"))
-	if !strings.Contains(d, "RESTRICTED MODE") || !strings.Contains(d, "read-only") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
+	if !strings.Contains(d, "Restricted mode") || !strings.Contains(d, "read-only") || !strings.Contains(d, "no network") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
 		t.Fatalf("description %q", d)
 	}
 }

@@ -101,6 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 		_ = enc.Encode(res)
 	} else {
 		fmt.Fprint(stdout, res.Output)
@@ -160,6 +161,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	}{"bash", e.Description(engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}), engine.InputSchema()}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(out); err != nil {
 		return exitSystem
 	}
