@@ -486,13 +486,16 @@ func (a *commandActor) finish(ctx actor.Context) {
 	}
 	if a.cmd.Background {
 		a.appendCompletion(o)
-	} else {
-		a.cmd.Events <- &Done{Outcome: o}
-		a.doneSent = true
 	}
 	st := a.jobState(&o)
 	a.final = &st
+	// The supervisor hears first: once the caller has its result, no
+	// listing shows the command running.
 	a.report(ctx, st)
+	if !a.cmd.Background {
+		a.cmd.Events <- &Done{Outcome: o}
+		a.doneSent = true
+	}
 	for _, w := range a.waiters {
 		w(st)
 	}
