@@ -245,22 +245,31 @@ func benchSerial(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	defer noCg.Shutdown(context.Background())
+	// A short idle gap after each sample keeps one variant's asynchronous
+	// tail (the actor stopping after the call returned, os/exec's
+	// goroutines exiting) out of the next variant's sample.
+	gap := func() { time.Sleep(300 * time.Microsecond) }
 	for i := -20; i < o.serial; i++ {
 		t0 := time.Now()
 		if err := rawRun(tc.WorkingDir, "true"); err != nil {
 			return nil, fmt.Errorf("raw: %w", err)
 		}
+		d0 := time.Since(t0)
+		gap()
 		t1 := time.Now()
 		if err := engRun(e, tc, "true"); err != nil {
 			return nil, err
 		}
+		d1 := time.Since(t1)
+		gap()
 		t2 := time.Now()
 		if err := engRun(noCg, tc, "true"); err != nil {
 			return nil, err
 		}
-		t3 := time.Now()
+		d2 := time.Since(t2)
+		gap()
 		if i >= 0 {
-			raw, eng, engNoCg = append(raw, t1.Sub(t0)), append(eng, t2.Sub(t1)), append(engNoCg, t3.Sub(t2))
+			raw, eng, engNoCg = append(raw, d0), append(eng, d1), append(engNoCg, d2)
 		}
 	}
 	ov := float64(eng.mean()-raw.mean()) / float64(raw.mean()) * 100
