@@ -75,7 +75,7 @@ func TestToolsAndSchemas(t *testing.T) {
 			if !strings.HasSuffix(bash.Description, "<pwd>"+s.dir+"</pwd>") {
 				t.Errorf("description does not end with <pwd>%s</pwd>", s.dir)
 			}
-			if restricted != strings.Contains(bash.Description, "RESTRICTED") {
+			if restricted != strings.Contains(bash.Description, "Restricted mode") {
 				t.Errorf("restricted=%v but description:\n%s", restricted, bash.Description)
 			}
 			// The enum the SPEC requires is really in the schema.
