@@ -113,41 +113,84 @@ func (a *commandActor) Receive(ctx actor.Context) {
 // send delivers msg to the actor from any goroutine.
 func (a *commandActor) send(msg any) { a.system.Root.Send(a.self, msg) }
 
-func (a *commandActor) onStart(ctx actor.Context) {
-	a.system, a.self, a.start = ctx.ActorSystem(), ctx.Self(), time.Now()
-	spec := a.cmd.Spec
-	if a.cmd.Cgroups != nil {
-		if cg, err := a.cmd.Cgroups.New(a.cmd.ID); err == nil {
-			a.cg, spec.CgroupFD = cg, cg.FD()
+// launched is a command's process started by Launch, waiting for its
+// actor to take it over.
+type launched struct {
+	start  time.Time
+	p      *proc.Process
+	cg     *proc.Cgroup
+	out    *truncate.Buffer
+	errBuf *truncate.Buffer
+}
+
+// Launch starts cmd's process now, in the calling goroutine: its cgroup,
+// its output pipe (or file) and the fork. The engine calls it before
+// handing cmd to the supervisor, so the fork does not wait for two actors
+// to be scheduled; the command actor takes the process over when it
+// starts and owns it from then on, so a launched command must be sent to
+// the supervisor. On error nothing is left behind except what Cleanup
+// removes (the caller runs it).
+func Launch(cmd *Command) error {
+	if cmd.launched != nil {
+		return nil
+	}
+	l := &launched{start: time.Now()}
+	spec := cmd.Spec
+	if cmd.Cgroups != nil {
+		if cg, err := cmd.Cgroups.New(cmd.ID); err == nil {
+			l.cg, spec.CgroupFD = cg, cg.FD()
 		}
 	}
-	if a.cmd.Background {
-		f, err := os.OpenFile(a.cmd.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			a.failStart(ctx, fmt.Errorf("%w: output file: %w", proc.ErrStart, err))
-			return
+	var err error
+	if cmd.Background {
+		f, ferr := os.OpenFile(cmd.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if ferr != nil {
+			if l.cg != nil {
+				l.cg.Remove()
+			}
+			return fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
 		}
 		spec.Output = f
-		p, err := a.startProc(spec)
+		l.p, err = startProc(&l.cg, spec)
 		f.Close()
-		if err != nil {
-			a.failStart(ctx, err)
-			return
-		}
-		a.p = p
 	} else {
-		a.out = truncate.New(a.cmd.Truncate)
-		p, err := a.startProc(spec)
-		if err != nil {
-			a.out.Close()
-			a.failStart(ctx, err)
-			return
+		l.p, err = startProc(&l.cg, spec)
+		if err == nil {
+			l.out = truncate.New(cmd.Truncate)
+			if l.p.Stderr != nil {
+				l.errBuf = truncate.New(cmd.Truncate)
+			}
 		}
-		a.p = p
-		a.readInto(p.Stdout, a.out)
-		if p.Stderr != nil {
-			a.errBuf = truncate.New(a.cmd.Truncate)
-			a.readInto(p.Stderr, a.errBuf)
+	}
+	if err != nil {
+		return err
+	}
+	cmd.launched = l
+	return nil
+}
+
+// Output is the live output buffer of a launched foreground command (nil
+// before Launch and for background jobs). Call it before handing cmd to
+// the supervisor.
+func (cmd *Command) Output() *truncate.Buffer {
+	if cmd.launched == nil {
+		return nil
+	}
+	return cmd.launched.out
+}
+
+func (a *commandActor) onStart(ctx actor.Context) {
+	a.system, a.self, a.start = ctx.ActorSystem(), ctx.Self(), time.Now()
+	if err := Launch(a.cmd); err != nil { // not launched by the caller (tests)
+		a.failStart(ctx, err)
+		return
+	}
+	l := a.cmd.launched // the actor owns the process from here on
+	a.start, a.p, a.cg, a.out, a.errBuf = l.start, l.p, l.cg, l.out, l.errBuf
+	if a.out != nil {
+		a.readInto(a.p.Stdout, a.out)
+		if a.errBuf != nil {
+			a.readInto(a.p.Stderr, a.errBuf)
 		}
 	}
 	a.started = true
@@ -156,26 +199,23 @@ func (a *commandActor) onStart(ctx actor.Context) {
 		a.send(exited{state: st, err: err})
 	}(a.p)
 	if a.cmd.Timeout > 0 {
-		a.timeout = time.AfterFunc(a.cmd.Timeout, func() { a.send(timedOut{}) })
+		a.timeout = time.AfterFunc(a.cmd.Timeout-time.Since(a.start), func() { a.send(timedOut{}) })
 	}
 	a.cmd.Events <- &Started{Pid: a.p.Pid, Output: a.out}
 	a.report(ctx)
 }
 
-// startProc starts spec, inside the command's cgroup when it has one; if
-// that fails it tries once more without the cgroup.
-func (a *commandActor) startProc(spec proc.Spec) (*proc.Process, error) {
+// startProc starts spec, inside the cgroup *cg when there is one; if that
+// fails it removes the cgroup and tries once more without it.
+func startProc(cg **proc.Cgroup, spec proc.Spec) (*proc.Process, error) {
 	p, err := proc.Start(spec)
-	if a.cg == nil {
+	if *cg == nil || err == nil {
 		return p, err
 	}
-	if err != nil {
-		a.cg.Remove()
-		a.cg = nil
-		spec.CgroupFD = -1
-		return proc.Start(spec)
-	}
-	return p, nil
+	(*cg).Remove()
+	*cg = nil
+	spec.CgroupFD = -1
+	return proc.Start(spec)
 }
 
 // liveMembers lists the live processes of the command: its process group

@@ -56,6 +56,8 @@ type Command struct {
 	// command ends. When creating the cgroup fails, the process group is
 	// the unit, as without Cgroups.
 	Cgroups *proc.Cgroups
+
+	launched *launched // set by Launch, taken over by the actor
 }
 
 // Event is sent on Command.Events: a *Started or a *Done.

@@ -262,13 +262,29 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	default:
 		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
 	}
-	if !e.send(&supervisor.Spawn{Command: cmd}) {
+	// The process starts here, in the caller's goroutine, and the command
+	// actor takes it over once the supervisor has spawned it. The read
+	// lock spans the check, the start and the send, so Shutdown never
+	// races a command that is being handed over.
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
 		if cmd.Cleanup != nil {
 			cmd.Cleanup()
 		}
 		return errorResult(res, ErrShutdown), g
 	}
-	return e.wait(ctx, tc, cmd, events, res), g
+	if err := actors.Launch(cmd); err != nil {
+		e.mu.RUnlock()
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		return errorResult(res, err), g
+	}
+	out := cmd.Output()
+	e.system.Root.Send(e.sup, &supervisor.Spawn{Command: cmd})
+	e.mu.RUnlock()
+	return e.wait(ctx, tc, cmd, out, events, res), g
 }
 
 // send delivers msg to the supervisor unless the engine is shut down.
@@ -282,21 +298,22 @@ func (e *Engine) send(msg any) bool {
 	return true
 }
 
-func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, events <-chan actors.Event, res Result) Result {
-	var started *actors.Started
-	switch ev := (<-events).(type) {
-	case *actors.Done:
-		return e.format(res, cmd, ev.Outcome)
-	case *actors.Started:
-		started = ev
-	}
+// wait waits for a command's events; out is its live output buffer
+// (foreground), read for progress.
+func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, out *truncate.Buffer, events <-chan actors.Event, res Result) Result {
 	if cmd.Background {
-		res.Status, res.PID, res.JobID, res.OutputFile = StatusStarted, started.Pid, cmd.ID, cmd.OutputFile
-		res.Output = fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
-			started.Pid, cmd.OutputFile, started.Pid)
-		return res
+		switch ev := (<-events).(type) {
+		case *actors.Done:
+			return e.format(res, cmd, ev.Outcome)
+		case *actors.Started:
+			res.Status, res.PID, res.JobID, res.OutputFile = StatusStarted, ev.Pid, cmd.ID, cmd.OutputFile
+			res.Output = fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
+				ev.Pid, cmd.OutputFile, ev.Pid)
+			return res
+		}
 	}
-	res.PID = started.Pid
+	// A foreground call waits only for Done: the process is already
+	// running (Launch), so the actor's Started event is not awaited.
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -308,15 +325,20 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, 
 	for {
 		select {
 		case ev := <-events:
-			return e.format(res, cmd, ev.(*actors.Done).Outcome)
+			switch ev := ev.(type) {
+			case *actors.Started:
+				res.PID = ev.Pid
+			case *actors.Done:
+				return e.format(res, cmd, ev.Outcome)
+			}
 		case <-done:
 			done = nil
 			e.send(&actors.Cancel{ID: cmd.ID, Reason: actors.ReasonCancelled})
 		case <-tick:
 			tc.Progress(Progress{
 				Elapsed:  time.Since(begin),
-				Bytes:    started.Output.Total(),
-				LastLine: started.Output.LastLine(256),
+				Bytes:    out.Total(),
+				LastLine: out.LastLine(256),
 			})
 		}
 	}
@@ -369,9 +391,6 @@ func errorResult(res Result, err error) Result {
 func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, actors.ErrActorFailed) {
-		if errors.Is(o.Err, supervisor.ErrShuttingDown) {
-			return errorResult(res, fmt.Errorf("%w: %w", ErrShutdown, o.Err))
-		}
 		return errorResult(res, o.Err)
 	}
 	body := o.Output.Text

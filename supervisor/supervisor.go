@@ -9,7 +9,6 @@
 package supervisor
 
 import (
-	"errors"
 	"os"
 	"slices"
 	"time"
@@ -21,9 +20,6 @@ import (
 
 // MaxEnded bounds the ended background jobs remembered.
 const MaxEnded = 1000
-
-// ErrShuttingDown is the start error of commands sent during shutdown.
-var ErrShuttingDown = errors.New("engine is shutting down")
 
 // Spawn asks the supervisor to start a command actor.
 type Spawn struct{ Command *actors.Command }
@@ -110,10 +106,6 @@ func (s *supervisor) Receive(ctx actor.Context) {
 }
 
 func (s *supervisor) spawn(ctx actor.Context, cmd *actors.Command) {
-	if s.shutdown != nil {
-		cmd.Events <- &actors.Done{Outcome: actors.Outcome{Err: ErrShuttingDown}}
-		return
-	}
 	pid := ctx.Spawn(actors.NewProps(cmd))
 	s.running[cmd.ID] = &entry{pid: pid, state: actors.JobState{
 		ID: cmd.ID, Command: cmd.Command, Display: cmd.Display, ConversationID: cmd.ConversationID,
@@ -121,6 +113,11 @@ func (s *supervisor) spawn(ctx actor.Context, cmd *actors.Command) {
 		Started: time.Now(),
 	}}
 	s.children[pid.Id] = cmd.ID
+	if s.shutdown != nil {
+		// The engine may already have started the process (actors.Launch):
+		// the actor takes it over and ends it like every other command.
+		ctx.Send(pid, &actors.Cancel{ID: cmd.ID, Reason: actors.ReasonShutdown})
+	}
 }
 
 // update records a state change; a final state stops the command actor.

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -133,17 +132,33 @@ func TestShutdownEndsCommandsThenStops(t *testing.T) {
 	}
 }
 
-func TestSpawnDuringShutdownIsRefused(t *testing.T) {
+func TestSpawnDuringShutdownIsEnded(t *testing.T) {
 	system, sup := newSystem(t)
-	bg, bgEvents := command(t, "job-1", "trap '' TERM; sleep 60", true)
+	bg, bgEvents := command(t, "job-1", "trap '' TERM; echo ready; sleep 60", true)
 	system.Root.Send(sup, &Spawn{Command: bg})
 	pid := (<-bgEvents).(*actors.Started).Pid
+	// The job must ignore SIGTERM before shutdown begins, so that the
+	// supervisor is still in its grace period when the late spawn arrives.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if b, _ := os.ReadFile(bg.OutputFile); strings.HasPrefix(string(b), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job did not start")
+		}
+	}
 	sd := &Shutdown{Done: make(chan struct{})}
 	system.Root.Send(sup, sd)
-	late, lateEvents := command(t, "cmd-2", "true", false)
+	late, lateEvents := command(t, "cmd-2", "sleep 60", false)
+	if err := actors.Launch(late); err != nil { // as the engine does, before sending
+		t.Fatal(err)
+	}
 	system.Root.Send(sup, &Spawn{Command: late}) // arrives while the job is in its grace period
-	d := (<-lateEvents).(*actors.Done)
-	if !errors.Is(d.Outcome.Err, ErrShuttingDown) {
+	var d *actors.Done
+	for d == nil {
+		d, _ = (<-lateEvents).(*actors.Done)
+	}
+	if d.Outcome.Reason != actors.ReasonShutdown {
 		t.Fatalf("late spawn: %+v", d.Outcome)
 	}
 	<-sd.Done
