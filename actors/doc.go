@@ -2,6 +2,11 @@
 // command, owning its process group, its timers, its output buffer and its
 // cancellation.
 //
+// The engine starts the process in the caller's goroutine ([Launch]: the
+// cgroup, the output pipe or file, the fork) and hands it to the actor,
+// which owns it from then on; the fork does not wait for the supervisor
+// and the new actor to be scheduled.
+//
 // The actor never blocks in Receive. Two goroutines feed it: one reads the
 // output pipe into a bounded [truncate.Buffer] (parked on the netpoller
 // without holding a read buffer while the pipe is quiet), and one waits on
