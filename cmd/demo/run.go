@@ -101,7 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
+		enc.SetEscapeHTML(false)
 		_ = enc.Encode(res)
 	} else {
 		fmt.Fprint(stdout, res.Output)
