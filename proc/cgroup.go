@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -190,24 +189,16 @@ func devNullW() *os.File {
 }
 
 // cgroup2Mount returns the mount point and mount root of the first cgroup2
-// mount in /proc/self/mountinfo.
+// mount.
 func cgroup2Mount() (mount, root string, err error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := Mounts()
 	if err != nil {
 		return "", "", err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			return m.Point, m.Root, nil
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
-			continue
-		}
-		return unescapeMount(pf[4]), unescapeMount(pf[3]), nil
 	}
 	return "", "", errors.New("no cgroup2 filesystem is mounted")
 }
@@ -225,25 +216,6 @@ func ownCgroup() (string, error) {
 		}
 	}
 	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Dir returns the directory under which command cgroups are created.

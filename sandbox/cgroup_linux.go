@@ -3,17 +3,19 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/proc"
 )
 
 // cgroupBase is the directory under which per-command pids cgroups are
@@ -27,32 +29,19 @@ var cgroupV2 bool
 // pids controller: a cgroup v1 "pids" mount, or a cgroup2 mount whose
 // cgroup.controllers lists pids.
 func findPidsHierarchy() (dir string, v2 bool, err error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := proc.Mounts()
 	if err != nil {
 		return "", false, err
 	}
 	var v2dirs []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		mnt := unescapeMount(pf[4])
-		switch qf[0] {
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup":
-			for _, o := range strings.Split(qf[2], ",") {
-				if o == "pids" {
-					return mnt, false, nil
-				}
+			if slices.Contains(m.SuperOptions, "pids") {
+				return m.Point, false, nil
 			}
 		case "cgroup2":
-			v2dirs = append(v2dirs, mnt)
+			v2dirs = append(v2dirs, m.Point)
 		}
 	}
 	for _, d := range v2dirs {
@@ -71,25 +60,6 @@ func hasWord(s, w string) bool {
 		}
 	}
 	return false
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // probeCgroup sets cgroupBase when this process may create pids cgroups.
