@@ -47,6 +47,7 @@ type commandActor struct {
 	start, exitAt time.Time
 	exited        bool
 	state         *os.ProcessState
+	waitErr       error
 
 	timeout *time.Timer
 	wakeT   *time.Timer
@@ -74,7 +75,7 @@ func (a *commandActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStart(ctx)
 	case exited:
-		a.exited, a.state, a.exitAt = true, m.state, time.Now()
+		a.exited, a.state, a.waitErr, a.exitAt = true, m.state, m.err, time.Now()
 		a.advance(ctx)
 	case drained:
 		a.open--
@@ -511,6 +512,8 @@ func (a *commandActor) finish(ctx actor.Context) {
 	if a.state != nil {
 		o.Exited = true
 		o.ExitCode, o.Signal = exitStatus(a.state)
+	} else if a.waitErr != nil { // never report an unknown status as success
+		o.Err = fmt.Errorf("%w: waiting for the shell: %w", ErrActorFailed, a.waitErr)
 	}
 	if a.reason == ReasonLeftovers {
 		o.Reason = ReasonNone // the shell itself ended on its own
