@@ -210,8 +210,8 @@ func (a *commandActor) onStart(ctx actor.Context) {
 // fails it removes the cgroup and tries once more without it.
 func startProc(cg **proc.Cgroup, spec proc.Spec) (*proc.Process, error) {
 	p, err := proc.Start(spec)
-	if *cg == nil || err == nil {
-		return p, err
+	if *cg == nil || err == nil || errors.Is(err, os.ErrNotExist) {
+		return p, err // a missing directory or program has nothing to do with the cgroup
 	}
 	(*cg).Remove()
 	*cg = nil
@@ -242,7 +242,11 @@ func (a *commandActor) anyAlive() bool {
 // signalAll sends sig to the group and to processes of the cgroup outside
 // it.
 func (a *commandActor) signalAll(sig syscall.Signal) {
-	_ = a.p.SignalGroup(sig)
+	// Once the leader is reaped and its group is empty, the group id may
+	// be reused: signal it only while it still has a live member.
+	if !a.exited || proc.GroupAlive(a.p.Pid) {
+		_ = a.p.SignalGroup(sig)
+	}
 	if a.cg == nil {
 		return
 	}
@@ -385,11 +389,12 @@ func (a *commandActor) advance(ctx actor.Context) {
 			a.wake(drainEnd.Sub(now))
 			return
 		}
+		if a.cmd.Background && a.anyAlive() {
+			a.wake(backgroundPoll) // the job lives while its group does
+			return
+		}
 		if members := a.liveMembers(); len(members) > 0 {
 			switch {
-			case a.cmd.Background:
-				a.wake(backgroundPoll) // the job lives while its group does
-				return
 			case a.cmd.KeepLeftovers:
 				a.leftovers, a.leftRunning = members, true
 			default:
@@ -402,7 +407,7 @@ func (a *commandActor) advance(ctx actor.Context) {
 			a.wake(pollInterval)
 			return
 		}
-		a.pipeHeld = a.open > 0
+		a.pipeHeld = a.open > 0 && !a.leftRunning // a kept leftover may hold it
 		a.finish(ctx)
 		return
 	}
@@ -592,7 +597,7 @@ func (a *commandActor) appendCompletion(o Outcome) {
 		return
 	}
 	defer f.Close()
-	if _, err := f.WriteString("\n\n" + line + "\n"); err != nil {
+	if _, err := f.WriteString("\n\n" + line); err != nil {
 		a.backgroundErr = err
 	}
 }

@@ -47,7 +47,10 @@ type Command struct {
 	// Events receives Started and then Done (foreground) or Started or a
 	// start-failure Done (background). It must have room for two events.
 	Events chan<- Event
-	// Cleanup, when set, runs once after the process group is gone.
+	// Cleanup, when set, runs once when the actor finishes: after the
+	// process group is gone, unless leftovers were kept (KeepLeftovers) or
+	// survived SIGKILL. A job detached at shutdown keeps its resources
+	// (its processes still use them), so Cleanup does not run then.
 	Cleanup func()
 	// Cgroups, when set, gives the command a cgroup v2 of its own: the
 	// command starts inside it, leftovers are found through it, and ending

@@ -139,18 +139,20 @@ func New(cfg Config) (*Engine, error) {
 func withDefaults(c Config) Config {
 	d := DefaultConfig()
 	def := func(v *time.Duration, dv time.Duration) {
-		if *v == 0 {
+		if *v <= 0 { // a negative duration would mean no timer, or a panic
 			*v = dv
 		}
 	}
 	def(&c.Timeout, d.Timeout)
 	def(&c.SlowTimeout, d.SlowTimeout)
-	def(&c.BackgroundLifetime, d.BackgroundLifetime)
 	def(&c.Grace, d.Grace)
 	def(&c.CleanupWait, d.CleanupWait)
 	def(&c.DrainWait, d.DrainWait)
 	def(&c.ProgressInterval, d.ProgressInterval)
-	if c.BackgroundLifetime < 0 {
+	switch { // 0 means the default, negative means no lifetime limit
+	case c.BackgroundLifetime == 0:
+		c.BackgroundLifetime = d.BackgroundLifetime
+	case c.BackgroundLifetime < 0:
 		c.BackgroundLifetime = 0
 	}
 	if c.EnvPolicy == "" {
@@ -261,6 +263,13 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.SlowTimeout
 	default:
 		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
+	}
+	if err := ctx.Err(); err != nil { // the caller gave up before it started
+		res.Status, res.Err, res.Output = StatusCancelled, err, "[command cancelled]\n"
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		return res, g
 	}
 	// The process starts here, in the caller's goroutine, and the command
 	// actor takes it over once the supervisor has spawned it. The read

@@ -515,7 +515,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	if job.Status != engine.JobCompleted || deref(job.ExitCode) != 0 {
 		t.Fatalf("job %+v", job)
 	}
-	if b, _ := os.ReadFile(r.OutputFile); string(b) != "hi\n\n\n[background process completed]\n" {
+	if b, _ := os.ReadFile(r.OutputFile); string(b) != "hi\n\n\n[background process completed]" {
 		t.Fatalf("file %q", b)
 	}
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo bad; exit 4", Mode: engine.ModeBackground})
@@ -523,7 +523,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	if job.Status != engine.JobFailed || deref(job.ExitCode) != 4 {
 		t.Fatalf("job %+v", job)
 	}
-	if b, _ := os.ReadFile(r.OutputFile); string(b) != "bad\n\n\n[background process failed: exit code 4]\n" {
+	if b, _ := os.ReadFile(r.OutputFile); string(b) != "bad\n\n\n[background process failed: exit code 4]" {
 		t.Fatalf("file %q", b)
 	}
 	out, err := e.JobOutput(r.JobID, 0, 0, 3)
@@ -531,7 +531,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 		t.Fatalf("JobOutput %+v %v", out, err)
 	}
 	out, err = e.JobOutput(r.JobID, 10, 0, 0)
-	if err != nil || !strings.HasSuffix(out.Data, "4]\n") || !out.EOF || len(out.Data) != 10 {
+	if err != nil || !strings.HasSuffix(out.Data, "code 4]") || !out.EOF || len(out.Data) != 10 {
 		t.Fatalf("JobOutput tail %+v %v", out, err)
 	}
 }
@@ -563,7 +563,7 @@ func TestBackgroundKillAndLifetime(t *testing.T) {
 		t.Fatalf("kill: %+v %v", job, err)
 	}
 	waitGone(t, r.PID, time.Second)
-	if b, _ := os.ReadFile(r.OutputFile); !strings.HasSuffix(string(b), "[background process killed: killed by request]\n") {
+	if b, _ := os.ReadFile(r.OutputFile); !strings.HasSuffix(string(b), "[background process killed: killed by request]") {
 		t.Fatalf("file %q", b)
 	}
 	if _, err := e.Kill(context.Background(), "job-nope"); !errors.Is(err, engine.ErrNoSuchJob) {
@@ -610,9 +610,12 @@ func TestShutdownWithJobsRunning(t *testing.T) {
 	dir := t.TempDir()
 	var pids []int
 	var outputs []string
-	for _, c := range []string{"sleep 60", "trap '' TERM; sleep 60", "sleep 60 & sleep 60"} {
+	for _, c := range []string{"sleep 60", "trap '' TERM; sleep 60", "sleep 60 & echo $! > second.pid; sleep 60"} {
 		r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: c, Mode: engine.ModeBackground})
 		pids, outputs = append(pids, r.PID), append(outputs, r.OutputFile)
+	}
+	for !fileExists(filepath.Join(dir, "second.pid")) {
+		time.Sleep(5 * time.Millisecond)
 	}
 	fg := make(chan engine.Result)
 	go func() {
@@ -628,10 +631,14 @@ func TestShutdownWithJobsRunning(t *testing.T) {
 	if r.Status != engine.StatusCancelled || !errors.Is(r.Err, engine.ErrShutdown) {
 		t.Fatalf("foreground at shutdown: %s %q", r.Status, r.Output)
 	}
+	pids = append(pids, readPid(t, filepath.Join(dir, "second.pid")))
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Errorf("pid %d survived shutdown", pid)
 		}
+	}
+	if jobs := e.Jobs(); len(jobs) != 3 {
+		t.Fatalf("jobs after shutdown: %+v", jobs)
 	}
 	for _, j := range e.Jobs() {
 		if j.Status != engine.JobKilled || j.Reason != "engine shutdown" {
@@ -694,5 +701,56 @@ func TestSpoolFilesAreBounded(t *testing.T) {
 	}
 	if fileExists(files[0]) || !fileExists(files[1]) || !fileExists(files[2]) {
 		t.Fatalf("kept: %v %v %v", fileExists(files[0]), fileExists(files[1]), fileExists(files[2]))
+	}
+}
+
+func TestPreCancelledContextRunsNothing(t *testing.T) {
+	e := newEngine(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		r := e.Run(ctx, engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "touch ran"})
+		if r.Status != engine.StatusCancelled || !errors.Is(r.Err, context.Canceled) || r.Output != "[command cancelled]\n" {
+			t.Fatalf("%s %q", r.Status, r.Output)
+		}
+	}
+	if fileExists(filepath.Join(dir, "ran")) {
+		t.Fatal("a command ran although its context was already cancelled")
+	}
+}
+
+// TestJobsLeftRunningStayIntact: with LeaveJobsRunning a job and the
+// processes it forks keep running after Shutdown, untouched (its cgroup is
+// released, never killed).
+func TestJobsLeftRunningStayIntact(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.LeaveJobsRunning, cfg.KeepFiles = true, true
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{
+		Command: "for i in 1 2 3 4 5 6; do sleep 0.1; done; echo done", Mode: engine.ModeBackground,
+	})
+	t.Cleanup(func() { syscall.Kill(-r.PID, syscall.SIGKILL); os.RemoveAll(filepath.Dir(r.OutputFile)) })
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, r.PID, 5*time.Second)
+	b, _ := os.ReadFile(r.OutputFile)
+	if string(b) != "done\n" {
+		t.Fatalf("job output %q: the job was disturbed", b)
+	}
+}
+
+func TestKeptLeftoverHoldingPipeNote(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) { c.KeepLeftovers = true })
+	dir := t.TempDir()
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 30 & echo $! > pid; echo done"})
+	t.Cleanup(func() { syscall.Kill(readPid(t, filepath.Join(dir, "pid")), syscall.SIGKILL) })
+	if !strings.Contains(r.Output, "[left running after the shell exited: sleep (pid") || strings.Contains(r.Output, "outside the command") {
+		t.Fatalf("%q", r.Output)
 	}
 }

@@ -63,5 +63,5 @@ func ExampleEngine_Kill() {
 	// Output:
 	// started job-1
 	// killed killed by request
-	// "serving\n\n\n[background process killed: killed by request]\n"
+	// "serving\n\n\n[background process killed: killed by request]"
 }

@@ -56,8 +56,9 @@ type Cgroups struct {
 	pending sync.WaitGroup // background removals
 	closed  atomic.Bool
 
-	mu   sync.Mutex
-	idle []*Cgroup // empty cgroups kept for reuse, at most MaxIdle
+	mu       sync.Mutex
+	idle     []*Cgroup       // empty cgroups kept for reuse, at most MaxIdle
+	released map[string]bool // names of released cgroups: never killed
 }
 
 // MaxIdle bounds the empty cgroups a [Cgroups] keeps for reuse. Creating
@@ -103,7 +104,7 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 	}
 	// /proc/PID/cgroup shows paths from the namespace root, which is the
 	// mount's root.
-	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir))}
+	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}}
 	if err := m.selfTest(); err != nil {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
@@ -270,6 +271,13 @@ func (m *Cgroups) Close() error {
 	for _, e := range entries {
 		if e.IsDir() {
 			cg := &Cgroup{m: m, dir: filepath.Join(m.dir, e.Name()), fd: -1, events: -1}
+			m.mu.Lock()
+			released := m.released[e.Name()]
+			m.mu.Unlock()
+			if released {
+				_ = os.Remove(cg.dir) // left in place if still populated
+				continue
+			}
 			_ = cg.Kill()
 			if err := cg.removeNow(removeWait); err != nil {
 				errs = append(errs, err)
@@ -284,11 +292,12 @@ func (m *Cgroups) Close() error {
 
 // Cgroup is one command's cgroup v2.
 type Cgroup struct {
-	m      *Cgroups
-	dir    string
-	mu     sync.Mutex
-	fd     int
-	events int // open cgroup.events, or -1
+	m        *Cgroups
+	dir      string
+	mu       sync.Mutex
+	fd       int
+	events   int  // open cgroup.events, or -1
+	released bool // its processes were moved out to keep running: never kill
 }
 
 // Dir returns the cgroup's directory.
@@ -400,16 +409,34 @@ func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
 
 // Release moves the cgroup's processes to the engine's parent cgroup, so
 // they keep running after the cgroup is removed (leftovers kept on
-// purpose, background jobs left running at shutdown).
+// purpose, background jobs left running at shutdown). Processes forked
+// while it moves the others are caught by further passes, for up to
+// removeWait. A released cgroup is never killed: Remove and Close only
+// retry rmdir on it, and leave it in place if something stays inside.
 func (c *Cgroup) Release() error {
-	var errs []error
-	for _, pid := range c.Pids() {
-		err := os.WriteFile(filepath.Join(c.m.home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-		if err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+	c.mu.Lock()
+	c.released = true
+	c.mu.Unlock()
+	c.m.mu.Lock()
+	c.m.released[filepath.Base(c.dir)] = true
+	c.m.mu.Unlock()
+	deadline := time.Now().Add(removeWait)
+	for {
+		pids := c.Pids()
+		if len(pids) == 0 {
+			return nil
+		}
+		var errs []error
+		for _, pid := range pids {
+			err := os.WriteFile(filepath.Join(c.m.home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+			if err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+			}
+		}
+		if len(errs) > 0 || time.Now().After(deadline) {
+			return errors.Join(append(errs, fmt.Errorf("release %s: processes remain", c.dir))...)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Recycle hands an empty cgroup back for reuse by a later command, or
@@ -443,14 +470,20 @@ func (c *Cgroup) RecycleEmpty() {
 }
 
 // Remove closes the descriptor and removes the cgroup. When it is still
-// populated, its processes are killed (cgroup.kill) and the removal is
-// retried in the background for a bounded time; [Cgroups.Close] waits for
-// it.
+// populated, its processes are killed (cgroup.kill; never for a released
+// cgroup) and the removal is retried in the background for a bounded
+// time; [Cgroups.Close] waits for it.
 func (c *Cgroup) Remove() {
 	c.CloseFD()
 	err := os.Remove(c.dir)
 	if err == nil || errors.Is(err, os.ErrNotExist) || !errors.Is(err, unix.EBUSY) {
 		return
+	}
+	c.mu.Lock()
+	released := c.released
+	c.mu.Unlock()
+	if released {
+		return // something stayed inside: leave the directory, kill nothing
 	}
 	c.m.pending.Add(1)
 	go func() {

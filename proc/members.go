@@ -18,7 +18,11 @@ func (m Member) String() string { return fmt.Sprintf("%s (pid %d)", m.Comm, m.Pi
 
 // GroupMembers lists the live (non-zombie) processes of process group pgid
 // by scanning /proc. It is meant for the slow path: naming leftovers.
-func GroupMembers(pgid int) []Member {
+func GroupMembers(pgid int) []Member { return scanGroup(pgid, false) }
+
+// scanGroup lists the live members of pgid; with first it stops at the
+// first one found.
+func scanGroup(pgid int, first bool) []Member {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -36,6 +40,9 @@ func GroupMembers(pgid int) []Member {
 			continue
 		}
 		out = append(out, Member{Pid: pid, Comm: st.Comm})
+		if first {
+			break
+		}
 	}
 	return out
 }

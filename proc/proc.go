@@ -177,7 +177,13 @@ func SignalGroup(pgid int, sig syscall.Signal) error {
 // scanned to ignore zombies: orphaned members are reparented to init,
 // which may reap them late.
 func GroupAlive(pgid int) bool {
-	return len(LiveMembers(pgid)) > 0
+	if pgid <= 1 {
+		return false
+	}
+	if err := unix.Kill(-pgid, 0); err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	return scanGroup(pgid, true) != nil
 }
 
 // LiveMembers is GroupMembers with the kill(-pgid, 0) fast path: nil when
@@ -189,7 +195,7 @@ func LiveMembers(pgid int) []Member {
 	if err := unix.Kill(-pgid, 0); err != nil && !errors.Is(err, unix.EPERM) {
 		return nil
 	}
-	return GroupMembers(pgid)
+	return scanGroup(pgid, false)
 }
 
 // ProtectEnviron makes the calling process non-dumpable when it runs

@@ -62,6 +62,7 @@ type supervisor struct {
 	ended    map[string]actors.JobState
 	order    []string          // ended ids, oldest first
 	children map[string]string // live child actor id -> command id
+	killers  map[string][]chan<- KillReply
 	shutdown *Shutdown
 }
 
@@ -75,6 +76,7 @@ func Props() *actor.Props {
 			running:  map[string]*entry{},
 			ended:    map[string]actors.JobState{},
 			children: map[string]string{},
+			killers:  map[string][]chan<- KillReply{},
 		}
 	}, actor.WithSupervisor(stop))
 }
@@ -157,9 +159,13 @@ func (s *supervisor) remember(st actors.JobState) {
 
 func (s *supervisor) kill(ctx actor.Context, m *Kill) {
 	if e, ok := s.running[m.ID]; ok && e.state.Background {
+		// The reply is remembered too: if the actor fails before it
+		// answers, terminated answers instead. Sends never block (the
+		// channel has room for one answer; a second is dropped).
 		reply := m.Reply
+		s.killers[m.ID] = append(s.killers[m.ID], reply)
 		ctx.Send(e.pid, &actors.Cancel{ID: m.ID, Reason: m.Reason, Reply: func(st actors.JobState) {
-			reply <- KillReply{State: st, OK: true}
+			answer(reply, KillReply{State: st, OK: true})
 		}})
 		return
 	}
@@ -182,8 +188,12 @@ func (s *supervisor) terminated(ctx actor.Context, who *actor.PID) {
 			st := e.state
 			st.Running, st.Status, st.Reason, st.Ended = false, "killed", "command actor failed", time.Now()
 			s.remember(st)
+			for _, r := range s.killers[id] {
+				answer(r, KillReply{State: st, OK: true})
+			}
 		}
 	}
+	delete(s.killers, id)
 	s.maybeStop(ctx)
 }
 
@@ -218,4 +228,12 @@ func (s *supervisor) list() []actors.JobState {
 		out = append(out, s.ended[id])
 	}
 	return out
+}
+
+// answer sends r unless reply already holds an answer.
+func answer(reply chan<- KillReply, r KillReply) {
+	select {
+	case reply <- r:
+	default:
+	}
 }
