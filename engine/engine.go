@@ -264,13 +264,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	default:
 		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
 	}
-	if err := ctx.Err(); err != nil { // the caller gave up before it started
-		res.Status, res.Err, res.Output = StatusCancelled, err, "[command cancelled]\n"
-		if cmd.Cleanup != nil {
-			cmd.Cleanup()
-		}
-		return res, g
-	}
 	// The process starts here, in the caller's goroutine, and the command
 	// actor takes it over once the supervisor has spawned it. The read
 	// lock spans the check, the start and the send, so Shutdown never
@@ -282,6 +275,14 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 			cmd.Cleanup()
 		}
 		return errorResult(res, ErrShutdown), g
+	}
+	if err := ctx.Err(); err != nil { // the caller gave up before it started
+		e.mu.RUnlock()
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		res.Status, res.Err, res.Output = StatusCancelled, err, "[command cancelled]\n"
+		return res, g
 	}
 	if err := actors.Launch(cmd); err != nil {
 		e.mu.RUnlock()

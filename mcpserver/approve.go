@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -93,12 +94,14 @@ func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, tc e
 // approvalRetry handles the retried call of the multi-round-trip flow. ok
 // is false when the request state does not match this call.
 func (s *server) approvalRetry(req *mcp.CallToolRequest, tc engine.ToolContext, in engine.Input, run func(bool) engine.Result) (r engine.Result, ok bool) {
-	if !s.verify(req.Params.RequestState, tc, in) {
-		s.log.Warn("approval retry with invalid or expired request state", "conversation", tc.ConversationID)
-		return r, false
-	}
 	res, _ := req.Params.InputResponses[approvalKey].(*mcp.ElicitResult)
 	if res == nil {
+		return r, false
+	}
+	// verify consumes the state: check the response first, so a retry
+	// without one does not burn the user's answer.
+	if !s.verify(req.Params.RequestState, tc, in) {
+		s.log.Warn("approval retry with an invalid, expired or already used request state", "conversation", tc.ConversationID)
 		return r, false
 	}
 	if res.Action == "accept" {
@@ -127,11 +130,12 @@ func (s *server) decide(res *mcp.ElicitResult, r engine.Result, run func(bool) e
 	}
 }
 
-func (s *server) mac(tc engine.ToolContext, in engine.Input, expiry int64) []byte {
+func (s *server) mac(tc engine.ToolContext, in engine.Input, expiry int64, nonce []byte) []byte {
 	h := hmac.New(sha256.New, s.key)
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(expiry))
 	h.Write(buf[:])
+	h.Write(nonce)
 	for _, part := range []string{tc.ConversationID, tc.WorkingDir, string(in.Mode), in.Command} {
 		binary.BigEndian.PutUint64(buf[:], uint64(len(part)))
 		h.Write(buf[:])
@@ -140,21 +144,36 @@ func (s *server) mac(tc engine.ToolContext, in engine.Input, expiry int64) []byt
 	return h.Sum(nil)
 }
 
+// nonceSize is the random part of an approval state, which makes every
+// state single-use.
+const nonceSize = 16
+
 func (s *server) sign(tc engine.ToolContext, in engine.Input, expiry time.Time) string {
 	exp := expiry.Unix()
-	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], uint64(exp))
-	return base64.RawURLEncoding.EncodeToString(append(buf[:], s.mac(tc, in, exp)...))
+	b := make([]byte, 8+nonceSize, 8+nonceSize+sha256.Size)
+	binary.BigEndian.PutUint64(b, uint64(exp))
+	_, _ = rand.Read(b[8:])
+	return base64.RawURLEncoding.EncodeToString(append(b, s.mac(tc, in, exp, b[8:])...))
 }
 
+// verify accepts a state this server signed for exactly this call, once:
+// a replayed state (the same approval sent again) is refused.
 func (s *server) verify(state string, tc engine.ToolContext, in engine.Input) bool {
 	b, err := base64.RawURLEncoding.DecodeString(state)
-	if err != nil || len(b) != 8+sha256.Size {
+	if err != nil || len(b) != 8+nonceSize+sha256.Size {
 		return false
 	}
 	exp := int64(binary.BigEndian.Uint64(b[:8]))
-	if time.Now().Unix() > exp {
+	now := time.Now().Unix()
+	if now > exp || !hmac.Equal(b[8+nonceSize:], s.mac(tc, in, exp, b[8:8+nonceSize])) {
 		return false
 	}
-	return hmac.Equal(b[8:], s.mac(tc, in, exp))
+	s.used.Range(func(k, v any) bool { // forget states that expired anyway
+		if v.(int64) < now {
+			s.used.Delete(k)
+		}
+		return true
+	})
+	_, replayed := s.used.LoadOrStore(string(b[8:8+nonceSize]), exp)
+	return !replayed
 }

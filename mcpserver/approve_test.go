@@ -156,4 +156,14 @@ func TestApprovalStateIsVerified(t *testing.T) {
 	if r.Status != engine.StatusOK || r.Output != "one\n" {
 		t.Errorf("approved retry: %+v", r)
 	}
+	// The same approval sent again is refused: states are single-use.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = engine.Result{}
+	decode(t, res, &r)
+	if r.Status != engine.StatusNeedsApproval {
+		t.Errorf("replayed approval: %+v", r)
+	}
 }

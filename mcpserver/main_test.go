@@ -202,7 +202,7 @@ func bash(t testing.TB, ctx context.Context, cs *mcp.ClientSession, args any) en
 	if text != r.Output {
 		t.Errorf("text content %q != structured output %q", text, r.Output)
 	}
-	if res.IsError != r.IsError() {
+	if want := r.Status != engine.StatusOK && r.Status != engine.StatusStarted; res.IsError != want {
 		t.Errorf("isError %v for status %s", res.IsError, r.Status)
 	}
 	validate(t, resultOutputSchema, res.StructuredContent)

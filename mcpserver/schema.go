@@ -81,7 +81,7 @@ const outputInputSchema = `{
   "type": "object",
   "properties": {
     "job_id": {"type": "string", "description": "The job_id of a background command's result."},
-    "tail_bytes": {"type": "integer", "minimum": 0, "description": "Return the last N bytes of the job's output (default 32768 when offset and limit are not given)."},
+    "tail_bytes": {"type": "integer", "minimum": 1, "description": "Return the last N bytes of the job's output (default 32768 when offset and limit are not given)."},
     "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to read from (to page through the output)."},
     "limit": {"type": "integer", "minimum": 0, "maximum": 131072, "description": "Bytes to read from offset (default and maximum 131072)."}
   },

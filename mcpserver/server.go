@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
@@ -86,11 +87,12 @@ type Options struct {
 
 // server holds what the tool handlers share.
 type server struct {
-	e   *engine.Engine
-	o   Options
-	log *slog.Logger
-	key []byte // signs approval request state
-	run runFunc
+	e    *engine.Engine
+	o    Options
+	log  *slog.Logger
+	key  []byte   // signs approval request state
+	used sync.Map // nonces of approval states already used -> expiry (unix)
+	run  runFunc
 }
 
 // runFunc is [engine.Engine.Run]; tests substitute it to reach statuses the

@@ -205,6 +205,7 @@ func cmdMCP(args []string) int {
 	} else {
 		code = serveHTTP(sigCtx, srv, f, stopCalls, log)
 	}
+	stopSignals() // a second SIGINT/SIGTERM now ends the process at once
 	stopCalls()
 	// Grace sequence for every job, then the cleanup bound, plus a margin.
 	ctx, cancel := context.WithTimeout(context.Background(), f.grace+engine.DefaultConfig().CleanupWait+5*time.Second)
@@ -237,7 +238,7 @@ func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls fu
 }
 
 func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func(), log *slog.Logger) int {
-	ln, err := net.Listen("tcp", f.httpAddr)
+	ln, err := net.Listen("tcp", listenAddr(f.httpAddr))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo mcp:", err)
 		return 1
@@ -274,4 +275,13 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func
 		hs.Close() // open SSE streams never go idle
 	}
 	return code
+}
+
+// listenAddr binds loopback when the address names no host (":8765"):
+// listening on every interface must be asked for (0.0.0.0:8765, [::]:8765).
+func listenAddr(addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }

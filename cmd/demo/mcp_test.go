@@ -67,3 +67,13 @@ func TestMCPRefusesOpenAddressWithoutToken(t *testing.T) {
 		t.Errorf("exit code %d, want 2", code)
 	}
 }
+
+func TestListenAddrDefaultsToLoopback(t *testing.T) {
+	for in, want := range map[string]string{
+		":8765": "127.0.0.1:8765", "0.0.0.0:1": "0.0.0.0:1", "[::]:2": "[::]:2", "127.0.0.1:3": "127.0.0.1:3", "localhost:4": "localhost:4",
+	} {
+		if got := listenAddr(in); got != want {
+			t.Errorf("listenAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

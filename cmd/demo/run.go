@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -129,10 +128,7 @@ func exitCode(res engine.Result) int {
 		}
 		return 1
 	}
-	if errors.Is(res.Err, engine.ErrBadInput) {
-		return exitUsage
-	}
-	return exitSystem
+	return exitSystem // status error: bad input, bad working directory, cannot start
 }
 
 func cmdSchema(args []string, stdout, stderr io.Writer) int {

@@ -21,7 +21,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"-C", dir, "-timeout", "200ms", "-grace", "100ms", "echo part; sleep 5"}, exitTimeout, "[command timed out after 200ms]\npart\n"},
 		{[]string{"-C", dir, "git push --force origin main"}, exitBlocked, "[command blocked: "},
 		{[]string{"-C", dir + "/missing", "true"}, exitSystem, "[error: working directory does not exist: "},
-		{[]string{"-C", dir, "-mode", "warp", "true"}, exitUsage, "[error: bad input: unknown mode"},
+		{[]string{"-C", dir, "-mode", "warp", "true"}, exitSystem, "[error: bad input: unknown mode"},
 		{[]string{"-C", dir}, exitUsage, ""},
 	}
 	for _, c := range cases {

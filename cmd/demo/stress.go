@@ -607,7 +607,7 @@ func (s *stresser) bgComplete(i int, dir string) error {
 	if err != nil {
 		return fmt.Errorf("output file: %w", err)
 	}
-	if string(b) != "hi\n\n\n"+line+"\n" {
+	if string(b) != "hi\n\n\n"+line {
 		return fmt.Errorf("output file %q", b)
 	}
 	return s.gone(dir)
