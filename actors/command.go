@@ -48,6 +48,8 @@ type commandActor struct {
 	exited        bool
 	state         *os.ProcessState
 	waitErr       error
+	// callerLaunched: the process was started by Launch in the caller.
+	callerLaunched bool
 
 	timeout *time.Timer
 	wakeT   *time.Timer
@@ -170,6 +172,15 @@ func Launch(cmd *Command) error {
 	return nil
 }
 
+// Pid is the pid (and process group id) of a launched command, 0 before
+// Launch.
+func (cmd *Command) Pid() int {
+	if cmd.launched == nil {
+		return 0
+	}
+	return cmd.launched.p.Pid
+}
+
 // Output is the live output buffer of a launched foreground command (nil
 // before Launch and for background jobs). Call it before handing cmd to
 // the supervisor.
@@ -182,6 +193,7 @@ func (cmd *Command) Output() *truncate.Buffer {
 
 func (a *commandActor) onStart(ctx actor.Context) {
 	a.system, a.self, a.start = ctx.ActorSystem(), ctx.Self(), time.Now()
+	a.callerLaunched = a.cmd.launched != nil
 	if err := Launch(a.cmd); err != nil { // not launched by the caller (tests)
 		a.failStart(ctx, err)
 		return
@@ -202,8 +214,13 @@ func (a *commandActor) onStart(ctx actor.Context) {
 	if a.cmd.Timeout > 0 {
 		a.timeout = time.AfterFunc(a.cmd.Timeout-time.Since(a.start), func() { a.send(timedOut{}) })
 	}
-	a.cmd.Events <- &Started{Pid: a.p.Pid, Output: a.out}
-	a.report(ctx)
+	// A foreground command launched by its caller needs neither: the caller
+	// has its pid and buffer, and the supervisor lists only background
+	// jobs. Skipping them saves a wake-up of the caller and a message.
+	if a.cmd.Background || !a.callerLaunched {
+		a.cmd.Events <- &Started{Pid: a.p.Pid}
+		a.report(ctx)
+	}
 }
 
 // startProc starts spec, inside the cgroup *cg when there is one; if that

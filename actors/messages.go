@@ -44,8 +44,10 @@ type Command struct {
 	Truncate      truncate.Config
 	// OutputFile is the background job's output file.
 	OutputFile string
-	// Events receives Started and then Done (foreground) or Started or a
-	// start-failure Done (background). It must have room for two events.
+	// Events receives, for a background job, Started or a start-failure
+	// Done; for a foreground command, Done (preceded by Started only when
+	// the actor started the process itself, i.e. the caller did not call
+	// Launch). It must have room for two events.
 	Events chan<- Event
 	// Cleanup, when set, runs once when the actor finishes: after the
 	// process group is gone, unless leftovers were kept (KeepLeftovers) or
@@ -69,9 +71,6 @@ type Event any
 // Started reports a running command.
 type Started struct {
 	Pid int
-	// Output is the live output buffer of a foreground command (for
-	// progress); nil for background jobs.
-	Output *truncate.Buffer
 }
 
 // Done reports the end of a foreground command (or a failed start).

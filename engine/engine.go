@@ -292,6 +292,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		return errorResult(res, err), g
 	}
 	out := cmd.Output()
+	res.PID = cmd.Pid()
 	e.system.Root.Send(e.sup, &supervisor.Spawn{Command: cmd})
 	e.mu.RUnlock()
 	return e.wait(ctx, tc, cmd, out, events, res), g
@@ -323,7 +324,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, 
 		}
 	}
 	// A foreground call waits only for Done: the process is already
-	// running (Launch), so the actor's Started event is not awaited.
+	// running (Launch); its actor sends no Started.
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -335,11 +336,8 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, 
 	for {
 		select {
 		case ev := <-events:
-			switch ev := ev.(type) {
-			case *actors.Started:
-				res.PID = ev.Pid
-			case *actors.Done:
-				return e.format(res, cmd, ev.Outcome)
+			if d, ok := ev.(*actors.Done); ok {
+				return e.format(res, cmd, d.Outcome)
 			}
 		case <-done:
 			done = nil
