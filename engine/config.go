@@ -68,6 +68,18 @@ type Config struct {
 	// Environ is the environment the policy filters (default os.Environ()
 	// at New).
 	Environ []string
+	// KeepCapabilities leaves the capability bounding set of the engine's
+	// process as it is. By default New makes the process non-dumpable and,
+	// when it runs as root, drops for good from the bounding set of every
+	// thread the capabilities with which a command could read the engine's
+	// memory, and with it the secrets the environment policy removed
+	// (CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_MODULE,
+	// CAP_SYS_RAWIO, CAP_SYS_BOOT): commands, and every other program the
+	// embedding process starts afterwards, run without them (no mount, no
+	// strace -p of processes they did not start, no ip netns). The engine
+	// itself keeps them. Set it only where commands need those
+	// capabilities and may read every secret of the engine's process.
+	KeepCapabilities bool
 
 	// MaxOutput is the most bytes of output returned (default 131072).
 	MaxOutput int

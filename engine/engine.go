@@ -107,8 +107,8 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
 	}
-	if proc.ProtectEnviron() {
-		e.log.Debug("engine process made non-dumpable: commands cannot read its environment")
+	if err := proc.ProtectEngine(!cfg.KeepCapabilities); err != nil {
+		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
 	}
 	protoLog := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has

@@ -13,8 +13,10 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// childEnviron runs as an unprivileged user: it starts an engine and asks
-// a command to read the engine's environment through /proc/$PPID/environ.
+// childEnviron runs as an unprivileged user or as root: it starts an
+// engine and asks a command to read the engine's environment through
+// /proc/$PPID/environ, its memory through /proc/$PPID/mem, and to attach
+// to it with strace.
 func childEnviron() {
 	e, err := engine.New(engine.DefaultConfig())
 	if err != nil {
@@ -22,13 +24,17 @@ func childEnviron() {
 		os.Exit(1)
 	}
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/"}, engine.Input{
-		Command: `cat /proc/$PPID/environ | tr '\0' '\n' | grep -c MARKER_VALUE_42 || true`,
+		Command: `cat /proc/$PPID/environ | tr '\0' '\n' | grep -c MARKER_VALUE_42 || true
+head -c1 /proc/$PPID/mem >/dev/null
+if command -v strace >/dev/null; then timeout 5 strace -p $PPID -e trace=none 2>&1 | head -1; fi`,
 	})
 	e.Shutdown(context.Background())
 	fmt.Print(r.Output)
 }
 
-func TestEnvironNotReadableUnprivileged(t *testing.T) {
+// TestEngineNotReadable: a command cannot read the environment or memory
+// of its engine, whether the engine runs unprivileged or as root.
+func TestEngineNotReadable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to an unprivileged user")
 	}
@@ -50,16 +56,26 @@ func TestEnvironNotReadableUnprivileged(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BASHVISOR_TEST_CHILD=environ", "SOME_VAR=MARKER_VALUE_42"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	s := string(out)
-	if !strings.Contains(s, "Permission denied") || strings.Contains(s, "\n1\n") {
-		t.Fatalf("the command could read the engine's environment:\n%s", s)
+	for _, user := range []string{"nobody", "root"} {
+		cmd := exec.Command(bin)
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BASHVISOR_TEST_CHILD=environ", "SOME_VAR=MARKER_VALUE_42"}
+		if user == "nobody" {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", user, err, out)
+		}
+		s := string(out)
+		if !strings.Contains(s, "environ: Permission denied") || strings.Contains(s, "\n1\n") {
+			t.Errorf("%s: the command could read the engine's environment:\n%s", user, s)
+		}
+		if !strings.Contains(s, "/mem' for reading: Permission denied") {
+			t.Errorf("%s: the command could open the engine's memory:\n%s", user, s)
+		}
+		if strings.Contains(s, "Process ") && strings.Contains(s, "attached") {
+			t.Errorf("%s: the command attached to the engine with strace:\n%s", user, s)
+		}
 	}
 }

@@ -24,6 +24,9 @@ func runChild() bool {
 	case "environ":
 		childEnviron()
 		return true
+	case "out-of-fds":
+		childOutOfFDs()
+		return true
 	}
 	return false
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/bashvisor/bashvisor/actors"
@@ -21,11 +22,14 @@ func (e *Engine) restrict(cmd *actors.Command, command, workdir string) ([]strin
 			ErrRestrictedMode, e.caps.Reason)
 	}
 	sc, err := sandbox.Prepare(e.cfg.Sandbox, e.bash, command, workdir)
-	if err != nil {
+	switch {
+	case errors.Is(err, sandbox.ErrUnavailable):
 		return nil, fmt.Errorf("%w: %w", ErrRestrictedMode, err)
+	case err != nil: // the host's trouble (out of descriptors, disk full): say so
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	if e.cfg.SandboxHelper {
-		cmd.Spec.Path, cmd.Spec.Args = sc.Path, sc.Args
+		cmd.Spec.Launch = sc.StartHelper
 	} else {
 		cmd.Spec.Launch = sc.StartDirect
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // ErrStart wraps every error that kept a process from starting.
@@ -32,7 +33,8 @@ type Spec struct {
 	CgroupFD int
 	// Launch, when set, starts the prepared command instead of cmd.Start
 	// (restricted mode starts it from a confined thread). It may change
-	// Path, Args, Env and SysProcAttr but must keep Setsid and the files.
+	// Path, Args, Env, ExtraFiles and SysProcAttr but must keep Setsid and
+	// the standard files.
 	Launch func(cmd *exec.Cmd) error
 }
 
@@ -118,6 +120,11 @@ func Start(spec Spec) (*Process, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	// A descriptor this process inherited without close-on-exec (or opened
+	// through cgo) would reach the command: mark them all close-on-exec
+	// (one syscall; Go's own descriptors already are), so the command gets
+	// exactly 0, 1 and 2 plus what the launcher passes on purpose.
+	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if spec.Launch != nil {
 		err = spec.Launch(cmd)
 	} else {
@@ -198,15 +205,49 @@ func LiveMembers(pgid int) []Member {
 	return scanGroup(pgid, false)
 }
 
-// ProtectEnviron makes the calling process non-dumpable when it runs
-// without root, so that the commands it starts (same uid) cannot read its
-// environment through /proc/PPID/environ or ptrace it. Root's processes
-// are readable by root whatever this flag says; restricted mode covers
-// that case with Landlock's scoping. It reports whether it changed the
-// flag.
-func ProtectEnviron() bool {
-	if os.Geteuid() == 0 {
-		return false
+// memoryCapabilities are the capabilities with which a process can read
+// another process's memory, and so the secrets the environment policy kept
+// from it: ptrace and /proc/PID/{environ,mem} of non-dumpable processes
+// (CAP_SYS_PTRACE), BPF and perf tracing (CAP_BPF, CAP_PERFMON, and
+// CAP_SYS_ADMIN, which implies both), kernel modules (CAP_SYS_MODULE),
+// /dev/mem and /proc/kcore (CAP_SYS_RAWIO), and a new kernel
+// (CAP_SYS_BOOT).
+var memoryCapabilities = []uintptr{
+	unix.CAP_SYS_PTRACE, unix.CAP_SYS_ADMIN, unix.CAP_BPF, unix.CAP_PERFMON,
+	unix.CAP_SYS_MODULE, unix.CAP_SYS_RAWIO, unix.CAP_SYS_BOOT,
+}
+
+// ProtectEngine keeps the commands this process starts from reading its
+// environment or memory (through /proc/PPID/environ, /proc/PPID/mem,
+// ptrace and the like), as root or not.
+//
+// It makes the process non-dumpable, so that only a process with
+// CAP_SYS_PTRACE can read those files or attach to it; and, when the
+// process runs with CAP_SETPCAP (root) and dropCaps is set, it removes the
+// capabilities that read other processes' memory (CAP_SYS_PTRACE,
+// CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_MODULE, CAP_SYS_RAWIO,
+// CAP_SYS_BOOT) from the bounding set of every thread of the process. The
+// process itself keeps them (the bounding set limits only what a program
+// gains at execve), but every program it starts from then on, commands
+// and anything else, runs without them. Both changes are process-wide and
+// cannot be undone. An unprivileged process has none of those capabilities
+// to begin with.
+func ProtectEngine(dropCaps bool) error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
 	}
-	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil
+	if !dropCaps || os.Geteuid() != 0 {
+		return nil
+	}
+	for _, c := range memoryCapabilities {
+		// psx runs the prctl on every OS thread of the process (the
+		// bounding set is per thread, and new threads inherit it).
+		_, _, errno := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0)
+		switch errno {
+		case 0, unix.EINVAL: // EINVAL: a capability this kernel does not know
+		default:
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,16 +183,18 @@ func TestReadStatOddComm(t *testing.T) {
 	}
 }
 
-// childEnviron runs as nobody: with or without ProtectEnviron, it starts a
-// command that reads /proc/$PPID/environ.
+// childEnviron runs as nobody or as root: with or without ProtectEngine,
+// it starts a command that reads /proc/$PPID/environ and /proc/$PPID/mem
+// and prints its capability bounding set.
 func childEnviron() {
 	if os.Getenv("PROTECT") == "1" {
-		if !proc.ProtectEnviron() {
-			fmt.Println("ProtectEnviron did nothing")
+		if err := proc.ProtectEngine(true); err != nil {
+			fmt.Println("ProtectEngine:", err)
 		}
 	}
 	b, _ := exec.LookPath("bash")
-	p, err := proc.Start(proc.Spec{Path: b, Args: []string{"bash", "-c", `tr '\0' '\n' < /proc/$PPID/environ | grep -c MARKER_42 || true`}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, CgroupFD: -1})
+	p, err := proc.Start(proc.Spec{Path: b, Args: []string{"bash", "-c", `tr '\0' '\n' < /proc/$PPID/environ | grep -c MARKER_42 || true
+head -c1 /proc/$PPID/mem >/dev/null; grep CapBnd /proc/self/status`}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, CgroupFD: -1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -200,7 +204,7 @@ func childEnviron() {
 	fmt.Print(string(out))
 }
 
-func TestProtectEnviron(t *testing.T) {
+func TestProtectEngine(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to an unprivileged user")
 	}
@@ -214,22 +218,39 @@ func TestProtectEnviron(t *testing.T) {
 	bin := filepath.Join(dir, "proc.test")
 	data, _ := os.ReadFile(exe)
 	os.WriteFile(bin, data, 0o755)
-	for _, protect := range []string{"0", "1"} {
-		cmd := exec.Command(bin)
-		cmd.Dir = "/"
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "BASHVISOR_TEST_CHILD=environ", "PROTECT=" + protect, "SECRET_THING=MARKER_42"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		readable := strings.Contains(string(out), "1\n") && !strings.Contains(string(out), "denied")
-		// The control (no protection) proves the test can see a leak.
-		if protect == "0" && !readable {
-			t.Fatalf("control: environ should be readable without protection: %q", out)
-		}
-		if protect == "1" && readable {
-			t.Fatalf("environ readable despite ProtectEnviron: %q", out)
+	for _, user := range []string{"nobody", "root"} {
+		for _, protect := range []string{"0", "1"} {
+			cmd := exec.Command(bin)
+			cmd.Dir = "/"
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "BASHVISOR_TEST_CHILD=environ", "PROTECT=" + protect, "SECRET_THING=MARKER_42"}
+			if user == "nobody" {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v: %s", user, err, out)
+			}
+			s := string(out)
+			environ := strings.HasPrefix(s, "1\n")
+			mem := !regexp.MustCompile(`/mem.*Permission denied`).MatchString(s)
+			// The control (no protection) proves the test can see a leak.
+			if protect == "0" && !environ {
+				t.Fatalf("%s, control: environ should be readable without protection: %q", user, s)
+			}
+			if protect == "1" && (environ || mem) {
+				t.Fatalf("%s: the engine's environ or memory is readable despite ProtectEngine: %q", user, s)
+			}
+			if protect == "1" && user == "root" {
+				bnd := regexp.MustCompile(`CapBnd:\s*([0-9a-f]+)`).FindStringSubmatch(s)
+				if bnd == nil {
+					t.Fatalf("no CapBnd: %q", s)
+				}
+				v, _ := strconv.ParseUint(bnd[1], 16, 64)
+				const memCaps = 1<<19 | 1<<21 | 1<<39 | 1<<38 | 1<<16 | 1<<17 | 1<<22 // ptrace, admin, bpf, perfmon, module, rawio, boot
+				if v&memCaps != 0 {
+					t.Errorf("the command kept memory-reading capabilities: CapBnd %s", bnd[1])
+				}
+			}
 		}
 	}
 }

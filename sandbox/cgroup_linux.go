@@ -175,3 +175,40 @@ func killCgroup(dir string) {
 		_ = unix.Close(fd)
 	}
 }
+
+// removeStale removes what engines that were killed left behind: scratch
+// directories and pids cgroups named after an engine process that no
+// longer exists (scratchPrefix + PID + "-"). Processes still in such a
+// cgroup are restricted commands nobody manages any more: they are killed.
+func removeStale() {
+	root := ScratchRoot
+	if root == "" {
+		root = os.TempDir()
+	}
+	dead := func(name string) bool {
+		rest, ok := strings.CutPrefix(name, scratchPrefix)
+		if !ok {
+			return false
+		}
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		return ok && err == nil && pid > 0 && errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	}
+	if entries, err := os.ReadDir(root); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && dead(e.Name()) {
+				_ = removeScratch(filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	if cgroupBase == "" {
+		return
+	}
+	if entries, err := os.ReadDir(cgroupBase); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && dead(e.Name()) {
+				_ = removeCgroup(filepath.Join(cgroupBase, e.Name()))
+			}
+		}
+	}
+}

@@ -31,6 +31,13 @@ func TestDirect(t *testing.T) {
 		"ForkBombContained":            TestForkBombContained,
 		"CleanupKillsEscapees":         TestCleanupKillsEscapees,
 		"ExampleFlow":                  TestExampleFlow,
+		"SysVIPCIsPrivate":             TestSysVIPCIsPrivate,
+		"ResourceLimitsOnlyOwn":        TestResourceLimitsOnlyOwn,
+		"OnlyStandardDescriptors":      TestOnlyStandardDescriptors,
+		"NoNamespacesOrCgroupEscape":   TestNoNamespacesOrCgroupEscape,
+		"AbstractSocketsArePrivate":    TestAbstractSocketsArePrivate,
+		"ScratchQuota":                 TestScratchQuota,
+		"FlockHeldOnlyByTheCommand":    TestFlockHeldOnlyByTheCommand,
 	} {
 		t.Run(name, f)
 	}

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -14,7 +15,13 @@ import (
 // loads big-endian words, so seccomp_data is encoded big-endian here (the
 // kernel reads it in native order, which the program's offsets assume).
 func TestFilterVerdicts(t *testing.T) {
-	raw, err := buildFilter(false)
+	for _, opts := range []filterOpts{{}, {denyIPC: true, denyBind: true}} {
+		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) { testFilterVerdicts(t, opts) })
+	}
+}
+
+func testFilterVerdicts(t *testing.T, opts filterOpts) {
+	raw, err := buildFilter(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +69,21 @@ func TestFilterVerdicts(t *testing.T) {
 		{"mount", unix.SYS_MOUNT, nil, retEPERM},
 		{"unshare", unix.SYS_UNSHARE, nil, retEPERM},
 		{"clone3", unix.SYS_CLONE3, nil, retENOSYS},
+		{"clone3-into-cgroup", unix.SYS_CLONE3, []uint64{0x7fff0000, 88}, retENOSYS},
+		{"prlimit-self", unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_NOFILE}, retAllow},
+		{"prlimit-other", unix.SYS_PRLIMIT64, []uint64{1234, unix.RLIMIT_NOFILE}, retEPERM},
+		{"prlimit-high-bits", unix.SYS_PRLIMIT64, []uint64{1 << 32, unix.RLIMIT_NOFILE}, retAllow}, // the kernel sees pid 0
+		{"sched_setaffinity-other", unix.SYS_SCHED_SETAFFINITY, []uint64{1234}, retEPERM},
+		{"sched_setaffinity-self", unix.SYS_SCHED_SETAFFINITY, []uint64{0}, retAllow},
+		{"sched_setattr-other", unix.SYS_SCHED_SETATTR, []uint64{1234}, retEPERM},
+		{"migrate_pages-other", unix.SYS_MIGRATE_PAGES, []uint64{1234}, retEPERM},
+		{"setpriority-self", unix.SYS_SETPRIORITY, []uint64{prioProcess, 0, 10}, retAllow},
+		{"setpriority-other", unix.SYS_SETPRIORITY, []uint64{prioProcess, 1234, 10}, retEPERM},
+		{"setpriority-user", unix.SYS_SETPRIORITY, []uint64{2 /* PRIO_USER */, 0, 10}, retEPERM},
+		{"setpriority-group", unix.SYS_SETPRIORITY, []uint64{1 /* PRIO_PGRP */, 0, 10}, retEPERM},
+		{"ioprio_set-self", unix.SYS_IOPRIO_SET, []uint64{ioprioWhoProcess, 0, 0}, retAllow},
+		{"ioprio_set-other", unix.SYS_IOPRIO_SET, []uint64{ioprioWhoProcess, 1234, 0}, retEPERM},
+		{"ioprio_set-user", unix.SYS_IOPRIO_SET, []uint64{3 /* IOPRIO_WHO_USER */, 0, 0}, retEPERM},
 		{"clone-thread", unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND}, retAllow},
 		{"clone-fork", unix.SYS_CLONE, []uint64{17 /* SIGCHLD */}, retAllow},
 		{"clone-newuser", unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER | 17}, retEPERM},
@@ -86,6 +108,27 @@ func TestFilterVerdicts(t *testing.T) {
 			want uint32
 		}{"denied", nr, nil, retEPERM})
 	}
+	ipc, bind := uint32(retAllow), uint32(retAllow)
+	if opts.denyIPC {
+		ipc = retEPERM
+	}
+	if opts.denyBind {
+		bind = retEPERM
+	}
+	for _, nr := range sysvIPCSyscalls {
+		cases = append(cases, struct {
+			name string
+			nr   uint32
+			args []uint64
+			want uint32
+		}{"sysv-ipc", nr, nil, ipc})
+	}
+	cases = append(cases, struct {
+		name string
+		nr   uint32
+		args []uint64
+		want uint32
+	}{"bind", unix.SYS_BIND, nil, bind})
 	for _, c := range cases {
 		if got := eval(auditArch, c.nr, c.args...); got != c.want {
 			t.Errorf("%s (nr %d %v): got %#x, want %#x", c.name, c.nr, c.args, got, c.want)
@@ -99,31 +142,13 @@ func TestFilterVerdicts(t *testing.T) {
 			t.Errorf("x32 read: got %#x, want EPERM", got)
 		}
 	}
-	// StartDirect's variant lets clone3 through and nothing else changes.
-	raw3, err := buildFilter(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins3, _ := bpf.Disassemble(raw3)
-	vm3, err := bpf.NewVM(ins3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 64)
-	binary.BigEndian.PutUint32(data[0:], unix.SYS_CLONE3)
-	binary.BigEndian.PutUint32(data[4:], auditArch)
-	if v, _ := vm3.Run(data); uint32(v) != retAllow {
-		t.Errorf("clone3 with allowClone3: got %#x", v)
-	}
-	binary.BigEndian.PutUint32(data[0:], unix.SYS_CONNECT)
-	if v, _ := vm3.Run(data); uint32(v) != retEPERM {
-		t.Errorf("connect with allowClone3: got %#x", v)
-	}
-
 	// Every syscall number not listed is allowed.
-	listed := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_CLONE: true, unix.SYS_CLONE3: true}
-	for _, nr := range deniedSyscalls {
-		listed[nr] = true
+	listed := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_CLONE: true, unix.SYS_CLONE3: true,
+		unix.SYS_SETPRIORITY: true, unix.SYS_IOPRIO_SET: true, unix.SYS_BIND: true}
+	for _, nrs := range [][]uint32{deniedSyscalls, sysvIPCSyscalls, selfOnlyArg0} {
+		for _, nr := range nrs {
+			listed[nr] = true
+		}
 	}
 	for nr := uint32(0); nr < 600; nr++ {
 		if !listed[nr] {

@@ -62,6 +62,12 @@ func probe() Capabilities {
 	} else {
 		c.Cgroup = true
 	}
+	if err := probeNamespaces(); err != nil {
+		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error())
+	} else {
+		c.Namespaces = true
+	}
+	removeStale()
 	c.Reason = strings.Join(why, "; ")
 	return c
 }
@@ -117,7 +123,7 @@ func helper(args []string) error {
 	if err := applyLandlock(cfg.Scratch); err != nil {
 		return err
 	}
-	if err := installSeccomp(false); err != nil {
+	if err := installSeccomp(cfg.filter()); err != nil {
 		return err
 	}
 	return execWithAddressSpace(argv, os.Environ(), cfg.AddressSpace)

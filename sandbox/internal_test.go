@@ -12,7 +12,7 @@ import (
 
 func BenchmarkBuildFilter(b *testing.B) {
 	for b.Loop() {
-		if _, err := buildFilter(false); err != nil {
+		if _, err := buildFilter(filterOpts{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func BenchmarkConfineThread(b *testing.B) {
 				b.Error(err)
 			}
 			t2 := time.Now()
-			if err := installSeccomp(false); err != nil {
+			if err := installSeccomp(filterOpts{}); err != nil {
 				b.Error(err)
 			}
 			t3 := time.Now()

@@ -103,7 +103,7 @@ func start(sc *sandbox.Command, cmd *exec.Cmd) error {
 	if direct {
 		return sc.StartDirect(cmd)
 	}
-	return cmd.Start()
+	return sc.StartHelper(cmd)
 }
 
 func run(t *testing.T, command string) result {

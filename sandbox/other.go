@@ -26,6 +26,18 @@ func Main() {
 
 func createCgroup(string, int) (string, error) { return "", nil }
 func removeCgroup(string) error                { return nil }
+func makeCacheDir(string) error                { return nil }
+
+type netnsHandle struct{ fd int }
+
+func noNetns() *netnsHandle                 { return &netnsHandle{fd: -1} }
+func newNetnsHandle() (*netnsHandle, error) { return nil, unavailable("not Linux") }
+func (h *netnsHandle) release(reuse bool)   {}
+
+type filterOpts struct{ denyIPC, denyBind bool }
 
 // StartDirect is not available on this platform.
 func (c *Command) StartDirect(cmd *exec.Cmd) error { return unavailable("not Linux") }
+
+// StartHelper is not available on this platform.
+func (c *Command) StartHelper(cmd *exec.Cmd) error { return unavailable("not Linux") }

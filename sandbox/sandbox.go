@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -47,6 +49,12 @@ const (
 	// threads the command may have at once (RLIMIT_NPROC does not bind root
 	// and counts per user system-wide, so it is not used).
 	DefaultProcesses = 512
+	// DefaultScratchBytes is the size of the scratch directory ($TMPDIR),
+	// the only writable place (2 GiB).
+	DefaultScratchBytes = 2 << 30
+	// DefaultScratchFiles bounds the files and directories in the scratch
+	// directory (each costs kernel memory).
+	DefaultScratchFiles = 100_000
 )
 
 // Limits are the resource limits of one restricted command. A zero field
@@ -67,6 +75,16 @@ type Limits struct {
 	// cannot find processes that left the process group (setsid). Only
 	// enforced where [Capabilities.Cgroup] is true.
 	Processes int
+	// ScratchBytes is the size of the scratch directory: writes beyond it
+	// fail with ENOSPC ("No space left on device"). Its contents live in
+	// memory (a tmpfs, swappable) and count against nothing else. Only
+	// enforced where [Capabilities.Namespaces] is true; elsewhere the
+	// scratch directory is a plain directory in ScratchRoot with no quota
+	// (only FileSize bounds each file).
+	ScratchBytes uint64
+	// ScratchFiles bounds the number of files and directories in the
+	// scratch directory (ENOSPC beyond). Enforced like ScratchBytes.
+	ScratchFiles uint64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -84,6 +102,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Processes == 0 {
 		l.Processes = DefaultProcesses
+	}
+	if l.ScratchBytes == 0 || l.ScratchBytes == Unlimited {
+		l.ScratchBytes = DefaultScratchBytes
+	}
+	if l.ScratchFiles == 0 || l.ScratchFiles == Unlimited {
+		l.ScratchFiles = DefaultScratchFiles
 	}
 	return l
 }
@@ -119,6 +143,12 @@ type Capabilities struct {
 	Seccomp bool
 	// Cgroup: a per-command pids cgroup limits the number of processes.
 	Cgroup bool
+	// Namespaces: every command gets private network, IPC and mount
+	// namespaces, and a scratch directory with a quota (needs
+	// CAP_SYS_ADMIN, in practice a root engine). Without them SysV IPC,
+	// POSIX message queues and bind(2) are denied instead, and the scratch
+	// directory has no quota.
+	Namespaces bool
 	// Reason explains what is missing, empty when everything is enforced.
 	Reason string
 }
@@ -135,8 +165,8 @@ func (c Capabilities) String() string {
 		}
 		return "off"
 	}
-	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s cgroup_pids=%s",
-		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Cgroup))
+	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s cgroup_pids=%s namespaces=%s",
+		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Cgroup), yn(c.Namespaces))
 	if c.Reason != "" {
 		s += " (" + c.Reason + ")"
 	}
@@ -183,6 +213,7 @@ type Command struct {
 	cfg     config
 	bash    string
 	command string
+	ns      *netnsHandle // the pooled network namespace (none without Namespaces)
 }
 
 // config is what Prepare hands to the helper in argv[2].
@@ -193,6 +224,16 @@ type config struct {
 	FileSize     uint64 `json:"fsize"`
 	OpenFiles    uint64 `json:"nofile"`
 	AddressSpace uint64 `json:"as"`
+	ScratchBytes uint64 `json:"scratch_bytes"`
+	ScratchFiles uint64 `json:"scratch_files"`
+	// Namespaces: the command runs in private network, IPC and mount
+	// namespaces (set up by the engine before the helper starts).
+	Namespaces bool `json:"ns,omitempty"`
+}
+
+// filter is the seccomp filter for a command with this configuration.
+func (c config) filter() filterOpts {
+	return filterOpts{denyIPC: !c.Namespaces, denyBind: !c.Namespaces}
 }
 
 // Prepare builds the command that runs `bash -c command` confined. bashPath
@@ -210,9 +251,18 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 	if !filepath.IsAbs(bashPath) {
 		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", bashPath)
 	}
+	exe := selfExe
+	if HelperPath != "" {
+		if !filepath.IsAbs(HelperPath) {
+			return nil, fmt.Errorf("sandbox: HelperPath must be absolute: %q", HelperPath)
+		}
+		exe = HelperPath
+	}
 	_ = workdir // the engine sets cwd; the workdir is readable like everything else
 	lim = lim.withDefaults()
-	scratch, err := os.MkdirTemp(ScratchRoot, "bashvisor-sbx-")
+	// The engine's pid in the name lets a later engine remove what a killed
+	// one left behind (see removeStale).
+	scratch, err := os.MkdirTemp(ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
 	}
@@ -226,34 +276,39 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		FileSize:     lim.FileSize,
 		OpenFiles:    lim.OpenFiles,
 		AddressSpace: lim.AddressSpace,
+		ScratchBytes: lim.ScratchBytes,
+		ScratchFiles: lim.ScratchFiles,
+		Namespaces:   caps.Namespaces,
+	}
+	fail := func(err error) (*Command, error) {
+		_ = removeCgroup(cfg.CgroupDir)
+		_ = os.RemoveAll(scratch)
+		return nil, err
 	}
 	if caps.Cgroup && lim.Processes > 0 {
 		dir, err := createCgroup(filepath.Base(scratch), lim.Processes)
 		if err != nil {
-			_ = os.RemoveAll(scratch)
-			return nil, fmt.Errorf("sandbox: create pids cgroup: %w", err)
+			return fail(fmt.Errorf("sandbox: create pids cgroup: %w", err))
 		}
 		cfg.CgroupDir = dir
+	}
+	ns := noNetns()
+	if caps.Namespaces {
+		// The cache dir is made on the scratch tmpfs when the command
+		// starts (enterNamespaces).
+		if ns, err = newNetnsHandle(); err != nil {
+			return fail(err)
+		}
+	} else if err := makeCacheDir(scratch); err != nil {
+		return fail(fmt.Errorf("sandbox: %w", err))
 	}
 	enc, err := json.Marshal(cfg)
 	if err != nil {
 		panic(err) // cannot happen: plain strings and integers
 	}
 	cache := filepath.Join(scratch, ".cache")
-	if err := os.Mkdir(cache, 0o700); err != nil {
-		_ = removeCgroup(cfg.CgroupDir)
-		_ = os.RemoveAll(scratch)
-		return nil, fmt.Errorf("sandbox: create cache dir: %w", err)
-	}
 	var once sync.Once
 	var cleanupErr error
-	exe := selfExe
-	if HelperPath != "" {
-		if !filepath.IsAbs(HelperPath) {
-			return nil, fmt.Errorf("sandbox: HelperPath must be absolute: %q", HelperPath)
-		}
-		exe = HelperPath
-	}
 	cmd := &Command{
 		Path:    exe,
 		Args:    []string{exe, HelperArg, string(enc), "--", bashPath, "-c", command},
@@ -275,15 +330,28 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		cfg:     cfg,
 		bash:    bashPath,
 		command: command,
-		Cleanup: func() error {
-			once.Do(func() {
-				cleanupErr = errors.Join(removeCgroup(cfg.CgroupDir), removeScratch(scratch))
-			})
-			return cleanupErr
-		},
+		ns:      ns,
+	}
+	// A command dropped without Cleanup (processes left running on purpose)
+	// still gives its namespace descriptor back to the kernel.
+	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, ns)
+	cmd.Cleanup = func() error {
+		once.Do(func() {
+			cgErr := removeCgroup(cfg.CgroupDir)
+			// The network namespace is reused only when every process of
+			// the command is known to be gone: its pids cgroup was emptied
+			// and removed.
+			ns.release(cfg.CgroupDir != "" && cgErr == nil)
+			cleanupErr = errors.Join(cgErr, removeScratch(scratch))
+		})
+		return cleanupErr
 	}
 	return cmd, nil
 }
+
+// scratchPrefix starts the name of every scratch directory (and of its
+// pids cgroup): bashvisor-sbx-ENGINEPID-RANDOM.
+const scratchPrefix = "bashvisor-sbx-"
 
 // HelperPath, when set (before the first Prepare), is the absolute path of a
 // program whose main calls [Main] first, started instead of the running

@@ -11,9 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// seccompArchSupported: the filter knows this architecture's syscall table.
-const seccompArchSupported = true
-
 // deniedSyscalls fail with EPERM inside the sandbox. Landlock (ABI <= 7)
 // does not cover them, or they would let a process reach around it:
 //
@@ -27,6 +24,9 @@ const seccompArchSupported = true
 //     modules, kexec, reboot, swap, mounts, clock and hostname changes, bpf,
 //     perf, keyrings, new namespaces (unshare, setns), quotas, accounting,
 //     userfaultfd, fanotify, open_by_handle_at, vhangup.
+//
+// A few more are allowed only on the calling process itself (see
+// selfOnlyArg0): the resource-limit and scheduling calls that take a pid.
 var deniedSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -51,9 +51,40 @@ var deniedSyscalls = append([]uint32{
 	unix.SYS_USERFAULTFD, unix.SYS_FANOTIFY_INIT, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_VHANGUP,
 }, archDeniedSyscalls...)
 
+// sysvIPCSyscalls are SysV IPC and POSIX message queues. They are denied
+// when the command has no IPC namespace of its own (filterOpts.denyIPC):
+// the objects would be the host's, and would outlive the command.
+var sysvIPCSyscalls = []uint32{
+	unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL, unix.SYS_SHMDT,
+	unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMCTL, unix.SYS_SEMTIMEDOP,
+	unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+	unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE,
+	unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+}
+
+// selfOnlyArg0 are the syscalls whose first argument names the target
+// process (0 = the caller): they are allowed only with 0, so a command can
+// change its own limits, scheduling and memory placement but never those of
+// the engine or any other process (prlimit --pid $PPID would otherwise
+// reach the engine: same uid). setpriority and ioprio_set, whose target is
+// (which, who), are handled apart: only (a process, 0).
+var selfOnlyArg0 = []uint32{
+	unix.SYS_PRLIMIT64,
+	unix.SYS_SCHED_SETAFFINITY, unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR,
+	unix.SYS_MIGRATE_PAGES, unix.SYS_MOVE_PAGES,
+}
+
+// Targets of setpriority(2) and ioprio_set(2) that mean "this process".
+const (
+	prioProcess      = 0 // PRIO_PROCESS
+	ioprioWhoProcess = 1 // IOPRIO_WHO_PROCESS
+)
+
 // nsCloneFlags are the clone(2) flags that create namespaces; clone with
-// any of them fails with EPERM (clone3, whose flags a filter cannot read,
-// fails with ENOSYS so that libc falls back to clone).
+// any of them fails with EPERM. clone3, whose flags a filter cannot read
+// (they are behind a pointer), always fails with ENOSYS so that libc falls
+// back to clone: its CLONE_INTO_CGROUP would also let a process leave the
+// command's cgroup.
 const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
@@ -144,18 +175,25 @@ func (p *prog) assemble() ([]bpf.RawInstruction, error) {
 	return bpf.Assemble(p.ins)
 }
 
+// filterOpts are the variations of the filter.
+type filterOpts struct {
+	// denyIPC denies SysV IPC and POSIX message queues (no private IPC
+	// namespace).
+	denyIPC bool
+	// denyBind denies bind(2) (no private network namespace: a bound
+	// abstract unix socket would be reachable from the host).
+	denyBind bool
+}
+
 // buildFilter returns the seccomp program: kill on a foreign architecture,
 // EPERM for x32 syscalls and deniedSyscalls, socket/socketpair only for
 // AF_UNIX stream and seqpacket sockets, clone without namespace flags,
-// ENOSYS for clone3.
-//
-// allowClone3 lets clone3 through (for [Command.StartDirect], where the
-// engine's own exec.Cmd may need clone3 for SysProcAttr.UseCgroupFD).
-// Namespaces created with it give nothing: Landlock and this filter stay in
-// force inside them.
-func buildFilter(allowClone3 bool) ([]bpf.RawInstruction, error) {
+// ENOSYS for clone3, the selfOnly syscalls only on the caller, and what
+// opts adds.
+func buildFilter(opts filterOpts) ([]bpf.RawInstruction, error) {
 	p := &prog{ins: make([]bpf.Instruction, 0, 256)}
 	archOK, socket, clone := p.newLabel(), p.newLabel(), p.newLabel()
+	self0, setprio, ioprio := p.newLabel(), p.newLabel(), p.newLabel()
 	allow, eperm, enosys := p.newLabel(), p.newLabel(), p.newLabel()
 
 	p.add(bpf.LoadAbsolute{Off: offArch, Size: 4})
@@ -171,15 +209,26 @@ func buildFilter(allowClone3 bool) ([]bpf.RawInstruction, error) {
 	// cache the always-allowed ones), so a balanced tree instead of a linear
 	// list of ~80 comparisons makes installing it several times cheaper.
 	verdicts := map[uint32]label{
-		unix.SYS_SOCKET:     socket,
-		unix.SYS_SOCKETPAIR: socket,
-		unix.SYS_CLONE:      clone,
+		unix.SYS_SOCKET:      socket,
+		unix.SYS_SOCKETPAIR:  socket,
+		unix.SYS_CLONE:       clone,
+		unix.SYS_CLONE3:      enosys,
+		unix.SYS_SETPRIORITY: setprio,
+		unix.SYS_IOPRIO_SET:  ioprio,
 	}
-	if !allowClone3 {
-		verdicts[unix.SYS_CLONE3] = enosys
+	for _, nr := range selfOnlyArg0 {
+		verdicts[nr] = self0
 	}
 	for _, nr := range deniedSyscalls {
 		verdicts[nr] = eperm
+	}
+	if opts.denyIPC {
+		for _, nr := range sysvIPCSyscalls {
+			verdicts[nr] = eperm
+		}
+	}
+	if opts.denyBind {
+		verdicts[unix.SYS_BIND] = eperm
 	}
 	nrs := make([]uint32, 0, len(verdicts))
 	for nr := range verdicts {
@@ -206,6 +255,25 @@ func buildFilter(allowClone3 bool) ([]bpf.RawInstruction, error) {
 	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
 	p.jump(bpf.JumpBitsSet, nsCloneFlags, eperm, allow)
 
+	// prlimit64(pid, ...) and friends: pid 0 (the caller) only. pid_t is
+	// an int: the kernel reads the low 32 bits.
+	p.place(self0)
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	p.jump(bpf.JumpEqual, 0, allow, eperm)
+
+	// setpriority(which, who, prio) and ioprio_set(which, who, prio):
+	// this process (who 0) only; not a group, not a user's processes.
+	p.place(setprio)
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	p.jump(bpf.JumpEqual, prioProcess, next, eperm)
+	p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
+	p.jump(bpf.JumpEqual, 0, allow, eperm)
+	p.place(ioprio)
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	p.jump(bpf.JumpEqual, ioprioWhoProcess, next, eperm)
+	p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
+	p.jump(bpf.JumpEqual, 0, allow, eperm)
+
 	// BPF jumps only forward: the verdicts come last.
 	p.place(allow)
 	p.add(bpf.RetConstant{Val: retAllow})
@@ -218,8 +286,8 @@ func buildFilter(allowClone3 bool) ([]bpf.RawInstruction, error) {
 
 // installSeccomp installs the filter on the calling thread, the one that
 // execs bash (see applyLandlock). no_new_privs must already be set.
-func installSeccomp(allowClone3 bool) error {
-	raw, err := buildFilter(allowClone3)
+func installSeccomp(opts filterOpts) error {
+	raw, err := buildFilter(opts)
 	if err != nil {
 		return err
 	}
@@ -239,7 +307,7 @@ func installSeccomp(allowClone3 bool) error {
 // seccompUsable reports whether the kernel supports seccomp filters with
 // the actions the filter uses.
 func seccompUsable() error {
-	if _, err := buildFilter(false); err != nil {
+	if _, err := buildFilter(filterOpts{denyIPC: true, denyBind: true}); err != nil {
 		return err
 	}
 	for _, a := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {

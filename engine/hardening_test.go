@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// TestOnlyStandardDescriptors: in every mode a command starts with exactly
+// 0, 1 and 2, even when the engine's process holds a descriptor without
+// close-on-exec.
+func TestOnlyStandardDescriptors(t *testing.T) {
+	sentinel := filepath.Join(t.TempDir(), "sentinel")
+	fd, err := syscall.Open(sentinel, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND, 0o600) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// ls lists its parent shell's descriptors.
+	command := fmt.Sprintf(`echo fds:; ls /proc/$$/fd; echo leaked >&%d`, fd)
+	check := func(t *testing.T, r engine.Result) {
+		t.Helper()
+		if !regexp.MustCompile(`fds:\n0\n1\n2\n\D`).MatchString(r.Output) {
+			t.Errorf("the command has more than 0, 1, 2:\n%s", r.Output)
+		}
+		if b, _ := os.ReadFile(sentinel); len(b) > 0 {
+			t.Errorf("the command wrote through inherited fd %d: %q", fd, b)
+		}
+	}
+	t.Run("unrestricted", func(t *testing.T) {
+		e := newEngine(t)
+		check(t, e.Run(context.Background(), engine.ToolContext{WorkingDir: t.TempDir()}, engine.Input{Command: command}))
+	})
+	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
+		e := newEngine(t, mod)
+		check(t, e.Run(context.Background(), restricted(t.TempDir()), engine.Input{Command: command}))
+	})
+}
+
+// childOutOfFDs runs in a re-executed test binary: an engine whose process
+// has no descriptor left starts a restricted command.
+func childOutOfFDs() {
+	e, err := engine.New(engine.DefaultConfig())
+	if err != nil {
+		fmt.Println("engine:", err)
+		os.Exit(1)
+	}
+	defer e.Shutdown(context.Background())
+	var held []*os.File
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		held = append(held, f)
+	}
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Restricted: true}, engine.Input{Command: "true"})
+	for _, f := range held {
+		f.Close()
+	}
+	fmt.Printf("status=%s\n%s\n", r.Status, r.Output)
+}
+
+// TestOutOfDescriptorsSaysSo: an engine out of descriptors reports that,
+// not "restricted mode unavailable".
+func TestOutOfDescriptorsSaysSo(t *testing.T) {
+	needLandlock(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A low descriptor limit makes running out quick (Go raises the soft
+	// limit only up to the hard one).
+	cmd := exec.Command("prlimit", "--nofile=256:256", "--", exe)
+	cmd.Env = append(os.Environ(), "BASHVISOR_TEST_CHILD=out-of-fds")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "status=error") || !strings.Contains(s, "too many open files") {
+		t.Errorf("want an error naming the cause:\n%s", s)
+	}
+	if strings.Contains(s, "restricted mode unavailable") {
+		t.Errorf("an engine out of descriptors blamed restricted mode:\n%s", s)
+	}
+}

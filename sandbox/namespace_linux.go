@@ -1,0 +1,235 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Private namespaces: where the engine may create them (CAP_SYS_ADMIN, in
+// practice root), every restricted command gets
+//
+//   - a network namespace of its own, with only a loopback interface: no
+//     route out exists at the kernel level (the seccomp filter closes the
+//     network too), and abstract unix socket names bound inside are
+//     invisible outside. Creating one costs ~0.4 ms, so they are pooled:
+//     a namespace whose command ended with every process gone (the pids
+//     cgroup was emptied) is reused, since nothing of the old command can
+//     remain in it (sockets die with their processes, and nothing inside
+//     can change its configuration: netlink is denied and /proc/sys is
+//     read-only);
+//   - a fresh IPC namespace: SysV shared memory, semaphores and message
+//     queues and POSIX message queues are the command's own and die with
+//     it (never reused);
+//   - a fresh mount namespace in which the scratch directory is a tmpfs of
+//     Limits.ScratchBytes and Limits.ScratchFiles: writes beyond fail with
+//     ENOSPC, and the files vanish with the namespace even if the engine is
+//     killed. The namespace is private (no propagation to or from the host).
+//
+// Without them (an unprivileged engine) the seccomp filter denies SysV IPC,
+// POSIX message queues and bind(2) instead, and the scratch directory is
+// an ordinary directory with no quota.
+
+// netnsPool holds idle network namespaces (open /proc/thread-self/ns/net
+// descriptors), at most maxIdleNetns.
+var netnsPool struct {
+	sync.Mutex
+	idle []int
+}
+
+const maxIdleNetns = 32
+
+// getNetns returns a network namespace for one command: an idle one, or a
+// new one with the loopback interface up.
+func getNetns() (int, error) {
+	netnsPool.Lock()
+	if n := len(netnsPool.idle); n > 0 {
+		fd := netnsPool.idle[n-1]
+		netnsPool.idle = netnsPool.idle[:n-1]
+		netnsPool.Unlock()
+		return fd, nil
+	}
+	netnsPool.Unlock()
+	var fd int
+	err := onThrowawayThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+		}
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+		var err error
+		fd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return -1, fmt.Errorf("sandbox: network namespace: %w", err)
+	}
+	return fd, nil
+}
+
+// putNetns hands a namespace whose processes are all gone back for reuse.
+func putNetns(fd int) {
+	netnsPool.Lock()
+	if len(netnsPool.idle) < maxIdleNetns {
+		netnsPool.idle = append(netnsPool.idle, fd)
+		netnsPool.Unlock()
+		return
+	}
+	netnsPool.Unlock()
+	_ = unix.Close(fd)
+}
+
+// loopbackUp sets the calling thread's network namespace's lo interface
+// up.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// netnsHandle is a command's hold on a pooled network namespace. If the
+// command is dropped without Cleanup (its processes were left running), the
+// descriptor is closed when the Command is garbage collected, never
+// reused.
+type netnsHandle struct {
+	mu sync.Mutex
+	fd int // -1 once released
+}
+
+func noNetns() *netnsHandle { return &netnsHandle{fd: -1} }
+
+func newNetnsHandle() (*netnsHandle, error) {
+	fd, err := getNetns()
+	if err != nil {
+		return nil, err
+	}
+	return &netnsHandle{fd: fd}, nil
+}
+
+// release gives the namespace back for reuse, or closes it.
+func (h *netnsHandle) release(reuse bool) {
+	h.mu.Lock()
+	fd := h.fd
+	h.fd = -1
+	h.mu.Unlock()
+	switch {
+	case fd < 0:
+	case reuse:
+		putNetns(fd)
+	default:
+		_ = unix.Close(fd)
+	}
+}
+
+// enterNamespaces moves the calling (locked, throwaway) thread into the
+// command's namespaces: the pooled network namespace, a new IPC namespace
+// and a new private mount namespace with a tmpfs on the scratch directory.
+// What the thread forks afterwards inherits them.
+func (c *Command) enterNamespaces() error {
+	if err := unix.Setns(c.ns.fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("setns(net): %w", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWIPC | unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare(CLONE_NEWIPC|CLONE_NEWNS): %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	opts := "mode=0700,uid=" + strconv.Itoa(os.Geteuid()) + ",gid=" + strconv.Itoa(os.Getegid()) +
+		",size=" + strconv.FormatUint(c.cfg.ScratchBytes, 10) + ",nr_inodes=" + strconv.FormatUint(c.cfg.ScratchFiles, 10)
+	if err := unix.Mount("tmpfs", c.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount scratch tmpfs: %w", err)
+	}
+	return makeCacheDir(c.Scratch)
+}
+
+// makeCacheDir creates the cache directory inside the scratch directory.
+func makeCacheDir(scratch string) error {
+	if err := os.Mkdir(scratch+"/.cache", 0o700); err != nil {
+		return fmt.Errorf("create cache dir: %w", err)
+	}
+	return nil
+}
+
+// probeNamespaces checks that this process can give a command private
+// network, IPC and mount namespaces with a tmpfs scratch directory.
+func probeNamespaces() error {
+	dir, err := os.MkdirTemp("", "bashvisor-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := getNetns()
+	if err != nil {
+		return err
+	}
+	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: config{ScratchBytes: 1 << 20, ScratchFiles: 16}}
+	err = onThrowawayThread(func() error {
+		if err := c.enterNamespaces(); err != nil {
+			return err
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return err
+		}
+		if st.Type != unix.TMPFS_MAGIC {
+			return errors.New("the scratch tmpfs is not mounted")
+		}
+		return nil
+	})
+	if err != nil {
+		_ = unix.Close(fd)
+		return err
+	}
+	putNetns(fd)
+	// The thread's cache dir is on its tmpfs: the engine must not see it.
+	if _, err := os.Stat(dir + "/.cache"); err == nil {
+		_ = os.Remove(dir + "/.cache")
+		return errors.New("the scratch tmpfs is visible outside its mount namespace")
+	}
+	return nil
+}
+
+// onThrowawayThread runs f on a goroutine locked to an OS thread that is
+// terminated afterwards (the goroutine exits without unlocking), so
+// whatever f does to the thread (namespaces, confinement) never reaches
+// the rest of the process. The main thread is never terminated by the Go
+// runtime (it would be kept, changed, forever), so if the goroutine lands
+// on it, it keeps the main thread busy and runs f on another goroutine,
+// which then cannot land there.
+func onThrowawayThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			errc <- onThrowawayThread(f)
+			runtime.UnlockOSThread() // the main thread was never changed
+			return
+		}
+		errc <- f()
+		// Return still locked: the runtime terminates this thread.
+	}()
+	return <-errc
+}
