@@ -146,14 +146,19 @@ func Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
-// Wait waits for the leader to exit and reaps it.
+// Wait waits for the leader to exit and reaps it. The wait parks no OS
+// thread: the pidfd is in the netpoller, and the one waitid that reaps the
+// leader runs only once it has become readable (it is readable only once
+// the leader exited).
 func (p *Process) Wait() (*os.ProcessState, error) {
 	if p.pidfd != nil {
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
-			_ = rc.Read(func(fd uintptr) bool {
-				var info unix.Siginfo
-				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-				return err != nil || info.Signo != 0
+			polled := false
+			_ = rc.Read(func(uintptr) bool {
+				// The first call comes before any readiness check: wait.
+				done := polled
+				polled = true
+				return done
 			})
 		}
 		p.pidfd.Close()
