@@ -183,7 +183,7 @@ func expandBraces(parts []syntax.WordPart) [][]syntax.WordPart {
 	return res
 }
 
-// braceSeq expands {x..y[..incr]} (numbers or single letters), capped.
+// braceSeq expands {x..y[..incr]} (integers or single letters), capped.
 func braceSeq(be *syntax.BraceExp) []string {
 	if len(be.Elems) < 2 {
 		return nil
@@ -192,43 +192,31 @@ func braceSeq(be *syntax.BraceExp) []string {
 	step := 1
 	if len(be.Elems) > 2 {
 		if n, err := strconv.Atoi(be.Elems[2].Lit()); err == nil && n != 0 {
-			step = n
+			step = max(n, -n)
 		}
 	}
-	if step < 0 {
+	var x, y int
+	format := strconv.Itoa
+	if n, err := strconv.Atoi(a); err == nil {
+		m, err := strconv.Atoi(b)
+		if err != nil {
+			return nil
+		}
+		x, y = n, m
+	} else if len(a) == 1 && len(b) == 1 {
+		x, y = int(a[0]), int(b[0])
+		format = func(i int) string { return string(rune(i)) }
+	} else {
+		return nil
+	}
+	if x > y {
 		step = -step
 	}
 	var out []string
-	if x, err1 := strconv.Atoi(a); err1 == nil {
-		y, err2 := strconv.Atoi(b)
-		if err2 != nil {
-			return nil
-		}
-		for i := x; len(out) < maxBraceFields; {
-			out = append(out, strconv.Itoa(i))
-			if i == y || (x <= y && i+step > y) || (x > y && i-step < y) {
-				break
-			}
-			if x <= y {
-				i += step
-			} else {
-				i -= step
-			}
-		}
-		return out
-	}
-	if len(a) == 1 && len(b) == 1 {
-		x, y := int(a[0]), int(b[0])
-		for i := x; len(out) < maxBraceFields; {
-			out = append(out, string(rune(i)))
-			if i == y || (x <= y && i+step > y) || (x > y && i-step < y) {
-				break
-			}
-			if x <= y {
-				i += step
-			} else {
-				i -= step
-			}
+	for i := x; len(out) < maxBraceFields; i += step {
+		out = append(out, format(i))
+		if step > 0 && i+step > y || step < 0 && i+step < y {
+			break
 		}
 	}
 	return out
