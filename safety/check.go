@@ -138,18 +138,36 @@ type savedVar struct {
 	set bool
 }
 
-// enterFunc starts walking a function body with positional parameters
-// params (known or not); leaveFunc restores the caller's parameters and
-// the variables the body made local.
-func (c *checker) enterFunc(params []string, known bool) (saved []string, savedKnown bool) {
-	saved, savedKnown = c.params, c.posKnown
-	c.params, c.posKnown = params, known
-	c.frames = append(c.frames, nil)
-	c.callDepth++
-	return saved, savedKnown
+// posParams is a saved set of positional parameters.
+type posParams struct {
+	params      []string
+	known, open bool
 }
 
-func (c *checker) leaveFunc(saved []string, savedKnown bool) {
+func (c *checker) saveParams() posParams {
+	return posParams{c.params, c.posKnown, c.posOpen}
+}
+
+func (c *checker) restoreParams(p posParams) {
+	c.params, c.posKnown, c.posOpen = p.params, p.known, p.open
+}
+
+// enterFunc starts walking a function body with the positional parameters
+// set to args, or unknown when args is nil; leaveFunc restores the
+// caller's parameters and the variables the body made local.
+func (c *checker) enterFunc(args []field) posParams {
+	saved := c.saveParams()
+	if args != nil {
+		c.setParams(args)
+	} else {
+		c.params, c.posKnown, c.posOpen = nil, false, false
+	}
+	c.frames = append(c.frames, nil)
+	c.callDepth++
+	return saved
+}
+
+func (c *checker) leaveFunc(saved posParams) {
 	c.callDepth--
 	top := c.frames[len(c.frames)-1]
 	c.frames = c.frames[:len(c.frames)-1]
@@ -160,7 +178,7 @@ func (c *checker) leaveFunc(saved []string, savedKnown bool) {
 			delete(c.vars, name)
 		}
 	}
-	c.params, c.posKnown = saved, savedKnown
+	c.restoreParams(saved)
 }
 
 // local remembers name's state so that leaving the function restores it.
@@ -494,12 +512,8 @@ func (c *checker) callFunc(body *syntax.Stmt, argv []field, in stdinSrc) {
 	if c.callDepth >= maxCallDepth || len(c.calls) >= maxCalls || c.callWork > maxCallWork {
 		return
 	}
-	params := make([]string, len(argv)-1)
 	var key strings.Builder
-	for i, f := range argv {
-		if i > 0 {
-			params[i-1] = f.s
-		}
+	for _, f := range argv {
 		key.WriteString(f.s)
 		key.WriteByte(0xff)
 	}
@@ -511,9 +525,9 @@ func (c *checker) callFunc(body *syntax.Stmt, argv []field, in stdinSrc) {
 	}
 	c.calls[key.String()] = true
 	start := c.work
-	saved, savedKnown := c.enterFunc(params, true)
+	saved := c.enterFunc(argv[1:len(argv):len(argv)])
 	c.stmt(body, in)
-	c.leaveFunc(saved, savedKnown)
+	c.leaveFunc(saved)
 	if c.callDepth == 0 {
 		c.callWork += c.work - start
 	}
@@ -561,13 +575,10 @@ func (c *checker) nodeSubs(n syntax.Node) {
 // nestedParams checks code run by a new shell whose positional
 // parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
 func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, params []field) {
-	saved, savedKnown := c.params, c.posKnown
-	c.params, c.posKnown = make([]string, len(params)), true
-	for i, f := range params {
-		c.params[i] = f.s
-	}
+	saved := c.saveParams()
+	c.setParams(params)
 	c.nested(code, zsh, in)
-	c.params, c.posKnown = saved, savedKnown
+	c.restoreParams(saved)
 }
 
 // nested re-parses and checks shell code found inside the command.

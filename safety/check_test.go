@@ -478,6 +478,7 @@ var ruleCases = []struct {
 		// guards
 		{`IFS=,; unset IFS; x="rm -rf /"; $x`, Block, "rm-critical"},
 		{`IFS=, read -r a b <<< "x,y"; echo $a`, Allow, ""},
+		{`OLDIFS=$IFS; IFS=,; IFS=$OLDIFS; x="rm -rf /"; $x`, Block, "rm-critical"},
 	}},
 	{"static-text-to-shell", []checkCase{
 		{`printf 'git add -A\n' | sh`, Block, "git-add-blind"},
@@ -580,6 +581,10 @@ var ruleCases = []struct {
 		{`set -euo pipefail; rm -rf "$1"`, Allow, ""},
 		{`xargs sh -c 'rm -rf "$1"/*' _`, Allow, ""},
 		{"f() { local d=/; }; f; d=build; rm -rf $d", Allow, ""},
+		{`f() { rm -rf "$2"/*; }; f *.txt`, Allow, ""},
+		{`f() { rm -rf "$2"/*; }; f $(ls)`, Allow, ""},
+		{`set -- $(git ls-files); rm -rf "$2"/*`, Allow, ""},
+		{`sh -c 'rm -rf "$2"/*' sh *.log`, Allow, ""},
 	}},
 	{"wrappers", []checkCase{
 		{"flock /tmp/l rm -rf /", Block, "rm-critical"},

@@ -143,8 +143,10 @@
 //   - A function called with static words is checked again with $1...
 //     bound, once per distinct call (at most 64 calls, 16 deep); its body
 //     is also checked at its definition. A function named like a command
-//     (rm() {...}) does not turn off that command's rules. sh -c CODE NAME
-//     ARGS binds ARGS, except behind xargs, which adds arguments.
+//     (rm() {...}) does not turn off that command's rules. After a word
+//     that may be any number of words ($(...), $X, a glob) the parameters
+//     are unknown. set -- ARGS and sh -c CODE NAME ARGS bind ARGS too,
+//     except behind xargs, which adds arguments.
 //   - Wrappers parse their own options; one that runs no command (chroot
 //     DIR, script FILE, strace -p PID, flock FD) is allowed. runuser
 //     without -u is treated like su.

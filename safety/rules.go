@@ -465,9 +465,13 @@ func (c *checker) shift(args []field) {
 	if len(args) > 1 {
 		var err error
 		if n, err = strconv.Atoi(args[1].s); err != nil || n < 0 {
-			c.params, c.posKnown = nil, false
+			c.params, c.posKnown, c.posOpen = nil, false, false
 			return
 		}
+	}
+	if c.posOpen && n >= len(c.params) {
+		c.params, c.posKnown, c.posOpen = nil, false, false // into the unknown ones
+		return
 	}
 	c.params = c.params[min(n, len(c.params)):]
 }
@@ -484,13 +488,7 @@ func (c *checker) set(args []field) {
 			if a == "--" || a == "-" {
 				i++
 			}
-			c.params, c.posKnown = nil, true
-			for _, f := range args[i:] {
-				c.params = append(c.params, f.s)
-			}
-			if len(c.params) > maxArray {
-				c.params, c.posKnown = nil, false
-			}
+			c.setParams(args[min(i, len(args)):])
 			return
 		}
 	}
@@ -1353,9 +1351,9 @@ func (c *checker) funcDecl(x *syntax.FuncDecl) {
 		}
 		c.funcs[n.Value] = x.Body
 	}
-	saved, savedKnown := c.enterFunc(nil, false)
+	saved := c.enterFunc(nil)
 	c.stmt(x.Body, stdinSrc{})
-	c.leaveFunc(saved, savedKnown)
+	c.leaveFunc(saved)
 }
 
 // isForkBomb reports whether body calls name both sides of a pipe or in the

@@ -64,6 +64,7 @@ var expansionScripts = []string{
 	`IFS=; x="a b"; printf '<%s>' $x`,
 	`IFS=$'\n'; x=$'a b\nc'; printf '<%s>' $x`,
 	`IFS=,; unset IFS; x="a b"; printf '<%s>' $x`,
+	`old=$IFS; IFS=,; IFS=$old; x="a b,c"; printf '<%s>' $x`,
 	`IFS=', '; v=" ,a"; w="a ,, b"; u=", "; printf '<%s>' $v ""$v $v"" x$v $v$v $w x$w $u $u""`,
 	`IFS=,; v="a,"; printf '<%s>' $v $v"" ""$v $v$v`,
 	`IFS=,; set -- a b; printf '<%s>' "$*" $*`,
@@ -133,12 +134,7 @@ func staticFields(t *testing.T, script string) string {
 		for i, w := range call.Args {
 			args = c.resolveWord(w, i, args)
 		}
-		params := make([]string, len(args)-1)
-		for i, a := range args[1:] {
-			params[i] = a.s
-		}
-		saved, known := c.enterFunc(params, true)
-		defer c.leaveFunc(saved, known)
+		defer c.leaveFunc(c.enterFunc(args[1:]))
 		ss := body.Cmd.(*syntax.Block).Stmts
 		c.stmts(ss[:len(ss)-1], stdinSrc{})
 		stmt = ss[len(ss)-1]

@@ -68,6 +68,7 @@ type field struct {
 	proc   bool   // contains a process substitution <(...)
 	sub    bool   // contains a command substitution $(...)
 	glob   bool   // contains an unquoted *, ? or [ that bash matches against file names
+	spread bool   // may be any number of words at run time (unquoted $(...), unknown $X, "$@")
 	unsure bool   // comes from splitting on an IFS only known at run time
 	word   int    // index of the source word in the call, -1 if synthetic
 	one    bool   // the source word expanded to exactly this one field
@@ -105,6 +106,7 @@ type resolver struct {
 	vars     map[string]varState
 	params   []string // positional parameters $1...; dynamic pieces as dynMark
 	posKnown bool     // params holds the positional parameters
+	posOpen  bool     // the last of params stands for any number of unknown ones
 	work     int      // units of work done: fields, pattern bytes, parsed bytes, ...
 	patWork  int      // bytes scanned by pattern matching
 	expanded int      // bytes produced by parameter expansions
@@ -125,6 +127,22 @@ func (r *resolver) setArray(name string, list []string, known bool) {
 		r.vars = make(map[string]varState, 4)
 	}
 	r.vars[name] = varState{list: list, known: known, array: true}
+}
+
+// setParams sets the positional parameters to the words fields. After a
+// word that may be any number of words at run time, the rest are unknown.
+func (r *resolver) setParams(fields []field) {
+	r.params, r.posKnown, r.posOpen = make([]string, 0, len(fields)), true, false
+	for _, f := range fields {
+		if f.spread || f.glob {
+			r.params, r.posOpen = append(r.params, dynMark), true
+			break
+		}
+		r.params = append(r.params, f.s)
+	}
+	if len(r.params) > maxArray {
+		r.params, r.posKnown = nil, false
+	}
 }
 
 // ifs returns the value of IFS and whether it is known.
@@ -256,10 +274,10 @@ func (r *resolver) base(name string, index syntax.ArithmExpr) (value, bool) {
 	case name == "@" || name == "*":
 		return value{list: r.params, multi: true, star: name == "*"}, r.posKnown && index == nil
 	case name == "#":
-		return value{s: strconv.Itoa(len(r.params))}, r.posKnown && index == nil
+		return value{s: strconv.Itoa(len(r.params))}, r.posKnown && !r.posOpen && index == nil
 	case isDigits(name):
 		n, err := strconv.Atoi(name)
-		if !r.posKnown || index != nil || err != nil || n == 0 {
+		if !r.posKnown || index != nil || err != nil || n == 0 || r.posOpen && n >= len(r.params) {
 			return value{}, false // $0 is the shell's name
 		}
 		if n > len(r.params) {
@@ -269,8 +287,12 @@ func (r *resolver) base(name string, index syntax.ArithmExpr) (value, bool) {
 	}
 	st, ok := r.vars[name]
 	if !ok {
-		if name == "HOME" && index == nil {
+		switch {
+		case index != nil:
+		case name == "HOME":
 			return value{s: homeMark}, true
+		case name == "IFS":
+			return value{s: defaultIFS}, true
 		}
 		return value{}, false
 	}
@@ -443,7 +465,7 @@ func (r *resolver) slice(v value, sl *syntax.Slice, positional bool) (value, boo
 	}
 	if v.multi {
 		if positional {
-			if off == 0 {
+			if off == 0 || r.posOpen {
 				return value{}, false // $0 is not known
 			}
 			if off > 0 {
@@ -872,9 +894,9 @@ func braceSeq(be *syntax.BraceExp) []string {
 
 // fieldBuilder accumulates one field during expansion.
 type fieldBuilder struct {
-	b                            strings.Builder
-	have                         bool // the field exists even if empty ("", '')
-	dyn, proc, sub, glob, unsure bool
+	b                                    strings.Builder
+	have                                 bool // the field exists even if empty ("", '')
+	dyn, proc, sub, glob, spread, unsure bool
 }
 
 // write appends s, a value that may hold dynMark.
@@ -888,7 +910,7 @@ func (fb *fieldBuilder) write(s string) {
 func (fb *fieldBuilder) flush(out []field, idx int) []field {
 	if fb.have || fb.b.Len() > 0 || fb.dyn {
 		out = append(out, field{s: fb.b.String(), dyn: fb.dyn, proc: fb.proc, sub: fb.sub,
-			glob: fb.glob, unsure: fb.unsure, word: idx})
+			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, word: idx})
 	}
 	*fb = fieldBuilder{}
 	return out
@@ -939,7 +961,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 		case *syntax.ParamExp:
 			v, ok := r.param(p)
 			if !ok {
-				fb.dyn = true
+				fb.dyn, fb.spread = true, true
 				fb.b.WriteString(dynMark)
 				continue
 			}
@@ -957,7 +979,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 			fb.have, fb.dyn, fb.proc = true, true, true
 			fb.b.WriteString(dynMark)
 		case *syntax.CmdSubst:
-			fb.have, fb.dyn, fb.sub = true, true, true
+			fb.have, fb.dyn, fb.sub, fb.spread = true, true, true, true
 			fb.b.WriteString(dynMark)
 		case *syntax.ExtGlob:
 			fb.have, fb.glob = true, true
@@ -997,7 +1019,7 @@ func (r *resolver) split(fb *fieldBuilder, out []field, idx int, v string) []fie
 			fb.b.WriteByte(ch)
 			switch ch {
 			case 0:
-				fb.dyn = true
+				fb.dyn, fb.spread = true, true
 			case '*', '?', '[':
 				fb.glob = true
 			}
@@ -1047,6 +1069,7 @@ func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []fiel
 					}
 					fb.have = true
 					fb.write(e)
+					fb.spread = fb.spread || fb.dyn
 				}
 			}
 		case *syntax.CmdSubst:
