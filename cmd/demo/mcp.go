@@ -217,7 +217,9 @@ func cmdMCP(args []string) int {
 }
 
 func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls func(), log *slog.Logger) int {
-	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: os.Stdin, Writer: out}, nil)
+	// mcpserver.StdioTransport answers a malformed line with a JSON-RPC
+	// error; the go-sdk's own stdio transport would end the session.
+	ss, err := srv.Connect(context.Background(), &mcpserver.StdioTransport{Reader: os.Stdin, Writer: out, Logger: log}, nil)
 	if err != nil {
 		log.Error("mcp stdio", "err", err)
 		return 1
