@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,10 +21,6 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/proc"
 )
-
-func init() {
-	commands["bench"] = func(args []string) int { return cmdBench(args, os.Stdout, os.Stderr) }
-}
 
 // benchOpts are the flags of `demo bench`.
 type benchOpts struct {
@@ -52,9 +47,8 @@ type benchRow struct {
 // cmdBench measures the engine against raw os/exec side by side (SPEC §3).
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	var o benchOpts
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.IntVar(&o.serial, "serial", 400, "serial runs of `bash -c true` per variant")
+	fs := newFlagSet("bench")
+	fs.IntVar(&o.serial, "serial", 400, "serial runs of 'bash -c true' per variant")
 	fs.IntVar(&o.conc, "c", 64, "concurrency of the throughput case")
 	fs.IntVar(&o.concN, "conc-n", 3000, "commands per variant in the throughput case")
 	flood := fs.String("flood", "1GiB", "output size of the throughput case (e.g. 1GiB, 256MiB)")
@@ -66,13 +60,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
 	fs.Int64Var(&o.spoolCap, "spool-cap", 0, "the engine's SpoolCap (0: default 64 MiB, negative: no spool file)")
 	fs.StringVar(&o.child, "child", "", "internal: run one flood case (engine|raw) and print JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	var err error
 	if o.flood, err = parseSize(*flood); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return exitUsage
+		return usageError(fs, stderr, "-flood: %v", err)
 	}
 	if o.child != "" {
 		return benchChild(o, stdout, stderr)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,10 +22,6 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/proc"
 )
-
-func init() {
-	commands["stress"] = func(args []string) int { return cmdStress(args, os.Stdout, os.Stderr) }
-}
 
 // stressKind is one kind of command in the mix.
 type stressKind struct {
@@ -64,20 +59,21 @@ type stresser struct {
 // was lost or leaked (SPEC §3). It exits 0 only when all checks are 0.
 func cmdStress(args []string, stdout, stderr io.Writer) int {
 	var o stressOpts
-	fs := flag.NewFlagSet("stress", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("stress")
 	fs.IntVar(&o.n, "n", 2000, "number of commands")
 	fs.IntVar(&o.c, "c", 32, "commands in flight")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed of the mix (0: time based)")
 	fs.BoolVar(&o.noProgress, "no-progress", false, "no progress bar")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups (escapees are then skipped)")
 	fs.DurationVar(&o.timeout, "timeout", 500*time.Millisecond, "the engine's default-mode timeout")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	if o.n <= 0 || o.c <= 0 {
-		fmt.Fprintln(stderr, "stress: -n and -c must be positive")
-		return exitUsage
+		return usageError(fs, stderr, "-n and -c must be positive")
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
