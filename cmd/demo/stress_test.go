@@ -17,3 +17,20 @@ func TestStressSmall(t *testing.T) {
 		}
 	}
 }
+
+// Into a log (stderr not a terminal) progress comes as plain lines, never
+// as carriage-return frames.
+func TestStressProgressIntoALog(t *testing.T) {
+	// -timeout 1s: the timeout kinds alone make the run last over a second,
+	// many periods of 100ms.
+	r := demo(t, nil, "stress", "-n", "60", "-c", "8", "-seed", "3", "-timeout", "1s", "-progress-every", "100ms")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if strings.Contains(r.stderr, "\r") {
+		t.Errorf("carriage returns in a non-terminal stderr: %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "/60 commands done after ") {
+		t.Errorf("no progress line in %q", r.stderr)
+	}
+}
