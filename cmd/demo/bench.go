@@ -20,6 +20,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
 // benchOpts are the flags of `demo bench`.
@@ -161,7 +162,7 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		rows = append(rows, r...)
 	}
 	if o.want("flood") {
-		step(fmt.Sprintf("%s of output", humanBytes(o.flood)))
+		step(fmt.Sprintf("%s of output", truncate.Humanize(o.flood)))
 		r, err := benchFlood(o, e, tc)
 		if err != nil {
 			return nil, err
@@ -391,9 +392,9 @@ func benchFlood(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRo
 		hwm = "VmHWM (in-process, mixed)"
 	}
 	return []benchRow{
-		{name: fmt.Sprintf("%s output throughput", humanBytes(o.flood)), raw: fmt.Sprintf("%.0f MB/s", rate(raw)),
+		{name: fmt.Sprintf("%s output throughput", truncate.Humanize(o.flood)), raw: fmt.Sprintf("%.0f MB/s", rate(raw)),
 			eng: fmt.Sprintf("%.0f MB/s", rate(eng)), ratio: fmt.Sprintf("%.1f%%", ratio), target: ">= 90%", ok: pass(ratio >= 90)},
-		{name: fmt.Sprintf("%s output peak RSS (%s)", humanBytes(o.flood), hwm), raw: fmt.Sprintf("%.1f MiB", float64(raw.HWMKiB)/1024),
+		{name: fmt.Sprintf("%s output peak RSS (%s)", truncate.Humanize(o.flood), hwm), raw: fmt.Sprintf("%.1f MiB", float64(raw.HWMKiB)/1024),
 			eng: fmt.Sprintf("%.1f MiB", float64(eng.HWMKiB)/1024), target: "<= 32 MiB", ok: pass(eng.HWMKiB <= 32<<10)},
 	}, nil
 }
@@ -618,17 +619,6 @@ func benchSleepers(o benchOpts, dir string) ([]benchRow, error) {
 		{name: "  engine RSS growth per command", eng: fmt.Sprintf("%.1f KiB", rss)},
 		{name: "  time to start all", eng: fmt.Sprintf("%.2f s", startAll.Seconds())},
 	}, nil
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }
 
 func printBench(w io.Writer, o benchOpts, rows []benchRow) {
