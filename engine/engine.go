@@ -44,9 +44,15 @@ var (
 	ErrInternal       = actors.ErrActorFailed
 )
 
-// MaxCommandBytes bounds the command text (Linux limits one argument to
-// 128 KiB).
-const MaxCommandBytes = 128 << 10
+// MaxCommandBytes is the longest command accepted, in bytes. The command
+// reaches bash as one argument of bash -c, and Linux limits one argument to
+// MAX_ARG_STRLEN, 131072 bytes including its terminating NUL, so 131071
+// bytes is the most that can run at all. [ValidateInput] refuses longer
+// commands as bad input instead of letting them fail to start with "argument
+// list too long". A Co-authored-by trailer (Config.CoAuthor) is added after
+// this check: a git commit within a few bytes of the limit can still fail to
+// start.
+const MaxCommandBytes = 128<<10 - 1
 
 // Engine runs shell commands for agents. It is safe for concurrent use by
 // any number of conversations; it keeps no per-conversation state.
@@ -61,8 +67,10 @@ type Engine struct {
 	ownDir bool
 	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
-	ids    atomic.Uint64
-	caps   sandbox.Capabilities
+	// cmdIDs and jobIDs number foreground commands ("cmd-N") and
+	// background jobs ("job-N") separately, so job ids count jobs from 1.
+	cmdIDs, jobIDs atomic.Uint64
+	caps           sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
 	auditor *safety.Auditor
 
@@ -223,7 +231,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
 		extra = append(extra, "HOME="+tc.WorkingDir)
 	}
-	n := e.ids.Add(1)
 	cmd := &actors.Command{
 		Command:        in.Command,
 		Display:        res.Display,
@@ -256,13 +263,13 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	cmd.Events = events
 	switch mode {
 	case ModeBackground:
-		cmd.ID = "job-" + strconv.FormatUint(n, 10)
+		cmd.ID = "job-" + strconv.FormatUint(e.jobIDs.Add(1), 10)
 		cmd.Timeout = e.cfg.BackgroundLifetime
 		cmd.OutputFile = filepath.Join(e.outDir, cmd.ID+".log")
 	case ModeSlow:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.SlowTimeout
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.SlowTimeout
 	default:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.Timeout
 	}
 	// The process starts here, in the caller's goroutine, and the command
 	// actor takes it over once the supervisor has spawned it. The read
@@ -352,17 +359,30 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, 
 	}
 }
 
+// ValidateInput checks a tool input the way [Engine.Run] does before
+// anything runs. The error wraps [ErrBadInput] and says what to fix: the
+// command is empty or blank, longer than [MaxCommandBytes], holds a NUL
+// byte (which no argument can carry) or invalid UTF-8; or the mode is not
+// one of the three. Programs that decode tool input themselves (package
+// mcpserver) call it to refuse bad input in the engine's words.
+func ValidateInput(in Input) error {
+	_, err := validate(in)
+	return err
+}
+
 func validate(in Input) (Mode, error) {
-	switch {
-	case strings.TrimSpace(in.Command) == "":
+	if strings.TrimSpace(in.Command) == "" {
 		return "", fmt.Errorf("%w: command is empty", ErrBadInput)
-	case len(in.Command) > MaxCommandBytes:
-		return "", fmt.Errorf("%w: command is %d bytes, the limit is %d; write long scripts to a file and run the file",
-			ErrBadInput, len(in.Command), MaxCommandBytes)
-	case strings.IndexByte(in.Command, 0) >= 0:
-		return "", fmt.Errorf("%w: command contains a NUL byte", ErrBadInput)
-	case !utf8.ValidString(in.Command):
-		return "", fmt.Errorf("%w: command is not valid UTF-8", ErrBadInput)
+	}
+	if n := len(in.Command); n > MaxCommandBytes {
+		return "", fmt.Errorf("%w: command is %s (%d bytes), over the limit of %d bytes (Linux's limit on one argument); write long scripts to a file in smaller pieces and run the file",
+			ErrBadInput, truncate.Humanize(int64(n)), n, MaxCommandBytes)
+	}
+	if i := strings.IndexByte(in.Command, 0); i >= 0 {
+		return "", fmt.Errorf("%w: command contains a NUL byte (at byte %d); a command cannot carry NUL bytes, use printf '\\0' to produce one", ErrBadInput, i)
+	}
+	if !utf8.ValidString(in.Command) {
+		return "", fmt.Errorf("%w: command is not valid UTF-8 (at byte %d)", ErrBadInput, invalidUTF8At(in.Command))
 	}
 	switch in.Mode {
 	case "", ModeDefault:
@@ -370,7 +390,20 @@ func validate(in Input) (Mode, error) {
 	case ModeSlow, ModeBackground:
 		return in.Mode, nil
 	}
-	return "", fmt.Errorf("%w: unknown mode %q (want default, slow or background)", ErrBadInput, in.Mode)
+	return "", fmt.Errorf("%w: unknown mode %.64q (want default, slow or background)", ErrBadInput, in.Mode)
+}
+
+// invalidUTF8At returns the offset of the first byte of s that is not part
+// of a valid UTF-8 sequence.
+func invalidUTF8At(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 func checkDir(dir string) error {

@@ -10,9 +10,11 @@ import (
 )
 
 const (
-	// MaxCommandBytes is the largest command Check analyses; anything
-	// longer is blocked (rule "too-long"). bash -c cannot take a single
-	// argument this long anyway.
+	// MaxCommandBytes bounds the analyser's work, not what can run: Check
+	// blocks anything longer (rule "too-long"). It is deliberately separate
+	// from, and larger than, engine.MaxCommandBytes (131071 bytes, Linux's
+	// limit on one argument), which the engine checks first, so no command
+	// the engine would run ever reaches this bound.
 	MaxCommandBytes = 1 << 20
 	// MaxNesting bounds how deep nested shell code (bash -c, eval, su -c,
 	// heredocs fed to a shell, ...) is re-parsed; deeper nesting is blocked

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
 // HelperArg is the hidden argv[1] that turns the embedding binary into the
@@ -448,13 +450,13 @@ func DescriptionWith(lim Limits) string {
 		fmt.Fprintf(&b, "%d s of CPU time, ", lim.CPUSeconds)
 	}
 	if lim.FileSize != Unlimited {
-		fmt.Fprintf(&b, "files up to %s, ", human(lim.FileSize))
+		fmt.Fprintf(&b, "files up to %s, ", truncate.Humanize(int64(lim.FileSize)))
 	}
 	if lim.OpenFiles != Unlimited {
 		fmt.Fprintf(&b, "%d open files, ", lim.OpenFiles)
 	}
 	if lim.AddressSpace != Unlimited {
-		fmt.Fprintf(&b, "%s of address space, ", human(lim.AddressSpace))
+		fmt.Fprintf(&b, "%s of address space, ", truncate.Humanize(int64(lim.AddressSpace)))
 	}
 	b.WriteString("no core dumps")
 	if c.Cgroup && lim.Processes > 0 {
@@ -463,14 +465,4 @@ func DescriptionWith(lim Limits) string {
 	b.WriteString(".\n")
 	b.WriteString("- A command that fails because of these rules is not retried outside the sandbox; do not work around them, say what you need instead.")
 	return b.String()
-}
-
-func human(n uint64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
