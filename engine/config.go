@@ -59,8 +59,17 @@ type Config struct {
 
 	// EnvPolicy is the environment policy (default EnvInheritSafe).
 	EnvPolicy EnvPolicy
-	// EnvKeep lists names kept even though they look like secrets.
+	// EnvKeep lists names kept even though they look like secrets
+	// (secret.IsSecret). SSH_AUTH_SOCK is stripped by default, since it
+	// lets a command use the user's SSH keys; keep it to allow git over
+	// SSH with the agent.
 	EnvKeep []string
+	// EnvStrip lists names stripped under either policy and treated as
+	// secrets although the name rule passes them: connection strings and
+	// proxy URLs that may embed credentials (DATABASE_URL, REDIS_URL,
+	// HTTPS_PROXY) pass by default because test suites need them. EnvStrip
+	// wins over EnvKeep and EnvAllow.
+	EnvStrip []string
 	// EnvAllow lists extra names passed under EnvAllowlist.
 	EnvAllow []string
 	// HomeIsWorkDir sets HOME to the working directory (EnvAllowlist only).

@@ -94,7 +94,7 @@ func New(cfg Config) (*Engine, error) {
 	} else if err := os.MkdirAll(e.outDir, 0o700); err != nil {
 		return nil, fmt.Errorf("bashvisor: output directory: %w", err)
 	}
-	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow}
+	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip}
 	e.env = proc.NewEnv(cfg.Environ, envCfg)
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {

@@ -10,7 +10,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/secret"
 )
 
 // AuditRecord is one audit log entry: what ran (or was refused), never its
@@ -112,7 +112,7 @@ func RedactSecrets(command string) string {
 		var spans []span
 		syntax.Walk(f, func(n syntax.Node) bool {
 			a, ok := n.(*syntax.Assign)
-			if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !proc.IsSecret(a.Name.Value) {
+			if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !secret.IsSecret(a.Name.Value) {
 				return true
 			}
 			spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
@@ -138,7 +138,7 @@ func RedactSecrets(command string) string {
 	// anything the parser could not see.
 	out = assignRe.ReplaceAllStringFunc(out, func(m string) string {
 		name, _, _ := strings.Cut(m, "=")
-		if !proc.IsSecret(name) {
+		if !secret.IsSecret(name) {
 			return m
 		}
 		return name + "=" + redacted

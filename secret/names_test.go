@@ -7,7 +7,8 @@ func TestIsSecret(t *testing.T) {
 		// vendor prefixes and plain words
 		"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_ORG", "GEMINI_API_KEY", "AWS_SECRET_ACCESS_KEY",
 		"PHOENIX_COLLECTOR", "GITHUB_TOKEN", "API_KEY", "DB_PASSWORD", "MY_SECRET", "GOOGLE_APPLICATION_CREDENTIALS",
-		"PRIVATE_KEY", "REDISCLI_AUTH", "aws_session_token", "Api_Key",
+		"PRIVATE_KEY", "REDISCLI_AUTH", "aws_session_token", "Api_Key", "PHOENIX_Z", "DISCORD_TOKEN", "KEY",
+		"X_KEYS", "A_SECRETS", "A_TOKENS", "PASSWD", "GCP_CREDENTIAL", "PRIVATE", "HTTP_AUTH", "My_Token_2",
 		// issue 9 item 10: names that exist only to carry credentials
 		"npm_config__authToken", "NPM_CONFIG__AUTHTOKEN", "PGPASSWORD", "MYSQL_PWD", "GH_PAT", "GITLAB_PAT",
 		"CI_JOB_JWT", "CI_JOB_JWT_V2", "KUBE_BEARER", "SECRETKEY", "SLACK_WEBHOOK_URL", "DISCORD_WEBHOOK",
@@ -23,7 +24,7 @@ func TestIsSecret(t *testing.T) {
 		"SSH_ASKPASS", "BYPASS_CACHE", "PASSTHROUGH", "COMPASS_DIR", "KEYRING_BACKEND", "WEBHOOK_PORT",
 		"DATABASE_URL", "REDIS_URL", "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "SENTRY_DSN", "SECRETARY",
 		"HOME", "USER", "LANG", "SHELL", "TERM", "EDITOR", "PAGER", "PATCH_LEVEL", "PATTERN", "SSH_AGENT_PID",
-		"GPG_TTY", "", "_", "__",
+		"GPG_TTY", "", "_", "__", "KEYBOARD", "TOKENIZER", "AWS_REGION", "KEYWORDS",
 	}
 	for _, n := range secrets {
 		if !IsSecret(n) {
