@@ -69,6 +69,12 @@ type Config struct {
 	// proxy URLs that may embed credentials (DATABASE_URL, REDIS_URL,
 	// HTTPS_PROXY) pass by default because test suites need them. EnvStrip
 	// wins over EnvKeep and EnvAllow.
+	//
+	// The values (8 bytes or more) of every stripped secret are redacted:
+	// wherever one appears in a command's output — the result text, the
+	// full-output file, a background job's output file, progress — the
+	// model sees [REDACTED:NAME] instead. Output sizes (Result.OutputBytes,
+	// the truncation header) count the redacted text.
 	EnvStrip []string
 	// EnvAllow lists extra names passed under EnvAllowlist.
 	EnvAllow []string
@@ -94,7 +100,11 @@ type Config struct {
 	OutputDir string
 	// KeepFiles keeps OutputDir's files at Shutdown.
 	KeepFiles bool
-	// LeaveJobsRunning leaves background jobs running at Shutdown.
+	// LeaveJobsRunning leaves background jobs running at Shutdown. When
+	// secret values are redacted (see EnvStrip), a job's output reaches its
+	// file through the engine; at Shutdown the engine hands the job's
+	// output pipe to a `cat` process of its own, which appends the rest of
+	// the output to the file unredacted, until the job closes its output.
 	LeaveJobsRunning bool
 	// ProgressInterval is the period of ToolContext.Progress calls
 	// (default 1s).

@@ -24,6 +24,7 @@ import (
 	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/supervisor"
 	"github.com/bashvisor/bashvisor/truncate"
 )
@@ -65,6 +66,9 @@ type Engine struct {
 	caps   sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
 	auditor *safety.Auditor
+	// redactor replaces the values of the secrets stripped from the
+	// environment in every command's output.
+	redactor *secret.Redactor
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -96,6 +100,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip}
 	e.env = proc.NewEnv(cfg.Environ, envCfg)
+	e.redactor = e.env.Redactor()
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
@@ -239,6 +244,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		KeepLeftovers: e.cfg.KeepLeftovers,
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
+		Redactor:      e.redactor,
 	}
 	if tc.Restricted {
 		senv, err := e.restrict(cmd, command, tc.WorkingDir)
