@@ -124,7 +124,7 @@ func New(cfg Config) (*Engine, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	if cfg.Audit != nil {
-		e.auditor = safety.NewAuditor(cfg.Audit)
+		e.auditor = safety.NewAuditor(cfg.Audit, e.redactor)
 	}
 	if cfg.Permissions != nil {
 		if err := cfg.Permissions.Compile(); err != nil {
@@ -303,6 +303,30 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	e.mu.RUnlock()
 	return e.wait(ctx, tc, cmd, out, events, res), g
 }
+
+// RedactCommand returns command text fit for a log: the values of the
+// secrets stripped from the environment and the credentials
+// safety.RedactSecrets recognises are replaced. A nil *Engine applies only
+// the latter.
+func (e *Engine) RedactCommand(command string) string {
+	var r *secret.Redactor
+	if e != nil {
+		r = e.redactor
+	}
+	return safety.RedactSecrets(r.String(command))
+}
+
+// LogCommand returns command as a log value that is redacted with
+// RedactCommand only when a handler actually logs it, so a disabled debug
+// log costs nothing.
+func (e *Engine) LogCommand(command string) slog.LogValuer { return logCommand{e, command} }
+
+type logCommand struct {
+	e       *Engine
+	command string
+}
+
+func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.e.RedactCommand(l.command)) }
 
 // send delivers msg to the supervisor unless the engine is shut down.
 func (e *Engine) send(msg any) bool {

@@ -160,6 +160,43 @@ func TestSecretValueRedactedInProgress(t *testing.T) {
 	}
 }
 
+// TestSecretValueRedactedInAuditLog: the stripped value never reaches the
+// audit log, even in a command that names it literally.
+func TestSecretValueRedactedInAuditLog(t *testing.T) {
+	v, dir := sentinel(t)
+	var log syncBuffer
+	e := secretEngine(t, v, func(c *engine.Config) { c.Audit = &log })
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo " + v + " | wc -c"})
+	if r.Status != engine.StatusOK {
+		t.Fatal(r.Output)
+	}
+	e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "git add . # " + v})
+	out := log.String()
+	if strings.Contains(out, v) || strings.Count(out, marker) < 3 {
+		t.Fatalf("audit log:\n%s", out)
+	}
+	if got := e.RedactCommand("PGPASSWORD=pw-12345678 psql; echo " + v); strings.Contains(got, v) || strings.Contains(got, "pw-12345678") {
+		t.Fatalf("RedactCommand: %q", got)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestSecretEnvNames: names that exist only to carry credentials are
 // stripped and their values redacted; near misses pass; EnvStrip strips
 // names the rule passes; EnvKeep passes SSH_AUTH_SOCK.
