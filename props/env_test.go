@@ -120,15 +120,17 @@ func TestIsSecretMatchesSpec(t *testing.T) {
 }
 
 // TestEnvironmentPolicy: for any environment and policy, no secret name
-// survives (unless kept on purpose), the allowlist keeps only allowed
-// names, the forced variables are set, and overrides can never re-add a
-// secret the policy removed.
+// survives (unless kept on purpose), Strip names never do, the allowlist
+// keeps only allowed names, the forced variables are set, overrides can
+// never re-add a secret the policy removed, and the value of every removed
+// secret is redacted.
 func TestEnvironmentPolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		environ := envGen().Draw(t, "environ")
 		cfg := proc.EnvConfig{
 			Allowlist: rapid.Bool().Draw(t, "allowlist"),
 			Keep:      rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "keep"),
+			Strip:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "strip"),
 			Allow:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "allow"),
 		}
 		if rapid.Bool().Draw(t, "home") {
@@ -151,7 +153,13 @@ func TestEnvironmentPolicy(t *testing.T) {
 				last[n] = v
 			}
 		}
+		// stripped: a removed name whose value is a secret (the rule, or
+		// Strip).
+		secretName := func(n string) bool { return isSecretModel(n) || slices.Contains(cfg.Strip, n) }
 		allowed := func(n string) bool {
+			if slices.Contains(cfg.Strip, n) {
+				return false
+			}
 			if slices.Contains(cfg.Keep, n) {
 				return true
 			}
@@ -180,7 +188,7 @@ func TestEnvironmentPolicy(t *testing.T) {
 					}
 				case overridden:
 					// An override may set anything but a removed secret.
-					if _, had := last[n]; had && !allowed(n) && isSecretModel(n) {
+					if _, had := last[n]; had && !allowed(n) && secretName(n) {
 						t.Fatalf("override re-added removed secret %s", n)
 					}
 					if v != ov {
@@ -214,7 +222,7 @@ func TestEnvironmentPolicy(t *testing.T) {
 		check(e.Base(), false)
 		// The value of every removed secret is redacted.
 		for n, v := range last {
-			if !allowed(n) && isSecretModel(n) && len(v) >= secret.MinLen {
+			if !allowed(n) && secretName(n) && len(v) >= secret.MinLen {
 				if got := e.Redactor().String(v); strings.Contains(got, v) {
 					t.Fatalf("value of removed secret %s not redacted: %q", n, got)
 				}
