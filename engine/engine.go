@@ -24,6 +24,7 @@ import (
 	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/supervisor"
 	"github.com/bashvisor/bashvisor/truncate"
 )
@@ -73,6 +74,9 @@ type Engine struct {
 	caps           sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
 	auditor *safety.Auditor
+	// redactor replaces the values of the secrets stripped from the
+	// environment in every command's output.
+	redactor *secret.Redactor
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -102,8 +106,9 @@ func New(cfg Config) (*Engine, error) {
 	} else if err := os.MkdirAll(e.outDir, 0o700); err != nil {
 		return nil, fmt.Errorf("bashvisor: output directory: %w", err)
 	}
-	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow}
+	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip}
 	e.env = proc.NewEnv(cfg.Environ, envCfg)
+	e.redactor = e.env.Redactor()
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
@@ -127,7 +132,7 @@ func New(cfg Config) (*Engine, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	if cfg.Audit != nil {
-		e.auditor = safety.NewAuditor(cfg.Audit)
+		e.auditor = safety.NewAuditor(cfg.Audit, e.redactor)
 	}
 	if cfg.Permissions != nil {
 		if err := cfg.Permissions.Compile(); err != nil {
@@ -246,6 +251,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		KeepLeftovers: e.cfg.KeepLeftovers,
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
+		Redactor:      e.redactor,
 	}
 	if tc.Restricted {
 		senv, err := e.restrict(cmd, command, tc.WorkingDir)
@@ -304,6 +310,30 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	e.mu.RUnlock()
 	return e.wait(ctx, tc, cmd, out, events, res), g
 }
+
+// RedactCommand returns command text fit for a log: the values of the
+// secrets stripped from the environment and the credentials
+// safety.RedactSecrets recognises are replaced. A nil *Engine applies only
+// the latter.
+func (e *Engine) RedactCommand(command string) string {
+	var r *secret.Redactor
+	if e != nil {
+		r = e.redactor
+	}
+	return safety.RedactSecrets(r.String(command))
+}
+
+// LogCommand returns command as a log value that is redacted with
+// RedactCommand only when a handler actually logs it, so a disabled debug
+// log costs nothing.
+func (e *Engine) LogCommand(command string) slog.LogValuer { return logCommand{e, command} }
+
+type logCommand struct {
+	e       *Engine
+	command string
+}
+
+func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.e.RedactCommand(l.command)) }
 
 // send delivers msg to the supervisor unless the engine is shut down.
 func (e *Engine) send(msg any) bool {

@@ -270,7 +270,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 // finish turns a Result into the tool result: the model's text as content,
 // the Result as structured content, isError unless ok or started.
 func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
-	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", r.Display,
+	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", s.e.LogCommand(r.Display),
 		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
 	if s.o.OnResult != nil {
 		s.o.OnResult(tc.ConversationID, in, r)
