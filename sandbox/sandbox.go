@@ -434,7 +434,7 @@ func DescriptionWith(lim Limits) string {
 	b.WriteString("Restricted mode (enforced by the kernel) is on for this conversation:\n")
 	b.WriteString("- The filesystem is read-only. You can read, list, search and run anything, but every write fails with \"Permission denied\" (EACCES) or \"Operation not permitted\" (EPERM), except in $TMPDIR (a private scratch directory, deleted when the command ends")
 	if c.Namespaces {
-		fmt.Fprintf(&b, ", at most %s", human(lim.ScratchBytes))
+		fmt.Fprintf(&b, ", at most %s", truncate.Humanize(int64(lim.ScratchBytes)))
 	}
 	b.WriteString(") and /dev/null. Build into $TMPDIR (e.g. `go build -o \"$TMPDIR/app\" .`); caches (XDG_CACHE_HOME, GOCACHE, npm, pip) already point there.\n")
 	b.WriteString("- Caches start empty in every command, so the first build in each command is slower.\n")
