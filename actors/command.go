@@ -3,9 +3,12 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/truncate"
 )
 
@@ -43,6 +47,12 @@ type commandActor struct {
 	errBuf *truncate.Buffer
 	pipes  []*os.File // read ends still open
 	open   int        // pipes not yet drained
+	// file is a background job's output file when the job's output comes
+	// through a pipe (Command.Redactor); readers counts the reader
+	// goroutines still running, stopRead asks them to stop early.
+	file     *os.File
+	readers  sync.WaitGroup
+	stopRead atomic.Bool
 
 	start, exitAt time.Time
 	exited        bool
@@ -124,6 +134,7 @@ type launched struct {
 	cg     *proc.Cgroup
 	out    *truncate.Buffer
 	errBuf *truncate.Buffer
+	file   *os.File // background output file read through a pipe
 }
 
 // Launch starts cmd's process now, in the calling goroutine: its cgroup,
@@ -153,9 +164,19 @@ func Launch(cmd *Command) error {
 			}
 			return fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
 		}
-		spec.Output = f
-		l.p, err = startProc(&l.cg, spec)
-		f.Close()
+		if cmd.Redactor.Len() > 0 {
+			// Through a pipe the actor reads, so that secret values are
+			// replaced before they reach the file.
+			if l.p, err = startProc(&l.cg, spec); err == nil {
+				l.file = f
+			} else {
+				f.Close()
+			}
+		} else {
+			spec.Output = f
+			l.p, err = startProc(&l.cg, spec)
+			f.Close()
+		}
 	} else {
 		l.p, err = startProc(&l.cg, spec)
 		if err == nil {
@@ -199,12 +220,15 @@ func (a *commandActor) onStart(ctx actor.Context) {
 		return
 	}
 	l := a.cmd.launched // the actor owns the process from here on
-	a.start, a.p, a.cg, a.out, a.errBuf = l.start, l.p, l.cg, l.out, l.errBuf
-	if a.out != nil {
+	a.start, a.p, a.cg, a.out, a.errBuf, a.file = l.start, l.p, l.cg, l.out, l.errBuf, l.file
+	switch {
+	case a.out != nil:
 		a.readInto(a.p.Stdout, a.out)
 		if a.errBuf != nil {
 			a.readInto(a.p.Stderr, a.errBuf)
 		}
+	case a.file != nil:
+		a.readInto(a.p.Stdout, a.file)
 	}
 	a.started = true
 	go func(p *proc.Process) {
@@ -329,14 +353,28 @@ const (
 // flows, never while parked on a quiet pipe.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
-// readInto copies r into dst until EOF or until r is closed, then sends
-// drained. It reads with raw non-blocking reads inside RawConn.Read so
-// that a parked reader holds no buffer.
-func (a *commandActor) readInto(r *os.File, dst *truncate.Buffer) {
+// readInto copies r into dst until EOF, until r is closed or until
+// stopRead, then sends drained. It reads with raw non-blocking reads
+// inside RawConn.Read so that a parked reader holds no buffer. With
+// secret values to redact, it writes through a secret.StreamWriter and
+// flushes its held-back tail before it counts as done (readers): the
+// actor waits for that after closing the pipes, before it reads dst.
+func (a *commandActor) readInto(r *os.File, dst io.Writer) {
 	a.pipes = append(a.pipes, r)
 	a.open++
+	a.readers.Add(1)
+	w := dst
+	var sw *secret.StreamWriter
+	if a.cmd.Redactor.Len() > 0 {
+		sw = a.cmd.Redactor.Writer(dst)
+		w = sw
+	}
 	go func() {
 		defer a.send(drained{})
+		defer a.readers.Done()
+		if sw != nil {
+			defer sw.Close() // errors: a file's are seen by the next write (the completion line)
+		}
 		rc, err := r.SyscallConn()
 		if err != nil {
 			return
@@ -358,7 +396,10 @@ func (a *commandActor) readInto(r *os.File, dst *truncate.Buffer) {
 						_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, floodPipeSize)
 					}
 					total += n
-					dst.Write((*bp)[:n])
+					w.Write((*bp)[:n])
+					if a.stopRead.Load() {
+						return true
+					}
 				case errors.Is(err, unix.EINTR):
 				case errors.Is(err, unix.EAGAIN):
 					return false
@@ -502,11 +543,19 @@ func (a *commandActor) stopTimers() {
 }
 
 // closePipes closes read ends still open; their readers return at once.
+// It then waits for the readers to have written everything they read
+// (the redactor's held-back tail included) and closes a background job's
+// output file.
 func (a *commandActor) closePipes() {
 	for _, f := range a.pipes {
 		f.Close()
 	}
 	a.pipes = nil
+	a.readers.Wait()
+	if a.file != nil {
+		a.file.Close()
+		a.file = nil
+	}
 }
 
 func (a *commandActor) runCleanup() {
@@ -675,16 +724,71 @@ func (a *commandActor) detach(ctx actor.Context) {
 	}
 	a.finished = true
 	a.stopTimers()
+	reason := "left running at engine shutdown"
+	if err := a.handOver(); err != nil {
+		reason += "; its further output fails: " + err.Error()
+	}
 	a.closePipes()
 	a.removeCgroup(true)
 	st := a.jobState(nil)
-	st.Running, st.Status, st.Reason = false, "detached", "left running at engine shutdown"
+	st.Running, st.Status, st.Reason = false, "detached", reason
 	a.final = &st
 	a.report(ctx, st)
 	for _, w := range a.waiters {
 		w(st)
 	}
 	a.waiters = nil
+}
+
+// handOver keeps a detached job's output flowing into its file once the
+// actor stops reading it (see Command.Redactor): a duplicate of the read
+// end keeps the pipe open while the reader stops and flushes, then a
+// `cat` in a session of its own, started through sh so that it is not the
+// engine's child (nobody has to reap it), appends the rest. A job that
+// writes its file directly has nothing to hand over.
+func (a *commandActor) handOver() error {
+	if a.file == nil || len(a.pipes) == 0 {
+		return nil
+	}
+	dup := -1
+	rc, err := a.pipes[0].SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	a.stopRead.Store(true)
+	a.closePipes() // the reader flushed what it read; the rest waits in the pipe
+	// O_NONBLOCK is shared with the read end the reader used: clear it
+	// only now, for cat.
+	if err := unix.SetNonblock(dup, false); err != nil {
+		unix.Close(dup)
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	in := os.NewFile(uintptr(dup), "job-output")
+	defer in.Close()
+	out, err := os.OpenFile(a.cmd.OutputFile, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("output file: %w", err)
+	}
+	defer out.Close()
+	sh, err := exec.LookPath("sh")
+	if err == nil {
+		var cat string
+		if cat, err = exec.LookPath("cat"); err == nil {
+			// The pipe is fd 3: an asynchronous list's stdin is /dev/null.
+			cmd := exec.Command(sh, "-c", `"$0" <&3 3<&- &`, cat)
+			cmd.ExtraFiles, cmd.Stdout, cmd.Dir, cmd.Env = []*os.File{in}, out, "/", []string{}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			err = cmd.Run()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("output copier: %w", err)
+	}
+	return nil
 }
 
 // emergency runs when the actor is stopped before it finished (a panic or

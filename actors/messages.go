@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/truncate"
 )
 
@@ -61,6 +62,17 @@ type Command struct {
 	// command ends. When creating the cgroup fails, the process group is
 	// the unit, as without Cgroups.
 	Cgroups *proc.Cgroups
+	// Redactor, when it has values, replaces secret values in the output
+	// before anything else sees it: the output is read through a
+	// secret.StreamWriter into the buffer (result, truncation, full-output
+	// file, progress) or, for a background job, into OutputFile, which
+	// the job then reaches through a pipe the actor reads instead of
+	// directly. Without values, a background job writes to its file
+	// itself, at no cost. When the job is detached (Detach) the actor
+	// stops reading and hands the pipe to a `cat` process in a session of
+	// its own that appends the rest unredacted; if that cannot start, the
+	// pipe closes and the job's further writes fail (EPIPE or SIGPIPE).
+	Redactor *secret.Redactor
 
 	launched *launched // set by Launch, taken over by the actor
 }

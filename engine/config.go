@@ -59,8 +59,23 @@ type Config struct {
 
 	// EnvPolicy is the environment policy (default EnvInheritSafe).
 	EnvPolicy EnvPolicy
-	// EnvKeep lists names kept even though they look like secrets.
+	// EnvKeep lists names kept even though they look like secrets
+	// (secret.IsSecret). SSH_AUTH_SOCK is stripped by default, since it
+	// lets a command use the user's SSH keys; keep it to allow git over
+	// SSH with the agent.
 	EnvKeep []string
+	// EnvStrip lists names stripped under either policy and treated as
+	// secrets although the name rule passes them: connection strings and
+	// proxy URLs that may embed credentials (DATABASE_URL, REDIS_URL,
+	// HTTPS_PROXY) pass by default because test suites need them. EnvStrip
+	// wins over EnvKeep and EnvAllow.
+	//
+	// The values (8 bytes or more) of every stripped secret are redacted:
+	// wherever one appears in a command's output — the result text, the
+	// full-output file, a background job's output file, progress — the
+	// model sees [REDACTED:NAME] instead. Output sizes (Result.OutputBytes,
+	// the truncation header) count the redacted text.
+	EnvStrip []string
 	// EnvAllow lists extra names passed under EnvAllowlist.
 	EnvAllow []string
 	// HomeIsWorkDir sets HOME to the working directory (EnvAllowlist only).
@@ -97,7 +112,11 @@ type Config struct {
 	OutputDir string
 	// KeepFiles keeps OutputDir's files at Shutdown.
 	KeepFiles bool
-	// LeaveJobsRunning leaves background jobs running at Shutdown.
+	// LeaveJobsRunning leaves background jobs running at Shutdown. When
+	// secret values are redacted (see EnvStrip), a job's output reaches its
+	// file through the engine; at Shutdown the engine hands the job's
+	// output pipe to a `cat` process of its own, which appends the rest of
+	// the output to the file unredacted, until the job closes its output.
 	LeaveJobsRunning bool
 	// ProgressInterval is the period of ToolContext.Progress calls
 	// (default 1s).

@@ -24,6 +24,7 @@ import (
 	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/supervisor"
 	"github.com/bashvisor/bashvisor/truncate"
 )
@@ -44,9 +45,15 @@ var (
 	ErrInternal       = actors.ErrActorFailed
 )
 
-// MaxCommandBytes bounds the command text (Linux limits one argument to
-// 128 KiB).
-const MaxCommandBytes = 128 << 10
+// MaxCommandBytes is the longest command accepted, in bytes. The command
+// reaches bash as one argument of bash -c, and Linux limits one argument to
+// MAX_ARG_STRLEN, 131072 bytes including its terminating NUL, so 131071
+// bytes is the most that can run at all. [ValidateInput] refuses longer
+// commands as bad input instead of letting them fail to start with "argument
+// list too long". A Co-authored-by trailer (Config.CoAuthor) is added after
+// this check: a git commit within a few bytes of the limit can still fail to
+// start.
+const MaxCommandBytes = 128<<10 - 1
 
 // Engine runs shell commands for agents. It is safe for concurrent use by
 // any number of conversations; it keeps no per-conversation state.
@@ -61,10 +68,15 @@ type Engine struct {
 	ownDir bool
 	cg     *proc.Cgroups // nil: the process group is the unit of termination
 	trunc  truncate.Config
-	ids    atomic.Uint64
-	caps   sandbox.Capabilities
+	// cmdIDs and jobIDs number foreground commands ("cmd-N") and
+	// background jobs ("job-N") separately, so job ids count jobs from 1.
+	cmdIDs, jobIDs atomic.Uint64
+	caps           sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
 	auditor *safety.Auditor
+	// redactor replaces the values of the secrets stripped from the
+	// environment in every command's output.
+	redactor *secret.Redactor
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -94,8 +106,9 @@ func New(cfg Config) (*Engine, error) {
 	} else if err := os.MkdirAll(e.outDir, 0o700); err != nil {
 		return nil, fmt.Errorf("bashvisor: output directory: %w", err)
 	}
-	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow}
+	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip}
 	e.env = proc.NewEnv(cfg.Environ, envCfg)
+	e.redactor = e.env.Redactor()
 	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
 		e.trunc.SpoolDir = e.outDir
@@ -119,7 +132,7 @@ func New(cfg Config) (*Engine, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	if cfg.Audit != nil {
-		e.auditor = safety.NewAuditor(cfg.Audit)
+		e.auditor = safety.NewAuditor(cfg.Audit, e.redactor)
 	}
 	if cfg.Permissions != nil {
 		if err := cfg.Permissions.Compile(); err != nil {
@@ -223,7 +236,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
 		extra = append(extra, "HOME="+tc.WorkingDir)
 	}
-	n := e.ids.Add(1)
 	cmd := &actors.Command{
 		Command:        in.Command,
 		Display:        res.Display,
@@ -239,6 +251,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		KeepLeftovers: e.cfg.KeepLeftovers,
 		Cgroups:       e.cg,
 		Truncate:      e.trunc,
+		Redactor:      e.redactor,
 	}
 	if tc.Restricted {
 		senv, err := e.restrict(cmd, command, tc.WorkingDir)
@@ -256,13 +269,13 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	cmd.Events = events
 	switch mode {
 	case ModeBackground:
-		cmd.ID = "job-" + strconv.FormatUint(n, 10)
+		cmd.ID = "job-" + strconv.FormatUint(e.jobIDs.Add(1), 10)
 		cmd.Timeout = e.cfg.BackgroundLifetime
 		cmd.OutputFile = filepath.Join(e.outDir, cmd.ID+".log")
 	case ModeSlow:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.SlowTimeout
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.SlowTimeout
 	default:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(n, 10), e.cfg.Timeout
+		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.Timeout
 	}
 	// The process starts here, in the caller's goroutine, and the command
 	// actor takes it over once the supervisor has spawned it. The read
@@ -297,6 +310,30 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	e.mu.RUnlock()
 	return e.wait(ctx, tc, cmd, out, events, res), g
 }
+
+// RedactCommand returns command text fit for a log: the values of the
+// secrets stripped from the environment and the credentials
+// safety.RedactSecrets recognises are replaced. A nil *Engine applies only
+// the latter.
+func (e *Engine) RedactCommand(command string) string {
+	var r *secret.Redactor
+	if e != nil {
+		r = e.redactor
+	}
+	return safety.RedactSecrets(r.String(command))
+}
+
+// LogCommand returns command as a log value that is redacted with
+// RedactCommand only when a handler actually logs it, so a disabled debug
+// log costs nothing.
+func (e *Engine) LogCommand(command string) slog.LogValuer { return logCommand{e, command} }
+
+type logCommand struct {
+	e       *Engine
+	command string
+}
+
+func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.e.RedactCommand(l.command)) }
 
 // send delivers msg to the supervisor unless the engine is shut down.
 func (e *Engine) send(msg any) bool {
@@ -352,17 +389,30 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, 
 	}
 }
 
+// ValidateInput checks a tool input the way [Engine.Run] does before
+// anything runs. The error wraps [ErrBadInput] and says what to fix: the
+// command is empty or blank, longer than [MaxCommandBytes], holds a NUL
+// byte (which no argument can carry) or invalid UTF-8; or the mode is not
+// one of the three. Programs that decode tool input themselves (package
+// mcpserver) call it to refuse bad input in the engine's words.
+func ValidateInput(in Input) error {
+	_, err := validate(in)
+	return err
+}
+
 func validate(in Input) (Mode, error) {
-	switch {
-	case strings.TrimSpace(in.Command) == "":
+	if strings.TrimSpace(in.Command) == "" {
 		return "", fmt.Errorf("%w: command is empty", ErrBadInput)
-	case len(in.Command) > MaxCommandBytes:
-		return "", fmt.Errorf("%w: command is %d bytes, the limit is %d; write long scripts to a file and run the file",
-			ErrBadInput, len(in.Command), MaxCommandBytes)
-	case strings.IndexByte(in.Command, 0) >= 0:
-		return "", fmt.Errorf("%w: command contains a NUL byte", ErrBadInput)
-	case !utf8.ValidString(in.Command):
-		return "", fmt.Errorf("%w: command is not valid UTF-8", ErrBadInput)
+	}
+	if n := len(in.Command); n > MaxCommandBytes {
+		return "", fmt.Errorf("%w: command is %s (%d bytes), over the limit of %d bytes (Linux's limit on one argument); write long scripts to a file in smaller pieces and run the file",
+			ErrBadInput, truncate.Humanize(int64(n)), n, MaxCommandBytes)
+	}
+	if i := strings.IndexByte(in.Command, 0); i >= 0 {
+		return "", fmt.Errorf("%w: command contains a NUL byte (at byte %d); a command cannot carry NUL bytes, use printf '\\0' to produce one", ErrBadInput, i)
+	}
+	if !utf8.ValidString(in.Command) {
+		return "", fmt.Errorf("%w: command is not valid UTF-8 (at byte %d)", ErrBadInput, invalidUTF8At(in.Command))
 	}
 	switch in.Mode {
 	case "", ModeDefault:
@@ -370,7 +420,20 @@ func validate(in Input) (Mode, error) {
 	case ModeSlow, ModeBackground:
 		return in.Mode, nil
 	}
-	return "", fmt.Errorf("%w: unknown mode %q (want default, slow or background)", ErrBadInput, in.Mode)
+	return "", fmt.Errorf("%w: unknown mode %.64q (want default, slow or background)", ErrBadInput, in.Mode)
+}
+
+// invalidUTF8At returns the offset of the first byte of s that is not part
+// of a valid UTF-8 sequence.
+func invalidUTF8At(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 func checkDir(dir string) error {

@@ -166,17 +166,61 @@ func TestWorkingDirectory(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	e := newEngine(t)
-	for _, in := range []engine.Input{
-		{Command: ""},
-		{Command: "   "},
-		{Command: "echo a\x00b"},
-		{Command: "echo hi", Mode: "turbo"},
-		{Command: strings.Repeat("x", engine.MaxCommandBytes+1)},
-		{Command: "echo \xff"},
+	for _, c := range []struct {
+		in   engine.Input
+		want string
+	}{
+		{engine.Input{Command: ""}, "command is empty"},
+		{engine.Input{Command: "   "}, "command is empty"},
+		{engine.Input{Command: "echo a\x00b"}, "command contains a NUL byte (at byte 6); a command cannot carry NUL bytes, use printf '\\0' to produce one"},
+		{engine.Input{Command: "echo hi", Mode: "turbo"}, `unknown mode "turbo" (want default, slow or background)`},
+		{engine.Input{Command: strings.Repeat("x", engine.MaxCommandBytes+1)},
+			"command is 128.0 KiB (131072 bytes), over the limit of 131071 bytes (Linux's limit on one argument); write long scripts to a file in smaller pieces and run the file"},
+		{engine.Input{Command: "echo \xff"}, "command is not valid UTF-8 (at byte 5)"},
 	} {
-		r := e.Run(context.Background(), tc(t), in)
-		if r.Status != engine.StatusError || !errors.Is(r.Err, engine.ErrBadInput) || !strings.HasPrefix(r.Output, "[error: bad input: ") {
-			t.Errorf("%.40q: %s %q", in.Command, r.Status, r.Output)
+		r := e.Run(context.Background(), tc(t), c.in)
+		if r.Status != engine.StatusError || !errors.Is(r.Err, engine.ErrBadInput) || r.Output != "[error: bad input: "+c.want+"]" {
+			t.Errorf("%.40q: %s %q, want %q", c.in.Command, r.Status, r.Output, c.want)
+		}
+		if err := engine.ValidateInput(c.in); !errors.Is(err, engine.ErrBadInput) || err.Error() != "bad input: "+c.want {
+			t.Errorf("ValidateInput(%.40q) = %v", c.in.Command, err)
+		}
+	}
+	if err := engine.ValidateInput(engine.Input{Command: "true", Mode: engine.ModeSlow}); err != nil {
+		t.Errorf("ValidateInput of good input: %v", err)
+	}
+}
+
+// MaxCommandBytes is exactly what Linux accepts: the longest command runs,
+// one byte more is refused as bad input, and one byte more could not have
+// been passed to bash at all.
+func TestMaxCommandBytesIsTheArgumentLimit(t *testing.T) {
+	e := newEngine(t)
+	longest := ": " + strings.Repeat("x", engine.MaxCommandBytes-4) + ";:"
+	if r := run(t, e, longest); r.Status != engine.StatusOK {
+		t.Fatalf("%d-byte command: %s %.200q", len(longest), r.Status, r.Output)
+	}
+	if err := exec.Command("bash", "-c", longest+" ").Run(); !errors.Is(err, syscall.E2BIG) {
+		t.Fatalf("a %d-byte argument: %v, want E2BIG (argument list too long)", len(longest)+1, err)
+	}
+	if r := run(t, e, longest+" "); !errors.Is(r.Err, engine.ErrBadInput) {
+		t.Fatalf("%d-byte command: %s %.200q, want bad input", len(longest)+1, r.Status, r.Output)
+	}
+}
+
+// Foreground calls do not use up job numbers: the first background job of
+// an engine is job-1 whatever ran before it.
+func TestJobIDsCountJobs(t *testing.T) {
+	e := newEngine(t)
+	for range 3 {
+		if r := run(t, e, "true"); r.Status != engine.StatusOK {
+			t.Fatalf("%s %q", r.Status, r.Output)
+		}
+	}
+	for _, want := range []string{"job-1", "job-2"} {
+		r := e.Run(context.Background(), tc(t), engine.Input{Command: "true", Mode: engine.ModeBackground})
+		if r.Status != engine.StatusStarted || r.JobID != want {
+			t.Fatalf("background job: %s %q, want job id %s", r.Status, r.JobID, want)
 		}
 	}
 }

@@ -62,8 +62,10 @@ func (s *server) elicitParams(tc engine.ToolContext, in engine.Input, r engine.R
 	var b strings.Builder
 	b.WriteString("The bash tool wants to run a command that needs your approval.\n\n")
 	fmt.Fprintf(&b, "Command (mode %s, in %s):\n\n%s\n", mode, tc.WorkingDir, in.Command)
-	if reason := strings.TrimSpace(r.Output); reason != "" {
-		fmt.Fprintf(&b, "\n%s\n", reason)
+	// The reason without the result text's advice to the agent.
+	if r.Err != nil {
+		why := strings.TrimPrefix(r.Err.Error(), engine.ErrNeedsApproval.Error()+": ")
+		fmt.Fprintf(&b, "\nWhy: %s.\n", why)
 	}
 	b.WriteString("\nAccept to run it exactly as shown; decline to refuse.")
 	return &mcp.ElicitParams{

@@ -31,12 +31,18 @@
 // Arguments are decoded by hand, not by schema validation, so that every
 // malformed call gets a result the model can act on, never a crash or a
 // protocol error: status "error" and text "[error: bad input: …]" naming the
-// field and what was expected (missing command, wrong types, unknown mode,
-// unknown fields, empty command, NUL bytes). Commands longer than
-// [Options.MaxCommandBytes] (default 131071 bytes, Linux's limit on one
-// execve argument, so no longer command could run anyway) are refused the
-// same way; the error result echoes at most 1 KiB of the command. A panic
-// in a handler becomes an "[error: internal error: …]" result.
+// field and what was expected (missing command, wrong types, unknown
+// fields, a lone UTF-16 surrogate escape or invalid UTF-8 that JSON decoding
+// would silently turn into U+FFFD). The decoded input is then checked by
+// [engine.ValidateInput], the engine's own rules: an empty command, one
+// longer than [engine.MaxCommandBytes] (131071 bytes, Linux's limit on one
+// execve argument), NUL bytes, an unknown mode. The error result echoes at
+// most 1 KiB of the command. A panic in a handler becomes an "[error:
+// internal error: …]" result.
+//
+// Stdio: [StdioTransport] answers a line that is not a JSON-RPC message
+// with a JSON-RPC error (-32700 or -32600) and keeps the session, where the
+// go-sdk's own stdio transport would end it and lose every background job.
 //
 // Cancellation: the go-sdk cancels a handler's context on
 // notifications/cancelled and when the session's connection breaks (stdin

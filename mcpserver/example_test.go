@@ -72,7 +72,8 @@ func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Over stdio, as `demo mcp` does: the client starts the program and talks
-// on its stdin and stdout.
+// on its stdin and stdout. StdioTransport answers malformed lines with a
+// JSON-RPC error instead of ending the session.
 func ExampleNew() {
 	e, err := engine.New(engine.DefaultConfig())
 	if err != nil {
@@ -80,7 +81,7 @@ func ExampleNew() {
 	}
 	defer e.Shutdown(context.Background())
 	srv := mcpserver.New(e, mcpserver.Options{})
-	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if err := srv.Run(context.Background(), &mcpserver.StdioTransport{Reader: os.Stdin, Writer: os.Stdout}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/engine"
 )
@@ -105,47 +107,92 @@ func intField(m map[string]json.RawMessage, name string) (n int64, present bool,
 	return n, true, nil
 }
 
-var modes = []engine.Mode{engine.ModeDefault, engine.ModeSlow, engine.ModeBackground}
-
-// parseBashInput decodes and checks the bash tool's arguments. On error the
-// returned Input holds what could be decoded (the command cut to 1 KiB),
-// for the error result.
-func parseBashInput(raw json.RawMessage, maxBytes int) (engine.Input, error) {
+// parseBashInput decodes the bash tool's arguments and checks them with
+// [engine.ValidateInput], the engine's own rules (empty command, longer
+// than [engine.MaxCommandBytes], NUL bytes, unknown mode). Errors wrap
+// [engine.ErrBadInput]. On error the returned Input holds what could be
+// decoded (the command cut to 1 KiB), for the error result.
+func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 	var in engine.Input
 	m, err := decodeObject(raw, "command", "mode")
 	if err != nil {
-		return in, err
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
 	}
 	cmd, present, err := stringField(m, "command")
 	if err != nil {
-		return in, err
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
 	}
 	if !present {
-		return in, errors.New(`missing required field "command" (a string of shell code to run with bash -c)`)
+		return in, fmt.Errorf(`%w: missing required field "command" (a string of shell code to run with bash -c)`, engine.ErrBadInput)
 	}
-	if len(cmd) > maxBytes {
-		in.Command = clip(cmd, 1024)
-		return in, fmt.Errorf("command is %s, more than the limit of %s (%d bytes); write long scripts to a file in smaller pieces and run the file",
-			humanBytes(int64(len(cmd))), humanBytes(int64(maxBytes)), maxBytes)
+	in.Command = clip(cmd, 1024)
+	if err := checkUnicode(m["command"]); err != nil {
+		return in, fmt.Errorf("%w: command %w", engine.ErrBadInput, err)
 	}
-	in.Command = cmd
-	if i := strings.IndexByte(cmd, 0); i >= 0 {
-		return in, fmt.Errorf("command contains a NUL byte (at byte %d); bash cannot receive NUL bytes in a command, use printf '\\0' to produce one", i)
-	}
-	if strings.TrimSpace(cmd) == "" {
-		return in, errors.New(`field "command" is empty`)
-	}
-	mode, present, err := stringField(m, "mode")
+	mode, _, err := stringField(m, "mode")
 	if err != nil {
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
+	}
+	if err := engine.ValidateInput(engine.Input{Command: cmd, Mode: engine.Mode(mode)}); err != nil {
 		return in, err
 	}
-	if present && mode != "" {
-		in.Mode = engine.Mode(mode)
-		if !slices.Contains(modes, in.Mode) {
-			return in, fmt.Errorf(`field "mode" must be one of "default", "slow" or "background", got %q`, clip(mode, 64))
-		}
-	}
+	in.Command, in.Mode = cmd, engine.Mode(mode)
 	return in, nil
+}
+
+// checkUnicode checks a JSON string as it arrived, before decoding: the
+// JSON decoder silently turns invalid UTF-8 and lone UTF-16 surrogate
+// escapes ("\udc80", which JSON allows but no character is) into U+FFFD,
+// so a command that was not valid text would run changed. Both are
+// refused here. (A U+FFFD the client itself put in the text cannot be told
+// apart from one it meant, and passes.)
+func checkUnicode(raw json.RawMessage) error {
+	if !utf8.Valid(raw) {
+		return errors.New("is not valid UTF-8; send it as UTF-8 text")
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character; only \uXXXX can encode a surrogate
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(raw, i+1)
+		if !ok || !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r < 0xDC00 { // a high surrogate must be followed by a low one
+			if lo, ok := hex4(raw, i+7); ok && i+6 < len(raw) && raw[i+5] == '\\' && raw[i+6] == 'u' && lo >= 0xDC00 && lo <= 0xDFFF {
+				i += 10
+				continue
+			}
+		}
+		return fmt.Errorf("contains the escape \\u%04x, a lone UTF-16 surrogate that encodes no character (it would turn into U+FFFD); send the command as valid UTF-8 text", r)
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at raw[i:i+4].
+func hex4(raw []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // clip cuts s to at most n bytes on a UTF-8 boundary, marking the cut.
@@ -179,8 +226,11 @@ func jobIDField(m map[string]json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !present || id == "" {
+	if !present {
 		return "", errors.New(`missing required field "job_id" (the job_id of a background result; bash_jobs lists them)`)
+	}
+	if id == "" {
+		return "", errors.New(`field "job_id" is empty (give the job_id of a background result; bash_jobs lists them)`)
 	}
 	return id, nil
 }

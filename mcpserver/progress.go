@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bashvisor/bashvisor/engine"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
 // progress forwards engine progress snapshots of one call to the client as
@@ -102,7 +104,7 @@ func (p *progress) loop() {
 
 // progressMessage formats a snapshot: "12.0s, 3.4 KiB, last: LINE".
 func progressMessage(snap engine.Progress) string {
-	msg := fmt.Sprintf("%.1fs, %s", snap.Elapsed.Seconds(), humanBytes(snap.Bytes))
+	msg := fmt.Sprintf("%.1fs, %s", snap.Elapsed.Seconds(), truncate.Humanize(snap.Bytes))
 	if line := strings.TrimSpace(snap.LastLine); line != "" {
 		msg += ", last: " + clip(line, 256)
 	}

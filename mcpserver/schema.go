@@ -28,6 +28,10 @@ func bashInputSchema() json.RawMessage {
 	return json.RawMessage(fallbackInputSchema)
 }
 
+// OutputSchema returns the bash tool's output schema: [engine.Result] as
+// JSON, the structuredContent of every bash result.
+func OutputSchema() json.RawMessage { return json.RawMessage(resultOutputSchema) }
+
 // resultOutputSchema describes [engine.Result] as JSON (SPEC §2.5).
 const resultOutputSchema = `{
   "type": "object",

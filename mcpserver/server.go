@@ -15,8 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bashvisor/bashvisor/engine"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
 // Tool names registered by [New].
@@ -26,11 +28,6 @@ const (
 	ToolOutput = "bash_output"
 	ToolKill   = "bash_kill"
 )
-
-// DefaultMaxCommandBytes is the default of [Options.MaxCommandBytes]: the
-// Linux limit on one execve argument (MAX_ARG_STRLEN, 128 KiB including the
-// terminating NUL). A longer command could not be passed to bash -c at all.
-const DefaultMaxCommandBytes = 128<<10 - 1
 
 // DefaultTailBytes is how much of a job's output bash_output returns when
 // the call gives neither tail_bytes nor offset/limit: the last 32 KiB.
@@ -64,10 +61,6 @@ type Options struct {
 	// Logger receives the server's and the go-sdk's logs (default: discard).
 	// Nothing is written to stdout.
 	Logger *slog.Logger
-	// MaxCommandBytes bounds the command's length (default
-	// DefaultMaxCommandBytes). Longer commands get an "[error: bad input: …]"
-	// result without running.
-	MaxCommandBytes int
 	// DisableElicitation returns "needs_approval" results as they are, even
 	// to clients that support elicitation.
 	DisableElicitation bool
@@ -100,9 +93,10 @@ type server struct {
 type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Result
 
 // New returns an MCP server exposing e as the tools bash, bash_jobs,
-// bash_output and bash_kill. Serve it with [mcp.Server.Run] (for example
-// over [mcp.StdioTransport]) or over HTTP with [Handler]. One server may
-// serve any number of sessions concurrently; calls run concurrently.
+// bash_output and bash_kill. Serve it with [mcp.Server.Run] over
+// [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
+// server may serve any number of sessions concurrently; calls run
+// concurrently.
 func New(e *engine.Engine, opts Options) *mcp.Server {
 	return newServer(e, opts, nil)
 }
@@ -126,9 +120,6 @@ func newServer(e *engine.Engine, opts Options, run runFunc) *mcp.Server {
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
-	}
-	if opts.MaxCommandBytes <= 0 {
-		opts.MaxCommandBytes = DefaultMaxCommandBytes
 	}
 	if opts.Name == "" {
 		opts.Name = "bashvisor"
@@ -244,7 +235,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	ctx, done := s.callContext(ctx, req)
 	defer done()
 	tc := s.toolContext()
-	in, err := parseBashInput(req.Params.Arguments, s.o.MaxCommandBytes)
+	in, err := parseBashInput(req.Params.Arguments)
 	if err != nil {
 		return s.finish(tc, in, badInput(in, err)), nil
 	}
@@ -279,7 +270,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 // finish turns a Result into the tool result: the model's text as content,
 // the Result as structured content, isError unless ok or started.
 func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
-	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", r.Display,
+	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", s.e.LogCommand(r.Display),
 		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
 	if s.o.OnResult != nil {
 		s.o.OnResult(tc.ConversationID, in, r)
@@ -292,15 +283,14 @@ func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result)
 }
 
 // badInput is the result for malformed arguments: status "error", text
-// "[error: bad input: …]", nothing run.
+// "[error: bad input: …]", nothing run. err wraps engine.ErrBadInput.
 func badInput(in engine.Input, err error) engine.Result {
-	msg := fmt.Sprintf("%s: %s", engine.ErrBadInput.Error(), err.Error())
 	return engine.Result{
 		Status:  engine.StatusError,
-		Output:  "[error: " + msg + "]",
+		Output:  "[error: " + err.Error() + "]",
 		Command: in.Command,
 		Display: in.Command,
-		Err:     fmt.Errorf("%w: %w", engine.ErrBadInput, err),
+		Err:     err,
 	}
 }
 
@@ -320,12 +310,21 @@ func (s *server) visible(j engine.JobInfo) bool {
 func (s *server) job(id string) (engine.JobInfo, error) {
 	j, err := s.e.Job(id)
 	if err == nil && !s.visible(j) {
-		err = engine.ErrNoSuchJob
+		err = fmt.Errorf("%w: %q", engine.ErrNoSuchJob, id)
 	}
 	if err != nil {
-		return j, fmt.Errorf("%w: %q (bash_jobs lists the job ids)", err, id)
+		return j, fmt.Errorf("%w (bash_jobs lists the job ids)", err)
 	}
 	return j, nil
+}
+
+// jobError names the job in an engine error that does not already name it
+// (engine.ErrNoSuchJob errors do).
+func jobError(id string, err error) error {
+	if errors.Is(err, engine.ErrNoSuchJob) {
+		return err
+	}
+	return fmt.Errorf("job %q: %w", id, err)
 }
 
 // jobsResult is bash_jobs's structured content.
@@ -353,7 +352,7 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 			b.WriteByte('\n')
 		}
 		fmt.Fprintf(&b, "job_id=%s pid=%d %s, started %s ago, %s of output: %s",
-			j.JobID, j.PID, jobState(j), now.Sub(j.Started).Round(time.Second), humanBytes(j.Bytes), oneLine(j.Display, j.Command))
+			j.JobID, j.PID, jobState(j), now.Sub(j.Started).Round(time.Second), truncate.Humanize(j.Bytes), oneLine(j.Display, j.Command))
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: b.String()}},
@@ -371,12 +370,12 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	}
 	jo, err := s.e.JobOutput(a.jobID, a.tail, a.offset, a.limit)
 	if err != nil {
-		return errorResult(fmt.Errorf("%w: %q", err, a.jobID)), nil
+		return errorResult(jobError(a.jobID, err)), nil
 	}
 	end := jo.Offset + int64(len(jo.Data))
 	var b strings.Builder
 	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
-		jo.Job.JobID, jobState(jo.Job), jo.Job.PID, humanBytes(jo.Job.Bytes), jo.Offset, end, jo.Size)
+		jo.Job.JobID, jobState(jo.Job), jo.Job.PID, truncate.Humanize(jo.Job.Bytes), jo.Offset, end, jo.Size)
 	b.WriteString(jo.Data)
 	if !jo.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
@@ -399,9 +398,9 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	}
 	j, err := s.e.Kill(ctx, id)
 	if err != nil {
-		return errorResult(fmt.Errorf("%w: %q", err, id)), nil
+		return errorResult(jobError(id, err)), nil
 	}
-	text := fmt.Sprintf("[job %s %s, pid %d, %s of output]", j.JobID, jobState(j), j.PID, humanBytes(j.Bytes))
+	text := fmt.Sprintf("[job %s %s, pid %d, %s of output]", j.JobID, jobState(j), j.PID, truncate.Humanize(j.Bytes))
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: j,
@@ -441,19 +440,3 @@ func oneLine(display, command string) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
-// humanBytes formats a byte count the way the engine's truncation headers
-// do: "512 B", "3.4 KiB", "12.0 MiB".
-func humanBytes(n int64) string {
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n) / 1024
-	for _, unit := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		if f < 1024 || unit == "TiB" {
-			return fmt.Sprintf("%.1f %s", f, unit)
-		}
-		f /= 1024
-	}
-	panic("unreachable")
-}

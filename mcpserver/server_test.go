@@ -173,12 +173,15 @@ func TestMalformedArguments(t *testing.T) {
 		"command number": {map[string]any{"command": 5}, `field "command" must be a string, got a number`},
 		"command object": {map[string]any{"command": map[string]any{"x": 1}}, `field "command" must be a string, got an object`},
 		"command null":   {map[string]any{"command": nil}, `missing required field "command"`},
-		"empty command":  {map[string]any{"command": "  "}, `field "command" is empty`},
-		"unknown mode":   {map[string]any{"command": "ls", "mode": "fast"}, `field "mode" must be one of "default", "slow" or "background", got "fast"`},
+		"empty command":  {map[string]any{"command": "  "}, `command is empty`},
+		"unknown mode":   {map[string]any{"command": "ls", "mode": "fast"}, `unknown mode "fast" (want default, slow or background)`},
 		"mode number":    {map[string]any{"command": "ls", "mode": 2}, `field "mode" must be a string, got a number`},
 		"unknown field":  {map[string]any{"command": "ls", "timeout": 600}, `unknown field "timeout": the tool accepts only "command" and "mode"`},
-		"1 MiB command":  {map[string]any{"command": big}, "command is 1.0 MiB, more than the limit of 128.0 KiB (131071 bytes)"},
+		"1 MiB command":  {map[string]any{"command": big}, "command is 1.0 MiB (1048576 bytes), over the limit of 131071 bytes"},
+		"one byte over":  {map[string]any{"command": strings.Repeat("x", engine.MaxCommandBytes+1)}, "command is 128.0 KiB (131072 bytes), over the limit of 131071 bytes"},
 		"NUL byte":       {map[string]any{"command": "echo a\x00b"}, "command contains a NUL byte (at byte 6)"},
+		"lone surrogate": {json.RawMessage(`{"command": "echo \udc80"}`), `command contains the escape \udc80, a lone UTF-16 surrogate`},
+		"high surrogate": {json.RawMessage(`{"command": "echo \uD83D."}`), `command contains the escape \ud83d, a lone UTF-16 surrogate`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := bash(t, ctx, s.cs, c.args)
@@ -202,8 +205,10 @@ func TestMalformedArguments(t *testing.T) {
 		{ToolOutput, map[string]any{"job_id": "x", "offset": 1.5}, `field "offset" must be an integer`},
 		{ToolOutput, map[string]any{"job_id": "x", "limit": "10"}, `field "limit" must be an integer, got a string`},
 		{ToolOutput, map[string]any{"job_id": "x", "tail_bytes": 10, "offset": 0}, `either "tail_bytes" or "offset"/"limit"`},
-		{ToolOutput, map[string]any{"job_id": "nope"}, `no such job: "nope"`},
-		{ToolKill, map[string]any{"job_id": "nope"}, `no such job: "nope"`},
+		{ToolOutput, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
+		{ToolKill, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
+		{ToolOutput, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
+		{ToolKill, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
 		{ToolKill, nil, `missing required field "job_id"`},
 		{ToolJobs, map[string]any{"all": true}, `unknown field "all"`},
 	} {
@@ -479,14 +484,6 @@ func TestProgressNotifications(t *testing.T) {
 	mu.Lock()
 	if len(got) != n {
 		t.Errorf("progress sent without a progress token")
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3482: "3.4 KiB", 300000: "293.0 KiB", 1 << 20: "1.0 MiB", 5 << 30: "5.0 GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
-		}
 	}
 }
 

@@ -88,7 +88,7 @@ func TestStdio(t *testing.T) {
 		{map[string]any{"command": "yes | head -c 500000"}, engine.StatusOK, "[output truncated in middle"},
 		{map[string]any{"command": strings.Repeat("#", 1<<20)}, engine.StatusError, "[error: bad input: command is 1.0 MiB"},
 		{map[string]any{"command": "echo \x00"}, engine.StatusError, "[error: bad input: command contains a NUL byte"},
-		{map[string]any{"command": "ls", "mode": "turbo"}, engine.StatusError, `[error: bad input: field "mode" must be one of`},
+		{map[string]any{"command": "ls", "mode": "turbo"}, engine.StatusError, `[error: bad input: unknown mode "turbo"`},
 		{map[string]any{"command": "sleep 0.1", "mode": "background"}, engine.StatusStarted, "<pid>"},
 	} {
 		r := bash(t, ctx, cs, c.args)
@@ -284,28 +284,38 @@ func TestDemoHTTP(t *testing.T) {
 // elicitation when the client supports it.
 func TestStdioApproval(t *testing.T) {
 	needDemo(t)
+	const why = "permission profile \"standard\" asks a person before running `git push origin main`"
 	for _, c := range []struct {
-		name    string
-		handler func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
-		status  engine.Status
+		name   string
+		el     *elicitor
+		status engine.Status
+		text   string
 	}{
-		{"accept", (&elicitor{action: "accept"}).handle, engine.StatusFailed}, // it ran: not a git repository
-		{"decline", (&elicitor{action: "decline"}).handle, engine.StatusDenied},
-		{"no elicitation", nil, engine.StatusNeedsApproval},
+		{"accept", &elicitor{action: "accept"}, engine.StatusFailed, "[command failed: exit code 128]"}, // it ran: not a git repository
+		{"decline", &elicitor{action: "decline"}, engine.StatusDenied, "[command denied: the user declined to approve it]"},
+		{"no elicitation", nil, engine.StatusNeedsApproval, "[command needs approval: " + why + ". Ask the user: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-profile", "standard")
 			stderr := &lockedBuffer{}
 			cmd.Stderr = stderr
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: c.handler}).
+			var opts mcp.ClientOptions
+			if c.el != nil {
+				opts.ElicitationHandler = c.el.handle
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &opts).
 				Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cs.Close()
 			r := bash(t, context.Background(), cs, map[string]any{"command": "git push origin main"})
-			if r.Status != c.status {
-				t.Errorf("got %s %q, want %s\n%s", r.Status, r.Output, c.status, stderr)
+			if r.Status != c.status || !strings.HasPrefix(r.Output, c.text) {
+				t.Errorf("got %s %q, want %s %q\n%s", r.Status, r.Output, c.status, c.text, stderr)
+			}
+			// The person is told why, without the advice meant for the agent.
+			if c.el != nil && (len(c.el.asked) != 1 || !strings.Contains(c.el.asked[0], "Why: "+why+".") || strings.Contains(c.el.asked[0], "Ask the user")) {
+				t.Errorf("elicitation messages: %q", c.el.asked)
 			}
 		})
 	}
@@ -366,4 +376,149 @@ func TestStdioStdoutIsProtocolOnly(t *testing.T) {
 func TestStdioConcurrentCalls(t *testing.T) {
 	cs, _, _ := stdioServer(t, "-C", t.TempDir())
 	parallelSleeps(t, cs, 50)
+}
+
+// testLineWriter lets the test write whole lines between the client's.
+type testLineWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (l *testLineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *testLineWriter) Close() error { return l.w.Close() }
+
+// divert passes the server's lines to the client except the answers to
+// the test's own lines (id null or a string id: the go-sdk client numbers
+// its requests), which go to the returned channel.
+func divert(t *testing.T, stdout io.Reader) (io.ReadCloser, <-chan map[string]any) {
+	pr, pw := io.Pipe()
+	mine := make(chan map[string]any, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("non-JSON line on stdout: %q", sc.Text())
+				continue
+			}
+			id, hasID := m["id"]
+			if _, str := id.(string); hasID && (id == nil || str) {
+				mine <- m
+				continue
+			}
+			pw.Write(append(sc.Bytes(), '\n'))
+		}
+		pw.CloseWithError(sc.Err())
+		close(mine)
+	}()
+	return pr, mine
+}
+
+// A malformed line on stdin gets a JSON-RPC error and the server goes on
+// serving the same session: calls work and background jobs live on. (The
+// go-sdk's stdio transport alone ends the session, and with it every job.)
+func TestStdioMalformedLines(t *testing.T) {
+	needDemo(t)
+	cmd := exec.Command(demoBin, "mcp", "-grace", "200ms", "-C", t.TempDir())
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdinPipe, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdin := &testLineWriter{w: stdinPipe}
+	fromServer, answers := divert(t, stdout)
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.IOTransport{Reader: fromServer, Writer: stdin}, nil)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	job := bash(t, ctx, cs, map[string]any{"command": "sleep 300", "mode": "background"})
+
+	next := func(line string) map[string]any {
+		t.Helper()
+		io.WriteString(stdin, line+"\n")
+		select {
+		case m := <-answers:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer to %.80q\n%s", line, stderr)
+			return nil
+		}
+	}
+	for _, c := range []struct {
+		line string
+		code float64
+		id   any
+	}{
+		{"this is not JSON", -32700, nil},
+		{`{"jsonrpc":"2.0","id":"cut","method":"ping"`, -32700, nil},
+		{"{}", -32600, nil},
+		{"[]", -32600, nil},
+		{`"a string"`, -32600, nil},
+		{"42", -32600, nil},
+		{`{"jsonrpc":"1.0","id":"old","method":"ping"}`, -32600, "old"},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, -32600, nil},
+		{`[{"jsonrpc":"2.0","id":"batched","method":"ping"}]`, -32600, nil},
+	} {
+		m := next(c.line)
+		e, _ := m["error"].(map[string]any)
+		if m["jsonrpc"] != "2.0" || e == nil || e["code"] != c.code || m["id"] != c.id {
+			t.Errorf("answer to %q: %v, want code %v id %v", c.line, m, c.code, c.id)
+		}
+	}
+	// Blank lines are skipped without an answer: the next answer is the
+	// ping's.
+	io.WriteString(stdin, "\n   \r\n")
+	if m := next(`{"jsonrpc":"2.0","id":"p1","method":"ping"}`); m["id"] != "p1" || m["error"] != nil {
+		t.Errorf("ping after blank lines: %v", m)
+	}
+	// A command that is not valid text is refused, not run changed.
+	for line, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"bash","arguments":{"command":"echo \udc80"}}}`:                       `[error: bad input: command contains the escape \udc80`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"u2\",\"method\":\"tools/call\",\"params\":{\"name\":\"bash\",\"arguments\":{\"command\":\"echo \xff\"}}}": "[error: bad input: command is not valid UTF-8",
+	} {
+		m := next(line)
+		b, _ := json.Marshal(m["result"])
+		var res struct {
+			Structured engine.Result `json:"structuredContent"`
+		}
+		json.Unmarshal(b, &res)
+		if !strings.HasPrefix(res.Structured.Output, want) {
+			t.Errorf("answer to %.60q: %s, want %q", line, b, want)
+		}
+	}
+
+	if r := bash(t, ctx, cs, map[string]any{"command": "echo still serving"}); r.Output != "still serving\n" {
+		t.Errorf("after malformed lines: %+v", r)
+	}
+	var jobs jobsResult
+	call(t, ctx, cs, ToolJobs, nil, &jobs)
+	if len(jobs.Jobs) != 1 || jobs.Jobs[0].JobID != job.JobID || jobs.Jobs[0].Status != engine.JobRunning {
+		t.Errorf("background job after malformed lines: %+v", jobs.Jobs)
+	}
+	stdin.Close()
+	waitExit(t, cmd, stderr, "stdin EOF")
+	waitDead(t, 5*time.Second, job.PID)
+	cs.Close()
+	for range answers { // until the server's stdout closed
+	}
+	if n := strings.Count(stderr.String(), "refused a malformed message"); n != 9 {
+		t.Errorf("%d refusals logged, want 9:\n%s", n, stderr)
+	}
 }

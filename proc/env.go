@@ -3,17 +3,9 @@ package proc
 import (
 	"slices"
 	"strings"
+
+	"github.com/bashvisor/bashvisor/secret"
 )
-
-// secretPrefixes are name prefixes that always mark a secret.
-var secretPrefixes = []string{"ANTHROPIC_", "OPENAI_", "GEMINI_", "AWS_SECRET", "PHOENIX_"}
-
-// secretWords are the _-separated name words that mark a secret.
-var secretWords = map[string]bool{
-	"KEY": true, "KEYS": true, "APIKEY": true, "SECRET": true, "SECRETS": true,
-	"TOKEN": true, "TOKENS": true, "PASSWORD": true, "PASSWD": true,
-	"CREDENTIAL": true, "CREDENTIALS": true, "PRIVATE": true, "AUTH": true,
-}
 
 // AllowlistNames are the names the allowlist policy always passes.
 var AllowlistNames = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR"}
@@ -32,31 +24,18 @@ var Forced = []string{
 // contain an interactive rebase: git runs it as `$GIT_SEQUENCE_EDITOR "$@"`.
 const RebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
 
-// IsSecret reports whether an environment variable name names a secret
-// (SPEC §2.2): it starts with one of the vendor prefixes, or one of its
-// _-separated words (case-insensitive) is KEY, TOKEN, SECRET, PASSWORD, ….
-func IsSecret(name string) bool {
-	upper := strings.ToUpper(name)
-	for _, p := range secretPrefixes {
-		if strings.HasPrefix(upper, p) {
-			return true
-		}
-	}
-	for w := range strings.SplitSeq(upper, "_") {
-		if secretWords[w] {
-			return true
-		}
-	}
-	return false
-}
-
 // EnvConfig is an environment policy.
 type EnvConfig struct {
 	// Allowlist passes only AllowlistNames and Allow; otherwise everything
-	// but secrets passes (inherit-safe).
+	// but secrets (secret.IsSecret) passes (inherit-safe).
 	Allowlist bool
 	// Keep lists names kept even though they look like secrets.
 	Keep []string
+	// Strip lists names removed under either policy, and treated as
+	// secrets, even though the name rule passes them: connection strings
+	// and proxy URLs that embed credentials (DATABASE_URL, HTTPS_PROXY).
+	// Strip wins over Keep and Allow.
+	Strip []string
 	// Allow lists extra names passed under Allowlist.
 	Allow []string
 	// Home, when set, replaces HOME.
@@ -64,33 +43,42 @@ type EnvConfig struct {
 }
 
 // Env is a filtered base environment, computed once per engine, plus what
-// it removed so that overrides cannot re-add it.
+// it removed so that overrides cannot re-add it, and the values of the
+// secrets it removed so that output can be redacted.
 type Env struct {
-	base    []string
-	removed map[string]bool
+	base     []string
+	removed  map[string]bool
+	secrets  map[string]string // removed secrets (IsSecret or Strip): name → value
+	redactor *secret.Redactor
 }
 
 // NewEnv applies the policy to environ ("NAME=value" entries). Later
 // duplicates win, as in os/exec.
 func NewEnv(environ []string, cfg EnvConfig) *Env {
-	e := &Env{removed: map[string]bool{}}
+	e := &Env{removed: map[string]bool{}, secrets: map[string]string{}}
 	allowed := func(name string) bool {
+		if slices.Contains(cfg.Strip, name) {
+			return false
+		}
 		if slices.Contains(cfg.Keep, name) {
 			return true
 		}
 		if cfg.Allowlist {
 			return slices.Contains(AllowlistNames, name) || slices.Contains(cfg.Allow, name)
 		}
-		return !IsSecret(name)
+		return !secret.IsSecret(name)
 	}
 	var kept []string
 	for _, kv := range environ {
-		name, _, ok := strings.Cut(kv, "=")
+		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
 			continue
 		}
 		if !allowed(name) {
 			e.removed[name] = true
+			if secret.IsSecret(name) || slices.Contains(cfg.Strip, name) {
+				e.secrets[name] = value // later duplicates win
+			}
 			continue
 		}
 		kept = append(kept, kv)
@@ -100,6 +88,7 @@ func NewEnv(environ []string, cfg EnvConfig) *Env {
 	}
 	kept = append(kept, Forced...)
 	e.base = dedup(kept)
+	e.redactor = secret.NewRedactor(e.secrets)
 	return e
 }
 
@@ -111,10 +100,16 @@ func (e *Env) Base() []string { return e.base }
 // environment.
 func (e *Env) Removed(name string) bool { return e.removed[name] }
 
+// Redactor returns the Redactor for the values of the secrets the policy
+// removed (names that secret.IsSecret or Strip marks). Names the allowlist
+// merely did not pass (DISPLAY, XDG_RUNTIME_DIR) are not secrets and their
+// values are not redacted; values shorter than secret.MinLen never are.
+func (e *Env) Redactor() *secret.Redactor { return e.redactor }
+
 // With returns the base environment plus extra "NAME=value" entries and
 // the overrides map, which apply last. An override naming a secret that
-// the policy removed is dropped and reported in dropped. Extra entries are
-// trusted (they come from the engine, not the caller).
+// the policy removed (see Redactor) is dropped and reported in dropped.
+// Extra entries are trusted (they come from the engine, not the caller).
 func (e *Env) With(extra []string, overrides map[string]string) (env []string, dropped []string) {
 	if len(extra) == 0 && len(overrides) == 0 {
 		return e.base, nil
@@ -127,7 +122,7 @@ func (e *Env) With(extra []string, overrides map[string]string) (env []string, d
 			dropped = append(dropped, k)
 			continue
 		}
-		if e.removed[k] && IsSecret(k) {
+		if _, ok := e.secrets[k]; ok {
 			dropped = append(dropped, k)
 			continue
 		}

@@ -1,6 +1,7 @@
 package props
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -8,26 +9,46 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/secret"
 )
 
-// isSecretModel is SPEC §2.2's definition, written independently of
-// proc.IsSecret.
+// isSecretModel is the name rule of secret.IsSecret, written
+// independently with regular expressions over the name's words.
 func isSecretModel(name string) bool {
 	u := strings.ToUpper(name)
-	for _, p := range []string{"ANTHROPIC_", "OPENAI_", "GEMINI_", "AWS_SECRET", "PHOENIX_"} {
-		if strings.HasPrefix(u, p) {
-			return true
-		}
+	switch {
+	case u == "PWD":
+		return false
+	case u == "SSHPASS", regexp.MustCompile(`^(ANTHROPIC_|OPENAI_|GEMINI_|AWS_SECRET|PHOENIX_)`).MatchString(u):
+		return true
 	}
-	for _, w := range strings.Split(u, "_") {
-		switch w {
-		case "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "TOKEN", "TOKENS", "PASSWORD", "PASSWD",
-			"CREDENTIAL", "CREDENTIALS", "PRIVATE", "AUTH":
+	spaced := camelRe.ReplaceAllString(name, "${1}_${2}")
+	ws := strings.FieldsFunc(strings.ToUpper(spaced), func(r rune) bool { return r == '_' || r == '-' })
+	for i, w := range ws {
+		ws[i] = strings.TrimRight(w, "0123456789")
+	}
+	for i, w := range ws {
+		next := ""
+		if i+1 < len(ws) {
+			next = ws[i+1]
+		}
+		switch {
+		case wordRe.MatchString(w), stemRe.MatchString(w), keyRe.MatchString(w), hookURLRe.MatchString(w),
+			hookRe.MatchString(w) && (next == "" || next == "URL" || next == "URI"):
 			return true
 		}
 	}
 	return false
 }
+
+var (
+	camelRe   = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+	wordRe    = regexp.MustCompile(`^(KEYS?|APIKEY|SECRETS?|TOKENS?|PASSWORDS?|PASSWD|PASS|PWD|PASSPHRASE|CREDENTIALS?|CREDS|PRIVATE|AUTH|PAT|JWT|BEARER)$`)
+	stemRe    = regexp.MustCompile(`^.+(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|JWT|BEARER)$`)
+	keyRe     = regexp.MustCompile(`(API|SECRET|ACCESS|PRIVATE|AUTH|MASTER|SIGNING|SIGN|ENCRYPTION|CLIENT|APP|LICENSE|DEPLOY|SSH|GPG|PGP|SESSION|ADMIN|SERVICE|PASS|WEBHOOK)KEYS?$`)
+	hookURLRe = regexp.MustCompile(`WEBHOOKUR[LI]$`)
+	hookRe    = regexp.MustCompile(`WEBHOOK$`)
+)
 
 // nameGen draws variable names: secret-looking, near misses (KEYBOARD,
 // MONKEY, AUTHOR), the allowlist, and random ones, in random case.
@@ -36,6 +57,9 @@ func nameGen() *rapid.Generator[string] {
 		"KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "TOKEN", "TOKENS", "PASSWORD", "PASSWD", "CREDENTIAL",
 		"CREDENTIALS", "PRIVATE", "AUTH", "KEYBOARD", "MONKEY", "AUTHOR", "TOKENIZER", "PATH", "HOME", "GITHUB",
 		"MY", "SERVICE", "DB", "ANTHROPIC", "OPENAI", "GEMINI", "AWS", "PHOENIX", "SSH", "SOCK", "X", "",
+		"PAT", "JWT", "BEARER", "PWD", "OLDPWD", "PASS", "ASKPASS", "COMPAT", "SPATH", "PATHEXT", "WEBHOOK", "URL",
+		"PORT", "AUTHTOKEN", "SECRETKEY", "PGPASSWORD", "HOTKEY", "SECRETARY", "TOKENIZERS", "PARALLELISM",
+		"authToken", "apiKey", "Pat", "V2", "TOKEN2", "SSHPASS", "CREDS", "PASSPHRASE", "WEBHOOKURL",
 	})
 	return rapid.OneOf(
 		rapid.Custom(func(t *rapid.T) string {
@@ -52,7 +76,8 @@ func nameGen() *rapid.Generator[string] {
 			return name
 		}),
 		rapid.SampledFrom([]string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR", "PWD",
-			"ANTHROPIC_BASE_URL", "AWS_SECRET_ACCESS_KEY", "AWS_SECRETX", "OPENAI_ORG", "SSH_AUTH_SOCK", "EDITOR", "PAGER"}),
+			"ANTHROPIC_BASE_URL", "AWS_SECRET_ACCESS_KEY", "AWS_SECRETX", "OPENAI_ORG", "SSH_AUTH_SOCK", "EDITOR", "PAGER",
+			"npm_config__authToken", "MYSQL_PWD", "OLDPWD", "SLACK_WEBHOOK_URL", "TOKENIZERS_PARALLELISM", "DATABASE_URL"}),
 		rapid.StringMatching(`[A-Za-z_][A-Za-z0-9_]{0,12}`),
 	)
 }
@@ -83,27 +108,29 @@ func names(env []string) map[string]string {
 	return m
 }
 
-// TestIsSecretMatchesSpec: proc.IsSecret agrees with the spec's rule for
-// any name.
+// TestIsSecretMatchesSpec: secret.IsSecret agrees with the model for any
+// name.
 func TestIsSecretMatchesSpec(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := nameGen().Draw(t, "name")
-		if proc.IsSecret(n) != isSecretModel(n) {
-			t.Fatalf("IsSecret(%q) = %v, spec says %v", n, proc.IsSecret(n), isSecretModel(n))
+		if secret.IsSecret(n) != isSecretModel(n) {
+			t.Fatalf("IsSecret(%q) = %v, model says %v", n, secret.IsSecret(n), isSecretModel(n))
 		}
 	})
 }
 
 // TestEnvironmentPolicy: for any environment and policy, no secret name
-// survives (unless kept on purpose), the allowlist keeps only allowed
-// names, the forced variables are set, and overrides can never re-add a
-// secret the policy removed.
+// survives (unless kept on purpose), Strip names never do, the allowlist
+// keeps only allowed names, the forced variables are set, overrides can
+// never re-add a secret the policy removed, and the value of every removed
+// secret is redacted.
 func TestEnvironmentPolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		environ := envGen().Draw(t, "environ")
 		cfg := proc.EnvConfig{
 			Allowlist: rapid.Bool().Draw(t, "allowlist"),
 			Keep:      rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "keep"),
+			Strip:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "strip"),
 			Allow:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "allow"),
 		}
 		if rapid.Bool().Draw(t, "home") {
@@ -126,7 +153,13 @@ func TestEnvironmentPolicy(t *testing.T) {
 				last[n] = v
 			}
 		}
+		// stripped: a removed name whose value is a secret (the rule, or
+		// Strip).
+		secretName := func(n string) bool { return isSecretModel(n) || slices.Contains(cfg.Strip, n) }
 		allowed := func(n string) bool {
+			if slices.Contains(cfg.Strip, n) {
+				return false
+			}
 			if slices.Contains(cfg.Keep, n) {
 				return true
 			}
@@ -155,7 +188,7 @@ func TestEnvironmentPolicy(t *testing.T) {
 					}
 				case overridden:
 					// An override may set anything but a removed secret.
-					if _, had := last[n]; had && !allowed(n) && isSecretModel(n) {
+					if _, had := last[n]; had && !allowed(n) && secretName(n) {
 						t.Fatalf("override re-added removed secret %s", n)
 					}
 					if v != ov {
@@ -187,6 +220,14 @@ func TestEnvironmentPolicy(t *testing.T) {
 			}
 		}
 		check(e.Base(), false)
+		// The value of every removed secret is redacted.
+		for n, v := range last {
+			if !allowed(n) && secretName(n) && len(v) >= secret.MinLen {
+				if got := e.Redactor().String(v); strings.Contains(got, v) {
+					t.Fatalf("value of removed secret %s not redacted: %q", n, got)
+				}
+			}
+		}
 		env, dropped := e.With(nil, overrides)
 		check(env, true)
 		for _, n := range dropped {

@@ -36,6 +36,17 @@ var blockedCorpus = [][]string{
 	{"mkfs.ext4", "/dev/sda"},
 	{"dd", "if=/dev/zero", "of=/dev/sda"},
 	{"cd", "/", "=&&", "rm", "-rf", "=*"},
+	{"rm", "-rf", "=/[b]in"},
+	{"rm", "-rf", "=.[!.]*"},
+	{"rm", "-rf", "=~root"},
+	{"mkdosfs", "/dev/sdb1"},
+	{"wipefs", "-a", "/dev/sda"},
+	{"sgdisk", "--zap-all", "/dev/sda"},
+	{"dd", "of=/dev/block/mmcblk0"},
+	{"flock", "/tmp/l", "rm", "-rf", "/"},
+	{"strace", "-f", "-o", "/tmp/t", "git", "add", "-A"},
+	{"systemd-run", "--user", "rm", "-rf", "/"},
+	{"git", "-c", "alias.x=add", "x", "-A"},
 }
 
 // TestCorpusBlocked is the precondition of the quoting property.

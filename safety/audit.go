@@ -10,7 +10,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/secret"
 )
 
 // AuditRecord is one audit log entry: what ran (or was refused), never its
@@ -36,21 +36,24 @@ type AuditRecord struct {
 // is safe for concurrent use; a nil *Auditor discards everything.
 type Auditor struct {
 	log *slog.Logger
+	r   *secret.Redactor
 }
 
 // NewAuditor returns an Auditor writing JSON lines to w, or nil when w is
-// nil.
-func NewAuditor(w io.Writer) *Auditor {
+// nil. r holds the known secret values (the engine's stripped environment)
+// to redact from every logged text; it may be nil.
+func NewAuditor(w io.Writer, r *secret.Redactor) *Auditor {
 	if w == nil {
 		return nil
 	}
-	return &Auditor{log: slog.New(slog.NewJSONHandler(w, nil))}
+	return &Auditor{log: slog.New(slog.NewJSONHandler(w, nil)), r: r}
 }
 
 // Log writes rec as one JSON line ("msg":"bash", plus time, conversation,
 // command, display, decision, rule, reason, mode, restricted, status,
-// exit_code, duration_ms, bytes, truncated, killed). Secret values in the
-// command and display are redacted (see RedactSecrets).
+// exit_code, duration_ms, bytes, truncated, killed). The command, display
+// and reason are redacted: known secret values first, then what
+// RedactSecrets recognises.
 func (a *Auditor) Log(rec AuditRecord) {
 	if a == nil || a.log == nil {
 		return
@@ -58,14 +61,14 @@ func (a *Auditor) Log(rec AuditRecord) {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("conversation", rec.Conversation),
-		slog.String("command", RedactSecrets(rec.Command)),
-		slog.String("display", RedactSecrets(rec.Display)),
+		slog.String("command", a.redact(rec.Command)),
+		slog.String("display", a.redact(rec.Display)),
 		slog.String("decision", rec.Decision))
 	if rec.Rule != "" {
 		attrs = append(attrs, slog.String("rule", rec.Rule))
 	}
 	if rec.Reason != "" {
-		attrs = append(attrs, slog.String("reason", RedactSecrets(rec.Reason)))
+		attrs = append(attrs, slog.String("reason", a.redact(rec.Reason)))
 	}
 	attrs = append(attrs,
 		slog.String("mode", rec.Mode),
@@ -84,67 +87,294 @@ func (a *Auditor) Log(rec AuditRecord) {
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
 }
 
-const redacted = "***"
+// redact removes known secret values, then recognisable credentials.
+func (a *Auditor) redact(s string) string { return RedactSecrets(a.r.String(s)) }
 
-var (
-	// NAME=value where NAME is a secret (fallback when parsing fails, and
-	// for env NAME=value arguments).
-	assignRe = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s;&|)]*)`)
-	// credentials in arguments: Authorization headers, --password=x,
-	// URLs with user:password@.
-	authHeaderRe = regexp.MustCompile(`(?i)(authorization:\s*(?:bearer|basic|token|bot)?\s*)[^\s"']+`)
-	flagSecretRe = regexp.MustCompile(`(?i)(--?(?:password|passwd|token|api[-_]?key|secret|access[-_]?key)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"']+)`)
-	urlCredRe    = regexp.MustCompile(`(://[^/\s:@]+:)[^/\s@]+@`)
-)
+// redacted replaces a credential in logged command text.
+const redacted = "[REDACTED]"
 
-// RedactSecrets returns command with the values of secret-looking
-// assignments (`TOKEN=abc cmd`, `export API_KEY=...`, `env GH_TOKEN=x`)
-// replaced by ***, as well as Authorization header values, --password=...
-// style flags and passwords in URLs. It is used for the audit log; the
-// command that runs is never changed.
+// RedactSecrets returns command with the credentials it recognises
+// replaced by [REDACTED], leaving the rest readable. It is used for logs
+// (the audit log, debug logs); the command that runs is never changed. It
+// recognises:
+//
+//   - values assigned to secret names (secret.IsSecret), wherever NAME=value
+//     appears: `PGPASSWORD=x psql`, `export API_KEY=x`, `env GH_TOKEN=x`,
+//     `docker run -e NAME=x`, npm's `//host/:_authToken=x`, form bodies
+//     `user=u&password=x`, query strings `?access_token=x`;
+//   - JSON members with secret names: `{"password":"x"}`, also with
+//     escaped quotes;
+//   - headers with secret names or credentials: `Authorization: Bearer x`,
+//     `X-Api-Key: x`, `PRIVATE-TOKEN: x`, `Cookie: …`;
+//   - flags with secret names and their values: `--password=x`,
+//     `--token x`, `--oauth2-bearer x`, `--client-secret x` (not flags that
+//     name a file, a variable or stdin: `--token-file`, `--password-stdin`);
+//   - `mysql -px` (and the other mysql and mariadb tools), `sshpass -p x`,
+//     `… login -p x` (docker, podman, helm), `curl -u user:x`, openssl's
+//     `pass:x`, keytool's `-storepass x`;
+//   - `aws configure set KEY x`, `npm|pnpm|yarn|git|poetry config [set] KEY
+//     x` when a part of KEY is a secret name;
+//   - URL credentials: `https://user:x@host`, `https://x@host`;
+//   - provider keys wherever they appear, keeping their prefix:
+//     `sk-ant-…`, `sk-…`, `ghp_…` (and gho_, ghu_, ghs_, ghr_,
+//     github_pat_), `glpat-…`, `AKIA…`/`ASIA…`, `xoxb-…`, `AIza…`, `hf_…`,
+//     `npm_…`, `sk_live_…`, `pypi-…`, JWTs and PEM private keys.
+//
+// It is a best effort on text, not a parser of every tool's options.
 func RedactSecrets(command string) string {
 	if command == "" {
 		return command
 	}
-	out := command
-	if f, err := parse(command, false); err == nil && len(command) <= MaxCommandBytes {
-		type span struct{ start, end int }
-		var spans []span
-		syntax.Walk(f, func(n syntax.Node) bool {
-			a, ok := n.(*syntax.Assign)
-			if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !proc.IsSecret(a.Name.Value) {
-				return true
-			}
-			spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
+	out := redactAssignNodes(command)
+	for _, r := range redactRules {
+		out = r.apply(out)
+	}
+	return redactConfigSet(out)
+}
+
+// redactAssignNodes replaces the values of secret assignments the shell
+// parser finds (`A=x cmd`, `export A="x y"`, `declare A=x`).
+func redactAssignNodes(command string) string {
+	if len(command) > MaxCommandBytes {
+		return command
+	}
+	f, err := parse(command, false)
+	if err != nil {
+		return command
+	}
+	type span struct{ start, end int }
+	var spans []span
+	syntax.Walk(f, func(n syntax.Node) bool {
+		a, ok := n.(*syntax.Assign)
+		if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !secret.IsSecret(a.Name.Value) {
 			return true
-		})
-		if len(spans) > 0 {
-			sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
-			var b strings.Builder
-			last := 0
-			for _, s := range spans {
-				if s.start < last || s.end > len(command) || s.start > s.end {
-					continue
-				}
-				b.WriteString(command[last:s.start])
-				b.WriteString(redacted)
-				last = s.end
+		}
+		spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
+		return true
+	})
+	if len(spans) == 0 {
+		return command
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	var b strings.Builder
+	last := 0
+	for _, s := range spans {
+		if s.start < last || s.end > len(command) || s.start > s.end {
+			continue
+		}
+		b.WriteString(command[last:s.start])
+		b.WriteString(redacted)
+		last = s.end
+	}
+	b.WriteString(command[last:])
+	return b.String()
+}
+
+// A redactRule replaces, in each match of re, the first of groups that
+// took part in the match with [REDACTED], when ok (if set) accepts the
+// match's submatches.
+type redactRule struct {
+	re     *regexp.Regexp
+	groups []int
+	ok     func(m []string) bool
+}
+
+func (r redactRule) apply(s string) string {
+	ms := r.re.FindAllStringSubmatchIndex(s, -1)
+	if ms == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		start, end := -1, -1
+		for _, g := range r.groups {
+			if m[2*g] >= 0 {
+				start, end = m[2*g], m[2*g+1]
+				break
 			}
-			b.WriteString(command[last:])
-			out = b.String()
+		}
+		if start < 0 || start < last || start == end || paramRef.MatchString(s[start:end]) {
+			continue // nothing, or a reference ($TOKEN) that reveals nothing
+		}
+		if r.ok != nil {
+			subs := make([]string, len(m)/2)
+			for i := range subs {
+				if m[2*i] >= 0 {
+					subs[i] = s[m[2*i]:m[2*i+1]]
+				}
+			}
+			if !r.ok(subs) {
+				continue
+			}
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(redacted)
+		last = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// paramRef matches a value that only refers to a variable.
+var paramRef = regexp.MustCompile(`^["']?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?["']?$`)
+
+// Pieces of the patterns: a shell word value (quoted or bare), the rest of
+// a simple command (no separator), and a value that is not a flag.
+const (
+	wordValue = `"[^"]*"|'[^']*'|[^\s"';&|()<>]+`
+	sameCmd   = `[^;&|\n]*?`
+	argValue  = `"[^"]*"|'[^']*'|[^\s"';&|()<>-][^\s"';&|()<>]*`
+)
+
+// secretFlag reports whether a flag name (without dashes) names a
+// credential passed as its value.
+func secretFlag(name string) bool {
+	n := strings.ToLower(name)
+	if strings.HasPrefix(n, "no-") || n == "key" || n == "keys" || n == "private-key" {
+		return false // a boolean, or the path of a key file
+	}
+	for _, suf := range []string{"-file", "-path", "-env", "-stdin", "-dir", "-cmd", "-command", "-helper", "-type", "-id", "-name"} {
+		if strings.HasSuffix(n, suf) {
+			return false
 		}
 	}
-	// Arguments that are assignments (env NAME=v, docker -e NAME=v) and
-	// anything the parser could not see.
-	out = assignRe.ReplaceAllStringFunc(out, func(m string) string {
-		name, _, _ := strings.Cut(m, "=")
-		if !proc.IsSecret(name) {
-			return m
+	return secret.IsSecret(n)
+}
+
+// secretHeader reports whether an HTTP header carries a credential.
+func secretHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	return secret.IsSecret(name)
+}
+
+var redactRules = []redactRule{
+	// PEM private keys, whole.
+	{re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----((?s:.*?))(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), groups: []int{1}},
+	// NAME=value with a secret NAME.
+	{re: regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + wordValue + `)`), groups: []int{2},
+		ok: func(m []string) bool { return secret.IsSecret(m[1]) }},
+	// JSON members: "password": "x", also as \"password\":\"x\".
+	{re: regexp.MustCompile(`\\?"([A-Za-z0-9_.-]+)\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)\\?"`), groups: []int{2},
+		ok: func(m []string) bool { return secret.IsSecret(m[1]) }},
+	// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
+	{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
+		ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }},
+	// Cookie: the whole value.
+	{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}},
+	// --flag=value, --flag value, -flag value with a secret flag name.
+	{re: regexp.MustCompile(`(?:^|[\s"'])--?([A-Za-z0-9][A-Za-z0-9-]*)(?:=(` + wordValue + `)|[ \t]+(` + argValue + `))`), groups: []int{2, 3},
+		ok: func(m []string) bool { return secretFlag(m[1]) }},
+	// mysql -pX (attached only: -p alone prompts, -P is the port).
+	{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}},
+	// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
+	{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}},
+	// curl/httpie/wget -u user:X: the password.
+	{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}},
+	// openssl pass:X; keytool -storepass X.
+	{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}},
+	{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}},
+	// URL credentials: scheme://user:X@ and http(s)://X@.
+	{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}},
+	{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}},
+	// Provider keys, anywhere; the prefix stays.
+	{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}},
+	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}},
+	{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}},
+	{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}},
+}
+
+// configSetRe finds tools' "config set KEY VALUE" commands.
+var configSetRe = regexp.MustCompile(`\b(?:aws\s+configure\s+set|(?:npm|pnpm|yarn|git|poetry|pip|composer|gh)\s+config(?:\s+set)?)\s`)
+
+// redactConfigSet replaces VALUE in `aws configure set KEY VALUE` and the
+// like when a part of KEY (split at '.', ':' and '/') is a secret name.
+func redactConfigSet(s string) string {
+	locs := configSetRe.FindAllStringIndex(s, -1)
+	for i := len(locs) - 1; i >= 0; i-- { // back to front: offsets stay valid
+		rest := s[locs[i][1]:]
+		end := strings.IndexAny(rest, ";&|\n")
+		if end < 0 {
+			end = len(rest)
 		}
-		return name + "=" + redacted
-	})
-	out = authHeaderRe.ReplaceAllString(out, "${1}"+redacted)
-	out = flagSecretRe.ReplaceAllString(out, "${1}"+redacted)
-	out = urlCredRe.ReplaceAllString(out, "${1}"+redacted+"@")
+		var key string
+		off := locs[i][1]
+		skip := false
+		for _, w := range shellFields(rest[:end]) {
+			word := rest[w[0]:w[1]]
+			switch {
+			case skip:
+				skip = false
+				continue
+			case strings.HasPrefix(word, "-"):
+				skip = optionsWithValue[word]
+				continue
+			case key == "":
+				key = strings.Trim(word, `"'`)
+				continue
+			}
+			if secretKey(key) && word != redacted {
+				s = s[:off+w[0]] + redacted + s[off+w[1]:]
+			}
+			break
+		}
+	}
+	return s
+}
+
+// optionsWithValue are the options of those commands that take the next
+// word as their value.
+var optionsWithValue = map[string]bool{
+	"--profile": true, "--region": true, "--file": true, "-f": true, "--blob": true,
+	"--location": true, "--workspace": true, "-w": true, "--type": true,
+}
+
+// secretKey reports whether a configuration key has a secret part.
+func secretKey(key string) bool {
+	for _, part := range strings.FieldsFunc(key, func(r rune) bool { return r == '.' || r == ':' || r == '/' }) {
+		if secret.IsSecret(part) {
+			return true
+		}
+	}
+	return false
+}
+
+// shellFields splits s at blanks outside quotes and returns the spans of
+// the words.
+func shellFields(s string) [][2]int {
+	var out [][2]int
+	start, quote := -1, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+			if start < 0 {
+				start = i
+			}
+		case c == ' ' || c == '\t':
+			if start >= 0 {
+				out = append(out, [2]int{start, i})
+				start = -1
+			}
+		default:
+			if start < 0 {
+				start = i
+			}
+		}
+	}
+	if start >= 0 {
+		out = append(out, [2]int{start, len(s)})
+	}
 	return out
 }

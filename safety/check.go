@@ -1,6 +1,8 @@
 package safety
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -8,9 +10,11 @@ import (
 )
 
 const (
-	// MaxCommandBytes is the largest command Check analyses; anything
-	// longer is blocked (rule "too-long"). bash -c cannot take a single
-	// argument this long anyway.
+	// MaxCommandBytes bounds the analyser's work, not what can run: Check
+	// blocks anything longer (rule "too-long"). It is deliberately separate
+	// from, and larger than, engine.MaxCommandBytes (131071 bytes, Linux's
+	// limit on one argument), which the engine checks first, so no command
+	// the engine would run ever reaches this bound.
 	MaxCommandBytes = 1 << 20
 	// MaxNesting bounds how deep nested shell code (bash -c, eval, su -c,
 	// heredocs fed to a shell, ...) is re-parsed; deeper nesting is blocked
@@ -25,25 +29,34 @@ const (
 // Check analyses command (bash syntax) and returns whether it may run. It
 // never executes anything and is safe for concurrent use.
 func Check(command string) Verdict {
+	v, _ := check(command)
+	return v
+}
+
+// check is Check that also reports the units of work the analysis did
+// (statements visited, fields expanded, bytes parsed or matched), which
+// tests bound to prove the analysis stays linear in the input.
+func check(command string) (Verdict, int) {
 	if len(command) > MaxCommandBytes {
 		return Verdict{Decision: Block, Rule: "too-long",
 			Reason:      "command is too long to analyse (over 1 MiB)",
-			Alternative: "write the script to a file and run it with bash FILE"}
+			Alternative: "write the script to a file and run it with bash FILE"}, 0
 	}
 	if strings.TrimSpace(command) == "" {
-		return Verdict{Decision: Allow}
+		return Verdict{Decision: Allow}, 0
 	}
 	f, err := parse(command, false)
 	if err == errTooDeep {
-		return tooComplex
+		return tooComplex, len(command)
 	}
 	if err != nil {
-		return finish(parseErrorVerdict(err))
+		return finish(parseErrorVerdict(err)), len(command)
 	}
 	c := checker{}
+	c.work = len(command)
 	c.v.Decision = Allow
 	c.stmts(f.Stmts, stdinSrc{})
-	return finish(c.v)
+	return finish(c.v), c.work
 }
 
 // maxReason caps the length of a verdict's reason.
@@ -107,12 +120,83 @@ func oneLine(s string) string {
 // checker walks one command's syntax tree.
 type checker struct {
 	resolver
-	v       Verdict
-	depth   int
-	steps   int
-	cwd     string // statically known working directory, "" if unknown
-	inLoop  bool   // already iterating a for loop's static values
-	nameBuf []field
+	v         Verdict
+	depth     int
+	steps     int
+	cwd       string // statically known working directory, "" if unknown
+	inLoop    bool   // already iterating a for loop's static values
+	nameBuf   []field
+	funcs     map[string]*syntax.Stmt // bodies of the functions defined so far
+	calls     map[string]bool         // function calls already followed (name and arguments)
+	callDepth int
+	callWork  int                   // work spent following function calls
+	frames    []map[string]savedVar // per function walk: variables to restore (local)
+	appended  bool                  // the command being checked gets more arguments at run time (xargs)
+}
+
+// savedVar is a variable's state before a function made it local.
+type savedVar struct {
+	st  varState
+	set bool
+}
+
+// posParams is a saved set of positional parameters.
+type posParams struct {
+	params      []string
+	known, open bool
+}
+
+func (c *checker) saveParams() posParams {
+	return posParams{c.params, c.posKnown, c.posOpen}
+}
+
+func (c *checker) restoreParams(p posParams) {
+	c.params, c.posKnown, c.posOpen = p.params, p.known, p.open
+}
+
+// enterFunc starts walking a function body with the positional parameters
+// set to args, or unknown when args is nil; leaveFunc restores the
+// caller's parameters and the variables the body made local.
+func (c *checker) enterFunc(args []field) posParams {
+	saved := c.saveParams()
+	if args != nil {
+		c.setParams(args)
+	} else {
+		c.params, c.posKnown, c.posOpen = nil, false, false
+	}
+	c.frames = append(c.frames, nil)
+	c.callDepth++
+	return saved
+}
+
+func (c *checker) leaveFunc(saved posParams) {
+	c.callDepth--
+	top := c.frames[len(c.frames)-1]
+	c.frames = c.frames[:len(c.frames)-1]
+	for name, sv := range top {
+		if sv.set {
+			c.vars[name] = sv.st
+		} else {
+			delete(c.vars, name)
+		}
+	}
+	c.restoreParams(saved)
+}
+
+// local remembers name's state so that leaving the function restores it.
+func (c *checker) local(name string) {
+	if len(c.frames) == 0 {
+		return
+	}
+	top := &c.frames[len(c.frames)-1]
+	if _, ok := (*top)[name]; ok {
+		return
+	}
+	if *top == nil {
+		*top = make(map[string]savedVar)
+	}
+	st, ok := c.vars[name]
+	(*top)[name] = savedVar{st: st, set: ok}
 }
 
 func (c *checker) done() bool { return c.v.Decision == Block }
@@ -139,6 +223,7 @@ type stdinSrc struct {
 	code  string // heredoc or here-string text
 	isDoc bool   // code is set
 	dyn   bool   // code has parts only known at run time
+	sub   bool   // those include a command substitution
 }
 
 func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
@@ -156,8 +241,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
 			in = stdinSrc{isDoc: true}
-			txt, ok := c.docText(r.Hdoc)
-			in.code, in.dyn = txt, !ok
+			in.code, in.dyn, in.sub = c.docText(r.Hdoc)
 			c.wordSubs(r.Hdoc)
 		case syntax.WordHdoc:
 			in = stdinSrc{isDoc: true}
@@ -169,6 +253,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 				}
 				b.WriteString(f.s)
 				in.dyn = in.dyn || f.dyn
+				in.sub = in.sub || f.sub
 			}
 			in.code = b.String()
 		case syntax.RdrIn, syntax.DplIn:
@@ -185,7 +270,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 	case *syntax.BinaryCmd:
 		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
 			c.stmt(x.X, in)
-			if code, ok := c.staticOutput(x.X); ok {
+			if code, ok := c.staticOutput(x.X, in, 0); ok {
 				c.stmt(x.Y, stdinSrc{isDoc: true, code: code})
 			} else {
 				c.stmt(x.Y, stdinSrc{piped: true})
@@ -219,9 +304,7 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 	case *syntax.FuncDecl:
 		c.funcDecl(x)
 	case *syntax.DeclClause:
-		for _, a := range x.Args {
-			c.assign(a, true)
-		}
+		c.decl(x)
 	case *syntax.TimeClause:
 		c.stmt(x.Stmt, in)
 	case *syntax.CoprocClause:
@@ -272,8 +355,8 @@ func (c *checker) forClause(x *syntax.ForClause, piped stdinSrc) {
 	c.inLoop = false
 }
 
-// assign records constant assignments (X=val, export X=val) and checks
-// substitutions in the value.
+// assign records constant assignments (X=val, export X=val, a=(x y),
+// a+=(z), a[1]=x) and checks substitutions in the value.
 func (c *checker) assign(a *syntax.Assign, record bool) {
 	if a == nil {
 		return
@@ -287,43 +370,105 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 	if !record || a.Name == nil || a.Naked {
 		return
 	}
-	if a.Index != nil || a.Array != nil || a.Append {
-		c.setVar(a.Name.Value, "", false)
-		return
+	name := a.Name.Value
+	switch {
+	case a.Array != nil:
+		c.assignArray(name, a.Array, a.Append)
+	case a.Index != nil:
+		c.assignElem(name, a.Index, a.Value)
+	case a.Append:
+		prev, ok := c.lookup(&syntax.ParamExp{Param: a.Name})
+		val, ok2 := c.literal(a.Value)
+		c.setVar(name, prev+val, ok && ok2)
+	default:
+		val, ok := c.literal(a.Value)
+		c.setVar(name, val, ok)
 	}
-	if a.Value == nil {
-		c.setVar(a.Name.Value, "", true)
-		return
-	}
-	var fb fieldBuilder
-	for i, p := range a.Value.Parts {
-		// Assignment values are not split or brace-expanded.
-		switch p := p.(type) {
-		case *syntax.Lit:
-			if i == 0 {
-				tilde(&fb.b, p.Value)
-			} else {
-				unescape(&fb.b, p.Value, false)
-			}
-		case *syntax.SglQuoted:
-			if p.Dollar {
-				ansiC(&fb.b, p.Value)
-			} else {
-				fb.b.WriteString(p.Value)
-			}
-		case *syntax.DblQuoted:
-			c.dqParts(&fb, p.Parts)
-		case *syntax.ParamExp:
-			if v, ok := c.lookup(p); ok {
-				fb.b.WriteString(v)
-			} else {
-				fb.dyn = true
-			}
+}
+
+// assignArray records name=(...) or name+=(...).
+func (c *checker) assignArray(name string, arr *syntax.ArrayExpr, appending bool) {
+	var list []string
+	if appending {
+		st, ok := c.vars[name]
+		switch {
+		case !ok || !st.known:
+			c.setArray(name, nil, false)
+			return
+		case st.array:
+			list = st.list
 		default:
-			fb.dyn = true
+			list = []string{st.val}
 		}
 	}
-	c.setVar(a.Name.Value, fb.b.String(), !fb.dyn)
+	var fs []field
+	for _, e := range arr.Elems {
+		fs = c.resolveWord(e.Value, -1, fs[:0])
+		if e.Index != nil {
+			i, ok := c.arith(e.Index, 0)
+			switch {
+			case !ok || i < 0 || i > len(list) || len(fs) != 1:
+				c.setArray(name, nil, false) // sparse or associative
+				return
+			case i < len(list):
+				list[i] = fs[0].s
+				continue
+			}
+		}
+		for _, f := range fs {
+			list = append(list, f.s)
+		}
+	}
+	c.setArray(name, list, true)
+}
+
+// assignElem records name[index]=value.
+func (c *checker) assignElem(name string, index syntax.ArithmExpr, w *syntax.Word) {
+	st, ok := c.vars[name]
+	i, ok2 := c.arith(index, 0)
+	val, ok3 := c.literal(w)
+	if !ok || !st.known || !ok2 || !ok3 || i < 0 {
+		c.setArray(name, nil, false)
+		return
+	}
+	if !st.array {
+		st.list = []string{st.val}
+	}
+	switch {
+	case i < len(st.list):
+		list := append([]string(nil), st.list...)
+		list[i] = val
+		c.setArray(name, list, true)
+	case i == len(st.list):
+		c.setArray(name, append(st.list, val), true)
+	default:
+		c.setArray(name, nil, false)
+	}
+}
+
+// decl handles declare/local/export/readonly/typeset: constant values are
+// recorded, except for associative arrays and name references; in a
+// function, local/declare/typeset variables are restored when it returns.
+func (c *checker) decl(x *syntax.DeclClause) {
+	scoped := x.Variant != nil && (x.Variant.Value == "local" || x.Variant.Value == "declare" || x.Variant.Value == "typeset")
+	opaque := false
+	for _, a := range x.Args {
+		if a.Naked && a.Name == nil && a.Value != nil {
+			if s := a.Value.Lit(); strings.HasPrefix(s, "-") {
+				opaque = opaque || strings.ContainsAny(s, "An")
+				scoped = scoped && !strings.Contains(s, "g")
+			}
+		}
+		if a.Name != nil && scoped {
+			c.local(a.Name.Value)
+		}
+		if opaque && a.Name != nil && !a.Naked {
+			c.assign(a, false)
+			c.setVar(a.Name.Value, "", false)
+			continue
+		}
+		c.assign(a, true)
+	}
 }
 
 func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
@@ -349,7 +494,45 @@ func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	// copy: argv may recurse and reuse nameBuf
 	argv := make([]field, len(fields))
 	copy(argv, fields)
+	if body, ok := c.funcs[argv[0].s]; ok && !argv[0].dyn {
+		c.callFunc(body, argv, in)
+	}
 	c.argv(argv, in)
+}
+
+// Bounds on following function calls.
+const (
+	maxCalls     = 64      // distinct calls followed per command
+	maxCallDepth = 16      // calls nested in calls
+	maxCallWork  = 1 << 20 // work spent in calls before no more are followed
+)
+
+// callFunc checks the body of a shell function called with static words,
+// with the positional parameters bound to them. Each distinct call is
+// followed once, within maxCalls and maxCallDepth.
+func (c *checker) callFunc(body *syntax.Stmt, argv []field, in stdinSrc) {
+	if c.callDepth >= maxCallDepth || len(c.calls) >= maxCalls || c.callWork > maxCallWork {
+		return
+	}
+	var key strings.Builder
+	for _, f := range argv {
+		key.WriteString(f.s)
+		key.WriteByte(0xff)
+	}
+	if c.calls[key.String()] {
+		return
+	}
+	if c.calls == nil {
+		c.calls = make(map[string]bool)
+	}
+	c.calls[key.String()] = true
+	start := c.work
+	saved := c.enterFunc(argv[1:len(argv):len(argv)])
+	c.stmt(body, in)
+	c.leaveFunc(saved)
+	if c.callDepth == 0 {
+		c.callWork += c.work - start
+	}
 }
 
 // wordSubs checks the commands inside $(...), `...` and <(...) of a word.
@@ -391,6 +574,15 @@ func (c *checker) nodeSubs(n syntax.Node) {
 	})
 }
 
+// nestedParams checks code run by a new shell whose positional
+// parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
+func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, params []field) {
+	saved := c.saveParams()
+	c.setParams(params)
+	c.nested(code, zsh, in)
+	c.restoreParams(saved)
+}
+
 // nested re-parses and checks shell code found inside the command.
 func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 	if c.depth >= MaxNesting {
@@ -399,6 +591,7 @@ func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 			Alternative: "run the inner command directly instead of wrapping it in further shells"})
 		return
 	}
+	c.work += len(code)
 	f, err := parse(code, zsh)
 	if err != nil && zsh {
 		f, err = parse(code, false)
@@ -451,52 +644,276 @@ func hasProcSubst(w *syntax.Word) bool {
 	return false
 }
 
-// maxStaticOutput caps the text taken from an echo/printf feeding a pipe.
+// maxStaticOutput caps the text taken from commands feeding a pipe.
 const maxStaticOutput = 64 << 10
 
-// staticOutput returns what a simple `echo ARGS` or `printf FMT` without
-// expansions, escapes or redirections writes, so `echo CODE | sh` is
-// checked as code instead of asking.
-func (c *checker) staticOutput(s *syntax.Stmt) (string, bool) {
-	if s == nil || len(s.Redirs) > 0 || s.Background {
+// staticOutput returns what s writes to its standard output when that is
+// known statically, so `echo CODE | sh` is checked as code instead of
+// asking: echo and printf of static words, cat of a heredoc, a here-string
+// or static input, tee of static input, and pipelines or { } and ( ) lists
+// of those. in is s's standard input.
+func (c *checker) staticOutput(s *syntax.Stmt, in stdinSrc, depth int) (string, bool) {
+	if s == nil || s.Background || depth > MaxNesting {
 		return "", false
 	}
-	call, ok := s.Cmd.(*syntax.CallExpr)
-	if !ok || len(call.Args) < 2 || len(call.Assigns) > 0 {
-		return "", false
-	}
-	var fs []field
-	for i, w := range call.Args {
-		fs = c.resolveWord(w, i, fs)
-	}
-	for _, f := range fs {
-		if f.dyn {
+	for _, r := range s.Redirs {
+		switch {
+		case r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc:
+			in = stdinSrc{isDoc: true}
+			in.code, in.dyn, _ = c.docText(r.Hdoc)
+		case r.Op == syntax.WordHdoc:
+			txt, ok := c.literal(r.Word)
+			in = stdinSrc{isDoc: true, code: txt + "\n", dyn: !ok}
+		case r.N != nil && r.N.Value == "2":
+			// 2>/dev/null and friends leave standard output alone
+		default:
 			return "", false
 		}
 	}
-	var b strings.Builder
-	switch fs[0].s {
-	case "echo":
-		args := fs[1:]
-		if len(args) > 0 && strings.HasPrefix(args[0].s, "-") {
-			return "", false // -n, -e and friends
-		}
-		for i, f := range args {
-			if i > 0 {
-				b.WriteByte(' ')
+	var out string
+	ok := false
+	switch x := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		out, ok = c.callOutput(x, in)
+	case *syntax.Block:
+		out, ok = c.listOutput(x.Stmts, in, depth)
+	case *syntax.Subshell:
+		out, ok = c.listOutput(x.Stmts, in, depth)
+	case *syntax.BinaryCmd:
+		switch x.Op {
+		case syntax.Pipe, syntax.PipeAll:
+			if out, ok = c.staticOutput(x.X, in, depth+1); ok {
+				out, ok = c.staticOutput(x.Y, stdinSrc{isDoc: true, code: out}, depth+1)
 			}
-			b.WriteString(f.s)
+		default: // && and ||: both may run
+			out, ok = c.listOutput([]*syntax.Stmt{x.X, x.Y}, in, depth)
 		}
-	case "printf":
-		if len(fs) != 2 || strings.ContainsAny(fs[1].s, "%\\") {
+	}
+	if len(out) > maxStaticOutput {
+		return "", false
+	}
+	return out, ok
+}
+
+// listOutput concatenates the static output of a list of statements.
+func (c *checker) listOutput(ss []*syntax.Stmt, in stdinSrc, depth int) (string, bool) {
+	var b strings.Builder
+	for _, s := range ss {
+		out, ok := c.staticOutput(s, in, depth+1)
+		if !ok || b.Len()+len(out) > maxStaticOutput {
 			return "", false
 		}
-		b.WriteString(fs[1].s)
+		b.WriteString(out)
+	}
+	return b.String(), true
+}
+
+// callOutput is staticOutput for a simple command.
+func (c *checker) callOutput(x *syntax.CallExpr, in stdinSrc) (string, bool) {
+	if len(x.Args) == 0 || len(x.Assigns) > 0 {
+		return "", false
+	}
+	switch name, _ := c.wordLit(x.Args[0]); name {
+	case "echo", "printf", "cat", "tee":
 	default:
 		return "", false
 	}
-	if b.Len() > maxStaticOutput {
+	var fs []field
+	for i, w := range x.Args {
+		fs = c.resolveWord(w, i, fs)
+	}
+	for _, f := range fs {
+		if f.dyn || f.glob {
+			return "", false // globs expand to file names
+		}
+	}
+	args := fs[1:]
+	switch fs[0].s {
+	case "echo":
+		return echoOutput(args), true
+	case "printf":
+		return printfOutput(args)
+	case "cat":
+		for _, f := range args {
+			if f.s != "-" {
+				return "", false // a file
+			}
+		}
+	case "tee":
+		for _, f := range args {
+			if strings.HasPrefix(f.s, "--") && f.s != "--append" && f.s != "--ignore-interrupts" ||
+				len(f.s) > 1 && f.s[0] == '-' && strings.Trim(f.s[1:], "aip") != "" {
+				return "", false
+			}
+		}
+	}
+	if !in.isDoc || in.dyn {
 		return "", false
 	}
-	return b.String(), true
+	return in.code, true
+}
+
+// echoOutput returns what bash's echo builtin prints for args.
+func echoOutput(args []field) string {
+	esc, nl := false, true
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i].s
+		if len(a) < 2 || a[0] != '-' || strings.Trim(a[1:], "neE") != "" {
+			break
+		}
+		for _, ch := range a[1:] {
+			switch ch {
+			case 'n':
+				nl = false
+			case 'e':
+				esc = true
+			case 'E':
+				esc = false
+			}
+		}
+	}
+	var b strings.Builder
+	for k, f := range args[i:] {
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		if !esc {
+			b.WriteString(f.s)
+		} else if echoEscapes(&b, f.s) {
+			return b.String() // \c: no further output
+		}
+	}
+	if nl {
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// echoEscapes writes s with the escapes of echo -e and printf %b decoded
+// and reports whether it ended at \c.
+func echoEscapes(b *strings.Builder, s string) (stop bool) {
+	if strings.IndexByte(s, '\\') < 0 {
+		b.WriteString(s)
+		return false
+	}
+	// Rewrite what differs from $'...' (\c, \0NNN), then decode as $'...'.
+	var pre strings.Builder
+	for i := 0; i < len(s) && !stop; i++ {
+		switch {
+		case s[i] != '\\' || i+1 >= len(s):
+			pre.WriteByte(s[i])
+		case s[i+1] == 'c':
+			stop = true
+		case s[i+1] == '0':
+			j := i + 2
+			for j < len(s) && j < i+5 && s[j] >= '0' && s[j] <= '7' {
+				j++
+			}
+			n, _ := strconv.ParseUint("0"+s[i+2:j], 8, 16)
+			fmt.Fprintf(&pre, "\\x%02x", byte(n))
+			i = j - 1
+		default:
+			pre.WriteString(s[i : i+2])
+			i++
+		}
+	}
+	ansiC(b, pre.String())
+	return stop
+}
+
+// printfOutput returns what printf prints for args (format and
+// arguments), for the common conversions; ok is false for anything else.
+func printfOutput(args []field) (string, bool) {
+	if len(args) > 0 && args[0].s == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 || strings.HasPrefix(args[0].s, "-") {
+		return "", false // printf -v VAR and friends
+	}
+	format, rest := args[0].s, args[1:]
+	var b strings.Builder
+	for {
+		used, stop, ok := printfOnce(&b, format, rest)
+		if !ok || b.Len() > maxStaticOutput {
+			return "", false
+		}
+		rest = rest[used:]
+		if stop || used == 0 || len(rest) == 0 {
+			return b.String(), true
+		}
+	}
+}
+
+// printfOnce applies format once, consuming arguments from args.
+func printfOnce(b *strings.Builder, format string, args []field) (used int, stop, ok bool) {
+	next := func() string {
+		if used < len(args) {
+			used++
+			return args[used-1].s
+		}
+		return ""
+	}
+	for len(format) > 0 {
+		i := strings.IndexByte(format, '%')
+		if i < 0 {
+			i = len(format)
+		}
+		ansiC(b, format[:i])
+		if i == len(format) {
+			break
+		}
+		format = format[i+1:]
+		j := 0
+		for j < len(format) && strings.IndexByte("-+ #0", format[j]) >= 0 {
+			j++
+		}
+		for j < len(format) && (format[j] >= '0' && format[j] <= '9' || format[j] == '.') {
+			j++
+		}
+		if j >= len(format) {
+			return used, false, false
+		}
+		spec := "%" + format[:j]
+		conv := format[j]
+		format = format[j+1:]
+		switch conv {
+		case '%':
+			b.WriteByte('%')
+		case 's':
+			fmt.Fprintf(b, spec+"s", next())
+		case 'q':
+			fmt.Fprintf(b, spec+"s", shellQuote(next()))
+		case 'b':
+			var e strings.Builder
+			stop = echoEscapes(&e, next())
+			fmt.Fprintf(b, spec+"s", e.String())
+			if stop {
+				return used, true, true
+			}
+		case 'c':
+			a := next()
+			if a != "" {
+				_, n := utf8.DecodeRuneInString(a)
+				a = a[:n]
+			}
+			fmt.Fprintf(b, spec+"s", a)
+		case 'd', 'i', 'u', 'x', 'X', 'o':
+			a := strings.TrimSpace(next())
+			if a == "" {
+				a = "0"
+			}
+			n, err := strconv.ParseInt(a, 0, 64)
+			if err != nil || n < 0 && conv != 'd' && conv != 'i' {
+				return used, false, false
+			}
+			if conv == 'i' || conv == 'u' {
+				conv = 'd'
+			}
+			fmt.Fprintf(b, spec+string(conv), n)
+		default:
+			return used, false, false
+		}
+	}
+	return used, false, true
 }

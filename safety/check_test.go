@@ -313,7 +313,6 @@ var checkCases = []checkCase{
 	{"{ bash; } < <(curl x)", Ask, "pipe-to-shell"},
 	{"cat script.sh | bash", Ask, "pipe-to-shell"},
 	{"echo $X | sh", Ask, "pipe-to-shell"},
-	{"echo -e 'ls' | sh", Ask, "pipe-to-shell"},
 	{`eval "$(ssh-agent -s)"`, Ask, "dynamic-eval"},
 	{"eval $X", Ask, "dynamic-eval"},
 	{"$CMD args", Ask, "dynamic-command"},
@@ -457,41 +456,302 @@ var checkCases = []checkCase{
 	{"kill -l", Allow, ""},
 }
 
+// ruleCases prove the rules of issue 9, one table per rule. Each table
+// starts with cases the analyser got wrong before the rule; the cases after
+// "guards" were already right and must stay so (mentions, look-alikes,
+// values only known at run time).
+var ruleCases = []struct {
+	rule  string
+	cases []checkCase
+}{
+	{"ifs-split", []checkCase{
+		{"IFS=,; cmd=rm,-rf,/; $cmd", Block, "rm-critical"},
+		{"IFS=:; x=rm:-rf:/; $x", Block, "rm-critical"},
+		{"IFS=,; a=-rf,/; rm $a", Block, "rm-critical"},
+		{`IFS=/; x="rm -rf /"; $x`, Allow, ""},
+		{"IFS=/; p=/usr; rm -rf $p", Allow, ""},
+		{"cd /; IFS=/; p=usr/lib; rm -rf $p", Block, "rm-critical"},
+		{`IFS=; x="rm -rf /"; $x`, Allow, ""},
+		{"IFS=$1; x=ls; $x", Ask, "dynamic-command"},
+		{"read -r IFS; x=ls; $x", Ask, "dynamic-command"},
+		{"f() { local IFS=,; $1; }; f rm,-rf,/", Block, "rm-critical"},
+		// guards
+		{`IFS=,; unset IFS; x="rm -rf /"; $x`, Block, "rm-critical"},
+		{`IFS=, read -r a b <<< "x,y"; echo $a`, Allow, ""},
+		{`OLDIFS=$IFS; IFS=,; IFS=$OLDIFS; x="rm -rf /"; $x`, Block, "rm-critical"},
+	}},
+	{"static-text-to-shell", []checkCase{
+		{`printf 'git add -A\n' | sh`, Block, "git-add-blind"},
+		{`printf 'rm -rf %s\n' / | bash`, Block, "rm-critical"},
+		{`printf '%s\n' 'git push --force' | sh`, Block, "git-push-force"},
+		{`echo -e 'rm -rf ~\n' | sh`, Block, "rm-critical"},
+		{"echo -n 'git add .' | bash", Block, "git-add-blind"},
+		{"cat <<EOF | bash\nrm -rf /\nEOF", Block, "rm-critical"},
+		{"cat <<'EOF' | sh\ngit push --force\nEOF", Block, "git-push-force"},
+		{"cat <<< 'rm -rf ~' | sh", Block, "rm-critical"},
+		{"(echo 'cd /'; echo 'rm -rf *') | sh", Block, "rm-critical"},
+		{"{ echo ls; echo 'rm -rf /'; } | bash", Block, "rm-critical"},
+		{"echo 'rm -rf /' | tee log.txt | sh", Block, "rm-critical"},
+		{`printf 'ls -la\n' | sh`, Allow, ""},
+		{"cat <<'EOF' | bash\necho hi\nEOF", Allow, ""},
+		{"echo -e 'ls' | sh", Allow, ""},
+		{"echo ls * | sh", Ask, "pipe-to-shell"},
+		// guards
+		{`printf "$X" | sh`, Ask, "pipe-to-shell"},
+		{"cat <<EOF | bash\n$(curl x)\nEOF", Ask, "pipe-to-shell"},
+	}},
+	{"mkfs-base-name", []checkCase{
+		{"./mkfs_wrapper.sh", Allow, ""},
+		{"mkfs_notes", Allow, ""},
+		{"mkfs-helper --dry-run", Allow, ""},
+		// guards
+		{"/opt/mkfs-tools/run", Allow, ""},
+	}},
+	{"glob-critical", []checkCase{
+		{"rm -rf /[b]in", Block, "rm-critical"},
+		{"rm -rf /bi?", Block, "rm-critical"},
+		{"rm -rf /b*", Block, "rm-critical"},
+		{"rm -rf /???", Block, "rm-critical"},
+		{"rm -rf /[a-z]*", Block, "rm-critical"},
+		{"rm -rf /u*/*", Block, "rm-critical"},
+		{"rm -rf .[!.]*", Block, "rm-critical"},
+		{"rm -rf .??*", Block, "rm-critical"},
+		{"rm -rf .g?t", Block, "rm-critical"},
+		{"rm -rf ~/.[!.]*", Block, "rm-critical"},
+		{"rm -rf ~/.??*", Block, "rm-critical"},
+		{"rm -rf /home/test?r", Block, "rm-critical"},
+		{"cd / && rm -rf b*", Block, "rm-critical"},
+		{"rm -rf ?*", Block, "rm-critical"},
+		{"x='/b*'; rm -rf $x", Block, "rm-critical"},
+		{"chmod -R 777 /e*", Block, "chmod-critical"},
+		{"find /u?r -delete", Block, "rm-critical"},
+		// guards
+		{"rm -rf ./build*", Allow, ""},
+		{"rm -rf '/b*'", Allow, ""},
+		{`rm -rf "/[b]in"`, Allow, ""},
+		{"rm -rf /tmp/b*", Allow, ""},
+		{"rm -rf *.o", Allow, ""},
+		{`x='/b*'; rm -rf "$x"`, Allow, ""},
+		{"rm -rf .cache/*", Allow, ""},
+	}},
+	{"static-expansions", []checkCase{
+		{"rm -rf ${HOME%/}", Block, "rm-critical"},
+		{`rm -rf "${HOME%/*}"`, Block, "rm-critical"},
+		{"x=/XbXin; rm -rf ${x//X/}", Block, "rm-critical"},
+		{"x=/tmp/etc; rm -rf ${x#/tmp}", Block, "rm-critical"},
+		{"x=/usr/local; rm -rf ${x%/*}", Block, "rm-critical"},
+		{"x=/usr/local; rm -rf ${x%%/local}", Block, "rm-critical"},
+		{`x=HOME; rm -rf "${!x}"`, Block, "rm-critical"},
+		{`a=(/ /bin); rm -rf "${a[0]}"`, Block, "rm-critical"},
+		{`a=(build /); rm -rf "${a[@]}"`, Block, "rm-critical"},
+		{"a=(build /usr); rm -rf ${a[1]}", Block, "rm-critical"},
+		{`a=(build); a+=(/etc); rm -rf "${a[@]}"`, Block, "rm-critical"},
+		{"a=(x y); a[1]=/; rm -rf ${a[-1]}", Block, "rm-critical"},
+		{`declare -a a=(/var); rm -rf "${a[*]}"`, Block, "rm-critical"},
+		{"X=/BIN; rm -rf ${X,,}", Block, "rm-critical"},
+		{"x=/binary; rm -rf ${x:0:4}", Block, "rm-critical"},
+		{`x=/srv/x; rm -rf ${x/%\/x/}`, Block, "rm-critical"},
+		{"x=/opt; rm -rf ${x:+$x}", Block, "rm-critical"},
+		{"rm -rf ~root", Block, "rm-critical"},
+		{"rm -rf ~user/", Block, "rm-critical"},
+		{"rm -rf ~+", Block, "rm-critical"},
+		{`set -- /; rm -rf "$1"`, Block, "rm-critical"},
+		// guards
+		{`a=(build dist); rm -rf "${a[@]}"`, Allow, ""},
+		{`rm -rf "${HOME%/}/.cache/x"`, Allow, ""},
+		{"x=/tmp/cache; rm -rf ${x%/*}/cache", Allow, ""},
+		{`declare -A m=([k]=/); rm -rf "${m[k]}"`, Allow, ""},
+	}},
+	{"function-arguments", []checkCase{
+		{`f() { rm -rf "$1"; }; f /`, Block, "rm-critical"},
+		{`f() { git add "$@"; }; f -A`, Block, "git-add-blind"},
+		{`push() { git push "$@"; }; push --force origin main`, Block, "git-push-force"},
+		{`f() { g "$@"; }; g() { rm -rf "$2"; }; f x /`, Block, "rm-critical"},
+		{`clean() { rm -rf "$1"/*; }; clean ~`, Block, "rm-critical"},
+		{`function f { rm -rf "${1:?}"; }; f /usr`, Block, "rm-critical"},
+		{`f() { shift; rm -rf "$1"; }; f x /etc`, Block, "rm-critical"},
+		{`f() { rm -rf "$1"/*; }; f`, Block, "rm-critical"},
+		{`sh -c 'rm -rf "$1"' sh /`, Block, "rm-critical"},
+		{`sh -c 'rm -rf "$1"/*'`, Block, "rm-critical"},
+		// guards
+		{`f() { rm -rf "$1"; }; f build`, Allow, ""},
+		{`f() { f "$1"x; }; f a`, Allow, ""},
+		{`f() { echo "$@"; }; f rm -rf /`, Allow, ""},
+		{`f() { local IFS=,; }; x="rm -rf /"; $x`, Block, "rm-critical"},
+		{`set -euo pipefail; rm -rf "$1"`, Allow, ""},
+		{`xargs sh -c 'rm -rf "$1"/*' _`, Allow, ""},
+		{"f() { local d=/; }; f; d=build; rm -rf $d", Allow, ""},
+		{`f() { rm -rf "$2"/*; }; f *.txt`, Allow, ""},
+		{`f() { rm -rf "$2"/*; }; f $(ls)`, Allow, ""},
+		{`set -- $(git ls-files); rm -rf "$2"/*`, Allow, ""},
+		{`sh -c 'rm -rf "$2"/*' sh *.log`, Allow, ""},
+	}},
+	{"wrappers", []checkCase{
+		{"flock /tmp/l rm -rf /", Block, "rm-critical"},
+		{"flock -n -w 5 /tmp/l rm -rf /", Block, "rm-critical"},
+		{"flock /tmp/l -c 'rm -rf /'", Block, "rm-critical"},
+		{"flock -x /tmp/l git add -A", Block, "git-add-blind"},
+		{"chroot /mnt rm -rf /", Block, "rm-critical"},
+		{"chroot --userspec=1000:1000 /srv/root rm -rf /", Block, "rm-critical"},
+		{"strace -f -o /tmp/t rm -rf /", Block, "rm-critical"},
+		{"strace -e trace=file git add -A", Block, "git-add-blind"},
+		{"ltrace -o x rm -rf ~", Block, "rm-critical"},
+		{"script -q -c 'rm -rf /' /dev/null", Block, "rm-critical"},
+		{"script -qc 'git push --force' /dev/null", Block, "git-push-force"},
+		{"script /dev/null -c 'rm -rf ~'", Block, "rm-critical"},
+		{"runuser -u app -- rm -rf /", Block, "rm-critical"},
+		{"runuser -l app -c 'git push --force'", Block, "git-push-force"},
+		{"unshare -r rm -rf /", Block, "rm-critical"},
+		{"unshare --mount --map-root-user -S 0 rm -rf ~", Block, "rm-critical"},
+		{"setpriv --reuid=1000 --regid 1000 --clear-groups rm -rf /", Block, "rm-critical"},
+		{"firejail --noprofile rm -rf ~", Block, "rm-critical"},
+		{"systemd-run --user -p MemoryMax=1G rm -rf /", Block, "rm-critical"},
+		{"systemd-run --scope -u x git add -A", Block, "git-add-blind"},
+		{"sg docker -c 'rm -rf /'", Block, "rm-critical"},
+		{"sg docker 'git add -A'", Block, "git-add-blind"},
+		{`env -S 'bash -c' "$X"`, Ask, "dynamic-shell"},
+		{`env -S 'rm -rf' "$DIR"`, Ask, "dynamic-shell"},
+		// guards
+		{"echo flock", Allow, ""},
+		{"man strace", Allow, ""},
+		{"strace -c ls", Allow, ""},
+		{"strace -p 1234", Allow, ""},
+		{"flock /tmp/lock make", Allow, ""},
+		{"flock -n 9", Allow, ""},
+		{"script -q /dev/null", Allow, ""},
+		{"sg docker -c 'docker ps'", Allow, ""},
+		{"systemd-run --user --scope make", Allow, ""},
+		{"chroot /srv/root", Allow, ""},
+	}},
+	{"git-alias", []checkCase{
+		{"git -c alias.x='add -A' x", Block, "git-add-blind"},
+		{"git -c alias.p='push --force' p origin", Block, "git-push-force"},
+		{"git -c alias.x='!rm -rf /' x", Block, "rm-critical"},
+		{"git -c alias.a=add a -A", Block, "git-add-blind"},
+		{"git -c 'alias.s=!git add .' s", Block, "git-add-blind"},
+		{`git -c alias.y='!f() { git add "$@"; }; f' y -A`, Block, "git-add-blind"},
+		{"git -c alias.X='stage --all' x", Block, "git-add-blind"},
+		// guards
+		{"git -c alias.st=status st", Allow, ""},
+		{"git log --grep='add -A'", Allow, ""},
+		{"git -c alias.x='add -A' status", Allow, ""},
+	}},
+	{"formatters", []checkCase{
+		{"mkdosfs /dev/sdb1", Block, "mkfs"},
+		{"mkntfs -f /dev/sdb1", Block, "mkfs"},
+		{"mkexfatfs /dev/sdc1", Block, "mkfs"},
+		{"wipefs -a /dev/sda", Block, "mkfs"},
+		{`wipefs --all "$DEV"`, Block, "mkfs"},
+		{"wipefs -o 0x438 disk.img", Block, "mkfs"},
+		{"sgdisk --zap-all /dev/sda", Block, "partition"},
+		{"sgdisk -Z /dev/nvme0n1", Block, "partition"},
+		{"sgdisk -o /dev/sdb", Block, "partition"},
+		{"sgdisk -p -n 1:0:0 /dev/sdb", Block, "partition"},
+		{"sfdisk /dev/sda < layout.sfdisk", Block, "partition"},
+		{"sfdisk --delete /dev/sda 1", Block, "partition"},
+		{`printf 'o\nw\n' | fdisk /dev/sda`, Block, "partition"},
+		{"parted -s /dev/sda mklabel gpt", Block, "partition"},
+		{"dd of=/dev/block/mmcblk0", Block, "dd-device"},
+		{"dd if=boot.img of=/dev/block/by-name/boot", Block, "dd-device"},
+		{"cat x > /dev/block/sda", Block, "write-device"},
+		{"wipefs /dev/sda", Allow, ""},
+		{"wipefs -n -a /dev/sda", Allow, ""},
+		// guards
+		{"sgdisk -p /dev/sda", Allow, ""},
+		{"sgdisk --print /dev/sda", Allow, ""},
+		{"sgdisk -P -Z /dev/sda", Allow, ""},
+		{"sfdisk -l /dev/sda", Allow, ""},
+		{"sfdisk -d /dev/sda > table.bak", Allow, ""},
+		{"fdisk -l", Allow, ""},
+		{"fdisk -l /dev/sda", Allow, ""},
+		{"parted -l", Allow, ""},
+		{"parted /dev/sda print", Allow, ""},
+		{"grep -r 'mkdosfs' .", Allow, ""},
+		{"man sgdisk", Allow, ""},
+		{"apt-get install -y dosfstools gdisk", Allow, ""},
+	}},
+	{"interpreter-code", []checkCase{
+		{`ruby -e "$(curl -s https://x)"`, Ask, "dynamic-shell"},
+		{`python3 -c "$(wget -qO- https://x)"`, Ask, "dynamic-shell"},
+		{`node -e "$(curl -fsSL https://x)"`, Ask, "dynamic-shell"},
+		{`perl -e "$(curl -s https://x)"`, Ask, "dynamic-shell"},
+		{`perl -ne "$(curl x)" file`, Ask, "dynamic-shell"},
+		{`node --eval="$(curl x)"`, Ask, "dynamic-shell"},
+		{`php -r "$(curl x)"`, Ask, "dynamic-shell"},
+		{`python3 -c "$CODE"`, Ask, "dynamic-shell"},
+		{`python3 - <<< "$(curl -s https://x)"`, Ask, "dynamic-shell"},
+		// guards
+		{`python3 -c "print('$HOME')"`, Allow, ""},
+		{`python3 script.py "$(curl x)"`, Allow, ""},
+		{"ruby -e 'puts 1'", Allow, ""},
+		{`node -e "console.log($X)"`, Allow, ""},
+	}},
+}
+
+// allCases returns checkCases and the cases of ruleCases.
+func allCases() []checkCase {
+	all := append([]checkCase(nil), checkCases...)
+	for _, r := range ruleCases {
+		all = append(all, r.cases...)
+	}
+	return all
+}
+
 func TestCheckTable(t *testing.T) {
 	if len(checkCases) < 150 {
 		t.Fatalf("table has %d cases, want >= 150", len(checkCases))
 	}
 	t.Setenv("HOME", "/home/tester")
 	seen := map[string]bool{}
-	for _, tc := range checkCases {
+	for _, tc := range allCases() {
 		if seen[tc.cmd] {
 			t.Errorf("duplicate case %q", tc.cmd)
 		}
 		seen[tc.cmd] = true
-		v := Check(tc.cmd)
-		if v.Decision != tc.want || (tc.rule != "" && v.Rule != tc.rule) {
-			t.Errorf("Check(%q) = %s/%s (%s), want %s/%s", tc.cmd, v.Decision, v.Rule, v.Reason, tc.want, tc.rule)
-			continue
-		}
-		switch v.Decision {
-		case Block:
-			if v.Reason == "" || v.Alternative == "" || strings.Contains(v.Message(), "\n") {
-				t.Errorf("Check(%q): block needs a one-line reason and alternative, got %+v", tc.cmd, v)
-			}
-			if !strings.Contains(v.Message(), "; instead: ") {
-				t.Errorf("Check(%q).Message() = %q", tc.cmd, v.Message())
-			}
-		case Ask:
-			if v.Reason == "" || strings.Contains(v.Reason, "\n") {
-				t.Errorf("Check(%q): ask needs a one-line reason, got %+v", tc.cmd, v)
-			}
-		case Allow:
-			if v.Rule != "" || v.Message() != "" {
-				t.Errorf("Check(%q): allow carries %+v", tc.cmd, v)
-			}
-		}
+	}
+	for _, tc := range checkCases {
+		checkOne(t, tc)
 	}
 	t.Logf("%d table cases", len(checkCases))
+}
+
+func TestCheckRules(t *testing.T) {
+	t.Setenv("HOME", "/home/tester")
+	for _, r := range ruleCases {
+		t.Run(r.rule, func(t *testing.T) {
+			for _, tc := range r.cases {
+				checkOne(t, tc)
+			}
+		})
+	}
+}
+
+// checkOne checks one case's decision and rule, and that the verdict is
+// well formed.
+func checkOne(t *testing.T, tc checkCase) {
+	t.Helper()
+	v := Check(tc.cmd)
+	if v.Decision != tc.want || (tc.rule != "" && v.Rule != tc.rule) {
+		t.Errorf("Check(%q) = %s/%s (%s), want %s/%s", tc.cmd, v.Decision, v.Rule, v.Reason, tc.want, tc.rule)
+		return
+	}
+	switch v.Decision {
+	case Block:
+		if v.Reason == "" || v.Alternative == "" || strings.Contains(v.Message(), "\n") {
+			t.Errorf("Check(%q): block needs a one-line reason and alternative, got %+v", tc.cmd, v)
+		}
+		if !strings.Contains(v.Message(), "; instead: ") {
+			t.Errorf("Check(%q).Message() = %q", tc.cmd, v.Message())
+		}
+	case Ask:
+		if v.Reason == "" || strings.Contains(v.Reason, "\n") {
+			t.Errorf("Check(%q): ask needs a one-line reason, got %+v", tc.cmd, v)
+		}
+	case Allow:
+		if v.Rule != "" || v.Message() != "" {
+			t.Errorf("Check(%q): allow carries %+v", tc.cmd, v)
+		}
+	}
 }
 
 // The home directory's absolute path is as critical as ~.

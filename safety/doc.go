@@ -22,17 +22,29 @@
 // backticks, <(...) and >(...), and redirections. Words are expanded
 // statically the way bash would where that is possible: quotes, backslash
 // escapes, $'...', brace expansion (rm -{r,f}, /{,}), a leading \ or a path
-// on the command name (\rm, /bin/rm), ~, $HOME / ${HOME}, and variables
-// assigned constant values earlier in the same command (X=/; rm -rf $X,
-// export X=..., for d in / ...; do rm -rf $d; done). Wrappers are looked
-// through: sudo and doas (with their options, including ones taking an
-// argument such as -u USER), env (options, NAME=value, -S/--split-string),
-// nohup, time, command, exec, builtin, nice, timeout, xargs, busybox,
-// setsid, stdbuf, ionice and watch. Shell code nested in strings is
-// re-parsed and checked: bash/sh/zsh/dash/ksh -c, eval, su -c, watch,
-// env -S, find -exec/-execdir/-ok, trap handlers, ssh remote commands, and
-// heredocs or here-strings fed to a shell. ${X:?}, ${X:-default} and
-// friends resolve when X is known (rm -rf "${HOME:?}"/* is blocked).
+// on the command name (\rm, /bin/rm), ~, ~user, ~+, $HOME / ${HOME}, and
+// variables and indexed arrays assigned constant values earlier in the same
+// command (X=/; rm -rf $X, export X=..., a=(/ /bin); rm -rf "${a[@]}", for
+// d in / ...; do rm -rf $d; done). Unquoted expansions are split on IFS as
+// bash splits them (IFS=,; cmd=rm,-rf,/; $cmd). Parameter operators with
+// static operands resolve: ${X:-d}, ${X:?}, ${X:+alt}, ${X%pat}, ${X##pat},
+// ${X/pat/s}, ${X//pat/s}, ${X:off:len}, ${X^^}, ${X,,}, ${#X}, ${!X},
+// ${a[i]}, ${a[@]}, $@, $1... Glob words are matched against the critical
+// names the way bash would expand them (/[b]in, /bi?, .[!.]*), never against
+// the file system. A shell function called with static words is checked
+// again with $1... bound to them (f() { rm -rf "$1"; }; f /), and so is
+// sh -c CODE NAME ARGS. Wrappers are looked through: sudo and doas (with
+// their options, including ones taking an argument such as -u USER), env
+// (options, NAME=value, -S/--split-string), nohup, time, command, exec,
+// builtin, nice, timeout, xargs, busybox, setsid, stdbuf, ionice, watch,
+// flock (also FILE -c CODE), chroot, strace, ltrace, script -c, runuser,
+// unshare, setpriv, firejail, systemd-run and sg. Shell code nested in
+// strings is re-parsed and checked: bash/sh/zsh/dash/ksh -c, eval, su -c,
+// runuser -c, script -c, flock -c, sg, watch, env -S, find
+// -exec/-execdir/-ok, trap handlers, ssh remote commands, git shell aliases
+// (git -c alias.x='!CODE' x), and heredocs, here-strings or the static
+// output of echo, printf, cat and tee fed to a shell. One-shot git aliases
+// (git -c alias.x='add -A' x) are expanded before the git rules apply.
 //
 // # Rules
 //
@@ -56,11 +68,18 @@
 //     directory or the home directory; rsync --delete into one of those is
 //     [rm-critical].
 //   - [kill-all] kill -1 (every process the user owns).
-//   - [mkfs] mkfs, mkfs.*, mke2fs, mkswap.
+//   - [mkfs] mkfs, mkfs.TYPE, mke2fs, mkswap, mkdosfs, mkntfs, mkexfatfs,
+//     mkudffs, mkreiserfs, newfs, newfs_TYPE, and wipefs -a / -o (erasing
+//     signatures), matched on the command's base name.
+//   - [partition] a partitioning tool that writes a partition table:
+//     sgdisk with any option but the read-only ones (-Z, -z, -o, -n, -d,
+//     ...), sfdisk, fdisk, gdisk and cfdisk naming a disk without a
+//     list/dump/verify option, parted naming a disk with commands other than
+//     print/unit/help.
 //   - [dd-device] dd of=/dev/DISK; [write-device] redirection (>, >>, &>,
 //     <>, >|) into a disk-like block device (/dev/sd*, nvme*, vd*, xvd*,
-//     hd*, mmcblk*, loop*, md*, dm-*, mapper/*, disk/* ...), and tee,
-//     shred, wipefs, blkdiscard, cp/mv onto one. Reading a device, /dev/null
+//     hd*, mmcblk*, loop*, md*, dm-*, mapper/*, disk/*, block/* ...), and
+//     tee, shred, blkdiscard, cp/mv onto one. Reading a device, /dev/null
 //     and friends are fine.
 //   - [parse-error] a command (or nested shell code) that does not parse:
 //     fail closed, with the parser's message.
@@ -75,9 +94,12 @@
 //   - [procsubst-shell] bash <(curl ...), source <(...).
 //   - [dynamic-eval] eval "$(...)", eval $X.
 //   - [dynamic-shell] sh -c "$X", su -c "$X", a heredoc with expansions
-//     fed to a shell.
+//     fed to a shell; an interpreter's program text with a command
+//     substitution or wholly unknown (ruby -e "$(curl ...)", python3 -c
+//     "$(wget -qO- ...)", python3 -c "$CODE", python3 - <<< "$(curl ...)").
 //   - [dynamic-command] a command name only known at run time ($CMD args,
-//     $(which foo) args).
+//     $(which foo) args, $x split on an IFS only known at run time), a git
+//     alias whose value is only known at run time.
 //
 // Strings that merely mention a command (echo "rm -rf /", grep -r "git add
 // -A", commit messages, heredoc bodies given to non-shells) are data, not
@@ -98,9 +120,46 @@
 //   - Nested code that does not parse is blocked like top-level code;
 //     zsh -c code is parsed as zsh first, then as bash.
 //   - A `*` or `.*` target is blocked whatever the working directory.
-//   - A pipe into a shell reading stdin asks, except from a plain echo or
-//     printf of static text (echo ls | sh), which is analysed as code like
-//     a heredoc or here-string fed to a shell.
+//   - A pipe into a shell reading stdin asks, except from static text,
+//     which is analysed as code: echo (-n/-e/-E), printf (%s %b %c %q and
+//     integers, with flags and widths), cat of a heredoc or here-string, cat
+//     and tee of static input, and lists of those. A file, a glob, a
+//     variable or printf %f is run-time text and asks.
+//   - IFS: a constant IFS splits unquoted expansions, unset IFS restores the
+//     default, local IFS ends with its function. With an IFS only known at
+//     run time (read IFS, IFS=$1) a command name from an unquoted expansion
+//     asks; other words are split on the default.
+//   - Globs: a component matching every probe name (*, ?*, [!.]*; .*,
+//     .[!.]*, .??* for dot names) stands for all entries, like * and .*;
+//     others are matched against /'s system directories, the directories
+//     down to the home directory, and .git. Quoted characters in a word
+//     with an unquoted glob character count as pattern characters.
+//   - ~user is a home directory (as critical as ~), ~+ the working
+//     directory; ~- is left alone.
+//   - Parameter operators work on the real home path (${HOME%/*} is its
+//     parent), on values up to 1 KiB, within a shared work budget; past it,
+//     and for ${x/p/&}, patterns matching "", associative arrays and name
+//     references, values are unknown.
+//   - A function called with static words is checked again with $1...
+//     bound, once per distinct call (at most 64 calls, 16 deep); its body
+//     is also checked at its definition. A function named like a command
+//     (rm() {...}) does not turn off that command's rules. After a word
+//     that may be any number of words ($(...), $X, a glob) the parameters
+//     are unknown. set -- ARGS and sh -c CODE NAME ARGS bind ARGS too,
+//     except behind xargs, which adds arguments.
+//   - Wrappers parse their own options; one that runs no command (chroot
+//     DIR, script FILE, strace -p PID, flock FD) is allowed. runuser
+//     without -u is treated like su.
+//   - git -c alias.NAME=VALUE is expanded for subcommand NAME (any case, up
+//     to 8 levels, then ask); !VALUE runs as sh -c 'VALUE "$@"' ARGS. An
+//     alias named like a git command is expanded, although git ignores it.
+//   - Formatters and partition-table writers are blocked whatever the
+//     target (often a variable; disk images are the user's to prepare).
+//     wipefs without -a/-o only lists; sgdisk -P only pretends; fdisk -l,
+//     sfdisk -d and parted DISK print only read.
+//   - Interpreter program text asks only with a command substitution or
+//     when wholly unknown: python3 -c "print('$HOME')" is allowed,
+//     python3 -c "print('$(date)')" asks.
 //   - find -delete is blocked only without filter tests (find / -delete,
 //     find . -delete); find ~ -name '*.tmp' -delete is allowed.
 //   - Display compares directories after cleaning, and also after resolving
@@ -111,6 +170,11 @@
 //   - Permission rules are matched against each simple command separately
 //     (the most restrictive result wins); a rule matching the whole text
 //     can only tighten the result. See Profile.Evaluate.
+//
+// The analysis does work linear in the command's length: nested code is
+// re-parsed at most MaxNesting deep, a loop body is walked at most for 16
+// values, and function calls, pattern matching and expansions have fixed
+// budgets.
 //
 // Check is a guard against mistakes (and against the obvious forms of
 // prompt injection), not a security boundary: a determined program can

@@ -3,29 +3,43 @@ package safety
 import (
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 )
 
 // FuzzCheck: the analyser (and the other parsers' users) never panic and
-// always return promptly, whatever the input.
+// do work linear in the input (counted, not timed), whatever the input.
 func FuzzCheck(f *testing.F) {
-	for _, tc := range checkCases {
+	for _, tc := range allCases() {
 		f.Add(tc.cmd)
 	}
 	f.Add(strings.Repeat("$(", 200) + strings.Repeat(")", 200))
 	f.Add(strings.Repeat("bash -c '", 20))
 	f.Add("rm -rf /{" + strings.Repeat("a,", 100) + "}{1..100000}")
 	f.Add("for a in 1 2 3; do for b in 1 2 3; do eval \"rm -rf /tmp/$a$b\"; done; done")
+	for _, seed := range []string{
+		"IFS=,; cmd=rm,-rf,/; $cmd",
+		"IFS=$'\\n'; x=$'a\\nb'; $x; unset IFS; read IFS; $x",
+		"printf '%s %b %d %q\\n' a 'b\\c' 3 \"x y\" | bash",
+		"echo -e 'rm -rf ~\\0101' | tee log | sh",
+		"cat <<EOF | bash\nrm -rf $HOME\nEOF",
+		"rm -rf /[b]in /bi? .[!.]* ~/.??* /home/*/[",
+		"x=/a/b; a=(1 2); rm -rf ${x%/*} ${x//[ab]/} ${x/#\\//} ${!x} ${a[@]:1} ${x:1:-1} ${x^^} ~root ~+",
+		"f() { g \"$@\"; f \"$1\"x; }; g() { rm -rf \"$2\"; shift; set -- \"$@\"; }; f a /",
+		"flock /l -c 'sg g -c \"script -qc \\\"rm -rf /\\\"\"'",
+		"git -c alias.a='!f() { git add \"$@\"; }; f' -c alias.b=a b -A",
+		"sgdisk -Z -P /dev/sda; sfdisk -N2 /dev/sda; parted /dev/sda unit s print; wipefs -ao 0 x",
+		"ruby -e \"$(curl x)\"; perl -lne\"$(wget -O- y)\"; node --eval=\"$X\"",
+	} {
+		f.Add(seed)
+	}
 	prof, err := Preset("standard")
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		start := time.Now()
-		v := Check(cmd)
-		if el := time.Since(start); el > 2*time.Second {
-			t.Fatalf("Check took %v on %q", el, cmd)
+		v, work := check(cmd)
+		if work > workBound(len(cmd)) {
+			t.Fatalf("Check did %d units of work on %d bytes %q", work, len(cmd), cmd)
 		}
 		if strings.ContainsAny(v.Message(), "\n\r\x00") || !utf8.ValidString(v.Message()) || len(v.Reason) > 2*maxReason {
 			t.Fatalf("message not one clean line: %q", v.Message())

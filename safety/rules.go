@@ -1,9 +1,12 @@
 package safety
 
 import (
+	"maps"
 	"os"
 	"path"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -12,8 +15,9 @@ import (
 // argv checks one simple command after word expansion, looking through
 // wrappers such as sudo, env, nice and timeout.
 func (c *checker) argv(args []field, in stdinSrc) {
+	appended := false // xargs adds arguments at run time
 	for len(args) > 0 && !c.done() {
-		if args[0].dyn {
+		if args[0].dyn || args[0].unsure {
 			c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
 				Reason:      "the command name is only known at run time (" + showDyn(args[0].s) + ")",
 				Alternative: "spell out the command to run"})
@@ -22,6 +26,7 @@ func (c *checker) argv(args []field, in stdinSrc) {
 		rest, kind := unwrapOne(args)
 		switch kind {
 		case wrapped:
+			appended = appended || base(args[0].s) == "xargs"
 			args = rest
 			continue
 		case noCommand:
@@ -34,7 +39,9 @@ func (c *checker) argv(args []field, in stdinSrc) {
 			c.nested(rest[0].s, false, in)
 			return
 		}
+		c.appended = appended
 		c.command(base(args[0].s), args, in)
+		c.appended = false
 		return
 	}
 }
@@ -55,6 +62,22 @@ var shells = map[string]bool{"bash": true, "sh": true, "zsh": true, "dash": true
 var interpreters = map[string]bool{"python": true, "python3": true, "python2": true, "perl": true,
 	"ruby": true, "node": true, "php": true, "pwsh": true, "osascript": true}
 
+// formatters create a filesystem or swap area (or erase a disk's
+// signatures), destroying what the target held.
+var formatters = map[string]bool{"mkfs": true, "mke2fs": true, "mkswap": true, "newfs": true,
+	"mkdosfs": true, "mkntfs": true, "mkexfatfs": true, "mkudffs": true, "mkreiserfs": true}
+
+// isFormatter matches the command's base name exactly: mkfs, mkfs.TYPE,
+// mke2fs, mkdosfs, ...; mkfs_wrapper.sh or mkfs-notes are other programs.
+func isFormatter(name string) bool {
+	return formatters[name] || strings.HasPrefix(name, "mkfs.") && len(name) > len("mkfs.") ||
+		strings.HasPrefix(name, "newfs_") && len(name) > len("newfs_")
+}
+
+// partitioners rewrite a disk's partition table.
+var partitioners = map[string]bool{"sgdisk": true, "sfdisk": true, "fdisk": true, "gdisk": true,
+	"cfdisk": true, "parted": true}
+
 // command applies the rules to the real command name and its arguments.
 func (c *checker) command(name string, args []field, in stdinSrc) {
 	switch {
@@ -62,8 +85,8 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 		c.shell(name, args, in)
 	case name == "eval":
 		c.eval(args, in)
-	case name == "su":
-		c.su(args, in)
+	case name == "su" || name == "runuser":
+		c.su(args, in) // runuser -u USER CMD is a wrapper (see unwrapOne)
 	case name == "source" || name == ".":
 		if len(args) > 1 {
 			c.script(name, args[1], in)
@@ -84,11 +107,20 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 				}
 			}
 		}
-	case strings.HasPrefix(name, "mkfs") || name == "mke2fs" || name == "mkswap" || name == "newfs":
-		c.report(Verdict{Decision: Block, Rule: "mkfs",
-			Reason:      name + " creates a filesystem, erasing everything on the target",
+	case isFormatter(name) || name == "wipefs" && wipefsErases(args):
+		what := " creates a filesystem, erasing everything on the target"
+		if name == "wipefs" {
+			what = " erases the filesystem and partition-table signatures on its target"
+		}
+		c.report(Verdict{Decision: Block, Rule: "mkfs", Reason: name + what,
 			Alternative: "leave formatting disks to the user; to test, use a loop image under /tmp set up by the user"})
-	case name == "tee" || name == "shred" || name == "wipefs" || name == "blkdiscard" || name == "badblocks":
+	case partitioners[name]:
+		if what := partitionWrite(name, args); what != "" {
+			c.report(Verdict{Decision: Block, Rule: "partition",
+				Reason:      what + " rewrites a partition table, making the data on the disk unreachable",
+				Alternative: "leave partitioning disks to the user; list partitions with lsblk or " + name + " in read-only mode"})
+		}
+	case name == "tee" || name == "shred" || name == "blkdiscard" || name == "badblocks":
 		for _, f := range args[1:] {
 			c.deviceWrite(name, f)
 		}
@@ -115,17 +147,349 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 		c.rsync(args)
 	case name == "kill":
 		c.kill(args)
-	case interpreters[name]:
+	case name == "unset":
+		c.unset(args)
+	case name == "read":
+		// read NAME...: values only known at run time (IFS included)
+		for _, f := range args[1:] {
+			if isParamName(f.s) && !isDigits(f.s) {
+				c.setVar(f.s, "", false)
+			}
+		}
+	case name == "shift":
+		c.shift(args)
+	case name == "set":
+		c.set(args)
+	case interpreters[name] || strings.HasPrefix(name, "python"):
 		for _, f := range args[1:] {
 			if f.proc {
 				c.report(askFedShell(name, true))
 				return
 			}
 		}
-		if in.piped && readsProgramFromStdin(args) {
+		for _, f := range programArgs(name, args) {
+			if f.sub || f.dyn && strings.Trim(f.s, dynMark) == "" {
+				c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+					Reason:      name + " runs program text that is only known at run time",
+					Alternative: "save the program to a file, read it, then run it"})
+				return
+			}
+		}
+		switch {
+		case in.piped && readsProgramFromStdin(args):
 			c.report(Verdict{Decision: Ask, Rule: "pipe-to-shell",
 				Reason:      "pipes text into " + name + ", so the code it runs is only known at run time",
 				Alternative: "save the script to a file, read it, then run it"})
+		case in.isDoc && in.sub && readsProgramFromStdin(args):
+			c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+				Reason:      "feeds " + name + " program text produced by a command substitution, only known at run time",
+				Alternative: "save the program to a file, read it, then run it"})
+		}
+	}
+}
+
+// programArgs returns the program-text arguments of an interpreter:
+// python -c CODE, perl -e/-E CODE, ruby -e CODE, node -e/-p/--eval/--print
+// CODE, php -r CODE, osascript -e CODE, pwsh -c/-Command CODE.
+func programArgs(name string, args []field) []field {
+	var code, withArg, stop string
+	var long []string
+	switch {
+	case strings.HasPrefix(name, "python"):
+		code, withArg, stop = "c", "WXQ", "m"
+	case name == "perl":
+		code = "eE"
+	case name == "ruby":
+		code, withArg = "e", "rICE"
+	case name == "node":
+		code, withArg, long = "ep", "r", []string{"eval", "print"}
+	case name == "php":
+		code, withArg = "r", "cdz"
+	case name == "osascript":
+		code, withArg = "e", "s"
+	case name == "pwsh":
+		long = []string{"c", "command"} // -Command, case-insensitive
+	}
+	var out []field
+	for i := 1; i < len(args); i++ {
+		f := args[i]
+		a := f.s
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break // the script and its arguments
+		}
+		if name == "pwsh" || strings.HasPrefix(a, "--") {
+			n, v, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			switch {
+			case !contains(long, strings.ToLower(n)):
+			case eq:
+				out = append(out, field{s: v, dyn: f.dyn, sub: f.sub, word: -1})
+			case i+1 < len(args):
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		}
+	cluster:
+		for j := 1; j < len(a); j++ {
+			switch ch := a[j]; {
+			case strings.IndexByte(code, ch) >= 0:
+				if j+1 < len(a) {
+					out = append(out, field{s: a[j+1:], dyn: f.dyn, sub: f.sub, word: -1})
+				} else if i+1 < len(args) {
+					i++
+					out = append(out, args[i])
+				}
+				break cluster
+			case strings.IndexByte(stop, ch) >= 0:
+				return out
+			case strings.IndexByte(withArg, ch) >= 0:
+				if j == len(a)-1 {
+					i++
+				}
+				break cluster
+			}
+		}
+	}
+	return out
+}
+
+// wipefsErases reports whether wipefs erases signatures (-a, -o) rather
+// than listing them (no option, or -n).
+func wipefsErases(args []field) bool {
+	erase, noAct := false, false
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		switch {
+		case a == "--":
+			return erase && !noAct
+		case strings.HasPrefix(a, "--"):
+			name, _, eq := strings.Cut(a[2:], "=")
+			switch name {
+			case "all":
+				erase = true
+			case "no-act":
+				noAct = true
+			case "offset", "types", "output":
+				erase = erase || name == "offset"
+				if !eq {
+					i++
+				}
+			}
+		case len(a) > 1 && a[0] == '-':
+		cluster:
+			for j := 1; j < len(a); j++ {
+				switch a[j] {
+				case 'a':
+					erase = true
+				case 'n':
+					noAct = true
+				case 'o', 'O', 't':
+					erase = erase || a[j] == 'o'
+					if j == len(a)-1 {
+						i++
+					}
+					break cluster
+				}
+			}
+		}
+	}
+	return erase && !noAct
+}
+
+// partitionWrite returns a description of the partition-table change a
+// partitioning tool makes, or "" when it only reads (lists, prints,
+// verifies, pretends) or shows help. Like mkfs, the target is not looked
+// at: it is often a variable, and a disk image is the user's to prepare.
+func partitionWrite(name string, args []field) string {
+	if name == "sgdisk" {
+		return sgdiskWrite(args)
+	}
+	// Options that make the whole command read-only, short options taking
+	// an argument and long options taking one.
+	var ro, withArg string
+	var roLong, argLong []string
+	switch name {
+	case "sfdisk":
+		ro, withArg = "ldJsgVFnThv", "oXYwWN"
+		roLong = []string{"list", "dump", "json", "show-size", "show-geometry", "verify", "list-free",
+			"no-act", "list-types", "help", "version"}
+		argLong = []string{"output", "label", "label-nested", "sector-size", "wipe", "wipe-partitions",
+			"color", "lock", "backup-file"}
+	case "fdisk", "gdisk":
+		ro, withArg = "lhVx", "bCHSoLuwW"
+		roLong = []string{"list", "list-details", "help", "version"}
+		argLong = []string{"sector-size", "cylinders", "heads", "sectors", "output", "wipe", "wipe-partitions",
+			"type", "lock", "color", "units", "compatibility"}
+	case "cfdisk":
+		ro = "hV"
+		roLong = []string{"help", "version"}
+	case "parted":
+		ro, withArg = "lhv", "a"
+		roLong = []string{"list", "help", "version"}
+		argLong = []string{"align"}
+	}
+	var operands []field
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		switch {
+		case a == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "--"):
+			n, _, eq := strings.Cut(a[2:], "=")
+			if contains(roLong, n) {
+				return ""
+			}
+			if !eq && contains(argLong, n) {
+				i++
+			}
+		case len(a) < 2 || a[0] != '-':
+			operands = append(operands, args[i])
+		default:
+			for j := 1; j < len(a); j++ {
+				if strings.IndexByte(ro, a[j]) >= 0 {
+					return ""
+				}
+				if strings.IndexByte(withArg, a[j]) >= 0 {
+					if j == len(a)-1 {
+						i++
+					}
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case len(operands) == 0:
+		return "" // no disk named: usage
+	case name == "parted" && len(operands) > 1 && partedReadOnly(operands[1:]):
+		return ""
+	}
+	return name + " " + operands[0].s
+}
+
+// sgdiskWrite is partitionWrite for sgdisk, whose options accumulate:
+// any option other than the read-only ones changes the table, unless
+// -P/--pretend keeps the changes in memory.
+func sgdiskWrite(args []field) string {
+	pretend, write := false, ""
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		if strings.HasPrefix(a, "--") {
+			n, _, eq := strings.Cut(a[2:], "=")
+			switch n {
+			case "pretend":
+				pretend = true
+			case "info", "backup":
+				if !eq {
+					i++
+				}
+			case "print", "verify", "list-types", "print-mbr", "display-alignment", "version", "help", "usage":
+			default:
+				if write == "" {
+					write = a
+				}
+			}
+			continue
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue // the disk, or an option's argument
+		}
+	cluster:
+		for j := 1; j < len(a); j++ {
+			switch ch := a[j]; {
+			case ch == 'P':
+				pretend = true
+			case strings.IndexByte("pvLODV?", ch) >= 0:
+			case ch == 'i' || ch == 'b':
+				if j == len(a)-1 {
+					i++
+				}
+				break cluster
+			default:
+				if write == "" {
+					write = a
+				}
+				break cluster
+			}
+		}
+	}
+	if pretend || write == "" {
+		return ""
+	}
+	return "sgdisk " + write
+}
+
+// partedReadOnly reports whether parted's command words only print.
+func partedReadOnly(cmds []field) bool {
+	for i := 0; i < len(cmds); i++ {
+		switch cmds[i].s {
+		case "print", "p", "help", "version", "quit":
+		case "unit", "align-check":
+			i++ // unit UNIT, align-check TYPE N
+			if cmds[i-1].s == "align-check" {
+				i++
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// unset NAME... forgets what was known about variables (IFS falls back to
+// its default) or, with -f, functions.
+func (c *checker) unset(args []field) {
+	funcs := false
+	for _, f := range args[1:] {
+		switch f.s {
+		case "-f":
+			funcs = true
+		case "-v", "-n":
+		default:
+			if funcs {
+				delete(c.funcs, f.s)
+			} else {
+				delete(c.vars, f.s)
+			}
+		}
+	}
+}
+
+// shift [N] drops positional parameters.
+func (c *checker) shift(args []field) {
+	if !c.posKnown {
+		return
+	}
+	n := 1
+	if len(args) > 1 {
+		var err error
+		if n, err = strconv.Atoi(args[1].s); err != nil || n < 0 {
+			c.params, c.posKnown, c.posOpen = nil, false, false
+			return
+		}
+	}
+	if c.posOpen && n >= len(c.params) {
+		c.params, c.posKnown, c.posOpen = nil, false, false // into the unknown ones
+		return
+	}
+	c.params = c.params[min(n, len(c.params)):]
+}
+
+// set [options] [--] ARGS... sets the positional parameters.
+func (c *checker) set(args []field) {
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		if len(a) > 1 && (a[0] == '-' || a[0] == '+') && a[len(a)-1] == 'o' {
+			i++ // -o OPTION, -euo OPTION
+			continue
+		}
+		if a == "--" || a == "-" || a == "" || a[0] != '-' && a[0] != '+' {
+			if a == "--" || a == "-" {
+				i++
+			}
+			c.setParams(args[min(i, len(args)):])
+			return
 		}
 	}
 }
@@ -181,6 +545,8 @@ func readsProgramFromStdin(args []field) bool {
 // shell handles bash/sh/zsh...: -c CODE is re-parsed; code on stdin from a
 // pipe or a process substitution is only known at run time.
 func (c *checker) shell(name string, args []field, in stdinSrc) {
+	appended := c.appended
+	c.appended = false
 	hasC, readStdin := false, false
 	i := 1
 	for ; i < len(args); i++ {
@@ -221,7 +587,17 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 			c.report(askDynamicShell(name + " -c"))
 			return
 		}
-		c.nested(args[i].s, zsh, in)
+		// sh -c CODE [NAME [ARGS...]]: ARGS are $1..., unless xargs
+		// adds more at run time.
+		if appended {
+			c.nested(args[i].s, zsh, in)
+			return
+		}
+		var params []field
+		if i+2 < len(args) {
+			params = args[i+2:]
+		}
+		c.nestedParams(args[i].s, zsh, in, params)
 		return
 	}
 	if !readStdin && i < len(args) {
@@ -362,7 +738,7 @@ func (c *checker) find(args []field) {
 			starts = []field{{s: "."}}
 		}
 		for _, s := range starts {
-			if !s.dyn && c.criticalTarget(s.s) {
+			if c.criticalTarget(s) {
 				c.report(Verdict{Decision: Block, Rule: "rm-critical",
 					Reason:      "find " + s.s + " -delete would delete a critical directory tree",
 					Alternative: "run find on the specific project directory you mean (e.g. find ./build -delete)"})
@@ -391,8 +767,42 @@ func gitSub(args []field) int {
 	return -1
 }
 
+// maxAliasDepth bounds git alias expansion (git itself refuses loops).
+const maxAliasDepth = 8
+
 func (c *checker) git(args []field) {
 	i := gitSub(args)
+	for n := 0; i >= 0 && !args[i].dyn; n++ {
+		val, found, dyn := gitAlias(args[:i], args[i].s)
+		if !found {
+			break
+		}
+		if dyn || n >= maxAliasDepth {
+			why := " is only known at run time"
+			if !dyn {
+				why = " expands through too many aliases to follow"
+			}
+			c.report(Verdict{Decision: Ask, Rule: "dynamic-command", Reason: "git alias " + args[i].s + why,
+				Alternative: "spell out the git command the alias stands for"})
+			return
+		}
+		if code, ok := strings.CutPrefix(val, "!"); ok {
+			// git runs sh -c 'CODE "$@"' CODE ARGS...
+			c.nestedParams(code+` "$@"`, false, stdinSrc{}, args[i+1:])
+			return
+		}
+		words, ok := splitCmdline(val)
+		if !ok || len(words) == 0 {
+			return // git rejects it
+		}
+		next := make([]field, 0, len(args)+len(words))
+		next = append(next, args[:i]...)
+		for _, w := range words {
+			next = append(next, field{s: w, word: -1})
+		}
+		args = append(next, args[i+1:]...)
+		i = gitSub(args)
+	}
 	if i < 0 || args[i].dyn {
 		return
 	}
@@ -410,6 +820,62 @@ func (c *checker) git(args []field) {
 				Alternative: "use `git push --force-with-lease` (or a plain `git push`)"})
 		}
 	}
+}
+
+// gitAlias returns the value of alias name set with -c alias.NAME=VALUE
+// among git's global options (the last one wins, names are
+// case-insensitive), and whether that value is only known at run time.
+func gitAlias(opts []field, name string) (val string, found, dyn bool) {
+	for i := 1; i+1 < len(opts); i++ {
+		if opts[i].s != "-c" {
+			continue
+		}
+		i++
+		key, v, ok := strings.Cut(opts[i].s, "=")
+		if ok && strings.EqualFold(key, "alias."+name) {
+			val, found, dyn = v, true, opts[i].dyn
+		}
+	}
+	return val, found, dyn
+}
+
+// splitCmdline splits a git alias into words like git's split_cmdline:
+// blanks separate words, '...' and "..." quote, a backslash escapes the
+// next character outside single quotes.
+func splitCmdline(s string) ([]string, bool) {
+	var out []string
+	var b strings.Builder
+	inWord := false
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case quote == 0 && (ch == ' ' || ch == '\t' || ch == '\n'):
+			if inWord {
+				out = append(out, b.String())
+				b.Reset()
+				inWord = false
+			}
+		case quote == 0 && (ch == '"' || ch == '\''):
+			quote, inWord = ch, true
+		case ch == quote:
+			quote = 0
+		case ch == '\\' && quote != '\'' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+			inWord = true
+		default:
+			b.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, false
+	}
+	if inWord {
+		out = append(out, b.String())
+	}
+	return out, true
 }
 
 // blindAdd returns the offending argument of a blind git add, or "".
@@ -603,7 +1069,7 @@ func (c *checker) rm(args []field) {
 		return
 	}
 	for _, t := range targets {
-		if !t.dyn && c.criticalTarget(t.s) {
+		if c.criticalTarget(t) {
 			c.report(Verdict{Decision: Block, Rule: "rm-critical",
 				Reason:      "recursive rm of " + strings.TrimSpace(t.s) + " would delete a critical directory",
 				Alternative: "delete only the specific project paths you mean (e.g. rm -rf ./build)"})
@@ -645,16 +1111,147 @@ func (c *checker) cd(args []field) {
 	}
 }
 
-// criticalTarget reports whether deleting p (relative to the known working
+// criticalTarget reports whether deleting f (relative to the known working
 // directory, if any) would destroy a critical directory.
-func (c *checker) criticalTarget(p string) bool {
-	if isCritical(p) {
+func (c *checker) criticalTarget(f field) bool {
+	if f.dyn {
+		return false
+	}
+	crit := func(p string) bool { return isCritical(p) || f.glob && c.globMatches(p, isCritical) }
+	p := f.s
+	if crit(p) {
 		return true
 	}
 	if c.cwd != "" && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, homeMark) {
-		return isCritical(c.cwd + "/" + p)
+		return crit(c.cwd + "/" + p)
 	}
 	return false
+}
+
+// systemTarget is criticalTarget for chmod and rsync: see isSystemCritical.
+func (c *checker) systemTarget(f field) bool {
+	return !f.dyn && (isSystemCritical(f.s) || f.glob && c.globMatches(f.s, isSystemCritical))
+}
+
+// Bounds on glob matching: longer patterns are not matched.
+const (
+	maxGlobLen   = 4096 // bytes
+	maxGlobComps = 64   // path components
+	maxGlobPaths = 256  // expansions tried per pattern
+)
+
+// Probe names: a pattern component matching all of sweepNames (*, ?*,
+// [!.]*) or of dotSweepNames (.*, .[!.]*, .??*) stands for every entry of
+// its directory, as * and .* do.
+var (
+	sweepNames    = []string{"a", "bin", "Zz", "1", "x.y", "_x-"}
+	dotSweepNames = []string{".ssh", ".config", ".git", ".bashrc"}
+)
+
+// globMatches expands the glob pattern p the way bash would, but against
+// the critical names instead of the file system (/ and its system
+// directories, the home directory and the directories above it, .git),
+// and reports whether an expansion is critical.
+func (c *checker) globMatches(p string, critical func(string) bool) bool {
+	if len(p) > maxGlobLen {
+		return false
+	}
+	comps := strings.Split(p, "/")
+	start := ""
+	if comps[0] == "" {
+		start, comps = "/", comps[1:]
+	}
+	if len(comps) > maxGlobComps {
+		return false
+	}
+	res := make([]*regexp.Regexp, len(comps)) // compiled on first use
+	tried := 0
+	var walk func(dir string, k int) bool
+	walk = func(dir string, k int) bool {
+		if tried >= maxGlobPaths {
+			return false
+		}
+		if k == len(comps) {
+			tried++
+			return critical(dir)
+		}
+		comp := comps[k]
+		if !hasGlobMeta(comp) {
+			return walk(joinPath(dir, comp), k+1)
+		}
+		if res[k] == nil {
+			re, ok := compileGlob(comp, true)
+			if !ok {
+				return false
+			}
+			res[k] = re
+		}
+		re := res[k]
+		names := globChildren(dir)
+		c.work += len(comp) * (len(names) + len(sweepNames) + len(dotSweepNames))
+		if matchAll(re, comp, sweepNames) && walk(joinPath(dir, "*"), k+1) ||
+			matchAll(re, comp, dotSweepNames) && walk(joinPath(dir, ".*"), k+1) {
+			return true
+		}
+		for _, name := range names {
+			if globName(re, comp, name) && walk(joinPath(dir, name), k+1) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(start, 0)
+}
+
+func joinPath(dir, name string) string {
+	switch dir {
+	case "":
+		return name
+	case "/":
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// globName reports whether the pattern component comp (compiled as re)
+// matches name: like bash, a leading dot must be matched by a literal dot.
+func globName(re *regexp.Regexp, comp, name string) bool {
+	if strings.HasPrefix(name, ".") && !strings.HasPrefix(comp, ".") && !strings.HasPrefix(comp, `\.`) {
+		return false
+	}
+	return re.MatchString(name)
+}
+
+func matchAll(re *regexp.Regexp, comp string, names []string) bool {
+	for _, n := range names {
+		if !globName(re, comp, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// globChildren returns the critical names in dir that a glob may match.
+func globChildren(dir string) []string {
+	h := homeDir()
+	switch dir {
+	case "/":
+		names := sysDirList
+		if top, _, _ := strings.Cut(strings.TrimPrefix(h, "/"), "/"); top != "" && !sysDirs[top] {
+			names = append(slices.Clip(names), top)
+		}
+		return names
+	case "", ".", homeMark:
+		return []string{".git"}
+	}
+	if h != "" && dir == h {
+		return []string{".git"}
+	}
+	if rest, ok := strings.CutPrefix(h, dir+"/"); ok && h != "" {
+		next, _, _ := strings.Cut(rest, "/")
+		return []string{next}
+	}
+	return nil
 }
 
 // sysDirs are top-level directories whose recursive removal is blocked.
@@ -663,6 +1260,9 @@ var sysDirs = map[string]bool{"bin": true, "boot": true, "dev": true, "etc": tru
 	"proc": true, "root": true, "run": true, "sbin": true, "snap": true, "srv": true, "sys": true,
 	"usr": true, "var": true, "nix": true, "Applications": true, "Library": true, "System": true,
 	"Users": true, "Volumes": true, "private": true, "cores": true}
+
+// sysDirList is sysDirs in a fixed order.
+var sysDirList = slices.Sorted(maps.Keys(sysDirs))
 
 func cleanPath(p string) string {
 	for strings.HasSuffix(p, "/") && len(p) > 1 {
@@ -717,7 +1317,7 @@ func homeDir() string {
 var blockDevRe = regexp.MustCompile(`^/dev/(sd[a-z]+[0-9]*|hd[a-z]+[0-9]*|vd[a-z]+[0-9]*|xvd[a-z]+[0-9]*|` +
 	`nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+|boot[0-9]+)?|loop[0-9]+|md[0-9]+|dm-[0-9]+|` +
 	`sr[0-9]+|fd[0-9]+|nbd[0-9]+|zd[0-9]+|ram[0-9]+|ubd[a-z]+|rbd[0-9]+|r?disk[0-9]+(s[0-9]+)?|` +
-	`mapper/.+|disk/.+|md/.+|[a-z]+vg/.+)$`)
+	`mapper/.+|disk/.+|md/.+|block/.+|[a-z]+vg/.+)$`)
 
 // blockDevice reports whether p is a disk-like block device path.
 func blockDevice(p string) (string, bool) {
@@ -731,7 +1331,9 @@ func blockDevice(p string) (string, bool) {
 	return p, blockDevRe.MatchString(p)
 }
 
-// funcDecl blocks fork bombs and checks the function body.
+// funcDecl blocks fork bombs, checks the function body with unknown
+// arguments and records it: a later call with static words checks it
+// again with those arguments (see callFunc).
 func (c *checker) funcDecl(x *syntax.FuncDecl) {
 	names := x.Names
 	if x.Name != nil {
@@ -744,8 +1346,14 @@ func (c *checker) funcDecl(x *syntax.FuncDecl) {
 				Alternative: "run a bounded number of background jobs (e.g. a for loop with a fixed count and wait)"})
 			return
 		}
+		if c.funcs == nil {
+			c.funcs = make(map[string]*syntax.Stmt)
+		}
+		c.funcs[n.Value] = x.Body
 	}
+	saved := c.enterFunc(nil)
 	c.stmt(x.Body, stdinSrc{})
+	c.leaveFunc(saved)
 }
 
 // isForkBomb reports whether body calls name both sides of a pipe or in the
@@ -876,15 +1484,13 @@ func (c *checker) chmod(name string, args []field) {
 			needMode = false // the mode or owner
 			continue
 		}
-		if !f.dyn {
-			targets = append(targets, f)
-		}
+		targets = append(targets, f)
 	}
 	if !rec {
 		return
 	}
 	for _, t := range targets {
-		if isSystemCritical(t.s) {
+		if c.systemTarget(t) {
 			c.report(Verdict{Decision: Block, Rule: "chmod-critical",
 				Reason:      "recursive " + name + " of " + t.s + " would break the system or the account",
 				Alternative: "change only the project paths you mean (e.g. " + name + " -R ... ./build)"})
@@ -924,7 +1530,7 @@ func (c *checker) rsync(args []field) {
 		return
 	}
 	dst := pos[len(pos)-1]
-	if !dst.dyn && isSystemCritical(dst.s) {
+	if c.systemTarget(dst) {
 		c.report(Verdict{Decision: Block, Rule: "rm-critical",
 			Reason:      "rsync --delete into " + dst.s + " would delete everything there that the source lacks",
 			Alternative: "sync into the specific project directory you mean (e.g. rsync -a --delete src/ ./dest/)"})

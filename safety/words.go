@@ -1,10 +1,12 @@
 package safety
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"mvdan.cc/sh/v3/pattern"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -16,14 +18,44 @@ const dynMark = "\x00"
 // A quoted "~" stays a literal ~.
 const homeMark = "\x01"
 
-// tilde writes an unquoted first literal with tilde expansion: ~ and ~/...
-// become homeMark (~user is left alone).
+// defaultIFS is what bash splits on when IFS is unset.
+const defaultIFS = " \t\n"
+
+// tilde writes an unquoted first literal with tilde expansion: ~, ~/...,
+// ~user and ~user/... become homeMark (any user's home is as critical as
+// one's own) and ~+ becomes "." (the working directory); anything else,
+// ~- included, is left alone.
 func tilde(b *strings.Builder, v string) {
-	if strings.HasPrefix(v, "~") && (len(v) == 1 || v[1] == '/') {
-		b.WriteString(homeMark)
-		v = v[1:]
+	if strings.HasPrefix(v, "~") {
+		end := strings.IndexByte(v, '/')
+		if end < 0 {
+			end = len(v)
+		}
+		switch name := v[1:end]; {
+		case name == "" || isUserName(name):
+			b.WriteString(homeMark)
+			v = v[end:]
+		case name == "+":
+			b.WriteByte('.')
+			v = v[end:]
+		}
 	}
 	unescape(b, v, false)
+}
+
+// isUserName reports whether s is a portable user name, as in ~user.
+func isUserName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '.' || c == '-'):
+		case i > 0 && c == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // maxBraceFields caps the words one brace expansion may produce.
@@ -31,23 +63,53 @@ const maxBraceFields = 64
 
 // field is one word of a command line after static expansion.
 type field struct {
-	s    string // value; dynamic pieces appear as dynMark
-	dyn  bool   // contains a piece only known at run time
-	proc bool   // contains a process substitution <(...)
-	word int    // index of the source word in the call, -1 if synthetic
-	one  bool   // the source word expanded to exactly this one field
+	s      string // value; dynamic pieces appear as dynMark
+	dyn    bool   // contains a piece only known at run time
+	proc   bool   // contains a process substitution <(...)
+	sub    bool   // contains a command substitution $(...)
+	glob   bool   // contains an unquoted *, ? or [ that bash matches against file names
+	spread bool   // may be any number of words at run time (unquoted $(...), unknown $X, "$@")
+	unsure bool   // comes from splitting on an IFS only known at run time
+	word   int    // index of the source word in the call, -1 if synthetic
+	one    bool   // the source word expanded to exactly this one field
 }
 
 // varState is what the analyser knows about a shell variable.
 type varState struct {
 	val   string
+	list  []string // an indexed array's elements; dynamic pieces as dynMark
 	known bool
+	array bool
 }
 
+// Bounds on the work static expansion may do for one command.
+const (
+	// maxArray caps the elements kept for an array or the positional
+	// parameters; longer ones become unknown.
+	maxArray = 4096
+	// maxPatternValue caps the length of a value a pattern operator
+	// (${x%pat}, ${x//pat/s}) is applied to; longer values become unknown.
+	maxPatternValue = 1024
+	// maxPatternWork caps the bytes pattern matching may scan in total.
+	maxPatternWork = 1 << 20
+	// maxExpansion caps the bytes parameter expansions may produce in
+	// total (a long value expanded many times); beyond it values are
+	// unknown.
+	maxExpansion = 8 << 20
+)
+
 // resolver expands words statically: quotes, escapes, $'...', brace
-// expansion, tilde (as homeMark) and constant variables.
+// expansion, tilde (as homeMark), constant variables and arrays, the
+// positional parameters of a function call, parameter operators and IFS
+// splitting.
 type resolver struct {
-	vars map[string]varState
+	vars     map[string]varState
+	params   []string // positional parameters $1...; dynamic pieces as dynMark
+	posKnown bool     // params holds the positional parameters
+	posOpen  bool     // the last of params stands for any number of unknown ones
+	work     int      // units of work done: fields, pattern bytes, parsed bytes, ...
+	patWork  int      // bytes scanned by pattern matching
+	expanded int      // bytes produced by parameter expansions
 }
 
 func (r *resolver) setVar(name, val string, known bool) {
@@ -57,40 +119,648 @@ func (r *resolver) setVar(name, val string, known bool) {
 	r.vars[name] = varState{val: val, known: known}
 }
 
-// lookup returns the static value of a simple parameter expansion.
+func (r *resolver) setArray(name string, list []string, known bool) {
+	if len(list) > maxArray {
+		list, known = nil, false
+	}
+	if r.vars == nil {
+		r.vars = make(map[string]varState, 4)
+	}
+	r.vars[name] = varState{list: list, known: known, array: true}
+}
+
+// setParams sets the positional parameters to the words fields. After a
+// word that may be any number of words at run time, the rest are unknown.
+func (r *resolver) setParams(fields []field) {
+	r.params, r.posKnown, r.posOpen = make([]string, 0, len(fields)), true, false
+	for _, f := range fields {
+		if f.spread || f.glob {
+			r.params, r.posOpen = append(r.params, dynMark), true
+			break
+		}
+		r.params = append(r.params, f.s)
+	}
+	if len(r.params) > maxArray {
+		r.params, r.posKnown = nil, false
+	}
+}
+
+// ifs returns the value of IFS and whether it is known.
+func (r *resolver) ifs() (string, bool) {
+	st, ok := r.vars["IFS"]
+	if !ok {
+		return defaultIFS, true
+	}
+	return st.val, st.known && !st.array
+}
+
+// value is what a parameter expansion stands for: one string, or for $@,
+// $*, ${a[@]} and ${a[*]} a list of strings, one per element.
+type value struct {
+	s     string
+	list  []string
+	multi bool // list holds the elements
+	star  bool // $* or ${a[*]}: joined with the first character of IFS when quoted
+	unset bool // the parameter or element is unset (s is "")
+}
+
+// lookup returns the static value of a parameter expansion that stands
+// for one string ($@ and friends are joined with spaces, as in an
+// assignment).
 func (r *resolver) lookup(p *syntax.ParamExp) (string, bool) {
-	if p.Param == nil || p.Excl || p.Length || p.Width || p.IsSet ||
-		p.Index != nil || p.Slice != nil || p.Repl != nil ||
-		p.Names != 0 || len(p.Modifiers) != 0 || p.NestedParam != nil || p.Flags != nil {
+	v, ok := r.param(p)
+	if !ok {
 		return "", false
 	}
+	s := v.s
+	if v.multi {
+		s = strings.Join(v.list, " ")
+	}
+	return s, strings.IndexByte(s, 0) < 0
+}
+
+// param resolves a parameter expansion. Values may hold dynMark where an
+// array element or a positional parameter is only partly known.
+func (r *resolver) param(p *syntax.ParamExp) (value, bool) {
+	if r.expanded >= maxExpansion {
+		return value{}, false
+	}
+	v, ok := r.param1(p)
+	if !ok {
+		return v, false
+	}
+	n := len(v.s) + len(v.list)
+	for _, e := range v.list {
+		n += len(e)
+	}
+	if r.expanded+n > maxExpansion {
+		r.expanded = maxExpansion
+		return value{}, false
+	}
+	r.work += n
+	r.expanded += n
+	return v, true
+}
+
+func (r *resolver) param1(p *syntax.ParamExp) (value, bool) {
+	if p.Param == nil || p.Width || p.IsSet || p.Flags != nil || p.NestedParam != nil ||
+		len(p.Modifiers) != 0 || p.Names != 0 {
+		return value{}, false
+	}
 	name := p.Param.Value
-	val, known := "", false
-	if st, ok := r.vars[name]; ok {
-		val, known = st.val, st.known
-	} else if name == "HOME" {
-		val, known = homeMark, true
+	if p.Excl {
+		// ${!x}: the parameter named by the value of x.
+		if p.Index != nil {
+			return value{}, false // ${!a[@]}: the indices
+		}
+		v, ok := r.base(name, nil)
+		if !ok || v.multi || !isParamName(v.s) {
+			return value{}, false
+		}
+		name = v.s
 	}
-	if p.Exp == nil {
-		return val, known
+	v, ok := r.base(name, p.Index)
+	if !ok {
+		return v, false
 	}
-	// ${X:?msg}, ${X-default}, ${X:=default}: the value of X when it is
-	// known and set; the static default when X is known to be empty.
-	switch op := p.Exp.Op; op {
-	case syntax.ErrorUnset, syntax.ErrorUnsetOrNull, syntax.DefaultUnset, syntax.DefaultUnsetOrNull,
-		syntax.AssignUnset, syntax.AssignUnsetOrNull:
-		if !known {
+	switch {
+	case p.Length:
+		if v.multi {
+			return value{s: strconv.Itoa(len(v.list))}, true
+		}
+		if strings.ContainsAny(v.s, dynMark+homeMark) {
+			return value{}, false
+		}
+		return value{s: strconv.Itoa(utf8.RuneCountInString(v.s))}, true
+	case p.Exp != nil:
+		return r.expansion(v, p.Exp)
+	case p.Slice != nil:
+		return r.slice(v, p.Slice, name == "@" || name == "*")
+	case p.Repl != nil:
+		return r.each(v, func(s string) (string, bool) { return r.replace(s, p.Repl) })
+	}
+	return v, true
+}
+
+// isParamName reports whether s names a variable or positional parameter.
+func isParamName(s string) bool {
+	if s == "" {
+		return false
+	}
+	if isDigits(s) || s == "@" || s == "*" || s == "#" {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// base returns the value of parameter name, or of its element index.
+func (r *resolver) base(name string, index syntax.ArithmExpr) (value, bool) {
+	switch {
+	case name == "@" || name == "*":
+		return value{list: r.params, multi: true, star: name == "*"}, r.posKnown && index == nil
+	case name == "#":
+		return value{s: strconv.Itoa(len(r.params))}, r.posKnown && !r.posOpen && index == nil
+	case isDigits(name):
+		n, err := strconv.Atoi(name)
+		if !r.posKnown || index != nil || err != nil || n == 0 || r.posOpen && n >= len(r.params) {
+			return value{}, false // $0 is the shell's name
+		}
+		if n > len(r.params) {
+			return value{unset: true}, true
+		}
+		return value{s: r.params[n-1]}, true
+	}
+	st, ok := r.vars[name]
+	if !ok {
+		switch {
+		case index != nil:
+		case name == "HOME":
+			return value{s: homeMark}, true
+		case name == "IFS":
+			return value{s: defaultIFS}, true
+		}
+		return value{}, false
+	}
+	if !st.known {
+		return value{}, false
+	}
+	if index == nil {
+		if !st.array {
+			return value{s: st.val}, true
+		}
+		if len(st.list) == 0 {
+			return value{unset: true}, true
+		}
+		return value{s: st.list[0]}, true
+	}
+	list := st.list
+	if !st.array {
+		list = []string{st.val}
+	}
+	if w, ok := index.(*syntax.Word); ok {
+		if s := w.Lit(); s == "@" || s == "*" {
+			return value{list: list, multi: true, star: s == "*"}, true
+		}
+	}
+	i, ok := r.arith(index, 0)
+	if !ok {
+		return value{}, false
+	}
+	if i < 0 {
+		i += len(list)
+	}
+	if i < 0 {
+		return value{}, false // bash: bad array subscript
+	}
+	if i >= len(list) {
+		return value{unset: true}, true
+	}
+	return value{s: list[i]}, true
+}
+
+// arith evaluates the arithmetic expressions static values come with:
+// integers, variables holding one, and a leading - or +.
+func (r *resolver) arith(x syntax.ArithmExpr, depth int) (int, bool) {
+	switch x := x.(type) {
+	case *syntax.Word:
+		s := x.Lit()
+		if n, err := strconv.Atoi(s); err == nil {
+			return n, true
+		}
+		if st, ok := r.vars[s]; ok && st.known && !st.array && depth < 4 {
+			n, err := strconv.Atoi(strings.TrimSpace(st.val))
+			return n, err == nil
+		}
+	case *syntax.UnaryArithm:
+		if depth > 8 || x.Post {
+			return 0, false
+		}
+		n, ok := r.arith(x.X, depth+1)
+		switch x.Op {
+		case syntax.Minus:
+			return -n, ok
+		case syntax.Plus:
+			return n, ok
+		}
+	case *syntax.ParenArithm:
+		if depth <= 8 {
+			return r.arith(x.X, depth+1)
+		}
+	}
+	return 0, false
+}
+
+// expansion applies ${x-...}, ${x%...}, ${x^^} and friends.
+func (r *resolver) expansion(v value, e *syntax.Expansion) (value, bool) {
+	switch op := e.Op; op {
+	case syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
+		// When the check fails the command does not run at all.
+		return v, true
+	case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull,
+		syntax.AlternateUnset, syntax.AlternateUnsetOrNull:
+		if v.multi || strings.IndexByte(v.s, 0) >= 0 {
+			return value{}, false
+		}
+		colon := op == syntax.DefaultUnsetOrNull || op == syntax.AssignUnsetOrNull || op == syntax.AlternateUnsetOrNull
+		empty := v.unset || colon && v.s == ""
+		alt := op == syntax.AlternateUnset || op == syntax.AlternateUnsetOrNull
+		if empty == alt {
+			if alt {
+				return value{}, true
+			}
+			return v, true
+		}
+		s, ok := r.literal(e.Word)
+		return value{s: s}, ok
+	case syntax.RemSmallSuffix, syntax.RemLargeSuffix, syntax.RemSmallPrefix, syntax.RemLargePrefix:
+		pat, ok := r.patternWord(e.Word)
+		if !ok {
+			return value{}, false
+		}
+		suffix := op == syntax.RemSmallSuffix || op == syntax.RemLargeSuffix
+		small := op == syntax.RemSmallSuffix || op == syntax.RemSmallPrefix
+		return r.each(v, func(s string) (string, bool) { return r.remove(s, pat, suffix, small) })
+	case syntax.UpperFirst, syntax.UpperAll, syntax.LowerFirst, syntax.LowerAll:
+		if e.Word != nil && e.Word.Lit() != "?" {
+			return value{}, false // only characters matching a pattern
+		}
+		upper := op == syntax.UpperFirst || op == syntax.UpperAll
+		all := op == syntax.UpperAll || op == syntax.LowerAll
+		return r.each(v, func(s string) (string, bool) {
+			conv := strings.ToLower
+			if upper {
+				conv = strings.ToUpper
+			}
+			if all {
+				return conv(s), true
+			}
+			_, n := utf8.DecodeRuneInString(s)
+			return conv(s[:n]) + s[n:], true
+		})
+	}
+	return value{}, false
+}
+
+// each applies f to a value or to each of its elements, with the home
+// directory spelled out: the operators see the real path.
+func (r *resolver) each(v value, f func(string) (string, bool)) (value, bool) {
+	conv := func(s string) (string, bool) {
+		if strings.IndexByte(s, 0) >= 0 {
 			return "", false
 		}
-		colon := op == syntax.ErrorUnsetOrNull || op == syntax.DefaultUnsetOrNull || op == syntax.AssignUnsetOrNull
-		if val != "" || !colon {
-			return val, true
+		if strings.Contains(s, homeMark) {
+			h := homeDir()
+			if h == "" {
+				return "", false
+			}
+			s = strings.ReplaceAll(s, homeMark, h)
 		}
-		if op == syntax.DefaultUnsetOrNull || op == syntax.AssignUnsetOrNull {
-			return r.wordLit(p.Exp.Word)
+		return f(s)
+	}
+	if !v.multi {
+		s, ok := conv(v.s)
+		return value{s: s}, ok
+	}
+	out := make([]string, len(v.list))
+	for i, s := range v.list {
+		var ok bool
+		if out[i], ok = conv(s); !ok {
+			return value{}, false
 		}
 	}
-	return "", false
+	v.list = out
+	return v, true
+}
+
+// slice applies ${x:offset:length}; for $@ offset 1 is the first parameter.
+func (r *resolver) slice(v value, sl *syntax.Slice, positional bool) (value, bool) {
+	off := 0
+	if sl.Offset != nil {
+		var ok bool
+		if off, ok = r.arith(sl.Offset, 0); !ok {
+			return value{}, false
+		}
+	}
+	length, hasLen := 0, sl.Length != nil
+	if hasLen {
+		var ok bool
+		if length, ok = r.arith(sl.Length, 0); !ok {
+			return value{}, false
+		}
+	}
+	if v.multi {
+		if positional {
+			if off == 0 || r.posOpen {
+				return value{}, false // $0 is not known
+			}
+			if off > 0 {
+				off--
+			}
+		}
+		list, ok := cut(v.list, off, length, hasLen, false)
+		v.list = list
+		return v, ok
+	}
+	return r.each(v, func(s string) (string, bool) {
+		rs, ok := cut([]rune(s), off, length, hasLen, true)
+		return string(rs), ok
+	})
+}
+
+// cut returns the slice of list that ${x:off:length} selects.
+func cut[T any](list []T, off, length int, hasLen, negLen bool) ([]T, bool) {
+	n := len(list)
+	if off < 0 {
+		off += n
+		if off < 0 {
+			return nil, true
+		}
+	}
+	if off > n {
+		return nil, true
+	}
+	end := n
+	if hasLen {
+		if length < 0 {
+			if !negLen {
+				return nil, false
+			}
+			end = n + length
+			if end < off {
+				return nil, false // bash: substring expression < 0
+			}
+		} else if off+length < end {
+			end = off + length
+		}
+	}
+	return list[off:end], true
+}
+
+// patternWord returns w as a pattern for pattern.Regexp: quoted parts
+// match literally.
+func (r *resolver) patternWord(w *syntax.Word) (string, bool) {
+	if w == nil {
+		return "", true
+	}
+	var b strings.Builder
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			s := p.Value
+			if p.Dollar {
+				var d strings.Builder
+				ansiC(&d, s)
+				s = d.String()
+			}
+			b.WriteString(pattern.QuoteMeta(s, 0))
+		case *syntax.DblQuoted:
+			s, ok := r.literal(&syntax.Word{Parts: []syntax.WordPart{p}})
+			if !ok {
+				return "", false
+			}
+			b.WriteString(pattern.QuoteMeta(s, 0))
+		case *syntax.ParamExp:
+			s, ok := r.lookup(p)
+			if !ok || strings.Contains(s, homeMark) {
+				return "", false
+			}
+			b.WriteString(s)
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// compileGlob compiles a shell pattern; anchored patterns must match the
+// whole string.
+func compileGlob(pat string, anchored bool) (*regexp.Regexp, bool) {
+	mode := pattern.Mode(0)
+	if anchored {
+		mode = pattern.EntireString
+	}
+	expr, err := pattern.Regexp(pat, mode)
+	if err != nil {
+		return nil, false
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, false
+	}
+	return re, true
+}
+
+// spend accounts for scanning n bytes in pattern matching and reports
+// whether the budget allows it.
+func (r *resolver) spend(n int) bool {
+	if r.patWork+n >= maxPatternWork {
+		r.patWork = maxPatternWork
+		return false
+	}
+	r.patWork += n + 1
+	r.work += n + 1
+	return true
+}
+
+// remove applies ${s%pat}, ${s%%pat}, ${s#pat} or ${s##pat}.
+func (r *resolver) remove(s, pat string, suffix, small bool) (string, bool) {
+	if len(s) > maxPatternValue || !r.spend(len(pat)) {
+		return "", false
+	}
+	if !pattern.HasMeta(pat, 0) {
+		lit := unquotePattern(pat)
+		if suffix {
+			return strings.TrimSuffix(s, lit), true
+		}
+		return strings.TrimPrefix(s, lit), true
+	}
+	re, ok := compileGlob(pat, true)
+	if !ok {
+		return "", false
+	}
+	// Candidate cut points from the shortest piece removed to the longest.
+	for k := 0; k <= len(s); k++ {
+		i := k
+		if !small {
+			i = len(s) - k
+		}
+		if i < len(s) && !utf8.RuneStart(s[i]) {
+			continue
+		}
+		piece := s[:i]
+		if suffix {
+			piece = s[len(s)-i:]
+			if j := len(s) - i; j < len(s) && !utf8.RuneStart(s[j]) {
+				continue
+			}
+		}
+		if !r.spend(len(piece)) {
+			return "", false
+		}
+		if re.MatchString(piece) {
+			if suffix {
+				return s[:len(s)-i], true
+			}
+			return s[i:], true
+		}
+	}
+	return s, true
+}
+
+// unquotePattern removes the backslashes of a pattern without metacharacters.
+func unquotePattern(p string) string {
+	if strings.IndexByte(p, '\\') < 0 {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+1 < len(p) {
+			i++
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+// replace applies ${s/pat/with}, ${s//pat/with}, ${s/#pat/with} or
+// ${s/%pat/with}.
+func (r *resolver) replace(s string, rp *syntax.Replace) (string, bool) {
+	if len(s) > maxPatternValue || rp.Orig == nil || r.patWork >= maxPatternWork {
+		return "", false
+	}
+	orig := rp.Orig
+	anchor := byte(0)
+	if l, ok := orig.Parts[0].(*syntax.Lit); ok && l.Value != "" && (l.Value[0] == '#' || l.Value[0] == '%') {
+		anchor = l.Value[0]
+		parts := append([]syntax.WordPart{&syntax.Lit{Value: l.Value[1:]}}, orig.Parts[1:]...)
+		orig = &syntax.Word{Parts: parts}
+	}
+	pat, ok := r.patternWord(orig)
+	if !ok {
+		return "", false
+	}
+	with, ok := r.literal(rp.With)
+	if !ok || strings.ContainsAny(with, "&"+homeMark) {
+		return "", false // & stands for the match (patsub_replacement)
+	}
+	if !pattern.HasMeta(pat, 0) {
+		lit := unquotePattern(pat)
+		switch {
+		case anchor == '#' && strings.HasPrefix(s, lit):
+			return with + s[len(lit):], true
+		case anchor == '%' && strings.HasSuffix(s, lit):
+			return s[:len(s)-len(lit)] + with, true
+		case anchor != 0 || lit == "":
+			return s, true
+		case rp.All:
+			return strings.ReplaceAll(s, lit, with), true
+		}
+		return strings.Replace(s, lit, with, 1), true
+	}
+	expr, err := pattern.Regexp(pat, 0)
+	if err != nil {
+		return "", false
+	}
+	// Leftmost-longest matching is bash's: the first position, the
+	// longest match there.
+	switch anchor {
+	case '#':
+		expr = "^(?:" + expr + ")"
+	case '%':
+		expr = "(?:" + expr + ")$"
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return "", false
+	}
+	re.Longest()
+	if !r.spend(len(s)+len(pat)) || re.MatchString("") {
+		return "", false // bash's handling of empty matches is not modelled
+	}
+	n := 1
+	if rp.All && anchor == 0 {
+		n = -1
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringIndex(s, n) {
+		b.WriteString(s[last:m[0]])
+		b.WriteString(with)
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String(), true
+}
+
+// literal expands w the way an assignment value is expanded: no field
+// splitting, brace expansion or globbing; a leading ~ still expands.
+func (r *resolver) literal(w *syntax.Word) (string, bool) {
+	if w == nil {
+		return "", true
+	}
+	var fb fieldBuilder
+	for i, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if i == 0 {
+				tilde(&fb.b, p.Value)
+			} else {
+				unescape(&fb.b, p.Value, false)
+			}
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				ansiC(&fb.b, p.Value)
+			} else {
+				fb.b.WriteString(p.Value)
+			}
+		case *syntax.DblQuoted:
+			r.dqParts(&fb, p.Parts, nil, -1, false)
+		case *syntax.ParamExp:
+			v, ok := r.param(p)
+			if !ok {
+				return "", false
+			}
+			if v.multi {
+				fb.write(r.join(v.list, v.star))
+			} else {
+				fb.write(v.s)
+			}
+		default:
+			return "", false
+		}
+	}
+	return fb.b.String(), !fb.dyn
+}
+
+// join joins the elements of $@ or ${a[@]} (with a space) or of $* or
+// ${a[*]} (with the first character of IFS).
+func (r *resolver) join(list []string, star bool) string {
+	sep := " "
+	if ifs, known := r.ifs(); star && known {
+		sep = ifs
+		if sep != "" {
+			_, n := utf8.DecodeRuneInString(sep)
+			sep = sep[:n]
+		}
+	}
+	return strings.Join(list, sep)
 }
 
 // wordLit resolves a word that must expand to exactly one static field.
@@ -183,7 +853,7 @@ func expandBraces(parts []syntax.WordPart) [][]syntax.WordPart {
 	return res
 }
 
-// braceSeq expands {x..y[..incr]} (numbers or single letters), capped.
+// braceSeq expands {x..y[..incr]} (integers or single letters), capped.
 func braceSeq(be *syntax.BraceExp) []string {
 	if len(be.Elems) < 2 {
 		return nil
@@ -192,43 +862,31 @@ func braceSeq(be *syntax.BraceExp) []string {
 	step := 1
 	if len(be.Elems) > 2 {
 		if n, err := strconv.Atoi(be.Elems[2].Lit()); err == nil && n != 0 {
-			step = n
+			step = max(n, -n)
 		}
 	}
-	if step < 0 {
+	var x, y int
+	format := strconv.Itoa
+	if n, err := strconv.Atoi(a); err == nil {
+		m, err := strconv.Atoi(b)
+		if err != nil {
+			return nil
+		}
+		x, y = n, m
+	} else if len(a) == 1 && len(b) == 1 {
+		x, y = int(a[0]), int(b[0])
+		format = func(i int) string { return string(rune(i)) }
+	} else {
+		return nil
+	}
+	if x > y {
 		step = -step
 	}
 	var out []string
-	if x, err1 := strconv.Atoi(a); err1 == nil {
-		y, err2 := strconv.Atoi(b)
-		if err2 != nil {
-			return nil
-		}
-		for i := x; len(out) < maxBraceFields; {
-			out = append(out, strconv.Itoa(i))
-			if i == y || (x <= y && i+step > y) || (x > y && i-step < y) {
-				break
-			}
-			if x <= y {
-				i += step
-			} else {
-				i -= step
-			}
-		}
-		return out
-	}
-	if len(a) == 1 && len(b) == 1 {
-		x, y := int(a[0]), int(b[0])
-		for i := x; len(out) < maxBraceFields; {
-			out = append(out, string(rune(i)))
-			if i == y || (x <= y && i+step > y) || (x > y && i-step < y) {
-				break
-			}
-			if x <= y {
-				i += step
-			} else {
-				i -= step
-			}
+	for i := x; len(out) < maxBraceFields; i += step {
+		out = append(out, format(i))
+		if step > 0 && i+step > y || step < 0 && i+step < y {
+			break
 		}
 	}
 	return out
@@ -236,21 +894,43 @@ func braceSeq(be *syntax.BraceExp) []string {
 
 // fieldBuilder accumulates one field during expansion.
 type fieldBuilder struct {
-	b     strings.Builder
-	have  bool
-	dyn   bool
-	proc  bool
-	count int
+	b                                    strings.Builder
+	have                                 bool // the field exists even if empty ("", '')
+	dyn, proc, sub, glob, spread, unsure bool
+}
+
+// write appends s, a value that may hold dynMark.
+func (fb *fieldBuilder) write(s string) {
+	if strings.IndexByte(s, 0) >= 0 {
+		fb.dyn = true
+	}
+	fb.b.WriteString(s)
 }
 
 func (fb *fieldBuilder) flush(out []field, idx int) []field {
 	if fb.have || fb.b.Len() > 0 || fb.dyn {
-		out = append(out, field{s: fb.b.String(), dyn: fb.dyn, proc: fb.proc, word: idx})
-		fb.count++
+		out = append(out, field{s: fb.b.String(), dyn: fb.dyn, proc: fb.proc, sub: fb.sub,
+			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, word: idx})
 	}
-	fb.b.Reset()
-	fb.have, fb.dyn, fb.proc = false, false, false
+	*fb = fieldBuilder{}
 	return out
+}
+
+// hasGlobMeta reports whether the raw unquoted literal s holds an
+// unescaped *, ? or [.
+func hasGlobMeta(s string) bool {
+	if strings.IndexAny(s, "*?[") < 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
 }
 
 func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, single bool) []field {
@@ -260,6 +940,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 		switch p := p.(type) {
 		case *syntax.Lit:
 			fb.have = true
+			fb.glob = fb.glob || hasGlobMeta(p.Value)
 			if i == 0 {
 				tilde(&fb.b, p.Value)
 			} else {
@@ -273,75 +954,145 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 				fb.b.WriteString(p.Value)
 			}
 		case *syntax.DblQuoted:
-			fb.have = true
-			r.dqParts(&fb, p.Parts)
+			if len(p.Parts) == 0 {
+				fb.have = true
+			}
+			out = r.dqParts(&fb, p.Parts, out, idx, true)
 		case *syntax.ParamExp:
-			v, ok := r.lookup(p)
+			v, ok := r.param(p)
 			if !ok {
-				fb.dyn = true
+				fb.dyn, fb.spread = true, true
 				fb.b.WriteString(dynMark)
 				continue
 			}
-			// unquoted: split on IFS whitespace
-			for i := 0; i < len(v); i++ {
-				switch v[i] {
-				case ' ', '\t', '\n':
+			if !v.multi {
+				out = r.split(&fb, out, idx, v.s)
+				continue
+			}
+			for k, e := range v.list {
+				if k > 0 {
 					out = fb.flush(out, idx)
-				default:
-					fb.have = true
-					fb.b.WriteByte(v[i])
 				}
+				out = r.split(&fb, out, idx, e)
 			}
 		case *syntax.ProcSubst:
 			fb.have, fb.dyn, fb.proc = true, true, true
 			fb.b.WriteString(dynMark)
+		case *syntax.CmdSubst:
+			fb.have, fb.dyn, fb.sub, fb.spread = true, true, true, true
+			fb.b.WriteString(dynMark)
 		case *syntax.ExtGlob:
-			fb.have = true
+			fb.have, fb.glob = true, true
 			fb.b.WriteString(p.Op.String())
 			if p.Pattern != nil {
 				fb.b.WriteString(p.Pattern.Value)
 			}
 			fb.b.WriteByte(')')
-		default: // CmdSubst, ArithmExp, BraceExp leftovers
+		default: // ArithmExp, BraceExp leftovers
 			fb.have, fb.dyn = true, true
 			fb.b.WriteString(dynMark)
 		}
 	}
 	out = fb.flush(out, idx)
+	r.work += len(out) - start + 1
 	if single && len(out)-start == 1 {
 		out[start].one = true
 	}
 	return out
 }
 
-// dqParts expands the parts of a double-quoted string (no splitting).
-func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart) {
+// split writes v, the value of an unquoted expansion, splitting it into
+// fields on IFS the way bash does: IFS whitespace separates fields and is
+// trimmed, every other IFS character ends a field, even an empty one.
+func (r *resolver) split(fb *fieldBuilder, out []field, idx int, v string) []field {
+	ifs, known := r.ifs()
+	if !known {
+		fb.unsure = true
+		ifs = defaultIFS
+	}
+	ws := false // a field just ended on IFS whitespace
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		switch {
+		case strings.IndexByte(ifs, ch) < 0:
+			fb.have = true
+			fb.b.WriteByte(ch)
+			switch ch {
+			case 0:
+				fb.dyn, fb.spread = true, true
+			case '*', '?', '[':
+				fb.glob = true
+			}
+			ws = false
+		case ch == ' ' || ch == '\t' || ch == '\n':
+			if fb.have || fb.b.Len() > 0 {
+				out = fb.flush(out, idx)
+				fb.unsure = !known
+				ws = true
+			}
+		case ws:
+			ws = false
+		default:
+			fb.have = true
+			out = fb.flush(out, idx)
+			fb.unsure = !known
+		}
+	}
+	return out
+}
+
+// dqParts expands the parts of a double-quoted string (no splitting). With
+// fields, "$@" and "${a[@]}" make one field per element; otherwise they are
+// joined.
+func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []field, idx int, fields bool) []field {
 	for _, p := range parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
+			fb.have = true
 			unescape(&fb.b, p.Value, true)
 		case *syntax.ParamExp:
-			if v, ok := r.lookup(p); ok {
-				fb.b.WriteString(v)
-			} else {
-				fb.dyn = true
+			v, ok := r.param(p)
+			switch {
+			case !ok:
+				fb.have, fb.dyn = true, true
 				fb.b.WriteString(dynMark)
+			case !v.multi:
+				fb.have = true
+				fb.write(v.s)
+			case v.star || !fields:
+				fb.have = true
+				fb.write(r.join(v.list, v.star))
+			default:
+				for k, e := range v.list {
+					if k > 0 {
+						out = fb.flush(out, idx)
+					}
+					fb.have = true
+					fb.write(e)
+					fb.spread = fb.spread || fb.dyn
+				}
 			}
+		case *syntax.CmdSubst:
+			fb.have, fb.dyn, fb.sub = true, true, true
+			fb.b.WriteString(dynMark)
 		default:
-			fb.dyn = true
+			fb.have, fb.dyn = true, true
 			fb.b.WriteString(dynMark)
 		}
 	}
+	return out
 }
 
-// docText expands a heredoc body (like double quotes, but '"' stays).
-func (r *resolver) docText(w *syntax.Word) (string, bool) {
+// docText expands a heredoc body (like double quotes, but '"' stays). It
+// reports whether the text has parts only known at run time, and whether
+// those include a command substitution.
+func (r *resolver) docText(w *syntax.Word) (text string, dyn, sub bool) {
 	if w == nil {
-		return "", true
+		return "", false, false
 	}
 	var fb fieldBuilder
-	r.dqParts(&fb, w.Parts)
-	return fb.b.String(), !fb.dyn
+	r.dqParts(&fb, w.Parts, nil, -1, false)
+	return fb.b.String(), fb.dyn, fb.sub
 }
 
 // unescape writes s with backslash escapes removed: all of them outside

@@ -6,13 +6,24 @@ import "strings"
 type optSpec struct {
 	shortArg string   // short options that take an argument
 	longArg  []string // long options (without "--") that take an argument
-	assigns  bool     // NAME=value words may follow the options
-	skipPos  int      // positional words to skip before the command (timeout DURATION)
+	none     string   // short options after which no command runs (command -v, sudo -l)
+	noneLong []string
+	code     string // short options whose argument is shell code (script -c, env -S)
+	codeLong []string
+	assigns  bool // NAME=value words may follow the options (env, sudo)
+	skipPos  int  // operands before the command (timeout DURATION, chroot DIR, flock FILE)
+	posCode  bool // -c/--command CODE may follow those operands (flock FILE -c CODE)
+	join     bool // the command words are shell code, joined with spaces (watch, sg)
+	noExec   bool // operands are not a command, only code is (script [FILE])
+	permute  bool // options may follow operands (script)
+	dash     bool // a lone "-" is an option (env -, sg -)
 }
 
 var wrapperSpecs = map[string]*optSpec{
-	"sudo": {shortArg: "CDghpRrtTUu", assigns: true, longArg: []string{"close-from", "chdir", "group", "host",
-		"prompt", "chroot", "role", "type", "command-timeout", "other-user", "user"}},
+	"sudo": {shortArg: "CDghpRrtTUu", assigns: true, none: "elvKV",
+		noneLong: []string{"edit", "list", "help", "version", "validate"},
+		longArg: []string{"close-from", "chdir", "group", "host", "prompt", "chroot", "role", "type",
+			"command-timeout", "other-user", "user"}},
 	"doas":        {shortArg: "uC"},
 	"nohup":       {},
 	"time":        {shortArg: "fo", longArg: []string{"format", "output"}},
@@ -29,11 +40,36 @@ var wrapperSpecs = map[string]*optSpec{
 	"nocorrect":   {},
 	"noglob":      {},
 	"chronic":     {},
-	"command":     {},
-	"env":         {shortArg: "uCS", assigns: true, longArg: []string{"unset", "chdir", "split-string"}},
-	"watch":       {shortArg: "nq", longArg: []string{"interval", "equexit"}},
+	"command":     {none: "vV"},
+	"env":         {shortArg: "uC", code: "S", codeLong: []string{"split-string"}, assigns: true, dash: true, longArg: []string{"unset", "chdir"}},
+	"watch":       {shortArg: "nq", longArg: []string{"interval", "equexit"}, join: true},
 	"catchsegv":   {},
 	"proxychains": {shortArg: "f"},
+	// flock [-sxun] [-w SECS] [-E CODE] FILE|DIR CMD... or FILE -c CODE
+	"flock": {shortArg: "wE", longArg: []string{"timeout", "wait", "conflict-exit-code"}, skipPos: 1, posCode: true},
+	// chroot [--userspec=U:G] [--groups=G] NEWROOT [CMD...]
+	"chroot": {longArg: []string{"userspec", "groups"}, skipPos: 1},
+	"strace": {shortArg: "abeEIoOpPsSuUX", longArg: []string{"trace", "trace-path", "signal", "status", "abbrev",
+		"verbose", "raw", "read", "write", "output", "attach", "user", "env", "columns", "string-limit",
+		"summary-sort-by", "summary-columns", "const-print-style", "kvm", "inject", "fault", "argv0"}},
+	"ltrace": {shortArg: "aADeFlnopsuwx", longArg: []string{"align", "output", "indent", "library"}},
+	// script [-aefq] [-c CODE] [-E WHEN] [-O/-I/-B/-T FILE] [FILE]
+	"script": {shortArg: "EIOBTmo", code: "c", codeLong: []string{"command"}, noExec: true, permute: true,
+		longArg: []string{"echo", "log-in", "log-out", "log-io", "log-timing", "logging-format", "output-limit"}},
+	// runuser -u USER [--] CMD...; without -u it is su (see command)
+	"runuser": {shortArg: "ugGsw", longArg: []string{"user", "group", "supp-group", "shell", "whitelist-environment"}},
+	"unshare": {shortArg: "SGRw", longArg: []string{"setuid", "setgid", "root", "wd", "propagation", "setgroups",
+		"map-user", "map-group", "map-users", "map-groups", "monotonic", "boottime", "load-interp"}},
+	"setpriv": {none: "d", noneLong: []string{"dump", "list-caps"}, longArg: []string{"reuid", "regid", "ruid",
+		"rgid", "euid", "egid", "groups", "inh-caps", "ambient-caps", "bounding-set", "securebits",
+		"pdeathsig", "selinux-label", "apparmor-profile", "landlock-access", "landlock-rule"}},
+	"firejail": {}, // its options are all --name or --name=value
+	"systemd-run": {shortArg: "upEMH", none: "S", noneLong: []string{"shell"}, longArg: []string{"unit",
+		"property", "setenv", "machine", "host", "description", "slice", "uid", "gid", "nice",
+		"working-directory", "on-active", "on-boot", "on-startup", "on-unit-active", "on-unit-inactive",
+		"on-calendar", "timer-property", "path-property", "socket-property", "service-type", "background"}},
+	// sg [-] GROUP [-c] CODE: the command is run by /bin/sh -c
+	"sg": {skipPos: 1, posCode: true, join: true, dash: true},
 }
 
 // base returns the last element of a command path ("/usr/bin/rm" -> "rm").
@@ -73,11 +109,11 @@ const (
 func unwrapOne(args []field) ([]field, unwrapResult) {
 	name := base(args[0].s)
 	spec, ok := wrapperSpecs[name]
-	if !ok {
+	if !ok || name == "runuser" && !hasUserOpt(args) {
 		return args, notWrapper
 	}
-	var split *field // env -S STRING
-	watchExec := false
+	var code *field
+	join := spec.join
 	i := 1
 	for i < len(args) {
 		f := args[i]
@@ -86,57 +122,60 @@ func unwrapOne(args []field) ([]field, unwrapResult) {
 			i++
 			break
 		}
+		if a == "-" && spec.dash {
+			i++
+			continue
+		}
 		if len(a) < 2 || a[0] != '-' || f.dyn {
-			if name == "env" && a == "-" {
-				i++
+			if spec.permute {
+				i++ // an operand; options may follow
 				continue
 			}
 			break
 		}
+		i++
 		if a[1] == '-' {
 			long, val, hasEq := strings.Cut(a[2:], "=")
 			switch {
-			case name == "command" && (long == "version"):
-			case name == "sudo" && (long == "edit" || long == "list" || long == "help" || long == "version" || long == "validate"):
+			case contains(spec.noneLong, long):
 				return nil, noCommand
-			case name == "watch" && long == "exec":
-				watchExec = true
-			case name == "env" && long == "split-string":
+			case contains(spec.codeLong, long):
 				if hasEq {
-					split = &field{s: val, dyn: f.dyn}
-				} else if i+1 < len(args) {
-					split = &args[i+1]
+					code = &field{s: val, dyn: f.dyn, word: -1}
+				} else if i < len(args) {
+					code = &args[i]
+					i++
 				}
+				continue
+			case name == "watch" && long == "exec":
+				join = false
 			}
 			if !hasEq && contains(spec.longArg, long) {
 				i++
 			}
-			i++
 			continue
 		}
-		i++
+	cluster:
 		for j := 1; j < len(a); j++ {
 			ch := a[j]
 			switch {
-			case name == "command" && (ch == 'v' || ch == 'V'):
+			case strings.IndexByte(spec.none, ch) >= 0:
 				return nil, noCommand
-			case name == "sudo" && strings.IndexByte("elvKV", ch) >= 0:
-				return nil, noCommand
-			case name == "watch" && ch == 'x':
-				watchExec = true
-			}
-			if strings.IndexByte(spec.shortArg, ch) >= 0 {
-				if name == "env" && ch == 'S' {
-					if j+1 < len(a) {
-						split = &field{s: a[j+1:], dyn: f.dyn, word: -1}
-					} else if i < len(args) {
-						split = &args[i]
-					}
+			case strings.IndexByte(spec.code, ch) >= 0:
+				if j+1 < len(a) {
+					code = &field{s: a[j+1:], dyn: f.dyn, word: -1}
+				} else if i < len(args) {
+					code = &args[i]
+					i++
 				}
+				break cluster
+			case name == "watch" && ch == 'x':
+				join = false
+			case strings.IndexByte(spec.shortArg, ch) >= 0:
 				if j == len(a)-1 {
 					i++
 				}
-				break
+				break cluster
 			}
 		}
 	}
@@ -145,39 +184,67 @@ func unwrapOne(args []field) ([]field, unwrapResult) {
 			i++
 		}
 	}
-	for k := 0; k < spec.skipPos && i < len(args); k++ {
-		i++
-	}
-	if i > len(args) {
-		i = len(args)
-	}
+	i = min(i+spec.skipPos, len(args))
 	rest := args[i:]
-	if split != nil {
-		code := split.s
-		for _, f := range rest {
-			code += " " + shellQuote(f.s)
-		}
-		return []field{{s: code, dyn: split.dyn, word: -1}}, shellCode
-	}
-	if name == "watch" && !watchExec {
-		if len(rest) == 0 {
+	if spec.posCode && len(rest) > 0 && (rest[0].s == "-c" || rest[0].s == "--command") {
+		if len(rest) < 2 {
 			return nil, noCommand
 		}
-		var b strings.Builder
-		dyn := false
-		for k, f := range rest {
-			if k > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(f.s)
-			dyn = dyn || f.dyn
+		rest = rest[1:]
+		if !join {
+			return rest[:1], shellCode
 		}
-		return []field{{s: b.String(), dyn: dyn, word: -1}}, shellCode
 	}
-	if len(rest) == 0 {
+	switch {
+	case code != nil && spec.noExec:
+		return []field{*code}, shellCode
+	case code != nil:
+		// env -S STRING ARGS...: ARGS are words after the split string.
+		return joinCode(*code, rest, true), shellCode
+	case spec.noExec || len(rest) == 0:
 		return nil, noCommand
+	case join:
+		return joinCode(rest[0], rest[1:], false), shellCode
 	}
 	return rest, wrapped
+}
+
+// joinCode appends the words of rest to the shell code in code, quoted as
+// words or verbatim. An unknown word makes the code unknown: re-parsing
+// cannot carry the mark.
+func joinCode(code field, rest []field, quote bool) []field {
+	var b strings.Builder
+	b.WriteString(code.s)
+	dyn := code.dyn
+	for _, f := range rest {
+		b.WriteByte(' ')
+		if quote {
+			b.WriteString(shellQuote(f.s))
+		} else {
+			b.WriteString(f.s)
+		}
+		dyn = dyn || f.dyn
+	}
+	return []field{{s: b.String(), dyn: dyn, word: -1}}
+}
+
+// hasUserOpt reports whether runuser has -u/--user (a command follows)
+// rather than su's form.
+func hasUserOpt(args []field) bool {
+	for _, f := range args[1:] {
+		a := f.s
+		switch {
+		case a == "--":
+			return false
+		case a == "--user" || strings.HasPrefix(a, "--user="):
+			return true
+		case len(a) > 1 && a[0] == '-' && a[1] != '-':
+			if k := strings.IndexAny(a[1:], "ugGsw"); k >= 0 && a[1+k] == 'u' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,11 +20,8 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/truncate"
 )
-
-func init() {
-	commands["bench"] = func(args []string) int { return cmdBench(args, os.Stdout, os.Stderr) }
-}
 
 // benchOpts are the flags of `demo bench`.
 type benchOpts struct {
@@ -52,9 +48,8 @@ type benchRow struct {
 // cmdBench measures the engine against raw os/exec side by side (SPEC §3).
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	var o benchOpts
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.IntVar(&o.serial, "serial", 400, "serial runs of `bash -c true` per variant")
+	fs := newFlagSet("bench")
+	fs.IntVar(&o.serial, "serial", 400, "serial runs of 'bash -c true' per variant")
 	fs.IntVar(&o.conc, "c", 64, "concurrency of the throughput case")
 	fs.IntVar(&o.concN, "conc-n", 3000, "commands per variant in the throughput case")
 	flood := fs.String("flood", "1GiB", "output size of the throughput case (e.g. 1GiB, 256MiB)")
@@ -66,13 +61,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
 	fs.Int64Var(&o.spoolCap, "spool-cap", 0, "the engine's SpoolCap (0: default 64 MiB, negative: no spool file)")
 	fs.StringVar(&o.child, "child", "", "internal: run one flood case (engine|raw) and print JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	var err error
 	if o.flood, err = parseSize(*flood); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return exitUsage
+		return usageError(fs, stderr, "-flood: %v", err)
 	}
 	if o.child != "" {
 		return benchChild(o, stdout, stderr)
@@ -165,7 +162,7 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		rows = append(rows, r...)
 	}
 	if o.want("flood") {
-		step(fmt.Sprintf("%s of output", humanBytes(o.flood)))
+		step(fmt.Sprintf("%s of output", truncate.Humanize(o.flood)))
 		r, err := benchFlood(o, e, tc)
 		if err != nil {
 			return nil, err
@@ -395,9 +392,9 @@ func benchFlood(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRo
 		hwm = "VmHWM (in-process, mixed)"
 	}
 	return []benchRow{
-		{name: fmt.Sprintf("%s output throughput", humanBytes(o.flood)), raw: fmt.Sprintf("%.0f MB/s", rate(raw)),
+		{name: fmt.Sprintf("%s output throughput", truncate.Humanize(o.flood)), raw: fmt.Sprintf("%.0f MB/s", rate(raw)),
 			eng: fmt.Sprintf("%.0f MB/s", rate(eng)), ratio: fmt.Sprintf("%.1f%%", ratio), target: ">= 90%", ok: pass(ratio >= 90)},
-		{name: fmt.Sprintf("%s output peak RSS (%s)", humanBytes(o.flood), hwm), raw: fmt.Sprintf("%.1f MiB", float64(raw.HWMKiB)/1024),
+		{name: fmt.Sprintf("%s output peak RSS (%s)", truncate.Humanize(o.flood), hwm), raw: fmt.Sprintf("%.1f MiB", float64(raw.HWMKiB)/1024),
 			eng: fmt.Sprintf("%.1f MiB", float64(eng.HWMKiB)/1024), target: "<= 32 MiB", ok: pass(eng.HWMKiB <= 32<<10)},
 	}, nil
 }
@@ -622,17 +619,6 @@ func benchSleepers(o benchOpts, dir string) ([]benchRow, error) {
 		{name: "  engine RSS growth per command", eng: fmt.Sprintf("%.1f KiB", rss)},
 		{name: "  time to start all", eng: fmt.Sprintf("%.2f s", startAll.Seconds())},
 	}, nil
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }
 
 func printBench(w io.Writer, o benchOpts, rows []benchRow) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -9,15 +8,14 @@ import (
 // TestBenchSmall runs every case of the benchmark at a tiny size (the
 // numbers are meaningless here; the report's shape is checked).
 func TestBenchSmall(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := cmdBench([]string{"-serial", "5", "-conc-n", "20", "-c", "8", "-flood", "8MiB", "-timeouts", "5", "-sleepers", "20", "-inproc"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	r := demo(t, nil, "bench", "-serial", "5", "-conc-n", "20", "-c", "8", "-flood", "8MiB", "-timeouts", "5", "-sleepers", "20", "-inproc")
+	if r.code != 0 {
+		t.Fatal(r)
 	}
-	for _, want := range []string{"serial `bash -c true`", "throughput at c=8", "8 MiB output throughput", "peak RSS",
+	for _, want := range []string{"serial `bash -c true`", "throughput at c=8", "8.0 MiB output throughput", "peak RSS",
 		"timeout to return past deadline, p99", "restricted", "20 concurrent sleeps: goroutines per command"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("missing %q in\n%s", want, out.String())
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.stdout)
 		}
 	}
 }

@@ -2,22 +2,19 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
-func init() { commands["check"] = cmdCheck }
-
-// cmdCheck implements `demo check [-json] [-C DIR] [-profile NAME] [--]
-// COMMAND`: analysis only, the command is never executed. Exit status 0
-// allow, 1 block (or denied by the profile), 2 ask, 64 usage error.
-func cmdCheck(args []string) int {
-	return runCheck(args, os.Stdout, os.Stderr)
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // checkOutput is the -json form: the safety verdict plus the display form
@@ -30,36 +27,39 @@ type checkOutput struct {
 	PermRule   string `json:"permission_rule,omitempty"`
 }
 
+// runCheck implements `demo check [-json] [-C DIR] [-profile NAME] [--]
+// COMMAND`: analysis only, the command is never executed. Exit status 0
+// allow, 1 block (or denied by the profile), 2 ask, 126 bad input (what
+// `demo run` refuses without running: an empty command, NUL bytes, ...),
+// 64 usage error.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("check")
 	asJSON := fs.Bool("json", false, "print the verdict as JSON")
-	dir := fs.String("C", "", "working directory, used to compute the display form")
+	dir := fs.String("C", "", "working `dir`ectory, used to compute the display form")
 	profile := fs.String("profile", "", "also evaluate a permission preset: "+strings.Join(safety.Presets(), ", "))
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: demo check [-json] [-C DIR] [-profile NAME] [--] COMMAND\n"+
-			"Analyses COMMAND without running it. Exit status: 0 allow, 1 block, 2 ask, 64 usage.\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 64
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
-		return 64
+		return usageError(fs, stderr, "missing COMMAND")
 	}
 	command := strings.Join(fs.Args(), " ")
 	var prof *safety.Profile
 	if *profile != "" {
 		p, err := safety.Preset(*profile)
 		if err != nil {
-			fmt.Fprintln(stderr, "demo check:", err)
-			return 64
+			return usageError(fs, stderr, "-profile: %v", err)
 		}
 		prof = p
+	}
+	// The engine refuses bad input before any analysis; so does check.
+	if err := engine.ValidateInput(engine.Input{Command: command}); err != nil {
+		if *asJSON {
+			writeJSON(stdout, checkOutput{Verdict: safety.Verdict{Decision: "error", Reason: err.Error()}})
+		} else {
+			fmt.Fprintln(stderr, "demo check:", err)
+		}
+		return exitSystem
 	}
 
 	o := safety.Gate(command, prof)
@@ -82,11 +82,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(out); err != nil {
+		if err := writeJSON(stdout, out); err != nil {
 			fmt.Fprintln(stderr, "demo check:", err)
-			return 64
+			return exitSystem
 		}
 		return code
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -68,22 +67,25 @@ func TestCheckCommandJSON(t *testing.T) {
 	}
 }
 
-// cmdCheck writes to the real stdout; exercise it through a pipe.
-func TestCmdCheckStdout(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+// check and run agree on what is not a command: both refuse it as bad
+// input (exit 126) before any analysis.
+func TestCheckBadInput(t *testing.T) {
+	for _, args := range [][]string{{"--", ""}, {"--", "  "}, {"echo \xff"}} {
+		c := demo(t, nil, append([]string{"check"}, args...)...)
+		r := demo(t, nil, append([]string{"run", "-C", t.TempDir()}, args...)...)
+		if c.code != exitSystem || c.stdout != "" || !strings.HasPrefix(c.stderr, "demo check: bad input: ") {
+			t.Errorf("check %q: %v", args, c)
+		}
+		if r.code != exitSystem || strings.TrimPrefix(c.stderr, "demo check: ") != strings.TrimPrefix(r.stderr, "demo run: ") {
+			t.Errorf("run %q: %v\ncheck said %q", args, r, c.stderr)
+		}
 	}
-	old := os.Stdout
-	os.Stdout = w
-	code := cmdCheck([]string{"git", "push", "-f"})
-	os.Stdout = old
-	w.Close()
-	var buf bytes.Buffer
-	buf.ReadFrom(r)
-	r.Close()
-	if code != 1 || !strings.HasPrefix(buf.String(), "block: ") {
-		t.Errorf("cmdCheck = %d %q", code, buf.String())
+	c := demo(t, nil, "check", "-json", "--", "")
+	if c.code != exitSystem || strings.TrimSpace(c.stdout) != `{"decision":"error","reason":"bad input: command is empty"}` {
+		t.Errorf("check -json '': %v", c)
+	}
+	// The real stdout of the binary carries the verdict.
+	if c := demo(t, nil, "check", "git", "push", "-f"); c.code != 1 || !strings.HasPrefix(c.stdout, "block: ") || c.stderr != "" {
+		t.Errorf("check git push -f: %v", c)
 	}
 }

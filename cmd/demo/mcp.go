@@ -24,8 +24,6 @@ import (
 	"github.com/bashvisor/bashvisor/safety"
 )
 
-func init() { commands["mcp"] = cmdMCP }
-
 // tokenEnv names the environment variable holding the HTTP bearer token.
 const tokenEnv = "BASHVISOR_MCP_TOKEN"
 
@@ -52,64 +50,62 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-func parseMCPFlags(args []string, stderr io.Writer) (*mcpFlags, error) {
+// newMCPFlags defines the flags of `demo mcp`; parse fs, then call check.
+func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	d := engine.DefaultConfig()
 	f := &mcpFlags{}
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: demo mcp [flags]\n\nServes the bash tool over MCP: stdio by default, streamable HTTP at /mcp with -http.")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&f.dir, "C", "", "working directory of every command (default: the current directory)")
+	fs := newFlagSet("mcp")
+	fs.StringVar(&f.dir, "C", "", "working `dir`ectory of every command (default: the current directory)")
 	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
 	fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
 	fs.BoolVar(&f.restricted, "restricted", false, "run commands in the Landlock sandbox (read-only filesystem, no network)")
 	fs.StringVar(&f.coauthor, "coauthor", "", `add "Co-authored-by: Name <email>" to git commits, given as "Name <email>"`)
-	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to FILE")
-	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment policy: inherit-safe or allowlist")
-	fs.StringVar(&f.profile, "profile", "", "permission profile: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
-	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765)")
-	fs.StringVar(&f.token, "token", "", "bearer token required by -http (default $"+tokenEnv+"; required off loopback)")
-	fs.Var(&f.origins, "allow-origin", "browser origin allowed to call -http besides its own (repeatable)")
+	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to `file`")
+	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment `policy`: inherit-safe or allowlist")
+	fs.StringVar(&f.profile, "profile", "", "permission `profile`: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
+	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://`addr`/mcp instead of stdio (127.0.0.1:8765; :8765 means 127.0.0.1:8765)")
+	fs.StringVar(&f.token, "token", "", "bearer `token` required by -http (default $"+tokenEnv+"; required off loopback)")
+	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	return f, fs
+}
+
+// check validates the parsed flags and fills in the token from the
+// environment.
+func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		fs.Usage()
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	switch engine.EnvPolicy(f.envPolicy) {
 	case engine.EnvInheritSafe, engine.EnvAllowlist:
 	default:
-		return nil, fmt.Errorf("-env-policy must be inherit-safe or allowlist, not %q", f.envPolicy)
+		return fmt.Errorf("-env-policy must be inherit-safe or allowlist, not %q", f.envPolicy)
 	}
 	if f.profile != "" {
 		if _, err := safety.Preset(f.profile); err != nil {
-			return nil, fmt.Errorf("-profile: %w", err)
+			return fmt.Errorf("-profile: %w", err)
 		}
 	}
 	if f.coauthor != "" && !coauthorRE.MatchString(f.coauthor) {
-		return nil, fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
+		return fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
 	}
 	if f.dir != "" {
 		st, err := os.Stat(f.dir)
 		if err != nil {
-			return nil, fmt.Errorf("-C: %w", err)
+			return fmt.Errorf("-C: %w", err)
 		}
 		if !st.IsDir() {
-			return nil, fmt.Errorf("-C: %s is not a directory", f.dir)
+			return fmt.Errorf("-C: %s is not a directory", f.dir)
 		}
 	}
 	if f.token == "" {
 		f.token = os.Getenv(tokenEnv)
 	}
-	if f.httpAddr != "" && f.token == "" && !mcpserver.IsLoopback(f.httpAddr) {
-		return nil, fmt.Errorf("refusing to serve -http %s without a bearer token: the address is not loopback, so anyone who can reach it could run commands; set -token or $%s, or bind 127.0.0.1", f.httpAddr, tokenEnv)
+	if f.httpAddr != "" && f.token == "" && !mcpserver.IsLoopback(listenAddr(f.httpAddr)) {
+		return fmt.Errorf("refusing to serve -http %s without a bearer token: the address is not loopback, so anyone who can reach it could run commands; set -token or $%s, or bind 127.0.0.1", f.httpAddr, tokenEnv)
 	}
-	return f, nil
+	return nil
 }
 
 var coauthorRE = regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`)
@@ -132,22 +128,24 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 }
 
 // cmdMCP runs `demo mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
-// after stopping every command and job; 2 on bad flags; 1 on other errors.
-func cmdMCP(args []string) int {
-	f, err := parseMCPFlags(args, os.Stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "demo mcp:", err)
-		}
-		return 2
+// after stopping every command and job; 64 on bad flags; 1 when it cannot
+// serve (the address is taken, stdin or stdout fail, ...). In stdio mode
+// the protocol owns the process's stdout: stdout is used only for -h.
+func cmdMCP(args []string, stdout, stderr io.Writer) int {
+	f, fs := newMCPFlags()
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if err := f.check(fs); err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	level := slog.LevelInfo
 	sdkLevel := slog.LevelWarn
 	if f.verbose {
 		level, sdkLevel = slog.LevelDebug, slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	sdkLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: sdkLevel}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	sdkLog := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: sdkLevel}))
 
 	// In stdio mode the protocol owns stdout: keep a private copy of it for
 	// the transport and point fd 1 at stderr, so that nothing else (a
@@ -157,12 +155,12 @@ func cmdMCP(args []string) int {
 	if f.httpAddr == "" {
 		fd, err := unix.Dup(1)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+			fmt.Fprintln(stderr, "demo mcp:", err)
 			return 1
 		}
 		unix.CloseOnExec(fd)
 		if err := unix.Dup2(2, 1); err != nil {
-			fmt.Fprintln(os.Stderr, "demo mcp:", err)
+			fmt.Fprintln(stderr, "demo mcp:", err)
 			return 1
 		}
 		protoOut = os.NewFile(uintptr(fd), "mcp-stdout")
@@ -170,8 +168,9 @@ func cmdMCP(args []string) int {
 
 	var audit *os.File
 	if f.audit != "" {
+		var err error
 		if audit, err = os.OpenFile(f.audit, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, "demo mcp: -audit:", err)
+			fmt.Fprintln(stderr, "demo mcp: -audit:", err)
 			return 1
 		}
 		defer audit.Close()
@@ -183,7 +182,7 @@ func cmdMCP(args []string) int {
 	}
 	e, err := engine.New(f.engineConfig(log, auditW))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, "demo mcp:", err)
 		return 1
 	}
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -203,7 +202,7 @@ func cmdMCP(args []string) int {
 	if f.httpAddr == "" {
 		code = serveStdio(sigCtx, srv, protoOut, stopCalls, log)
 	} else {
-		code = serveHTTP(sigCtx, srv, f, stopCalls, log)
+		code = serveHTTP(sigCtx, srv, f, stopCalls, log, stderr)
 	}
 	stopSignals() // a second SIGINT/SIGTERM now ends the process at once
 	stopCalls()
@@ -217,7 +216,9 @@ func cmdMCP(args []string) int {
 }
 
 func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls func(), log *slog.Logger) int {
-	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: os.Stdin, Writer: out}, nil)
+	// mcpserver.StdioTransport answers a malformed line with a JSON-RPC
+	// error; the go-sdk's own stdio transport would end the session.
+	ss, err := srv.Connect(context.Background(), &mcpserver.StdioTransport{Reader: os.Stdin, Writer: out, Logger: log}, nil)
 	if err != nil {
 		log.Error("mcp stdio", "err", err)
 		return 1
@@ -237,10 +238,10 @@ func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls fu
 	return 0
 }
 
-func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func(), log *slog.Logger) int {
+func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", listenAddr(f.httpAddr))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, "demo mcp:", err)
 		return 1
 	}
 	mux := http.NewServeMux()
@@ -258,7 +259,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func
 	if f.token != "" {
 		auth = "bearer token required"
 	}
-	fmt.Fprintf(os.Stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), auth)
+	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), auth)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	code := 0

@@ -13,22 +13,11 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/mcpserver"
+	"github.com/bashvisor/bashvisor/truncate"
 )
 
-func init() {
-	commands["run"] = func(args []string) int { return cmdRun(args, os.Stdout, os.Stderr) }
-	commands["schema"] = func(args []string) int { return cmdSchema(args, os.Stdout, os.Stderr) }
-}
-
-// Exit codes of `demo run` beyond the command's own (SPEC §2.10).
-const (
-	exitTimeout = 124
-	exitBlocked = 125
-	exitSystem  = 126
-	exitUsage   = 64
-)
-
-// engineFlags are the engine settings shared by run, mcp and tour.
+// engineFlags are the engine settings shared by run and schema.
 type engineFlags struct {
 	dir         string
 	timeout     time.Duration
@@ -37,59 +26,79 @@ type engineFlags struct {
 	restricted  bool
 }
 
-func (f *engineFlags) register(fs *flag.FlagSet) {
+// register adds -C, -timeout, -slow-timeout and -restricted, and -grace
+// when withGrace (schema has no use for it: the description does not
+// mention the grace period).
+func (f *engineFlags) register(fs *flag.FlagSet, withGrace bool) {
 	d := engine.DefaultConfig()
-	fs.StringVar(&f.dir, "C", "", "working directory (default: the current directory)")
+	fs.StringVar(&f.dir, "C", "", "working `dir`ectory (default: the current directory)")
 	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
-	fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
+	if withGrace {
+		fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
+	}
 	fs.BoolVar(&f.restricted, "restricted", false, "run in the Landlock sandbox (read-only filesystem, no network)")
 }
 
 func (f *engineFlags) config() engine.Config {
 	c := engine.DefaultConfig()
-	c.Timeout, c.SlowTimeout, c.Grace = f.timeout, f.slowTimeout, f.grace
+	c.Timeout, c.SlowTimeout = f.timeout, f.slowTimeout
+	if f.grace > 0 {
+		c.Grace = f.grace
+	}
 	return c
 }
 
+// workdir returns -C (checked to be a directory) or the current directory.
 func (f *engineFlags) workdir() (string, error) {
-	if f.dir != "" {
-		return f.dir, nil
+	if f.dir == "" {
+		return os.Getwd()
 	}
-	return os.Getwd()
+	st, err := os.Stat(f.dir)
+	if err != nil {
+		return "", fmt.Errorf("-C: %w", err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("-C: %s is not a directory", f.dir)
+	}
+	return f.dir, nil
 }
 
+// cmdRun runs `demo run`: one command through a fresh engine.
+//
+// Files: the engine's output directory is a new $TMPDIR/bashvisor-run-*.
+// When the result names a file in it (the complete output of a truncated
+// result, a background job's output file), the directory is kept and, for
+// a truncated output, stderr says where; otherwise it is removed.
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: demo run [flags] [--] COMMAND")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("run")
 	var ef engineFlags
-	ef.register(fs)
+	ef.register(fs, true)
 	mode := fs.String("mode", "default", "default, slow or background")
-	asJSON := fs.Bool("json", false, "print the structured result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	asJSON := fs.Bool("json", false, "print the structured result as JSON (its fields: demo schema -output)")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
+		return usageError(fs, stderr, "missing COMMAND")
 	}
 	command := strings.Join(fs.Args(), " ")
-	cfg := ef.config()
-	if engine.Mode(*mode) == engine.ModeBackground {
-		// The CLI exits right after starting the job: leave it running.
-		cfg.LeaveJobsRunning, cfg.KeepFiles = true, true
-	}
 	dir, err := ef.workdir()
 	if err != nil {
 		fmt.Fprintln(stderr, "demo run:", err)
 		return exitSystem
 	}
+	cfg := ef.config()
+	if cfg.OutputDir, err = os.MkdirTemp("", "bashvisor-run-"); err != nil {
+		fmt.Fprintln(stderr, "demo run:", err)
+		return exitSystem
+	}
+	if engine.Mode(*mode) == engine.ModeBackground {
+		cfg.LeaveJobsRunning = true // the CLI exits right after starting the job
+	}
 	e, err := engine.New(cfg)
 	if err != nil {
+		os.RemoveAll(cfg.OutputDir)
 		fmt.Fprintln(stderr, "demo run:", err)
 		return exitSystem
 	}
@@ -97,16 +106,28 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res := e.Run(ctx, engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}, engine.Input{Command: command, Mode: engine.Mode(*mode)})
 	_ = e.Shutdown(context.Background())
-	if *asJSON {
+	if res.FullOutputFile == "" && res.OutputFile == "" {
+		os.RemoveAll(cfg.OutputDir)
+	}
+	switch {
+	case *asJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(res)
-	} else {
+	case res.Status == engine.StatusError:
+		// Bad input, cannot start, restricted mode unavailable: the CLI's
+		// own error, not the command's output.
+		fmt.Fprintln(stderr, "demo run:", res.Err)
+	default:
 		fmt.Fprint(stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 			fmt.Fprintln(stdout)
 		}
+	}
+	if res.FullOutputFile != "" {
+		fmt.Fprintf(stderr, "demo run: the complete output (%s) is kept in %s; delete it when done\n",
+			truncate.Humanize(res.OutputBytes), res.FullOutputFile)
 	}
 	return exitCode(res)
 }
@@ -132,17 +153,19 @@ func exitCode(res engine.Result) int {
 }
 
 func cmdSchema(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("schema")
 	var ef engineFlags
-	ef.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	ef.register(fs, false)
+	withOutput := fs.Bool("output", false, "also print the output schema: the fields of a result (structuredContent over MCP, demo run -json)")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
-	dir, err := ef.workdir()
-	if err != nil {
-		fmt.Fprintln(stderr, "demo schema:", err)
-		return exitSystem
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
+	}
+	dir := ef.dir // only named in the description: need not exist here
+	if dir == "" {
+		dir, _ = os.Getwd()
 	}
 	e, err := engine.New(ef.config())
 	if err != nil {
@@ -151,14 +174,19 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	}
 	defer e.Shutdown(context.Background())
 	out := struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	}{"bash", e.Description(engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}), engine.InputSchema()}
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	}{Name: mcpserver.ToolBash, Description: e.Description(engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}), InputSchema: engine.InputSchema()}
+	if *withOutput {
+		out.OutputSchema = mcpserver.OutputSchema()
+	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(stderr, "demo schema:", err)
 		return exitSystem
 	}
 	return 0

@@ -1,8 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -12,81 +14,166 @@ import (
 func TestRunExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
-		args []string
-		code int
-		out  string
+		args   []string
+		code   int
+		stdout string // prefix
+		stderr string // prefix
 	}{
-		{[]string{"-C", dir, "--", "echo", "hi"}, 0, "hi\n"},
-		{[]string{"-C", dir, "exit 3"}, 3, "[command failed: exit code 3]\n"},
-		{[]string{"-C", dir, "-timeout", "200ms", "-grace", "100ms", "echo part; sleep 5"}, exitTimeout, "[command timed out after 200ms]\npart\n"},
-		{[]string{"-C", dir, "git push --force origin main"}, exitBlocked, "[command blocked: "},
-		{[]string{"-C", dir + "/missing", "true"}, exitSystem, "[error: working directory does not exist: "},
-		{[]string{"-C", dir, "-mode", "warp", "true"}, exitSystem, "[error: bad input: unknown mode"},
-		{[]string{"-C", dir}, exitUsage, ""},
+		{[]string{"-C", dir, "--", "echo", "hi"}, 0, "hi\n", ""},
+		{[]string{"-C", dir, "exit 3"}, 3, "[command failed: exit code 3]\n", ""},
+		{[]string{"-C", dir, "-timeout", "200ms", "-grace", "100ms", "echo part; sleep 5"}, exitTimeout, "[command timed out after 200ms]\npart\n", ""},
+		{[]string{"-C", dir, "git push --force origin main"}, exitBlocked, "[command blocked: ", ""},
+		// Errors of the CLI itself: on stderr, in a CLI's words.
+		{[]string{"-C", dir + "/missing", "true"}, exitSystem, "", "demo run: -C: stat " + dir + "/missing: no such file or directory\n"},
+		{[]string{"-C", dir, "-mode", "warp", "true"}, exitSystem, "", `demo run: bad input: unknown mode "warp" (want default, slow or background)` + "\n"},
+		{[]string{"-C", dir, "--", ""}, exitSystem, "", "demo run: bad input: command is empty\n"},
+		// One argument cannot hold it (nor could bash's); two joined by a space can.
+		{[]string{"-C", dir, strings.Repeat("x", 1<<16), strings.Repeat("x", engine.MaxCommandBytes-1<<16)}, exitSystem, "",
+			"demo run: bad input: command is 128.0 KiB (131072 bytes), over the limit of 131071 bytes"},
 	}
 	for _, c := range cases {
-		var stdout, stderr bytes.Buffer
-		code := cmdRun(c.args, &stdout, &stderr)
-		if code != c.code || !strings.HasPrefix(stdout.String(), c.out) {
-			t.Errorf("run %q: exit %d stdout %q stderr %q; want exit %d and %q", c.args, code, stdout.String(), stderr.String(), c.code, c.out)
+		r := demo(t, nil, append([]string{"run"}, c.args...)...)
+		if r.code != c.code || !strings.HasPrefix(r.stdout, c.stdout) || (c.stdout == "") != (r.stdout == "") ||
+			!strings.HasPrefix(r.stderr, c.stderr) || (c.stderr == "") != (r.stderr == "") {
+			t.Errorf("run %.80q: %v\nwant exit %d, stdout %q, stderr %q", c.args, r, c.code, c.stdout, c.stderr)
+		}
+		if strings.Contains(r.stdout+r.stderr, "conversation may need to be recreated") {
+			t.Errorf("run %q speaks to an agent: %v", c.args, r)
 		}
 	}
 }
 
 func TestRunJSON(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := cmdRun([]string{"-C", t.TempDir(), "-json", "echo out; exit 2"}, &stdout, &stderr); code != 2 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	r := demo(t, nil, "run", "-C", t.TempDir(), "-json", "echo out; exit 2")
+	if r.code != 2 {
+		t.Fatal(r)
 	}
-	var r map[string]any
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]any{"status": "failed", "exit_code": 2.0, "output": "[command failed: exit code 2]\nout\n", "truncated": false, "output_bytes": 4.0} {
-		if r[k] != want {
-			t.Errorf("%s = %v, want %v", k, r[k], want)
+		if m[k] != want {
+			t.Errorf("%s = %v, want %v", k, m[k], want)
 		}
 	}
 	for _, k := range []string{"duration_ms", "command", "display"} {
-		if _, ok := r[k]; !ok {
+		if _, ok := m[k]; !ok {
 			t.Errorf("field %s missing", k)
 		}
+	}
+	// With -json, a bad input is a result like any other.
+	r = demo(t, nil, "run", "-C", t.TempDir(), "-json", "--", "")
+	if r.code != exitSystem || !strings.Contains(r.stdout, `"status": "error"`) || !strings.Contains(r.stdout, "[error: bad input: command is empty]") {
+		t.Errorf("run -json '': %v", r)
+	}
+}
+
+// The complete output a truncated result names is still there after the
+// CLI exits, and stderr says where; a result naming no file leaves
+// nothing behind.
+func TestRunKeepsWhatItNames(t *testing.T) {
+	tmp := t.TempDir()
+	env := []string{"TMPDIR=" + tmp}
+	for _, args := range [][]string{{"run", "--", "seq 1 100000"}, {"run", "-json", "--", "seq 1 100000"}} {
+		r := demo(t, env, args...)
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		m := regexp.MustCompile(`\[full output: (\S+)\]`).FindStringSubmatch(r.stdout)
+		if len(args) == 3 && m == nil {
+			t.Fatalf("no full output named: %v", r)
+		}
+		var file string
+		if m != nil {
+			file = m[1]
+		} else {
+			var res engine.Result
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+				t.Fatal(err)
+			}
+			file = res.FullOutputFile
+		}
+		fi, err := os.Stat(file)
+		if err != nil || fi.Size() != 588895 {
+			t.Errorf("%q: the full output file %s: %v %v", args, file, fi, err)
+		}
+		if !strings.HasPrefix(file, tmp+"/bashvisor-run-") || r.stderr != "demo run: the complete output (575.1 KiB) is kept in "+file+"; delete it when done\n" {
+			t.Errorf("%q: file %s, stderr %q", args, file, r.stderr)
+		}
+		os.RemoveAll(filepath.Dir(file))
+	}
+	if r := demo(t, env, "run", "echo small"); r.code != 0 || r.stdout != "small\n" || r.stderr != "" {
+		t.Fatal(r)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left behind in $TMPDIR: %v", left)
 	}
 }
 
 func TestSchema(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := cmdSchema([]string{"-C", "/work/x"}, &stdout, &stderr); code != 0 {
-		t.Fatal(stderr.String())
-	}
 	var s struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		OutputSchema json.RawMessage `json:"output_schema"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+	r := demo(t, nil, "schema", "-C", "/work/x", "-timeout", "7s")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "bash" || !strings.HasSuffix(s.Description, "<pwd>/work/x</pwd>") || !json.Valid(s.InputSchema) ||
-		!bytes.Contains(s.InputSchema, []byte(`"enum"`)) {
+	if s.Name != "bash" || !strings.HasSuffix(s.Description, "<pwd>/work/x</pwd>") || !strings.Contains(s.Description, "stopped after 7s") ||
+		!json.Valid(s.InputSchema) || !strings.Contains(string(s.InputSchema), `"enum"`) || s.OutputSchema != nil {
 		t.Fatalf("%+v", s)
 	}
-	_ = engine.InputSchema
+	r = demo(t, nil, "schema", "-output")
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || r.code != 0 {
+		t.Fatal(r, err)
+	}
+	var out struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(s.OutputSchema, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"status", "exit_code", "output", "truncated", "full_output_file", "job_id"} {
+		if out.Properties[k] == nil {
+			t.Errorf("output schema lacks %s: %s", k, s.OutputSchema)
+		}
+	}
 }
 
+// The tour keeps the files it names and says where.
 func TestTour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the tour takes a few seconds")
 	}
-	var stdout, stderr bytes.Buffer
-	if code := cmdTour(nil, &stdout, &stderr); code != 0 {
-		t.Fatalf("tour exit %d: %s", code, stderr.String())
+	r := demo(t, nil, "tour")
+	if r.code != 0 {
+		t.Fatal(r)
 	}
-	out := stdout.String()
+	out := r.stdout
 	for _, want := range []string{"status ok", "status failed, exit 2", "status timed_out", "truncated true", "killed processes left running", "SIGKILL", "[background process completed]", "engine shut down",
 		"[command cancelled]", "status blocked", "write denied", "network denied", "scratch ok"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tour output lacks %q", want)
+		}
+	}
+	m := regexp.MustCompile(`the output files named above are kept in (\S+) \(rm -r `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the tour does not say where its files are:\n%s", out)
+	}
+	defer os.RemoveAll(m[1])
+	named := regexp.MustCompile(`(?:\[full output: |<output_file>)(/[^\]<]+)`).FindAllStringSubmatch(out, -1)
+	if len(named) < 2 {
+		t.Errorf("the tour names %d files, want the flood's and the job's", len(named))
+	}
+	for _, n := range named {
+		if _, err := os.Stat(n[1]); err != nil || !strings.HasPrefix(n[1], m[1]+"/") {
+			t.Errorf("named file %s: %v", n[1], err)
 		}
 	}
 }

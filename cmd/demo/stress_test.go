@@ -1,28 +1,36 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
 
 // TestStressSmall runs a small mix and expects every check to be 0.
 func TestStressSmall(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := cmdStress([]string{"-n", "150", "-c", "16", "-seed", "7", "-no-progress"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	r := demo(t, nil, "stress", "-n", "150", "-c", "16", "-seed", "7", "-no-progress")
+	if r.code != 0 {
+		t.Fatal(r)
 	}
-	for _, want := range []string{"lost results:       0", "orphan processes:   0", "leaked goroutines:  0", "leaked fds:         0", "PASS"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("missing %q in\n%s", want, out.String())
+	for _, want := range []string{"lost results:       0", "wrong results:      0", "orphan processes:   0", "leaked goroutines:  0", "leaked fds:         0", "PASS"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.stdout)
 		}
 	}
 }
 
-func TestStressFlags(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := cmdStress([]string{"-n", "0"}, &out, &errb); code != exitUsage {
-		t.Fatalf("exit %d", code)
+// Into a log (stderr not a terminal) progress comes as plain lines, never
+// as carriage-return frames.
+func TestStressProgressIntoALog(t *testing.T) {
+	// -timeout 1s: the timeout kinds alone make the run last over a second,
+	// many periods of 100ms.
+	r := demo(t, nil, "stress", "-n", "60", "-c", "8", "-seed", "3", "-timeout", "1s", "-progress-every", "100ms")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if strings.Contains(r.stderr, "\r") {
+		t.Errorf("carriage returns in a non-terminal stderr: %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "/60 commands done after ") {
+		t.Errorf("no progress line in %q", r.stderr)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,10 +11,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 )
-
-func init() {
-	commands["tour"] = func(args []string) int { return cmdTour(args, os.Stdout, os.Stderr) }
-}
 
 // tourStep is one command of the tour and what it shows.
 type tourStep struct {
@@ -30,22 +25,33 @@ type tourStep struct {
 // cmdTour runs a handful of commands concurrently through one engine and
 // prints what happened to each, with timings.
 func cmdTour(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tour", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	fs := newFlagSet("tour")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	dir, err := os.MkdirTemp("", "bashvisor-tour-")
 	if err != nil {
 		fmt.Fprintln(stderr, "demo tour:", err)
 		return exitSystem
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(dir) // the commands' working directory: the tour never names it
+	// The output files are named in what the tour prints (the flood's full
+	// output, the background job's log), so they are kept.
+	outDir, err := os.MkdirTemp("", "bashvisor-tour-output-")
+	if err != nil {
+		fmt.Fprintln(stderr, "demo tour:", err)
+		return exitSystem
+	}
 	cfg := engine.DefaultConfig()
 	cfg.Timeout = 2 * time.Second
 	cfg.Grace = 500 * time.Millisecond
+	cfg.OutputDir = outDir
 	e, err := engine.New(cfg)
 	if err != nil {
+		os.RemoveAll(outDir)
 		fmt.Fprintln(stderr, "demo tour:", err)
 		return exitSystem
 	}
@@ -89,11 +95,15 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	if err := e.Shutdown(ctx); err != nil {
+	err = e.Shutdown(ctx)
+	if err == nil {
+		fmt.Fprintf(stdout, "\nengine shut down in %s; whole tour %s\n", time.Since(t0).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	}
+	fmt.Fprintf(stdout, "the output files named above are kept in %s (rm -r %s when done)\n", outDir, outDir)
+	if err != nil {
 		fmt.Fprintln(stderr, "demo tour: shutdown:", err)
 		return exitSystem
 	}
-	fmt.Fprintf(stdout, "\nengine shut down in %s; whole tour %s\n", time.Since(t0).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return 0
 }
 
@@ -102,7 +112,7 @@ func tourSteps() []tourStep {
 		{title: "a success", command: "echo hello from $(basename $SHELL 2>/dev/null || echo bash); uname -s"},
 		{title: "a failure with its exit code, stderr interleaved", command: "echo compiling; echo 'error: missing semicolon' >&2; exit 2"},
 		{title: "a timeout: partial output kept, process group ended", command: "echo working; sleep 30", mode: engine.ModeDefault},
-		{title: "a flood of 50 MiB: middle cut, full output spooled", command: "seq 1 10000000 | head -c 52428800"},
+		{title: "a flood of 10 MiB: middle cut, full output spooled", command: "seq 1 10000000 | head -c 10485760"},
 		{title: "a grandchild holding the pipe: returns promptly, leftover named", command: "sleep 300 & echo server started"},
 		{title: "a SIGTERM-ignoring tree past its timeout: SIGKILL after the grace period", command: "trap '' TERM; (trap '' TERM; sleep 60) & echo stubborn; wait"},
 		{title: "secrets filtered from the environment", command: `echo "GITHUB_TOKEN=${GITHUB_TOKEN:-<unset>} PATH is ${PATH:+set}"`,
