@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -24,19 +23,18 @@ func (e *Engine) gate(res Result, tc ToolContext) (Result, safety.Outcome, bool)
 	switch g.Decision {
 	case safety.Block:
 		res.Status, res.Err = StatusBlocked, fmt.Errorf("%w: %s", ErrBlocked, g.Message)
-		res.Output = "[command blocked: " + g.Message + "]"
+		res.Output = blockedText(g.Message)
 	case safety.Deny:
 		why := e.refusal(res.Command, g)
 		res.Status, res.Err = StatusDenied, fmt.Errorf("%w: %s", ErrDenied, why)
-		res.Output = "[command denied: " + why + ". Do not retry it or work around it; tell the user what you needed it for.]"
+		res.Output = deniedText(why)
 	case safety.Ask:
 		if tc.Approved {
 			return res, g, true
 		}
 		why := e.refusal(res.Command, g)
 		res.Status, res.Err = StatusNeedsApproval, fmt.Errorf("%w: %s", ErrNeedsApproval, why)
-		res.Output = "[command needs approval: " + why + ". Ask the user: a client with MCP elicitation asks them inline to approve " +
-			"the exact command; otherwise they can run it themselves. Do not rephrase the command to get past this check.]"
+		res.Output = approvalText(why)
 	default:
 		return res, g, true
 	}
@@ -56,18 +54,7 @@ func (e *Engine) refusal(command string, g safety.Outcome) string {
 	if name == "" {
 		name = "custom"
 	}
-	part := quoteCommand(decidingPart(command, p, g.Decision))
-	byDefault := g.Rule == "default"
-	switch {
-	case g.Decision == safety.Deny && byDefault:
-		return fmt.Sprintf("permission profile %q allows only the commands it lists, and %s is not one of them", name, part)
-	case g.Decision == safety.Deny:
-		return fmt.Sprintf("permission profile %q does not allow %s", name, part)
-	case byDefault:
-		return fmt.Sprintf("permission profile %q asks a person before running commands it does not list as safe, such as %s", name, part)
-	default:
-		return fmt.Sprintf("permission profile %q asks a person before running %s", name, part)
-	}
+	return profileRefusal(name, decidingPart(command, p, g.Decision), g.Decision == safety.Deny, g.Rule == "default")
 }
 
 // decidingPart returns the first simple command of command (with its
@@ -103,20 +90,6 @@ func decidingPart(command string, p *safety.Profile, d safety.Decision) string {
 		return command
 	}
 	return found
-}
-
-// quoteCommand shows a command on one line, in backquotes, cut to 160
-// bytes.
-func quoteCommand(c string) string {
-	c = strings.Join(strings.Fields(c), " ")
-	if len(c) > 160 {
-		cut := 160
-		for cut > 0 && !utf8.RuneStart(c[cut]) {
-			cut--
-		}
-		c = c[:cut] + "…"
-	}
-	return "`" + c + "`"
 }
 
 // audit writes the audit record of one call (nil auditor: nothing).

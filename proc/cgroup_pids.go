@@ -76,9 +76,13 @@ func (c *Cgroup) SetPidsMax(n int) error {
 		if err := os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(v), 0); err != nil {
 			return fmt.Errorf("pids.max: %w", err)
 		}
+		c.mu.Lock()
 		c.pidsV2Set = n > 0
+		c.mu.Unlock()
 		return nil
 	case c.m.pidsV1 != "":
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		if c.pidsDir == "" {
 			dir := filepath.Join(c.m.pidsV1, filepath.Base(c.dir))
 			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -99,12 +103,18 @@ func (c *Cgroup) SetPidsMax(n int) error {
 // pid to PidsDir/cgroup.procs (a clone into the cgroup v2 does not place it
 // there). It is "" when the limit is on the cgroup v2 itself or there is
 // none.
-func (c *Cgroup) PidsDir() string { return c.pidsDir }
+func (c *Cgroup) PidsDir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pidsDir
+}
 
 // removePids removes the command's v1 pids cgroup, moving what is left in
 // it to the engine's when release is set. It reports whether the directory
 // is gone.
 func (c *Cgroup) removePids(release bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.pidsDir == "" {
 		return true
 	}
@@ -122,11 +132,12 @@ func (c *Cgroup) removePids(release bool) bool {
 
 // resetPids undoes SetPidsMax on a cgroup about to be reused.
 func (c *Cgroup) resetPids() bool {
-	if c.pidsV2Set {
-		if os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte("max"), 0) != nil {
-			return false
-		}
-		c.pidsV2Set = false
+	c.mu.Lock()
+	set := c.pidsV2Set
+	c.pidsV2Set = false
+	c.mu.Unlock()
+	if set && os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte("max"), 0) != nil {
+		return false
 	}
 	return c.removePids(false)
 }

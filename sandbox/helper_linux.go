@@ -99,7 +99,7 @@ func helper(args []string) error {
 	}
 	// Zero means the default here too, so a hand-written config never ends
 	// up with a CPU or file size limit of 0.
-	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.withDefaults()
+	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.WithDefaults()
 	cfg.CPUSeconds, cfg.FileSize, cfg.OpenFiles, cfg.AddressSpace = lim.CPUSeconds, lim.FileSize, lim.OpenFiles, lim.AddressSpace
 	argv := args[2:]
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {

@@ -88,7 +88,8 @@ type Limits struct {
 	ScratchFiles uint64
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
 	if l.CPUSeconds == 0 {
 		l.CPUSeconds = DefaultCPUSeconds
 	}
@@ -281,7 +282,7 @@ func Prepare(opts Options) (*Command, error) {
 		}
 		exe = opts.Helper
 	}
-	lim := opts.Limits.withDefaults()
+	lim := opts.Limits.WithDefaults()
 	removeStaleOnce(opts.ScratchRoot)
 	// The engine's pid in the name lets a later engine remove what a killed
 	// one left behind (see removeStale).
