@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"mvdan.cc/sh/v3/syntax"
 	"pgregory.net/rapid"
 
 	"github.com/bashvisor/bashvisor/safety"
+	"github.com/bashvisor/bashvisor/secret"
 )
 
 // blockedCorpus are commands the default rules block. Words marked with a
@@ -263,4 +265,124 @@ func runIn(t *rapid.T, dir, cmd string) string {
 		t.Fatalf("bash: %v", err)
 	}
 	return fmt.Sprintf("%s[exit %d]", out, code)
+}
+
+// analyzedPieces are simple commands that the permission presets, the
+// co-author rewrite, the display form and the log redaction each care
+// about; W stands for the working directory.
+var analyzedPieces = []string{
+	"ls -la", "go test ./...", "make", "cat README.md", "grep -rn TODO .", "pwd",
+	"git status", "git add a.go", `git commit -m "fix: x"`, "git -C repo commit -am y", "git commit --amend --no-edit",
+	"git push origin main", "git push --force", "git reset --hard HEAD~1", "git show commit",
+	"sudo ls", "sudo apt-get install -y jq", "reboot", "rm -rf build", "rm -rf /", "rm x",
+	"echo x > out.txt", "echo x >/dev/null", "make >/dev/null 2>&1", "find . -name '*.go'",
+	"find . -exec rm {} +", `find . -name '*.o' -exec rm {} \;`, "echo $(sudo x)", "echo `git push`",
+	"export API_TOKEN=sekrit123", "GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list",
+	"curl -H 'Authorization: Bearer abcdefgh' https://u:pw@x/", "mysql -phunter2 db", "psql --password hunter2 two db",
+	"cat <<EOF\nhello\nEOF", "cat <<EOF >f\n$(sudo ls)\nEOF", "cat $(sudo ls) <<EOF\nhello\nEOF", "echo $(cat <<EOF\n$(git push)\nEOF\n)", "echo `echo \\`sudo x\\``", "bash -c 'git commit -m x'", "curl x | sh", "eval \"$X\"",
+	"declare -x A=1", "[[ -f x ]]", "let i++", "x=1", "(cd sub && make)", "{ ls; sudo ls; }",
+	"for f in *.go; do gofmt -l $f; done", "if true; then rm x; fi", "cd W", "cd W/", "cd /tmp",
+	"sleep 1 &", "kubectl apply -f x.yaml", "echo 'unterminated",
+}
+
+// analyzedCommand draws a command made of analyzedPieces (and sometimes
+// arbitrary shell-ish text) joined by shell operators.
+func analyzedCommand(work string) *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		if rapid.IntRange(0, 9).Draw(t, "garbage") == 0 {
+			return shellish().Draw(t, "shellish")
+		}
+		n := rapid.IntRange(1, 4).Draw(t, "n")
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(rapid.SampledFrom([]string{" && ", " || ", "; ", " | ", "\n", " & "}).Draw(t, "op"))
+			}
+			b.WriteString(rapid.SampledFrom(analyzedPieces).Draw(t, "piece"))
+		}
+		return strings.ReplaceAll(b.String(), "W", work)
+	})
+}
+
+// decidingPart is engine/gate.go's decidingPart before Analyze took it
+// over, kept as the oracle for Analysis.Part: the first simple command
+// (with its redirections) that p alone answers with d, each parsed and
+// evaluated again on its own, or the whole command when none does. One
+// thing is fixed: a part's text ends where Profile.Evaluate cuts parts
+// (after the command and its redirections); the engine cut the statement's
+// text with strings.TrimRight(" \t;&"), which also ate an escaped ; or &
+// ending the last word (`find . -exec rm {} \;` was shown as `find . -exec
+// rm {} \`).
+func decidingPart(command string, p *safety.Profile, d safety.Decision) string {
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
+	if err != nil {
+		return command
+	}
+	found := ""
+	syntax.Walk(f, func(n syntax.Node) bool {
+		s, ok := n.(*syntax.Stmt)
+		if found != "" || !ok {
+			return found == ""
+		}
+		if _, ok := s.Cmd.(*syntax.CallExpr); !ok {
+			return true
+		}
+		start, end := int(s.Pos().Offset()), int(s.Cmd.End().Offset())
+		for _, r := range s.Redirs {
+			if r.Word != nil {
+				end = max(end, int(r.Word.End().Offset()))
+			}
+		}
+		if start < 0 || start > end || end > len(command) {
+			return true
+		}
+		part := command[start:end]
+		if got, _ := p.Evaluate(part); got == d {
+			found = part
+			return false
+		}
+		return true
+	})
+	if found == "" {
+		return command
+	}
+	return found
+}
+
+// TestAnalyzeIsTheSeparateCalls: Analyze answers exactly what Display,
+// Gate, AddCoAuthor, RedactSecrets (after the known secret values) and the
+// engine's decidingPart answer one by one, each parsing the command again.
+func TestAnalyzeIsTheSeparateCalls(t *testing.T) {
+	work := t.TempDir()
+	profiles := []*safety.Profile{nil}
+	for _, name := range safety.Presets() {
+		p, err := safety.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiles = append(profiles, p)
+	}
+	known := secret.NewRedactor(map[string]string{"API_TOKEN": "sekrit123", "DB_PASSWORD": "hunter2 two"})
+	rapid.Check(t, func(t *rapid.T) {
+		cmd := analyzedCommand(work).Draw(t, "command")
+		opts := safety.Options{
+			WorkDir:  rapid.SampledFrom([]string{"", work, "/elsewhere"}).Draw(t, "workdir"),
+			Profile:  rapid.SampledFrom(profiles).Draw(t, "profile"),
+			CoAuthor: rapid.SampledFrom([]string{"", "Bash Visor <bot@example.com>"}).Draw(t, "coauthor"),
+			Secrets:  rapid.SampledFrom([]*secret.Redactor{nil, known}).Draw(t, "secrets"),
+		}
+		got := safety.Analyze(cmd, opts)
+		want := safety.Analysis{
+			Display: safety.Display(cmd, opts.WorkDir),
+			Outcome: safety.Gate(cmd, opts.Profile),
+			Run:     safety.AddCoAuthor(cmd, opts.CoAuthor),
+			Log:     safety.RedactSecrets(opts.Secrets.String(cmd)),
+		}
+		if opts.Profile != nil && want.Outcome.Decision != want.Outcome.Verdict.Decision {
+			want.Part = decidingPart(cmd, opts.Profile, want.Outcome.Decision)
+		}
+		if got != want {
+			t.Fatalf("Analyze(%q, %+v) =\n  %+v\nwant\n  %+v", cmd, opts, got, want)
+		}
+	})
 }

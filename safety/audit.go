@@ -18,7 +18,7 @@ import (
 type AuditRecord struct {
 	Conversation string   // conversation id from the ToolContext
 	Command      string   // the command as submitted (secrets redacted when logged)
-	Display      string   // the display form (REQ-BASH-011)
+	Display      string   // the display form (see Display)
 	Decision     string   // allow, block, ask, deny
 	Rule         string   // the safety or permission rule that decided, if any
 	Reason       string   // one-line reason for a block/ask/deny
@@ -88,7 +88,7 @@ func (a *Auditor) Log(rec AuditRecord) {
 }
 
 // redact removes known secret values, then recognisable credentials.
-func (a *Auditor) redact(s string) string { return RedactSecrets(a.r.String(s)) }
+func (a *Auditor) redact(s string) string { return redactLog(&source{text: s}, a.r) }
 
 // redacted replaces a credential in logged command text.
 const redacted = "[REDACTED]"
@@ -122,23 +122,42 @@ const redacted = "[REDACTED]"
 //
 // It is a best effort on text, not a parser of every tool's options.
 func RedactSecrets(command string) string {
-	if command == "" {
-		return command
+	return redactSecrets(&source{text: command})
+}
+
+// redactSecrets is RedactSecrets on a source that other analyses share.
+func redactSecrets(src *source) string {
+	if src.text == "" {
+		return src.text
 	}
-	out := redactAssignNodes(command)
+	out := redactAssignNodes(src)
 	for _, r := range redactRules {
 		out = r.apply(out)
 	}
 	return redactConfigSet(out)
 }
 
+// redactLog is what a log shows of a command: the known secret values
+// replaced first (the patterns may replace part of a known value and leave
+// the rest unrecognisable), then what RedactSecrets recognises. When no
+// known value occurs, the source's tree is reused; otherwise the text with
+// the values replaced is different text, parsed on its own.
+func redactLog(src *source, known *secret.Redactor) string {
+	if t := known.String(src.text); t != src.text {
+		return redactSecrets(&source{text: t})
+	}
+	return redactSecrets(src)
+}
+
 // redactAssignNodes replaces the values of secret assignments the shell
-// parser finds (`A=x cmd`, `export A="x y"`, `declare A=x`).
-func redactAssignNodes(command string) string {
+// parser finds (`A=x cmd`, `export A="x y"`, `declare A=x`). A command
+// that does not parse is returned unchanged: the patterns still apply.
+func redactAssignNodes(src *source) string {
+	command := src.text
 	if len(command) > MaxCommandBytes {
 		return command
 	}
-	f, err := parse(command, false)
+	f, err := src.tree()
 	if err != nil {
 		return command
 	}
@@ -177,9 +196,19 @@ type redactRule struct {
 	re     *regexp.Regexp
 	groups []int
 	ok     func(m []string) bool
+	pre    prefilter // set by init from re
+}
+
+func init() {
+	for i := range redactRules {
+		redactRules[i].pre = newPrefilter(redactRules[i].re.String(), "")
+	}
 }
 
 func (r redactRule) apply(s string) string {
+	if !r.pre.pass(s) {
+		return s
+	}
 	ms := r.re.FindAllStringSubmatchIndex(s, -1)
 	if ms == nil {
 		return s
@@ -291,11 +320,17 @@ var redactRules = []redactRule{
 }
 
 // configSetRe finds tools' "config set KEY VALUE" commands.
-var configSetRe = regexp.MustCompile(`\b(?:aws\s+configure\s+set|(?:npm|pnpm|yarn|git|poetry|pip|composer|gh)\s+config(?:\s+set)?)\s`)
+var (
+	configSetRe  = regexp.MustCompile(`\b(?:aws\s+configure\s+set|(?:npm|pnpm|yarn|git|poetry|pip|composer|gh)\s+config(?:\s+set)?)\s`)
+	configSetPre = newPrefilter(configSetRe.String(), "")
+)
 
 // redactConfigSet replaces VALUE in `aws configure set KEY VALUE` and the
 // like when a part of KEY (split at '.', ':' and '/') is a secret name.
 func redactConfigSet(s string) string {
+	if !configSetPre.pass(s) {
+		return s
+	}
 	locs := configSetRe.FindAllStringIndex(s, -1)
 	for i := len(locs) - 1; i >= 0; i-- { // back to front: offsets stay valid
 		rest := s[locs[i][1]:]

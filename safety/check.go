@@ -26,8 +26,155 @@ const (
 	maxLoopIter = 16
 )
 
-// Check analyses command (bash syntax) and returns whether it may run. It
-// never executes anything and is safe for concurrent use.
+// Check analyses command (bash syntax) and returns whether it may run: a
+// Verdict whose Decision is Allow, Block (never executed; the engine
+// answers "[command blocked: REASON; instead: ALTERNATIVE]") or Ask (status
+// needs_approval), with the rule name, a one-line reason and a safer
+// alternative. It never executes anything and is safe for concurrent use.
+//
+// # What Check examines
+//
+// Every simple command anywhere in the syntax tree: pipelines, && / || / ;
+// lists, subshells, { groups }, function bodies, if/while/for/case, $(...),
+// backticks, <(...) and >(...), and redirections.
+//
+// Words are expanded statically the way bash would where that is possible:
+// quotes, backslash escapes, $'...', brace expansion (rm -{r,f}, /{,}), a
+// leading \ or a path on the command name (\rm, /bin/rm), ~, ~user (any
+// user's home is as critical as ~), ~+ (the working directory), $HOME /
+// ${HOME}, and variables and indexed arrays assigned constant values earlier
+// in the same command (X=/; rm -rf $X, export X=..., a=(/ /bin); rm -rf
+// "${a[@]}", for d in / ...; do rm -rf $d; done, at most 16 values per
+// loop). Variables keep their last constant value in textual order,
+// whatever subshell or branch assigned them, and a cd changes the known
+// working directory the same way: both err on the side of finding a
+// problem. Unknown values are not guessed: rm -rf "$DIR"/ with an unknown
+// DIR is allowed (it need not be empty), find -exec rm -rf {} is checked
+// with {} as a literal, and ~- is left alone.
+//
+// Unquoted expansions are split on IFS as bash splits them (IFS=,;
+// cmd=rm,-rf,/; $cmd): a constant IFS splits, unset IFS restores the
+// default, local IFS ends with its function. With an IFS only known at run
+// time (read IFS, IFS=$1), a command name from an unquoted expansion asks;
+// other words are split on the default.
+//
+// Parameter operators with static operands resolve: ${X:-d}, ${X:?},
+// ${X:+alt}, ${X%pat}, ${X##pat}, ${X/pat/s}, ${X//pat/s}, ${X:off:len},
+// ${X^^}, ${X,,}, ${#X}, ${!X}, ${a[i]}, ${a[@]}, $@, $1... They work on
+// the real home path (${HOME%/*} is its parent) and on values up to 1 KiB,
+// within a shared work budget; past it, and for ${x/p/&}, patterns matching
+// "", associative arrays and name references, values are unknown.
+//
+// Glob words are matched against the critical names the way bash would
+// expand them (/[b]in, /bi?, .[!.]*), never against the file system. A
+// component matching every probe name (*, ?*, [!.]*; .*, .[!.]*, .??* for
+// dot names) stands for all entries, like * and .*; others are matched
+// against /'s system directories, the directories down to the home
+// directory, and .git. Quoted characters in a word with an unquoted glob
+// character count as pattern characters.
+//
+// A shell function called with static words is checked again with $1...
+// bound to them (f() { rm -rf "$1"; }; f /), once per distinct call (at
+// most 64 calls, 16 deep); its body is also checked at its definition. A
+// function named like a command (rm() {...}) does not turn off that
+// command's rules. After a word that may be any number of words ($(...),
+// $X, a glob) the parameters are unknown. set -- ARGS and sh -c CODE NAME
+// ARGS bind ARGS too, except behind xargs, which adds arguments.
+//
+// Wrappers are looked through, each parsing its own options: sudo and doas
+// (including options taking an argument such as -u USER), env (options,
+// NAME=value, -S/--split-string), nohup, time, command, exec, builtin, nice,
+// timeout, xargs, busybox, setsid, stdbuf, ionice, watch, flock (also FILE
+// -c CODE), chroot, strace, ltrace, script -c, runuser (without -u, like
+// su), unshare, setpriv, firejail, systemd-run and sg. A wrapper that runs
+// no command (chroot DIR, script FILE, strace -p PID, flock FD) is allowed.
+//
+// Shell code nested in strings is re-parsed and checked like the command
+// itself, at most MaxNesting deep: bash/sh/zsh/dash/ksh -c (zsh code is
+// parsed as zsh first, then as bash), eval, su -c, runuser -c, script -c,
+// flock -c, sg, watch, env -S, find -exec/-execdir/-ok, trap handlers, ssh
+// remote commands, git shell aliases, and heredocs, here-strings or the
+// static output of echo, printf, cat and tee fed to a shell. git -c
+// alias.NAME=VALUE is expanded for subcommand NAME (any case, up to 8
+// levels, then ask; an alias named like a git command is expanded,
+// although git ignores it) before the git rules apply; !VALUE runs as sh -c
+// 'VALUE "$@"' ARGS.
+//
+// Strings that merely mention a command (echo "rm -rf /", grep -r "git add
+// -A", commit messages, heredoc bodies given to non-shells) are data, not
+// commands, and are allowed.
+//
+// # Rules that block
+//
+//   - git-add-blind: git add (or git stage) -A / --all (and its
+//     abbreviations --a, --al), also with a pathspec, and . / * / :/ / .. /
+//     exclude-only pathspecs, also behind git's global options (git -C dir
+//     -c k=v add -A). git add -u is allowed.
+//   - git-push-force: git push --force / -f (also inside -uf), --mirror,
+//     +refspec. --force-with-lease and --force-if-includes are allowed.
+//   - rm-critical: recursive rm (-r, -R, --recursive, in any cluster or
+//     order; -f is not needed, rm -r ~ is as destructive as rm -rf ~, and -f
+//     alone is not blocked) of /, /*, a top-level system directory (/bin
+//     /boot /dev /etc /home /lib /lib64 /opt /proc /root /sbin /srv /sys
+//     /usr /var ... and their /*), ~, ~/, $HOME, the home directory's
+//     absolute path, .git, *, .*, ., .. (* and .* whatever the working
+//     directory), or a relative path that lands on one of these after a
+//     preceding cd (cd / && rm -rf usr); also --no-preserve-root and find
+//     CRITICAL -delete without filter tests (find / -delete, find . -delete;
+//     find ~ -name '*.tmp' -delete is allowed).
+//   - fork-bomb: a function that calls itself on both sides of a pipe or in
+//     the background (:(){ :|:& };:, bomb(){ bomb|bomb& };bomb), blocked at
+//     its definition.
+//   - chmod-critical: chmod/chown/chgrp -R on /, a top-level system
+//     directory or the home directory; rsync --delete into one of those is
+//     rm-critical.
+//   - kill-all: kill -1 (every process the user owns).
+//   - mkfs: mkfs, mkfs.TYPE, mke2fs, mkswap, mkdosfs, mkntfs, mkexfatfs,
+//     mkudffs, mkreiserfs, newfs, newfs_TYPE, and wipefs -a / -o (erasing
+//     signatures; without them it only lists), matched on the command's base
+//     name, whatever the target (often a variable; disk images are the
+//     user's to prepare).
+//   - partition: a partitioning tool that writes a partition table, whatever
+//     the target: sgdisk with any option but the read-only ones (-Z, -z,
+//     -o, -n, -d, ...; -P only pretends), sfdisk, fdisk, gdisk and cfdisk
+//     naming a disk without a list/dump/verify option (fdisk -l, sfdisk -d),
+//     parted naming a disk with commands other than print/unit/help.
+//   - dd-device: dd of=/dev/DISK; write-device: redirection (>, >>, &>, <>,
+//     >|) into a disk-like block device (/dev/sd*, nvme*, vd*, xvd*, hd*,
+//     mmcblk*, loop*, md*, dm-*, mapper/*, disk/*, block/* ...), and tee,
+//     shred, blkdiscard, cp/mv onto one. Reading a device, /dev/null and
+//     friends are fine.
+//   - parse-error: a command, or nested shell code, that does not parse:
+//     fail closed, with the parser's message.
+//   - too-long: commands over MaxCommandBytes; too-deep: shell code nested
+//     deeper than MaxNesting; too-complex: more than 200000 statements or
+//     brackets nested more than 1000 deep.
+//
+// # Rules that ask
+//
+// Code only known at run time that feeds a shell:
+//   - pipe-to-shell: a pipe into a shell or interpreter reading its program
+//     from stdin (curl ... | sh, wget -O- ... | sudo bash, ... | python3),
+//     or source /dev/stdin. Static text is analysed as code instead: echo
+//     (-n/-e/-E), printf (%s %b %c %q and integers, with flags and widths),
+//     cat of a heredoc or here-string, cat and tee of static input, and
+//     lists of those. A file, a glob, a variable or printf %f is run-time
+//     text and asks.
+//   - procsubst-shell: bash <(curl ...), source <(...).
+//   - dynamic-eval: eval "$(...)", eval $X.
+//   - dynamic-shell: sh -c "$X", su -c "$X", a heredoc with expansions fed
+//     to a shell; an interpreter's program text with a command substitution
+//     or wholly unknown (ruby -e "$(curl ...)", python3 -c "$(wget -qO-
+//     ...)", python3 -c "$CODE", python3 - <<< "$(curl ...)"), but not one
+//     with only parameter expansions (python3 -c "print('$HOME')").
+//   - dynamic-command: a command name only known at run time ($CMD args,
+//     $(which foo) args, $x split on an IFS only known at run time), a git
+//     alias whose value is only known at run time.
+//
+// The analysis does work linear in the command's length: nested code is
+// re-parsed at most MaxNesting deep, a loop body is walked for at most 16
+// values, and function calls, pattern matching and expansions have fixed
+// budgets.
 func Check(command string) Verdict {
 	v, _ := check(command)
 	return v
@@ -37,6 +184,12 @@ func Check(command string) Verdict {
 // (statements visited, fields expanded, bytes parsed or matched), which
 // tests bound to prove the analysis stays linear in the input.
 func check(command string) (Verdict, int) {
+	return checkSource(&source{text: command})
+}
+
+// checkSource is check on a source that other analyses share.
+func checkSource(src *source) (Verdict, int) {
+	command := src.text
 	if len(command) > MaxCommandBytes {
 		return Verdict{Decision: Block, Rule: "too-long",
 			Reason:      "command is too long to analyse (over 1 MiB)",
@@ -45,7 +198,7 @@ func check(command string) (Verdict, int) {
 	if strings.TrimSpace(command) == "" {
 		return Verdict{Decision: Allow}, 0
 	}
-	f, err := parse(command, false)
+	f, err := src.tree()
 	if err == errTooDeep {
 		return tooComplex, len(command)
 	}

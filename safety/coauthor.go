@@ -16,12 +16,21 @@ import (
 // changes. The command is returned unchanged when trailer is empty, the
 // command cannot be parsed or contains no commit. Commits inside nested
 // shell strings (bash -c '...') are not rewritten.
+//
+// The trailer goes right after the `commit` word rather than at the end, so
+// it stays before any `--` and pathspecs.
 func AddCoAuthor(command, trailer string) string {
+	return addCoAuthor(&source{text: command}, trailer)
+}
+
+// addCoAuthor is AddCoAuthor on a source that other analyses share.
+func addCoAuthor(src *source, trailer string) string {
+	command := src.text
 	trailer = strings.TrimSpace(trailer)
 	if trailer == "" || !strings.Contains(command, "commit") || len(command) > MaxCommandBytes {
 		return command
 	}
-	f, err := parse(command, false)
+	f, err := src.tree()
 	if err != nil {
 		return command
 	}

@@ -8,16 +8,27 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// Display returns the command as it should be shown to the user
-// (REQ-BASH-011): a leading `cd DIR &&` or `cd DIR;` is dropped when DIR
-// resolves to workdir, so `cd W && make || echo x` shows `make || echo x`.
-// A cd elsewhere, `cd W || X`, or anything it cannot parse is returned
-// unchanged. The result is a slice of the original text, never reformatted.
+// Display returns the command as it should be shown to the user: agents
+// often prefix commands with `cd WORKDIR &&` although they already run in
+// workdir, and the prefix only hides what the command does. A leading `cd
+// DIR &&` or `cd DIR;` is dropped when DIR resolves to workdir, so `cd W &&
+// make || echo x` shows `make || echo x`. DIR and workdir are compared after
+// cleaning them, and also after resolving symlinks when both exist; DIR may
+// be relative to workdir or start with ~ or $HOME. A cd elsewhere, `cd W ||
+// X`, `cd W &`, a cd with a redirection, or anything Display cannot parse
+// is returned unchanged, as is everything when workdir is "". The result is
+// a slice of the original text, never reformatted.
 func Display(command, workdir string) string {
+	return display(&source{text: command}, workdir)
+}
+
+// display is Display on a source that other analyses share.
+func display(src *source, workdir string) string {
+	command := src.text
 	if workdir == "" || !strings.Contains(command, "cd") || len(command) > MaxCommandBytes {
 		return command
 	}
-	f, err := parse(command, false)
+	f, err := src.tree()
 	if err != nil || len(f.Stmts) == 0 {
 		return command
 	}

@@ -42,3 +42,32 @@ func ExampleAddCoAuthor() {
 	// Output:
 	// git commit --trailer "Co-authored-by: Bash Visor <bot@example.com>" -m "fix: x"
 }
+
+func ExampleAnalyze() {
+	standard, err := safety.Preset("standard")
+	if err != nil {
+		panic(err)
+	}
+	opts := safety.Options{WorkDir: "/work/app", Profile: standard, CoAuthor: "Bash Visor <bot@example.com>"}
+	for _, cmd := range []string{
+		`cd /work/app && git commit -m "fix: x"`,
+		"cd /work/app && go test ./... && git push origin main",
+		"GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list",
+	} {
+		a := safety.Analyze(cmd, opts)
+		fmt.Printf("display %s\n  %s %q\n  run %s\n  log %s\n", a.Display, a.Outcome.Decision, a.Part, a.Run, a.Log)
+	}
+	// Output:
+	// display git commit -m "fix: x"
+	//   allow ""
+	//   run cd /work/app && git commit --trailer "Co-authored-by: Bash Visor <bot@example.com>" -m "fix: x"
+	//   log cd /work/app && git commit -m "fix: x"
+	// display go test ./... && git push origin main
+	//   ask "git push origin main"
+	//   run cd /work/app && go test ./... && git push origin main
+	//   log cd /work/app && go test ./... && git push origin main
+	// display GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list
+	//   allow ""
+	//   run GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list
+	//   log GH_TOKEN=[REDACTED] gh pr list
+}

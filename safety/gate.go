@@ -21,12 +21,17 @@ type Outcome struct {
 // block it, with the permission profile p (nil: no profile). The most
 // restrictive answer wins: Block, then Deny, then Ask, then Allow.
 func Gate(command string, p *Profile) Outcome {
-	v := Check(command)
+	return gate(&source{text: command}, p)
+}
+
+// gate is Gate on a source that other analyses share.
+func gate(src *source, p *Profile) Outcome {
+	v, _ := checkSource(src)
 	out := Outcome{Decision: v.Decision, Rule: v.Rule, Message: v.Message(), Verdict: v}
 	if v.Decision == Block || p == nil {
 		return out
 	}
-	d, r := p.Evaluate(command)
+	d, r := p.evaluate(src)
 	if d.severity() <= v.Decision.severity() {
 		return out
 	}

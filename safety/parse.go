@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -46,7 +47,12 @@ func bracketDepth(src string) int {
 	return max
 }
 
-// parse parses src as bash (or zsh) with a pooled parser.
+// parses counts the texts parsed, so that a test can prove that Analyze
+// parses a command once.
+var parses atomic.Int64
+
+// parse parses src as bash (or zsh) with a pooled parser. It is the only
+// caller of syntax.Parser.Parse in the package.
 func parse(src string, zsh bool) (*syntax.File, error) {
 	if bracketDepth(src) > maxBracketDepth {
 		return nil, errTooDeep
@@ -56,7 +62,29 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 		pool = &zshParsers
 	}
 	p := pool.Get().(*syntax.Parser)
+	parses.Add(1)
 	f, err := p.Parse(strings.NewReader(src), "")
 	pool.Put(p)
 	return f, err
+}
+
+// A source is a command's text with its bash syntax tree, parsed the first
+// time an analysis asks for it and then shared by all of them. It is not
+// safe for concurrent use; each call analyses its own source.
+type source struct {
+	text   string
+	file   *syntax.File
+	err    error
+	parsed bool
+	parts  []part // simple commands, see commandParts
+	split  bool   // parts is set
+}
+
+// tree returns the text's syntax tree, or the parse error.
+func (s *source) tree() (*syntax.File, error) {
+	if !s.parsed {
+		s.file, s.err = parse(s.text, false)
+		s.parsed = true
+	}
+	return s.file, s.err
 }

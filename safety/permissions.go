@@ -11,7 +11,7 @@ import (
 )
 
 // ActionPrefix starts every action string a permission rule is matched
-// against: "tool:bash:<command>" (seed 003).
+// against: "tool:bash:<command>".
 const ActionPrefix = "tool:bash:"
 
 // Rule is one permission rule: a regular expression (Go RE2 syntax) matched
@@ -33,18 +33,30 @@ type Profile struct {
 }
 
 // reCache holds compiled rule patterns by source.
-var reCache sync.Map // string -> *regexp.Regexp
+var reCache sync.Map // string -> *rulePattern
 
-func compileRule(pattern string) (*regexp.Regexp, error) {
-	if re, ok := reCache.Load(pattern); ok {
-		return re.(*regexp.Regexp), nil
+// A rulePattern is a compiled rule pattern with its prefilter.
+type rulePattern struct {
+	re  *regexp.Regexp
+	pre prefilter
+}
+
+// match reports whether the pattern matches action.
+func (p *rulePattern) match(action string) bool {
+	return p.pre.pass(action) && p.re.MatchString(action)
+}
+
+func compileRule(pattern string) (*rulePattern, error) {
+	if p, ok := reCache.Load(pattern); ok {
+		return p.(*rulePattern), nil
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, err
 	}
-	reCache.Store(pattern, re)
-	return re, nil
+	p := &rulePattern{re: re, pre: newPrefilter(pattern, ActionPrefix)}
+	reCache.Store(pattern, p)
+	return p, nil
 }
 
 // Compile checks the profile: every pattern must compile and every
@@ -81,20 +93,34 @@ func (p *Profile) Compile() error {
 // matched separately as "tool:bash:<part>", and the most restrictive
 // result wins (Deny over Ask over Allow). So `cd x && rm -r y` cannot slip
 // past a rule on rm because it starts with cd, and a rule like
-// `^tool:bash:ls( .*)?$` never matches text on the next line. When the
-// command does not parse, it is matched as a whole. A nil profile allows
-// everything. Invalid patterns or decisions fail closed: Deny.
+// `^tool:bash:ls( .*)?$` never matches text on the next line. A rule
+// matching the whole text can only tighten the result, never loosen it.
+// When the command does not parse, it is matched as a whole. A nil profile
+// allows everything. Invalid patterns or decisions fail closed: Deny.
 func (p *Profile) Evaluate(command string) (Decision, *Rule) {
+	return p.evaluate(&source{text: command})
+}
+
+// evaluate is Evaluate on a source that other analyses share.
+func (p *Profile) evaluate(src *source) (Decision, *Rule) {
 	if p == nil {
 		return Allow, nil
 	}
 	if err := p.Compile(); err != nil {
 		return Deny, nil
 	}
-	parts := commandParts(command)
+	if strings.TrimSpace(src.text) == "" {
+		return p.evalOne(src.text)
+	}
+	return p.evalParts(src.commandParts(), src.text)
+}
+
+// evalParts decides parts, the simple commands of whole (the whole text
+// alone when there are none), as Evaluate describes. p compiles.
+func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 	best, bestRule := Decision(""), (*Rule)(nil)
 	for _, part := range parts {
-		d, r := p.evalOne(part)
+		d, r := p.evalOne(part.text)
 		if best == "" || d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
@@ -103,12 +129,12 @@ func (p *Profile) Evaluate(command string) (Decision, *Rule) {
 		}
 	}
 	if best == "" {
-		return p.evalOne(command)
+		return p.evalOne(whole)
 	}
 	if len(parts) > 1 && best != Deny {
 		// The whole text may tighten the result (a rule written for a
 		// pipeline), never loosen it.
-		if d, r := p.evalOne(command); r != nil && d.severity() > best.severity() {
+		if d, r := p.evalOne(whole); r != nil && d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
 	}
@@ -122,7 +148,7 @@ func (p *Profile) evalOne(part string) (Decision, *Rule) {
 		if err != nil {
 			return Deny, &p.Rules[i]
 		}
-		if re.MatchString(action) {
+		if re.match(action) {
 			return p.Rules[i].Decision, &p.Rules[i]
 		}
 	}
@@ -132,44 +158,104 @@ func (p *Profile) evalOne(part string) (Decision, *Rule) {
 	return p.Default, nil
 }
 
-// commandParts returns the original text of every simple command in
-// command, or the whole command when it does not parse.
-func commandParts(command string) []string {
-	if strings.TrimSpace(command) == "" {
-		return []string{command}
+// decidingPart returns the simple command that p objects to with d, for
+// telling the agent what a profile refused: the first simple command (in
+// the order they appear, with its redirections) that p alone answers with
+// d, or the whole command when no single one does (a rule written for the
+// whole text). Each simple command is matched as Evaluate matches a
+// command, with the commands nested in its text: `echo $(sudo x)` is asked
+// about when sudo is. One with a heredoc, whose body is not part of its
+// text, is matched by its text alone; the commands nested in it are then
+// matched on their own.
+func (p *Profile) decidingPart(src *source, d Decision) string {
+	compiled := p.Compile() == nil
+	parts := src.commandParts()
+	for i, pt := range parts {
+		if !pt.call {
+			continue
+		}
+		got := Deny // Evaluate fails closed on a profile that does not compile
+		if compiled {
+			nested := parts[i:pt.last]
+			if pt.hdoc {
+				nested = nested[:1]
+			}
+			got, _ = p.evalParts(nested, pt.text)
+		}
+		if got == d {
+			return pt.text
+		}
 	}
-	f, err := parse(command, false)
+	return src.text
+}
+
+// A part is one simple command of a command's text.
+type part struct {
+	text string // its original text, with its redirections
+	end  int    // the offset of the text's end in the command
+	call bool   // a command call, not a declaration or a test
+	last int    // the index after the parts nested in it
+	hdoc bool   // the body of a heredoc nested in it lies after its text
+}
+
+// commandParts returns every simple command of the text (see part) in the
+// order they appear, or nil when the text does not parse. Nested parts
+// follow the part they are nested in.
+func (s *source) commandParts() []part {
+	if s.split {
+		return s.parts
+	}
+	s.split = true
+	command := s.text
+	f, err := s.tree()
 	if err != nil {
-		return []string{command}
+		return nil
 	}
-	var parts []string
+	var open []int // per node entered: its part's index, or -1
 	syntax.Walk(f, func(n syntax.Node) bool {
-		s, ok := n.(*syntax.Stmt)
-		if !ok || s.Cmd == nil {
+		switch n := n.(type) {
+		case nil: // after the children of the last node entered
+			if i := open[len(open)-1]; i >= 0 {
+				s.parts[i].last = len(s.parts)
+			}
+			open = open[:len(open)-1]
 			return true
-		}
-		switch s.Cmd.(type) {
-		case *syntax.CallExpr, *syntax.DeclClause, *syntax.LetClause, *syntax.TestClause, *syntax.ArithmCmd:
-		default:
-			return true
-		}
-		start, end := int(s.Pos().Offset()), int(s.Cmd.End().Offset())
-		for _, r := range s.Redirs {
-			if r.Word != nil {
-				if e := int(r.Word.End().Offset()); e > end {
-					end = e
+		case *syntax.Redirect:
+			if n.Hdoc != nil {
+				end := int(n.Hdoc.End().Offset())
+				for _, i := range open {
+					if i >= 0 && end > s.parts[i].end {
+						s.parts[i].hdoc = true
+					}
 				}
 			}
 		}
+		open = append(open, -1)
+		st, ok := n.(*syntax.Stmt)
+		if !ok || st.Cmd == nil {
+			return true
+		}
+		call := false
+		switch st.Cmd.(type) {
+		case *syntax.CallExpr:
+			call = true
+		case *syntax.DeclClause, *syntax.LetClause, *syntax.TestClause, *syntax.ArithmCmd:
+		default:
+			return true
+		}
+		start, end := int(st.Pos().Offset()), int(st.Cmd.End().Offset())
+		for _, r := range st.Redirs {
+			if r.Word != nil {
+				end = max(end, int(r.Word.End().Offset()))
+			}
+		}
 		if start >= 0 && start <= end && end <= len(command) {
-			parts = append(parts, command[start:end])
+			open[len(open)-1] = len(s.parts)
+			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call})
 		}
 		return true
 	})
-	if len(parts) == 0 {
-		return []string{command}
-	}
-	return parts
+	return s.parts
 }
 
 // cmdRe builds a pattern matching a simple command whose name (after

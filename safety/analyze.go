@@ -1,0 +1,69 @@
+package safety
+
+import "github.com/bashvisor/bashvisor/secret"
+
+// Options are what an analysis depends on besides the command's text.
+type Options struct {
+	// WorkDir is the directory the command runs in, for Display.
+	WorkDir string
+	// Profile is the permission profile applied after the safety rules;
+	// nil: none.
+	Profile *Profile
+	// CoAuthor is "Name <email>" to add as a Co-authored-by trailer to
+	// the command's git commits (see AddCoAuthor); "": none.
+	CoAuthor string
+	// Secrets holds the known secret values (those stripped from the
+	// command's environment) that Log must not show; nil: none.
+	Secrets *secret.Redactor
+}
+
+// Analysis is what one parse of a command tells the engine.
+type Analysis struct {
+	// Display is the command as shown to the user (see Display).
+	Display string
+	// Outcome is the safety rules' and the permission profile's decision
+	// (see Gate).
+	Outcome Outcome
+	// Part is, when the permission profile rather than the safety rules
+	// decided Deny or Ask, the simple command it objected to, for telling
+	// the agent what was refused: the first one, with its redirections,
+	// that the profile answers with that decision when matched with the
+	// commands nested in its text (`echo $(sudo x)`; one with a heredoc
+	// is matched alone), or the whole command when no single one does (a
+	// rule written for the whole text). It is "" otherwise.
+	Part string
+	// Run is the command to run: with the co-author trailer when
+	// Options.CoAuthor is set and the command has git commits, otherwise
+	// the command itself. It is computed whatever Outcome says.
+	Run string
+	// Log is the command as a log (the audit log) may show it: the
+	// values of Options.Secrets replaced, then the credentials
+	// RedactSecrets recognises.
+	Log string
+}
+
+// Analyze answers everything the engine needs to know about command
+// before running it, from one parse of its text; shell code nested in
+// strings (bash -c '...', eval, heredocs fed to a shell) is parsed on its
+// own when the safety rules examine it. Each field equals what the
+// separate function gives: Display(command, opts.WorkDir),
+// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and
+// RedactSecrets of the command with opts.Secrets replaced.
+//
+// A command that does not parse is blocked (rule "parse-error"); its
+// Display and Run are the command itself, and Log is still redacted, by
+// the known values and the patterns RedactSecrets applies to any text.
+// Analyze never executes anything and is safe for concurrent use.
+func Analyze(command string, opts Options) Analysis {
+	src := &source{text: command}
+	a := Analysis{
+		Display: display(src, opts.WorkDir),
+		Outcome: gate(src, opts.Profile),
+		Run:     addCoAuthor(src, opts.CoAuthor),
+		Log:     redactLog(src, opts.Secrets),
+	}
+	if p := opts.Profile; p != nil && a.Outcome.Decision != a.Outcome.Verdict.Decision {
+		a.Part = p.decidingPart(src, a.Outcome.Decision)
+	}
+	return a
+}
