@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,7 +130,7 @@ func (j *job) Receive(ctx actor.Context) {
 	case exited:
 		j.exited, j.state, j.waitErr, j.exitAt = true, m.state, m.err, time.Now()
 		if j.ph == running {
-			j.ph = draining
+			j.enter(draining)
 		}
 		j.step(ctx)
 	case drained:
@@ -162,6 +161,14 @@ func (j *job) Receive(ctx actor.Context) {
 	}
 }
 
+// enter moves the job to phase p.
+func (j *job) enter(p phase) {
+	j.ph = p
+	if j.res.trace != nil {
+		j.res.trace(j.spec.ID, p)
+	}
+}
+
 // send delivers msg to the actor from any goroutine.
 func (j *job) send(msg any) { j.system.Root.Send(j.self, msg) }
 
@@ -170,7 +177,8 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 	if j.ph != starting {
 		return
 	}
-	j.l, j.start, j.ph = l, l.start, running
+	j.l, j.start = l, l.start
+	j.enter(running)
 	switch {
 	case l.out != nil:
 		j.readInto(l.p.Stdout, l.out)
@@ -206,7 +214,7 @@ func (j *job) onLaunchFailed(ctx actor.Context, err error) {
 	st := j.jobState(&j.outcome)
 	st.Status, st.Reason, st.Err = Errored, ReasonNone, err
 	j.final = &st
-	j.ph = done
+	j.enter(done)
 	j.answer(ctx, st)
 }
 
@@ -245,7 +253,8 @@ func (j *job) terminate(ctx actor.Context, reason Reason) {
 	default:
 		return
 	}
-	j.ph, j.reason = ending, reason
+	j.reason = reason
+	j.enter(ending)
 	if j.timeout != nil {
 		j.timeout.Stop()
 	}
@@ -329,7 +338,7 @@ func (j *job) stepEnding(ctx actor.Context, now time.Time) {
 // and runs the slow cleanup off the actor. deliver answers once that is
 // done.
 func (j *job) settle(ctx actor.Context) {
-	j.ph = cleaning
+	j.enter(cleaning)
 	j.stopTimers()
 	j.closePipes()
 	o := Outcome{
@@ -413,7 +422,7 @@ func (j *job) releaseCgroup() bool {
 func (j *job) deliver(ctx actor.Context) {
 	st := j.jobState(&j.outcome)
 	j.final = &st
-	j.ph = done
+	j.enter(done)
 	if !j.spec.Background && j.spec.Done != nil {
 		j.spec.Done <- j.outcome
 	}
@@ -456,7 +465,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	case cleaning:
 		return // about to answer
 	case starting:
-		j.ph = done
+		j.enter(done)
 		st := j.jobState(nil)
 		st.Status, st.Reason, st.Ended = Detached, ReasonShutdown, time.Now()
 		j.final = &st
@@ -470,7 +479,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 		_ = j.l.cg.Release()
 		j.l.cg.Remove()
 	}
-	j.ph = done
+	j.enter(done)
 	st := j.jobState(nil)
 	st.Status, st.Reason, st.Ended = Detached, ReasonShutdown, time.Now()
 	j.final = &st
@@ -527,7 +536,7 @@ func (j *job) emergency() {
 	if j.ph == done {
 		return
 	}
-	j.ph = done
+	j.enter(done)
 	j.stopTimers()
 	o := Outcome{Err: ErrActorFailed, Reason: ReasonFailed, Duration: time.Since(j.start)}
 	if j.l != nil {
@@ -558,36 +567,44 @@ func (j *job) emergency() {
 
 // --- the process group and the cgroup ---
 
-// liveMembers lists the live processes of the job: its process group and,
-// with a cgroup, every process in the cgroup (escapees included).
+// The job's processes: with a cgroup, exactly the cgroup's members (every
+// descendant stays in it whatever it does with sessions and process
+// groups); without one, the shell's process group. Once the shell is reaped
+// and its group is empty, the kernel may give the group's id to a new
+// process group (pids wrap quickly on a busy host), so without a cgroup a
+// group id is only trusted while it still has a live member, and with one
+// it is not consulted after the shell exited.
+
+// liveMembers lists the live processes of the job.
 func (j *job) liveMembers() []proc.Member {
-	members := proc.LiveMembers(j.l.p.Pid)
-	cg := j.l.cg
-	if cg == nil || !cg.Populated() { // cgroup.events is cheaper than cgroup.procs
-		return members
-	}
-	for _, m := range cg.Members() {
-		if !slices.ContainsFunc(members, func(x proc.Member) bool { return x.Pid == m.Pid }) {
-			members = append(members, m)
+	if cg := j.l.cg; cg != nil {
+		if !cg.Populated() { // cgroup.events is cheaper than cgroup.procs
+			return nil
 		}
+		return cg.Members()
 	}
-	return members
+	return proc.LiveMembers(j.l.p.Pid)
 }
 
 // anyAlive reports whether a process of the job is still alive.
 func (j *job) anyAlive() bool {
-	return (j.l.cg != nil && j.l.cg.Populated()) || proc.GroupAlive(j.l.p.Pid)
+	if cg := j.l.cg; cg != nil {
+		return cg.Populated()
+	}
+	return proc.GroupAlive(j.l.p.Pid)
 }
 
-// signalAll sends sig to the group and to processes of the cgroup outside
-// it; SIGKILL is cgroup.kill.
+// signalAll sends sig to every process of the job: the process group while
+// the shell is not reaped (its id cannot have been reused), and every
+// member of the cgroup; SIGKILL is cgroup.kill.
 func (j *job) signalAll(sig syscall.Signal) {
-	// Once the leader is reaped and its group is empty, the group id may
-	// be reused: signal it only while it still has a live member.
-	if !j.exited || proc.GroupAlive(j.l.p.Pid) {
+	cg := j.l.cg
+	switch {
+	case !j.exited:
+		_ = j.l.p.SignalGroup(sig)
+	case cg == nil && proc.GroupAlive(j.l.p.Pid):
 		_ = j.l.p.SignalGroup(sig)
 	}
-	cg := j.l.cg
 	if cg == nil {
 		return
 	}
@@ -595,7 +612,11 @@ func (j *job) signalAll(sig syscall.Signal) {
 		_ = cg.Kill()
 		return
 	}
-	cg.Signal(sig, j.l.p.Pid)
+	skip := j.l.p.Pid // already signalled as a group
+	if j.exited {
+		skip = 0
+	}
+	cg.Signal(sig, skip)
 }
 
 // --- the output ---

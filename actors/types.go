@@ -102,6 +102,9 @@ type Resources struct {
 	// Log receives warnings (dropped environment overrides, failed
 	// cleanups).
 	Log *slog.Logger
+
+	// trace, when set (tests), is told every phase a job enters.
+	trace func(id string, p phase)
 }
 
 // Sandbox configures restricted jobs (see package sandbox).

@@ -53,7 +53,7 @@ type Engine struct {
 	outDir string
 	ownDir bool
 	// auditor writes the audit log; nil when none is configured.
-	auditor *safety.Auditor
+	auditor *auditor
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -104,9 +104,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		return nil, err
 	}
-	if cfg.Audit != nil {
-		e.auditor = safety.NewAuditor(cfg.Audit, e.sup.Redactor())
-	}
+	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
 	if caps := e.sup.Sandbox(); caps.Available() {
 		e.log.Info("restricted mode available", "sandbox", caps.String())
 	} else {
@@ -168,22 +166,29 @@ var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-
 // configured.
 func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	start := time.Now()
-	res, g := e.run(ctx, tc, in)
-	e.audit(tc, in, res, g, start)
+	res, a := e.run(ctx, tc, in)
+	e.audit(tc, in, res, a, start)
 	return res
 }
 
-func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, safety.Outcome) {
+// run runs one call; it returns the command's analysis with the result
+// (the zero Analysis when the input was refused before it).
+func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, safety.Analysis) {
 	res := Result{Command: in.Command, Display: in.Command}
 	mode, err := validate(in)
 	if err != nil {
-		return errorResult(res, err), safety.Outcome{}
+		return errorResult(res, err), safety.Analysis{}
 	}
 	if err := checkDir(tc.WorkingDir); err != nil {
-		return errorResult(res, err), safety.Outcome{}
+		return errorResult(res, err), safety.Analysis{}
 	}
-	res.Display = safety.Display(in.Command, tc.WorkingDir)
-	res, g, ok := e.gate(res, tc)
+	// One parse of the command answers everything: display, safety rules,
+	// permission profile, co-author trailer, log text.
+	g := safety.Analyze(in.Command, safety.Options{
+		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
+	})
+	res.Display = g.Display
+	res, ok := e.gate(res, tc, g)
 	if !ok {
 		return res, g
 	}
@@ -191,10 +196,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
 			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
 	}
-	script := in.Command
-	if e.cfg.CoAuthor != "" {
-		script = safety.AddCoAuthor(script, e.cfg.CoAuthor)
-	}
+	script := g.Run
 	req := supervisor.Request{
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
 		Dir: tc.WorkingDir, Env: tc.Env, Restricted: tc.Restricted,

@@ -124,7 +124,7 @@ func (s *server) decide(res *mcp.ElicitResult, r engine.Result, run func(bool) e
 			return r
 		}
 		r.Status = engine.StatusDenied
-		r.Output = "[command denied: the user declined to approve it]"
+		r.Output = engine.DeclinedText
 		r.Err = engine.ErrDenied
 		return r
 	default:

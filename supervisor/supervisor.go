@@ -453,7 +453,7 @@ func (sv *supervisor) update(ctx actor.Context, st State) {
 		return
 	}
 	delete(sv.running, st.ID)
-	if st.Background && st.Status != Errored && st.Status != Detached {
+	if st.Background && st.Status != Errored {
 		sv.remember(st)
 	}
 	// Poison, not Stop: a user message, so a Cancel sent before this point
