@@ -109,7 +109,7 @@ type Config struct {
 	// Truncate configures a foreground job's output buffer.
 	Truncate truncate.Config
 
-	Grace, CleanupWait, DrainWait time.Duration
+	Grace, CleanupWait, DrainWait  time.Duration
 	KeepLeftovers, SeparateStreams bool
 
 	// Sandbox configures restricted jobs.
