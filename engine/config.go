@@ -27,7 +27,7 @@ func SandboxMain() { supervisor.SandboxMain() }
 // EnvPolicy names how a command's environment is derived from the engine's.
 type EnvPolicy string
 
-// The environment policies (SPEC §2.2).
+// The environment policies.
 const (
 	// EnvInheritSafe passes the engine's environment minus secrets.
 	EnvInheritSafe EnvPolicy = "inherit-safe"
@@ -138,7 +138,8 @@ type Config struct {
 	ProgressInterval time.Duration
 
 	// CoAuthor, when set ("Name <email>"), adds a Co-authored-by trailer to
-	// real git commit invocations (SPEC §2.7). Off by default.
+	// real git commit invocations (the git subcommand after its global
+	// options), once, without changing anything else. Off by default.
 	CoAuthor string
 	// Permissions is the permission profile checked after the safety rules
 	// (nil: none). See safety.Preset.
@@ -171,7 +172,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults of SPEC §2.
+// DefaultConfig returns the defaults: 30 s default timeout, 15 min slow
+// timeout, 24 h background lifetime, 2 s grace, 128 KiB of output cut in
+// the middle, full outputs up to 64 MiB kept.
 func DefaultConfig() Config {
 	return Config{
 		Timeout:            30 * time.Second,

@@ -1,6 +1,6 @@
 package engine
 
-// inputSchema is the JSON schema of Input (SPEC §2.1).
+// inputSchema is the JSON schema of Input.
 const inputSchema = `{
   "type": "object",
   "properties": {
@@ -19,5 +19,6 @@ const inputSchema = `{
   "additionalProperties": false
 }`
 
-// InputSchema returns the JSON schema of [Input] (SPEC §2.1).
+// InputSchema returns the JSON schema of [Input]: command (required) and
+// mode (default, slow or background).
 func InputSchema() []byte { return []byte(inputSchema) }

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Approval of "ask" commands (SPEC §2.7 permissions) through MCP
+// Approval of "ask" commands (permission profiles) through MCP
 // elicitation.
 //
 // Clients on protocol versions before 2026-07-28 get a server-initiated

@@ -31,7 +31,7 @@ const (
 // the call gives neither tail_bytes nor offset/limit: the last 32 KiB.
 const DefaultTailBytes = 32 << 10
 
-// maxReadBytes is the most bash_output returns in one call (SPEC §2.4's
+// maxReadBytes is the most bash_output returns in one call (the tool's
 // output bound).
 const maxReadBytes = 128 << 10
 
@@ -41,7 +41,7 @@ type Options struct {
 	// WorkingDir is the directory commands run in and the <pwd> of the tool
 	// description (default: the process's working directory).
 	WorkingDir string
-	// Restricted runs every command in the sandbox (SPEC §2.8); the tool
+	// Restricted runs every command in the sandbox; the tool
 	// description then states the sandbox constraints.
 	Restricted bool
 	// ConversationID names the conversation in the engine's logs and audit
