@@ -6,13 +6,28 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/safety"
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/supervisor"
 )
+
+// SandboxLimits are the resource limits of restricted commands: CPU time,
+// file size, open files and address space per process, processes per
+// command, and the size of the scratch directory. A zero field means its
+// default; [Unlimited] switches a limit off.
+type SandboxLimits = supervisor.SandboxLimits
+
+// Unlimited, as a [SandboxLimits] field, switches that limit off.
+const Unlimited = supervisor.Unlimited
+
+// SandboxMain must be the first statement of main in a program that uses
+// [Config.SandboxHelper]: when the engine re-executes the program as the
+// sandbox helper, SandboxMain confines the process and execs the command
+// (it never returns); otherwise it returns at once.
+func SandboxMain() { supervisor.SandboxMain() }
 
 // EnvPolicy names how a command's environment is derived from the engine's.
 type EnvPolicy string
 
-// The environment policies (SPEC §2.2).
+// The environment policies.
 const (
 	// EnvInheritSafe passes the engine's environment minus secrets.
 	EnvInheritSafe EnvPolicy = "inherit-safe"
@@ -123,26 +138,43 @@ type Config struct {
 	ProgressInterval time.Duration
 
 	// CoAuthor, when set ("Name <email>"), adds a Co-authored-by trailer to
-	// real git commit invocations (SPEC §2.7). Off by default.
+	// real git commit invocations (the git subcommand after its global
+	// options), once, without changing anything else. Off by default.
 	CoAuthor string
 	// Permissions is the permission profile checked after the safety rules
 	// (nil: none). See safety.Preset.
 	Permissions *safety.Profile
 	// Audit receives the audit log: one JSON line per call (nil: none).
 	Audit io.Writer
-	// Sandbox holds the resource limits of restricted commands.
-	Sandbox sandbox.Limits
+	// Sandbox holds the resource limits of restricted commands (zero fields:
+	// the defaults; [Unlimited] switches one off).
+	Sandbox SandboxLimits
 	// SandboxHelper starts restricted commands through the re-executed
-	// sandbox helper (the program must call sandbox.Main first in main)
-	// instead of from a confined throwaway thread of the engine.
+	// sandbox helper (the program must call [SandboxMain] first in main)
+	// instead of from a confined throwaway thread of the engine. The helper
+	// sets the resource limits itself before it execs bash and does not
+	// depend on bash reading its start-up file; the default starts about a
+	// millisecond faster.
 	SandboxHelper bool
+	// SandboxHelperPath is the helper program SandboxHelper starts: one
+	// whose main calls SandboxMain first, such as a CGO_ENABLED=0 build of
+	// ./sandbox/cmd/bashvisor-sandbox, which starts faster than a large
+	// engine binary. Empty means the running executable.
+	SandboxHelperPath string
+	// ScratchRoot is where restricted commands' scratch directories are made
+	// (default os.TempDir()). Where the engine can create namespaces the
+	// scratch directory is a tmpfs of its own and only its empty mount point
+	// lives here.
+	ScratchRoot string
 
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the defaults of SPEC §2.
+// DefaultConfig returns the defaults: 30 s default timeout, 15 min slow
+// timeout, 24 h background lifetime, 2 s grace, 128 KiB of output cut in
+// the middle, full outputs up to 64 MiB kept.
 func DefaultConfig() Config {
 	return Config{
 		Timeout:            30 * time.Second,

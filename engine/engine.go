@@ -7,24 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/bashvisor/bashvisor/actors"
-	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/safety"
-	"github.com/bashvisor/bashvisor/sandbox"
-	"github.com/bashvisor/bashvisor/secret"
 	"github.com/bashvisor/bashvisor/supervisor"
 	"github.com/bashvisor/bashvisor/truncate"
 )
@@ -35,14 +24,14 @@ var (
 	ErrWorkDirMissing = errors.New("working directory does not exist")
 	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
 	ErrBadInput       = errors.New("bad input")
-	ErrShutdown       = errors.New("engine is shut down")
+	ErrShutdown       = supervisor.ErrShutdown
 	ErrNoSuchJob      = errors.New("no such job")
 	ErrBlocked        = errors.New("command blocked")
 	ErrDenied         = errors.New("command denied by permission profile")
 	ErrNeedsApproval  = errors.New("command needs approval")
 	ErrRestrictedMode = errors.New("restricted mode unavailable")
-	ErrStart          = proc.ErrStart
-	ErrInternal       = actors.ErrActorFailed
+	ErrStart          = supervisor.ErrStart
+	ErrInternal       = supervisor.ErrActorFailed
 )
 
 // MaxCommandBytes is the longest command accepted, in bytes. The command
@@ -60,44 +49,26 @@ const MaxCommandBytes = 128<<10 - 1
 type Engine struct {
 	cfg    Config
 	log    *slog.Logger
-	system *actor.ActorSystem
-	sup    *actor.PID
-	env    *proc.Env
-	bash   string
+	sup    *supervisor.Supervisor
 	outDir string
 	ownDir bool
-	cg     *proc.Cgroups // nil: the process group is the unit of termination
-	trunc  truncate.Config
-	// cmdIDs and jobIDs number foreground commands ("cmd-N") and
-	// background jobs ("job-N") separately, so job ids count jobs from 1.
-	cmdIDs, jobIDs atomic.Uint64
-	caps           sandbox.Capabilities
 	// auditor writes the audit log; nil when none is configured.
-	auditor *safety.Auditor
-	// redactor replaces the values of the secrets stripped from the
-	// environment in every command's output.
-	redactor *secret.Redactor
+	auditor *auditor
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
 
-	mu       sync.RWMutex // guards closed against sends to a stopped supervisor
-	closed   bool
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when Shutdown finished
-	final    []actors.JobState
 	stopErr  error
 }
 
-// New starts an engine: the actor system, the supervisor, the filtered
-// environment and the output directory.
+// New starts an engine: the supervisor of its jobs, the environment policy
+// and the output directory.
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return nil, fmt.Errorf("bashvisor: %w", err)
-	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, bash: bash, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	var err error
 	if e.outDir == "" {
 		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {
 			return nil, fmt.Errorf("bashvisor: output directory: %w", err)
@@ -106,46 +77,39 @@ func New(cfg Config) (*Engine, error) {
 	} else if err := os.MkdirAll(e.outDir, 0o700); err != nil {
 		return nil, fmt.Errorf("bashvisor: output directory: %w", err)
 	}
-	envCfg := proc.EnvConfig{Allowlist: cfg.EnvPolicy == EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip}
-	e.env = proc.NewEnv(cfg.Environ, envCfg)
-	e.redactor = e.env.Redactor()
-	e.trunc = truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
-	if cfg.SpoolCap > 0 {
-		e.trunc.SpoolDir = e.outDir
-	}
-	if cfg.NoCgroups {
-		e.log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if e.cg, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
-		e.log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
-	} else {
-		e.log.Debug("per-command cgroups", "dir", e.cg.Dir())
-	}
-	if err := proc.ProtectEngine(!cfg.KeepCapabilities); err != nil {
-		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
-	}
-	protoLog := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
-	// Dead letters (a timer or reader message reaching an actor that has
-	// just stopped) are expected and harmless; a short throttle interval
-	// keeps protoactor's throttle goroutine from outliving Shutdown.
-	e.system = actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
-		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-	)
-	if cfg.Audit != nil {
-		e.auditor = safety.NewAuditor(cfg.Audit, e.redactor)
-	}
 	if cfg.Permissions != nil {
 		if err := cfg.Permissions.Compile(); err != nil {
 			return nil, fmt.Errorf("bashvisor: permission profile: %w", err)
 		}
 	}
-	e.caps = sandbox.Probe()
-	if e.caps.Available() {
-		e.log.Info("restricted mode available", "sandbox", e.caps.String())
-	} else {
-		e.log.Warn("restricted mode disabled: the kernel cannot enforce it; safety checks still apply", "sandbox", e.caps.String())
+	trunc := truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
+	if cfg.SpoolCap > 0 {
+		trunc.SpoolDir = e.outDir
 	}
-	e.sup = e.system.Root.Spawn(supervisor.Props())
+	e.sup, err = supervisor.New(supervisor.Config{
+		Environ: cfg.Environ, EnvAllowlist: cfg.EnvPolicy == EnvAllowlist,
+		EnvKeep: cfg.EnvKeep, EnvAllow: cfg.EnvAllow, EnvStrip: cfg.EnvStrip,
+		KeepCapabilities: cfg.KeepCapabilities,
+		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent,
+		OutputDir: e.outDir, Truncate: trunc,
+		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
+		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams,
+		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper,
+		SandboxHelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		if e.ownDir {
+			_ = os.RemoveAll(e.outDir)
+		}
+		return nil, err
+	}
+	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
+	if caps := e.sup.Sandbox(); caps.Available() {
+		e.log.Info("restricted mode available", "sandbox", caps.String())
+	} else {
+		e.log.Warn("restricted mode disabled: the kernel cannot enforce it; safety checks still apply", "sandbox", caps.String())
+	}
 	return e, nil
 }
 
@@ -192,9 +156,6 @@ func withDefaults(c Config) Config {
 	return c
 }
 
-// Config returns the engine's configuration with defaults applied.
-func (e *Engine) Config() Config { return e.cfg }
-
 var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-zA-Z]*|--interactive)\b`)
 
 // Run runs one tool call and returns its result; it never panics on bad
@@ -205,110 +166,98 @@ var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-
 // configured.
 func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	start := time.Now()
-	res, g := e.run(ctx, tc, in)
-	e.audit(tc, in, res, g, start)
+	res, a := e.run(ctx, tc, in)
+	e.audit(tc, in, res, a, start)
 	return res
 }
 
-func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, safety.Outcome) {
+// run runs one call; it returns the command's analysis with the result
+// (the zero Analysis when the input was refused before it).
+func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, safety.Analysis) {
 	res := Result{Command: in.Command, Display: in.Command}
 	mode, err := validate(in)
 	if err != nil {
-		return errorResult(res, err), safety.Outcome{}
+		return errorResult(res, err), safety.Analysis{}
 	}
 	if err := checkDir(tc.WorkingDir); err != nil {
-		return errorResult(res, err), safety.Outcome{}
+		return errorResult(res, err), safety.Analysis{}
 	}
-	res.Display = safety.Display(in.Command, tc.WorkingDir)
-	res, g, ok := e.gate(res, tc)
+	// One parse of the command answers everything: display, safety rules,
+	// permission profile, co-author trailer, log text.
+	g := safety.Analyze(in.Command, safety.Options{
+		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
+	})
+	res.Display = g.Display
+	res, ok := e.gate(res, tc, g)
 	if !ok {
 		return res, g
 	}
-	command := in.Command
-	if e.cfg.CoAuthor != "" {
-		command = safety.AddCoAuthor(command, e.cfg.CoAuthor)
+	if tc.Restricted && !e.sup.Sandbox().Available() {
+		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
+			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
 	}
-	var extra []string
-	bg := mode == ModeBackground
-	if !bg && interactiveRebase.MatchString(command) {
-		extra = append(extra, proc.RebaseGuard)
+	script := g.Run
+	req := supervisor.Request{
+		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
+		Dir: tc.WorkingDir, Env: tc.Env, Restricted: tc.Restricted,
 	}
-	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
-		extra = append(extra, "HOME="+tc.WorkingDir)
-	}
-	cmd := &actors.Command{
-		Command:        in.Command,
-		Display:        res.Display,
-		ConversationID: tc.ConversationID,
-		Spec: proc.Spec{
-			Path: e.bash, Args: []string{"bash", "-c", command},
-			Dir: tc.WorkingDir, SeparateStderr: e.cfg.SeparateStreams && !bg, CgroupFD: -1,
-		},
-		Background:    bg,
-		Grace:         e.cfg.Grace,
-		CleanupWait:   e.cfg.CleanupWait,
-		DrainWait:     e.cfg.DrainWait,
-		KeepLeftovers: e.cfg.KeepLeftovers,
-		Cgroups:       e.cg,
-		Truncate:      e.trunc,
-		Redactor:      e.redactor,
-	}
-	if tc.Restricted {
-		senv, err := e.restrict(cmd, command, tc.WorkingDir)
-		if err != nil {
-			return errorResult(res, err), g
-		}
-		extra = append(extra, senv...)
-	}
-	env, dropped := e.env.With(extra, tc.Env)
-	if len(dropped) > 0 {
-		e.log.Warn("dropped environment overrides", "names", dropped, "conversation", tc.ConversationID)
-	}
-	cmd.Spec.Env = env
-	events := make(chan actors.Event, 2)
-	cmd.Events = events
 	switch mode {
 	case ModeBackground:
-		cmd.ID = "job-" + strconv.FormatUint(e.jobIDs.Add(1), 10)
-		cmd.Timeout = e.cfg.BackgroundLifetime
-		cmd.OutputFile = filepath.Join(e.outDir, cmd.ID+".log")
+		req.Background, req.Timeout, req.Completion = true, e.cfg.BackgroundLifetime, completionLine
 	case ModeSlow:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.SlowTimeout
+		req.Timeout = e.cfg.SlowTimeout
 	default:
-		cmd.ID, cmd.Timeout = "cmd-"+strconv.FormatUint(e.cmdIDs.Add(1), 10), e.cfg.Timeout
+		req.Timeout = e.cfg.Timeout
 	}
-	// The process starts here, in the caller's goroutine, and the command
-	// actor takes it over once the supervisor has spawned it. The read
-	// lock spans the check, the start and the send, so Shutdown never
-	// races a command that is being handed over.
-	e.mu.RLock()
-	if e.closed {
-		e.mu.RUnlock()
-		if cmd.Cleanup != nil {
-			cmd.Cleanup()
-		}
-		return errorResult(res, ErrShutdown), g
+	if !req.Background && interactiveRebase.MatchString(script) {
+		req.ExtraEnv = append(req.ExtraEnv, rebaseGuard)
 	}
-	if err := ctx.Err(); err != nil { // the caller gave up before it started
-		e.mu.RUnlock()
-		if cmd.Cleanup != nil {
-			cmd.Cleanup()
-		}
-		res.Status, res.Err, res.Output = StatusCancelled, err, "[command cancelled]\n"
+	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
+		req.ExtraEnv = append(req.ExtraEnv, "HOME="+tc.WorkingDir)
+	}
+	job, err := e.sup.Start(ctx, req)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()): // the caller gave up before it started
+		res.Status, res.Err, res.Output = StatusCancelled, err, cancelledText
 		return res, g
-	}
-	if err := actors.Launch(cmd); err != nil {
-		e.mu.RUnlock()
-		if cmd.Cleanup != nil {
-			cmd.Cleanup()
-		}
+	case errors.Is(err, supervisor.ErrSandboxUnavailable):
+		return errorResult(res, fmt.Errorf("%w: %w", ErrRestrictedMode, err)), g
+	default:
 		return errorResult(res, err), g
 	}
-	out := cmd.Output()
-	res.PID = cmd.Pid()
-	e.system.Root.Send(e.sup, &supervisor.Spawn{Command: cmd})
-	e.mu.RUnlock()
-	return e.wait(ctx, tc, cmd, out, events, res), g
+	res.PID = job.Pid
+	if req.Background {
+		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
+		res.Output = startedText(job.Pid, job.OutputFile)
+		return res, g
+	}
+	return e.wait(ctx, tc, job, req.Timeout, res), g
+}
+
+// wait waits for a foreground job's outcome, reporting progress and
+// cancelling the job when ctx is done.
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, res Result) Result {
+	var tick <-chan time.Time
+	if tc.Progress != nil {
+		t := time.NewTicker(e.cfg.ProgressInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	begin := time.Now()
+	done := ctx.Done()
+	for {
+		select {
+		case o := <-job.Done():
+			return e.render(res, timeout, o)
+		case <-done:
+			done = nil
+			e.sup.Cancel(job.ID)
+		case <-tick:
+			bytes, last := job.Progress()
+			tc.Progress(Progress{Elapsed: time.Since(begin), Bytes: bytes, LastLine: last})
+		}
+	}
 }
 
 // RedactCommand returns command text fit for a log: the values of the
@@ -316,11 +265,10 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 // safety.RedactSecrets recognises are replaced. A nil *Engine applies only
 // the latter.
 func (e *Engine) RedactCommand(command string) string {
-	var r *secret.Redactor
 	if e != nil {
-		r = e.redactor
+		command = e.sup.Redact(command)
 	}
-	return safety.RedactSecrets(r.String(command))
+	return safety.RedactSecrets(command)
 }
 
 // LogCommand returns command as a log value that is redacted with
@@ -335,66 +283,6 @@ type logCommand struct {
 
 func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.e.RedactCommand(l.command)) }
 
-// send delivers msg to the supervisor unless the engine is shut down.
-func (e *Engine) send(msg any) bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.closed {
-		return false
-	}
-	e.system.Root.Send(e.sup, msg)
-	return true
-}
-
-// wait waits for a command's events; out is its live output buffer
-// (foreground), read for progress.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, cmd *actors.Command, out *truncate.Buffer, events <-chan actors.Event, res Result) Result {
-	if cmd.Background {
-		switch ev := (<-events).(type) {
-		case *actors.Done:
-			return e.format(res, cmd, ev.Outcome)
-		case *actors.Started:
-			res.Status, res.PID, res.JobID, res.OutputFile = StatusStarted, ev.Pid, cmd.ID, cmd.OutputFile
-			res.Output = fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
-				ev.Pid, cmd.OutputFile, ev.Pid)
-			return res
-		}
-	}
-	// A foreground call waits only for Done: the process is already
-	// running (Launch); its actor sends no Started.
-	var tick <-chan time.Time
-	if tc.Progress != nil {
-		t := time.NewTicker(e.cfg.ProgressInterval)
-		defer t.Stop()
-		tick = t.C
-	}
-	begin := time.Now()
-	done := ctx.Done()
-	for {
-		select {
-		case ev := <-events:
-			if d, ok := ev.(*actors.Done); ok {
-				return e.format(res, cmd, d.Outcome)
-			}
-		case <-done:
-			done = nil
-			e.send(&actors.Cancel{ID: cmd.ID, Reason: actors.ReasonCancelled})
-		case <-tick:
-			tc.Progress(Progress{
-				Elapsed:  time.Since(begin),
-				Bytes:    out.Total(),
-				LastLine: out.LastLine(256),
-			})
-		}
-	}
-}
-
-// ValidateInput checks a tool input the way [Engine.Run] does before
-// anything runs. The error wraps [ErrBadInput] and says what to fix: the
-// command is empty or blank, longer than [MaxCommandBytes], holds a NUL
-// byte (which no argument can carry) or invalid UTF-8; or the mode is not
-// one of the three. Programs that decode tool input themselves (package
-// mcpserver) call it to refuse bad input in the engine's words.
 func ValidateInput(in Input) error {
 	_, err := validate(in)
 	return err
@@ -452,82 +340,6 @@ func checkDir(dir string) error {
 	return nil
 }
 
-func errorResult(res Result, err error) Result {
-	res.Status, res.Err = StatusError, err
-	res.Output = "[error: " + err.Error() + "]"
-	return res
-}
-
-// format turns an outcome into the result text of SPEC §2.5.
-func (e *Engine) format(res Result, cmd *actors.Command, o actors.Outcome) Result {
-	res.DurationMS = o.Duration.Milliseconds()
-	if o.Err != nil && !errors.Is(o.Err, actors.ErrActorFailed) {
-		return errorResult(res, o.Err)
-	}
-	body := o.Output.Text
-	if o.Stderr != nil && o.Stderr.Text != "" {
-		body = appendNote(body, "[stderr]\n"+o.Stderr.Text)
-	}
-	res.Truncated = o.Output.Truncated || (o.Stderr != nil && o.Stderr.Truncated)
-	res.OutputBytes = o.Output.Total
-	if o.Stderr != nil {
-		res.OutputBytes += o.Stderr.Total
-	}
-	res.FullOutputFile = o.Output.SpoolFile
-	if res.FullOutputFile != "" {
-		e.keepSpool(res.FullOutputFile)
-		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
-	}
-	if o.Reason != actors.ReasonNone {
-		res.killed = append(res.killed, "process group ("+string(o.Reason)+")")
-	}
-	if len(o.Leftovers) > 0 {
-		if !o.LeftRunning {
-			res.killed = append(res.killed, "leftovers: "+members(o.Leftovers))
-		}
-		if o.LeftRunning {
-			body = appendNote(body, "[left running after the shell exited: "+members(o.Leftovers)+"]")
-		} else {
-			body = appendNote(body, "[killed processes left running after the shell exited: "+members(o.Leftovers)+
-				"; use mode=background for processes that should keep running]")
-		}
-	}
-	if len(o.Survivors) > 0 {
-		body = appendNote(body, fmt.Sprintf("[cleanup incomplete: still running %s after SIGKILL: %s]",
-			humanDuration(cmd.CleanupWait), members(o.Survivors)))
-	}
-	if o.PipeHeld {
-		body = appendNote(body, "[output cut off: the output pipe is held by a process outside the command's process group]")
-	}
-	if o.Exited {
-		code := o.ExitCode
-		res.ExitCode, res.Signal = &code, o.Signal
-	}
-	switch {
-	case o.Err != nil:
-		res.Status, res.Err = StatusError, o.Err
-		res.Output = "[error: " + o.Err.Error() + "]\n" + body
-	case o.Reason == actors.ReasonTimeout:
-		res.Status = StatusTimedOut
-		res.Output = "[command timed out after " + humanDuration(cmd.Timeout) + "]\n" + body
-	case o.Reason == actors.ReasonCancelled:
-		res.Status, res.Err = StatusCancelled, context.Canceled
-		res.Output = "[command cancelled]\n" + body
-	case o.Reason == actors.ReasonShutdown:
-		res.Status, res.Err = StatusCancelled, ErrShutdown
-		res.Output = "[command cancelled]\n" + appendNote(body, "[the engine is shutting down]")
-	case o.Signal != "":
-		res.Status = StatusFailed
-		res.Output = "[command failed: killed by " + o.Signal + "]\n" + body
-	case o.ExitCode != 0:
-		res.Status = StatusFailed
-		res.Output = "[command failed: exit code " + strconv.Itoa(o.ExitCode) + "]\n" + body
-	default:
-		res.Status, res.Output = StatusOK, body
-	}
-	return res
-}
-
 // keepSpool records a full-output file and removes the oldest beyond
 // Config.SpoolKeep, so a long-running engine's disk use stays bounded.
 func (e *Engine) keepSpool(path string) {
@@ -540,71 +352,45 @@ func (e *Engine) keepSpool(path string) {
 	}
 }
 
-// appendNote appends a bracketed note on a line of its own.
-func appendNote(body, note string) string {
-	if body != "" && !strings.HasSuffix(body, "\n") {
-		body += "\n"
-	}
-	return body + note
-}
-
-func members(ms []proc.Member) string {
-	s := make([]string, 0, len(ms))
-	for _, m := range ms {
-		s = append(s, m.String())
-	}
-	return strings.Join(s, ", ")
-}
-
-// humanDuration prints 30s, 15m, 1h30m, 1.5s, 250ms.
-func humanDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // Jobs lists background jobs, running and ended (the most recent
-// MaxEnded), oldest first.
+// supervisor.MaxEnded), oldest first.
 func (e *Engine) Jobs() []JobInfo {
-	states := e.states()
+	states := e.sup.Jobs()
 	out := make([]JobInfo, 0, len(states))
 	for _, st := range states {
-		if st.Background {
-			out = append(out, jobInfo(st))
-		}
+		out = append(out, jobInfo(st))
 	}
-	slices.SortFunc(out, func(a, b JobInfo) int { return a.Started.Compare(b.Started) })
 	return out
 }
 
-// states asks the supervisor for its records (the final ones after
-// shutdown).
-func (e *Engine) states() []actors.JobState {
-	reply := make(chan []actors.JobState, 1)
-	if !e.send(&supervisor.List{Reply: reply}) {
-		<-e.stopped
-		return e.final
+// jobInfo maps a job record to the API's, status by status.
+func jobInfo(st supervisor.State) JobInfo {
+	j := JobInfo{
+		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display, ConversationID: st.Conversation,
+		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile,
 	}
-	return <-reply
-}
-
-func jobInfo(st actors.JobState) JobInfo {
-	return JobInfo{
-		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display,
-		ConversationID: st.ConversationID, Status: JobStatus(st.Status), ExitCode: st.ExitCode,
-		Reason: st.Reason, Started: st.Started, Ended: st.Ended, Bytes: st.Size(), OutputFile: st.OutputFile,
+	switch st.Status {
+	case supervisor.Running:
+		j.Status = JobRunning
+	case supervisor.Completed:
+		j.Status = JobCompleted
+	case supervisor.Failed:
+		j.Status = JobFailed
+	case supervisor.Detached:
+		j.Status, j.Reason = JobKilled, "left running at engine shutdown"
+	default:
+		j.Status, j.Reason = JobKilled, killReason(st.Reason, st.Signal)
 	}
+	if fi, err := os.Stat(st.OutputFile); err == nil {
+		j.Bytes = fi.Size()
+	}
+	return j
 }
 
 // Job returns one background job.
 func (e *Engine) Job(id string) (JobInfo, error) {
-	for _, st := range e.states() {
-		if st.ID == id && st.Background {
+	for _, st := range e.sup.Jobs() {
+		if st.ID == id {
 			return jobInfo(st), nil
 		}
 	}
@@ -614,19 +400,14 @@ func (e *Engine) Job(id string) (JobInfo, error) {
 // Kill ends a background job with the grace sequence and returns its
 // final state. Killing an ended job returns its state unchanged.
 func (e *Engine) Kill(ctx context.Context, id string) (JobInfo, error) {
-	reply := make(chan supervisor.KillReply, 1)
-	if !e.send(&supervisor.Kill{ID: id, Reason: actors.ReasonKilled, Reply: reply}) {
-		return JobInfo{}, ErrShutdown
+	st, ok, err := e.sup.Kill(ctx, id)
+	switch {
+	case err != nil:
+		return JobInfo{}, err
+	case !ok:
+		return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
 	}
-	select {
-	case r := <-reply:
-		if !r.OK {
-			return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
-		}
-		return jobInfo(r.State), nil
-	case <-ctx.Done():
-		return JobInfo{}, ctx.Err()
-	}
+	return jobInfo(st), nil
 }
 
 // JobOutput is a slice of a background job's output file plus the job's
@@ -690,28 +471,16 @@ func (e *Engine) JobOutput(id string, tail, offset, limit int64) (JobOutput, err
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground
 // commands are cancelled, background jobs are ended with the grace
-// sequence (unless LeaveJobsRunning), then the supervisor and the actor
-// system stop and the output directory is removed (unless KeepFiles or
-// jobs were left running). It waits for all of that or for ctx; calling it
-// again waits again.
+// sequence (unless LeaveJobsRunning), then the supervisor stops and the
+// output directory is removed (unless KeepFiles or jobs were left
+// running). It waits for all of that or for ctx; calling it again waits
+// again.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.stopOnce.Do(func() {
-		e.mu.Lock()
-		e.closed = true
-		e.mu.Unlock()
-		msg := &supervisor.Shutdown{LeaveJobs: e.cfg.LeaveJobsRunning, Done: make(chan struct{})}
-		e.system.Root.Send(e.sup, msg)
 		go func() {
-			<-msg.Done
-			e.final = msg.Final
-			e.system.Shutdown()
-			if e.cg != nil {
-				if err := e.cg.Close(); err != nil {
-					e.log.Warn("removing cgroups", "err", err)
-				}
-			}
+			e.stopErr = e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning)
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
-				e.stopErr = os.RemoveAll(e.outDir)
+				e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.outDir))
 			}
 			close(e.stopped)
 		}()
@@ -723,17 +492,3 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// minLevel drops records below min (protoactor logs dead letters at Info).
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(a), h.min}
-}
-func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }

@@ -15,7 +15,7 @@ const (
 	ModeBackground Mode = "background"
 )
 
-// Input is the tool input the model sends (SPEC §2.1).
+// Input is the tool input the model sends; its JSON schema is [InputSchema].
 type Input struct {
 	// Command is the shell code run with bash -c. Required.
 	Command string `json:"command"`
@@ -30,7 +30,12 @@ type ToolContext struct {
 	WorkingDir string
 	// ConversationID identifies the conversation in logs and the audit log.
 	ConversationID string
-	// Restricted runs the command in the Landlock sandbox (SPEC §2.8).
+	// Restricted runs the command in the sandbox: it can read and run
+	// anything but cannot write outside its scratch $TMPDIR, reach any
+	// network, or touch processes outside (see package sandbox for the
+	// boundary). A host that cannot enforce it answers every restricted
+	// call with ErrRestrictedMode; a restricted command is never run
+	// unrestricted.
 	Restricted bool
 	// Env holds per-call environment overrides. They apply last, but can
 	// never re-add a variable the environment policy removed as a secret.
@@ -46,12 +51,17 @@ type ToolContext struct {
 
 // Progress is a snapshot of a running foreground command.
 type Progress struct {
-	Elapsed  time.Duration
-	Bytes    int64  // bytes of output so far
-	LastLine string // the latest complete or partial output line, at most 256 bytes
+	// Elapsed is the time since the call started.
+	Elapsed time.Duration
+	// Bytes is the output so far, in bytes.
+	Bytes int64
+	// LastLine is the latest complete or partial output line ('\r' ends a
+	// line too, so a redrawn progress bar shows its latest state), valid
+	// UTF-8 and at most 256 bytes.
+	LastLine string
 }
 
-// Status is the outcome class of a call (SPEC §2.5).
+// Status is the outcome class of a call.
 type Status string
 
 // The statuses of [Result.Status].
@@ -68,21 +78,46 @@ const (
 )
 
 // Result is the structured result of one call. Output holds the exact text
-// the model sees; the other fields describe it for programs.
+// the model sees; the other fields describe it for programs. The JSON
+// field names are part of the tool contract (MCP structuredContent, demo
+// run -json).
 type Result struct {
-	Status         Status `json:"status"`
-	ExitCode       *int   `json:"exit_code,omitempty"`
-	Signal         string `json:"signal,omitempty"`
-	Output         string `json:"output"`
-	Truncated      bool   `json:"truncated"`
-	OutputBytes    int64  `json:"output_bytes"`
+	// Status is the outcome class; see the package documentation for the
+	// text each gives.
+	Status Status `json:"status"`
+	// ExitCode is the shell's exit code when it exited, 128+n when signal
+	// n killed it; nil when it never ran or its status is unknown.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Signal names the signal that killed the shell ("SIGKILL").
+	Signal string `json:"signal,omitempty"`
+	// Output is the text the model sees: the status line (for anything
+	// but "ok"), the command's output (stdout and stderr as written,
+	// truncated in the middle beyond Config.MaxOutput, always valid UTF-8)
+	// and bracketed notes.
+	Output string `json:"output"`
+	// Truncated reports that the output was cut; FullOutputFile then
+	// holds it (up to Config.SpoolCap).
+	Truncated bool `json:"truncated"`
+	// OutputBytes is the size of everything the command printed (after
+	// secret values were replaced).
+	OutputBytes int64 `json:"output_bytes"`
+	// FullOutputFile is the file that holds the complete output when it
+	// was truncated. The engine keeps the newest Config.SpoolKeep of them.
 	FullOutputFile string `json:"full_output_file,omitempty"`
-	DurationMS     int64  `json:"duration_ms"`
-	Command        string `json:"command"`
-	Display        string `json:"display"`
-	PID            int    `json:"pid,omitempty"`
-	OutputFile     string `json:"output_file,omitempty"`
-	JobID          string `json:"job_id,omitempty"`
+	// DurationMS is the command's wall time in milliseconds.
+	DurationMS int64 `json:"duration_ms"`
+	// Command is the command as submitted.
+	Command string `json:"command"`
+	// Display is the command as shown to a person: without a leading
+	// `cd WORKDIR &&` that changes nothing.
+	Display string `json:"display"`
+	// PID is the shell's pid (and process group id) once it started.
+	PID int `json:"pid,omitempty"`
+	// OutputFile is a background job's output file (status "started").
+	OutputFile string `json:"output_file,omitempty"`
+	// JobID names a background job (status "started") for Job,
+	// JobOutput and Kill.
+	JobID string `json:"job_id,omitempty"`
 
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.
@@ -108,16 +143,30 @@ const (
 
 // JobInfo describes a background job, running or ended.
 type JobInfo struct {
-	JobID          string    `json:"job_id"`
-	PID            int       `json:"pid"`
-	Command        string    `json:"command"`
-	Display        string    `json:"display"`
-	ConversationID string    `json:"conversation_id,omitempty"`
-	Status         JobStatus `json:"status"`
-	ExitCode       *int      `json:"exit_code,omitempty"`
-	Reason         string    `json:"reason,omitempty"` // why it was killed
-	Started        time.Time `json:"started"`
-	Ended          time.Time `json:"ended,omitzero"`
-	Bytes          int64     `json:"bytes"`
-	OutputFile     string    `json:"output_file"`
+	// JobID names the job ("job-N").
+	JobID string `json:"job_id"`
+	// PID is its shell's pid and process group id.
+	PID int `json:"pid"`
+	// Command is the command as submitted; Display as shown.
+	Command string `json:"command"`
+	Display string `json:"display"`
+	// ConversationID is the conversation that started it.
+	ConversationID string `json:"conversation_id,omitempty"`
+	// Status is running, completed (exit 0), failed (other exit) or
+	// killed. A job lives as long as its process group: it is running
+	// while anything it started runs, even after its shell exited.
+	Status JobStatus `json:"status"`
+	// ExitCode is its shell's exit code, once known.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Reason says why a killed job was killed ("killed by request",
+	// "lifetime limit exceeded", "engine shutdown", "SIGKILL", ...).
+	Reason string `json:"reason,omitempty"`
+	// Started and Ended are when it started and ended (zero while
+	// running).
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Bytes is the current size of its output file.
+	Bytes int64 `json:"bytes"`
+	// OutputFile receives its output, then a completion line when it ends.
+	OutputFile string `json:"output_file"`
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Approval of "ask" commands (SPEC §2.7 permissions) through MCP
+// Approval of "ask" commands (permission profiles) through MCP
 // elicitation.
 //
 // Clients on protocol versions before 2026-07-28 get a server-initiated
@@ -124,7 +124,7 @@ func (s *server) decide(res *mcp.ElicitResult, r engine.Result, run func(bool) e
 			return r
 		}
 		r.Status = engine.StatusDenied
-		r.Output = "[command denied: the user declined to approve it]"
+		r.Output = engine.DeclinedText
 		r.Err = engine.ErrDenied
 		return r
 	default:

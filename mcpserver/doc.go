@@ -1,5 +1,5 @@
-// Package mcpserver serves a bashvisor [engine.Engine] over the Model
-// Context Protocol (SPEC §2.9), on the official Go SDK
+// Package mcpserver serves a bashvisor [engine.Runner] over the Model
+// Context Protocol, on the official Go SDK
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
@@ -9,7 +9,7 @@
 //     (mode is an explicit enum default/slow/background), description
 //     [engine.Engine.Description] ending with <pwd>DIR</pwd> (and the
 //     sandbox constraints when restricted). The result's text content is
-//     [engine.Result.Output] (SPEC §2.5), its structuredContent the Result
+//     [engine.Result.Output], its structuredContent the Result
 //     as JSON (an output schema is declared), isError true unless the
 //     status is ok or started.
 //   - bash_jobs {}: the conversation's background jobs (job_id, pid,

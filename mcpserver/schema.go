@@ -6,7 +6,7 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// fallbackInputSchema is SPEC §2.1's input schema, used only when
+// fallbackInputSchema is the bash tool's input schema, used only when
 // [engine.InputSchema] returns nothing (it is the engine's to define).
 const fallbackInputSchema = `{
   "type": "object",
@@ -32,7 +32,7 @@ func bashInputSchema() json.RawMessage {
 // JSON, the structuredContent of every bash result.
 func OutputSchema() json.RawMessage { return json.RawMessage(resultOutputSchema) }
 
-// resultOutputSchema describes [engine.Result] as JSON (SPEC §2.5).
+// resultOutputSchema describes [engine.Result] as JSON.
 const resultOutputSchema = `{
   "type": "object",
   "properties": {

@@ -11,14 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/truncate"
 )
 
 // Tool names registered by [New].
@@ -33,7 +31,7 @@ const (
 // the call gives neither tail_bytes nor offset/limit: the last 32 KiB.
 const DefaultTailBytes = 32 << 10
 
-// maxReadBytes is the most bash_output returns in one call (SPEC §2.4's
+// maxReadBytes is the most bash_output returns in one call (the tool's
 // output bound).
 const maxReadBytes = 128 << 10
 
@@ -43,7 +41,7 @@ type Options struct {
 	// WorkingDir is the directory commands run in and the <pwd> of the tool
 	// description (default: the process's working directory).
 	WorkingDir string
-	// Restricted runs every command in the sandbox (SPEC §2.8); the tool
+	// Restricted runs every command in the sandbox; the tool
 	// description then states the sandbox constraints.
 	Restricted bool
 	// ConversationID names the conversation in the engine's logs and audit
@@ -80,7 +78,7 @@ type Options struct {
 
 // server holds what the tool handlers share.
 type server struct {
-	e    *engine.Engine
+	e    engine.Runner
 	o    Options
 	log  *slog.Logger
 	key  []byte   // signs approval request state
@@ -88,20 +86,21 @@ type server struct {
 	run  runFunc
 }
 
-// runFunc is [engine.Engine.Run]; tests substitute it to reach statuses the
+// runFunc is [engine.Runner.Run]; tests substitute it to reach statuses the
 // engine's configuration cannot produce.
 type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Result
 
-// New returns an MCP server exposing e as the tools bash, bash_jobs,
+// New returns an MCP server exposing r (an *engine.Engine, or any
+// engine.Runner) as the tools bash, bash_jobs,
 // bash_output and bash_kill. Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
 // server may serve any number of sessions concurrently; calls run
 // concurrently.
-func New(e *engine.Engine, opts Options) *mcp.Server {
+func New(e engine.Runner, opts Options) *mcp.Server {
 	return newServer(e, opts, nil)
 }
 
-func newServer(e *engine.Engine, opts Options, run runFunc) *mcp.Server {
+func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 	if run == nil {
 		run = e.Run
 	}
@@ -270,7 +269,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 // finish turns a Result into the tool result: the model's text as content,
 // the Result as structured content, isError unless ok or started.
 func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
-	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", s.e.LogCommand(r.Display),
+	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", logCommand{s.e, r.Display},
 		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
 	if s.o.OnResult != nil {
 		s.o.OnResult(tc.ConversationID, in, r)
@@ -287,7 +286,7 @@ func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result)
 func badInput(in engine.Input, err error) engine.Result {
 	return engine.Result{
 		Status:  engine.StatusError,
-		Output:  "[error: " + err.Error() + "]",
+		Output:  engine.ErrorText(err),
 		Command: in.Command,
 		Display: in.Command,
 		Err:     err,
@@ -297,7 +296,7 @@ func badInput(in engine.Input, err error) engine.Result {
 // errorResult is a tool-level error for the job tools.
 func errorResult(err error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
-		Content: []mcp.Content{&mcp.TextContent{Text: "[error: " + err.Error() + "]"}},
+		Content: []mcp.Content{&mcp.TextContent{Text: engine.ErrorText(err)}},
 		IsError: true,
 	}
 }
@@ -342,20 +341,8 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 			out.Jobs = append(out.Jobs, j)
 		}
 	}
-	var b strings.Builder
-	if len(out.Jobs) == 0 {
-		b.WriteString("no background jobs")
-	}
-	now := time.Now()
-	for i, j := range out.Jobs {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "job_id=%s pid=%d %s, started %s ago, %s of output: %s",
-			j.JobID, j.PID, jobState(j), now.Sub(j.Started).Round(time.Second), truncate.Humanize(j.Bytes), oneLine(j.Display, j.Command))
-	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: b.String()}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: engine.JobsText(out.Jobs, time.Now())}},
 		StructuredContent: out,
 	}, nil
 }
@@ -372,16 +359,8 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return errorResult(jobError(a.jobID, err)), nil
 	}
-	end := jo.Offset + int64(len(jo.Data))
-	var b strings.Builder
-	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
-		jo.Job.JobID, jobState(jo.Job), jo.Job.PID, truncate.Humanize(jo.Job.Bytes), jo.Offset, end, jo.Size)
-	b.WriteString(jo.Data)
-	if !jo.EOF {
-		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
-	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: b.String()}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: jo.Text()}},
 		StructuredContent: jo,
 	}, nil
 }
@@ -400,43 +379,17 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return errorResult(jobError(id, err)), nil
 	}
-	text := fmt.Sprintf("[job %s %s, pid %d, %s of output]", j.JobID, jobState(j), j.PID, truncate.Humanize(j.Bytes))
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: j.Text()}},
 		StructuredContent: j,
 	}, nil
 }
 
-// jobState describes a job's status for the model: "running",
-// "completed (exit code 0)", "killed (reason)".
-func jobState(j engine.JobInfo) string {
-	st := string(j.Status)
-	switch {
-	case j.Status == engine.JobRunning:
-	case j.Reason != "":
-		st += " (" + j.Reason + ")"
-	case j.ExitCode != nil:
-		st += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
-	}
-	return st
+// logCommand is a command as a debug log value, redacted only when a
+// handler actually logs it (a disabled debug log costs nothing).
+type logCommand struct {
+	r       engine.Runner
+	command string
 }
 
-// oneLine returns the display form of a command on one line, at most 200
-// bytes.
-func oneLine(display, command string) string {
-	s := display
-	if s == "" {
-		s = command
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		cut := 200
-		for cut > 0 && !isRuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.r.RedactCommand(l.command)) }

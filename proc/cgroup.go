@@ -59,6 +59,12 @@ type Cgroups struct {
 	mu       sync.Mutex
 	idle     []*Cgroup       // empty cgroups kept for reuse, at most MaxIdle
 	released map[string]bool // names of released cgroups: never killed
+
+	// Where pids.max is set (see cgroup_pids.go): on the v2 cgroups, or
+	// under pidsV1 (the engine's directory in the v1 pids hierarchy, below
+	// pidsV1Home).
+	pidsV2             bool
+	pidsV1, pidsV1Home string
 }
 
 // MaxIdle bounds the empty cgroups a [Cgroups] keeps for reuse. Creating
@@ -109,6 +115,7 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
 	}
+	m.probePids()
 	return m, nil
 }
 
@@ -287,6 +294,19 @@ func (m *Cgroups) Close() error {
 	if err := os.Remove(m.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 	}
+	if m.pidsV1 != "" {
+		// Command cgroups left there held the processes just killed (or
+		// released) through the v2 cgroups.
+		entries, _ := os.ReadDir(m.pidsV1)
+		for _, e := range entries {
+			if e.IsDir() {
+				_ = os.Remove(filepath.Join(m.pidsV1, e.Name()))
+			}
+		}
+		if err := os.Remove(m.pidsV1); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove pids cgroup: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -298,6 +318,9 @@ type Cgroup struct {
 	fd       int
 	events   int  // open cgroup.events, or -1
 	released bool // its processes were moved out to keep running: never kill
+
+	pidsDir   string // the command's cgroup in the v1 pids hierarchy, if any
+	pidsV2Set bool   // pids.max is set on the v2 cgroup
 }
 
 // Dir returns the cgroup's directory.
@@ -329,8 +352,11 @@ func (c *Cgroup) CloseFD() {
 
 // Pids lists the processes in the cgroup (zombies are not listed: a
 // process leaves its cgroup when it exits).
-func (c *Cgroup) Pids() []int {
-	data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+func (c *Cgroup) Pids() []int { return readPids(filepath.Join(c.dir, "cgroup.procs")) }
+
+// readPids parses a cgroup.procs file.
+func readPids(path string) []int {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
@@ -420,6 +446,7 @@ func (c *Cgroup) Release() error {
 	c.m.mu.Lock()
 	c.m.released[filepath.Base(c.dir)] = true
 	c.m.mu.Unlock()
+	c.removePids(true)
 	deadline := time.Now().Add(removeWait)
 	for {
 		pids := c.Pids()
@@ -436,6 +463,7 @@ func (c *Cgroup) Release() error {
 		if len(errs) > 0 || time.Now().After(deadline) {
 			return errors.Join(append(errs, fmt.Errorf("release %s: processes remain", c.dir))...)
 		}
+		time.Sleep(removePoll) // processes forked meanwhile: another pass
 	}
 }
 
@@ -455,7 +483,7 @@ func (c *Cgroup) Recycle() {
 // (an empty cgroup cannot gain members by itself): it saves reading
 // cgroup.events.
 func (c *Cgroup) RecycleEmpty() {
-	if c.FD() < 0 || c.m.closed.Load() {
+	if c.FD() < 0 || c.m.closed.Load() || !c.resetPids() {
 		c.Remove()
 		return
 	}
@@ -476,7 +504,10 @@ func (c *Cgroup) RecycleEmpty() {
 func (c *Cgroup) Remove() {
 	c.CloseFD()
 	err := os.Remove(c.dir)
-	if err == nil || errors.Is(err, os.ErrNotExist) || !errors.Is(err, unix.EBUSY) {
+	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removePids(false) {
+		return
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.EBUSY) {
 		return
 	}
 	c.mu.Lock()
@@ -490,6 +521,7 @@ func (c *Cgroup) Remove() {
 		defer c.m.pending.Done()
 		_ = c.Kill()
 		_ = c.removeNow(removeWait)
+		c.removePids(false) // its processes were the v2 cgroup's: gone now
 	}()
 }
 

@@ -92,14 +92,6 @@ func NewEnv(environ []string, cfg EnvConfig) *Env {
 	return e
 }
 
-// Base returns the filtered environment with the forced variables. The
-// slice is shared: do not modify it.
-func (e *Env) Base() []string { return e.base }
-
-// Removed reports whether the policy removed name from the engine's
-// environment.
-func (e *Env) Removed(name string) bool { return e.removed[name] }
-
 // Redactor returns the Redactor for the values of the secrets the policy
 // removed (names that secret.IsSecret or Strip marks). Names the allowlist
 // merely did not pass (DISPLAY, XDG_RUNTIME_DIR) are not secrets and their

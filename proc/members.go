@@ -16,10 +16,6 @@ type Member struct {
 // String formats a member as "comm (pid N)".
 func (m Member) String() string { return fmt.Sprintf("%s (pid %d)", m.Comm, m.Pid) }
 
-// GroupMembers lists the live (non-zombie) processes of process group pgid
-// by scanning /proc. It is meant for the slow path: naming leftovers.
-func GroupMembers(pgid int) []Member { return scanGroup(pgid, false) }
-
 // scanGroup lists the live members of pgid; with first it stops at the
 // first one found.
 func scanGroup(pgid int, first bool) []Member {

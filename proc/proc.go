@@ -146,19 +146,63 @@ func Start(spec Spec) (*Process, error) {
 	return p, nil
 }
 
-// Wait waits for the leader to exit and reaps it.
-func (p *Process) Wait() (*os.ProcessState, error) {
-	if p.pidfd != nil {
-		if rc, err := p.pidfd.SyscallConn(); err == nil {
-			_ = rc.Read(func(fd uintptr) bool {
-				var info unix.Siginfo
-				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-				return err != nil || info.Signo != 0
-			})
-		}
-		p.pidfd.Close()
+// Exit is how a process ended, from the wait4 that reaped it.
+type Exit struct {
+	// Status is its wait status.
+	Status syscall.WaitStatus
+	// Rusage is its own resource usage (not its children's).
+	Rusage syscall.Rusage
+}
+
+// Success reports whether it exited with status 0.
+func (e *Exit) Success() bool { return e.Status.Exited() && e.Status.ExitStatus() == 0 }
+
+// ExitCode is its exit status, or -1 when a signal ended it.
+func (e *Exit) ExitCode() int {
+	if e.Status.Exited() {
+		return e.Status.ExitStatus()
 	}
-	return p.proc.Wait()
+	return -1
+}
+
+// Sys returns the syscall.WaitStatus, as os.ProcessState.Sys does.
+func (e *Exit) Sys() any { return e.Status }
+
+// Wait waits for the leader to exit and reaps it. The wait parks no OS
+// thread: the pidfd is in the netpoller, and each wake-up costs one
+// non-blocking wait4, the last of which reaps the leader.
+func (p *Process) Wait() (*Exit, error) {
+	var ex Exit
+	defer func() { _ = p.proc.Release() }() // os keeps a handle of its own
+	reap := func(flags int) (bool, error) {
+		for {
+			pid, err := syscall.Wait4(p.Pid, &ex.Status, flags, &ex.Rusage)
+			switch {
+			case errors.Is(err, syscall.EINTR):
+			case err != nil:
+				return true, fmt.Errorf("wait for pid %d: %w", p.Pid, err)
+			default:
+				return pid == p.Pid, nil
+			}
+		}
+	}
+	if p.pidfd != nil {
+		defer p.pidfd.Close()
+		if rc, err := p.pidfd.SyscallConn(); err == nil {
+			var werr error
+			if err := rc.Read(func(uintptr) bool {
+				var done bool
+				done, werr = reap(syscall.WNOHANG)
+				return done
+			}); err == nil {
+				return &ex, werr
+			}
+		}
+	}
+	if _, err := reap(0); err != nil { // no pidfd: block this thread
+		return nil, err
+	}
+	return &ex, nil
 }
 
 // SignalGroup sends sig to every process of the group. A group that no

@@ -219,7 +219,8 @@ func TestEnvironmentPolicy(t *testing.T) {
 				}
 			}
 		}
-		check(e.Base(), false)
+		base, _ := e.With(nil, nil)
+		check(base, false)
 		// The value of every removed secret is redacted.
 		for n, v := range last {
 			if !allowed(n) && secretName(n) && len(v) >= secret.MinLen {

@@ -220,7 +220,7 @@ func TestTruncationDefaultsLarge(t *testing.T) {
 		size := rapid.OneOf(rapid.IntRange(131000, 131200), rapid.IntRange(131072, 1<<20)).Draw(t, "size")
 		unit := rapid.SampledFrom([]string{"a", "é", "€\n", "𝄞"}).Draw(t, "unit")
 		data := []byte(strings.Repeat(unit, size/len(unit)+1)[:size])
-		out := truncate.String(truncate.DefaultConfig(), data)
+		out := renderAll(truncate.DefaultConfig(), data)
 		checkTruncation(t, effective(truncate.DefaultConfig()), data, out)
 		// A cut-off last character becomes U+FFFD, which may push an output
 		// of exactly Max bytes over it.
@@ -231,4 +231,13 @@ func TestTruncationDefaultsLarge(t *testing.T) {
 			t.Fatalf("text %d bytes", len(out.Text))
 		}
 	})
+}
+
+// renderAll is what a Buffer with cfg shows after being given all of data.
+func renderAll(cfg truncate.Config, data []byte) truncate.Output {
+	b := truncate.New(cfg)
+	b.Write(data)
+	out := b.Result()
+	b.Close()
+	return out
 }

@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -33,36 +34,34 @@ func unrestricted(tb testing.TB, bash string, env []string) {
 }
 
 // restricted includes everything the engine pays per command: Prepare
-// (scratch dir, pids cgroup), the helper re-exec, cgroup join, rlimits,
-// capabilities, Landlock, seccomp, the exec of bash, and Cleanup.
+// (scratch dir, pids limit), the helper re-exec, namespaces, rlimits,
+// capabilities, Landlock, seccomp, the exec of bash, and Cleanup (but not
+// the command's cgroup, which the engine creates for every command).
 func restricted(tb testing.TB, bash string, env []string) {
-	restrictedWith(tb, sandbox.Limits{}, bash, env)
+	restrictedMode(tb, sandbox.Options{Bash: bash, Command: "true"}, env, false)
 }
 
-func restrictedWith(tb testing.TB, lim sandbox.Limits, bash string, env []string) {
-	restrictedMode(tb, lim, bash, env, false)
-}
-
-func restrictedMode(tb testing.TB, lim sandbox.Limits, bash string, env []string, direct bool) {
-	sc, err := sandbox.Prepare(lim, bash, "true", ".")
+func restrictedMode(tb testing.TB, opts sandbox.Options, env []string, direct bool) {
+	sc, err := sandbox.Prepare(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	cmd := exec.Command("/nonexistent")
+	cmd.Env = append(env[:len(env):len(env)], sc.Env...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = sysProcAttr(opts.Cgroup)
 	if direct {
-		cmd := exec.Command(sc.Path)
-		cmd.Env = append(env[:len(env):len(env)], sc.Env...)
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := sc.StartDirect(cmd); err != nil {
-			tb.Fatal(err)
-		}
-		if err := cmd.Wait(); err != nil {
-			tb.Fatal(err)
-		}
+		err = sc.StartDirect(cmd)
 	} else {
-		startWait(tb, sc.Path, sc.Args, append(env[:len(env):len(env)], sc.Env...))
+		err = sc.StartHelper(cmd)
 	}
-	if err := sc.Cleanup(); err != nil {
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := sc.Cleanup(endCgroup(opts.Cgroup)); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -90,7 +89,7 @@ func BenchmarkRestrictedDirect(b *testing.B) {
 	requireSandbox(b)
 	bash, env := bashPath(b), os.Environ()
 	for b.Loop() {
-		restrictedMode(b, sandbox.Limits{}, bash, env, true)
+		restrictedMode(b, sandbox.Options{Bash: bash, Command: "true"}, env, true)
 	}
 }
 
@@ -99,11 +98,11 @@ func BenchmarkPrepareCleanup(b *testing.B) {
 	requireSandbox(b)
 	bash := bashPath(b)
 	for b.Loop() {
-		sc, err := sandbox.Prepare(sandbox.Limits{}, bash, "true", ".")
+		sc, err := sandbox.Prepare(sandbox.Options{Bash: bash, Command: "true"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := sc.Cleanup(); err != nil {
+		if err := sc.Cleanup(true); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -128,7 +127,7 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 	type variant struct {
 		name, path, scratch string
-		procs               int
+		procs               int // -1: no cgroup
 		direct              bool
 	}
 	variants := []variant{
@@ -152,8 +151,6 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 	for _, h := range variants {
 		b.Run(h.name, func(b *testing.B) {
-			sandbox.HelperPath, sandbox.ScratchRoot = h.path, h.scratch
-			defer func() { sandbox.HelperPath, sandbox.ScratchRoot = "", "" }()
 			var plain, sbx []time.Duration
 			var cpuPlain, cpuSbx time.Duration // children's user+sys time: insensitive to load elsewhere
 			for b.Loop() {
@@ -162,7 +159,15 @@ func BenchmarkOverhead(b *testing.B) {
 				unrestricted(b, bash, env)
 				t1 := time.Now()
 				c1 := childCPU()
-				restrictedMode(b, sandbox.Limits{Processes: h.procs}, bash, env, h.direct)
+				opts := sandbox.Options{Bash: bash, Command: "true", Helper: h.path, ScratchRoot: h.scratch}
+				if h.procs >= 0 && testCgroups != nil {
+					cg, err := testCgroups.New(fmt.Sprintf("b%d", cgroupSeq.Add(1)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					opts.Cgroup = cg
+				}
+				restrictedMode(b, opts, env, h.direct)
 				plain, sbx = append(plain, t1.Sub(t0)), append(sbx, time.Since(t1))
 				cpuPlain += c1 - c0
 				cpuSbx += childCPU() - c1

@@ -37,10 +37,10 @@ import (
 //
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
 // process leave its cgroup, so the thread forks with plain clone and the
-// command is put into its cgroups after the fork: the pids cgroup, and the
-// cgroup v2 the engine asked for with SysProcAttr.UseCgroupFD (on a host
-// where the pids cgroup is itself on cgroup v2, a process can be in only
-// one of them: the pids cgroup wins). Resource limits belong to the whole
+// command is put into its cgroups after the fork: the cgroup v2 the engine
+// asked for with SysProcAttr.UseCgroupFD, and the command's cgroup in the
+// cgroup v1 pids hierarchy on a host that keeps the pids limit there
+// ([Options.Cgroup]). Resource limits belong to the whole
 // process, so they cannot be set on the thread either: they are set with
 // prlimit(2) after the fork. Until both are done bash runs nothing of the
 // command: it is blocked reading its BASH_ENV file, /dev/fd/3, a pipe,
@@ -101,20 +101,12 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	return nil
 }
 
-// place puts a started (and still gated) command into its cgroups and sets
-// its resource limits.
+// place puts a started (and still gated) command into its cgroups (the
+// cgroup v2 the engine asked for, and the cgroup v1 pids hierarchy's where
+// the pids limit lives there) and sets its resource limits.
 func (c *Command) place(pid, cgroupFD int) error {
 	p := []byte(strconv.Itoa(pid))
-	switch {
-	case c.cfg.CgroupDir != "":
-		if err := os.WriteFile(filepath.Join(c.cfg.CgroupDir, "cgroup.procs"), p, 0); err != nil {
-			return fmt.Errorf("sandbox: join pids cgroup: %w", err)
-		}
-		if cgroupFD < 0 || cgroupV2 {
-			break // the pids cgroup is on cgroup v2 too: one cgroup only
-		}
-		fallthrough
-	case cgroupFD >= 0:
+	if cgroupFD >= 0 {
 		fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
@@ -123,6 +115,11 @@ func (c *Command) place(pid, cgroupFD int) error {
 		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
+		}
+	}
+	if c.cfg.CgroupDir != "" {
+		if err := os.WriteFile(filepath.Join(c.cfg.CgroupDir, "cgroup.procs"), p, 0); err != nil {
+			return fmt.Errorf("sandbox: join pids cgroup: %w", err)
 		}
 	}
 	lims := rlimitsOf(c.cfg)

@@ -243,14 +243,11 @@ time.sleep(30)'`, name))
 // output; everything is killed and cleaned up at the end of the test.
 func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	sc, err := sandbox.Prepare(sandbox.Limits{}, bashPath(t), command, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cg := prepare(t, sandbox.Limits{}, command)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Env = append(os.Environ(), sc.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = sysProcAttr(cg)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +256,6 @@ func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 	if err := start(sc, cmd); err != nil {
 		pr.Close()
 		pw.Close()
-		_ = sc.Cleanup()
 		t.Fatal(err)
 	}
 	pw.Close()
@@ -267,7 +263,7 @@ func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		pr.Close()
-		if err := sc.Cleanup(); err != nil {
+		if err := sc.Cleanup(endCgroup(cg)); err != nil {
 			t.Errorf("Cleanup: %v", err)
 		}
 	})

@@ -185,8 +185,8 @@ func TestScratchIsPrivateAndRemoved(t *testing.T) {
 	if _, err := os.Stat(r.cmd.Scratch); !os.IsNotExist(err) {
 		t.Errorf("scratch dir still exists: %v", err)
 	}
-	if r.cmd.Cgroup != "" {
-		if _, err := os.Stat(r.cmd.Cgroup); !os.IsNotExist(err) {
+	if r.cg != nil {
+		if _, err := os.Stat(r.cg.Dir()); !os.IsNotExist(err) {
 			t.Errorf("cgroup still exists: %v", err)
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -57,17 +59,11 @@ func probe() Capabilities {
 	} else if c.ABI > 0 {
 		why = append(why, fmt.Sprintf("Landlock ABI %d has no signal/abstract-socket scoping (needs ABI 6, Linux 6.12)", c.ABI))
 	}
-	if err := probeCgroup(); err != nil {
-		why = append(why, "no pids cgroup: "+err.Error())
-	} else {
-		c.Cgroup = true
-	}
 	if err := probeNamespaces(); err != nil {
 		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error())
 	} else {
 		c.Namespaces = true
 	}
-	removeStale()
 	c.Reason = strings.Join(why, "; ")
 	return c
 }
@@ -103,14 +99,22 @@ func helper(args []string) error {
 	}
 	// Zero means the default here too, so a hand-written config never ends
 	// up with a CPU or file size limit of 0.
-	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.withDefaults()
+	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.WithDefaults()
 	cfg.CPUSeconds, cfg.FileSize, cfg.OpenFiles, cfg.AddressSpace = lim.CPUSeconds, lim.FileSize, lim.OpenFiles, lim.AddressSpace
 	argv := args[2:]
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
 		return errors.New("bad config: scratch dir and an absolute program path are required")
 	}
-	if cfg.CgroupDir != "" {
-		if err := joinCgroup(cfg.CgroupDir); err != nil {
+	if cfg.Namespaces {
+		// The engine entered the command's namespaces before starting the
+		// helper (Command.StartHelper); the seccomp filter relies on them.
+		var in, parent unix.Stat_t
+		if unix.Stat(cfg.Scratch, &in) != nil || unix.Stat(filepath.Dir(cfg.Scratch), &parent) != nil || in.Dev == parent.Dev {
+			return errors.New("not started inside the command's namespaces (use Command.StartHelper)")
+		}
+	}
+	if cfg.CgroupDir != "" { // the pids limit lives in the cgroup v1 hierarchy
+		if err := os.WriteFile(cfg.CgroupDir+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 			return fmt.Errorf("join pids cgroup: %w", err)
 		}
 	}

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -18,26 +17,9 @@ func BenchmarkBuildFilter(b *testing.B) {
 	}
 }
 
-func BenchmarkCgroupCreateRemove(b *testing.B) {
-	if !Probe().Cgroup {
-		b.Skip("no cgroup")
-	}
-	i := 0
-	for b.Loop() {
-		i++
-		d, err := createCgroup(fmt.Sprintf("bench-%d-%d", os.Getpid(), i), 10)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := removeCgroup(d); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkScratchCreateRemove(b *testing.B) {
 	for b.Loop() {
-		d, err := os.MkdirTemp("", "bashvisor-sbx-")
+		d, err := os.MkdirTemp("", scratchPrefix)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,19 +5,98 @@ package sandbox_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/bashvisor/bashvisor/sandbox"
 	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/sandbox"
 )
+
+// testCgroups gives every command a cgroup of its own, as the engine does
+// (nil where the host has no cgroup v2 for the test process).
+var testCgroups *proc.Cgroups
 
 func TestMain(m *testing.M) {
 	sandbox.Main()
-	goleak.VerifyTestMain(m)
+	var err error
+	if testCgroups, err = proc.ProbeCgroups(""); err != nil {
+		if os.Getenv("REQUIRE_CGROUPS") == "1" {
+			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
+			os.Exit(1)
+		}
+		testCgroups = nil
+	}
+	code := m.Run()
+	if testCgroups != nil {
+		if err := testCgroups.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "cgroups:", err)
+			code = 1
+		}
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// requireCgroups fails the test when REQUIRE_CGROUPS=1 (CI): a skip there
+// would hide a broken cgroup probe.
+func requireCgroups(t testing.TB) {
+	t.Helper()
+	if os.Getenv("REQUIRE_CGROUPS") == "1" {
+		t.Fatal("REQUIRE_CGROUPS=1 but the test process has no usable cgroups (or pids limit)")
+	}
+}
+
+var cgroupSeq atomic.Int64
+
+// prepare prepares command the way the engine does: in a cgroup of its own
+// (when the host has them), which the test ends and removes at cleanup.
+func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command, *proc.Cgroup) {
+	t.Helper()
+	var cg *proc.Cgroup
+	if testCgroups != nil {
+		var err error
+		if cg, err = testCgroups.New(fmt.Sprintf("t%d", cgroupSeq.Add(1))); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { endCgroup(cg) })
+	}
+	sc, err := sandbox.Prepare(sandbox.Options{Limits: lim, Bash: bashPath(t), Command: command, Cgroup: cg})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	t.Cleanup(func() { _ = sc.Cleanup(false) }) // idempotent; also on t.Fatal
+	return sc, cg
+}
+
+// sysProcAttr starts a command in a new session inside cg (if any).
+func sysProcAttr(cg *proc.Cgroup) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setsid: true}
+	if cg != nil {
+		a.UseCgroupFD, a.CgroupFD = true, cg.FD()
+	}
+	return a
+}
+
+// endCgroup kills what is left in cg and removes it; it reports whether the
+// cgroup was empty, so that the command's namespaces may be reused.
+func endCgroup(cg *proc.Cgroup) bool {
+	if cg == nil {
+		return false
+	}
+	empty := !cg.Populated()
+	_ = cg.Kill()
+	cg.Remove()
+	return empty
 }
 
 // requireSandbox skips without Landlock, or fails when REQUIRE_LANDLOCK=1.
@@ -46,24 +125,21 @@ type result struct {
 	code   int
 	signal syscall.Signal
 	cmd    *sandbox.Command
+	cg     *proc.Cgroup
 }
 
 // runIn runs command restricted in workdir the way the engine does: own
 // session, stdin /dev/null, stdout+stderr one pipe, env + Command.Env.
 func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...string) result {
 	t.Helper()
-	sc, err := sandbox.Prepare(lim, bashPath(t), command, workdir)
-	if err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	t.Cleanup(func() { _ = sc.Cleanup() }) // idempotent; also on t.Fatal
+	sc, cg := prepare(t, lim, command)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir = workdir
 	cmd.Env = append(append(os.Environ(), env...), sc.Env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = sysProcAttr(cg)
 	cmd.WaitDelay = time.Second
 	if err := start(sc, cmd); err != nil {
 		t.Fatal(err)
@@ -71,10 +147,10 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	timer := time.AfterFunc(60*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-	err = cmd.Wait()
+	err := cmd.Wait()
 	timer.Stop()
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	r := result{out: buf.String(), cmd: sc}
+	r := result{out: buf.String(), cmd: sc, cg: cg}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		ws := ee.Sys().(syscall.WaitStatus)
@@ -87,7 +163,9 @@ func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...str
 	} else if err != nil {
 		t.Fatalf("wait: %v", err)
 	}
-	if err := sc.Cleanup(); err != nil {
+	// The engine ends what is left in the command's cgroup (escapees that
+	// left the process group) before it cleans up.
+	if err := sc.Cleanup(endCgroup(cg)); err != nil {
 		t.Errorf("Cleanup: %v", err)
 	}
 	return r

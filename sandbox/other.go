@@ -24,9 +24,8 @@ func Main() {
 	os.Exit(helperExitCode)
 }
 
-func createCgroup(string, int) (string, error) { return "", nil }
-func removeCgroup(string) error                { return nil }
-func makeCacheDir(string) error                { return nil }
+func makeCacheDir(string) error { return nil }
+func removeStaleOnce(string)    {}
 
 type netnsHandle struct{ fd int }
 

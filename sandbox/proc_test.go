@@ -177,23 +177,21 @@ func TestLimits(t *testing.T) {
 	})
 }
 
-// TestForkBombContained runs a real fork bomb in a pids cgroup of 64 for a
-// bounded time; the test process must stay able to fork, and nothing of the
-// bomb may survive Cleanup.
+// TestForkBombContained runs a real fork bomb in a cgroup with pids.max 64
+// for a bounded time; the test process must stay able to fork, and nothing
+// of the bomb may survive the end of its cgroup.
 func TestForkBombContained(t *testing.T) {
-	c := requireSandbox(t)
-	if !c.Cgroup {
-		t.Skip("no pids cgroup here")
+	requireSandbox(t)
+	if testCgroups == nil || !testCgroups.PidsLimit() {
+		requireCgroups(t)
+		t.Skip("no pids limit here")
 	}
 	const maxPids = 64
-	sc, err := sandbox.Prepare(sandbox.Limits{Processes: maxPids, CPUSeconds: 20}, bashPath(t), `b(){ b | b & }; b; sleep 30`, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cg := prepare(t, sandbox.Limits{Processes: maxPids, CPUSeconds: 20}, `b(){ b | b & }; b; sleep 30`)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Env = append(os.Environ(), sc.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = sysProcAttr(cg)
 	cmd.WaitDelay = time.Second
 	if err := start(sc, cmd); err != nil {
 		t.Fatal(err)
@@ -207,16 +205,20 @@ func TestForkBombContained(t *testing.T) {
 		stopped = true
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		if err := sc.Cleanup(); err != nil {
+		if err := sc.Cleanup(endCgroup(cg)); err != nil {
 			t.Errorf("Cleanup: %v", err)
 		}
 	}
 	t.Cleanup(stop)
+	pidsDir := cg.PidsDir()
+	if pidsDir == "" {
+		pidsDir = cg.Dir()
+	}
 
 	peak := 0
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(filepath.Join(sc.Cgroup, "pids.current"))
+		b, err := os.ReadFile(filepath.Join(pidsDir, "pids.current"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +230,7 @@ func TestForkBombContained(t *testing.T) {
 	if out, err := exec.Command("true").CombinedOutput(); err != nil {
 		t.Fatalf("cannot fork outside the bomb: %v %s", err, out)
 	}
-	ev, _ := os.ReadFile(filepath.Join(sc.Cgroup, "pids.events"))
+	ev, _ := os.ReadFile(filepath.Join(pidsDir, "pids.events"))
 	t.Logf("pids.current peak %d (max %d), pids.events: %s", peak, maxPids, strings.TrimSpace(string(ev)))
 	if peak > maxPids {
 		t.Errorf("pids.current %d > pids.max %d", peak, maxPids)
@@ -237,17 +239,32 @@ func TestForkBombContained(t *testing.T) {
 		t.Errorf("the bomb only reached %d processes: did it run?", peak)
 	}
 	stop()
-	if _, err := os.Stat(sc.Cgroup); !os.IsNotExist(err) {
-		t.Errorf("cgroup %s not removed: %v", sc.Cgroup, err)
+	// A cgroup still busy after cgroup.kill (the bomb's processes dying)
+	// is removed in the background.
+	for _, d := range []string{cg.Dir(), pidsDir} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := os.Stat(d)
+			if os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cgroup %s not removed: %v", d, err)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
 // TestCleanupKillsEscapees: a process that left the process group with
-// setsid is still in the command's pids cgroup, and Cleanup kills it.
+// setsid is still in the command's cgroup (also when it was placed there
+// after the fork), and ending the cgroup kills it.
 func TestCleanupKillsEscapees(t *testing.T) {
-	c := requireSandbox(t)
-	if !c.Cgroup {
-		t.Skip("no pids cgroup here")
+	requireSandbox(t)
+	if testCgroups == nil {
+		requireCgroups(t)
+		t.Skip("no cgroups here")
 	}
 	r := run(t, `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`)
 	pid, err := strconv.Atoi(strings.TrimSpace(r.out))

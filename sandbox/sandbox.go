@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/proc"
 )
 
 // HelperArg is the hidden argv[1] that turns the embedding binary into the
@@ -72,10 +71,10 @@ type Limits struct {
 	OpenFiles uint64
 	// AddressSpace is RLIMIT_AS in bytes.
 	AddressSpace uint64
-	// Processes is the cgroup pids.max of the command (0 = default).
-	// Negative means no pids cgroup at all: no process limit, and Cleanup
-	// cannot find processes that left the process group (setsid). Only
-	// enforced where [Capabilities.Cgroup] is true.
+	// Processes is the pids.max of the command's cgroup (0 = default):
+	// processes and threads at once. Negative means no limit. Enforced
+	// only when [Options.Cgroup] is set and the host offers the pids
+	// controller (proc.Cgroups.PidsLimit).
 	Processes int
 	// ScratchBytes is the size of the scratch directory: writes beyond it
 	// fail with ENOSPC ("No space left on device"). Its contents live in
@@ -89,7 +88,8 @@ type Limits struct {
 	ScratchFiles uint64
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
 	if l.CPUSeconds == 0 {
 		l.CPUSeconds = DefaultCPUSeconds
 	}
@@ -143,8 +143,6 @@ type Capabilities struct {
 	// Seccomp: the seccomp filter (network, metadata changes, ptrace,
 	// io_uring, mount and module syscalls) can be installed.
 	Seccomp bool
-	// Cgroup: a per-command pids cgroup limits the number of processes.
-	Cgroup bool
 	// Namespaces: every command gets private network, IPC and mount
 	// namespaces, and a scratch directory with a quota (needs
 	// CAP_SYS_ADMIN, in practice a root engine). Without them SysV IPC,
@@ -167,8 +165,8 @@ func (c Capabilities) String() string {
 		}
 		return "off"
 	}
-	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s cgroup_pids=%s namespaces=%s",
-		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Cgroup), yn(c.Namespaces))
+	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s namespaces=%s",
+		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Namespaces))
 	if c.Reason != "" {
 		s += " (" + c.Reason + ")"
 	}
@@ -182,21 +180,48 @@ var (
 
 // Probe finds out once per process (sync.Once) what restricted mode
 // enforces here: the Landlock ABI, whether a seccomp filter can be installed
-// and whether a pids cgroup can be created. It logs nothing; the engine logs
-// [Capabilities.String] once.
+// and whether private namespaces can be created. It logs nothing; the
+// engine logs [Capabilities.String] once.
 func Probe() Capabilities {
 	probeOnce.Do(func() { probed = probe() })
 	return probed
 }
 
-// Command is a prepared restricted command: start Path with Args (in a new
-// session, cwd = the working directory, env = the engine's env + Env) and
-// call Cleanup after it ended.
+// Options describe one restricted command.
+type Options struct {
+	// Limits are its resource limits.
+	Limits Limits
+	// Bash is the absolute path of bash (no PATH lookup is done).
+	Bash string
+	// Command is the shell code run with bash -c.
+	Command string
+	// Cgroup is the command's cgroup, created by the caller (which also
+	// starts the command into it, ends what is left in it and removes it):
+	// the sandbox sets its pids.max and places the command into its cgroup
+	// v1 pids hierarchy where that is needed. Nil: no process limit.
+	Cgroup *proc.Cgroup
+	// Helper is the program [Command.StartHelper] starts: one whose main
+	// calls [Main] first. Empty means the running executable (through
+	// /proc/self/exe, so the engine's own binary even if the file on disk
+	// was replaced). A small static binary such as
+	// ./sandbox/cmd/bashvisor-sandbox starts faster than a large engine.
+	Helper string
+	// ScratchRoot is the directory under which the per-command scratch
+	// directories are made (default os.TempDir()). With private namespaces
+	// the scratch directory is a tmpfs and only its empty mount point lives
+	// there; without them its files do.
+	ScratchRoot string
+}
+
+// Command is a prepared restricted command: start it with
+// [Command.StartDirect] or [Command.StartHelper] (in a new session, cwd =
+// the working directory, env = the engine's env + Env) and call
+// [Command.Cleanup] after it ended.
 type Command struct {
-	// Path is the program to start: the running executable (/proc/self/exe).
+	// Path is the helper program [Command.StartHelper] starts.
 	Path string
-	// Args is the full argv: Path, HelperArg, the encoded config, "--",
-	// the bash path, "-c", the command.
+	// Args is the helper's full argv: Path, HelperArg, the encoded
+	// config, "--", the bash path, "-c", the command.
 	Args []string
 	// Env holds the additions to the command's environment (TMPDIR, caches
 	// pointed into the scratch dir). Append them after the engine's env.
@@ -204,23 +229,21 @@ type Command struct {
 	// Scratch is the private per-command scratch directory (0700), the only
 	// writable place inside the sandbox besides /dev/null.
 	Scratch string
-	// Cgroup is the command's pids cgroup directory ("" without one); its
-	// pids.current says how many processes the command has.
-	Cgroup string
-	// Cleanup kills what is left in the command's pids cgroup, removes the
-	// cgroup and the scratch dir. Call it once the command (and the process
-	// group) ended; it is safe to call more than once.
-	Cleanup func() error
 
-	cfg     config
-	bash    string
-	command string
-	ns      *netnsHandle // the pooled network namespace (none without Namespaces)
+	cleanupOnce sync.Once
+	cleanupErr  error
+	cgroup      *proc.Cgroup
+	cfg         config
+	bash        string
+	command     string
+	ns          *netnsHandle // the pooled network namespace (none without Namespaces)
 }
 
 // config is what Prepare hands to the helper in argv[2].
 type config struct {
-	Scratch      string `json:"scratch"`
+	Scratch string `json:"scratch"`
+	// CgroupDir is the command's cgroup in the cgroup v1 pids hierarchy,
+	// which the command joins (see proc.Cgroup.PidsDir).
 	CgroupDir    string `json:"cgroup,omitempty"`
 	CPUSeconds   uint64 `json:"cpu"`
 	FileSize     uint64 `json:"fsize"`
@@ -238,33 +261,32 @@ func (c config) filter() filterOpts {
 	return filterOpts{denyIPC: !c.Namespaces, denyBind: !c.Namespaces}
 }
 
-// Prepare builds the command that runs `bash -c command` confined. bashPath
-// must be absolute (the helper does no PATH lookup); workdir is where the
-// engine starts it (readable like everything else, not writable). It
-// creates the private scratch dir (0700, under [ScratchRoot] or
-// os.TempDir()) and, where possible, a pids cgroup; the caller must call
-// [Command.Cleanup] after the command ended, also when starting it failed. It returns an error wrapping [ErrUnavailable] when
-// Landlock or seccomp is missing; it never degrades silently.
-func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
+// Prepare builds the command that runs `bash -c opts.Command` confined. It
+// creates the private scratch dir (0700) and sets the pids limit on
+// opts.Cgroup; the caller must call [Command.Cleanup] after the command
+// ended, also when starting it failed. It returns an error wrapping
+// [ErrUnavailable] when Landlock or seccomp is missing; it never degrades
+// silently. Other errors are the host's (out of descriptors, disk full).
+func Prepare(opts Options) (*Command, error) {
 	caps := Probe()
 	if !caps.Available() {
 		return nil, unavailable(caps.Reason)
 	}
-	if !filepath.IsAbs(bashPath) {
-		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", bashPath)
+	if !filepath.IsAbs(opts.Bash) {
+		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", opts.Bash)
 	}
 	exe := selfExe
-	if HelperPath != "" {
-		if !filepath.IsAbs(HelperPath) {
-			return nil, fmt.Errorf("sandbox: HelperPath must be absolute: %q", HelperPath)
+	if opts.Helper != "" {
+		if !filepath.IsAbs(opts.Helper) {
+			return nil, fmt.Errorf("sandbox: helper path must be absolute: %q", opts.Helper)
 		}
-		exe = HelperPath
+		exe = opts.Helper
 	}
-	_ = workdir // the engine sets cwd; the workdir is readable like everything else
-	lim = lim.withDefaults()
+	lim := opts.Limits.WithDefaults()
+	removeStaleOnce(opts.ScratchRoot)
 	// The engine's pid in the name lets a later engine remove what a killed
 	// one left behind (see removeStale).
-	scratch, err := os.MkdirTemp(ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
+	scratch, err := os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
 	}
@@ -283,16 +305,14 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		Namespaces:   caps.Namespaces,
 	}
 	fail := func(err error) (*Command, error) {
-		_ = removeCgroup(cfg.CgroupDir)
 		_ = os.RemoveAll(scratch)
 		return nil, err
 	}
-	if caps.Cgroup && lim.Processes > 0 {
-		dir, err := createCgroup(filepath.Base(scratch), lim.Processes)
-		if err != nil {
-			return fail(fmt.Errorf("sandbox: create pids cgroup: %w", err))
+	if opts.Cgroup != nil && lim.Processes > 0 {
+		if err := opts.Cgroup.SetPidsMax(lim.Processes); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
 		}
-		cfg.CgroupDir = dir
+		cfg.CgroupDir = opts.Cgroup.PidsDir()
 	}
 	ns := noNetns()
 	if caps.Namespaces {
@@ -309,13 +329,10 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 		panic(err) // cannot happen: plain strings and integers
 	}
 	cache := filepath.Join(scratch, ".cache")
-	var once sync.Once
-	var cleanupErr error
 	cmd := &Command{
 		Path:    exe,
-		Args:    []string{exe, HelperArg, string(enc), "--", bashPath, "-c", command},
+		Args:    []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command},
 		Scratch: scratch,
-		Cgroup:  cfg.CgroupDir,
 		Env: []string{
 			"TMPDIR=" + scratch,
 			"TMP=" + scratch,
@@ -330,74 +347,32 @@ func Prepare(lim Limits, bashPath, command, workdir string) (*Command, error) {
 			"BASHVISOR_SANDBOX=1",
 		},
 		cfg:     cfg,
-		bash:    bashPath,
-		command: command,
+		bash:    opts.Bash,
+		command: opts.Command,
 		ns:      ns,
+		cgroup:  opts.Cgroup,
 	}
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, ns)
-	cmd.Cleanup = func() error {
-		once.Do(func() {
-			cgErr := removeCgroup(cfg.CgroupDir)
-			// The network namespace is reused only when every process of
-			// the command is known to be gone: its pids cgroup was emptied
-			// and removed.
-			ns.release(cfg.CgroupDir != "" && cgErr == nil)
-			cleanupErr = errors.Join(cgErr, removeScratch(scratch))
-		})
-		return cleanupErr
-	}
 	return cmd, nil
+}
+
+// Cleanup removes the scratch dir and gives up the command's network
+// namespace. Call it once the command ended; gone tells that every process
+// of the command is known to be gone (its cgroup is empty), which lets the
+// namespace be reused. Later calls return the first call's result.
+func (c *Command) Cleanup(gone bool) error {
+	c.cleanupOnce.Do(func() {
+		c.ns.release(gone)
+		c.cleanupErr = removeScratch(c.Scratch)
+	})
+	return c.cleanupErr
 }
 
 // scratchPrefix starts the name of every scratch directory (and of its
 // pids cgroup): bashvisor-sbx-ENGINEPID-RANDOM.
 const scratchPrefix = "bashvisor-sbx-"
-
-// HelperPath, when set (before the first Prepare), is the absolute path of a
-// program whose main calls [Main] first, started instead of the running
-// executable. The bashvisor-sandbox command (./sandbox/cmd/bashvisor-sandbox,
-// built with CGO_ENABLED=0) is such a program: a small static binary starts
-// about 1 ms faster than a large cgo-linked engine binary, which matters when
-// restricted commands are frequent. Empty (the default) re-executes the
-// running binary through /proc/self/exe.
-var HelperPath string
-
-// HelperName is the file name of the standalone helper command
-// (./sandbox/cmd/bashvisor-sandbox) that [FindHelper] looks for.
-const HelperName = "bashvisor-sandbox"
-
-// FindHelper returns the absolute path of an executable [HelperName] in the
-// directory of the running executable, or "" when there is none. An
-// embedding program can do `sandbox.HelperPath = sandbox.FindHelper()` at
-// startup: a large engine binary spends milliseconds in package init
-// functions (≈3-4 ms for cmd/demo here) before [Main] even runs, on every
-// restricted command.
-func FindHelper() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
-	}
-	p := filepath.Join(filepath.Dir(exe), HelperName)
-	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-		return ""
-	}
-	return p
-}
-
-// ScratchRoot, when set (before the first Prepare), is the directory under
-// which Prepare creates the per-command scratch dirs; empty means
-// os.TempDir(). Creating and removing the scratch dir is a fixed cost per
-// restricted command: ~35 µs on tmpfs, but 1-3 ms on an ext4 /tmp mounted
-// with "discard" (measured on the development VM), so a tmpfs such as
-// /dev/shm or $XDG_RUNTIME_DIR is a good choice where commands do not
-// write gigabytes (the scratch dir then lives in RAM).
-var ScratchRoot string
 
 // selfExe is the program Prepare starts by default. The kernel resolves /proc/self/exe
 // in the forked child, which is still a copy of the engine, so this is the
@@ -420,49 +395,4 @@ func removeScratch(dir string) error {
 		return fmt.Errorf("sandbox: remove scratch dir: %w", err)
 	}
 	return nil
-}
-
-// Description states the restricted-mode constraints plainly, for the tool
-// description the model reads, with the default [Limits].
-func Description() string { return DescriptionWith(Limits{}) }
-
-// DescriptionWith is [Description] for the given limits.
-func DescriptionWith(lim Limits) string {
-	c := Probe()
-	lim = lim.withDefaults()
-	var b strings.Builder
-	b.WriteString("Restricted mode (enforced by the kernel) is on for this conversation:\n")
-	b.WriteString("- The filesystem is read-only. You can read, list, search and run anything, but every write fails with \"Permission denied\" (EACCES) or \"Operation not permitted\" (EPERM), except in $TMPDIR (a private scratch directory, deleted when the command ends")
-	if c.Namespaces {
-		fmt.Fprintf(&b, ", at most %s", truncate.Humanize(int64(lim.ScratchBytes)))
-	}
-	b.WriteString(") and /dev/null. Build into $TMPDIR (e.g. `go build -o \"$TMPDIR/app\" .`); caches (XDG_CACHE_HOME, GOCACHE, npm, pip) already point there.\n")
-	b.WriteString("- Caches start empty in every command, so the first build in each command is slower.\n")
-	b.WriteString("- chmod, chown, touch of existing files and extended attributes are blocked everywhere, including $TMPDIR.\n")
-	b.WriteString("- There is no network: no TCP, UDP or other internet sockets, no connections to unix sockets, so package installs and downloads fail.\n")
-	if c.Scoping {
-		b.WriteString("- Processes outside the sandbox cannot be signalled or inspected (kill, /proc/PID/environ fail). ptrace is blocked (no strace, gdb).\n")
-	} else {
-		b.WriteString("- ptrace is blocked (no strace, gdb).\n")
-	}
-	b.WriteString("- Limits per process: ")
-	if lim.CPUSeconds != Unlimited {
-		fmt.Fprintf(&b, "%d s of CPU time, ", lim.CPUSeconds)
-	}
-	if lim.FileSize != Unlimited {
-		fmt.Fprintf(&b, "files up to %s, ", truncate.Humanize(int64(lim.FileSize)))
-	}
-	if lim.OpenFiles != Unlimited {
-		fmt.Fprintf(&b, "%d open files, ", lim.OpenFiles)
-	}
-	if lim.AddressSpace != Unlimited {
-		fmt.Fprintf(&b, "%s of address space, ", truncate.Humanize(int64(lim.AddressSpace)))
-	}
-	b.WriteString("no core dumps")
-	if c.Cgroup && lim.Processes > 0 {
-		fmt.Fprintf(&b, "; at most %d processes per command", lim.Processes)
-	}
-	b.WriteString(".\n")
-	b.WriteString("- A command that fails because of these rules is not retried outside the sandbox; do not work around them, say what you need instead.")
-	return b.String()
 }

@@ -38,8 +38,6 @@ func (r *ring) write(p []byte) {
 	r.pos = (r.pos + len(p)) % r.size
 }
 
-func (r *ring) len() int { return len(r.buf) }
-
 // contents returns everything in the ring, oldest first. It aliases the
 // ring's memory when the data is contiguous.
 func (r *ring) contents() []byte {

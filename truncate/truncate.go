@@ -1,5 +1,5 @@
 // Package truncate keeps a command's output in bounded memory and renders it
-// in the exact truncation formats of SPEC §2.4.
+// in its exact truncation formats.
 //
 // One [Buffer] is created per command. A reader goroutine writes the
 // command's combined output into it while other goroutines may ask for
@@ -117,7 +117,7 @@ type Config struct {
 	SpoolCap int64
 }
 
-// DefaultConfig returns the SPEC §2.4 configuration: middle strategy, 128 KiB
+// DefaultConfig returns the default configuration: middle strategy, 128 KiB
 // max, 4 KiB head and tail, 64 MiB spool cap, no spool directory.
 func DefaultConfig() Config {
 	return Config{
@@ -436,17 +436,6 @@ func (b *Buffer) spoolWrite(p []byte) {
 	if err != nil {
 		b.spoolErr = err
 	}
-}
-
-// String renders data as a Buffer with cfg would after being given all of
-// it. If cfg.SpoolDir is set and data passes the limit, a spool file is
-// written; spool errors are dropped (use a Buffer to see them).
-func String(cfg Config, data []byte) Output {
-	b := New(cfg)
-	b.Write(data)
-	out := b.Result()
-	b.Close()
-	return out
 }
 
 var units = [...]string{"B", "KiB", "MiB", "GiB", "TiB"}

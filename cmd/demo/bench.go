@@ -45,7 +45,7 @@ type benchRow struct {
 	ok                            *bool
 }
 
-// cmdBench measures the engine against raw os/exec side by side (SPEC §3).
+// cmdBench measures the engine against raw os/exec side by side.
 func cmdBench(args []string, stdout, stderr io.Writer) int {
 	var o benchOpts
 	fs := newFlagSet("bench")

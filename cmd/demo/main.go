@@ -21,10 +21,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/engine"
 )
 
-// Exit statuses shared by the subcommands (SPEC §2.10 for run).
+// Exit statuses shared by the subcommands.
 const (
 	exitUsage   = 64  // a usage error (sysexits EX_USAGE)
 	exitTimeout = 124 // run: the command timed out
@@ -70,7 +70,7 @@ func init() {
 }
 
 func main() {
-	sandbox.Main() // the restricted-mode helper: confines itself and execs bash
+	engine.SandboxMain() // the restricted-mode helper: confines itself and execs bash
 	os.Exit(demoMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -27,7 +27,7 @@ import (
 // tokenEnv names the environment variable holding the HTTP bearer token.
 const tokenEnv = "BASHVISOR_MCP_TOKEN"
 
-// mcpFlags are the flags of `demo mcp` (SPEC §2.9).
+// mcpFlags are the flags of `demo mcp`.
 type mcpFlags struct {
 	dir         string
 	timeout     time.Duration

@@ -132,7 +132,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return exitCode(res)
 }
 
-// exitCode maps a result to the exit code of SPEC §2.10.
+// exitCode maps a result to demo run's exit code: the command's own, 124
+// on timeout, 125 when refused, 126 for errors, 130 when cancelled.
 func exitCode(res engine.Result) int {
 	switch res.Status {
 	case engine.StatusOK, engine.StatusStarted:

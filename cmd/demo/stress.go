@@ -58,7 +58,7 @@ type stresser struct {
 }
 
 // cmdStress runs N mixed commands at concurrency C and checks that nothing
-// was lost or leaked (SPEC §3). It exits 0 only when all checks are 0.
+// was lost or leaked. It exits 0 only when all checks are 0.
 func cmdStress(args []string, stdout, stderr io.Writer) int {
 	var o stressOpts
 	fs := newFlagSet("stress")

@@ -1,9 +1,6 @@
 package safety
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"regexp"
 	"sort"
 	"strings"
@@ -12,83 +9,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/secret"
 )
-
-// AuditRecord is one audit log entry: what ran (or was refused), never its
-// output. Command and Display are redacted before they are written.
-type AuditRecord struct {
-	Conversation string   // conversation id from the ToolContext
-	Command      string   // the command as submitted (secrets redacted when logged)
-	Display      string   // the display form (see Display)
-	Decision     string   // allow, block, ask, deny
-	Rule         string   // the safety or permission rule that decided, if any
-	Reason       string   // one-line reason for a block/ask/deny
-	Mode         string   // default, slow, background
-	Restricted   bool     // ran in restricted mode
-	Status       string   // result status: ok, failed, timed_out, blocked, ...
-	ExitCode     *int     // the shell's exit code, when it exited
-	DurationMS   int64    // wall time in milliseconds
-	Bytes        int64    // output bytes produced
-	Truncated    bool     // output was truncated
-	Killed       []string // what was killed (leftover processes, the group on timeout)
-}
-
-// Auditor writes one JSON line per command through slog's JSON handler. It
-// is safe for concurrent use; a nil *Auditor discards everything.
-type Auditor struct {
-	log *slog.Logger
-	r   *secret.Redactor
-}
-
-// NewAuditor returns an Auditor writing JSON lines to w, or nil when w is
-// nil. r holds the known secret values (the engine's stripped environment)
-// to redact from every logged text; it may be nil.
-func NewAuditor(w io.Writer, r *secret.Redactor) *Auditor {
-	if w == nil {
-		return nil
-	}
-	return &Auditor{log: slog.New(slog.NewJSONHandler(w, nil)), r: r}
-}
-
-// Log writes rec as one JSON line ("msg":"bash", plus time, conversation,
-// command, display, decision, rule, reason, mode, restricted, status,
-// exit_code, duration_ms, bytes, truncated, killed). The command, display
-// and reason are redacted: known secret values first, then what
-// RedactSecrets recognises.
-func (a *Auditor) Log(rec AuditRecord) {
-	if a == nil || a.log == nil {
-		return
-	}
-	attrs := make([]slog.Attr, 0, 14)
-	attrs = append(attrs,
-		slog.String("conversation", rec.Conversation),
-		slog.String("command", a.redact(rec.Command)),
-		slog.String("display", a.redact(rec.Display)),
-		slog.String("decision", rec.Decision))
-	if rec.Rule != "" {
-		attrs = append(attrs, slog.String("rule", rec.Rule))
-	}
-	if rec.Reason != "" {
-		attrs = append(attrs, slog.String("reason", a.redact(rec.Reason)))
-	}
-	attrs = append(attrs,
-		slog.String("mode", rec.Mode),
-		slog.Bool("restricted", rec.Restricted),
-		slog.String("status", rec.Status))
-	if rec.ExitCode != nil {
-		attrs = append(attrs, slog.Int("exit_code", *rec.ExitCode))
-	}
-	attrs = append(attrs,
-		slog.Int64("duration_ms", rec.DurationMS),
-		slog.Int64("bytes", rec.Bytes),
-		slog.Bool("truncated", rec.Truncated))
-	if len(rec.Killed) > 0 {
-		attrs = append(attrs, slog.Any("killed", rec.Killed))
-	}
-	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
-}
-
-// redact removes known secret values, then recognisable credentials.
-func (a *Auditor) redact(s string) string { return redactLog(&source{text: s}, a.r) }
 
 // redacted replaces a credential in logged command text.
 const redacted = "[REDACTED]"

@@ -1,0 +1,118 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/truncate"
+)
+
+// Launched is a job's started process, handed to the job's actor (send it
+// as a message), which owns it from then on.
+type Launched struct {
+	start  time.Time
+	p      *proc.Process
+	cg     *proc.Cgroup     // nil: the process group is the unit
+	sbx    *sandbox.Command // restricted jobs
+	out    *truncate.Buffer // foreground output
+	errBuf *truncate.Buffer // foreground stderr with separate streams
+	file   *os.File         // a background job's output file, when it is read through a pipe
+}
+
+// Pid is the pid of the job's shell, which is also its process group id.
+func (l *Launched) Pid() int { return l.p.Pid }
+
+// Output is a foreground job's live output buffer (nil for a background
+// job), for progress reports.
+func (l *Launched) Output() *truncate.Buffer { return l.out }
+
+// Launch starts spec's process in the calling goroutine: its cgroup, its
+// sandbox, its output pipe or file, and the fork. Starting here, rather
+// than in the actor, keeps the fork from waiting for actors to be
+// scheduled. On error nothing is left behind.
+//
+// A background job writes straight into its output file, unless there
+// are secret values to redact (res.Redactor): then it writes into a pipe
+// that its actor copies into the file.
+func Launch(spec *Spec, res *Resources) (*Launched, error) {
+	l := &Launched{start: time.Now()}
+	ps := proc.Spec{
+		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
+		SeparateStderr: res.SeparateStreams && !spec.Background, CgroupFD: -1,
+	}
+	extra := spec.ExtraEnv
+	if res.Cgroups != nil {
+		cg, err := res.Cgroups.New(spec.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		l.cg, ps.CgroupFD = cg, cg.FD()
+	}
+	if spec.Restricted {
+		sc, err := sandbox.Prepare(sandbox.Options{
+			Limits: res.Sandbox.Limits, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
+			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
+		})
+		if err != nil {
+			l.undo()
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		l.sbx = sc
+		extra = append(extra[:len(extra):len(extra)], sc.Env...)
+		if res.Sandbox.Helper {
+			ps.Launch = sc.StartHelper
+		} else {
+			ps.Launch = sc.StartDirect
+		}
+	}
+	env, dropped := res.Env.With(extra, spec.Env)
+	if len(dropped) > 0 && res.Log != nil {
+		res.Log.Warn("dropped environment overrides", "names", dropped, "conversation", spec.Conversation)
+	}
+	ps.Env = env
+	var err error
+	if spec.Background {
+		f, ferr := os.OpenFile(spec.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if ferr != nil {
+			l.undo()
+			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
+		}
+		if res.Redactor.Len() > 0 {
+			l.file = f // read through a pipe and redacted
+		} else {
+			ps.Output = f
+			defer f.Close() // the child has its own copy
+		}
+	}
+	if l.p, err = proc.Start(ps); err != nil {
+		l.undo()
+		return nil, err
+	}
+	if !spec.Background {
+		l.out = truncate.New(res.Truncate)
+		if l.p.Stderr != nil {
+			l.errBuf = truncate.New(res.Truncate)
+		}
+	}
+	return l, nil
+}
+
+// undo releases what a failed Launch had set up.
+func (l *Launched) undo() {
+	if l.sbx != nil {
+		_ = l.sbx.Cleanup(true) // nothing ever ran in it
+	}
+	if l.cg != nil {
+		l.cg.Remove()
+	}
+	if l.file != nil {
+		l.file.Close()
+	}
+}

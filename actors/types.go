@@ -1,0 +1,249 @@
+package actors
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/secret"
+	"github.com/bashvisor/bashvisor/truncate"
+)
+
+// ErrActorFailed is reported when a job's actor stopped unexpectedly (a
+// panic), or when the shell's exit status could not be read.
+var ErrActorFailed = errors.New("command actor failed")
+
+// Spec is one job: what to run and how it is tracked. The supervisor fills
+// in ID and OutputFile.
+type Spec struct {
+	// ID names the job ("cmd-N" for a foreground command, "job-N" for a
+	// background job).
+	ID string
+	// Conversation is the conversation that started the job.
+	Conversation string
+	// Command is the command as submitted, for listings.
+	Command string
+	// Display is the command as shown (see safety.Display).
+	Display string
+	// Script is what bash -c runs: Command after the engine's rewrites.
+	Script string
+	// Dir is the working directory. It must exist.
+	Dir string
+	// Env holds the caller's environment overrides; they can never re-add a
+	// variable the environment policy removed as a secret.
+	Env map[string]string
+	// ExtraEnv holds NAME=value entries the engine adds (trusted).
+	ExtraEnv []string
+	// Background makes the job write to OutputFile and outlive its
+	// caller; a foreground job's output is kept in a bounded buffer and
+	// its outcome is sent on Done.
+	Background bool
+	// Restricted runs the job in the sandbox (package sandbox).
+	Restricted bool
+	// Timeout is the foreground timeout, or the background lifetime; 0
+	// means none. It bounds the shell: a foreground shell that exited
+	// before it is reported with its own status even when ending the
+	// processes it left behind runs past it (that phase is bounded by
+	// DrainWait and the grace sequence).
+	Timeout time.Duration
+	// OutputFile receives a background job's output, then its completion
+	// line.
+	OutputFile string
+	// Done receives a foreground job's outcome, once. It must have room
+	// for one value: the actor never blocks on it.
+	Done chan<- Outcome
+	// Completion renders the line appended to a background job's output
+	// file when it ends (two newlines are written before it).
+	Completion func(Outcome) string
+}
+
+// Resources are what every job of one engine shares.
+type Resources struct {
+	// Bash is the absolute path of bash.
+	Bash string
+	// Env is the environment policy applied to every job.
+	Env *proc.Env
+	// Redactor replaces the values of the secrets Env stripped in every
+	// job's output (nil: nothing to replace).
+	Redactor *secret.Redactor
+	// Cgroups gives every job a cgroup v2 of its own (nil: the process
+	// group is the unit). Every descendant stays in it whatever it does
+	// with sessions and process groups, so leftovers are the live members
+	// of the group and of the cgroup, SIGTERM and SIGCONT go to the group
+	// and to every cgroup member outside it, and SIGKILL is cgroup.kill.
+	// A job that ended cleanly hands its empty cgroup back for reuse; one
+	// that held processes which had to be ended is removed; one whose
+	// processes are left running on purpose (KeepLeftovers, Detach) has
+	// them moved out first.
+	Cgroups *proc.Cgroups
+	// Sandbox configures restricted jobs.
+	Sandbox Sandbox
+	// Truncate configures a foreground job's output buffer.
+	Truncate truncate.Config
+	// Grace is the time between SIGTERM (with SIGCONT, so stopped
+	// processes see it) and SIGKILL.
+	Grace time.Duration
+	// CleanupWait bounds the wait for the group to be gone after SIGKILL;
+	// the job then reports what survived.
+	CleanupWait time.Duration
+	// DrainWait bounds the wait for the output pipe to close once the
+	// shell exited (or, when it was ended, once its group is gone). A pipe
+	// still open then is held by a process that escaped the group
+	// (setsid): the job stops reading and says so rather than wait for a
+	// process it cannot end.
+	DrainWait time.Duration
+	// KeepLeftovers leaves running the processes a foreground shell left
+	// in its group instead of ending them.
+	KeepLeftovers bool
+	// SeparateStreams gives a foreground job's stderr a buffer of its own.
+	SeparateStreams bool
+	// Log receives warnings (dropped environment overrides, failed
+	// cleanups).
+	Log *slog.Logger
+
+	// trace, when set (tests), is told every phase a job enters.
+	trace func(id string, p phase)
+}
+
+// Sandbox configures restricted jobs (see package sandbox).
+type Sandbox struct {
+	// Limits are the resource limits of a restricted job.
+	Limits sandbox.Limits
+	// Helper starts restricted jobs through the re-executed helper
+	// (Command.StartHelper: the program must call sandbox.Main first)
+	// instead of from a confined thread (Command.StartDirect).
+	Helper bool
+	// HelperPath is the helper program ("": the running executable).
+	HelperPath string
+	// ScratchRoot is where scratch directories are made ("":
+	// os.TempDir()).
+	ScratchRoot string
+}
+
+// Status is a job's state in the supervisor's records.
+type Status string
+
+// The statuses of a job.
+const (
+	Running   Status = "running"
+	Completed Status = "completed" // the shell exited 0
+	Failed    Status = "failed"    // the shell exited non-zero
+	Killed    Status = "killed"    // ended by the engine or a signal
+	Errored   Status = "error"     // it never started
+	Detached  Status = "detached"  // left running at engine shutdown
+)
+
+// Reason says why the engine ended a job.
+type Reason string
+
+// The reasons for ending a job.
+const (
+	ReasonNone      Reason = ""
+	ReasonTimeout   Reason = "timeout"
+	ReasonCancelled Reason = "cancelled"
+	ReasonKilled    Reason = "killed"   // a Kill request
+	ReasonShutdown  Reason = "shutdown" // engine shutdown
+	ReasonLifetime  Reason = "lifetime" // a background job's lifetime
+	// ReasonLeftovers: the shell exited; processes it left in its group
+	// were ended. It is internal: the outcome reports ReasonNone (the
+	// shell ended on its own) with Leftovers.
+	ReasonLeftovers Reason = "leftovers"
+	ReasonFailed    Reason = "actor failed" // the job's actor failed
+)
+
+// Outcome is what happened to a job, as data; the engine renders it.
+type Outcome struct {
+	// Err is set when the job could not start, the actor failed, or the
+	// shell's exit status could not be read.
+	Err error
+	// Exited is true when the shell's exit status is known.
+	Exited bool
+	// ExitCode is the shell's exit code, 128+n when killed by signal n.
+	ExitCode int
+	// Signal names the signal that killed the shell ("SIGKILL").
+	Signal string
+	// Reason says why the engine ended the job (ReasonNone: it ended on
+	// its own).
+	Reason Reason
+	// Output is a foreground job's output.
+	Output truncate.Output
+	// Stderr is a foreground job's stderr with separate streams.
+	Stderr *truncate.Output
+	// Leftovers were still in the group after the shell exited and were
+	// ended, or left running (LeftRunning) with KeepLeftovers.
+	Leftovers   []proc.Member
+	LeftRunning bool
+	// Survivors were still alive after SIGKILL and CleanupWait.
+	Survivors []proc.Member
+	// PipeHeld: the output pipe was still open after the group was gone.
+	PipeHeld bool
+	// Duration is the job's wall time.
+	Duration time.Duration
+}
+
+// Status is the status of a job that ran and ended with this outcome (one
+// that never started is Errored).
+func (o Outcome) Status() Status {
+	switch {
+	case o.Reason == ReasonKilled, o.Reason == ReasonShutdown, o.Reason == ReasonLifetime,
+		o.Reason == ReasonCancelled, o.Reason == ReasonTimeout, o.Reason == ReasonFailed:
+		return Killed
+	case o.Signal != "":
+		return Killed
+	case o.Exited && o.ExitCode == 0:
+		return Completed
+	case o.Exited:
+		return Failed
+	}
+	return Killed
+}
+
+// State is the supervisor's record of a job.
+type State struct {
+	ID           string
+	Conversation string
+	Command      string
+	Display      string
+	Background   bool
+	Pid          int
+	Status       Status
+	// Reason says why the engine ended it (Killed, Detached).
+	Reason Reason
+	// Signal is the signal that ended it, when it was not the engine.
+	Signal string
+	// ExitCode is set once the shell's exit status is known.
+	ExitCode *int
+	// Err says why it never started (Errored).
+	Err        error
+	Started    time.Time
+	Ended      time.Time
+	OutputFile string
+}
+
+// Running reports whether the job has not ended yet.
+func (s State) Running() bool { return s.Status == Running }
+
+// Messages a job's actor receives.
+type (
+	// Cancel asks a job to end with the grace sequence. Reply, when set,
+	// receives its final state; it must have room for one value.
+	Cancel struct {
+		Reason Reason
+		Reply  chan<- State
+	}
+	// Detach ends a job's actor without ending its processes (engine
+	// shutdown with jobs left running). Reply, when set, receives its
+	// final state.
+	Detach struct{ Reply chan<- State }
+	// LaunchFailed tells a job in its starting phase that its process could
+	// not be started.
+	LaunchFailed struct{ Err error }
+)
+
+// Report carries a job's state to its parent, the supervisor: once when a
+// background job is running, and once when any job ended (a final state,
+// Status != Running). The supervisor stops the actor when it receives the
+// final one.
+type Report struct{ State State }

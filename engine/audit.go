@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/bashvisor/bashvisor/safety"
+)
+
+// auditRecord is one audit log entry: what ran (or was refused), never its
+// output.
+type auditRecord struct {
+	Conversation string   // conversation id from the ToolContext
+	Command      string   // the command as submitted (redacted when logged)
+	Redacted     string   // the command already redacted (safety.Analysis.Log); "": redact Command
+	Display      string   // the display form (redacted when logged)
+	Decision     string   // allow, block, ask, deny, approved, error
+	Rule         string   // the safety or permission rule that decided, if any
+	Reason       string   // one-line reason for a block/ask/deny (redacted when logged)
+	Mode         string   // default, slow, background
+	Restricted   bool     // ran in restricted mode
+	Status       string   // result status: ok, failed, timed_out, blocked, ...
+	ExitCode     *int     // the shell's exit code, when it exited
+	DurationMS   int64    // wall time in milliseconds
+	Bytes        int64    // output bytes produced
+	Truncated    bool     // output was truncated
+	Killed       []string // what was killed (leftover processes, the group on timeout)
+}
+
+// auditor writes the audit log: one JSON line per call through slog's
+// JSON handler ("msg":"bash", plus time, conversation, command, display,
+// decision, rule, reason, mode, restricted, status, exit_code,
+// duration_ms, bytes, truncated, killed). The command, display and reason
+// are redacted by redact (the values of the secrets the environment policy
+// stripped, then what safety.RedactSecrets recognises). It is safe for
+// concurrent use; a nil *auditor writes nothing.
+type auditor struct {
+	log    *slog.Logger
+	redact func(string) string
+}
+
+// newAuditor returns an auditor writing to w, or nil when w is nil.
+func newAuditor(w io.Writer, redact func(string) string) *auditor {
+	if w == nil {
+		return nil
+	}
+	return &auditor{log: slog.New(slog.NewJSONHandler(w, nil)), redact: redact}
+}
+
+// Log writes rec as one JSON line.
+func (a *auditor) Log(rec auditRecord) {
+	if a == nil {
+		return
+	}
+	command := rec.Redacted
+	if command == "" {
+		command = a.redact(rec.Command)
+	}
+	display := command
+	if rec.Display != rec.Command {
+		display = a.redact(rec.Display)
+	}
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("conversation", rec.Conversation),
+		slog.String("command", command),
+		slog.String("display", display),
+		slog.String("decision", rec.Decision))
+	if rec.Rule != "" {
+		attrs = append(attrs, slog.String("rule", rec.Rule))
+	}
+	if rec.Reason != "" {
+		attrs = append(attrs, slog.String("reason", a.redact(rec.Reason)))
+	}
+	attrs = append(attrs,
+		slog.String("mode", rec.Mode),
+		slog.Bool("restricted", rec.Restricted),
+		slog.String("status", rec.Status))
+	if rec.ExitCode != nil {
+		attrs = append(attrs, slog.Int("exit_code", *rec.ExitCode))
+	}
+	attrs = append(attrs,
+		slog.Int64("duration_ms", rec.DurationMS),
+		slog.Int64("bytes", rec.Bytes),
+		slog.Bool("truncated", rec.Truncated))
+	if len(rec.Killed) > 0 {
+		attrs = append(attrs, slog.Any("killed", rec.Killed))
+	}
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
+}
+
+// audit writes the audit record of one call (nil auditor: nothing).
+func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, start time.Time) {
+	if e.auditor == nil {
+		return
+	}
+	g := a.Outcome
+	decision := string(g.Decision)
+	if decision == "" {
+		decision = "error" // refused before the analysis: bad input or working directory
+	} else if g.Decision == safety.Ask && tc.Approved {
+		decision = "approved"
+	}
+	mode := string(in.Mode)
+	if mode == "" {
+		mode = string(ModeDefault)
+	}
+	e.auditor.Log(auditRecord{
+		Conversation: tc.ConversationID,
+		Command:      in.Command,
+		Redacted:     a.Log,
+		Display:      res.Display,
+		Decision:     decision,
+		Rule:         g.Rule,
+		Reason:       g.Message,
+		Mode:         mode,
+		Restricted:   tc.Restricted,
+		Status:       string(res.Status),
+		ExitCode:     res.ExitCode,
+		DurationMS:   max(res.DurationMS, time.Since(start).Milliseconds()),
+		Bytes:        res.OutputBytes,
+		Truncated:    res.Truncated,
+		Killed:       res.killed,
+	})
+}

@@ -1,0 +1,50 @@
+// Package engine runs shell commands for LLM coding agents: it is the
+// "bash tool" behind an agent server, and the only package an embedding
+// program needs. One [Engine] serves any number of conversations at once;
+// each call brings its own [ToolContext] (working directory, conversation,
+// restricted or not) and a context.Context that cancels it. [Runner] is the
+// interface the MCP adapter and the CLI take, so that a remote
+// implementation can stand in for a local Engine.
+//
+// # The tool contract
+//
+// Input: {"command": "...", "mode": "default" | "slow" | "background"}
+// ([InputSchema]). The command runs as `bash -c COMMAND` in the working
+// directory, in a new session (no controlling terminal, stdin /dev/null),
+// stdout and stderr on one pipe in the order written, with the
+// environment policy's secrets removed and EDITOR, PAGER and friends set so
+// nothing waits for a person. Default mode stops the command after
+// Config.Timeout, slow mode after Config.SlowTimeout; a background job
+// returns at once and lives up to Config.BackgroundLifetime. Ending a
+// command always targets its whole process group (and its cgroup): SIGTERM,
+// Config.Grace, SIGKILL, then a bounded wait after which the call returns
+// regardless and says what survived.
+//
+// What the model reads ([Result.Output]), by [Result.Status]:
+//
+//	ok              the output
+//	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output
+//	timed_out       [command timed out after 30s], then the partial output
+//	cancelled       [command cancelled], then the partial output
+//	blocked         [command blocked: REASON; instead: ALTERNATIVE] (never executed)
+//	denied          [command denied: ...] (a permission profile; never executed)
+//	needs_approval  [command needs approval: ...] (ToolContext.Approved lets it run)
+//	error           [error: MESSAGE]: bad input, bad working directory, cannot start
+//	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: kill -9 -PID</reminder>
+//
+// Output over Config.MaxOutput is cut in the middle with the header
+// "[output truncated in middle: got 300.0 KiB, max is 128 KiB]" and the
+// complete output is kept in a file the result names. Notes on lines of
+// their own follow the output: processes the shell left running were ended
+// ("[killed processes left running after the shell exited: ...]"), the
+// full output's file, an incomplete cleanup. A background job's output
+// file ends with "[background process completed]", "[background process
+// failed: exit code N]" or "[background process killed: REASON]". All of
+// these texts are written in one file of this package (render.go) from the
+// data the lower layers return.
+//
+// Before anything runs, the command is analysed once (package safety):
+// safety rules that block mistakes such as blind `git add -A` or `rm -rf /`,
+// then an optional permission profile; the audit log (Config.Audit) records
+// every call, never its output, with secrets redacted.
+package engine

@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/truncate"
+)
+
+// This file writes every text the model reads: results, background
+// completion lines, notes about leftovers and cleanup, refusals, the job
+// tools' texts and the tool description. The lower layers return data
+// (supervisor.Outcome, supervisor.State); only the truncation header comes
+// with the output itself, from package truncate, whose format it is.
+
+// errorResult is the result of a call that ran nothing, or could not start.
+func errorResult(res Result, err error) Result {
+	res.Status, res.Err = StatusError, err
+	res.Output = ErrorText(err)
+	return res
+}
+
+// ErrorText is the text the model reads for an error: "[error: MESSAGE]".
+func ErrorText(err error) string { return "[error: " + err.Error() + "]" }
+
+// startedText is a background job's result text.
+func startedText(pid int, outputFile string) string {
+	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
+		pid, outputFile, pid)
+}
+
+// cancelledText is the result text of a call cancelled before it started.
+const cancelledText = "[command cancelled]\n"
+
+// rebaseGuard is the GIT_SEQUENCE_EDITOR set for a foreground command
+// that contains an interactive rebase: git runs it as
+// `$GIT_SEQUENCE_EDITOR "$@"`, and the model reads its message.
+const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
+
+// render turns a finished foreground job's outcome into its result.
+func (e *Engine) render(res Result, timeout time.Duration, o supervisor.Outcome) Result {
+	res.DurationMS = o.Duration.Milliseconds()
+	if o.Err != nil && !errors.Is(o.Err, supervisor.ErrActorFailed) {
+		return errorResult(res, o.Err)
+	}
+	body := o.Output.Text
+	if o.Stderr != nil && o.Stderr.Text != "" {
+		body = appendNote(body, "[stderr]\n"+o.Stderr.Text)
+	}
+	res.Truncated = o.Output.Truncated || (o.Stderr != nil && o.Stderr.Truncated)
+	res.OutputBytes = o.Output.Total
+	if o.Stderr != nil {
+		res.OutputBytes += o.Stderr.Total
+	}
+	res.FullOutputFile = o.Output.SpoolFile
+	if res.FullOutputFile != "" {
+		e.keepSpool(res.FullOutputFile)
+		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
+	}
+	if o.Reason != supervisor.ReasonNone {
+		res.killed = append(res.killed, "process group ("+string(o.Reason)+")")
+	}
+	if len(o.Leftovers) > 0 {
+		if o.LeftRunning {
+			body = appendNote(body, "[left running after the shell exited: "+members(o.Leftovers)+"]")
+		} else {
+			res.killed = append(res.killed, "leftovers: "+members(o.Leftovers))
+			body = appendNote(body, "[killed processes left running after the shell exited: "+members(o.Leftovers)+
+				"; use mode=background for processes that should keep running]")
+		}
+	}
+	if len(o.Survivors) > 0 {
+		body = appendNote(body, fmt.Sprintf("[cleanup incomplete: still running %s after SIGKILL: %s]",
+			humanDuration(e.cfg.CleanupWait), members(o.Survivors)))
+	}
+	if o.PipeHeld {
+		body = appendNote(body, "[output cut off: the output pipe is held by a process outside the command's process group]")
+	}
+	if o.Exited {
+		code := o.ExitCode
+		res.ExitCode, res.Signal = &code, o.Signal
+	}
+	switch {
+	case o.Err != nil:
+		res.Status, res.Err = StatusError, o.Err
+		res.Output = ErrorText(o.Err) + "\n" + body
+	case o.Reason == supervisor.ReasonTimeout:
+		res.Status = StatusTimedOut
+		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" + body
+	case o.Reason == supervisor.ReasonCancelled:
+		res.Status, res.Err = StatusCancelled, context.Canceled
+		res.Output = cancelledText + body
+	case o.Reason == supervisor.ReasonShutdown:
+		res.Status, res.Err = StatusCancelled, ErrShutdown
+		res.Output = cancelledText + appendNote(body, "[the engine is shutting down]")
+	case o.Signal != "":
+		res.Status = StatusFailed
+		res.Output = "[command failed: killed by " + o.Signal + "]\n" + body
+	case o.ExitCode != 0:
+		res.Status = StatusFailed
+		res.Output = "[command failed: exit code " + strconv.Itoa(o.ExitCode) + "]\n" + body
+	default:
+		res.Status, res.Output = StatusOK, body
+	}
+	return res
+}
+
+// completionLine is the line appended to a background job's output file
+// when it ends.
+func completionLine(o supervisor.Outcome) string {
+	switch o.Status() {
+	case supervisor.Completed:
+		return "[background process completed]"
+	case supervisor.Failed:
+		return fmt.Sprintf("[background process failed: exit code %d]", o.ExitCode)
+	}
+	return "[background process killed: " + killReason(o.Reason, o.Signal) + "]"
+}
+
+// killReason says why a job was killed, in words.
+func killReason(r supervisor.Reason, signal string) string {
+	switch r {
+	case supervisor.ReasonKilled:
+		return "killed by request"
+	case supervisor.ReasonShutdown:
+		return "engine shutdown"
+	case supervisor.ReasonLifetime:
+		return "lifetime limit exceeded"
+	case supervisor.ReasonCancelled:
+		return "cancelled"
+	case supervisor.ReasonTimeout:
+		return "timed out"
+	case supervisor.ReasonFailed:
+		return "command actor failed"
+	}
+	if signal != "" {
+		return signal
+	}
+	return "unknown"
+}
+
+// appendNote appends a bracketed note on a line of its own.
+func appendNote(body, note string) string {
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return body + note
+}
+
+// members names processes: "sleep (pid 42), node (pid 43)".
+func members[M fmt.Stringer](ms []M) string {
+	s := make([]string, 0, len(ms))
+	for _, m := range ms {
+		s = append(s, m.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// humanDuration prints 30s, 15m, 1h30m, 1.5s, 250ms.
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// --- refusals ---
+
+// blockedText, deniedText and approvalText are the texts of commands that
+// did not run. why says in words what objected (see Engine.refusal).
+func blockedText(why string) string { return "[command blocked: " + why + "]" }
+
+func deniedText(why string) string {
+	return "[command denied: " + why + ". Do not retry it or work around it; tell the user what you needed it for.]"
+}
+
+func approvalText(why string) string {
+	return "[command needs approval: " + why + ". Ask the user: a client with MCP elicitation asks them inline to approve " +
+		"the exact command; otherwise they can run it themselves. Do not rephrase the command to get past this check.]"
+}
+
+// DeclinedText is the result text of a command a person declined to
+// approve.
+const DeclinedText = "[command denied: the user declined to approve it]"
+
+// profileRefusal says in words what a permission profile objected to: the
+// simple command it matched, never the rule's regular expression (the
+// audit log records the rule).
+func profileRefusal(profile, part string, deny, byDefault bool) string {
+	part = quoteCommand(part)
+	switch {
+	case deny && byDefault:
+		return fmt.Sprintf("permission profile %q allows only the commands it lists, and %s is not one of them", profile, part)
+	case deny:
+		return fmt.Sprintf("permission profile %q does not allow %s", profile, part)
+	case byDefault:
+		return fmt.Sprintf("permission profile %q asks a person before running commands it does not list as safe, such as %s", profile, part)
+	default:
+		return fmt.Sprintf("permission profile %q asks a person before running %s", profile, part)
+	}
+}
+
+// quoteCommand shows a command on one line, in backquotes, cut to 160
+// bytes.
+func quoteCommand(c string) string { return "`" + cutLine(c, 160) + "`" }
+
+// cutLine puts s on one line and cuts it to at most n bytes (plus "…").
+func cutLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// --- the job tools ---
+
+// JobsText is the text of a job listing (the bash_jobs tool): one line per
+// job, or "no background jobs".
+func JobsText(jobs []JobInfo, now time.Time) string {
+	if len(jobs) == 0 {
+		return "no background jobs"
+	}
+	var b strings.Builder
+	for i, j := range jobs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		display := j.Display
+		if display == "" {
+			display = j.Command
+		}
+		fmt.Fprintf(&b, "job_id=%s pid=%d %s, started %s ago, %s of output: %s",
+			j.JobID, j.PID, j.state(), now.Sub(j.Started).Round(time.Second), truncate.Humanize(j.Bytes), cutLine(display, 200))
+	}
+	return b.String()
+}
+
+// Text is the text of a job's output slice (the bash_output tool): a
+// header with the job's state and the bytes shown, the output, and a hint
+// when more follows.
+func (o JobOutput) Text() string {
+	end := o.Offset + int64(len(o.Data))
+	var b strings.Builder
+	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
+		o.Job.JobID, o.Job.state(), o.Job.PID, truncate.Humanize(o.Job.Bytes), o.Offset, end, o.Size)
+	b.WriteString(o.Data)
+	if !o.EOF {
+		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
+	}
+	return b.String()
+}
+
+// Text is a job's one-line summary (the bash_kill tool's answer).
+func (j JobInfo) Text() string {
+	return fmt.Sprintf("[job %s %s, pid %d, %s of output]", j.JobID, j.state(), j.PID, truncate.Humanize(j.Bytes))
+}
+
+// state describes a job's status: "running", "completed (exit code 0)",
+// "killed (reason)".
+func (j JobInfo) state() string {
+	st := string(j.Status)
+	switch {
+	case j.Status == JobRunning:
+	case j.Reason != "":
+		st += " (" + j.Reason + ")"
+	case j.ExitCode != nil:
+		st += fmt.Sprintf(" (exit code %d)", *j.ExitCode)
+	}
+	return st
+}
+
+// --- the tool description ---
+
+// Description returns the tool description for the model: how the modes
+// differ, that state does not persist between calls, that slow mode is
+// required for builds, tests and installs, what does not work without a
+// terminal, and in restricted mode the sandbox's rules. It ends with
+// <pwd>tc.WorkingDir</pwd>.
+func (e *Engine) Description(tc ToolContext) string {
+	var b strings.Builder
+	b.WriteString(`Executes shell commands via bash -c, returning combined stdout/stderr.
+Bash state changes (working dir, variables, aliases) don't persist between calls.
+
+Modes:
+- default: runs in the foreground and is stopped after ` + humanDuration(e.cfg.Timeout) + `.
+- slow: runs in the foreground and is stopped after ` + humanDuration(e.cfg.SlowTimeout) + `.
+- background: returns immediately with the process id and an output file;
+  use it for servers and demos that need to stay running.
+
+MUST use mode=slow for potentially slow commands: builds, downloads,
+installs, tests, or any other substantive operation.
+
+Commands run without a terminal and with stdin closed: interactive prompts,
+editors and pagers do not work. Output over 128 KiB is cut in the middle
+(the full output is saved to a file named in the result).
+
+IMPORTANT: Keep commands concise. The command input must be less than 60k tokens.
+For complex scripts, write them to a file first and then execute the file.
+`)
+	if tc.Restricted {
+		caps := e.sup.Sandbox()
+		if caps.Available() {
+			b.WriteString("\n" + e.sandboxDescription() + "\n")
+		} else {
+			b.WriteString("\nRestricted mode was requested but this host cannot enforce it (" + caps.Reason +
+				"): every command returns an error.\n")
+		}
+	}
+	b.WriteString("\n<pwd>" + tc.WorkingDir + "</pwd>")
+	return b.String()
+}
+
+// sandboxDescription states restricted mode's rules plainly, with the
+// configured limits.
+func (e *Engine) sandboxDescription() string {
+	c := e.sup.Sandbox()
+	lim := e.cfg.Sandbox.WithDefaults()
+	var b strings.Builder
+	b.WriteString("Restricted mode (enforced by the kernel) is on for this conversation:\n")
+	b.WriteString("- The filesystem is read-only. You can read, list, search and run anything, but every write fails with \"Permission denied\" (EACCES) or \"Operation not permitted\" (EPERM), except in $TMPDIR (a private scratch directory, deleted when the command ends")
+	if c.Namespaces {
+		fmt.Fprintf(&b, ", at most %s", truncate.Humanize(int64(lim.ScratchBytes)))
+	}
+	b.WriteString(") and /dev/null. Build into $TMPDIR (e.g. `go build -o \"$TMPDIR/app\" .`); caches (XDG_CACHE_HOME, GOCACHE, npm, pip) already point there.\n")
+	b.WriteString("- Caches start empty in every command, so the first build in each command is slower.\n")
+	b.WriteString("- chmod, chown, touch of existing files and extended attributes are blocked everywhere, including $TMPDIR.\n")
+	b.WriteString("- There is no network: no TCP, UDP or other internet sockets, no connections to unix sockets, so package installs and downloads fail.\n")
+	if c.Scoping {
+		b.WriteString("- Processes outside the sandbox cannot be signalled or inspected (kill, /proc/PID/environ fail). ptrace is blocked (no strace, gdb).\n")
+	} else {
+		b.WriteString("- ptrace is blocked (no strace, gdb).\n")
+	}
+	b.WriteString("- Limits per process: ")
+	if lim.CPUSeconds != Unlimited {
+		fmt.Fprintf(&b, "%d s of CPU time, ", lim.CPUSeconds)
+	}
+	if lim.FileSize != Unlimited {
+		fmt.Fprintf(&b, "files up to %s, ", truncate.Humanize(int64(lim.FileSize)))
+	}
+	if lim.OpenFiles != Unlimited {
+		fmt.Fprintf(&b, "%d open files, ", lim.OpenFiles)
+	}
+	if lim.AddressSpace != Unlimited {
+		fmt.Fprintf(&b, "%s of address space, ", truncate.Humanize(int64(lim.AddressSpace)))
+	}
+	b.WriteString("no core dumps")
+	if e.sup.PidsLimit() && lim.Processes > 0 {
+		fmt.Fprintf(&b, "; at most %d processes per command", lim.Processes)
+	}
+	b.WriteString(".\n")
+	b.WriteString("- A command that fails because of these rules is not retried outside the sandbox; do not work around them, say what you need instead.")
+	return b.String()
+}

@@ -1,0 +1,29 @@
+package engine
+
+import "context"
+
+// Runner runs tool calls and manages their background jobs: an [*Engine]
+// runs them on this machine; another implementation may run them
+// elsewhere (on a fleet of executor machines). Package mcpserver and the
+// demo CLI accept any Runner. The methods mean what Engine's documentation
+// says.
+type Runner interface {
+	// Run runs one tool call and returns its result.
+	Run(ctx context.Context, tc ToolContext, in Input) Result
+	// Description is the tool description for the model.
+	Description(tc ToolContext) string
+	// Jobs lists the background jobs, oldest first.
+	Jobs() []JobInfo
+	// Job returns one background job.
+	Job(id string) (JobInfo, error)
+	// JobOutput reads a slice of a background job's output.
+	JobOutput(id string, tail, offset, limit int64) (JobOutput, error)
+	// Kill ends a background job and returns its final state.
+	Kill(ctx context.Context, id string) (JobInfo, error)
+	// RedactCommand makes command text fit for a log.
+	RedactCommand(command string) string
+	// Shutdown ends every job and stops the runner.
+	Shutdown(ctx context.Context) error
+}
+
+var _ Runner = (*Engine)(nil)
