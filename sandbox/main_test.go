@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 		testCgroups = nil
 	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if testCgroups != nil {
 		if err := testCgroups.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "cgroups:", err)
@@ -55,6 +58,9 @@ func requireCgroups(t testing.TB) {
 		t.Fatal("REQUIRE_CGROUPS=1 but the test process has no usable cgroups (or pids limit)")
 	}
 }
+
+// cleanups run when the test process ends.
+var cleanups []func()
 
 var cgroupSeq atomic.Int64
 
