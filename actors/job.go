@@ -210,7 +210,7 @@ func (j *job) onLaunchFailed(ctx actor.Context, err error) {
 	if j.ph != starting {
 		return
 	}
-	j.outcome = Outcome{Err: err, Duration: time.Since(j.start)}
+	j.outcome = Outcome{Err: err, Duration: time.Since(j.start), Queued: j.spec.Queued}
 	st := j.jobState(&j.outcome)
 	st.Status, st.Reason, st.Err = Errored, ReasonNone, err
 	j.final = &st
@@ -348,6 +348,7 @@ func (j *job) settle(ctx actor.Context) {
 		Survivors:   j.survivors,
 		PipeHeld:    j.pipeHeld,
 		Duration:    time.Since(j.start),
+		Queued:      j.spec.Queued,
 	}
 	if o.Reason == ReasonLeftovers {
 		o.Reason = ReasonNone // the shell itself ended on its own

@@ -46,7 +46,11 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	}
 	extra := spec.ExtraEnv
 	if res.Cgroups != nil {
-		cg, err := res.Cgroups.New(spec.ID)
+		name := spec.Name
+		if name == "" {
+			name = spec.ID
+		}
+		cg, err := res.Cgroups.New(name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
@@ -96,9 +100,13 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		return nil, err
 	}
 	if !spec.Background {
-		l.out = truncate.New(res.Truncate)
+		tc := res.Truncate
+		if spec.SpoolDir != "" && tc.SpoolDir != "" {
+			tc.SpoolDir = spec.SpoolDir
+		}
+		l.out = truncate.New(tc)
 		if l.p.Stderr != nil {
-			l.errBuf = truncate.New(res.Truncate)
+			l.errBuf = truncate.New(tc)
 		}
 	}
 	return l, nil

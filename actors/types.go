@@ -19,8 +19,11 @@ var ErrActorFailed = errors.New("command actor failed")
 // in ID and OutputFile.
 type Spec struct {
 	// ID names the job ("cmd-N" for a foreground command, "job-N" for a
-	// background job).
+	// background job, numbered per conversation).
 	ID string
+	// Name is unique among the engine's jobs (it names the job's cgroup);
+	// "" means ID.
+	Name string
 	// Conversation is the conversation that started the job.
 	Conversation string
 	// Command is the command as submitted, for listings.
@@ -51,6 +54,11 @@ type Spec struct {
 	// OutputFile receives a background job's output, then its completion
 	// line.
 	OutputFile string
+	// SpoolDir is where a foreground job's complete output is kept when it
+	// is truncated ("": Resources.Truncate.SpoolDir).
+	SpoolDir string
+	// Queued is how long the job waited for a slot before it started.
+	Queued time.Duration
 	// Done receives a foreground job's outcome, once. It must have room
 	// for one value: the actor never blocks on it.
 	Done chan<- Outcome
@@ -179,8 +187,10 @@ type Outcome struct {
 	Survivors []proc.Member
 	// PipeHeld: the output pipe was still open after the group was gone.
 	PipeHeld bool
-	// Duration is the job's wall time.
+	// Duration is the job's wall time, from its start.
 	Duration time.Duration
+	// Queued is how long the job waited for a slot before it started.
+	Queued time.Duration
 }
 
 // Status is the status of a job that ran and ended with this outcome (one

@@ -9,6 +9,14 @@ import (
 	"github.com/bashvisor/bashvisor/supervisor"
 )
 
+// Limits bound the commands and jobs that run at once (admission control):
+// MaxRunning (default 4 per CPU) and MaxRunningPerConversation (default
+// half of it) foreground commands, MaxQueue calls waiting for a slot
+// (default 4 * MaxRunning) for up to QueueWait (default 30s), and
+// MaxJobsPerConversation (default 16) and MaxJobs (default 16 per CPU)
+// background jobs running.
+type Limits = supervisor.Limits
+
 // SandboxLimits are the resource limits of restricted commands: CPU time,
 // file size, open files and address space per process, processes per
 // command, and the size of the scratch directory. A zero field means its
@@ -166,6 +174,13 @@ type Config struct {
 	// scratch directory is a tmpfs of its own and only its empty mount point
 	// lives here.
 	ScratchRoot string
+
+	// Limits bound what runs at once: foreground commands engine-wide and
+	// per conversation (over them a call waits in a bounded queue, its
+	// timeout not yet started, then fails with ErrBusy), and background
+	// jobs (over them a job is refused at once). Zero fields take the
+	// defaults documented at the fields of [Limits].
+	Limits Limits
 
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.

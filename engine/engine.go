@@ -32,6 +32,10 @@ var (
 	ErrRestrictedMode = errors.New("restricted mode unavailable")
 	ErrStart          = supervisor.ErrStart
 	ErrInternal       = supervisor.ErrActorFailed
+	// ErrBusy: the engine or the conversation already runs as many
+	// commands as Config.Limits allows and no slot freed within
+	// Limits.QueueWait (or the queue is full); the error says what is full.
+	ErrBusy = supervisor.ErrBusy
 )
 
 // MaxCommandBytes is the longest command accepted, in bytes. The command
@@ -54,6 +58,7 @@ type Engine struct {
 	ownDir bool
 	// auditor writes the audit log; nil when none is configured.
 	auditor *auditor
+	metrics *metrics
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -94,7 +99,7 @@ func New(cfg Config) (*Engine, error) {
 		OutputDir: e.outDir, Truncate: trunc,
 		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
 		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams,
-		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper,
+		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper, Limits: cfg.Limits,
 		SandboxHelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
 		Logger: cfg.Logger,
 	})
@@ -105,6 +110,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
+	e.metrics = newMetrics(e)
 	if caps := e.sup.Sandbox(); caps.Available() {
 		e.log.Info("restricted mode available", "sandbox", caps.String())
 	} else {
@@ -168,6 +174,7 @@ func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	start := time.Now()
 	res, a := e.run(ctx, tc, in)
 	e.audit(tc, in, res, a, start)
+	e.metrics.observe(tc, in, res)
 	return res
 }
 
@@ -226,7 +233,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	default:
 		return errorResult(res, err), g
 	}
-	res.PID = job.Pid
+	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
 		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
 		res.Output = startedText(job.Pid, job.OutputFile)
@@ -252,7 +259,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 			return e.render(res, timeout, o)
 		case <-done:
 			done = nil
-			e.sup.Cancel(job.ID)
+			e.sup.Cancel(job.Conversation, job.ID)
 		case <-tick:
 			bytes, last := job.Progress()
 			tc.Progress(Progress{Elapsed: time.Since(begin), Bytes: bytes, LastLine: last})
@@ -352,10 +359,17 @@ func (e *Engine) keepSpool(path string) {
 	}
 }
 
-// Jobs lists background jobs, running and ended (the most recent
-// supervisor.MaxEnded), oldest first.
-func (e *Engine) Jobs() []JobInfo {
-	states := e.sup.Jobs()
+// Jobs lists the background jobs of tc's conversation, running and ended
+// (the most recent supervisor.MaxEnded), oldest first. A conversation sees
+// only its own jobs.
+func (e *Engine) Jobs(tc ToolContext) []JobInfo { return jobInfos(e.sup.Jobs(tc.ConversationID)) }
+
+// AllJobs lists the background jobs of every conversation, for an
+// administrator (the tool calls see only their conversation's, through
+// Jobs).
+func (e *Engine) AllJobs() []JobInfo { return jobInfos(e.sup.AllJobs()) }
+
+func jobInfos(states []supervisor.State) []JobInfo {
 	out := make([]JobInfo, 0, len(states))
 	for _, st := range states {
 		out = append(out, jobInfo(st))
@@ -387,9 +401,10 @@ func jobInfo(st supervisor.State) JobInfo {
 	return j
 }
 
-// Job returns one background job.
-func (e *Engine) Job(id string) (JobInfo, error) {
-	for _, st := range e.sup.Jobs() {
+// Job returns one background job of tc's conversation. Another
+// conversation's job is "no such job", like one that never existed.
+func (e *Engine) Job(tc ToolContext, id string) (JobInfo, error) {
+	for _, st := range e.sup.Jobs(tc.ConversationID) {
 		if st.ID == id {
 			return jobInfo(st), nil
 		}
@@ -397,10 +412,11 @@ func (e *Engine) Job(id string) (JobInfo, error) {
 	return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
 }
 
-// Kill ends a background job with the grace sequence and returns its
-// final state. Killing an ended job returns its state unchanged.
-func (e *Engine) Kill(ctx context.Context, id string) (JobInfo, error) {
-	st, ok, err := e.sup.Kill(ctx, id)
+// Kill ends a background job of tc's conversation with the grace sequence
+// and returns its final state. Killing an ended job returns its state
+// unchanged; another conversation's job is "no such job".
+func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, error) {
+	st, ok, err := e.sup.Kill(ctx, tc.ConversationID, id)
 	switch {
 	case err != nil:
 		return JobInfo{}, err
@@ -426,8 +442,8 @@ const DefaultReadLimit = 128 << 10
 // JobOutput reads a job's output: the last tail bytes when tail > 0,
 // otherwise up to limit bytes (0 or more than DefaultReadLimit means
 // DefaultReadLimit) from offset.
-func (e *Engine) JobOutput(id string, tail, offset, limit int64) (JobOutput, error) {
-	job, err := e.Job(id)
+func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error) {
+	job, err := e.Job(tc, id)
 	if err != nil {
 		return JobOutput{}, err
 	}
@@ -467,6 +483,31 @@ func (e *Engine) JobOutput(id string, tail, offset, limit int64) (JobOutput, err
 		Job: job, Offset: offset, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
 		Size: size, EOF: offset+int64(n) >= size,
 	}, nil
+}
+
+// Load is how busy an engine is.
+type Load struct {
+	// Running is the number of foreground commands running.
+	Running int `json:"running"`
+	// Jobs is the number of background jobs running.
+	Jobs int `json:"jobs"`
+	// Queued is the number of calls waiting for a slot.
+	Queued int `json:"queued"`
+}
+
+// Load returns how busy the engine is now (see Config.Limits).
+func (e *Engine) Load() Load {
+	st := e.sup.Stats()
+	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
+}
+
+// EndConversation ends a conversation: its running commands and jobs are
+// ended with the grace sequence, its waiting calls are refused, its job
+// records are forgotten and its output directory is removed once its last
+// job is gone. An MCP server calls it when a session closes.
+func (e *Engine) EndConversation(ctx context.Context, conversationID string) error {
+	_, err := e.sup.EndConversation(ctx, conversationID)
+	return err
 }
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground

@@ -296,7 +296,7 @@ func TestInteractiveRebaseGuard(t *testing.T) {
 		t.Fatalf("guard set for a command without rebase: %q", r.Output)
 	}
 	r := e.Run(context.Background(), tc(t), engine.Input{Command: `echo "[${GIT_SEQUENCE_EDITOR:-unset}]" # git rebase -i`, Mode: engine.ModeBackground})
-	if j := waitJob(t, e, r.JobID); j.Status != engine.JobCompleted {
+	if j := waitJob(t, e, r.JobID, "test"); j.Status != engine.JobCompleted {
 		t.Fatal(j)
 	}
 	if b, _ := os.ReadFile(r.OutputFile); !strings.HasPrefix(string(b), "[unset]") {
@@ -570,21 +570,25 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	if b, _ := os.ReadFile(r.OutputFile); string(b) != "bad\n\n\n[background process failed: exit code 4]" {
 		t.Fatalf("file %q", b)
 	}
-	out, err := e.JobOutput(r.JobID, 0, 0, 3)
+	out, err := e.JobOutput(engine.ToolContext{}, r.JobID, 0, 0, 3)
 	if err != nil || out.Data != "bad" || out.EOF {
 		t.Fatalf("JobOutput %+v %v", out, err)
 	}
-	out, err = e.JobOutput(r.JobID, 10, 0, 0)
+	out, err = e.JobOutput(engine.ToolContext{}, r.JobID, 10, 0, 0)
 	if err != nil || !strings.HasSuffix(out.Data, "code 4]") || !out.EOF || len(out.Data) != 10 {
 		t.Fatalf("JobOutput tail %+v %v", out, err)
 	}
 }
 
-func waitJob(t *testing.T, e *engine.Engine, id string) engine.JobInfo {
+func waitJob(t *testing.T, e *engine.Engine, id string, conversation ...string) engine.JobInfo {
 	t.Helper()
+	var tc engine.ToolContext
+	if len(conversation) > 0 {
+		tc.ConversationID = conversation[0]
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		j, err := e.Job(id)
+		j, err := e.Job(tc, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,7 +606,7 @@ func TestBackgroundKillAndLifetime(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.BackgroundLifetime = 700 * time.Millisecond })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "trap '' TERM; sleep 60", Mode: engine.ModeBackground})
-	job, err := e.Kill(context.Background(), r.JobID)
+	job, err := e.Kill(context.Background(), engine.ToolContext{}, r.JobID)
 	if err != nil || job.Status != engine.JobKilled || job.Reason != "killed by request" {
 		t.Fatalf("kill: %+v %v", job, err)
 	}
@@ -610,7 +614,7 @@ func TestBackgroundKillAndLifetime(t *testing.T) {
 	if b, _ := os.ReadFile(r.OutputFile); !strings.HasSuffix(string(b), "[background process killed: killed by request]") {
 		t.Fatalf("file %q", b)
 	}
-	if _, err := e.Kill(context.Background(), "job-nope"); !errors.Is(err, engine.ErrNoSuchJob) {
+	if _, err := e.Kill(context.Background(), engine.ToolContext{}, "job-nope"); !errors.Is(err, engine.ErrNoSuchJob) {
 		t.Fatalf("kill unknown: %v", err)
 	}
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 60", Mode: engine.ModeBackground})
@@ -632,14 +636,14 @@ func TestBackgroundJobLivesWithItsGroup(t *testing.T) {
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 1.2 & echo $! > pid; echo started", Mode: engine.ModeBackground})
 	time.Sleep(300 * time.Millisecond)
-	if j, _ := e.Job(r.JobID); j.Status != engine.JobRunning {
+	if j, _ := e.Job(engine.ToolContext{}, r.JobID); j.Status != engine.JobRunning {
 		t.Fatalf("job ended while its group still runs: %+v", j)
 	}
 	j := waitJob(t, e, r.JobID)
 	if j.Status != engine.JobCompleted {
 		t.Fatalf("%+v", j)
 	}
-	if jobs := e.Jobs(); len(jobs) != 1 || jobs[0].JobID != r.JobID {
+	if jobs := e.Jobs(engine.ToolContext{}); len(jobs) != 1 || jobs[0].JobID != r.JobID {
 		t.Fatalf("Jobs() = %+v", jobs)
 	}
 }
@@ -681,10 +685,10 @@ func TestShutdownWithJobsRunning(t *testing.T) {
 			t.Errorf("pid %d survived shutdown", pid)
 		}
 	}
-	if jobs := e.Jobs(); len(jobs) != 3 {
+	if jobs := e.Jobs(engine.ToolContext{}); len(jobs) != 3 {
 		t.Fatalf("jobs after shutdown: %+v", jobs)
 	}
-	for _, j := range e.Jobs() {
+	for _, j := range e.Jobs(engine.ToolContext{}) {
 		if j.Status != engine.JobKilled || j.Reason != "engine shutdown" {
 			t.Errorf("job after shutdown: %+v", j)
 		}

@@ -56,8 +56,8 @@ func ExampleEngine_Kill() {
 		engine.Input{Command: "echo serving; sleep 600", Mode: engine.ModeBackground})
 	fmt.Println(r.Status, r.JobID)
 	time.Sleep(100 * time.Millisecond)
-	job, _ := e.Kill(context.Background(), r.JobID)
-	out, _ := e.JobOutput(r.JobID, 0, 0, 0)
+	job, _ := e.Kill(context.Background(), engine.ToolContext{}, r.JobID)
+	out, _ := e.JobOutput(engine.ToolContext{}, r.JobID, 0, 0, 0)
 	fmt.Println(job.Status, job.Reason)
 	fmt.Printf("%q\n", out.Data)
 	// Output:

@@ -149,10 +149,10 @@ func TestCgroupEscapees(t *testing.T) {
 		// The shell ends on its own; the job lives while its escapees do.
 		waitGone(t, r.PID, 5*time.Second)
 		time.Sleep(100 * time.Millisecond)
-		if j, _ := e.Job(r.JobID); j.Status != engine.JobRunning {
+		if j, _ := e.Job(engine.ToolContext{}, r.JobID); j.Status != engine.JobRunning {
 			t.Fatalf("job ended while its escapees run: %+v", j)
 		}
-		j, err := e.Kill(context.Background(), r.JobID)
+		j, err := e.Kill(context.Background(), engine.ToolContext{}, r.JobID)
 		if err != nil || j.Status != engine.JobKilled {
 			t.Fatalf("kill: %+v %v", j, err)
 		}

@@ -125,7 +125,7 @@ func testRestrictedTimeoutAndBackground(t *testing.T, mod func(*engine.Config)) 
 	if r.Status != engine.StatusStarted {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
-	j := waitJob(t, e, r.JobID)
+	j := waitJob(t, e, r.JobID, "restricted")
 	b, _ := os.ReadFile(r.OutputFile)
 	if j.Status != engine.JobCompleted || !strings.Contains(string(b), "in-sandbox") || !strings.Contains(string(b), "denied") {
 		t.Fatalf("job %+v output %q", j, b)

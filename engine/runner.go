@@ -12,14 +12,16 @@ type Runner interface {
 	Run(ctx context.Context, tc ToolContext, in Input) Result
 	// Description is the tool description for the model.
 	Description(tc ToolContext) string
-	// Jobs lists the background jobs, oldest first.
-	Jobs() []JobInfo
-	// Job returns one background job.
-	Job(id string) (JobInfo, error)
+	// Jobs lists the background jobs of tc's conversation, oldest first.
+	Jobs(tc ToolContext) []JobInfo
+	// Job returns one background job of tc's conversation.
+	Job(tc ToolContext, id string) (JobInfo, error)
 	// JobOutput reads a slice of a background job's output.
-	JobOutput(id string, tail, offset, limit int64) (JobOutput, error)
+	JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error)
 	// Kill ends a background job and returns its final state.
-	Kill(ctx context.Context, id string) (JobInfo, error)
+	Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, error)
+	// EndConversation ends a conversation's jobs and forgets them.
+	EndConversation(ctx context.Context, conversationID string) error
 	// RedactCommand makes command text fit for a log.
 	RedactCommand(command string) string
 	// Shutdown ends every job and stops the runner.

@@ -109,7 +109,7 @@ func TestSecretValueRedactedInBackgroundFile(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("job file %q, want %q", b, want)
 	}
-	out, err := e.JobOutput(r.JobID, 0, 0, 0)
+	out, err := e.JobOutput(engine.ToolContext{}, r.JobID, 0, 0, 0)
 	if err != nil || out.Data != want {
 		t.Fatalf("JobOutput %q, %v", out.Data, err)
 	}

@@ -28,7 +28,11 @@ type Input struct {
 type ToolContext struct {
 	// WorkingDir is the directory the command runs in. It must exist.
 	WorkingDir string
-	// ConversationID identifies the conversation in logs and the audit log.
+	// ConversationID identifies the conversation: background jobs belong
+	// to it (Jobs, Job, JobOutput and Kill see only its own), its output
+	// files live in a directory of its own, its commands count against its
+	// share of Config.Limits, and logs and the audit log name it. Calls
+	// without one share the conversation "".
 	ConversationID string
 	// Restricted runs the command in the sandbox: it can read and run
 	// anything but cannot write outside its scratch $TMPDIR, reach any
@@ -104,8 +108,13 @@ type Result struct {
 	// FullOutputFile is the file that holds the complete output when it
 	// was truncated. The engine keeps the newest Config.SpoolKeep of them.
 	FullOutputFile string `json:"full_output_file,omitempty"`
-	// DurationMS is the command's wall time in milliseconds.
+	// DurationMS is the command's wall time in milliseconds, from its
+	// start.
 	DurationMS int64 `json:"duration_ms"`
+	// QueuedMS is how long the call waited for a slot before the command
+	// started (Config.Limits); its timeout started only then. Background
+	// jobs never wait (over their limit they are refused).
+	QueuedMS int64 `json:"queued_ms"`
 	// Command is the command as submitted.
 	Command string `json:"command"`
 	// Display is the command as shown to a person: without a leading

@@ -38,7 +38,12 @@ type httpSetup struct {
 
 func newHTTPSetup(t *testing.T, hopts HTTPOptions) *httpSetup {
 	t.Helper()
-	e := newEngine(t, nil)
+	return newHTTPSetupWith(t, nil, hopts)
+}
+
+func newHTTPSetupWith(t *testing.T, mod func(*engine.Config), hopts HTTPOptions) *httpSetup {
+	t.Helper()
+	e := newEngine(t, mod)
 	h := &httpSetup{res: newResults(), tr: &http.Transport{}}
 	srv := New(e, Options{WorkingDir: t.TempDir(), OnResult: h.res.add})
 	mux := http.NewServeMux()
@@ -230,7 +235,7 @@ func TestIsLoopback(t *testing.T) {
 }
 
 func TestHTTPConcurrentCalls(t *testing.T) {
-	h := newHTTPSetup(t, HTTPOptions{})
+	h := newHTTPSetupWith(t, manySlots, HTTPOptions{})
 	parallelSleeps(t, h.client(t, ""), 50)
 }
 

@@ -301,16 +301,9 @@ func errorResult(err error) *mcp.CallToolResult {
 	}
 }
 
-// visible reports whether a job belongs to the server's conversation.
-func (s *server) visible(j engine.JobInfo) bool {
-	return j.ConversationID == "" || j.ConversationID == s.o.ConversationID
-}
-
-func (s *server) job(id string) (engine.JobInfo, error) {
-	j, err := s.e.Job(id)
-	if err == nil && !s.visible(j) {
-		err = fmt.Errorf("%w: %q", engine.ErrNoSuchJob, id)
-	}
+// job returns a job of the call's conversation.
+func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
+	j, err := s.e.Job(tc, id)
 	if err != nil {
 		return j, fmt.Errorf("%w (bash_jobs lists the job ids)", err)
 	}
@@ -335,11 +328,9 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err := parseNoArgs(req.Params.Arguments); err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	out := jobsResult{Jobs: []engine.JobInfo{}}
-	for _, j := range s.e.Jobs() {
-		if s.visible(j) {
-			out.Jobs = append(out.Jobs, j)
-		}
+	out := jobsResult{Jobs: s.e.Jobs(s.toolContext())}
+	if out.Jobs == nil {
+		out.Jobs = []engine.JobInfo{}
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: engine.JobsText(out.Jobs, time.Now())}},
@@ -352,10 +343,11 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	if _, err := s.job(a.jobID); err != nil {
+	tc := s.toolContext()
+	if _, err := s.job(tc, a.jobID); err != nil {
 		return errorResult(err), nil
 	}
-	jo, err := s.e.JobOutput(a.jobID, a.tail, a.offset, a.limit)
+	jo, err := s.e.JobOutput(tc, a.jobID, a.tail, a.offset, a.limit)
 	if err != nil {
 		return errorResult(jobError(a.jobID, err)), nil
 	}
@@ -372,10 +364,11 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	if _, err := s.job(id); err != nil {
+	tc := s.toolContext()
+	if _, err := s.job(tc, id); err != nil {
 		return errorResult(err), nil
 	}
-	j, err := s.e.Kill(ctx, id)
+	j, err := s.e.Kill(ctx, tc, id)
 	if err != nil {
 		return errorResult(jobError(id, err)), nil
 	}

@@ -386,8 +386,14 @@ func TestBaseContextCancels(t *testing.T) {
 }
 
 func TestConcurrentCalls(t *testing.T) {
-	s := newSetup(t, nil, Options{})
+	s := newSetup(t, manySlots, Options{})
 	parallelSleeps(t, s.cs, 50)
+}
+
+// manySlots lets one conversation run 50 commands at once (the default
+// admission limits would queue most of them).
+func manySlots(c *engine.Config) {
+	c.Limits = engine.Limits{MaxRunning: 128, MaxRunningPerConversation: 128}
 }
 
 // parallelSleeps makes n parallel `sleep 1` calls on one session and

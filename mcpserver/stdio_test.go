@@ -374,7 +374,9 @@ func TestStdioStdoutIsProtocolOnly(t *testing.T) {
 }
 
 func TestStdioConcurrentCalls(t *testing.T) {
-	cs, _, _ := stdioServer(t, "-C", t.TempDir())
+	// 50 at once: more than the default admission limits let one
+	// conversation run (they would queue, not fail).
+	cs, _, _ := stdioServer(t, "-C", t.TempDir(), "-max-running", "128")
 	parallelSleeps(t, cs, 50)
 }
 

@@ -144,7 +144,7 @@ func (m *machine) killOne() {
 	j := rapid.SampledFrom(started).Draw(m.t, "kill")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	info, err := m.e.Kill(ctx, j.res.JobID)
+	info, err := m.e.Kill(ctx, engine.ToolContext{}, j.res.JobID)
 	if err != nil {
 		if m.shuttingDown() && errors.Is(err, engine.ErrShutdown) {
 			return
@@ -387,7 +387,7 @@ func runMachine(tt *testing.T, t *rapid.T) {
 		m.checkFg(c, r)
 	}
 	final := map[string]engine.JobInfo{}
-	for _, j := range e.Jobs() {
+	for _, j := range e.Jobs(engine.ToolContext{}) {
 		if _, dup := final[j.JobID]; dup {
 			t.Fatalf("job %s listed twice", j.JobID)
 		}

@@ -10,11 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +76,9 @@ var (
 	ErrSandboxUnavailable = sandbox.ErrUnavailable
 	// ErrActorFailed: a job's actor failed.
 	ErrActorFailed = actors.ErrActorFailed
+	// ErrBusy: the engine or the conversation runs as many jobs as it may
+	// (see Limits); the error says what is full.
+	ErrBusy = errors.New("busy")
 )
 
 // MaxEnded bounds the ended background jobs remembered; the oldest is
@@ -119,15 +120,66 @@ type Config struct {
 	SandboxHelper                  bool
 	SandboxHelperPath, ScratchRoot string
 
+	// Limits bound what runs at once (admission control).
+	Limits Limits
+
 	// Logger receives warnings; protoactor's own logs go there at Warn and
 	// above.
 	Logger *slog.Logger
+}
+
+// Limits bound the jobs that run at once. Zero fields take their
+// defaults.
+type Limits struct {
+	// MaxRunning bounds the foreground jobs running at once on this engine
+	// (default 4 per CPU).
+	MaxRunning int
+	// MaxRunningPerConversation bounds those of one conversation (default
+	// MaxRunning/2, at least 1), so one conversation cannot take every
+	// slot.
+	MaxRunningPerConversation int
+	// MaxQueue bounds the foreground calls waiting for a slot, engine-wide
+	// (default 4 * MaxRunning). A call beyond it is refused with ErrBusy.
+	MaxQueue int
+	// QueueWait bounds how long a call waits for a slot before it is
+	// refused with ErrBusy (default 30s). A job's timeout starts only when
+	// it runs.
+	QueueWait time.Duration
+	// MaxJobsPerConversation bounds one conversation's running background
+	// jobs (default 16); MaxJobs all of them (default 16 per CPU). A
+	// background job over either is refused at once with ErrBusy.
+	MaxJobsPerConversation, MaxJobs int
+}
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	cpus := runtime.NumCPU()
+	if l.MaxRunning <= 0 {
+		l.MaxRunning = 4 * cpus
+	}
+	if l.MaxRunningPerConversation <= 0 {
+		l.MaxRunningPerConversation = max(1, l.MaxRunning/2)
+	}
+	if l.MaxQueue <= 0 {
+		l.MaxQueue = 4 * l.MaxRunning
+	}
+	if l.QueueWait <= 0 {
+		l.QueueWait = 30 * time.Second
+	}
+	if l.MaxJobsPerConversation <= 0 {
+		l.MaxJobsPerConversation = 16
+	}
+	if l.MaxJobs <= 0 {
+		l.MaxJobs = 16 * cpus
+	}
+	return l
 }
 
 // Supervisor starts and tracks the jobs of one engine. It is safe for
 // concurrent use.
 type Supervisor struct {
 	res    *actors.Resources
+	limits Limits
 	system *actor.ActorSystem
 	pid    *actor.PID
 	outDir string
@@ -169,7 +221,7 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	}
-	s := &Supervisor{res: res, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, limits: cfg.Limits.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -227,8 +279,13 @@ type Request struct {
 
 // Job is a started job.
 type Job struct {
-	// ID names the job: "cmd-N" (foreground) or "job-N" (background).
+	// ID names the job: "cmd-N" (foreground) or "job-N" (background, in
+	// its conversation).
 	ID string
+	// Conversation is the conversation that started it.
+	Conversation string
+	// Queued is how long it waited for a slot.
+	Queued time.Duration
 	// Pid is the pid and process group id of its shell.
 	Pid int
 	// OutputFile is a background job's output file.
@@ -250,12 +307,14 @@ func (j *Job) Progress() (bytes int64, lastLine string) {
 	return j.out.Total(), j.out.LastLine(256)
 }
 
-// Start starts a job: the supervisor records it and spawns its actor, the
-// process is started in the calling goroutine and handed to the actor. A
+// Start starts a job: the supervisor admits it (at once, or after a wait
+// in the queue: see Limits), records it and spawns its actor, the process
+// is started in the calling goroutine and handed to the actor. A
 // foreground job's outcome then arrives on Job.Done; a background job runs
-// on its own. Start fails with ErrShutdown after Shutdown, with an error
-// wrapping ErrStart or ErrSandboxUnavailable when the process could not
-// start, and with ctx's error when ctx is done before the job starts.
+// on its own. Start fails with ErrShutdown after Shutdown, with ErrBusy
+// when the job cannot be admitted, with an error wrapping ErrStart or
+// ErrSandboxUnavailable when the process could not start, and with ctx's
+// error when ctx is done before the job starts.
 func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
 	if s.closed.Load() {
 		return nil, ErrShutdown
@@ -270,6 +329,8 @@ func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
 	case a = <-reply:
 	case <-s.done:
 		return nil, ErrShutdown
+	default: // queued: wait for a slot, bounded
+		a = s.wait(ctx, reply)
 	}
 	if a.err != nil {
 		return nil, a.err
@@ -280,21 +341,55 @@ func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
 		return nil, err
 	}
 	s.system.Root.Send(a.pid, l)
-	return &Job{ID: a.spec.ID, Pid: l.Pid(), OutputFile: a.spec.OutputFile, done: a.done, out: l.Output()}, nil
+	return &Job{ID: a.spec.ID, Conversation: a.spec.Conversation, Queued: a.spec.Queued,
+		Pid: l.Pid(), OutputFile: a.spec.OutputFile, done: a.done, out: l.Output()}, nil
 }
 
-// Cancel ends a running job with the grace sequence (its outcome says
-// "cancelled"). An ended or unknown job is ignored.
-func (s *Supervisor) Cancel(id string) {
-	s.system.Root.Send(s.pid, &cancelRequest{id: id, reason: actors.ReasonCancelled})
+// wait waits for a queued call's admission, up to QueueWait or ctx; a call
+// that gives up is withdrawn from the queue (or, admitted meanwhile, its
+// job is told its process will never come).
+func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
+	t := time.NewTimer(s.limits.QueueWait)
+	defer t.Stop()
+	var giveUp error
+	select {
+	case a := <-reply:
+		return a
+	case <-s.done:
+		return admitted{err: ErrShutdown}
+	case <-ctx.Done():
+		giveUp = ctx.Err()
+	case <-t.C:
+		st := s.Stats()
+		giveUp = fmt.Errorf("%w: waited %s for one of the %d command slots of this host (%d running, %d waiting); try again later",
+			ErrBusy, s.limits.QueueWait, s.limits.MaxRunning, st.Running, st.Queued)
+	}
+	ack := make(chan bool, 1)
+	s.system.Root.Send(s.pid, &withdrawRequest{reply: reply, ack: ack})
+	select {
+	case withdrawn := <-ack:
+		if !withdrawn { // admitted meanwhile: free the slot
+			if a := <-reply; a.err == nil {
+				s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: giveUp})
+			}
+		}
+	case <-s.done:
+	}
+	return admitted{err: giveUp}
 }
 
-// Kill ends a background job with the grace sequence and returns its final
-// state; an ended job's state is returned unchanged. It reports false when
-// there is no such background job.
-func (s *Supervisor) Kill(ctx context.Context, id string) (State, bool, error) {
+// Cancel ends a running job of conversation conv with the grace sequence
+// (its outcome says "cancelled"). An ended or unknown job is ignored.
+func (s *Supervisor) Cancel(conv, id string) {
+	s.system.Root.Send(s.pid, &cancelRequest{conv: conv, id: id, reason: actors.ReasonCancelled})
+}
+
+// Kill ends a background job of conversation conv with the grace sequence
+// and returns its final state; an ended job's state is returned
+// unchanged. It reports false when conv has no such background job.
+func (s *Supervisor) Kill(ctx context.Context, conv, id string) (State, bool, error) {
 	reply := make(chan State, 1)
-	s.system.Root.Send(s.pid, &killRequest{id: id, reply: reply})
+	s.system.Root.Send(s.pid, &killRequest{conv: conv, id: id, reply: reply})
 	select {
 	case st := <-reply:
 		return st, st.ID != "", nil
@@ -305,16 +400,58 @@ func (s *Supervisor) Kill(ctx context.Context, id string) (State, bool, error) {
 	}
 }
 
-// Jobs returns the records of the background jobs, running and ended (the
-// most recent MaxEnded), oldest first; after Shutdown, the final ones.
-func (s *Supervisor) Jobs() []State {
+// Jobs returns the records of conversation conv's background jobs, running
+// and ended, oldest first; after Shutdown, the final ones.
+func (s *Supervisor) Jobs(conv string) []State { return s.list(&listRequest{conv: conv}) }
+
+// AllJobs returns the records of every conversation's background jobs.
+func (s *Supervisor) AllJobs() []State { return s.list(&listRequest{all: true}) }
+
+func (s *Supervisor) list(m *listRequest) []State {
 	reply := make(chan []State, 1)
-	s.system.Root.Send(s.pid, &listRequest{reply: reply})
+	m.reply = reply
+	s.system.Root.Send(s.pid, m)
 	select {
 	case states := <-reply:
 		return states
 	case <-s.done:
-		return s.final
+		var out []State
+		for _, st := range s.final {
+			if m.all || st.Conversation == m.conv {
+				out = append(out, st)
+			}
+		}
+		return out
+	}
+}
+
+// EndConversation ends conversation conv: its running jobs are ended with
+// the grace sequence (foreground calls answer "cancelled"), its queued
+// calls are refused, its ended jobs are forgotten and its output directory
+// is removed once its last job is gone. It returns the jobs it ended or
+// forgot.
+func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]State, error) {
+	reply := make(chan []State, 1)
+	s.system.Root.Send(s.pid, &endConversationRequest{conv: conv, reply: reply})
+	select {
+	case states := <-reply:
+		return states, nil
+	case <-s.done:
+		return nil, ErrShutdown
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Stats returns the current load: jobs running and calls waiting.
+func (s *Supervisor) Stats() Stats {
+	reply := make(chan Stats, 1)
+	s.system.Root.Send(s.pid, &statsRequest{reply: reply})
+	select {
+	case st := <-reply:
+		return st
+	case <-s.done:
+		return Stats{}
 	}
 }
 
@@ -331,223 +468,6 @@ func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// --- the supervisor actor ---
-
-type (
-	startRequest struct {
-		req   Request
-		reply chan<- admitted
-	}
-	admitted struct {
-		spec *actors.Spec
-		pid  *actor.PID
-		done <-chan Outcome
-		err  error
-	}
-	cancelRequest struct {
-		id     string
-		reason Reason
-	}
-	killRequest struct {
-		id    string
-		reply chan<- State
-	}
-	listRequest     struct{ reply chan<- []State }
-	shutdownRequest struct{ leaveJobs bool }
-)
-
-type entry struct {
-	pid   *actor.PID
-	state State
-}
-
-type supervisor struct {
-	s        *Supervisor
-	running  map[string]*entry // jobs not yet reported final, by id
-	ended    map[string]State  // ended background jobs, by id
-	order    []string          // ended ids, oldest first
-	children map[string]string // live job actor id -> job id
-	killers  map[string][]chan<- State
-	cmdSeq   uint64 // foreground "cmd-N" ids
-	jobSeq   uint64 // background "job-N" ids
-	stopping bool
-	stopped  bool
-}
-
-// props: the supervisor's children are stopped, never restarted. Like the
-// jobs, it runs a message in the sender's goroutine when idle (protoactor's
-// synchronized dispatcher); it never blocks in Receive.
-func props(s *Supervisor) *actor.Props {
-	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{s: s, running: map[string]*entry{}, ended: map[string]State{},
-			children: map[string]string{}, killers: map[string][]chan<- State{}}
-	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
-}
-
-func (sv *supervisor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *startRequest:
-		m.reply <- sv.start(ctx, m.req)
-	case *actors.Report:
-		sv.update(ctx, m.State)
-	case *cancelRequest:
-		if e, ok := sv.running[m.id]; ok {
-			ctx.Send(e.pid, &actors.Cancel{Reason: m.reason})
-		}
-	case *killRequest:
-		sv.kill(ctx, m)
-	case *listRequest:
-		m.reply <- sv.list()
-	case *actor.Terminated:
-		sv.terminated(ctx, m.Who)
-	case *shutdownRequest:
-		sv.shutdown(ctx, m.leaveJobs)
-	case *actor.Stopped:
-		sv.s.final = sv.list()
-		go sv.s.finish()
-	}
-}
-
-// start records a new job and spawns its actor, which waits for its
-// process.
-func (sv *supervisor) start(ctx actor.Context, req Request) admitted {
-	if sv.stopping {
-		return admitted{err: ErrShutdown}
-	}
-	spec := &actors.Spec{
-		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
-		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
-		Restricted: req.Restricted, Timeout: req.Timeout, Completion: req.Completion,
-	}
-	var done chan Outcome
-	if req.Background {
-		sv.jobSeq++
-		spec.ID = "job-" + strconv.FormatUint(sv.jobSeq, 10)
-		spec.OutputFile = filepath.Join(sv.s.outDir, spec.ID+".log")
-	} else {
-		sv.cmdSeq++
-		spec.ID = "cmd-" + strconv.FormatUint(sv.cmdSeq, 10)
-		done = make(chan Outcome, 1)
-		spec.Done = done
-	}
-	pid := ctx.Spawn(actors.NewProps(spec, sv.s.res))
-	sv.running[spec.ID] = &entry{pid: pid, state: State{
-		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
-		Background: spec.Background, Status: Running, OutputFile: spec.OutputFile, Started: time.Now(),
-	}}
-	sv.children[pid.Id] = spec.ID
-	return admitted{spec: spec, pid: pid, done: done}
-}
-
-// update records a job's state; a final state stops its actor.
-func (sv *supervisor) update(ctx actor.Context, st State) {
-	e, ok := sv.running[st.ID]
-	if !ok {
-		return
-	}
-	if st.Running() {
-		e.state = st
-		return
-	}
-	delete(sv.running, st.ID)
-	if st.Background && st.Status != Errored {
-		sv.remember(st)
-	}
-	// Poison, not Stop: a user message, so a Cancel sent before this point
-	// (a Kill crossing the final report) still reaches the actor, which
-	// answers it with its final state.
-	ctx.Poison(e.pid)
-}
-
-func (sv *supervisor) remember(st State) {
-	sv.ended[st.ID] = st
-	sv.order = append(sv.order, st.ID)
-	if len(sv.order) > MaxEnded {
-		// The forgotten job's output file can no longer be reached through
-		// the engine: remove it so a long-running server does not fill the
-		// disk.
-		if f := sv.ended[sv.order[0]].OutputFile; f != "" {
-			_ = os.Remove(f)
-		}
-		delete(sv.ended, sv.order[0])
-		sv.order = slices.Delete(sv.order, 0, 1)
-	}
-}
-
-func (sv *supervisor) kill(ctx actor.Context, m *killRequest) {
-	if e, ok := sv.running[m.id]; ok && e.state.Background {
-		// The reply is remembered too: if the actor fails before it
-		// answers, terminated answers instead.
-		sv.killers[m.id] = append(sv.killers[m.id], m.reply)
-		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonKilled, Reply: m.reply})
-		return
-	}
-	m.reply <- sv.ended[m.id] // the zero State: no such job
-}
-
-// terminated handles the end of a job's actor: one that stopped without a
-// final report failed.
-func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
-	id, ok := sv.children[who.Id]
-	if !ok {
-		return
-	}
-	delete(sv.children, who.Id)
-	if e, ok := sv.running[id]; ok {
-		delete(sv.running, id)
-		if e.state.Background {
-			st := e.state
-			st.Status, st.Reason, st.Ended = Killed, actors.ReasonFailed, time.Now()
-			sv.remember(st)
-			for _, r := range sv.killers[id] {
-				select {
-				case r <- st:
-				default: // already answered
-				}
-			}
-		}
-	}
-	delete(sv.killers, id)
-	sv.maybeStop(ctx)
-}
-
-func (sv *supervisor) shutdown(ctx actor.Context, leaveJobs bool) {
-	if sv.stopping {
-		return
-	}
-	sv.stopping = true
-	for _, e := range sv.running {
-		if e.state.Background && leaveJobs {
-			ctx.Send(e.pid, &actors.Detach{})
-			continue
-		}
-		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonShutdown})
-	}
-	sv.maybeStop(ctx)
-}
-
-func (sv *supervisor) maybeStop(ctx actor.Context) {
-	if sv.stopping && !sv.stopped && len(sv.children) == 0 {
-		sv.stopped = true
-		ctx.Stop(ctx.Self())
-	}
-}
-
-func (sv *supervisor) list() []State {
-	out := make([]State, 0, len(sv.running)+len(sv.ended))
-	for _, e := range sv.running {
-		if e.state.Background {
-			out = append(out, e.state)
-		}
-	}
-	for _, id := range sv.order {
-		out = append(out, sv.ended[id])
-	}
-	slices.SortFunc(out, func(a, b State) int { return a.Started.Compare(b.Started) })
-	return out
 }
 
 // finish stops the actor system and removes the cgroups once the

@@ -69,11 +69,11 @@ func TestStartListKillShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOutput(t, bg.OutputFile, "ready")
-	states := s.Jobs()
+	states := s.Jobs("")
 	if len(states) != 1 || states[0].ID != "job-1" || !states[0].Running() || states[0].Pid != bg.Pid {
 		t.Fatalf("list %+v", states)
 	}
-	st, ok, err := s.Kill(context.Background(), "job-1")
+	st, ok, err := s.Kill(context.Background(), "", "job-1")
 	if err != nil || !ok || st.Running() || st.Status != Killed || st.Reason != ReasonKilled {
 		t.Fatalf("kill %+v %v %v", st, ok, err)
 	}
@@ -81,16 +81,16 @@ func TestStartListKillShutdown(t *testing.T) {
 		t.Fatal("job survived its kill (it ignores SIGTERM: SIGKILL must follow the grace period)")
 	}
 	// An ended job is remembered and can be "killed" again harmlessly.
-	if st, ok, err := s.Kill(context.Background(), "job-1"); err != nil || !ok || st.Status != Killed {
+	if st, ok, err := s.Kill(context.Background(), "", "job-1"); err != nil || !ok || st.Status != Killed {
 		t.Fatalf("second kill %+v %v %v", st, ok, err)
 	}
-	if _, ok, err := s.Kill(context.Background(), "nope"); err != nil || ok {
+	if _, ok, err := s.Kill(context.Background(), "", "nope"); err != nil || ok {
 		t.Fatal("kill of an unknown job succeeded")
 	}
 	if err := s.Shutdown(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	if final := s.Jobs(); len(final) != 1 || final[0].Status != Killed {
+	if final := s.Jobs(""); len(final) != 1 || final[0].Status != Killed {
 		t.Fatalf("final %+v", final)
 	}
 	if _, err := s.Start(context.Background(), Request{Script: "true", Dir: t.TempDir()}); err != ErrShutdown {
@@ -162,20 +162,20 @@ func TestShutdownLeavingJobs(t *testing.T) {
 	if !alive(bg.Pid) {
 		t.Fatal("job was ended although leaveJobs was set")
 	}
-	if final := s.Jobs(); len(final) != 1 || final[0].Status != Detached {
+	if final := s.Jobs(""); len(final) != 1 || final[0].Status != Detached {
 		t.Fatalf("final %+v", final)
 	}
 }
 
 func TestEndedJobsAreBounded(t *testing.T) {
-	sv := &supervisor{ended: map[string]State{}}
+	sv := &supervisor{ended: map[key]State{}}
 	for i := range MaxEnded + 10 {
 		sv.remember(State{ID: fmt.Sprint("job-", i), Background: true, Started: time.Unix(int64(i), 0)})
 	}
-	if len(sv.ended) != MaxEnded || len(sv.order) != MaxEnded || sv.order[0] != "job-10" {
+	if len(sv.ended) != MaxEnded || len(sv.order) != MaxEnded || sv.order[0].id != "job-10" {
 		t.Fatalf("kept %d/%d, oldest %s", len(sv.ended), len(sv.order), sv.order[0])
 	}
-	if got := sv.list(); len(got) != MaxEnded || got[0].ID != "job-10" {
+	if got := sv.list("", true); len(got) != MaxEnded || got[0].ID != "job-10" {
 		t.Fatalf("list %d", len(got))
 	}
 }

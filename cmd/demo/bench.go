@@ -123,6 +123,10 @@ func benchConfig(o benchOpts) engine.Config {
 	c := engine.DefaultConfig()
 	c.NoCgroups = o.noCgroups
 	c.SpoolCap = o.spoolCap
+	// The cases measure what the engine itself can do, side by side with
+	// raw os/exec at the same concurrency: admission must not queue them.
+	n := max(o.conc, o.sleepers, 64)
+	c.Limits = engine.Limits{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
 	return c
 }
 

@@ -42,6 +42,7 @@ type mcpFlags struct {
 	token       string
 	origins     stringList
 	verbose     bool
+	limits      engine.Limits
 }
 
 // stringList is a repeatable string flag.
@@ -68,6 +69,9 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.token, "token", "", "bearer `token` required by -http (default $"+tokenEnv+"; required off loopback)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
+	fs.IntVar(&f.limits.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
+	fs.IntVar(&f.limits.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
+	fs.IntVar(&f.limits.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
 	return f, fs
 }
 
@@ -124,6 +128,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 		c.Audit = audit
 	}
 	c.Logger = log
+	c.Limits = f.limits
 	return c
 }
 

@@ -101,7 +101,8 @@ func TestRunKeepsWhatItNames(t *testing.T) {
 		if !strings.HasPrefix(file, tmp+"/bashvisor-run-") || r.stderr != "demo run: the complete output (575.1 KiB) is kept in "+file+"; delete it when done\n" {
 			t.Errorf("%q: file %s, stderr %q", args, file, r.stderr)
 		}
-		os.RemoveAll(filepath.Dir(file))
+		rel, _ := filepath.Rel(tmp, file) // bashvisor-run-*/conversation-*/output-*.log
+		os.RemoveAll(filepath.Join(tmp, strings.SplitN(rel, "/", 2)[0]))
 	}
 	if r := demo(t, env, "run", "echo small"); r.code != 0 || r.stdout != "small\n" || r.stderr != "" {
 		t.Fatal(r)

@@ -204,7 +204,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	// background jobs still running: any other holds an orphan the engine
 	// missed (Shutdown would kill it silently).
 	running := 0
-	for _, j := range e.Jobs() {
+	for _, j := range e.Jobs(engine.ToolContext{ConversationID: "stress"}) {
 		if j.Status == engine.JobRunning {
 			running++
 		}
@@ -224,7 +224,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	if err := e.Shutdown(ctx); err != nil {
 		s.fail(-1, "shutdown", err)
 	}
-	for _, j := range e.Jobs() {
+	for _, j := range e.Jobs(engine.ToolContext{ConversationID: "stress"}) {
 		if j.Status == engine.JobRunning {
 			s.fail(-1, "shutdown", fmt.Errorf("job %s still running after shutdown", j.JobID))
 		}
@@ -630,7 +630,7 @@ func (s *stresser) cancel(i int, dir string) error {
 func (s *stresser) waitJob(id string, within time.Duration) (engine.JobInfo, error) {
 	deadline := time.Now().Add(within)
 	for {
-		j, err := s.e.Job(id)
+		j, err := s.e.Job(engine.ToolContext{ConversationID: "stress"}, id)
 		if err != nil {
 			return j, err
 		}
@@ -679,7 +679,7 @@ func (s *stresser) bgKill(i int, dir string) error {
 	time.Sleep(time.Duration(i%100) * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	j, err := s.e.Kill(ctx, r.JobID)
+	j, err := s.e.Kill(ctx, engine.ToolContext{ConversationID: "stress"}, r.JobID)
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}

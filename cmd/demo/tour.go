@@ -81,15 +81,15 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	wg.Wait()
-	jobs := e.Jobs()
+	jobs := e.Jobs(engine.ToolContext{ConversationID: "tour"})
 	for _, j := range jobs {
 		if j.Status == engine.JobRunning {
 			waitForJob(e, j.JobID, 5*time.Second)
 		}
 	}
 	fmt.Fprintln(stdout, "== background jobs after the others finished")
-	for _, j := range e.Jobs() {
-		out, _ := e.JobOutput(j.JobID, 200, 0, 0)
+	for _, j := range e.Jobs(engine.ToolContext{ConversationID: "tour"}) {
+		out, _ := e.JobOutput(engine.ToolContext{ConversationID: "tour"}, j.JobID, 200, 0, 0)
 		fmt.Fprintf(stdout, "   %s pid %d %s (exit %v): %q\n     output file tail: %q\n", j.JobID, j.PID, j.Status, ptr(j.ExitCode), j.Command, out.Data)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -167,7 +167,7 @@ func modeSuffix(m engine.Mode) string {
 func waitForJob(e *engine.Engine, id string, within time.Duration) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if j, err := e.Job(id); err != nil || j.Status != engine.JobRunning {
+		if j, err := e.Job(engine.ToolContext{ConversationID: "tour"}, id); err != nil || j.Status != engine.JobRunning {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
