@@ -484,7 +484,6 @@ func TestProgressNotifications(t *testing.T) {
 	elapsed := time.Since(start)
 	handled()
 	mu.Lock()
-	defer mu.Unlock()
 	// ~2 s of running at one notification per 300 ms at most.
 	if max := int(elapsed/(300*time.Millisecond)) + 1; len(got) < 3 || len(got) > max {
 		t.Errorf("%d notifications in %v, want 3..%d", len(got), elapsed, max)
@@ -505,6 +504,7 @@ func TestProgressNotifications(t *testing.T) {
 	bash(t, context.Background(), cs, map[string]any{"command": "sleep 0.5"})
 	handled()
 	mu.Lock()
+	defer mu.Unlock()
 	if len(got) != n {
 		t.Errorf("progress sent without a progress token")
 	}
