@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,5 +88,23 @@ func TestTSClientScriptParses(t *testing.T) {
 	}
 	if out, err := exec.Command(node, "--check", f).CombinedOutput(); err != nil {
 		t.Fatalf("node --check: %v\n%s", err, out)
+	}
+}
+
+func TestNPMError(t *testing.T) {
+	out := `npm warn Unknown user config "nodedir".
+npm error code ECONNREFUSED
+npm error syscall connect
+npm error errno ECONNREFUSED
+npm error FetchError: request to http://127.0.0.1:9/x failed, reason: connect ECONNREFUSED 127.0.0.1:9
+npm error     at ClientRequest.<anonymous> (index.js:130:14)
+npm error A complete log of this run can be found in: /root/.npm/_logs/x.log
+`
+	want := "ECONNREFUSED: FetchError: request to http://127.0.0.1:9/x failed, reason: connect ECONNREFUSED 127.0.0.1:9"
+	if got := npmError(out, errors.New("exit status 1")); got != want {
+		t.Errorf("got %q", got)
+	}
+	if got := npmError("", errors.New("exit status 1")); got != "exit status 1" {
+		t.Errorf("got %q", got)
 	}
 }

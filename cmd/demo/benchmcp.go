@@ -54,11 +54,13 @@ type mcpSide struct {
 	conc   func(c, n int) (float64, error)
 	close  func()
 	pid    int        // the server's, 0 for raw
+	client int        // the client's process (raw: the spawning one)
 	stderr *gcCounter // the server's stderr, nil for raw
 
-	rounds []durations // serial samples per round
-	rates  []float64   // calls per second per throughput round
-	cpu    time.Duration
+	rounds []durations   // serial samples per round
+	rates  []float64     // calls per second per throughput round
+	cpu    time.Duration // the server's, during the throughput rounds
+	ccpu   time.Duration // the client's (raw: the spawner's), same rounds
 	gcs    int
 	calls  int
 	hwmKiB int64
@@ -124,7 +126,7 @@ func benchMCP(o benchOpts, dir string, log io.Writer) ([]benchRow, error) {
 		return nil, err
 	}
 	variants = append([]mcpVariant{{label: "default"}}, variants...)
-	raw := &mcpSide{label: "raw", close: func() {}}
+	raw := &mcpSide{label: "raw", client: os.Getpid(), close: func() {}}
 	raw.serial = func(n int) (durations, error) {
 		d := make(durations, 0, n)
 		for range n {
@@ -190,13 +192,14 @@ func benchMCP(o benchOpts, dir string, log io.Writer) ([]benchRow, error) {
 	for r := range o.mcpConcRounds {
 		for k := range sides {
 			s := sides[(r+k)%len(sides)]
-			cpu0, gc0 := procCPU(s.pid), s.stderr.count()
+			cpu0, ccpu0, gc0 := procCPU(s.pid), procCPU(s.client), s.stderr.count()
 			rate, err := s.conc(o.conc, o.concN)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.label, err)
 			}
 			s.rates = append(s.rates, rate)
 			s.cpu += procCPU(s.pid) - cpu0
+			s.ccpu += procCPU(s.client) - ccpu0
 			s.gcs += s.stderr.count() - gc0
 			s.calls += o.concN
 		}
@@ -250,8 +253,10 @@ func mcpRows(o benchOpts, raw *mcpSide, clients []*mcpSide, tsSkipped string) []
 				ratio:  fmt.Sprintf("%.1f%% [%.1f..%.1f]", median(ratios), slices.Min(ratios), slices.Max(ratios)),
 				target: target(">= 97%"), ok: okThr},
 			benchRow{name: "  server CPU/call, GCs per 1000 calls, peak RSS",
-				eng: fmt.Sprintf("%.0f µs, %.1f, %.1f MiB", float64(s.cpu.Microseconds())/float64(max(1, s.calls)),
+				eng: fmt.Sprintf("%.0f µs, %.1f, %.1f MiB", perCall(s.cpu, s.calls),
 					float64(s.gcs)*1000/float64(max(1, s.calls)), float64(s.hwmKiB)/1024)},
+			benchRow{name: "  client CPU/call (raw: the spawning process)",
+				raw: fmt.Sprintf("%.0f µs", perCall(raw.ccpu, raw.calls)), eng: fmt.Sprintf("%.0f µs", perCall(s.ccpu, s.calls))},
 		)
 	}
 	if tsSkipped != "" {
@@ -261,6 +266,11 @@ func mcpRows(o benchOpts, raw *mcpSide, clients []*mcpSide, tsSkipped string) []
 }
 
 func msf(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// perCall is d per call in µs.
+func perCall(d time.Duration, calls int) float64 {
+	return float64(d.Microseconds()) / float64(max(1, calls))
+}
 
 func (d durations) median() time.Duration {
 	f := make([]float64, len(d))
@@ -311,7 +321,7 @@ func startGoMCPClient(bin, dir string, env []string) (*mcpSide, error) {
 		}
 		return nil
 	}
-	s := &mcpSide{pid: cmd.Process.Pid, stderr: stderr, close: func() { cs.Close() }}
+	s := &mcpSide{pid: cmd.Process.Pid, client: os.Getpid(), stderr: stderr, close: func() { cs.Close() }}
 	s.serial = func(n int) (durations, error) {
 		d := make(durations, 0, n)
 		for range n {
@@ -421,7 +431,7 @@ func startTSMCPClient(o benchOpts, exe, dir string, log io.Writer) (*mcpSide, er
 		stop()
 		return nil, err
 	}
-	s := &mcpSide{pid: hello.PID, stderr: stderr, close: stop}
+	s := &mcpSide{pid: hello.PID, client: cmd.Process.Pid, stderr: stderr, close: stop}
 	s.serial = func(n int) (durations, error) {
 		a, err := ask(map[string]any{"op": "serial", "n": n})
 		if err != nil {
@@ -460,21 +470,47 @@ func installTSSDK(dir string, log io.Writer) error {
 	fmt.Fprintf(log, "bench: npm install @modelcontextprotocol/sdk@%s into %s...\n", tsSDKVersion, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--fetch-retries=1",
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--fetch-retries=1", "--fetch-timeout=30000",
 		"--prefix", dir, "@modelcontextprotocol/sdk@"+tsSDKVersion)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		msg := ""
-		for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-			if strings.Contains(line, "ERR") && !strings.Contains(line, "A complete log") {
-				msg = strings.TrimSpace(line)
-				break
-			}
-		}
-		return fmt.Errorf("npm install @modelcontextprotocol/sdk@%s failed (%v): %s", tsSDKVersion, err, msg)
+		return fmt.Errorf("npm: %s (installing @modelcontextprotocol/sdk@%s)", npmError(string(out), err), tsSDKVersion)
 	}
 	return nil
+}
+
+// npmError condenses npm's error output to its code and first message
+// line ("ECONNREFUSED: FetchError: request to ... failed, reason: ...").
+func npmError(out string, err error) string {
+	var code, msg string
+	for line := range strings.SplitSeq(out, "\n") {
+		rest, ok := strings.CutPrefix(line, "npm error ")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "npm ERR! ")
+		}
+		if !ok || strings.HasPrefix(rest, " ") {
+			continue // not an error line, or a stack frame
+		}
+		switch k, v, _ := strings.Cut(rest, " "); k {
+		case "code":
+			if code == "" {
+				code = v
+			}
+		case "syscall", "errno", "path", "A":
+		default:
+			if msg == "" {
+				msg = rest
+			}
+		}
+	}
+	switch {
+	case code != "" && msg != "":
+		return code + ": " + msg
+	case code != "" || msg != "":
+		return code + msg
+	}
+	return err.Error()
 }
 
 // gcCounter is a server's stderr: it counts the gctrace lines ("gc N @...")
