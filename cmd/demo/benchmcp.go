@@ -152,7 +152,7 @@ func benchMCP(o benchOpts, dir string, log io.Writer) ([]benchRow, error) {
 		if v.bin != "" {
 			bin = v.bin
 		}
-		s, err := startGoMCPClient(bin, dir, v.env)
+		s, err := startGoMCPClient(bin, serverArgs(bin, dir, o.conc), v.env)
 		if err != nil {
 			return nil, fmt.Errorf("mcp server %s: %w", v.label, err)
 		}
@@ -294,10 +294,22 @@ func median(x []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// startGoMCPClient starts `bin mcp -C dir` and connects the Go SDK's client
-// to it over stdio.
-func startGoMCPClient(bin, dir string, env []string) (*mcpSide, error) {
-	cmd := exec.Command(bin, "mcp", "-C", dir)
+// serverArgs are the arguments of a measured server: `mcp -C dir` and, for
+// a server with admission limits (-max-running), room for every call in
+// flight (a conversation may run half of -max-running), as benchConfig
+// gives the in-process cases.
+func serverArgs(bin, dir string, conc int) []string {
+	args := []string{"mcp", "-C", dir}
+	if usage, _ := exec.Command(bin, "mcp", "-h").Output(); bytes.Contains(usage, []byte("-max-running")) {
+		args = append(args, "-max-running", strconv.Itoa(2*max(conc, 64)))
+	}
+	return args
+}
+
+// startGoMCPClient starts bin with args (a `demo mcp` server) and connects
+// the Go SDK's client to it over stdio.
+func startGoMCPClient(bin string, args, env []string) (*mcpSide, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Env = serverEnv(env)
 	stderr := &gcCounter{}
 	cmd.Stderr = stderr
@@ -310,9 +322,9 @@ func startGoMCPClient(bin, dir string, env []string) (*mcpSide, error) {
 		cs.Close()
 		return nil, err
 	}
-	args := map[string]any{"command": "true"}
+	callArgs := map[string]any{"command": "true"}
 	call := func() error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolBash, Arguments: args})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolBash, Arguments: callArgs})
 		if err != nil {
 			return err
 		}
@@ -371,7 +383,7 @@ func startTSMCPClient(o benchOpts, exe, dir string, log io.Writer) (*mcpSide, er
 		cleanup()
 		return nil, err
 	}
-	cmd := exec.Command(node, script, exe, "mcp", "-C", dir)
+	cmd := exec.Command(node, append([]string{script, exe}, serverArgs(exe, dir, o.conc)...)...)
 	cmd.Env = serverEnv(nil)
 	stderr := &gcCounter{}
 	cmd.Stderr = stderr
