@@ -2,22 +2,22 @@ package mcpserver
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// Per-call overhead of the MCP stdio path against a raw spawn, side by
-// side:
+// Sequential per-call cost of each layer, and allocation per call (client
+// and server together, for the in-process ones):
 //
-//	go test ./mcpserver -run '^$' -bench 'True$' -benchtime 2000x
-//	MCP_OVERHEAD=1 go test ./mcpserver -run TestMCPOverhead -v
+//	go test ./mcpserver -run '^$' -bench . -benchtime 2000x
+//
+// Overhead against a raw spawn, as a client sees it, is measured side by
+// side with raw os/exec (interleaved rounds, Go and TypeScript SDK clients,
+// serial and 64 in flight) by `go run ./cmd/demo bench -only mcp`.
 
 var trueArgs = map[string]any{"command": "true"}
 
@@ -35,8 +35,24 @@ func BenchmarkMCPStdioTrue(b *testing.B) {
 func BenchmarkInMemoryTrue(b *testing.B) {
 	s := newSetup(b, nil, Options{})
 	ctx := context.Background()
+	b.ReportAllocs()
 	for b.Loop() {
 		mcpTrue(b, ctx, s.cs)
+	}
+}
+
+// BenchmarkInMemoryJobs is a call that starts no process (bash_jobs with
+// no jobs): the MCP round trip alone, client and server in this process.
+// Its B/op is what the go-sdk allocates per call.
+func BenchmarkInMemoryJobs(b *testing.B) {
+	s := newSetup(b, nil, Options{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %v", res, err)
+		}
 	}
 }
 
@@ -45,6 +61,7 @@ func BenchmarkEngineTrue(b *testing.B) {
 	e := newEngine(b, nil)
 	tc := engine.ToolContext{WorkingDir: b.TempDir()}
 	ctx := context.Background()
+	b.ReportAllocs()
 	for b.Loop() {
 		if r := e.Run(ctx, tc, engine.Input{Command: "true"}); r.Status != engine.StatusOK {
 			b.Fatal(r.Output)
@@ -54,8 +71,11 @@ func BenchmarkEngineTrue(b *testing.B) {
 
 // BenchmarkRawBashTrue is the baseline: os/exec running bash -c true.
 func BenchmarkRawBashTrue(b *testing.B) {
+	b.ReportAllocs()
 	for b.Loop() {
-		rawTrue(b)
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -64,48 +84,4 @@ func mcpTrue(tb testing.TB, ctx context.Context, cs *mcp.ClientSession) {
 	if err != nil || res.IsError {
 		tb.Fatalf("%v %v", res, err)
 	}
-}
-
-func rawTrue(tb testing.TB) {
-	if err := exec.Command("bash", "-c", "true").Run(); err != nil {
-		tb.Fatal(err)
-	}
-}
-
-// TestMCPOverhead interleaves raw and MCP stdio calls (so that machine
-// noise hits both alike) and reports per-call medians and the overhead.
-func TestMCPOverhead(t *testing.T) {
-	if os.Getenv("MCP_OVERHEAD") == "" {
-		t.Skip("set MCP_OVERHEAD=1 to measure")
-	}
-	cs, _, _ := stdioServer(t, "-C", t.TempDir())
-	ctx := context.Background()
-	const n = 1000
-	for range 50 { // warm up
-		rawTrue(t)
-		mcpTrue(t, ctx, cs)
-	}
-	raw := make([]time.Duration, 0, n)
-	viaMCP := make([]time.Duration, 0, n)
-	for range n {
-		start := time.Now()
-		rawTrue(t)
-		raw = append(raw, time.Since(start))
-		start = time.Now()
-		mcpTrue(t, ctx, cs)
-		viaMCP = append(viaMCP, time.Since(start))
-	}
-	stat := func(d []time.Duration) (median, mean time.Duration) {
-		slices.Sort(d)
-		var sum time.Duration
-		for _, x := range d {
-			sum += x
-		}
-		return d[len(d)/2], sum / time.Duration(len(d))
-	}
-	rmed, rmean := stat(raw)
-	mmed, mmean := stat(viaMCP)
-	t.Logf("raw bash -c true: median %v mean %v", rmed, rmean)
-	t.Logf("MCP stdio true:   median %v mean %v", mmed, mmean)
-	t.Logf("overhead: median +%v (%.2fx), mean +%v (%.2fx)", mmed-rmed, float64(mmed)/float64(rmed), mmean-rmean, float64(mmean)/float64(rmean))
 }

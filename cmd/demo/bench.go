@@ -37,6 +37,13 @@ type benchOpts struct {
 	noCgroups  bool
 	spoolCap   int64
 	child      string // internal: run one flood case and print JSON
+
+	mcpRounds     int
+	mcpCalls      int
+	mcpConcRounds int
+	mcpVariants   string
+	ts            bool
+	tsDir         string
 }
 
 // benchRow is one line of the report.
@@ -55,12 +62,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	flood := fs.String("flood", "1GiB", "output size of the throughput case (e.g. 1GiB, 256MiB)")
 	fs.IntVar(&o.timeouts, "timeouts", 100, "timed-out commands measured")
 	fs.IntVar(&o.sleepers, "sleepers", 1000, "concurrent sleep commands for the per-command memory case")
-	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,sleepers (default all)")
+	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,sleepers,mcp (default all)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
 	fs.Int64Var(&o.spoolCap, "spool-cap", 0, "the engine's SpoolCap (0: default 64 MiB, negative: no spool file)")
 	fs.StringVar(&o.child, "child", "", "internal: run one flood case (engine|raw) and print JSON")
+	fs.IntVar(&o.mcpRounds, "mcp-rounds", 10, "mcp case: serial rounds (each: raw spawns, then every client, rotated)")
+	fs.IntVar(&o.mcpCalls, "mcp-calls", 50, "mcp case: serial calls per round and side")
+	fs.IntVar(&o.mcpConcRounds, "mcp-conc-rounds", 3, "mcp case: throughput rounds of -conc-n calls at -c in flight")
+	fs.StringVar(&o.mcpVariants, "mcp-variants", "", "mcp case: more servers for the Go client, separated by ';', each `ENV=V ... [bin=PATH]` (e.g. 'GOGC=100 GOMAXPROCS=2')")
+	fs.BoolVar(&o.ts, "ts", true, "mcp case: also measure the official TypeScript SDK client (node; npm installs it, else it is skipped)")
+	fs.StringVar(&o.tsDir, "ts-dir", "", "mcp case: npm install directory for the TypeScript SDK, reused when present (default: a temporary one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -73,6 +86,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.child != "" {
 		return benchChild(o, stdout, stderr)
+	}
+	if o.want("mcp") && (o.mcpRounds < 1 || o.mcpCalls < 1 || o.mcpConcRounds < 1 || o.conc < 1 || o.concN < 1) {
+		return usageError(fs, stderr, "-mcp-rounds, -mcp-calls, -mcp-conc-rounds, -c and -conc-n must be at least 1")
 	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -185,6 +201,14 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		step("restricted overhead")
 		rows = append(rows, benchRestricted(o, e, tc)...)
 	}
+	if o.want("mcp") {
+		step(fmt.Sprintf("MCP stdio: %dx%d serial calls, %dx%d at c=%d", o.mcpRounds, o.mcpCalls, o.mcpConcRounds, o.concN, o.conc))
+		r, err := benchMCP(o, dir, log)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
 	if o.want("sleepers") {
 		step(fmt.Sprintf("%d concurrent sleep commands", o.sleepers))
 		r, err := benchSleepers(o, dir)
@@ -291,25 +315,7 @@ func benchSerial(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 // benchConcurrent runs concN commands with conc in flight, raw then engine,
 // twice, and keeps each variant's better round.
 func benchConcurrent(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRow, error) {
-	round := func(f func() error) (float64, error) {
-		var next atomic.Int64
-		var firstErr error
-		var once sync.Once
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range o.conc {
-			wg.Go(func() {
-				for next.Add(1) <= int64(o.concN) {
-					if err := f(); err != nil {
-						once.Do(func() { firstErr = err })
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return float64(o.concN) / time.Since(start).Seconds(), firstErr
-	}
+	round := func(f func() error) (float64, error) { return concRound(o.conc, o.concN, f) }
 	var rawBest, engBest float64
 	for range 2 {
 		r, err := round(func() error { return rawRun(tc.WorkingDir, "true") })
@@ -328,6 +334,28 @@ func benchConcurrent(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]be
 		raw:  fmt.Sprintf("%.0f /s", rawBest), eng: fmt.Sprintf("%.0f /s", engBest),
 		ratio: fmt.Sprintf("%.1f%%", ratio), target: ">= 95%", ok: pass(ratio >= 95),
 	}}, nil
+}
+
+// concRound runs f n times with c calls in flight and returns the calls
+// per second.
+func concRound(c, n int, f func() error) (float64, error) {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := f(); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), firstErr
 }
 
 // floodResult is what a flood case reports.
@@ -464,19 +492,7 @@ func floodCase(kind string, o benchOpts, e *engine.Engine, tc engine.ToolContext
 }
 
 // statusKiB reads a "Name: N kB" field of /proc/self/status.
-func statusKiB(name string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
+func statusKiB(name string) int64 { return procStatusKiB("self", name) }
 
 // benchTimeout measures how long past the deadline a timed-out command's
 // call returns, 10 at a time.
@@ -636,8 +652,8 @@ func printBench(w io.Writer, o benchOpts, rows []benchRow) {
 	}
 	fmt.Fprintf(w, "bashvisor bench: %s/%s, %d CPUs, %s, per-command cgroups %s\n\n", runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), runtime.Version(), cg)
-	const f = "%-52s %-16s %-18s %-22s %-11s %s\n"
-	fmt.Fprintf(w, f, "case", "raw os/exec", "engine", "ratio", "target", "")
+	const f = "%-52s %-16s %-24s %-26s %-11s %s\n"
+	fmt.Fprintf(w, f, "case", "raw os/exec", "engine / MCP", "ratio", "target", "")
 	failed := 0
 	for _, r := range rows {
 		verdict := ""

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -144,6 +146,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if err := f.check(fs); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	serverRuntimeFor(os.Getenv, runtime.NumCPU()).apply()
 	level := slog.LevelInfo
 	sdkLevel := slog.LevelWarn
 	if f.verbose {
@@ -290,4 +293,84 @@ func listenAddr(addr string) string {
 		return net.JoinHostPort("127.0.0.1", port)
 	}
 	return addr
+}
+
+// serverRuntime is how `demo mcp` tunes the Go runtime; zero fields are
+// left alone.
+type serverRuntime struct {
+	maxProcs  int   // GOMAXPROCS
+	gcPercent int   // GOGC
+	memLimit  int64 // GOMEMLIMIT, bytes
+}
+
+// Tuning of the server, measured with `demo bench -only mcp -mcp-variants
+// '...'`: the Go SDK client, 64 calls of `true` in flight, 3-5 rounds of
+// 3,000 calls per variant rotated with raw os/exec rounds, 2 vCPUs shared
+// with other work (load 3-25), so ratios to raw move by +-0.1 from round
+// to round; server CPU and GCs per call are steadier.
+//
+// GC: the go-sdk (v1.8.0) allocates ~190 KiB per request, mostly the 32 KiB
+// buffers of five JSON decoders, so with GOGC=100 and a live heap of a few
+// MiB the server collected every ~20 calls. At 64 in flight a collection
+// costs ~1 ms of stop-the-world, because a goroutine inside fork (vfork
+// until the child execs) can be neither preempted nor scanned. With
+// GOMAXPROCS=4, per variant: server CPU per call, GCs per 1000 calls, peak
+// RSS, throughput / raw:
+//
+//	GOGC=100 (as before)       951-1014 µs   41-44    43-45 MiB  0.50-0.64
+//	GOGC=400                    560-670 µs    9-10    77-91 MiB  0.70-0.84
+//	GOGC=off, limit 96 MiB          529 µs     4.4      104 MiB  0.84
+//	GOGC=1000, limit 64 MiB         538 µs     8.4       74 MiB  0.73
+//	GOGC=1000, limit 96 MiB     388-574 µs 4.6-4.8  102-104 MiB  0.81-1.00
+//	GOGC=1000, limit 128 MiB    453-573 µs 3.5-3.8  129-134 MiB  0.77-0.88
+//
+// Chosen: GOGC=1000 with a soft memory limit of 96 MiB. The limit is what
+// normally triggers a collection (every ~200 calls at c=64); it keeps the
+// peak RSS near 100 MiB, well under 256 MiB, with room for a live heap of
+// tens of MiB (64 calls in flight returning 128 KiB each, many jobs).
+// GOGC=1000 rather than off keeps collections paced by the live heap
+// while the limit does not bind. A lower limit collects twice as often;
+// GOGC=400 alone collects twice as often, costs more CPU, and its heap
+// grows with the live heap without a bound.
+//
+// GOMAXPROCS: each fork in flight pins a P until the child execs, so with
+// GOMAXPROCS=2 (the cores here) two forks stop everything else in the
+// server: reading requests, the actors, writing responses. With the GC
+// above, throughput / raw was 0.58-0.64 with GOMAXPROCS=2, 0.77-1.00 with
+// 4, and 2-3 points more (within the noise) with 8 or 16.
+//
+// Both together, in three runs of `demo bench -only mcp -mcp-variants
+// 'GOGC=100 GOMAXPROCS=2'`: throughput / raw 0.47-0.74 -> 0.85-0.90,
+// server CPU per call 603-796 -> 388-499 µs, GCs per 1000 calls 56-58 ->
+// 4.6-4.8, peak RSS 34-37 -> 103 MiB; serial latency unchanged (GC rarely
+// runs between serial calls).
+const (
+	serverGCPercent = 1000
+	serverMemLimit  = 96 << 20
+)
+
+// serverRuntimeFor returns the tuning of `demo mcp`: GOMAXPROCS at least
+// max(4, NumCPU+2) unless $GOMAXPROCS is set, and the GC above unless
+// $GOGC or $GOMEMLIMIT is set (then the environment decides).
+func serverRuntimeFor(getenv func(string) string, numCPU int) serverRuntime {
+	var r serverRuntime
+	if getenv("GOMAXPROCS") == "" {
+		r.maxProcs = max(4, numCPU+2)
+	}
+	if getenv("GOGC") == "" && getenv("GOMEMLIMIT") == "" {
+		r.gcPercent, r.memLimit = serverGCPercent, serverMemLimit
+	}
+	return r
+}
+
+func (r serverRuntime) apply() {
+	if r.maxProcs > 0 && runtime.GOMAXPROCS(0) < r.maxProcs {
+		runtime.GOMAXPROCS(r.maxProcs)
+	}
+	if r.gcPercent > 0 {
+		debug.SetGCPercent(r.gcPercent)
+	}
+	if r.memLimit > 0 {
+		debug.SetMemoryLimit(r.memLimit)
+	}
 }

@@ -128,3 +128,34 @@ func TestListenAddrDefaultsToLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestServerRuntime(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	tuned := serverRuntime{maxProcs: 4, gcPercent: serverGCPercent, memLimit: serverMemLimit}
+	for _, c := range []struct {
+		env    func(string) string
+		numCPU int
+		want   serverRuntime
+	}{
+		{env(), 2, tuned},
+		{env(), 1, tuned},
+		{env(), 8, serverRuntime{maxProcs: 10, gcPercent: serverGCPercent, memLimit: serverMemLimit}},
+		{env("GOMAXPROCS", "2"), 2, serverRuntime{gcPercent: serverGCPercent, memLimit: serverMemLimit}},
+		{env("GOGC", "100"), 2, serverRuntime{maxProcs: 4}},
+		{env("GOMEMLIMIT", "1GiB"), 2, serverRuntime{maxProcs: 4}},
+		{env("GOGC", "off", "GOMAXPROCS", "3"), 2, serverRuntime{}},
+	} {
+		if got := serverRuntimeFor(c.env, c.numCPU); got != c.want {
+			t.Errorf("numCPU %d: got %+v, want %+v", c.numCPU, got, c.want)
+		}
+	}
+}
