@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,15 +43,18 @@ type HTTPOptions struct {
 	// not); its conversation ends with it (see
 	// [Options.SharedConversation]). Default 30m: a person may leave an
 	// agent alone that long and come back; the idle session costs about
-	// 20 KiB meanwhile (13 KiB of heap and stacks, 17–23 KiB of RSS,
-	// measured over 1,000 to 10,000 sessions). Negative: never. The client
+	// 20 KiB meanwhile (10 KiB of heap and stacks; 17–22 KiB of RSS in
+	// `demo mcp`, 26 KiB once it ran a command; measured over 1,000 to
+	// 10,000 sessions). Negative: never. The client
 	// learns of it on its next request, which gets 404 "session not
 	// found", and starts a new session (its jobs are gone).
 	SessionTimeout time.Duration
 	// MaxSessions caps the sessions open at once (default 256; negative:
-	// no cap). A request that would open one more gets 503 with a reason
-	// and "Retry-After: 10"; requests of open sessions are served as
-	// usual. Sessions being opened count. Each session may hold up to
+	// no cap). An initialize request that would open one more gets 503
+	// with a reason and "Retry-After: 10"; requests of open sessions are
+	// served as usual. Initialize requests in flight count; a session's
+	// place is free once DELETE answered 204 or the session was closed as
+	// idle. Each session may hold up to
 	// Config.Limits' per-conversation share of the engine, so the cap
 	// bounds memory and bookkeeping rather than load.
 	MaxSessions int
@@ -158,8 +163,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.guard.allow(w, r) {
 		return
 	}
+	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 		if err != nil {
 			w.Header().Set("Connection", "close")
 			var tooBig *http.MaxBytesError
@@ -182,16 +189,32 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(callHeader) // only this handler sets it
 	sid := r.Header.Get(sessionIDHeader)
 	switch {
-	case r.Method == http.MethodPost && sid == "":
+	case r.Method == http.MethodPost && sid == "" && isInitialize(body):
 		h.open(w, r)
-	case r.Method == http.MethodPost:
+	case r.Method == http.MethodPost && sid != "":
 		h.call(w, r, sid)
 	case r.Method == http.MethodDelete && sid != "":
-		h.cancelCalls(sid)
-		h.sdk.ServeHTTP(w, r)
+		h.end(w, r, sid)
 	default:
+		// Other requests without a session (server/discover, a stray
+		// call) get a session that the go-sdk closes when they end.
 		h.sdk.ServeHTTP(w, r)
 	}
+}
+
+// isInitialize reports whether a POST body holds an initialize request,
+// the only request that opens a session outliving it.
+func isInitialize(body []byte) bool {
+	type message struct {
+		Method string `json:"method"`
+	}
+	var m message
+	if json.Unmarshal(body, &m) == nil {
+		return m.Method == "initialize"
+	}
+	var batch []message
+	_ = json.Unmarshal(body, &batch)
+	return slices.ContainsFunc(batch, func(m message) bool { return m.Method == "initialize" })
 }
 
 // open serves a request that opens a session (initialize), within
@@ -262,14 +285,50 @@ func (h *httpHandler) call(w http.ResponseWriter, r *http.Request, sid string) {
 	h.sdk.ServeHTTP(w, r)
 }
 
-// cancelCalls cancels the calls in flight of session sid.
-func (h *httpHandler) cancelCalls(sid string) {
+// end serves a DELETE, which ends session sid: its calls in flight are
+// cancelled first, since closing a session waits for them; once the
+// session is closed its place is free for the next one.
+func (h *httpHandler) end(w http.ResponseWriter, r *http.Request, sid string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if s := h.sessions[sid]; s != nil {
 		for _, cancel := range s.calls {
 			cancel(errSessionDeleted)
 		}
+	}
+	h.mu.Unlock()
+	sw := &statusWriter{ResponseWriter: w}
+	h.sdk.ServeHTTP(sw, r)
+	if sw.code == http.StatusNoContent { // closed: free its place before the client hears of it
+		h.mu.Lock()
+		delete(h.sessions, sid)
+		h.mu.Unlock()
+	}
+	sw.flush()
+}
+
+// statusWriter holds back the status of a response until its body is
+// written or flush is called.
+type statusWriter struct {
+	http.ResponseWriter
+	code    int
+	flushed bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.flush()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) flush() {
+	if !w.flushed {
+		w.flushed = true
+		w.ResponseWriter.WriteHeader(cmp.Or(w.code, http.StatusOK))
 	}
 }
 

@@ -251,6 +251,20 @@ func TestHTTPSessionCap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.deleteSession(t, sid1)
+
+	// A go-sdk client, which probes with server/discover before it
+	// initializes, connects at the cap of 1 each time the previous one
+	// closed: neither the probe nor a closed session holds the place.
+	s = newSessServer(t, nil, Options{}, HTTPOptions{MaxSessions: 1})
+	for i := range 20 {
+		cs := s.client(t, "")
+		if r := bash(t, context.Background(), cs, map[string]any{"command": "echo " + strconv.Itoa(i)}); r.Output != strconv.Itoa(i)+"\n" {
+			t.Fatalf("%d: %+v", i, r)
+		}
+		if err := cs.Close(); err != nil {
+			t.Fatalf("%d: close: %v", i, err)
+		}
+	}
 }
 
 // A session idle for SessionTimeout is closed, its conversation's jobs
