@@ -478,8 +478,14 @@ func TestHTTPAdmissionUnderLoad(t *testing.T) {
 			t.Errorf("answered %d times: %q", n, c)
 		}
 	}
-	// Healthy afterwards: nothing running or queued, a new session works.
-	if l := s.e.Load(); l.Running != 0 || l.Queued != 0 {
+	// Healthy afterwards: nothing running or queued once the engine has
+	// freed the last slot (just after the last result), a new session
+	// works.
+	l := s.e.Load()
+	for deadline := time.Now().Add(10 * time.Second); (l.Running != 0 || l.Queued != 0) && time.Now().Before(deadline); l = s.e.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l.Running != 0 || l.Queued != 0 {
 		t.Errorf("load after: %+v", l)
 	}
 	if r := bash(t, context.Background(), s.client(t, ""), map[string]any{"command": "echo alive"}); r.Output != "alive\n" {
