@@ -15,7 +15,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 stress:
-	$(GO) run ./cmd/demo stress -n 2000 -c 32
+	$(GO) run ./cmd/demo stress -n 2000 -c 32 -tenants 4
 
 bench:
 	$(GO) run ./cmd/demo bench

@@ -24,7 +24,8 @@
 //     another's processes) and returns its final state.
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
-// `demo mcp` serves it over stdio or, with -http, at /mcp.
+// `demo mcp` serves it over stdio or, with -http, at /mcp (and /metrics
+// with -metrics).
 //
 // # Choices
 //
@@ -80,10 +81,16 @@
 // without elicitation (or with [Options.DisableElicitation]) get the
 // needs_approval result as it is.
 //
-// Conversations: one server serves one conversation
-// ([Options.ConversationID], default "mcp"), which scopes the job tools to
-// that conversation's jobs. To isolate conversations sharing one engine,
-// serve one server per conversation ([HTTPOptions.GetServer]).
+// Conversations: the job tools see only the jobs of the calling session's
+// conversation; the engine does the scoping ([engine.ToolContext]). A
+// session without a session id (stdio) is the conversation
+// [Options.ConversationID] (default "mcp"). Each streamable HTTP session is
+// a conversation of its own, derived from a hash of its session id, and
+// ends with the session: when the client sends DELETE or the session is
+// closed as idle ([HTTPOptions.SessionTimeout]), the server calls
+// [engine.Runner.EndConversation], which ends its commands and background
+// jobs. [Options.SharedConversation] puts every session in one
+// conversation instead, never ended by the server.
 //
 // HTTP security: the go-sdk's DNS-rebinding protection stays on (a request
 // reaching a loopback address with a non-loopback Host gets 403); browser
@@ -91,6 +98,16 @@
 // [HTTPOptions.AllowedOrigins] get 403, as do requests that Sec-Fetch-Site
 // marks cross-site; with [HTTPOptions.Token] every request needs
 // "Authorization: Bearer TOKEN" (compared in constant time) or gets 401.
-// Sessions idle for 30 minutes are closed. `demo mcp -http` binds where it
-// is told and refuses a non-loopback address without a token.
+// Both refusals close the connection. `demo mcp -http` binds where it is
+// told and refuses a non-loopback address without a token.
+//
+// HTTP bounds: [Handler] caps the sessions open at once
+// ([HTTPOptions.MaxSessions], default 256; over it 503 with Retry-After),
+// closes sessions idle for 30 minutes, and bounds the reading of a body
+// ([HTTPOptions.ReadTimeout], default 30s; then 408). The http.Server is
+// the embedder's: give it ReadHeaderTimeout and IdleTimeout, serve it on
+// [LimitListener] to cap connections, and leave ReadTimeout and
+// WriteTimeout unset (they would cut or cancel long calls). `demo mcp`
+// does so (10s, 30s, 1024 connections). [MetricsHandler] serves an
+// engine's Prometheus metrics behind the same token.
 package mcpserver

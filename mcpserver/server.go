@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,12 +46,26 @@ type Options struct {
 	// Restricted runs every command in the sandbox; the tool
 	// description then states the sandbox constraints.
 	Restricted bool
-	// ConversationID names the conversation in the engine's logs and audit
-	// log, and scopes background jobs: bash_jobs, bash_output and bash_kill
-	// see only jobs of this conversation (or jobs with no conversation).
-	// Default "mcp". For isolation between conversations, serve one Server
-	// per conversation (see [HTTPOptions.GetServer]).
+	// ConversationID names the conversation of a session without a session
+	// id (stdio, in-memory): its calls, the background jobs that bash_jobs,
+	// bash_output and bash_kill see, and its name in the engine's logs and
+	// audit log. Default "mcp". A streamable HTTP session is a conversation
+	// of its own, ConversationID + "-" + 16 hex digits of the SHA-256 of its
+	// session id ("mcp-1f0c…"; hashed so that logs and output paths never
+	// show the id, which authenticates the session), unless
+	// SharedConversation is set.
 	ConversationID string
+	// SharedConversation puts every session in the one conversation
+	// ConversationID: any client (holding the token) sees, reads and kills
+	// every job, as for a single user with several clients. By default
+	// (false) each streamable HTTP session is its own conversation, which
+	// ends when the session ends: closed by the client (DELETE), or by the
+	// server after HTTPOptions.SessionTimeout without a request. Ending it
+	// ends its running commands and background jobs with the grace sequence
+	// and removes its output files ([engine.Runner.EndConversation]). The
+	// shared conversation, like a stdio session's, is never ended by the
+	// server: it lives until the engine shuts down.
+	SharedConversation bool
 	// Env holds per-call environment overrides (see [engine.ToolContext]).
 	Env map[string]string
 	// ProgressInterval is the minimum spacing of progress notifications
@@ -84,6 +100,10 @@ type server struct {
 	key  []byte   // signs approval request state
 	used sync.Map // nonces of approval states already used -> expiry (unix)
 	run  runFunc
+	// bound holds the sessions whose conversation ends with them
+	// (*mcp.ServerSession → struct{}), from their first bash call until
+	// their conversation is ended.
+	bound sync.Map
 }
 
 // runFunc is [engine.Runner.Run]; tests substitute it to reach statuses the
@@ -140,7 +160,7 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\") " +
 			"are listed by bash_jobs, read with bash_output and stopped with bash_kill.",
 	})
-	tc := s.toolContext()
+	tc := s.toolContext(nil)
 	yes := true
 	ms.AddTool(&mcp.Tool{
 		Name:         ToolBash,
@@ -194,13 +214,54 @@ func (s *server) safe(h mcp.ToolHandler) mcp.ToolHandler {
 	}
 }
 
-func (s *server) toolContext() engine.ToolContext {
+// toolContext is the context of a call on session ss (nil: none, as for
+// the tool description).
+func (s *server) toolContext(ss *mcp.ServerSession) engine.ToolContext {
 	return engine.ToolContext{
 		WorkingDir:     s.o.WorkingDir,
-		ConversationID: s.o.ConversationID,
+		ConversationID: s.conversation(ss),
 		Restricted:     s.o.Restricted,
 		Env:            s.o.Env,
 	}
+}
+
+// conversation returns the conversation of session ss (see
+// Options.ConversationID).
+func (s *server) conversation(ss *mcp.ServerSession) string {
+	if ss == nil || s.o.SharedConversation {
+		return s.o.ConversationID
+	}
+	id := ss.ID()
+	if id == "" {
+		return s.o.ConversationID
+	}
+	sum := sha256.Sum256([]byte(id))
+	return s.o.ConversationID + "-" + hex.EncodeToString(sum[:8])
+}
+
+// endConversationWait bounds ending a session's conversation.
+const endConversationWait = time.Minute
+
+// bindSession makes the conversation of session ss end when ss ends (a
+// per-session conversation only). The first call binds it: a goroutine
+// waits for the session to close, which happens only after its last call
+// returned, so no job can start after the conversation ended.
+func (s *server) bindSession(ss *mcp.ServerSession, conv string) {
+	if ss == nil || conv == s.o.ConversationID {
+		return
+	}
+	if _, loaded := s.bound.LoadOrStore(ss, struct{}{}); loaded {
+		return
+	}
+	go func() {
+		defer s.bound.Delete(ss)
+		_ = ss.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), endConversationWait)
+		defer cancel()
+		if err := s.e.EndConversation(ctx, conv); err != nil && !errors.Is(err, engine.ErrShutdown) {
+			s.log.Warn("ending the conversation of a closed session", "conversation", conv, "err", err)
+		}
+	}()
 }
 
 // Reasons a call's context is cancelled by the server rather than the client.
@@ -233,7 +294,8 @@ func (s *server) callContext(ctx context.Context, req *mcp.CallToolRequest) (con
 func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx, done := s.callContext(ctx, req)
 	defer done()
-	tc := s.toolContext()
+	tc := s.toolContext(req.Session)
+	s.bindSession(req.Session, tc.ConversationID)
 	in, err := parseBashInput(req.Params.Arguments)
 	if err != nil {
 		return s.finish(tc, in, badInput(in, err)), nil
@@ -328,7 +390,7 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err := parseNoArgs(req.Params.Arguments); err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	out := jobsResult{Jobs: s.e.Jobs(s.toolContext())}
+	out := jobsResult{Jobs: s.e.Jobs(s.toolContext(req.Session))}
 	if out.Jobs == nil {
 		out.Jobs = []engine.JobInfo{}
 	}
@@ -343,7 +405,7 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	tc := s.toolContext()
+	tc := s.toolContext(req.Session)
 	if _, err := s.job(tc, a.jobID); err != nil {
 		return errorResult(err), nil
 	}
@@ -364,7 +426,7 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	tc := s.toolContext()
+	tc := s.toolContext(req.Session)
 	if _, err := s.job(tc, id); err != nil {
 		return errorResult(err), nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/engine"
@@ -45,6 +47,12 @@ type mcpFlags struct {
 	origins     stringList
 	verbose     bool
 	limits      engine.Limits
+	shared      bool
+	maxSessions int
+	sessionIdle time.Duration
+	maxConns    int
+	connIdle    time.Duration
+	metrics     bool
 }
 
 // stringList is a repeatable string flag.
@@ -74,6 +82,12 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
 	fs.IntVar(&f.limits.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
 	fs.IntVar(&f.limits.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
+	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
+	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
+	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "-http: close a session (and end its jobs) after this long without a request (0: never)")
+	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
+	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
+	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	return f, fs
 }
 
@@ -104,6 +118,12 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 		if !st.IsDir() {
 			return fmt.Errorf("-C: %s is not a directory", f.dir)
 		}
+	}
+	if f.metrics && f.httpAddr == "" {
+		return errors.New("-metrics needs -http")
+	}
+	if f.maxSessions < 0 || f.maxConns < 0 || f.sessionIdle < 0 || f.connIdle <= 0 {
+		return errors.New("-max-sessions, -max-conns and -session-idle must not be negative, -conn-idle must be positive")
 	}
 	if f.token == "" {
 		f.token = os.Getenv(tokenEnv)
@@ -202,7 +222,8 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		Restricted: f.restricted,
 		Logger:     sdkLog,
 		// Closing a session waits for its calls: cancel them at shutdown.
-		BaseContext: base,
+		BaseContext:        base,
+		SharedConversation: f.shared,
 	}
 	srv := mcpserver.New(e, opts)
 
@@ -210,7 +231,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if f.httpAddr == "" {
 		code = serveStdio(sigCtx, srv, protoOut, stopCalls, log)
 	} else {
-		code = serveHTTP(sigCtx, srv, f, stopCalls, log, stderr)
+		code = serveHTTP(sigCtx, srv, e, f, stopCalls, log, stderr)
 	}
 	stopSignals() // a second SIGINT/SIGTERM now ends the process at once
 	stopCalls()
@@ -246,21 +267,33 @@ func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls fu
 	return 0
 }
 
-func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
+func serveHTTP(ctx context.Context, srv *mcp.Server, e *engine.Engine, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", listenAddr(f.httpAddr))
 	if err != nil {
 		fmt.Fprintln(stderr, "demo mcp:", err)
 		return 1
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpserver.Handler(srv, mcpserver.HTTPOptions{
+	ln = mcpserver.LimitListener(ln, f.maxConns)
+	hopts := mcpserver.HTTPOptions{
 		Token:          f.token,
 		AllowedOrigins: f.origins,
 		Logger:         log,
-	}))
+		MaxSessions:    cmp.Or(f.maxSessions, -1),
+		SessionTimeout: cmp.Or(f.sessionIdle, -1),
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpserver.Handler(srv, hopts))
+	if f.metrics {
+		mux.Handle("/metrics", mcpserver.MetricsHandler(hopts, e.Metrics(),
+			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
+	}
+	// No ReadTimeout or WriteTimeout: they would cut long tool calls (see
+	// mcpserver.HTTPOptions.ReadTimeout, which bounds bodies instead).
 	hs := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       f.connIdle,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	auth := "no token"
@@ -268,6 +301,9 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func
 		auth = "bearer token required"
 	}
 	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), auth)
+	if f.metrics {
+		fmt.Fprintf(stderr, "metrics at http://%s/metrics\n", ln.Addr())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	code := 0

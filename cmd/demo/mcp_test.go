@@ -2,7 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +47,9 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-timeout", "soon"}, "invalid value"},
 		{[]string{"-profile", "paranoid"}, `-profile: unknown permission profile "paranoid"`},
+		{[]string{"-metrics"}, "-metrics needs -http"},
+		{[]string{"-http", ":0", "-max-sessions", "-1"}, "must not be negative"},
+		{[]string{"-http", ":0", "-conn-idle", "0s"}, "-conn-idle must be positive"},
 	} {
 		_, err := parseMCPFlags(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -56,6 +63,7 @@ func TestMCPFlags(t *testing.T) {
 		{"-http", "localhost:0"},
 		{"-http", "[::1]:8765"},
 		{"-http", "0.0.0.0:8765", "-token", "t"},
+		{"-http", ":0", "-metrics", "-shared-conversation", "-max-sessions", "0", "-session-idle", "0", "-max-conns", "10", "-conn-idle", "1s"},
 		{"-C", t.TempDir(), "-timeout", "5s", "-slow-timeout", "1m", "-grace", "1s", "-restricted",
 			"-coauthor", "Bot <bot@example.com>", "-audit", filepath.Join(t.TempDir(), "a.jsonl"), "-env-policy", "allowlist", "-profile", "standard"},
 	} {
@@ -159,3 +167,133 @@ func TestServerRuntime(t *testing.T) {
 		}
 	}
 }
+
+// startHTTPDemo starts `demo mcp -http 127.0.0.1:0 ARGS` and returns the
+// address it listens on; the server is stopped with SIGTERM at the end of
+// the test and must exit 0.
+func startHTTPDemo(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	if demoBin == "" {
+		t.Fatal("the demo binary did not build (see TestMain's output)")
+	}
+	cmd := exec.Command(demoBin, append([]string{"mcp", "-C", t.TempDir(), "-grace", "200ms", "-http", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`listening on http://(\S+)/mcp `)
+	var addr string
+	for addr == "" && sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	done := make(chan string)
+	go func() {
+		var rest strings.Builder
+		for sc.Scan() {
+			rest.WriteString(sc.Text() + "\n")
+		}
+		done <- rest.String()
+	}()
+	t.Cleanup(func() {
+		defer hung.Stop()
+		cmd.Process.Signal(syscall.SIGTERM)
+		rest := <-done
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("demo mcp after SIGTERM: %v\n%s", err, rest)
+		}
+	})
+	if addr == "" {
+		t.Fatal("demo mcp -http did not start")
+	}
+	return addr
+}
+
+// request sends one HTTP/1.1 request on c and reads the answer.
+func request(t *testing.T, c net.Conn, br *bufio.Reader, method, path, header, body string) (*http.Response, string) {
+	t.Helper()
+	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n%s\r\n%s", method, path, c.RemoteAddr(), len(body), header, body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// dial connects to addr; the connection is closed at the end of the test.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// closedWithin reports how long the server took to close c, failing after d.
+func closedWithin(t *testing.T, c net.Conn, br *bufio.Reader, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(d))
+	if rest, err := io.ReadAll(br); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection still open after %v: %v (read %q)", d, err, rest)
+	}
+	return time.Since(start)
+}
+
+// The bounds of `demo mcp -http`: idle keep-alive connections are closed,
+// refused requests close their connection, the session cap answers 503,
+// and -metrics serves /metrics behind the token.
+func TestMCPHTTPBounds(t *testing.T) {
+	addr := startHTTPDemo(t, []string{tokenEnv + "=tok"}, "-conn-idle", "500ms", "-max-sessions", "1", "-metrics")
+	const auth = "Authorization: Bearer tok\r\n"
+
+	// A scrape keeps its connection alive until it has been idle 500ms.
+	c, br := dial(t, addr)
+	resp, body := request(t, c, br, "GET", "/metrics", auth, "")
+	for _, want := range []string{"bashvisor_commands_running 0", "bashvisor_jobs_running 0", "go_goroutines ", "process_resident_memory_bytes "} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics: %d, %q missing", resp.StatusCode, want)
+		}
+	}
+	if d := closedWithin(t, c, br, 10*time.Second); d < 400*time.Millisecond {
+		t.Errorf("idle connection closed after %v, before -conn-idle 500ms", d)
+	} else {
+		t.Logf("idle connection closed after %v", d)
+	}
+
+	// Without the token: 401, and the connection is closed at once.
+	for _, path := range []string{"/metrics", "/mcp"} {
+		c, br := dial(t, addr)
+		if resp, _ := request(t, c, br, "POST", path, "", initializeBody); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %d", path, resp.StatusCode)
+		}
+		if d := closedWithin(t, c, br, 5*time.Second); d > time.Second {
+			t.Errorf("%s: connection closed %v after the 401", path, d)
+		}
+	}
+
+	// One session at most.
+	const mcpHeader = auth + "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+	c, br = dial(t, addr)
+	if resp, body := request(t, c, br, "POST", "/mcp", mcpHeader, initializeBody); resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("first session: %d %s", resp.StatusCode, body)
+	}
+	resp, body = request(t, c, br, "POST", "/mcp", mcpHeader, initializeBody)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "1 MCP sessions are open") {
+		t.Errorf("second session: %d Retry-After %q %q", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`

@@ -42,6 +42,7 @@ type stressOpts struct {
 	progressEvery time.Duration
 	noCgroups     bool
 	timeout       time.Duration
+	tenants       int
 }
 
 // stresser runs the mix against one engine and checks every result.
@@ -54,8 +55,18 @@ type stresser struct {
 	failures []string
 	counts   map[string]int
 	lost     atomic.Int64
-	pidFiles []string // directories whose pid files were recorded
+	busy     atomic.Int64 // calls refused with ErrBusy
+	queued   atomic.Int64 // calls that waited for a slot
+	isolated atomic.Int64 // isolation checks passed
+	pidFiles []string     // directories whose pid files were recorded
 }
+
+// outsider is a conversation that never runs anything: every job id is
+// "no such job" to it.
+const outsider = "stress-outsider"
+
+// tenant returns the conversation command i runs in.
+func (s *stresser) tenant(i int) string { return "tenant-" + strconv.Itoa(i%s.o.tenants) }
 
 // cmdStress runs N mixed commands at concurrency C and checks that nothing
 // was lost or leaked. It exits 0 only when all checks are 0.
@@ -69,6 +80,7 @@ func cmdStress(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.progressEvery, "progress-every", 5*time.Second, "period of the progress line when stderr is not a terminal (on a terminal: a progress bar)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups (escapees are then skipped)")
 	fs.DurationVar(&o.timeout, "timeout", 500*time.Millisecond, "the engine's default-mode timeout, used only by the kinds meant to time out")
+	fs.IntVar(&o.tenants, "tenants", 4, "conversations running at once (command i runs in tenant i mod N); each checks it never sees another's jobs")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -77,6 +89,9 @@ func cmdStress(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.n <= 0 || o.c <= 0 {
 		return usageError(fs, stderr, "-n and -c must be positive")
+	}
+	if o.tenants <= 0 {
+		return usageError(fs, stderr, "-tenants must be positive")
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -138,6 +153,15 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	cfg.NoCgroups = o.noCgroups
 	cfg.Environ = append(os.Environ(), "BASHVISOR_STRESS="+marker)
 	cfg.OutputDir = filepath.Join(root, "engine-out")
+	// Admission control is exercised, never refused: three quarters of the
+	// concurrency runs at once (half in one conversation), the rest waits
+	// in a queue long enough for all of it, and the job caps allow every
+	// command to be a job. A busy result is therefore a slot the engine
+	// failed to free: it is counted and fails the run.
+	cfg.Limits = engine.Limits{
+		MaxRunning: max(1, o.c*3/4), MaxRunningPerConversation: max(1, o.c/2), MaxQueue: o.c, QueueWait: time.Minute,
+		MaxJobs: o.n + o.c, MaxJobsPerConversation: o.n + o.c,
+	}
 	e, err := engine.New(cfg)
 	if err != nil {
 		return false, fmt.Errorf("engine: %w", err)
@@ -169,7 +193,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 			w -= k.weight
 		}
 	}
-	fmt.Fprintf(stderr, "stress: %d commands at concurrency %d, seed %d, cgroups %v, blocking %v\n", o.n, o.c, o.seed, caps["cgroups"], caps["blocking"])
+	fmt.Fprintf(stderr, "stress: %d commands at concurrency %d in %d conversations, seed %d, cgroups %v, blocking %v\n", o.n, o.c, o.tenants, o.seed, caps["cgroups"], caps["blocking"])
 
 	start := time.Now()
 	var prog *progress
@@ -204,7 +228,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	// background jobs still running: any other holds an orphan the engine
 	// missed (Shutdown would kill it silently).
 	running := 0
-	for _, j := range e.Jobs(engine.ToolContext{ConversationID: "stress"}) {
+	for _, j := range e.AllJobs() {
 		if j.Status == engine.JobRunning {
 			running++
 		}
@@ -216,6 +240,11 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 		}
 	}
 
+	s.checkTenants()
+	if o.tenants > 1 {
+		s.endTenant(s.tenant(0))
+	}
+
 	// Shutdown ends the jobs left running; then nothing of the run may be
 	// left: no process carrying the marker, no recorded pid alive, no
 	// cgroup, no goroutine or fd beyond the baseline.
@@ -224,9 +253,9 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	if err := e.Shutdown(ctx); err != nil {
 		s.fail(-1, "shutdown", err)
 	}
-	for _, j := range e.Jobs(engine.ToolContext{ConversationID: "stress"}) {
+	for _, j := range e.AllJobs() {
 		if j.Status == engine.JobRunning {
-			s.fail(-1, "shutdown", fmt.Errorf("job %s still running after shutdown", j.JobID))
+			s.fail(-1, "shutdown", fmt.Errorf("job %s of %s still running after shutdown", j.JobID, j.ConversationID))
 		}
 	}
 	orphans := s.orphans()
@@ -234,7 +263,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	leakedG := settle(func() int { return runtime.NumGoroutine() - baseG })
 	leakedFD := settle(func() int { return openFDs() - baseFD })
 
-	fmt.Fprintf(stdout, "stress: %d commands at concurrency %d in %.1fs (%.0f cmd/s), seed %d\n", o.n, o.c,
+	fmt.Fprintf(stdout, "stress: %d commands at concurrency %d in %d conversations in %.1fs (%.0f cmd/s), seed %d\n", o.n, o.c, o.tenants,
 		elapsed.Seconds(), float64(o.n)/elapsed.Seconds(), o.seed)
 	names := make([]string, 0, len(s.counts))
 	for n := range s.counts {
@@ -249,7 +278,9 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	if len(skipped) > 0 {
 		fmt.Fprintf(stdout, "skipped kinds: %s\n", strings.Join(skipped, ", "))
 	}
+	fmt.Fprintf(stdout, "admission: %d calls waited for a slot; %d isolation checks between conversations\n", s.queued.Load(), s.isolated.Load())
 	fmt.Fprintf(stdout, "lost results:       %d\n", s.lost.Load())
+	fmt.Fprintf(stdout, "busy results:       %d\n", s.busy.Load())
 	fmt.Fprintf(stdout, "wrong results:      %d\n", len(s.failures))
 	fmt.Fprintf(stdout, "orphan processes:   %d\n", len(orphans))
 	fmt.Fprintf(stdout, "cgroups left:       %d\n", len(cgLeft))
@@ -279,7 +310,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 		buf := make([]byte, 1<<20)
 		fmt.Fprintf(stdout, "goroutines:\n%s\n", buf[:runtime.Stack(buf, true)])
 	}
-	ok := s.lost.Load() == 0 && len(s.failures) == 0 && len(orphans) == 0 && len(cgLeft) == 0 && leakedG <= 0 && leakedFD <= 0
+	ok := s.lost.Load() == 0 && s.busy.Load() == 0 && len(s.failures) == 0 && len(orphans) == 0 && len(cgLeft) == 0 && leakedG <= 0 && leakedFD <= 0
 	if ok {
 		fmt.Fprintln(stdout, "PASS: nothing lost, nothing leaked")
 	} else {
@@ -394,8 +425,16 @@ func (s *stresser) fail(i int, kind string, err error) {
 	s.failures = append(s.failures, fmt.Sprintf("#%d %s: %v", i, kind, err))
 }
 
-func (s *stresser) run(ctx context.Context, dir, command string, mode engine.Mode) engine.Result {
-	return s.e.Run(ctx, engine.ToolContext{WorkingDir: dir, ConversationID: "stress"}, engine.Input{Command: command, Mode: mode})
+// run runs command i in its tenant's conversation.
+func (s *stresser) run(ctx context.Context, i int, dir, command string, mode engine.Mode) engine.Result {
+	r := s.e.Run(ctx, engine.ToolContext{WorkingDir: dir, ConversationID: s.tenant(i)}, engine.Input{Command: command, Mode: mode})
+	if errors.Is(r.Err, engine.ErrBusy) {
+		s.busy.Add(1)
+	}
+	if r.QueuedMS > 0 {
+		s.queued.Add(1)
+	}
+	return r
 }
 
 // expect checks a result's status (and exit code when code >= 0).
@@ -557,10 +596,119 @@ func openFDs() int {
 	return len(ents) - 1 // the directory being read
 }
 
+// isolation checks that command i's started job r is out of reach of
+// every other conversation: the next tenant lists none of it and reaches
+// only its own job by r's id (ids count per conversation, so it may have
+// one), and a conversation without jobs gets "no such job" for it from
+// Job, JobOutput and Kill.
+func (s *stresser) isolation(i int, r engine.Result) error {
+	own, other := s.tenant(i), s.tenant(i+1)
+	if other != own {
+		tc := engine.ToolContext{ConversationID: other}
+		for _, j := range s.e.Jobs(tc) {
+			if j.PID == r.PID || j.ConversationID != other {
+				return fmt.Errorf("isolation: %s lists %s's job %s (pid %d) as %+v", other, own, r.JobID, r.PID, j)
+			}
+		}
+		if j, err := s.e.Job(tc, r.JobID); err == nil && (j.PID == r.PID || j.ConversationID != other) {
+			return fmt.Errorf("isolation: %s reaches %s's job %s: %+v", other, own, r.JobID, j)
+		} else if err != nil && !errors.Is(err, engine.ErrNoSuchJob) {
+			return fmt.Errorf("isolation: %s: %w", other, err)
+		}
+		if out, err := s.e.JobOutput(tc, r.JobID, 64, 0, 0); err == nil && (out.Job.PID == r.PID || out.Job.ConversationID != other) {
+			return fmt.Errorf("isolation: %s reads %s's job %s: %+v", other, own, r.JobID, out.Job)
+		}
+	}
+	tc := engine.ToolContext{ConversationID: outsider}
+	if jobs := s.e.Jobs(tc); len(jobs) != 0 {
+		return fmt.Errorf("isolation: a conversation without jobs lists %+v", jobs)
+	}
+	_, errJob := s.e.Job(tc, r.JobID)
+	_, errOut := s.e.JobOutput(tc, r.JobID, 0, 0, 0)
+	_, errKill := s.e.Kill(context.Background(), tc, r.JobID)
+	for _, err := range []error{errJob, errOut, errKill} {
+		if !errors.Is(err, engine.ErrNoSuchJob) {
+			return fmt.Errorf("isolation: %s's job %s from another conversation: %v, want no such job", own, r.JobID, err)
+		}
+	}
+	s.isolated.Add(1)
+	return nil
+}
+
+// checkTenants checks, after the mix, that each conversation lists exactly
+// its own jobs.
+func (s *stresser) checkTenants() {
+	byConv := map[string]int{}
+	for _, j := range s.e.AllJobs() {
+		byConv[j.ConversationID]++
+	}
+	total := 0
+	for k := range s.o.tenants {
+		conv := s.tenant(k)
+		jobs := s.e.Jobs(engine.ToolContext{ConversationID: conv})
+		for _, j := range jobs {
+			if j.ConversationID != conv {
+				s.fail(-1, "isolation", fmt.Errorf("%s lists %s's job %s", conv, j.ConversationID, j.JobID))
+			}
+		}
+		if len(jobs) != byConv[conv] {
+			s.fail(-1, "isolation", fmt.Errorf("%s lists %d jobs, the engine holds %d of it", conv, len(jobs), byConv[conv]))
+		}
+		total += byConv[conv]
+	}
+	if all := len(s.e.AllJobs()); total != all {
+		s.fail(-1, "isolation", fmt.Errorf("%d jobs belong to no tenant", all-total))
+	}
+}
+
+// endTenant ends conversation conv, as an MCP server does when a session
+// closes: its running jobs (those left for shutdown) end, it lists nothing
+// more, and the other conversations' running jobs are untouched.
+func (s *stresser) endTenant(conv string) {
+	var pids []int
+	others := 0
+	for _, j := range s.e.AllJobs() {
+		switch {
+		case j.Status != engine.JobRunning:
+		case j.ConversationID == conv:
+			pids = append(pids, j.PID)
+		default:
+			others++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.e.EndConversation(ctx, conv); err != nil {
+		s.fail(-1, "end-conversation", err)
+		return
+	}
+	if jobs := s.e.Jobs(engine.ToolContext{ConversationID: conv}); len(jobs) != 0 {
+		s.fail(-1, "end-conversation", fmt.Errorf("%s still lists %d jobs", conv, len(jobs)))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for s.ours(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if s.ours(pid) {
+			s.fail(-1, "end-conversation", fmt.Errorf("%s's job pid %d alive after the conversation ended", conv, pid))
+		}
+	}
+	still := 0
+	for _, j := range s.e.AllJobs() {
+		if j.Status == engine.JobRunning {
+			still++
+		}
+	}
+	if still != others {
+		s.fail(-1, "end-conversation", fmt.Errorf("ending %s left %d of the other conversations' %d running jobs running", conv, still, others))
+	}
+}
+
 // The kinds of commands.
 
 func (s *stresser) fast(i int, dir string) error {
-	r := s.run(context.Background(), dir, "echo ok-"+strconv.Itoa(i), engine.ModeSlow)
+	r := s.run(context.Background(), i, dir, "echo ok-"+strconv.Itoa(i), engine.ModeSlow)
 	if err := expect(r, engine.StatusOK, 0); err != nil {
 		return err
 	}
@@ -572,7 +720,7 @@ func (s *stresser) fast(i int, dir string) error {
 
 func (s *stresser) failing(i int, dir string) error {
 	code := 1 + i%100
-	r := s.run(context.Background(), dir, fmt.Sprintf("echo bad >&2; exit %d", code), engine.ModeSlow)
+	r := s.run(context.Background(), i, dir, fmt.Sprintf("echo bad >&2; exit %d", code), engine.ModeSlow)
 	if err := expect(r, engine.StatusFailed, code); err != nil {
 		return err
 	}
@@ -584,7 +732,7 @@ func (s *stresser) failing(i int, dir string) error {
 
 func (s *stresser) flood(i int, dir string) error {
 	const size = 10 << 20
-	r := s.run(context.Background(), dir, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", size), engine.ModeSlow)
+	r := s.run(context.Background(), i, dir, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", size), engine.ModeSlow)
 	if r.FullOutputFile != "" {
 		defer os.Remove(r.FullOutputFile)
 	}
@@ -601,7 +749,7 @@ func (s *stresser) flood(i int, dir string) error {
 // machine the short timeout may fire before the shell wrote anything; the
 // pid file, written after the output, tells which case this is.
 func (s *stresser) timeout(i int, dir string) error {
-	r := s.run(context.Background(), dir, "echo partial; echo $$ > pid; sleep 30", "")
+	r := s.run(context.Background(), i, dir, "echo partial; echo $$ > pid; sleep 30", "")
 	if err := expect(r, engine.StatusTimedOut, -1); err != nil {
 		return err
 	}
@@ -614,7 +762,7 @@ func (s *stresser) timeout(i int, dir string) error {
 func (s *stresser) cancel(i int, dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+i%150)*time.Millisecond)
 	defer cancel()
-	r := s.run(ctx, dir, "sleep 30 & echo $! > pid; echo $$ > pid0; wait", engine.ModeSlow) // only the cancel ends it
+	r := s.run(ctx, i, dir, "sleep 30 & echo $! > pid; echo $$ > pid0; wait", engine.ModeSlow) // only the cancel ends it
 	// A very early cancel may come before the shell wrote anything; it is
 	// still a cancellation.
 	if err := expect(r, engine.StatusCancelled, -1); err != nil {
@@ -626,11 +774,11 @@ func (s *stresser) cancel(i int, dir string) error {
 	return s.gone(dir)
 }
 
-// waitJob waits for a background job to end.
-func (s *stresser) waitJob(id string, within time.Duration) (engine.JobInfo, error) {
+// waitJob waits for a background job of command i to end.
+func (s *stresser) waitJob(i int, id string, within time.Duration) (engine.JobInfo, error) {
 	deadline := time.Now().Add(within)
 	for {
-		j, err := s.e.Job(engine.ToolContext{ConversationID: "stress"}, id)
+		j, err := s.e.Job(engine.ToolContext{ConversationID: s.tenant(i)}, id)
 		if err != nil {
 			return j, err
 		}
@@ -646,13 +794,19 @@ func (s *stresser) waitJob(id string, within time.Duration) (engine.JobInfo, err
 
 func (s *stresser) bgComplete(i int, dir string) error {
 	code := i % 2 * 7 // half complete, half fail with 7
-	r := s.run(context.Background(), dir, fmt.Sprintf("echo $$ > pid; echo hi; sleep 0.1; exit %d", code), engine.ModeBackground)
+	r := s.run(context.Background(), i, dir, fmt.Sprintf("echo $$ > pid; echo hi; sleep 0.1; exit %d", code), engine.ModeBackground)
 	if err := expect(r, engine.StatusStarted, -1); err != nil {
 		return err
 	}
-	j, err := s.waitJob(r.JobID, 20*time.Second)
+	if err := s.isolation(i, r); err != nil {
+		return err
+	}
+	j, err := s.waitJob(i, r.JobID, 20*time.Second)
 	if err != nil {
 		return err
+	}
+	if j.PID != r.PID {
+		return fmt.Errorf("job %s is pid %d, started as %d", r.JobID, j.PID, r.PID)
 	}
 	want, line := engine.JobCompleted, "[background process completed]"
 	if code != 0 {
@@ -672,18 +826,21 @@ func (s *stresser) bgComplete(i int, dir string) error {
 }
 
 func (s *stresser) bgKill(i int, dir string) error {
-	r := s.run(context.Background(), dir, "trap '' TERM; sleep 30 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
+	r := s.run(context.Background(), i, dir, "trap '' TERM; sleep 30 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
 	if err := expect(r, engine.StatusStarted, -1); err != nil {
 		return err
 	}
 	time.Sleep(time.Duration(i%100) * time.Millisecond)
+	if err := s.isolation(i, r); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	j, err := s.e.Kill(ctx, engine.ToolContext{ConversationID: "stress"}, r.JobID)
+	j, err := s.e.Kill(ctx, engine.ToolContext{ConversationID: s.tenant(i)}, r.JobID)
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)
 	}
-	if j.Status != engine.JobKilled || j.Reason != "killed by request" {
+	if j.Status != engine.JobKilled || j.Reason != "killed by request" || j.PID != r.PID || j.ConversationID != s.tenant(i) {
 		return fmt.Errorf("killed job %+v", j)
 	}
 	return s.gone(dir)
@@ -691,16 +848,23 @@ func (s *stresser) bgKill(i int, dir string) error {
 
 // bgShutdown leaves a job running for Shutdown to end.
 func (s *stresser) bgShutdown(i int, dir string) error {
-	r := s.run(context.Background(), dir, "sleep 60 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
-	return expect(r, engine.StatusStarted, -1)
+	r := s.run(context.Background(), i, dir, "sleep 60 & echo $! > pid; echo $$ > pid0; wait", engine.ModeBackground)
+	if err := expect(r, engine.StatusStarted, -1); err != nil {
+		return err
+	}
+	return s.isolation(i, r)
 }
 
+// pipeHolder: a leftover holding the pipe is killed and named. The shell
+// may exit before the child it forked has exec'd sleep, in which case the
+// leftover is still named bash.
 func (s *stresser) pipeHolder(i int, dir string) error {
-	r := s.run(context.Background(), dir, "sleep 30 & echo $! > pid; echo done", engine.ModeSlow)
+	r := s.run(context.Background(), i, dir, "sleep 30 & echo $! > pid; echo done", engine.ModeSlow)
 	if err := expect(r, engine.StatusOK, 0); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(r.Output, "done\n[killed processes left running after the shell exited: sleep (pid ") {
+	const note = "done\n[killed processes left running after the shell exited: "
+	if !strings.HasPrefix(r.Output, note+"sleep (pid ") && !strings.HasPrefix(r.Output, note+"bash (pid ") {
 		return fmt.Errorf("output %q", r.Output)
 	}
 	return s.gone(dir)
@@ -712,7 +876,7 @@ func (s *stresser) pipeHolder(i int, dir string) error {
 // that statement; when the short timeout fired even earlier (a loaded
 // machine), SIGTERM alone ends the shell (exit 143).
 func (s *stresser) termIgnoring(i int, dir string) error {
-	r := s.run(context.Background(), dir,
+	r := s.run(context.Background(), i, dir,
 		`trap '' TERM; (trap '' TERM; sleep 30 & echo $! >> pid; wait) & echo $! >> pid; sleep 30 & echo $! >> pid; echo $$ >> pid; wait`, "")
 	code := 137
 	if len(recordedPids(dir)) == 0 && r.ExitCode != nil && *r.ExitCode == 143 {
@@ -732,7 +896,7 @@ func (s *stresser) escapees(i int, dir string) error {
 		cmd += "; sleep 30" // and end by the short timeout
 		mode, want = engine.ModeDefault, engine.StatusTimedOut
 	}
-	r := s.run(context.Background(), dir, cmd, mode)
+	r := s.run(context.Background(), i, dir, cmd, mode)
 	if err := expect(r, want, -1); err != nil {
 		return err
 	}
@@ -751,7 +915,7 @@ var blockedCommands = []string{"git add -A", "git push --force origin main", "rm
 
 func (s *stresser) blocked(i int, dir string) error {
 	c := blockedCommands[i%len(blockedCommands)]
-	r := s.run(context.Background(), dir, c, "")
+	r := s.run(context.Background(), i, dir, c, "")
 	if err := expect(r, engine.StatusBlocked, -1); err != nil {
 		return err
 	}
