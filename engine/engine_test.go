@@ -378,13 +378,16 @@ func TestCancellation(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
+	// Cancel once the pid is written: the file exists (empty) as soon as
+	// the shell opens it, before echo writes the pid.
+	cancelled := make(chan struct{})
 	go func() {
-		for !fileExists(filepath.Join(dir, "pid")) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		defer close(cancelled)
+		waitFileQuiet(filepath.Join(dir, "pid"), 10*time.Second)
 		cancel()
 	}()
 	r := e.Run(ctx, engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo before; sleep 60 & echo $! > pid; wait"})
+	<-cancelled
 	if r.Status != engine.StatusCancelled || !strings.HasPrefix(r.Output, "[command cancelled]\nbefore\n") || !errors.Is(r.Err, context.Canceled) {
 		t.Fatalf("got %s %q %v", r.Status, r.Output, r.Err)
 	}
@@ -634,17 +637,59 @@ func TestBackgroundKillAndLifetime(t *testing.T) {
 func TestBackgroundJobLivesWithItsGroup(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
-	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 1.2 & echo $! > pid; echo started", Mode: engine.ModeBackground})
-	time.Sleep(300 * time.Millisecond)
-	if j, _ := e.Job(engine.ToolContext{}, r.JobID); j.Status != engine.JobRunning {
-		t.Fatalf("job ended while its group still runs: %+v", j)
+	// The child lives until the test writes to the fifo, so the group runs
+	// for as long as the test needs, however slow the machine.
+	release := filepath.Join(dir, "release")
+	if err := syscall.Mkfifo(release, 0o600); err != nil {
+		t.Fatal(err)
 	}
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "(read -r x < release) & echo $! > pid; echo started", Mode: engine.ModeBackground})
+	waitGone(t, r.PID, 5*time.Second) // the shell has exited; its child runs
+	stillRunning(t, e, r.JobID, "job ended while its group still runs")
+	writeFifo(t, release, 5*time.Second)
 	j := waitJob(t, e, r.JobID)
 	if j.Status != engine.JobCompleted {
 		t.Fatalf("%+v", j)
 	}
 	if jobs := e.Jobs(engine.ToolContext{}); len(jobs) != 1 || jobs[0].JobID != r.JobID {
 		t.Fatalf("Jobs() = %+v", jobs)
+	}
+}
+
+// stillRunning checks that a job whose processes the test keeps alive
+// stays running for a moment after its shell exited. The moment is an
+// observation window, not synchronisation: a wrong engine ends the job
+// when it sees the shell exit, a right one never does.
+func stillRunning(t *testing.T, e *engine.Engine, id, msg string) {
+	t.Helper()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if j, _ := e.Job(engine.ToolContext{}, id); j.Status != engine.JobRunning {
+			t.Fatalf("%s: %+v", msg, j)
+		}
+	}
+}
+
+// writeFifo writes a line to a fifo once a reader has opened it.
+func writeFifo(t *testing.T, path string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			_, err = f.WriteString("go\n")
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if !errors.Is(err, syscall.ENXIO) { // ENXIO: no reader yet
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reader opened %s within %v", path, within)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -662,14 +707,14 @@ func TestShutdownWithJobsRunning(t *testing.T) {
 		r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: c, Mode: engine.ModeBackground})
 		pids, outputs = append(pids, r.PID), append(outputs, r.OutputFile)
 	}
-	for !fileExists(filepath.Join(dir, "second.pid")) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	fg := make(chan engine.Result)
+	waitFile(t, filepath.Join(dir, "second.pid"), 10*time.Second)
+	fg := make(chan engine.Result, 1)
 	go func() {
-		fg <- e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo fg; sleep 60"})
+		fg <- e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo $$ > fg.pid; echo fg; sleep 60"})
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Shut down once the foreground command runs: before it started, Run
+	// would report the shutdown as an error instead of a cancellation.
+	waitFile(t, filepath.Join(dir, "fg.pid"), 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := e.Shutdown(ctx); err != nil {

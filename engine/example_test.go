@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
@@ -32,14 +33,20 @@ func Example() {
 }
 
 // A cancelled context ends the command's whole process group with the
-// grace sequence (SIGTERM, grace period, SIGKILL).
+// grace sequence (SIGTERM, grace period, SIGKILL). Here the caller cancels
+// once progress shows the command has started.
 func ExampleEngine_Run_cancel() {
 	e, _ := engine.New(engine.DefaultConfig())
 	defer e.Shutdown(context.Background())
 
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := e.Run(ctx, engine.ToolContext{WorkingDir: os.TempDir()}, engine.Input{Command: "echo started; sleep 60"})
+	tc := engine.ToolContext{WorkingDir: os.TempDir(), Progress: func(p engine.Progress) {
+		if p.LastLine == "started" { // progress reports arrive once a second
+			cancel()
+		}
+	}}
+	r := e.Run(ctx, tc, engine.Input{Command: "echo started; sleep 60"})
 	fmt.Print(r.Output)
 	// Output:
 	// [command cancelled]
@@ -55,7 +62,12 @@ func ExampleEngine_Kill() {
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: os.TempDir()},
 		engine.Input{Command: "echo serving; sleep 600", Mode: engine.ModeBackground})
 	fmt.Println(r.Status, r.JobID)
-	time.Sleep(100 * time.Millisecond)
+	// Wait until the job is serving: it has written its first line.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if out, _ := e.JobOutput(engine.ToolContext{}, r.JobID, 0, 0, 0); strings.Contains(out.Data, "serving") {
+			break
+		}
+	}
 	job, _ := e.Kill(context.Background(), engine.ToolContext{}, r.JobID)
 	out, _ := e.JobOutput(engine.ToolContext{}, r.JobID, 0, 0, 0)
 	fmt.Println(job.Status, job.Reason)

@@ -14,29 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/proc"
 )
 
 // The fault matrix: commands that misbehave in the ways real programs do.
 // Every case runs real processes with generous time bounds.
-
-// cgroupBase returns the directory under which this test process's engines
-// create their cgroups, or skips the test when cgroups are unavailable.
-func cgroupBase(t *testing.T) string {
-	t.Helper()
-	m, err := proc.ProbeCgroups("")
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	parent := filepath.Dir(m.Dir())
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return parent
-}
 
 // commandCgroups lists the command cgroups of this test process's engines.
 func commandCgroups(parent string) []string {
@@ -81,11 +62,18 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 	}
 }
 
-// escapees starts a setsid sleep and a double-forked daemon, records their
-// pids in pid-a and pid-b and waits until both are written.
+// escapees starts a setsid sleep and a double-forked daemon (a setsid sh
+// that starts a sleep and exits), and records the sleeps' pids in pid-a
+// and pid-b. It waits until both pids are written, both processes run
+// sleep (a fork has not always exec'd yet) and the daemon's sh (its pid is
+// in mid) has exited, so that its leftovers are exactly the two sleeps.
+// The wait uses builtins only, to stay quick on a loaded machine.
 const escapees = `setsid sleep 300 >/dev/null 2>&1 & echo $! > pid-a; ` +
-	`(setsid sh -c 'sleep 300 & echo $! > pid-b' >/dev/null 2>&1 &); ` +
-	`while [ ! -s pid-b ]; do sleep 0.01; done; echo escaped`
+	`(setsid sh -c 'echo $$ > mid; sleep 300 & echo $! > pid-b' >/dev/null 2>&1 &); ` +
+	`read -r a < pid-a; ` +
+	`until [ -s pid-b ] && read -r b < pid-b && read -r m < mid && ` +
+	`read -r ca < /proc/$a/comm && read -r cb < /proc/$b/comm && [ "$ca $cb" = "sleep sleep" ] && ` +
+	`{ ! read -r st < /proc/$m/stat || [[ $st == *") Z "* ]]; }; do sleep 0.01; done 2>/dev/null; echo escaped`
 
 // TestCgroupEscapees: with cgroups, processes that left the process group
 // (setsid, double fork) die with their command in every ending path —
@@ -93,7 +81,8 @@ const escapees = `setsid sleep 300 >/dev/null 2>&1 & echo $! > pid-a; ` +
 // shutdown — and the command's cgroup is removed.
 func TestCgroupEscapees(t *testing.T) {
 	parent := cgroupBase(t)
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Grace = 300 * time.Millisecond })
+	// The timeout leaves escapees time to start on a loaded machine.
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 2 * time.Second; c.Grace = 300 * time.Millisecond })
 	check := func(t *testing.T, dir string, r engine.Result) {
 		t.Helper()
 		pids := pidsIn(t, dir)
@@ -148,10 +137,7 @@ func TestCgroupEscapees(t *testing.T) {
 		waitFile(t, filepath.Join(dir, "pid-b"), 5*time.Second)
 		// The shell ends on its own; the job lives while its escapees do.
 		waitGone(t, r.PID, 5*time.Second)
-		time.Sleep(100 * time.Millisecond)
-		if j, _ := e.Job(engine.ToolContext{}, r.JobID); j.Status != engine.JobRunning {
-			t.Fatalf("job ended while its escapees run: %+v", j)
-		}
+		stillRunning(t, e, r.JobID, "job ended while its escapees run")
 		j, err := e.Kill(context.Background(), engine.ToolContext{}, r.JobID)
 		if err != nil || j.Status != engine.JobKilled {
 			t.Fatalf("kill: %+v %v", j, err)
@@ -365,12 +351,15 @@ print("parent done")'`)
 	}
 	// A shell whose child leaves a zombie behind while the child sleeps.
 	dir := t.TempDir()
+	// The parent prints its pid once the child is a zombie (waitid with
+	// WNOWAIT does not reap it); the shell exits once the pid is written.
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: `python3 -c 'import os, time
 pid = os.fork()
 if pid == 0:
     os._exit(0)
+os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 print(os.getpid(), flush=True)
-time.sleep(60)' > pid & sleep 0.3; echo done`})
+time.sleep(60)' > pid & while [ ! -s pid ]; do sleep 0.01; done; echo done`})
 	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "done\n[killed processes left running after the shell exited: python3 (pid ") {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}
@@ -403,7 +392,7 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 	if pg, err := syscall.Getpgid(pid); err == nil && pg != pid {
 		t.Fatalf("child did not move to its own group (pgid %d)", pg)
 	}
-	if cgroupsAvailable() {
+	if haveCgroups(t) {
 		waitGone(t, pid, 3*time.Second)
 	} else {
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -411,14 +400,6 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 }
 
 func lookPath(name string) bool { _, err := exec.LookPath(name); return err == nil }
-
-func cgroupsAvailable() bool {
-	m, err := proc.ProbeCgroups("")
-	if err != nil {
-		return false
-	}
-	return m.Close() == nil
-}
 
 // TestFaultHugeOutput streams a lot of output (10 GiB without -short; the
 // size is in BASHVISOR_FLOOD_GIB) and checks the result stays bounded.
@@ -465,8 +446,13 @@ func raceEnabled() bool {
 func TestFaultTimeoutDuringLeftoverCleanup(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Grace = time.Second })
 	dir := t.TempDir()
+	// The shell exits only once the leftover ignores SIGTERM (it opens the
+	// fifo after the trap); otherwise SIGTERM could end it at once.
+	if err := syscall.Mkfifo(filepath.Join(dir, "ready"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir},
-		engine.Input{Command: `(trap '' TERM; sleep 30) >/dev/null 2>&1 & echo $! > pid; echo done`})
+		engine.Input{Command: `(trap '' TERM; : > ready; sleep 30) >/dev/null 2>&1 & echo $! > pid; read -r < ready; echo done`})
 	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "done\n[killed processes left running after the shell exited: ") {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}

@@ -50,6 +50,19 @@ func needDemo(t testing.TB) {
 	}
 }
 
+// needLandlock is the one place this package's tests give up for lack of
+// a host feature: without Landlock it skips the test, or fails it when
+// REQUIRE_LANDLOCK=1 (CI).
+func needLandlock(t testing.TB) {
+	t.Helper()
+	if c := sandbox.Probe(); !c.Available() {
+		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
+			t.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
+		}
+		t.Skipf("restricted mode unavailable: %s", c)
+	}
+}
+
 // testConfig is an engine configuration with short bounds for tests.
 func testConfig(t testing.TB) engine.Config {
 	c := engine.DefaultConfig()

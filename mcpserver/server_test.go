@@ -10,9 +10,11 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
@@ -452,13 +454,33 @@ func TestProgressNotifications(t *testing.T) {
 	srv := New(e, Options{WorkingDir: t.TempDir(), ProgressInterval: 300 * time.Millisecond})
 	var mu sync.Mutex
 	var got []*mcp.ProgressNotificationParams
-	cs := connect(t, srv, &mcp.ClientOptions{
+	st, ct := mcp.NewInMemoryTransports()
+	wire := &progressCounter{Transport: ct}
+	cs := connectOver(t, srv, st, wire, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			got = append(got, req.Params)
 			mu.Unlock()
 		},
 	})
+	// handled waits until the handler has seen every notification the
+	// client read. The server sends a call's last notification before its
+	// result, but the client runs handlers on goroutines of their own, so
+	// they may trail the result.
+	handled := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			if int64(n) == wire.n.Load() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d progress notifications read, %d handled after 10s", wire.n.Load(), n)
+			}
+		}
+	}
 	params := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick$i; sleep 0.2; done"}}
 	params.SetProgressToken("tok-1")
 	start := time.Now()
@@ -466,9 +488,8 @@ func TestProgressNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(100 * time.Millisecond) // notifications may trail the result
+	handled()
 	mu.Lock()
-	defer mu.Unlock()
 	// ~2 s of running at one notification per 300 ms at most.
 	if max := int(elapsed/(300*time.Millisecond)) + 1; len(got) < 3 || len(got) > max {
 		t.Errorf("%d notifications in %v, want 3..%d", len(got), elapsed, max)
@@ -487,19 +508,47 @@ func TestProgressNotifications(t *testing.T) {
 	n := len(got)
 	mu.Unlock()
 	bash(t, context.Background(), cs, map[string]any{"command": "sleep 0.5"})
+	handled()
 	mu.Lock()
+	defer mu.Unlock()
 	if len(got) != n {
 		t.Errorf("progress sent without a progress token")
 	}
 }
 
+// progressCounter is a client transport that counts the progress
+// notifications the client reads, in order with the responses.
+type progressCounter struct {
+	mcp.Transport
+	n atomic.Int64
+}
+
+func (p *progressCounter) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := p.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &progressConn{Connection: c, n: &p.n}, nil
+}
+
+type progressConn struct {
+	mcp.Connection
+	n *atomic.Int64
+}
+
+func (c *progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "notifications/progress" {
+		c.n.Add(1)
+	}
+	return msg, err
+}
+
 func TestRestricted(t *testing.T) {
+	needLandlock(t)
 	s := newSetup(t, nil, Options{Restricted: true})
 	ctx := context.Background()
 	r := bash(t, ctx, s.cs, map[string]any{"command": "echo inside"})
-	if r.Status == engine.StatusError && os.Getenv("REQUIRE_LANDLOCK") != "1" {
-		t.Skipf("restricted mode unavailable: %s", r.Output)
-	}
 	if r.Status != engine.StatusOK || r.Output != "inside\n" {
 		t.Fatalf("%+v", r)
 	}

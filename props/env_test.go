@@ -181,16 +181,18 @@ func TestEnvironmentPolicy(t *testing.T) {
 				}
 				ov, overridden := overrides[n]
 				overridden = overridden && withOverrides
+				if _, had := last[n]; overridden && had && !allowed(n) && secretName(n) {
+					// The engine drops an override naming a removed
+					// secret; what remains is judged as if there were none
+					// (HOME may still be set from Home).
+					overridden = false
+				}
 				switch {
 				case n == "HOME" && cfg.Home != "" && !overridden:
 					if v != cfg.Home {
 						t.Fatalf("HOME=%q, want %q", v, cfg.Home)
 					}
 				case overridden:
-					// An override may set anything but a removed secret.
-					if _, had := last[n]; had && !allowed(n) && secretName(n) {
-						t.Fatalf("override re-added removed secret %s", n)
-					}
 					if v != ov {
 						t.Fatalf("override %s=%q, got %q", n, ov, v)
 					}

@@ -1,0 +1,71 @@
+package engine_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/sandbox"
+)
+
+// The host features some tests need, each with the environment variable
+// that makes its absence a failure. .ci/run sets both, so a broken probe
+// fails CI instead of turning the tests that need the feature into skips.
+const (
+	requireLandlock = "REQUIRE_LANDLOCK"
+	requireCgroups  = "REQUIRE_CGROUPS"
+)
+
+// required reports whether the feature behind env must be present.
+func required(env string) bool { return os.Getenv(env) == "1" }
+
+// unavailable is the one place this package's tests give up for lack of a
+// host feature: it fails the test when env is "1" and skips it otherwise.
+func unavailable(t testing.TB, env, why string) {
+	t.Helper()
+	if required(env) {
+		t.Fatalf("%s=1 but %s", env, why)
+	}
+	t.Skip(why)
+}
+
+// needLandlock skips without Landlock, and fails instead when
+// REQUIRE_LANDLOCK=1 (CI).
+func needLandlock(t testing.TB) {
+	t.Helper()
+	if c := sandbox.Probe(); !c.Available() {
+		unavailable(t, requireLandlock, "restricted mode unavailable: "+c.String())
+	}
+}
+
+// cgroupBase returns the directory under which this test process's engines
+// create their cgroups. Without cgroups it skips the test, or fails it when
+// REQUIRE_CGROUPS=1 (CI).
+func cgroupBase(t testing.TB) string {
+	t.Helper()
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		unavailable(t, requireCgroups, "cgroups unavailable: "+err.Error())
+	}
+	parent := filepath.Dir(m.Dir())
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return parent
+}
+
+// haveCgroups reports whether the engine can create cgroups, for a test
+// that checks both ways of ending processes; with REQUIRE_CGROUPS=1 it
+// fails the test instead of reporting false.
+func haveCgroups(t testing.TB) bool {
+	t.Helper()
+	m, err := proc.ProbeCgroups("")
+	if err == nil {
+		err = m.Close()
+	}
+	if err != nil && required(requireCgroups) {
+		t.Fatalf("%s=1 but cgroups unavailable: %v", requireCgroups, err)
+	}
+	return err == nil
+}
