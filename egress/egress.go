@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -47,20 +48,102 @@ type Policy struct {
 	Log func(Decision)
 }
 
-// Serve serves the proxy on l until l is closed, letting through what
-// policy allows. It returns nil once l is closed.
-func Serve(l net.Listener, policy Policy) error {
-	p := newProxy(policy)
-	srv := &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
+// Proxy is the proxy serving one listener.
+type Proxy struct {
+	srv  *http.Server
+	l    *trackingListener
+	done chan error
+}
+
+// Start serves the proxy on l, in a goroutine of its own, letting through
+// what policy allows, until [Proxy.Close].
+func Start(l net.Listener, policy Policy) *Proxy {
+	tl := &trackingListener{Listener: l, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{
+		srv: &http.Server{
+			Handler:           newProxy(policy),
+			ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog:          log.New(io.Discard, "", 0),
+		},
+		l:    tl,
+		done: make(chan error, 1),
 	}
-	err := srv.Serve(l)
-	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		return nil
+	go func() {
+		err := p.srv.Serve(tl)
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// Close stops the proxy: it closes the listener and every connection it
+// accepted, tunnels included (their copying goroutines end on the closed
+// connection), and waits for the serving goroutine. It returns the error
+// that ended serving early, if any. Call it once.
+func (p *Proxy) Close() error {
+	_ = p.l.Close()
+	p.l.closeAll()
+	return <-p.done
+}
+
+// trackingListener remembers the connections it accepted until they are
+// closed, so that Close can end tunnels the HTTP server no longer tracks
+// (hijacked for CONNECT).
+type trackingListener struct {
+	net.Listener
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
-	return err
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c, nil
+	}
+	conn := &trackedConn{TCPConn: tc, l: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns[conn] = struct{}{}
+	return conn, nil
+}
+
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+}
+
+// trackedConn is a *net.TCPConn (so the proxy can half-close tunnels)
+// that leaves its listener's set when closed.
+type trackedConn struct {
+	*net.TCPConn
+	l    *trackingListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+	})
+	return c.TCPConn.Close()
 }
 
 // dialTimeout bounds a connection to a destination.

@@ -1,18 +1,22 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -32,11 +36,9 @@ func proxyFor(t testing.TB, entries ...string) (*url.URL, *decisions) {
 		t.Fatal(err)
 	}
 	ds := &decisions{}
-	done := make(chan error, 1)
-	go func() { done <- Serve(l, Policy{Allow: allow, Log: ds.add}) }()
+	p := Start(l, Policy{Allow: allow, Log: ds.add})
 	t.Cleanup(func() {
-		l.Close()
-		if err := <-done; err != nil {
+		if err := p.Close(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -211,4 +213,52 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	}
 	direct.CloseIdleConnections()
+}
+
+// Close ends open tunnels: a command's proxy must not outlive it with a
+// tunnel to an idle server (goleak checks the goroutines are gone).
+func TestCloseEndsTunnels(t *testing.T) {
+	idle, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := idle.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	allow, err := ParseAllowlist([]string{idle.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Start(l, Policy{Allow: allow})
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", idle.Addr(), idle.Addr())
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("CONNECT: %q %v", line, err)
+	}
+	server := <-accepted
+	defer server.Close()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the tunnel is still open after Close: %v", err)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := server.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the server side of the tunnel is still open after Close: %v", err)
+	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func restricted(dir string) engine.ToolContext {
-	return engine.ToolContext{WorkingDir: dir, Restricted: true, ConversationID: "restricted"}
+	return engine.ToolContext{WorkingDir: dir, Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, ConversationID: "restricted"}
 }
 
 // bothLaunchers runs f with the direct (confined thread) start and with

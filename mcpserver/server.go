@@ -41,9 +41,9 @@ type Options struct {
 	// WorkingDir is the directory commands run in and the <pwd> of the tool
 	// description (default: the process's working directory).
 	WorkingDir string
-	// Restricted runs every command in the sandbox; the tool
-	// description then states the sandbox constraints.
-	Restricted bool
+	// Sandbox is the sandbox every command runs in (the zero value: none);
+	// the tool description then states its rules in two lines.
+	Sandbox engine.Sandbox
 	// ConversationID names the conversation in the engine's logs and audit
 	// log, and scopes background jobs: bash_jobs, bash_output and bash_kill
 	// see only jobs of this conversation (or jobs with no conversation).
@@ -198,7 +198,7 @@ func (s *server) toolContext() engine.ToolContext {
 	return engine.ToolContext{
 		WorkingDir:     s.o.WorkingDir,
 		ConversationID: s.o.ConversationID,
-		Restricted:     s.o.Restricted,
+		Sandbox:        s.o.Sandbox,
 		Env:            s.o.Env,
 	}
 }

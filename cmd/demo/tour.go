@@ -127,7 +127,7 @@ func tourSteps() []tourStep {
 echo x > /etc/bashvisor-tour || echo "write denied"
 echo hi > "$TMPDIR/scratch" && echo "scratch ok"
 (echo > /dev/tcp/127.0.0.1/22) 2>/dev/null || echo "network denied"`,
-			tc: func(tc *engine.ToolContext) { tc.Restricted = true }},
+			tc: func(tc *engine.ToolContext) { tc.Sandbox = engine.Sandbox{Profile: engine.ReadOnly} }},
 	}
 }
 
