@@ -553,7 +553,7 @@ func TestRestricted(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	r = bash(t, ctx, s.cs, map[string]any{"command": "echo x > written"})
-	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Permission denied") {
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Read-only file system") {
 		t.Errorf("write in restricted mode: %s %q", r.Status, r.Output)
 	}
 	if _, err := os.Stat(filepath.Join(s.dir, "written")); err == nil {

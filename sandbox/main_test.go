@@ -125,6 +125,21 @@ func requireSandbox(tb testing.TB) sandbox.Capabilities {
 	return c
 }
 
+// requireNamespaces is requireSandbox for tests that need private
+// namespaces too (a root engine); REQUIRE_NAMESPACES=1 (CI, which runs as
+// root) makes their absence a failure.
+func requireNamespaces(tb testing.TB) sandbox.Capabilities {
+	tb.Helper()
+	c := requireSandbox(tb)
+	if !c.Namespaces {
+		if os.Getenv("REQUIRE_NAMESPACES") == "1" {
+			tb.Fatalf("REQUIRE_NAMESPACES=1 but the sandbox has no private namespaces: %s", c)
+		}
+		tb.Skipf("no private namespaces: %s", c)
+	}
+	return c
+}
+
 func bashPath(tb testing.TB) string {
 	p, err := exec.LookPath("bash")
 	if err != nil {

@@ -215,10 +215,7 @@ except PermissionError as e:
 // proxy) and nothing else: not the host's loopback listeners, not other
 // ports, not UDP, not unix sockets.
 func TestNetworkOnlyThroughProxy(t *testing.T) {
-	caps := requireSandbox(t)
-	if !caps.Namespaces {
-		t.Skip("network through the proxy needs private namespaces")
-	}
+	requireNamespaces(t)
 	l := startListeners(t)
 	tcpPort := l.tcp.(*net.TCPAddr).Port
 	var served atomic.Int64

@@ -99,11 +99,8 @@ func mustFail(t *testing.T, dir string, probes map[string]string, watch ...strin
 }
 
 func TestWorkspaceWritePlainRepo(t *testing.T) {
-	caps := requireSandbox(t)
+	requireNamespaces(t)
 	requireGit(t)
-	if !caps.Namespaces {
-		t.Skip("workspace-write needs private namespaces")
-	}
 	ws := newRepo(t)
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "sentinel"), []byte("keep\n"), 0o644); err != nil {
@@ -153,11 +150,8 @@ test -x src/run.sh && echo executable`)
 }
 
 func TestWorkspaceWriteWorktree(t *testing.T) {
-	caps := requireSandbox(t)
+	requireNamespaces(t)
 	requireGit(t)
-	if !caps.Namespaces {
-		t.Skip("workspace-write needs private namespaces")
-	}
 	main := newRepo(t)
 	wt := filepath.Join(t.TempDir(), "wt")
 	git(t, main, "worktree", "add", "-q", "-b", "feature", wt)
@@ -184,11 +178,8 @@ git log --oneline | wc -l`)
 }
 
 func TestWorkspaceWriteSubmodule(t *testing.T) {
-	caps := requireSandbox(t)
+	requireNamespaces(t)
 	requireGit(t)
-	if !caps.Namespaces {
-		t.Skip("workspace-write needs private namespaces")
-	}
 	lib := newRepo(t)
 	super := newRepo(t)
 	git(t, super, "submodule", "add", "-q", lib, "lib")
@@ -273,10 +264,7 @@ func TestWorkspaceRoots(t *testing.T) {
 // A read-only mount below a writable root stays read-only: the profile
 // never widens what the host allows.
 func TestWorkspaceKeepsReadOnlyMounts(t *testing.T) {
-	caps := requireSandbox(t)
-	if !caps.Namespaces {
-		t.Skip("needs private namespaces")
-	}
+	requireNamespaces(t)
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	ro := filepath.Join(ws, "ro")
 	if err := os.Mkdir(ro, 0o755); err != nil {
