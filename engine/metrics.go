@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
