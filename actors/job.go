@@ -349,6 +349,7 @@ func (j *job) settle(ctx actor.Context) {
 		PipeHeld:    j.pipeHeld,
 		Duration:    time.Since(j.start),
 		Queued:      j.spec.Queued,
+		Refused:     j.l.refused.get(),
 	}
 	if o.Reason == ReasonLeftovers {
 		o.Reason = ReasonNone // the shell itself ended on its own
@@ -380,7 +381,7 @@ func (j *job) settle(ctx actor.Context) {
 	// Slow parts: removing a scratch directory full of files, moving kept
 	// processes out of the cgroup.
 	// Kept processes and survivors may still use the scratch directory.
-	cg, sbx, keep := j.l.cg, j.l.sbx, j.leftRunning
+	l, cg, sbx, keep := j.l, j.l.cg, j.l.sbx, j.leftRunning
 	cleanSandbox := sbx != nil && !keep && len(j.survivors) == 0
 	go func() {
 		var errs []error
@@ -389,6 +390,7 @@ func (j *job) settle(ctx actor.Context) {
 			cg.Remove()
 		}
 		if cleanSandbox {
+			l.closeProxy()
 			errs = append(errs, sbx.Cleanup(gone))
 		}
 		j.send(cleaned{errs: errors.Join(errs...)})
@@ -546,6 +548,7 @@ func (j *job) emergency() {
 		if j.l.cg != nil {
 			j.l.cg.Remove()
 		}
+		j.l.closeProxy()
 		if j.l.sbx != nil {
 			_ = j.l.sbx.Cleanup(false)
 		}

@@ -393,7 +393,7 @@ func TestTransitions(t *testing.T) {
 		},
 		{
 			name: "restricted", script: `echo x > "$TMPDIR/f" && cat "$TMPDIR/f"; touch /etc/bashvisor-actors-test`,
-			spec:   func(s *Spec) { s.Restricted = true },
+			spec:   func(s *Spec) { s.Sandbox = &Profile{} },
 			phases: []phase{running, draining, cleaning, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
 				if !strings.HasPrefix(o.Output.Text, "x\n") || o.ExitCode == 0 {

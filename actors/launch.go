@@ -3,9 +3,14 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/sandbox"
 	"github.com/bashvisor/bashvisor/truncate"
@@ -14,13 +19,15 @@ import (
 // Launched is a job's started process, handed to the job's actor (send it
 // as a message), which owns it from then on.
 type Launched struct {
-	start  time.Time
-	p      *proc.Process
-	cg     *proc.Cgroup     // nil: the process group is the unit
-	sbx    *sandbox.Command // restricted jobs
-	out    *truncate.Buffer // foreground output
-	errBuf *truncate.Buffer // foreground stderr with separate streams
-	file   *os.File         // a background job's output file, when it is read through a pipe
+	start   time.Time
+	p       *proc.Process
+	cg      *proc.Cgroup     // nil: the process group is the unit
+	sbx     *sandbox.Command // restricted jobs
+	proxy   *egress.Proxy    // restricted jobs with network
+	refused refusals         // what proxy refused
+	out     *truncate.Buffer // foreground output
+	errBuf  *truncate.Buffer // foreground stderr with separate streams
+	file    *os.File         // a background job's output file, when it is read through a pipe
 }
 
 // Pid is the pid of the job's shell, which is also its process group id.
@@ -56,11 +63,22 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		}
 		l.cg, ps.CgroupFD = cg, cg.FD()
 	}
-	if spec.Restricted {
-		sc, err := sandbox.Prepare(sandbox.Options{
+	if p := spec.Sandbox; p != nil {
+		opts := sandbox.Options{
 			Limits: res.Sandbox.Limits, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
-		})
+			CacheDir: p.CacheDir, Network: p.Network != nil,
+		}
+		if p.Workspace {
+			roots, err := sandbox.WorkspaceRoots(spec.Dir)
+			if err != nil {
+				l.undo()
+				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+			}
+			opts.Roots = roots
+		}
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+		sc, err := sandbox.Prepare(opts)
 		if err != nil {
 			l.undo()
 			if errors.Is(err, sandbox.ErrUnavailable) {
@@ -69,6 +87,16 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 		l.sbx = sc
+		if p.Network != nil {
+			l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
+				if !d.Allowed {
+					l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+				}
+				if p.OnProxy != nil {
+					p.OnProxy(d)
+				}
+			}})
+		}
 		extra = append(extra[:len(extra):len(extra)], sc.Env...)
 		if res.Sandbox.Helper {
 			ps.Launch = sc.StartHelper
@@ -114,6 +142,7 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 
 // undo releases what a failed Launch had set up.
 func (l *Launched) undo() {
+	l.closeProxy()
 	if l.sbx != nil {
 		_ = l.sbx.Cleanup(true) // nothing ever ran in it
 	}
@@ -123,4 +152,37 @@ func (l *Launched) undo() {
 	if l.file != nil {
 		l.file.Close()
 	}
+}
+
+// closeProxy stops a restricted job's egress proxy (its processes are
+// gone, or about to be).
+func (l *Launched) closeProxy() {
+	if l.proxy != nil {
+		_ = l.proxy.Close()
+		l.proxy = nil
+	}
+}
+
+// maxRefused bounds the destinations an outcome lists as refused.
+const maxRefused = 4
+
+// refusals collects the destinations the proxy refused a job (from the
+// proxy's goroutines).
+type refusals struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (r *refusals) add(dest string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.list) < maxRefused && !slices.Contains(r.list, dest) {
+		r.list = append(r.list, dest)
+	}
+}
+
+func (r *refusals) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.list)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/sandbox"
 	"github.com/bashvisor/bashvisor/secret"
@@ -43,8 +44,9 @@ type Spec struct {
 	// caller; a foreground job's output is kept in a bounded buffer and
 	// its outcome is sent on Done.
 	Background bool
-	// Restricted runs the job in the sandbox (package sandbox).
-	Restricted bool
+	// Sandbox, when set, runs the job in the sandbox (package sandbox)
+	// with this profile; nil runs it unrestricted.
+	Sandbox *Profile
 	// Timeout is the foreground timeout, or the background lifetime; 0
 	// means none. It bounds the shell: a foreground shell that exited
 	// before it is reported with its own status even when ending the
@@ -130,6 +132,26 @@ type Sandbox struct {
 	ScratchRoot string
 }
 
+// Profile is what a restricted job may write and reach.
+type Profile struct {
+	// Workspace makes the job's working directory and its git
+	// directories writable, hooks and config protected (the
+	// workspace-write profile, sandbox.WorkspaceRoots); otherwise only the
+	// scratch directory, CacheDir and Writable are.
+	Workspace bool
+	// Writable are more directories the job may write (absolute paths).
+	Writable []string
+	// CacheDir holds the job's build and package caches ("": they live in
+	// its scratch directory and die with it). It must exist.
+	CacheDir string
+	// Network, when set, lets the job reach what it allows through the
+	// egress proxy (package egress) and nothing else; nil: no network.
+	Network *egress.Allowlist
+	// OnProxy, when set, is told each of the proxy's decisions, from the
+	// proxy's goroutines (it must be safe for concurrent use).
+	OnProxy func(egress.Decision)
+}
+
 // Status is a job's state in the supervisor's records.
 type Status string
 
@@ -191,6 +213,9 @@ type Outcome struct {
 	Duration time.Duration
 	// Queued is how long the job waited for a slot before it started.
 	Queued time.Duration
+	// Refused lists the destinations ("host:port") the egress proxy
+	// refused the job, the first few of them.
+	Refused []string
 }
 
 // Status is the status of a job that ran and ended with this outcome (one

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
@@ -20,7 +21,7 @@ type auditRecord struct {
 	Rule         string   // the safety or permission rule that decided, if any
 	Reason       string   // one-line reason for a block/ask/deny (redacted when logged)
 	Mode         string   // default, slow, background
-	Restricted   bool     // ran in restricted mode
+	Sandbox      string   // the sandbox profile: none, read-only, workspace-write
 	Status       string   // result status: ok, failed, timed_out, blocked, ...
 	ExitCode     *int     // the shell's exit code, when it exited
 	DurationMS   int64    // wall time in milliseconds
@@ -31,8 +32,9 @@ type auditRecord struct {
 
 // auditor writes the audit log: one JSON line per call through slog's
 // JSON handler ("msg":"bash", plus time, conversation, command, display,
-// decision, rule, reason, mode, restricted, status, exit_code,
-// duration_ms, bytes, truncated, killed). The command, display and reason
+// decision, rule, reason, mode, sandbox, status, exit_code,
+// duration_ms, bytes, truncated, killed), and one line per decision of
+// the egress proxy ("msg":"egress", see Egress). The command, display and reason
 // are redacted by redact (the values of the secrets the environment policy
 // stripped, then what safety.RedactSecrets recognises). It is safe for
 // concurrent use; a nil *auditor writes nothing.
@@ -76,7 +78,7 @@ func (a *auditor) Log(rec auditRecord) {
 	}
 	attrs = append(attrs,
 		slog.String("mode", rec.Mode),
-		slog.Bool("restricted", rec.Restricted),
+		slog.String("sandbox", rec.Sandbox),
 		slog.String("status", rec.Status))
 	if rec.ExitCode != nil {
 		attrs = append(attrs, slog.Int("exit_code", *rec.ExitCode))
@@ -116,7 +118,7 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 		Rule:         g.Rule,
 		Reason:       g.Message,
 		Mode:         mode,
-		Restricted:   tc.Restricted,
+		Sandbox:      profileName(tc.Sandbox),
 		Status:       string(res.Status),
 		ExitCode:     res.ExitCode,
 		DurationMS:   max(res.DurationMS, time.Since(start).Milliseconds()),
@@ -124,4 +126,20 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 		Truncated:    res.Truncated,
 		Killed:       res.killed,
 	})
+}
+
+// Egress writes one decision of a sandboxed command's egress proxy:
+// "msg":"egress" with conversation, host, port, method, allowed and
+// reason (the address it went to, or why it was refused).
+func (a *auditor) Egress(conversation string, d egress.Decision) {
+	if a == nil {
+		return
+	}
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "egress",
+		slog.String("conversation", conversation),
+		slog.String("host", d.Host),
+		slog.Int("port", d.Port),
+		slog.String("method", d.Method),
+		slog.Bool("allowed", d.Allowed),
+		slog.String("reason", d.Reason))
 }

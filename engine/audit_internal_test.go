@@ -22,7 +22,7 @@ func TestAuditJSONLines(t *testing.T) {
 			Decision: "allow", Mode: "default", Status: "failed", ExitCode: &code, DurationMS: 12, Bytes: 99, Truncated: true,
 			Killed: []string{"sleep (pid 4)"}},
 		{Conversation: "c2", Command: "export DB_PASSWORD=hunter2SECRET3; curl -H 'Authorization: Bearer SECRET4bearer' https://u:SECRET5url@x/ --password=SECRET6pw",
-			Decision: "block", Rule: "git-add-blind", Reason: "r", Mode: "slow", Restricted: true, Status: "blocked"},
+			Decision: "block", Rule: "git-add-blind", Reason: "r", Mode: "slow", Sandbox: "read-only", Status: "blocked"},
 		{Conversation: "c3", Command: "env AWS_SECRET_ACCESS_KEY=abcSECRET7 aws s3 ls", Decision: "ask", Status: "needs_approval"},
 	}
 	secrets = append(secrets, "abcSECRET7")
@@ -42,7 +42,7 @@ func TestAuditJSONLines(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("line %d not JSON: %v: %s", n, err, sc.Text())
 		}
-		for _, k := range []string{"time", "conversation", "command", "display", "decision", "mode", "restricted", "status", "duration_ms", "bytes", "truncated"} {
+		for _, k := range []string{"time", "conversation", "command", "display", "decision", "mode", "sandbox", "status", "duration_ms", "bytes", "truncated"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("line %d lacks %q: %s", n, k, sc.Text())
 			}

@@ -174,6 +174,15 @@ type Config struct {
 	// scratch directory is a tmpfs of its own and only its empty mount point
 	// lives here.
 	ScratchRoot string
+	// CacheDir is the root of the build and package caches sandboxed
+	// commands may write (GOCACHE, npm, pip, XDG_CACHE_HOME; GOMODCACHE
+	// and CARGO_HOME too when the command has network), one directory per
+	// conversation, so that a conversation's second build is warm and no
+	// conversation's commands can plant build outputs another's use. It
+	// must not be inside a workspace. Empty: a directory in the output
+	// directory, removed with it; set it to keep caches across restarts.
+	// EndConversation removes the conversation's caches.
+	CacheDir string
 
 	// Limits bound what runs at once: foreground commands engine-wide and
 	// per conversation (over them a call waits in a bounded queue, its

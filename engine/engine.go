@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ type Engine struct {
 	sup    *supervisor.Supervisor
 	outDir string
 	ownDir bool
+	// cacheRoot holds the conversations' cache directories (Config.CacheDir).
+	cacheRoot string
+	caches    sync.Map // cache directories made so far
 	// auditor writes the audit log; nil when none is configured.
 	auditor *auditor
 	metrics *metrics
@@ -86,6 +90,9 @@ func New(cfg Config) (*Engine, error) {
 		if err := cfg.Permissions.Compile(); err != nil {
 			return nil, fmt.Errorf("bashvisor: permission profile: %w", err)
 		}
+	}
+	if e.cacheRoot = cfg.CacheDir; e.cacheRoot == "" {
+		e.cacheRoot = filepath.Join(e.outDir, "cache")
 	}
 	trunc := truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
 	if cfg.SpoolCap > 0 {
@@ -199,18 +206,22 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
-	if tc.Restricted && !e.sup.Sandbox().Available() {
+	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
 		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
 			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
+	}
+	profile, err := e.profile(tc)
+	if err != nil {
+		return errorResult(res, err), g
 	}
 	script := g.Run
 	req := supervisor.Request{
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
-		Dir: tc.WorkingDir, Env: tc.Env, Restricted: tc.Restricted,
+		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile,
 	}
 	switch mode {
 	case ModeBackground:
-		req.Background, req.Timeout, req.Completion = true, e.cfg.BackgroundLifetime, completionLine
+		req.Background, req.Timeout, req.Completion = true, e.cfg.BackgroundLifetime, completionLine(tc.Sandbox)
 	case ModeSlow:
 		req.Timeout = e.cfg.SlowTimeout
 	default:
@@ -256,7 +267,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 	for {
 		select {
 		case o := <-job.Done():
-			return e.render(res, timeout, o)
+			return e.render(res, tc.Sandbox, timeout, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
@@ -506,8 +517,10 @@ func (e *Engine) Load() Load {
 // records are forgotten and its output directory is removed once its last
 // job is gone. An MCP server calls it when a session closes.
 func (e *Engine) EndConversation(ctx context.Context, conversationID string) error {
-	_, err := e.sup.EndConversation(ctx, conversationID)
-	return err
+	if _, err := e.sup.EndConversation(ctx, conversationID); err != nil {
+		return err
+	}
+	return e.removeCache(conversationID)
 }
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground

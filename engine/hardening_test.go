@@ -62,7 +62,7 @@ func childOutOfFDs() {
 		}
 		held = append(held, f)
 	}
-	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Restricted: true}, engine.Input{Command: "true"})
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "true"})
 	for _, f := range held {
 		f.Close()
 	}

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -38,7 +36,7 @@ func newMetrics(e *Engine) *metrics {
 		}),
 		denials: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bashvisor_sandbox_denials_total",
-			Help: "Restricted commands that failed while their output reports a denial (Permission denied, Operation not permitted).",
+			Help: "Sandboxed commands whose result ends with a sandbox note: a write, a network call or a destination the sandbox refused.",
 		}),
 	}
 	gauge := func(name, help string, f func(Load) int) prometheus.Collector {
@@ -66,8 +64,7 @@ func (m *metrics) observe(tc ToolContext, in Input, r Result) {
 	m.duration.WithLabelValues(string(mode)).Observe(float64(r.DurationMS) / 1000)
 	m.queued.Observe(float64(r.QueuedMS) / 1000)
 	m.bytes.Add(float64(r.OutputBytes))
-	if tc.Restricted && r.Status == StatusFailed &&
-		(strings.Contains(r.Output, "Permission denied") || strings.Contains(r.Output, "Operation not permitted")) {
+	if r.denied {
 		m.denials.Inc()
 	}
 }

@@ -44,7 +44,7 @@ const cancelledText = "[command cancelled]\n"
 const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
 
 // render turns a finished foreground job's outcome into its result.
-func (e *Engine) render(res Result, timeout time.Duration, o supervisor.Outcome) Result {
+func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o supervisor.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, supervisor.ErrActorFailed) {
 		return errorResult(res, o.Err)
@@ -108,12 +108,79 @@ func (e *Engine) render(res Result, timeout time.Duration, o supervisor.Outcome)
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
+	if note := sandboxNote(sbx, res, o); note != "" {
+		res.Output, res.denied = appendNote(res.Output, note), true
+	}
 	return res
 }
 
+// sandboxNote is the one note that ends a sandboxed command's result when
+// a boundary stopped it: the egress proxy refused a destination, a
+// network call failed without network, or a write failed with a kernel
+// error. It names the boundary and the setting that would allow it; the
+// engine never retries or widens anything itself. "" when none applies.
+func sandboxNote(sbx Sandbox, res Result, o supervisor.Outcome) string {
+	if !sbx.On() {
+		return ""
+	}
+	if len(o.Refused) > 0 {
+		return "[sandbox: the egress proxy refused " + strings.Join(o.Refused, ", ") +
+			": not in the network allowlist (setting: allow-net)]"
+	}
+	if res.Status != StatusFailed {
+		return ""
+	}
+	switch {
+	case sbx.Network == nil && mentions(res.Output, networkErrors):
+		return "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]"
+	case mentions(res.Output, writeErrors):
+		if sbx.Profile == WorkspaceWrite {
+			return "[sandbox workspace-write: writes outside the working directory, its git directory, " + writableList(sbx.Writable) +
+				"$TMPDIR and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]"
+		}
+		return "[sandbox read-only: only $TMPDIR and the build caches are writable (setting: sandbox profile workspace-write)]"
+	}
+	return ""
+}
+
+func writableList(roots []string) string {
+	if len(roots) == 0 {
+		return ""
+	}
+	return strings.Join(roots, ", ") + ", "
+}
+
+// What a tool prints when a kernel boundary refused a write, or when it
+// found no network.
+var (
+	writeErrors   = []string{"Read-only file system", "Permission denied", "Operation not permitted", "Device or resource busy", "EROFS", "EACCES", "EPERM"}
+	networkErrors = []string{"Could not resolve host", "Temporary failure in name resolution", "Name or service not known",
+		"Network is unreachable", "getaddrinfo", "ENOTFOUND", "EAI_AGAIN", "ENETUNREACH", "no such host", "Failed to establish a new connection"}
+)
+
+// mentions reports whether s contains any of subs.
+func mentions(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
 // completionLine is the line appended to a background job's output file
-// when it ends.
-func completionLine(o supervisor.Outcome) string {
+// when it ends, with the egress proxy's refusals in a sandbox.
+func completionLine(sbx Sandbox) func(supervisor.Outcome) string {
+	return func(o supervisor.Outcome) string {
+		line := completionStatus(o)
+		if note := sandboxNote(sbx, Result{}, o); note != "" {
+			line += "\n" + note
+		}
+		return line
+	}
+}
+
+func completionStatus(o supervisor.Outcome) string {
 	switch o.Status() {
 	case supervisor.Completed:
 		return "[background process completed]"
@@ -312,12 +379,12 @@ editors and pagers do not work. Output over 128 KiB is cut in the middle
 IMPORTANT: Keep commands concise. The command input must be less than 60k tokens.
 For complex scripts, write them to a file first and then execute the file.
 `)
-	if tc.Restricted {
+	if tc.Sandbox.On() {
 		caps := e.sup.Sandbox()
 		if caps.Available() {
-			b.WriteString("\n" + e.sandboxDescription() + "\n")
+			b.WriteString("\n" + e.sandboxDescription(tc) + "\n")
 		} else {
-			b.WriteString("\nRestricted mode was requested but this host cannot enforce it (" + caps.Reason +
+			b.WriteString("\nA sandbox was requested but this host cannot enforce it (" + caps.Reason +
 				"): every command returns an error.\n")
 		}
 	}
@@ -325,44 +392,34 @@ For complex scripts, write them to a file first and then execute the file.
 	return b.String()
 }
 
-// sandboxDescription states restricted mode's rules plainly, with the
-// configured limits.
-func (e *Engine) sandboxDescription() string {
+// sandboxDescription states the sandbox profile's rules in two lines:
+// where the command may write, and what it may reach.
+func (e *Engine) sandboxDescription(tc ToolContext) string {
 	c := e.sup.Sandbox()
 	lim := e.cfg.Sandbox.WithDefaults()
-	var b strings.Builder
-	b.WriteString("Restricted mode (enforced by the kernel) is on for this conversation:\n")
-	b.WriteString("- The filesystem is read-only. You can read, list, search and run anything, but every write fails with \"Permission denied\" (EACCES) or \"Operation not permitted\" (EPERM), except in $TMPDIR (a private scratch directory, deleted when the command ends")
+	scratch := "$TMPDIR (private, deleted after each command"
 	if c.Namespaces {
-		fmt.Fprintf(&b, ", at most %s", truncate.Humanize(int64(lim.ScratchBytes)))
+		scratch += ", at most " + truncate.Humanize(int64(lim.ScratchBytes))
 	}
-	b.WriteString(") and /dev/null. Build into $TMPDIR (e.g. `go build -o \"$TMPDIR/app\" .`); caches (XDG_CACHE_HOME, GOCACHE, npm, pip) already point there.\n")
-	b.WriteString("- Caches start empty in every command, so the first build in each command is slower.\n")
-	b.WriteString("- chmod, chown, touch of existing files and extended attributes are blocked everywhere, including $TMPDIR.\n")
-	b.WriteString("- There is no network: no TCP, UDP or other internet sockets, no connections to unix sockets, so package installs and downloads fail.\n")
-	if c.Scoping {
-		b.WriteString("- Processes outside the sandbox cannot be signalled or inspected (kill, /proc/PID/environ fail). ptrace is blocked (no strace, gdb).\n")
+	scratch += ") and the build caches (GOCACHE, npm, pip: kept between commands)"
+	var b strings.Builder
+	sbx := tc.Sandbox
+	switch sbx.Profile {
+	case WorkspaceWrite:
+		b.WriteString("Sandbox workspace-write (enforced by the kernel): you can write in " + tc.WorkingDir)
+		for _, w := range sbx.Writable {
+			b.WriteString(", " + w)
+		}
+		b.WriteString(", its git directory (add, commit, branch, stash work; .git/hooks and .git/config are read-only) and " + scratch +
+			"; every other write fails (EROFS, EACCES), setuid bits too.\n")
+	default:
+		b.WriteString("Sandbox read-only (enforced by the kernel): you can read and run anything, but writes fail (EROFS, EACCES) except in " + scratch + "; build into $TMPDIR.\n")
+	}
+	if sbx.Network != nil && c.Namespaces {
+		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + sbx.Network.String() +
+			"; everything else is refused. Processes outside are out of reach; say what a denied command needs instead of working around it.")
 	} else {
-		b.WriteString("- ptrace is blocked (no strace, gdb).\n")
+		b.WriteString("No network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")
 	}
-	b.WriteString("- Limits per process: ")
-	if lim.CPUSeconds != Unlimited {
-		fmt.Fprintf(&b, "%d s of CPU time, ", lim.CPUSeconds)
-	}
-	if lim.FileSize != Unlimited {
-		fmt.Fprintf(&b, "files up to %s, ", truncate.Humanize(int64(lim.FileSize)))
-	}
-	if lim.OpenFiles != Unlimited {
-		fmt.Fprintf(&b, "%d open files, ", lim.OpenFiles)
-	}
-	if lim.AddressSpace != Unlimited {
-		fmt.Fprintf(&b, "%s of address space, ", truncate.Humanize(int64(lim.AddressSpace)))
-	}
-	b.WriteString("no core dumps")
-	if e.sup.PidsLimit() && lim.Processes > 0 {
-		fmt.Fprintf(&b, "; at most %d processes per command", lim.Processes)
-	}
-	b.WriteString(".\n")
-	b.WriteString("- A command that fails because of these rules is not retried outside the sandbox; do not work around them, say what you need instead.")
 	return b.String()
 }

@@ -10,11 +10,12 @@ import (
 )
 
 // The host features some tests need, each with the environment variable
-// that makes its absence a failure. .ci/run sets both, so a broken probe
+// that makes its absence a failure. .ci/run sets them all, so a broken probe
 // fails CI instead of turning the tests that need the feature into skips.
 const (
-	requireLandlock = "REQUIRE_LANDLOCK"
-	requireCgroups  = "REQUIRE_CGROUPS"
+	requireLandlock   = "REQUIRE_LANDLOCK"
+	requireCgroups    = "REQUIRE_CGROUPS"
+	requireNamespaces = "REQUIRE_NAMESPACES"
 )
 
 // required reports whether the feature behind env must be present.
@@ -36,6 +37,17 @@ func needLandlock(t testing.TB) {
 	t.Helper()
 	if c := sandbox.Probe(); !c.Available() {
 		unavailable(t, requireLandlock, "restricted mode unavailable: "+c.String())
+	}
+}
+
+// needNamespaces is needLandlock for what needs the sandbox's private
+// namespaces too (workspace-write, network); REQUIRE_NAMESPACES=1 (CI)
+// makes their absence a failure.
+func needNamespaces(t testing.TB) {
+	t.Helper()
+	needLandlock(t)
+	if c := sandbox.Probe(); !c.Namespaces {
+		unavailable(t, requireNamespaces, "no private namespaces for sandboxed commands: "+c.String())
 	}
 }
 

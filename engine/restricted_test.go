@@ -15,7 +15,7 @@ import (
 )
 
 func restricted(dir string) engine.ToolContext {
-	return engine.ToolContext{WorkingDir: dir, Restricted: true, ConversationID: "restricted"}
+	return engine.ToolContext{WorkingDir: dir, Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, ConversationID: "restricted"}
 }
 
 // bothLaunchers runs f with the direct (confined thread) start and with
@@ -50,7 +50,9 @@ echo "$TMPDIR"`})
 	if r.Status != engine.StatusOK {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
-	for _, want := range []string{"original\n", "Permission denied", "write rc=1", "create rc=1", "scratch\n", "devnull rc=0"} {
+	// Every mount but the scratch directory and the caches is read-only,
+	// and Landlock stands behind it: EROFS.
+	for _, want := range []string{"original\n", "Read-only file system", "write rc=1", "create rc=1", "scratch\n", "devnull rc=0"} {
 		if !strings.Contains(r.Output, want) {
 			t.Errorf("missing %q in %q", want, r.Output)
 		}
@@ -134,7 +136,7 @@ func TestRestrictedSafetyStillApplies(t *testing.T) {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
 	d := e.Description(restricted("/w"))
-	if !strings.Contains(d, "Restricted mode") || !strings.Contains(d, "read-only") || !strings.Contains(d, "no network") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
+	if !strings.Contains(d, "Sandbox read-only") || !strings.Contains(d, "No network") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
 		t.Fatalf("description %q", d)
 	}
 }

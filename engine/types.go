@@ -34,13 +34,11 @@ type ToolContext struct {
 	// share of Config.Limits, and logs and the audit log name it. Calls
 	// without one share the conversation "".
 	ConversationID string
-	// Restricted runs the command in the sandbox: it can read and run
-	// anything but cannot write outside its scratch $TMPDIR, reach any
-	// network, or touch processes outside (see package sandbox for the
-	// boundary). A host that cannot enforce it answers every restricted
-	// call with ErrRestrictedMode; a restricted command is never run
-	// unrestricted.
-	Restricted bool
+	// Sandbox is the sandbox profile the command runs in (the zero value:
+	// none, unrestricted). A host that cannot enforce the profile answers
+	// the call with ErrRestrictedMode; a sandboxed command is never run
+	// with less confinement than asked for.
+	Sandbox Sandbox
 	// Env holds per-call environment overrides. They apply last, but can
 	// never re-add a variable the environment policy removed as a secret.
 	Env map[string]string
@@ -133,6 +131,8 @@ type Result struct {
 	Err error `json:"-"`
 
 	killed []string // what the engine ended, for the audit log
+	// denied: the result ends with a sandbox note (metrics).
+	denied bool
 }
 
 // IsError reports whether the result is an error for the model (MCP

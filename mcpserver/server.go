@@ -43,9 +43,9 @@ type Options struct {
 	// WorkingDir is the directory commands run in and the <pwd> of the tool
 	// description (default: the process's working directory).
 	WorkingDir string
-	// Restricted runs every command in the sandbox; the tool
-	// description then states the sandbox constraints.
-	Restricted bool
+	// Sandbox is the sandbox every command runs in (the zero value: none);
+	// the tool description then states its rules in two lines.
+	Sandbox engine.Sandbox
 	// ConversationID names the conversation of a session without a session
 	// id (stdio, in-memory): its calls, the background jobs that bash_jobs,
 	// bash_output and bash_kill see, and its name in the engine's logs and
@@ -220,7 +220,7 @@ func (s *server) toolContext(ss *mcp.ServerSession) engine.ToolContext {
 	return engine.ToolContext{
 		WorkingDir:     s.o.WorkingDir,
 		ConversationID: s.conversation(ss),
-		Restricted:     s.o.Restricted,
+		Sandbox:        s.o.Sandbox,
 		Env:            s.o.Env,
 	}
 }

@@ -47,7 +47,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 func TestToolsAndSchemas(t *testing.T) {
 	for _, restricted := range []bool{false, true} {
 		t.Run(fmt.Sprint("restricted=", restricted), func(t *testing.T) {
-			s := newSetup(t, nil, Options{Restricted: restricted})
+			s := newSetup(t, nil, Options{Sandbox: sandboxIf(restricted)})
 			ctx := context.Background()
 			lt, err := s.cs.ListTools(ctx, nil)
 			if err != nil {
@@ -70,14 +70,14 @@ func TestToolsAndSchemas(t *testing.T) {
 			if !jsonEqual(t, bash.InputSchema, engine.InputSchema()) {
 				t.Errorf("bash input schema %v != engine.InputSchema() %s", bash.InputSchema, engine.InputSchema())
 			}
-			want := s.e.Description(engine.ToolContext{WorkingDir: s.dir, Restricted: restricted})
+			want := s.e.Description(engine.ToolContext{WorkingDir: s.dir, Sandbox: sandboxIf(restricted)})
 			if bash.Description != want {
 				t.Errorf("description:\n%s\nwant:\n%s", bash.Description, want)
 			}
 			if !strings.HasSuffix(bash.Description, "<pwd>"+s.dir+"</pwd>") {
 				t.Errorf("description does not end with <pwd>%s</pwd>", s.dir)
 			}
-			if restricted != strings.Contains(bash.Description, "Restricted mode") {
+			if restricted != strings.Contains(bash.Description, "Sandbox read-only") {
 				t.Errorf("restricted=%v but description:\n%s", restricted, bash.Description)
 			}
 			// The enum the SPEC requires is really in the schema.
@@ -546,17 +546,24 @@ func (c *progressConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func TestRestricted(t *testing.T) {
 	needLandlock(t)
-	s := newSetup(t, nil, Options{Restricted: true})
+	s := newSetup(t, nil, Options{Sandbox: engine.Sandbox{Profile: engine.ReadOnly}})
 	ctx := context.Background()
 	r := bash(t, ctx, s.cs, map[string]any{"command": "echo inside"})
 	if r.Status != engine.StatusOK || r.Output != "inside\n" {
 		t.Fatalf("%+v", r)
 	}
 	r = bash(t, ctx, s.cs, map[string]any{"command": "echo x > written"})
-	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Permission denied") {
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Read-only file system") {
 		t.Errorf("write in restricted mode: %s %q", r.Status, r.Output)
 	}
 	if _, err := os.Stat(filepath.Join(s.dir, "written")); err == nil {
 		t.Error("restricted command wrote into the working directory")
 	}
+}
+
+func sandboxIf(on bool) engine.Sandbox {
+	if on {
+		return engine.Sandbox{Profile: engine.ReadOnly}
+	}
+	return engine.Sandbox{}
 }

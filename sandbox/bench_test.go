@@ -129,25 +129,43 @@ func BenchmarkOverhead(b *testing.B) {
 		name, path, scratch string
 		procs               int // -1: no cgroup
 		direct              bool
+		profile             func(*sandbox.Options)
 	}
+	// The profiles: a cache directory (every mount read-only but it), a
+	// workspace (the same plus the protected git paths of a repository),
+	// network (a proxy listener in the namespace, not served).
+	cache, ws := b.TempDir(), b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v\n%s", err, out)
+	}
+	roots, err := sandbox.WorkspaceRoots(ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	withCache := func(o *sandbox.Options) { o.CacheDir = cache }
+	withWorkspace := func(o *sandbox.Options) { o.CacheDir, o.Roots = cache, roots }
+	withNetwork := func(o *sandbox.Options) { o.CacheDir, o.Network = cache, true }
 	variants := []variant{
-		{"self", "", "", 0, false},
-		{"self/no-cgroup", "", "", -1, false},
-		{"static-helper", static, "", 0, false},
-		{"direct", "", "", 0, true},
+		{"self", "", "", 0, false, nil},
+		{"self/no-cgroup", "", "", -1, false, nil},
+		{"static-helper", static, "", 0, false, nil},
+		{"direct", "", "", 0, true, nil},
+		{"direct/cache-dir", "", "", 0, true, withCache},
+		{"direct/workspace", "", "", 0, true, withWorkspace},
+		{"direct/network", "", "", 0, true, withNetwork},
 	}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		variants = append(variants,
-			variant{"self/shm-scratch", "", "/dev/shm", 0, false},
-			variant{"static-helper/shm-scratch", static, "/dev/shm", 0, false},
-			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1, false},
-			variant{"direct/shm-scratch", "", "/dev/shm", 0, true},
-			variant{"direct/shm-scratch/no-cgroup", "", "/dev/shm", -1, true})
+			variant{"self/shm-scratch", "", "/dev/shm", 0, false, nil},
+			variant{"static-helper/shm-scratch", static, "/dev/shm", 0, false, nil},
+			variant{"static-helper/shm-scratch/no-cgroup", static, "/dev/shm", -1, false, nil},
+			variant{"direct/shm-scratch", "", "/dev/shm", 0, true, nil},
+			variant{"direct/shm-scratch/no-cgroup", "", "/dev/shm", -1, true, nil})
 	}
 	// BASHVISOR_BENCH_HELPER=/path/to/demo measures a real engine binary
 	// (whose main calls sandbox.Main) as the helper.
 	if p := os.Getenv("BASHVISOR_BENCH_HELPER"); p != "" {
-		variants = append(variants, variant{"env-helper", p, "", 0, false}, variant{"env-helper/shm-scratch", p, "/dev/shm", 0, false})
+		variants = append(variants, variant{"env-helper", p, "", 0, false, nil}, variant{"env-helper/shm-scratch", p, "/dev/shm", 0, false, nil})
 	}
 	for _, h := range variants {
 		b.Run(h.name, func(b *testing.B) {
@@ -160,6 +178,9 @@ func BenchmarkOverhead(b *testing.B) {
 				t1 := time.Now()
 				c1 := childCPU()
 				opts := sandbox.Options{Bash: bash, Command: "true", Helper: h.path, ScratchRoot: h.scratch}
+				if h.profile != nil {
+					h.profile(&opts)
+				}
 				if h.procs >= 0 && testCgroups != nil {
 					cg, err := testCgroups.New(fmt.Sprintf("b%d", cgroupSeq.Add(1)))
 					if err != nil {

@@ -165,7 +165,7 @@ func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
 	if err := dropCapabilities(); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	if err := applyLandlock(c.Scratch); err != nil {
+	if err := applyLandlock(c.cfg); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	if err := installSeccomp(c.cfg.filter()); err != nil {

@@ -1,26 +1,60 @@
 // Package sandbox is bashvisor's restricted mode: it starts `bash -c
 // COMMAND` so that the command can read and run anything but cannot change
-// the filesystem outside a private scratch directory, reach any network, or
-// touch processes and kernel objects outside its sandbox. The kernel
-// enforces it (Landlock, a seccomp filter, namespaces, rlimits, a pids
-// cgroup), not pattern matching; [Probe] says what this kernel enforces,
-// and [Prepare] refuses (with [ErrUnavailable]) rather than degrade.
+// the filesystem outside a private scratch directory and the roots it is
+// given, reach any network but the proxy it is given, or touch processes
+// and kernel objects outside its sandbox. The kernel enforces it (Landlock,
+// a seccomp filter, namespaces, rlimits, a pids cgroup), not pattern
+// matching; [Probe] says what this kernel enforces, and [Prepare] refuses
+// (with [ErrUnavailable]) rather than degrade.
+//
+// # Profiles
+//
+// What a command may write and reach is set per command ([Options]):
+//
+//   - read-only: the scratch directory only (and [Options.CacheDir]);
+//   - workspace-write: [WorkspaceRoots] of the working directory — the
+//     directory and its git directories writable, the repository's hooks
+//     and config read-only ([Roots.Protected]) and its .git pinned in place
+//     ([Roots.Pinned]), so git add, commit, branch and stash work in plain
+//     repositories, worktrees and submodules while nothing that git would
+//     later run outside the sandbox can change;
+//   - network ([Options.Network]): either profile may also reach one TCP
+//     endpoint, a listener made inside its network namespace that the
+//     caller serves with an allowlisting proxy (package egress). "Only the
+//     proxy" is a kernel guarantee: the namespace has nothing else (no
+//     interface but loopback, no route), Landlock lets TCP connect to that
+//     port only, and seccomp allows TCP sockets but no UDP, raw or unix
+//     sockets. It costs nothing when no network is allowed.
+//
+// With private namespaces and any writable root (the workspace, the
+// cache), every mount of the command's mount namespace is read-only but
+// the roots (see Command.mountRoots), so the kernel refuses chmod, chown,
+// utimes and xattrs outside them with EROFS and the seccomp filter can
+// allow those calls (it cannot see paths) — except setting the setuid or
+// setgid bit, on chmod or when a file is created. Without namespaces (an
+// unprivileged engine) the writable roots are Landlock's alone, metadata
+// changes stay denied everywhere, and Protected, Pinned and Network are
+// refused: they cannot be enforced.
 //
 // # Boundary
 //
 // Denied inside, with the kernel's error (EACCES, EPERM, ENOSPC, ENOSYS):
 //
 //   - writing, creating, renaming, linking or removing anything outside the
-//     scratch directory ($TMPDIR) and /dev/null, /dev/zero, /dev/full
-//     (Landlock; /dev/shm is not writable, so Python's multiprocessing
+//     scratch directory ($TMPDIR), the writable roots and /dev/null,
+//     /dev/zero, /dev/full (Landlock, and read-only mounts where there are
+//     roots; /dev/shm is not writable, so Python's multiprocessing
 //     semaphores fail); changing metadata (chmod, chown, utimes, xattrs)
-//     anywhere, the scratch directory included (seccomp: it cannot see
-//     paths);
+//     outside the writable roots (read-only mounts), or anywhere when
+//     there are none or no namespaces (seccomp: it cannot see paths);
+//     setuid and setgid bits anywhere (seccomp);
 //   - the network: sockets other than AF_UNIX stream/seqpacket, connect(2)
 //     to anything, UDP, MPTCP, raw, packet and netlink sockets (seccomp),
 //     TCP bind/connect (Landlock); where namespaces are available the
 //     command also has a network namespace of its own with only loopback,
-//     so abstract unix socket names it binds are invisible outside;
+//     so abstract unix socket names it binds are invisible outside. With
+//     Network: TCP to the proxy's port only (see Profiles), and no unix
+//     sockets but socketpair;
 //   - other processes: signals and abstract-socket connections out of the
 //     sandbox (Landlock scoping), ptrace, /proc/PID/{environ,mem,fd,...},
 //     process_vm_*, pidfd_getfd (Landlock, seccomp); resource limits,

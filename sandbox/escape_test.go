@@ -273,10 +273,7 @@ func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 // TestScratchQuota: the scratch directory holds at most ScratchBytes and
 // ScratchFiles; beyond, writes fail with ENOSPC and the host is unharmed.
 func TestScratchQuota(t *testing.T) {
-	c := requireSandbox(t)
-	if !c.Namespaces {
-		t.Skip("no scratch quota without private namespaces")
-	}
+	requireNamespaces(t)
 	r := runIn(t, sandbox.Limits{ScratchBytes: 32 << 20, ScratchFiles: 500}, t.TempDir(), `
 head -c 100000000 /dev/zero > "$TMPDIR/big"; echo "big: $?"; stat -c "size %s" "$TMPDIR/big"; rm "$TMPDIR/big"
 i=0; while [ $i -lt 1000 ]; do : > "$TMPDIR/f$i" || break; i=$((i+1)); done; echo "files: $i"`)

@@ -15,7 +15,7 @@ import (
 // loads big-endian words, so seccomp_data is encoded big-endian here (the
 // kernel reads it in native order, which the program's offsets assume).
 func TestFilterVerdicts(t *testing.T) {
-	for _, opts := range []filterOpts{{}, {denyIPC: true, denyBind: true}} {
+	for _, opts := range []filterOpts{{}, {denyIPC: true, denyBind: true}, {metadata: true}, {network: true}, {metadata: true, network: true}} {
 		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) { testFilterVerdicts(t, opts) })
 	}
 }
@@ -50,6 +50,14 @@ func testFilterVerdicts(t *testing.T, opts filterOpts) {
 		}
 		return uint32(v)
 	}
+	// Verdicts that depend on opts.
+	meta, setid, openat2, connect, unixSock, tcp := uint32(retEPERM), uint32(retAllow), uint32(retAllow), uint32(retEPERM), uint32(retAllow), uint32(retEPERM)
+	if opts.metadata {
+		meta, setid, openat2 = retAllow, retEPERM, retENOSYS
+	}
+	if opts.network {
+		connect, unixSock, tcp = retAllow, retEPERM, retAllow
+	}
 	cases := []struct {
 		name string
 		nr   uint32
@@ -59,11 +67,19 @@ func testFilterVerdicts(t *testing.T, opts filterOpts) {
 		{"read", unix.SYS_READ, nil, retAllow},
 		{"openat", unix.SYS_OPENAT, nil, retAllow},
 		{"execve", unix.SYS_EXECVE, nil, retAllow},
-		{"fchmodat", unix.SYS_FCHMODAT, nil, retEPERM},
-		{"fchmodat2", unix.SYS_FCHMODAT2, nil, retEPERM},
-		{"utimensat", unix.SYS_UTIMENSAT, nil, retEPERM},
-		{"setxattrat", unix.SYS_SETXATTRAT, nil, retEPERM},
-		{"connect", unix.SYS_CONNECT, nil, retEPERM},
+		{"fchmodat", unix.SYS_FCHMODAT, []uint64{0, 0, 0o755}, meta},
+		{"fchmodat-setuid", unix.SYS_FCHMODAT, []uint64{0, 0, 0o4755}, retEPERM},
+		{"fchmodat2-setgid", unix.SYS_FCHMODAT2, []uint64{0, 0, 0o2755}, retEPERM},
+		{"fchmod", unix.SYS_FCHMOD, []uint64{0, 0o644}, meta},
+		{"fchmod-setuid", unix.SYS_FCHMOD, []uint64{0, 0o4644}, retEPERM},
+		{"fchownat", unix.SYS_FCHOWNAT, nil, meta},
+		{"utimensat", unix.SYS_UTIMENSAT, nil, meta},
+		{"setxattrat", unix.SYS_SETXATTRAT, nil, meta},
+		{"openat-create", unix.SYS_OPENAT, []uint64{0, 0, unix.O_CREAT, 0o644}, retAllow},
+		{"openat-create-setuid", unix.SYS_OPENAT, []uint64{0, 0, unix.O_CREAT, 0o4755}, setid},
+		{"mknodat-setgid", unix.SYS_MKNODAT, []uint64{0, 0, unix.S_IFREG | 0o2755}, setid},
+		{"openat2", unix.SYS_OPENAT2, nil, openat2},
+		{"connect", unix.SYS_CONNECT, nil, connect},
 		{"ptrace", unix.SYS_PTRACE, nil, retEPERM},
 		{"io_uring_setup", unix.SYS_IO_URING_SETUP, nil, retEPERM},
 		{"mount", unix.SYS_MOUNT, nil, retEPERM},
@@ -88,15 +104,20 @@ func testFilterVerdicts(t *testing.T, opts filterOpts) {
 		{"clone-fork", unix.SYS_CLONE, []uint64{17 /* SIGCHLD */}, retAllow},
 		{"clone-newuser", unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER | 17}, retEPERM},
 		{"clone-newnet", unix.SYS_CLONE, []uint64{unix.CLONE_NEWNET}, retEPERM},
-		{"socket-unix-stream", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, retAllow},
-		{"socket-unix-seqpacket", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_SEQPACKET}, retAllow},
+		{"socket-unix-stream", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, unixSock},
+		{"socket-unix-seqpacket", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_SEQPACKET}, unixSock},
 		{"socket-unix-dgram", unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_DGRAM}, retEPERM},
-		{"socket-inet-stream", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM}, retEPERM},
+		{"socket-inet-stream", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_NONBLOCK}, tcp},
+		{"socket-inet6-tcp", unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_TCP}, tcp},
 		{"socket-inet-mptcp", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM, 262}, retEPERM},
+		{"socket-inet-sctp", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP}, retEPERM},
+		{"socket-inet-dgram", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_DGRAM}, retEPERM},
 		{"socket-inet6-dgram", unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_DGRAM}, retEPERM},
+		{"socket-inet-raw", unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP}, retEPERM},
 		{"socket-packet", unix.SYS_SOCKET, []uint64{unix.AF_PACKET, unix.SOCK_RAW}, retEPERM},
 		{"socket-netlink", unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW}, retEPERM},
-		{"socket-unix-high-bits", unix.SYS_SOCKET, []uint64{1<<32 | unix.AF_UNIX, unix.SOCK_STREAM}, retAllow}, // the kernel sees int(AF_UNIX)
+		{"socket-unix-high-bits", unix.SYS_SOCKET, []uint64{1<<32 | unix.AF_UNIX, unix.SOCK_STREAM}, unixSock}, // the kernel sees int(AF_UNIX)
+		{"socketpair-inet", unix.SYS_SOCKETPAIR, []uint64{unix.AF_INET, unix.SOCK_STREAM}, retEPERM},
 		{"socketpair-unix-stream", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, retAllow},
 		{"socketpair-unix-dgram", unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_DGRAM}, retEPERM},
 	}
@@ -144,8 +165,11 @@ func testFilterVerdicts(t *testing.T, opts filterOpts) {
 	}
 	// Every syscall number not listed is allowed.
 	listed := map[uint32]bool{unix.SYS_SOCKET: true, unix.SYS_SOCKETPAIR: true, unix.SYS_CLONE: true, unix.SYS_CLONE3: true,
-		unix.SYS_SETPRIORITY: true, unix.SYS_IOPRIO_SET: true, unix.SYS_BIND: true}
-	for _, nrs := range [][]uint32{deniedSyscalls, sysvIPCSyscalls, selfOnlyArg0} {
+		unix.SYS_SETPRIORITY: true, unix.SYS_IOPRIO_SET: true, unix.SYS_BIND: true, unix.SYS_CONNECT: true, unix.SYS_OPENAT2: true}
+	for nr := range modeArgs {
+		listed[nr] = true
+	}
+	for _, nrs := range [][]uint32{deniedSyscalls, sysvIPCSyscalls, selfOnlyArg0, metadataSyscalls} {
 		for _, nr := range nrs {
 			listed[nr] = true
 		}

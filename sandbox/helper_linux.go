@@ -124,7 +124,7 @@ func helper(args []string) error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	if err := applyLandlock(cfg.Scratch); err != nil {
+	if err := applyLandlock(cfg); err != nil {
 		return err
 	}
 	if err := installSeccomp(cfg.filter()); err != nil {
@@ -250,7 +250,7 @@ func dropCapabilities() error {
 // threads run only the Go runtime and die at execve. go-landlock's
 // all-threads path (psx signals to every thread on ABI < 8) costs ~0.4 ms
 // more per command for no gain here.
-func applyLandlock(scratch string) error {
+func applyLandlock(cfg config) error {
 	abi := landlockABI()
 	if abi < 1 {
 		return unavailable("Landlock is not available on this kernel")
@@ -272,18 +272,22 @@ func applyLandlock(scratch string) error {
 		file  = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
 		nodev = ll.AccessFSMakeChar | ll.AccessFSMakeBlock
 	)
-	rules := []struct {
+	type rule struct {
 		path     string
 		access   uint64
 		optional bool
-	}{
+	}
+	rules := []rule{
 		{"/", read, false},
 		// Everything in scratch except creating device nodes (CAP_MKNOD is
 		// dropped anyway).
-		{scratch, handled &^ nodev, false},
+		{cfg.Scratch, handled &^ nodev, false},
 		{"/dev/null", file, false},
 		{"/dev/zero", file, true},
 		{"/dev/full", file, true},
+	}
+	for _, w := range cfg.Writable {
+		rules = append(rules, rule{w, handled &^ nodev, false})
 	}
 	for _, r := range rules {
 		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -297,6 +301,14 @@ func applyLandlock(scratch string) error {
 		unix.Close(pfd)
 		if err != nil {
 			return fmt.Errorf("landlock rule %s: %w", r.path, err)
+		}
+	}
+	if cfg.ProxyPort != 0 && attr.HandledAccessNet&ll.AccessNetConnectTCP != 0 {
+		// The proxy's port is the only one to connect to (its namespace
+		// has nothing else either); binding stays denied.
+		err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(cfg.ProxyPort)}, 0)
+		if err != nil {
+			return fmt.Errorf("landlock rule for port %d: %w", cfg.ProxyPort, err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {

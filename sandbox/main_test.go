@@ -68,6 +68,12 @@ var cgroupSeq atomic.Int64
 // (when the host has them), which the test ends and removes at cleanup.
 func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command, *proc.Cgroup) {
 	t.Helper()
+	return prepareOpts(t, sandbox.Options{Limits: lim}, command)
+}
+
+// prepareOpts is prepare with more options (Roots, CacheDir, Network).
+func prepareOpts(t testing.TB, opts sandbox.Options, command string) (*sandbox.Command, *proc.Cgroup) {
+	t.Helper()
 	var cg *proc.Cgroup
 	if testCgroups != nil {
 		var err error
@@ -76,7 +82,8 @@ func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command
 		}
 		t.Cleanup(func() { endCgroup(cg) })
 	}
-	sc, err := sandbox.Prepare(sandbox.Options{Limits: lim, Bash: bashPath(t), Command: command, Cgroup: cg})
+	opts.Bash, opts.Command, opts.Cgroup = bashPath(t), command, cg
+	sc, err := sandbox.Prepare(opts)
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -118,6 +125,21 @@ func requireSandbox(tb testing.TB) sandbox.Capabilities {
 	return c
 }
 
+// requireNamespaces is requireSandbox for tests that need private
+// namespaces too (a root engine); REQUIRE_NAMESPACES=1 (CI, which runs as
+// root) makes their absence a failure.
+func requireNamespaces(tb testing.TB) sandbox.Capabilities {
+	tb.Helper()
+	c := requireSandbox(tb)
+	if !c.Namespaces {
+		if os.Getenv("REQUIRE_NAMESPACES") == "1" {
+			tb.Fatalf("REQUIRE_NAMESPACES=1 but the sandbox has no private namespaces: %s", c)
+		}
+		tb.Skipf("no private namespaces: %s", c)
+	}
+	return c
+}
+
 func bashPath(tb testing.TB) string {
 	p, err := exec.LookPath("bash")
 	if err != nil {
@@ -138,7 +160,17 @@ type result struct {
 // session, stdin /dev/null, stdout+stderr one pipe, env + Command.Env.
 func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...string) result {
 	t.Helper()
-	sc, cg := prepare(t, lim, command)
+	return runOpts(t, sandbox.Options{Limits: lim}, nil, workdir, command, env...)
+}
+
+// runOpts is runIn with more options; prepared, when set, is called with
+// the prepared command before it starts (to serve its proxy).
+func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command), workdir, command string, env ...string) result {
+	t.Helper()
+	sc, cg := prepareOpts(t, opts, command)
+	if prepared != nil {
+		prepared(sc)
+	}
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir = workdir

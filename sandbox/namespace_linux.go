@@ -5,9 +5,11 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -157,12 +159,118 @@ func (c *Command) enterNamespaces() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if c.cfg.readOnlyMounts() {
+		if err := c.mountRoots(); err != nil {
+			return err
+		}
+	}
 	opts := "mode=0700,uid=" + strconv.Itoa(os.Geteuid()) + ",gid=" + strconv.Itoa(os.Getegid()) +
 		",size=" + strconv.FormatUint(c.cfg.ScratchBytes, 10) + ",nr_inodes=" + strconv.FormatUint(c.cfg.ScratchFiles, 10)
 	if err := unix.Mount("tmpfs", c.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount scratch tmpfs: %w", err)
 	}
 	return makeCacheDir(c.Scratch)
+}
+
+// mountRoots makes every mount of the command's mount namespace read-only
+// except the writable roots, then pins and protects what Roots asks for:
+//
+//   - each writable root's mount tree is cloned as it is (open_tree),
+//     before anything changes, so a root keeps the host's flags: a
+//     read-only mount below a writable root (a read-only volume in a
+//     workspace) stays read-only; so is the command's cgroup v1 pids
+//     directory, which the helper joins from inside;
+//   - every mount is made read-only (mount_setattr, recursively from /):
+//     chmod, chown, utimes and xattrs anywhere else now fail with EROFS,
+//     which is what lets the seccomp filter allow them (it cannot see
+//     paths);
+//   - the clones are attached over their roots (move_mount);
+//   - each pinned directory is bind-mounted onto itself and each protected
+//     path onto itself read-only: a mount point can be neither removed
+//     nor renamed (EBUSY), and nothing below a read-only one can change.
+//
+// The namespace is private, so none of it is seen outside. It costs a few
+// tens of microseconds (see the package benchmarks).
+func (c *Command) mountRoots() error {
+	roots := outermost(c.cfg.Writable)
+	if c.cfg.CgroupDir != "" {
+		// The helper joins its cgroup v1 pids cgroup inside the
+		// namespace, before Landlock denies the write.
+		roots = append(roots, c.cfg.CgroupDir)
+	}
+	trees := make([]int, 0, len(roots))
+	defer func() {
+		for _, fd := range trees {
+			unix.Close(fd)
+		}
+	}()
+	for _, r := range roots {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, r, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("clone mount tree of %s: %w", r, err)
+		}
+		trees = append(trees, fd)
+	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, ro); err != nil {
+		return fmt.Errorf("make mounts read-only: %w", err)
+	}
+	for i, r := range roots {
+		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, r, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mount writable root %s: %w", r, err)
+		}
+	}
+	for _, p := range c.pinned {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("pin %s: %w", p, err)
+		}
+	}
+	for _, p := range c.protected {
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("protect %s: %w", p, err)
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW, ro); err != nil {
+			return fmt.Errorf("protect %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// outermost returns the paths of roots that are not below another one.
+func outermost(roots []string) []string {
+	var out []string
+	for _, r := range roots {
+		below := false
+		for _, o := range roots {
+			if o != r && strings.HasPrefix(r, strings.TrimSuffix(o, "/")+"/") {
+				below = true
+				break
+			}
+		}
+		if !below {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// listen makes a TCP listener on 127.0.0.1 inside the namespace: socket(2)
+// creates a socket in the network namespace of the calling thread, and the
+// socket stays there wherever it is used from.
+func (h *netnsHandle) listen() (net.Listener, error) {
+	var l net.Listener
+	err := onThrowawayThread(func() error {
+		if err := unix.Setns(h.fd, unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("setns(net): %w", err)
+		}
+		var err error
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: proxy listener: %w", err)
+	}
+	return l, nil
 }
 
 // makeCacheDir creates the cache directory inside the scratch directory.

@@ -5,12 +5,15 @@ package sandbox_test
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/bashvisor/bashvisor/sandbox"
 )
 
 // listeners are real servers on the host side that count what arrives.
@@ -205,5 +208,71 @@ except PermissionError as e:
 '`)
 	if r.code != 0 || r.out != "listening\nconnect: Operation not permitted\n" {
 		t.Fatalf("exit %d\n%s", r.code, r.out)
+	}
+}
+
+// With Network the command reaches the listener the engine serves (its
+// proxy) and nothing else: not the host's loopback listeners, not other
+// ports, not UDP, not unix sockets.
+func TestNetworkOnlyThroughProxy(t *testing.T) {
+	requireNamespaces(t)
+	l := startListeners(t)
+	tcpPort := l.tcp.(*net.TCPAddr).Port
+	var served atomic.Int64
+	serve := func(sc *sandbox.Command) {
+		ln := sc.Proxy()
+		if ln == nil {
+			t.Fatal("no proxy listener")
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
+			fmt.Fprintf(w, "via proxy: %s %s\n", r.Method, r.URL)
+		})}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close(); <-done })
+	}
+	run := func(cmd string) result {
+		return runOpts(t, sandbox.Options{Network: true}, serve, t.TempDir(), cmd)
+	}
+	if hasTool("curl") {
+		r := run(`curl -sS --max-time 10 http://registry.example/pkg`)
+		if r.code != 0 || r.out != "via proxy: GET http://registry.example/pkg\n" {
+			t.Fatalf("curl through the proxy: exit %d\n%s", r.code, r.out)
+		}
+	}
+	r := run(`port=${HTTP_PROXY##*:}; exec 3<>/dev/tcp/127.0.0.1/$port && printf 'GET http://x/ HTTP/1.0\r\n\r\n' >&3 && head -1 <&3; echo "$HTTPS_PROXY|$npm_config_https_proxy|${NO_PROXY-unset}"`)
+	if r.code != 0 || !strings.HasPrefix(r.out, "HTTP/1.0 200 OK") || !strings.Contains(r.out, "http://127.0.0.1:") {
+		t.Fatalf("bash to the proxy: exit %d\n%s", r.code, r.out)
+	}
+	type tc struct{ name, tool, cmd string }
+	py := func(name, code string) tc { return tc{name, "python3", "python3 -c '" + code + "'"} }
+	for _, c := range []tc{
+		{"host-loopback", "bash", fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d`, tcpPort)},
+		{"other-port", "bash", `exec 3<>/dev/tcp/127.0.0.1/1`},
+		{"udp", "bash", fmt.Sprintf(`echo x > /dev/udp/127.0.0.1/%d`, l.udp.(*net.UDPAddr).Port)},
+		py("tcp-bind", `import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()`),
+		py("unix-pathname", fmt.Sprintf(`import socket; s=socket.socket(socket.AF_UNIX); s.connect(%q)`, l.unix.String())),
+		py("unix-abstract", fmt.Sprintf(`import socket; s=socket.socket(socket.AF_UNIX); s.connect("\0%s")`, strings.TrimPrefix(l.abstract.String(), "@"))),
+		py("mptcp", fmt.Sprintf(`import socket; s=socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); s.connect(("127.0.0.1", %d))`, tcpPort)),
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !hasTool(c.tool) {
+				t.Skipf("%s not installed", c.tool)
+			}
+			r := run(c.cmd)
+			if r.code == 0 || !(denied(r.out) || strings.Contains(r.out, "Connection refused")) {
+				t.Errorf("%s: exit %d, want a refusal\n%s", c.cmd, r.code, r.out)
+			}
+			t.Logf("exit %d: %s", r.code, lastLine(r.out))
+		})
+	}
+	for name, c := range l.arrived {
+		if n := c.Load(); n != 0 {
+			t.Errorf("%d connection(s) reached the host's %s listener from inside the sandbox", n, name)
+		}
+	}
+	if served.Load() == 0 {
+		t.Error("the proxy served nothing")
 	}
 }

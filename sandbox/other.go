@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,11 +30,12 @@ func removeStaleOnce(string)    {}
 
 type netnsHandle struct{ fd int }
 
-func noNetns() *netnsHandle                 { return &netnsHandle{fd: -1} }
-func newNetnsHandle() (*netnsHandle, error) { return nil, unavailable("not Linux") }
-func (h *netnsHandle) release(reuse bool)   {}
+func noNetns() *netnsHandle                          { return &netnsHandle{fd: -1} }
+func newNetnsHandle() (*netnsHandle, error)          { return nil, unavailable("not Linux") }
+func (h *netnsHandle) release(reuse bool)            {}
+func (h *netnsHandle) listen() (net.Listener, error) { return nil, unavailable("not Linux") }
 
-type filterOpts struct{ denyIPC, denyBind bool }
+type filterOpts struct{ denyIPC, denyBind, metadata, network bool }
 
 // StartDirect is not available on this platform.
 func (c *Command) StartDirect(cmd *exec.Cmd) error { return unavailable("not Linux") }

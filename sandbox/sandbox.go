@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -211,6 +213,30 @@ type Options struct {
 	// the scratch directory is a tmpfs and only its empty mount point lives
 	// there; without them its files do.
 	ScratchRoot string
+	// Roots are where the command may write besides its scratch directory
+	// (see [WorkspaceRoots] for the workspace-write profile). Empty: the
+	// scratch directory only (and CacheDir).
+	Roots Roots
+	// CacheDir, when set, is a directory the command may write whose
+	// subdirectories hold the build and package caches (GOCACHE,
+	// npm_config_cache, PIP_CACHE_DIR, XDG_CACHE_HOME; and with Network
+	// also GOMODCACHE and CARGO_HOME), so they outlive the command and the
+	// next build starts warm. The caller owns it: it must exist, and it
+	// should belong to one conversation (a cache shared with commands
+	// that should not influence each other lets one poison the other's
+	// builds). Empty: the caches live in the scratch directory and die
+	// with the command.
+	CacheDir string
+	// Network gives the command one way to the network: a TCP listener
+	// made inside its private network namespace ([Command.Proxy], on
+	// 127.0.0.1), to be served by the caller's proxy, whose address the
+	// command finds in HTTP_PROXY, HTTPS_PROXY and the package managers'
+	// proxy settings. The command may create TCP sockets (not UDP, not
+	// AF_UNIX: a unix socket could connect to any socket file of the
+	// host) and connect, but its namespace has nothing else to reach, and
+	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
+	// private namespaces ([Capabilities.Namespaces]).
+	Network bool
 }
 
 // Command is a prepared restricted command: start it with
@@ -230,6 +256,8 @@ type Command struct {
 	// writable place inside the sandbox besides /dev/null.
 	Scratch string
 
+	protected   []string // read-only bind mounts (Roots.Protected)
+	pinned      []string // self bind mounts (Roots.Pinned)
 	cleanupOnce sync.Once
 	cleanupErr  error
 	cgroup      *proc.Cgroup
@@ -237,7 +265,13 @@ type Command struct {
 	bash        string
 	command     string
 	ns          *netnsHandle // the pooled network namespace (none without Namespaces)
+	proxy       net.Listener
 }
+
+// Proxy is the listener made for [Options.Network] inside the command's
+// network namespace (nil without): serve an HTTP proxy on it. [Command.Cleanup]
+// closes it.
+func (c *Command) Proxy() net.Listener { return c.proxy }
 
 // config is what Prepare hands to the helper in argv[2].
 type config struct {
@@ -254,11 +288,25 @@ type config struct {
 	// Namespaces: the command runs in private network, IPC and mount
 	// namespaces (set up by the engine before the helper starts).
 	Namespaces bool `json:"ns,omitempty"`
+	// Writable are the directories writable besides Scratch (Landlock).
+	Writable []string `json:"writable,omitempty"`
+	// ProxyPort is the port of the proxy listener (0: no network).
+	ProxyPort int `json:"proxy,omitempty"`
 }
+
+// readOnlyMounts reports whether the command's mount namespace makes every
+// mount read-only but the writable roots (see enterNamespaces), which lets
+// the filter allow changing permissions and times.
+func (c config) readOnlyMounts() bool { return c.Namespaces && len(c.Writable) > 0 }
 
 // filter is the seccomp filter for a command with this configuration.
 func (c config) filter() filterOpts {
-	return filterOpts{denyIPC: !c.Namespaces, denyBind: !c.Namespaces}
+	return filterOpts{
+		denyIPC:  !c.Namespaces,
+		denyBind: !c.Namespaces,
+		metadata: c.readOnlyMounts(),
+		network:  c.ProxyPort != 0,
+	}
 }
 
 // Prepare builds the command that runs `bash -c opts.Command` confined. It
@@ -283,6 +331,18 @@ func Prepare(opts Options) (*Command, error) {
 		exe = opts.Helper
 	}
 	lim := opts.Limits.WithDefaults()
+	roots, err := opts.roots()
+	if err != nil {
+		return nil, err
+	}
+	if !caps.Namespaces {
+		switch {
+		case len(roots.Protected) > 0 || len(roots.Pinned) > 0:
+			return nil, unavailable("protecting a workspace's git hooks and config needs private mount namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+		case opts.Network:
+			return nil, unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+		}
+	}
 	removeStaleOnce(opts.ScratchRoot)
 	// The engine's pid in the name lets a later engine remove what a killed
 	// one left behind (see removeStale).
@@ -303,6 +363,7 @@ func Prepare(opts Options) (*Command, error) {
 		ScratchBytes: lim.ScratchBytes,
 		ScratchFiles: lim.ScratchFiles,
 		Namespaces:   caps.Namespaces,
+		Writable:     roots.Writable,
 	}
 	fail := func(err error) (*Command, error) {
 		_ = os.RemoveAll(scratch)
@@ -315,47 +376,128 @@ func Prepare(opts Options) (*Command, error) {
 		cfg.CgroupDir = opts.Cgroup.PidsDir()
 	}
 	ns := noNetns()
+	var proxy net.Listener
 	if caps.Namespaces {
 		// The cache dir is made on the scratch tmpfs when the command
 		// starts (enterNamespaces).
 		if ns, err = newNetnsHandle(); err != nil {
 			return fail(err)
 		}
-	} else if err := makeCacheDir(scratch); err != nil {
-		return fail(fmt.Errorf("sandbox: %w", err))
+		if opts.Network {
+			if proxy, err = ns.listen(); err != nil {
+				ns.release(false)
+				return fail(err)
+			}
+			cfg.ProxyPort = proxy.Addr().(*net.TCPAddr).Port
+		}
+	} else if opts.CacheDir == "" {
+		if err := makeCacheDir(scratch); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
+		}
 	}
 	enc, err := json.Marshal(cfg)
 	if err != nil {
 		panic(err) // cannot happen: plain strings and integers
 	}
-	cache := filepath.Join(scratch, ".cache")
 	cmd := &Command{
-		Path:    exe,
-		Args:    []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command},
-		Scratch: scratch,
-		Env: []string{
-			"TMPDIR=" + scratch,
-			"TMP=" + scratch,
-			"TEMP=" + scratch,
-			"XDG_CACHE_HOME=" + cache,
-			"GOCACHE=" + filepath.Join(cache, "go-build"),
-			"GOTMPDIR=" + scratch,
-			"npm_config_cache=" + filepath.Join(cache, "npm"),
-			"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
-			"PYTHONDONTWRITEBYTECODE=1",
-			"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
-			"BASHVISOR_SANDBOX=1",
-		},
-		cfg:     cfg,
-		bash:    opts.Bash,
-		command: opts.Command,
-		ns:      ns,
-		cgroup:  opts.Cgroup,
+		Path:      exe,
+		Args:      []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command},
+		Scratch:   scratch,
+		Env:       environment(scratch, opts.CacheDir, cfg.ProxyPort),
+		cfg:       cfg,
+		bash:      opts.Bash,
+		command:   opts.Command,
+		ns:        ns,
+		proxy:     proxy,
+		cgroup:    opts.Cgroup,
+		protected: roots.Protected,
+		pinned:    roots.Pinned,
 	}
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, ns)
+	if proxy != nil {
+		runtime.AddCleanup(cmd, func(l net.Listener) { _ = l.Close() }, proxy)
+	}
 	return cmd, nil
+}
+
+// roots returns opts.Roots and CacheDir with absolute, symlink-free
+// paths, which Landlock and the bind mounts need.
+func (opts Options) roots() (Roots, error) {
+	clean := func(paths []string) ([]string, error) {
+		out := make([]string, 0, len(paths))
+		for _, p := range paths {
+			if !filepath.IsAbs(p) {
+				return nil, fmt.Errorf("sandbox: root must be an absolute path: %q", p)
+			}
+			r, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: root: %w", err)
+			}
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	}
+	var r Roots
+	var err error
+	w := opts.Roots.Writable
+	if opts.CacheDir != "" {
+		w = append(slices.Clip(w), opts.CacheDir)
+	}
+	if r.Writable, err = clean(w); err != nil {
+		return Roots{}, err
+	}
+	if r.Protected, err = clean(opts.Roots.Protected); err != nil {
+		return Roots{}, err
+	}
+	if r.Pinned, err = clean(opts.Roots.Pinned); err != nil {
+		return Roots{}, err
+	}
+	return r, nil
+}
+
+// environment is what a command's environment gains in the sandbox: its
+// scratch directory as TMPDIR, the build and package caches in cacheDir
+// (or the scratch directory), and the proxy's address.
+func environment(scratch, cacheDir string, proxyPort int) []string {
+	cache := cacheDir
+	if cache == "" {
+		cache = filepath.Join(scratch, ".cache")
+	}
+	env := []string{
+		"TMPDIR=" + scratch,
+		"TMP=" + scratch,
+		"TEMP=" + scratch,
+		"XDG_CACHE_HOME=" + cache,
+		"GOCACHE=" + filepath.Join(cache, "go-build"),
+		"GOTMPDIR=" + scratch,
+		"npm_config_cache=" + filepath.Join(cache, "npm"),
+		"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
+		"BASHVISOR_SANDBOX=1",
+	}
+	if proxyPort == 0 {
+		// Without network the module caches of the engine's user are read
+		// as they are (an offline go build finds its modules there).
+		return env
+	}
+	proxy := "http://127.0.0.1:" + strconv.Itoa(proxyPort)
+	return append(env,
+		// Downloads need writable module caches.
+		"GOMODCACHE="+filepath.Join(cache, "go-mod"),
+		"CARGO_HOME="+filepath.Join(cache, "cargo"),
+		"HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy,
+		// Everything goes through the proxy: loopback inside the
+		// namespace has nothing but the proxy on it.
+		"NO_PROXY=", "no_proxy=",
+		"npm_config_proxy="+proxy, "npm_config_https_proxy="+proxy, "npm_config_noproxy=",
+		"PIP_PROXY="+proxy,
+		"CARGO_HTTP_PROXY="+proxy,
+	)
 }
 
 // Cleanup removes the scratch dir and gives up the command's network
@@ -364,6 +506,9 @@ func Prepare(opts Options) (*Command, error) {
 // namespace be reused. Later calls return the first call's result.
 func (c *Command) Cleanup(gone bool) error {
 	c.cleanupOnce.Do(func() {
+		if c.proxy != nil {
+			_ = c.proxy.Close()
+		}
 		c.ns.release(gone)
 		c.cleanupErr = removeScratch(c.Scratch)
 	})

@@ -12,12 +12,12 @@ import (
 )
 
 // deniedSyscalls fail with EPERM inside the sandbox. Landlock (ABI <= 7)
-// does not cover them, or they would let a process reach around it:
+// does not cover them, or they would let a process reach around it (and so
+// do, unless a filterOpts allows them, metadataSyscalls: chmod, chown,
+// utimes, xattrs of existing files, and connect(2): without network only
+// AF_UNIX sockets can be created, and a seccomp filter cannot read the
+// path a unix socket connects to):
 //
-//   - metadata of existing files: chmod, chown, utimes/utimensat, xattrs;
-//   - the network: connect(2) (only AF_UNIX sockets can be created at all,
-//     see socket below, and a seccomp filter cannot read the path a unix
-//     socket connects to, so connecting is denied entirely);
 //   - other processes: ptrace, process_vm_readv/writev, pidfd_getfd;
 //   - io_uring, whose operations (connect, socket, openat...) bypass seccomp;
 //   - what only root could do and has no place in a read-only sandbox:
@@ -28,12 +28,6 @@ import (
 // A few more are allowed only on the calling process itself (see
 // selfOnlyArg0): the resource-limit and scheduling calls that take a pid.
 var deniedSyscalls = append([]uint32{
-	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
-	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
-	unix.SYS_UTIMENSAT,
-	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
-	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
-	unix.SYS_CONNECT,
 	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
 	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
 	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
@@ -94,6 +88,7 @@ const (
 	offArch = 4
 	offArg0 = 16 // low 32 bits of args[0]
 	offArg1 = 24 // low 32 bits of args[1]
+	offArg2 = 32 // low 32 bits of args[2]
 )
 
 const (
@@ -183,7 +178,33 @@ type filterOpts struct {
 	// denyBind denies bind(2) (no private network namespace: a bound
 	// abstract unix socket would be reachable from the host).
 	denyBind bool
+	// metadata allows changing permissions, owners, times and xattrs
+	// (metadataSyscalls): every mount but the writable roots is read-only
+	// (config.readOnlyMounts), so the kernel refuses them elsewhere. Modes
+	// with the setuid or setgid bit are still denied, also when a file is
+	// created (open, creat, mknod), and openat2, whose mode a filter
+	// cannot read, fails with ENOSYS (libc and Go use openat).
+	metadata bool
+	// network allows TCP sockets (AF_INET and AF_INET6 streams) and
+	// connect(2), for the proxy in the command's network namespace, and
+	// denies socket(AF_UNIX) instead: connect(2) cannot be told apart by
+	// family, and a unix socket could reach any socket file of the host.
+	// socketpair(AF_UNIX) stays.
+	network bool
 }
+
+// metadataSyscalls change metadata of existing files; they are denied
+// unless filterOpts.metadata.
+var metadataSyscalls = append([]uint32{
+	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
+	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
+	unix.SYS_UTIMENSAT,
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+}, archMetadataSyscalls...)
+
+// setIDBits are S_ISUID and S_ISGID.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
 
 // buildFilter returns the seccomp program: kill on a foreign architecture,
 // EPERM for x32 syscalls and deniedSyscalls, socket/socketpair only for
@@ -192,7 +213,8 @@ type filterOpts struct {
 // opts adds.
 func buildFilter(opts filterOpts) ([]bpf.RawInstruction, error) {
 	p := &prog{ins: make([]bpf.Instruction, 0, 256)}
-	archOK, socket, clone := p.newLabel(), p.newLabel(), p.newLabel()
+	archOK, socket, socketpair, clone := p.newLabel(), p.newLabel(), p.newLabel(), p.newLabel()
+	modeAt := [4]label{p.newLabel(), p.newLabel(), p.newLabel(), p.newLabel()}
 	self0, setprio, ioprio := p.newLabel(), p.newLabel(), p.newLabel()
 	allow, eperm, enosys := p.newLabel(), p.newLabel(), p.newLabel()
 
@@ -210,17 +232,33 @@ func buildFilter(opts filterOpts) ([]bpf.RawInstruction, error) {
 	// list of ~80 comparisons makes installing it several times cheaper.
 	verdicts := map[uint32]label{
 		unix.SYS_SOCKET:      socket,
-		unix.SYS_SOCKETPAIR:  socket,
+		unix.SYS_SOCKETPAIR:  socketpair,
 		unix.SYS_CLONE:       clone,
 		unix.SYS_CLONE3:      enosys,
 		unix.SYS_SETPRIORITY: setprio,
 		unix.SYS_IOPRIO_SET:  ioprio,
+		unix.SYS_CONNECT:     eperm,
 	}
 	for _, nr := range selfOnlyArg0 {
 		verdicts[nr] = self0
 	}
 	for _, nr := range deniedSyscalls {
 		verdicts[nr] = eperm
+	}
+	for _, nr := range metadataSyscalls {
+		verdicts[nr] = eperm
+	}
+	if opts.metadata {
+		for _, nr := range metadataSyscalls {
+			delete(verdicts, nr)
+		}
+		for nr, arg := range modeArgs {
+			verdicts[nr] = modeAt[arg]
+		}
+		verdicts[unix.SYS_OPENAT2] = enosys
+	}
+	if opts.network {
+		delete(verdicts, unix.SYS_CONNECT)
 	}
 	if opts.denyIPC {
 		for _, nr := range sysvIPCSyscalls {
@@ -242,13 +280,48 @@ func buildFilter(opts filterOpts) ([]bpf.RawInstruction, error) {
 	// (TCP, UDP, MPTCP, raw, ICMP), no AF_PACKET, no AF_NETLINK (as root it
 	// reconfigures the host's network; glibc copes without it), no AF_UNIX
 	// datagrams (sendto/sendmsg on them can name any pathname socket).
+	//
+	// With network, socket(2) makes TCP sockets only (AF_INET or AF_INET6,
+	// SOCK_STREAM, protocol 0 or IPPROTO_TCP: no MPTCP, no SCTP) and no
+	// AF_UNIX ones; socketpair(2) stays as it is.
 	p.place(socket)
+	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
+	if opts.network {
+		inet := p.newLabel()
+		p.jump(bpf.JumpEqual, unix.AF_INET, inet, next)
+		p.jump(bpf.JumpEqual, unix.AF_INET6, inet, eperm)
+		p.place(inet)
+		p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
+		p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf}) // SOCK_TYPE_MASK
+		p.jump(bpf.JumpEqual, unix.SOCK_STREAM, next, eperm)
+		p.add(bpf.LoadAbsolute{Off: offArg2, Size: 4})
+		p.jump(bpf.JumpEqual, 0, allow, next)
+		p.jump(bpf.JumpEqual, unix.IPPROTO_TCP, allow, eperm)
+	} else {
+		p.jump(bpf.JumpEqual, unix.AF_UNIX, next, eperm)
+		p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
+		p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf}) // SOCK_TYPE_MASK
+		p.jump(bpf.JumpEqual, unix.SOCK_STREAM, allow, next)
+		p.jump(bpf.JumpEqual, unix.SOCK_SEQPACKET, allow, eperm)
+	}
+	p.place(socketpair)
 	p.add(bpf.LoadAbsolute{Off: offArg0, Size: 4})
 	p.jump(bpf.JumpEqual, unix.AF_UNIX, next, eperm)
 	p.add(bpf.LoadAbsolute{Off: offArg1, Size: 4})
 	p.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf}) // SOCK_TYPE_MASK
 	p.jump(bpf.JumpEqual, unix.SOCK_STREAM, allow, next)
 	p.jump(bpf.JumpEqual, unix.SOCK_SEQPACKET, allow, eperm)
+
+	// chmod, open, mknod...: no setuid or setgid bit in the mode (the
+	// mode is argument 1, 2 or 3, see modeArgs).
+	for arg, l := range modeAt {
+		if arg == 0 {
+			continue // no syscall has its mode first
+		}
+		p.place(l)
+		p.add(bpf.LoadAbsolute{Off: offArg0 + 8*uint32(arg), Size: 4})
+		p.jump(bpf.JumpBitsSet, setIDBits, eperm, allow)
+	}
 
 	// clone(flags, ...): flags are args[0] on amd64 and arm64.
 	p.place(clone)
@@ -307,7 +380,7 @@ func installSeccomp(opts filterOpts) error {
 // seccompUsable reports whether the kernel supports seccomp filters with
 // the actions the filter uses.
 func seccompUsable() error {
-	if _, err := buildFilter(filterOpts{denyIPC: true, denyBind: true}); err != nil {
+	if _, err := buildFilter(filterOpts{denyIPC: true, denyBind: true, metadata: true, network: true}); err != nil {
 		return err
 	}
 	for _, a := range []uint32{unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS} {

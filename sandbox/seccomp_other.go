@@ -4,7 +4,7 @@ package sandbox
 
 import "errors"
 
-type filterOpts struct{ denyIPC, denyBind bool }
+type filterOpts struct{ denyIPC, denyBind, metadata, network bool }
 
 func installSeccomp(filterOpts) error { return errors.New("no seccomp filter for this architecture") }
 

@@ -224,7 +224,7 @@ func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Tim
 	spec := &actors.Spec{
 		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
 		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
-		Restricted: req.Restricted, Timeout: req.Timeout, Completion: req.Completion,
+		Sandbox: req.Sandbox, Timeout: req.Timeout, Completion: req.Completion,
 		Queued: time.Since(queuedSince),
 	}
 	dir, err := sv.outputDir(req.Conversation, c)

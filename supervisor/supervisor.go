@@ -39,6 +39,8 @@ type (
 	SandboxLimits = sandbox.Limits
 	// SandboxCapabilities say what restricted mode enforces on this host.
 	SandboxCapabilities = sandbox.Capabilities
+	// Profile is what a restricted job may write and reach.
+	Profile = actors.Profile
 )
 
 // Unlimited, as a SandboxLimits field, switches that limit off.
@@ -267,8 +269,8 @@ type Request struct {
 	ExtraEnv []string
 	// Background runs the job detached, with its output in a file.
 	Background bool
-	// Restricted runs it in the sandbox.
-	Restricted bool
+	// Sandbox, when set, runs it in the sandbox with this profile.
+	Sandbox *Profile
 	// Timeout is the foreground timeout or the background lifetime (0:
 	// none).
 	Timeout time.Duration

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -536,30 +537,64 @@ func benchTimeout(o benchOpts, dir string) ([]benchRow, error) {
 	}, nil
 }
 
-// benchRestricted compares restricted and unrestricted `true`, when the
-// engine offers restricted mode.
+// benchRestricted compares each sandbox profile's `true` with
+// unrestricted `true`, interleaved, when the engine offers restricted
+// mode: read-only, read-only with network (the egress proxy is started
+// and stopped per command), and workspace-write in a git repository
+// (its roots found, hooks and config protected, per command).
 func benchRestricted(o benchOpts, e *engine.Engine, tc engine.ToolContext) []benchRow {
-	rtc := tc
-	rtc.Restricted = true
-	if r := e.Run(context.Background(), rtc, engine.Input{Command: "true"}); r.Status != engine.StatusOK {
-		return []benchRow{{name: "restricted overhead per command", raw: "n/a", eng: "n/a",
-			ratio: "n/a: " + firstLine(r.Output), target: "<= +1.5 ms"}}
-	}
-	n := max(50, o.serial/2)
-	var plain, restr durations
-	for i := -10; i < n; i++ {
-		t0 := time.Now()
-		_ = engRun(e, tc, "true")
-		t1 := time.Now()
-		e.Run(context.Background(), rtc, engine.Input{Command: "true"})
-		t2 := time.Now()
-		if i >= 0 {
-			plain, restr = append(plain, t1.Sub(t0)), append(restr, t2.Sub(t1))
+	allow, _ := engine.ParseAllowlist([]string{"127.0.0.1:9"})
+	repo, err := os.MkdirTemp("", "bashvisor-bench-repo-")
+	if err == nil {
+		defer os.RemoveAll(repo)
+		if out, gerr := exec.Command("git", "init", "-q", repo).CombinedOutput(); gerr != nil {
+			err = fmt.Errorf("git init: %v: %s", gerr, out)
 		}
 	}
-	d := restr.mean() - plain.mean()
-	return []benchRow{{name: fmt.Sprintf("restricted `true` vs unrestricted, mean of %d", n), raw: ms(plain.mean()) + " (unrestr.)",
-		eng: ms(restr.mean()), ratio: fmt.Sprintf("%+.3f ms", float64(d)/1e6), target: "<= +1.5 ms", ok: pass(d <= 1500*time.Microsecond)}}
+	cases := []struct {
+		name string
+		tc   engine.ToolContext
+		err  error
+	}{
+		{"read-only", withSandbox(tc, engine.Sandbox{Profile: engine.ReadOnly}), nil},
+		{"read-only + network", withSandbox(tc, engine.Sandbox{Profile: engine.ReadOnly, Network: allow}), nil},
+		{"workspace-write (git repo)", withSandbox(engine.ToolContext{WorkingDir: repo, ConversationID: tc.ConversationID},
+			engine.Sandbox{Profile: engine.WorkspaceWrite}), err},
+	}
+	var rows []benchRow
+	for _, c := range cases {
+		name := "sandbox " + c.name + " `true` vs unrestricted"
+		if c.err == nil {
+			if r := e.Run(context.Background(), c.tc, engine.Input{Command: "true"}); r.Status != engine.StatusOK {
+				c.err = errors.New(firstLine(r.Output))
+			}
+		}
+		if c.err != nil {
+			rows = append(rows, benchRow{name: name, raw: "n/a", eng: "n/a", ratio: "n/a: " + c.err.Error(), target: "<= +1.5 ms"})
+			continue
+		}
+		n := max(50, o.serial/2)
+		var plain, restr durations
+		for i := -10; i < n; i++ {
+			t0 := time.Now()
+			_ = engRun(e, tc, "true")
+			t1 := time.Now()
+			e.Run(context.Background(), c.tc, engine.Input{Command: "true"})
+			t2 := time.Now()
+			if i >= 0 {
+				plain, restr = append(plain, t1.Sub(t0)), append(restr, t2.Sub(t1))
+			}
+		}
+		d := restr.mean() - plain.mean()
+		rows = append(rows, benchRow{name: fmt.Sprintf("%s, mean of %d", name, n), raw: ms(plain.mean()) + " (unrestr.)",
+			eng: ms(restr.mean()), ratio: fmt.Sprintf("%+.3f ms", float64(d)/1e6), target: "<= +1.5 ms", ok: pass(d <= 1500*time.Microsecond)})
+	}
+	return rows
+}
+
+func withSandbox(tc engine.ToolContext, s engine.Sandbox) engine.ToolContext {
+	tc.Sandbox = s
+	return tc
 }
 
 func firstLine(s string) string {

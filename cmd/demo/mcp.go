@@ -37,7 +37,8 @@ type mcpFlags struct {
 	timeout     time.Duration
 	slowTimeout time.Duration
 	grace       time.Duration
-	restricted  bool
+	sandbox     sandboxFlags
+	sbx         engine.Sandbox
 	coauthor    string
 	audit       string
 	envPolicy   string
@@ -70,7 +71,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
 	fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
-	fs.BoolVar(&f.restricted, "restricted", false, "run commands in the Landlock sandbox (read-only filesystem, no network)")
+	f.sandbox.register(fs)
 	fs.StringVar(&f.coauthor, "coauthor", "", `add "Co-authored-by: Name <email>" to git commits, given as "Name <email>"`)
 	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to `file`")
 	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment `policy`: inherit-safe or allowlist")
@@ -106,6 +107,10 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 		if _, err := safety.Preset(f.profile); err != nil {
 			return fmt.Errorf("-profile: %w", err)
 		}
+	}
+	var err error
+	if f.sbx, err = f.sandbox.sandbox(); err != nil {
+		return err
 	}
 	if f.coauthor != "" && !coauthorRE.MatchString(f.coauthor) {
 		return fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
@@ -151,6 +156,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	}
 	c.Logger = log
 	c.Limits = f.limits
+	_ = f.sandbox.apply(&c) // -cache-dir: checked by check
 	return c
 }
 
@@ -219,7 +225,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	defer stopCalls()
 	opts := mcpserver.Options{
 		WorkingDir: f.dir,
-		Restricted: f.restricted,
+		Sandbox:    f.sbx,
 		Logger:     sdkLog,
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,

@@ -23,10 +23,10 @@ type engineFlags struct {
 	timeout     time.Duration
 	slowTimeout time.Duration
 	grace       time.Duration
-	restricted  bool
+	sandbox     sandboxFlags
 }
 
-// register adds -C, -timeout, -slow-timeout and -restricted, and -grace
+// register adds -C, -timeout, -slow-timeout and the sandbox flags, and -grace
 // when withGrace (schema has no use for it: the description does not
 // mention the grace period).
 func (f *engineFlags) register(fs *flag.FlagSet, withGrace bool) {
@@ -37,16 +37,16 @@ func (f *engineFlags) register(fs *flag.FlagSet, withGrace bool) {
 	if withGrace {
 		fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
 	}
-	fs.BoolVar(&f.restricted, "restricted", false, "run in the Landlock sandbox (read-only filesystem, no network)")
+	f.sandbox.register(fs)
 }
 
-func (f *engineFlags) config() engine.Config {
+func (f *engineFlags) config() (engine.Config, error) {
 	c := engine.DefaultConfig()
 	c.Timeout, c.SlowTimeout = f.timeout, f.slowTimeout
 	if f.grace > 0 {
 		c.Grace = f.grace
 	}
-	return c
+	return c, f.sandbox.apply(&c)
 }
 
 // workdir returns -C (checked to be a directory) or the current directory.
@@ -88,7 +88,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo run:", err)
 		return exitSystem
 	}
-	cfg := ef.config()
+	sbx, err := ef.sandbox.sandbox()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	cfg, err := ef.config()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if cfg.OutputDir, err = os.MkdirTemp("", "bashvisor-run-"); err != nil {
 		fmt.Fprintln(stderr, "demo run:", err)
 		return exitSystem
@@ -104,7 +111,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res := e.Run(ctx, engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}, engine.Input{Command: command, Mode: engine.Mode(*mode)})
+	res := e.Run(ctx, engine.ToolContext{WorkingDir: dir, Sandbox: sbx}, engine.Input{Command: command, Mode: engine.Mode(*mode)})
 	_ = e.Shutdown(context.Background())
 	if res.FullOutputFile == "" && res.OutputFile == "" {
 		os.RemoveAll(cfg.OutputDir)
@@ -168,7 +175,15 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	e, err := engine.New(ef.config())
+	sbx, err := ef.sandbox.sandbox()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	cfg, err := ef.config()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo schema:", err)
 		return exitSystem
@@ -179,7 +194,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 		Description  string          `json:"description"`
 		InputSchema  json.RawMessage `json:"input_schema"`
 		OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	}{Name: mcpserver.ToolBash, Description: e.Description(engine.ToolContext{WorkingDir: dir, Restricted: ef.restricted}), InputSchema: engine.InputSchema()}
+	}{Name: mcpserver.ToolBash, Description: e.Description(engine.ToolContext{WorkingDir: dir, Sandbox: sbx}), InputSchema: engine.InputSchema()}
 	if *withOutput {
 		out.OutputSchema = mcpserver.OutputSchema()
 	}

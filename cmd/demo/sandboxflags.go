@@ -1,0 +1,87 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// sandboxFlags are the sandbox settings of run, mcp and schema: -sandbox
+// (with -restricted as the alias of -sandbox read-only), -allow-net,
+// -writable and -cache-dir.
+type sandboxFlags struct {
+	profile    string
+	restricted bool
+	allowNet   stringList
+	writable   stringList
+	cacheDir   string
+}
+
+func (f *sandboxFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.profile, "sandbox", "none", "sandbox `profile`: none, read-only (write only $TMPDIR and build caches) or workspace-write (also the working directory and its git directory; hooks and config stay read-only)")
+	fs.BoolVar(&f.restricted, "restricted", false, "same as -sandbox read-only")
+	fs.Var(&f.allowNet, "allow-net", "let sandboxed commands reach these `hosts` through the egress proxy: domains, *.domains, host:port, presets npm, pypi, go, crates, debian, github (comma-separated, repeatable; default: no network)")
+	fs.Var(&f.writable, "writable", "another `dir`ectory workspace-write may write (repeatable)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "keep sandboxed commands' build caches under `dir` (default: in the engine's output directory, removed at exit)")
+}
+
+// sandbox returns the engine sandbox the flags describe.
+func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
+	p, err := engine.ParseProfile(f.profile)
+	if err != nil {
+		return engine.Sandbox{}, fmt.Errorf("-sandbox: %w", err)
+	}
+	if f.restricted {
+		if p != engine.Unrestricted && p != engine.ReadOnly {
+			return engine.Sandbox{}, fmt.Errorf("-restricted means -sandbox read-only, not %s", p)
+		}
+		p = engine.ReadOnly
+	}
+	s := engine.Sandbox{Profile: p}
+	if f.cacheDir != "" {
+		if _, err := filepath.Abs(f.cacheDir); err != nil {
+			return engine.Sandbox{}, fmt.Errorf("-cache-dir: %w", err)
+		}
+	}
+	if len(f.writable) > 0 {
+		if p != engine.WorkspaceWrite {
+			return engine.Sandbox{}, fmt.Errorf("-writable needs -sandbox workspace-write")
+		}
+		for _, w := range f.writable {
+			abs, err := filepath.Abs(w)
+			if err != nil {
+				return engine.Sandbox{}, fmt.Errorf("-writable: %w", err)
+			}
+			s.Writable = append(s.Writable, abs)
+		}
+	}
+	if len(f.allowNet) > 0 {
+		if p == engine.Unrestricted {
+			return engine.Sandbox{}, fmt.Errorf("-allow-net needs a sandbox (-sandbox read-only or workspace-write): unrestricted commands have the host's network")
+		}
+		var entries []string
+		for _, v := range f.allowNet {
+			entries = append(entries, strings.Split(v, ",")...)
+		}
+		if s.Network, err = engine.ParseAllowlist(entries); err != nil {
+			return engine.Sandbox{}, fmt.Errorf("-allow-net: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// apply sets the engine configuration's cache directory.
+func (f *sandboxFlags) apply(c *engine.Config) error {
+	if f.cacheDir == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(f.cacheDir)
+	if err != nil {
+		return fmt.Errorf("-cache-dir: %w", err)
+	}
+	c.CacheDir = abs
+	return nil
+}

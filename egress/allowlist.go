@@ -1,0 +1,133 @@
+package egress
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Presets are the allowlist entries that stand for a package ecosystem's
+// hosts (HTTPS, port 443).
+var Presets = map[string][]string{
+	"npm":    {"registry.npmjs.org", "registry.yarnpkg.com"},
+	"pypi":   {"pypi.org", "files.pythonhosted.org"},
+	"go":     {"proxy.golang.org", "sum.golang.org", "storage.googleapis.com"},
+	"crates": {"crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org"},
+	"debian": {"deb.debian.org", "security.debian.org"},
+	"github": {"github.com", "api.github.com", "codeload.github.com", "objects.githubusercontent.com", "raw.githubusercontent.com"},
+}
+
+// Allowlist says which destinations a sandboxed command may reach. Its
+// entries are domains ("registry.npmjs.org" allows ports 80 and 443),
+// wildcards ("*.example.com": any subdomain, not example.com itself),
+// host:port pairs ("example.com:8443", "127.0.0.1:8080", "[::1]:9000"), and
+// the names of Presets. Matching is case-insensitive. A name that resolves
+// to a loopback, private, link-local or metadata address is refused unless
+// an entry names that host and port exactly (tests that stand in a local
+// server for a registry need it). A nil *Allowlist allows nothing.
+type Allowlist struct {
+	entries []entry
+	source  []string
+}
+
+type entry struct {
+	host     string // lower case; for wildcards the suffix with its leading dot
+	wildcard bool
+	port     int // 0: 80 and 443
+}
+
+// ParseAllowlist parses allowlist entries.
+func ParseAllowlist(entries []string) (*Allowlist, error) {
+	a := &Allowlist{}
+	for _, raw := range entries {
+		e := strings.ToLower(strings.TrimSpace(raw))
+		if e == "" {
+			continue
+		}
+		a.source = append(a.source, e)
+		if hosts, ok := Presets[e]; ok {
+			for _, h := range hosts {
+				a.entries = append(a.entries, entry{host: h})
+			}
+			continue
+		}
+		ent := entry{host: e}
+		if h, p, err := net.SplitHostPort(e); err == nil {
+			port, err := strconv.Atoi(p)
+			if err != nil || port <= 0 || port > 65535 {
+				return nil, fmt.Errorf("allowlist entry %q: bad port", raw)
+			}
+			ent.host, ent.port = h, port
+		}
+		ent.host = strings.TrimSuffix(strings.TrimPrefix(ent.host, "["), "]") // a bare IPv6 address
+		if rest, ok := strings.CutPrefix(ent.host, "*."); ok {
+			ent.host, ent.wildcard = "."+rest, true
+		}
+		if ent.host == "" || ent.host == "." || strings.ContainsAny(ent.host, "/ *@") {
+			return nil, fmt.Errorf("allowlist entry %q: want a domain, *.domain, host:port or one of %s", raw, strings.Join(presetNames(), ", "))
+		}
+		a.entries = append(a.entries, ent)
+	}
+	return a, nil
+}
+
+func presetNames() []string {
+	var names []string
+	for n := range Presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Empty reports whether the allowlist allows nothing.
+func (a *Allowlist) Empty() bool { return a == nil || len(a.entries) == 0 }
+
+// String lists the entries as given, comma-separated.
+func (a *Allowlist) String() string {
+	if a == nil {
+		return ""
+	}
+	return strings.Join(a.source, ", ")
+}
+
+// allowsName reports whether an entry allows host:port by name.
+func (a *Allowlist) allowsName(host string, port int) bool {
+	if a == nil {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, e := range a.entries {
+		if e.port == 0 && port != 80 && port != 443 || e.port != 0 && e.port != port {
+			continue
+		}
+		if e.wildcard && strings.HasSuffix(host, e.host) || !e.wildcard && host == e.host {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsLoopback reports whether an entry names host (or the address it
+// resolved to) and port exactly, which lets a special address through.
+func (a *Allowlist) allowsLoopback(host string, addr netip.Addr, port int) bool {
+	if a == nil {
+		return false
+	}
+	host = strings.ToLower(host)
+	for _, e := range a.entries {
+		if e.port != port || e.wildcard {
+			continue
+		}
+		if e.host == host {
+			return true
+		}
+		if ea, err := netip.ParseAddr(e.host); err == nil && ea.Unmap() == addr {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/supervisor"
+)
+
+// Profile names a sandbox profile: what a command may write. Every profile
+// keeps the whole boundary of package sandbox (no processes, signals,
+// ptrace or IPC outside, resource limits, a private scratch $TMPDIR, a
+// pids limit); they differ in where writes go.
+type Profile string
+
+// The sandbox profiles.
+const (
+	// Unrestricted runs the command as the engine's user, with no sandbox.
+	Unrestricted Profile = ""
+	// ReadOnly lets the command read and run anything but write only its
+	// scratch $TMPDIR and the conversation's build caches.
+	ReadOnly Profile = "read-only"
+	// WorkspaceWrite adds the working directory and its git directories
+	// (git add, commit, branch and stash work, in worktrees and submodules
+	// too), and Sandbox.Writable; the repository's hooks and config stay
+	// read-only, because git would run them later outside the sandbox (see
+	// sandbox.WorkspaceRoots). It needs private namespaces (a root
+	// engine, or CAP_SYS_ADMIN).
+	WorkspaceWrite Profile = "workspace-write"
+)
+
+// Profiles lists the profile names ParseProfile accepts besides "none".
+var Profiles = []Profile{ReadOnly, WorkspaceWrite}
+
+// ParseProfile parses a profile name: "read-only", "workspace-write", or
+// "none" (or "") for Unrestricted.
+func ParseProfile(name string) (Profile, error) {
+	switch p := Profile(strings.ToLower(strings.TrimSpace(name))); p {
+	case "none", Unrestricted:
+		return Unrestricted, nil
+	case ReadOnly, WorkspaceWrite:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: unknown sandbox profile %q (want none, read-only or workspace-write)", ErrBadInput, name)
+}
+
+// Allowlist says which hosts a sandboxed command may reach through the
+// engine's egress proxy: domains ("registry.npmjs.org", ports 80 and 443),
+// wildcards ("*.example.com"), host:port pairs, and presets (npm, pypi,
+// go, crates, debian, github). See package egress.
+type Allowlist = egress.Allowlist
+
+// ParseAllowlist parses allowlist entries (see [Allowlist]).
+func ParseAllowlist(entries []string) (*Allowlist, error) { return egress.ParseAllowlist(entries) }
+
+// Sandbox is the sandbox of a call: a profile and what it may reach.
+type Sandbox struct {
+	// Profile says where the command may write; Unrestricted means no
+	// sandbox at all (Writable and Network must then be empty).
+	Profile Profile
+	// Writable are more directories (absolute paths) a WorkspaceWrite
+	// command may write, such as a second checkout. ReadOnly ignores
+	// them.
+	Writable []string
+	// Network, when set, lets the command reach what it allows through
+	// the engine's egress proxy, and nothing else: the command's network
+	// namespace has no other way out, and its HTTP_PROXY, HTTPS_PROXY and
+	// package managers' proxy settings point at the proxy. The proxy
+	// resolves names itself, refuses private, loopback, link-local and
+	// metadata addresses unless an entry names that host:port exactly,
+	// and every decision goes to the audit log. Nil: no network. Needs
+	// private namespaces.
+	Network *Allowlist
+}
+
+// On reports whether the command runs sandboxed.
+func (s Sandbox) On() bool { return s.Profile != Unrestricted }
+
+// profile turns a call's sandbox into the job's, with the conversation's
+// cache directory; nil for an unrestricted call.
+func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
+	s := tc.Sandbox
+	if !s.On() {
+		if len(s.Writable) > 0 || s.Network != nil {
+			return nil, fmt.Errorf("%w: writable roots and a network allowlist need a sandbox profile", ErrBadInput)
+		}
+		return nil, nil
+	}
+	if _, err := ParseProfile(string(s.Profile)); err != nil {
+		return nil, err
+	}
+	p := &supervisor.Profile{Workspace: s.Profile == WorkspaceWrite, Network: s.Network}
+	if p.Workspace {
+		for _, w := range s.Writable {
+			if !filepath.IsAbs(w) {
+				return nil, fmt.Errorf("%w: writable root must be an absolute path: %q", ErrBadInput, w)
+			}
+		}
+		p.Writable = s.Writable
+	}
+	dir, err := e.cacheDir(tc.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	p.CacheDir = dir
+	if s.Network != nil && e.auditor != nil {
+		conv := tc.ConversationID
+		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
+	}
+	return p, nil
+}
+
+// cacheDir returns the conversation's cache directory under
+// Config.CacheDir, creating it (0700) on first use. Each conversation has
+// its own: a cache two conversations share would let one's commands plant
+// build outputs the other's builds then use.
+func (e *Engine) cacheDir(conversation string) (string, error) {
+	dir := filepath.Join(e.cacheRoot, conversationKey(conversation))
+	if _, ok := e.caches.Load(dir); ok {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("%w: cache directory: %w", supervisor.ErrStart, err)
+	}
+	e.caches.Store(dir, true)
+	return dir, nil
+}
+
+// removeCache removes a conversation's cache directory.
+func (e *Engine) removeCache(conversation string) error {
+	dir := filepath.Join(e.cacheRoot, conversationKey(conversation))
+	e.caches.Delete(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove cache directory: %w", err)
+	}
+	return nil
+}
+
+// conversationKey names a conversation's directories: a hash, so any
+// conversation id makes a safe file name.
+func conversationKey(conversation string) string {
+	sum := sha256.Sum256([]byte(conversation))
+	return "conversation-" + hex.EncodeToString(sum[:8])
+}
+
+// profileName is a profile as logs and texts name it.
+func profileName(s Sandbox) string {
+	if !s.On() {
+		return "none"
+	}
+	return string(s.Profile)
+}

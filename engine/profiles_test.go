@@ -1,0 +1,299 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// gitEnv lets git commit without a user config.
+var gitEnv = map[string]string{
+	"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+	"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+	"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+	"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always",
+}
+
+// gitFixture runs git unconfined to build a fixture.
+func gitFixture(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range gitEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func repo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	gitFixture(t, dir, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644)
+	gitFixture(t, dir, "add", "README")
+	gitFixture(t, dir, "commit", "-qm", "first")
+	return dir
+}
+
+func workspaceWrite(dir string) engine.ToolContext {
+	return engine.ToolContext{WorkingDir: dir, ConversationID: "ws", Env: gitEnv,
+		Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}}
+}
+
+// In workspace-write, edits, git add and git commit work in a plain
+// repository, a worktree and a submodule; writes outside the workspace
+// and to the hooks and config fail with the kernel's error and end with
+// the workspace note.
+func TestWorkspaceWriteProfile(t *testing.T) { bothLaunchers(t, testWorkspaceWriteProfile) }
+
+func testWorkspaceWriteProfile(t *testing.T, mod func(*engine.Config)) {
+	needNamespaces(t)
+	e := newEngine(t, mod)
+	main := repo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	gitFixture(t, main, "worktree", "add", "-q", "-b", "feature", wt)
+	lib := repo(t)
+	super := repo(t)
+	gitFixture(t, super, "submodule", "add", "-q", lib, "lib")
+	gitFixture(t, super, "commit", "-qm", "add lib")
+	for name, dir := range map[string]string{"plain": main, "worktree": wt, "submodule": filepath.Join(super, "lib")} {
+		t.Run(name, func(t *testing.T) {
+			r := e.Run(context.Background(), workspaceWrite(dir), engine.Input{Command: `set -e
+echo edit >> README && git add README && git commit -qm "from the sandbox" && git log -1 --format=%s`})
+			if r.Status != engine.StatusOK || r.Output != "from the sandbox\n" {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+		})
+	}
+	outside := t.TempDir()
+	for name, cmd := range map[string]string{
+		"outside": "echo x > " + outside + "/file",
+		"hook":    "echo x > .git/hooks/pre-commit",
+		"config":  "git config core.fsmonitor 'touch /tmp/pwned'",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.Run(context.Background(), workspaceWrite(main), engine.Input{Command: cmd})
+			if r.Status != engine.StatusFailed {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			if !strings.Contains(r.Output, "Read-only file system") && !strings.Contains(r.Output, "Device or resource busy") {
+				t.Errorf("no kernel error in %q", r.Output)
+			}
+			if !strings.HasSuffix(r.Output, "[sandbox workspace-write: writes outside the working directory, its git directory, $TMPDIR and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]") {
+				t.Errorf("no workspace note at the end of %q", r.Output)
+			}
+		})
+	}
+	if fileExists(filepath.Join(outside, "file")) || fileExists(filepath.Join(main, ".git", "hooks", "pre-commit")) {
+		t.Fatal("a write got through")
+	}
+	if b, _ := os.ReadFile(filepath.Join(main, ".git", "config")); strings.Contains(string(b), "fsmonitor") {
+		t.Fatalf("config changed: %s", b)
+	}
+	// Writable adds a root; read-only ignores the workspace.
+	extra, _ := filepath.EvalSymlinks(t.TempDir())
+	tc := workspaceWrite(main)
+	tc.Sandbox.Writable = []string{extra}
+	if r := e.Run(context.Background(), tc, engine.Input{Command: "echo x > " + extra + "/f && echo ok"}); r.Output != "ok\n" {
+		t.Fatalf("extra writable root: %s %q", r.Status, r.Output)
+	}
+	r := e.Run(context.Background(), restricted(main), engine.Input{Command: "echo x >> README"})
+	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox read-only: only $TMPDIR and the build caches are writable (setting: sandbox profile workspace-write)]") {
+		t.Fatalf("read-only: %s %q", r.Status, r.Output)
+	}
+}
+
+// The build caches live in the conversation's cache directory: the second
+// go build in a sandbox is warm, whatever the scratch directory.
+func TestSandboxBuildCacheShared(t *testing.T) {
+	needLandlock(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go")
+	}
+	cacheRoot := t.TempDir()
+	e := newEngine(t, func(c *engine.Config) { c.SlowTimeout = 10 * time.Minute; c.CacheDir = cacheRoot })
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { println(\"hello\") }\n"), 0o644)
+	tc := restricted(dir)
+	tc.Env = map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	build := func() time.Duration {
+		t.Helper()
+		r := e.Run(context.Background(), tc, engine.Input{Command: `go build -o "$TMPDIR/hello" . && echo built`, Mode: engine.ModeSlow})
+		if r.Status != engine.StatusOK || r.Output != "built\n" {
+			t.Fatalf("go build: %s %q", r.Status, r.Output)
+		}
+		return time.Duration(r.DurationMS) * time.Millisecond
+	}
+	first, second := build(), build()
+	t.Logf("first go build %v, second %v", first, second)
+	if second >= first/2 {
+		t.Errorf("the second build (%v) is not much faster than the first (%v): the cache was not kept", second, first)
+	}
+	entries, _ := filepath.Glob(filepath.Join(cacheRoot, "*", "go-build", "*"))
+	if len(entries) == 0 {
+		t.Error("no go build cache under the cache directory")
+	}
+	// Another conversation has caches of its own; ending a conversation
+	// removes its caches.
+	if err := e.EndConversation(context.Background(), tc.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cacheRoot, "*")); len(left) != 0 {
+		t.Errorf("caches left after EndConversation: %v", left)
+	}
+}
+
+// With a network allowlist naming a loopback test server ("the
+// registry"), curl through the proxy reaches it and only it: a direct
+// connection to the same port fails, a port the allowlist does not name
+// is refused by the proxy (with the note), and the audit log records both
+// decisions.
+func TestSandboxNetworkAllowlist(t *testing.T) { bothLaunchers(t, testSandboxNetworkAllowlist) }
+
+func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
+	needNamespaces(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	var hits atomic.Int64
+	registry := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "package tarball\n")
+	}))
+	other := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the server the allowlist does not name was reached")
+	}))
+	var audit lockedBuffer
+	e := newEngine(t, mod, func(c *engine.Config) { c.Audit = &audit })
+	allow, err := engine.ParseAllowlist([]string{registry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "net",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: allow}}
+
+	r := e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --max-time 20 http://" + registry + "/pkg.tgz"})
+	if r.Status != engine.StatusOK || r.Output != "package tarball\n" {
+		t.Fatalf("through the proxy: %s %q", r.Status, r.Output)
+	}
+	r = e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --max-time 20 --noproxy '*' http://" + registry + "/direct"})
+	if r.Status != engine.StatusFailed {
+		t.Fatalf("direct connection: %s %q", r.Status, r.Output)
+	}
+	r = e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --fail --max-time 20 http://" + other + "/"})
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "403") ||
+		!strings.HasSuffix(r.Output, "[sandbox: the egress proxy refused "+other+": not in the network allowlist (setting: allow-net)]") {
+		t.Fatalf("not allowed: %s %q", r.Status, r.Output)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("the registry saw %d requests, want the one through the proxy", hits.Load())
+	}
+	// The audit log has both decisions.
+	var allowed, refused bool
+	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var rec struct {
+			Msg, Conversation, Host string
+			Port                    int
+			Allowed                 bool
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if rec.Msg != "egress" {
+			continue
+		}
+		hostport := net.JoinHostPort(rec.Host, fmt.Sprint(rec.Port))
+		switch {
+		case rec.Allowed && hostport == registry && rec.Conversation == "net":
+			allowed = true
+		case !rec.Allowed && hostport == other && rec.Conversation == "net":
+			refused = true
+		}
+	}
+	if !allowed || !refused {
+		t.Errorf("audit log lacks the proxy's decisions (allowed %v, refused %v):\n%s", allowed, refused, audit.String())
+	}
+	// Without an allowlist there is no network, and the note says so.
+	tc.Sandbox.Network = nil
+	r = e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --max-time 5 http://registry.example/"})
+	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]") {
+		t.Fatalf("no network: %s %q", r.Status, r.Output)
+	}
+}
+
+// startHTTP serves h on loopback and returns its host:port.
+func startHTTP(t *testing.T, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	return l.Addr().String()
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Bad sandbox settings are refused before anything runs.
+func TestSandboxSettingsValidated(t *testing.T) {
+	e := newEngine(t)
+	allow, _ := engine.ParseAllowlist([]string{"npm"})
+	for name, s := range map[string]engine.Sandbox{
+		"network-unrestricted":  {Network: allow},
+		"writable-unrestricted": {Writable: []string{"/tmp"}},
+		"unknown-profile":       {Profile: "write-everything"},
+		"relative-root":         {Profile: engine.WorkspaceWrite, Writable: []string{"rel"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.Run(context.Background(), engine.ToolContext{WorkingDir: t.TempDir(), Sandbox: s}, engine.Input{Command: "echo ran"})
+			if r.Status != engine.StatusError || strings.Contains(r.Output, "ran") {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+		})
+	}
+	for _, in := range []string{"read-only", "workspace-write", "none", ""} {
+		if _, err := engine.ParseProfile(in); err != nil {
+			t.Errorf("ParseProfile(%q): %v", in, err)
+		}
+	}
+}
