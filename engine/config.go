@@ -68,6 +68,14 @@ type Config struct {
 	// creates its per-command cgroups (default: the engine's own cgroup;
 	// it must be writable: root, or a delegated subtree).
 	CgroupParent string
+	// Limits are every command's resource limits (see [Limits]; a call
+	// can override them with ToolContext.Limits). Zero fields mean the
+	// defaults: memory half of the physical memory, at most 16 GiB;
+	// 4096 processes and threads; no CPU time limit. Negative ones mean
+	// no limit. The defaults let `go build`, `npm install`, `pytest` and
+	// `cargo build` of mid-size projects and heavily threaded programs
+	// run; they stop memory and fork bombs.
+	Limits Limits
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved.
 	SeparateStreams bool
@@ -174,7 +182,8 @@ type Config struct {
 
 // DefaultConfig returns the defaults: 30 s default timeout, 15 min slow
 // timeout, 24 h background lifetime, 2 s grace, 128 KiB of output cut in
-// the middle, full outputs up to 64 MiB kept.
+// the middle, full outputs up to 64 MiB kept, memory limit half of the
+// physical memory (at most 16 GiB), 4096 processes.
 func DefaultConfig() Config {
 	return Config{
 		Timeout:            30 * time.Second,
@@ -189,5 +198,6 @@ func DefaultConfig() Config {
 		SpoolCap:           64 << 20,
 		SpoolKeep:          32,
 		ProgressInterval:   time.Second,
+		Limits:             Limits{}.withDefaults(),
 	}
 }

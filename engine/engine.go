@@ -90,7 +90,7 @@ func New(cfg Config) (*Engine, error) {
 		Environ: cfg.Environ, EnvAllowlist: cfg.EnvPolicy == EnvAllowlist,
 		EnvKeep: cfg.EnvKeep, EnvAllow: cfg.EnvAllow, EnvStrip: cfg.EnvStrip,
 		KeepCapabilities: cfg.KeepCapabilities,
-		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent,
+		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent, Limits: cfg.Limits.job(),
 		OutputDir: e.outDir, Truncate: trunc,
 		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
 		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams,
@@ -150,6 +150,7 @@ func withDefaults(c Config) Config {
 	if c.Environ == nil {
 		c.Environ = os.Environ()
 	}
+	c.Limits = c.Limits.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -199,7 +200,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	script := g.Run
 	req := supervisor.Request{
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
-		Dir: tc.WorkingDir, Env: tc.Env, Restricted: tc.Restricted,
+		Dir: tc.WorkingDir, Env: tc.Env, Restricted: tc.Restricted, Limits: e.callLimits(tc),
 	}
 	switch mode {
 	case ModeBackground:
@@ -384,6 +385,8 @@ func jobInfo(st supervisor.State) JobInfo {
 	if fi, err := os.Stat(st.OutputFile); err == nil {
 		j.Bytes = fi.Size()
 	}
+	u := reportOf(st.CurrentUsage())
+	j.CPUMS, j.PeakMemoryBytes, j.Processes, j.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
 	return j
 }
 

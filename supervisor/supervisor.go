@@ -37,6 +37,12 @@ type (
 	Status = actors.Status
 	// Reason says why the engine ended a job.
 	Reason = actors.Reason
+	// Limits are a job's resource limits.
+	Limits = actors.Limits
+	// Applied are the limits a job ran under.
+	Applied = actors.Applied
+	// Usage is what a job's processes used.
+	Usage = actors.Usage
 	// SandboxLimits are the resource limits of restricted jobs.
 	SandboxLimits = sandbox.Limits
 	// SandboxCapabilities say what restricted mode enforces on this host.
@@ -66,6 +72,7 @@ const (
 	ReasonShutdown  = actors.ReasonShutdown
 	ReasonLifetime  = actors.ReasonLifetime
 	ReasonFailed    = actors.ReasonFailed
+	ReasonCPULimit  = actors.ReasonCPULimit
 )
 
 // Errors returned by the Supervisor; test them with errors.Is.
@@ -103,6 +110,9 @@ type Config struct {
 	// CgroupParent is the cgroup v2 directory under which job cgroups are
 	// made ("": the engine's own cgroup).
 	CgroupParent string
+	// Limits are the resource limits of every job whose Request has none
+	// (zero fields: no limit; see actors.Limits for how each is enforced).
+	Limits Limits
 
 	// OutputDir holds background jobs' output files (job-N.log).
 	OutputDir string
@@ -128,6 +138,7 @@ type Config struct {
 // concurrent use.
 type Supervisor struct {
 	res    *actors.Resources
+	limits Limits
 	system *actor.ActorSystem
 	pid    *actor.PID
 	outDir string
@@ -169,7 +180,7 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	}
-	s := &Supervisor{res: res, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, limits: cfg.Limits, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -192,6 +203,11 @@ func (s *Supervisor) PidsLimit() bool { return s.res.Cgroups != nil && s.res.Cgr
 
 // Cgroups reports whether jobs get cgroups of their own.
 func (s *Supervisor) Cgroups() bool { return s.res.Cgroups != nil }
+
+// MemoryLimit reports whether jobs' memory limits are enforced by a
+// memory controller (job-wide, with OOM kills and peak memory accounted)
+// rather than as RLIMIT_AS per process.
+func (s *Supervisor) MemoryLimit() bool { return s.res.Cgroups != nil && s.res.Cgroups.MemoryLimit() }
 
 // Redact replaces in text the values of the secrets the environment
 // policy stripped.
@@ -220,6 +236,8 @@ type Request struct {
 	// Timeout is the foreground timeout or the background lifetime (0:
 	// none).
 	Timeout time.Duration
+	// Limits, when set, replace Config.Limits for this job.
+	Limits *Limits
 	// Completion renders the line appended to a background job's output
 	// file when it ends.
 	Completion func(Outcome) string
@@ -421,6 +439,10 @@ func (sv *supervisor) start(ctx actor.Context, req Request) admitted {
 		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
 		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
 		Restricted: req.Restricted, Timeout: req.Timeout, Completion: req.Completion,
+		Limits: sv.s.limits,
+	}
+	if req.Limits != nil {
+		spec.Limits = *req.Limits
 	}
 	var done chan Outcome
 	if req.Background {
