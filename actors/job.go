@@ -796,8 +796,8 @@ func (j *job) stopTimers() {
 	}
 }
 
-// usage reads what the job used from its cgroup, and from the shell's
-// rusage what the cgroup does not account (see Usage).
+// usage reads what the job used from its cgroup, and its CPU time from the
+// shell's rusage without one (see Usage).
 func (j *job) usage() Usage {
 	var u Usage
 	if cg := j.l.cg; cg != nil {
@@ -806,14 +806,9 @@ func (j *job) usage() Usage {
 			j.res.Log.Warn("reading the job's resource usage", "job", j.spec.ID, "err", err)
 		}
 	}
-	if j.state != nil {
+	if j.state != nil && u.CPU == 0 {
 		ru := &j.state.Rusage
-		if u.CPU == 0 {
-			u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-		if u.PeakMemory == 0 {
-			u.PeakMemory = ru.Maxrss << 10 // KiB
-		}
+		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return u
 }

@@ -21,10 +21,10 @@ type Launched struct {
 	p       *proc.Process
 	applied Applied          // the limits it runs under
 	cg      *proc.Cgroup     // nil: the process group is the unit
-	sbx    *sandbox.Command // restricted jobs
-	out    *truncate.Buffer // foreground output
-	errBuf *truncate.Buffer // foreground stderr with separate streams
-	file   *os.File         // a background job's output file, when it is read through a pipe
+	sbx     *sandbox.Command // restricted jobs
+	out     *truncate.Buffer // foreground output
+	errBuf  *truncate.Buffer // foreground stderr with separate streams
+	file    *os.File         // a background job's output file, when it is read through a pipe
 }
 
 // Pid is the pid of the job's shell, which is also its process group id.

@@ -148,10 +148,12 @@ type Applied struct {
 }
 
 // Usage is what a job's processes used (see proc.Usage). Where the job has
-// no cgroup, or its cgroup lacks a controller, it comes from the shell's
-// own rusage (wait4): CPU is the time of the shell and of the descendants
-// it waited for (orphans reaped by others are missing), PeakMemory the
-// largest resident set of any one of them; Processes and OOMKills stay 0.
+// no cgroup, CPU comes from the shell's own rusage (wait4): the time of the
+// shell and of the descendants it waited for (orphans reaped by others are
+// missing). What needs a controller the job's cgroup lacks stays 0: the
+// rusage's largest resident set is no substitute for PeakMemory, because a
+// process forked from the engine (vfork) is charged the engine's own peak
+// resident set when it execs.
 type Usage = proc.Usage
 
 // Sandbox configures restricted jobs (see package sandbox).
@@ -190,9 +192,9 @@ const (
 	ReasonNone      Reason = ""
 	ReasonTimeout   Reason = "timeout"
 	ReasonCancelled Reason = "cancelled"
-	ReasonKilled    Reason = "killed"   // a Kill request
-	ReasonShutdown  Reason = "shutdown" // engine shutdown
-	ReasonLifetime  Reason = "lifetime" // a background job's lifetime
+	ReasonKilled    Reason = "killed"         // a Kill request
+	ReasonShutdown  Reason = "shutdown"       // engine shutdown
+	ReasonLifetime  Reason = "lifetime"       // a background job's lifetime
 	ReasonCPULimit  Reason = "cpu time limit" // Limits.CPUTime, job-wide
 	// ReasonLeftovers: the shell exited; processes it left in its group
 	// were ended. It is internal: the outcome reports ReasonNone (the

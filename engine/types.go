@@ -134,10 +134,12 @@ type Result struct {
 	// (rusage). Absent when the command did not run.
 	CPUMS int64 `json:"cpu_ms,omitempty"`
 	// PeakMemoryBytes is the most memory the command's processes held at
-	// once, in bytes. With a memory controller it is the whole command's,
-	// page cache it caused included (what Limits.Memory compares with);
-	// without one, the largest resident set of the shell or one process
-	// it waited for. Absent when the command did not run.
+	// once, in bytes, page cache they caused included (what Limits.Memory
+	// compares with; a recycled cgroup's leftover page cache, at most 2
+	// MiB, is subtracted). Absent when the command did not run, and
+	// without a memory controller: the kernel then keeps no figure for the
+	// whole command, and rusage's largest resident set counts the engine's
+	// own for a process it forked.
 	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
 	// Processes is the most processes and threads that were alive at once,
 	// the shell included (cgroup pids.peak). It is not a count of the

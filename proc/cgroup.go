@@ -347,11 +347,11 @@ type Cgroup struct {
 	events   int  // open cgroup.events, or -1
 	released bool // its processes were moved out to keep running: never kill
 
-	v1       [nCtl]string // its cgroups in v1 hierarchies ("": none)
-	tasks    [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
-	limits   Limits       // as last written
-	files    [nFile]int   // open accounting files, or -1
-	base     baseline     // counters when its previous command ended
+	v1     [nCtl]string // its cgroups in v1 hierarchies ("": none)
+	tasks  [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
+	limits Limits       // as last written
+	files  [nFile]int   // open accounting files, or -1
+	base   baseline     // counters when its previous command ended
 }
 
 // Dir returns the cgroup's directory.

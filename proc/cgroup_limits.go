@@ -133,9 +133,9 @@ const (
 // baseline holds the counters of a recycled cgroup that cannot be reset,
 // as they were when its previous command had ended.
 type baseline struct {
-	cpu  time.Duration
-	oom  int
-	mem  int64 // memory still charged when the peak was reset
+	cpu time.Duration
+	oom int
+	mem int64 // memory still charged when the peak was reset
 }
 
 // probeControllers finds where m can limit memory and pids: on the cgroup

@@ -248,12 +248,12 @@ type config struct {
 	// CgroupDirs are the command's cgroups in cgroup v1 hierarchies
 	// (memory, pids), which the helper joins (see proc.Cgroup.V1Dirs).
 	CgroupDirs   []string `json:"cgroups,omitempty"`
-	CPUSeconds   uint64 `json:"cpu"`
-	FileSize     uint64 `json:"fsize"`
-	OpenFiles    uint64 `json:"nofile"`
-	AddressSpace uint64 `json:"as"`
-	ScratchBytes uint64 `json:"scratch_bytes"`
-	ScratchFiles uint64 `json:"scratch_files"`
+	CPUSeconds   uint64   `json:"cpu"`
+	FileSize     uint64   `json:"fsize"`
+	OpenFiles    uint64   `json:"nofile"`
+	AddressSpace uint64   `json:"as"`
+	ScratchBytes uint64   `json:"scratch_bytes"`
+	ScratchFiles uint64   `json:"scratch_files"`
 	// Namespaces: the command runs in private network, IPC and mount
 	// namespaces (set up by the engine before the helper starts).
 	Namespaces bool `json:"ns,omitempty"`
