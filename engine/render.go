@@ -392,7 +392,7 @@ For complex scripts, write them to a file first and then execute the file.
 	if tc.Restricted {
 		caps := e.sup.Sandbox()
 		if caps.Available() {
-			b.WriteString("\n" + e.sandboxDescription() + "\n")
+			b.WriteString("\n" + e.sandboxDescription(tc) + "\n")
 		} else {
 			b.WriteString("\nRestricted mode was requested but this host cannot enforce it (" + caps.Reason +
 				"): every command returns an error.\n")
@@ -403,8 +403,8 @@ For complex scripts, write them to a file first and then execute the file.
 }
 
 // sandboxDescription states restricted mode's rules plainly, with the
-// configured limits.
-func (e *Engine) sandboxDescription() string {
+// configured limits (the call's, where they are stricter).
+func (e *Engine) sandboxDescription(tc ToolContext) string {
 	c := e.sup.Sandbox()
 	lim := e.cfg.Sandbox.WithDefaults()
 	var b strings.Builder
@@ -436,8 +436,16 @@ func (e *Engine) sandboxDescription() string {
 		fmt.Fprintf(&b, "%s of address space, ", truncate.Humanize(int64(lim.AddressSpace)))
 	}
 	b.WriteString("no core dumps")
-	if e.sup.PidsLimit() && lim.Processes > 0 {
-		fmt.Fprintf(&b, "; at most %d processes per command", lim.Processes)
+	call := e.cfg.Limits
+	if tc.Limits != nil {
+		call = call.over(*tc.Limits)
+	}
+	procs := lim.Processes // the stricter of the sandbox's and the call's
+	if p := call.Processes; p > 0 && (procs <= 0 || p < procs) {
+		procs = p
+	}
+	if e.sup.PidsLimit() && procs > 0 {
+		fmt.Fprintf(&b, "; at most %d processes per command", procs)
 	}
 	b.WriteString(".\n")
 	b.WriteString("- A command that fails because of these rules is not retried outside the sandbox; do not work around them, say what you need instead.")

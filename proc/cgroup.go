@@ -232,6 +232,18 @@ func ownCgroup() (string, error) {
 // Dir returns the directory under which command cgroups are created.
 func (m *Cgroups) Dir() string { return m.dir }
 
+// Dirs lists Dir and its counterparts in the cgroup v1 hierarchies m uses
+// (see [Cgroup.V1Dirs]); Close removes them all.
+func (m *Cgroups) Dirs() []string {
+	dirs := []string{m.dir}
+	for _, c := range m.ctl {
+		if c.dir != "" {
+			dirs = append(dirs, c.dir)
+		}
+	}
+	return dirs
+}
+
 // New returns an empty cgroup for one command, opened for
 // [Spec.Cgroup]: a recycled one when available, otherwise a new one named
 // name (which must be unique among m's cgroups).

@@ -513,9 +513,13 @@ func cgroupsLeft() []string {
 	if err != nil {
 		return nil
 	}
-	parent := filepath.Dir(m.Dir())
+	dirs := m.Dirs() // the cgroup v2 and v1 hierarchies the engines use
 	_ = m.Close()
-	left, _ := filepath.Glob(filepath.Join(parent, "bashvisor-"+strconv.Itoa(os.Getpid())+"-*"))
+	var left []string
+	for _, d := range dirs {
+		l, _ := filepath.Glob(filepath.Join(filepath.Dir(d), "bashvisor-"+strconv.Itoa(os.Getpid())+"-*"))
+		left = append(left, l...)
+	}
 	return left
 }
 
