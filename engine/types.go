@@ -135,8 +135,9 @@ type Result struct {
 	CPUMS int64 `json:"cpu_ms,omitempty"`
 	// PeakMemoryBytes is the most memory the command's processes held at
 	// once, in bytes, page cache they caused included (what Limits.Memory
-	// compares with; a recycled cgroup's leftover page cache, at most 2
-	// MiB, is subtracted). Absent when the command did not run, and
+	// compares with), to the kernel's granularity of about 256 KiB per
+	// CPU; a reused cgroup adds what earlier commands left charged, at
+	// most 2 MiB. Absent when the command did not run, and
 	// without a memory controller: the kernel then keeps no figure for the
 	// whole command, and rusage's largest resident set counts the engine's
 	// own for a process it forked.

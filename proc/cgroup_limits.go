@@ -49,13 +49,15 @@ const (
 
 var ctlNames = [nCtl]string{"memory", "pids"}
 
-// recycleMemory is the most memory a cgroup may still have charged (page
-// cache that outlived the command that read or wrote the files) when it is
-// handed to the next command. A recycled cgroup's peak starts at what is
-// charged; Usage subtracts it. `git status` or `python3 -c 1` leave ~0.7
-// MiB; a cgroup that holds more gets a fresh memory cgroup (on a v1
-// hierarchy) or is not recycled (cgroup v2), and the old one's charges
-// move to its parent.
+// recycleMemory is the most memory a cgroup may still have charged when it
+// is handed to the next command: page cache and kernel objects that
+// outlived the command that caused them, and the charges the kernel
+// batches per CPU (up to 256 KiB each). A recycled cgroup's peak starts
+// there. `git status` or `python3 -c 1` leave ~0.7 MiB; a cgroup that
+// holds more gets a fresh memory cgroup (on a v1 hierarchy) or is not
+// recycled (cgroup v2), and the old one's charges move to its parent
+// (memory.force_empty would keep the cgroup, but it takes ~15 ms and
+// evicts the cache).
 const recycleMemory = 2 << 20
 
 // controller says where a controller's files are for the commands of one
@@ -94,11 +96,11 @@ type Usage struct {
 	CPU time.Duration
 	// PeakMemory is the most memory charged to the cgroup at once, in
 	// bytes (memory.peak on cgroup v2, memory.max_usage_in_bytes on v1):
-	// what Limits.Memory is compared with, so page cache counts. A
-	// recycled cgroup may still hold up to 2 MiB of page cache charged by
-	// an earlier command, which is subtracted; should the kernel reclaim
-	// it meanwhile, the value is that much too low. 0 without a memory
-	// controller.
+	// what Limits.Memory is compared with, so page cache counts, to the
+	// kernel's granularity (it charges in batches of up to 256 KiB per
+	// CPU). In a recycled cgroup it includes what earlier commands left
+	// charged, at most 2 MiB (page cache, kernel objects). 0 without a
+	// memory controller.
 	PeakMemory int64
 	// Processes is the most processes and threads alive in the cgroup at
 	// once (pids.peak; every thread counts, and so does the shell). The
@@ -135,7 +137,6 @@ const (
 type baseline struct {
 	cpu time.Duration
 	oom int
-	mem int64 // memory still charged when the peak was reset
 }
 
 // probeControllers finds where m can limit memory and pids: on the cgroup
@@ -383,7 +384,7 @@ func (c *Cgroup) Usage() (Usage, error) {
 		if peak, err := c.readInt(fileMemPeak); err != nil {
 			errs = append(errs, err)
 		} else {
-			u.PeakMemory = max(peak-c.base.mem, 0)
+			u.PeakMemory = peak
 		}
 		if oom, err := c.readOOMKills(); err != nil {
 			errs = append(errs, err)
@@ -438,8 +439,6 @@ func (c *Cgroup) reset() (renew []int, ok bool) {
 				return nil, false
 			}
 			renew = append(renew, ctlMemory)
-		} else {
-			c.base.mem = now
 		}
 	}
 	if c.ctlDir(ctlPids) != "" {
@@ -471,7 +470,7 @@ func (c *Cgroup) renew(ctls []int) error {
 		c.v1[i] = ""
 		switch i {
 		case ctlMemory:
-			c.limits.Memory, c.base.mem, c.base.oom = 0, 0, 0
+			c.limits.Memory, c.base.oom = 0, 0
 		case ctlPids:
 			c.limits.Pids = 0
 		}
@@ -736,7 +735,7 @@ func (c *Cgroup) start(cmd *exec.Cmd) error {
 }
 
 // onJoinedThread runs start on a thread of its own that joined c's
-// cgroups, moves the thread back and sends start's error on errc. A thread
+// cgroups, sends start's error on errc and moves the thread back. A thread
 // that cannot go back is ended (its goroutine returns locked), so nothing
 // else of the engine ever runs in a command's cgroup. The process's main
 // thread is never used.
@@ -756,12 +755,13 @@ func (c *Cgroup) onJoinedThread(start func() error, errc chan<- error) {
 		if err == nil {
 			err = start()
 		}
-		if lerr := c.m.LeaveThread(); lerr != nil {
-			errc <- errors.Join(err, lerr)
+		// The caller goes on while the thread, which does nothing else,
+		// leaves.
+		errc <- err
+		if c.m.LeaveThread() != nil {
 			return // still locked: the runtime ends the thread
 		}
 		runtime.UnlockOSThread()
-		errc <- err
 	}()
 }
 
