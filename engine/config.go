@@ -62,7 +62,9 @@ type Config struct {
 	// where it can, every command runs in a cgroup of its own and ending it
 	// ends with cgroup.kill, so processes that left the process group
 	// (setsid, double fork) are found and killed too. Otherwise the process
-	// group is the unit and the limitation is logged once.
+	// group is the unit and the limitation is logged once; the memory and
+	// CPU time limits then bind each process (rlimits), there is no
+	// process limit, and results report only CPU time (see Limits).
 	NoCgroups bool
 	// CgroupParent is the cgroup v2 directory under which the engine
 	// creates its per-command cgroups (default: the engine's own cgroup;

@@ -387,6 +387,9 @@ func jobInfo(st supervisor.State) JobInfo {
 	}
 	u := reportOf(st.CurrentUsage())
 	j.CPUMS, j.PeakMemoryBytes, j.Processes, j.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
+	if j.Status == JobKilled && j.OOMKilled && st.Reason == supervisor.ReasonNone {
+		j.Reason = "out of memory" // the OOM killer's SIGKILL
+	}
 	return j
 }
 

@@ -101,6 +101,14 @@ func TestMemoryBombStoppedAtLimit(t *testing.T) {
 	if r.Status != engine.StatusOK || r.OOMKilled || r.Output != "allocated\n" {
 		t.Fatalf("the next command: %+v", r)
 	}
+	// A background job: the listing and the output file say why it ended.
+	bg := e.Run(context.Background(), call, engine.Input{Command: bomb(py), Mode: engine.ModeBackground})
+	j := waitJob(t, e, bg.JobID)
+	out, _ := os.ReadFile(j.OutputFile)
+	if j.Status != engine.JobKilled || j.Reason != "out of memory" || !j.OOMKilled ||
+		!strings.HasSuffix(string(out), "[background process failed: out of memory (limit 256 MiB)]") {
+		t.Fatalf("%+v\n%s", j, out)
+	}
 }
 
 // TestOOMKillThatTheShellSurvives: a process of the command is OOM-killed

@@ -594,7 +594,11 @@ func (c *Cgroup) Remove() {
 		defer c.m.pending.Done()
 		_ = c.Kill()
 		_ = c.removeNow(removeWait)
-		c.removeV1(false) // its processes were the v2 cgroup's: gone now
+		// Its processes were the v2 cgroup's: gone now, or leaving (a
+		// killed process leaves its v1 cgroups as it exits).
+		for deadline := time.Now().Add(removeWait); !c.removeV1(false) && time.Now().Before(deadline); {
+			time.Sleep(removePoll)
+		}
 	}()
 }
 

@@ -735,7 +735,7 @@ func (c *Cgroup) start(cmd *exec.Cmd) error {
 }
 
 // onJoinedThread runs start on a thread of its own that joined c's
-// cgroups, sends start's error on errc and moves the thread back. A thread
+// cgroups, moves the thread back and sends start's error on errc. A thread
 // that cannot go back is ended (its goroutine returns locked), so nothing
 // else of the engine ever runs in a command's cgroup. The process's main
 // thread is never used.
@@ -755,13 +755,14 @@ func (c *Cgroup) onJoinedThread(start func() error, errc chan<- error) {
 		if err == nil {
 			err = start()
 		}
-		// The caller goes on while the thread, which does nothing else,
-		// leaves.
-		errc <- err
-		if c.m.LeaveThread() != nil {
+		// Leave before answering: a thread still in the command's v1
+		// cgroups would keep them from being removed, and count in them.
+		if lerr := c.m.LeaveThread(); lerr != nil {
+			errc <- errors.Join(err, lerr)
 			return // still locked: the runtime ends the thread
 		}
 		runtime.UnlockOSThread()
+		errc <- err
 	}()
 }
 
