@@ -477,32 +477,44 @@ func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
 	}
 }
 
-// Release moves the cgroup's processes to the engine's parent cgroup, so
-// they keep running after the cgroup is removed (leftovers kept on
-// purpose, background jobs left running at shutdown). Processes forked
-// while it moves the others are caught by further passes, for up to
-// removeWait. A released cgroup is never killed: Remove and Close only
-// retry rmdir on it, and leave it in place if something stays inside.
+// Release moves the cgroup's processes to the engine's parent cgroup (and
+// to the engine's own cgroups in the v1 hierarchies), so they keep running
+// after the cgroup is removed (leftovers kept on purpose, background jobs
+// left running at shutdown). Processes forked while it moves the others
+// are caught by further passes, for up to removeWait. A released cgroup is
+// never killed: Remove and Close only retry rmdir on it, and leave it in
+// place if something stays inside.
 func (c *Cgroup) Release() error {
 	c.mu.Lock()
 	c.released = true
+	v1 := c.v1
 	c.mu.Unlock()
 	c.m.mu.Lock()
 	c.m.released[filepath.Base(c.dir)] = true
 	c.m.mu.Unlock()
-	c.removeV1(true)
+	type move struct{ from, to string }
+	moves := []move{{c.dir, c.m.home}}
+	for i, dir := range v1 {
+		if dir != "" {
+			moves = append(moves, move{dir, c.m.ctl[i].home})
+		}
+	}
 	deadline := time.Now().Add(removeWait)
 	for {
-		pids := c.Pids()
-		if len(pids) == 0 {
-			return nil
-		}
 		var errs []error
-		for _, pid := range pids {
-			err := os.WriteFile(filepath.Join(c.m.home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-			if err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+		moved := 0
+		for _, m := range moves {
+			for _, pid := range readPids(filepath.Join(m.from, "cgroup.procs")) {
+				moved++
+				err := os.WriteFile(filepath.Join(m.to, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+				if err != nil && !errors.Is(err, unix.ESRCH) {
+					errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+				}
 			}
+		}
+		if moved == 0 { // a pass that found none: later forks start outside
+			c.removeV1()
+			return nil
 		}
 		if len(errs) > 0 || time.Now().After(deadline) {
 			return errors.Join(append(errs, fmt.Errorf("release %s: processes remain", c.dir))...)
@@ -577,7 +589,7 @@ func (c *Cgroup) keep() {
 func (c *Cgroup) Remove() {
 	c.CloseFD()
 	err := os.Remove(c.dir)
-	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removeV1(false) {
+	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removeV1() {
 		return
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.EBUSY) {
@@ -596,7 +608,7 @@ func (c *Cgroup) Remove() {
 		_ = c.removeNow(removeWait)
 		// Its processes were the v2 cgroup's: gone now, or leaving (a
 		// killed process leaves its v1 cgroups as it exits).
-		for deadline := time.Now().Add(removeWait); !c.removeV1(false) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(removeWait); !c.removeV1() && time.Now().Before(deadline); {
 			time.Sleep(removePoll)
 		}
 	}()

@@ -228,7 +228,7 @@ func (c *Cgroup) Controllers() (memory, pids bool) {
 func (c *Cgroup) newV1Parts() error {
 	for i := range nCtl {
 		if err := c.makeV1(i); err != nil {
-			c.removeV1(false)
+			c.removeV1()
 			return err
 		}
 	}
@@ -514,10 +514,9 @@ func (c *Cgroup) closeFiles() {
 	}
 }
 
-// removeV1 removes the command's cgroups in the v1 hierarchies, first
-// moving what is left in them to the engine's cgroups there when release
-// is set. It reports whether they are all gone. c.mu must not be held.
-func (c *Cgroup) removeV1(release bool) bool {
+// removeV1 removes the command's cgroups in the v1 hierarchies. It reports
+// whether they are all gone. c.mu must not be held.
+func (c *Cgroup) removeV1() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	gone := true
@@ -526,11 +525,6 @@ func (c *Cgroup) removeV1(release bool) bool {
 			continue
 		}
 		c.closeV1Files(i)
-		if release {
-			for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
-				_ = os.WriteFile(filepath.Join(c.m.ctl[i].home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-			}
-		}
 		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			gone = false
 			continue

@@ -159,14 +159,17 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	if !cgAlive(p.Pid) {
 		t.Fatal("the skipped group was signalled")
 	}
-	// Release moves the shell out; the cgroup can then be removed while it
-	// runs.
+	// Release moves the shell out; the cgroup (and its cgroups in v1
+	// hierarchies) can then be removed while it runs.
+	v1 := cg.V1Dirs()
 	if err := cg.Release(); err != nil {
 		t.Fatal(err)
 	}
 	cg.Remove()
-	if _, err := os.Stat(cg.Dir()); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("cgroup dir left: %v", err)
+	for _, d := range append(v1, cg.Dir()) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("cgroup dir %s left: %v", d, err)
+		}
 	}
 	if !cgAlive(p.Pid) {
 		t.Fatal("released process died")
