@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,7 +95,8 @@ type job struct {
 	state   *proc.Exit
 	waitErr error
 
-	timeout, wakeT                   *time.Timer
+	timeout, wakeT, cpuT             *time.Timer
+	live                             *liveUsage // the cgroup, for CurrentUsage
 	killSent                         bool
 	graceEnd, cleanupEnd, groupGone  time.Time
 	leftovers, survivors             []proc.Member
@@ -115,6 +117,7 @@ type (
 	drained  struct{}
 	tick     struct{}
 	timedOut struct{}
+	cpuTick  struct{}
 	cleaned  struct{ errs error }
 )
 
@@ -147,6 +150,8 @@ func (j *job) Receive(ctx actor.Context) {
 		}
 		// A foreground shell that exited before its deadline did not time
 		// out (Spec.Timeout).
+	case cpuTick:
+		j.checkCPU(ctx)
 	case *Cancel:
 		j.onCancel(ctx, m)
 	case *Detach:
@@ -194,6 +199,12 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 	}(l.p)
 	if j.spec.Timeout > 0 {
 		j.timeout = time.AfterFunc(j.spec.Timeout-time.Since(j.start), func() { j.send(timedOut{}) })
+	}
+	if l.cg != nil {
+		j.live = &liveUsage{cg: l.cg}
+		if j.spec.Limits.CPUTime > 0 {
+			j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
+		}
 	}
 	if j.spec.Background {
 		j.report(ctx, j.jobState(nil))
@@ -262,6 +273,27 @@ func (j *job) terminate(ctx actor.Context, reason Reason) {
 	j.signalAll(syscall.SIGCONT)
 	j.graceEnd = time.Now().Add(j.res.Grace)
 	j.step(ctx)
+}
+
+// checkCPU ends a job whose processes used up Limits.CPUTime (their
+// cgroup's CPU time), or schedules the next check: after the time the
+// remaining CPU time lasts with every CPU busy, between 10 ms and 1 s.
+func (j *job) checkCPU(ctx actor.Context) {
+	if j.ph != running && j.ph != draining {
+		return
+	}
+	used, err := j.l.cg.CPU()
+	if err == nil && used >= j.spec.Limits.CPUTime {
+		j.terminate(ctx, ReasonCPULimit)
+		return
+	}
+	j.cpuT.Reset(cpuCheckAfter(j.spec.Limits.CPUTime - used))
+}
+
+// cpuCheckAfter is how long CPU time left lasts at the most with every CPU
+// busy, bounded to [10 ms, 1 s].
+func cpuCheckAfter(left time.Duration) time.Duration {
+	return min(max(left/time.Duration(runtime.NumCPU()), 10*time.Millisecond), time.Second)
 }
 
 // step re-evaluates the job after any event, by phase.
@@ -369,10 +401,12 @@ func (j *job) settle(ctx actor.Context) {
 		o.Stderr = &r
 		_ = j.l.errBuf.Close()
 	}
+	o.Usage, o.Limits = j.usage(), j.l.applied
 	if j.spec.Background && j.spec.Completion != nil {
 		j.appendLine(j.spec.Completion(o))
 	}
 	j.outcome = o
+	j.live.end()
 	gone := j.releaseCgroup()
 	if j.l.sbx == nil && !j.leftRunning {
 		j.deliver(ctx)
@@ -478,13 +512,15 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	j.stopTimers()
 	j.discardRest()
 	j.closePipes()
+	usage := j.usage()
+	j.live.end()
 	if j.l.cg != nil {
 		_ = j.l.cg.Release()
 		j.l.cg.Remove()
 	}
 	j.enter(done)
 	st := j.jobState(nil)
-	st.Status, st.Reason, st.Ended = Detached, ReasonShutdown, time.Now()
+	st.Status, st.Reason, st.Ended, st.Usage = Detached, ReasonShutdown, time.Now(), usage
 	j.final = &st
 	j.answer(ctx, st)
 }
@@ -545,6 +581,7 @@ func (j *job) emergency() {
 	if j.l != nil {
 		j.signalAll(syscall.SIGKILL)
 		j.closePipes()
+		j.live.end()
 		if j.l.cg != nil {
 			j.l.cg.Remove()
 		}
@@ -756,12 +793,28 @@ func (j *job) wake(d time.Duration) {
 }
 
 func (j *job) stopTimers() {
-	if j.timeout != nil {
-		j.timeout.Stop()
+	for _, t := range []*time.Timer{j.timeout, j.wakeT, j.cpuT} {
+		if t != nil {
+			t.Stop()
+		}
 	}
-	if j.wakeT != nil {
-		j.wakeT.Stop()
+}
+
+// usage reads what the job used from its cgroup, and its CPU time from the
+// shell's rusage without one (see Usage).
+func (j *job) usage() Usage {
+	var u Usage
+	if cg := j.l.cg; cg != nil {
+		var err error
+		if u, err = cg.Usage(); err != nil && j.res.Log != nil {
+			j.res.Log.Warn("reading the job's resource usage", "job", j.spec.ID, "err", err)
+		}
 	}
+	if j.state != nil && u.CPU == 0 {
+		ru := &j.state.Rusage
+		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return u
 }
 
 // exitStatus returns the exit code (128+n for signal n) and signal name.
@@ -789,8 +842,9 @@ func (j *job) jobState(o *Outcome) State {
 	if j.l != nil {
 		st.Pid = j.l.p.Pid
 	}
+	st.live = j.live
 	if o != nil {
-		st.Ended = time.Now()
+		st.Ended, st.Usage = time.Now(), o.Usage
 		if o.Exited {
 			code := o.ExitCode
 			st.ExitCode = &code

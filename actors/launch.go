@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/proc"
@@ -21,6 +24,7 @@ import (
 type Launched struct {
 	start   time.Time
 	p       *proc.Process
+	applied Applied          // the limits it runs under
 	cg      *proc.Cgroup     // nil: the process group is the unit
 	sbx     *sandbox.Command // restricted jobs
 	proxy   *egress.Proxy    // restricted jobs with network
@@ -37,21 +41,31 @@ func (l *Launched) Pid() int { return l.p.Pid }
 // job), for progress reports.
 func (l *Launched) Output() *truncate.Buffer { return l.out }
 
-// Launch starts spec's process in the calling goroutine: its cgroup, its
-// sandbox, its output pipe or file, and the fork. Starting here, rather
-// than in the actor, keeps the fork from waiting for actors to be
-// scheduled. On error nothing is left behind.
+// Launch starts spec's process in the calling goroutine: its cgroup and
+// limits, its sandbox, its output pipe or file, and the fork. Starting
+// here, rather than in the actor, keeps the fork from waiting for actors
+// to be scheduled. On error nothing is left behind.
 //
 // A background job writes straight into its output file, unless there
 // are secret values to redact (res.Redactor): then it writes into a pipe
 // that its actor copies into the file.
+//
+// The limits (spec.Limits) go on the job's cgroup where it has the
+// controller; otherwise memory and CPU time become rlimits of each process
+// (see Limits), which an unrestricted job gets with prlimit(2) right after
+// the fork: the shell runs only its own start-up before that (a few
+// hundred µs, in which it forks nothing), and processes it forks later
+// inherit them. A restricted job gets them before it runs anything, as the
+// lower of these and the sandbox's own rlimits.
 func Launch(spec *Spec, res *Resources) (*Launched, error) {
-	l := &Launched{start: time.Now()}
+	l := &Launched{start: time.Now(), applied: Applied{Limits: spec.Limits}}
+	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
-		SeparateStderr: res.SeparateStreams && !spec.Background, CgroupFD: -1,
+		SeparateStderr: res.SeparateStreams && !spec.Background,
 	}
 	extra := spec.ExtraEnv
+	var memCtl, pidsCtl bool
 	if res.Cgroups != nil {
 		name := spec.Name
 		if name == "" {
@@ -61,11 +75,39 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
-		l.cg, ps.CgroupFD = cg, cg.FD()
+		l.cg, ps.Cgroup = cg, cg
+		memCtl, pidsCtl = cg.Controllers()
+		var pl proc.Limits
+		if memCtl {
+			pl.Memory = lim.Memory
+		}
+		if pidsCtl {
+			pl.Pids = lim.Pids
+		} else {
+			l.applied.Pids = 0
+		}
+		if err := cg.SetLimits(pl); err != nil {
+			l.undo()
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+	} else {
+		l.applied.Pids = 0
 	}
+	// The rlimit fallbacks.
+	l.applied.MemoryPerProcess = lim.Memory > 0 && !memCtl
+	l.applied.CPUPerProcess = lim.CPUTime > 0 && l.cg == nil
+	cpuSeconds := uint64((lim.CPUTime + time.Second - 1) / time.Second)
 	if p := spec.Sandbox; p != nil {
+		sl := res.Sandbox.Limits
+		def := sl.WithDefaults()
+		if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
+			sl.AddressSpace = uint64(lim.Memory)
+		}
+		if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
+			sl.CPUSeconds = cpuSeconds
+		}
 		opts := sandbox.Options{
-			Limits: res.Sandbox.Limits, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
+			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 			CacheDir: p.CacheDir, Network: p.Network != nil,
 		}
@@ -97,6 +139,9 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 				}
 			}})
 		}
+		if pidsCtl {
+			l.applied.Pids = l.cg.Limits().Pids // the stricter of the two
+		}
 		extra = append(extra[:len(extra):len(extra)], sc.Env...)
 		if res.Sandbox.Helper {
 			ps.Launch = sc.StartHelper
@@ -127,6 +172,15 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		l.undo()
 		return nil, err
 	}
+	if spec.Sandbox == nil {
+		if err := l.setRlimits(lim, cpuSeconds); err != nil {
+			_ = l.p.SignalGroup(syscall.SIGKILL)
+			_, _ = l.p.Wait()
+			l.closePipes()
+			l.undo()
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+	}
 	if !spec.Background {
 		tc := res.Truncate
 		if spec.SpoolDir != "" && tc.SpoolDir != "" {
@@ -138,6 +192,31 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		}
 	}
 	return l, nil
+}
+
+// setRlimits applies the rlimit fallbacks to an unrestricted job's shell.
+func (l *Launched) setRlimits(lim Limits, cpuSeconds uint64) error {
+	if l.applied.MemoryPerProcess {
+		if err := l.p.SetRlimit(unix.RLIMIT_AS, uint64(lim.Memory), uint64(lim.Memory)); err != nil {
+			return err
+		}
+	}
+	if l.applied.CPUPerProcess {
+		// SIGXCPU at the soft limit, SIGKILL at the hard one.
+		if err := l.p.SetRlimit(unix.RLIMIT_CPU, cpuSeconds, cpuSeconds+5); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closePipes closes the read ends of a started process's pipes.
+func (l *Launched) closePipes() {
+	for _, f := range []*os.File{l.p.Stdout, l.p.Stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // undo releases what a failed Launch had set up.

@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/bashvisor/bashvisor/egress"
@@ -47,6 +48,8 @@ type Spec struct {
 	// Sandbox, when set, runs the job in the sandbox (package sandbox)
 	// with this profile; nil runs it unrestricted.
 	Sandbox *Profile
+	// Limits are the job's resource limits (see [Limits]).
+	Limits Limits
 	// Timeout is the foreground timeout, or the background lifetime; 0
 	// means none. It bounds the shell: a foreground shell that exited
 	// before it is reported with its own status even when ending the
@@ -117,6 +120,52 @@ type Resources struct {
 	trace func(id string, p phase)
 }
 
+// Limits are a job's resource limits. A zero field means no limit.
+type Limits struct {
+	// Memory bounds the memory of the job's processes together, in bytes,
+	// page cache included (proc.Limits.Memory): over it the kernel's OOM
+	// killer ends the process that uses the most. Where the engine's
+	// cgroups have no memory controller it is RLIMIT_AS instead, the
+	// address space of each process (Applied.MemoryPerProcess):
+	// allocations beyond it fail, nothing is OOM-killed, and programs
+	// that reserve more address space than they use can fail below it.
+	Memory int64
+	// CPUTime bounds the CPU time (user and system) of the job's
+	// processes together. With a cgroup the job's actor reads the
+	// cgroup's CPU time while the job runs, at intervals that shrink as
+	// the limit nears (from 1 s down to 10 ms, so a job overshoots it by
+	// at most 10 ms per CPU), and ends the job with the grace sequence
+	// (ReasonCPULimit), during which it may use up to Grace per CPU
+	// more. Without a cgroup it is RLIMIT_CPU of each process
+	// (Applied.CPUPerProcess), rounded up to whole seconds: SIGXCPU at the
+	// limit, SIGKILL 5 s of CPU time later.
+	CPUTime time.Duration
+	// Pids bounds the processes and threads alive at once (pids.max).
+	// Without a pids controller there is no such limit.
+	Pids int
+}
+
+// Applied are the limits a job ran under, and how they were enforced. A
+// restricted job's pids limit is the lower of Limits.Pids and the
+// sandbox's (sandbox.Limits.Processes). Limits the host could not enforce
+// (Pids without a pids controller) are zero.
+type Applied struct {
+	Limits
+	// MemoryPerProcess: Memory was each process's RLIMIT_AS.
+	MemoryPerProcess bool
+	// CPUPerProcess: CPUTime was each process's RLIMIT_CPU.
+	CPUPerProcess bool
+}
+
+// Usage is what a job's processes used (see proc.Usage). Where the job has
+// no cgroup, CPU comes from the shell's own rusage (wait4): the time of the
+// shell and of the descendants it waited for (orphans reaped by others are
+// missing). What needs a controller the job's cgroup lacks stays 0: the
+// rusage's largest resident set is no substitute for PeakMemory, because a
+// process forked from the engine (vfork) is charged the engine's own peak
+// resident set when it execs.
+type Usage = proc.Usage
+
 // Sandbox configures restricted jobs (see package sandbox).
 type Sandbox struct {
 	// Limits are the resource limits of a restricted job.
@@ -173,9 +222,10 @@ const (
 	ReasonNone      Reason = ""
 	ReasonTimeout   Reason = "timeout"
 	ReasonCancelled Reason = "cancelled"
-	ReasonKilled    Reason = "killed"   // a Kill request
-	ReasonShutdown  Reason = "shutdown" // engine shutdown
-	ReasonLifetime  Reason = "lifetime" // a background job's lifetime
+	ReasonKilled    Reason = "killed"         // a Kill request
+	ReasonShutdown  Reason = "shutdown"       // engine shutdown
+	ReasonLifetime  Reason = "lifetime"       // a background job's lifetime
+	ReasonCPULimit  Reason = "cpu time limit" // Limits.CPUTime, job-wide
 	// ReasonLeftovers: the shell exited; processes it left in its group
 	// were ended. It is internal: the outcome reports ReasonNone (the
 	// shell ended on its own) with Leftovers.
@@ -216,6 +266,12 @@ type Outcome struct {
 	// Refused lists the destinations ("host:port") the egress proxy
 	// refused the job, the first few of them.
 	Refused []string
+	// Usage is what the job's processes used, read when the job ended
+	// (final once its cgroup is empty; a snapshot when processes were
+	// kept running or survived). It is zero for a job that never started.
+	Usage Usage
+	// Limits are the limits the job ran under.
+	Limits Applied
 }
 
 // Status is the status of a job that ran and ended with this outcome (one
@@ -223,7 +279,8 @@ type Outcome struct {
 func (o Outcome) Status() Status {
 	switch {
 	case o.Reason == ReasonKilled, o.Reason == ReasonShutdown, o.Reason == ReasonLifetime,
-		o.Reason == ReasonCancelled, o.Reason == ReasonTimeout, o.Reason == ReasonFailed:
+		o.Reason == ReasonCancelled, o.Reason == ReasonTimeout, o.Reason == ReasonFailed,
+		o.Reason == ReasonCPULimit:
 		return Killed
 	case o.Signal != "":
 		return Killed
@@ -255,10 +312,53 @@ type State struct {
 	Started    time.Time
 	Ended      time.Time
 	OutputFile string
+	// Usage is what the job used, once it ended (see Outcome.Usage);
+	// CurrentUsage reads it while the job runs.
+	Usage Usage
+
+	live *liveUsage // the running job's cgroup
 }
 
 // Running reports whether the job has not ended yet.
 func (s State) Running() bool { return s.Status == Running }
+
+// CurrentUsage returns what the job has used so far: Usage once it ended,
+// and while it runs what its cgroup has accounted (a few µs: one pread per
+// counter; zero without a cgroup, or before the job's actor reported it
+// running).
+func (s State) CurrentUsage() Usage {
+	if !s.Running() || s.live == nil {
+		return s.Usage
+	}
+	return s.live.read()
+}
+
+// liveUsage reads a running job's cgroup until the job ends; the job's
+// actor detaches it before it hands the cgroup back, so a recycled cgroup
+// is never read for the wrong job.
+type liveUsage struct {
+	mu sync.Mutex
+	cg *proc.Cgroup // nil once the job ended
+}
+
+func (l *liveUsage) read() Usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cg == nil {
+		return Usage{}
+	}
+	u, _ := l.cg.Usage()
+	return u
+}
+
+func (l *liveUsage) end() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.cg = nil
+	l.mu.Unlock()
+}
 
 // Messages a job's actor receives.
 type (

@@ -28,13 +28,20 @@ type auditRecord struct {
 	Bytes        int64    // output bytes produced
 	Truncated    bool     // output was truncated
 	Killed       []string // what was killed (leftover processes, the group on timeout)
+	// The resource report of a command that ran in the foreground (see
+	// Result); zero otherwise, and then left out.
+	CPUMS, PeakMemory int64
+	Processes         int
+	OOMKilled         bool
 }
 
 // auditor writes the audit log: one JSON line per call through slog's
 // JSON handler ("msg":"bash", plus time, conversation, command, display,
 // decision, rule, reason, mode, sandbox, status, exit_code,
-// duration_ms, bytes, truncated, killed), and one line per decision of
-// the egress proxy ("msg":"egress", see Egress). The command, display and reason
+// duration_ms, bytes, truncated, killed, and for a command that ran in the
+// foreground cpu_ms, peak_memory_bytes, processes and oom_killed as in
+// Result), and one line per decision of the egress proxy ("msg":"egress",
+// see Egress). The command, display and reason
 // are redacted by redact (the values of the secrets the environment policy
 // stripped, then what safety.RedactSecrets recognises). It is safe for
 // concurrent use; a nil *auditor writes nothing.
@@ -64,7 +71,7 @@ func (a *auditor) Log(rec auditRecord) {
 	if rec.Display != rec.Command {
 		display = a.redact(rec.Display)
 	}
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 18)
 	attrs = append(attrs,
 		slog.String("conversation", rec.Conversation),
 		slog.String("command", command),
@@ -89,6 +96,18 @@ func (a *auditor) Log(rec auditRecord) {
 		slog.Bool("truncated", rec.Truncated))
 	if len(rec.Killed) > 0 {
 		attrs = append(attrs, slog.Any("killed", rec.Killed))
+	}
+	if rec.CPUMS > 0 {
+		attrs = append(attrs, slog.Int64("cpu_ms", rec.CPUMS))
+	}
+	if rec.PeakMemory > 0 {
+		attrs = append(attrs, slog.Int64("peak_memory_bytes", rec.PeakMemory))
+	}
+	if rec.Processes > 0 {
+		attrs = append(attrs, slog.Int("processes", rec.Processes))
+	}
+	if rec.OOMKilled {
+		attrs = append(attrs, slog.Bool("oom_killed", true))
 	}
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
 }
@@ -125,6 +144,10 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 		Bytes:        res.OutputBytes,
 		Truncated:    res.Truncated,
 		Killed:       res.killed,
+		CPUMS:        res.CPUMS,
+		PeakMemory:   res.PeakMemoryBytes,
+		Processes:    res.Processes,
+		OOMKilled:    res.OOMKilled,
 	})
 }
 

@@ -20,7 +20,7 @@ func TestAuditJSONLines(t *testing.T) {
 	recs := []auditRecord{
 		{Conversation: "c1", Command: "GITHUB_TOKEN=ghp_SECRET2 ANTHROPIC_API_KEY='sk-ant-SECRET1' gh pr list", Display: "gh pr list",
 			Decision: "allow", Mode: "default", Status: "failed", ExitCode: &code, DurationMS: 12, Bytes: 99, Truncated: true,
-			Killed: []string{"sleep (pid 4)"}},
+			Killed: []string{"sleep (pid 4)"}, CPUMS: 7, PeakMemory: 1 << 20, Processes: 3, OOMKilled: true},
 		{Conversation: "c2", Command: "export DB_PASSWORD=hunter2SECRET3; curl -H 'Authorization: Bearer SECRET4bearer' https://u:SECRET5url@x/ --password=SECRET6pw",
 			Decision: "block", Rule: "git-add-blind", Reason: "r", Mode: "slow", Sandbox: "read-only", Status: "blocked"},
 		{Conversation: "c3", Command: "env AWS_SECRET_ACCESS_KEY=abcSECRET7 aws s3 ls", Decision: "ask", Status: "needs_approval"},
@@ -53,10 +53,14 @@ func TestAuditJSONLines(t *testing.T) {
 		t.Fatalf("%d lines, want %d", n, len(recs))
 	}
 	first := strings.SplitN(out, "\n", 2)[0]
-	for _, want := range []string{`"exit_code":3`, `"killed":["sleep (pid 4)"]`, `"truncated":true`, `GITHUB_TOKEN=[REDACTED]`, `gh pr list`} {
+	for _, want := range []string{`"exit_code":3`, `"killed":["sleep (pid 4)"]`, `"truncated":true`, `GITHUB_TOKEN=[REDACTED]`, `gh pr list`,
+		`"cpu_ms":7,"peak_memory_bytes":1048576,"processes":3,"oom_killed":true`} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first line lacks %s: %s", want, first)
 		}
+	}
+	if strings.Contains(out, `"cpu_ms":0`) || strings.Count(out, "cpu_ms") != 1 {
+		t.Errorf("a command that did not run has no resource report: %s", out)
 	}
 }
 

@@ -9,13 +9,13 @@ import (
 	"github.com/bashvisor/bashvisor/supervisor"
 )
 
-// Limits bound the commands and jobs that run at once (admission control):
-// MaxRunning (default 4 per CPU) and MaxRunningPerConversation (default
-// half of it) foreground commands, MaxQueue calls waiting for a slot
-// (default 4 * MaxRunning) for up to QueueWait (default 30s), and
+// Admission bounds the commands and jobs that run at once (admission
+// control): MaxRunning (default 4 per CPU) and MaxRunningPerConversation
+// (default half of it) foreground commands, MaxQueue calls waiting for a
+// slot (default 4 * MaxRunning) for up to QueueWait (default 30s), and
 // MaxJobsPerConversation (default 16) and MaxJobs (default 16 per CPU)
 // background jobs running.
-type Limits = supervisor.Limits
+type Admission = supervisor.Admission
 
 // SandboxLimits are the resource limits of restricted commands: CPU time,
 // file size, open files and address space per process, processes per
@@ -70,12 +70,22 @@ type Config struct {
 	// where it can, every command runs in a cgroup of its own and ending it
 	// ends with cgroup.kill, so processes that left the process group
 	// (setsid, double fork) are found and killed too. Otherwise the process
-	// group is the unit and the limitation is logged once.
+	// group is the unit and the limitation is logged once; the memory and
+	// CPU time limits then bind each process (rlimits), there is no
+	// process limit, and results report only CPU time (see Limits).
 	NoCgroups bool
 	// CgroupParent is the cgroup v2 directory under which the engine
 	// creates its per-command cgroups (default: the engine's own cgroup;
 	// it must be writable: root, or a delegated subtree).
 	CgroupParent string
+	// Limits are every command's resource limits (see [Limits]; a call
+	// can override them with ToolContext.Limits). Zero fields mean the
+	// defaults: memory half of the physical memory, at most 16 GiB;
+	// 4096 processes and threads; no CPU time limit. Negative ones mean
+	// no limit. The defaults let `go build`, `npm install`, `pytest` and
+	// `cargo build` of mid-size projects and heavily threaded programs
+	// run; they stop memory and fork bombs.
+	Limits Limits
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved.
 	SeparateStreams bool
@@ -184,12 +194,12 @@ type Config struct {
 	// EndConversation removes the conversation's caches.
 	CacheDir string
 
-	// Limits bound what runs at once: foreground commands engine-wide and
-	// per conversation (over them a call waits in a bounded queue, its
+	// Admission bounds what runs at once: foreground commands engine-wide
+	// and per conversation (over them a call waits in a bounded queue, its
 	// timeout not yet started, then fails with ErrBusy), and background
 	// jobs (over them a job is refused at once). Zero fields take the
-	// defaults documented at the fields of [Limits].
-	Limits Limits
+	// defaults documented at the fields of [Admission].
+	Admission Admission
 
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.
@@ -198,7 +208,8 @@ type Config struct {
 
 // DefaultConfig returns the defaults: 30 s default timeout, 15 min slow
 // timeout, 24 h background lifetime, 2 s grace, 128 KiB of output cut in
-// the middle, full outputs up to 64 MiB kept.
+// the middle, full outputs up to 64 MiB kept, memory limit half of the
+// physical memory (at most 16 GiB), 4096 processes.
 func DefaultConfig() Config {
 	return Config{
 		Timeout:            30 * time.Second,
@@ -213,5 +224,6 @@ func DefaultConfig() Config {
 		SpoolCap:           64 << 20,
 		SpoolKeep:          32,
 		ProgressInterval:   time.Second,
+		Limits:             Limits{}.withDefaults(),
 	}
 }

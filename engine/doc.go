@@ -23,7 +23,9 @@
 // What the model reads ([Result.Output]), by [Result.Status]:
 //
 //	ok              the output
-//	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output
+//	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output;
+//	                [command failed: out of memory (limit 4 GiB)] or [command failed: CPU time limit exceeded (limit 10m)]
+//	                when a resource limit ended it
 //	timed_out       [command timed out after 30s], then the partial output
 //	cancelled       [command cancelled], then the partial output
 //	blocked         [command blocked: REASON; instead: ALTERNATIVE] (never executed)
@@ -42,6 +44,13 @@
 // failed: exit code N]" or "[background process killed: REASON]". All of
 // these texts are written in one file of this package (render.go) from the
 // data the lower layers return.
+//
+// Every command runs under resource limits of all its processes together
+// ([Limits]: memory, CPU time, processes; per engine in Config.Limits, per
+// call in ToolContext.Limits), and every result reports what it used:
+// Result.CPUMS, PeakMemoryBytes, Processes and OOMKilled, read from the
+// kernel's accounting of the command's cgroup (each field says when it is
+// exact, approximate or absent).
 //
 // Before anything runs, the command is analysed once (package safety):
 // safety rules that block mistakes such as blind `git add -A` or `rm -rf /`,

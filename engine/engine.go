@@ -34,8 +34,8 @@ var (
 	ErrStart          = supervisor.ErrStart
 	ErrInternal       = supervisor.ErrActorFailed
 	// ErrBusy: the engine or the conversation already runs as many
-	// commands as Config.Limits allows and no slot freed within
-	// Limits.QueueWait (or the queue is full); the error says what is full.
+	// commands as Config.Admission allows and no slot freed within
+	// Admission.QueueWait (or the queue is full); the error says what is full.
 	ErrBusy = supervisor.ErrBusy
 )
 
@@ -102,11 +102,11 @@ func New(cfg Config) (*Engine, error) {
 		Environ: cfg.Environ, EnvAllowlist: cfg.EnvPolicy == EnvAllowlist,
 		EnvKeep: cfg.EnvKeep, EnvAllow: cfg.EnvAllow, EnvStrip: cfg.EnvStrip,
 		KeepCapabilities: cfg.KeepCapabilities,
-		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent,
+		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent, Limits: cfg.Limits.job(),
 		OutputDir: e.outDir, Truncate: trunc,
 		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
 		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams,
-		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper, Limits: cfg.Limits,
+		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper, Admission: cfg.Admission,
 		SandboxHelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
 		Logger: cfg.Logger,
 	})
@@ -163,6 +163,7 @@ func withDefaults(c Config) Config {
 	if c.Environ == nil {
 		c.Environ = os.Environ()
 	}
+	c.Limits = c.Limits.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -217,7 +218,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	script := g.Run
 	req := supervisor.Request{
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
-		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile,
+		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc),
 	}
 	switch mode {
 	case ModeBackground:
@@ -409,6 +410,11 @@ func jobInfo(st supervisor.State) JobInfo {
 	if fi, err := os.Stat(st.OutputFile); err == nil {
 		j.Bytes = fi.Size()
 	}
+	u := reportOf(st.CurrentUsage())
+	j.CPUMS, j.PeakMemoryBytes, j.Processes, j.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
+	if j.Status == JobKilled && j.OOMKilled && st.Reason == supervisor.ReasonNone {
+		j.Reason = "out of memory" // the OOM killer's SIGKILL
+	}
 	return j
 }
 
@@ -506,7 +512,7 @@ type Load struct {
 	Queued int `json:"queued"`
 }
 
-// Load returns how busy the engine is now (see Config.Limits).
+// Load returns how busy the engine is now (see Config.Admission).
 func (e *Engine) Load() Load {
 	st := e.sup.Stats()
 	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -49,6 +50,8 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 	if o.Err != nil && !errors.Is(o.Err, supervisor.ErrActorFailed) {
 		return errorResult(res, o.Err)
 	}
+	u := reportOf(o.Usage)
+	res.CPUMS, res.PeakMemoryBytes, res.Processes, res.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
 	body := o.Output.Text
 	if o.Stderr != nil && o.Stderr.Text != "" {
 		body = appendNote(body, "[stderr]\n"+o.Stderr.Text)
@@ -86,6 +89,12 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 		code := o.ExitCode
 		res.ExitCode, res.Signal = &code, o.Signal
 	}
+	failed := o.Signal != "" || o.ExitCode != 0
+	oom := o.Usage.OOMKills > 0
+	if oom && (!failed || o.Reason != supervisor.ReasonNone) {
+		// The shell carried on (or something else ended it): say so.
+		body = appendNote(body, "["+oomNote(o)+"]")
+	}
 	switch {
 	case o.Err != nil:
 		res.Status, res.Err = StatusError, o.Err
@@ -99,6 +108,12 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 	case o.Reason == supervisor.ReasonShutdown:
 		res.Status, res.Err = StatusCancelled, ErrShutdown
 		res.Output = cancelledText + appendNote(body, "[the engine is shutting down]")
+	case o.Reason == supervisor.ReasonCPULimit, cpuRlimitHit(o):
+		res.Status = StatusFailed
+		res.Output = "[command failed: " + cpuLimitText(o.Limits) + "]\n" + body
+	case oom && failed:
+		res.Status = StatusFailed
+		res.Output = "[command failed: " + oomText(o.Limits) + "]\n" + body
 	case o.Signal != "":
 		res.Status = StatusFailed
 		res.Output = "[command failed: killed by " + o.Signal + "]\n" + body
@@ -181,13 +196,73 @@ func completionLine(sbx Sandbox) func(supervisor.Outcome) string {
 }
 
 func completionStatus(o supervisor.Outcome) string {
-	switch o.Status() {
-	case supervisor.Completed:
+	st := o.Status()
+	switch {
+	case st == supervisor.Completed:
+		if o.Usage.OOMKills > 0 {
+			return "[background process completed; " + oomNote(o) + "]"
+		}
 		return "[background process completed]"
-	case supervisor.Failed:
+	case o.Reason == supervisor.ReasonCPULimit, cpuRlimitHit(o):
+		return "[background process killed: " + cpuLimitText(o.Limits) + "]"
+	case o.Usage.OOMKills > 0 && o.Reason == supervisor.ReasonNone:
+		return "[background process failed: " + oomText(o.Limits) + "]"
+	case st == supervisor.Failed:
 		return fmt.Sprintf("[background process failed: exit code %d]", o.ExitCode)
 	}
 	return "[background process killed: " + killReason(o.Reason, o.Signal) + "]"
+}
+
+// oomText says that a command ran out of memory: "out of memory (limit 4
+// GiB)". A system-wide shortage kills without a limit of the command's.
+func oomText(l supervisor.Applied) string {
+	if l.Memory > 0 && !l.MemoryPerProcess {
+		return "out of memory (limit " + humanBytes(l.Memory) + ")"
+	}
+	return "out of memory"
+}
+
+// oomNote says how many of a command's processes the OOM killer ended.
+func oomNote(o supervisor.Outcome) string {
+	n := o.Usage.OOMKills
+	what := "a process"
+	if n > 1 {
+		what = strconv.Itoa(n) + " processes"
+	}
+	return "the kernel killed " + what + " of the command: " + oomText(o.Limits)
+}
+
+// cpuRlimitHit reports that, without cgroups, the shell was ended by
+// RLIMIT_CPU (SIGXCPU), or exited with the status of a process that was
+// (128+SIGXCPU).
+func cpuRlimitHit(o supervisor.Outcome) bool {
+	if !o.Limits.CPUPerProcess || o.Reason != supervisor.ReasonNone {
+		return false
+	}
+	return o.Signal == "SIGXCPU" || (o.Exited && o.Signal == "" && o.ExitCode == 128+int(syscall.SIGXCPU))
+}
+
+// cpuLimitText says that a command used up its CPU time: "CPU time limit
+// exceeded (limit 10m)", "... (limit 10s per process)" without cgroups.
+func cpuLimitText(l supervisor.Applied) string {
+	s := "CPU time limit exceeded (limit " + humanDuration(l.CPUTime)
+	if l.CPUPerProcess {
+		s += " per process"
+	}
+	return s + ")"
+}
+
+// humanBytes prints a limit: "4 GiB", "256 MiB", "1.5 GiB".
+func humanBytes(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + " " + u.name
+		}
+	}
+	return truncate.Humanize(n)
 }
 
 // killReason says why a job was killed, in words.
@@ -205,6 +280,8 @@ func killReason(r supervisor.Reason, signal string) string {
 		return "timed out"
 	case supervisor.ReasonFailed:
 		return "command actor failed"
+	case supervisor.ReasonCPULimit:
+		return "CPU time limit exceeded"
 	}
 	if signal != "" {
 		return signal

@@ -93,7 +93,7 @@ func TestConversationsAreIsolated(t *testing.T) {
 // the ones that waited say so (their timeout started only when they ran).
 func TestAdmissionCapHolds(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) {
-		c.Limits = engine.Limits{MaxRunning: 4, MaxRunningPerConversation: 4, MaxQueue: 400, QueueWait: 2 * time.Minute}
+		c.Admission = engine.Admission{MaxRunning: 4, MaxRunningPerConversation: 4, MaxQueue: 400, QueueWait: 2 * time.Minute}
 		c.Timeout = 5 * time.Second
 	})
 	dir := t.TempDir()
@@ -160,7 +160,7 @@ func TestAdmissionCapHolds(t *testing.T) {
 // and another conversation is not.
 func TestAdmissionBusy(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) {
-		c.Limits = engine.Limits{MaxRunning: 1, MaxRunningPerConversation: 1, MaxQueue: 1, QueueWait: 300 * time.Millisecond,
+		c.Admission = engine.Admission{MaxRunning: 1, MaxRunningPerConversation: 1, MaxQueue: 1, QueueWait: 300 * time.Millisecond,
 			MaxJobsPerConversation: 1}
 	})
 	dir := t.TempDir()

@@ -31,7 +31,7 @@ type ToolContext struct {
 	// ConversationID identifies the conversation: background jobs belong
 	// to it (Jobs, Job, JobOutput and Kill see only its own), its output
 	// files live in a directory of its own, its commands count against its
-	// share of Config.Limits, and logs and the audit log name it. Calls
+	// share of Config.Admission, and logs and the audit log name it. Calls
 	// without one share the conversation "".
 	ConversationID string
 	// Sandbox is the sandbox profile the command runs in (the zero value:
@@ -42,6 +42,10 @@ type ToolContext struct {
 	// Env holds per-call environment overrides. They apply last, but can
 	// never re-add a variable the environment policy removed as a secret.
 	Env map[string]string
+	// Limits, when set, override Config.Limits for this call: its
+	// non-zero fields replace the engine's (negative: no limit), its zero
+	// fields keep them.
+	Limits *Limits
 	// Approved tells the engine that a person approved this exact command,
 	// so a permission rule answering "ask" lets it run. Safety blocks and
 	// "deny" rules still apply.
@@ -110,7 +114,7 @@ type Result struct {
 	// start.
 	DurationMS int64 `json:"duration_ms"`
 	// QueuedMS is how long the call waited for a slot before the command
-	// started (Config.Limits); its timeout started only then. Background
+	// started (Config.Admission); its timeout started only then. Background
 	// jobs never wait (over their limit they are refused).
 	QueuedMS int64 `json:"queued_ms"`
 	// Command is the command as submitted.
@@ -125,6 +129,39 @@ type Result struct {
 	// JobID names a background job (status "started") for Job,
 	// JobOutput and Kill.
 	JobID string `json:"job_id,omitempty"`
+
+	// The resource report, for a command that ran in the foreground (a
+	// background job's is in its JobInfo). The engine reads it from the
+	// kernel's accounting of the command's cgroup, where it has one.
+
+	// CPUMS is the CPU time (user and system) of the command's
+	// processes, in milliseconds, rounded up. With cgroups it is exact
+	// and counts every process, also those that left the process group;
+	// without, it is the shell's and that of the processes it waited for
+	// (rusage). Absent when the command did not run.
+	CPUMS int64 `json:"cpu_ms,omitempty"`
+	// PeakMemoryBytes is the most memory the command's processes held at
+	// once, in bytes, page cache they caused included (what Limits.Memory
+	// compares with), to the kernel's granularity of about 256 KiB per
+	// CPU; a reused cgroup adds what earlier commands left charged, at
+	// most 2 MiB. Absent when the command did not run, and
+	// without a memory controller: the kernel then keeps no figure for the
+	// whole command, and rusage's largest resident set counts the engine's
+	// own for a process it forked.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+	// Processes is the most processes and threads that were alive at once,
+	// the shell included (cgroup pids.peak). It is not a count of the
+	// processes started, which the kernel does not keep: a script that
+	// ran ten programs one after another reads 2. Where the pids limit
+	// lives in a cgroup v1 hierarchy (hybrid hosts) the engine thread that
+	// forks the shell counts until it leaves, microseconds after the fork:
+	// the value is at least 2 there, and on a busy machine may be one
+	// more than the command's own. Absent without a pids controller.
+	Processes int `json:"processes,omitempty"`
+	// OOMKilled reports that the kernel's OOM killer killed a process of
+	// the command (at its memory limit, or in a system-wide shortage).
+	// Known only with a memory controller.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.
@@ -178,4 +215,11 @@ type JobInfo struct {
 	Bytes int64 `json:"bytes"`
 	// OutputFile receives its output, then a completion line when it ends.
 	OutputFile string `json:"output_file"`
+	// CPUMS, PeakMemoryBytes, Processes and OOMKilled are its resource
+	// report, as in [Result]: so far while it runs (read from its cgroup
+	// at the call; absent without cgroups), final once it ended.
+	CPUMS           int64 `json:"cpu_ms,omitempty"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+	Processes       int   `json:"processes,omitempty"`
+	OOMKilled       bool  `json:"oom_killed,omitempty"`
 }

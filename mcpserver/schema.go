@@ -44,11 +44,16 @@ const resultOutputSchema = `{
     "output_bytes": {"type": "integer", "minimum": 0, "description": "Total bytes the command produced."},
     "full_output_file": {"type": "string", "description": "File holding the complete output when it was truncated."},
     "duration_ms": {"type": "integer", "minimum": 0},
+    "queued_ms": {"type": "integer", "minimum": 0, "description": "How long the call waited for a slot before the command started (admission control); its timeout started only then."},
     "command": {"type": "string"},
     "display": {"type": "string", "description": "The command as shown to a person."},
     "pid": {"type": "integer", "description": "Background only: the job's process group id."},
     "output_file": {"type": "string", "description": "Background only: the file the job's output goes to."},
-    "job_id": {"type": "string", "description": "Background only: the id for bash_output and bash_kill."}
+    "job_id": {"type": "string", "description": "Background only: the id for bash_output and bash_kill."},
+    "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time (user + system) of the command's processes in ms, rounded up; exact with cgroups, else the shell's and its waited-for children's. Absent when it did not run."},
+    "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the command's processes held at once, page cache included. Absent when it did not run, or without a memory controller."},
+    "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once, the shell included (not a count of processes started). Absent without a pids controller."},
+    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the command (at its memory limit or in a system-wide shortage)."}
   },
   "required": ["status", "output"]
 }`
@@ -68,7 +73,11 @@ const jobInfoSchema = `{
     "started": {"type": "string", "format": "date-time"},
     "ended": {"type": "string", "format": "date-time"},
     "bytes": {"type": "integer", "minimum": 0, "description": "Bytes of output so far."},
-    "output_file": {"type": "string"}
+    "output_file": {"type": "string"},
+    "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time of the job's processes so far (final once it ended), in ms."},
+    "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the job's processes held at once so far."},
+    "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once so far."},
+    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the job."}
   },
   "required": ["job_id", "status"]
 }`

@@ -395,7 +395,7 @@ func TestConcurrentCalls(t *testing.T) {
 // manySlots lets one conversation run 50 commands at once (the default
 // admission limits would queue most of them).
 func manySlots(c *engine.Config) {
-	c.Limits = engine.Limits{MaxRunning: 128, MaxRunningPerConversation: 128}
+	c.Admission = engine.Admission{MaxRunning: 128, MaxRunningPerConversation: 128}
 }
 
 // parallelSleeps makes n parallel `sleep 1` calls on one session and

@@ -34,7 +34,7 @@ const (
 // (Dir), which it creates below the parent given to [ProbeCgroups] (by
 // default the cgroup the calling process runs in, found through
 // /proc/self/mountinfo and /proc/self/cgroup). Processes started into a
-// command's cgroup with [Spec.CgroupFD] and all their descendants stay in
+// command's cgroup with [Spec.Cgroup] and all their descendants stay in
 // it whatever they do with sessions and process groups, so the cgroup sees
 // setsid escapees and double-forked daemons, and cgroup.kill ends them all
 // at once.
@@ -46,25 +46,28 @@ const (
 //
 // It needs a cgroup2 mount and write access to the parent (root, or a
 // delegated subtree). No controller needs to be enabled: cgroup.procs,
-// cgroup.events and cgroup.kill (Linux 5.14+) exist in every cgroup v2.
-// A Cgroups is safe for concurrent use.
+// cgroup.events, cgroup.kill (Linux 5.14+) and cpu.stat exist in every
+// cgroup v2. Memory and pids limits and accounting use those controllers
+// where the host offers them, on the cgroup v2 or in v1 hierarchies (see
+// [Cgroup.SetLimits], [Cgroup.Usage], [Cgroups.MemoryLimit]). A Cgroups is
+// safe for concurrent use.
 type Cgroups struct {
 	dir  string // the engine's directory: <parent>/bashvisor-<pid>-<n>
 	home string // the cgroup released processes move to (the parent)
 	rel  string // dir relative to the cgroup2 mount, for /proc/PID/cgroup checks
 
-	pending sync.WaitGroup // background removals
+	pending sync.WaitGroup // background removals and renewals
 	closed  atomic.Bool
 
 	mu       sync.Mutex
 	idle     []*Cgroup       // empty cgroups kept for reuse, at most MaxIdle
 	released map[string]bool // names of released cgroups: never killed
 
-	// Where pids.max is set (see cgroup_pids.go): on the v2 cgroups, or
-	// under pidsV1 (the engine's directory in the v1 pids hierarchy, below
-	// pidsV1Home).
-	pidsV2             bool
-	pidsV1, pidsV1Home string
+	// Where the memory and pids controllers are (see cgroup_limits.go),
+	// and the tasks files of the engine's own cgroups in the v1
+	// hierarchies, opened for LeaveThread (-1: none).
+	ctl       [nCtl]controller
+	homeTasks [nCtl]int
 }
 
 // MaxIdle bounds the empty cgroups a [Cgroups] keeps for reuse. Creating
@@ -110,12 +113,12 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 	}
 	// /proc/PID/cgroup shows paths from the namespace root, which is the
 	// mount's root.
-	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}}
+	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}, homeTasks: [nCtl]int{-1, -1}}
 	if err := m.selfTest(); err != nil {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
 	}
-	m.probePids()
+	m.probeControllers()
 	return m, nil
 }
 
@@ -131,7 +134,7 @@ func (m *Cgroups) selfTest() error {
 		cg.Remove()
 		return err
 	}
-	p, err := Start(Spec{Path: sleep, Args: []string{"sleep", "60"}, Dir: "/", CgroupFD: cg.FD(), Output: devNullW()})
+	p, err := Start(Spec{Path: sleep, Args: []string{"sleep", "60"}, Dir: "/", Cgroup: cg, Output: devNullW()})
 	cg.CloseFD()
 	if err != nil {
 		cg.Remove()
@@ -229,8 +232,20 @@ func ownCgroup() (string, error) {
 // Dir returns the directory under which command cgroups are created.
 func (m *Cgroups) Dir() string { return m.dir }
 
+// Dirs lists Dir and its counterparts in the cgroup v1 hierarchies m uses
+// (see [Cgroup.V1Dirs]); Close removes them all.
+func (m *Cgroups) Dirs() []string {
+	dirs := []string{m.dir}
+	for _, c := range m.ctl {
+		if c.dir != "" {
+			dirs = append(dirs, c.dir)
+		}
+	}
+	return dirs
+}
+
 // New returns an empty cgroup for one command, opened for
-// [Spec.CgroupFD]: a recycled one when available, otherwise a new one named
+// [Spec.Cgroup]: a recycled one when available, otherwise a new one named
 // name (which must be unique among m's cgroups).
 func (m *Cgroups) New(name string) (*Cgroup, error) {
 	m.mu.Lock()
@@ -256,7 +271,23 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 	if err != nil {
 		events = -1
 	}
-	return &Cgroup{m: m, dir: dir, fd: fd, events: events}, nil
+	cg := m.newCgroup(dir)
+	cg.fd, cg.events = fd, events
+	if err := cg.newV1Parts(); err != nil {
+		cg.CloseFD()
+		_ = os.Remove(dir)
+		return nil, err
+	}
+	return cg, nil
+}
+
+// newCgroup returns the Cgroup of directory dir, with nothing open.
+func (m *Cgroups) newCgroup(dir string) *Cgroup {
+	cg := &Cgroup{m: m, dir: dir, fd: -1, events: -1, tasks: [nCtl]int{-1, -1}}
+	for i := range cg.files {
+		cg.files[i] = -1
+	}
+	return cg
 }
 
 // Close waits for background removals and removes Dir. Command cgroups
@@ -277,7 +308,7 @@ func (m *Cgroups) Close() error {
 	var errs []error
 	for _, e := range entries {
 		if e.IsDir() {
-			cg := &Cgroup{m: m, dir: filepath.Join(m.dir, e.Name()), fd: -1, events: -1}
+			cg := m.newCgroup(filepath.Join(m.dir, e.Name()))
 			m.mu.Lock()
 			released := m.released[e.Name()]
 			m.mu.Unlock()
@@ -294,23 +325,32 @@ func (m *Cgroups) Close() error {
 	if err := os.Remove(m.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 	}
-	if m.pidsV1 != "" {
+	for i, ctl := range m.ctl {
+		if ctl.dir == "" {
+			continue
+		}
 		// Command cgroups left there held the processes just killed (or
 		// released) through the v2 cgroups.
-		entries, _ := os.ReadDir(m.pidsV1)
+		entries, _ := os.ReadDir(ctl.dir)
 		for _, e := range entries {
 			if e.IsDir() {
-				_ = os.Remove(filepath.Join(m.pidsV1, e.Name()))
+				_ = os.Remove(filepath.Join(ctl.dir, e.Name()))
 			}
 		}
-		if err := os.Remove(m.pidsV1); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove pids cgroup: %w", err))
+		if err := os.Remove(ctl.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s cgroup: %w", ctlNames[i], err))
+		}
+	}
+	for _, fd := range m.homeTasks {
+		if fd >= 0 {
+			_ = unix.Close(fd)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Cgroup is one command's cgroup v2.
+// Cgroup is one command's cgroup v2, and on a hybrid host its cgroups in
+// the v1 memory and pids hierarchies.
 type Cgroup struct {
 	m        *Cgroups
 	dir      string
@@ -319,14 +359,17 @@ type Cgroup struct {
 	events   int  // open cgroup.events, or -1
 	released bool // its processes were moved out to keep running: never kill
 
-	pidsDir   string // the command's cgroup in the v1 pids hierarchy, if any
-	pidsV2Set bool   // pids.max is set on the v2 cgroup
+	v1     [nCtl]string // its cgroups in v1 hierarchies ("": none)
+	tasks  [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
+	limits Limits       // as last written
+	files  [nFile]int   // open accounting files, or -1
+	base   baseline     // counters when its previous command ended
 }
 
 // Dir returns the cgroup's directory.
 func (c *Cgroup) Dir() string { return c.dir }
 
-// FD returns the open cgroup directory for [Spec.CgroupFD], or -1 after
+// FD returns the open cgroup directory (SysProcAttr.CgroupFD), or -1 after
 // CloseFD.
 func (c *Cgroup) FD() int {
 	c.mu.Lock()
@@ -335,11 +378,12 @@ func (c *Cgroup) FD() int {
 }
 
 // CloseFD closes the cgroup's descriptors (the directory is needed only
-// to start the process; Populated falls back to opening cgroup.events;
-// [Cgroup.Remove] closes them too).
+// to start the process; Populated falls back to opening cgroup.events,
+// Usage reopens the accounting files; [Cgroup.Remove] closes them too).
 func (c *Cgroup) CloseFD() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closeFiles()
 	if c.fd >= 0 {
 		_ = unix.Close(c.fd)
 		c.fd = -1
@@ -433,32 +477,44 @@ func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
 	}
 }
 
-// Release moves the cgroup's processes to the engine's parent cgroup, so
-// they keep running after the cgroup is removed (leftovers kept on
-// purpose, background jobs left running at shutdown). Processes forked
-// while it moves the others are caught by further passes, for up to
-// removeWait. A released cgroup is never killed: Remove and Close only
-// retry rmdir on it, and leave it in place if something stays inside.
+// Release moves the cgroup's processes to the engine's parent cgroup (and
+// to the engine's own cgroups in the v1 hierarchies), so they keep running
+// after the cgroup is removed (leftovers kept on purpose, background jobs
+// left running at shutdown). Processes forked while it moves the others
+// are caught by further passes, for up to removeWait. A released cgroup is
+// never killed: Remove and Close only retry rmdir on it, and leave it in
+// place if something stays inside.
 func (c *Cgroup) Release() error {
 	c.mu.Lock()
 	c.released = true
+	v1 := c.v1
 	c.mu.Unlock()
 	c.m.mu.Lock()
 	c.m.released[filepath.Base(c.dir)] = true
 	c.m.mu.Unlock()
-	c.removePids(true)
+	type move struct{ from, to string }
+	moves := []move{{c.dir, c.m.home}}
+	for i, dir := range v1 {
+		if dir != "" {
+			moves = append(moves, move{dir, c.m.ctl[i].home})
+		}
+	}
 	deadline := time.Now().Add(removeWait)
 	for {
-		pids := c.Pids()
-		if len(pids) == 0 {
-			return nil
-		}
 		var errs []error
-		for _, pid := range pids {
-			err := os.WriteFile(filepath.Join(c.m.home, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-			if err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+		moved := 0
+		for _, m := range moves {
+			for _, pid := range readPids(filepath.Join(m.from, "cgroup.procs")) {
+				moved++
+				err := os.WriteFile(filepath.Join(m.to, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+				if err != nil && !errors.Is(err, unix.ESRCH) {
+					errs = append(errs, fmt.Errorf("release pid %d: %w", pid, err))
+				}
 			}
+		}
+		if moved == 0 { // a pass that found none: later forks start outside
+			c.removeV1()
+			return nil
 		}
 		if len(errs) > 0 || time.Now().After(deadline) {
 			return errors.Join(append(errs, fmt.Errorf("release %s: processes remain", c.dir))...)
@@ -482,11 +538,40 @@ func (c *Cgroup) Recycle() {
 // RecycleEmpty is Recycle for a caller that has just seen the cgroup empty
 // (an empty cgroup cannot gain members by itself): it saves reading
 // cgroup.events.
+//
+// The next command must not inherit anything of this one: SetLimits
+// replaces the limits, the counters that cannot be reset become a baseline
+// [Cgroup.Usage] subtracts, and what can be neither (see reset) is renewed
+// in the background before the cgroup becomes available, or the cgroup is
+// removed.
 func (c *Cgroup) RecycleEmpty() {
-	if c.FD() < 0 || c.m.closed.Load() || !c.resetPids() {
+	if c.FD() < 0 || c.m.closed.Load() {
 		c.Remove()
 		return
 	}
+	c.mu.Lock()
+	renew, ok := c.reset()
+	c.mu.Unlock()
+	switch {
+	case !ok:
+		c.Remove()
+	case len(renew) > 0:
+		c.m.pending.Add(1)
+		go func() {
+			defer c.m.pending.Done()
+			if err := c.renew(renew); err != nil {
+				c.Remove()
+				return
+			}
+			c.keep()
+		}()
+	default:
+		c.keep()
+	}
+}
+
+// keep adds the reset cgroup to the idle ones, or removes it.
+func (c *Cgroup) keep() {
 	c.m.mu.Lock()
 	if len(c.m.idle) < MaxIdle && !c.m.closed.Load() {
 		c.m.idle = append(c.m.idle, c)
@@ -504,7 +589,7 @@ func (c *Cgroup) RecycleEmpty() {
 func (c *Cgroup) Remove() {
 	c.CloseFD()
 	err := os.Remove(c.dir)
-	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removePids(false) {
+	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removeV1() {
 		return
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.EBUSY) {
@@ -521,7 +606,11 @@ func (c *Cgroup) Remove() {
 		defer c.m.pending.Done()
 		_ = c.Kill()
 		_ = c.removeNow(removeWait)
-		c.removePids(false) // its processes were the v2 cgroup's: gone now
+		// Its processes were the v2 cgroup's: gone now, or leaving (a
+		// killed process leaves its v1 cgroups as it exits).
+		for deadline := time.Now().Add(removeWait); !c.removeV1() && time.Now().Before(deadline); {
+			time.Sleep(removePoll)
+		}
 	}()
 }
 

@@ -74,7 +74,7 @@ func TestCgroupKillsEscapees(t *testing.T) {
 	dir := t.TempDir()
 	p, err := proc.Start(proc.Spec{
 		Path: cgBash(t), Args: []string{"bash", "-c", `setsid sleep 300 >/dev/null 2>&1 & echo $! > a; (setsid sh -c 'sleep 300 & echo $! > b' >/dev/null 2>&1 &); while [ ! -s b ]; do sleep 0.01; done`},
-		Dir: dir, CgroupFD: cg.FD(),
+		Dir: dir, Cgroup: cg,
 	})
 	cg.CloseFD()
 	if err != nil {
@@ -137,7 +137,7 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", `trap 'exit 3' TERM; setsid sleep 300 & while :; do sleep 0.05; done`}, Dir: "/", CgroupFD: cg.FD()})
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", `trap 'exit 3' TERM; setsid sleep 300 & while :; do sleep 0.05; done`}, Dir: "/", Cgroup: cg})
 	cg.CloseFD()
 	if err != nil {
 		t.Fatal(err)
@@ -161,14 +161,17 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	if !cgAlive(p.Pid) {
 		t.Fatal("the skipped group was signalled")
 	}
-	// Release moves the shell out; the cgroup can then be removed while it
-	// runs.
+	// Release moves the shell out; the cgroup (and its cgroups in v1
+	// hierarchies) can then be removed while it runs.
+	v1 := cg.V1Dirs()
 	if err := cg.Release(); err != nil {
 		t.Fatal(err)
 	}
 	cg.Remove()
-	if _, err := os.Stat(cg.Dir()); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("cgroup dir left: %v", err)
+	for _, d := range append(v1, cg.Dir()) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("cgroup dir %s left: %v", d, err)
+		}
 	}
 	if !cgAlive(p.Pid) {
 		t.Fatal("released process died")
@@ -185,7 +188,7 @@ func TestCgroupRemoveKillsStragglers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 300"}, Dir: "/", CgroupFD: cg.FD(), Output: os.Stderr})
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 300"}, Dir: "/", Cgroup: cg, Output: os.Stderr})
 	cg.CloseFD()
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +250,7 @@ func TestCgroupRecycle(t *testing.T) {
 	if b.Dir() != a.Dir() {
 		t.Fatalf("not reused: %s, then %s", a.Dir(), b.Dir())
 	}
-	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 300"}, Dir: "/", CgroupFD: b.FD(), Output: os.Stderr})
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 300"}, Dir: "/", Cgroup: b, Output: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +292,7 @@ func TestCgroupStaleRemoved(t *testing.T) {
 	m := cgroups(t)
 	parent := filepath.Dir(m.Dir())
 	// A pid that is not running: a child that has exited and been reaped.
-	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "true"}, Dir: "/", CgroupFD: -1, Output: os.Stderr})
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "true"}, Dir: "/", Output: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,9 @@
 //     the engine never had can be passed deliberately (the caller chose it).
 //   - The group is the unit of termination. A process that leaves the group
 //     (setsid, double fork with setpgid) escapes it; the cgroup support of
-//     the engine closes that gap where cgroups are available.
+//     the engine closes that gap where cgroups are available, and also
+//     limits and accounts a command's memory, processes and CPU time as a
+//     whole ([Cgroup.SetLimits], [Cgroup.Usage]).
 //   - The leader is reaped as soon as it exits. While any member of the
 //     group is alive the kernel keeps the group id allocated, so a signal to
 //     -pgid cannot reach a stranger; after the last member is gone the engine

@@ -29,12 +29,18 @@ type Spec struct {
 	Output *os.File
 	// SeparateStderr gives stderr a pipe of its own (only with Output nil).
 	SeparateStderr bool
-	// CgroupFD, when >= 0, starts the process inside that cgroup v2.
-	CgroupFD int
+	// Cgroup, when set, starts the process inside that cgroup: its cgroup
+	// v2 from the fork on (CLONE_INTO_CGROUP), and on a hybrid host its
+	// cgroups in the v1 memory and pids hierarchies too, with no window in
+	// which the command runs outside them (see [Cgroup.JoinThread] and
+	// [Cgroup.MoveIn]).
+	Cgroup *Cgroup
 	// Launch, when set, starts the prepared command instead of cmd.Start
 	// (restricted mode starts it from a confined thread). It may change
 	// Path, Args, Env, ExtraFiles and SysProcAttr but must keep Setsid and
-	// the standard files.
+	// the standard files. With a Cgroup, SysProcAttr asks for its cgroup
+	// v2 (UseCgroupFD) and Launch must place the process into
+	// [Cgroup.V1Dirs] itself.
 	Launch func(cmd *exec.Cmd) error
 }
 
@@ -107,9 +113,12 @@ func Start(spec Spec) (*Process, error) {
 		}
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
-	if spec.CgroupFD >= 0 {
-		sys.UseCgroupFD = true
-		sys.CgroupFD = spec.CgroupFD
+	if spec.Cgroup != nil {
+		fd := spec.Cgroup.FD()
+		if fd < 0 {
+			return fail(errors.New("cgroup descriptor closed"))
+		}
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
 	}
 	// *os.File stdio is handed to the child as is: exec.Cmd starts no
 	// copying goroutines, and Wait is never called on cmd (see Wait).
@@ -125,9 +134,12 @@ func Start(spec Spec) (*Process, error) {
 	// (one syscall; Go's own descriptors already are), so the command gets
 	// exactly 0, 1 and 2 plus what the launcher passes on purpose.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if spec.Launch != nil {
+	switch {
+	case spec.Launch != nil:
 		err = spec.Launch(cmd)
-	} else {
+	case spec.Cgroup != nil:
+		err = spec.Cgroup.start(cmd)
+	default:
 		err = cmd.Start()
 	}
 	if err != nil {
@@ -150,7 +162,11 @@ func Start(spec Spec) (*Process, error) {
 type Exit struct {
 	// Status is its wait status.
 	Status syscall.WaitStatus
-	// Rusage is its own resource usage (not its children's).
+	// Rusage is its resource usage together with that of the descendants
+	// it waited for (wait4 reports RUSAGE_BOTH): Utime and Stime add up,
+	// Maxrss is the largest resident set of any one of them, in KiB.
+	// Descendants that were orphaned and reaped by another process are
+	// missing.
 	Rusage syscall.Rusage
 }
 
@@ -203,6 +219,16 @@ func (p *Process) Wait() (*Exit, error) {
 		return nil, err
 	}
 	return &ex, nil
+}
+
+// SetRlimit sets resource limit resource (unix.RLIMIT_AS, ...) of the
+// started process with prlimit(2). Processes it forked before keep theirs;
+// later ones inherit it.
+func (p *Process) SetRlimit(resource int, soft, hard uint64) error {
+	if err := unix.Prlimit(p.Pid, resource, &unix.Rlimit{Cur: soft, Max: hard}, nil); err != nil {
+		return fmt.Errorf("prlimit %d: %w", resource, err)
+	}
+	return nil
 }
 
 // SignalGroup sends sig to every process of the group. A group that no

@@ -73,7 +73,7 @@ func bash(t *testing.T) string {
 }
 
 func TestStartSessionAndGroup(t *testing.T) {
-	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "ps -o pid=,pgid=,sid= -p $$; echo err >&2"}, Dir: "/", CgroupFD: -1})
+	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "ps -o pid=,pgid=,sid= -p $$; echo err >&2"}, Dir: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,18 +91,18 @@ func TestStartSessionAndGroup(t *testing.T) {
 }
 
 func TestStartErrors(t *testing.T) {
-	_, err := proc.Start(proc.Spec{Path: "/nonexistent/bash", Args: []string{"x"}, Dir: "/", CgroupFD: -1})
+	_, err := proc.Start(proc.Spec{Path: "/nonexistent/bash", Args: []string{"x"}, Dir: "/"})
 	if err == nil || !strings.Contains(err.Error(), "cannot start process") {
 		t.Fatalf("err %v", err)
 	}
-	_, err = proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash"}, Dir: "/nonexistent-dir", CgroupFD: -1})
+	_, err = proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash"}, Dir: "/nonexistent-dir"})
 	if err == nil {
 		t.Fatal("want error for missing dir")
 	}
 }
 
 func TestGroupMembersAndSignal(t *testing.T) {
-	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "sleep 60 & sleep 60 & echo ready; wait"}, Dir: "/", CgroupFD: -1})
+	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "sleep 60 & sleep 60 & echo ready; wait"}, Dir: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func childEnviron() {
 	}
 	b, _ := exec.LookPath("bash")
 	p, err := proc.Start(proc.Spec{Path: b, Args: []string{"bash", "-c", `tr '\0' '\n' < /proc/$PPID/environ | grep -c MARKER_42 || true
-head -c1 /proc/$PPID/mem >/dev/null; grep CapBnd /proc/self/status`}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, CgroupFD: -1})
+head -c1 /proc/$PPID/mem >/dev/null; grep CapBnd /proc/self/status`}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}})
 	if err != nil {
 		fmt.Println(err)
 		return

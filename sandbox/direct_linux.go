@@ -38,11 +38,12 @@ import (
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
 // process leave its cgroup, so the thread forks with plain clone and the
 // command is put into its cgroups after the fork: the cgroup v2 the engine
-// asked for with SysProcAttr.UseCgroupFD, and the command's cgroup in the
-// cgroup v1 pids hierarchy on a host that keeps the pids limit there
-// ([Options.Cgroup]). Resource limits belong to the whole
-// process, so they cannot be set on the thread either: they are set with
-// prlimit(2) after the fork. Until both are done bash runs nothing of the
+// asked for with SysProcAttr.UseCgroupFD, and its cgroups in the cgroup v1
+// memory and pids hierarchies on a host that keeps those limits there
+// ([Options.Cgroup], proc.Cgroup.MoveIn; the memory bash touched while it
+// started, a few hundred KiB, stays charged to the engine). Resource
+// limits belong to the whole process, so they cannot be set on the thread
+// either: they are set with prlimit(2) after the fork. Until both are done bash runs nothing of the
 // command: it is blocked reading its BASH_ENV file, /dev/fd/3, a pipe,
 // which receives the (tiny) start-up script only afterwards. POSIXLY_CORRECT
 // and SHELLOPTS are removed from the environment, because bash in POSIX
@@ -102,8 +103,9 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 }
 
 // place puts a started (and still gated) command into its cgroups (the
-// cgroup v2 the engine asked for, and the cgroup v1 pids hierarchy's where
-// the pids limit lives there) and sets its resource limits.
+// cgroup v2 the engine asked for, and its cgroups in v1 hierarchies where
+// the host keeps memory or pids limits there) and sets its resource
+// limits.
 func (c *Command) place(pid, cgroupFD int) error {
 	p := []byte(strconv.Itoa(pid))
 	if cgroupFD >= 0 {
@@ -117,9 +119,9 @@ func (c *Command) place(pid, cgroupFD int) error {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
 		}
 	}
-	if c.cfg.CgroupDir != "" {
-		if err := os.WriteFile(filepath.Join(c.cfg.CgroupDir, "cgroup.procs"), p, 0); err != nil {
-			return fmt.Errorf("sandbox: join pids cgroup: %w", err)
+	if c.cgroup != nil {
+		if err := c.cgroup.MoveIn(pid); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
 		}
 	}
 	lims := rlimitsOf(c.cfg)

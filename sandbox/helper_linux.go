@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -71,7 +70,7 @@ func probe() Capabilities {
 // Main must be the first statement of the embedding program's main (and of
 // TestMain in any package whose tests run restricted commands). When
 // os.Args[1] is [HelperArg] the process is the sandbox helper: it joins the
-// command's pids cgroup, sets the rlimits, drops capabilities, applies
+// command's cgroups in v1 hierarchies, sets the rlimits, drops capabilities, applies
 // Landlock and the seccomp filter to itself and then execs bash, so it never
 // returns; if any step fails it prints "bashvisor sandbox: ..." to stderr and
 // exits with status 126 (the command never runs unconfined). In every other
@@ -113,9 +112,12 @@ func helper(args []string) error {
 			return errors.New("not started inside the command's namespaces (use Command.StartHelper)")
 		}
 	}
-	if cfg.CgroupDir != "" { // the pids limit lives in the cgroup v1 hierarchy
-		if err := os.WriteFile(cfg.CgroupDir+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			return fmt.Errorf("join pids cgroup: %w", err)
+	// Limits kept in cgroup v1 hierarchies: this thread, which execs bash
+	// and so becomes the whole process, joins them (0: the calling thread;
+	// the runtime's other threads end at execve).
+	for _, dir := range cfg.CgroupDirs {
+		if err := os.WriteFile(dir+"/tasks", []byte("0"), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", dir, err)
 		}
 	}
 	if err := setRlimits(cfg); err != nil {

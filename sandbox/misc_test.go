@@ -26,7 +26,7 @@ func TestHelperFailsClosed(t *testing.T) {
 		"no-program":  {sandbox.HelperArg, `{"scratch":"/tmp"}`, "--"},
 		"relative":    {sandbox.HelperArg, `{"scratch":"/tmp"}`, "--", "bash", "-c", "echo ran"},
 		"no-scratch":  {sandbox.HelperArg, `{"scratch":"/nonexistent/bashvisor"}`, "--", "/bin/bash", "-c", "echo ran"},
-		"bad-cgroup":  {sandbox.HelperArg, `{"scratch":"/tmp","cgroup":"/nonexistent"}`, "--", "/bin/bash", "-c", "echo ran"},
+		"bad-cgroup":  {sandbox.HelperArg, `{"scratch":"/tmp","cgroups":["/nonexistent"]}`, "--", "/bin/bash", "-c", "echo ran"},
 		"no-such-exe": {sandbox.HelperArg, `{"scratch":"/tmp"}`, "--", "/nonexistent/bash", "-c", "echo ran"},
 	} {
 		t.Run(name, func(t *testing.T) {

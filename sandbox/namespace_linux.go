@@ -178,8 +178,8 @@ func (c *Command) enterNamespaces() error {
 //   - each writable root's mount tree is cloned as it is (open_tree),
 //     before anything changes, so a root keeps the host's flags: a
 //     read-only mount below a writable root (a read-only volume in a
-//     workspace) stays read-only; so is the command's cgroup v1 pids
-//     directory, which the helper joins from inside;
+//     workspace) stays read-only; so are the command's cgroup v1
+//     directories, which the helper joins from inside;
 //   - every mount is made read-only (mount_setattr, recursively from /):
 //     chmod, chown, utimes and xattrs anywhere else now fail with EROFS,
 //     which is what lets the seccomp filter allow them (it cannot see
@@ -193,11 +193,9 @@ func (c *Command) enterNamespaces() error {
 // tens of microseconds (see the package benchmarks).
 func (c *Command) mountRoots() error {
 	roots := outermost(c.cfg.Writable)
-	if c.cfg.CgroupDir != "" {
-		// The helper joins its cgroup v1 pids cgroup inside the
-		// namespace, before Landlock denies the write.
-		roots = append(roots, c.cfg.CgroupDir)
-	}
+	// The helper joins its cgroups in v1 hierarchies inside the namespace,
+	// before Landlock denies the write.
+	roots = append(roots, c.cfg.CgroupDirs...)
 	trees := make([]int, 0, len(roots))
 	defer func() {
 		for _, fd := range trees {

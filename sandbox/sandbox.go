@@ -76,7 +76,8 @@ type Limits struct {
 	// Processes is the pids.max of the command's cgroup (0 = default):
 	// processes and threads at once. Negative means no limit. Enforced
 	// only when [Options.Cgroup] is set and the host offers the pids
-	// controller (proc.Cgroups.PidsLimit).
+	// controller (proc.Cgroups.PidsLimit); a lower limit already set on
+	// the cgroup stays (the stricter wins).
 	Processes int
 	// ScratchBytes is the size of the scratch directory: writes beyond it
 	// fail with ENOSPC ("No space left on device"). Its contents live in
@@ -198,9 +199,11 @@ type Options struct {
 	// Command is the shell code run with bash -c.
 	Command string
 	// Cgroup is the command's cgroup, created by the caller (which also
-	// starts the command into it, ends what is left in it and removes it):
-	// the sandbox sets its pids.max and places the command into its cgroup
-	// v1 pids hierarchy where that is needed. Nil: no process limit.
+	// starts the command into its cgroup v2, ends what is left in it and
+	// removes it): the sandbox lowers its pids.max to Limits.Processes
+	// and places the command into its cgroups in v1 hierarchies
+	// (proc.Cgroup.V1Dirs) where the host keeps memory or pids limits
+	// there. Nil: no process limit.
 	Cgroup *proc.Cgroup
 	// Helper is the program [Command.StartHelper] starts: one whose main
 	// calls [Main] first. Empty means the running executable (through
@@ -276,15 +279,15 @@ func (c *Command) Proxy() net.Listener { return c.proxy }
 // config is what Prepare hands to the helper in argv[2].
 type config struct {
 	Scratch string `json:"scratch"`
-	// CgroupDir is the command's cgroup in the cgroup v1 pids hierarchy,
-	// which the command joins (see proc.Cgroup.PidsDir).
-	CgroupDir    string `json:"cgroup,omitempty"`
-	CPUSeconds   uint64 `json:"cpu"`
-	FileSize     uint64 `json:"fsize"`
-	OpenFiles    uint64 `json:"nofile"`
-	AddressSpace uint64 `json:"as"`
-	ScratchBytes uint64 `json:"scratch_bytes"`
-	ScratchFiles uint64 `json:"scratch_files"`
+	// CgroupDirs are the command's cgroups in cgroup v1 hierarchies
+	// (memory, pids), which the helper joins (see proc.Cgroup.V1Dirs).
+	CgroupDirs   []string `json:"cgroups,omitempty"`
+	CPUSeconds   uint64   `json:"cpu"`
+	FileSize     uint64   `json:"fsize"`
+	OpenFiles    uint64   `json:"nofile"`
+	AddressSpace uint64   `json:"as"`
+	ScratchBytes uint64   `json:"scratch_bytes"`
+	ScratchFiles uint64   `json:"scratch_files"`
 	// Namespaces: the command runs in private network, IPC and mount
 	// namespaces (set up by the engine before the helper starts).
 	Namespaces bool `json:"ns,omitempty"`
@@ -369,11 +372,17 @@ func Prepare(opts Options) (*Command, error) {
 		_ = os.RemoveAll(scratch)
 		return nil, err
 	}
-	if opts.Cgroup != nil && lim.Processes > 0 {
-		if err := opts.Cgroup.SetPidsMax(lim.Processes); err != nil {
-			return fail(fmt.Errorf("sandbox: %w", err))
+	if opts.Cgroup != nil {
+		if _, pids := opts.Cgroup.Controllers(); pids && lim.Processes > 0 {
+			l := opts.Cgroup.Limits()
+			if l.Pids == 0 || lim.Processes < l.Pids {
+				l.Pids = lim.Processes
+				if err := opts.Cgroup.SetLimits(l); err != nil {
+					return fail(fmt.Errorf("sandbox: %w", err))
+				}
+			}
 		}
-		cfg.CgroupDir = opts.Cgroup.PidsDir()
+		cfg.CgroupDirs = opts.Cgroup.V1Dirs()
 	}
 	ns := noNetns()
 	var proxy net.Listener

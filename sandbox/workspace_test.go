@@ -134,11 +134,15 @@ test -x src/run.sh && echo executable`)
 		"config-rename":      "mv .git/config .git/config.old",
 		"git-config":         "git config core.fsmonitor evil",
 		"dotgit-mv":          "mv .git .git.old",
-		"dotgit-rm":          "rm -rf .git",
 		"setuid":             "chmod u+s README",
 		"setgid":             "chmod g+s README",
 		"parent-of-worktree": "echo x > ../escape",
 	}, outside, filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, ".git", "config"))
+	// Removing .git deletes what is not protected (the history, as in any
+	// writable directory) but not the hooks, the config or .git itself.
+	fresh := newRepo(t)
+	mustFail(t, fresh, map[string]string{"dotgit-rm": "rm -rf .git"},
+		filepath.Join(fresh, ".git", "hooks"), filepath.Join(fresh, ".git", "config"))
 	if hasTool("python3") {
 		mustFail(t, ws, map[string]string{
 			"create-setuid": `python3 -c 'import os; os.open("suid", os.O_CREAT|os.O_WRONLY, 0o4755)'`,

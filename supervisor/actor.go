@@ -172,7 +172,7 @@ func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
 		m.reply <- admitted{err: ErrShutdown}
 		return
 	}
-	lim := sv.s.limits
+	lim := sv.s.admission
 	c := sv.conv(m.req.Conversation)
 	c.ending = false // a conversation used again after EndConversation lives on
 	if m.req.Background {
@@ -205,7 +205,7 @@ func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
 // dequeue admits the first waiters, in order, whose conversation has room,
 // while the engine has room.
 func (sv *supervisor) dequeue(ctx actor.Context) {
-	lim := sv.s.limits
+	lim := sv.s.admission
 	for i := 0; i < len(sv.queue) && sv.fg < lim.MaxRunning; {
 		w := sv.queue[i]
 		if sv.conv(w.req.Conversation).running >= lim.MaxRunningPerConversation {
@@ -225,7 +225,10 @@ func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Tim
 		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
 		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
 		Sandbox: req.Sandbox, Timeout: req.Timeout, Completion: req.Completion,
-		Queued: time.Since(queuedSince),
+		Queued: time.Since(queuedSince), Limits: sv.s.limits,
+	}
+	if req.Limits != nil {
+		spec.Limits = *req.Limits
 	}
 	dir, err := sv.outputDir(req.Conversation, c)
 	if err != nil {

@@ -35,6 +35,12 @@ type (
 	Status = actors.Status
 	// Reason says why the engine ended a job.
 	Reason = actors.Reason
+	// Limits are a job's resource limits.
+	Limits = actors.Limits
+	// Applied are the limits a job ran under.
+	Applied = actors.Applied
+	// Usage is what a job's processes used.
+	Usage = actors.Usage
 	// SandboxLimits are the resource limits of restricted jobs.
 	SandboxLimits = sandbox.Limits
 	// SandboxCapabilities say what restricted mode enforces on this host.
@@ -66,6 +72,7 @@ const (
 	ReasonShutdown  = actors.ReasonShutdown
 	ReasonLifetime  = actors.ReasonLifetime
 	ReasonFailed    = actors.ReasonFailed
+	ReasonCPULimit  = actors.ReasonCPULimit
 )
 
 // Errors returned by the Supervisor; test them with errors.Is.
@@ -79,7 +86,7 @@ var (
 	// ErrActorFailed: a job's actor failed.
 	ErrActorFailed = actors.ErrActorFailed
 	// ErrBusy: the engine or the conversation runs as many jobs as it may
-	// (see Limits); the error says what is full.
+	// (see Admission); the error says what is full.
 	ErrBusy = errors.New("busy")
 )
 
@@ -106,6 +113,9 @@ type Config struct {
 	// CgroupParent is the cgroup v2 directory under which job cgroups are
 	// made ("": the engine's own cgroup).
 	CgroupParent string
+	// Limits are the resource limits of every job whose Request has none
+	// (zero fields: no limit; see actors.Limits for how each is enforced).
+	Limits Limits
 
 	// OutputDir holds background jobs' output files (job-N.log).
 	OutputDir string
@@ -122,17 +132,17 @@ type Config struct {
 	SandboxHelper                  bool
 	SandboxHelperPath, ScratchRoot string
 
-	// Limits bound what runs at once (admission control).
-	Limits Limits
+	// Admission bounds what runs at once (admission control).
+	Admission Admission
 
 	// Logger receives warnings; protoactor's own logs go there at Warn and
 	// above.
 	Logger *slog.Logger
 }
 
-// Limits bound the jobs that run at once. Zero fields take their
+// Admission bounds the jobs that run at once. Zero fields take their
 // defaults.
-type Limits struct {
+type Admission struct {
 	// MaxRunning bounds the foreground jobs running at once on this engine
 	// (default 4 per CPU).
 	MaxRunning int
@@ -154,7 +164,7 @@ type Limits struct {
 }
 
 // WithDefaults returns l with zero fields set to their defaults.
-func (l Limits) WithDefaults() Limits {
+func (l Admission) WithDefaults() Admission {
 	cpus := runtime.NumCPU()
 	if l.MaxRunning <= 0 {
 		l.MaxRunning = 4 * cpus
@@ -180,15 +190,16 @@ func (l Limits) WithDefaults() Limits {
 // Supervisor starts and tracks the jobs of one engine. It is safe for
 // concurrent use.
 type Supervisor struct {
-	res    *actors.Resources
-	limits Limits
-	system *actor.ActorSystem
-	pid    *actor.PID
-	outDir string
-	caps   sandbox.Capabilities
-	closed atomic.Bool   // Shutdown was called
-	done   chan struct{} // closed when the supervisor actor stopped
-	final  []State       // the records when it stopped
+	res       *actors.Resources
+	admission Admission
+	limits    Limits
+	system    *actor.ActorSystem
+	pid       *actor.PID
+	outDir    string
+	caps      sandbox.Capabilities
+	closed    atomic.Bool   // Shutdown was called
+	done      chan struct{} // closed when the supervisor actor stopped
+	final     []State       // the records when it stopped
 }
 
 // New starts a supervisor: the environment policy, the cgroup probe, the
@@ -223,7 +234,7 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	}
-	s := &Supervisor{res: res, limits: cfg.Limits.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), limits: cfg.Limits, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -246,6 +257,11 @@ func (s *Supervisor) PidsLimit() bool { return s.res.Cgroups != nil && s.res.Cgr
 
 // Cgroups reports whether jobs get cgroups of their own.
 func (s *Supervisor) Cgroups() bool { return s.res.Cgroups != nil }
+
+// MemoryLimit reports whether jobs' memory limits are enforced by a
+// memory controller (job-wide, with OOM kills and peak memory accounted)
+// rather than as RLIMIT_AS per process.
+func (s *Supervisor) MemoryLimit() bool { return s.res.Cgroups != nil && s.res.Cgroups.MemoryLimit() }
 
 // Redact replaces in text the values of the secrets the environment
 // policy stripped.
@@ -274,6 +290,8 @@ type Request struct {
 	// Timeout is the foreground timeout or the background lifetime (0:
 	// none).
 	Timeout time.Duration
+	// Limits, when set, replace Config.Limits for this job.
+	Limits *Limits
 	// Completion renders the line appended to a background job's output
 	// file when it ends.
 	Completion func(Outcome) string
@@ -310,7 +328,7 @@ func (j *Job) Progress() (bytes int64, lastLine string) {
 }
 
 // Start starts a job: the supervisor admits it (at once, or after a wait
-// in the queue: see Limits), records it and spawns its actor, the process
+// in the queue: see Admission), records it and spawns its actor, the process
 // is started in the calling goroutine and handed to the actor. A
 // foreground job's outcome then arrives on Job.Done; a background job runs
 // on its own. Start fails with ErrShutdown after Shutdown, with ErrBusy
@@ -351,7 +369,7 @@ func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
 // that gives up is withdrawn from the queue (or, admitted meanwhile, its
 // job is told its process will never come).
 func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
-	t := time.NewTimer(s.limits.QueueWait)
+	t := time.NewTimer(s.admission.QueueWait)
 	defer t.Stop()
 	var giveUp error
 	select {
@@ -364,7 +382,7 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 	case <-t.C:
 		st := s.Stats()
 		giveUp = fmt.Errorf("%w: waited %s for one of the %d command slots of this host (%d running, %d waiting); try again later",
-			ErrBusy, s.limits.QueueWait, s.limits.MaxRunning, st.Running, st.Queued)
+			ErrBusy, s.admission.QueueWait, s.admission.MaxRunning, st.Running, st.Queued)
 	}
 	ack := make(chan bool, 1)
 	s.system.Root.Send(s.pid, &withdrawRequest{reply: reply, ack: ack})

@@ -63,7 +63,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	flood := fs.String("flood", "1GiB", "output size of the throughput case (e.g. 1GiB, 256MiB)")
 	fs.IntVar(&o.timeouts, "timeouts", 100, "timed-out commands measured")
 	fs.IntVar(&o.sleepers, "sleepers", 1000, "concurrent sleep commands for the per-command memory case")
-	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,sleepers,mcp (default all)")
+	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,mcp (default all)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
@@ -143,7 +143,7 @@ func benchConfig(o benchOpts) engine.Config {
 	// The cases measure what the engine itself can do, side by side with
 	// raw os/exec at the same concurrency: admission must not queue them.
 	n := max(o.conc, o.sleepers, 64)
-	c.Limits = engine.Limits{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
+	c.Admission = engine.Admission{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
 	return c
 }
 
@@ -201,6 +201,14 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 	if o.want("restricted") {
 		step("restricted overhead")
 		rows = append(rows, benchRestricted(o, e, tc)...)
+	}
+	if o.want("limits") {
+		step("resource limits and accounting")
+		r, err := benchLimits(o, e, tc)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
 	}
 	if o.want("mcp") {
 		step(fmt.Sprintf("MCP stdio: %dx%d serial calls, %dx%d at c=%d", o.mcpRounds, o.mcpCalls, o.mcpConcRounds, o.concN, o.conc))
@@ -595,6 +603,130 @@ func benchRestricted(o benchOpts, e *engine.Engine, tc engine.ToolContext) []ben
 func withSandbox(tc engine.ToolContext, s engine.Sandbox) engine.ToolContext {
 	tc.Sandbox = s
 	return tc
+}
+
+// benchLimits measures what resource limits and the resource report cost
+// per command: the engine with its default limits against one with every
+// limit off (both account), then, on package proc directly, the
+// accounting (reading a finished command's usage and resetting its
+// cgroup's counters for the next) and the placement of a command into
+// cgroup v1 hierarchies (a thread joining and leaving them) on a hybrid
+// host.
+func benchLimits(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRow, error) {
+	if o.noCgroups {
+		return []benchRow{{name: "accounting per command (usage + reset)", eng: "n/a: -no-cgroups"}}, nil
+	}
+	cfg := benchConfig(o)
+	cfg.Limits = engine.Limits{Memory: -1, CPUTime: -1, Processes: -1}
+	off, err := engine.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	defer off.Shutdown(context.Background())
+	n := max(50, o.serial/2)
+	var on, none durations
+	for i := -10; i < n; i++ {
+		t0 := time.Now()
+		if err := engRun(off, tc, "true"); err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		if err := engRun(e, tc, "true"); err != nil {
+			return nil, err
+		}
+		t2 := time.Now()
+		if i >= 0 {
+			none, on = append(none, t1.Sub(t0)), append(on, t2.Sub(t1))
+		}
+	}
+	d := on.mean() - none.mean()
+	rows := []benchRow{{name: fmt.Sprintf("limits on vs off, serial `true`, mean of %d", n), raw: ms(none.mean()) + " (off)",
+		eng: ms(on.mean()), ratio: fmt.Sprintf("%+.3f ms", float64(d)/1e6)}}
+
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		return append(rows, benchRow{name: "accounting per command (usage + reset)", eng: "n/a: " + err.Error()}), nil
+	}
+	defer m.Close()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, err
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	var acct durations
+	v1 := false
+	for i := -10; i < n; i++ {
+		cg, err := m.New("bench-" + strconv.Itoa(i+10))
+		if err != nil {
+			return nil, err
+		}
+		v1 = len(cg.V1Dirs()) > 0
+		memory, pids := cg.Controllers()
+		var l proc.Limits
+		if memory {
+			l.Memory = 1 << 30
+		}
+		if pids {
+			l.Pids = 4096
+		}
+		if err := cg.SetLimits(l); err != nil {
+			return nil, err
+		}
+		p, err := proc.Start(proc.Spec{Path: bash, Args: []string{"bash", "-c", "true"}, Dir: "/", Cgroup: cg, Output: null})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.Wait(); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := cg.Usage(); err != nil {
+			return nil, err
+		}
+		cg.RecycleEmpty()
+		if i >= 0 {
+			acct = append(acct, time.Since(t0))
+		}
+	}
+	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d)/1e3) }
+	rows = append(rows, benchRow{name: fmt.Sprintf("accounting per command (usage + reset), p50 of %d", n), eng: us(acct.pct(50)),
+		ratio: "mean " + us(acct.mean()), target: "<= 20 µs", ok: pass(acct.pct(50) <= 20*time.Microsecond)})
+	if !v1 {
+		return rows, nil
+	}
+	// Placement: a thread that is not the main thread joins a command's
+	// v1 cgroups and leaves them (what every command's fork is wrapped in).
+	place := make(chan durations, 1)
+	go func() {
+		runtime.LockOSThread() // ends with the goroutine: it may be the main thread
+		var ds durations
+		cg, err := m.New("bench-place")
+		if err != nil {
+			place <- nil
+			return
+		}
+		defer cg.Remove()
+		for i := -10; i < n; i++ {
+			t0 := time.Now()
+			if cg.JoinThread() != nil || m.LeaveThread() != nil {
+				place <- nil
+				return
+			}
+			if i >= 0 {
+				ds = append(ds, time.Since(t0))
+			}
+		}
+		place <- ds
+	}()
+	if ds := <-place; ds != nil {
+		rows = append(rows, benchRow{name: "cgroup v1 placement per command (join + leave), p50", eng: us(ds.pct(50)),
+			ratio: "mean " + us(ds.mean())})
+	}
+	return rows, nil
 }
 
 func firstLine(s string) string {

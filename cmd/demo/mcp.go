@@ -47,7 +47,7 @@ type mcpFlags struct {
 	token       string
 	origins     stringList
 	verbose     bool
-	limits      engine.Limits
+	admission   engine.Admission
 	shared      bool
 	maxSessions int
 	sessionIdle time.Duration
@@ -80,9 +80,9 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.token, "token", "", "bearer `token` required by -http (default $"+tokenEnv+"; required off loopback)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
-	fs.IntVar(&f.limits.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
-	fs.IntVar(&f.limits.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
-	fs.IntVar(&f.limits.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
+	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
+	fs.IntVar(&f.admission.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
+	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
 	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "-http: close a session (and end its jobs) after this long without a request (0: never)")
@@ -155,7 +155,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 		c.Audit = audit
 	}
 	c.Logger = log
-	c.Limits = f.limits
+	c.Admission = f.admission
 	_ = f.sandbox.apply(&c) // -cache-dir: checked by check
 	return c
 }

@@ -76,11 +76,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	ef.register(fs, true)
 	mode := fs.String("mode", "default", "default, slow or background")
 	asJSON := fs.Bool("json", false, "print the structured result as JSON (its fields: demo schema -output)")
+	memory := fs.String("memory", "", "memory `size` of the command's processes together (e.g. 4GiB, 512MiB; none: no limit; default half of RAM, at most 16GiB)")
+	cpuTime := fs.Duration("cpu-time", 0, "CPU time of the command's processes together (e.g. 10m; default: no limit)")
+	pids := fs.Int("pids", 0, "processes and threads alive at once (-1: no limit; default 4096)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
 		return usageError(fs, stderr, "missing COMMAND")
+	}
+	limits, err := limitFlags(*memory, *cpuTime, *pids)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	command := strings.Join(fs.Args(), " ")
 	dir, err := ef.workdir()
@@ -96,6 +103,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	cfg.Limits = limits
 	if cfg.OutputDir, err = os.MkdirTemp("", "bashvisor-run-"); err != nil {
 		fmt.Fprintln(stderr, "demo run:", err)
 		return exitSystem
@@ -137,6 +145,28 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			truncate.Humanize(res.OutputBytes), res.FullOutputFile)
 	}
 	return exitCode(res)
+}
+
+// limitFlags turns -memory, -cpu-time and -pids into the engine's limits
+// (zero: the default; negative: none).
+func limitFlags(memory string, cpuTime time.Duration, pids int) (engine.Limits, error) {
+	var l engine.Limits
+	switch memory {
+	case "":
+	case "none", "-1":
+		l.Memory = -1
+	default:
+		n, err := parseSize(memory)
+		if err != nil {
+			return l, fmt.Errorf("-memory: %w", err)
+		}
+		l.Memory = n
+	}
+	if cpuTime < 0 {
+		return l, fmt.Errorf("-cpu-time: negative duration %v", cpuTime)
+	}
+	l.CPUTime, l.Processes = cpuTime, pids
+	return l, nil
 }
 
 // exitCode maps a result to demo run's exit code: the command's own, 124

@@ -43,6 +43,25 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestRunLimits: -memory, -cpu-time and -pids set the command's limits.
+func TestRunLimits(t *testing.T) {
+	dir := t.TempDir()
+	r := demo(t, nil, "run", "-C", dir, "-json", "-cpu-time", "300ms", "-pids", "64", "-memory", "1GiB", "while :; do :; done")
+	var res engine.Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatal(r, err)
+	}
+	if res.Status != engine.StatusFailed || res.CPUMS < 300 ||
+		!strings.HasPrefix(res.Output, "[command failed: CPU time limit exceeded (limit 300ms") {
+		t.Fatalf("%+v", res)
+	}
+	for _, bad := range [][]string{{"-memory", "lots"}, {"-cpu-time", "-1s"}} {
+		if r := demo(t, nil, append(append([]string{"run", "-C", dir}, bad...), "true")...); r.code != exitUsage || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("run %q: %v", bad, r)
+		}
+	}
+}
+
 func TestRunJSON(t *testing.T) {
 	r := demo(t, nil, "run", "-C", t.TempDir(), "-json", "echo out; exit 2")
 	if r.code != 2 {

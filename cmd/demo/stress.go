@@ -158,7 +158,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	// in a queue long enough for all of it, and the job caps allow every
 	// command to be a job. A busy result is therefore a slot the engine
 	// failed to free: it is counted and fails the run.
-	cfg.Limits = engine.Limits{
+	cfg.Admission = engine.Admission{
 		MaxRunning: max(1, o.c*3/4), MaxRunningPerConversation: max(1, o.c/2), MaxQueue: o.c, QueueWait: time.Minute,
 		MaxJobs: o.n + o.c, MaxJobsPerConversation: o.n + o.c,
 	}
@@ -552,9 +552,13 @@ func cgroupsLeft() []string {
 	if err != nil {
 		return nil
 	}
-	parent := filepath.Dir(m.Dir())
+	dirs := m.Dirs() // the cgroup v2 and v1 hierarchies the engines use
 	_ = m.Close()
-	left, _ := filepath.Glob(filepath.Join(parent, "bashvisor-"+strconv.Itoa(os.Getpid())+"-*"))
+	var left []string
+	for _, d := range dirs {
+		l, _ := filepath.Glob(filepath.Join(filepath.Dir(d), "bashvisor-"+strconv.Itoa(os.Getpid())+"-*"))
+		left = append(left, l...)
+	}
 	return left
 }
 

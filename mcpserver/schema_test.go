@@ -1,0 +1,41 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// TestOutputSchemasCoverTheStructs: every JSON field of engine.Result and
+// engine.JobInfo is described in the output schemas, and nothing else is.
+func TestOutputSchemasCoverTheStructs(t *testing.T) {
+	for _, c := range []struct {
+		schema string
+		typ    reflect.Type
+	}{{resultOutputSchema, reflect.TypeFor[engine.Result]()}, {jobInfoSchema, reflect.TypeFor[engine.JobInfo]()}} {
+		var s struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if err := json.Unmarshal([]byte(c.schema), &s); err != nil {
+			t.Fatal(err)
+		}
+		fields := map[string]bool{}
+		for f := range c.typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.IsExported() && name != "-" {
+				fields[name] = true
+				if s.Properties[name] == nil {
+					t.Errorf("%s: %s missing from the schema", c.typ, name)
+				}
+			}
+		}
+		for name := range s.Properties {
+			if !fields[name] {
+				t.Errorf("%s: the schema describes %s, which it does not have", c.typ, name)
+			}
+		}
+	}
+}

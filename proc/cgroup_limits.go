@@ -1,0 +1,799 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resource limits and accounting of a command's cgroup.
+//
+// CPU time is read from the command's cgroup v2: cpu.stat with usage_usec
+// exists in every cgroup v2, no controller needed. Memory and pids need
+// their controllers, each of which lives where the host offers it: on the
+// command's cgroup v2 itself when the controller can be enabled for the
+// engine's cgroups (a cgroup v2 host that delegates it), otherwise in a
+// cgroup of the controller's cgroup v1 hierarchy (a hybrid host). A clone
+// into the cgroup v2 places a process in no v1 hierarchy, so there the
+// command's processes join those cgroups separately, without a window in
+// which the command runs outside them: a v1 hierarchy places threads, and
+// a child starts in its forking thread's cgroups, so the thread that forks
+// the command joins the command's v1 cgroups first and returns to the
+// engine's right after ([Cgroup.JoinThread]); the command is born in them,
+// charged from its first page. A launcher that holds the command back
+// until it is placed (the sandbox's gate) can move it in after the fork
+// instead ([Cgroup.MoveIn]). Moving a pid takes the kernel's global
+// cgroup lock, which waits for an RCU grace period (up to milliseconds);
+// a thread moving itself does not: joining and leaving cost ~25 µs per
+// command (Linux 6.18, 2 CPUs).
+//
+// [Start] places a [Spec.Cgroup]'s process; a [Spec.Launch] function
+// places it itself (package sandbox).
+
+// The controllers a Cgroups places limits with.
+const (
+	ctlMemory = iota
+	ctlPids
+	nCtl
+)
+
+var ctlNames = [nCtl]string{"memory", "pids"}
+
+// recycleMemory is the most memory a cgroup may still have charged when it
+// is handed to the next command: page cache and kernel objects that
+// outlived the command that caused them, and the charges the kernel
+// batches per CPU (up to 256 KiB each). A recycled cgroup's peak starts
+// there. `git status` or `python3 -c 1` leave ~0.7 MiB; a cgroup that
+// holds more gets a fresh memory cgroup (on a v1 hierarchy) or is not
+// recycled (cgroup v2), and the old one's charges move to its parent
+// (memory.force_empty would keep the cgroup, but it takes ~15 ms and
+// evicts the cache).
+const recycleMemory = 2 << 20
+
+// controller says where a controller's files are for the commands of one
+// Cgroups.
+type controller struct {
+	v2   bool   // enabled on the commands' cgroups v2
+	dir  string // otherwise: the engine's directory in the v1 hierarchy
+	home string // and the engine's own cgroup there
+}
+
+func (c controller) ok() bool { return c.v2 || c.dir != "" }
+
+// Limits are what a command's cgroup enforces. A zero field means no
+// limit.
+type Limits struct {
+	// Memory bounds the memory charged to the cgroup, in bytes: anonymous
+	// memory, the page cache of files its processes read for the first
+	// time or wrote, and their kernel memory. At the limit the kernel first
+	// reclaims page cache, then its OOM killer kills the process of the
+	// cgroup that uses the most (the others keep running). Swap counts as
+	// memory: memory.swap.max is 0 on cgroup v2, and on a cgroup v1 with
+	// swap accounting memory.memsw.limit_in_bytes equals the limit.
+	Memory int64
+	// Pids bounds the processes and threads alive at once (pids.max):
+	// fork and clone fail with EAGAIN beyond it.
+	Pids int
+}
+
+// Usage is what a command's processes used, from the kernel's accounting
+// of its cgroup.
+type Usage struct {
+	// CPU is the user and system CPU time of every process and thread that
+	// ran in the cgroup, exact to the microsecond (cpu.stat usage_usec,
+	// the scheduler's own accounting), including processes that left the
+	// process group or were never waited for.
+	CPU time.Duration
+	// PeakMemory is the most memory charged to the cgroup at once, in
+	// bytes (memory.peak on cgroup v2, memory.max_usage_in_bytes on v1):
+	// what Limits.Memory is compared with, so page cache counts, to the
+	// kernel's granularity (it charges in batches of up to 256 KiB per
+	// CPU). In a recycled cgroup it includes what earlier commands left
+	// charged, at most 2 MiB (page cache, kernel objects). 0 without a
+	// memory controller.
+	PeakMemory int64
+	// Processes is the most processes and threads alive in the cgroup at
+	// once (pids.peak; every thread counts, and so does the shell). The
+	// kernel keeps no count of the processes a cgroup started: a script
+	// that ran ten programs one after the other reads 2 (the shell and
+	// one program). Where the pids limit lives in a v1 hierarchy, the
+	// engine thread that forks the shell counts too, until it leaves right
+	// after the fork (see [Cgroup.JoinThread]): the value is never below
+	// 2 there (a command that never ran more than its shell reads 2), and
+	// one more than the command's own when the shell started another
+	// process before the thread left (a busy machine). 0 without a pids
+	// controller, or on a kernel without pids.peak (before Linux 6.1).
+	Processes int
+	// OOMKills counts the cgroup's processes killed by the kernel's OOM
+	// killer (oom_kill in memory.events, or memory.oom_control on v1),
+	// at the cgroup's memory limit or in a system-wide shortage. 0 without
+	// a memory controller.
+	OOMKills int
+}
+
+// The accounting files a Cgroup keeps open once read (a pread of an open
+// cgroup file costs ~1 µs, opening and reading it ~12 µs).
+const (
+	fileCPU      = iota // cpu.stat
+	fileMemPeak         // memory.peak, memory.max_usage_in_bytes (read-write: reset)
+	fileMemNow          // memory.current, memory.usage_in_bytes
+	fileMemOOM          // memory.events, memory.oom_control
+	filePidsPeak        // pids.peak
+	nFile
+)
+
+// baseline holds the counters of a recycled cgroup that cannot be reset,
+// as they were when its previous command had ended.
+type baseline struct {
+	cpu time.Duration
+	oom int
+}
+
+// probeControllers finds where m can limit memory and pids: on the cgroup
+// v2, or in a v1 hierarchy. A controller that is nowhere available is left
+// out; its limit and accounting are then unavailable.
+func (m *Cgroups) probeControllers() {
+	for i, name := range ctlNames {
+		if m.enableV2(name) {
+			m.ctl[i].v2 = true
+			continue
+		}
+		m.ctl[i].dir, m.ctl[i].home = makeV1Dir(name, filepath.Base(m.dir))
+	}
+	for i, ctl := range m.ctl {
+		if ctl.dir == "" {
+			continue
+		}
+		fd, err := unix.Open(filepath.Join(ctl.home, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			_ = os.Remove(ctl.dir)
+			m.ctl[i] = controller{}
+			continue
+		}
+		m.homeTasks[i] = fd
+	}
+}
+
+// enableV2 enables controller name for the commands' cgroups v2: in the
+// parent's subtree_control for m.dir, then in m.dir's. The first fails
+// (EBUSY) when the parent holds processes, as the engine's own cgroup
+// usually does; Config.CgroupParent can name a delegated subtree where it
+// works. A controller bound to a v1 hierarchy is not listed in
+// cgroup.controllers.
+func (m *Cgroups) enableV2(name string) bool {
+	if !hasWord(readString(filepath.Join(m.home, "cgroup.controllers")), name) {
+		return false
+	}
+	sub := filepath.Join(m.home, "cgroup.subtree_control")
+	if !hasWord(readString(sub), name) {
+		_ = os.WriteFile(sub, []byte("+"+name), 0)
+	}
+	return hasWord(readString(sub), name) &&
+		os.WriteFile(filepath.Join(m.dir, "cgroup.subtree_control"), []byte("+"+name), 0) == nil
+}
+
+// makeV1Dir creates the engine's directory named base in the v1 hierarchy
+// of controller, below the calling process's own cgroup there (home), after
+// removing what dead engines left there. It returns "" when there is no
+// such hierarchy or the directory cannot be made.
+func makeV1Dir(controller, base string) (dir, home string) {
+	mount, root, err := v1Mount(controller)
+	if err != nil {
+		return "", ""
+	}
+	own, err := ownV1Cgroup(controller)
+	if err != nil {
+		return "", ""
+	}
+	if root != "/" {
+		own = strings.TrimPrefix(own, root)
+	}
+	home = filepath.Join(mount, own)
+	removeStale(home)
+	dir = filepath.Join(home, base)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", ""
+	}
+	return dir, home
+}
+
+// MemoryLimit reports whether the host offers m's commands a memory
+// controller: [Limits.Memory] is enforced and [Usage.PeakMemory] and
+// [Usage.OOMKills] are known.
+func (m *Cgroups) MemoryLimit() bool { return m.ctl[ctlMemory].ok() }
+
+// PidsLimit reports whether the host offers m's commands a pids
+// controller: [Limits.Pids] is enforced and [Usage.Processes] is known
+// (given pids.peak, Linux 6.1+).
+func (m *Cgroups) PidsLimit() bool { return m.ctl[ctlPids].ok() }
+
+// Controllers reports whether the host offers the command the memory and
+// the pids controller (see [Cgroups.MemoryLimit], [Cgroups.PidsLimit]).
+func (c *Cgroup) Controllers() (memory, pids bool) {
+	return c.m.MemoryLimit(), c.m.PidsLimit()
+}
+
+// newV1Parts creates the command's cgroups in the v1 hierarchies m uses,
+// named like its cgroup v2. On error it removes what it made.
+func (c *Cgroup) newV1Parts() error {
+	for i := range nCtl {
+		if err := c.makeV1(i); err != nil {
+			c.removeV1()
+			return err
+		}
+	}
+	return nil
+}
+
+// makeV1 creates the command's cgroup in the v1 hierarchy of controller i
+// when m uses one there and it does not exist. c.mu is held or c is not
+// shared yet.
+func (c *Cgroup) makeV1(i int) error {
+	ctl := c.m.ctl[i]
+	if ctl.dir == "" || c.v1[i] != "" {
+		return nil
+	}
+	dir := filepath.Join(ctl.dir, filepath.Base(c.dir))
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s cgroup: %w", ctlNames[i], err)
+	}
+	c.v1[i] = dir
+	fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s cgroup: %w", ctlNames[i], err)
+	}
+	c.tasks[i] = fd
+	return nil
+}
+
+// ctlDir is the directory holding controller i's files for the command:
+// its cgroup v2 or its cgroup in the v1 hierarchy ("" when there is none).
+func (c *Cgroup) ctlDir(i int) string {
+	if c.m.ctl[i].v2 {
+		return c.dir
+	}
+	return c.v1[i]
+}
+
+// PidsDir is the command's cgroup in the cgroup v1 pids hierarchy on a
+// hybrid host (where pids.max, pids.current and pids.peak are), "" when
+// the pids controller is on the cgroup v2 itself or there is none.
+func (c *Cgroup) PidsDir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v1[ctlPids]
+}
+
+// V1Dirs lists the command's cgroups in cgroup v1 hierarchies (memory,
+// pids; empty where the host uses cgroup v2 for them or has none): a
+// process started into the cgroup v2 must also join these, by writing 0
+// to each one's "tasks" from the thread that then execs (the sandbox
+// helper) or as [Cgroup.JoinThread] and [Cgroup.MoveIn] do.
+func (c *Cgroup) V1Dirs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var dirs []string
+	for _, d := range c.v1 {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// Limits returns the limits last set with SetLimits (none for a new
+// cgroup).
+func (c *Cgroup) Limits() Limits {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limits
+}
+
+// SetLimits sets the cgroup's limits, replacing any earlier ones (a
+// recycled cgroup may carry its previous command's). Call it before the
+// command starts. It fails for a limit the host offers no controller for
+// ([Cgroups.MemoryLimit], [Cgroups.PidsLimit]).
+func (c *Cgroup) SetLimits(l Limits) error {
+	l.Memory, l.Pids = max(l.Memory, 0), max(l.Pids, 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.Memory != c.limits.Memory {
+		if err := c.setMemory(c.limits.Memory, l.Memory); err != nil {
+			return err
+		}
+		c.limits.Memory = l.Memory
+	}
+	if l.Pids != c.limits.Pids {
+		dir := c.ctlDir(ctlPids)
+		if dir == "" {
+			return errors.New("pids limit: no pids controller available for the engine's cgroups")
+		}
+		v := "max"
+		if l.Pids > 0 {
+			v = strconv.Itoa(l.Pids)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(v), 0); err != nil {
+			return fmt.Errorf("pids.max: %w", err)
+		}
+		c.limits.Pids = l.Pids
+	}
+	return nil
+}
+
+// setMemory changes the memory limit from old to n (0: none). On a v1
+// hierarchy memory.memsw.limit_in_bytes (memory and swap) must never be
+// below memory.limit_in_bytes, so a raised limit writes it first.
+func (c *Cgroup) setMemory(old, n int64) error {
+	dir := c.ctlDir(ctlMemory)
+	if dir == "" {
+		return errors.New("memory limit: no memory controller available for the engine's cgroups")
+	}
+	type setting struct{ file, value string }
+	var order []setting
+	if c.m.ctl[ctlMemory].v2 {
+		v, swap := "max", "max"
+		if n > 0 {
+			v, swap = strconv.FormatInt(n, 10), "0"
+		}
+		order = []setting{{"memory.max", v}, {"memory.swap.max", swap}}
+	} else {
+		v := "-1"
+		if n > 0 {
+			v = strconv.FormatInt(n, 10)
+		}
+		order = []setting{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}}
+		if n == 0 || (old != 0 && n > old) {
+			order[0], order[1] = order[1], order[0]
+		}
+	}
+	for _, s := range order {
+		err := os.WriteFile(filepath.Join(dir, s.file), []byte(s.value), 0)
+		if err != nil && !(strings.Contains(s.file, "swap") && errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("%s: %w", s.file, err) // no swap accounting: no swap file
+		}
+	}
+	return nil
+}
+
+// Usage returns what the command's processes have used since it started in
+// the cgroup, also while they run. After the cgroup is empty it is final.
+// The error says which accounting file could not be read; the fields that
+// could are set.
+func (c *Cgroup) Usage() (Usage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var u Usage
+	var errs []error
+	cpu, err := c.readCPU()
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		u.CPU = max(cpu-c.base.cpu, 0)
+	}
+	if c.ctlDir(ctlMemory) != "" {
+		if peak, err := c.readInt(fileMemPeak); err != nil {
+			errs = append(errs, err)
+		} else {
+			u.PeakMemory = peak
+		}
+		if oom, err := c.readOOMKills(); err != nil {
+			errs = append(errs, err)
+		} else {
+			u.OOMKills = max(oom-c.base.oom, 0)
+		}
+	}
+	if c.ctlDir(ctlPids) != "" {
+		if n, err := c.readInt(filePidsPeak); err == nil {
+			u.Processes = int(n)
+		} else if !errors.Is(err, os.ErrNotExist) { // pids.peak: Linux 6.1+
+			errs = append(errs, err)
+		}
+	}
+	return u, errors.Join(errs...)
+}
+
+// CPU returns the CPU time the command's processes have used so far (see
+// [Usage.CPU]); it reads one file, for a caller that enforces a CPU time
+// limit by polling.
+func (c *Cgroup) CPU() (time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cpu, err := c.readCPU()
+	return max(cpu-c.base.cpu, 0), err
+}
+
+// reset prepares the empty cgroup for the next command; c.mu is held. The
+// counters that cannot be reset (CPU time, OOM kills) become the baseline
+// Usage subtracts; the memory peak is reset to what is still charged. Two
+// things cannot be undone in place: a pids.peak above what every command
+// reads anyway (1 on cgroup v2; 2 on a v1 hierarchy, see
+// [Usage.Processes]), and more than recycleMemory of page cache left
+// charged. On a v1 hierarchy that part is renewed (removed and made
+// again, which renew does off the caller: it reports which); on the cgroup
+// v2 itself the cgroup cannot be recycled (ok false).
+func (c *Cgroup) reset() (renew []int, ok bool) {
+	cpu, err := c.readCPU()
+	if err != nil {
+		return nil, false
+	}
+	c.base.cpu = cpu
+	if c.ctlDir(ctlMemory) != "" {
+		oom, err1 := c.readOOMKills()
+		now, err2 := c.readInt(fileMemNow)
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		c.base.oom = oom
+		if now > recycleMemory || c.resetMemPeak() != nil {
+			if c.m.ctl[ctlMemory].v2 {
+				return nil, false
+			}
+			renew = append(renew, ctlMemory)
+		}
+	}
+	if c.ctlDir(ctlPids) != "" {
+		peak, err := c.readInt(filePidsPeak)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, false
+		}
+		switch {
+		case c.m.ctl[ctlPids].v2 && peak > 1:
+			return nil, false
+		case peak > 2: // 2: a shell and the engine thread that forked it (JoinThread)
+			renew = append(renew, ctlPids)
+		}
+	}
+	return renew, true
+}
+
+// renew replaces the command's cgroups in the v1 hierarchies of the given
+// controllers by new, empty ones without limits; the old ones' charges
+// move to the parent.
+func (c *Cgroup) renew(ctls []int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range ctls {
+		c.closeV1Files(i)
+		if err := os.Remove(c.v1[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("renew %s cgroup: %w", ctlNames[i], err)
+		}
+		c.v1[i] = ""
+		switch i {
+		case ctlMemory:
+			c.limits.Memory, c.base.oom = 0, 0
+		case ctlPids:
+			c.limits.Pids = 0
+		}
+		if err := c.makeV1(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeV1Files closes the files c keeps open in its v1 cgroup of
+// controller i.
+func (c *Cgroup) closeV1Files(i int) {
+	files := []int{filePidsPeak}
+	if i == ctlMemory {
+		files = []int{fileMemPeak, fileMemNow, fileMemOOM}
+	}
+	if c.tasks[i] >= 0 {
+		_ = unix.Close(c.tasks[i])
+		c.tasks[i] = -1
+	}
+	for _, f := range files {
+		if c.files[f] >= 0 {
+			_ = unix.Close(c.files[f])
+			c.files[f] = -1
+		}
+	}
+}
+
+// closeFiles closes every file c keeps open but the directory and
+// cgroup.events (CloseFD).
+func (c *Cgroup) closeFiles() {
+	for i := range nCtl {
+		c.closeV1Files(i)
+	}
+	for f, fd := range c.files {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+			c.files[f] = -1
+		}
+	}
+}
+
+// removeV1 removes the command's cgroups in the v1 hierarchies. It reports
+// whether they are all gone. c.mu must not be held.
+func (c *Cgroup) removeV1() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gone := true
+	for i, dir := range c.v1 {
+		if dir == "" {
+			continue
+		}
+		c.closeV1Files(i)
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			gone = false
+			continue
+		}
+		c.v1[i] = ""
+	}
+	return gone
+}
+
+// path is where accounting file f of the command is.
+func (c *Cgroup) path(f int) string {
+	v2 := func(i int) bool { return c.m.ctl[i].v2 }
+	switch f {
+	case fileCPU:
+		return filepath.Join(c.dir, "cpu.stat")
+	case fileMemPeak:
+		if v2(ctlMemory) {
+			return filepath.Join(c.dir, "memory.peak")
+		}
+		return filepath.Join(c.v1[ctlMemory], "memory.max_usage_in_bytes")
+	case fileMemNow:
+		if v2(ctlMemory) {
+			return filepath.Join(c.dir, "memory.current")
+		}
+		return filepath.Join(c.v1[ctlMemory], "memory.usage_in_bytes")
+	case fileMemOOM:
+		if v2(ctlMemory) {
+			return filepath.Join(c.dir, "memory.events")
+		}
+		return filepath.Join(c.v1[ctlMemory], "memory.oom_control")
+	default:
+		return filepath.Join(c.ctlDir(ctlPids), "pids.peak")
+	}
+}
+
+// read reads accounting file f into buf, opening it once; c.mu is held.
+// The memory peak is opened read-write: on cgroup v2 a reset applies to
+// reads through the same descriptor only.
+func (c *Cgroup) read(f int, buf []byte) ([]byte, error) {
+	if c.files[f] < 0 {
+		flags := unix.O_RDONLY
+		if f == fileMemPeak {
+			flags = unix.O_RDWR
+		}
+		fd, err := unix.Open(c.path(f), flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: c.path(f), Err: err}
+		}
+		c.files[f] = fd
+	}
+	n, err := unix.Pread(c.files[f], buf, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: c.path(f), Err: err}
+	}
+	return buf[:n], nil
+}
+
+// readInt reads a file that holds one number.
+func (c *Cgroup) readInt(f int) (int64, error) {
+	var buf [32]byte
+	b, err := c.read(f, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.path(f), err)
+	}
+	return n, nil
+}
+
+// readCPU reads usage_usec from cpu.stat.
+func (c *Cgroup) readCPU() (time.Duration, error) {
+	var buf [512]byte
+	b, err := c.read(fileCPU, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	n, err := field(b, "usage_usec")
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.path(fileCPU), err)
+	}
+	return time.Duration(n) * time.Microsecond, nil
+}
+
+// readOOMKills reads oom_kill from memory.events or memory.oom_control.
+func (c *Cgroup) readOOMKills() (int, error) {
+	var buf [256]byte
+	b, err := c.read(fileMemOOM, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	n, err := field(b, "oom_kill")
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.path(fileMemOOM), err)
+	}
+	return int(n), nil
+}
+
+// resetMemPeak resets the memory peak to the memory charged now: write 0
+// to memory.max_usage_in_bytes (v1), or anything to memory.peak (v2,
+// Linux 6.12+; the reset holds for reads through the same descriptor).
+func (c *Cgroup) resetMemPeak() error {
+	if _, err := c.read(fileMemPeak, make([]byte, 32)); err != nil { // opens it
+		return err
+	}
+	if _, err := unix.Pwrite(c.files[fileMemPeak], []byte("0"), 0); err != nil {
+		return &os.PathError{Op: "reset", Path: c.path(fileMemPeak), Err: err}
+	}
+	return nil
+}
+
+// field returns the value of the line "name N" of a flat keyed file.
+func field(b []byte, name string) (int64, error) {
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(name+" ")); ok {
+			return strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s", name)
+}
+
+// --- placement ---
+
+// JoinThread moves the calling OS thread into the command's cgroups in v1
+// hierarchies (nothing where there are none): a process the thread forks
+// then starts there, charged from its first page. Writing 0 to "tasks"
+// moves the writer only, and without the kernel's global cgroup lock. The
+// caller must have locked its goroutine to the thread
+// (runtime.LockOSThread) and must not be the process's main thread (in a
+// v1 memory hierarchy the main thread's cgroup is charged for the whole
+// process's memory); afterwards it either calls [Cgroups.LeaveThread] or
+// ends the thread by returning from the goroutine still locked. While
+// there, the thread counts in the command's pids.current and pids.peak.
+func (c *Cgroup) JoinThread() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, fd := range c.tasks {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("join %s cgroup: %w", ctlNames[i], err)
+		}
+	}
+	return nil
+}
+
+// LeaveThread moves the calling OS thread back to the engine's own cgroups
+// after [Cgroup.JoinThread].
+func (m *Cgroups) LeaveThread() error {
+	for i, fd := range m.homeTasks {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("leave %s cgroup: %w", ctlNames[i], err)
+		}
+	}
+	return nil
+}
+
+// joinsThread reports whether a process started into c needs JoinThread.
+func (c *Cgroup) joinsThread() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tasks != [nCtl]int{-1, -1}
+}
+
+// MoveIn moves process pid, started into the cgroup v2, into the command's
+// cgroups in v1 hierarchies (nothing where there are none), for a launcher
+// that holds the process back until it is placed (this can take
+// milliseconds: see the top of this file). Processes pid forked before
+// are caught up: every member of the cgroup v2 that a v1 cgroup lacks is
+// moved, until a pass finds none (the cgroup v2 holds every descendant by
+// construction).
+func (c *Cgroup) MoveIn(pid int) error {
+	for _, dir := range c.V1Dirs() {
+		procs := filepath.Join(dir, "cgroup.procs")
+		for pending := []int{pid}; len(pending) > 0; {
+			for _, p := range pending {
+				err := os.WriteFile(procs, []byte(strconv.Itoa(p)), 0)
+				if err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: it exited
+					return fmt.Errorf("join cgroup %s: %w", dir, err)
+				}
+			}
+			in := readPids(procs)
+			pending = slices.DeleteFunc(c.Pids(), func(p int) bool { return slices.Contains(in, p) })
+		}
+	}
+	return nil
+}
+
+// start starts cmd into c (see the top of this file).
+func (c *Cgroup) start(cmd *exec.Cmd) error {
+	if !c.joinsThread() {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	c.onJoinedThread(cmd.Start, errc)
+	return <-errc
+}
+
+// onJoinedThread runs start on a thread of its own that joined c's
+// cgroups, moves the thread back and sends start's error on errc. A thread
+// that cannot go back is ended (its goroutine returns locked), so nothing
+// else of the engine ever runs in a command's cgroup. The process's main
+// thread is never used.
+func (c *Cgroup) onJoinedThread(start func() error, errc chan<- error) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread stays locked to this goroutine meanwhile, so
+			// the nested one runs on another.
+			inner := make(chan error, 1)
+			c.onJoinedThread(start, inner)
+			errc <- <-inner
+			runtime.UnlockOSThread()
+			return
+		}
+		err := c.JoinThread()
+		if err == nil {
+			err = start()
+		}
+		// Leave before answering: a thread still in the command's v1
+		// cgroups would keep them from being removed, and count in them.
+		if lerr := c.m.LeaveThread(); lerr != nil {
+			errc <- errors.Join(err, lerr)
+			return // still locked: the runtime ends the thread
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+}
+
+// v1Mount returns the mount point and root of the cgroup v1 hierarchy of
+// controller.
+func v1Mount(controller string) (mount, root string, err error) {
+	mounts, err := Mounts()
+	if err != nil {
+		return "", "", err
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup" && slices.Contains(m.SuperOptions, controller) {
+			return m.Point, m.Root, nil
+		}
+	}
+	return "", "", fmt.Errorf("no cgroup v1 %s hierarchy is mounted", controller)
+}
+
+// ownV1Cgroup returns the calling process's path in the v1 hierarchy of
+// controller ("N:controller[,...]:PATH" in /proc/self/cgroup).
+func ownV1Cgroup(controller string) (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), controller) {
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("no %s entry in /proc/self/cgroup", controller)
+}
+
+func readString(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func hasWord(s, w string) bool { return slices.Contains(strings.Fields(s), w) }
