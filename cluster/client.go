@@ -347,7 +347,7 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 // itself (should it be alive after all).
 func (c *Client) markLost(st *execState, why string) {
 	c.mu.Lock()
-	if st.isLost() {
+	if st.isLost() || c.stopped {
 		c.mu.Unlock()
 		return
 	}
@@ -955,6 +955,11 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	c.pingers.Wait()
+	c.mu.Lock()
+	for _, st := range c.execs {
+		c.node.sys.Root.Stop(st.watcher)
+	}
+	c.mu.Unlock()
 	c.node.stop()
 	return err
 }

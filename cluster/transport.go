@@ -164,7 +164,12 @@ func (n *node) stop() {
 		}
 	}
 	n.sys.Shutdown()
+	// Shutdown(false) stops only the gRPC server; Shutdown(true) also
+	// stops the endpoints (outgoing connections and their actors) but
+	// waits up to 10 s for peers' streams to end. Stopping the server
+	// first ends those streams at once.
 	n.remote.Shutdown(false)
+	n.remote.Shutdown(true)
 }
 
 // address is the node's remote address as others see it.
