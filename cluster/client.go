@@ -542,7 +542,7 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode)}
 	start := time.Now()
 	ev, pid := c.spawnCall(st, msg)
-	defer c.node.sys.Root.Stop(pid)
+	defer c.stopActor(pid)
 
 	accept := time.NewTimer(c.o.AcceptTimeout)
 	defer accept.Stop()
@@ -644,6 +644,11 @@ func (a *callActor) Receive(ctx actor.Context) {
 	}
 }
 
+// stopActor stops a call or watcher actor and waits until it stopped, so
+// that its Unwatch reached the executor's endpoint before Shutdown ends
+// the endpoints.
+func (c *Client) stopActor(pid *actor.PID) { _ = c.node.sys.Root.StopFuture(pid).Wait() }
+
 func newCallID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -739,7 +744,7 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 	ctx, cancel := context.WithTimeout(ctx, c.o.QueryTimeout)
 	defer cancel()
 	ev, pid := c.spawnCall(st, q)
-	defer c.node.sys.Root.Stop(pid)
+	defer c.stopActor(pid)
 	for {
 		select {
 		case e := <-ev:
@@ -956,11 +961,15 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	c.pingers.Wait()
 	c.mu.Lock()
+	var peers []string
 	for _, st := range c.execs {
-		c.node.sys.Root.Stop(st.watcher)
+		c.stopActor(st.watcher)
+		if !slices.Contains(peers, st.addr) {
+			peers = append(peers, st.addr)
+		}
 	}
 	c.mu.Unlock()
-	c.node.stop()
+	c.node.stop(peers)
 	return err
 }
 

@@ -269,7 +269,7 @@ func (x *Executor) Stop(ctx context.Context) error {
 		close(x.stopped)
 		x.cancelRuns()
 		err = x.eng.Shutdown(ctx)
-		x.node.stop()
+		x.node.stop(nil)
 	})
 	return err
 }

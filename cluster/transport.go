@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -117,7 +118,11 @@ func startNode(opts nodeOptions) (n *node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	paLog := slog.New(levelHandler{slog.LevelWarn, log.Handler()})
+	paLevel := slog.LevelWarn
+	if os.Getenv("BV_PA_DEBUG") != "" {
+		paLevel = slog.LevelDebug
+	}
+	paLog := slog.New(levelHandler{paLevel, log.Handler()})
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return paLog }))
 	n = &node{sys: sys, log: log}
 	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised)...)
@@ -153,23 +158,23 @@ func startNode(opts nodeOptions) (n *node, err error) {
 }
 
 // stop stops the node without protoactor's fixed sleeps; Cluster.Shutdown
-// is not used because it panics on a client (its gossiper never started).
-func (n *node) stop() {
-	if n.pc != nil {
-		if n.pc.Config.ClusterProvider != nil {
-			func() {
-				defer func() { _ = recover() }() // automanaged's Shutdown on a client dereferences nil
-				_ = n.pc.Config.ClusterProvider.Shutdown(true)
-			}()
-		}
+// is not used because it panics on a client (its gossiper never started),
+// nor Remote.Shutdown(true), which races with the endpoint reader and
+// waits up to 10 s for peers' streams. peers are the addresses the node
+// talked to: their endpoints are ended as if the connections had dropped,
+// which closes the outgoing connections.
+func (n *node) stop(peers []string) {
+	if n.pc != nil && n.pc.Config.ClusterProvider != nil {
+		func() {
+			defer func() { _ = recover() }() // automanaged's Shutdown on a client dereferences nil
+			_ = n.pc.Config.ClusterProvider.Shutdown(true)
+		}()
 	}
-	n.sys.Shutdown()
-	// Shutdown(false) stops only the gRPC server; Shutdown(true) also
-	// stops the endpoints (outgoing connections and their actors) but
-	// waits up to 10 s for peers' streams to end. Stopping the server
-	// first ends those streams at once.
+	for _, addr := range peers {
+		n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
+	}
 	n.remote.Shutdown(false)
-	n.remote.Shutdown(true)
+	n.sys.Shutdown()
 }
 
 // address is the node's remote address as others see it.
