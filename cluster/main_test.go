@@ -59,6 +59,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// inFreshProcess runs the calling test in a new process of the test
+// binary and reports true to the caller in the parent, which then returns:
+// protoactor's Remote.Start writes grpc's global logger, which the
+// goroutines of a previous front in the same process read, so each front
+// gets a process of its own (still under -race, and with its own leak
+// check in TestMain).
+func inFreshProcess(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("BV_INNER") == t.Name() {
+		return false
+	}
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=5m"}
+	if testing.Verbose() {
+		args = append(args, "-test.v")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BV_INNER="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\nPASS\n") && !strings.HasPrefix(string(out), "PASS\n") {
+		t.Errorf("%s in a fresh process: %v\n%s", t.Name(), err, out)
+	} else if testing.Verbose() {
+		t.Logf("%s", out)
+	}
+	return true
+}
+
 // testConfig is the engine configuration of the executors and of the
 // local engine the results are compared with.
 func testConfig() engine.Config {
@@ -67,6 +93,11 @@ func testConfig() engine.Config {
 	c.SlowTimeout = 60 * time.Second
 	c.Grace = 500 * time.Millisecond
 	c.ProgressInterval = 100 * time.Millisecond
+	c.Limits.MaxRunning, c.Limits.MaxRunningPerConversation = 64, 8
+	// Per-command cgroups would outlive an executor the tests SIGKILL (the
+	// sweep of a predecessor's cgroups is not part of this package): the
+	// process group is the unit here.
+	c.NoCgroups = true
 	return c
 }
 
@@ -304,19 +335,43 @@ func newClient(t *testing.T, o cluster.ClientOptions) *cluster.Client {
 		}
 		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
 	}
+	before := goleak.IgnoreCurrent()
 	c, err := cluster.NewClient(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	frontGoroutines.Store(c, before)
 	return c
 }
 
+// frontGoroutines holds, per front, the goroutines that ran before it.
+var frontGoroutines sync.Map
+
+// shutdown stops a front and waits until every goroutine it started has
+// ended: none may leak, and the next front's Remote.Start writes grpc's
+// global logger, which a goroutine of this one could still read.
 func shutdown(t *testing.T, c *cluster.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Shutdown(ctx); err != nil && !errors.Is(err, cluster.ErrExecutorLost) {
 		t.Errorf("client shutdown: %v", err)
+	}
+	before, ok := frontGoroutines.LoadAndDelete(c)
+	if !ok {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := goleak.Find(before.(goleak.Option))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines of the front still running 10s after Shutdown: %v", err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // goroutines end on their own; there is nothing to wait on
 	}
 }
 

@@ -69,7 +69,9 @@ type providerMembership struct {
 	p    pacluster.ClusterProvider
 }
 
-func (p providerMembership) describe() string { return fmt.Sprintf("provider %T cluster %q", p.p, p.name) }
+func (p providerMembership) describe() string {
+	return fmt.Sprintf("provider %T cluster %q", p.p, p.name)
+}
 
 // node is one process's actor system and remote (plus the cluster for
 // Provider membership).
@@ -170,10 +172,10 @@ func (n *node) stop(peers []string) {
 			_ = n.pc.Config.ClusterProvider.Shutdown(true)
 		}()
 	}
+	n.remote.Shutdown(false) // no peer can connect back from now on
 	for _, addr := range peers {
 		n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
 	}
-	n.remote.Shutdown(false)
 	n.sys.Shutdown()
 }
 
@@ -273,4 +275,6 @@ func (h levelHandler) WithAttrs(a []slog.Attr) slog.Handler {
 	return levelHandler{h.level, h.Handler.WithAttrs(a)}
 }
 
-func (h levelHandler) WithGroup(g string) slog.Handler { return levelHandler{h.level, h.Handler.WithGroup(g)} }
+func (h levelHandler) WithGroup(g string) slog.Handler {
+	return levelHandler{h.level, h.Handler.WithGroup(g)}
+}
