@@ -132,6 +132,10 @@ type recordedJob struct {
 
 const maxRecordedJobs = 1000
 
+// fenceWindow is how long a lost cluster member is still pinged, to fence
+// it should it answer again.
+const fenceWindow = 2 * time.Minute
+
 var _ engine.Runner = (*Client)(nil)
 
 // NewClient starts a front. Call [Client.WaitExecutors] before serving
@@ -211,13 +215,14 @@ func (c *Client) topologyLoop(topo <-chan *pacluster.ClusterTopology) {
 		case t := <-topo:
 			live := map[string]bool{}
 			for _, m := range t.Members {
-				live[m.Id] = true
+				id := memberID(m.Id)
+				live[id] = true
 				c.mu.Lock()
-				_, known := c.execs[m.Id]
+				_, known := c.execs[id]
 				if !known && !c.stopped {
-					c.addExec(m.Id, fmt.Sprintf("%s:%d", m.Host, m.Port), "")
+					c.addExec(id, fmt.Sprintf("%s:%d", m.Host, m.Port), "")
 					c.pingers.Add(1)
-					go c.pinger(fmt.Sprintf("%s:%d", m.Host, m.Port), m.Id)
+					go c.pinger(fmt.Sprintf("%s:%d", m.Host, m.Port), id)
 				}
 				c.mu.Unlock()
 			}
@@ -330,7 +335,11 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 			}
 		}
 	}
-	keep := wantID == "" || (st != nil && !st.isLost() && len(lose) == 0)
+	// A lost executor is pinged on for a while: should it come back (a
+	// frozen process resumed, a partition healed), its answer gets it
+	// fenced. Static addresses are pinged for ever (a restart there is a
+	// new executor).
+	keep := wantID == "" || (st != nil && (!st.isLost() || time.Since(st.lostAt) < fenceWindow))
 	c.mu.Unlock()
 	for _, l := range lose {
 		c.markLost(l, why)

@@ -61,7 +61,7 @@ type Executor struct {
 	node *node
 	pid  *actor.PID
 	log  *slog.Logger
-	name string
+	name atomic.Value // string: set before serving, then to the address if empty
 
 	runCtx     context.Context // parent of every call; cancelled by Fence and Stop
 	cancelRuns context.CancelFunc
@@ -75,6 +75,8 @@ type Executor struct {
 	stopOnce  sync.Once
 	stopped   chan struct{}
 	seenSelf  atomic.Bool
+	selfID    string             // the actor system's id, set before the node starts
+	sys       *actor.ActorSystem // set before the node starts
 }
 
 // ErrFenced: the executor fenced itself and serves nothing more.
@@ -113,6 +115,8 @@ func NewExecutor(cfg engine.Config, o ExecutorOptions) (*Executor, error) {
 	x.node, err = startNode(nodeOptions{
 		listen: o.Listen, advertised: o.AdvertisedHost, token: o.Token, membership: o.Membership, member: true, log: o.Logger,
 		beforeStart: func(sys *actor.ActorSystem) {
+			x.selfID, x.sys = sys.ID, sys
+			x.name.Store(o.Name)
 			x.pid, _ = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newExecActor(x) }), executorActor)
 		},
 		onTopology: x.topology,
@@ -122,12 +126,11 @@ func NewExecutor(cfg engine.Config, o ExecutorOptions) (*Executor, error) {
 		_ = eng.Shutdown(context.Background())
 		return nil, err
 	}
-	x.name = o.Name
-	if x.name == "" {
-		x.name = x.node.address()
+	if o.Name == "" {
+		x.name.Store(x.node.address())
 	}
 	go x.watchdog()
-	x.log.Info("executor serving", "id", x.ID(), "address", x.Addr(), "name", x.name, "membership", o.Membership.describe())
+	x.log.Info("executor serving", "id", x.ID(), "address", x.Addr(), "name", x.nameOf(), "membership", o.Membership.describe())
 	return x, nil
 }
 
@@ -149,13 +152,18 @@ func engineDefaults(c engine.Config) engine.Config {
 }
 
 // ID is the executor's member id, new on every start.
-func (x *Executor) ID() string { return x.node.id() }
+func (x *Executor) ID() string { return x.selfID }
 
 // Addr is the address fronts reach it at.
 func (x *Executor) Addr() string { return x.node.address() }
 
 // Name is its display name.
-func (x *Executor) Name() string { return x.name }
+func (x *Executor) Name() string { return x.nameOf() }
+
+func (x *Executor) nameOf() string {
+	s, _ := x.name.Load().(string)
+	return s
+}
 
 // Engine is the engine it serves.
 func (x *Executor) Engine() *engine.Engine { return x.eng }
@@ -180,7 +188,7 @@ func (x *Executor) Fence(reason string) {
 		x.fenceWhy.Store(reason)
 		close(x.fenced)
 		x.log.Warn("executor fenced: ending every command and job, refusing every request", "id", x.ID(), "reason", reason)
-		x.node.sys.Root.Send(x.pid, fenceNow{})
+		x.sys.Root.Send(x.pid, fenceNow{})
 		x.cancelRuns()
 		go func() {
 			defer close(x.fenceDone)
@@ -243,15 +251,15 @@ func (x *Executor) checkFrozen() {
 
 // topology fences the executor when the cluster no longer lists it.
 func (x *Executor) topology(t *pacluster.ClusterTopology) {
-	self := x.node.sys.ID
+	self := x.selfID
 	for _, id := range t.Blocked {
-		if id == self {
+		if memberID(id) == self {
 			x.Fence("the cluster blocked this member")
 			return
 		}
 	}
 	for _, m := range t.Members {
-		if m.Id == self {
+		if memberID(m.Id) == self {
 			x.seenSelf.Store(true)
 			return
 		}
@@ -315,7 +323,7 @@ func (a *execActor) Receive(ctx actor.Context) {
 		x.checkFrozen()
 		st := x.eng.Load()
 		ctx.Respond(&clusterpb.Pong{
-			ExecutorId: x.ID(), Name: x.name, Accepting: !x.isFenced(), Fenced: x.isFenced(),
+			ExecutorId: x.ID(), Name: x.nameOf(), Accepting: !x.isFenced(), Fenced: x.isFenced(),
 			Running: int64(st.Running), Jobs: int64(st.Jobs), Queued: int64(st.Queued),
 		})
 	case *clusterpb.Fence:
@@ -401,7 +409,7 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 	}
 	a.calls[tc.CallID] = c
 	ctx.Respond(&clusterpb.Accepted{CallId: tc.CallID, ExecutorId: x.ID(), BackstopMs: backstop.Milliseconds()})
-	self, root, id := ctx.Self(), x.node.sys.Root, tc.CallID
+	self, root, id := ctx.Self(), ctx.ActorSystem().Root, tc.CallID
 	if m.Tc.GetProgress() {
 		tc.Progress = func(p engine.Progress) { root.Send(self, callProgress{id, p}) }
 	}
@@ -455,7 +463,7 @@ func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 	if a.refuse(ctx, "", m.ExecutorId) {
 		return
 	}
-	x, sender, root := a.x, ctx.Sender(), a.x.node.sys.Root
+	x, sender, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
 	if sender == nil {
 		return
 	}

@@ -5,11 +5,14 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pacluster "github.com/asynkron/protoactor-go/cluster"
@@ -52,34 +55,74 @@ func (s staticMembership) describe() string { return "static " + strings.Join(s,
 // Provider is membership from a protoactor cluster provider: executors
 // start as cluster members (StartMember), the front as a cluster client
 // (StartClient) that reads ClusterTopology events only. name is the
-// cluster name, the same on every node. A member that left is blocked for
-// ever by its id (protoactor's rule), and an executor that finds itself
-// out of the topology fences itself.
+// cluster name, the same on every node. newProvider makes the provider
+// when the node starts, after its remote: a provider that dials at
+// construction (etcd's) would otherwise race with Remote.Start, which
+// rewrites grpc's global logger. A member that left is blocked for ever by
+// its id (protoactor's rule), and an executor that finds itself out of the
+// topology fences itself.
 //
-// Each node needs its own provider value. For Kubernetes use the k8s
-// provider with [ExecutorOptions.AdvertisedHost] set to the pod IP; its
-// service account needs get, list, watch, update and patch on pods in the
-// namespace.
-func Provider(name string, p pacluster.ClusterProvider) Membership {
-	return providerMembership{name: name, p: p}
+// For Kubernetes use the k8s provider with [ExecutorOptions.AdvertisedHost]
+// set to the pod IP; its service account needs get, list, watch, update
+// and patch on pods in the namespace.
+func Provider(name string, newProvider func() (pacluster.ClusterProvider, error)) Membership {
+	return providerMembership{name: name, new: newProvider}
 }
 
 type providerMembership struct {
 	name string
-	p    pacluster.ClusterProvider
+	new  func() (pacluster.ClusterProvider, error)
 }
 
-func (p providerMembership) describe() string {
-	return fmt.Sprintf("provider %T cluster %q", p.p, p.name)
+func (p providerMembership) describe() string { return fmt.Sprintf("protoactor cluster %q", p.name) }
+
+// lazyProvider makes the real provider when the cluster starts it.
+type lazyProvider struct {
+	new func() (pacluster.ClusterProvider, error)
+	p   pacluster.ClusterProvider
+}
+
+func (l *lazyProvider) make() error {
+	if l.p != nil {
+		return nil
+	}
+	p, err := l.new()
+	if err != nil {
+		return fmt.Errorf("cluster provider: %w", err)
+	}
+	l.p = p
+	return nil
+}
+
+func (l *lazyProvider) StartMember(c *pacluster.Cluster) error {
+	if err := l.make(); err != nil {
+		return err
+	}
+	return l.p.StartMember(c)
+}
+
+func (l *lazyProvider) StartClient(c *pacluster.Cluster) error {
+	if err := l.make(); err != nil {
+		return err
+	}
+	return l.p.StartClient(c)
+}
+
+func (l *lazyProvider) Shutdown(graceful bool) error {
+	if l.p == nil {
+		return nil
+	}
+	return l.p.Shutdown(graceful)
 }
 
 // node is one process's actor system and remote (plus the cluster for
 // Provider membership).
 type node struct {
-	sys    *actor.ActorSystem
-	remote *remote.Remote
-	pc     *pacluster.Cluster // nil for Static membership
-	log    *slog.Logger
+	sys      *actor.ActorSystem
+	remote   *remote.Remote
+	pc       *pacluster.Cluster // nil for Static membership
+	provider *lazyProvider
+	log      *slog.Logger
 }
 
 // nodeOptions configure startNode.
@@ -142,7 +185,8 @@ func startNode(opts nodeOptions) (n *node, err error) {
 		n.remote.Start()
 		return n, nil
 	}
-	n.pc = pacluster.New(sys, pacluster.Configure(pm.name, pm.p, disthash.New(), rc))
+	n.provider = &lazyProvider{new: pm.new}
+	n.pc = pacluster.New(sys, pacluster.Configure(pm.name, n.provider, disthash.New(), rc))
 	if opts.onTopology != nil {
 		sys.EventStream.Subscribe(func(evt any) {
 			if t, ok := evt.(*pacluster.ClusterTopology); ok {
@@ -166,17 +210,44 @@ func startNode(opts nodeOptions) (n *node, err error) {
 // talked to: their endpoints are ended as if the connections had dropped,
 // which closes the outgoing connections.
 func (n *node) stop(peers []string) {
-	if n.pc != nil && n.pc.Config.ClusterProvider != nil {
+	if n.provider != nil && n.provider.p != nil {
 		func() {
 			defer func() { _ = recover() }() // automanaged's Shutdown on a client dereferences nil
-			_ = n.pc.Config.ClusterProvider.Shutdown(true)
+			_ = n.provider.p.Shutdown(true)
 		}()
+		closeProviderClient(n.provider.p)
 	}
 	n.remote.Shutdown(false) // no peer can connect back from now on
 	for _, addr := range peers {
 		n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
 	}
 	n.sys.Shutdown()
+}
+
+// closeProviderClient closes the API client a protoactor provider keeps
+// in an unexported field "client" (the etcd provider never closes its
+// etcd client, whose goroutines would outlive the node).
+func closeProviderClient(p pacluster.ClusterProvider) {
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	f := v.Elem().FieldByName("client")
+	if !f.IsValid() || !f.CanAddr() {
+		return
+	}
+	if c, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(io.Closer); ok && c != nil {
+		_ = c.Close()
+	}
+}
+
+// memberID is the process's id in a cluster member id: the etcd provider
+// registers "CLUSTER@ID", the others ID.
+func memberID(id string) string {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 {
+		return id[i+1:]
+	}
+	return id
 }
 
 // address is the node's remote address as others see it.
