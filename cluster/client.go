@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,7 +99,8 @@ type Client struct {
 }
 
 type execState struct {
-	id, name, addr string
+	id, addr       string
+	nameV          atomic.Value // string: the address until it answers with its name
 	pid            *actor.PID
 	watcher        *actor.PID
 	ready          bool
@@ -107,6 +109,11 @@ type execState struct {
 	lost           chan struct{}
 	lostAt         time.Time
 	lostWhy        string
+}
+
+func (s *execState) name() string {
+	n, _ := s.nameV.Load().(string)
+	return n
 }
 
 func (s *execState) isLost() bool {
@@ -243,10 +250,11 @@ func (c *Client) topologyLoop(topo <-chan *pacluster.ClusterTopology) {
 
 // addExec records an executor; c.mu is held.
 func (c *Client) addExec(id, addr, name string) *execState {
-	st := &execState{id: id, addr: addr, name: name, pid: actor.NewPID(addr, executorActor), lost: make(chan struct{})}
-	if st.name == "" {
-		st.name = addr
+	st := &execState{id: id, addr: addr, pid: actor.NewPID(addr, executorActor), lost: make(chan struct{})}
+	if name == "" {
+		name = addr
 	}
+	st.nameV.Store(name)
 	c.execs[id] = st
 	st.watcher = c.node.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &execWatcher{target: st.pid, onLost: func(why string) { go c.markLost(st, why) }}
@@ -320,7 +328,7 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 			c.byAddr[addr] = st
 		}
 		if pong.Name != "" {
-			st.name = pong.Name
+			st.nameV.Store(pong.Name)
 		}
 		switch {
 		case st.isLost():
@@ -364,7 +372,7 @@ func (c *Client) markLost(st *execState, why string) {
 	close(st.lost)
 	c.notifyLocked()
 	c.mu.Unlock()
-	c.log.Warn("executor lost", "executor", st.name, "id", st.id, "address", st.addr, "why", why)
+	c.log.Warn("executor lost", "executor", st.name(), "id", st.id, "address", st.addr, "why", why)
 	c.node.sys.Root.Send(st.pid, &clusterpb.Fence{ExecutorId: st.id, Reason: why})
 	c.node.sys.Root.Stop(st.watcher)
 }
@@ -419,7 +427,7 @@ func (c *Client) Executors() []ExecutorInfo {
 	defer c.mu.Unlock()
 	out := make([]ExecutorInfo, 0, len(c.execs))
 	for _, st := range c.execs {
-		i := ExecutorInfo{ID: st.id, Name: st.name, Address: st.addr, Ready: st.ready && !st.isLost(),
+		i := ExecutorInfo{ID: st.id, Name: st.name(), Address: st.addr, Ready: st.ready && !st.isLost(),
 			Lost: st.isLost(), LostReason: st.lostWhy, Conversations: c.pinned[st.id]}
 		if st.load != nil {
 			i.Running, i.Jobs, i.Queued = int(st.load.Running), int(st.load.Jobs), int(st.load.Queued)
@@ -492,7 +500,7 @@ func (c *Client) place(conv string) (*execState, Assignment, error) {
 	if st == nil {
 		return nil, a, fmt.Errorf("%w: none of the %d known executors is ready", ErrNoExecutor, len(c.execs))
 	}
-	a = Assignment{ExecutorID: st.id, Name: st.name, Address: st.addr, Generation: gen}
+	a = Assignment{ExecutorID: st.id, Name: st.name(), Address: st.addr, Generation: gen}
 	if err := c.o.Placement.Put(conv, a); err != nil {
 		return nil, a, fmt.Errorf("placement of conversation %q: %w", conv, err)
 	}
@@ -523,7 +531,7 @@ func goneError(a Assignment, st *execState) error {
 			ErrConversationLost, a.Name)
 	}
 	return fmt.Errorf("%w: this conversation's executor %s stopped answering %s ago (%s); its working directory was on that machine, so the conversation cannot continue: start a new conversation",
-		ErrConversationLost, st.name, time.Since(st.lostAt).Round(time.Second), st.lostWhy)
+		ErrConversationLost, st.name(), time.Since(st.lostAt).Round(time.Second), st.lostWhy)
 }
 
 // --- calls ---
@@ -559,8 +567,8 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 	done := ctx.Done()
 	lost := func(why string, at time.Time) engine.Result {
 		res.Status, res.PID = engine.StatusLost, 0
-		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name, why)
-		res.Output = engine.LostText(st.name, at.Sub(start))
+		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), why)
+		res.Output = engine.LostText(st.name(), at.Sub(start))
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res
 	}
@@ -590,7 +598,7 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
 					return res
 				case "shutdown":
-					err := fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name, m.Reason)
+					err := fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name(), m.Reason)
 					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
 					return res
 				}
@@ -728,7 +736,7 @@ func nameOf(st *execState, id string) string {
 	if st == nil {
 		return id
 	}
-	return st.name
+	return st.name()
 }
 
 // target returns the live executor and generation of tc's conversation
@@ -762,18 +770,18 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 				return m, decodeErr(m.ErrKind, m.Err)
 			case *clusterpb.Refused:
 				if m.Kind == "shutdown" {
-					return nil, fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name, m.Reason)
+					return nil, fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name(), m.Reason)
 				}
 				c.markLost(st, m.Reason)
-				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name, m.Reason)
+				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), m.Reason)
 			case *actor.Terminated:
 				c.markLost(st, terminatedWhy(m))
-				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name, terminatedWhy(m))
+				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), terminatedWhy(m))
 			}
 		case <-st.lost:
-			return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name, st.lostWhy)
+			return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), st.lostWhy)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("executor %s: %w", st.name, ctx.Err())
+			return nil, fmt.Errorf("executor %s: %w", st.name(), ctx.Err())
 		}
 	}
 }
@@ -788,7 +796,7 @@ func (c *Client) Jobs(tc engine.ToolContext) []engine.JobInfo {
 	}
 	r, err := c.query(context.Background(), st, &clusterpb.Query{Op: "jobs", Tc: encodeTC(tc, "")})
 	if err != nil {
-		c.log.Warn("jobs query failed", "executor", st.name, "err", err)
+		c.log.Warn("jobs query failed", "executor", st.name(), "err", err)
 		return c.lostJobs(tc.ConversationID)
 	}
 	for _, p := range r.Jobs {
@@ -912,7 +920,7 @@ func (c *Client) Description(tc engine.ToolContext) string {
 		if err == nil {
 			return r.Text
 		}
-		c.log.Warn("description query failed", "executor", st.name, "err", err)
+		c.log.Warn("description query failed", "executor", st.name(), "err", err)
 	}
 	return "Executes shell commands via bash -c on an executor machine, returning combined stdout/stderr. " +
 		"No executor is available right now.\n\n<pwd>" + tc.WorkingDir + "</pwd>"

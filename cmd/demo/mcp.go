@@ -43,6 +43,7 @@ type mcpFlags struct {
 	origins     stringList
 	verbose     bool
 	limits      engine.Limits
+	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
 // stringList is a repeatable string flag.
@@ -72,6 +73,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
 	fs.IntVar(&f.limits.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
 	fs.IntVar(&f.limits.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
+	f.fleet.define(fs)
 	return f, fs
 }
 
@@ -185,7 +187,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if audit != nil {
 		auditW = audit
 	}
-	e, err := engine.New(f.engineConfig(log, auditW))
+	e, err := f.fleet.runner(f.engineConfig(log, auditW), log)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo mcp:", err)
 		return 1
@@ -201,7 +203,11 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext: base,
 	}
+	if f.fleet.on() {
+		opts.ConversationID = newConversationID() // each MCP session is one conversation
+	}
 	srv := mcpserver.New(e, opts)
+	f.fleet.perSession(e, opts)
 
 	code := 0
 	if f.httpAddr == "" {
@@ -253,6 +259,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, f *mcpFlags, stopCalls func
 	mux.Handle("/mcp", mcpserver.Handler(srv, mcpserver.HTTPOptions{
 		Token:          f.token,
 		AllowedOrigins: f.origins,
+		GetServer:      f.fleet.getServer,
 		Logger:         log,
 	}))
 	hs := &http.Server{
