@@ -87,6 +87,7 @@ type Client struct {
 	runCtx  context.Context // cancelled by Shutdown: cancels calls in flight
 	stopRun context.CancelFunc
 	calls   sync.WaitGroup
+	actors  sync.WaitGroup // actors being stopped
 	pingers sync.WaitGroup
 
 	mu      sync.Mutex
@@ -99,16 +100,16 @@ type Client struct {
 }
 
 type execState struct {
-	id, addr       string
-	nameV          atomic.Value // string: the address until it answers with its name
-	pid            *actor.PID
-	watcher        *actor.PID
-	ready          bool
-	load           *clusterpb.Pong
-	lastHeard      time.Time
-	lost           chan struct{}
-	lostAt         time.Time
-	lostWhy        string
+	id, addr  string
+	nameV     atomic.Value // string: the address until it answers with its name
+	pid       *actor.PID
+	watcher   *actor.PID
+	ready     bool
+	load      *clusterpb.Pong
+	lastHeard time.Time
+	lost      chan struct{}
+	lostAt    time.Time
+	lostWhy   string
 }
 
 func (s *execState) name() string {
@@ -661,10 +662,16 @@ func (a *callActor) Receive(ctx actor.Context) {
 	}
 }
 
-// stopActor stops a call or watcher actor and waits until it stopped, so
-// that its Unwatch reached the executor's endpoint before Shutdown ends
-// the endpoints.
-func (c *Client) stopActor(pid *actor.PID) { _ = c.node.sys.Root.StopFuture(pid).Wait() }
+// stopActor stops a call or watcher actor; Shutdown waits until all have
+// stopped, so that their Unwatch reached the executor's endpoint before it
+// ends the endpoints. The caller does not wait.
+func (c *Client) stopActor(pid *actor.PID) {
+	c.actors.Add(1)
+	go func() {
+		defer c.actors.Done()
+		_ = c.node.sys.Root.StopFuture(pid).Wait()
+	}()
+}
 
 func newCallID() string {
 	b := make([]byte, 16)
@@ -986,6 +993,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
+	c.actors.Wait()
 	c.node.stop(peers)
 	return err
 }
