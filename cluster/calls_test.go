@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,4 +195,59 @@ func TestJobsRouted(t *testing.T) {
 	if jobs := c.Jobs(tc); len(jobs) != 0 {
 		t.Errorf("jobs after EndConversation: %+v", jobs)
 	}
+}
+
+// TestMoveWhenDirSurvives: when the Placement says working directories
+// survive an executor's loss, the conversation's next call runs on
+// another executor; the lost executor's jobs stay listed as lost, and the
+// new executor's job ids carry the placement generation.
+func TestMoveWhenDirSurvives(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	mark := t.Name()
+	a := startExecutor(t, execSpec{name: "exec-a", mark: mark})
+	b := startExecutor(t, execSpec{name: "exec-b", mark: mark})
+	placement := cluster.NewMemoryPlacement()
+	placement.SharedDirs = true
+	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(a.addr, b.addr), Placement: placement})
+	waitReady(t, c, 2)
+	dir := t.TempDir()
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "moving"}
+	first := c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
+	bg := c.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	victim, other := a, b
+	if first.Output != "exec-a\n" {
+		victim, other = b, a
+	}
+	victim.signal(syscall.SIGKILL)
+	<-victim.done
+	_ = syscall.Kill(-bg.PID, syscall.SIGKILL) // its executor is gone; the test ends the orphan
+	deadline := time.Now().Add(10 * time.Second)
+	var r engine.Result
+	for {
+		r = c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
+		// The loss may not be known yet (the kill's connection close is
+		// milliseconds away): such a call answers lost, never runs twice.
+		if r.Status != engine.StatusLost || time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.Status != engine.StatusOK || r.Output != other.name+"\n" {
+		t.Fatalf("after the loss: %s %q, want ok on %s", r.Status, r.Output, other.name)
+	}
+	bg2 := c.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	if bg2.JobID != "g2.job-1" {
+		t.Errorf("job id on the second executor: %q, want g2.job-1", bg2.JobID)
+	}
+	jobs := c.Jobs(tc)
+	if len(jobs) != 2 || jobs[0].JobID != "job-1" || jobs[0].Status != engine.JobLost || jobs[1].JobID != "g2.job-1" || jobs[1].Status != engine.JobRunning {
+		t.Errorf("jobs after the move: %+v", jobs)
+	}
+	if j, err := c.Kill(context.Background(), tc, "g2.job-1"); err != nil || j.Status != engine.JobKilled {
+		t.Errorf("kill on the second executor: %+v %v", j, err)
+	}
+	shutdown(t, c)
+	other.stop()
+	waitNoLeftovers(t, mark)
 }
