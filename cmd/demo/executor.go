@@ -146,6 +146,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 // fleetFlags are `demo mcp`'s flags for running commands on executors.
 type fleetFlags struct {
 	executors, spec, token string
+	listen, advertise      string
 	wait                   time.Duration
 	// getServer makes one MCP server, and so one conversation, per HTTP
 	// session (nil without a fleet: one conversation for the process).
@@ -157,6 +158,8 @@ func (ff *fleetFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&ff.spec, "cluster", "", "find the executors by membership instead: automanaged:HOST:PORT,…, etcd:URL,… or k8s")
 	fs.StringVar(&ff.token, "cluster-token", "", "the fleet's shared `secret` (default $"+clusterTokenEnv+")")
 	fs.DurationVar(&ff.wait, "executors-wait", 30*time.Second, "wait this long for the first executor before serving")
+	fs.StringVar(&ff.listen, "cluster-listen", "127.0.0.1:0", "the front's own remote `host:port`, where executors answer (off loopback needs -cluster-token)")
+	fs.StringVar(&ff.advertise, "cluster-advertise", "", "`host:port` executors reach the front at, when it differs from -cluster-listen (a pod IP)")
 }
 
 func (ff *fleetFlags) on() bool { return ff.executors != "" || ff.spec != "" }
@@ -183,7 +186,7 @@ func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger) (engine.Runner
 			return nil, err
 		}
 	}
-	c, err := cluster.NewClient(cluster.ClientOptions{Membership: m, Token: ff.token, Logger: log})
+	c, err := cluster.NewClient(cluster.ClientOptions{Membership: m, Token: ff.token, Listen: ff.listen, AdvertisedHost: ff.advertise, Logger: log})
 	if err != nil {
 		return nil, err
 	}
