@@ -1,7 +1,7 @@
 # bashvisor — `make demo` runs the tour, `make test` the whole suite.
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
-.PHONY: demo test vet unit stress bench ci
+.PHONY: demo test vet unit stress bench ci deps generate
 
 demo:
 	$(GO) run ./cmd/demo tour
@@ -21,3 +21,15 @@ bench:
 	$(GO) run ./cmd/demo bench
 
 ci: test
+
+# What the suite needs beyond Go, bash and git: etcd for the cluster
+# package's etcd scenario (skipped without it unless REQUIRE_ETCD=1, which
+# .ci/run sets).
+deps:
+	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
+
+# Regenerate cluster/clusterpb from its .proto (the generated code is
+# committed): needs protoc (Debian's protobuf-compiler) and
+# go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.33.0.
+generate:
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" $(GO) generate ./cluster/...

@@ -86,6 +86,15 @@ func presetNames() []string {
 // Empty reports whether the allowlist allows nothing.
 func (a *Allowlist) Empty() bool { return a == nil || len(a.entries) == 0 }
 
+// Entries returns the entries as given (lower case, trimmed), for
+// ParseAllowlist to make the same allowlist again.
+func (a *Allowlist) Entries() []string {
+	if a == nil {
+		return nil
+	}
+	return slices.Clone(a.source)
+}
+
 // String lists the entries as given, comma-separated.
 func (a *Allowlist) String() string {
 	if a == nil {

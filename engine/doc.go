@@ -33,6 +33,7 @@
 //	needs_approval  [command needs approval: ...] (ToolContext.Approved lets it run)
 //	error           [error: MESSAGE]: bad input, bad working directory, cannot start
 //	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: kill -9 -PID</reminder>
+//	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only; see [LostText])
 //
 // Output over Config.MaxOutput is cut in the middle with the header
 // "[output truncated in middle: got 300.0 KiB, max is 128 KiB]" and the

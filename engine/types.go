@@ -53,6 +53,14 @@ type ToolContext struct {
 	// Progress, when set, is called about every ProgressInterval while a
 	// foreground command runs, from the calling goroutine of [Engine.Run].
 	Progress func(Progress)
+	// CallID identifies this tool call for idempotency: the model's
+	// tool-use id ("toolu_…", "call_…") or an MCP session plus its
+	// request id. A Runner that forwards calls to other machines
+	// (cluster.Client) runs a call id at most once: a repeated id attaches
+	// to the running call or gets its recorded result. Empty means the
+	// Runner makes one up (no idempotency across retries). The local
+	// Engine ignores it.
+	CallID string
 }
 
 // Progress is a snapshot of a running foreground command.
@@ -81,6 +89,10 @@ const (
 	StatusNeedsApproval Status = "needs_approval"
 	StatusError         Status = "error"
 	StatusStarted       Status = "started"
+	// StatusLost: the machine running the command stopped answering
+	// (cluster.Client); the outcome is unknown and the command was not
+	// re-run. See [LostText].
+	StatusLost Status = "lost"
 )
 
 // Result is the structured result of one call. Output holds the exact text
@@ -185,6 +197,9 @@ const (
 	JobCompleted JobStatus = "completed"
 	JobFailed    JobStatus = "failed"
 	JobKilled    JobStatus = "killed"
+	// JobLost: the executor machine running the job stopped answering
+	// (cluster.Client); whether it still runs is unknown.
+	JobLost JobStatus = "lost"
 )
 
 // JobInfo describes a background job, running or ended.
@@ -198,8 +213,8 @@ type JobInfo struct {
 	Display string `json:"display"`
 	// ConversationID is the conversation that started it.
 	ConversationID string `json:"conversation_id,omitempty"`
-	// Status is running, completed (exit 0), failed (other exit) or
-	// killed. A job lives as long as its process group: it is running
+	// Status is running, completed (exit 0), failed (other exit),
+	// killed, or lost (its executor machine stopped answering). A job lives as long as its process group: it is running
 	// while anything it started runs, even after its shell exited.
 	Status JobStatus `json:"status"`
 	// ExitCode is its shell's exit code, once known.

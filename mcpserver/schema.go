@@ -36,7 +36,7 @@ func OutputSchema() json.RawMessage { return json.RawMessage(resultOutputSchema)
 const resultOutputSchema = `{
   "type": "object",
   "properties": {
-    "status": {"type": "string", "enum": ["ok", "failed", "timed_out", "cancelled", "blocked", "denied", "needs_approval", "error", "started"]},
+    "status": {"type": "string", "enum": ["ok", "failed", "timed_out", "cancelled", "blocked", "denied", "needs_approval", "error", "started", "lost"]},
     "exit_code": {"type": "integer", "description": "The shell's exit code; 128+n when killed by signal n."},
     "signal": {"type": "string", "description": "The signal that killed the command, e.g. SIGKILL."},
     "output": {"type": "string", "description": "The text the model sees."},
@@ -67,7 +67,7 @@ const jobInfoSchema = `{
     "command": {"type": "string"},
     "display": {"type": "string"},
     "conversation_id": {"type": "string"},
-    "status": {"type": "string", "enum": ["running", "completed", "failed", "killed"]},
+    "status": {"type": "string", "enum": ["running", "completed", "failed", "killed", "lost"]},
     "exit_code": {"type": "integer"},
     "reason": {"type": "string", "description": "Why the job was killed."},
     "started": {"type": "string", "format": "date-time"},

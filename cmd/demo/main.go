@@ -1,5 +1,5 @@
-// Command demo is bashvisor's CLI: run, check, schema, mcp, stress, bench
-// and tour.
+// Command demo is bashvisor's CLI: run, check, schema, mcp, executor,
+// stress, bench and tour.
 //
 // Conventions shared by every subcommand: -h, -help or --help prints the
 // subcommand's usage on stdout and exits 0; a usage error (an unknown
@@ -61,6 +61,10 @@ func init() {
 		{"mcp", "[flags]", "serve the tools over MCP: stdio, or streamable HTTP with -http",
 			"Exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM after ending every command and job.\n" +
 				"-http :PORT binds 127.0.0.1:PORT; a non-loopback address needs a token.", cmdMCP},
+		{"executor", "[flags]", "serve an engine to fronts on other machines (demo mcp -executors or -cluster)",
+			"Exits 0 on SIGINT/SIGTERM after ending every command and job; 75 after it fenced itself\n" +
+				"(it was frozen or cut off, so fronts reported its calls lost): restart it. A non-loopback\n" +
+				"-listen needs -token (or $BASHVISOR_CLUSTER_TOKEN), the same on every node.", cmdExecutor},
 		{"stress", "[flags]", "run a mixed load through one engine; exit 0 only if nothing was lost or leaked", "", cmdStress},
 		{"bench", "[flags]", "measure the engine against raw os/exec", "", cmdBench},
 		{"tour", "", "a dozen commands at once through one engine, and what happened to each (make demo)",

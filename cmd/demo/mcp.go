@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,7 @@ type mcpFlags struct {
 	maxConns    int
 	connIdle    time.Duration
 	metrics     bool
+	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
 // stringList is a repeatable string flag.
@@ -89,6 +91,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
+	f.fleet.define(fs)
 	return f, fs
 }
 
@@ -214,7 +217,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if audit != nil {
 		auditW = audit
 	}
-	e, err := engine.New(f.engineConfig(log, auditW))
+	e, err := f.fleet.runner(f.engineConfig(log, auditW), log)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo mcp:", err)
 		return 1
@@ -230,6 +233,9 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,
 		SharedConversation: f.shared,
+	}
+	if f.fleet.on() {
+		opts.ConversationID = newConversationID() // each MCP session is one conversation
 	}
 	srv := mcpserver.New(e, opts)
 
@@ -273,7 +279,7 @@ func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls fu
 	return 0
 }
 
-func serveHTTP(ctx context.Context, srv *mcp.Server, e *engine.Engine, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
+func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", listenAddr(f.httpAddr))
 	if err != nil {
 		fmt.Fprintln(stderr, "demo mcp:", err)
@@ -290,8 +296,11 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e *engine.Engine, f *mcpFla
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(srv, hopts))
 	if f.metrics {
-		mux.Handle("/metrics", mcpserver.MetricsHandler(hopts, e.Metrics(),
-			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})))
+		cs := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+		if eng, ok := e.(*engine.Engine); ok { // a fleet front has no engine of its own
+			cs = append(cs, eng.Metrics())
+		}
+		mux.Handle("/metrics", mcpserver.MetricsHandler(hopts, cs...))
 	}
 	// No ReadTimeout or WriteTimeout: they would cut long tool calls (see
 	// mcpserver.HTTPOptions.ReadTimeout, which bounds bodies instead).

@@ -81,8 +81,21 @@ func cmdStress(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups (escapees are then skipped)")
 	fs.DurationVar(&o.timeout, "timeout", 500*time.Millisecond, "the engine's default-mode timeout, used only by the kinds meant to time out")
 	fs.IntVar(&o.tenants, "tenants", 4, "conversations running at once (command i runs in tenant i mod N); each checks it never sees another's jobs")
+	executors := fs.String("executors", "", "instead of the mix, run -n calls of -fleet-command through these executors (`host:port,…`; \"local\": a local engine, to compare)")
+	fleetCmd := fs.String("fleet-command", "echo ok", "the command of -executors")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
+	}
+	if *executors != "" {
+		ok, err := fleetStress(*executors, o.n, o.c, *fleetCmd, "", stdout, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "stress:", err)
+			return exitSystem
+		}
+		if !ok {
+			return 1
+		}
+		return 0
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())

@@ -1,0 +1,253 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/cluster"
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// oneExecutor starts an executor subprocess and a front on it.
+func oneExecutor(t *testing.T) (*proc, *cluster.Client, string) {
+	t.Helper()
+	mark := t.Name()
+	ex := startExecutor(t, execSpec{name: "exec-1", mark: mark})
+	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(ex.addr)})
+	t.Cleanup(func() {
+		shutdown(t, c)
+		ex.stop()
+		waitNoLeftovers(t, mark)
+	})
+	waitReady(t, c, 1)
+	return ex, c, t.TempDir()
+}
+
+// TestProgressAndCancel: progress snapshots reach the caller's callback;
+// cancelling the caller's context kills the remote process group and the
+// result is "cancelled", as locally.
+func TestProgressAndCancel(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	var mu sync.Mutex
+	var seen []engine.Progress
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "p", Progress: func(p engine.Progress) {
+		mu.Lock()
+		seen = append(seen, p)
+		mu.Unlock()
+	}}
+	r := c.Run(context.Background(), tc, engine.Input{Command: "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.15; done"})
+	if r.Status != engine.StatusOK {
+		t.Fatalf("status %s: %s", r.Status, r.Output)
+	}
+	mu.Lock()
+	if len(seen) < 2 || !strings.HasPrefix(seen[len(seen)-1].LastLine, "line") || seen[len(seen)-1].Bytes == 0 {
+		t.Errorf("progress not forwarded: %+v", seen)
+	}
+	mu.Unlock()
+
+	pidFile := filepath.Join(dir, "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan engine.Result, 1)
+	go func() {
+		done <- c.Run(ctx, engine.ToolContext{WorkingDir: dir, ConversationID: "p"},
+			engine.Input{Command: "echo $$ > pid; sleep 30 & sleep 30; echo never"})
+	}()
+	pgid := waitPid(t, pidFile)
+	cancel()
+	select {
+	case r := <-done:
+		if r.Status != engine.StatusCancelled || !strings.HasPrefix(r.Output, "[command cancelled]") || !errors.Is(r.Err, context.Canceled) {
+			t.Errorf("cancelled call: status %s err %v output %q", r.Status, r.Err, r.Output)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("cancelled call did not return")
+	}
+	if live := groupMembers(pgid); len(live) > 0 {
+		t.Errorf("process group %d still has live processes after the cancelled call returned: %v", pgid, live)
+	}
+}
+
+// groupMembers lists the processes of group pgid that are not zombies
+// (a zombie waits for its parent, the executor, to reap it; it runs
+// nothing).
+func groupMembers(pgid int) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			out = append(out, e.Name()+" "+s[:strings.LastIndexByte(s, ')')+1])
+		}
+	}
+	return out
+}
+
+// waitPid waits for a command to write its pid to path.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written", path)
+		}
+		time.Sleep(10 * time.Millisecond) // a file written by another process: nothing to wait on but the file
+	}
+}
+
+// TestCallIDRunsOnce: concurrent and later duplicates of one call id run
+// the command once and all get its result; the same id for another
+// command is refused.
+func TestCallIDRunsOnce(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "dup", CallID: "toolu_01"}
+	in := engine.Input{Command: "echo run >> marker; sleep 0.3; echo out $RANDOM"}
+	results := make([]engine.Result, 5)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.Run(context.Background(), tc, in)
+		}()
+	}
+	wg.Wait()
+	results = append(results, c.Run(context.Background(), tc, in)) // after it finished: the record
+	for i, r := range results {
+		if r.Status != engine.StatusOK || r.Output != results[0].Output {
+			t.Errorf("call %d: %s %q, want ok %q", i, r.Status, r.Output, results[0].Output)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "marker")); string(b) != "run\n" {
+		t.Errorf("marker %q: the command ran more than once", b)
+	}
+	r := c.Run(context.Background(), tc, engine.Input{Command: "echo other"})
+	if r.Status != engine.StatusError || !errors.Is(r.Err, engine.ErrBadInput) || !strings.Contains(r.Output, "already used") {
+		t.Errorf("reused call id for another command: %s %q", r.Status, r.Output)
+	}
+}
+
+// TestJobsRouted: background jobs are listed, read and killed through the
+// front, scoped by conversation like the local engine.
+func TestJobsRouted(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "jobs"}
+	r := c.Run(context.Background(), tc, engine.Input{Command: "echo hi; sleep 30", Mode: engine.ModeBackground})
+	if r.Status != engine.StatusStarted || r.JobID != "job-1" {
+		t.Fatalf("background: %s %q job %q", r.Status, r.Output, r.JobID)
+	}
+	jobs := c.Jobs(tc)
+	if len(jobs) != 1 || jobs[0].JobID != "job-1" || jobs[0].Status != engine.JobRunning {
+		t.Fatalf("jobs: %+v", jobs)
+	}
+	if _, err := c.Job(engine.ToolContext{WorkingDir: dir, ConversationID: "other"}, "job-1"); !errors.Is(err, engine.ErrNoSuchJob) {
+		t.Errorf("another conversation's job: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, err := c.JobOutput(tc, "job-1", 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Data == "hi\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job output %q", o.Data)
+		}
+		time.Sleep(20 * time.Millisecond) // the job writes its file on its own time
+	}
+	j, err := c.Kill(context.Background(), tc, "job-1")
+	if err != nil || j.Status != engine.JobKilled {
+		t.Fatalf("kill: %+v %v", j, err)
+	}
+	if err := c.EndConversation(context.Background(), "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := c.Jobs(tc); len(jobs) != 0 {
+		t.Errorf("jobs after EndConversation: %+v", jobs)
+	}
+}
+
+// TestMoveWhenDirSurvives: when the Placement says working directories
+// survive an executor's loss, the conversation's next call runs on
+// another executor; the lost executor's jobs stay listed as lost, and the
+// new executor's job ids carry the placement generation.
+func TestMoveWhenDirSurvives(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	mark := t.Name()
+	a := startExecutor(t, execSpec{name: "exec-a", mark: mark})
+	b := startExecutor(t, execSpec{name: "exec-b", mark: mark})
+	placement := cluster.NewMemoryPlacement()
+	placement.SharedDirs = true
+	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(a.addr, b.addr), Placement: placement})
+	waitReady(t, c, 2)
+	dir := t.TempDir()
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "moving"}
+	first := c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
+	bg := c.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	victim, other := a, b
+	if first.Output != "exec-a\n" {
+		victim, other = b, a
+	}
+	victim.signal(syscall.SIGKILL)
+	<-victim.done
+	_ = syscall.Kill(-bg.PID, syscall.SIGKILL) // its executor is gone; the test ends the orphan
+	deadline := time.Now().Add(10 * time.Second)
+	var r engine.Result
+	for {
+		r = c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
+		// The loss may not be known yet (the kill's connection close is
+		// milliseconds away): such a call answers lost, never runs twice.
+		if r.Status != engine.StatusLost || time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.Status != engine.StatusOK || r.Output != other.name+"\n" {
+		t.Fatalf("after the loss: %s %q, want ok on %s", r.Status, r.Output, other.name)
+	}
+	bg2 := c.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	if bg2.JobID != "g2.job-1" {
+		t.Errorf("job id on the second executor: %q, want g2.job-1", bg2.JobID)
+	}
+	jobs := c.Jobs(tc)
+	if len(jobs) != 2 || jobs[0].JobID != "job-1" || jobs[0].Status != engine.JobLost || jobs[1].JobID != "g2.job-1" || jobs[1].Status != engine.JobRunning {
+		t.Errorf("jobs after the move: %+v", jobs)
+	}
+	if j, err := c.Kill(context.Background(), tc, "g2.job-1"); err != nil || j.Status != engine.JobKilled {
+		t.Errorf("kill on the second executor: %+v %v", j, err)
+	}
+	shutdown(t, c)
+	other.stop()
+	waitNoLeftovers(t, mark)
+}

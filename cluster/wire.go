@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// errKinds name the sentinel errors that cross the wire, so that
+// errors.Is works on the front as it does on the executor.
+var errKinds = []struct {
+	name string
+	err  error
+}{
+	{"workdir_missing", engine.ErrWorkDirMissing},
+	{"workdir_not_dir", engine.ErrWorkDirNotDir},
+	{"bad_input", engine.ErrBadInput},
+	{"shutdown", engine.ErrShutdown},
+	{"no_such_job", engine.ErrNoSuchJob},
+	{"blocked", engine.ErrBlocked},
+	{"denied", engine.ErrDenied},
+	{"needs_approval", engine.ErrNeedsApproval},
+	{"restricted_mode", engine.ErrRestrictedMode},
+	{"start", engine.ErrStart},
+	{"internal", engine.ErrInternal},
+	{"busy", engine.ErrBusy},
+	{"canceled", context.Canceled},
+	{"deadline", context.DeadlineExceeded},
+}
+
+// encodeErr returns the kinds err matches (comma-separated) and its text.
+func encodeErr(err error) (kind, text string) {
+	if err == nil {
+		return "", ""
+	}
+	var kinds []string
+	for _, k := range errKinds {
+		if errors.Is(err, k.err) {
+			kinds = append(kinds, k.name)
+		}
+	}
+	return strings.Join(kinds, ","), err.Error()
+}
+
+// remoteError is an executor's error on the front: the same text, and
+// errors.Is matches the same sentinels.
+type remoteError struct {
+	text  string
+	kinds []error
+}
+
+func (e *remoteError) Error() string   { return e.text }
+func (e *remoteError) Unwrap() []error { return e.kinds }
+
+func decodeErr(kind, text string) error {
+	if kind == "" && text == "" {
+		return nil
+	}
+	e := &remoteError{text: text}
+	for _, name := range strings.Split(kind, ",") {
+		for _, k := range errKinds {
+			if k.name == name {
+				e.kinds = append(e.kinds, k.err)
+			}
+		}
+	}
+	return e
+}
+
+func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
+	p := &clusterpb.ToolContext{
+		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID,
+		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
+		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network.Entries(),
+	}
+	if l := tc.Limits; l != nil {
+		p.Limits = &clusterpb.Limits{Memory: l.Memory, CpuTimeNs: int64(l.CPUTime), Processes: int64(l.Processes)}
+	}
+	return p
+}
+
+// decodeTC rebuilds a ToolContext; an allowlist that does not parse (an
+// executor older or newer than the front) is an error, never no network
+// where network was asked for or the reverse.
+func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
+	if p == nil {
+		return engine.ToolContext{}, nil
+	}
+	tc := engine.ToolContext{
+		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId,
+		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
+		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
+	}
+	if len(p.AllowNet) > 0 {
+		allow, err := engine.ParseAllowlist(p.AllowNet)
+		if err != nil {
+			return engine.ToolContext{}, fmt.Errorf("%w: network allowlist: %w", engine.ErrBadInput, err)
+		}
+		tc.Sandbox.Network = allow
+	}
+	if l := p.Limits; l != nil {
+		tc.Limits = &engine.Limits{Memory: l.Memory, CPUTime: time.Duration(l.CpuTimeNs), Processes: int(l.Processes)}
+	}
+	return tc, nil
+}
+
+func encodeResult(r engine.Result) *clusterpb.Result {
+	kind, text := encodeErr(r.Err)
+	p := &clusterpb.Result{
+		Status: string(r.Status), Signal: r.Signal, Output: r.Output, Truncated: r.Truncated,
+		OutputBytes: r.OutputBytes, FullOutputFile: r.FullOutputFile, DurationMs: r.DurationMS,
+		QueuedMs: r.QueuedMS, Command: r.Command, Display: r.Display, Pid: int64(r.PID),
+		OutputFile: r.OutputFile, JobId: r.JobID, ErrKind: kind, Err: text,
+		CpuMs: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes, Processes: int64(r.Processes), OomKilled: r.OOMKilled,
+	}
+	if r.ExitCode != nil {
+		c := int64(*r.ExitCode)
+		p.ExitCode = &c
+	}
+	return p
+}
+
+func decodeResult(p *clusterpb.Result) engine.Result {
+	if p == nil {
+		return engine.Result{Status: engine.StatusError, Output: engine.ErrorText(errors.New("empty result from executor"))}
+	}
+	r := engine.Result{
+		Status: engine.Status(p.Status), Signal: p.Signal, Output: p.Output, Truncated: p.Truncated,
+		OutputBytes: p.OutputBytes, FullOutputFile: p.FullOutputFile, DurationMS: p.DurationMs,
+		QueuedMS: p.QueuedMs, Command: p.Command, Display: p.Display, PID: int(p.Pid),
+		OutputFile: p.OutputFile, JobID: p.JobId, Err: decodeErr(p.ErrKind, p.Err),
+		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
+	}
+	if p.ExitCode != nil {
+		c := int(*p.ExitCode)
+		r.ExitCode = &c
+	}
+	return r
+}
+
+func encodeJob(j engine.JobInfo) *clusterpb.JobInfo {
+	p := &clusterpb.JobInfo{
+		JobId: j.JobID, Pid: int64(j.PID), Command: j.Command, Display: j.Display,
+		ConversationId: j.ConversationID, Status: string(j.Status), Reason: j.Reason,
+		StartedUnixNs: unixNano(j.Started), EndedUnixNs: unixNano(j.Ended), Bytes: j.Bytes, OutputFile: j.OutputFile,
+		CpuMs: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes, Processes: int64(j.Processes), OomKilled: j.OOMKilled,
+	}
+	if j.ExitCode != nil {
+		c := int64(*j.ExitCode)
+		p.ExitCode = &c
+	}
+	return p
+}
+
+func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
+	if p == nil {
+		return engine.JobInfo{}
+	}
+	j := engine.JobInfo{
+		JobID: p.JobId, PID: int(p.Pid), Command: p.Command, Display: p.Display,
+		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
+		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
+		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
+	}
+	if p.ExitCode != nil {
+		c := int(*p.ExitCode)
+		j.ExitCode = &c
+	}
+	return j
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
