@@ -105,6 +105,16 @@ type job struct {
 	outcome Outcome
 	final   *State
 	waiters []chan<- State
+
+	// stdin: the queue of the writer goroutine (nil without stdin; closed
+	// when the job ends).
+	stdin chan writeReq
+	// Yield: the foreground output's switchable destinations, and the
+	// state of a yield asked for.
+	outSW, errSW *switchWriter
+	yielding     bool
+	yielded      bool // its foreground buffers were handed over (Outcome.Yielded)
+	yieldRefused string
 }
 
 // Internal messages: from the pidfd waiter, the readers, the timers and the
@@ -143,6 +153,11 @@ func (j *job) Receive(ctx actor.Context) {
 		j.step(ctx)
 	case timedOut:
 		switch {
+		case j.ph == running && !j.spec.Background && j.spec.Yield != nil && j.parent != nil:
+			if !j.yielding {
+				j.yielding = true
+				ctx.Send(j.parent, &YieldRequest{Conversation: j.spec.Conversation, ID: j.spec.ID})
+			}
 		case j.ph == running && !j.spec.Background:
 			j.terminate(ctx, ReasonTimeout)
 		case (j.ph == running || j.ph == draining) && j.spec.Background:
@@ -156,6 +171,14 @@ func (j *job) Receive(ctx actor.Context) {
 		j.onCancel(ctx, m)
 	case *Detach:
 		j.onDetach(ctx, m)
+	case *Write:
+		j.onWrite(m)
+	case *BecomeBackground:
+		j.onBecomeBackground(ctx, m)
+	case *YieldRefused:
+		j.yielding = false
+		j.yieldRefused = m.Err.Error()
+		j.terminate(ctx, ReasonTimeout)
 	case cleaned:
 		if m.errs != nil && j.res.Log != nil {
 			j.res.Log.Warn("job cleanup", "job", j.spec.ID, "err", m.errs)
@@ -185,6 +208,14 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 	j.l, j.start = l, l.start
 	j.enter(running)
 	switch {
+	case l.out != nil && j.spec.Yield != nil:
+		// Output may have to move to a file mid-stream (yield).
+		j.outSW = &switchWriter{w: l.out}
+		j.readInto(l.p.Stdout, j.outSW)
+		if l.errBuf != nil {
+			j.errSW = &switchWriter{w: l.errBuf}
+			j.readInto(l.p.Stderr, j.errSW)
+		}
 	case l.out != nil:
 		j.readInto(l.p.Stdout, l.out)
 		if l.errBuf != nil {
@@ -192,6 +223,10 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 		}
 	case l.file != nil:
 		j.readInto(l.p.Stdout, l.file)
+	}
+	if l.stdin != nil {
+		j.stdin = make(chan writeReq, stdinQueue)
+		go writeLoop(l.stdin, j.stdin, j.spec.TTY != nil)
 	}
 	go func(p *proc.Process) {
 		st, err := p.Wait()
@@ -372,16 +407,18 @@ func (j *job) stepEnding(ctx actor.Context, now time.Time) {
 func (j *job) settle(ctx actor.Context) {
 	j.enter(cleaning)
 	j.stopTimers()
+	j.closeStdin()
 	j.closePipes()
 	o := Outcome{
-		Reason:      j.reason,
-		Leftovers:   j.leftovers,
-		LeftRunning: j.leftRunning,
-		Survivors:   j.survivors,
-		PipeHeld:    j.pipeHeld,
-		Duration:    time.Since(j.start),
-		Queued:      j.spec.Queued,
-		Refused:     j.l.refused.get(),
+		Reason:       j.reason,
+		Leftovers:    j.leftovers,
+		LeftRunning:  j.leftRunning,
+		Survivors:    j.survivors,
+		PipeHeld:     j.pipeHeld,
+		Duration:     time.Since(j.start),
+		Queued:       j.spec.Queued,
+		Refused:      j.l.refused.get(),
+		YieldRefused: j.yieldRefused,
 	}
 	if o.Reason == ReasonLeftovers {
 		o.Reason = ReasonNone // the shell itself ended on its own
@@ -392,11 +429,11 @@ func (j *job) settle(ctx actor.Context) {
 	} else if j.waitErr != nil { // never report an unknown status as success
 		o.Err = fmt.Errorf("%w: waiting for the shell: %w", ErrActorFailed, j.waitErr)
 	}
-	if j.l.out != nil {
+	if j.l.out != nil && !j.yielded {
 		o.Output = j.l.out.Result()
 		_ = j.l.out.Close()
 	}
-	if j.l.errBuf != nil {
+	if j.l.errBuf != nil && !j.yielded {
 		r := j.l.errBuf.Result()
 		o.Stderr = &r
 		_ = j.l.errBuf.Close()
@@ -510,6 +547,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 		return
 	}
 	j.stopTimers()
+	j.closeStdin()
 	j.discardRest()
 	j.closePipes()
 	usage := j.usage()
@@ -578,6 +616,7 @@ func (j *job) emergency() {
 	j.enter(done)
 	j.stopTimers()
 	o := Outcome{Err: ErrActorFailed, Reason: ReasonFailed, Duration: time.Since(j.start)}
+	j.closeStdin()
 	if j.l != nil {
 		j.signalAll(syscall.SIGKILL)
 		j.closePipes()
@@ -589,7 +628,7 @@ func (j *job) emergency() {
 		if j.l.sbx != nil {
 			_ = j.l.sbx.Cleanup(false)
 		}
-		if j.l.out != nil {
+		if j.l.out != nil && !j.yielded {
 			o.Output = j.l.out.Result()
 			_ = j.l.out.Close()
 		}
@@ -852,4 +891,146 @@ func (j *job) jobState(o *Outcome) State {
 		st.Status, st.Reason, st.Signal = o.Status(), o.Reason, o.Signal
 	}
 	return st
+}
+
+// --- stdin ---
+
+// stdinQueue bounds the writes waiting for a job to read its input.
+const stdinQueue = 16
+
+// stdinWriteWait bounds how long one write waits for the job to read.
+const stdinWriteWait = 10 * time.Second
+
+type writeReq struct {
+	data  []byte
+	close bool
+	reply chan<- error
+}
+
+// onWrite queues a write to the job's stdin; the writer goroutine answers.
+// The actor never blocks: a job that does not read fills the queue, and
+// then a write is refused at once.
+func (j *job) onWrite(m *Write) {
+	var err error
+	switch {
+	case j.ph == starting:
+		err = ErrEnded // cannot happen: the job is not listed before it runs
+	case j.stdin == nil && (j.l == nil || j.l.stdin == nil):
+		err = ErrNoStdin
+	case j.stdin == nil, j.exited, j.ph != running && j.ph != draining:
+		err = ErrEnded
+	}
+	if err != nil {
+		m.Reply <- err
+		return
+	}
+	select {
+	case j.stdin <- writeReq{data: m.Data, close: m.Close, reply: m.Reply}:
+	default:
+		m.Reply <- ErrStdinBusy
+	}
+}
+
+// closeStdin ends the writer goroutine and closes the job's input (which
+// also ends a write blocked on it).
+func (j *job) closeStdin() {
+	if j.stdin == nil {
+		return
+	}
+	close(j.stdin)
+	j.stdin = nil
+	_ = j.l.stdin.Close()
+}
+
+// writeLoop writes the queued data to f in order. Closing a terminal's
+// input sends ^D (EOF at the start of a line) rather than hanging up the
+// terminal.
+func writeLoop(f *os.File, q <-chan writeReq, tty bool) {
+	closed := false
+	for r := range q {
+		var err error
+		switch {
+		case closed:
+			err = ErrStdinClosed
+		default:
+			if len(r.data) > 0 {
+				_ = f.SetWriteDeadline(time.Now().Add(stdinWriteWait))
+				if _, err = f.Write(r.data); errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fmt.Errorf("%w (waited %s)", ErrStdinBusy, stdinWriteWait)
+				} else if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO) {
+					err = ErrEnded
+				}
+			}
+			if err == nil && r.close {
+				if tty {
+					_, err = f.Write([]byte{4}) // ^D
+				} else {
+					err = f.Close()
+				}
+				closed = true
+			}
+		}
+		r.reply <- err
+	}
+	_ = f.Close()
+}
+
+// --- yield ---
+
+// switchWriter passes writes to w until switchTo moves them elsewhere;
+// a write in progress finishes first, so no byte goes to both or neither.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *switchWriter) switchTo(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+// onBecomeBackground: a foreground job that reached its timeout goes on
+// as a background job (running or draining stays so). Its output from now
+// on goes to the file; the caller gets what it printed so far.
+func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
+	if !j.yielding || j.spec.Background || (j.ph != running && j.ph != draining) {
+		// Ended meanwhile (cancelled, or ended on its own): the supervisor
+		// takes back the job id when its final report arrives.
+		m.File.Close()
+		return
+	}
+	j.yielding = false
+	j.outSW.switchTo(m.File)
+	if j.errSW != nil {
+		j.errSW.switchTo(m.File)
+	}
+	o := Outcome{Duration: time.Since(j.start), Queued: j.spec.Queued,
+		Yielded: &Yielded{ID: m.ID, OutputFile: m.OutputFile}, Limits: j.l.applied}
+	o.Output = j.l.out.Result()
+	_ = j.l.out.Close()
+	if j.l.errBuf != nil {
+		r := j.l.errBuf.Result()
+		o.Stderr = &r
+		_ = j.l.errBuf.Close()
+	}
+	done := j.spec.Done
+	sp := *j.spec
+	sp.ID, sp.Background, sp.OutputFile, sp.Done = m.ID, true, m.OutputFile, nil
+	sp.Timeout, sp.Completion = sp.Yield.Lifetime, sp.Yield.Completion
+	j.spec = &sp
+	// The caller may still read the buffers (progress): they stay, unused.
+	j.yielded, j.l.file = true, m.File
+	if sp.Timeout > 0 {
+		j.timeout = time.AfterFunc(sp.Timeout, func() { j.send(timedOut{}) })
+	}
+	done <- o
+	j.report(ctx, j.jobState(nil))
+	j.step(ctx)
 }

@@ -32,6 +32,7 @@ type Launched struct {
 	out     *truncate.Buffer // foreground output
 	errBuf  *truncate.Buffer // foreground stderr with separate streams
 	file    *os.File         // a background job's output file, when it is read through a pipe
+	stdin   *os.File         // the job's stdin pipe or terminal input (Spec.Stdin, Spec.TTY)
 }
 
 // Pid is the pid of the job's shell, which is also its process group id.
@@ -62,7 +63,8 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
-		SeparateStderr: res.SeparateStreams && !spec.Background,
+		SeparateStderr: res.SeparateStreams && !spec.Background && spec.TTY == nil && spec.Yield == nil,
+		Stdin:          spec.Stdin, TTY: spec.TTY,
 	}
 	extra := spec.ExtraEnv
 	var memCtl, pidsCtl bool
@@ -161,8 +163,8 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			l.undo()
 			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
 		}
-		if res.Redactor.Len() > 0 {
-			l.file = f // read through a pipe and redacted
+		if res.Redactor.Len() > 0 || spec.TTY != nil {
+			l.file = f // read through a pipe (or the terminal), and redacted
 		} else {
 			ps.Output = f
 			defer f.Close() // the child has its own copy
@@ -172,6 +174,7 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		l.undo()
 		return nil, err
 	}
+	l.stdin = l.p.Stdin
 	if spec.Sandbox == nil {
 		if err := l.setRlimits(lim, cpuSeconds); err != nil {
 			_ = l.p.SignalGroup(syscall.SIGKILL)
@@ -221,6 +224,9 @@ func (l *Launched) closePipes() {
 
 // undo releases what a failed Launch had set up.
 func (l *Launched) undo() {
+	if l.stdin != nil {
+		l.stdin.Close()
+	}
 	l.closeProxy()
 	if l.sbx != nil {
 		_ = l.sbx.Cleanup(true) // nothing ever ran in it

@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -50,6 +51,20 @@ type Spec struct {
 	Sandbox *Profile
 	// Limits are the job's resource limits (see [Limits]).
 	Limits Limits
+	// Stdin gives the job a pipe as stdin, fed by Write messages; without
+	// it stdin is /dev/null, so nothing ever waits for input unknowingly.
+	Stdin bool
+	// TTY, when set, runs the job on a pseudo-terminal of that size
+	// (proc.Spec.TTY): its output is the terminal's byte stream, and Write
+	// sends keys (^C is "\x03"); closing its input sends ^D.
+	TTY *proc.Winsize
+	// Yield, when set, makes a foreground job that reaches Timeout a
+	// background job of its conversation instead of ending it: the
+	// supervisor gives it a job id and an output file, the caller gets the
+	// output so far with Outcome.Yielded, and the rest of the output goes
+	// to the file. Over the conversation's or the engine's background job
+	// cap it is ended as a timeout (Outcome.YieldRefused says why).
+	Yield *Yield
 	// Timeout is the foreground timeout, or the background lifetime; 0
 	// means none. It bounds the shell: a foreground shell that exited
 	// before it is reported with its own status even when ending the
@@ -70,6 +85,21 @@ type Spec struct {
 	// Completion renders the line appended to a background job's output
 	// file when it ends (two newlines are written before it).
 	Completion func(Outcome) string
+}
+
+// Yield says what a foreground job becomes when it yields (Spec.Yield).
+type Yield struct {
+	// Lifetime bounds it as a background job from then on (0: none).
+	Lifetime time.Duration
+	// Completion renders the line appended to its output file when it
+	// ends.
+	Completion func(Outcome) string
+}
+
+// Yielded says where a yielded job went on.
+type Yielded struct {
+	// ID is its background job id; OutputFile receives its later output.
+	ID, OutputFile string
 }
 
 // Resources are what every job of one engine shares.
@@ -263,6 +293,13 @@ type Outcome struct {
 	Duration time.Duration
 	// Queued is how long the job waited for a slot before it started.
 	Queued time.Duration
+	// Yielded, for a foreground job with Spec.Yield, says that it reached
+	// its timeout and went on as a background job; Output is what it
+	// printed until then.
+	Yielded *Yielded
+	// YieldRefused says why a job that should have yielded was ended
+	// instead (a background job cap).
+	YieldRefused string
 	// Refused lists the destinations ("host:port") the egress proxy
 	// refused the job, the first few of them.
 	Refused []string
@@ -375,6 +412,42 @@ type (
 	// LaunchFailed tells a job in its starting phase that its process could
 	// not be started.
 	LaunchFailed struct{ Err error }
+	// Write sends Data to a job's stdin (Spec.Stdin, Spec.TTY), then
+	// closes it when Close is set. Reply receives nil once the bytes were
+	// written, or why not (ErrNoStdin, ErrEnded, ErrStdinBusy, a write
+	// error); it must have room for one value.
+	Write struct {
+		Data  []byte
+		Close bool
+		Reply chan<- error
+	}
+	// BecomeBackground answers a YieldRequest: the job goes on as
+	// background job ID, its later output appended to File (the open
+	// OutputFile, which the job owns from then on).
+	BecomeBackground struct {
+		ID, OutputFile string
+		File           *os.File
+	}
+	// YieldRefused answers a YieldRequest the supervisor cannot grant: the
+	// job ends as a timeout, saying why.
+	YieldRefused struct{ Err error }
+)
+
+// YieldRequest tells the supervisor (the job's parent) that a foreground
+// job with Spec.Yield reached its timeout and asks to go on as a
+// background job; the answer is BecomeBackground or YieldRefused.
+type YieldRequest struct{ Conversation, ID string }
+
+// Errors of Write.
+var (
+	// ErrNoStdin: the job was started without stdin (Spec.Stdin).
+	ErrNoStdin = errors.New("the job was not started with stdin: pipe")
+	// ErrEnded: the job's shell has exited; nothing reads its input.
+	ErrEnded = errors.New("the job has ended; nothing reads its input")
+	// ErrStdinClosed: its stdin was closed by an earlier Write.
+	ErrStdinClosed = errors.New("the job's stdin was already closed")
+	// ErrStdinBusy: earlier writes still wait for the job to read them.
+	ErrStdinBusy = errors.New("the job is not reading its input: earlier writes are still waiting")
 )
 
 // Report carries a job's state to its parent, the supervisor: once when a

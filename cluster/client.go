@@ -896,6 +896,35 @@ func (c *Client) Kill(ctx context.Context, tc engine.ToolContext, id string) (en
 	return c.firstJob(r, a), nil
 }
 
+// Write implements engine.Runner: the bytes go to the job's executor.
+func (c *Client) Write(ctx context.Context, tc engine.ToolContext, id string, data []byte, close bool) error {
+	if j, ok := c.lostJob(tc.ConversationID, id); ok {
+		return fmt.Errorf("%w: job %s takes no input: %s", ErrExecutorLost, id, j.Reason)
+	}
+	st, _, rid, err := c.jobTarget(tc.ConversationID, id)
+	if err != nil {
+		return err
+	}
+	_, err = c.query(ctx, st, &clusterpb.Query{Op: "write", Tc: encodeTC(tc, ""), JobId: rid, Data: data, Close: close})
+	return err
+}
+
+// WaitOutput implements engine.Runner: the job's executor waits.
+func (c *Client) WaitOutput(ctx context.Context, tc engine.ToolContext, id string, offset int64, d time.Duration) (engine.JobInfo, error) {
+	if j, ok := c.lostJob(tc.ConversationID, id); ok {
+		return j, nil // ended, as far as anyone can tell
+	}
+	st, a, rid, err := c.jobTarget(tc.ConversationID, id)
+	if err != nil {
+		return engine.JobInfo{}, err
+	}
+	r, err := c.query(ctx, st, &clusterpb.Query{Op: "wait", Tc: encodeTC(tc, ""), JobId: rid, Offset: offset, WaitMs: d.Milliseconds()})
+	if err != nil {
+		return engine.JobInfo{}, err
+	}
+	return c.firstJob(r, a), nil
+}
+
 // EndConversation implements engine.Runner: the executor ends the
 // conversation's commands and jobs, and the front forgets it.
 func (c *Client) EndConversation(ctx context.Context, conv string) error {

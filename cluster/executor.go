@@ -513,6 +513,15 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
 		}
 		cancel()
+	case "write":
+		wctx, cancel := context.WithTimeout(x.runCtx, time.Minute)
+		err = x.eng.Write(wctx, tc, m.JobId, m.Data, m.Close)
+		cancel()
+	case "wait":
+		var j engine.JobInfo
+		if j, err = x.eng.WaitOutput(x.runCtx, tc, m.JobId, m.Offset, time.Duration(m.WaitMs)*time.Millisecond); err == nil {
+			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
+		}
 	case "end":
 		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Grace+x.cfg.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)

@@ -29,6 +29,10 @@ var errKinds = []struct {
 	{"start", engine.ErrStart},
 	{"internal", engine.ErrInternal},
 	{"busy", engine.ErrBusy},
+	{"no_stdin", engine.ErrNoStdin},
+	{"job_ended", engine.ErrJobEnded},
+	{"stdin_closed", engine.ErrStdinClosed},
+	{"stdin_busy", engine.ErrStdinBusy},
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
 }

@@ -44,6 +44,15 @@ const (
 	EnvAllowlist EnvPolicy = "allowlist"
 )
 
+// OnTimeout says what happens to a foreground command at its timeout.
+type OnTimeout string
+
+// The choices of Config.OnTimeout.
+const (
+	OnTimeoutKill       OnTimeout = "kill"
+	OnTimeoutBackground OnTimeout = "background"
+)
+
 // Config configures an Engine. The zero value of every field means its
 // default; see [DefaultConfig].
 type Config struct {
@@ -54,6 +63,13 @@ type Config struct {
 	// BackgroundLifetime bounds a background job (default 24h). Negative
 	// means no limit.
 	BackgroundLifetime time.Duration
+	// OnTimeout says what happens to a default or slow command that reaches
+	// its timeout: OnTimeoutKill (the default) ends it; OnTimeoutBackground
+	// moves it to the background instead, as a job of its conversation
+	// (see Input.YieldMS), unless the conversation or the engine already
+	// runs as many background jobs as Admission allows (then it is ended,
+	// and the result says why).
+	OnTimeout OnTimeout
 	// Grace is the time between SIGTERM and SIGKILL (default 2s).
 	Grace time.Duration
 	// CleanupWait bounds the wait for exit and pipe close after SIGKILL

@@ -26,7 +26,7 @@ var (
 	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
 	ErrBadInput       = errors.New("bad input")
 	ErrShutdown       = supervisor.ErrShutdown
-	ErrNoSuchJob      = errors.New("no such job")
+	ErrNoSuchJob      = supervisor.ErrNoSuchJob
 	ErrBlocked        = errors.New("command blocked")
 	ErrDenied         = errors.New("command denied by permission profile")
 	ErrNeedsApproval  = errors.New("command needs approval")
@@ -37,6 +37,13 @@ var (
 	// commands as Config.Admission allows and no slot freed within
 	// Admission.QueueWait (or the queue is full); the error says what is full.
 	ErrBusy = supervisor.ErrBusy
+	// Errors of Write: the job was not started with stdin "pipe" or a
+	// terminal; its shell has exited; its stdin was closed; it has not
+	// read earlier input for a while.
+	ErrNoStdin     = supervisor.ErrNoStdin
+	ErrJobEnded    = supervisor.ErrEnded
+	ErrStdinClosed = supervisor.ErrStdinClosed
+	ErrStdinBusy   = supervisor.ErrStdinBusy
 )
 
 // MaxCommandBytes is the longest command accepted, in bytes. The command
@@ -194,6 +201,10 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if err != nil {
 		return errorResult(res, err), safety.Analysis{}
 	}
+	yield, err := e.interactive(in, mode)
+	if err != nil {
+		return errorResult(res, err), safety.Analysis{}
+	}
 	if err := checkDir(tc.WorkingDir); err != nil {
 		return errorResult(res, err), safety.Analysis{}
 	}
@@ -228,7 +239,16 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	default:
 		req.Timeout = e.cfg.Timeout
 	}
-	if !req.Background && interactiveRebase.MatchString(script) {
+	if yield > 0 {
+		req.Timeout, req.Yield = yield, e.yieldSpec(tc)
+	}
+	req.Stdin = in.Stdin == StdinPipe
+	if in.TTY {
+		size := TTYSize
+		req.TTY = &size
+		req.ExtraEnv = append(req.ExtraEnv, "TERM=xterm-256color", fmt.Sprintf("COLUMNS=%d", size.Cols), fmt.Sprintf("LINES=%d", size.Rows))
+	}
+	if !req.Background && !in.TTY && interactiveRebase.MatchString(script) {
 		req.ExtraEnv = append(req.ExtraEnv, rebaseGuard)
 	}
 	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
@@ -265,6 +285,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 	}
 	begin := time.Now()
 	done := ctx.Done()
+	var sent int64 // output already reported
 	for {
 		select {
 		case o := <-job.Done():
@@ -273,8 +294,10 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
 		case <-tick:
-			bytes, last := job.Progress()
-			tc.Progress(Progress{Elapsed: time.Since(begin), Bytes: bytes, LastLine: last})
+			p := Progress{Elapsed: time.Since(begin)}
+			p.Bytes, p.LastLine = job.Progress()
+			p.Output, p.Skipped, sent = job.OutputSince(sent, ProgressOutputMax)
+			tc.Progress(p)
 		}
 	}
 }
@@ -320,6 +343,9 @@ func validate(in Input) (Mode, error) {
 	}
 	if !utf8.ValidString(in.Command) {
 		return "", fmt.Errorf("%w: command is not valid UTF-8 (at byte %d)", ErrBadInput, invalidUTF8At(in.Command))
+	}
+	if err := validateInteractive(in); err != nil {
+		return "", err
 	}
 	switch in.Mode {
 	case "", ModeDefault:

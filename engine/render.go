@@ -46,6 +46,12 @@ func LostText(executor string, after time.Duration) string {
 		"it may have finished or may still be running; it was not re-run]", executor, max(after, 0).Seconds())
 }
 
+// yieldedText ends the result of a command that moved to the background.
+func yieldedText(after time.Duration, id string) string {
+	return "[command still running after " + humanDuration(after) + ": moved to background as " + id +
+		"; read it with bash_output, stop it with bash_kill]"
+}
+
 // cancelledText is the result text of a call cancelled before it started.
 const cancelledText = "[command cancelled]\n"
 
@@ -106,9 +112,16 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 		body = appendNote(body, "["+oomNote(o)+"]")
 	}
 	switch {
+	case o.Yielded != nil:
+		res.Status, res.JobID, res.OutputFile = StatusStarted, o.Yielded.ID, o.Yielded.OutputFile
+		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID))
 	case o.Err != nil:
 		res.Status, res.Err = StatusError, o.Err
 		res.Output = ErrorText(o.Err) + "\n" + body
+	case o.Reason == supervisor.ReasonTimeout && o.YieldRefused != "":
+		res.Status = StatusTimedOut
+		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" +
+			appendNote(body, "[it could not move to the background: "+o.YieldRefused+"]")
 	case o.Reason == supervisor.ReasonTimeout:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" + body

@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Runner runs tool calls and manages their background jobs: an [*Engine]
 // runs them on this machine; another implementation may run them
@@ -20,6 +23,12 @@ type Runner interface {
 	JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error)
 	// Kill ends a background job and returns its final state.
 	Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, error)
+	// Write sends input to a background job's stdin (Input.Stdin "pipe"
+	// or Input.TTY), closing it after when close is set.
+	Write(ctx context.Context, tc ToolContext, id string, data []byte, close bool) error
+	// WaitOutput waits (bounded) until a background job has more than
+	// offset bytes of output or has ended, and returns its state.
+	WaitOutput(ctx context.Context, tc ToolContext, id string, offset int64, d time.Duration) (JobInfo, error)
 	// EndConversation ends a conversation's jobs and forgets them.
 	EndConversation(ctx context.Context, conversationID string) error
 	// RedactCommand makes command text fit for a log.

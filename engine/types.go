@@ -21,6 +21,23 @@ type Input struct {
 	Command string `json:"command"`
 	// Mode is "default", "slow" or "background"; empty means "default".
 	Mode Mode `json:"mode,omitempty"`
+	// Stdin is "pipe" for a command that reads input sent later with
+	// Write (bash_write); empty (or "null") keeps stdin at /dev/null, so
+	// nothing ever waits for input unknowingly. Only for commands that can
+	// become background jobs: mode background, or a call that yields.
+	Stdin string `json:"stdin,omitempty"`
+	// TTY runs the command on a pseudo-terminal (its own session, the
+	// terminal as its controlling terminal, TERM=xterm-256color, 40 rows
+	// by 120 columns) for programs that insist on one; its output is the
+	// terminal's byte stream and Write sends keys ("\x03" is Ctrl-C).
+	// Only where Stdin "pipe" is allowed.
+	TTY bool `json:"tty,omitempty"`
+	// YieldMS, for a default or slow command, moves it to the background
+	// after this many milliseconds instead of its mode's timeout (the
+	// shorter of the two), as Config.OnTimeout "background" does at the
+	// timeout: the result has status "started", the output so far and the
+	// job's id, and the command runs on as that job.
+	YieldMS int64 `json:"yield_ms,omitempty"`
 }
 
 // ToolContext is the per-call execution context. The engine keeps no
@@ -73,7 +90,17 @@ type Progress struct {
 	// line too, so a redrawn progress bar shows its latest state), valid
 	// UTF-8 and at most 256 bytes.
 	LastLine string
+	// Output is the output since the previous report (valid UTF-8, at
+	// most ProgressOutputMax bytes: the latest, when there was more).
+	// Skipped counts the bytes between the previous report and Output
+	// that it leaves out; without skips the reports' Outputs together are
+	// the whole output.
+	Output  string
+	Skipped int64
 }
+
+// ProgressOutputMax bounds Progress.Output.
+const ProgressOutputMax = 16 << 10
 
 // Status is the outcome class of a call.
 type Status string

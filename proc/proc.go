@@ -29,6 +29,15 @@ type Spec struct {
 	Output *os.File
 	// SeparateStderr gives stderr a pipe of its own (only with Output nil).
 	SeparateStderr bool
+	// Stdin gives the process a pipe as stdin, whose write end is
+	// Process.Stdin; otherwise stdin is /dev/null.
+	Stdin bool
+	// TTY, when set, runs the process on a new pseudo-terminal of this
+	// size: its stdin, stdout and stderr are the terminal, which becomes
+	// the controlling terminal of its new session. Process.Stdout reads
+	// the terminal's output and Process.Stdin writes its input (keys).
+	// Output, SeparateStderr and Stdin are then ignored.
+	TTY *Winsize
 	// Cgroup, when set, starts the process inside that cgroup: its cgroup
 	// v2 from the fork on (CLONE_INTO_CGROUP), and on a hybrid host its
 	// cgroups in the v1 memory and pids hierarchies too, with no window in
@@ -54,6 +63,9 @@ type Process struct {
 	Stdout *os.File
 	// Stderr is the read end of the stderr pipe with SeparateStderr.
 	Stderr *os.File
+	// Stdin is the write end of the stdin pipe (Spec.Stdin), or the
+	// terminal's input (Spec.TTY); nil otherwise. The caller closes it.
+	Stdin *os.File
 
 	proc  *os.Process
 	pidfd *os.File
@@ -71,9 +83,9 @@ func stdin() (*os.File, error) {
 	return devNull, devNullErr
 }
 
-// Start starts spec in a new session (setsid): no controlling terminal,
-// stdin /dev/null, stdout and stderr on one pipe unless spec says
-// otherwise.
+// Start starts spec in a new session (setsid): no controlling terminal
+// (unless Spec.TTY gives it one), stdin /dev/null, stdout and stderr on
+// one pipe unless spec says otherwise.
 func Start(spec Spec) (*Process, error) {
 	in, err := stdin()
 	if err != nil {
@@ -92,11 +104,40 @@ func Start(spec Spec) (*Process, error) {
 		if p.Stderr != nil {
 			p.Stderr.Close()
 		}
+		if p.Stdin != nil {
+			p.Stdin.Close()
+		}
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	if spec.Output != nil {
+	sys := &syscall.SysProcAttr{Setsid: true}
+	switch {
+	case spec.TTY != nil:
+		master, slave, err := openTTY(*spec.TTY)
+		if err != nil {
+			return fail(err)
+		}
+		p.Stdout = master
+		closeAfter = append(closeAfter, slave)
+		if p.Stdin, err = dupFile(master, "tty-input"); err != nil {
+			return fail(err)
+		}
+		in, out, errw = slave, slave, slave
+		// The terminal (the child's stdin) becomes the controlling
+		// terminal of the child's new session.
+		sys.Setctty, sys.Ctty = true, 0
+	case spec.Stdin:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		in, p.Stdin = r, w
+		closeAfter = append(closeAfter, r)
+	}
+	switch {
+	case spec.TTY != nil:
+	case spec.Output != nil:
 		out, errw = spec.Output, spec.Output
-	} else {
+	default:
 		r, w, err := os.Pipe()
 		if err != nil {
 			return fail(err)
@@ -112,7 +153,6 @@ func Start(spec Spec) (*Process, error) {
 			closeAfter = append(closeAfter, w2)
 		}
 	}
-	sys := &syscall.SysProcAttr{Setsid: true}
 	if spec.Cgroup != nil {
 		fd := spec.Cgroup.FD()
 		if fd < 0 {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,4 +235,73 @@ func TestProtectEngine(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Spec.Stdin: the process reads what is written to Process.Stdin, and
+// sees EOF when it is closed.
+func TestStdinPipe(t *testing.T) {
+	p, err := proc.Start(proc.Spec{Path: bash(t), Args: []string{"bash", "-c", "read -r x; echo got:$x; cat; echo eof"}, Dir: "/", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stdout.Close()
+	if _, err := io.WriteString(p.Stdin, "abc\nrest\n"); err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin.Close()
+	out, _ := io.ReadAll(p.Stdout)
+	if st, err := p.Wait(); err != nil || !st.Success() || string(out) != "got:abc\nrest\neof\n" {
+		t.Fatalf("%q %v %v", out, st, err)
+	}
+}
+
+// Spec.TTY: the process runs on a terminal of the given size that is its
+// controlling terminal, in a session of its own; ^C written to the
+// terminal interrupts its foreground process.
+func TestTTY(t *testing.T) {
+	p, err := proc.Start(proc.Spec{Path: bash(t), Dir: "/", TTY: &proc.Winsize{Rows: 30, Cols: 100},
+		Args: []string{"bash", "-c", `test -t 0 && test -t 1 && echo tty; stty size; ps -o sid=,tty= -p $$; echo ready; sleep 30`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stdin.Close()
+	var out lockedBuilder
+	done := make(chan struct{})
+	go func() { defer close(done); io.Copy(&out, p.Stdout) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "ready") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // bash has exec'd sleep
+	start := time.Now()
+	if _, err := p.Stdin.Write([]byte{3}); err != nil { // ^C
+		t.Fatal(err)
+	}
+	st, err := p.Wait()
+	p.Stdout.Close()
+	<-done
+	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	if err != nil || !strings.Contains(got, "tty\n30 100\n") || !strings.Contains(got, fmt.Sprintf("%d pts/", p.Pid)) {
+		t.Fatalf("%q %v %v", got, st, err)
+	}
+	if !st.Status.Signaled() || st.Status.Signal() != syscall.SIGINT || time.Since(start) > 10*time.Second {
+		t.Fatalf("^C did not interrupt sleep: %v after %v", st.Status, time.Since(start))
+	}
+}
+
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

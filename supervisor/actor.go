@@ -54,6 +54,12 @@ type (
 		conv, id string
 		reply    chan<- State
 	}
+	writeRequest struct {
+		conv, id string
+		data     []byte
+		close    bool
+		reply    chan<- error
+	}
 	listRequest struct {
 		conv  string
 		all   bool
@@ -106,6 +112,7 @@ type supervisor struct {
 	killers  map[key][]chan<- State
 	convs    map[string]*conversation
 	queue    []waiter
+	yields   map[key]*pendingYield // by the foreground job's key
 	cmdSeq   uint64 // foreground "cmd-N" ids, engine-wide
 	fg, bg   int    // foreground and background jobs running, engine-wide
 	stopping bool
@@ -119,7 +126,7 @@ func props(s *Supervisor) *actor.Props {
 	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]State{}, children: map[string]key{},
-			killers: map[key][]chan<- State{}, convs: map[string]*conversation{}}
+			killers: map[key][]chan<- State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{}}
 	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
@@ -135,6 +142,10 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 		m.ack <- i >= 0
 	case *actors.Report:
 		sv.update(ctx, m.State)
+	case *actors.YieldRequest:
+		sv.yield(ctx, m)
+	case *writeRequest:
+		sv.write(ctx, m)
 	case *cancelRequest:
 		if e, ok := sv.running[key{m.conv, m.id}]; ok {
 			ctx.Send(e.pid, &actors.Cancel{Reason: m.reason})
@@ -226,6 +237,7 @@ func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Tim
 		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
 		Sandbox: req.Sandbox, Timeout: req.Timeout, Completion: req.Completion,
 		Queued: time.Since(queuedSince), Limits: sv.s.limits,
+		Stdin: req.Stdin, TTY: req.TTY, Yield: req.Yield,
 	}
 	if req.Limits != nil {
 		spec.Limits = *req.Limits
@@ -283,7 +295,13 @@ func (sv *supervisor) update(ctx actor.Context, st State) {
 	k := key{st.Conversation, st.ID}
 	e, ok := sv.running[k]
 	if !ok {
+		if st.Running() && st.Background {
+			sv.yielded(ctx, k, st)
+		}
 		return
+	}
+	if !st.Running() {
+		sv.yieldFailed(k) // it ended before it could go on in the background
 	}
 	if st.Running() {
 		e.state = st
@@ -402,6 +420,7 @@ func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
 		}
 	}
 	delete(sv.killers, k)
+	sv.yieldFailed(k)
 	if c := sv.convs[k.conv]; c != nil && c.ending && c.running == 0 && c.jobs == 0 {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
@@ -456,4 +475,113 @@ func (sv *supervisor) list(conv string, all bool) []State {
 	}
 	slices.SortFunc(out, func(a, b State) int { return a.Started.Compare(b.Started) })
 	return out
+}
+
+// --- yield and stdin ---
+
+// A yield: a foreground job that reached its timeout asks to go on as a
+// background job. The supervisor takes a background slot and a job id for
+// it at once (so no other job can take them) and tells the job; the job
+// answers with a running background report under the new id (yielded:
+// the foreground slot is freed), or ends first (yieldFailed: the slot and,
+// when still the last one given, the id are taken back).
+type pendingYield struct {
+	newKey key
+	seq    uint64 // the job number taken
+	file   string
+}
+
+func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
+	k := key{m.Conversation, m.ID}
+	e, ok := sv.running[k]
+	if !ok || e.state.Background || sv.yields[k] != nil {
+		return
+	}
+	lim, c := sv.s.admission, sv.conv(k.conv)
+	var refuse error
+	switch {
+	case sv.stopping || c.ending:
+		refuse = fmt.Errorf("%w: the engine or the conversation is ending", ErrShutdown)
+	case c.jobs >= lim.MaxJobsPerConversation:
+		refuse = fmt.Errorf("%w: this conversation already has %d background jobs running, the most it may", ErrBusy, c.jobs)
+	case sv.bg >= lim.MaxJobs:
+		refuse = fmt.Errorf("%w: %d background jobs are running on this host, the most it allows", ErrBusy, sv.bg)
+	}
+	var f *os.File
+	var id, name string
+	if refuse == nil {
+		dir, err := sv.outputDir(k.conv, c)
+		if err == nil {
+			id = "job-" + strconv.FormatUint(c.jobSeq+1, 10)
+			name = filepath.Join(dir, id+".log")
+			f, err = os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		}
+		if err != nil {
+			refuse = fmt.Errorf("%w: output file: %w", ErrStart, err)
+		}
+	}
+	if refuse != nil {
+		ctx.Send(e.pid, &actors.YieldRefused{Err: refuse})
+		return
+	}
+	c.jobSeq++
+	c.jobs++
+	sv.bg++
+	sv.yields[k] = &pendingYield{newKey: key{k.conv, id}, seq: c.jobSeq, file: name}
+	ctx.Send(e.pid, &actors.BecomeBackground{ID: id, OutputFile: name, File: f})
+}
+
+// yielded moves a job that went on in the background (its first report
+// under its new id) from the foreground records to the background ones.
+func (sv *supervisor) yielded(ctx actor.Context, nk key, st State) {
+	for old, y := range sv.yields {
+		if y.newKey != nk {
+			continue
+		}
+		delete(sv.yields, old)
+		e := sv.running[old]
+		delete(sv.running, old)
+		e.state = st
+		sv.running[nk] = e
+		sv.children[e.pid.Id] = nk
+		if ks, ok := sv.killers[old]; ok {
+			sv.killers[nk] = ks
+			delete(sv.killers, old)
+		}
+		c := sv.conv(nk.conv)
+		c.running--
+		sv.fg--
+		sv.dequeue(ctx)
+		return
+	}
+}
+
+// yieldFailed takes back what a yield took for a job that ended first.
+func (sv *supervisor) yieldFailed(k key) {
+	y := sv.yields[k]
+	if y == nil {
+		return
+	}
+	delete(sv.yields, k)
+	c := sv.conv(k.conv)
+	c.jobs--
+	sv.bg--
+	if c.jobSeq == y.seq {
+		c.jobSeq-- // nobody took a later number: the id was never seen
+	}
+	_ = os.Remove(y.file)
+}
+
+// write forwards data to a background job's stdin.
+func (sv *supervisor) write(ctx actor.Context, m *writeRequest) {
+	k := key{m.conv, m.id}
+	if e, ok := sv.running[k]; ok && e.state.Background {
+		ctx.Send(e.pid, &actors.Write{Data: m.data, Close: m.close, Reply: m.reply})
+		return
+	}
+	if _, ok := sv.ended[k]; ok {
+		m.reply <- actors.ErrEnded
+		return
+	}
+	m.reply <- ErrNoSuchJob
 }

@@ -47,6 +47,10 @@ type (
 	SandboxCapabilities = sandbox.Capabilities
 	// Profile is what a restricted job may write and reach.
 	Profile = actors.Profile
+	// Yield says what a foreground job becomes when it yields.
+	Yield = actors.Yield
+	// Yielded says where a yielded job went on.
+	Yielded = actors.Yielded
 )
 
 // Unlimited, as a SandboxLimits field, switches that limit off.
@@ -85,6 +89,13 @@ var (
 	ErrSandboxUnavailable = sandbox.ErrUnavailable
 	// ErrActorFailed: a job's actor failed.
 	ErrActorFailed = actors.ErrActorFailed
+	// ErrNoSuchJob: no background job of that conversation has that id.
+	ErrNoSuchJob = errors.New("no such job")
+	// Errors of Write (see actors.Write).
+	ErrNoStdin     = actors.ErrNoStdin
+	ErrEnded       = actors.ErrEnded
+	ErrStdinClosed = actors.ErrStdinClosed
+	ErrStdinBusy   = actors.ErrStdinBusy
 	// ErrBusy: the engine or the conversation runs as many jobs as it may
 	// (see Admission); the error says what is full.
 	ErrBusy = errors.New("busy")
@@ -292,6 +303,13 @@ type Request struct {
 	Timeout time.Duration
 	// Limits, when set, replace Config.Limits for this job.
 	Limits *Limits
+	// Stdin gives the job a stdin pipe for Write; TTY runs it on a
+	// pseudo-terminal of that size (see actors.Spec).
+	Stdin bool
+	TTY   *proc.Winsize
+	// Yield, for a foreground job, makes it a background job when it
+	// reaches Timeout instead of ending it (see actors.Spec.Yield).
+	Yield *Yield
 	// Completion renders the line appended to a background job's output
 	// file when it ends.
 	Completion func(Outcome) string
@@ -325,6 +343,15 @@ func (j *Job) Progress() (bytes int64, lastLine string) {
 		return 0, ""
 	}
 	return j.out.Total(), j.out.LastLine(256)
+}
+
+// OutputSince returns a running foreground job's output from byte offset
+// on, at most max bytes (see truncate.Buffer.Since).
+func (j *Job) OutputSince(offset int64, max int) (text string, skipped, next int64) {
+	if j.out == nil {
+		return "", 0, offset
+	}
+	return j.out.Since(offset, max)
 }
 
 // Start starts a job: the supervisor admits it (at once, or after a wait
@@ -417,6 +444,24 @@ func (s *Supervisor) Kill(ctx context.Context, conv, id string) (State, bool, er
 		return State{}, false, ErrShutdown
 	case <-ctx.Done():
 		return State{}, false, ctx.Err()
+	}
+}
+
+// Write sends data to the stdin of conversation conv's background job id
+// (started with Request.Stdin or TTY), then closes it when close is set.
+// It returns once the job took the bytes (its pipe or terminal buffer
+// did), or with ErrNoSuchJob, ErrNoStdin, ErrEnded, ErrStdinClosed or
+// ErrStdinBusy (the job has not read earlier input for a while).
+func (s *Supervisor) Write(ctx context.Context, conv, id string, data []byte, close bool) error {
+	reply := make(chan error, 1)
+	s.system.Root.Send(s.pid, &writeRequest{conv: conv, id: id, data: data, close: close, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-s.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

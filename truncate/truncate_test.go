@@ -651,3 +651,39 @@ func render(cfg Config, data []byte) Output {
 	b.Close()
 	return out
 }
+
+// Since returns every byte exactly once across calls while the output
+// fits its window, holds back a split UTF-8 sequence, and skips (saying
+// how much) what it cannot return.
+func TestSince(t *testing.T) {
+	b := New(Config{Max: 1000, SpoolCap: -1})
+	var got strings.Builder
+	var off int64
+	for _, p := range []string{"hello ", "w\xc3", "\xb6rld\n", "line two\n"} {
+		b.Write([]byte(p))
+		text, skipped, next := b.Since(off, 1<<10)
+		if skipped != 0 {
+			t.Fatalf("skipped %d", skipped)
+		}
+		got.WriteString(text)
+		off = next
+	}
+	if got.String() != "hello wörld\nline two\n" {
+		t.Fatalf("%q", got.String())
+	}
+	// At most max bytes: the latest, with the rest counted.
+	text, skipped, next := b.Since(0, 5)
+	if text != " two\n" || skipped != int64(len("hello wörld\nline")) || next != b.Total() {
+		t.Fatalf("%q %d %d", text, skipped, next)
+	}
+	// Past the limit only the recent window is kept.
+	big := New(Config{Max: 100, Head: 10, Tail: 50, SpoolCap: -1})
+	big.Write([]byte(strings.Repeat("a", 10000) + "end\n"))
+	text, skipped, _ = big.Since(0, 1<<20)
+	if !strings.HasSuffix(text, "end\n") || skipped == 0 || int64(len(text))+skipped != big.Total() {
+		t.Fatalf("%d bytes, skipped %d of %d", len(text), skipped, big.Total())
+	}
+	if text, skipped, next := big.Since(big.Total(), 10); text != "" || skipped != 0 || next != big.Total() {
+		t.Fatalf("nothing new: %q %d %d", text, skipped, next)
+	}
+}

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/supervisor"
+)
+
+// Interactive jobs: a foreground command may yield (become a background
+// job at its timeout or after Input.YieldMS instead of being killed), a
+// job may read input sent later (Input.Stdin "pipe", Write), run on a
+// terminal (Input.TTY), and be watched as it prints (WaitOutput,
+// Progress.Output).
+//
+// Choices: stdin stays /dev/null unless asked for, and stdin or a terminal
+// are only given to commands that can become jobs, never to a command the
+// call waits for until its timeout (a prompt would hang it); a terminal is
+// 40 rows by 120 columns (wide enough that most tools do not wrap), with
+// TERM=xterm-256color; closing a terminal's input sends ^D rather than
+// hanging it up.
+
+// TTYSize is the size of a job's terminal (Input.TTY).
+var TTYSize = proc.Winsize{Rows: 40, Cols: 120}
+
+// MaxWait bounds WaitOutput, and MaxWriteBytes one Write.
+const (
+	MaxWait       = 30 * time.Second
+	MaxWriteBytes = 1 << 20
+)
+
+// Stdin values of Input.Stdin.
+const (
+	StdinNull = "null"
+	StdinPipe = "pipe"
+)
+
+// interactive checks the interactive fields of a call and returns its
+// yield (0: the command is ended at its timeout).
+func (e *Engine) interactive(in Input, mode Mode) (time.Duration, error) {
+	var timeout time.Duration
+	switch mode {
+	case ModeSlow:
+		timeout = e.cfg.SlowTimeout
+	case ModeDefault:
+		timeout = e.cfg.Timeout
+	}
+	var yield time.Duration
+	switch {
+	case in.YieldMS > 0 && mode == ModeBackground:
+		return 0, fmt.Errorf("%w: yield_ms is for default and slow commands (a background command returns at once)", ErrBadInput)
+	case in.YieldMS > 0:
+		yield = min(time.Duration(in.YieldMS)*time.Millisecond, timeout)
+	case e.cfg.OnTimeout == OnTimeoutBackground && mode != ModeBackground:
+		yield = timeout
+	}
+	if (in.Stdin == StdinPipe || in.TTY) && mode != ModeBackground && yield == 0 {
+		return 0, fmt.Errorf("%w: stdin \"pipe\" and tty are for commands that become background jobs: use mode=background, or yield_ms (a command the call waits for would hang on a prompt)", ErrBadInput)
+	}
+	return yield, nil
+}
+
+func validateInteractive(in Input) error {
+	switch in.Stdin {
+	case "", StdinNull, StdinPipe:
+	default:
+		return fmt.Errorf("%w: unknown stdin %.32q (want pipe or null)", ErrBadInput, in.Stdin)
+	}
+	if in.YieldMS < 0 || in.YieldMS > int64(24*time.Hour/time.Millisecond) {
+		return fmt.Errorf("%w: yield_ms must be between 0 and 86400000", ErrBadInput)
+	}
+	return nil
+}
+
+// Write sends data to the stdin of background job id of tc's
+// conversation (started with Input.Stdin "pipe" or Input.TTY; on a
+// terminal the bytes are keys: "\x03" is Ctrl-C, "\x04" Ctrl-D), then
+// closes its stdin when close is set (on a terminal: sends ^D). It returns
+// once the job took the bytes, or with ErrNoSuchJob (also for another
+// conversation's job), ErrNoStdin, ErrJobEnded, ErrStdinClosed or
+// ErrStdinBusy (the job has not read earlier input for 10 s).
+func (e *Engine) Write(ctx context.Context, tc ToolContext, id string, data []byte, close bool) error {
+	if len(data) > MaxWriteBytes {
+		return fmt.Errorf("%w: %d bytes to write, over the limit of %d", ErrBadInput, len(data), MaxWriteBytes)
+	}
+	if err := e.sup.Write(ctx, tc.ConversationID, id, data, close); err != nil {
+		return fmt.Errorf("job %s: %w", id, err)
+	}
+	return nil
+}
+
+// WaitOutput waits until background job id of tc's conversation has more
+// than offset bytes of output, has ended, d (at most MaxWait) has passed,
+// or ctx is done, and returns the job's state then (its Bytes is the
+// output's size). It polls every 20 ms.
+func (e *Engine) WaitOutput(ctx context.Context, tc ToolContext, id string, offset int64, d time.Duration) (JobInfo, error) {
+	d = min(max(d, 0), MaxWait)
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		j, err := e.Job(tc, id)
+		if err != nil || j.Status != JobRunning || j.Bytes > offset || !time.Now().Before(deadline) {
+			return j, err
+		}
+		select {
+		case <-ctx.Done():
+			return j, nil
+		case <-t.C:
+		}
+	}
+}
+
+// yieldSpec is what a yielding call's job becomes.
+func (e *Engine) yieldSpec(tc ToolContext) *supervisor.Yield {
+	return &supervisor.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: completionLine(tc.Sandbox)}
+}

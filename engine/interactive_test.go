@@ -1,0 +1,246 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// With OnTimeout background, a command that reaches its timeout yields:
+// the result has what it printed so far, the job's file gets the rest and
+// the completion line, and nothing is lost or repeated.
+func TestYieldOnTimeout(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) { c.Timeout, c.OnTimeout = 2*time.Second, engine.OnTimeoutBackground })
+	tc := tc(t)
+	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in $(seq 5); do echo $i; sleep 1; done"})
+	if r.Status != engine.StatusStarted || r.JobID == "" || r.PID == 0 || r.OutputFile == "" {
+		t.Fatalf("%+v", r)
+	}
+	const line = "[command still running after 2s: moved to background as job-1; read it with bash_output, stop it with bash_kill]"
+	if !strings.HasSuffix(r.Output, "\n"+line) {
+		t.Fatalf("output %q", r.Output)
+	}
+	before := strings.Fields(strings.TrimSuffix(r.Output, line))
+	if len(before) < 1 || len(before) > 3 || before[0] != "1" {
+		t.Fatalf("output so far %q", before)
+	}
+	j := waitJob(t, e, r.JobID, tc.ConversationID)
+	if j.Status != engine.JobCompleted {
+		t.Fatalf("job %+v", j)
+	}
+	b, _ := os.ReadFile(r.OutputFile)
+	after := strings.TrimSuffix(string(b), "\n\n[background process completed]")
+	if after == string(b) {
+		t.Fatalf("no completion line in %q", b)
+	}
+	all := append(before, strings.Fields(after)...)
+	if strings.Join(all, " ") != "1 2 3 4 5" {
+		t.Fatalf("output before %q and after %q: want 1..5 once each", before, after)
+	}
+	// A call may yield earlier; without OnTimeout the timeout still kills.
+	e2 := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second })
+	r = e2.Run(context.Background(), tc, engine.Input{Command: "echo a; sleep 30"})
+	if r.Status != engine.StatusTimedOut {
+		t.Fatalf("kill stays the default: %+v", r)
+	}
+	r = e2.Run(context.Background(), tc, engine.Input{Command: "echo early; sleep 30", YieldMS: 300})
+	if r.Status != engine.StatusStarted || !strings.HasPrefix(r.Output, "early\n[command still running after 300ms: moved to background as job-1;") {
+		t.Fatalf("yield_ms: %+v", r)
+	}
+	if _, err := e2.Kill(context.Background(), tc, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A yield over the conversation's background job cap ends the command as a
+// timeout and says why.
+func TestYieldRefusedAtTheCap(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) {
+		c.Timeout, c.OnTimeout = 500*time.Millisecond, engine.OnTimeoutBackground
+		c.Admission.MaxJobsPerConversation = 1
+	})
+	tc := tc(t)
+	bg := e.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	if bg.Status != engine.StatusStarted {
+		t.Fatalf("%+v", bg)
+	}
+	r := e.Run(context.Background(), tc, engine.Input{Command: "echo x; sleep 30"})
+	if r.Status != engine.StatusTimedOut || !strings.Contains(r.Output, "[it could not move to the background: busy: this conversation already has 1 background jobs running") {
+		t.Fatalf("%+v", r)
+	}
+	// The refused yield took no job id.
+	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: tc.WorkingDir, ConversationID: "other"}, engine.Input{Command: "true", Mode: engine.ModeBackground})
+	if r.JobID != "job-1" {
+		t.Fatalf("%+v", r)
+	}
+	if jobs := e.Jobs(tc); len(jobs) != 1 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+}
+
+// stdin "pipe": a job reads what Write sends.
+func TestStdinPipeJob(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	r := e.Run(context.Background(), tc, engine.Input{Command: "read x; echo got:$x", Mode: engine.ModeBackground, Stdin: "pipe"})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%+v", r)
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("abc\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.WaitOutput(context.Background(), tc, r.JobID, 0, 10*time.Second)
+	if err != nil || j.Bytes == 0 {
+		t.Fatalf("%+v %v", j, err)
+	}
+	j = waitJob(t, e, r.JobID, tc.ConversationID)
+	out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0)
+	if !strings.HasPrefix(out.Data, "got:abc\n") {
+		t.Fatalf("%q", out.Data)
+	}
+	// Writes that cannot be delivered say why.
+	for name, c := range map[string]struct {
+		tc  engine.ToolContext
+		id  string
+		err error
+	}{
+		"finished":           {tc, r.JobID, engine.ErrJobEnded},
+		"other conversation": {engine.ToolContext{ConversationID: "other"}, r.JobID, engine.ErrNoSuchJob},
+		"no such job":        {tc, "job-99", engine.ErrNoSuchJob},
+	} {
+		if err := e.Write(context.Background(), c.tc, c.id, []byte("x\n"), false); !errors.Is(err, c.err) {
+			t.Errorf("%s: %v, want %v", name, err, c.err)
+		}
+	}
+	nopipe := e.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	if err := e.Write(context.Background(), tc, nopipe.JobID, []byte("x\n"), false); !errors.Is(err, engine.ErrNoStdin) || !strings.Contains(err.Error(), "stdin: pipe") {
+		t.Errorf("no pipe: %v", err)
+	}
+	// Closing stdin is EOF for the job.
+	cat := e.Run(context.Background(), tc, engine.Input{Command: "cat; echo eof", Mode: engine.ModeBackground, Stdin: "pipe"})
+	if err := e.Write(context.Background(), tc, cat.JobID, []byte("line\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, e, cat.JobID, tc.ConversationID)
+	if out, _ := e.JobOutput(tc, cat.JobID, 0, 0, 0); !strings.HasPrefix(out.Data, "line\neof\n") {
+		t.Fatalf("%q", out.Data)
+	}
+	if err := e.Write(context.Background(), tc, cat.JobID, []byte("x"), false); !errors.Is(err, engine.ErrJobEnded) {
+		t.Errorf("after close and exit: %v", err)
+	}
+	// stdin and tty only where the command can become a job.
+	for _, in := range []engine.Input{{Command: "cat", Stdin: "pipe"}, {Command: "cat", TTY: true}, {Command: "cat", Stdin: "file"}, {Command: "true", Mode: engine.ModeBackground, YieldMS: 5}} {
+		if r := e.Run(context.Background(), tc, in); r.Status != engine.StatusError || !errors.Is(r.Err, engine.ErrBadInput) {
+			t.Errorf("%+v: %+v", in, r)
+		}
+	}
+}
+
+// A yielded command with stdin "pipe" takes input after it yielded.
+func TestYieldThenWrite(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	r := e.Run(context.Background(), tc, engine.Input{Command: "echo question?; read x; echo answer:$x", Stdin: "pipe", YieldMS: 300})
+	if r.Status != engine.StatusStarted || !strings.HasPrefix(r.Output, "question?\n") {
+		t.Fatalf("%+v", r)
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("42\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, e, r.JobID, tc.ConversationID)
+	if out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0); !strings.HasPrefix(out.Data, "answer:42\n") {
+		t.Fatalf("%q", out.Data)
+	}
+}
+
+// tty: python3 -i on a terminal evaluates what Write sends, and Ctrl-C
+// interrupts a sleep.
+func TestTTYJob(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	e := newEngine(t)
+	tc := tc(t)
+	r := e.Run(context.Background(), tc, engine.Input{Command: py + " -i -q", Mode: engine.ModeBackground, TTY: true})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%+v", r)
+	}
+	waitFor(t, e, tc, r.JobID, ">>> ")
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("1+1\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e, tc, r.JobID, "\n2\r\n")
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("import os; os.isatty(0), os.environ['TERM'], os.get_terminal_size()\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e, tc, r.JobID, "(True, 'xterm-256color', os.terminal_size(columns=120, lines=40))")
+	if err := e.Write(context.Background(), tc, r.JobID, nil, true); err != nil { // ^D
+		t.Fatal(err)
+	}
+	if j := waitJob(t, e, r.JobID, tc.ConversationID); j.Status != engine.JobCompleted {
+		t.Fatalf("%+v", j)
+	}
+
+	r = e.Run(context.Background(), tc, engine.Input{Command: "echo ready; sleep 60; echo after:$?", Mode: engine.ModeBackground, TTY: true})
+	waitFor(t, e, tc, r.JobID, "ready")
+	start := time.Now()
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("\x03"), false); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, e, r.JobID, tc.ConversationID)
+	if time.Since(start) > 20*time.Second || j.Status == engine.JobRunning {
+		t.Fatalf("Ctrl-C did not interrupt sleep: %+v after %v", j, time.Since(start))
+	}
+}
+
+// waitFor waits until a job's output contains want.
+func waitFor(t *testing.T, e *engine.Engine, tc engine.ToolContext, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := e.JobOutput(tc, id, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.Data, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not in %q", want, out.Data)
+		}
+		_, _ = e.WaitOutput(context.Background(), tc, id, out.Size, time.Second)
+	}
+}
+
+// Progress reports carry the new output: together, the whole output of a
+// command that prints every 100 ms for 3 s.
+func TestProgressStreamsOutput(t *testing.T) {
+	e := newEngine(t, func(c *engine.Config) { c.ProgressInterval = 200 * time.Millisecond })
+	var mu sync.Mutex
+	var streamed strings.Builder
+	var skipped int64
+	tc := tc(t)
+	tc.Progress = func(p engine.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		streamed.WriteString(p.Output)
+		skipped += p.Skipped
+	}
+	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in $(seq 30); do echo line $i; sleep 0.1; done; sleep 0.5"})
+	if r.Status != engine.StatusOK {
+		t.Fatalf("%+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streamed.String() != r.Output || skipped != 0 {
+		t.Fatalf("streamed %q (skipped %d), output %q", streamed.String(), skipped, r.Output)
+	}
+}
