@@ -62,8 +62,15 @@ func TestConversationsAreIsolated(t *testing.T) {
 	if j, err := e.Job(a, "job-1"); err != nil || j.Status != engine.JobRunning {
 		t.Fatalf("alice's job after bob's kill: %+v %v", j, err)
 	}
-	if out, err := e.JobOutput(a, "job-1", 0, 0, 0); err != nil || !strings.HasPrefix(out.Data, "alice") {
-		t.Fatalf("alice's output: %+v %v", out, err)
+	// The job may not have printed yet on a loaded machine: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out, err := e.JobOutput(a, "job-1", 0, 0, 0)
+		if err == nil && strings.HasPrefix(out.Data, "alice") {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("alice's output: %+v %v", out, err)
+		}
 	}
 	if all := e.AllJobs(); len(all) != 2 {
 		t.Errorf("the administrator's view: %+v", all)
