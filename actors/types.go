@@ -441,7 +441,7 @@ type YieldRequest struct{ Conversation, ID string }
 // Errors of Write.
 var (
 	// ErrNoStdin: the job was started without stdin (Spec.Stdin).
-	ErrNoStdin = errors.New("the job was not started with stdin: pipe")
+	ErrNoStdin = errors.New(`the job has no stdin to write to: it was started without stdin "pipe" or tty`)
 	// ErrEnded: the job's shell has exited; nothing reads its input.
 	ErrEnded = errors.New("the job has ended; nothing reads its input")
 	// ErrStdinClosed: its stdin was closed by an earlier Write.

@@ -584,7 +584,7 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 				backstop = t.C
 			case *clusterpb.Progress:
 				if tc.Progress != nil {
-					tc.Progress(engine.Progress{Elapsed: time.Duration(m.ElapsedNs), Bytes: m.Bytes, LastLine: m.LastLine})
+					tc.Progress(engine.Progress{Elapsed: time.Duration(m.ElapsedNs), Bytes: m.Bytes, LastLine: m.LastLine, Output: m.Output, Skipped: m.Skipped})
 				}
 			case *clusterpb.RunResult:
 				r := decodeResult(m.Result)

@@ -340,7 +340,7 @@ func (a *execActor) Receive(ctx actor.Context) {
 		a.query(ctx, m)
 	case callProgress:
 		if c := a.calls[m.id]; c != nil && !c.done && !x.isFenced() {
-			p := &clusterpb.Progress{CallId: m.id, ElapsedNs: int64(m.p.Elapsed), Bytes: m.p.Bytes, LastLine: m.p.LastLine}
+			p := &clusterpb.Progress{CallId: m.id, ElapsedNs: int64(m.p.Elapsed), Bytes: m.p.Bytes, LastLine: m.p.LastLine, Output: m.p.Output, Skipped: m.p.Skipped}
 			for _, w := range c.waiters {
 				ctx.Send(w, p)
 			}

@@ -13,12 +13,29 @@ const inputSchema = `{
       "enum": ["default", "slow", "background"],
       "default": "default",
       "description": "default: foreground with the normal timeout; slow: foreground with the extended timeout, required for builds, tests, installs and downloads; background: run detached and return at once with the pid and an output file"
+    },
+    "stdin": {
+      "type": "string",
+      "enum": ["null", "pipe"],
+      "default": "null",
+      "description": "pipe: the command reads input sent later with bash_write (mode background, or with yield_ms); null: stdin is /dev/null"
+    },
+    "tty": {
+      "type": "boolean",
+      "default": false,
+      "description": "Run on a terminal (for REPLs and prompts that need one); bash_write then sends keys, e.g. \\u0003 for Ctrl-C. Like stdin pipe"
+    },
+    "yield_ms": {
+      "type": "integer",
+      "minimum": 1,
+      "description": "Return after this many ms with the output so far; the command keeps running as a background job"
     }
   },
   "required": ["command"],
   "additionalProperties": false
 }`
 
-// InputSchema returns the JSON schema of [Input]: command (required) and
-// mode (default, slow or background).
+// InputSchema returns the JSON schema of [Input]: command (required),
+// mode (default, slow or background), and the optional stdin, tty and
+// yield_ms of interactive jobs.
 func InputSchema() []byte { return []byte(inputSchema) }

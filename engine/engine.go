@@ -289,6 +289,13 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 	for {
 		select {
 		case o := <-job.Done():
+			if tick != nil { // the output since the last report
+				p := Progress{Elapsed: time.Since(begin)}
+				p.Bytes, p.LastLine = job.Progress()
+				if p.Output, p.Skipped, _ = job.OutputSince(sent, ProgressOutputMax); p.Output != "" || p.Skipped > 0 {
+					tc.Progress(p)
+				}
+			}
 			return e.render(res, tc.Sandbox, timeout, o)
 		case <-done:
 			done = nil

@@ -120,7 +120,7 @@ func TestStdinPipeJob(t *testing.T) {
 		}
 	}
 	nopipe := e.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
-	if err := e.Write(context.Background(), tc, nopipe.JobID, []byte("x\n"), false); !errors.Is(err, engine.ErrNoStdin) || !strings.Contains(err.Error(), "stdin: pipe") {
+	if err := e.Write(context.Background(), tc, nopipe.JobID, []byte("x\n"), false); !errors.Is(err, engine.ErrNoStdin) || !strings.Contains(err.Error(), `started without stdin "pipe" or tty`) {
 		t.Errorf("no pipe: %v", err)
 	}
 	// Closing stdin is EOF for the job.
@@ -165,7 +165,7 @@ func TestYieldThenWrite(t *testing.T) {
 func TestTTYJob(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3")
+		t.Fatal("python3 (Debian's python3 package) is needed for the terminal test:", err)
 	}
 	e := newEngine(t)
 	tc := tc(t)
@@ -221,7 +221,8 @@ func waitFor(t *testing.T, e *engine.Engine, tc engine.ToolContext, id, want str
 }
 
 // Progress reports carry the new output: together, the whole output of a
-// command that prints every 100 ms for 3 s.
+// command that prints every 100 ms for 3 s (the last report, at the exit,
+// has what came after the last tick).
 func TestProgressStreamsOutput(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.ProgressInterval = 200 * time.Millisecond })
 	var mu sync.Mutex
@@ -234,7 +235,7 @@ func TestProgressStreamsOutput(t *testing.T) {
 		streamed.WriteString(p.Output)
 		skipped += p.Skipped
 	}
-	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in $(seq 30); do echo line $i; sleep 0.1; done; sleep 0.5"})
+	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in $(seq 30); do echo line $i; sleep 0.1; done"})
 	if r.Status != engine.StatusOK {
 		t.Fatalf("%+v", r)
 	}

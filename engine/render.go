@@ -455,25 +455,32 @@ func (j JobInfo) state() string {
 
 // Description returns the tool description for the model: how the modes
 // differ, that state does not persist between calls, that slow mode is
-// required for builds, tests and installs, what does not work without a
-// terminal, and in restricted mode the sandbox's rules. It ends with
+// required for builds, tests and installs, how to give a job input or a
+// terminal and make a call yield, and in a sandbox the sandbox's rules. It ends with
 // <pwd>tc.WorkingDir</pwd>.
 func (e *Engine) Description(tc ToolContext) string {
 	var b strings.Builder
+	atTimeout := "is stopped"
+	if e.cfg.OnTimeout == OnTimeoutBackground {
+		atTimeout = "moves to the background (still running)"
+	}
 	b.WriteString(`Executes shell commands via bash -c, returning combined stdout/stderr.
 Bash state changes (working dir, variables, aliases) don't persist between calls.
 
 Modes:
-- default: runs in the foreground and is stopped after ` + humanDuration(e.cfg.Timeout) + `.
-- slow: runs in the foreground and is stopped after ` + humanDuration(e.cfg.SlowTimeout) + `.
+- default: runs in the foreground and ` + atTimeout + ` after ` + humanDuration(e.cfg.Timeout) + `.
+- slow: runs in the foreground and ` + atTimeout + ` after ` + humanDuration(e.cfg.SlowTimeout) + `.
 - background: returns immediately with the process id and an output file;
   use it for servers and demos that need to stay running.
 
 MUST use mode=slow for potentially slow commands: builds, downloads,
 installs, tests, or any other substantive operation.
 
-Commands run without a terminal and with stdin closed: interactive prompts,
-editors and pagers do not work. Output over 128 KiB is cut in the middle
+Stdin is /dev/null and there is no terminal unless you ask: with mode=background
+or yield_ms, stdin="pipe" takes input sent later with bash_write, and tty=true
+adds a terminal (REPLs, prompts; bash_write sends keys, "\u0003" is Ctrl-C).
+yield_ms returns after that many ms with the output so far; the command runs on as a job.
+Editors and pagers do not work. Output over 128 KiB is cut in the middle
 (the full output is saved to a file named in the result).
 
 IMPORTANT: Keep commands concise. The command input must be less than 60k tokens.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -114,7 +115,7 @@ func intField(m map[string]json.RawMessage, name string) (n int64, present bool,
 // decoded (the command cut to 1 KiB), for the error result.
 func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 	var in engine.Input
-	m, err := decodeObject(raw, "command", "mode")
+	m, err := decodeObject(raw, "command", "mode", "stdin", "tty", "yield_ms")
 	if err != nil {
 		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
 	}
@@ -133,11 +134,38 @@ func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 	if err != nil {
 		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
 	}
-	if err := engine.ValidateInput(engine.Input{Command: cmd, Mode: engine.Mode(mode)}); err != nil {
+	stdin, _, err := stringField(m, "stdin")
+	if err != nil {
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
+	}
+	tty, _, err := boolField(m, "tty")
+	if err != nil {
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
+	}
+	yield, hasYield, err := intField(m, "yield_ms")
+	if err != nil {
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
+	}
+	if hasYield && yield == 0 {
+		return in, fmt.Errorf(`%w: field "yield_ms" must be at least 1`, engine.ErrBadInput)
+	}
+	full := engine.Input{Command: cmd, Mode: engine.Mode(mode), Stdin: stdin, TTY: tty, YieldMS: yield}
+	if err := engine.ValidateInput(full); err != nil {
 		return in, err
 	}
-	in.Command, in.Mode = cmd, engine.Mode(mode)
-	return in, nil
+	return full, nil
+}
+
+// boolField decodes m[name] as a boolean.
+func boolField(m map[string]json.RawMessage, name string) (b, present bool, err error) {
+	raw, ok := m[name]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return false, false, nil
+	}
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, true, fmt.Errorf("field %q must be a boolean, got %s", name, jsonType(raw))
+	}
+	return b, true, nil
 }
 
 // checkUnicode checks a JSON string as it arrived, before decoding: the
@@ -168,7 +196,7 @@ func checkUnicode(raw json.RawMessage) error {
 				continue
 			}
 		}
-		return fmt.Errorf("contains the escape \\u%04x, a lone UTF-16 surrogate that encodes no character (it would turn into U+FFFD); send the command as valid UTF-8 text", r)
+		return fmt.Errorf("contains the escape \\u%04x, a lone UTF-16 surrogate that encodes no character (it would turn into U+FFFD); send valid UTF-8 text", r)
 	}
 	return nil
 }
@@ -240,15 +268,20 @@ func jobIDField(m map[string]json.RawMessage) (string, error) {
 type outputArgs struct {
 	jobID               string
 	tail, offset, limit int64
+	ranged              bool          // offset or limit given
+	wait                time.Duration // wait_ms
 }
 
 func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 	var a outputArgs
-	m, err := decodeObject(raw, "job_id", "tail_bytes", "offset", "limit")
+	m, err := decodeObject(raw, "job_id", "tail_bytes", "offset", "limit", "wait_ms")
 	if err != nil {
 		return a, err
 	}
 	if a.jobID, err = jobIDField(m); err != nil {
+		return a, err
+	}
+	if a.wait, err = waitField(m, "wait_ms", 0); err != nil {
 		return a, err
 	}
 	tail, hasTail, err := intField(m, "tail_bytes")
@@ -273,6 +306,7 @@ func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 		}
 		a.tail = min(tail, maxReadBytes)
 	case hasOffset || hasLimit:
+		a.ranged = true
 		a.offset = offset
 		a.limit = limit
 		if a.limit == 0 || a.limit > maxReadBytes {
@@ -280,6 +314,56 @@ func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 		}
 	default:
 		a.tail = DefaultTailBytes
+	}
+	return a, nil
+}
+
+// waitField decodes m[name] as milliseconds to wait, at most
+// engine.MaxWait (longer waits are cut to it); def when absent.
+func waitField(m map[string]json.RawMessage, name string, def time.Duration) (time.Duration, error) {
+	ms, present, err := intField(m, name)
+	if err != nil || !present {
+		return def, err
+	}
+	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, engine.MaxWait), nil
+}
+
+// writeArgs are bash_write's decoded arguments.
+type writeArgs struct {
+	jobID string
+	input string
+	close bool
+	wait  time.Duration
+}
+
+// DefaultWriteWait is how long bash_write waits for output after writing
+// when the call gives no yield_ms.
+const DefaultWriteWait = 250 * time.Millisecond
+
+func parseWriteArgs(raw json.RawMessage) (writeArgs, error) {
+	var a writeArgs
+	m, err := decodeObject(raw, "job_id", "input", "close", "yield_ms")
+	if err != nil {
+		return a, err
+	}
+	if a.jobID, err = jobIDField(m); err != nil {
+		return a, err
+	}
+	var present bool
+	if a.input, present, err = stringField(m, "input"); err != nil {
+		return a, err
+	}
+	if err := checkUnicode(m["input"]); present && err != nil {
+		return a, fmt.Errorf("input %w", err)
+	}
+	if a.close, _, err = boolField(m, "close"); err != nil {
+		return a, err
+	}
+	if !present && !a.close {
+		return a, errors.New(`give "input" (the bytes to send, e.g. "yes\n") or "close": true`)
+	}
+	if a.wait, err = waitField(m, "yield_ms", DefaultWriteWait); err != nil {
+		return a, err
 	}
 	return a, nil
 }

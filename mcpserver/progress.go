@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,6 +28,9 @@ type progress struct {
 	mu      sync.Mutex
 	latest  engine.Progress
 	pending bool
+	out     []byte        // output since the last notification (at most engine.ProgressOutputMax)
+	skipped int64         // bytes left out of out
+	last    float64       // the progress value last sent (the loop's until stop)
 	wake    chan struct{} // capacity 1
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -34,7 +38,7 @@ type progress struct {
 
 func startProgress(ctx context.Context, ss *mcp.ServerSession, token any, interval time.Duration, log *slog.Logger) *progress {
 	p := &progress{
-		ctx: ctx, ss: ss, token: token, interval: interval, log: log,
+		ctx: ctx, ss: ss, token: token, interval: interval, log: log, last: -1,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}),
 	}
 	p.wg.Add(1)
@@ -42,10 +46,25 @@ func startProgress(ctx context.Context, ss *mcp.ServerSession, token any, interv
 	return p
 }
 
-// update records a snapshot; it is [engine.ToolContext.Progress].
+// update records a snapshot; it is [engine.ToolContext.Progress]. The
+// output of snapshots not yet sent accumulates, bounded: past
+// engine.ProgressOutputMax the oldest is dropped (cut on a UTF-8
+// boundary) and counted as skipped.
 func (p *progress) update(snap engine.Progress) {
 	p.mu.Lock()
 	p.latest, p.pending = snap, true
+	if snap.Skipped > 0 { // what came before the gap is not followed by what comes after
+		p.skipped += int64(len(p.out)) + snap.Skipped
+		p.out = p.out[:0]
+	}
+	p.out = append(p.out, snap.Output...)
+	if over := len(p.out) - engine.ProgressOutputMax; over > 0 {
+		for over < len(p.out) && !utf8.RuneStart(p.out[over]) {
+			over++
+		}
+		p.skipped += int64(over)
+		p.out = append(p.out[:0], p.out[over:]...)
+	}
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -53,15 +72,23 @@ func (p *progress) update(snap engine.Progress) {
 	}
 }
 
-// stop ends the sender; nothing is sent after stop returns.
+// stop ends the sender, first sending the output not yet sent (at once,
+// whatever the interval); nothing is sent after stop returns.
 func (p *progress) stop() {
 	close(p.quit)
 	p.wg.Wait()
+	p.mu.Lock()
+	snap := p.latest
+	snap.Output, snap.Skipped = string(p.out), p.skipped
+	p.mu.Unlock()
+	if (snap.Output == "" && snap.Skipped == 0) || p.ctx.Err() != nil {
+		return
+	}
+	p.send(max(snap.Elapsed.Seconds(), p.last+0.001), snap)
 }
 
 func (p *progress) loop() {
 	defer p.wg.Done()
-	var last float64 = -1
 	var next time.Time
 	for {
 		select {
@@ -80,33 +107,58 @@ func (p *progress) loop() {
 		}
 		p.mu.Lock()
 		snap, ok := p.latest, p.pending
-		p.pending = false
-		p.mu.Unlock()
-		if !ok {
-			continue
-		}
 		value := snap.Elapsed.Seconds()
-		if value <= last { // progress must increase
+		if !ok || value <= p.last { // progress must increase
+			p.mu.Unlock()
 			continue
 		}
-		last = value
+		snap.Output, snap.Skipped = string(p.out), p.skipped
+		p.out, p.skipped, p.pending = p.out[:0], 0, false
+		p.mu.Unlock()
 		next = time.Now().Add(p.interval)
-		err := p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: p.token,
-			Progress:      value,
-			Message:       progressMessage(snap),
-		})
-		if err != nil {
-			p.log.Debug("progress notification failed", "err", err)
-		}
+		p.send(value, snap)
 	}
 }
 
-// progressMessage formats a snapshot: "12.0s, 3.4 KiB, last: LINE".
+// send sends one notification with progress value.
+func (p *progress) send(value float64, snap engine.Progress) {
+	p.last = value
+	params := &mcp.ProgressNotificationParams{
+		ProgressToken: p.token,
+		Progress:      value,
+		Message:       progressMessage(snap),
+	}
+	if snap.Output != "" || snap.Skipped > 0 {
+		params.Meta = mcp.Meta{MetaOutput: snap.Output, MetaSkipped: snap.Skipped}
+	}
+	if err := p.ss.NotifyProgress(p.ctx, params); err != nil {
+		p.log.Debug("progress notification failed", "err", err)
+	}
+}
+
+// The _meta keys of a progress notification that carry the command's
+// output since the previous notification of the call (a string, valid
+// UTF-8, at most engine.ProgressOutputMax bytes) and how many bytes
+// before it were left out (a number; 0 when the notifications' outputs
+// together are the whole output). Absent when there is no new output.
+const (
+	MetaOutput  = "bashvisor/output"
+	MetaSkipped = "bashvisor/skipped"
+)
+
+// progressMessage formats a snapshot: "12.0s, 3.4 KiB, last: LINE", then,
+// on the lines that follow, the output since the previous notification
+// (after "[… N bytes not shown …]" when some was left out).
 func progressMessage(snap engine.Progress) string {
 	msg := fmt.Sprintf("%.1fs, %s", snap.Elapsed.Seconds(), truncate.Humanize(snap.Bytes))
 	if line := strings.TrimSpace(snap.LastLine); line != "" {
 		msg += ", last: " + clip(line, 256)
+	}
+	if snap.Skipped > 0 {
+		msg += fmt.Sprintf("\n[… %s not shown …]", truncate.Humanize(snap.Skipped))
+	}
+	if snap.Output != "" {
+		msg += "\n" + snap.Output
 	}
 	return msg
 }

@@ -96,7 +96,8 @@ const outputInputSchema = `{
     "job_id": {"type": "string", "description": "The job_id of a background command's result."},
     "tail_bytes": {"type": "integer", "minimum": 1, "description": "Return the last N bytes of the job's output (default 32768 when offset and limit are not given)."},
     "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to read from (to page through the output)."},
-    "limit": {"type": "integer", "minimum": 0, "maximum": 131072, "description": "Bytes to read from offset (default and maximum 131072)."}
+    "limit": {"type": "integer", "minimum": 0, "maximum": 131072, "description": "Bytes to read from offset (default and maximum 131072)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 30000, "description": "First wait up to this many ms for output past offset (without offset: past the current end) or for the job to end."}
   },
   "required": ["job_id"],
   "additionalProperties": false
@@ -118,6 +119,18 @@ const killInputSchema = `{
   "type": "object",
   "properties": {
     "job_id": {"type": "string", "description": "The job_id of a background command's result."}
+  },
+  "required": ["job_id"],
+  "additionalProperties": false
+}`
+
+const writeInputSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string", "description": "The job_id of a background job started with stdin \"pipe\" or tty true."},
+    "input": {"type": "string", "description": "The text to send, e.g. \"yes\\n\"; on a terminal, keys (\"\\r\" is Enter, \"\\u0003\" Ctrl-C)."},
+    "close": {"type": "boolean", "default": false, "description": "Close the job's stdin after the input (end of file; on a terminal, Ctrl-D)."},
+    "yield_ms": {"type": "integer", "minimum": 0, "maximum": 30000, "default": 250, "description": "How long to wait for new output before returning."}
   },
   "required": ["job_id"],
   "additionalProperties": false

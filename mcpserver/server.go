@@ -27,6 +27,7 @@ const (
 	ToolJobs   = "bash_jobs"
 	ToolOutput = "bash_output"
 	ToolKill   = "bash_kill"
+	ToolWrite  = "bash_write"
 )
 
 // DefaultTailBytes is how much of a job's output bash_output returns when
@@ -111,8 +112,8 @@ type server struct {
 type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Result
 
 // New returns an MCP server exposing r (an *engine.Engine, or any
-// engine.Runner) as the tools bash, bash_jobs,
-// bash_output and bash_kill. Serve it with [mcp.Server.Run] over
+// engine.Runner) as the tools bash, bash_jobs, bash_output, bash_write
+// and bash_kill. Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
 // server may serve any number of sessions concurrently; calls run
 // concurrently.
@@ -157,8 +158,9 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       log,
 		Capabilities: &mcp.ServerCapabilities{},
-		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\") " +
-			"are listed by bash_jobs, read with bash_output and stopped with bash_kill.",
+		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\", " +
+			"or a call that yielded) are listed by bash_jobs, read with bash_output, given input with " +
+			"bash_write and stopped with bash_kill.",
 	})
 	tc := s.toolContext(nil)
 	yes := true
@@ -183,7 +185,8 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 		Title: "Read a background job's output",
 		Description: "Read a background job's output and status. By default returns the last 32 KiB; " +
 			"tail_bytes sets how much of the end to return, or offset and limit read a byte range " +
-			"(at most 128 KiB per call) to page through it.",
+			"(at most 128 KiB per call) to page through it. wait_ms (at most 30000) first waits for " +
+			"output past offset (or past the current end) or for the job to end.",
 		InputSchema:  json.RawMessage(outputInputSchema),
 		OutputSchema: json.RawMessage(outputOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true},
@@ -197,6 +200,16 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 		OutputSchema: json.RawMessage(jobInfoSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background job", DestructiveHint: &yes, IdempotentHint: true},
 	}, s.safe(s.kill))
+	ms.AddTool(&mcp.Tool{
+		Name:  ToolWrite,
+		Title: "Send input to a background job",
+		Description: "Send input to a background job started with stdin \"pipe\" or tty true (on a terminal " +
+			"the input is keys: \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D), optionally close its stdin, then wait " +
+			"up to yield_ms (default 250, at most 30000) for its output to settle and return the new output and the job's status.",
+		InputSchema:  json.RawMessage(writeInputSchema),
+		OutputSchema: json.RawMessage(outputOutputSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Send input to a background job", DestructiveHint: &yes, OpenWorldHint: &yes},
+	}, s.safe(s.write))
 	return ms
 }
 
@@ -406,8 +419,20 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
 	tc := s.toolContext(req.Session)
-	if _, err := s.job(tc, a.jobID); err != nil {
+	j, err := s.job(tc, a.jobID)
+	if err != nil {
 		return errorResult(err), nil
+	}
+	if a.wait > 0 {
+		ctx, done := s.callContext(ctx, req)
+		defer done()
+		from := j.Bytes
+		if a.ranged {
+			from = a.offset
+		}
+		if _, err := s.e.WaitOutput(ctx, tc, a.jobID, from, a.wait); err != nil {
+			return errorResult(jobError(a.jobID, err)), nil
+		}
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, a.tail, a.offset, a.limit)
 	if err != nil {
@@ -437,6 +462,55 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: j.Text()}},
 		StructuredContent: j,
+	}, nil
+}
+
+// settle is how long bash_write waits, once new output arrived, for the
+// job to go quiet before it answers (an echoed line and the answer to it
+// usually come apart).
+const settle = 100 * time.Millisecond
+
+func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, done := s.callContext(ctx, req)
+	defer done()
+	a, err := parseWriteArgs(req.Params.Arguments)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+	}
+	tc := s.toolContext(req.Session)
+	j, err := s.job(tc, a.jobID)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	from := j.Bytes
+	if err := s.e.Write(ctx, tc, a.jobID, []byte(a.input), a.close); err != nil {
+		return errorResult(err), nil
+	}
+	// Wait for the first new output, then until the job is quiet for
+	// settle, it ends, or the wait is over.
+	deadline := time.Now().Add(a.wait)
+	seen := from
+	for {
+		wait := time.Until(deadline)
+		if seen > from {
+			wait = min(wait, settle)
+		}
+		j, err = s.e.WaitOutput(ctx, tc, a.jobID, seen, wait)
+		if err != nil {
+			return errorResult(jobError(a.jobID, err)), nil
+		}
+		if j.Status != engine.JobRunning || j.Bytes <= seen || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		seen = j.Bytes
+	}
+	jo, err := s.e.JobOutput(tc, a.jobID, 0, from, maxReadBytes)
+	if err != nil {
+		return errorResult(jobError(a.jobID, err)), nil
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: jo.Text()}},
+		StructuredContent: jo,
 	}, nil
 }
 

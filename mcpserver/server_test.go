@@ -178,7 +178,7 @@ func TestMalformedArguments(t *testing.T) {
 		"empty command":  {map[string]any{"command": "  "}, `command is empty`},
 		"unknown mode":   {map[string]any{"command": "ls", "mode": "fast"}, `unknown mode "fast" (want default, slow or background)`},
 		"mode number":    {map[string]any{"command": "ls", "mode": 2}, `field "mode" must be a string, got a number`},
-		"unknown field":  {map[string]any{"command": "ls", "timeout": 600}, `unknown field "timeout": the tool accepts only "command" and "mode"`},
+		"unknown field":  {map[string]any{"command": "ls", "timeout": 600}, `unknown field "timeout": the tool accepts only "command", "mode", "stdin", "tty" and "yield_ms"`},
 		"1 MiB command":  {map[string]any{"command": big}, "command is 1.0 MiB (1048576 bytes), over the limit of 131071 bytes"},
 		"one byte over":  {map[string]any{"command": strings.Repeat("x", engine.MaxCommandBytes+1)}, "command is 128.0 KiB (131072 bytes), over the limit of 131071 bytes"},
 		"NUL byte":       {map[string]any{"command": "echo a\x00b"}, "command contains a NUL byte (at byte 6)"},
@@ -447,7 +447,7 @@ func TestSlowCallDoesNotBlockOthers(t *testing.T) {
 	s.res.wait(t, 5*time.Second)
 }
 
-var progressRE = regexp.MustCompile(`^\d+\.\ds, \d+(\.\d)? (B|KiB)(, last: tick\d+)?$`)
+var progressRE = regexp.MustCompile(`^\d+\.\ds, \d+(\.\d)? (B|KiB)(, last: tick\d+)?(\n(tick\d+\n)+)?$`)
 
 func TestProgressNotifications(t *testing.T) {
 	e := newEngine(t, nil)
@@ -490,8 +490,9 @@ func TestProgressNotifications(t *testing.T) {
 	elapsed := time.Since(start)
 	handled()
 	mu.Lock()
-	// ~2 s of running at one notification per 300 ms at most.
-	if max := int(elapsed/(300*time.Millisecond)) + 1; len(got) < 3 || len(got) > max {
+	// ~2 s of running at one notification per 300 ms at most, and one
+	// at the end with the output after the last.
+	if max := int(elapsed/(300*time.Millisecond)) + 2; len(got) < 3 || len(got) > max {
 		t.Errorf("%d notifications in %v, want 3..%d", len(got), elapsed, max)
 	}
 	last := -1.0

@@ -53,7 +53,7 @@ func stdioServer(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, *
 	}
 	t.Cleanup(func() {
 		cs.Close()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("BV_DEBUG_STDERR") != "" {
 			t.Logf("demo mcp stderr:\n%s", stderr)
 		}
 	})
@@ -68,7 +68,7 @@ func TestStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lt.Tools) != 4 {
+	if len(lt.Tools) != 5 {
 		t.Fatalf("tools %v", lt.Tools)
 	}
 	for _, tool := range lt.Tools {
