@@ -11,6 +11,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -118,11 +120,13 @@ func (l *lazyProvider) Shutdown(graceful bool) error {
 // node is one process's actor system and remote (plus the cluster for
 // Provider membership).
 type node struct {
-	sys      *actor.ActorSystem
-	remote   *remote.Remote
-	pc       *pacluster.Cluster // nil for Static membership
-	provider *lazyProvider
-	log      *slog.Logger
+	sys       *actor.ActorSystem
+	remote    *remote.Remote
+	pc        *pacluster.Cluster // nil for Static membership
+	provider  *lazyProvider
+	log       *slog.Logger
+	stopping  atomic.Bool // set by stop
+	connected sync.Map    // addresses of the endpoints this node connected to -> true
 }
 
 // nodeOptions configure startNode.
@@ -170,6 +174,19 @@ func startNode(opts nodeOptions) (n *node, err error) {
 	paLog := slog.New(levelHandler{paLevel, log.Handler()})
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return paLog }))
 	n = &node{sys: sys, log: log}
+	// An endpoint that connects after stop (a late reply or dead letter
+	// that had to go out) is ended at once, so that no connection outlives
+	// the node.
+	sys.EventStream.Subscribe(func(evt any) {
+		e, ok := evt.(*remote.EndpointConnectedEvent)
+		if !ok {
+			return
+		}
+		n.connected.Store(e.Address, true)
+		if n.stopping.Load() {
+			sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: e.Address})
+		}
+	})
 	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised)...)
 	defer func() {
 		if p := recover(); p != nil {
@@ -207,9 +224,12 @@ func startNode(opts nodeOptions) (n *node, err error) {
 // is not used because it panics on a client (its gossiper never started),
 // nor Remote.Shutdown(true), which races with the endpoint reader and
 // waits up to 10 s for peers' streams. peers are the addresses the node
-// talked to: their endpoints are ended as if the connections had dropped,
-// which closes the outgoing connections.
+// talked to (with every address an endpoint connected to): their
+// endpoints are ended as if the connections had dropped,
+// which closes the outgoing connections; an endpoint that connects later
+// is ended as it connects.
 func (n *node) stop(peers []string) {
+	n.stopping.Store(true)
 	if n.provider != nil && n.provider.p != nil {
 		func() {
 			defer func() { _ = recover() }() // automanaged's Shutdown on a client dereferences nil
@@ -219,8 +239,12 @@ func (n *node) stop(peers []string) {
 	}
 	n.remote.Shutdown(false) // no peer can connect back from now on
 	for _, addr := range peers {
-		n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
+		n.connected.Store(addr, true)
 	}
+	n.connected.Range(func(addr, _ any) bool {
+		n.sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr.(string)})
+		return true
+	})
 	n.sys.Shutdown()
 }
 
