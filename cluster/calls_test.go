@@ -251,3 +251,62 @@ func TestMoveWhenDirSurvives(t *testing.T) {
 	other.stop()
 	waitNoLeftovers(t, mark)
 }
+
+// TestInteractiveRouted: a job's stdin, a yielded call and streamed
+// progress work through the front as on a local engine, and Write's errors
+// keep their sentinels across the wire.
+func TestInteractiveRouted(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "interactive"}
+	ctx := context.Background()
+	r := c.Run(ctx, tc, engine.Input{Command: "read x; echo got:$x; sleep 30", Mode: engine.ModeBackground, Stdin: engine.StdinPipe})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if err := c.Write(ctx, tc, r.JobID, []byte("abc\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, tc, r.JobID, []byte("more\n"), false); !errors.Is(err, engine.ErrStdinClosed) {
+		t.Errorf("write after close: %v", err)
+	}
+	j, err := c.WaitOutput(ctx, tc, r.JobID, 0, 10*time.Second)
+	if err != nil || j.Bytes == 0 {
+		t.Fatalf("wait: %+v %v", j, err)
+	}
+	if o, err := c.JobOutput(tc, r.JobID, 0, 0, 0); err != nil || o.Data != "got:abc\n" {
+		t.Fatalf("output %+v %v", o, err)
+	}
+	other := engine.ToolContext{WorkingDir: dir, ConversationID: "someone-else"}
+	if err := c.Write(ctx, other, r.JobID, []byte("x"), false); !errors.Is(err, engine.ErrNoSuchJob) {
+		t.Errorf("another conversation's job: %v", err)
+	}
+	bg := c.Run(ctx, tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	if err := c.Write(ctx, tc, bg.JobID, []byte("x"), false); !errors.Is(err, engine.ErrNoStdin) {
+		t.Errorf("a job without a pipe: %v", err)
+	}
+
+	// A yielded call, with its progress carrying the output.
+	var mu sync.Mutex
+	var streamed strings.Builder
+	ptc := tc
+	ptc.Progress = func(p engine.Progress) {
+		mu.Lock()
+		streamed.WriteString(p.Output)
+		mu.Unlock()
+	}
+	y := c.Run(ctx, ptc, engine.Input{Command: "echo early; sleep 30", YieldMS: 1500})
+	if y.Status != engine.StatusStarted || !strings.HasPrefix(y.Output, "early\n[command still running after 1.5s: moved to background as job-3;") {
+		t.Fatalf("yield: %s %q", y.Status, y.Output)
+	}
+	mu.Lock()
+	if streamed.String() != "early\n" {
+		t.Errorf("progress output %q", streamed.String())
+	}
+	mu.Unlock()
+	if err := c.EndConversation(ctx, "interactive"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -557,7 +557,8 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 	if callID == "" {
 		callID = newCallID()
 	}
-	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode)}
+	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode),
+		Stdin: in.Stdin, Tty: in.TTY, YieldMs: in.YieldMS}
 	start := time.Now()
 	ev, pid := c.spawnCall(st, msg)
 	defer c.stopActor(pid)

@@ -386,7 +386,7 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 	if a.refuse(ctx, tc.CallID, m.ExecutorId) {
 		return
 	}
-	in := engine.Input{Command: m.Command, Mode: engine.Mode(m.Mode)}
+	in := engine.Input{Command: m.Command, Mode: engine.Mode(m.Mode), Stdin: m.Stdin, TTY: m.Tty, YieldMS: m.YieldMs}
 	backstop := a.backstop(in.Mode)
 	if c := a.calls[tc.CallID]; c != nil {
 		if c.command != m.Command || c.mode != m.Mode || c.conversation != tc.ConversationID {

@@ -55,6 +55,7 @@ type mcpFlags struct {
 	maxConns    int
 	connIdle    time.Duration
 	metrics     bool
+	onTimeout   string
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
@@ -90,6 +91,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "-http: close a session (and end its jobs) after this long without a request (0: never)")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
+	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	f.fleet.define(fs)
 	return f, fs
@@ -127,6 +129,11 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("-C: %s is not a directory", f.dir)
 		}
 	}
+	switch engine.OnTimeout(f.onTimeout) {
+	case engine.OnTimeoutKill, engine.OnTimeoutBackground:
+	default:
+		return fmt.Errorf("-on-timeout must be kill or background, not %q", f.onTimeout)
+	}
 	if f.metrics && f.httpAddr == "" {
 		return errors.New("-metrics needs -http")
 	}
@@ -159,6 +166,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	}
 	c.Logger = log
 	c.Admission = f.admission
+	c.OnTimeout = engine.OnTimeout(f.onTimeout)
 	_ = f.sandbox.apply(&c) // -cache-dir: checked by check
 	return c
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
 )
 
 // The stdio and HTTP behaviour of `demo mcp` is tested end to end against
@@ -48,6 +50,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"-timeout", "soon"}, "invalid value"},
 		{[]string{"-profile", "paranoid"}, `-profile: unknown permission profile "paranoid"`},
 		{[]string{"-metrics"}, "-metrics needs -http"},
+		{[]string{"-on-timeout", "detach"}, `-on-timeout must be kill or background, not "detach"`},
 		{[]string{"-http", ":0", "-max-sessions", "-1"}, "must not be negative"},
 		{[]string{"-http", ":0", "-conn-idle", "0s"}, "-conn-idle must be positive"},
 	} {
@@ -76,9 +79,9 @@ func TestMCPFlags(t *testing.T) {
 	if err != nil || f.token != "from-env" {
 		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
 	}
-	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>"})
+	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>", "-on-timeout", "background"})
 	if c := f.engineConfig(nil, nil); c.Timeout != 3*time.Second || c.Grace != 100*time.Millisecond || c.EnvPolicy != "allowlist" ||
-		c.Permissions == nil || c.CoAuthor != "Bot <b@x.org>" || c.Audit != nil {
+		c.Permissions == nil || c.CoAuthor != "Bot <b@x.org>" || c.Audit != nil || c.OnTimeout != engine.OnTimeoutBackground {
 		t.Errorf("engine config %+v", c)
 	}
 }
