@@ -8,14 +8,24 @@
 //
 // # The tool contract
 //
-// Input: {"command": "...", "mode": "default" | "slow" | "background"}
-// ([InputSchema]). The command runs as `bash -c COMMAND` in the working
-// directory, in a new session (no controlling terminal, stdin /dev/null),
+// Input: {"command": "...", "mode": "default" | "slow" | "background"},
+// and optionally "stdin", "tty" and "yield_ms" ([InputSchema]). The
+// command runs as `bash -c COMMAND` in the working directory, in a new
+// session (no controlling terminal, stdin /dev/null, unless the call asks
+// for a pipe or a terminal),
 // stdout and stderr on one pipe in the order written, with the
 // environment policy's secrets removed and EDITOR, PAGER and friends set so
 // nothing waits for a person. Default mode stops the command after
 // Config.Timeout, slow mode after Config.SlowTimeout; a background job
-// returns at once and lives up to Config.BackgroundLifetime. Ending a
+// returns at once and lives up to Config.BackgroundLifetime. With
+// Config.OnTimeout "background" (or a call's yield_ms), a command that is
+// still running at its timeout is not stopped but yields: it becomes a
+// background job of the conversation, the result (status started) has the
+// output so far and "[command still running after 30s: moved to
+// background as job-7; read it with bash_output, stop it with bash_kill]",
+// and the rest goes to the job's file. A job may read input sent with
+// [Engine.Write] (stdin "pipe") and run on a terminal (tty); see
+// interactive.go for the choices. Ending a
 // command always targets its whole process group (and its cgroup): SIGTERM,
 // Config.Grace, SIGKILL, then a bounded wait after which the call returns
 // regardless and says what survived.

@@ -3,10 +3,12 @@
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
-// [New] returns an *mcp.Server with four tools:
+// [New] returns an *mcp.Server with five tools:
 //
-//   - bash {command, mode?}: input schema exactly [engine.InputSchema]
-//     (mode is an explicit enum default/slow/background), description
+//   - bash {command, mode?, stdin?, tty?, yield_ms?}: input schema exactly
+//     [engine.InputSchema] (mode is an explicit enum
+//     default/slow/background; stdin "pipe", tty and yield_ms make
+//     interactive jobs, see [engine.Input]), description
 //     [engine.Engine.Description] ending with <pwd>DIR</pwd> (and the
 //     sandbox constraints when restricted). The result's text content is
 //     [engine.Result.Output], its structuredContent the Result
@@ -14,11 +16,22 @@
 //     status is ok or started.
 //   - bash_jobs {}: the conversation's background jobs (job_id, pid,
 //     command, display, status, started, bytes, ...), as {"jobs": [...]}.
-//   - bash_output {job_id, tail_bytes?, offset?, limit?}: a slice of a job's
-//     output and its status. Without tail_bytes or offset/limit it returns
-//     the last 32 KiB ([DefaultTailBytes]); at most 128 KiB per call. The
-//     text starts with a status line naming the byte range shown and, when
-//     more follows, ends with the offset to continue from.
+//   - bash_output {job_id, tail_bytes?, offset?, limit?, wait_ms?}: a slice
+//     of a job's output and its status. Without tail_bytes or offset/limit
+//     it returns the last 32 KiB ([DefaultTailBytes]); at most 128 KiB per
+//     call. The text starts with a status line naming the byte range shown
+//     and, when more follows, ends with the offset to continue from.
+//     wait_ms (at most 30 s) is a long poll: it first waits until the job
+//     has output past offset (without offset: past its size when the call
+//     arrived) or has ended.
+//   - bash_write {job_id, input?, close?, yield_ms?}: sends input to a job
+//     started with stdin "pipe" or tty (on a terminal, keys: "\u0003" is
+//     Ctrl-C), closes its stdin when close is set, then waits up to
+//     yield_ms (default 250 ms, [DefaultWriteWait]; at most 30 s) for new
+//     output: once some arrived, until the job is quiet for 100 ms, ends,
+//     or the time is up. It answers like bash_output, from the job's size
+//     before the write. A job that ended, has no pipe, or belongs to
+//     another conversation is an error result that says so.
 //   - bash_kill {job_id}: terminates a job's process group with the grace
 //     sequence (needed in restricted mode, where one command cannot signal
 //     another's processes) and returns its final state.
@@ -63,9 +76,15 @@
 // Progress: when a call carries a progress token, the engine's progress
 // snapshots become notifications/progress with progress = elapsed seconds
 // (strictly increasing) and message "12.0s, 3.4 KiB, last: LINE", at most
-// one per [Options.ProgressInterval] (default 1s). The engine's callback
-// never blocks on the client: only the latest snapshot is kept and a
-// per-call goroutine sends it.
+// one per [Options.ProgressInterval] (default 1s). Each also carries the
+// output since the previous one, on the message's following lines and in
+// _meta ([MetaOutput], [MetaSkipped]): at most 16 KiB
+// ([engine.ProgressOutputMax]) of valid UTF-8, the latest when there was
+// more (the gap counted in MetaSkipped), so that without gaps the
+// notifications together are the whole output; the output after the last
+// tick is sent in one more notification before the result. The engine's
+// callback never blocks on the client: snapshots accumulate (bounded) and
+// a per-call goroutine sends them.
 //
 // Approval: when the engine answers "needs_approval" (a permission rule
 // said "ask") and the client declared the elicitation capability, the

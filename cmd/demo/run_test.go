@@ -182,6 +182,9 @@ func TestTour(t *testing.T) {
 			t.Errorf("tour output lacks %q", want)
 		}
 	}
+	if !regexp.MustCompile(`\[command still running after 1s: moved to background as job-\d; read it with bash_output, stop it with bash_kill\]`).MatchString(out) {
+		t.Errorf("tour output lacks the yield")
+	}
 	m := regexp.MustCompile(`the output files named above are kept in (\S+) \(rm -r `).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("the tour does not say where its files are:\n%s", out)

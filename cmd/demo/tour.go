@@ -25,6 +25,8 @@ type tourStep struct {
 	workdir func(dir string) string
 	// cancelAfter, when set, cancels the call's context after that long.
 	cancelAfter time.Duration
+	// yield, when set, is the call's yield_ms.
+	yield time.Duration
 }
 
 // cmdTour runs a handful of commands concurrently through one engine and
@@ -93,7 +95,7 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 				defer cancel()
 			}
 			t0 := time.Since(start)
-			r := e.Run(ctx, tc, engine.Input{Command: s.command, Mode: s.mode})
+			r := e.Run(ctx, tc, engine.Input{Command: s.command, Mode: s.mode, YieldMS: s.yield.Milliseconds()})
 			mu.Lock()
 			defer mu.Unlock()
 			printStep(stdout, s, r, t0, time.Since(start))
@@ -137,6 +139,7 @@ func tourSteps() []tourStep {
 		{title: "secrets filtered from the environment", command: `echo "GITHUB_TOKEN=${GITHUB_TOKEN:-<unset>} PATH is ${PATH:+set}"`,
 			tc: func(tc *engine.ToolContext) { tc.Env = map[string]string{"TOUR_NOTE": "overrides apply"} }},
 		{title: "a background job", command: "for i in 1 2 3; do echo tick $i; sleep 0.3; done", mode: engine.ModeBackground},
+		{title: "a yield: after 1s the call returns what it has and the command runs on as a job", command: "for i in 1 2 3 4; do echo step $i; sleep 0.6; done", yield: time.Second},
 		{title: "binary output made valid UTF-8", command: `printf 'bytes: \xff\xfe\x00 end\n'`},
 		{title: "no TTY, stdin at EOF", command: "tty; read line || echo 'stdin: EOF'"},
 		{title: "a call cancelled by its caller after 700ms", command: "echo waiting; sleep 30", cancelAfter: 700 * time.Millisecond},
