@@ -113,8 +113,8 @@ type supervisor struct {
 	convs    map[string]*conversation
 	queue    []waiter
 	yields   map[key]*pendingYield // by the foreground job's key
-	cmdSeq   uint64 // foreground "cmd-N" ids, engine-wide
-	fg, bg   int    // foreground and background jobs running, engine-wide
+	cmdSeq   uint64                // foreground "cmd-N" ids, engine-wide
+	fg, bg   int                   // foreground and background jobs running, engine-wide
 	stopping bool
 	stopped  bool
 }
