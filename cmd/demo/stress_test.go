@@ -1,12 +1,14 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestStressSmall runs a small mix in three conversations and expects
-// every check to be 0.
+// every check to be 0; the mix includes the interactive kinds (yield,
+// stdin).
 func TestStressSmall(t *testing.T) {
 	r := demo(t, nil, "stress", "-n", "150", "-c", "16", "-tenants", "3", "-seed", "7", "-no-progress")
 	if r.code != 0 {
@@ -15,6 +17,15 @@ func TestStressSmall(t *testing.T) {
 	for _, want := range []string{"in 3 conversations", "lost results:       0", "busy results:       0", "wrong results:      0", "orphan processes:   0", "leaked goroutines:  0", "leaked fds:         0", "PASS"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("missing %q in\n%s", want, r.stdout)
+		}
+	}
+	mix := regexp.MustCompile(`(?m)^mix: (.*)$`).FindStringSubmatch(r.stdout)
+	if mix == nil {
+		t.Fatalf("no mix line in\n%s", r.stdout)
+	}
+	for _, kind := range []string{"yield", "stdin"} {
+		if !regexp.MustCompile(`(^|, )` + kind + ` [1-9]`).MatchString(mix[1]) {
+			t.Errorf("kind %s not in the mix: %s", kind, mix[1])
 		}
 	}
 }
@@ -33,5 +44,15 @@ func TestStressProgressIntoALog(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "/60 commands done after ") {
 		t.Errorf("no progress line in %q", r.stderr)
+	}
+}
+
+// Without cgroups too, nothing leaks: the checks after the run probe
+// cgroups all the same, and what the probe opens once for the process is
+// part of the baseline.
+func TestStressNoCgroups(t *testing.T) {
+	r := demo(t, nil, "stress", "-n", "60", "-c", "8", "-seed", "11", "-no-cgroups", "-no-progress")
+	if r.code != 0 || !strings.Contains(r.stdout, "leaked fds:         0") {
+		t.Fatal(r)
 	}
 }
