@@ -1030,7 +1030,9 @@ func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
 	if sp.Timeout > 0 {
 		j.timeout = time.AfterFunc(sp.Timeout, func() { j.send(timedOut{}) })
 	}
-	done <- o
+	// Report first: the supervisor then lists the job under its new id
+	// before the caller, who may use the id at once, has the result.
 	j.report(ctx, j.jobState(nil))
+	done <- o
 	j.step(ctx)
 }

@@ -245,3 +245,22 @@ func TestProgressStreamsOutput(t *testing.T) {
 		t.Fatalf("streamed %q (skipped %d), output %q", streamed.String(), skipped, r.Output)
 	}
 }
+
+// A yielded job is listed under its id by the time Run returns it: Job and
+// Write find it at once.
+func TestYieldedJobVisibleAtOnce(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	for i := range 100 {
+		r := e.Run(context.Background(), tc, engine.Input{Command: "cat", Stdin: engine.StdinPipe, YieldMS: 10})
+		if r.Status != engine.StatusStarted {
+			t.Fatalf("%+v", r)
+		}
+		if _, err := e.Job(tc, r.JobID); err != nil {
+			t.Fatalf("yield %d: Job: %v", i, err)
+		}
+		if err := e.Write(context.Background(), tc, r.JobID, nil, true); err != nil {
+			t.Fatalf("yield %d: Write: %v", i, err)
+		}
+	}
+}

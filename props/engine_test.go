@@ -286,24 +286,11 @@ func (m *machine) adopt() {
 	}
 }
 
-// awaitListed waits until yielded job j is listed. It should be at once,
-// but the engine answers the call before the supervisor knows the job by
-// its new id (the job actor hands over its outcome, then reports to the
-// supervisor), so a Job, Write or Kill right after the call may find no
-// such job, about once in a hundred yields: a known engine race, which the
-// machine waits out rather than fail later at random. A job never listed
-// fails.
+// awaitListed checks that yielded job j is listed: at once, since the
+// supervisor knows the job by its new id before the call returns it.
 func (m *machine) awaitListed(j *bgJob) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := m.e.Job(j.tc(), j.res.JobID)
-		switch {
-		case err == nil:
-			return
-		case !errors.Is(err, engine.ErrNoSuchJob) || time.Now().After(deadline):
-			m.t.Fatalf("yielded job %s: %v", j.res.JobID, err)
-		}
-		time.Sleep(time.Millisecond)
+	if _, err := m.e.Job(j.tc(), j.res.JobID); err != nil {
+		m.t.Fatalf("yielded job %s, right after the call returned: %v", j.res.JobID, err)
 	}
 }
 
