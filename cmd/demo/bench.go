@@ -310,13 +310,13 @@ func benchSerial(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 	ovNo := float64(engNoCg.mean()-raw.mean()) / float64(raw.mean()) * 100
 	rows := []benchRow{
 		{name: fmt.Sprintf("serial `bash -c true`, mean of %d", o.serial), raw: ms(raw.mean()), eng: ms(eng.mean()),
-			ratio: fmt.Sprintf("%+.1f%%", ov), target: "<= +5%", ok: pass(ov <= 5)},
+			ratio: fmt.Sprintf("%+.1f%%", ov), target: "<= +3%", ok: pass(ov <= 3)},
 		{name: "serial `bash -c true`, p50", raw: ms(raw.pct(50)), eng: ms(eng.pct(50)),
 			ratio: fmt.Sprintf("%+.1f%%", float64(eng.pct(50)-raw.pct(50))/float64(raw.pct(50))*100)},
 	}
 	if !o.noCgroups {
 		rows = append(rows, benchRow{name: "serial, engine without cgroups, mean", raw: ms(raw.mean()), eng: ms(engNoCg.mean()),
-			ratio: fmt.Sprintf("%+.1f%%", ovNo)})
+			ratio: fmt.Sprintf("%+.1f%%", ovNo), target: "<= +3%", ok: pass(ovNo <= 3)})
 	}
 	return rows, nil
 }
