@@ -49,7 +49,7 @@ type Options struct {
 	Sandbox engine.Sandbox
 	// ConversationID names the conversation of a session without a session
 	// id (stdio, in-memory): its calls, the background jobs that bash_jobs,
-	// bash_output and bash_kill see, and its name in the engine's logs and
+	// bash_output, bash_write and bash_kill see, and its name in the engine's logs and
 	// audit log. Default "mcp". A streamable HTTP session is a conversation
 	// of its own, ConversationID + "-" + 16 hex digits of the SHA-256 of its
 	// session id ("mcp-1f0c…"; hashed so that logs and output paths never
