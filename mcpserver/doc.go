@@ -54,6 +54,11 @@
 // most 1 KiB of the command. A panic in a handler becomes an "[error:
 // internal error: …]" result.
 //
+// Call ids: a bash call may carry the model's tool-use id in
+// _meta["bashvisor/call_id"] ([MetaCallID]); on a fleet a call id runs at
+// most once per conversation, so an agent server may safely send a call
+// again after a failure of its own.
+//
 // Stdio: [StdioTransport] answers a line that is not a JSON-RPC message
 // with a JSON-RPC error (-32700 or -32600) and keeps the session, where the
 // go-sdk's own stdio transport would end it and lose every background job.

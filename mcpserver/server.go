@@ -308,6 +308,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	ctx, done := s.callContext(ctx, req)
 	defer done()
 	tc := s.toolContext(req.Session)
+	tc.CallID = callID(tc.ConversationID, req.Params.Meta)
 	s.bindSession(req.Session, tc.ConversationID)
 	in, err := parseBashInput(req.Params.Arguments)
 	if err != nil {
@@ -339,6 +340,25 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 		return s.askApproval(ctx, req, tc, in, r, run)
 	}
 	return s.finish(tc, in, r), nil
+}
+
+// MetaCallID is the _meta key of a bash call that carries its call id:
+// the model's tool-use id ("toolu_…", "call_…"), for an agent server that
+// may send a call again after a failure of its own. The call's
+// [engine.ToolContext.CallID] is then the conversation, "/", and this id,
+// so that a Runner that keeps call ids (a fleet's cluster.Client) runs it
+// at most once in that conversation. Without it the call has no call id:
+// the go-sdk does not give handlers the JSON-RPC request id, and a
+// client's retry would carry a new one anyway.
+const MetaCallID = "bashvisor/call_id"
+
+// callID is the call id of a call in conversation conv with _meta m.
+func callID(conv string, m mcp.Meta) string {
+	id, _ := m[MetaCallID].(string)
+	if id == "" {
+		return ""
+	}
+	return conv + "/" + clip(id, 256)
 }
 
 // finish turns a Result into the tool result: the model's text as content,

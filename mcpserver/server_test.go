@@ -568,3 +568,23 @@ func sandboxIf(on bool) engine.Sandbox {
 	}
 	return engine.Sandbox{}
 }
+
+// A call id in _meta becomes the call's ToolContext.CallID, scoped by the
+// conversation; without one the call has none.
+func TestCallIDFromMeta(t *testing.T) {
+	e := newEngine(t, nil)
+	ids := make(chan string, 2)
+	srv := newServer(e, Options{WorkingDir: t.TempDir()}, func(ctx context.Context, tc engine.ToolContext, in engine.Input) engine.Result {
+		ids <- tc.CallID
+		return e.Run(ctx, tc, in)
+	})
+	cs := connect(t, srv, nil)
+	for _, meta := range []mcp.Meta{{MetaCallID: "toolu_01"}, nil} {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: meta, Name: ToolBash, Arguments: map[string]any{"command": "true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := <-ids, <-ids; a != "mcp/toolu_01" || b != "" {
+		t.Errorf("call ids %q and %q, want %q and none", a, b, "mcp/toolu_01")
+	}
+}
