@@ -244,8 +244,8 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	req.Stdin = in.Stdin == StdinPipe
 	if in.TTY {
-		size := TTYSize
-		req.TTY = &size
+		size := ttySize()
+		req.TTY = size
 		req.ExtraEnv = append(req.ExtraEnv, "TERM=xterm-256color", fmt.Sprintf("COLUMNS=%d", size.Cols), fmt.Sprintf("LINES=%d", size.Rows))
 	}
 	if !req.Background && !in.TTY && interactiveRebase.MatchString(script) {

@@ -22,8 +22,8 @@ import (
 // TERM=xterm-256color; closing a terminal's input sends ^D rather than
 // hanging it up.
 
-// TTYSize is the size of a job's terminal (Input.TTY).
-var TTYSize = proc.Winsize{Rows: 40, Cols: 120}
+// ttySize is the size of a job's terminal (Input.TTY).
+func ttySize() *proc.Winsize { return &proc.Winsize{Rows: 40, Cols: 120} }
 
 // MaxWait bounds WaitOutput, and MaxWriteBytes one Write.
 const (
