@@ -396,6 +396,12 @@ func errorResult(err error) *mcp.CallToolResult {
 	}
 }
 
+// structured is a job tool's result: text for the model, v as structured
+// content.
+func structured(text string, v any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: v}
+}
+
 // job returns a job of the call's conversation.
 func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	j, err := s.e.Job(tc, id)
@@ -427,10 +433,7 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if out.Jobs == nil {
 		out.Jobs = []engine.JobInfo{}
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: engine.JobsText(out.Jobs, time.Now())}},
-		StructuredContent: out,
-	}, nil
+	return structured(engine.JobsText(out.Jobs, time.Now()), out), nil
 }
 
 func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -458,10 +461,7 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return errorResult(jobError(a.jobID, err)), nil
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: jo.Text()}},
-		StructuredContent: jo,
-	}, nil
+	return structured(jo.Text(), jo), nil
 }
 
 func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -479,10 +479,7 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return errorResult(jobError(id, err)), nil
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: j.Text()}},
-		StructuredContent: j,
-	}, nil
+	return structured(j.Text(), j), nil
 }
 
 // settle is how long bash_write waits, once new output arrived, for the
@@ -528,10 +525,7 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return errorResult(jobError(a.jobID, err)), nil
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: jo.Text()}},
-		StructuredContent: jo,
-	}, nil
+	return structured(jo.Text(), jo), nil
 }
 
 // logCommand is a command as a debug log value, redacted only when a
