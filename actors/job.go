@@ -896,9 +896,10 @@ func (j *job) jobState(o *Outcome) State {
 // --- stdin ---
 
 // stdinQueue bounds the writes waiting for a job to read its input.
-const stdinQueue = 16
+const stdinQueue = 4
 
-// stdinWriteWait bounds how long one write waits for the job to read.
+// stdinWriteWait bounds how long a write waits for the job to read more of
+// it: a job that reads slowly but steadily takes any amount.
 const stdinWriteWait = 10 * time.Second
 
 type writeReq struct {
@@ -927,7 +928,7 @@ func (j *job) onWrite(m *Write) {
 	select {
 	case j.stdin <- writeReq{data: m.Data, close: m.Close, reply: m.Reply}:
 	default:
-		m.Reply <- ErrStdinBusy
+		m.Reply <- fmt.Errorf("%w: %d earlier writes still wait for it; nothing was sent", ErrStdinBusy, stdinQueue)
 	}
 }
 
@@ -953,14 +954,7 @@ func writeLoop(f *os.File, q <-chan writeReq, tty bool) {
 		case closed:
 			err = ErrStdinClosed
 		default:
-			if len(r.data) > 0 {
-				_ = f.SetWriteDeadline(time.Now().Add(stdinWriteWait))
-				if _, err = f.Write(r.data); errors.Is(err, os.ErrDeadlineExceeded) {
-					err = fmt.Errorf("%w (waited %s)", ErrStdinBusy, stdinWriteWait)
-				} else if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO) {
-					err = ErrEnded
-				}
-			}
+			err = writeAll(f, r.data)
 			if err == nil && r.close {
 				if tty {
 					_, err = f.Write([]byte{4}) // ^D
@@ -973,6 +967,38 @@ func writeLoop(f *os.File, q <-chan writeReq, tty bool) {
 		r.reply <- err
 	}
 	_ = f.Close()
+}
+
+// writeAll writes data to f, waiting up to stdinWriteWait each time the
+// job stops reading; an error says how much of data it took.
+func writeAll(f *os.File, data []byte) error {
+	total := len(data)
+	progress := time.Now() // when the job last took some
+	for len(data) > 0 {
+		_ = f.SetWriteDeadline(time.Now().Add(time.Second))
+		n, err := f.Write(data)
+		data = data[n:]
+		if n > 0 {
+			progress = time.Now()
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded) && time.Since(progress) < stdinWriteWait:
+			// It reads, or may yet: wait on.
+		case errors.Is(err, os.ErrDeadlineExceeded) && len(data) == total:
+			return fmt.Errorf("%w (waited %s); nothing was sent", ErrStdinBusy, stdinWriteWait)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%w (waited %s) after it took %d of %d bytes; the rest was not sent", ErrStdinBusy, stdinWriteWait, total-len(data), total)
+		case errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO):
+			if len(data) == total {
+				return ErrEnded
+			}
+			return fmt.Errorf("%w after it took %d of %d bytes", ErrEnded, total-len(data), total)
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // --- yield ---

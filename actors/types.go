@@ -446,8 +446,9 @@ var (
 	ErrEnded = errors.New("the job has ended; nothing reads its input")
 	// ErrStdinClosed: its stdin was closed by an earlier Write.
 	ErrStdinClosed = errors.New("the job's stdin was already closed")
-	// ErrStdinBusy: earlier writes still wait for the job to read them.
-	ErrStdinBusy = errors.New("the job is not reading its input: earlier writes are still waiting")
+	// ErrStdinBusy: the job stopped reading its input (for 10 s), or four
+	// earlier writes still wait for it; the error says how much was sent.
+	ErrStdinBusy = errors.New("the job is not reading its input")
 )
 
 // Report carries a job's state to its parent, the supervisor: once when a

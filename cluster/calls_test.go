@@ -247,6 +247,11 @@ func TestMoveWhenDirSurvives(t *testing.T) {
 	if j, err := c.Kill(context.Background(), tc, "g2.job-1"); err != nil || j.Status != engine.JobKilled {
 		t.Errorf("kill on the second executor: %+v %v", j, err)
 	}
+	// A yielded call's text names the job by the id the front knows.
+	y := c.Run(context.Background(), tc, engine.Input{Command: "echo early; sleep 30", YieldMS: 300})
+	if y.JobID != "g2.job-2" || !strings.Contains(y.Output, "moved to background as g2.job-2;") {
+		t.Errorf("yield on the second executor: %q %q", y.JobID, y.Output)
+	}
 	shutdown(t, c)
 	other.stop()
 	waitNoLeftovers(t, mark)

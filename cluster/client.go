@@ -590,7 +590,11 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 			case *clusterpb.RunResult:
 				r := decodeResult(m.Result)
 				if r.Status == engine.StatusStarted && r.JobID != "" {
-					r.JobID = c.recordJob(tc.ConversationID, a, st, r)
+					id := c.recordJob(tc.ConversationID, a, st, r)
+					if id != r.JobID { // a yielded call's text names the job too
+						r.Output = strings.Replace(r.Output, "moved to background as "+r.JobID+";", "moved to background as "+id+";", 1)
+					}
+					r.JobID = id
 				}
 				return r
 			case *clusterpb.Refused:

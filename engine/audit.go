@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/bashvisor/bashvisor/egress"
@@ -40,8 +41,9 @@ type auditRecord struct {
 // decision, rule, reason, mode, sandbox, status, exit_code,
 // duration_ms, bytes, truncated, killed, and for a command that ran in the
 // foreground cpu_ms, peak_memory_bytes, processes and oom_killed as in
-// Result), and one line per decision of the egress proxy ("msg":"egress",
-// see Egress). The command, display and reason
+// Result), one line per decision of the egress proxy ("msg":"egress",
+// see Egress), and one per input sent to a job ("msg":"write", see
+// Write). The command, display and reason
 // are redacted by redact (the values of the secrets the environment policy
 // stripped, then what safety.RedactSecrets recognises). It is safe for
 // concurrent use; a nil *auditor writes nothing.
@@ -154,6 +156,33 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 // Egress writes one decision of a sandboxed command's egress proxy:
 // "msg":"egress" with conversation, host, port, method, allowed and
 // reason (the address it went to, or why it was refused).
+// maxAuditInput bounds the input text a "write" line shows.
+const maxAuditInput = 4 << 10
+
+// Write writes one line ("msg":"write") for input sent to a job's stdin:
+// conversation, job_id, input (redacted like a command, at most 4 KiB of
+// it), bytes, close, and error when the job did not take it.
+func (a *auditor) Write(conversation, id string, data []byte, close bool, err error) {
+	if a == nil {
+		return
+	}
+	input := data
+	if len(input) > maxAuditInput {
+		input = input[:maxAuditInput]
+	}
+	attrs := []slog.Attr{
+		slog.String("conversation", conversation),
+		slog.String("job_id", id),
+		slog.String("input", a.redact(strings.ToValidUTF8(string(input), "\uFFFD"))),
+		slog.Int("bytes", len(data)),
+		slog.Bool("close", close),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", a.redact(err.Error())))
+	}
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "write", attrs...)
+}
+
 func (a *auditor) Egress(conversation string, d egress.Decision) {
 	if a == nil {
 		return

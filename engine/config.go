@@ -103,7 +103,10 @@ type Config struct {
 	// run; they stop memory and fork bombs.
 	Limits Limits
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
-	// after stdout under a "[stderr]" line instead of interleaved.
+	// after stdout under a "[stderr]" line instead of interleaved. Only for
+	// commands that cannot become background jobs: with OnTimeout
+	// "background", a call's yield_ms, and for background jobs, whose
+	// output goes to one file, the streams stay interleaved.
 	SeparateStreams bool
 
 	// EnvPolicy is the environment policy (default EnvInheritSafe).

@@ -77,18 +77,24 @@ func validateInteractive(in Input) error {
 // Write sends data to the stdin of background job id of tc's
 // conversation (started with Input.Stdin "pipe" or Input.TTY; on a
 // terminal the bytes are keys: "\x03" is Ctrl-C, "\x04" Ctrl-D), then
-// closes its stdin when close is set (on a terminal: sends ^D). It returns
+// closes its stdin when close is set (on a terminal: sends ^D), and
+// records the write in the audit log. A terminal in canonical mode (a
+// shell's or REPL's prompt) takes at most 4095 bytes per line: the kernel
+// drops the rest of a longer one. It returns
 // once the job took the bytes, or with ErrNoSuchJob (also for another
 // conversation's job), ErrNoStdin, ErrJobEnded, ErrStdinClosed or
-// ErrStdinBusy (the job has not read earlier input for 10 s).
+// ErrStdinBusy (the job stopped reading for 10 s, or four earlier writes
+// still wait; the error says how much of data it took).
 func (e *Engine) Write(ctx context.Context, tc ToolContext, id string, data []byte, close bool) error {
 	if len(data) > MaxWriteBytes {
 		return fmt.Errorf("%w: %d bytes to write, over the limit of %d", ErrBadInput, len(data), MaxWriteBytes)
 	}
-	if err := e.sup.Write(ctx, tc.ConversationID, id, data, close); err != nil {
-		return fmt.Errorf("job %s: %w", id, err)
+	err := e.sup.Write(ctx, tc.ConversationID, id, data, close)
+	if err != nil {
+		err = fmt.Errorf("job %s: %w", id, err)
 	}
-	return nil
+	e.auditor.Write(tc.ConversationID, id, data, close, err)
+	return err
 }
 
 // WaitOutput waits until background job id of tc's conversation has more

@@ -2,9 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -169,7 +172,9 @@ func TestTTYJob(t *testing.T) {
 	}
 	e := newEngine(t)
 	tc := tc(t)
-	r := e.Run(context.Background(), tc, engine.Input{Command: py + " -i -q", Mode: engine.ModeBackground, TTY: true})
+	approved := tc // a REPL fed later needs approval (TestStdinShellAsksAndWritesAreAudited)
+	approved.Approved = true
+	r := e.Run(context.Background(), approved, engine.Input{Command: py + " -i -q", Mode: engine.ModeBackground, TTY: true})
 	if r.Status != engine.StatusStarted {
 		t.Fatalf("%+v", r)
 	}
@@ -261,6 +266,103 @@ func TestYieldedJobVisibleAtOnce(t *testing.T) {
 		}
 		if err := e.Write(context.Background(), tc, r.JobID, nil, true); err != nil {
 			t.Fatalf("yield %d: Write: %v", i, err)
+		}
+	}
+}
+
+// A shell or REPL whose program arrives later through Write asks for
+// approval like `curl | sh` (the safety rules cannot see that code); a
+// program that reads data does not. Every write is in the audit log,
+// redacted like a command.
+func TestStdinShellAsksAndWritesAreAudited(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.Create(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	e := newEngine(t, func(c *engine.Config) { c.Audit = f })
+	tc := tc(t)
+	for _, in := range []engine.Input{
+		{Command: "bash", Mode: engine.ModeBackground, Stdin: engine.StdinPipe},
+		{Command: "python3 -i -q", Mode: engine.ModeBackground, TTY: true},
+		{Command: "sh -s", YieldMS: 100, Stdin: engine.StdinPipe},
+	} {
+		r := e.Run(context.Background(), tc, in)
+		if r.Status != engine.StatusNeedsApproval || !strings.Contains(r.Output, "input sent later") {
+			t.Errorf("%+v: %s %q", in, r.Status, r.Output)
+		}
+	}
+	approved := tc
+	approved.Approved = true
+	r := e.Run(context.Background(), approved, engine.Input{Command: "bash", Mode: engine.ModeBackground, Stdin: engine.StdinPipe})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("approved: %+v", r)
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("echo via-write; curl -u admin:hunter2hunter2 https://example.invalid\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e, tc, r.JobID, "via-write")
+	data := r.JobID // a program reading data runs without approval
+	if r := e.Run(context.Background(), tc, engine.Input{Command: "read x; echo got:$x", Mode: engine.ModeBackground, Stdin: engine.StdinPipe}); r.Status != engine.StatusStarted {
+		t.Fatalf("read: %+v", r)
+	}
+	b, _ := os.ReadFile(audit)
+	var write map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "write" {
+			write = m
+		}
+	}
+	if write == nil || write["job_id"] != data || write["close"] != true || write["conversation"] != tc.ConversationID ||
+		!strings.Contains(write["input"].(string), "echo via-write") || strings.Contains(string(b), "hunter2hunter2") {
+		t.Fatalf("audit log:\n%s", b)
+	}
+}
+
+// A job that stops reading part way through a write: the error says how
+// much it took, and the rest is not sent.
+func TestWriteToAJobThatStopsReading(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	r := e.Run(context.Background(), tc, engine.Input{Command: "head -c 100000 >/dev/null; echo took; sleep 60", Mode: engine.ModeBackground, Stdin: engine.StdinPipe})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%+v", r)
+	}
+	err := e.Write(context.Background(), tc, r.JobID, make([]byte, 400000), false)
+	if !errors.Is(err, engine.ErrStdinBusy) || !strings.Contains(err.Error(), "of 400000 bytes; the rest was not sent") {
+		t.Fatalf("%v", err)
+	}
+	var took int
+	if _, serr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "after it took ")+len("after it took "):], "%d", &took); serr != nil || took < 100000 || took >= 400000 {
+		t.Errorf("took %d (%v): %v", took, serr, err)
+	}
+	if _, err := e.Kill(context.Background(), tc, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A terminal job in a sandbox can open its own terminal (/dev/tty), as
+// password prompts and pagers do.
+func TestTTYInSandbox(t *testing.T) {
+	needLandlock(t)
+	e := newEngine(t)
+	for _, p := range []engine.Profile{engine.ReadOnly, engine.WorkspaceWrite} {
+		tc := tc(t)
+		tc.Sandbox = engine.Sandbox{Profile: p}
+		r := e.Run(context.Background(), tc, engine.Input{Command: "stty size </dev/tty && echo opened >/dev/tty; read -r x </dev/tty; echo got:$x", Mode: engine.ModeBackground, TTY: true})
+		if r.Status != engine.StatusStarted {
+			t.Fatalf("%s: %+v", p, r)
+		}
+		waitFor(t, e, tc, r.JobID, "opened")
+		if err := e.Write(context.Background(), tc, r.JobID, []byte("abc\r"), false); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, e, tc, r.JobID, "got:abc")
+		out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0)
+		if !strings.HasPrefix(out.Data, "40 120\r\n") {
+			t.Errorf("%s: %q", p, out.Data)
 		}
 	}
 }

@@ -185,13 +185,30 @@ func TestTTYOverMCP(t *testing.T) {
 		t.Fatal("python3 (Debian's python3 package) is needed for the terminal test:", err)
 	}
 	s := newSetup(t, nil, Options{})
-	r := bash(t, context.Background(), s.cs, map[string]any{"command": "python3 -i -q", "mode": "background", "tty": true})
-	readUntil(t, s.cs, r.JobID, ">>> ")
-	jo, text := writeJob(t, s.cs, map[string]any{"job_id": r.JobID, "input": "1+1\r", "yield_ms": 5000})
+	// A REPL runs code that arrives later, so it needs the user's approval
+	// (asked through elicitation when the client can).
+	repl := map[string]any{"command": "python3 -i -q", "mode": "background", "tty": true}
+	if r := bash(t, context.Background(), s.cs, repl); r.Status != engine.StatusNeedsApproval || !strings.Contains(r.Output, "input sent later") {
+		t.Fatalf("without approval: %+v", r)
+	}
+	el := &elicitor{action: "accept"}
+	cs := connect(t, s.srv, &mcp.ClientOptions{ElicitationHandler: el.handle})
+	r := bash(t, context.Background(), cs, repl)
+	if r.Status != engine.StatusStarted || len(el.asked) != 1 {
+		t.Fatalf("approved: %+v (asked %d times)", r, len(el.asked))
+	}
+	readUntil(t, cs, r.JobID, ">>> ")
+	jo, text := writeJob(t, cs, map[string]any{"job_id": r.JobID, "input": "1+1\r", "yield_ms": 5000})
 	if !strings.Contains(jo.Data, "\n2\r\n") {
 		t.Fatalf("python: %q", text)
 	}
-	writeJob(t, s.cs, map[string]any{"job_id": r.JobID, "close": true})
+	// The terminal echoes the input at once; the answer comes later and is
+	// what bash_write waits for.
+	jo, text = writeJob(t, cs, map[string]any{"job_id": r.JobID, "input": "import time; time.sleep(0.5); print(6*7)\r", "yield_ms": 5000})
+	if !strings.Contains(jo.Data, "42\r\n") {
+		t.Fatalf("answer after the echo: %q", text)
+	}
+	writeJob(t, cs, map[string]any{"job_id": r.JobID, "close": true})
 
 	r = bash(t, context.Background(), s.cs, map[string]any{"command": "echo ready; sleep 60; echo after", "mode": "background", "tty": true})
 	readUntil(t, s.cs, r.JobID, "ready")

@@ -49,7 +49,7 @@ const resultOutputSchema = `{
     "display": {"type": "string", "description": "The command as shown to a person."},
     "pid": {"type": "integer", "description": "Background only: the job's process group id."},
     "output_file": {"type": "string", "description": "Background only: the file the job's output goes to."},
-    "job_id": {"type": "string", "description": "Background only: the id for bash_output and bash_kill."},
+    "job_id": {"type": "string", "description": "Background only: the id for bash_output, bash_write and bash_kill."},
     "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time (user + system) of the command's processes in ms, rounded up; exact with cgroups, else the shell's and its waited-for children's. Absent when it did not run."},
     "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the command's processes held at once, page cache included. Absent when it did not run, or without a memory controller."},
     "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once, the shell included (not a count of processes started). Absent without a pids controller."},

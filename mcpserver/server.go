@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -503,13 +504,15 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err := s.e.Write(ctx, tc, a.jobID, []byte(a.input), a.close); err != nil {
 		return errorResult(err), nil
 	}
-	// Wait for the first new output, then until the job is quiet for
-	// settle, it ends, or the wait is over.
+	// Wait for the first new output that is more than a terminal's echo
+	// of the input, then until the job is quiet for settle, it ends, or
+	// the wait is over.
 	deadline := time.Now().Add(a.wait)
-	seen := from
+	echo := ttyEcho(a.input)
+	seen, answered := from, false
 	for {
 		wait := time.Until(deadline)
-		if seen > from {
+		if answered {
 			wait = min(wait, settle)
 		}
 		j, err = s.e.WaitOutput(ctx, tc, a.jobID, seen, wait)
@@ -520,12 +523,29 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 			break
 		}
 		seen = j.Bytes
+		answered = answered || !s.onlyEcho(tc, a.jobID, from, seen, echo)
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, 0, from, maxReadBytes)
 	if err != nil {
 		return errorResult(jobError(a.jobID, err)), nil
 	}
 	return structured(jo.Text(), jo), nil
+}
+
+// ttyEcho is what a terminal echoes of input: each line end as "\r\n".
+func ttyEcho(input string) string {
+	return strings.NewReplacer("\r\n", "\r\n", "\r", "\r\n", "\n", "\r\n").Replace(input)
+}
+
+// onlyEcho reports whether the output of job id between offsets from and
+// to is (a start of) echo: a terminal echoing the input, not yet the
+// program's answer.
+func (s *server) onlyEcho(tc engine.ToolContext, id string, from, to int64, echo string) bool {
+	if echo == "" || to-from > int64(len(echo)) {
+		return false
+	}
+	jo, err := s.e.JobOutput(tc, id, 0, from, to-from)
+	return err == nil && strings.HasPrefix(echo, jo.Data)
 }
 
 // logCommand is a command as a debug log value, redacted only when a

@@ -15,6 +15,13 @@ type Options struct {
 	// Secrets holds the known secret values (those stripped from the
 	// command's environment) that Log must not show; nil: none.
 	Secrets *secret.Redactor
+	// StdinFed says the command's stdin takes input sent later (a job's
+	// stdin pipe or terminal) rather than /dev/null: a shell or
+	// interpreter that reads its program from stdin (`bash`, `python3
+	// -i`, `node`) then runs code nobody can analyse now, so it asks (rule
+	// "stdin-shell"), as a pipe into a shell does; programs that read
+	// data (read, cat, a y/N prompt) are unaffected.
+	StdinFed bool
 }
 
 // Analysis is what one parse of a command tells the engine.
@@ -55,7 +62,7 @@ type Analysis struct {
 // the known values and the patterns RedactSecrets applies to any text.
 // Analyze never executes anything and is safe for concurrent use.
 func Analyze(command string, opts Options) Analysis {
-	src := &source{text: command}
+	src := &source{text: command, stdinFed: opts.StdinFed}
 	a := Analysis{
 		Display: display(src, opts.WorkDir),
 		Outcome: gate(src, opts.Profile),

@@ -119,3 +119,36 @@ func TestAnalyzeParseErrorFailsClosed(t *testing.T) {
 		t.Errorf("Log = %q, want %q", a.Log, want)
 	}
 }
+
+// With StdinFed, a shell or interpreter reading its program from the job's
+// stdin asks; programs that read data, and shells given their program, do
+// not; without it nothing changes.
+func TestStdinFed(t *testing.T) {
+	for cmd, want := range map[string]Decision{
+		"bash":                           Ask,
+		"sh -s":                          Ask,
+		"python3 -i -q":                  Ask,
+		"node":                           Ask,
+		"source /dev/stdin":              Ask,
+		"cd /tmp && bash":                Ask,
+		"read x; echo got:$x":            Allow,
+		"cat":                            Allow,
+		"while read l; do echo $l; done": Allow,
+		"bash script.sh":                 Allow,
+		"bash -c 'echo hi'":              Allow,
+		"python3 app.py":                 Allow,
+		"bash < script.sh":               Allow,
+		"echo 'echo hi' | bash":          Allow,
+	} {
+		a := Analyze(cmd, Options{StdinFed: true})
+		if a.Outcome.Decision != want {
+			t.Errorf("%q with its stdin fed later: %v (%s), want %v", cmd, a.Outcome.Decision, a.Outcome.Verdict.Reason, want)
+		}
+		if want == Ask && (a.Outcome.Rule != "stdin-shell" || !strings.Contains(a.Outcome.Verdict.Reason, "input sent later")) {
+			t.Errorf("%q: rule %q reason %q", cmd, a.Outcome.Rule, a.Outcome.Verdict.Reason)
+		}
+		if b := Analyze(cmd, Options{}); b.Outcome.Decision != Allow {
+			t.Errorf("%q with stdin /dev/null: %v", cmd, b.Outcome.Decision)
+		}
+	}
+}

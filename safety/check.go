@@ -160,6 +160,9 @@ const (
 //     cat of a heredoc or here-string, cat and tee of static input, and
 //     lists of those. A file, a glob, a variable or printf %f is run-time
 //     text and asks.
+//   - stdin-shell: with Options.StdinFed (a job whose stdin takes input
+//     sent later), a shell or interpreter reading its program from stdin
+//     (bash, sh -s, python3 -i, node, source /dev/stdin).
 //   - procsubst-shell: bash <(curl ...), source <(...).
 //   - dynamic-eval: eval "$(...)", eval $X.
 //   - dynamic-shell: sh -c "$X", su -c "$X", a heredoc with expansions fed
@@ -208,7 +211,7 @@ func checkSource(src *source) (Verdict, int) {
 	c := checker{}
 	c.work = len(command)
 	c.v.Decision = Allow
-	c.stmts(f.Stmts, stdinSrc{})
+	c.stmts(f.Stmts, stdinSrc{piped: src.stdinFed, later: src.stdinFed})
 	return finish(c.v), c.work
 }
 
@@ -373,6 +376,7 @@ func (c *checker) stmts(ss []*syntax.Stmt, piped stdinSrc) {
 // stdinSrc says where a simple command's standard input comes from.
 type stdinSrc struct {
 	piped bool   // a pipe from a previous command
+	later bool   // with piped: the job's stdin, input sent later (Options.StdinFed)
 	code  string // heredoc or here-string text
 	isDoc bool   // code is set
 	dyn   bool   // code has parts only known at run time

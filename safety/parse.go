@@ -72,12 +72,13 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 // time an analysis asks for it and then shared by all of them. It is not
 // safe for concurrent use; each call analyses its own source.
 type source struct {
-	text   string
-	file   *syntax.File
-	err    error
-	parsed bool
-	parts  []part // simple commands, see commandParts
-	split  bool   // parts is set
+	text     string
+	stdinFed bool // see Options.StdinFed
+	file     *syntax.File
+	err      error
+	parsed   bool
+	parts    []part // simple commands, see commandParts
+	split    bool   // parts is set
 }
 
 // tree returns the text's syntax tree, or the parse error.

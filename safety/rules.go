@@ -177,9 +177,11 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 		}
 		switch {
 		case in.piped && readsProgramFromStdin(args):
-			c.report(Verdict{Decision: Ask, Rule: "pipe-to-shell",
-				Reason:      "pipes text into " + name + ", so the code it runs is only known at run time",
-				Alternative: "save the script to a file, read it, then run it"})
+			v := askFed(name, in)
+			if !in.later {
+				v.Alternative = "save the script to a file, read it, then run it"
+			}
+			c.report(v)
 		case in.isDoc && in.sub && readsProgramFromStdin(args):
 			c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
 				Reason:      "feeds " + name + " program text produced by a command substitution, only known at run time",
@@ -498,6 +500,17 @@ func isStdinPath(s string) bool {
 	return s == "/dev/stdin" || s == "-" || s == "/proc/self/fd/0" || s == "/dev/fd/0"
 }
 
+// askFed is the verdict on a shell or interpreter that reads its program
+// from stdin src: a pipe, or input sent to the job later (Options.StdinFed).
+func askFed(name string, src stdinSrc) Verdict {
+	if src.later {
+		return Verdict{Decision: Ask, Rule: "stdin-shell",
+			Reason:      name + " reads the code it runs from its stdin, which takes input sent later (stdin pipe or tty), so that code is only known at run time",
+			Alternative: "run a script file, or start a program that reads data rather than code"}
+	}
+	return askFedShell(name, false)
+}
+
 func askFedShell(name string, proc bool) Verdict {
 	if proc {
 		return Verdict{Decision: Ask, Rule: "procsubst-shell",
@@ -629,7 +642,7 @@ func (c *checker) stdinCode(name string, zsh bool, in stdinSrc) {
 	case in.isDoc:
 		c.nested(in.code, zsh, stdinSrc{})
 	case in.piped:
-		c.report(askFedShell(name, false))
+		c.report(askFed(name, in))
 	}
 }
 
@@ -678,7 +691,7 @@ func (c *checker) su(args []field, in stdinSrc) {
 	}
 	if code == nil {
 		if in.piped {
-			c.report(askFedShell("su", false))
+			c.report(askFed("su", in))
 		}
 		return
 	}

@@ -42,7 +42,8 @@
 //
 //   - writing, creating, renaming, linking or removing anything outside the
 //     scratch directory ($TMPDIR), the writable roots and /dev/null,
-//     /dev/zero, /dev/full (Landlock, and read-only mounts where there are
+//     /dev/zero, /dev/full, /dev/tty (the command's own terminal, if it
+//     has one) (Landlock, and read-only mounts where there are
 //     roots; /dev/shm is not writable, so Python's multiprocessing
 //     semaphores fail); changing metadata (chmod, chown, utimes, xattrs)
 //     outside the writable roots (read-only mounts), or anywhere when

@@ -240,8 +240,8 @@ func dropCapabilities() error {
 	return nil
 }
 
-// applyLandlock makes the filesystem read-only except scratch and
-// /dev/null, denies TCP bind/connect (ABI 4+) and scopes signals and
+// applyLandlock makes the filesystem read-only except scratch,
+// /dev/null and the command's own terminal, denies TCP bind/connect (ABI 4+) and scopes signals and
 // abstract unix sockets (ABI 6+). It handles every access right of the
 // kernel's exact ABI (go-landlock's preset for it, never BestEffort, which
 // silently degrades to no sandbox at all).
@@ -287,6 +287,10 @@ func applyLandlock(cfg config) error {
 		{"/dev/null", file, false},
 		{"/dev/zero", file, true},
 		{"/dev/full", file, true},
+		// The command's own controlling terminal, if it has one (a job on a
+		// terminal; otherwise opening it fails with ENXIO): password
+		// prompts, less and editors open it rather than use stdin.
+		{"/dev/tty", file | ll.AccessFSIoctlDev, true},
 	}
 	for _, w := range cfg.Writable {
 		rules = append(rules, rule{w, handled &^ nodev, false})
