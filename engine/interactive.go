@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bashvisor/bashvisor/proc"
 	"github.com/bashvisor/bashvisor/supervisor"
 )
 
@@ -23,7 +22,7 @@ import (
 // hanging it up.
 
 // ttySize is the size of a job's terminal (Input.TTY).
-func ttySize() *proc.Winsize { return &proc.Winsize{Rows: 40, Cols: 120} }
+func ttySize() *supervisor.Winsize { return &supervisor.Winsize{Rows: 40, Cols: 120} }
 
 // MaxWait bounds WaitOutput, and MaxWriteBytes one Write.
 const (

@@ -51,6 +51,8 @@ type (
 	Yield = actors.Yield
 	// Yielded says where a yielded job went on.
 	Yielded = actors.Yielded
+	// Winsize is the size of a job's terminal.
+	Winsize = proc.Winsize
 )
 
 // Unlimited, as a SandboxLimits field, switches that limit off.
@@ -306,7 +308,7 @@ type Request struct {
 	// Stdin gives the job a stdin pipe for Write; TTY runs it on a
 	// pseudo-terminal of that size (see actors.Spec).
 	Stdin bool
-	TTY   *proc.Winsize
+	TTY   *Winsize
 	// Yield, for a foreground job, makes it a background job when it
 	// reaches Timeout instead of ending it (see actors.Spec.Yield).
 	Yield *Yield
