@@ -1,8 +1,9 @@
 // Package proc starts and ends the OS processes behind bashvisor's
 // commands: a new session and process group per command (no controlling
-// TTY, stdin /dev/null), one pipe for stdout and stderr so the output keeps
-// the order it was written in, the environment policy with secret
-// filtering, and signals to the whole group.
+// TTY, stdin /dev/null, unless the caller asks for a stdin pipe or a
+// pseudo-terminal), one pipe for stdout and stderr so the output keeps the
+// order it was written in, the environment policy with secret filtering,
+// and signals to the whole group.
 //
 // Waiting does not park an OS thread: the child's exit is observed through a
 // pidfd registered with the Go netpoller, and the child is reaped only then.
