@@ -96,6 +96,7 @@ type Client struct {
 	pinned  map[string]int        // conversations per executor id
 	convs   map[string]*convState
 	changed chan struct{} // closed and replaced on every membership change
+	members map[string]bool // provider membership: the member ids of the latest topology
 	stopped bool
 }
 
@@ -235,6 +236,7 @@ func (c *Client) topologyLoop(topo <-chan *pacluster.ClusterTopology) {
 				c.mu.Unlock()
 			}
 			c.mu.Lock()
+			c.members = live
 			var left []*execState
 			for id, st := range c.execs {
 				if !live[id] && !st.isLost() {

@@ -1,0 +1,10 @@
+package cluster
+
+// InTopology reports whether member id is in the latest cluster topology
+// the front processed (provider membership only). By then protoactor has
+// also updated its block list for members that left.
+func InTopology(c *Client, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[id]
+}
