@@ -23,7 +23,7 @@ const inputSchema = `{
     "tty": {
       "type": "boolean",
       "default": false,
-      "description": "Run on a terminal (for REPLs and prompts that need one); bash_write then sends keys, e.g. \\u0003 for Ctrl-C. Like stdin pipe"
+      "description": "Run on a terminal (for REPLs and prompts that need one); bash_write then sends keys, e.g. \\u0003 for Ctrl-C. Only with mode background or yield_ms"
     },
     "yield_ms": {
       "type": "integer",
