@@ -95,7 +95,7 @@ type Client struct {
 	byAddr  map[string]*execState // static: the current incarnation at each address
 	pinned  map[string]int        // conversations per executor id
 	convs   map[string]*convState
-	changed chan struct{} // closed and replaced on every membership change
+	changed chan struct{}   // closed and replaced on every membership change
 	members map[string]bool // provider membership: the member ids of the latest topology
 	stopped bool
 }
