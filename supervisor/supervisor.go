@@ -348,12 +348,12 @@ func (j *Job) Progress() (bytes int64, lastLine string) {
 }
 
 // OutputSince returns a running foreground job's output from byte offset
-// on, at most max bytes (see truncate.Buffer.Since).
-func (j *Job) OutputSince(offset int64, max int) (text string, skipped, next int64) {
+// on, at most limit bytes (see truncate.Buffer.Since).
+func (j *Job) OutputSince(offset int64, limit int) (text string, skipped, next int64) {
 	if j.out == nil {
 		return "", 0, offset
 	}
-	return j.out.Since(offset, max)
+	return j.out.Since(offset, limit)
 }
 
 // Start starts a job: the supervisor admits it (at once, or after a wait

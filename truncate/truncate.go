@@ -477,28 +477,28 @@ func humanize(n int64) (string, int) {
 
 // Since returns the output written from byte offset on, for a live view
 // of a running command: valid UTF-8 text (invalid bytes become U+FFFD) of
-// at most max bytes of output. When more was written than max, or the
+// at most limit bytes of output. When more was written than limit, or the
 // Buffer no longer holds the bytes at offset (only its recent window is
 // kept once the output is over the limit), the text is the latest part
 // and skipped counts the bytes after offset that it leaves out. An
 // incomplete UTF-8 sequence at the end is held back; next is the offset to
 // ask from the next time.
-func (b *Buffer) Since(offset int64, max int) (text string, skipped, next int64) {
+func (b *Buffer) Since(offset int64, limit int) (text string, skipped, next int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	total := b.total.Load()
-	if offset >= total || max <= 0 {
-		return "", 0, max64(offset, 0)
+	if offset >= total || limit <= 0 {
+		return "", 0, max(offset, 0)
 	}
-	offset = max64(offset, 0)
+	offset = max(offset, 0)
 	d := b.prefix // everything while under the limit (not the tail strategy)
 	if b.over || b.cfg.Strategy == StrategyTail {
 		d = b.ring.contents()
 	}
 	start := total - int64(len(d))
-	from := max64(offset, start)
-	if total-from > int64(max) {
-		from = total - int64(max)
+	from := max(offset, start)
+	if total-from > int64(limit) {
+		from = total - int64(limit)
 	}
 	chunk := d[from-start:]
 	if from > offset { // cut here: the front may be inside a sequence
@@ -509,11 +509,4 @@ func (b *Buffer) Since(offset int64, max int) (text string, skipped, next int64)
 	held := len(chunk) - len(trimPartial(chunk))
 	chunk = chunk[:len(chunk)-held]
 	return strings.ToValidUTF8(string(chunk), "\uFFFD"), from - offset, total - int64(held)
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
