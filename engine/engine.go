@@ -232,13 +232,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
 		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc),
 	}
-	switch mode {
-	case ModeBackground:
-		req.Background, req.Timeout, req.Completion = true, e.cfg.BackgroundLifetime, completionLine(tc.Sandbox)
-	case ModeSlow:
-		req.Timeout = e.cfg.SlowTimeout
-	default:
-		req.Timeout = e.cfg.Timeout
+	req.Timeout = e.timeout(mode)
+	if mode == ModeBackground {
+		req.Background, req.Completion = true, completionLine(tc.Sandbox)
 	}
 	if yield > 0 {
 		req.Timeout, req.Yield = yield, e.yieldSpec(tc)
@@ -287,13 +283,17 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 	begin := time.Now()
 	done := ctx.Done()
 	var sent int64 // output already reported
+	progress := func() Progress {
+		p := Progress{Elapsed: time.Since(begin)}
+		p.Bytes, p.LastLine = job.Progress()
+		p.Output, p.Skipped, sent = job.OutputSince(sent, ProgressOutputMax)
+		return p
+	}
 	for {
 		select {
 		case o := <-job.Done():
 			if tick != nil { // the output since the last report
-				p := Progress{Elapsed: time.Since(begin)}
-				p.Bytes, p.LastLine = job.Progress()
-				if p.Output, p.Skipped, _ = job.OutputSince(sent, ProgressOutputMax); p.Output != "" || p.Skipped > 0 {
+				if p := progress(); p.Output != "" || p.Skipped > 0 {
 					tc.Progress(p)
 				}
 			}
@@ -302,10 +302,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
 		case <-tick:
-			p := Progress{Elapsed: time.Since(begin)}
-			p.Bytes, p.LastLine = job.Progress()
-			p.Output, p.Skipped, sent = job.OutputSince(sent, ProgressOutputMax)
-			tc.Progress(p)
+			tc.Progress(progress())
 		}
 	}
 }

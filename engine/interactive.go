@@ -39,21 +39,14 @@ const (
 // interactive checks the interactive fields of a call and returns its
 // yield (0: the command is ended at its timeout).
 func (e *Engine) interactive(in Input, mode Mode) (time.Duration, error) {
-	var timeout time.Duration
-	switch mode {
-	case ModeSlow:
-		timeout = e.cfg.SlowTimeout
-	case ModeDefault:
-		timeout = e.cfg.Timeout
-	}
 	var yield time.Duration
 	switch {
 	case in.YieldMS > 0 && mode == ModeBackground:
 		return 0, fmt.Errorf("%w: yield_ms is for default and slow commands (a background command returns at once)", ErrBadInput)
 	case in.YieldMS > 0:
-		yield = min(time.Duration(in.YieldMS)*time.Millisecond, timeout)
+		yield = min(time.Duration(in.YieldMS)*time.Millisecond, e.timeout(mode))
 	case e.cfg.OnTimeout == OnTimeoutBackground && mode != ModeBackground:
-		yield = timeout
+		yield = e.timeout(mode)
 	}
 	if (in.Stdin == StdinPipe || in.TTY) && mode != ModeBackground && yield == 0 {
 		return 0, fmt.Errorf("%w: stdin \"pipe\" and tty are for commands that become background jobs: use mode=background, or yield_ms (a command the call waits for would hang on a prompt)", ErrBadInput)
@@ -116,6 +109,17 @@ func (e *Engine) WaitOutput(ctx context.Context, tc ToolContext, id string, offs
 		case <-t.C:
 		}
 	}
+}
+
+// timeout is mode's timeout: a background job's lifetime for background.
+func (e *Engine) timeout(mode Mode) time.Duration {
+	switch mode {
+	case ModeBackground:
+		return e.cfg.BackgroundLifetime
+	case ModeSlow:
+		return e.cfg.SlowTimeout
+	}
+	return e.cfg.Timeout
 }
 
 // yieldSpec is what a yielding call's job becomes.
