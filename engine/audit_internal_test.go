@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/safety"
-	"github.com/bashvisor/bashvisor/secret"
+	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
 func TestAuditJSONLines(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/safety"
-	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // Admission bounds the commands and jobs that run at once (admission
@@ -195,7 +195,7 @@ type Config struct {
 	SandboxHelper bool
 	// SandboxHelperPath is the helper program SandboxHelper starts: one
 	// whose main calls SandboxMain first, such as a CGO_ENABLED=0 build of
-	// ./sandbox/cmd/bashvisor-sandbox, which starts faster than a large
+	// ./cmd/bashvisor-sandbox, which starts faster than a large
 	// engine binary. Empty means the running executable.
 	SandboxHelperPath string
 	// ScratchRoot is where restricted commands' scratch directories are made

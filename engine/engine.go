@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/safety"
-	"github.com/bashvisor/bashvisor/supervisor"
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // Errors carried in [Result.Err] and returned by Engine methods; test them

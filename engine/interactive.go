@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // Interactive jobs: a foreground command may yield (become a background

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // Limits are the resource limits of one command, in every mode: of all its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // Resource limits and the resource report, with real processes in real

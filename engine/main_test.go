@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {

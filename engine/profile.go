@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/egress"
-	"github.com/bashvisor/bashvisor/supervisor"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile

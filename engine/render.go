@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/bashvisor/bashvisor/supervisor"
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // This file writes every text the model reads: results, background

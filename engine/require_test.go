@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/bashvisor/bashvisor/proc"
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // The host features some tests need, each with the environment variable

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // demoBin is the demo binary built by TestMain for the stdio tests.

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // progress forwards engine progress snapshots of one call to the client as

@@ -1,6 +1,6 @@
 package safety
 
-import "github.com/bashvisor/bashvisor/secret"
+import "github.com/bashvisor/bashvisor/internal/secret"
 
 // Options are what an analysis depends on besides the command's text.
 type Options struct {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bashvisor/bashvisor/secret"
+	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
 // TestAnalyzeParsesOnce counts the parses of one Analyze call: the command

@@ -7,7 +7,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/bashvisor/bashvisor/secret"
+	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
 // redacted replaces a credential in logged command text.

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/proc"
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // benchOpts are the flags of `demo bench`.

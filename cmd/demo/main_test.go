@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/bashvisor/bashvisor/sandbox"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // demoBin is this package built as a binary: the CLI tests run it as a

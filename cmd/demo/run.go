@@ -14,7 +14,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/mcpserver"
-	"github.com/bashvisor/bashvisor/truncate"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // engineFlags are the engine settings shared by run and schema.

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/proc"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // stressKind is one kind of command in the mix.

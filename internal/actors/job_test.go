@@ -1,0 +1,510 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/truncate"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	goleak.VerifyTestMain(m)
+}
+
+// parent is a minimal supervisor: it spawns jobs (so they have a parent),
+// stops them on their final report, never restarts them, and records what
+// it hears.
+type parent struct {
+	reports    chan State
+	terminated chan *actor.PID
+	children   map[string]*actor.PID // by job id
+	keep       bool                  // do not stop jobs on their final report
+}
+
+type spawn struct {
+	id    string
+	props *actor.Props
+	reply chan *actor.PID
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *spawn:
+		pid := ctx.Spawn(m.props)
+		p.children[m.id] = pid
+		m.reply <- pid
+	case *Report:
+		p.reports <- m.State
+		if !m.State.Running() && !p.keep {
+			ctx.Poison(p.children[m.State.ID])
+		}
+	case *actor.Terminated:
+		p.terminated <- m.Who
+	}
+}
+
+// harness runs jobs under a parent, with real processes.
+type harness struct {
+	t      *testing.T
+	system *actor.ActorSystem
+	parent *parent
+	pid    *actor.PID
+	res    *Resources
+
+	mu     sync.Mutex
+	phases map[string][]phase
+}
+
+func newHarness(t *testing.T, cgroups bool, mod func(*Resources)) *harness {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	h := &harness{t: t, parent: &parent{reports: make(chan State, 16), terminated: make(chan *actor.PID, 16), children: map[string]*actor.PID{}},
+		phases: map[string][]phase{}}
+	h.system = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+	h.res = &Resources{
+		Bash: bash, Env: proc.NewEnv([]string{"PATH=" + os.Getenv("PATH")}, proc.EnvConfig{}),
+		Truncate: truncate.DefaultConfig(), Grace: 300 * time.Millisecond, CleanupWait: 2 * time.Second,
+		DrainWait: 100 * time.Millisecond,
+		trace: func(id string, p phase) {
+			h.mu.Lock()
+			h.phases[id] = append(h.phases[id], p)
+			h.mu.Unlock()
+		},
+	}
+	if cgroups {
+		cg, err := proc.ProbeCgroups("")
+		if err != nil {
+			if os.Getenv("REQUIRE_CGROUPS") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+		h.res.Cgroups = cg
+	}
+	if mod != nil {
+		mod(h.res)
+	}
+	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
+	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.parent }, actor.WithSupervisor(stop)))
+	t.Cleanup(func() {
+		_ = h.system.Root.StopFuture(h.pid).Wait()
+		h.system.Shutdown()
+		if h.res.Cgroups != nil {
+			if err := h.res.Cgroups.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return h
+}
+
+var jobSeq int
+
+// start spawns the actor of a job running script and launches it (unless
+// hold, when the test sends Launched itself), returning the actor, the
+// launched process and the outcome channel.
+func (h *harness) start(script string, mod func(*Spec), mw ...actor.ReceiverMiddleware) (*Spec, *actor.PID, chan Outcome) {
+	h.t.Helper()
+	jobSeq++
+	done := make(chan Outcome, 1)
+	spec := &Spec{ID: "cmd-" + strconv.Itoa(jobSeq), Script: script, Command: script, Dir: h.t.TempDir(), Timeout: time.Minute, Done: done}
+	if mod != nil {
+		mod(spec)
+	}
+	props := NewProps(spec, h.res)
+	if len(mw) > 0 {
+		props = actor.PropsFromProducer(func() actor.Actor { return &job{spec: spec, res: h.res} },
+			actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithReceiverMiddleware(mw...))
+	}
+	reply := make(chan *actor.PID, 1)
+	h.system.Root.Send(h.pid, &spawn{id: spec.ID, props: props, reply: reply})
+	return spec, <-reply, done
+}
+
+func (h *harness) launch(spec *Spec, pid *actor.PID) *Launched {
+	h.t.Helper()
+	l, err := Launch(spec, h.res)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.system.Root.Send(pid, l)
+	return l
+}
+
+func (h *harness) outcome(done chan Outcome) Outcome {
+	h.t.Helper()
+	select {
+	case o := <-done:
+		return o
+	case <-time.After(15 * time.Second):
+		h.t.Fatal("no outcome")
+		return Outcome{}
+	}
+}
+
+// final waits for the job's final report.
+func (h *harness) final(id string) State {
+	h.t.Helper()
+	for {
+		select {
+		case st := <-h.parent.reports:
+			if st.ID == id && !st.Running() {
+				return st
+			}
+		case <-time.After(15 * time.Second):
+			h.t.Fatalf("no final report of %s", id)
+		}
+	}
+}
+
+func (h *harness) trace(id string) []phase {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.phases[id])
+}
+
+func alive(pid int) bool {
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still alive", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTransitions drives the job actor through each transition of its
+// state machine with real processes, and checks the phases it went
+// through and the outcome it reported.
+func TestTransitions(t *testing.T) {
+	cases := []struct {
+		name    string
+		cgroups bool
+		res     func(*Resources)
+		script  string
+		spec    func(*Spec)
+		// drive runs between spawning and the outcome; nil: launch.
+		drive  func(h *harness, spec *Spec, pid *actor.PID)
+		phases []phase
+		check  func(t *testing.T, h *harness, spec *Spec, o Outcome, st State)
+	}{
+		{
+			name: "exits-0", script: "echo hi",
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if !o.Exited || o.ExitCode != 0 || o.Output.Text != "hi\n" || o.Reason != ReasonNone || st.Status != Completed {
+					t.Errorf("outcome %+v state %+v", o, st)
+				}
+			},
+		},
+		{
+			name: "exits-3", script: "exit 3",
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.ExitCode != 3 || st.Status != Failed || *st.ExitCode != 3 {
+					t.Errorf("outcome %+v state %+v", o, st)
+				}
+			},
+		},
+		{
+			name: "cancelled-while-starting", script: "sleep 60",
+			drive: func(h *harness, spec *Spec, pid *actor.PID) {
+				h.system.Root.Send(pid, &Cancel{Reason: ReasonCancelled})
+				h.launch(spec, pid)
+			},
+			phases: []phase{running, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.Reason != ReasonCancelled || o.Signal != "SIGTERM" || st.Status != Killed {
+					t.Errorf("outcome %+v state %+v", o, st)
+				}
+			},
+		},
+		{
+			name: "launch-failed", script: "true",
+			drive: func(h *harness, spec *Spec, pid *actor.PID) {
+				h.system.Root.Send(pid, &LaunchFailed{Err: proc.ErrStart})
+			},
+			phases: []phase{done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if !errors.Is(o.Err, proc.ErrStart) || st.Status != Errored || !errors.Is(st.Err, proc.ErrStart) {
+					t.Errorf("outcome %+v state %+v", o, st)
+				}
+			},
+		},
+		{
+			name: "timeout", script: "echo started; sleep 60",
+			spec:   func(s *Spec) { s.Timeout = 300 * time.Millisecond },
+			phases: []phase{running, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.Reason != ReasonTimeout || o.Output.Text != "started\n" || st.Status != Killed {
+					t.Errorf("outcome %+v state %+v", o, st)
+				}
+			},
+		},
+		{
+			name: "sigterm-ignored-gets-sigkill", script: "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+			drive: func(h *harness, spec *Spec, pid *actor.PID) {
+				l := h.launch(spec, pid)
+				for !strings.Contains(l.out.LastLine(0), "ready") {
+					time.Sleep(5 * time.Millisecond)
+				}
+				h.system.Root.Send(pid, &Cancel{Reason: ReasonCancelled})
+			},
+			phases: []phase{running, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.Reason != ReasonCancelled || o.Signal != "SIGKILL" || o.ExitCode != 137 {
+					t.Errorf("outcome %+v", o)
+				}
+			},
+		},
+		{
+			name: "leftovers-ended", script: "sleep 60 & echo done",
+			phases: []phase{running, draining, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.Reason != ReasonNone || o.ExitCode != 0 || len(o.Leftovers) != 1 || o.Leftovers[0].Comm != "sleep" || o.LeftRunning {
+					t.Errorf("outcome %+v", o)
+				}
+				waitGone(t, o.Leftovers[0].Pid)
+			},
+		},
+		{
+			name: "leftovers-kept", cgroups: true, res: func(r *Resources) { r.KeepLeftovers = true },
+			script: "sleep 60 >/dev/null 2>&1 & echo $! > pid",
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				pid := readPid(t, filepath.Join(spec.Dir, "pid"))
+				defer syscall.Kill(pid, syscall.SIGKILL)
+				if !o.LeftRunning || len(o.Leftovers) != 1 || !alive(pid) {
+					t.Errorf("outcome %+v alive %v", o, alive(pid))
+				}
+			},
+		},
+		{
+			name: "pipe-held-by-escapee", script: "setsid sleep 2 & echo $! > pid; echo done",
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if !o.PipeHeld || o.Output.Text != "done\n" {
+					t.Errorf("outcome %+v", o)
+				}
+				syscall.Kill(readPid(t, filepath.Join(spec.Dir, "pid")), syscall.SIGKILL)
+			},
+		},
+		{
+			name: "escapee-ended-through-cgroup", cgroups: true, script: "setsid sleep 60 & echo $! > pid; echo done",
+			phases: []phase{running, draining, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if o.PipeHeld || len(o.Leftovers) != 1 {
+					t.Errorf("outcome %+v", o)
+				}
+				waitGone(t, readPid(t, filepath.Join(spec.Dir, "pid")))
+			},
+		},
+		{
+			name: "background-lives-with-its-group", script: "sleep 0.5 & echo x",
+			spec: func(s *Spec) {
+				s.Background, s.Done = true, nil
+				s.OutputFile = filepath.Join(s.Dir, "out.log")
+				s.Completion = func(o Outcome) string { return fmt.Sprintf("[end %s %d]", o.Status(), o.ExitCode) }
+			},
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if st.Status != Completed || st.Ended.Sub(st.Started) < 400*time.Millisecond {
+					t.Errorf("state %+v (ended before its group?)", st)
+				}
+				if b, _ := os.ReadFile(spec.OutputFile); string(b) != "x\n\n\n[end completed 0]" {
+					t.Errorf("output file %q", b)
+				}
+			},
+		},
+		{
+			name: "background-lifetime", script: "sleep 60",
+			spec: func(s *Spec) {
+				s.Background, s.Done, s.Timeout = true, nil, 300*time.Millisecond
+				s.OutputFile = filepath.Join(s.Dir, "out.log")
+			},
+			phases: []phase{running, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if st.Status != Killed || st.Reason != ReasonLifetime {
+					t.Errorf("state %+v", st)
+				}
+			},
+		},
+		{
+			name: "background-detached", script: "sleep 60",
+			spec: func(s *Spec) {
+				s.Background, s.Done = true, nil
+				s.OutputFile = filepath.Join(s.Dir, "out.log")
+			},
+			drive: func(h *harness, spec *Spec, pid *actor.PID) {
+				h.launch(spec, pid)
+				h.system.Root.Send(pid, &Detach{})
+			},
+			phases: []phase{running, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				defer syscall.Kill(-st.Pid, syscall.SIGKILL)
+				if st.Status != Detached || !alive(st.Pid) {
+					t.Errorf("state %+v alive %v", st, alive(st.Pid))
+				}
+			},
+		},
+		{
+			name: "restricted", script: `echo x > "$TMPDIR/f" && cat "$TMPDIR/f"; touch /etc/bashvisor-actors-test`,
+			spec:   func(s *Spec) { s.Sandbox = &Profile{} },
+			phases: []phase{running, draining, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
+				if !strings.HasPrefix(o.Output.Text, "x\n") || o.ExitCode == 0 {
+					t.Errorf("outcome %+v", o)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "restricted" && !sandbox.Probe().Available() {
+				if os.Getenv("REQUIRE_LANDLOCK") == "1" {
+					t.Fatal("REQUIRE_LANDLOCK=1 but restricted mode is unavailable")
+				}
+				t.Skip("no Landlock")
+			}
+			h := newHarness(t, c.cgroups, c.res)
+			spec, pid, done := h.start(c.script, c.spec)
+			if c.drive != nil {
+				c.drive(h, spec, pid)
+			} else {
+				h.launch(spec, pid)
+			}
+			var o Outcome
+			if !spec.Background {
+				o = h.outcome(done)
+			}
+			st := h.final(spec.ID)
+			if got := h.trace(spec.ID); !slices.Equal(got, c.phases) {
+				t.Errorf("phases %v, want %v", got, c.phases)
+			}
+			c.check(t, h, spec, o, st)
+		})
+	}
+}
+
+// TestCancelAfterDone: a Cancel that crosses the final report is answered
+// with the final state.
+func TestCancelAfterDone(t *testing.T) {
+	h := newHarness(t, false, nil)
+	h.parent.keep = true // the actor stays until the test stops it
+	spec, pid, done := h.start("exit 4", nil)
+	h.launch(spec, pid)
+	h.outcome(done)
+	h.final(spec.ID)
+	reply := make(chan State, 1)
+	h.system.Root.Send(pid, &Cancel{Reason: ReasonKilled, Reply: reply})
+	select {
+	case st := <-reply:
+		if st.ID != spec.ID || st.Status != Failed || *st.ExitCode != 4 {
+			t.Fatalf("state %+v", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	_ = h.system.Root.StopFuture(pid).Wait()
+}
+
+// boom makes the test middleware panic inside the job's actor.
+type boom struct{}
+
+func panicOnBoom(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(boom); ok {
+			panic("boom")
+		}
+		next(c, env)
+	}
+}
+
+// TestPanicStopsActorAndKillsGroup: a panicking job actor is stopped, never
+// restarted; it kills its whole group at once and answers its caller with
+// ErrActorFailed.
+func TestPanicStopsActorAndKillsGroup(t *testing.T) {
+	h := newHarness(t, false, nil)
+	spec, pid, done := h.start("sleep 60 & echo $! > pid; echo running; wait", nil, panicOnBoom)
+	l := h.launch(spec, pid)
+	sleepPid := readPid(t, filepath.Join(spec.Dir, "pid"))
+	h.system.Root.Send(pid, boom{})
+	if o := h.outcome(done); !errors.Is(o.Err, ErrActorFailed) || o.Reason != ReasonFailed {
+		t.Fatalf("outcome %+v", o)
+	}
+	select {
+	case who := <-h.parent.terminated:
+		if who.Id != pid.Id {
+			t.Fatalf("terminated %v", who)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("actor not stopped")
+	}
+	waitGone(t, l.Pid())
+	waitGone(t, sleepPid)
+}
+
+// TestOutcomeStatus: the status each kind of outcome gives a job.
+func TestOutcomeStatus(t *testing.T) {
+	cases := []struct {
+		o    Outcome
+		want Status
+	}{
+		{Outcome{Exited: true}, Completed},
+		{Outcome{Exited: true, ExitCode: 3}, Failed},
+		{Outcome{Exited: true, ExitCode: 137, Signal: "SIGKILL"}, Killed},
+		{Outcome{Exited: true, ExitCode: 143, Signal: "SIGTERM", Reason: ReasonKilled}, Killed},
+		{Outcome{Exited: true, ExitCode: 0, Reason: ReasonShutdown}, Killed},
+		{Outcome{Reason: ReasonLifetime}, Killed},
+		{Outcome{Err: ErrActorFailed, Reason: ReasonFailed}, Killed},
+	}
+	for _, c := range cases {
+		if got := c.o.Status(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.o, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/truncate"
+)
+
+// Launched is a job's started process, handed to the job's actor (send it
+// as a message), which owns it from then on.
+type Launched struct {
+	start   time.Time
+	p       *proc.Process
+	applied Applied          // the limits it runs under
+	cg      *proc.Cgroup     // nil: the process group is the unit
+	sbx     *sandbox.Command // restricted jobs
+	proxy   *egress.Proxy    // restricted jobs with network
+	refused refusals         // what proxy refused
+	out     *truncate.Buffer // foreground output
+	errBuf  *truncate.Buffer // foreground stderr with separate streams
+	file    *os.File         // a background job's output file, when it is read through a pipe
+	stdin   *os.File         // the job's stdin pipe or terminal input (Spec.Stdin, Spec.TTY)
+}
+
+// Pid is the pid of the job's shell, which is also its process group id.
+func (l *Launched) Pid() int { return l.p.Pid }
+
+// Output is a foreground job's live output buffer (nil for a background
+// job), for progress reports.
+func (l *Launched) Output() *truncate.Buffer { return l.out }
+
+// Launch starts spec's process in the calling goroutine: its cgroup and
+// limits, its sandbox, its output pipe or file, and the fork. Starting
+// here, rather than in the actor, keeps the fork from waiting for actors
+// to be scheduled. On error nothing is left behind.
+//
+// A background job writes straight into its output file, unless there
+// are secret values to redact (res.Redactor): then it writes into a pipe
+// that its actor copies into the file.
+//
+// The limits (spec.Limits) go on the job's cgroup where it has the
+// controller; otherwise memory and CPU time become rlimits of each process
+// (see Limits), which an unrestricted job gets with prlimit(2) right after
+// the fork: the shell runs only its own start-up before that (a few
+// hundred µs, in which it forks nothing), and processes it forks later
+// inherit them. A restricted job gets them before it runs anything, as the
+// lower of these and the sandbox's own rlimits.
+func Launch(spec *Spec, res *Resources) (*Launched, error) {
+	l := &Launched{start: time.Now(), applied: Applied{Limits: spec.Limits}}
+	lim := spec.Limits
+	ps := proc.Spec{
+		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
+		SeparateStderr: res.SeparateStreams && !spec.Background && spec.TTY == nil && spec.Yield == nil,
+		Stdin:          spec.Stdin, TTY: spec.TTY,
+	}
+	extra := spec.ExtraEnv
+	var memCtl, pidsCtl bool
+	if res.Cgroups != nil {
+		name := spec.Name
+		if name == "" {
+			name = spec.ID
+		}
+		cg, err := res.Cgroups.New(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		l.cg, ps.Cgroup = cg, cg
+		memCtl, pidsCtl = cg.Controllers()
+		var pl proc.Limits
+		if memCtl {
+			pl.Memory = lim.Memory
+		}
+		if pidsCtl {
+			pl.Pids = lim.Pids
+		} else {
+			l.applied.Pids = 0
+		}
+		if err := cg.SetLimits(pl); err != nil {
+			l.undo()
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+	} else {
+		l.applied.Pids = 0
+	}
+	// The rlimit fallbacks.
+	l.applied.MemoryPerProcess = lim.Memory > 0 && !memCtl
+	l.applied.CPUPerProcess = lim.CPUTime > 0 && l.cg == nil
+	cpuSeconds := uint64((lim.CPUTime + time.Second - 1) / time.Second)
+	if p := spec.Sandbox; p != nil {
+		sl := res.Sandbox.Limits
+		def := sl.WithDefaults()
+		if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
+			sl.AddressSpace = uint64(lim.Memory)
+		}
+		if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
+			sl.CPUSeconds = cpuSeconds
+		}
+		opts := sandbox.Options{
+			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
+			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
+			CacheDir: p.CacheDir, Network: p.Network != nil,
+		}
+		if p.Workspace {
+			roots, err := sandbox.WorkspaceRoots(spec.Dir)
+			if err != nil {
+				l.undo()
+				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+			}
+			opts.Roots = roots
+		}
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+		sc, err := sandbox.Prepare(opts)
+		if err != nil {
+			l.undo()
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		l.sbx = sc
+		if p.Network != nil {
+			l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
+				if !d.Allowed {
+					l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+				}
+				if p.OnProxy != nil {
+					p.OnProxy(d)
+				}
+			}})
+		}
+		if pidsCtl {
+			l.applied.Pids = l.cg.Limits().Pids // the stricter of the two
+		}
+		extra = append(extra[:len(extra):len(extra)], sc.Env...)
+		if res.Sandbox.Helper {
+			ps.Launch = sc.StartHelper
+		} else {
+			ps.Launch = sc.StartDirect
+		}
+	}
+	env, dropped := res.Env.With(extra, spec.Env)
+	if len(dropped) > 0 && res.Log != nil {
+		res.Log.Warn("dropped environment overrides", "names", dropped, "conversation", spec.Conversation)
+	}
+	ps.Env = env
+	var err error
+	if spec.Background {
+		f, ferr := os.OpenFile(spec.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if ferr != nil {
+			l.undo()
+			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
+		}
+		if res.Redactor.Len() > 0 || spec.TTY != nil {
+			l.file = f // read through a pipe (or the terminal), and redacted
+		} else {
+			ps.Output = f
+			defer f.Close() // the child has its own copy
+		}
+	}
+	if l.p, err = proc.Start(ps); err != nil {
+		l.undo()
+		return nil, err
+	}
+	l.stdin = l.p.Stdin
+	if spec.Sandbox == nil {
+		if err := l.setRlimits(lim, cpuSeconds); err != nil {
+			_ = l.p.SignalGroup(syscall.SIGKILL)
+			_, _ = l.p.Wait()
+			l.closePipes()
+			l.undo()
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+	}
+	if !spec.Background {
+		tc := res.Truncate
+		if spec.SpoolDir != "" && tc.SpoolDir != "" {
+			tc.SpoolDir = spec.SpoolDir
+		}
+		l.out = truncate.New(tc)
+		if l.p.Stderr != nil {
+			l.errBuf = truncate.New(tc)
+		}
+	}
+	return l, nil
+}
+
+// setRlimits applies the rlimit fallbacks to an unrestricted job's shell.
+func (l *Launched) setRlimits(lim Limits, cpuSeconds uint64) error {
+	if l.applied.MemoryPerProcess {
+		if err := l.p.SetRlimit(unix.RLIMIT_AS, uint64(lim.Memory), uint64(lim.Memory)); err != nil {
+			return err
+		}
+	}
+	if l.applied.CPUPerProcess {
+		// SIGXCPU at the soft limit, SIGKILL at the hard one.
+		if err := l.p.SetRlimit(unix.RLIMIT_CPU, cpuSeconds, cpuSeconds+5); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closePipes closes the read ends of a started process's pipes.
+func (l *Launched) closePipes() {
+	for _, f := range []*os.File{l.p.Stdout, l.p.Stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// undo releases what a failed Launch had set up.
+func (l *Launched) undo() {
+	if l.stdin != nil {
+		l.stdin.Close()
+	}
+	l.closeProxy()
+	if l.sbx != nil {
+		_ = l.sbx.Cleanup(true) // nothing ever ran in it
+	}
+	if l.cg != nil {
+		l.cg.Remove()
+	}
+	if l.file != nil {
+		l.file.Close()
+	}
+}
+
+// closeProxy stops a restricted job's egress proxy (its processes are
+// gone, or about to be).
+func (l *Launched) closeProxy() {
+	if l.proxy != nil {
+		_ = l.proxy.Close()
+		l.proxy = nil
+	}
+}
+
+// maxRefused bounds the destinations an outcome lists as refused.
+const maxRefused = 4
+
+// refusals collects the destinations the proxy refused a job (from the
+// proxy's goroutines).
+type refusals struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (r *refusals) add(dest string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.list) < maxRefused && !slices.Contains(r.list, dest) {
+		r.list = append(r.list, dest)
+	}
+}
+
+func (r *refusals) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.list)
+}

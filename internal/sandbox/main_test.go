@@ -1,0 +1,228 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+)
+
+// testCgroups gives every command a cgroup of its own, as the engine does
+// (nil where the host has no cgroup v2 for the test process).
+var testCgroups *proc.Cgroups
+
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	var err error
+	if testCgroups, err = proc.ProbeCgroups(""); err != nil {
+		if os.Getenv("REQUIRE_CGROUPS") == "1" {
+			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
+			os.Exit(1)
+		}
+		testCgroups = nil
+	}
+	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
+	if testCgroups != nil {
+		if err := testCgroups.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "cgroups:", err)
+			code = 1
+		}
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// requireCgroups fails the test when REQUIRE_CGROUPS=1 (CI): a skip there
+// would hide a broken cgroup probe.
+func requireCgroups(t testing.TB) {
+	t.Helper()
+	if os.Getenv("REQUIRE_CGROUPS") == "1" {
+		t.Fatal("REQUIRE_CGROUPS=1 but the test process has no usable cgroups (or pids limit)")
+	}
+}
+
+// cleanups run when the test process ends.
+var cleanups []func()
+
+var cgroupSeq atomic.Int64
+
+// prepare prepares command the way the engine does: in a cgroup of its own
+// (when the host has them), which the test ends and removes at cleanup.
+func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command, *proc.Cgroup) {
+	t.Helper()
+	return prepareOpts(t, sandbox.Options{Limits: lim}, command)
+}
+
+// prepareOpts is prepare with more options (Roots, CacheDir, Network).
+func prepareOpts(t testing.TB, opts sandbox.Options, command string) (*sandbox.Command, *proc.Cgroup) {
+	t.Helper()
+	var cg *proc.Cgroup
+	if testCgroups != nil {
+		var err error
+		if cg, err = testCgroups.New(fmt.Sprintf("t%d", cgroupSeq.Add(1))); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { endCgroup(cg) })
+	}
+	opts.Bash, opts.Command, opts.Cgroup = bashPath(t), command, cg
+	sc, err := sandbox.Prepare(opts)
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	t.Cleanup(func() { _ = sc.Cleanup(false) }) // idempotent; also on t.Fatal
+	return sc, cg
+}
+
+// sysProcAttr starts a command in a new session inside cg (if any).
+func sysProcAttr(cg *proc.Cgroup) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setsid: true}
+	if cg != nil {
+		a.UseCgroupFD, a.CgroupFD = true, cg.FD()
+	}
+	return a
+}
+
+// endCgroup kills what is left in cg and removes it; it reports whether the
+// cgroup was empty, so that the command's namespaces may be reused.
+func endCgroup(cg *proc.Cgroup) bool {
+	if cg == nil {
+		return false
+	}
+	empty := !cg.Populated()
+	_ = cg.Kill()
+	cg.Remove()
+	return empty
+}
+
+// requireSandbox skips without Landlock, or fails when REQUIRE_LANDLOCK=1.
+func requireSandbox(tb testing.TB) sandbox.Capabilities {
+	tb.Helper()
+	c := sandbox.Probe()
+	if !c.Available() {
+		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
+			tb.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
+		}
+		tb.Skipf("restricted mode unavailable: %s", c)
+	}
+	return c
+}
+
+// requireNamespaces is requireSandbox for tests that need private
+// namespaces too (a root engine); REQUIRE_NAMESPACES=1 (CI, which runs as
+// root) makes their absence a failure.
+func requireNamespaces(tb testing.TB) sandbox.Capabilities {
+	tb.Helper()
+	c := requireSandbox(tb)
+	if !c.Namespaces {
+		if os.Getenv("REQUIRE_NAMESPACES") == "1" {
+			tb.Fatalf("REQUIRE_NAMESPACES=1 but the sandbox has no private namespaces: %s", c)
+		}
+		tb.Skipf("no private namespaces: %s", c)
+	}
+	return c
+}
+
+func bashPath(tb testing.TB) string {
+	p, err := exec.LookPath("bash")
+	if err != nil {
+		tb.Skip("no bash")
+	}
+	return p
+}
+
+type result struct {
+	out    string
+	code   int
+	signal syscall.Signal
+	cmd    *sandbox.Command
+	cg     *proc.Cgroup
+}
+
+// runIn runs command restricted in workdir the way the engine does: own
+// session, stdin /dev/null, stdout+stderr one pipe, env + Command.Env.
+func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...string) result {
+	t.Helper()
+	return runOpts(t, sandbox.Options{Limits: lim}, nil, workdir, command, env...)
+}
+
+// runOpts is runIn with more options; prepared, when set, is called with
+// the prepared command before it starts (to serve its proxy).
+func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command), workdir, command string, env ...string) result {
+	t.Helper()
+	sc, cg := prepareOpts(t, opts, command)
+	if prepared != nil {
+		prepared(sc)
+	}
+	cmd := exec.Command(sc.Path, sc.Args[1:]...)
+	cmd.Args[0] = sc.Args[0]
+	cmd.Dir = workdir
+	cmd.Env = append(append(os.Environ(), env...), sc.Env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.SysProcAttr = sysProcAttr(cg)
+	cmd.WaitDelay = time.Second
+	if err := start(sc, cmd); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	timer := time.AfterFunc(60*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	err := cmd.Wait()
+	timer.Stop()
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	r := result{out: buf.String(), cmd: sc, cg: cg}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			r.signal = ws.Signal()
+			r.code = 128 + int(ws.Signal())
+		} else {
+			r.code = ws.ExitStatus()
+		}
+	} else if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	// The engine ends what is left in the command's cgroup (escapees that
+	// left the process group) before it cleans up.
+	if err := sc.Cleanup(endCgroup(cg)); err != nil {
+		t.Errorf("Cleanup: %v", err)
+	}
+	return r
+}
+
+var zeroLimits = sandbox.Limits{}
+
+// direct makes the tests start commands with Command.StartDirect instead of
+// the helper re-exec (see TestDirect).
+var direct bool
+
+func start(sc *sandbox.Command, cmd *exec.Cmd) error {
+	if direct {
+		return sc.StartDirect(cmd)
+	}
+	return sc.StartHelper(cmd)
+}
+
+func run(t *testing.T, command string) result {
+	t.Helper()
+	return runIn(t, sandbox.Limits{}, t.TempDir(), command)
+}

@@ -1,0 +1,552 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+)
+
+// HelperArg is the hidden argv[1] that turns the embedding binary into the
+// sandbox helper. [Prepare] puts it into [Command.Args]; [Main] recognises it.
+const HelperArg = "__bashvisor_sandbox"
+
+// helperExitCode is the exit status of a helper that could not confine itself
+// (the same status a shell uses for "found but cannot execute").
+const helperExitCode = 126
+
+// Unlimited, used as a [Limits] field, switches that limit off entirely
+// (RLIM_INFINITY for rlimits, "max" for pids.max).
+const Unlimited = ^uint64(0)
+
+// Default limits, applied when a [Limits] field is zero. They are chosen so
+// that `go build`, `node -e`, `python3 -c`, git and ordinary shell tools run
+// unchanged: they stop runaway commands, not legitimate work.
+const (
+	// DefaultCPUSeconds is the RLIMIT_CPU soft limit per process (15 min,
+	// the slow-mode timeout). The hard limit is 5 s higher, so a process first
+	// gets SIGXCPU and only then SIGKILL.
+	DefaultCPUSeconds = 900
+	// DefaultFileSize is RLIMIT_FSIZE (4 GiB): the largest file a command may
+	// write (only the scratch dir is writable). Larger writes fail with EFBIG
+	// or kill the writer with SIGXFSZ.
+	DefaultFileSize = 4 << 30
+	// DefaultOpenFiles is RLIMIT_NOFILE (soft and hard).
+	DefaultOpenFiles = 8192
+	// DefaultAddressSpace is RLIMIT_AS (16 GiB of virtual memory per process).
+	// 1 GiB breaks Python and 2 GiB breaks Java; V8 (node) and Go reserve
+	// large virtual ranges up front, and a WebAssembly memory reserves ~10 GiB
+	// of guard space, so the default is generous: it stops a memory bomb well
+	// before it takes the machine's swap, not a compiler.
+	DefaultAddressSpace = 16 << 30
+	// DefaultProcesses is the cgroup pids.max: the number of processes and
+	// threads the command may have at once (RLIMIT_NPROC does not bind root
+	// and counts per user system-wide, so it is not used).
+	DefaultProcesses = 512
+	// DefaultScratchBytes is the size of the scratch directory ($TMPDIR),
+	// the only writable place (2 GiB).
+	DefaultScratchBytes = 2 << 30
+	// DefaultScratchFiles bounds the files and directories in the scratch
+	// directory (each costs kernel memory).
+	DefaultScratchFiles = 100_000
+)
+
+// Limits are the resource limits of one restricted command. A zero field
+// means the default (see DefaultCPUSeconds and friends); [Unlimited] turns
+// a limit off. RLIMIT_CORE is always 0 (no core dumps).
+type Limits struct {
+	// CPUSeconds is the RLIMIT_CPU soft limit per process; the hard limit is
+	// CPUSeconds+5 so the process gets SIGXCPU before SIGKILL.
+	CPUSeconds uint64
+	// FileSize is RLIMIT_FSIZE in bytes.
+	FileSize uint64
+	// OpenFiles is RLIMIT_NOFILE (soft and hard).
+	OpenFiles uint64
+	// AddressSpace is RLIMIT_AS in bytes.
+	AddressSpace uint64
+	// Processes is the pids.max of the command's cgroup (0 = default):
+	// processes and threads at once. Negative means no limit. Enforced
+	// only when [Options.Cgroup] is set and the host offers the pids
+	// controller (proc.Cgroups.PidsLimit); a lower limit already set on
+	// the cgroup stays (the stricter wins).
+	Processes int
+	// ScratchBytes is the size of the scratch directory: writes beyond it
+	// fail with ENOSPC ("No space left on device"). Its contents live in
+	// memory (a tmpfs, swappable) and count against nothing else. Only
+	// enforced where [Capabilities.Namespaces] is true; elsewhere the
+	// scratch directory is a plain directory in ScratchRoot with no quota
+	// (only FileSize bounds each file).
+	ScratchBytes uint64
+	// ScratchFiles bounds the number of files and directories in the
+	// scratch directory (ENOSPC beyond). Enforced like ScratchBytes.
+	ScratchFiles uint64
+}
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = DefaultCPUSeconds
+	}
+	if l.FileSize == 0 {
+		l.FileSize = DefaultFileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	if l.AddressSpace == 0 {
+		l.AddressSpace = DefaultAddressSpace
+	}
+	if l.Processes == 0 {
+		l.Processes = DefaultProcesses
+	}
+	if l.ScratchBytes == 0 || l.ScratchBytes == Unlimited {
+		l.ScratchBytes = DefaultScratchBytes
+	}
+	if l.ScratchFiles == 0 || l.ScratchFiles == Unlimited {
+		l.ScratchFiles = DefaultScratchFiles
+	}
+	return l
+}
+
+// ErrUnavailable is returned (wrapped in an error that explains the kernel
+// requirement) when restricted mode cannot be enforced on this machine.
+// Test for it with errors.Is.
+var ErrUnavailable = errors.New("restricted mode unavailable")
+
+// requirement is the explanation appended to every ErrUnavailable.
+const requirement = "restricted mode needs Linux with Landlock enabled: 5.13+ for the filesystem rules, 6.7+ for network rules, 6.12+ for signal and abstract-socket scoping (check CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in the lsm= boot parameter), and seccomp filters on linux/amd64 or linux/arm64"
+
+func unavailable(reason string) error {
+	return fmt.Errorf("%w: %s; %s", ErrUnavailable, reason, requirement)
+}
+
+// Capabilities says what restricted mode enforces on this machine, as found
+// by [Probe].
+type Capabilities struct {
+	// ABI is the Landlock ABI version of the kernel (0 = no Landlock).
+	ABI int
+	// Filesystem: writes outside the scratch dir are denied (Landlock ABI 1+;
+	// truncate(2) is only covered from ABI 3).
+	Filesystem bool
+	// Network: no socket except AF_UNIX stream/seqpacket, no connect(2) at
+	// all (seccomp), plus Landlock's TCP bind/connect rules from ABI 4.
+	Network bool
+	// Scoping: signals and abstract unix sockets cannot reach processes
+	// outside the sandbox (Landlock ABI 6+).
+	Scoping bool
+	// Seccomp: the seccomp filter (network, metadata changes, ptrace,
+	// io_uring, mount and module syscalls) can be installed.
+	Seccomp bool
+	// Namespaces: every command gets private network, IPC and mount
+	// namespaces, and a scratch directory with a quota (needs
+	// CAP_SYS_ADMIN, in practice a root engine). Without them SysV IPC,
+	// POSIX message queues and bind(2) are denied instead, and the scratch
+	// directory has no quota.
+	Namespaces bool
+	// Reason explains what is missing, empty when everything is enforced.
+	Reason string
+}
+
+// Available reports whether restricted mode can run at all (Landlock
+// filesystem rules and the seccomp filter are both enforced).
+func (c Capabilities) Available() bool { return c.Filesystem && c.Seccomp }
+
+// String is a one-line summary for the engine to log once at startup.
+func (c Capabilities) String() string {
+	yn := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s namespaces=%s",
+		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Namespaces))
+	if c.Reason != "" {
+		s += " (" + c.Reason + ")"
+	}
+	return s
+}
+
+var (
+	probeOnce sync.Once
+	probed    Capabilities
+)
+
+// Probe finds out once per process (sync.Once) what restricted mode
+// enforces here: the Landlock ABI, whether a seccomp filter can be installed
+// and whether private namespaces can be created. It logs nothing; the
+// engine logs [Capabilities.String] once.
+func Probe() Capabilities {
+	probeOnce.Do(func() { probed = probe() })
+	return probed
+}
+
+// Options describe one restricted command.
+type Options struct {
+	// Limits are its resource limits.
+	Limits Limits
+	// Bash is the absolute path of bash (no PATH lookup is done).
+	Bash string
+	// Command is the shell code run with bash -c.
+	Command string
+	// Cgroup is the command's cgroup, created by the caller (which also
+	// starts the command into its cgroup v2, ends what is left in it and
+	// removes it): the sandbox lowers its pids.max to Limits.Processes
+	// and places the command into its cgroups in v1 hierarchies
+	// (proc.Cgroup.V1Dirs) where the host keeps memory or pids limits
+	// there. Nil: no process limit.
+	Cgroup *proc.Cgroup
+	// Helper is the program [Command.StartHelper] starts: one whose main
+	// calls [Main] first. Empty means the running executable (through
+	// /proc/self/exe, so the engine's own binary even if the file on disk
+	// was replaced). A small static binary such as
+	// ./cmd/bashvisor-sandbox starts faster than a large engine.
+	Helper string
+	// ScratchRoot is the directory under which the per-command scratch
+	// directories are made (default os.TempDir()). With private namespaces
+	// the scratch directory is a tmpfs and only its empty mount point lives
+	// there; without them its files do.
+	ScratchRoot string
+	// Roots are where the command may write besides its scratch directory
+	// (see [WorkspaceRoots] for the workspace-write profile). Empty: the
+	// scratch directory only (and CacheDir).
+	Roots Roots
+	// CacheDir, when set, is a directory the command may write whose
+	// subdirectories hold the build and package caches (GOCACHE,
+	// npm_config_cache, PIP_CACHE_DIR, XDG_CACHE_HOME; and with Network
+	// also GOMODCACHE and CARGO_HOME), so they outlive the command and the
+	// next build starts warm. The caller owns it: it must exist, and it
+	// should belong to one conversation (a cache shared with commands
+	// that should not influence each other lets one poison the other's
+	// builds). Empty: the caches live in the scratch directory and die
+	// with the command.
+	CacheDir string
+	// Network gives the command one way to the network: a TCP listener
+	// made inside its private network namespace ([Command.Proxy], on
+	// 127.0.0.1), to be served by the caller's proxy, whose address the
+	// command finds in HTTP_PROXY, HTTPS_PROXY and the package managers'
+	// proxy settings. The command may create TCP sockets (not UDP, not
+	// AF_UNIX: a unix socket could connect to any socket file of the
+	// host) and connect, but its namespace has nothing else to reach, and
+	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
+	// private namespaces ([Capabilities.Namespaces]).
+	Network bool
+}
+
+// Command is a prepared restricted command: start it with
+// [Command.StartDirect] or [Command.StartHelper] (in a new session, cwd =
+// the working directory, env = the engine's env + Env) and call
+// [Command.Cleanup] after it ended.
+type Command struct {
+	// Path is the helper program [Command.StartHelper] starts.
+	Path string
+	// Args is the helper's full argv: Path, HelperArg, the encoded
+	// config, "--", the bash path, "-c", the command.
+	Args []string
+	// Env holds the additions to the command's environment (TMPDIR, caches
+	// pointed into the scratch dir). Append them after the engine's env.
+	Env []string
+	// Scratch is the private per-command scratch directory (0700), the only
+	// writable place inside the sandbox besides /dev/null.
+	Scratch string
+
+	protected   []string // read-only bind mounts (Roots.Protected)
+	pinned      []string // self bind mounts (Roots.Pinned)
+	cleanupOnce sync.Once
+	cleanupErr  error
+	cgroup      *proc.Cgroup
+	cfg         config
+	bash        string
+	command     string
+	ns          *netnsHandle // the pooled network namespace (none without Namespaces)
+	proxy       net.Listener
+}
+
+// Proxy is the listener made for [Options.Network] inside the command's
+// network namespace (nil without): serve an HTTP proxy on it. [Command.Cleanup]
+// closes it.
+func (c *Command) Proxy() net.Listener { return c.proxy }
+
+// config is what Prepare hands to the helper in argv[2].
+type config struct {
+	Scratch string `json:"scratch"`
+	// CgroupDirs are the command's cgroups in cgroup v1 hierarchies
+	// (memory, pids), which the helper joins (see proc.Cgroup.V1Dirs).
+	CgroupDirs   []string `json:"cgroups,omitempty"`
+	CPUSeconds   uint64   `json:"cpu"`
+	FileSize     uint64   `json:"fsize"`
+	OpenFiles    uint64   `json:"nofile"`
+	AddressSpace uint64   `json:"as"`
+	ScratchBytes uint64   `json:"scratch_bytes"`
+	ScratchFiles uint64   `json:"scratch_files"`
+	// Namespaces: the command runs in private network, IPC and mount
+	// namespaces (set up by the engine before the helper starts).
+	Namespaces bool `json:"ns,omitempty"`
+	// Writable are the directories writable besides Scratch (Landlock).
+	Writable []string `json:"writable,omitempty"`
+	// ProxyPort is the port of the proxy listener (0: no network).
+	ProxyPort int `json:"proxy,omitempty"`
+}
+
+// readOnlyMounts reports whether the command's mount namespace makes every
+// mount read-only but the writable roots (see enterNamespaces), which lets
+// the filter allow changing permissions and times.
+func (c config) readOnlyMounts() bool { return c.Namespaces && len(c.Writable) > 0 }
+
+// filter is the seccomp filter for a command with this configuration.
+func (c config) filter() filterOpts {
+	return filterOpts{
+		denyIPC:  !c.Namespaces,
+		denyBind: !c.Namespaces,
+		metadata: c.readOnlyMounts(),
+		network:  c.ProxyPort != 0,
+	}
+}
+
+// Prepare builds the command that runs `bash -c opts.Command` confined. It
+// creates the private scratch dir (0700) and sets the pids limit on
+// opts.Cgroup; the caller must call [Command.Cleanup] after the command
+// ended, also when starting it failed. It returns an error wrapping
+// [ErrUnavailable] when Landlock or seccomp is missing; it never degrades
+// silently. Other errors are the host's (out of descriptors, disk full).
+func Prepare(opts Options) (*Command, error) {
+	caps := Probe()
+	if !caps.Available() {
+		return nil, unavailable(caps.Reason)
+	}
+	if !filepath.IsAbs(opts.Bash) {
+		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", opts.Bash)
+	}
+	exe := selfExe
+	if opts.Helper != "" {
+		if !filepath.IsAbs(opts.Helper) {
+			return nil, fmt.Errorf("sandbox: helper path must be absolute: %q", opts.Helper)
+		}
+		exe = opts.Helper
+	}
+	lim := opts.Limits.WithDefaults()
+	roots, err := opts.roots()
+	if err != nil {
+		return nil, err
+	}
+	if !caps.Namespaces {
+		switch {
+		case len(roots.Protected) > 0 || len(roots.Pinned) > 0:
+			return nil, unavailable("protecting a workspace's git hooks and config needs private mount namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+		case opts.Network:
+			return nil, unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+		}
+	}
+	removeStaleOnce(opts.ScratchRoot)
+	// The engine's pid in the name lets a later engine remove what a killed
+	// one left behind (see removeStale).
+	scratch, err := os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
+	}
+	if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
+		_ = os.RemoveAll(scratch)
+		return nil, fmt.Errorf("sandbox: scratch dir: %w", err)
+	}
+	cfg := config{
+		Scratch:      scratch,
+		CPUSeconds:   lim.CPUSeconds,
+		FileSize:     lim.FileSize,
+		OpenFiles:    lim.OpenFiles,
+		AddressSpace: lim.AddressSpace,
+		ScratchBytes: lim.ScratchBytes,
+		ScratchFiles: lim.ScratchFiles,
+		Namespaces:   caps.Namespaces,
+		Writable:     roots.Writable,
+	}
+	fail := func(err error) (*Command, error) {
+		_ = os.RemoveAll(scratch)
+		return nil, err
+	}
+	if opts.Cgroup != nil {
+		if _, pids := opts.Cgroup.Controllers(); pids && lim.Processes > 0 {
+			l := opts.Cgroup.Limits()
+			if l.Pids == 0 || lim.Processes < l.Pids {
+				l.Pids = lim.Processes
+				if err := opts.Cgroup.SetLimits(l); err != nil {
+					return fail(fmt.Errorf("sandbox: %w", err))
+				}
+			}
+		}
+		cfg.CgroupDirs = opts.Cgroup.V1Dirs()
+	}
+	ns := noNetns()
+	var proxy net.Listener
+	if caps.Namespaces {
+		// The cache dir is made on the scratch tmpfs when the command
+		// starts (enterNamespaces).
+		if ns, err = newNetnsHandle(); err != nil {
+			return fail(err)
+		}
+		if opts.Network {
+			if proxy, err = ns.listen(); err != nil {
+				ns.release(false)
+				return fail(err)
+			}
+			cfg.ProxyPort = proxy.Addr().(*net.TCPAddr).Port
+		}
+	} else if opts.CacheDir == "" {
+		if err := makeCacheDir(scratch); err != nil {
+			return fail(fmt.Errorf("sandbox: %w", err))
+		}
+	}
+	enc, err := json.Marshal(cfg)
+	if err != nil {
+		panic(err) // cannot happen: plain strings and integers
+	}
+	cmd := &Command{
+		Path:      exe,
+		Args:      []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command},
+		Scratch:   scratch,
+		Env:       environment(scratch, opts.CacheDir, cfg.ProxyPort),
+		cfg:       cfg,
+		bash:      opts.Bash,
+		command:   opts.Command,
+		ns:        ns,
+		proxy:     proxy,
+		cgroup:    opts.Cgroup,
+		protected: roots.Protected,
+		pinned:    roots.Pinned,
+	}
+	// A command dropped without Cleanup (processes left running on purpose)
+	// still gives its namespace descriptor back to the kernel.
+	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, ns)
+	if proxy != nil {
+		runtime.AddCleanup(cmd, func(l net.Listener) { _ = l.Close() }, proxy)
+	}
+	return cmd, nil
+}
+
+// roots returns opts.Roots and CacheDir with absolute, symlink-free
+// paths, which Landlock and the bind mounts need.
+func (opts Options) roots() (Roots, error) {
+	clean := func(paths []string) ([]string, error) {
+		out := make([]string, 0, len(paths))
+		for _, p := range paths {
+			if !filepath.IsAbs(p) {
+				return nil, fmt.Errorf("sandbox: root must be an absolute path: %q", p)
+			}
+			r, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: root: %w", err)
+			}
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+		return out, nil
+	}
+	var r Roots
+	var err error
+	w := opts.Roots.Writable
+	if opts.CacheDir != "" {
+		w = append(slices.Clip(w), opts.CacheDir)
+	}
+	if r.Writable, err = clean(w); err != nil {
+		return Roots{}, err
+	}
+	if r.Protected, err = clean(opts.Roots.Protected); err != nil {
+		return Roots{}, err
+	}
+	if r.Pinned, err = clean(opts.Roots.Pinned); err != nil {
+		return Roots{}, err
+	}
+	return r, nil
+}
+
+// environment is what a command's environment gains in the sandbox: its
+// scratch directory as TMPDIR, the build and package caches in cacheDir
+// (or the scratch directory), and the proxy's address.
+func environment(scratch, cacheDir string, proxyPort int) []string {
+	cache := cacheDir
+	if cache == "" {
+		cache = filepath.Join(scratch, ".cache")
+	}
+	env := []string{
+		"TMPDIR=" + scratch,
+		"TMP=" + scratch,
+		"TEMP=" + scratch,
+		"XDG_CACHE_HOME=" + cache,
+		"GOCACHE=" + filepath.Join(cache, "go-build"),
+		"GOTMPDIR=" + scratch,
+		"npm_config_cache=" + filepath.Join(cache, "npm"),
+		"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
+		"BASHVISOR_SANDBOX=1",
+	}
+	if proxyPort == 0 {
+		// Without network the module caches of the engine's user are read
+		// as they are (an offline go build finds its modules there).
+		return env
+	}
+	proxy := "http://127.0.0.1:" + strconv.Itoa(proxyPort)
+	return append(env,
+		// Downloads need writable module caches.
+		"GOMODCACHE="+filepath.Join(cache, "go-mod"),
+		"CARGO_HOME="+filepath.Join(cache, "cargo"),
+		"HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy,
+		// Everything goes through the proxy: loopback inside the
+		// namespace has nothing but the proxy on it.
+		"NO_PROXY=", "no_proxy=",
+		"npm_config_proxy="+proxy, "npm_config_https_proxy="+proxy, "npm_config_noproxy=",
+		"PIP_PROXY="+proxy,
+		"CARGO_HTTP_PROXY="+proxy,
+	)
+}
+
+// Cleanup removes the scratch dir and gives up the command's network
+// namespace. Call it once the command ended; gone tells that every process
+// of the command is known to be gone (its cgroup is empty), which lets the
+// namespace be reused. Later calls return the first call's result.
+func (c *Command) Cleanup(gone bool) error {
+	c.cleanupOnce.Do(func() {
+		if c.proxy != nil {
+			_ = c.proxy.Close()
+		}
+		c.ns.release(gone)
+		c.cleanupErr = removeScratch(c.Scratch)
+	})
+	return c.cleanupErr
+}
+
+// scratchPrefix starts the name of every scratch directory (and of its
+// pids cgroup): bashvisor-sbx-ENGINEPID-RANDOM.
+const scratchPrefix = "bashvisor-sbx-"
+
+// selfExe is the program Prepare starts by default. The kernel resolves /proc/self/exe
+// in the forked child, which is still a copy of the engine, so this is the
+// engine's own binary even if the file on disk was replaced or deleted.
+const selfExe = "/proc/self/exe"
+
+// removeScratch removes the scratch dir, first making directories the
+// command created without permissions (mkdir -m 000) removable again.
+func removeScratch(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("sandbox: remove scratch dir: %w", err)
+	}
+	return nil
+}

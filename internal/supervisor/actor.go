@@ -1,0 +1,587 @@
+package supervisor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/bashvisor/bashvisor/internal/actors"
+)
+
+// The supervisor actor: the records of every job, by conversation, and
+// admission.
+//
+// Admission: a foreground job runs when fewer than MaxRunning foreground
+// jobs run engine-wide and fewer than MaxRunningPerConversation in its
+// conversation; otherwise it waits in one engine-wide FIFO queue (at most
+// MaxQueue calls), and the first waiter whose conversation has room is
+// admitted whenever a job ends. A background job occupies no running slot
+// (a server may live for hours) but counts against MaxJobs and
+// MaxJobsPerConversation, and is refused at once over them: waiting for a
+// long-lived job to end makes no sense. Refusals wrap ErrBusy and say what
+// is full.
+
+type (
+	startRequest struct {
+		req   Request
+		reply chan<- admitted
+	}
+	admitted struct {
+		spec *actors.Spec
+		pid  *actor.PID
+		done <-chan Outcome
+		err  error
+	}
+	// withdrawRequest: a queued caller gives up; ack says whether it was
+	// still waiting (false: it was admitted meanwhile, and the admission
+	// is in its reply channel).
+	withdrawRequest struct {
+		reply chan<- admitted
+		ack   chan<- bool
+	}
+	cancelRequest struct {
+		conv, id string
+		reason   Reason
+	}
+	killRequest struct {
+		conv, id string
+		reply    chan<- State
+	}
+	writeRequest struct {
+		conv, id string
+		data     []byte
+		close    bool
+		reply    chan<- error
+	}
+	listRequest struct {
+		conv  string
+		all   bool
+		reply chan<- []State
+	}
+	endConversationRequest struct {
+		conv  string
+		reply chan<- []State
+	}
+	statsRequest    struct{ reply chan<- Stats }
+	shutdownRequest struct{ leaveJobs bool }
+)
+
+// Stats is a snapshot of the supervisor's load.
+type Stats struct {
+	// Running is the number of foreground jobs running; Jobs the number of
+	// background jobs running; Queued the number of calls waiting.
+	Running, Jobs, Queued int
+}
+
+// key identifies a job: its conversation and its id (background job ids
+// are numbered per conversation).
+type key struct{ conv, id string }
+
+type entry struct {
+	pid   *actor.PID
+	state State
+}
+
+// conversation is the supervisor's bookkeeping of one conversation.
+type conversation struct {
+	running, jobs int    // foreground and background jobs running
+	jobSeq        uint64 // its background "job-N" ids
+	dir           string // its 0700 output directory ("" until needed)
+	ending        bool   // EndConversation: forget it when its last job ends
+}
+
+type waiter struct {
+	req   Request
+	reply chan<- admitted
+	since time.Time
+}
+
+type supervisor struct {
+	s        *Supervisor
+	running  map[key]*entry // jobs not yet reported final
+	ended    map[key]State  // ended background jobs
+	order    []key          // ended jobs, oldest first
+	children map[string]key // live job actor id -> job
+	killers  map[key][]chan<- State
+	convs    map[string]*conversation
+	queue    []waiter
+	yields   map[key]*pendingYield // by the foreground job's key
+	cmdSeq   uint64                // foreground "cmd-N" ids, engine-wide
+	fg, bg   int                   // foreground and background jobs running, engine-wide
+	stopping bool
+	stopped  bool
+}
+
+// props: the supervisor's children are stopped, never restarted. Like the
+// jobs, it runs a message in the sender's goroutine when idle (protoactor's
+// synchronized dispatcher); it never blocks in Receive.
+func props(s *Supervisor) *actor.Props {
+	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]State{}, children: map[string]key{},
+			killers: map[key][]chan<- State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{}}
+	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
+}
+
+func (sv *supervisor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *startRequest:
+		sv.admit(ctx, m)
+	case *withdrawRequest:
+		i := slices.IndexFunc(sv.queue, func(w waiter) bool { return w.reply == m.reply })
+		if i >= 0 {
+			sv.queue = slices.Delete(sv.queue, i, i+1)
+		}
+		m.ack <- i >= 0
+	case *actors.Report:
+		sv.update(ctx, m.State)
+	case *actors.YieldRequest:
+		sv.yield(ctx, m)
+	case *writeRequest:
+		sv.write(ctx, m)
+	case *cancelRequest:
+		if e, ok := sv.running[key{m.conv, m.id}]; ok {
+			ctx.Send(e.pid, &actors.Cancel{Reason: m.reason})
+		}
+	case *killRequest:
+		sv.kill(ctx, m)
+	case *listRequest:
+		m.reply <- sv.list(m.conv, m.all)
+	case *endConversationRequest:
+		sv.endConversation(ctx, m)
+	case *statsRequest:
+		m.reply <- Stats{Running: sv.fg, Jobs: sv.bg, Queued: len(sv.queue)}
+	case *actor.Terminated:
+		sv.terminated(ctx, m.Who)
+	case *shutdownRequest:
+		sv.shutdown(ctx, m.leaveJobs)
+	case *actor.Stopped:
+		sv.s.final = sv.list("", true)
+		go sv.s.finish()
+	}
+}
+
+func (sv *supervisor) conv(id string) *conversation {
+	c := sv.convs[id]
+	if c == nil {
+		c = &conversation{}
+		sv.convs[id] = c
+	}
+	return c
+}
+
+// admit starts a job now, queues it, or refuses it.
+func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
+	if sv.stopping {
+		m.reply <- admitted{err: ErrShutdown}
+		return
+	}
+	lim := sv.s.admission
+	c := sv.conv(m.req.Conversation)
+	c.ending = false // a conversation used again after EndConversation lives on
+	if m.req.Background {
+		switch {
+		case c.jobs >= lim.MaxJobsPerConversation:
+			m.reply <- admitted{err: fmt.Errorf("%w: this conversation already has %d background jobs running, the most it may; stop one (bash_kill) or wait for one to end", ErrBusy, c.jobs)}
+		case sv.bg >= lim.MaxJobs:
+			m.reply <- admitted{err: fmt.Errorf("%w: %d background jobs are running on this host, the most it allows; try again later", ErrBusy, sv.bg)}
+		default:
+			m.reply <- sv.start(ctx, m.req, time.Now())
+		}
+		return
+	}
+	if len(sv.queue) == 0 && sv.fg < lim.MaxRunning && c.running < lim.MaxRunningPerConversation {
+		m.reply <- sv.start(ctx, m.req, time.Now())
+		return
+	}
+	if len(sv.queue) >= lim.MaxQueue {
+		why := fmt.Sprintf("%d commands are running on this host (the most at once is %d) and %d more are waiting, the most that may wait",
+			sv.fg, lim.MaxRunning, len(sv.queue))
+		if c.running >= lim.MaxRunningPerConversation {
+			why = fmt.Sprintf("this conversation already runs %d commands at once, the most it may, and %d calls are waiting", c.running, len(sv.queue))
+		}
+		m.reply <- admitted{err: fmt.Errorf("%w: %s; try again later", ErrBusy, why)}
+		return
+	}
+	sv.queue = append(sv.queue, waiter{req: m.req, reply: m.reply, since: time.Now()})
+}
+
+// dequeue admits the first waiters, in order, whose conversation has room,
+// while the engine has room.
+func (sv *supervisor) dequeue(ctx actor.Context) {
+	lim := sv.s.admission
+	for i := 0; i < len(sv.queue) && sv.fg < lim.MaxRunning; {
+		w := sv.queue[i]
+		if sv.conv(w.req.Conversation).running >= lim.MaxRunningPerConversation {
+			i++
+			continue
+		}
+		sv.queue = slices.Delete(sv.queue, i, i+1)
+		w.reply <- sv.start(ctx, w.req, w.since)
+	}
+}
+
+// start records a new job and spawns its actor, which waits for its
+// process.
+func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Time) admitted {
+	c := sv.conv(req.Conversation)
+	spec := &actors.Spec{
+		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
+		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
+		Sandbox: req.Sandbox, Timeout: req.Timeout, Completion: req.Completion,
+		Queued: time.Since(queuedSince), Limits: sv.s.limits,
+		Stdin: req.Stdin, TTY: req.TTY, Yield: req.Yield,
+	}
+	if req.Limits != nil {
+		spec.Limits = *req.Limits
+	}
+	dir, err := sv.outputDir(req.Conversation, c)
+	if err != nil {
+		return admitted{err: fmt.Errorf("%w: output directory: %w", ErrStart, err)}
+	}
+	spec.SpoolDir = dir
+	var done chan Outcome
+	if req.Background {
+		c.jobSeq++
+		c.jobs++
+		sv.bg++
+		spec.ID = "job-" + strconv.FormatUint(c.jobSeq, 10)
+		spec.Name = filepath.Base(dir) + "-" + spec.ID
+		spec.OutputFile = filepath.Join(dir, spec.ID+".log")
+	} else {
+		sv.cmdSeq++
+		c.running++
+		sv.fg++
+		spec.ID = "cmd-" + strconv.FormatUint(sv.cmdSeq, 10)
+		done = make(chan Outcome, 1)
+		spec.Done = done
+	}
+	pid := ctx.Spawn(actors.NewProps(spec, sv.s.res))
+	k := key{spec.Conversation, spec.ID}
+	sv.running[k] = &entry{pid: pid, state: State{
+		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
+		Background: spec.Background, Status: Running, OutputFile: spec.OutputFile, Started: time.Now(),
+	}}
+	sv.children[pid.Id] = k
+	return admitted{spec: spec, pid: pid, done: done}
+}
+
+// outputDir returns the conversation's own 0700 output directory, making
+// it on first use. Its name is a hash of the conversation id, so any id is
+// safe as a path.
+func (sv *supervisor) outputDir(conv string, c *conversation) (string, error) {
+	if c.dir != "" {
+		return c.dir, nil
+	}
+	sum := sha256.Sum256([]byte(conv))
+	dir := filepath.Join(sv.s.outDir, "conversation-"+hex.EncodeToString(sum[:8]))
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	c.dir = dir
+	return dir, nil
+}
+
+// update records a job's state; a final state stops its actor and frees
+// its slot.
+func (sv *supervisor) update(ctx actor.Context, st State) {
+	k := key{st.Conversation, st.ID}
+	e, ok := sv.running[k]
+	if !ok {
+		if st.Running() && st.Background {
+			sv.yielded(ctx, k, st)
+		}
+		return
+	}
+	if !st.Running() {
+		sv.yieldFailed(k) // it ended before it could go on in the background
+	}
+	if st.Running() {
+		e.state = st
+		return
+	}
+	sv.release(ctx, k, e.state.Background)
+	if c := sv.convs[k.conv]; st.Background && st.Status != Errored && (c == nil || !c.ending) {
+		sv.remember(st)
+	}
+	// Poison, not Stop: a user message, so a Cancel sent before this point
+	// (a Kill crossing the final report) still reaches the actor, which
+	// answers it with its final state.
+	ctx.Poison(e.pid)
+}
+
+// release forgets a running job and gives its slot to a waiter.
+func (sv *supervisor) release(ctx actor.Context, k key, background bool) {
+	delete(sv.running, k)
+	c := sv.conv(k.conv)
+	if background {
+		c.jobs--
+		sv.bg--
+		return
+	}
+	c.running--
+	sv.fg--
+	sv.dequeue(ctx)
+}
+
+func (sv *supervisor) remember(st State) {
+	k := key{st.Conversation, st.ID}
+	sv.ended[k] = st
+	sv.order = append(sv.order, k)
+	if len(sv.order) > MaxEnded {
+		// The forgotten job's output file can no longer be reached through
+		// the engine: remove it so a long-running server does not fill the
+		// disk.
+		if f := sv.ended[sv.order[0]].OutputFile; f != "" {
+			_ = os.Remove(f)
+		}
+		delete(sv.ended, sv.order[0])
+		sv.order = slices.Delete(sv.order, 0, 1)
+	}
+}
+
+func (sv *supervisor) kill(ctx actor.Context, m *killRequest) {
+	k := key{m.conv, m.id}
+	if e, ok := sv.running[k]; ok && e.state.Background {
+		// The reply is remembered too: if the actor fails before it
+		// answers, terminated answers instead.
+		sv.killers[k] = append(sv.killers[k], m.reply)
+		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonKilled, Reply: m.reply})
+		return
+	}
+	m.reply <- sv.ended[k] // the zero State: no such job
+}
+
+// endConversation ends a conversation's running jobs (foreground and
+// background) with the grace sequence, forgets its ended jobs and removes
+// its output directory once they are gone. The reply lists the jobs it
+// ended or forgot.
+func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationRequest) {
+	var out []State
+	for k, e := range sv.running {
+		if k.conv == m.conv {
+			ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonShutdown})
+			out = append(out, e.state)
+		}
+	}
+	sv.order = slices.DeleteFunc(sv.order, func(k key) bool {
+		if k.conv != m.conv {
+			return false
+		}
+		out = append(out, sv.ended[k])
+		delete(sv.ended, k)
+		return true
+	})
+	sv.queue = slices.DeleteFunc(sv.queue, func(w waiter) bool {
+		if w.req.Conversation == m.conv {
+			w.reply <- admitted{err: fmt.Errorf("%w: the conversation ended", ErrShutdown)}
+			return true
+		}
+		return false
+	})
+	if c := sv.convs[m.conv]; c != nil && c.running == 0 && c.jobs == 0 {
+		if c.dir != "" {
+			_ = os.RemoveAll(c.dir)
+		}
+		delete(sv.convs, m.conv)
+	} else if c != nil {
+		c.ending = true // removed when its last job ends (see terminated)
+	}
+	m.reply <- out
+}
+
+// terminated handles the end of a job's actor: one that stopped without a
+// final report failed.
+func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
+	k, ok := sv.children[who.Id]
+	if !ok {
+		return
+	}
+	delete(sv.children, who.Id)
+	if e, ok := sv.running[k]; ok {
+		sv.release(ctx, k, e.state.Background)
+		if e.state.Background {
+			st := e.state
+			st.Status, st.Reason, st.Ended = Killed, actors.ReasonFailed, time.Now()
+			sv.remember(st)
+			for _, r := range sv.killers[k] {
+				select {
+				case r <- st:
+				default: // already answered
+				}
+			}
+		}
+	}
+	delete(sv.killers, k)
+	sv.yieldFailed(k)
+	if c := sv.convs[k.conv]; c != nil && c.ending && c.running == 0 && c.jobs == 0 {
+		if c.dir != "" {
+			_ = os.RemoveAll(c.dir)
+		}
+		delete(sv.convs, k.conv)
+	}
+	sv.maybeStop(ctx)
+}
+
+func (sv *supervisor) shutdown(ctx actor.Context, leaveJobs bool) {
+	if sv.stopping {
+		return
+	}
+	sv.stopping = true
+	for _, w := range sv.queue {
+		w.reply <- admitted{err: ErrShutdown}
+	}
+	sv.queue = nil
+	for _, e := range sv.running {
+		if e.state.Background && leaveJobs {
+			ctx.Send(e.pid, &actors.Detach{})
+			continue
+		}
+		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonShutdown})
+	}
+	sv.maybeStop(ctx)
+}
+
+func (sv *supervisor) maybeStop(ctx actor.Context) {
+	if sv.stopping && !sv.stopped && len(sv.children) == 0 {
+		sv.stopped = true
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// list returns the background jobs of conversation conv (all of them with
+// all), running and ended, oldest first.
+func (sv *supervisor) list(conv string, all bool) []State {
+	var out []State
+	for k, e := range sv.running {
+		if c := sv.convs[k.conv]; c != nil && c.ending {
+			continue // forgotten: being ended
+		}
+		if e.state.Background && (all || k.conv == conv) {
+			out = append(out, e.state)
+		}
+	}
+	for _, k := range sv.order {
+		if all || k.conv == conv {
+			out = append(out, sv.ended[k])
+		}
+	}
+	slices.SortFunc(out, func(a, b State) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+// --- yield and stdin ---
+
+// A yield: a foreground job that reached its timeout asks to go on as a
+// background job. The supervisor takes a background slot and a job id for
+// it at once (so no other job can take them) and tells the job; the job
+// answers with a running background report under the new id (yielded:
+// the foreground slot is freed), or ends first (yieldFailed: the slot and,
+// when still the last one given, the id are taken back).
+type pendingYield struct {
+	newKey key
+	seq    uint64 // the job number taken
+	file   string
+}
+
+func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
+	k := key{m.Conversation, m.ID}
+	e, ok := sv.running[k]
+	if !ok || e.state.Background || sv.yields[k] != nil {
+		return
+	}
+	lim, c := sv.s.admission, sv.conv(k.conv)
+	var refuse error
+	switch {
+	case sv.stopping || c.ending:
+		refuse = fmt.Errorf("%w: the engine or the conversation is ending", ErrShutdown)
+	case c.jobs >= lim.MaxJobsPerConversation:
+		refuse = fmt.Errorf("%w: this conversation already has %d background jobs running, the most it may", ErrBusy, c.jobs)
+	case sv.bg >= lim.MaxJobs:
+		refuse = fmt.Errorf("%w: %d background jobs are running on this host, the most it allows", ErrBusy, sv.bg)
+	}
+	var f *os.File
+	var id, name string
+	if refuse == nil {
+		dir, err := sv.outputDir(k.conv, c)
+		if err == nil {
+			id = "job-" + strconv.FormatUint(c.jobSeq+1, 10)
+			name = filepath.Join(dir, id+".log")
+			f, err = os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		}
+		if err != nil {
+			refuse = fmt.Errorf("%w: output file: %w", ErrStart, err)
+		}
+	}
+	if refuse != nil {
+		ctx.Send(e.pid, &actors.YieldRefused{Err: refuse})
+		return
+	}
+	c.jobSeq++
+	c.jobs++
+	sv.bg++
+	sv.yields[k] = &pendingYield{newKey: key{k.conv, id}, seq: c.jobSeq, file: name}
+	ctx.Send(e.pid, &actors.BecomeBackground{ID: id, OutputFile: name, File: f})
+}
+
+// yielded moves a job that went on in the background (its first report
+// under its new id) from the foreground records to the background ones.
+func (sv *supervisor) yielded(ctx actor.Context, nk key, st State) {
+	for old, y := range sv.yields {
+		if y.newKey != nk {
+			continue
+		}
+		delete(sv.yields, old)
+		e := sv.running[old]
+		delete(sv.running, old)
+		e.state = st
+		sv.running[nk] = e
+		sv.children[e.pid.Id] = nk
+		if ks, ok := sv.killers[old]; ok {
+			sv.killers[nk] = ks
+			delete(sv.killers, old)
+		}
+		c := sv.conv(nk.conv)
+		c.running--
+		sv.fg--
+		sv.dequeue(ctx)
+		return
+	}
+}
+
+// yieldFailed takes back what a yield took for a job that ended first.
+func (sv *supervisor) yieldFailed(k key) {
+	y := sv.yields[k]
+	if y == nil {
+		return
+	}
+	delete(sv.yields, k)
+	c := sv.conv(k.conv)
+	c.jobs--
+	sv.bg--
+	if c.jobSeq == y.seq {
+		c.jobSeq-- // nobody took a later number: the id was never seen
+	}
+	_ = os.Remove(y.file)
+}
+
+// write forwards data to a background job's stdin.
+func (sv *supervisor) write(ctx actor.Context, m *writeRequest) {
+	k := key{m.conv, m.id}
+	if e, ok := sv.running[k]; ok && e.state.Background {
+		ctx.Send(e.pid, &actors.Write{Data: m.data, Close: m.close, Reply: m.reply})
+		return
+	}
+	if _, ok := sv.ended[k]; ok {
+		m.reply <- actors.ErrEnded
+		return
+	}
+	m.reply <- ErrNoSuchJob
+}

@@ -1,0 +1,565 @@
+// Package supervisor owns the jobs of one engine: it starts them, keeps
+// their records, routes cancellation and kills to them and shuts them
+// down, through one supervisor actor (protoactor-go) whose children are the
+// jobs' actors (package actors), stopped and never restarted: a restart
+// would lose the process, and re-running a command is not safe.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/internal/truncate"
+)
+
+// The data the supervisor hands out is the job layer's.
+type (
+	// Outcome is what happened to a job.
+	Outcome = actors.Outcome
+	// State is the record of a job.
+	State = actors.State
+	// Status is a job's status.
+	Status = actors.Status
+	// Reason says why the engine ended a job.
+	Reason = actors.Reason
+	// Limits are a job's resource limits.
+	Limits = actors.Limits
+	// Applied are the limits a job ran under.
+	Applied = actors.Applied
+	// Usage is what a job's processes used.
+	Usage = actors.Usage
+	// SandboxLimits are the resource limits of restricted jobs.
+	SandboxLimits = sandbox.Limits
+	// SandboxCapabilities say what restricted mode enforces on this host.
+	SandboxCapabilities = sandbox.Capabilities
+	// Profile is what a restricted job may write and reach.
+	Profile = actors.Profile
+	// Yield says what a foreground job becomes when it yields.
+	Yield = actors.Yield
+	// Yielded says where a yielded job went on.
+	Yielded = actors.Yielded
+	// Winsize is the size of a job's terminal.
+	Winsize = proc.Winsize
+)
+
+// Unlimited, as a SandboxLimits field, switches that limit off.
+const Unlimited = sandbox.Unlimited
+
+// SandboxMain turns the process into the sandbox helper when it was
+// started as one (see sandbox.Main), and returns at once otherwise.
+func SandboxMain() { sandbox.Main() }
+
+// The statuses and reasons of [State] and [Outcome].
+const (
+	Running   = actors.Running
+	Completed = actors.Completed
+	Failed    = actors.Failed
+	Killed    = actors.Killed
+	Errored   = actors.Errored
+	Detached  = actors.Detached
+
+	ReasonNone      = actors.ReasonNone
+	ReasonTimeout   = actors.ReasonTimeout
+	ReasonCancelled = actors.ReasonCancelled
+	ReasonKilled    = actors.ReasonKilled
+	ReasonShutdown  = actors.ReasonShutdown
+	ReasonLifetime  = actors.ReasonLifetime
+	ReasonFailed    = actors.ReasonFailed
+	ReasonCPULimit  = actors.ReasonCPULimit
+)
+
+// Errors returned by the Supervisor; test them with errors.Is.
+var (
+	// ErrShutdown: the supervisor is shut down.
+	ErrShutdown = errors.New("engine is shut down")
+	// ErrStart wraps every error that kept a process from starting.
+	ErrStart = proc.ErrStart
+	// ErrSandboxUnavailable: restricted mode cannot be enforced here.
+	ErrSandboxUnavailable = sandbox.ErrUnavailable
+	// ErrActorFailed: a job's actor failed.
+	ErrActorFailed = actors.ErrActorFailed
+	// ErrNoSuchJob: no background job of that conversation has that id.
+	ErrNoSuchJob = errors.New("no such job")
+	// Errors of Write (see actors.Write).
+	ErrNoStdin     = actors.ErrNoStdin
+	ErrEnded       = actors.ErrEnded
+	ErrStdinClosed = actors.ErrStdinClosed
+	ErrStdinBusy   = actors.ErrStdinBusy
+	// ErrBusy: the engine or the conversation runs as many jobs as it may
+	// (see Admission); the error says what is full.
+	ErrBusy = errors.New("busy")
+)
+
+// MaxEnded bounds the ended background jobs remembered; the oldest is
+// forgotten together with its output file.
+const MaxEnded = 1000
+
+// Config configures a Supervisor. Durations must be positive.
+type Config struct {
+	// Environ is the environment the policy filters.
+	Environ []string
+	// EnvAllowlist passes only the allowlist (proc.AllowlistNames and
+	// EnvAllow) instead of everything but secrets.
+	EnvAllowlist bool
+	// EnvKeep, EnvAllow and EnvStrip refine the policy (proc.EnvConfig).
+	EnvKeep, EnvAllow, EnvStrip []string
+	// KeepCapabilities leaves the process's capability bounding set alone
+	// (see proc.ProtectEngine: by default a root engine's jobs run without
+	// the capabilities that read other processes' memory).
+	KeepCapabilities bool
+
+	// NoCgroups gives jobs no cgroup: the process group is the unit.
+	NoCgroups bool
+	// CgroupParent is the cgroup v2 directory under which job cgroups are
+	// made ("": the engine's own cgroup).
+	CgroupParent string
+	// Limits are the resource limits of every job whose Request has none
+	// (zero fields: no limit; see actors.Limits for how each is enforced).
+	Limits Limits
+
+	// OutputDir holds background jobs' output files (job-N.log).
+	OutputDir string
+	// Truncate configures a foreground job's output buffer.
+	Truncate truncate.Config
+
+	Grace, CleanupWait, DrainWait  time.Duration
+	KeepLeftovers, SeparateStreams bool
+
+	// Sandbox configures restricted jobs.
+	Sandbox SandboxLimits
+	// SandboxHelper, SandboxHelperPath and ScratchRoot: see
+	// actors.Sandbox.
+	SandboxHelper                  bool
+	SandboxHelperPath, ScratchRoot string
+
+	// Admission bounds what runs at once (admission control).
+	Admission Admission
+
+	// Logger receives warnings; protoactor's own logs go there at Warn and
+	// above.
+	Logger *slog.Logger
+}
+
+// Admission bounds the jobs that run at once. Zero fields take their
+// defaults.
+type Admission struct {
+	// MaxRunning bounds the foreground jobs running at once on this engine
+	// (default 4 per CPU).
+	MaxRunning int
+	// MaxRunningPerConversation bounds those of one conversation (default
+	// MaxRunning/2, at least 1), so one conversation cannot take every
+	// slot.
+	MaxRunningPerConversation int
+	// MaxQueue bounds the foreground calls waiting for a slot, engine-wide
+	// (default 4 * MaxRunning). A call beyond it is refused with ErrBusy.
+	MaxQueue int
+	// QueueWait bounds how long a call waits for a slot before it is
+	// refused with ErrBusy (default 30s). A job's timeout starts only when
+	// it runs.
+	QueueWait time.Duration
+	// MaxJobsPerConversation bounds one conversation's running background
+	// jobs (default 16); MaxJobs all of them (default 16 per CPU). A
+	// background job over either is refused at once with ErrBusy.
+	MaxJobsPerConversation, MaxJobs int
+}
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Admission) WithDefaults() Admission {
+	cpus := runtime.NumCPU()
+	if l.MaxRunning <= 0 {
+		l.MaxRunning = 4 * cpus
+	}
+	if l.MaxRunningPerConversation <= 0 {
+		l.MaxRunningPerConversation = max(1, l.MaxRunning/2)
+	}
+	if l.MaxQueue <= 0 {
+		l.MaxQueue = 4 * l.MaxRunning
+	}
+	if l.QueueWait <= 0 {
+		l.QueueWait = 30 * time.Second
+	}
+	if l.MaxJobsPerConversation <= 0 {
+		l.MaxJobsPerConversation = 16
+	}
+	if l.MaxJobs <= 0 {
+		l.MaxJobs = 16 * cpus
+	}
+	return l
+}
+
+// Supervisor starts and tracks the jobs of one engine. It is safe for
+// concurrent use.
+type Supervisor struct {
+	res       *actors.Resources
+	admission Admission
+	limits    Limits
+	system    *actor.ActorSystem
+	pid       *actor.PID
+	outDir    string
+	caps      sandbox.Capabilities
+	closed    atomic.Bool   // Shutdown was called
+	done      chan struct{} // closed when the supervisor actor stopped
+	final     []State       // the records when it stopped
+}
+
+// New starts a supervisor: the environment policy, the cgroup probe, the
+// actor system and the supervisor actor.
+func New(cfg Config) (*Supervisor, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, fmt.Errorf("bashvisor: %w", err)
+	}
+	if bash, err = filepath.Abs(bash); err != nil {
+		return nil, fmt.Errorf("bashvisor: %w", err)
+	}
+	if err := proc.ProtectEngine(!cfg.KeepCapabilities); err != nil {
+		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
+	}
+	env := proc.NewEnv(cfg.Environ, proc.EnvConfig{Allowlist: cfg.EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip})
+	res := &actors.Resources{
+		Bash: bash, Env: env, Redactor: env.Redactor(), Truncate: cfg.Truncate,
+		Sandbox: actors.Sandbox{
+			Limits: cfg.Sandbox, Helper: cfg.SandboxHelper,
+			HelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
+		},
+		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
+		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams, Log: log,
+	}
+	if cfg.NoCgroups {
+		log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
+	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
+		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
+	}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), limits: cfg.Limits, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+	// Dead letters (a timer or reader message reaching an actor that has
+	// just stopped) are expected and harmless; a short throttle interval
+	// keeps protoactor's throttle goroutine from outliving Shutdown.
+	s.system = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+	s.pid = s.system.Root.Spawn(props(s))
+	return s, nil
+}
+
+// Sandbox says what restricted mode enforces on this host.
+func (s *Supervisor) Sandbox() SandboxCapabilities { return s.caps }
+
+// PidsLimit reports whether restricted jobs' processes are limited
+// (SandboxLimits.Processes): the engine has cgroups and the host offers the
+// pids controller.
+func (s *Supervisor) PidsLimit() bool { return s.res.Cgroups != nil && s.res.Cgroups.PidsLimit() }
+
+// Cgroups reports whether jobs get cgroups of their own.
+func (s *Supervisor) Cgroups() bool { return s.res.Cgroups != nil }
+
+// MemoryLimit reports whether jobs' memory limits are enforced by a
+// memory controller (job-wide, with OOM kills and peak memory accounted)
+// rather than as RLIMIT_AS per process.
+func (s *Supervisor) MemoryLimit() bool { return s.res.Cgroups != nil && s.res.Cgroups.MemoryLimit() }
+
+// Redact replaces in text the values of the secrets the environment
+// policy stripped.
+func (s *Supervisor) Redact(text string) string { return s.res.Redactor.String(text) }
+
+// Redactor replaces the values of the secrets the environment policy
+// stripped (for the audit log).
+func (s *Supervisor) Redactor() *secret.Redactor { return s.res.Redactor }
+
+// Request is a job to start.
+type Request struct {
+	Conversation string
+	// Command is the command as submitted; Display as shown; Script what
+	// bash -c runs (Command after the engine's rewrites).
+	Command, Display, Script string
+	// Dir is the working directory.
+	Dir string
+	// Env holds environment overrides; ExtraEnv trusted NAME=value
+	// additions.
+	Env      map[string]string
+	ExtraEnv []string
+	// Background runs the job detached, with its output in a file.
+	Background bool
+	// Sandbox, when set, runs it in the sandbox with this profile.
+	Sandbox *Profile
+	// Timeout is the foreground timeout or the background lifetime (0:
+	// none).
+	Timeout time.Duration
+	// Limits, when set, replace Config.Limits for this job.
+	Limits *Limits
+	// Stdin gives the job a stdin pipe for Write; TTY runs it on a
+	// pseudo-terminal of that size (see actors.Spec).
+	Stdin bool
+	TTY   *Winsize
+	// Yield, for a foreground job, makes it a background job when it
+	// reaches Timeout instead of ending it (see actors.Spec.Yield).
+	Yield *Yield
+	// Completion renders the line appended to a background job's output
+	// file when it ends.
+	Completion func(Outcome) string
+}
+
+// Job is a started job.
+type Job struct {
+	// ID names the job: "cmd-N" (foreground) or "job-N" (background, in
+	// its conversation).
+	ID string
+	// Conversation is the conversation that started it.
+	Conversation string
+	// Queued is how long it waited for a slot.
+	Queued time.Duration
+	// Pid is the pid and process group id of its shell.
+	Pid int
+	// OutputFile is a background job's output file.
+	OutputFile string
+
+	done <-chan Outcome
+	out  *truncate.Buffer
+}
+
+// Done receives a foreground job's outcome, once.
+func (j *Job) Done() <-chan Outcome { return j.done }
+
+// Progress reports a foreground job's output so far: its size and its
+// latest line (at most 256 bytes).
+func (j *Job) Progress() (bytes int64, lastLine string) {
+	if j.out == nil {
+		return 0, ""
+	}
+	return j.out.Total(), j.out.LastLine(256)
+}
+
+// OutputSince returns a running foreground job's output from byte offset
+// on, at most limit bytes (see truncate.Buffer.Since).
+func (j *Job) OutputSince(offset int64, limit int) (text string, skipped, next int64) {
+	if j.out == nil {
+		return "", 0, offset
+	}
+	return j.out.Since(offset, limit)
+}
+
+// Start starts a job: the supervisor admits it (at once, or after a wait
+// in the queue: see Admission), records it and spawns its actor, the process
+// is started in the calling goroutine and handed to the actor. A
+// foreground job's outcome then arrives on Job.Done; a background job runs
+// on its own. Start fails with ErrShutdown after Shutdown, with ErrBusy
+// when the job cannot be admitted, with an error wrapping ErrStart or
+// ErrSandboxUnavailable when the process could not start, and with ctx's
+// error when ctx is done before the job starts.
+func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
+	if s.closed.Load() {
+		return nil, ErrShutdown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	reply := make(chan admitted, 1)
+	s.system.Root.Send(s.pid, &startRequest{req: req, reply: reply})
+	var a admitted
+	select {
+	case a = <-reply:
+	case <-s.done:
+		return nil, ErrShutdown
+	default: // queued: wait for a slot, bounded
+		a = s.wait(ctx, reply)
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	l, err := actors.Launch(a.spec, s.res)
+	if err != nil {
+		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
+		return nil, err
+	}
+	s.system.Root.Send(a.pid, l)
+	return &Job{ID: a.spec.ID, Conversation: a.spec.Conversation, Queued: a.spec.Queued,
+		Pid: l.Pid(), OutputFile: a.spec.OutputFile, done: a.done, out: l.Output()}, nil
+}
+
+// wait waits for a queued call's admission, up to QueueWait or ctx; a call
+// that gives up is withdrawn from the queue (or, admitted meanwhile, its
+// job is told its process will never come).
+func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
+	t := time.NewTimer(s.admission.QueueWait)
+	defer t.Stop()
+	var giveUp error
+	select {
+	case a := <-reply:
+		return a
+	case <-s.done:
+		return admitted{err: ErrShutdown}
+	case <-ctx.Done():
+		giveUp = ctx.Err()
+	case <-t.C:
+		st := s.Stats()
+		giveUp = fmt.Errorf("%w: waited %s for one of the %d command slots of this host (%d running, %d waiting); try again later",
+			ErrBusy, s.admission.QueueWait, s.admission.MaxRunning, st.Running, st.Queued)
+	}
+	ack := make(chan bool, 1)
+	s.system.Root.Send(s.pid, &withdrawRequest{reply: reply, ack: ack})
+	select {
+	case withdrawn := <-ack:
+		if !withdrawn { // admitted meanwhile: free the slot
+			if a := <-reply; a.err == nil {
+				s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: giveUp})
+			}
+		}
+	case <-s.done:
+	}
+	return admitted{err: giveUp}
+}
+
+// Cancel ends a running job of conversation conv with the grace sequence
+// (its outcome says "cancelled"). An ended or unknown job is ignored.
+func (s *Supervisor) Cancel(conv, id string) {
+	s.system.Root.Send(s.pid, &cancelRequest{conv: conv, id: id, reason: actors.ReasonCancelled})
+}
+
+// Kill ends a background job of conversation conv with the grace sequence
+// and returns its final state; an ended job's state is returned
+// unchanged. It reports false when conv has no such background job.
+func (s *Supervisor) Kill(ctx context.Context, conv, id string) (State, bool, error) {
+	reply := make(chan State, 1)
+	s.system.Root.Send(s.pid, &killRequest{conv: conv, id: id, reply: reply})
+	select {
+	case st := <-reply:
+		return st, st.ID != "", nil
+	case <-s.done:
+		return State{}, false, ErrShutdown
+	case <-ctx.Done():
+		return State{}, false, ctx.Err()
+	}
+}
+
+// Write sends data to the stdin of conversation conv's background job id
+// (started with Request.Stdin or TTY), then closes it when close is set.
+// It returns once the job took the bytes (its pipe or terminal buffer
+// did), or with ErrNoSuchJob, ErrNoStdin, ErrEnded, ErrStdinClosed or
+// ErrStdinBusy (the job has not read earlier input for a while).
+func (s *Supervisor) Write(ctx context.Context, conv, id string, data []byte, close bool) error {
+	reply := make(chan error, 1)
+	s.system.Root.Send(s.pid, &writeRequest{conv: conv, id: id, data: data, close: close, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-s.done:
+		return ErrShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Jobs returns the records of conversation conv's background jobs, running
+// and ended, oldest first; after Shutdown, the final ones.
+func (s *Supervisor) Jobs(conv string) []State { return s.list(&listRequest{conv: conv}) }
+
+// AllJobs returns the records of every conversation's background jobs.
+func (s *Supervisor) AllJobs() []State { return s.list(&listRequest{all: true}) }
+
+func (s *Supervisor) list(m *listRequest) []State {
+	reply := make(chan []State, 1)
+	m.reply = reply
+	s.system.Root.Send(s.pid, m)
+	select {
+	case states := <-reply:
+		return states
+	case <-s.done:
+		var out []State
+		for _, st := range s.final {
+			if m.all || st.Conversation == m.conv {
+				out = append(out, st)
+			}
+		}
+		return out
+	}
+}
+
+// EndConversation ends conversation conv: its running jobs are ended with
+// the grace sequence (foreground calls answer "cancelled"), its queued
+// calls are refused, its ended jobs are forgotten and its output directory
+// is removed once its last job is gone. It returns the jobs it ended or
+// forgot.
+func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]State, error) {
+	reply := make(chan []State, 1)
+	s.system.Root.Send(s.pid, &endConversationRequest{conv: conv, reply: reply})
+	select {
+	case states := <-reply:
+		return states, nil
+	case <-s.done:
+		return nil, ErrShutdown
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Stats returns the current load: jobs running and calls waiting.
+func (s *Supervisor) Stats() Stats {
+	reply := make(chan Stats, 1)
+	s.system.Root.Send(s.pid, &statsRequest{reply: reply})
+	select {
+	case st := <-reply:
+		return st
+	case <-s.done:
+		return Stats{}
+	}
+}
+
+// Shutdown ends every job (background jobs too, unless leaveJobs: those are
+// left running and forgotten) with the grace sequence, then stops the
+// supervisor and the actor system and removes the engine's cgroups. It
+// waits for that or for ctx; calling it again waits again.
+func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
+	s.closed.Store(true)
+	s.system.Root.Send(s.pid, &shutdownRequest{leaveJobs: leaveJobs})
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish stops the actor system and removes the cgroups once the
+// supervisor actor has stopped; it runs on its own goroutine (the actor
+// system cannot be shut down from inside one of its actors).
+func (s *Supervisor) finish() {
+	s.system.Shutdown()
+	if s.res.Cgroups != nil {
+		if err := s.res.Cgroups.Close(); err != nil {
+			s.res.Log.Warn("removing cgroups", "err", err)
+		}
+	}
+	close(s.done)
+}
+
+// minLevel drops records below min (protoactor logs dead letters at Info).
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }
