@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 func TestAuditJSONLines(t *testing.T) {

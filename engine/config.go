@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // Admission bounds the commands and jobs that run at once (admission

@@ -14,9 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // Errors carried in [Result.Err] and returned by Engine methods; test them

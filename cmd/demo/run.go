@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/mcpserver"
 	"github.com/bashvisor/bashvisor/internal/truncate"
+	"github.com/bashvisor/bashvisor/mcpserver"
 )
 
 // engineFlags are the engine settings shared by run and schema.

@@ -12,8 +12,8 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 	"pgregory.net/rapid"
 
-	"github.com/bashvisor/bashvisor/safety"
 	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // blockedCorpus are commands the default rules block. Words marked with a
