@@ -62,6 +62,9 @@ func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) 
 		a.step = step
 	}
 	for i := range s.l.roots {
+		// Directories are looked up afresh: the real tree may have
+		// changed since Diff.
+		s.real[i].forget("")
 		a.root(i)
 	}
 	if a.step != nil {

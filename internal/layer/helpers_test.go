@@ -4,6 +4,7 @@ package layer_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,4 +124,11 @@ func (w *world) read(t testing.TB, rel string) string {
 func (w *world) exists(rel string) bool {
 	_, err := os.Lstat(filepath.Join(w.ws, rel))
 	return err == nil
+}
+
+// execCommand is `bash -c script` in the workspace, unconfined.
+func execCommand(w *world, script string) *exec.Cmd {
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	return cmd
 }

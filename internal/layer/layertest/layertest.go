@@ -74,7 +74,8 @@ func Unprivileged() bool { return os.Geteuid() != 0 }
 // layer spec, with env as its whole environment. As root the child gets
 // a new mount namespace; otherwise new user and mount namespaces, in
 // which the test's uid and gid map to themselves and the child keeps
-// CAP_SYS_ADMIN (an ambient capability) only until it execs bash.
+// the capabilities the mount needs (ambient ones, in that user
+// namespace only) until it execs bash, which runs without any.
 func Command(tb testing.TB, spec layer.Spec, dir string, env []string, script string) *exec.Cmd {
 	tb.Helper()
 	self, err := os.Executable()
@@ -97,7 +98,11 @@ func Command(tb testing.TB, spec layer.Spec, dir string, env []string, script st
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		// Overlayfs works in the upper layer with the capabilities
+		// of whoever mounted it (its own work directory is mode 000):
+		// those over the user namespace's files, not only SYS_ADMIN.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
+			unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_FSETID}
 	}
 	cmd.SysProcAttr = attr
 	return cmd
