@@ -67,7 +67,7 @@ func TestAttackCommondir(t *testing.T) {
 	setup(w)
 	o := w.run(t, attackCommondir)
 	got := w.refused(o)
-	for _, want := range []string{"git-commondir .git/commondir", "git-new-config .git/c2/config"} {
+	for _, want := range []string{"git-commondir .git/commondir", "git-unknown .git/c2/config"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("%q not refused: %v", want, got)
 		}
@@ -166,10 +166,10 @@ func TestAttackVariants(t *testing.T) {
 			script:  "git init -q al && git -C al config alias.st '!touch $SENT/alias'",
 			refused: []string{"git-new-config al/.git/config"}, gitDirs: []string{"al"}},
 		{name: "embedded bare repository with a pager",
-			script:  "git clone -q --bare . bare.git && git -C bare.git config core.pager 'touch $SENT/bare; cat'",
+			script:  "git clone -q --no-hardlinks --bare . bare.git && git -C bare.git config core.pager 'touch $SENT/bare; cat'",
 			refused: []string{"git-new-config bare.git/config"}, gitDirs: []string{"bare.git"}},
 		{name: "new submodule git directory under modules",
-			script:  "git clone -q --bare . .git/modules/m && git -C .git/modules/m config core.bare false",
+			script:  "git clone -q --no-hardlinks --bare . .git/modules/m && git -C .git/modules/m config core.bare false",
 			refused: []string{"git-modules .git/modules/m/config"}},
 		{name: "core.hooksPath in the existing config",
 			script:  "mkdir hk && printf '#!/bin/sh\\ntouch $SENT/hooksPath\\n' > hk/post-commit && chmod +x hk/post-commit && git config core.hooksPath hk",

@@ -25,7 +25,7 @@
 // index and its lock and split files, HEAD and the other state files
 // (ORIG_HEAD, FETCH_HEAD, MERGE_*, CHERRY_PICK_HEAD, BISECT_*,
 // COMMIT_EDITMSG, any X_HEAD pseudo-ref, packed-refs, shallow,
-// description, gc.*), the states of rebase, am and the sequencer
+// description, gc.*, info/refs), the states of rebase, am and the sequencer
 // (without exec lines or a foreign merge strategy), hooks/*.sample
 // (git never runs them), and lock files of all these. Everything else
 // is refused with the rule that names it: config and config.worktree
@@ -34,7 +34,8 @@
 // ([Worktrees]), info/ ([Info]), alternates ([Alternates]), symlinks
 // ([Symlink]), the removal of the repository, its HEAD, objects or
 // refs ([Structure]), and anything git does not write ([Unknown]) —
-// creations, changes and removals alike.
+// creations, changes and removals alike (a config rewritten with the
+// same bytes is no change).
 //
 // A git directory that is new (not one before the command) is checked
 // whole, as it is afterwards, not only what the command changed: it

@@ -205,7 +205,12 @@ type gitDir struct {
 	existed bool // a git directory before the command
 }
 
-// judge decides one change.
+// judge decides one change: first by the innermost git directory
+// around it that existed before (which also judges where new git
+// directories inside it sit: modules/, worktrees/), then by each new
+// git directory around it, checked whole, outermost first, and by the
+// innermost one's rules; a change in no existing git directory also by
+// the working-tree rules.
 func (k *checker) judge(c layer.Change) verdict {
 	root := k.rootOf(c.Path)
 	for _, part := range strings.Split(strings.TrimPrefix(c.Path, root), "/") {
@@ -213,28 +218,48 @@ func (k *checker) judge(c layer.Change) verdict {
 			return refuse(DotGit, "a name git reads as .git")
 		}
 	}
-	for _, g := range k.chain(c.Path) {
-		r := strings.TrimPrefix(strings.TrimPrefix(c.Path, g.path), "/")
-		if g.existed {
-			if r == "" {
-				if c.Kind == layer.Deleted || (c.Kind == layer.TypeChanged && !c.Mode.IsDir()) {
-					return refuse(Structure, "a repository's git directory")
-				}
-				return allowed
-			}
-			return k.gitPath(g, r, c.Kind, c.Mode)
+	chain := k.chain(c.Path)
+	var fresh []gitDir // new git directories inside the existing one, outermost first
+	for _, g := range chain {
+		if !g.existed {
+			fresh = append([]gitDir{g}, fresh...)
+			continue
 		}
+		r := strings.TrimPrefix(strings.TrimPrefix(c.Path, g.path), "/")
+		if r == "" {
+			if c.Kind == layer.Deleted || (c.Kind == layer.TypeChanged && !c.Mode.IsDir()) {
+				return refuse(Structure, "a repository's git directory")
+			}
+			return allowed
+		}
+		if vd := k.gitPath(g, r, c.Kind, c.Mode); vd.rule != "" {
+			return vd
+		}
+		return k.fresh(fresh, c)
+	}
+	if vd := k.fresh(fresh, c); vd.rule != "" {
+		return vd
+	}
+	return k.worktree(c)
+}
+
+// fresh judges a change inside the new git directories gs (outermost
+// first): each must pass as a whole, and the change by the innermost
+// one's rules.
+func (k *checker) fresh(gs []gitDir, c layer.Change) verdict {
+	for _, g := range gs {
 		if vd := k.validateNew(g.path); vd.rule != "" {
 			return vd
 		}
-		if r != "" {
-			if vd := k.gitPath(g, r, c.Kind, c.Mode); vd.rule != "" {
-				return vd
-			}
-		}
-		// A new git directory's place is judged by the one around it.
 	}
-	return k.worktree(c)
+	if len(gs) == 0 {
+		return allowed
+	}
+	g := gs[len(gs)-1]
+	if r := strings.TrimPrefix(strings.TrimPrefix(c.Path, g.path), "/"); r != "" {
+		return k.gitPath(g, r, c.Kind, c.Mode)
+	}
+	return allowed
 }
 
 // rootOf returns the root p is at or below ("" if none).
@@ -397,6 +422,9 @@ func (k *checker) gitPath(g gitDir, r string, kind layer.Kind, mode fs.FileMode)
 			return k.newConfig(p)
 		}
 		if len(parts) == 1 {
+			if g.existed && k.sameContent(p) {
+				return allowed // rewritten as it was (git branch -d does that)
+			}
 			return refuse(Config, "a repository's configuration")
 		}
 	case "hooks":
@@ -421,6 +449,8 @@ func (k *checker) gitPath(g gitDir, r string, kind layer.Kind, mode fs.FileMode)
 		switch {
 		case newRepo && len(parts) == 1 && isDir:
 			return allowed
+		case r == "info/refs" && (kind == layer.Deleted || mode.IsRegular()):
+			return allowed // refs for dumb HTTP, which git repack writes
 		case newRepo && r == "info/exclude" && mode.IsRegular():
 			if k.commentsOnly(p) {
 				return allowed
@@ -499,6 +529,17 @@ func (k *checker) newConfig(p string) verdict {
 		}
 	}
 	return allowed
+}
+
+// sameContent reports whether the regular file p holds the same bytes
+// before and after the command.
+func (k *checker) sameContent(p string) bool {
+	b, why := k.read(p)
+	if why != "" {
+		return false
+	}
+	a, err := k.v.ReadFile(p, false, maxCheckedFile+1)
+	return err == nil && bytes.Equal(a, b)
 }
 
 // commentsOnly reports whether the file p holds only comments and blank

@@ -88,7 +88,9 @@ func (s Spec) Mount() error {
 // (a syncfs of the whole disk, which would delay the end of every
 // command). What a command wrote is as durable as any unsynced write
 // once applied; a crash before that loses it, and what is left of a
-// crashed engine's layers is removed by [RemoveStale].
+// crashed engine's layers is removed by [RemoveStale]. A volatile
+// overlay leaves a mark in its work directory that makes overlayfs
+// refuse to mount it again: a layer is mounted once, for one command.
 func (s Spec) Open() (*Mounts, error) {
 	m := &Mounts{spec: s}
 	for _, o := range s.Overlays {
