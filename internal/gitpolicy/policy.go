@@ -397,100 +397,138 @@ func dataFile(name string) bool {
 	return false
 }
 
+// entry is a path inside a git directory being judged.
+type entry struct {
+	g     gitDir
+	r     string   // relative, slash-separated
+	parts []string // r's components
+	name  string   // the last one, without a .lock suffix
+	top   string   // the first one (name for a top-level entry)
+	kind  layer.Kind
+	mode  fs.FileMode // after the change (before it for Deleted)
+	dir   bool        // a directory after the change
+	path  string      // absolute
+}
+
 // gitPath judges the path r (relative, slash-separated) inside the git
 // directory g, whose state after the change has mode (kind Deleted:
 // mode before).
 func (k *checker) gitPath(g gitDir, r string, kind layer.Kind, mode fs.FileMode) verdict {
-	newRepo := !g.existed
-	parts := strings.Split(r, "/")
-	name := strings.TrimSuffix(parts[len(parts)-1], ".lock")
-	top := parts[0]
-	if len(parts) == 1 {
-		top = name
+	e := entry{g: g, r: r, parts: strings.Split(r, "/"), kind: kind, mode: mode, path: g.path + "/" + r}
+	e.name = strings.TrimSuffix(e.parts[len(e.parts)-1], ".lock")
+	e.top = e.parts[0]
+	if len(e.parts) == 1 {
+		e.top = e.name
 	}
-	isDir := mode.IsDir() && kind != layer.Deleted
-	if kind != layer.Deleted && mode&fs.ModeSymlink != 0 {
+	e.dir = mode.IsDir() && kind != layer.Deleted
+	switch {
+	case kind != layer.Deleted && mode&fs.ModeSymlink != 0:
 		return refuse(Symlink, "a symlink in a git directory")
-	}
-	if kind != layer.Deleted && !mode.IsDir() && !mode.IsRegular() {
+	case kind != layer.Deleted && !mode.IsDir() && !mode.IsRegular():
 		return refuse(Unknown, "a special file in a git directory")
 	}
-	p := g.path + "/" + r
-	switch top {
-	case "config", "config.worktree":
-		if newRepo && r == "config" && mode.IsRegular() {
-			return k.newConfig(p)
-		}
-		if len(parts) == 1 {
-			if g.existed && k.sameContent(p) {
-				return allowed // rewritten as it was (git branch -d does that)
-			}
-			return refuse(Config, "a repository's configuration")
-		}
-	case "hooks":
-		switch {
-		case len(parts) == 1 && isDir:
-			return allowed
-		case len(parts) == 2 && strings.HasSuffix(name, ".sample") && (kind == layer.Deleted || mode.IsRegular()):
-			return allowed // git never runs a *.sample hook
-		}
-		return refuse(Hooks, "a hook (a program git runs)")
-	case "commondir":
-		return refuse(Commondir, "a commondir file")
-	case "gitdir":
-		return refuse(Gitdir, "a gitdir file")
-	case "modules":
-		return refuse(Modules, "a new submodule's git directory")
-	case "worktrees":
-		return refuse(Worktrees, "a linked worktree's admin files")
-	case "locked":
-		return refuse(Worktrees, "a linked worktree's admin files")
-	case "info":
-		switch {
-		case newRepo && len(parts) == 1 && isDir:
-			return allowed
-		case r == "info/refs" && (kind == layer.Deleted || mode.IsRegular()):
-			return allowed // refs for dumb HTTP, which git repack writes
-		case newRepo && r == "info/exclude" && mode.IsRegular():
-			if k.commentsOnly(p) {
-				return allowed
-			}
-			return refuse(Info, "info/exclude of a new repository holds patterns")
-		}
-		return refuse(Info, "info/ (what git ignores and reads)")
-	case "objects":
-		switch {
-		case r == "objects/info/alternates" || r == "objects/info/http-alternates" ||
-			r == "objects/info/alternates.lock" || r == "objects/info/http-alternates.lock":
-			return refuse(Alternates, "an alternates file")
-		case len(parts) == 1 && g.existed && !isDir:
-			return refuse(Structure, "a repository's objects directory")
-		}
-		return allowed
-	case "refs", "reftable":
-		if len(parts) == 1 && g.existed && !isDir {
-			return refuse(Structure, "a repository's refs directory")
-		}
-		return allowed
-	case "logs":
-		return allowed
-	case "rebase-merge", "rebase-apply", "sequencer":
-		return k.rebaseState(p, parts, name, mode)
-	case "branches":
-		if newRepo && len(parts) == 1 && isDir {
+	if rule, ok := topRules[e.top]; ok {
+		return rule(k, e)
+	}
+	return topFile(e)
+}
+
+// topRules judge the entries of a git directory by their first
+// component.
+var topRules = map[string]func(*checker, entry) verdict{
+	"config":          (*checker).configEntry,
+	"config.worktree": (*checker).configEntry,
+	"hooks":           func(_ *checker, e entry) verdict { return hooksEntry(e) },
+	"commondir":       func(*checker, entry) verdict { return refuse(Commondir, "a commondir file") },
+	"gitdir":          func(*checker, entry) verdict { return refuse(Gitdir, "a gitdir file") },
+	"modules":         func(*checker, entry) verdict { return refuse(Modules, "a new submodule's git directory") },
+	"worktrees":       func(*checker, entry) verdict { return refuse(Worktrees, "a linked worktree's admin files") },
+	"locked":          func(*checker, entry) verdict { return refuse(Worktrees, "a linked worktree's admin files") },
+	"info":            (*checker).infoEntry,
+	"objects":         func(_ *checker, e entry) verdict { return objectsEntry(e) },
+	"refs":            func(_ *checker, e entry) verdict { return structural(e, "a repository's refs directory") },
+	"reftable":        func(_ *checker, e entry) verdict { return structural(e, "a repository's reftable directory") },
+	"logs":            func(*checker, entry) verdict { return allowed },
+	"rebase-merge":    (*checker).rebaseState,
+	"rebase-apply":    (*checker).rebaseState,
+	"sequencer":       (*checker).rebaseState,
+	"branches": func(_ *checker, e entry) verdict {
+		if !e.g.existed && len(e.parts) == 1 && e.dir {
 			return allowed // the template's empty directory
 		}
 		return refuse(Unknown, "branches/ (remote configuration)")
-	case "remotes":
-		return refuse(Unknown, "remotes/ (remote configuration)")
+	},
+	"remotes": func(*checker, entry) verdict { return refuse(Unknown, "remotes/ (remote configuration)") },
+}
+
+func (k *checker) configEntry(e entry) verdict {
+	switch {
+	case len(e.parts) > 1:
+		return refuse(Unknown, "a file git does not write")
+	case !e.g.existed && e.r == "config" && e.mode.IsRegular():
+		return k.newConfig(e.path)
+	case e.g.existed && e.r == "config" && k.sameContent(e.path):
+		return allowed // rewritten as it was (git branch -d does that)
 	}
-	if len(parts) == 1 && dataFile(name) {
-		if name == "HEAD" && g.existed && (kind == layer.Deleted || !mode.IsRegular()) {
+	return refuse(Config, "a repository's configuration")
+}
+
+func hooksEntry(e entry) verdict {
+	switch {
+	case len(e.parts) == 1 && e.dir:
+		return allowed
+	case len(e.parts) == 2 && strings.HasSuffix(e.name, ".sample") && (e.kind == layer.Deleted || e.mode.IsRegular()):
+		return allowed // git never runs a *.sample hook
+	}
+	return refuse(Hooks, "a hook (a program git runs)")
+}
+
+func (k *checker) infoEntry(e entry) verdict {
+	newRepo := !e.g.existed
+	switch {
+	case e.r == "info/refs" && (e.kind == layer.Deleted || e.mode.IsRegular()):
+		return allowed // refs for dumb HTTP, which git repack writes
+	case newRepo && len(e.parts) == 1 && e.dir:
+		return allowed
+	case newRepo && e.r == "info/exclude" && e.mode.IsRegular():
+		if k.commentsOnly(e.path) {
+			return allowed
+		}
+		return refuse(Info, "info/exclude of a new repository holds patterns")
+	}
+	return refuse(Info, "info/ (what git ignores and reads)")
+}
+
+func objectsEntry(e entry) verdict {
+	switch strings.TrimSuffix(e.r, ".lock") {
+	case "objects/info/alternates", "objects/info/http-alternates":
+		return refuse(Alternates, "an alternates file")
+	}
+	return structural(e, "a repository's objects directory")
+}
+
+// structural refuses removing or replacing one of an existing
+// repository's top directories (objects, refs).
+func structural(e entry, what string) verdict {
+	if len(e.parts) == 1 && e.g.existed && !e.dir {
+		return refuse(Structure, what)
+	}
+	return allowed
+}
+
+// topFile judges a file at the top of a git directory that no rule of
+// topRules covers.
+func topFile(e entry) verdict {
+	if len(e.parts) != 1 {
+		return refuse(Unknown, "a file git does not write")
+	}
+	if dataFile(e.name) {
+		if e.name == "HEAD" && e.g.existed && (e.kind == layer.Deleted || !e.mode.IsRegular()) {
 			return refuse(Structure, "a repository's HEAD")
 		}
 		return allowed
 	}
-	if len(parts) == 1 && strings.HasSuffix(name, "_HEAD") && strings.ToUpper(name) == name {
+	if strings.HasSuffix(e.name, "_HEAD") && strings.ToUpper(e.name) == e.name {
 		return allowed // another pseudo-ref
 	}
 	return refuse(Unknown, "a file git does not write")
@@ -563,13 +601,13 @@ func (k *checker) commentsOnly(p string) bool {
 var strategies = []string{"ort", "recursive", "resolve", "octopus", "ours", "subtree"}
 
 // rebaseState judges a file of a rebase's, am's or sequencer's state.
-func (k *checker) rebaseState(p string, parts []string, name string, mode fs.FileMode) verdict {
-	if !mode.IsRegular() || len(parts) != 2 {
+func (k *checker) rebaseState(e entry) verdict {
+	if !e.mode.IsRegular() || len(e.parts) != 2 {
 		return allowed
 	}
-	switch name {
+	switch e.name {
 	case "git-rebase-todo", "git-rebase-todo.backup", "todo", "done":
-		b, why := k.read(p)
+		b, why := k.read(e.path)
 		if why != "" {
 			return refuse(RebaseExec, "a todo list "+why)
 		}
@@ -585,7 +623,7 @@ func (k *checker) rebaseState(p string, parts []string, name string, mode fs.Fil
 			return refuse(RebaseExec, "a todo list that does not read")
 		}
 	case "strategy":
-		b, why := k.read(p)
+		b, why := k.read(e.path)
 		if why != "" || !slices.Contains(strategies, strings.TrimSpace(string(b))) {
 			return refuse(RebaseExec, "a merge strategy that is not git's")
 		}
