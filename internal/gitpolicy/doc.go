@@ -60,7 +60,8 @@
 // named what git reads as .git elsewhere ([DotGit]); a .gitmodules
 // must parse and have no update = !command, URL that reads as an option
 // or names a transport helper, or name or path that leaves the tree
-// ([Gitmodules]). Working-tree files git reads but that run nothing
+// ([Gitmodules]); a directory that holds a repository may not be
+// removed or replaced ([Structure]). Working-tree files git reads but that run nothing
 // without config (.gitattributes, .gitignore, .mailmap) are data.
 //
 // Not covered: files that other tools run (Makefiles, package.json

@@ -645,7 +645,53 @@ func (k *checker) worktree(c layer.Change) verdict {
 	case isDotGitmodules(name) && c.Kind != layer.Deleted:
 		return k.gitmodules(c.Path)
 	}
+	if c.Kind == layer.Deleted || c.Kind == layer.TypeChanged {
+		return k.removedRepos(c.Path)
+	}
 	return allowed
+}
+
+// maxRemovedEntries bounds the entries of a removed directory searched
+// for repositories; a larger one is refused.
+const maxRemovedEntries = 1_000_000
+
+// removedRepos refuses removing (or replacing) a directory that holds a
+// repository's git directory.
+func (k *checker) removedRepos(p string) verdict {
+	fi, err := k.v.Lstat(p, false)
+	if err != nil || !fi.IsDir() {
+		return allowed
+	}
+	n := 0
+	vd := allowed
+	var walk func(dir string) bool
+	walk = func(dir string) bool {
+		names, err := k.v.ReadDir(dir, false)
+		if err != nil {
+			return true
+		}
+		for _, name := range names {
+			child := dir + "/" + name
+			if n++; n > maxRemovedEntries {
+				vd = refuse(Structure, "a directory too large to check for repositories")
+				return false
+			}
+			fi, err := k.v.Lstat(child, false)
+			if err != nil || !fi.IsDir() {
+				continue
+			}
+			if k.isGitDir(child)[0] {
+				vd = refuse(Structure, "a directory that holds a repository ("+rel(p, child)+")")
+				return false
+			}
+			if !walk(child) {
+				return false
+			}
+		}
+		return true
+	}
+	walk(p)
+	return vd
 }
 
 // gitmodules checks a .gitmodules file after the command.

@@ -220,6 +220,13 @@ func TestRuleStructure(t *testing.T) {
 	t.Run("git directory", func(t *testing.T) { ruleCase(t, "", "rm -rf .git", "git-structure .git") })
 	t.Run("HEAD", func(t *testing.T) { ruleCase(t, "", "rm .git/HEAD", "git-structure .git/HEAD") })
 	t.Run("objects", func(t *testing.T) { ruleCase(t, "", "rm -rf .git/objects", "git-structure .git/objects") })
+	t.Run("directory with a repository", func(t *testing.T) {
+		w := ruleCase(t, "mkdir -p p/q && git -C p/q init -q", "rm -rf p", "git-structure p")
+		if !w.exists("p/q/.git/config") {
+			t.Error("the repository was removed")
+		}
+	})
+	t.Run("directory without one", func(t *testing.T) { allowCase(t, "mkdir -p p/q && touch p/q/f", "rm -rf p") })
 }
 
 func TestRuleUnknown(t *testing.T) {
