@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -101,14 +103,14 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
 	}
 	if len(p.AllowNet) > 0 {
-		allow, err := engine.ParseAllowlist(p.AllowNet)
+		allow, err := egress.ParseAllowlist(p.AllowNet)
 		if err != nil {
 			return engine.ToolContext{}, fmt.Errorf("%w: network allowlist: %w", engine.ErrBadInput, err)
 		}
 		tc.Sandbox.Network = allow
 	}
 	if l := p.Limits; l != nil {
-		tc.Limits = &engine.Limits{Memory: l.Memory, CPUTime: time.Duration(l.CpuTimeNs), Processes: int(l.Processes)}
+		tc.Limits = &config.Limits{Memory: l.Memory, CPUTime: time.Duration(l.CpuTimeNs), Processes: int(l.Processes)}
 	}
 	return tc, nil
 }

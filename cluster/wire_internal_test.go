@@ -5,20 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
 // A call's sandbox and limits cross the wire unchanged: an executor never
 // runs a command with less confinement than its front was asked for.
 func TestToolContextRoundTrip(t *testing.T) {
-	allow, err := engine.ParseAllowlist([]string{"npm", "127.0.0.1:8080", "*.example.com"})
+	allow, err := egress.ParseAllowlist([]string{"npm", "127.0.0.1:8080", "*.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := engine.ToolContext{
 		WorkingDir: "/w", ConversationID: "c", Env: map[string]string{"A": "1"}, Approved: true, CallID: "id",
 		Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite, Writable: []string{"/extra"}, Network: allow},
-		Limits:  &engine.Limits{Memory: 1 << 30, CPUTime: 90 * time.Second, Processes: 64},
+		Limits:  &config.Limits{Memory: 1 << 30, CPUTime: 90 * time.Second, Processes: 64},
 	}
 	out, err := decodeTC(encodeTC(in, "id"))
 	if err != nil {

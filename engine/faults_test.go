@@ -84,7 +84,7 @@ func TestCgroupEscapees(t *testing.T) {
 	// The timeout leaves escapees time to start on a loaded machine.
 	e := newEngine(t, func(c *engine.Config) {
 		c.Timeout, c.SlowTimeout = 2*time.Second, 30*time.Second
-		c.Grace = 300 * time.Millisecond
+		c.Lifecycle.Grace = 300 * time.Millisecond
 	})
 	check := func(t *testing.T, dir string, r engine.Result) {
 		t.Helper()
@@ -178,7 +178,7 @@ func waitFileQuiet(path string, within time.Duration) {
 // command's cgroup (which is removed) and keep running.
 func TestCgroupKeepLeftoversReleases(t *testing.T) {
 	parent := cgroupBase(t)
-	e := newEngine(t, func(c *engine.Config) { c.KeepLeftovers = true })
+	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: escapees})
 	pids := pidsIn(t, dir)
@@ -203,7 +203,7 @@ func TestCgroupKeepLeftoversReleases(t *testing.T) {
 // TestNoCgroupsFallback: with cgroups off the process group is the unit;
 // the engine still works and says what it cannot see.
 func TestNoCgroupsFallback(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.NoCgroups = true })
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 300 & echo $! > pid; echo done"})
 	if !strings.Contains(r.Output, "killed processes left running") {
@@ -235,7 +235,7 @@ func TestFaultKilledFromOutside(t *testing.T) {
 // TestFaultStoppedAtTimeout: a stopped shell and child still end at the
 // timeout (SIGCONT goes with SIGTERM).
 func TestFaultStoppedAtTimeout(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond; c.Grace = time.Second })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond; c.Lifecycle.Grace = time.Second })
 	dir := t.TempDir()
 	start := time.Now()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir},
@@ -388,7 +388,7 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 	default:
 		t.Skip("neither perl nor python3")
 	}
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Grace = 300 * time.Millisecond })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Lifecycle.Grace = 300 * time.Millisecond })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: prog + " & while [ ! -s pid ]; do sleep 0.01; done; echo started; sleep 60"})
 	if r.Status != engine.StatusTimedOut || !strings.Contains(r.Output, "started") {
@@ -450,7 +450,7 @@ func raceEnabled() bool {
 // reported as timed out because ending its leftovers (here: ignoring
 // SIGTERM, so they take the whole grace period) runs past the deadline.
 func TestFaultTimeoutDuringLeftoverCleanup(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Grace = time.Second })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Lifecycle.Grace = time.Second })
 	dir := t.TempDir()
 	// The shell exits only once the leftover ignores SIGTERM (it opens the
 	// fifo after the trap); otherwise SIGTERM could end it at once.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
@@ -86,7 +87,7 @@ func TestMemoryBombStoppedAtLimit(t *testing.T) {
 	py := pythonPath(t)
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
 	call := tc(t)
-	call.Limits = &engine.Limits{Memory: 256 << 20}
+	call.Limits = &config.Limits{Memory: 256 << 20}
 	r := e.Run(context.Background(), call, engine.Input{Command: bomb(py)})
 	t.Logf("%s: %q, cpu %d ms, peak %d, processes %d", r.Status, r.Output, r.CPUMS, r.PeakMemoryBytes, r.Processes)
 	if r.Status != engine.StatusFailed || !r.OOMKilled ||
@@ -194,7 +195,7 @@ func TestRestrictedLimits(t *testing.T) {
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
 		e := newEngine(t, mod, func(c *engine.Config) {
 			c.Limits.Memory, c.Timeout = 200<<20, time.Minute
-			c.Sandbox.Processes = 8
+			c.Sandbox.Limits.Processes = 8
 		})
 		call := restricted(t.TempDir())
 		r := e.Run(context.Background(), call, engine.Input{Command: bomb(py)})
@@ -230,7 +231,7 @@ func TestCPUTimeLimitIsJobWide(t *testing.T) {
 	}
 	// A background job: killed, and the listing says why.
 	call := tc(t)
-	call.Limits = &engine.Limits{CPUTime: 300 * time.Millisecond}
+	call.Limits = &config.Limits{CPUTime: 300 * time.Millisecond}
 	bg := e.Run(context.Background(), call, engine.Input{Command: `while :; do :; done`, Mode: engine.ModeBackground})
 	j := waitJob(t, e, bg.JobID, "test")
 	out, _ := os.ReadFile(j.OutputFile)
@@ -245,8 +246,8 @@ func TestCPUTimeLimitIsJobWide(t *testing.T) {
 func TestRlimitFallbacks(t *testing.T) {
 	py := pythonPath(t)
 	e := newEngine(t, func(c *engine.Config) {
-		c.NoCgroups, c.Timeout = true, time.Minute
-		c.Limits = engine.Limits{Memory: 256 << 20, CPUTime: time.Second}
+		c.Cgroups.Off, c.Timeout = true, time.Minute
+		c.Limits = config.Limits{Memory: 256 << 20, CPUTime: time.Second}
 	})
 	r := run(t, e, alloc(py, 512))
 	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "MemoryError") || r.OOMKilled {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/egress"
-	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile
@@ -34,9 +34,6 @@ const (
 	WorkspaceWrite Profile = "workspace-write"
 )
 
-// Profiles lists the profile names ParseProfile accepts besides "none".
-var Profiles = []Profile{ReadOnly, WorkspaceWrite}
-
 // ParseProfile parses a profile name: "read-only", "workspace-write", or
 // "none" (or "") for Unrestricted.
 func ParseProfile(name string) (Profile, error) {
@@ -48,15 +45,6 @@ func ParseProfile(name string) (Profile, error) {
 	}
 	return "", fmt.Errorf("%w: unknown sandbox profile %q (want none, read-only or workspace-write)", ErrBadInput, name)
 }
-
-// Allowlist says which hosts a sandboxed command may reach through the
-// engine's egress proxy: domains ("registry.npmjs.org", ports 80 and 443),
-// wildcards ("*.example.com"), host:port pairs, and presets (npm, pypi,
-// go, crates, debian, github). See package egress.
-type Allowlist = egress.Allowlist
-
-// ParseAllowlist parses allowlist entries (see [Allowlist]).
-func ParseAllowlist(entries []string) (*Allowlist, error) { return egress.ParseAllowlist(entries) }
 
 // Sandbox is the sandbox of a call: a profile and what it may reach.
 type Sandbox struct {
@@ -75,7 +63,7 @@ type Sandbox struct {
 	// metadata addresses unless an entry names that host:port exactly,
 	// and every decision goes to the audit log. Nil: no network. Needs
 	// private namespaces.
-	Network *Allowlist
+	Network *egress.Allowlist
 }
 
 // On reports whether the command runs sandboxed.
@@ -83,7 +71,7 @@ func (s Sandbox) On() bool { return s.Profile != Unrestricted }
 
 // profile turns a call's sandbox into the job's, with the conversation's
 // cache directory; nil for an unrestricted call.
-func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
+func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 	s := tc.Sandbox
 	if !s.On() {
 		if len(s.Writable) > 0 || s.Network != nil {
@@ -94,7 +82,7 @@ func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
 	if _, err := ParseProfile(string(s.Profile)); err != nil {
 		return nil, err
 	}
-	p := &supervisor.Profile{Workspace: s.Profile == WorkspaceWrite, Network: s.Network}
+	p := &jobs.Profile{Workspace: s.Profile == WorkspaceWrite, Network: s.Network}
 	if p.Workspace {
 		for _, w := range s.Writable {
 			if !filepath.IsAbs(w) {
@@ -116,7 +104,7 @@ func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
 }
 
 // cacheDir returns the conversation's cache directory under
-// Config.CacheDir, creating it (0700) on first use. Each conversation has
+// Config.Sandbox.CacheDir, creating it (0700) on first use. Each conversation has
 // its own: a cache two conversations share would let one's commands plant
 // build outputs the other's builds then use.
 func (e *Engine) cacheDir(conversation string) (string, error) {
@@ -125,7 +113,7 @@ func (e *Engine) cacheDir(conversation string) (string, error) {
 		return dir, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("%w: cache directory: %w", supervisor.ErrStart, err)
+		return "", fmt.Errorf("%w: cache directory: %w", ErrStart, err)
 	}
 	e.caches.Store(dir, true)
 	return dir, nil

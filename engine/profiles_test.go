@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -132,7 +133,7 @@ func TestSandboxBuildCacheShared(t *testing.T) {
 		t.Skip("no go")
 	}
 	cacheRoot := t.TempDir()
-	e := newEngine(t, func(c *engine.Config) { c.SlowTimeout = 10 * time.Minute; c.CacheDir = cacheRoot })
+	e := newEngine(t, func(c *engine.Config) { c.SlowTimeout = 10 * time.Minute; c.Sandbox.CacheDir = cacheRoot })
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { println(\"hello\") }\n"), 0o644)
@@ -187,7 +188,7 @@ func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
 	}))
 	var audit lockedBuffer
 	e := newEngine(t, mod, func(c *engine.Config) { c.Audit = &audit })
-	allow, err := engine.ParseAllowlist([]string{registry})
+	allow, err := egress.ParseAllowlist([]string{registry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func (l *lockedBuffer) String() string {
 // Bad sandbox settings are refused before anything runs.
 func TestSandboxSettingsValidated(t *testing.T) {
 	e := newEngine(t)
-	allow, _ := engine.ParseAllowlist([]string{"npm"})
+	allow, _ := egress.ParseAllowlist([]string{"npm"})
 	for name, s := range map[string]engine.Sandbox{
 		"network-unrestricted":  {Network: allow},
 		"writable-unrestricted": {Writable: []string{"/tmp"}},

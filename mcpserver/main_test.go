@@ -67,8 +67,8 @@ func needLandlock(t testing.TB) {
 func testConfig(t testing.TB) engine.Config {
 	c := engine.DefaultConfig()
 	c.Timeout = 10 * time.Second
-	c.Grace = 200 * time.Millisecond
-	c.CleanupWait = 3 * time.Second
+	c.Lifecycle.Grace = 200 * time.Millisecond
+	c.Lifecycle.CleanupWait = 3 * time.Second
 	c.ProgressInterval = 100 * time.Millisecond
 	c.OutputDir = t.TempDir()
 	return c

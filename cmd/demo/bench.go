@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/truncate"
@@ -138,12 +140,12 @@ func (o benchOpts) want(name string) bool {
 
 func benchConfig(o benchOpts) engine.Config {
 	c := engine.DefaultConfig()
-	c.NoCgroups = o.noCgroups
-	c.SpoolCap = o.spoolCap
+	c.Cgroups.Off = o.noCgroups
+	c.Output.SpoolCap = o.spoolCap
 	// The cases measure what the engine itself can do, side by side with
 	// raw os/exec at the same concurrency: admission must not queue them.
 	n := max(o.conc, o.sleepers, 64)
-	c.Admission = engine.Admission{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
+	c.Admission = config.Admission{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
 	return c
 }
 
@@ -274,7 +276,7 @@ func pass(b bool) *bool { return &b }
 // state; a warm-up round is discarded.
 func benchSerial(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRow, error) {
 	var raw, eng, engNoCg durations
-	noCg, err := engine.New(func() engine.Config { c := benchConfig(o); c.NoCgroups = true; return c }())
+	noCg, err := engine.New(func() engine.Config { c := benchConfig(o); c.Cgroups.Off = true; return c }())
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -551,7 +553,7 @@ func benchTimeout(o benchOpts, dir string) ([]benchRow, error) {
 // and stopped per command), and workspace-write in a git repository
 // (its roots found, hooks and config protected, per command).
 func benchRestricted(o benchOpts, e *engine.Engine, tc engine.ToolContext) []benchRow {
-	allow, _ := engine.ParseAllowlist([]string{"127.0.0.1:9"})
+	allow, _ := egress.ParseAllowlist([]string{"127.0.0.1:9"})
 	repo, err := os.MkdirTemp("", "bashvisor-bench-repo-")
 	if err == nil {
 		defer os.RemoveAll(repo)
@@ -617,7 +619,7 @@ func benchLimits(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 		return []benchRow{{name: "accounting per command (usage + reset)", eng: "n/a: -no-cgroups"}}, nil
 	}
 	cfg := benchConfig(o)
-	cfg.Limits = engine.Limits{Memory: -1, CPUTime: -1, Processes: -1}
+	cfg.Limits = config.Limits{Memory: -1, CPUTime: -1, Processes: -1}
 	off, err := engine.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -66,7 +67,7 @@ func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
 		for _, v := range f.allowNet {
 			entries = append(entries, strings.Split(v, ",")...)
 		}
-		if s.Network, err = engine.ParseAllowlist(entries); err != nil {
+		if s.Network, err = egress.ParseAllowlist(entries); err != nil {
 			return engine.Sandbox{}, fmt.Errorf("-allow-net: %w", err)
 		}
 	}
@@ -82,6 +83,6 @@ func (f *sandboxFlags) apply(c *engine.Config) error {
 	if err != nil {
 		return fmt.Errorf("-cache-dir: %w", err)
 	}
-	c.CacheDir = abs
+	c.Sandbox.CacheDir = abs
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
@@ -149,7 +150,7 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	// /dev/null); they belong in the baseline. So does the cgroup probe's
 	// write-only /dev/null, opened by the checks after the run (cgroups
 	// left) even with -no-cgroups.
-	if w, err := engine.New(engine.Config{NoCgroups: o.noCgroups}); err == nil {
+	if w, err := engine.New(engine.Config{Cgroups: config.Cgroups{Off: o.noCgroups}}); err == nil {
 		w.Run(context.Background(), engine.ToolContext{WorkingDir: root}, engine.Input{Command: "true"})
 		_ = w.Shutdown(context.Background())
 	}
@@ -166,19 +167,19 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	// lost: the watch's bound is 2 minutes).
 	cfg.Timeout = o.timeout
 	cfg.SlowTimeout = time.Minute
-	cfg.Grace = 200 * time.Millisecond
-	cfg.CleanupWait = 5 * time.Second
-	cfg.DrainWait = 100 * time.Millisecond
+	cfg.Lifecycle.Grace = 200 * time.Millisecond
+	cfg.Lifecycle.CleanupWait = 5 * time.Second
+	cfg.Lifecycle.DrainWait = 100 * time.Millisecond
 	cfg.BackgroundLifetime = 20 * time.Second
-	cfg.NoCgroups = o.noCgroups
-	cfg.Environ = append(os.Environ(), "BASHVISOR_STRESS="+marker)
+	cfg.Cgroups.Off = o.noCgroups
+	cfg.Env.Environ = append(os.Environ(), "BASHVISOR_STRESS="+marker)
 	cfg.OutputDir = filepath.Join(root, "engine-out")
 	// Admission control is exercised, never refused: three quarters of the
 	// concurrency runs at once (half in one conversation), the rest waits
 	// in a queue long enough for all of it, and the job caps allow every
 	// command to be a job. A busy result is therefore a slot the engine
 	// failed to free: it is counted and fails the run.
-	cfg.Admission = engine.Admission{
+	cfg.Admission = config.Admission{
 		MaxRunning: max(1, o.c*3/4), MaxRunningPerConversation: max(1, o.c/2), MaxQueue: o.c, QueueWait: time.Minute,
 		MaxJobs: o.n + o.c, MaxJobsPerConversation: o.n + o.c,
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bashvisor/bashvisor/internal/jobs"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/sys/unix"
 
@@ -81,7 +83,7 @@ type job struct {
 	ph     phase
 	l      *Launched
 	start  time.Time
-	reason Reason // why the engine is ending it (ending), or pending (starting)
+	reason jobs.Reason // why the engine is ending it (ending), or pending (starting)
 
 	// The output: a reader goroutine per pipe copies it into the buffers
 	// (or a background job's file) through the redactor.
@@ -96,15 +98,15 @@ type job struct {
 	waitErr error
 
 	timeout, wakeT, cpuT             *time.Timer
-	live                             *liveUsage // the cgroup, for CurrentUsage
+	live                             *jobs.LiveUsage // the cgroup, for CurrentUsage
 	killSent                         bool
 	graceEnd, cleanupEnd, groupGone  time.Time
 	leftovers, survivors             []proc.Member
 	leftRunning, pipeHeld, detaching bool
 
-	outcome Outcome
-	final   *State
-	waiters []chan<- State
+	outcome jobs.Outcome
+	final   *jobs.State
+	waiters []chan<- jobs.State
 
 	// stdin: the queue of the writer goroutine (nil without stdin; closed
 	// when the job ends).
@@ -113,7 +115,7 @@ type job struct {
 	// state of a yield asked for.
 	outSW, errSW *switchWriter
 	yielding     bool
-	yielded      bool // its foreground buffers were handed over (Outcome.Yielded)
+	yielded      bool // its foreground buffers were handed over (jobs.Outcome.Yielded)
 	yieldRefused string
 }
 
@@ -159,9 +161,9 @@ func (j *job) Receive(ctx actor.Context) {
 				ctx.Send(j.parent, &YieldRequest{Conversation: j.spec.Conversation, ID: j.spec.ID})
 			}
 		case j.ph == running && !j.spec.Background:
-			j.terminate(ctx, ReasonTimeout)
+			j.terminate(ctx, jobs.ReasonTimeout)
 		case (j.ph == running || j.ph == draining) && j.spec.Background:
-			j.terminate(ctx, ReasonLifetime)
+			j.terminate(ctx, jobs.ReasonLifetime)
 		}
 		// A foreground shell that exited before its deadline did not time
 		// out (Spec.Timeout).
@@ -178,7 +180,7 @@ func (j *job) Receive(ctx actor.Context) {
 	case *YieldRefused:
 		j.yielding = false
 		j.yieldRefused = m.Err.Error()
-		j.terminate(ctx, ReasonTimeout)
+		j.terminate(ctx, jobs.ReasonTimeout)
 	case cleaned:
 		if m.errs != nil && j.res.Log != nil {
 			j.res.Log.Warn("job cleanup", "job", j.spec.ID, "err", m.errs)
@@ -236,7 +238,7 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 		j.timeout = time.AfterFunc(j.spec.Timeout-time.Since(j.start), func() { j.send(timedOut{}) })
 	}
 	if l.cg != nil {
-		j.live = &liveUsage{cg: l.cg}
+		j.live = jobs.NewLiveUsage(l.cg)
 		if j.spec.Limits.CPUTime > 0 {
 			j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
 		}
@@ -244,9 +246,9 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 	if j.spec.Background {
 		j.report(ctx, j.jobState(nil))
 	}
-	if j.reason != ReasonNone { // cancelled while starting
+	if j.reason != jobs.ReasonNone { // cancelled while starting
 		reason := j.reason
-		j.reason = ReasonNone
+		j.reason = jobs.ReasonNone
 		j.terminate(ctx, reason)
 	}
 }
@@ -256,9 +258,9 @@ func (j *job) onLaunchFailed(ctx actor.Context, err error) {
 	if j.ph != starting {
 		return
 	}
-	j.outcome = Outcome{Err: err, Duration: time.Since(j.start), Queued: j.spec.Queued}
+	j.outcome = jobs.Outcome{Err: err, Duration: time.Since(j.start), Queued: j.spec.Queued}
 	st := j.jobState(&j.outcome)
-	st.Status, st.Reason, st.Err = Errored, ReasonNone, err
+	st.Status, st.Reason, st.Err = jobs.Errored, jobs.ReasonNone, err
 	j.final = &st
 	j.enter(done)
 	j.answer(ctx, st)
@@ -273,7 +275,7 @@ func (j *job) onCancel(ctx actor.Context, m *Cancel) {
 		}
 		return
 	case starting:
-		if j.reason == ReasonNone || m.Reason != ReasonLeftovers {
+		if j.reason == jobs.ReasonNone || m.Reason != jobs.ReasonLeftovers {
 			j.reason = m.Reason
 		}
 	}
@@ -288,10 +290,10 @@ func (j *job) onCancel(ctx actor.Context, m *Cancel) {
 // terminate: running or draining -> ending, sending SIGTERM and SIGCONT to
 // the whole group. An explicit request replaces ReasonLeftovers, which
 // explains less.
-func (j *job) terminate(ctx actor.Context, reason Reason) {
+func (j *job) terminate(ctx actor.Context, reason jobs.Reason) {
 	switch j.ph {
 	case ending:
-		if j.reason == ReasonLeftovers && reason != ReasonLeftovers {
+		if j.reason == jobs.ReasonLeftovers && reason != jobs.ReasonLeftovers {
 			j.reason = reason
 		}
 		return
@@ -306,7 +308,7 @@ func (j *job) terminate(ctx actor.Context, reason Reason) {
 	}
 	j.signalAll(syscall.SIGTERM)
 	j.signalAll(syscall.SIGCONT)
-	j.graceEnd = time.Now().Add(j.res.Grace)
+	j.graceEnd = time.Now().Add(j.res.Lifecycle.Grace)
 	j.step(ctx)
 }
 
@@ -319,7 +321,7 @@ func (j *job) checkCPU(ctx actor.Context) {
 	}
 	used, err := j.l.cg.CPU()
 	if err == nil && used >= j.spec.Limits.CPUTime {
-		j.terminate(ctx, ReasonCPULimit)
+		j.terminate(ctx, jobs.ReasonCPULimit)
 		return
 	}
 	j.cpuT.Reset(cpuCheckAfter(j.spec.Limits.CPUTime - used))
@@ -344,7 +346,7 @@ func (j *job) step(ctx actor.Context) {
 
 // stepDraining: the shell exited on its own.
 func (j *job) stepDraining(ctx actor.Context, now time.Time) {
-	drainEnd := j.exitAt.Add(j.res.DrainWait)
+	drainEnd := j.exitAt.Add(j.res.Lifecycle.DrainWait)
 	if j.open > 0 && now.Before(drainEnd) {
 		j.wake(drainEnd.Sub(now))
 		return
@@ -355,8 +357,8 @@ func (j *job) stepDraining(ctx actor.Context, now time.Time) {
 	}
 	if members := j.liveMembers(); len(members) > 0 {
 		j.leftovers = members
-		if !j.res.KeepLeftovers {
-			j.terminate(ctx, ReasonLeftovers)
+		if !j.res.Lifecycle.KeepLeftovers {
+			j.terminate(ctx, jobs.ReasonLeftovers)
 			return
 		}
 		j.leftRunning = true
@@ -375,7 +377,7 @@ func (j *job) stepEnding(ctx actor.Context, now time.Time) {
 		if j.groupGone.IsZero() {
 			j.groupGone = now
 		}
-		drainEnd := j.groupGone.Add(j.res.DrainWait)
+		drainEnd := j.groupGone.Add(j.res.Lifecycle.DrainWait)
 		if j.open > 0 && now.Before(drainEnd) {
 			j.wake(drainEnd.Sub(now))
 			return
@@ -390,7 +392,7 @@ func (j *job) stepEnding(ctx actor.Context, now time.Time) {
 	}
 	if !j.killSent && !now.Before(j.graceEnd) {
 		j.signalAll(syscall.SIGKILL)
-		j.killSent, j.cleanupEnd = true, now.Add(j.res.CleanupWait)
+		j.killSent, j.cleanupEnd = true, now.Add(j.res.Lifecycle.CleanupWait)
 	}
 	if j.killSent && !now.Before(j.cleanupEnd) {
 		j.survivors = j.liveMembers()
@@ -409,7 +411,7 @@ func (j *job) settle(ctx actor.Context) {
 	j.stopTimers()
 	j.closeStdin()
 	j.closePipes()
-	o := Outcome{
+	o := jobs.Outcome{
 		Reason:       j.reason,
 		Leftovers:    j.leftovers,
 		LeftRunning:  j.leftRunning,
@@ -420,14 +422,14 @@ func (j *job) settle(ctx actor.Context) {
 		Refused:      j.l.refused.get(),
 		YieldRefused: j.yieldRefused,
 	}
-	if o.Reason == ReasonLeftovers {
-		o.Reason = ReasonNone // the shell itself ended on its own
+	if o.Reason == jobs.ReasonLeftovers {
+		o.Reason = jobs.ReasonNone // the shell itself ended on its own
 	}
 	if j.state != nil {
 		o.Exited = true
 		o.ExitCode, o.Signal = exitStatus(j.state)
 	} else if j.waitErr != nil { // never report an unknown status as success
-		o.Err = fmt.Errorf("%w: waiting for the shell: %w", ErrActorFailed, j.waitErr)
+		o.Err = fmt.Errorf("%w: waiting for the shell: %w", jobs.ErrActorFailed, j.waitErr)
 	}
 	if j.l.out != nil && !j.yielded {
 		o.Output = j.l.out.Result()
@@ -443,7 +445,7 @@ func (j *job) settle(ctx actor.Context) {
 		j.appendLine(j.spec.Completion(o))
 	}
 	j.outcome = o
-	j.live.end()
+	j.live.End()
 	gone := j.releaseCgroup()
 	if j.l.sbx == nil && !j.leftRunning {
 		j.deliver(ctx)
@@ -480,7 +482,7 @@ func (j *job) releaseCgroup() bool {
 	switch {
 	case j.leftRunning:
 		return false
-	case j.reason != ReasonNone || len(j.leftovers) > 0 || len(j.survivors) > 0 || j.pipeHeld:
+	case j.reason != jobs.ReasonNone || len(j.leftovers) > 0 || len(j.survivors) > 0 || j.pipeHeld:
 		gone := len(j.survivors) == 0 && !cg.Populated()
 		cg.Remove()
 		return gone
@@ -504,8 +506,8 @@ func (j *job) deliver(ctx actor.Context) {
 }
 
 // answer reports the final state to the supervisor and to the waiters.
-func (j *job) answer(ctx actor.Context, st State) {
-	if !j.spec.Background && j.spec.Done != nil && st.Status == Errored {
+func (j *job) answer(ctx actor.Context, st jobs.State) {
+	if !j.spec.Background && j.spec.Done != nil && st.Status == jobs.Errored {
 		j.spec.Done <- j.outcome
 	}
 	j.report(ctx, st)
@@ -517,7 +519,7 @@ func (j *job) answer(ctx actor.Context, st State) {
 
 // report sends a state to the supervisor. Without a parent (tests), a
 // final state stops the actor itself.
-func (j *job) report(ctx actor.Context, st State) {
+func (j *job) report(ctx actor.Context, st jobs.State) {
 	if j.parent == nil {
 		if !st.Running() {
 			ctx.Stop(j.self)
@@ -541,7 +543,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	case starting:
 		j.enter(done)
 		st := j.jobState(nil)
-		st.Status, st.Reason, st.Ended = Detached, ReasonShutdown, time.Now()
+		st.Status, st.Reason, st.Ended = jobs.Detached, jobs.ReasonShutdown, time.Now()
 		j.final = &st
 		j.answer(ctx, st)
 		return
@@ -551,14 +553,14 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	j.discardRest()
 	j.closePipes()
 	usage := j.usage()
-	j.live.end()
+	j.live.End()
 	if j.l.cg != nil {
 		_ = j.l.cg.Release()
 		j.l.cg.Remove()
 	}
 	j.enter(done)
 	st := j.jobState(nil)
-	st.Status, st.Reason, st.Ended, st.Usage = Detached, ReasonShutdown, time.Now(), usage
+	st.Status, st.Reason, st.Ended, st.Usage = jobs.Detached, jobs.ReasonShutdown, time.Now(), usage
 	j.final = &st
 	j.answer(ctx, st)
 }
@@ -615,12 +617,12 @@ func (j *job) emergency() {
 	}
 	j.enter(done)
 	j.stopTimers()
-	o := Outcome{Err: ErrActorFailed, Reason: ReasonFailed, Duration: time.Since(j.start)}
+	o := jobs.Outcome{Err: jobs.ErrActorFailed, Reason: jobs.ReasonFailed, Duration: time.Since(j.start)}
 	j.closeStdin()
 	if j.l != nil {
 		j.signalAll(syscall.SIGKILL)
 		j.closePipes()
-		j.live.end()
+		j.live.End()
 		if j.l.cg != nil {
 			j.l.cg.Remove()
 		}
@@ -773,7 +775,7 @@ func (j *job) readInto(r *os.File, dst io.Writer) {
 // have run yet, and it will see EOF shortly, so the job waits for it (up
 // to CleanupWait after since) instead of calling the pipe held.
 func (j *job) slowReader(now, since time.Time) bool {
-	if j.open == 0 || !now.Before(since.Add(j.res.CleanupWait)) {
+	if j.open == 0 || !now.Before(since.Add(j.res.Lifecycle.CleanupWait)) {
 		return false
 	}
 	for _, f := range j.pipes {
@@ -840,9 +842,9 @@ func (j *job) stopTimers() {
 }
 
 // usage reads what the job used from its cgroup, and its CPU time from the
-// shell's rusage without one (see Usage).
-func (j *job) usage() Usage {
-	var u Usage
+// shell's rusage without one (see proc.Usage).
+func (j *job) usage() proc.Usage {
+	var u proc.Usage
 	if cg := j.l.cg; cg != nil {
 		var err error
 		if u, err = cg.Usage(); err != nil && j.res.Log != nil {
@@ -873,15 +875,15 @@ func signalName(s syscall.Signal) string {
 }
 
 // jobState builds the supervisor's record; o is nil while running.
-func (j *job) jobState(o *Outcome) State {
-	st := State{
+func (j *job) jobState(o *jobs.Outcome) jobs.State {
+	st := jobs.State{
 		ID: j.spec.ID, Conversation: j.spec.Conversation, Command: j.spec.Command, Display: j.spec.Display,
-		Background: j.spec.Background, Started: j.start, Status: Running, OutputFile: j.spec.OutputFile,
+		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
 	}
 	if j.l != nil {
 		st.Pid = j.l.p.Pid
 	}
-	st.live = j.live
+	st.Live = j.live
 	if o != nil {
 		st.Ended, st.Usage = time.Now(), o.Usage
 		if o.Exited {
@@ -915,11 +917,11 @@ func (j *job) onWrite(m *Write) {
 	var err error
 	switch {
 	case j.ph == starting:
-		err = ErrEnded // cannot happen: the job is not listed before it runs
+		err = jobs.ErrEnded // cannot happen: the job is not listed before it runs
 	case j.stdin == nil && (j.l == nil || j.l.stdin == nil):
-		err = ErrNoStdin
+		err = jobs.ErrNoStdin
 	case j.stdin == nil, j.exited, j.ph != running && j.ph != draining:
-		err = ErrEnded
+		err = jobs.ErrEnded
 	}
 	if err != nil {
 		m.Reply <- err
@@ -928,7 +930,7 @@ func (j *job) onWrite(m *Write) {
 	select {
 	case j.stdin <- writeReq{data: m.Data, close: m.Close, reply: m.Reply}:
 	default:
-		m.Reply <- fmt.Errorf("%w: %d earlier writes still wait for it; nothing was sent", ErrStdinBusy, stdinQueue)
+		m.Reply <- fmt.Errorf("%w: %d earlier writes still wait for it; nothing was sent", jobs.ErrStdinBusy, stdinQueue)
 	}
 }
 
@@ -952,7 +954,7 @@ func writeLoop(f *os.File, q <-chan writeReq, tty bool) {
 		var err error
 		switch {
 		case closed:
-			err = ErrStdinClosed
+			err = jobs.ErrStdinClosed
 		default:
 			err = writeAll(f, r.data)
 			if err == nil && r.close {
@@ -986,14 +988,14 @@ func writeAll(f *os.File, data []byte) error {
 		case errors.Is(err, os.ErrDeadlineExceeded) && time.Since(progress) < stdinWriteWait:
 			// It reads, or may yet: wait on.
 		case errors.Is(err, os.ErrDeadlineExceeded) && len(data) == total:
-			return fmt.Errorf("%w (waited %s); nothing was sent", ErrStdinBusy, stdinWriteWait)
+			return fmt.Errorf("%w (waited %s); nothing was sent", jobs.ErrStdinBusy, stdinWriteWait)
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return fmt.Errorf("%w (waited %s) after it took %d of %d bytes; the rest was not sent", ErrStdinBusy, stdinWriteWait, total-len(data), total)
+			return fmt.Errorf("%w (waited %s) after it took %d of %d bytes; the rest was not sent", jobs.ErrStdinBusy, stdinWriteWait, total-len(data), total)
 		case errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO):
 			if len(data) == total {
-				return ErrEnded
+				return jobs.ErrEnded
 			}
-			return fmt.Errorf("%w after it took %d of %d bytes", ErrEnded, total-len(data), total)
+			return fmt.Errorf("%w after it took %d of %d bytes", jobs.ErrEnded, total-len(data), total)
 		default:
 			return err
 		}
@@ -1037,8 +1039,8 @@ func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
 	if j.errSW != nil {
 		j.errSW.switchTo(m.File)
 	}
-	o := Outcome{Duration: time.Since(j.start), Queued: j.spec.Queued,
-		Yielded: &Yielded{ID: m.ID, OutputFile: m.OutputFile}, Limits: j.l.applied}
+	o := jobs.Outcome{Duration: time.Since(j.start), Queued: j.spec.Queued,
+		Yielded: &jobs.Yielded{ID: m.ID, OutputFile: m.OutputFile}, Limits: j.l.applied}
 	o.Output = j.l.out.Result()
 	_ = j.l.out.Close()
 	if j.l.errBuf != nil {

@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"github.com/bashvisor/bashvisor/config"
+
 	"errors"
 	"fmt"
 	"os"
@@ -125,7 +127,7 @@ func (c *Command) place(pid, cgroupFD int) error {
 		}
 	}
 	lims := rlimitsOf(c.cfg)
-	if as := c.cfg.AddressSpace; as != Unlimited {
+	if as := c.cfg.AddressSpace; as != config.Unlimited {
 		lims = append(lims, rlimit{"RLIMIT_AS", unix.RLIMIT_AS, as, as})
 	}
 	for _, l := range lims {

@@ -3,6 +3,8 @@
 package sandbox_test
 
 import (
+	"github.com/bashvisor/bashvisor/config"
+
 	"bufio"
 	"errors"
 	"fmt"
@@ -16,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // The tests in this file prove the fixes of the second security review:
@@ -243,7 +243,7 @@ time.sleep(30)'`, name))
 // output; everything is killed and cleaned up at the end of the test.
 func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 	t.Helper()
-	sc, cg := prepare(t, sandbox.Limits{}, command)
+	sc, cg := prepare(t, config.SandboxLimits{}, command)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Env = append(os.Environ(), sc.Env...)
@@ -274,7 +274,7 @@ func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 // ScratchFiles; beyond, writes fail with ENOSPC and the host is unharmed.
 func TestScratchQuota(t *testing.T) {
 	requireNamespaces(t)
-	r := runIn(t, sandbox.Limits{ScratchBytes: 32 << 20, ScratchFiles: 500}, t.TempDir(), `
+	r := runIn(t, config.SandboxLimits{ScratchBytes: 32 << 20, ScratchFiles: 500}, t.TempDir(), `
 head -c 100000000 /dev/zero > "$TMPDIR/big"; echo "big: $?"; stat -c "size %s" "$TMPDIR/big"; rm "$TMPDIR/big"
 i=0; while [ $i -lt 1000 ]; do : > "$TMPDIR/f$i" || break; i=$((i+1)); done; echo "files: $i"`)
 	if !strings.Contains(r.out, "No space left on device") || !strings.Contains(r.out, "big: 1") {
@@ -292,8 +292,8 @@ i=0; while [ $i -lt 1000 ]; do : > "$TMPDIR/f$i" || break; i=$((i+1)); done; ech
 	}
 	// The default is 2 GiB.
 	r = run(t, `df -B1 --output=size "$TMPDIR" | tail -1`)
-	if strings.TrimSpace(r.out) != strconv.Itoa(sandbox.DefaultScratchBytes) {
-		t.Errorf("default scratch size %q, want %d", r.out, sandbox.DefaultScratchBytes)
+	if strings.TrimSpace(r.out) != strconv.Itoa(int(config.SandboxLimits{}.WithDefaults().ScratchBytes)) {
+		t.Errorf("default scratch size %q, want %d", r.out, int(config.SandboxLimits{}.WithDefaults().ScratchBytes))
 	}
 	// The engine can still write its own files.
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), []byte("x"), 0o600); err != nil {

@@ -3,6 +3,8 @@
 package sandbox_test
 
 import (
+	"github.com/bashvisor/bashvisor/config"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -66,7 +68,7 @@ var cgroupSeq atomic.Int64
 
 // prepare prepares command the way the engine does: in a cgroup of its own
 // (when the host has them), which the test ends and removes at cleanup.
-func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command, *proc.Cgroup) {
+func prepare(t testing.TB, lim config.SandboxLimits, command string) (*sandbox.Command, *proc.Cgroup) {
 	t.Helper()
 	return prepareOpts(t, sandbox.Options{Limits: lim}, command)
 }
@@ -158,7 +160,7 @@ type result struct {
 
 // runIn runs command restricted in workdir the way the engine does: own
 // session, stdin /dev/null, stdout+stderr one pipe, env + Command.Env.
-func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...string) result {
+func runIn(t *testing.T, lim config.SandboxLimits, workdir, command string, env ...string) result {
 	t.Helper()
 	return runOpts(t, sandbox.Options{Limits: lim}, nil, workdir, command, env...)
 }
@@ -209,7 +211,7 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 	return r
 }
 
-var zeroLimits = sandbox.Limits{}
+var zeroLimits = config.SandboxLimits{}
 
 // direct makes the tests start commands with Command.StartDirect instead of
 // the helper re-exec (see TestDirect).
@@ -224,5 +226,5 @@ func start(sc *sandbox.Command, cmd *exec.Cmd) error {
 
 func run(t *testing.T, command string) result {
 	t.Helper()
-	return runIn(t, sandbox.Limits{}, t.TempDir(), command)
+	return runIn(t, config.SandboxLimits{}, t.TempDir(), command)
 }
