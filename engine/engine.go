@@ -182,13 +182,13 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
-	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
-		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
-			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
-	}
 	profile, err := e.profile(tc)
 	if err != nil {
 		return errorResult(res, err), g
+	}
+	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
+		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
+			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
 	}
 	script := g.Run
 	req := jobs.Request{

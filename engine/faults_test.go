@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // The fault matrix: commands that misbehave in the ways real programs do.
@@ -339,9 +340,7 @@ func TestFaultOutputShapes(t *testing.T) {
 // zombies) and orphaned zombies reparented to init do not count as
 // leftovers and do not hang the call.
 func TestFaultZombieParents(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	testenv.NeedsTool(t, "python3")
 	e := newEngine(t)
 	start := time.Now()
 	// The exec'd python never waits: its children are zombies until it
@@ -386,7 +385,7 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 	case lookPath("python3"):
 		prog = `python3 -c 'import os, time; os.setpgid(0, 0); open("pid", "w").write(str(os.getpid())); time.sleep(300)'`
 	default:
-		t.Skip("neither perl nor python3")
+		testenv.NeedsTool(t, "perl")
 	}
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Lifecycle.Grace = 300 * time.Millisecond })
 	dir := t.TempDir()

@@ -15,6 +15,7 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // Resource limits and the resource report, with real processes in real
@@ -26,12 +27,7 @@ import (
 func controllers(t *testing.T) (memory, pids bool) {
 	t.Helper()
 	m, err := proc.ProbeCgroups("")
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testenv.Need(t, testenv.Cgroups, err)
 	defer m.Close()
 	return m.MemoryLimit(), m.PidsLimit()
 }
@@ -40,22 +36,15 @@ func controllers(t *testing.T) (memory, pids bool) {
 // REQUIRE_CGROUPS=1).
 func needMemoryController(t *testing.T) {
 	t.Helper()
-	if mem, _ := controllers(t); !mem {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatal("REQUIRE_CGROUPS=1 but the engine's cgroups have no memory controller")
-		}
-		t.Skip("no memory controller for the engine's cgroups")
-	}
+	mem, _ := controllers(t)
+	testenv.Needf(t, testenv.Cgroups, mem, "the engine's cgroups have no memory controller")
 }
 
 // pythonPath returns the python3 interpreter itself (not a pyenv shim,
 // whose own processes would count), or skips the test.
 func pythonPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	p := testenv.NeedsTool(t, "python3")[0]
 	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		t.Skip("python3 does not run:", err)
@@ -305,10 +294,7 @@ func TestBackgroundJobReport(t *testing.T) {
 func TestDefaultLimitsLetBuildsRun(t *testing.T) {
 	controllers(t)
 	py := pythonPath(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go")
-	}
+	goBin := testenv.NeedsTool(t, "go")[0]
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = 3 * time.Minute })
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module m\n\ngo 1.22\n"), 0o644); err != nil {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 )
 
@@ -55,15 +55,18 @@ type Sandbox struct {
 	// command may write, such as a second checkout. ReadOnly ignores
 	// them.
 	Writable []string
-	// Network, when set, lets the command reach what it allows through
-	// the engine's egress proxy, and nothing else: the command's network
-	// namespace has no other way out, and its HTTP_PROXY, HTTPS_PROXY and
-	// package managers' proxy settings point at the proxy. The proxy
-	// resolves names itself, refuses private, loopback, link-local and
-	// metadata addresses unless an entry names that host:port exactly,
-	// and every decision goes to the audit log. Nil: no network. Needs
-	// private namespaces.
-	Network *egress.Allowlist
+	// Network, when not empty, lets the command reach what its entries
+	// allow through the engine's egress proxy, and nothing else: domains
+	// ("registry.npmjs.org", ports 80 and 443), wildcards
+	// ("*.example.com"), host:port pairs and presets (npm, pypi, go,
+	// crates, debian, github). The command's network namespace has no
+	// other way out, and its HTTP_PROXY, HTTPS_PROXY and package managers'
+	// proxy settings point at the proxy. The proxy resolves names itself,
+	// refuses private, loopback, link-local and metadata addresses unless
+	// an entry names that host:port exactly, and every decision goes to
+	// the audit log. Empty: no network. An entry that does not parse
+	// fails the call with ErrBadInput. Needs private namespaces.
+	Network []string
 }
 
 // On reports whether the command runs sandboxed.
@@ -74,7 +77,7 @@ func (s Sandbox) On() bool { return s.Profile != Unrestricted }
 func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 	s := tc.Sandbox
 	if !s.On() {
-		if len(s.Writable) > 0 || s.Network != nil {
+		if len(s.Writable) > 0 || len(s.Network) > 0 {
 			return nil, fmt.Errorf("%w: writable roots and a network allowlist need a sandbox profile", ErrBadInput)
 		}
 		return nil, nil
@@ -82,7 +85,14 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 	if _, err := ParseProfile(string(s.Profile)); err != nil {
 		return nil, err
 	}
-	p := &jobs.Profile{Workspace: s.Profile == WorkspaceWrite, Network: s.Network}
+	p := &jobs.Profile{Workspace: s.Profile == WorkspaceWrite}
+	if len(s.Network) > 0 {
+		allow, err := egress.ParseAllowlist(s.Network)
+		if err != nil {
+			return nil, fmt.Errorf("%w: network allowlist: %w", ErrBadInput, err)
+		}
+		p.Network = allow
+	}
 	if p.Workspace {
 		for _, w := range s.Writable {
 			if !filepath.IsAbs(w) {
@@ -96,7 +106,7 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		return nil, err
 	}
 	p.CacheDir = dir
-	if s.Network != nil && e.auditor != nil {
+	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
 	}

@@ -169,7 +169,7 @@ func sandboxNote(sbx Sandbox, res Result, o jobs.Outcome) string {
 		return ""
 	}
 	switch {
-	case sbx.Network == nil && mentions(res.Output, networkErrors):
+	case len(sbx.Network) == 0 && mentions(res.Output, networkErrors):
 		return "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]"
 	case mentions(res.Output, writeErrors):
 		if sbx.Profile == WorkspaceWrite {
@@ -522,8 +522,8 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	default:
 		b.WriteString("Sandbox read-only (enforced by the kernel): you can read and run anything, but writes fail (EROFS, EACCES) except in " + scratch + "; build into $TMPDIR.\n")
 	}
-	if sbx.Network != nil && c.Namespaces {
-		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + sbx.Network.String() +
+	if len(sbx.Network) > 0 && c.Namespaces {
+		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + strings.Join(sbx.Network, ", ") +
 			"; everything else is refused. Processes outside are out of reach; say what a denied command needs instead of working around it.")
 	} else {
 		b.WriteString("No network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")

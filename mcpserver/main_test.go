@@ -22,6 +22,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // demoBin is the demo binary built by TestMain for the stdio tests.
@@ -55,12 +56,8 @@ func needDemo(t testing.TB) {
 // REQUIRE_LANDLOCK=1 (CI).
 func needLandlock(t testing.TB) {
 	t.Helper()
-	if c := sandbox.Probe(); !c.Available() {
-		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-			t.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
-		}
-		t.Skipf("restricted mode unavailable: %s", c)
-	}
+	c := sandbox.Probe()
+	testenv.Needf(t, testenv.Landlock, c.Available(), "restricted mode unavailable: %s", c)
 }
 
 // testConfig is an engine configuration with short bounds for tests.

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/egress"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/egress"
 )
 
 // sandboxFlags are the sandbox settings of run, mcp and schema: -sandbox
@@ -67,9 +67,10 @@ func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
 		for _, v := range f.allowNet {
 			entries = append(entries, strings.Split(v, ",")...)
 		}
-		if s.Network, err = egress.ParseAllowlist(entries); err != nil {
+		if _, err = egress.ParseAllowlist(entries); err != nil {
 			return engine.Sandbox{}, fmt.Errorf("-allow-net: %w", err)
 		}
+		s.Network = entries
 	}
 	return s, nil
 }

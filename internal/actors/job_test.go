@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/internal/jobs"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -77,10 +76,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cgroups bool, mod func(*Resources)) *harness {
 	t.Helper()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.NeedsTool(t, "bash")[0]
 	h := &harness{t: t, parent: &parent{reports: make(chan jobs.State, 16), terminated: make(chan *actor.PID, 16), children: map[string]*actor.PID{}},
 		phases: map[string][]phase{}}
 	h.system = actor.NewActorSystem(
@@ -99,12 +95,7 @@ func newHarness(t *testing.T, cgroups bool, mod func(*Resources)) *harness {
 	}
 	if cgroups {
 		cg, err := proc.ProbeCgroups("")
-		if err != nil {
-			if os.Getenv("REQUIRE_CGROUPS") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
+		testenv.Need(t, testenv.Cgroups, err)
 		h.res.Cgroups = cg
 	}
 	if mod != nil {
@@ -407,11 +398,8 @@ func TestTransitions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "restricted" && !sandbox.Probe().Available() {
-				if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-					t.Fatal("REQUIRE_LANDLOCK=1 but restricted mode is unavailable")
-				}
-				t.Skip("no Landlock")
+			if c.name == "restricted" {
+				testenv.Needf(t, testenv.Landlock, sandbox.Probe().Available(), "restricted mode unavailable")
 			}
 			h := newHarness(t, c.cgroups, c.res)
 			spec, pid, done := h.start(c.script, c.spec)

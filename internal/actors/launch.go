@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"errors"
 	"fmt"
 	"net"
@@ -13,11 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bashvisor/bashvisor/internal/jobs"
-
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"

@@ -7,7 +7,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/secret"
 	"github.com/bashvisor/bashvisor/internal/truncate"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/config"
-
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/config"
-
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bashvisor/bashvisor/config"
-
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -68,10 +68,7 @@ func TestEnvPolicy(t *testing.T) {
 }
 
 func bash(t *testing.T) string {
-	p, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	p := testenv.NeedsTool(t, "bash")[0]
 	return p
 }
 

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bashvisor/bashvisor/config"
-
 	"pgregory.net/rapid"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/secret"
 )

@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // StartDirect is the fast alternative to starting [Command.Path] with

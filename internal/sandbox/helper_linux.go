@@ -3,8 +3,6 @@
 package sandbox
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // presets are go-landlock's configurations, index = ABI version - 1. The

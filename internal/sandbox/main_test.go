@@ -3,8 +3,6 @@
 package sandbox_test
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -17,8 +15,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // testCgroups gives every command a cgroup of its own, as the engine does
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	sandbox.Main()
 	var err error
 	if testCgroups, err = proc.ProbeCgroups(""); err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
+		if testenv.Required(testenv.Cgroups) {
 			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
 			os.Exit(1)
 		}
@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 // would hide a broken cgroup probe.
 func requireCgroups(t testing.TB) {
 	t.Helper()
-	if os.Getenv("REQUIRE_CGROUPS") == "1" {
+	if testenv.Required(testenv.Cgroups) {
 		t.Fatal("REQUIRE_CGROUPS=1 but the test process has no usable cgroups (or pids limit)")
 	}
 }
@@ -118,12 +118,7 @@ func endCgroup(cg *proc.Cgroup) bool {
 func requireSandbox(tb testing.TB) sandbox.Capabilities {
 	tb.Helper()
 	c := sandbox.Probe()
-	if !c.Available() {
-		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-			tb.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
-		}
-		tb.Skipf("restricted mode unavailable: %s", c)
-	}
+	testenv.Needf(tb, testenv.Landlock, c.Available(), "restricted mode unavailable: %s", c)
 	return c
 }
 
@@ -133,20 +128,12 @@ func requireSandbox(tb testing.TB) sandbox.Capabilities {
 func requireNamespaces(tb testing.TB) sandbox.Capabilities {
 	tb.Helper()
 	c := requireSandbox(tb)
-	if !c.Namespaces {
-		if os.Getenv("REQUIRE_NAMESPACES") == "1" {
-			tb.Fatalf("REQUIRE_NAMESPACES=1 but the sandbox has no private namespaces: %s", c)
-		}
-		tb.Skipf("no private namespaces: %s", c)
-	}
+	testenv.Needf(tb, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
 	return c
 }
 
 func bashPath(tb testing.TB) string {
-	p, err := exec.LookPath("bash")
-	if err != nil {
-		tb.Skip("no bash")
-	}
+	p := testenv.NeedsTool(tb, "bash")[0]
 	return p
 }
 

@@ -3,8 +3,6 @@
 package sandbox_test
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // startOutside starts `sleep 60` outside the sandbox, in its own process
@@ -76,9 +77,7 @@ sys.exit(0 if r >= 0 else 1)'`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if !hasTool(tc.tool) {
-				t.Skipf("%s not installed", tc.tool)
-			}
+			testenv.NeedsTool(t, tc.tool)
 			if !c.Scoping && strings.HasPrefix(tc.name, "kill") {
 				t.Skip("no signal scoping on this kernel")
 			}
@@ -167,9 +166,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("memory-bomb", func(t *testing.T) {
-		if !hasTool("python3") {
-			t.Skip("no python3")
-		}
+		testenv.NeedsTool(t, "python3")
 		r := runIn(t, config.SandboxLimits{AddressSpace: 512 << 20}, t.TempDir(), `python3 -c 'x = bytearray(1 << 30)'`)
 		if r.code == 0 || !strings.Contains(r.out, "MemoryError") {
 			t.Fatalf("exit %d\n%s", r.code, r.out)

@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"github.com/bashvisor/bashvisor/config"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 

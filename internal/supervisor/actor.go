@@ -10,12 +10,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/proc"
-
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // The supervisor actor: the records of every job, by conversation, and

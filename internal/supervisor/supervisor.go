@@ -15,12 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/internal/jobs"
-
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/bashvisor/bashvisor/config"
-
 	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 func TestMain(m *testing.M) {
