@@ -218,6 +218,16 @@ func completionLine(sbx Sandbox) func(jobs.Outcome) string {
 	}
 }
 
+// detachedLine is the line a background job's output file ends with when
+// the engine stopped reading its output (shutdown with jobs left running)
+// while the output went through the engine to be redacted.
+func detachedLine(lost error) string {
+	if lost != nil {
+		return fmt.Sprintf("[output after the engine stopped is lost: %v]", lost)
+	}
+	return "[output after the engine stopped is discarded: it could hold secret values the engine can no longer redact]"
+}
+
 func completionStatus(o jobs.Outcome) string {
 	st := o.Status()
 	switch {

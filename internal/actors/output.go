@@ -2,7 +2,6 @@ package actors
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -31,7 +30,6 @@ func (j *job) discardRest() {
 		cerr := rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
 		err = errors.Join(err, cerr)
 	}
-	note := "\n\n[output after the engine stopped is discarded: it could hold secret values the engine can no longer redact]\n"
 	if err == nil {
 		j.stopRead.Store(true)
 		j.closePipes() // the reader flushed what it read; the rest waits in the pipe
@@ -52,10 +50,9 @@ func (j *job) discardRest() {
 		}
 		in.Close()
 	}
-	if err != nil {
-		note = fmt.Sprintf("\n\n[output after the engine stopped is lost: %v]\n", err)
+	if j.spec.Detached != nil {
+		j.appendLine(j.spec.Detached(err) + "\n") // appendLine adds the blank line itself
 	}
-	j.appendLine(note[2:]) // appendLine adds the blank line itself
 }
 
 // --- the output ---

@@ -85,6 +85,12 @@ type Request struct {
 	// Completion renders the line appended to a background job's output
 	// file when it ends (two newlines are written before it).
 	Completion func(Outcome) string
+	// Detached renders the line appended to a background job's output file
+	// when the engine stops reading its output for good while it runs on
+	// (shutdown with jobs left running, when its output went through the
+	// engine to be redacted): lost is nil when the rest of its output is
+	// discarded, else why it is lost. Nil appends nothing.
+	Detached func(lost error) string
 }
 
 // Yield says what a foreground job becomes when it yields.

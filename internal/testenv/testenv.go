@@ -122,3 +122,11 @@ func HasTool(t testing.TB, name string) bool {
 	}
 	return true
 }
+
+// Lazy is a message argument computed when the message is printed, so
+// that Eventually's failure shows the last value seen:
+//
+//	testenv.Eventually(t, d, cond, "got %s", testenv.Lazy(func() string { return last }))
+type Lazy func() string
+
+func (l Lazy) String() string { return l() }
