@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // cgroups probes cgroup support. It is the one place this package's tests
@@ -19,12 +20,7 @@ import (
 func cgroups(t testing.TB) *proc.Cgroups {
 	t.Helper()
 	m, err := proc.ProbeCgroups("")
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatalf("REQUIRE_CGROUPS=1 but cgroups are unavailable: %v", err)
-		}
-		t.Skipf("cgroups unavailable: %v", err)
-	}
+	testenv.Need(t, testenv.Cgroups, err)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Error(err)
@@ -43,13 +39,7 @@ func cgAlive(pid int) bool {
 
 func cgWaitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for cgAlive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool { return !cgAlive(pid) }, "pid %d still alive", pid)
 }
 
 func cgBash(t testing.TB) string {
@@ -144,7 +134,7 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	}
 	defer p.Stdout.Close()
 	var esc int
-	for deadline := time.Now().Add(5 * time.Second); esc == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testenv.Eventually(t, 5*time.Second, func() bool {
 		for _, mem := range cg.Members() {
 			if mem.Comm == "sleep" {
 				if st, _ := proc.ReadStat(mem.Pid); st.Session == mem.Pid {
@@ -152,10 +142,8 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 				}
 			}
 		}
-	}
-	if esc == 0 {
-		t.Fatal("escapee not found")
-	}
+		return esc != 0
+	}, "escapee not found")
 	cg.Signal(syscall.SIGTERM, p.Pid)
 	cgWaitGone(t, esc, 2*time.Second)
 	if !cgAlive(p.Pid) {
