@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // configCorpus are config files in git's syntax, odd corners included.
@@ -27,6 +29,7 @@ var configCorpus = []string{
 // TestParseConfigLikeGit parses each file of the corpus and compares
 // the variables with what git itself reads from it.
 func TestParseConfigLikeGit(t *testing.T) {
+	testenv.NeedsTool(t, "git")
 	dir := t.TempDir()
 	for i, src := range configCorpus {
 		p := filepath.Join(dir, "c")
@@ -68,6 +71,7 @@ func TestParseConfigLikeGit(t *testing.T) {
 // does a variable before any section, which git lists with no section
 // (stricter is safe: a config that does not parse is refused).
 func TestParseConfigRejects(t *testing.T) {
+	testenv.NeedsTool(t, "git")
 	if _, err := parseConfig([]byte("key = outside\n")); err == nil {
 		t.Error("a variable outside a section parsed")
 	}

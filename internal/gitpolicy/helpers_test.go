@@ -13,6 +13,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // world is a test's workspace, engine state directory and sentinel
@@ -24,6 +25,8 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
+	layertest.Need(t)
+	testenv.NeedsTool(t, "git")
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
+	layertest.Need(t)
 	base := t.TempDir()
 	w := &world{ws: filepath.Join(base, "ws"), state: filepath.Join(base, "state")}
 	for _, d := range []string{w.ws, w.state} {

@@ -243,3 +243,62 @@ func TestUndo(t *testing.T) {
 		t.Errorf("second undo: %v", err)
 	}
 }
+
+// TestView checks the before and after lookups that policy uses against
+// the real tree before the command and an unsandboxed run of it.
+func TestView(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, kindsFiles)
+	ref := newWorld(t)
+	ref.write(t, kindsFiles)
+	runPlain(t, ref, kindsScript)
+	_, s := w.run(t, kindsScript)
+	for _, after := range []bool{false, true} {
+		dir := w.ws
+		if after {
+			dir = ref.ws
+		}
+		want := snapshot(t, dir)
+		for rel := range want {
+			if rel == "." {
+				continue
+			}
+			fi, err := s.Lstat(filepath.Join(w.ws, rel), after)
+			if err != nil {
+				t.Errorf("after=%v %s: %v", after, rel, err)
+				continue
+			}
+			real, _ := os.Lstat(filepath.Join(dir, rel))
+			if fi.Mode() != real.Mode() {
+				t.Errorf("after=%v %s: mode %v, want %v", after, rel, fi.Mode(), real.Mode())
+			}
+			if fi.Mode().IsRegular() {
+				b, err := s.ReadFile(filepath.Join(w.ws, rel), after, 1<<20)
+				wb, _ := os.ReadFile(filepath.Join(dir, rel))
+				if err != nil || string(b) != string(wb) {
+					t.Errorf("after=%v %s: %q, %v; want %q", after, rel, b, err, wb)
+				}
+			}
+			if fi.IsDir() {
+				names, err := s.ReadDir(filepath.Join(w.ws, rel), after)
+				entries, _ := os.ReadDir(filepath.Join(dir, rel))
+				var wn []string
+				for _, e := range entries {
+					wn = append(wn, e.Name())
+				}
+				if err != nil || strings.Join(names, ",") != strings.Join(wn, ",") {
+					t.Errorf("after=%v %s: %v, %v; want %v", after, rel, names, err, wn)
+				}
+			}
+		}
+		// And what is gone is gone.
+		for _, gone := range []string{"gone/a", "gone", "refill/drop", "del.txt", "typ/none"} {
+			if _, err := os.Lstat(filepath.Join(dir, gone)); err == nil {
+				continue
+			}
+			if _, err := s.Lstat(filepath.Join(w.ws, gone), after); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("after=%v %s: %v, want not exist", after, gone, err)
+			}
+		}
+	}
+}

@@ -296,5 +296,5 @@ func TestMountInThread(t *testing.T) {
 // TestUnprivileged runs the layer's tests again as a user other than
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(DiffKinds|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplyThroughSymlinkFails)$")
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplyThroughSymlinkFails)$")
 }

@@ -20,12 +20,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // childArg is the hidden argv[1] of the test binary re-executed as the
@@ -64,6 +66,54 @@ func child(spec string, argv []string) error {
 	// The command runs without the capability the mount needed.
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 	return syscall.Exec(argv[0], argv, os.Environ())
+}
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+// Need gives up on the test when no layer can be mounted here (no
+// overlayfs, no mount namespaces as root, no user namespaces otherwise):
+// it skips, or fails when REQUIRE_NAMESPACES=1 (CI). It also needs bash
+// (and fails without it when REQUIRE_TOOLS=1).
+func Need(tb testing.TB) {
+	tb.Helper()
+	testenv.NeedsTool(tb, "bash")
+	probeOnce.Do(func() { probeErr = probe(tb) })
+	testenv.Need(tb, testenv.Namespaces, probeErr)
+}
+
+// probe mounts a layer for `true` once.
+func probe(tb testing.TB) error {
+	dir, err := os.MkdirTemp("", "layertest-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	root, state := filepath.Join(dir, "root"), filepath.Join(dir, "state")
+	for _, d := range []string{root, state} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	l, err := layer.New(layer.Options{Roots: []string{root}, Dir: state, UserXattr: Unprivileged()})
+	if err != nil {
+		return err
+	}
+	defer l.Remove()
+	if out, err := Run(tb, l.Spec(), root, nil, "touch x"); err != nil {
+		return fmt.Errorf("a layer cannot be mounted here: %v: %s", err, strings.TrimSpace(out))
+	}
+	s, err := l.Diff()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if len(s.Changes) != 1 {
+		return fmt.Errorf("a layer was mounted but did not capture a write (changes %v)", s.Changes)
+	}
+	return nil
 }
 
 // Unprivileged reports whether layers must be made with
