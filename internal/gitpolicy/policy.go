@@ -218,7 +218,13 @@ func (k *checker) judge(c layer.Change) verdict {
 			return refuse(DotGit, "a name git reads as .git")
 		}
 	}
-	chain := k.chain(c.Path)
+	// Only a directory can be a git directory: a changed file starts
+	// the search at its parent.
+	from := c.Path
+	if !c.Mode.IsDir() && c.Kind != layer.TypeChanged {
+		from = filepath.Dir(c.Path)
+	}
+	chain := k.chain(from, k.rootOf(c.Path))
 	var fresh []gitDir // new git directories inside the existing one, outermost first
 	for _, g := range chain {
 		if !g.existed {
@@ -272,11 +278,10 @@ func (k *checker) rootOf(p string) string {
 	return ""
 }
 
-// chain returns the git directories at or above p (up to its root),
+// chain returns the git directories at or above p (up to root),
 // innermost first.
-func (k *checker) chain(p string) []gitDir {
-	root := k.rootOf(p)
-	if root == "" {
+func (k *checker) chain(p, root string) []gitDir {
+	if root == "" || (p != root && !strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")) {
 		return nil
 	}
 	var out []gitDir

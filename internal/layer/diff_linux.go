@@ -63,6 +63,9 @@ type Set struct {
 	l     *Layer
 	upper []*tree
 	real  []*tree
+	// hidden caches, per root, whether the real entries below an upper
+	// directory are hidden in the command's view (see Set.hiddenAt).
+	hid []map[string]bool
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -93,6 +96,7 @@ func (l *Layer) Diff() (*Set, error) {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
 		s.real = append(s.real, re)
+		s.hid = append(s.hid, map[string]bool{})
 		d := differ{s: s, root: i, up: up, re: re}
 		if err := d.top(); err != nil {
 			s.Close()
@@ -456,13 +460,24 @@ func (s *Set) find(path string, after bool) (*tree, string, error) {
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 			return nil, "", notExist
 		}
-		if ovlXattr(up.path(p), "opaque") != "" {
-			hidden = true
-		} else if _, rok, _ := s.real[i].lstat(p); !rok {
-			hidden = true
-		}
+		hidden = hidden || s.hiddenAt(i, p)
 	}
 	return up, rel, nil
+}
+
+// hiddenAt reports whether the upper directory p hides the real entries
+// below it by itself: it is opaque, or there is no real directory there.
+func (s *Set) hiddenAt(i int, p string) bool {
+	if h, ok := s.hid[i][p]; ok {
+		return h
+	}
+	h := ovlXattr(s.upper[i].path(p), "opaque") != ""
+	if !h {
+		st, ok, _ := s.real[i].lstat(p)
+		h = !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
+	}
+	s.hid[i][p] = h
+	return h
 }
 
 // hidden reports whether the real entries below the upper directory rel
@@ -473,11 +488,7 @@ func (s *Set) hidden(i int, rel string) bool {
 	}
 	parts := strings.Split(rel, "/")
 	for k := 1; k <= len(parts); k++ {
-		p := strings.Join(parts[:k], "/")
-		if ovlXattr(s.upper[i].path(p), "opaque") != "" {
-			return true
-		}
-		if st, ok, _ := s.real[i].lstat(p); !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if s.hiddenAt(i, strings.Join(parts[:k], "/")) {
 			return true
 		}
 	}
