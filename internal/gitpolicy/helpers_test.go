@@ -75,12 +75,18 @@ type outcome struct {
 // policy allows.
 func (w *world) run(t testing.TB, script string) *outcome {
 	t.Helper()
-	l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: w.state, UserXattr: layertest.Unprivileged()})
+	return w.runIn(t, w.ws, []string{w.ws}, script)
+}
+
+// runIn is run with the command in dir over a layer of roots.
+func (w *world) runIn(t testing.TB, dir string, roots []string, script string) *outcome {
+	t.Helper()
+	l, err := layer.New(layer.Options{Roots: roots, Dir: w.state, UserXattr: layertest.Unprivileged()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Remove()
-	out, err := layertest.Run(t, l.Spec(), w.ws, w.env, script)
+	out, err := layertest.Run(t, l.Spec(), dir, w.env, script)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}

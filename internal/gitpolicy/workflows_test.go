@@ -87,6 +87,26 @@ func TestWorkflows(t *testing.T) {
 	}
 }
 
+// TestWorkflowOutsideGitDir works in a linked worktree whose git
+// directory lies outside it: the layer has two roots, the worktree and
+// the repository's git directory (what sandbox.WorkspaceRoots gives),
+// and commits land in both; planting a hook there is still refused.
+func TestWorkflowOutsideGitDir(t *testing.T) {
+	w := newWorld(t)
+	w.sh(t, "mkdir repo && cd repo && git init -q -b main && git commit -q --allow-empty -m root && git worktree add -q -b wtb ../wt")
+	wt, gitDir := w.ws+"/wt", w.ws+"/repo/.git"
+	o := w.runIn(t, wt, []string{wt, gitDir}, "echo w > w && git add w && git commit -qm inwt")
+	w.expectAllowed(t, o)
+	if out := w.sh(t, "git -C repo log --format=%s -1 wtb && git -C wt status --short"); out != "inwt\n" {
+		t.Errorf("after the commit: %q", out)
+	}
+	o = w.runIn(t, wt, []string{wt, gitDir}, "printf '#!/bin/sh\\ntouch $SENT/h\\n' > $(git rev-parse --git-common-dir)/hooks/post-commit")
+	if got := w.refused(o); len(got) != 1 || got[0] != "git-hooks repo/.git/hooks/post-commit" {
+		t.Errorf("refused %v", got)
+	}
+	w.userGit(t, "wt", "repo")
+}
+
 // TestUnprivilegedLocalClone documents a limit of unprivileged
 // overlays: a copied-up file gets a new inode number (overlayfs keeps
 // the lower one only where it may decode file handles, which needs
@@ -122,5 +142,5 @@ func TestUnprivilegedLocalClone(t *testing.T) {
 // TestUnprivileged runs the attacks and workflows again as a user
 // other than root (user namespaces, userxattr).
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflows|Rule|UnprivilegedLocalClone)")
+	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflow|Rule|UnprivilegedLocalClone)")
 }
