@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ type scope struct {
 // conversationName returns the conversation a request names, "" for none.
 func conversationName(req mcp.Request) (string, error) {
 	var fromMeta, fromHeader string
-	if p := req.GetParams(); p != nil {
+	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 		if v, ok := p.GetMeta()[MetaConversation]; ok {
 			s, isString := v.(string)
 			if !isString {
