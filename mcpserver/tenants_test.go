@@ -315,3 +315,65 @@ func TestMaxConversations(t *testing.T) {
 		t.Errorf("c1 again: %+v", r)
 	}
 }
+
+// Full outputs are resources: a truncated result links its whole output,
+// exact to the byte, readable in ranges with a link to the rest; a job's
+// output likewise; resources/list lists the conversation's.
+func TestOutputResources(t *testing.T) {
+	s := tenantServer(t, func(c *engine.Config) { c.MaxOutput = 1000 }, Options{})
+	ctx := context.Background()
+	cs := s.connectAs(t, aliceToken, "2026-07-28", "res")
+	// 200,000 bytes of multi-byte text: "é" is 2 bytes, so odd ranges cut
+	// characters.
+	res, _ := call(t, ctx, cs, ToolBash, map[string]any{"command": `python3 -c 'import sys; sys.stdout.write("é"*100000)'`}, nil)
+	var r engine.Result
+	decode(t, res, &r)
+	if !r.Truncated || r.OutputBytes != 200000 || len(links(res)) != 1 {
+		t.Fatalf("%+v %v", r, links(res))
+	}
+	uri := links(res)[0]
+	text, meta, err := readResource(ctx, cs, uri)
+	if err != nil || text != strings.Repeat("é", 100000) || meta[MetaResourceSize] != float64(200000) || meta[MetaResourceNext] != nil {
+		t.Fatalf("whole: %d bytes %v %v", len(text), meta, err)
+	}
+	text, meta, err = readResource(ctx, cs, uri+"?offset=10&length=5")
+	if err != nil || text != "éé" || meta[MetaResourceOffset] != float64(10) || meta[MetaResourceNext] != uri+"?offset=14" {
+		t.Errorf("range: %q %v %v", text, meta, err)
+	}
+	// A job's output, read in slices as it grows.
+	job, _ := call(t, ctx, cs, ToolBash, map[string]any{"command": `seq 1 100000`, "mode": "background"}, nil)
+	var jr engine.Result
+	decode(t, job, &jr)
+	waitDead(t, 10*time.Second, jr.PID)
+	var want strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	text, meta, err = readResource(ctx, cs, links(job)[0])
+	if err != nil || !strings.HasPrefix(text, want.String()) {
+		t.Errorf("job output: %d bytes %v %v", len(text), meta, err)
+	}
+	if text, _, err := readResource(ctx, cs, links(job)[0]+"?offset=6&length=4"); err != nil || text != "4\n5\n" {
+		t.Errorf("job range: %q %v", text, err)
+	}
+	lr, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, x := range lr.Resources {
+		uris = append(uris, x.URI)
+	}
+	if len(uris) != 2 || uris[0] != links(job)[0] || uris[1] != uri {
+		t.Errorf("resources/list: %v", uris)
+	}
+	lt, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(lt.ResourceTemplates) != 2 {
+		t.Errorf("templates: %+v %v", lt, err)
+	}
+	for _, bad := range []string{"bashvisor://conversation/res/outputs/99", "bashvisor://conversation/res/jobs/job-9", "bashvisor://conversation/../outputs/1", "file:///etc/passwd"} {
+		if _, _, err := readResource(ctx, cs, bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
