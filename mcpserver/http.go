@@ -178,8 +178,11 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// sessionIDHeader is the streamable transport's session header.
-const sessionIDHeader = "Mcp-Session-Id"
+// The streamable transport's session and protocol version headers.
+const (
+	sessionIDHeader       = "Mcp-Session-Id"
+	protocolVersionHeader = "Mcp-Protocol-Version"
+)
 
 // httpHandler is [Handler]'s http.Handler.
 type httpHandler struct {
@@ -275,7 +278,9 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.Method == http.MethodPost && sid == "" && isInitialize(body):
+	case r.Method == http.MethodPost && sid == "" && isInitialize(body) && r.Header.Get(protocolVersionHeader) < protocolMRTR:
+		// An initialize of a protocol with sessions. (2026-07-28 has no
+		// initialize: the stateless handler answers it "method not found".)
 		h.open(w, r, principal)
 	case r.Method == http.MethodPost && sid != "":
 		h.call(w, r, h.sessionful, sid, principal)

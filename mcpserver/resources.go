@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
@@ -169,12 +170,30 @@ func (s *server) addResources(ms *mcp.Server) {
 	}, s.readResource)
 	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method != "resources/list" {
-				return next(ctx, method, req)
+			switch method {
+			case "resources/list":
+				return s.listResources(ctx, req)
+			case "prompts/list", "prompts/get":
+				// The go-sdk answers these without the prompts
+				// capability; a server without prompts must not.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " (this server has no prompts)"}
 			}
-			return s.listResources(ctx, req)
+			return next(ctx, method, req)
 		}
 	})
+}
+
+// privateCache marks results that depend on the principal and the
+// conversation (resources/list and resources/read): a client may cache
+// them for its user only, and they are stale at once.
+var privateCache = mcp.Cacheable{CacheScope: "private"}
+
+// setCacheable is ServerOptions.SetCacheable.
+func setCacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	switch req.(type) {
+	case *mcp.ReadResourceRequest, *mcp.ListResourcesRequest:
+		*c = privateCache
+	}
 }
 
 // listResources lists the outputs of the request's conversation: its
@@ -185,6 +204,7 @@ func (s *server) listResources(ctx context.Context, req mcp.Request) (*mcp.ListR
 		return nil, err
 	}
 	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	res.Cacheable = privateCache
 	for _, j := range s.e.Jobs(s.toolContext(sc)) {
 		l := jobLink(sc, j)
 		res.Resources = append(res.Resources, &mcp.Resource{URI: l.URI, Name: l.Name, Title: l.Title, Description: l.Description, MIMEType: l.MIMEType, Size: *l.Size})

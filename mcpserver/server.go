@@ -178,6 +178,7 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       log,
 		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}},
+		SetCacheable: setCacheable,
 		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\", " +
 			"or a call that yielded) are listed by bash_jobs, read with bash_output, given input with " +
 			"bash_write and stopped with bash_kill.",

@@ -40,13 +40,18 @@ func newSessServer(t *testing.T, mod func(*engine.Config), opts Options, hopts H
 	}
 	opts.OnResult = s.res.add
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(New(s.e, opts), hopts))
+	srv := New(s.e, opts)
+	mux.Handle("/mcp", Handler(srv, hopts))
 	s.ts = httptest.NewServer(mux)
 	s.url = s.ts.URL + "/mcp"
 	t.Cleanup(func() {
 		s.ts.CloseClientConnections()
 		s.ts.Close()
 		s.tr.CloseIdleConnections()
+		// Sessions a client left open (the conformance suite does).
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
 	})
 	return s
 }
