@@ -126,7 +126,7 @@ type issuer struct {
 	pub  jose.JSONWebKeySet
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{keys: map[string]*ecdsa.PrivateKey{}}
 	mux := http.NewServeMux()
@@ -147,7 +147,7 @@ func newIssuer(t *testing.T) *issuer {
 	return is
 }
 
-func (is *issuer) addKey(t *testing.T, kid string) {
+func (is *issuer) addKey(t testing.TB, kid string) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -159,7 +159,7 @@ func (is *issuer) addKey(t *testing.T, kid string) {
 
 // token mints a token signed with key kid (of keys, which may hold keys
 // the JWKS does not list).
-func (is *issuer) token(t *testing.T, kid string, key *ecdsa.PrivateKey, c oauthClaims) string {
+func (is *issuer) token(t testing.TB, kid string, key *ecdsa.PrivateKey, c oauthClaims) string {
 	t.Helper()
 	if key == nil {
 		key = is.keys[kid]

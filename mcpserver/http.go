@@ -186,8 +186,8 @@ const (
 
 // httpHandler is [Handler]'s http.Handler.
 type httpHandler struct {
-	sessionful *mcp.StreamableHTTPHandler // protocol versions with sessions
-	stateless  *mcp.StreamableHTTPHandler // 2026-07-28, and requests without a session
+	sessionful http.Handler // the go-sdk's, for protocol versions with sessions
+	stateless  http.Handler // the go-sdk's stateless one: 2026-07-28, and requests without a session
 	authn      http.Handler               // authenticates, then serve
 	opts       HTTPOptions
 
@@ -309,6 +309,9 @@ func (h *httpHandler) owns(sid, principal string) bool {
 // isInitialize reports whether a POST body holds an initialize request,
 // the only request that opens a session outliving it.
 func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"initialize"`)) {
+		return false // the common case, without decoding
+	}
 	type message struct {
 		Method string `json:"method"`
 	}

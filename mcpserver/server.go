@@ -133,6 +133,12 @@ func New(e engine.Runner, opts Options) *mcp.Server {
 }
 
 func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
+	_, ms := build(e, opts, run)
+	return ms
+}
+
+// build makes the server and its MCP server.
+func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	if run == nil {
 		run = e.Run
 	}
@@ -232,7 +238,7 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 		Annotations:  &mcp.ToolAnnotations{Title: "Send input to a background job", DestructiveHint: &yes, OpenWorldHint: &yes},
 	}, s.safe(s.write))
 	s.addResources(ms)
-	return ms
+	return s, ms
 }
 
 // safe turns a panic in a tool handler into an error result: the go-sdk

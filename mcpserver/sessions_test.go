@@ -32,7 +32,7 @@ type sessServer struct {
 	e *engine.Engine
 }
 
-func newSessServer(t *testing.T, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
+func newSessServer(t testing.TB, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
 	t.Helper()
 	s := &sessServer{httpSetup: &httpSetup{res: newResults(), tr: &http.Transport{}}, e: newEngine(t, mod)}
 	if opts.WorkingDir == "" {

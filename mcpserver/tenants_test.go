@@ -22,7 +22,7 @@ const (
 )
 
 // writeTokens writes a token file and returns its path.
-func writeTokens(t *testing.T, content string) string {
+func writeTokens(t testing.TB, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
