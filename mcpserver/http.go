@@ -188,7 +188,7 @@ const (
 type httpHandler struct {
 	sessionful http.Handler // the go-sdk's, for protocol versions with sessions
 	stateless  http.Handler // the go-sdk's stateless one: 2026-07-28, and requests without a session
-	authn      http.Handler               // authenticates, then serve
+	authn      http.Handler // authenticates, then serve
 	opts       HTTPOptions
 
 	// calls holds the requests being served (call id → *httpCall), for
