@@ -121,11 +121,11 @@ func ExampleNew() {
 		}
 		text = rr.Contents[0].Text
 	}
-	fmt.Printf("%q\n", text)
+	fmt.Printf("%q\n", strings.TrimSpace(text))
 	cs.Close()
 	ss.Wait()
 	// Output:
 	// status: started job: job-1
 	// bashvisor://conversation/mcp/jobs/job-1
-	// "started\ndone\n\n\n[background process completed]\n"
+	// "started\ndone\n\n\n[background process completed]"
 }
