@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // The node side of the tests: the official MCP conformance suite and the
 // official TypeScript SDK's client, pinned by testdata/node's
 // package-lock.json and installed with `npm ci` into a cache directory
 // named after the lock file (reused while the lock does not change).
-// Without npm or the registry the tests skip, or fail when REQUIRE_NODE=1
+// Without npm or the registry the tests skip, or fail when REQUIRE_TOOLS=1
 // (CI).
 
 var (
@@ -37,13 +38,9 @@ var (
 // nodeTools returns the directory holding the installed node_modules.
 func nodeTools(t *testing.T) string {
 	t.Helper()
+	testenv.NeedsTool(t, "npm")
 	nodeOnce.Do(func() { nodeDir, nodeErr = installNodeTools() })
-	if nodeErr != nil {
-		if os.Getenv("REQUIRE_NODE") == "1" {
-			t.Fatalf("REQUIRE_NODE=1 but the node tools are unavailable: %v", nodeErr)
-		}
-		t.Skipf("node tools unavailable: %v", nodeErr)
-	}
+	testenv.Need(t, testenv.Tools, nodeErr)
 	return nodeDir
 }
 
@@ -237,7 +234,7 @@ func tsClient(t *testing.T, dir, url, token, conv string, ops ...map[string]any)
 // reaches the other's, by job id, URI, or the same conversation name.
 func TestTypeScriptClient(t *testing.T) {
 	dir := nodeTools(t)
-	s := tenantServer(t, func(c *engine.Config) { c.MaxOutput = 2000 }, Options{})
+	s := tenantServer(t, func(c *engine.Config) { c.Output.Max = 2000 }, Options{})
 	type toolResult struct {
 		Content []struct {
 			Type, Text, URI string

@@ -105,7 +105,7 @@ func readResource(ctx context.Context, cs *mcp.ClientSession, uri string) (strin
 // other's reach, whatever ids, names, URIs or session ids the other
 // guesses; each reaches its own.
 func TestPrincipalsAreIsolated(t *testing.T) {
-	s := tenantServer(t, func(c *engine.Config) { c.MaxOutput = 2000 }, Options{})
+	s := tenantServer(t, func(c *engine.Config) { c.Output.Max = 2000 }, Options{})
 	ctx := context.Background()
 	for _, tc := range []struct{ name, proto, conv string }{
 		{"sessions", "2025-11-25", ""},
@@ -320,7 +320,7 @@ func TestMaxConversations(t *testing.T) {
 // exact to the byte, readable in ranges with a link to the rest; a job's
 // output likewise; resources/list lists the conversation's.
 func TestOutputResources(t *testing.T) {
-	s := tenantServer(t, func(c *engine.Config) { c.MaxOutput = 1000 }, Options{})
+	s := tenantServer(t, func(c *engine.Config) { c.Output.Max = 1000 }, Options{})
 	ctx := context.Background()
 	cs := s.connectAs(t, aliceToken, "2026-07-28", "res")
 	// 200,000 bytes of multi-byte text: "é" is 2 bytes, so odd ranges cut
