@@ -408,19 +408,11 @@ func structured(text string, v any) *mcp.CallToolResult {
 func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	j, err := s.e.Job(tc, id)
 	if err != nil {
-		return j, fmt.Errorf("%w (bash_jobs lists the job ids)", err)
+		return j, engine.JobError(id, err)
 	}
 	return j, nil
 }
 
-// jobError names the job in an engine error that does not already name it
-// (engine.ErrNoSuchJob errors do).
-func jobError(id string, err error) error {
-	if errors.Is(err, engine.ErrNoSuchJob) {
-		return err
-	}
-	return fmt.Errorf("job %q: %w", id, err)
-}
 
 // jobsResult is bash_jobs's structured content.
 type jobsResult struct {
@@ -466,12 +458,12 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 			from = a.offset
 		}
 		if _, err := s.e.WaitOutput(ctx, tc, a.jobID, from, a.wait); err != nil {
-			return errorResult(jobError(a.jobID, err)), nil
+			return errorResult(engine.JobError(a.jobID, err)), nil
 		}
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, a.tail, a.offset, a.limit)
 	if err != nil {
-		return errorResult(jobError(a.jobID, err)), nil
+		return errorResult(engine.JobError(a.jobID, err)), nil
 	}
 	return jobOutputResult(sc, jo), nil
 }
@@ -502,7 +494,7 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	}
 	j, err := s.e.Kill(ctx, tc, id)
 	if err != nil {
-		return errorResult(jobError(id, err)), nil
+		return errorResult(engine.JobError(id, err)), nil
 	}
 	return structured(j.Text(), j), nil
 }
@@ -546,7 +538,7 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		}
 		j, err = s.e.WaitOutput(ctx, tc, a.jobID, seen, wait)
 		if err != nil {
-			return errorResult(jobError(a.jobID, err)), nil
+			return errorResult(engine.JobError(a.jobID, err)), nil
 		}
 		if j.Status != engine.JobRunning || j.Bytes <= seen || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
@@ -556,7 +548,7 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, 0, from, maxReadBytes)
 	if err != nil {
-		return errorResult(jobError(a.jobID, err)), nil
+		return errorResult(engine.JobError(a.jobID, err)), nil
 	}
 	return jobOutputResult(sc, jo), nil
 }
