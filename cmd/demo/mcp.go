@@ -99,7 +99,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
 	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
-	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "-http: close a session (and end its jobs) after this long without a request (0: never)")
+	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "close a session or a named conversation (and end its jobs) after this long without a request (0: never)")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
@@ -169,6 +169,8 @@ func (f *mcpFlags) checkAuth() error {
 		return fmt.Errorf("refusing to serve -http %s with -no-auth: the address is not loopback, so anyone who can reach it could run commands; drop -no-auth (a token is then generated) or bind 127.0.0.1", f.httpAddr)
 	case (f.oauthRes != "" || len(f.oauthScopes) > 0) && f.oauthIssuer == "":
 		return errors.New("-oauth-resource and -oauth-scope need -oauth-issuer")
+	case f.oauthIssuer != "" && f.oauthRes == "" && !mcpserver.IsLoopback(listenAddr(f.httpAddr)):
+		return errors.New("-oauth-issuer off loopback needs -oauth-resource: the URL clients reach this server at (the tokens' audience)")
 	case f.token != "" && len(f.token) < mcpserver.MinTokenLength:
 		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, mcpserver.MinTokenLength)
 	}
@@ -267,6 +269,8 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,
 		SharedConversation: f.shared,
+		// One idle bound for sessions and named conversations.
+		ConversationIdle: cmp.Or(f.sessionIdle, -1),
 	}
 	if f.fleet.on() {
 		opts.ConversationID = newConversationID() // each MCP session is one conversation

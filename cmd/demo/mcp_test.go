@@ -47,6 +47,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"-tokens", "f"}, "need -http"},
 		{[]string{"-no-auth"}, "need -http"},
 		{[]string{"-http", ":0", "-oauth-scope", "x"}, "need -oauth-issuer"},
+		{[]string{"-http", "0.0.0.0:1", "-oauth-issuer", "https://auth.example"}, "needs -oauth-resource"},
 		{[]string{"-env-policy", "all"}, "-env-policy must be inherit-safe or allowlist"},
 		{[]string{"-coauthor", "Bot"}, `-coauthor must look like "Name <email>"`},
 		{[]string{"-C", filepath.Join(file, "missing")}, "-C:"},
