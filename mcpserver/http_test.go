@@ -309,3 +309,33 @@ func TestHTTPApproval(t *testing.T) {
 		}
 	}
 }
+
+// Stateless (2026-07-28): a call whose HTTP request goes away is
+// cancelled too, its process group ended.
+func TestHTTPStatelessDroppedRequestCancels(t *testing.T) {
+	h := newHTTPSetup(t, HTTPOptions{NoAuth: true})
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"bash","arguments":{"command":"sleep 300 & echo $$ $! > %s; wait","mode":"slow"}}}`, pidfile)
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, h.url, strings.NewReader(call))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "bash")
+		if resp, err := (&http.Client{Transport: h.tr}).Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	pids := readPids(t, pidfile, 2)
+	cancel()
+	<-done
+	if r := h.res.wait(t, 10*time.Second); r.Status != engine.StatusCancelled {
+		t.Fatalf("after the request went away: %s %q", r.Status, r.Output)
+	}
+	waitDead(t, 5*time.Second, pids...)
+}
