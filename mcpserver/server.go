@@ -413,7 +413,6 @@ func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	return j, nil
 }
 
-
 // jobsResult is bash_jobs's structured content.
 type jobsResult struct {
 	Jobs []engine.JobInfo `json:"jobs"`
