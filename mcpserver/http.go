@@ -101,8 +101,9 @@ const (
 	DefaultReadTimeout    = 30 * time.Second
 	// MaxRequestBytes bounds a request's body: a bigger one (a bash_write
 	// of more than about 4 MiB of input) gets 413 and the connection is
-	// closed; split such input into several writes.
-	MaxRequestBytes = mcp.DefaultMaxRequestBodyBytes
+	// closed; split such input into several writes. It is the go-sdk's
+	// own bound (mcp.DefaultMaxRequestBodyBytes; TestMaxRequestBytes).
+	MaxRequestBytes = 4 << 20
 )
 
 // Handler serves s over MCP's streamable HTTP transport, for mounting on

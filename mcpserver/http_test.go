@@ -339,3 +339,11 @@ func TestHTTPStatelessDroppedRequestCancels(t *testing.T) {
 	}
 	waitDead(t, 5*time.Second, pids...)
 }
+
+// The body bound is the go-sdk's: a body the SDK would refuse is refused
+// here first, with the same status.
+func TestMaxRequestBytes(t *testing.T) {
+	if MaxRequestBytes != mcp.DefaultMaxRequestBodyBytes {
+		t.Fatalf("MaxRequestBytes %d, the go-sdk's %d", MaxRequestBytes, mcp.DefaultMaxRequestBodyBytes)
+	}
+}
