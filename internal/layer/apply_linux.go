@@ -6,14 +6,14 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
 // Result is what [Set.Apply] did.
 type Result struct {
-	// Applied are the changes now in the real tree, sorted by path.
+	// Applied are the changes now in the real tree, in the order of
+	// [Set.Changes].
 	Applied []Change
 	// Failed are changes that could not be applied (the real tree
 	// changed meanwhile, a mount or a symlink now stands in the way,
@@ -106,7 +106,7 @@ func (a *applier) isRefused(c *Change) bool {
 			return true
 		}
 		if below(c.Path, r) {
-			if i, ok := slices.BinarySearchFunc(a.s.Changes, r, func(x Change, p string) int { return strings.Compare(x.Path, p) }); ok {
+			if i, ok := slices.BinarySearchFunc(a.s.Changes, r, func(x Change, p string) int { return comparePaths(x.Path, p) }); ok {
 				if pc := a.s.Changes[i]; pc.newTree || pc.Kind == Deleted {
 					return true
 				}

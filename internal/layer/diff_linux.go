@@ -57,7 +57,8 @@ type Change struct {
 // Set is what one command changed below its layer's roots, computed by
 // [Layer.Diff] from the upper layers once the command ended.
 type Set struct {
-	// Changes are sorted by path (a directory before what is below it).
+	// Changes are sorted by path, a directory right before what is
+	// below it ("a", "a/x", "a-b").
 	Changes []Change
 
 	l     *Layer
@@ -103,8 +104,28 @@ func (l *Layer) Diff() (*Set, error) {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
 	}
-	slices.SortFunc(s.Changes, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(s.Changes, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
 	return s, nil
+}
+
+// comparePaths orders paths so that everything below a directory comes
+// right after it: "/" sorts before every other byte ("a", "a/x", "a-b").
+func comparePaths(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] == b[i] {
+			continue
+		}
+		switch {
+		case a[i] == '/':
+			return -1
+		case b[i] == '/':
+			return 1
+		case a[i] < b[i]:
+			return -1
+		}
+		return 1
+	}
+	return len(a) - len(b)
 }
 
 // Close releases the set's directory descriptors. [Set.Apply] and the

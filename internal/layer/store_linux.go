@@ -326,7 +326,7 @@ func (s *Store) Undo(n int) ([]Change, error) {
 	}
 	s.steps = s.steps[:len(s.steps)-n]
 	out := u.done
-	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
 	return out, errors.Join(errs...)
 }
 

@@ -224,6 +224,25 @@ func TestApplyRefusedBelowNewDir(t *testing.T) {
 	}
 }
 
+// TestApplySiblingTrees: new directories whose names share a prefix
+// ("a", "a-b") are each moved into place whole, with their contents.
+func TestApplySiblingTrees(t *testing.T) {
+	w := newWorld(t)
+	_, s := w.run(t, "mkdir -p a/x a-b/y a.c && echo 1 > a/x/f && echo 2 > a-b/y/g && echo 3 > a.c/h")
+	res, err := s.Apply(nil, nil, "")
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatal(err, res.Failed)
+	}
+	for _, f := range []string{"a/x/f", "a-b/y/g", "a.c/h"} {
+		if !w.exists(f) {
+			t.Errorf("%s not applied", f)
+		}
+	}
+	if got := layer.Summary(res.Applied, w.ws, 0); got != "[changed 3 files: A a/x/f, A a-b/y/g, A a.c/h]" {
+		t.Errorf("summary %q", got)
+	}
+}
+
 // TestApplyThroughSymlinkFails: a symlink put into the real tree after
 // the command (where the command saw a directory) makes the change
 // fail, not land where the symlink points.
@@ -296,5 +315,5 @@ func TestMountInThread(t *testing.T) {
 // TestUnprivileged runs the layer's tests again as a user other than
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplyThroughSymlinkFails)$")
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
 }
