@@ -250,6 +250,12 @@ func (d *differ) entry(rel string, fresh, xwh bool) error {
 	if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
 		opaque := ovlXattr(upath, "opaque")
 		if rok && rst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if _, err := d.re.dir(rel); errors.Is(err, unix.EXDEV) {
+				// A mount point: not part of the layer (the overlay showed
+				// the directory under it). What the command wrote there is
+				// listed as added, and fails to apply.
+				return d.dir(rel, true, true, opaque == "x")
+			}
 			if attrsDiffer(&ust, &rst) {
 				c.Kind = TypeChanged
 				d.add(c, rel)

@@ -122,9 +122,13 @@ func (t *tree) lstat(rel string) (st unix.Stat_t, ok bool, err error) {
 	return st, true, nil
 }
 
-// missing reports whether err means that a path does not exist.
+// missing reports whether err means that a path does not exist in the
+// tree: it does not exist, a parent is not a directory, or reaching it
+// would cross a mount (EXDEV) or a symlink (ELOOP) put there since
+// (changes there fail when applied).
 func missing(err error) bool {
-	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) ||
+		errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP)
 }
 
 // names lists the directory rel (unsorted).

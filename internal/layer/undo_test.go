@@ -269,6 +269,37 @@ func TestApplyThroughSymlinkFails(t *testing.T) {
 	}
 }
 
+// TestSubmountNotInLayer: a mount below a root is not part of the
+// layer; what a command writes under it stays in the upper layer, and
+// applying it fails (it is not written to the mount), while the rest of
+// the change set applies.
+func TestSubmountNotInLayer(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("the test mounts a tmpfs in the workspace, which needs root; the unprivileged layer code is the same")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"vol": "DIR", "a": "0"})
+	vol := filepath.Join(w.ws, "vol")
+	if err := unix.Mount("tmpfs", vol, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(vol, unix.MNT_DETACH)
+	_, s := w.run(t, "echo x > vol/x; echo 1 > a")
+	if got := w.kinds(s.Changes); got != "M a\nA vol/x" {
+		t.Fatalf("changes:\n%s", got)
+	}
+	res, err := s.Apply(nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 || !errors.Is(res.Failed[0].Err, unix.EXDEV) || w.read(t, "a") != "1\n" {
+		t.Errorf("applied %v, failed %v", res.Applied, res.Failed)
+	}
+	if w.exists("vol/x") {
+		t.Error("written into the mount")
+	}
+}
+
 // TestMountInThread mounts the layer the way the sandbox's direct start
 // does: on a locked throwaway thread that unshared its mount namespace,
 // which then forks the command.
