@@ -5,7 +5,8 @@
 // policy refuse some of it (package gitpolicy), applies the rest to the
 // real directories ([Set.Apply]), keeps what that replaced in an undo
 // store ([Store]), and reports the changes ([Summary]). Nothing reaches
-// the real tree before that.
+// the real tree before that. It is Linux-only (overlayfs, openat2);
+// elsewhere the package is empty, and so is gitpolicy.
 //
 // # Lifecycle of one command
 //
