@@ -1,0 +1,294 @@
+package safety
+
+import (
+	"path"
+	"strings"
+)
+
+// gitSub returns the index of git's subcommand after its global options,
+// or -1.
+func gitSub(args []field) int {
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		switch a {
+		case "-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
+			"--super-prefix", "--attr-source", "--list-cmds":
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// maxAliasDepth bounds git alias expansion (git itself refuses loops).
+const maxAliasDepth = 8
+
+func (c *checker) git(args []field) {
+	i := gitSub(args)
+	for n := 0; i >= 0 && !args[i].dyn; n++ {
+		val, found, dyn := gitAlias(args[:i], args[i].s)
+		if !found {
+			break
+		}
+		if dyn || n >= maxAliasDepth {
+			why := " is only known at run time"
+			if !dyn {
+				why = " expands through too many aliases to follow"
+			}
+			c.report(Verdict{Decision: Ask, Rule: "dynamic-command", Reason: "git alias " + args[i].s + why,
+				Alternative: "spell out the git command the alias stands for"})
+			return
+		}
+		if code, ok := strings.CutPrefix(val, "!"); ok {
+			// git runs sh -c 'CODE "$@"' CODE ARGS...
+			c.nestedParams(code+` "$@"`, false, stdinSrc{}, args[i+1:])
+			return
+		}
+		words, ok := splitCmdline(val)
+		if !ok || len(words) == 0 {
+			return // git rejects it
+		}
+		next := make([]field, 0, len(args)+len(words))
+		next = append(next, args[:i]...)
+		for _, w := range words {
+			next = append(next, field{s: w, word: -1})
+		}
+		args = append(next, args[i+1:]...)
+		i = gitSub(args)
+	}
+	if i < 0 || args[i].dyn {
+		return
+	}
+	switch args[i].s {
+	case "add", "stage":
+		if what := blindAdd(args[i+1:]); what != "" {
+			c.report(Verdict{Decision: Block, Rule: "git-add-blind",
+				Reason:      "blind `git add " + what + "` stages every change, including secrets, build output and unrelated edits",
+				Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file)"})
+		}
+	case "push":
+		if what := forcePush(args[i+1:]); what != "" {
+			c.report(Verdict{Decision: Block, Rule: "git-push-force",
+				Reason:      "force push (" + what + ") can overwrite commits others pushed to the remote",
+				Alternative: "use `git push --force-with-lease` (or a plain `git push`)"})
+		}
+	}
+}
+
+// gitAlias returns the value of alias name set with -c alias.NAME=VALUE
+// among git's global options (the last one wins, names are
+// case-insensitive), and whether that value is only known at run time.
+func gitAlias(opts []field, name string) (val string, found, dyn bool) {
+	for i := 1; i+1 < len(opts); i++ {
+		if opts[i].s != "-c" {
+			continue
+		}
+		i++
+		key, v, ok := strings.Cut(opts[i].s, "=")
+		if ok && strings.EqualFold(key, "alias."+name) {
+			val, found, dyn = v, true, opts[i].dyn
+		}
+	}
+	return val, found, dyn
+}
+
+// splitCmdline splits a git alias into words like git's split_cmdline:
+// blanks separate words, '...' and "..." quote, a backslash escapes the
+// next character outside single quotes.
+func splitCmdline(s string) ([]string, bool) {
+	var out []string
+	var b strings.Builder
+	inWord := false
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case quote == 0 && (ch == ' ' || ch == '\t' || ch == '\n'):
+			if inWord {
+				out = append(out, b.String())
+				b.Reset()
+				inWord = false
+			}
+		case quote == 0 && (ch == '"' || ch == '\''):
+			quote, inWord = ch, true
+		case ch == quote:
+			quote = 0
+		case ch == '\\' && quote != '\'' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+			inWord = true
+		default:
+			b.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, false
+	}
+	if inWord {
+		out = append(out, b.String())
+	}
+	return out, true
+}
+
+// blindAdd returns the offending argument of a blind git add, or "".
+func blindAdd(args []field) string {
+	opts := true
+	npaths, excludes := 0, 0
+	for _, f := range args {
+		a := f.s
+		if opts && a == "--" {
+			opts = false
+			continue
+		}
+		if opts && strings.HasPrefix(a, "--") && !f.dyn {
+			name, _, _ := strings.Cut(a[2:], "=")
+			if name != "" && strings.HasPrefix("all", name) {
+				return a
+			}
+			continue
+		}
+		if opts && len(a) > 1 && a[0] == '-' && !f.dyn {
+			if strings.IndexByte(a[1:], 'A') >= 0 {
+				return a
+			}
+			continue
+		}
+		if f.dyn {
+			npaths++
+			continue
+		}
+		npaths++
+		if isBlindPathspec(a) {
+			return a
+		}
+		if isExcludePathspec(a) {
+			excludes++
+		}
+	}
+	if npaths > 0 && excludes == npaths {
+		return "(exclude-only pathspec)"
+	}
+	return ""
+}
+
+func isExcludePathspec(p string) bool {
+	if !strings.HasPrefix(p, ":") || len(p) < 2 {
+		return false
+	}
+	if p[1] == '!' || p[1] == '^' {
+		return true
+	}
+	if p[1] == '(' {
+		magic, _, _ := strings.Cut(p[2:], ")")
+		for _, m := range strings.Split(magic, ",") {
+			if m == "exclude" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isBlindPathspec(p string) bool {
+	if strings.HasPrefix(p, ":") {
+		rest := p[1:]
+		if strings.HasPrefix(rest, "(") {
+			k := strings.IndexByte(rest, ')')
+			if k < 0 {
+				return false
+			}
+			if strings.Contains(rest[:k], "exclude") {
+				return false
+			}
+			rest = rest[k+1:]
+		} else {
+			for len(rest) > 0 && (rest[0] == '/') {
+				rest = rest[1:]
+			}
+			if len(rest) > 0 && (rest[0] == '!' || rest[0] == '^') {
+				return false
+			}
+			rest = strings.TrimPrefix(rest, ":")
+		}
+		return rest == "" || allPaths(rest)
+	}
+	return allPaths(p)
+}
+
+// allPaths reports whether a pathspec means "everything here or above".
+func allPaths(p string) bool {
+	c := path.Clean(p)
+	for strings.HasSuffix(c, "/*") || strings.HasSuffix(c, "/**") {
+		c = path.Dir(c)
+	}
+	switch c {
+	case ".", "*", "**", "..":
+		return true
+	}
+	return allDotDot(c)
+}
+
+func allDotDot(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, s := range strings.Split(p, "/") {
+		if s != ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// forcePush returns the force option of a git push, or "".
+func forcePush(args []field) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i].s
+		if args[i].dyn {
+			continue
+		}
+		if a == "--" {
+			for _, f := range args[i+1:] {
+				if strings.HasPrefix(f.s, "+") {
+					return f.s
+				}
+			}
+			return ""
+		}
+		if strings.HasPrefix(a, "--") {
+			name, _, hasEq := strings.Cut(a[2:], "=")
+			switch {
+			case name == "force":
+				return a
+			case len(name) >= 2 && strings.HasPrefix("mirror", name):
+				return a
+			case !hasEq && (name == "repo" || name == "receive-pack" || name == "exec" || name == "push-option"):
+				i++
+			}
+			continue
+		}
+		if len(a) > 1 && a[0] == '-' {
+			for j := 1; j < len(a); j++ {
+				if a[j] == 'f' {
+					return a
+				}
+				if a[j] == 'o' {
+					if j == len(a)-1 {
+						i++
+					}
+					break
+				}
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "+") {
+			return a + " refspec"
+		}
+	}
+	return ""
+}
