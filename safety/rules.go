@@ -48,114 +48,136 @@ func askDynamicShell(name string) Verdict {
 		Alternative: "write the code out literally so it can be checked"}
 }
 
+// A rule checks one program's command line: name is the program's base
+// name, args its words after expansion (args[0] the program), in its
+// standard input.
+type rule func(c *checker, name string, args []field, in stdinSrc)
+
+// rules maps a program's base name to its rule; ruleFor adds the families
+// matched by prefix (python3.12, mkfs.ext4).
+var rules map[string]rule
+
+func init() {
+	rules = map[string]rule{
+		"eval":    func(c *checker, _ string, args []field, in stdinSrc) { c.eval(args, in) },
+		"su":      func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) },
+		"runuser": func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) }, // runuser -u USER CMD is a wrapper (see unwrapOne)
+		"source":  (*checker).source,
+		".":       (*checker).source,
+		"find":    func(c *checker, _ string, args []field, _ stdinSrc) { c.find(args) },
+		"git":     func(c *checker, _ string, args []field, _ stdinSrc) { c.git(args) },
+		"rm":      func(c *checker, _ string, args []field, _ stdinSrc) { c.rm(args) },
+		"dd":      func(c *checker, _ string, args []field, _ stdinSrc) { c.dd(args) },
+		"wipefs":  (*checker).wipefs,
+		"cd":      func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"pushd":   func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"trap":    func(c *checker, _ string, args []field, _ stdinSrc) { c.trap(args) },
+		"ssh":     func(c *checker, _ string, args []field, _ stdinSrc) { c.ssh(args) },
+		"rsync":   func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
+		"kill":    func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
+		"unset":   func(c *checker, _ string, args []field, _ stdinSrc) { c.unset(args) },
+		"read":    func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
+		"shift":   func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
+		"set":     func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
+	}
+	for name := range shells {
+		rules[name] = (*checker).shell
+	}
+	for name := range interpreters {
+		rules[name] = (*checker).interpreter
+	}
+	for name := range formatters {
+		rules[name] = (*checker).format
+	}
+	for name := range partitioners {
+		rules[name] = (*checker).partition
+	}
+	for _, name := range []string{"tee", "shred", "blkdiscard", "badblocks"} {
+		rules[name] = (*checker).writesDevices
+	}
+	for _, name := range []string{"cp", "mv", "install", "pv", "ddrescue"} {
+		rules[name] = (*checker).copiesToDevice
+	}
+	for _, name := range []string{"chmod", "chown", "chgrp"} {
+		rules[name] = (*checker).chmod
+	}
+}
+
+// ruleFor returns the rule for a program's base name, or nil.
+func ruleFor(name string) rule {
+	if r, ok := rules[name]; ok {
+		return r
+	}
+	switch {
+	case strings.HasPrefix(name, "python"):
+		return (*checker).interpreter
+	case isFormatter(name):
+		return (*checker).format
+	}
+	return nil
+}
+
 // command applies the rules to the real command name and its arguments.
 func (c *checker) command(name string, args []field, in stdinSrc) {
-	switch {
-	case shells[name]:
-		c.shell(name, args, in)
-	case name == "eval":
-		c.eval(args, in)
-	case name == "su" || name == "runuser":
-		c.su(args, in) // runuser -u USER CMD is a wrapper (see unwrapOne)
-	case name == "source" || name == ".":
-		if len(args) > 1 {
-			c.script(name, args[1], in)
+	if r := ruleFor(name); r != nil {
+		r(c, name, args, in)
+	}
+}
+
+// source checks source FILE / . FILE.
+func (c *checker) source(name string, args []field, in stdinSrc) {
+	if len(args) > 1 {
+		c.script(name, args[1], in)
+	}
+}
+
+// trap 'CODE' SIGNALS: the handler runs later in this shell.
+func (c *checker) trap(args []field) {
+	if len(args) > 2 && !strings.HasPrefix(args[1].s, "-") {
+		if args[1].dyn {
+			c.report(askDynamicShell("trap"))
+		} else {
+			c.nested(args[1].s, false, stdinSrc{})
 		}
-	case name == "find":
-		c.find(args)
-	case name == "git":
-		c.git(args)
-	case name == "rm":
-		c.rm(args)
-	case name == "dd":
-		for _, f := range args[1:] {
-			if v, ok := strings.CutPrefix(f.s, "of="); ok {
-				if dev, ok := blockDevice(v); ok {
-					c.report(Verdict{Decision: Block, Rule: "dd-device",
-						Reason:      "dd writes directly to block device " + dev + ", destroying its data",
-						Alternative: "write to an image file instead (e.g. of=./disk.img)"})
-				}
-			}
+	}
+}
+
+// read NAME...: values only known at run time (IFS included).
+func (c *checker) read(args []field) {
+	for _, f := range args[1:] {
+		if isParamName(f.s) && !isDigits(f.s) {
+			c.setVar(f.s, "", false)
 		}
-	case isFormatter(name) || name == "wipefs" && wipefsErases(args):
-		what := " creates a filesystem, erasing everything on the target"
-		if name == "wipefs" {
-			what = " erases the filesystem and partition-table signatures on its target"
+	}
+}
+
+// interpreter checks python, perl, ruby, node...: program text only known
+// at run time asks, and so does a program read from a pipe.
+func (c *checker) interpreter(name string, args []field, in stdinSrc) {
+	for _, f := range args[1:] {
+		if f.proc {
+			c.report(askFedShell(name, true))
+			return
 		}
-		c.report(Verdict{Decision: Block, Rule: "mkfs", Reason: name + what,
-			Alternative: "leave formatting disks to the user; to test, use a loop image under /tmp set up by the user"})
-	case partitioners[name]:
-		if what := partitionWrite(name, args); what != "" {
-			c.report(Verdict{Decision: Block, Rule: "partition",
-				Reason:      what + " rewrites a partition table, making the data on the disk unreachable",
-				Alternative: "leave partitioning disks to the user; list partitions with lsblk or " + name + " in read-only mode"})
-		}
-	case name == "tee" || name == "shred" || name == "blkdiscard" || name == "badblocks":
-		for _, f := range args[1:] {
-			c.deviceWrite(name, f)
-		}
-	case name == "cp" || name == "mv" || name == "install" || name == "pv" || name == "ddrescue":
-		if len(args) > 2 {
-			c.deviceWrite(name, args[len(args)-1])
-		}
-	case name == "cd" || name == "pushd":
-		c.cd(args)
-	case name == "trap":
-		// trap 'CODE' SIGNALS: the handler runs later in this shell.
-		if len(args) > 2 && !strings.HasPrefix(args[1].s, "-") {
-			if args[1].dyn {
-				c.report(askDynamicShell("trap"))
-			} else {
-				c.nested(args[1].s, false, stdinSrc{})
-			}
-		}
-	case name == "ssh":
-		c.ssh(args)
-	case name == "chmod" || name == "chown" || name == "chgrp":
-		c.chmod(name, args)
-	case name == "rsync":
-		c.rsync(args)
-	case name == "kill":
-		c.kill(args)
-	case name == "unset":
-		c.unset(args)
-	case name == "read":
-		// read NAME...: values only known at run time (IFS included)
-		for _, f := range args[1:] {
-			if isParamName(f.s) && !isDigits(f.s) {
-				c.setVar(f.s, "", false)
-			}
-		}
-	case name == "shift":
-		c.shift(args)
-	case name == "set":
-		c.set(args)
-	case interpreters[name] || strings.HasPrefix(name, "python"):
-		for _, f := range args[1:] {
-			if f.proc {
-				c.report(askFedShell(name, true))
-				return
-			}
-		}
-		for _, f := range programArgs(name, args) {
-			if f.sub || f.dyn && strings.Trim(f.s, dynMark) == "" {
-				c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
-					Reason:      name + " runs program text that is only known at run time",
-					Alternative: "save the program to a file, read it, then run it"})
-				return
-			}
-		}
-		switch {
-		case in.piped && readsProgramFromStdin(args):
-			v := askFed(name, in)
-			if !in.later {
-				v.Alternative = "save the script to a file, read it, then run it"
-			}
-			c.report(v)
-		case in.isDoc && in.sub && readsProgramFromStdin(args):
+	}
+	for _, f := range programArgs(name, args) {
+		if f.sub || f.dyn && strings.Trim(f.s, dynMark) == "" {
 			c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
-				Reason:      "feeds " + name + " program text produced by a command substitution, only known at run time",
+				Reason:      name + " runs program text that is only known at run time",
 				Alternative: "save the program to a file, read it, then run it"})
+			return
 		}
+	}
+	switch {
+	case in.piped && readsProgramFromStdin(args):
+		v := askFed(name, in)
+		if !in.later {
+			v.Alternative = "save the script to a file, read it, then run it"
+		}
+		c.report(v)
+	case in.isDoc && in.sub && readsProgramFromStdin(args):
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+			Reason:      "feeds " + name + " program text produced by a command substitution, only known at run time",
+			Alternative: "save the program to a file, read it, then run it"})
 	}
 }

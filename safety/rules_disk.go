@@ -233,3 +233,58 @@ func blockDevice(p string) (string, bool) {
 	}
 	return p, blockDevRe.MatchString(p)
 }
+
+// dd of=/dev/DISK overwrites a disk.
+func (c *checker) dd(args []field) {
+	for _, f := range args[1:] {
+		if v, ok := strings.CutPrefix(f.s, "of="); ok {
+			if dev, ok := blockDevice(v); ok {
+				c.report(Verdict{Decision: Block, Rule: "dd-device",
+					Reason:      "dd writes directly to block device " + dev + ", destroying its data",
+					Alternative: "write to an image file instead (e.g. of=./disk.img)"})
+			}
+		}
+	}
+}
+
+// format blocks mkfs and the other formatters, whatever the target.
+func (c *checker) format(name string, args []field, in stdinSrc) {
+	what := " creates a filesystem, erasing everything on the target"
+	if name == "wipefs" {
+		what = " erases the filesystem and partition-table signatures on its target"
+	}
+	c.report(Verdict{Decision: Block, Rule: "mkfs", Reason: name + what,
+		Alternative: "leave formatting disks to the user; to test, use a loop image under /tmp set up by the user"})
+}
+
+// wipefs erases signatures with -a or -o; without them it only lists.
+func (c *checker) wipefs(name string, args []field, in stdinSrc) {
+	if wipefsErases(args) {
+		c.format(name, args, in)
+	}
+}
+
+// partition blocks a partitioning tool that writes a partition table.
+func (c *checker) partition(name string, args []field, _ stdinSrc) {
+	if what := partitionWrite(name, args); what != "" {
+		c.report(Verdict{Decision: Block, Rule: "partition",
+			Reason:      what + " rewrites a partition table, making the data on the disk unreachable",
+			Alternative: "leave partitioning disks to the user; list partitions with lsblk or " + name + " in read-only mode"})
+	}
+}
+
+// writesDevices checks tee, shred, blkdiscard and badblocks: every operand
+// may be written.
+func (c *checker) writesDevices(name string, args []field, _ stdinSrc) {
+	for _, f := range args[1:] {
+		c.deviceWrite(name, f)
+	}
+}
+
+// copiesToDevice checks cp, mv, install, pv and ddrescue: the last operand
+// is written.
+func (c *checker) copiesToDevice(name string, args []field, _ stdinSrc) {
+	if len(args) > 2 {
+		c.deviceWrite(name, args[len(args)-1])
+	}
+}

@@ -348,7 +348,7 @@ func homeDir() string {
 
 // chmod/chown/chgrp -R on / , a top-level system directory or the home
 // directory breaks the system or the user's account.
-func (c *checker) chmod(name string, args []field) {
+func (c *checker) chmod(name string, args []field, _ stdinSrc) {
 	rec := false
 	var targets []field
 	opts, needMode := true, true
