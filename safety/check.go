@@ -208,6 +208,9 @@ func checkSource(src *source) (Verdict, int) {
 	c.work = len(command)
 	c.v.Decision = Allow
 	c.stmts(f.Stmts, stdinSrc{piped: src.stdinFed, later: src.stdinFed})
+	if !c.done() {
+		c.addAllVerdict()
+	}
 	return finish(c.v), c.work
 }
 

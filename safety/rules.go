@@ -9,6 +9,11 @@ import (
 func (c *checker) argv(args []field, in stdinSrc) {
 	appended := false // xargs adds arguments at run time
 	for len(args) > 0 && !c.done() {
+		if args[0].dyn && !args[0].unsure && staticBase(args[0].s) {
+			// "$TMPDIR/app", $(go env GOPATH)/bin/tool: the directory is
+			// only known at run time, the program is not.
+			args[0].dyn = false
+		}
 		if args[0].dyn || args[0].unsure {
 			c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
 				Reason:      "the command name is only known at run time (" + showDyn(args[0].s) + ")",
@@ -36,6 +41,14 @@ func (c *checker) argv(args []field, in stdinSrc) {
 		c.appended = false
 		return
 	}
+}
+
+// staticBase reports whether the command path s ends in a static program
+// name after a directory only known at run time.
+func staticBase(s string) bool {
+	i := strings.LastIndexByte(s, '/')
+	name := s[i+1:]
+	return i >= 0 && name != "" && name != "." && name != ".." && !strings.Contains(name, dynMark)
 }
 
 func showDyn(s string) string {
@@ -119,6 +132,9 @@ func ruleFor(name string) rule {
 
 // command applies the rules to the real command name and its arguments.
 func (c *checker) command(name string, args []field, in stdinSrc) {
+	if c.addAll != "" && name != "git" {
+		c.followAddAll(name, false)
+	}
 	if r := ruleFor(name); r != nil {
 		r(c, name, args, in)
 	}

@@ -101,7 +101,13 @@ func (c *checker) rm(args []field) {
 		return
 	}
 	for _, t := range targets {
-		if c.criticalTarget(t) {
+		switch {
+		case !c.criticalTarget(t):
+		case c.workdirSweep(t):
+			c.report(Verdict{Decision: Ask, Rule: "rm-workdir",
+				Reason:      "recursive rm of " + strings.TrimSpace(t.s) + " deletes everything in the working directory, which is often the project with uncommitted work",
+				Alternative: "delete only the specific paths you mean (e.g. rm -rf ./build), or cd into the directory to empty in the same command (cd build && rm -rf ./*)"})
+		default:
 			c.report(Verdict{Decision: Block, Rule: "rm-critical",
 				Reason:      "recursive rm of " + strings.TrimSpace(t.s) + " would delete a critical directory",
 				Alternative: "delete only the specific project paths you mean (e.g. rm -rf ./build)"})
@@ -145,8 +151,11 @@ func (c *checker) cd(args []field) {
 
 // criticalTarget reports whether deleting f (relative to the known working
 // directory, if any) would destroy a critical directory.
+//
+// A * that was quoted is a literal file name (rm -rf '*' removes a file
+// named *), not a pattern.
 func (c *checker) criticalTarget(f field) bool {
-	if f.dyn {
+	if f.dyn || !f.glob && strings.IndexByte(f.s, '*') >= 0 {
 		return false
 	}
 	crit := func(p string) bool { return isCritical(p) || f.glob && c.globMatches(p, isCritical) }
@@ -158,6 +167,26 @@ func (c *checker) criticalTarget(f field) bool {
 		return crit(c.cwd + "/" + p)
 	}
 	return false
+}
+
+// workdirSweep reports whether f is a pattern for the non-hidden entries
+// of the working directory (*, ./*, ?*, [!.]*) and the known working
+// directory, if any, is not critical: that deletes the project rather than
+// the system, and a person may mean it (in a build directory), so it asks.
+// Hidden entries (.*) include .git and stay critical.
+func (c *checker) workdirSweep(f field) bool {
+	p := cleanPath(f.s)
+	if !f.glob || strings.Contains(p, "/") || strings.HasPrefix(p, ".") {
+		return false
+	}
+	if j := c.cwd + "/" + p; c.cwd != "" && (isCritical(j) || c.globMatches(j, isCritical)) {
+		return false
+	}
+	if p == "*" || p == "**" {
+		return true
+	}
+	re, ok := compileGlob(p, true)
+	return ok && matchAll(re, p, sweepNames)
 }
 
 // systemTarget is criticalTarget for chmod and rsync: see isSystemCritical.

@@ -63,12 +63,19 @@ func (c *checker) git(args []field) {
 	if i < 0 || args[i].dyn {
 		return
 	}
-	switch args[i].s {
+	sub := args[i].s
+	if c.addAll != "" && gitCommits(sub, args[i+1:]) {
+		c.report(Verdict{Decision: Block, Rule: "git-add-blind",
+			Reason: "blind `git add " + c.addAll + "` stages every change, including secrets, build output and unrelated edits, and `git " +
+				sub + "` then records them",
+			Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file) before `git " + sub + "`"})
+		return
+	}
+	switch sub {
 	case "add", "stage":
-		if what := blindAdd(args[i+1:]); what != "" {
-			c.report(Verdict{Decision: Block, Rule: "git-add-blind",
-				Reason:      "blind `git add " + what + "` stages every change, including secrets, build output and unrelated edits",
-				Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file)"})
+		if what := blindAdd(args[i+1:]); what != "" && c.addAll == "" {
+			c.addAll = what
+			return
 		}
 	case "push":
 		if what := forcePush(args[i+1:]); what != "" {
@@ -77,6 +84,69 @@ func (c *checker) git(args []field) {
 				Alternative: "use `git push --force-with-lease` (or a plain `git push`)"})
 		}
 	}
+	if c.addAll != "" {
+		c.followAddAll("git", gitInspects(sub))
+	}
+}
+
+// gitCommits reports whether git subcommand sub records the index in a
+// commit or a stash (or pushes such commits).
+func gitCommits(sub string, args []field) bool {
+	switch sub {
+	case "commit", "stash", "commit-tree", "write-tree", "push":
+		return true
+	case "merge", "rebase", "cherry-pick", "revert", "am":
+		for _, f := range args {
+			if f.s == "--continue" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gitInspects reports whether git subcommand sub only shows the
+// repository's state.
+func gitInspects(sub string) bool {
+	switch sub {
+	case "status", "diff", "log", "show", "ls-files", "rev-parse", "shortlog", "describe", "blame", "whatchanged":
+		return true
+	}
+	return false
+}
+
+// inspects reports whether a program only prints (text or what it is
+// given), for the commands that may follow a blind git add.
+func inspects(name string) bool {
+	switch name {
+	case "echo", "printf", "cat", "head", "tail", "wc", "true", ":", "grep", "sort", "uniq", "less", "more", "tee":
+		return true
+	}
+	return false
+}
+
+// followAddAll records a command that follows a blind git add: a git
+// command that shows the repository's state reviews it; other commands
+// that only print are neutral; anything else may act on what was staged.
+func (c *checker) followAddAll(name string, gitInspection bool) {
+	switch {
+	case gitInspection:
+		c.reviewed = true
+	case name == "git" || !inspects(name):
+		c.afterAddAll = true
+	}
+}
+
+// addAllVerdict is the verdict on a blind `git add` (c.addAll) that no
+// commit followed: it passes when only inspection followed (git diff
+// --cached shows what was staged), and otherwise needs approval.
+func (c *checker) addAllVerdict() {
+	if c.addAll == "" || c.reviewed && !c.afterAddAll {
+		return
+	}
+	c.report(Verdict{Decision: Ask, Rule: "git-add-blind",
+		Reason:      "blind `git add " + c.addAll + "` stages every change, including secrets, build output and unrelated edits",
+		Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file); or review what it staged in the same command (git add -A && git diff --cached)"})
 }
 
 // gitAlias returns the value of alias name set with -c alias.NAME=VALUE

@@ -21,6 +21,11 @@ type checker struct {
 	callWork  int                   // work spent following function calls
 	frames    []map[string]savedVar // per function walk: variables to restore (local)
 	appended  bool                  // the command being checked gets more arguments at run time (xargs)
+
+	// A blind git add (git add -A) is judged by what follows it.
+	addAll      string // its offending argument, "" if none yet
+	reviewed    bool   // a git command showing the state (git diff --cached) followed it
+	afterAddAll bool   // a command that may act on what was staged followed it
 }
 
 // savedVar is a variable's state before a function made it local.
