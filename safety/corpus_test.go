@@ -121,4 +121,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
