@@ -15,6 +15,12 @@ type Options struct {
 	// Secrets holds the known secret values (those stripped from the
 	// command's environment) that Log must not show; nil: none.
 	Secrets *secret.Redactor
+	// Log asks for Analysis.Log, the command as the audit log shows it.
+	// Computing it (replacing the known secret values and the credentials
+	// RedactSecrets recognises) costs more than the rest of the analysis
+	// of a long command, so it is done only when asked for; false leaves
+	// Log empty.
+	Log bool
 	// StdinFed says the command's stdin takes input sent later (a job's
 	// stdin pipe or terminal) rather than /dev/null: a shell or
 	// interpreter that reads its program from stdin (`bash`, `python3
@@ -45,7 +51,7 @@ type Analysis struct {
 	Run string
 	// Log is the command as a log (the audit log) may show it: the
 	// values of Options.Secrets replaced, then the credentials
-	// RedactSecrets recognises.
+	// RedactSecrets recognises. It is set only with Options.Log.
 	Log string
 }
 
@@ -54,20 +60,26 @@ type Analysis struct {
 // strings (bash -c '...', eval, heredocs fed to a shell) is parsed on its
 // own when the safety rules examine it. Each field equals what the
 // separate function gives: Display(command, opts.WorkDir),
-// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and
-// RedactSecrets of the command with opts.Secrets replaced.
+// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and,
+// with opts.Log, RedactSecrets of the command with opts.Secrets replaced.
 //
 // A command that does not parse is blocked (rule "parse-error"); its
 // Display and Run are the command itself, and Log is still redacted, by
 // the known values and the patterns RedactSecrets applies to any text.
 // Analyze never executes anything and is safe for concurrent use.
 func Analyze(command string, opts Options) Analysis {
-	src := &source{text: command, stdinFed: opts.StdinFed}
+	return analyze(&source{text: command, stdinFed: opts.StdinFed}, opts)
+}
+
+// analyze is Analyze on a source.
+func analyze(src *source, opts Options) Analysis {
 	a := Analysis{
 		Display: display(src, opts.WorkDir),
 		Outcome: gate(src, opts.Profile),
 		Run:     addCoAuthor(src, opts.CoAuthor),
-		Log:     redactLog(src, opts.Secrets),
+	}
+	if opts.Log {
+		a.Log = redactLog(src, opts.Secrets)
 	}
 	if p := opts.Profile; p != nil && a.Outcome.Decision != a.Outcome.Verdict.Decision {
 		a.Part = p.decidingPart(src, a.Outcome.Decision)

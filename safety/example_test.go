@@ -48,7 +48,7 @@ func ExampleAnalyze() {
 	if err != nil {
 		panic(err)
 	}
-	opts := safety.Options{WorkDir: "/work/app", Profile: standard, CoAuthor: "Bash Visor <bot@example.com>"}
+	opts := safety.Options{WorkDir: "/work/app", Profile: standard, CoAuthor: "Bash Visor <bot@example.com>", Log: true}
 	for _, cmd := range []string{
 		`cd /work/app && git commit -m "fix: x"`,
 		"cd /work/app && go test ./... && git push origin main",

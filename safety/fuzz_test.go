@@ -16,6 +16,9 @@ func FuzzCheck(f *testing.F) {
 	f.Add(strings.Repeat("bash -c '", 20))
 	f.Add("rm -rf /{" + strings.Repeat("a,", 100) + "}{1..100000}")
 	f.Add("for a in 1 2 3; do for b in 1 2 3; do eval \"rm -rf /tmp/$a$b\"; done; done")
+	for _, c := range heredocCases {
+		f.Add(c)
+	}
 	for _, seed := range []string{
 		"IFS=,; cmd=rm,-rf,/; $cmd",
 		"IFS=$'\\n'; x=$'a\\nb'; $x; unset IFS; read IFS; $x",
@@ -66,5 +69,9 @@ func FuzzCheck(f *testing.F) {
 		}
 		prof.Evaluate(cmd)
 		RedactSecrets(cmd)
+		opts := Options{WorkDir: "/tmp", Profile: prof, CoAuthor: "A <a@b>", Log: true}
+		if got, want := analyze(&source{text: cmd}, opts), analyze(&source{text: cmd, whole: true}, opts); got != want {
+			t.Fatalf("heredoc cut changes the analysis of %q:\ncut   %+v\nwhole %+v", cmd, got, want)
+		}
 	})
 }

@@ -88,7 +88,7 @@ func redactAssignNodes(src *source) string {
 		if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !secret.IsSecret(a.Name.Value) {
 			return true
 		}
-		spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
+		spans = append(spans, span{src.off(a.Value.Pos()), src.off(a.Value.End())})
 		return true
 	})
 	if len(spans) == 0 {
