@@ -28,6 +28,10 @@ type Options struct {
 	// "stdin-shell"), as a pipe into a shell does; programs that read
 	// data (read, cat, a y/N prompt) are unaffected.
 	StdinFed bool
+	// Terminal says the job's stdin (and output) is a terminal; it implies
+	// StdinFed, and pagers and editors with shell escapes (less's !cmd,
+	// vi's :!cmd) ask as well (rule "stdin-tty").
+	Terminal bool
 }
 
 // Analysis is what one parse of a command tells the engine.
@@ -68,7 +72,7 @@ type Analysis struct {
 // the known values and the patterns RedactSecrets applies to any text.
 // Analyze never executes anything and is safe for concurrent use.
 func Analyze(command string, opts Options) Analysis {
-	return analyze(&source{text: command, stdinFed: opts.StdinFed}, opts)
+	return analyze(&source{text: command, stdinFed: opts.StdinFed || opts.Terminal, terminal: opts.Terminal}, opts)
 }
 
 // analyze is Analyze on a source.

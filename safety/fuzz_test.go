@@ -19,6 +19,9 @@ func FuzzCheck(f *testing.F) {
 	for _, c := range heredocCases {
 		f.Add(c)
 	}
+	for _, c := range stdinCases {
+		f.Add(c.cmd)
+	}
 	for _, seed := range []string{
 		"IFS=,; cmd=rm,-rf,/; $cmd",
 		"IFS=$'\\n'; x=$'a\\nb'; $x; unset IFS; read IFS; $x",
@@ -69,6 +72,13 @@ func FuzzCheck(f *testing.F) {
 		}
 		prof.Evaluate(cmd)
 		RedactSecrets(cmd)
+		// A job's stdin taking input later only adds reasons to ask.
+		if fed := Analyze(cmd, Options{StdinFed: true}).Outcome.Verdict; fed.Decision.severity() < v.Decision.severity() {
+			t.Fatalf("%q: %s with a stdin pipe, %s without", cmd, fed.Decision, v.Decision)
+		}
+		if tty := Analyze(cmd, Options{Terminal: true}).Outcome.Verdict; tty.Decision.severity() < v.Decision.severity() {
+			t.Fatalf("%q: %s on a terminal, %s without", cmd, tty.Decision, v.Decision)
+		}
 		opts := Options{WorkDir: "/tmp", Profile: prof, CoAuthor: "A <a@b>", Log: true}
 		if got, want := analyze(&source{text: cmd}, opts), analyze(&source{text: cmd, whole: true}, opts); got != want {
 			t.Fatalf("heredoc cut changes the analysis of %q:\ncut   %+v\nwhole %+v", cmd, got, want)

@@ -74,6 +74,7 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 type source struct {
 	text     string
 	stdinFed bool // see Options.StdinFed
+	terminal bool // see Options.Terminal
 	file     *syntax.File
 	err      error
 	parsed   bool

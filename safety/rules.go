@@ -20,13 +20,27 @@ func (c *checker) argv(args []field, in stdinSrc) {
 				Alternative: "spell out the command to run"})
 			return
 		}
+		if c.alias(args, in) {
+			return
+		}
 		rest, kind := unwrapOne(args)
+		if kind != notWrapper && wrapperSpecs[base(args[0].s)].assigns {
+			c.wrapperAssigns(args, len(args)-len(rest), in)
+		}
 		switch kind {
 		case wrapped:
-			appended = appended || base(args[0].s) == "xargs"
+			if base(args[0].s) == "xargs" {
+				if c.xargs(args[:len(args)-len(rest)], rest, in) {
+					return
+				}
+				appended, in = true, stdinSrc{} // xargs gives its commands /dev/null
+			}
 			args = rest
 			continue
 		case noCommand:
+			if startsShell(args) {
+				c.stdinCode(base(args[0].s), false, in) // script, chroot DIR, sudo -s ...
+			}
 			return
 		case shellCode:
 			if rest[0].dyn {
@@ -72,26 +86,33 @@ var rules map[string]rule
 
 func init() {
 	rules = map[string]rule{
-		"eval":    func(c *checker, _ string, args []field, in stdinSrc) { c.eval(args, in) },
-		"su":      func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) },
-		"runuser": func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) }, // runuser -u USER CMD is a wrapper (see unwrapOne)
-		"source":  (*checker).source,
-		".":       (*checker).source,
-		"find":    func(c *checker, _ string, args []field, _ stdinSrc) { c.find(args) },
-		"git":     func(c *checker, _ string, args []field, _ stdinSrc) { c.git(args) },
-		"rm":      func(c *checker, _ string, args []field, _ stdinSrc) { c.rm(args) },
-		"dd":      func(c *checker, _ string, args []field, _ stdinSrc) { c.dd(args) },
-		"wipefs":  (*checker).wipefs,
-		"cd":      func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
-		"pushd":   func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
-		"trap":    func(c *checker, _ string, args []field, _ stdinSrc) { c.trap(args) },
-		"ssh":     func(c *checker, _ string, args []field, _ stdinSrc) { c.ssh(args) },
-		"rsync":   func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
-		"kill":    func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
-		"unset":   func(c *checker, _ string, args []field, _ stdinSrc) { c.unset(args) },
-		"read":    func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
-		"shift":   func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
-		"set":     func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
+		"eval":     func(c *checker, _ string, args []field, in stdinSrc) { c.eval(args, in) },
+		"su":       func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) },
+		"runuser":  func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) }, // runuser -u USER CMD is a wrapper (see unwrapOne)
+		"source":   (*checker).source,
+		".":        (*checker).source,
+		"find":     func(c *checker, _ string, args []field, in stdinSrc) { c.find(args, in) },
+		"git":      func(c *checker, _ string, args []field, in stdinSrc) { c.git(args, in) },
+		"rm":       func(c *checker, _ string, args []field, _ stdinSrc) { c.rm(args) },
+		"dd":       func(c *checker, _ string, args []field, _ stdinSrc) { c.dd(args) },
+		"wipefs":   (*checker).wipefs,
+		"cd":       func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"pushd":    func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"trap":     func(c *checker, _ string, args []field, _ stdinSrc) { c.trap(args) },
+		"ssh":      func(c *checker, _ string, args []field, in stdinSrc) { c.ssh(args, in) },
+		"rsync":    func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
+		"kill":     func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
+		"unset":    func(c *checker, _ string, args []field, _ stdinSrc) { c.unset(args) },
+		"read":     func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
+		"shift":    func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
+		"set":      func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
+		"export":   (*checker).declare,
+		"declare":  (*checker).declare,
+		"typeset":  (*checker).declare,
+		"readonly": (*checker).declare,
+		"local":    (*checker).declare,
+		"alias":    func(c *checker, _ string, args []field, _ stdinSrc) { c.defineAlias(args) },
+		"unalias":  func(c *checker, _ string, args []field, _ stdinSrc) { c.unalias(args) },
 	}
 	for name := range shells {
 		rules[name] = (*checker).shell
@@ -111,6 +132,11 @@ func init() {
 	for _, name := range []string{"cp", "mv", "install", "pv", "ddrescue"} {
 		rules[name] = (*checker).copiesToDevice
 	}
+	for _, name := range []string{"awk", "gawk", "mawk", "nawk"} {
+		rules[name] = (*checker).awk
+	}
+	rules["sed"] = (*checker).sed
+	rules["parallel"] = (*checker).parallel
 	for _, name := range []string{"chmod", "chown", "chgrp"} {
 		rules[name] = (*checker).chmod
 	}
@@ -138,6 +164,8 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 	if r := ruleFor(name); r != nil {
 		r(c, name, args, in)
 	}
+	c.writeTargets(name, args)
+	c.stdinGate(name, args, in)
 }
 
 // source checks source FILE / . FILE.
@@ -183,6 +211,12 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 				Alternative: "save the program to a file, read it, then run it"})
 			return
 		}
+	}
+	for _, f := range programArgs(name, args) {
+		c.interpreterShellOuts(name, f.s, in)
+	}
+	if in.isDoc && !in.dyn && readsProgramFromStdin(args) {
+		c.interpreterShellOuts(name, in.code, stdinSrc{})
 	}
 	switch {
 	case in.piped && readsProgramFromStdin(args):

@@ -75,9 +75,6 @@ func programArgs(name string, args []field) []field {
 	return out
 }
 
-func isStdinPath(s string) bool {
-	return s == "/dev/stdin" || s == "-" || s == "/proc/self/fd/0" || s == "/dev/fd/0"
-}
 
 // askFed is the verdict on a shell or interpreter that reads its program
 // from stdin src: a pipe, or input sent to the job later (Options.StdinFed).
@@ -101,11 +98,26 @@ func askFedShell(name string, proc bool) Verdict {
 		Alternative: "save the script to a file (e.g. curl -o script.sh URL), read it, then run it"}
 }
 
+// readsProgramFromStdin reports whether an interpreter reads the program
+// it runs from stdin: no script, -c or -e text, a script named - or
+// /dev/stdin, or an interactive mode (python -i, node -i, php -a, python
+// -m pdb/code) that reads code after the script.
 func readsProgramFromStdin(args []field) bool {
-	for _, f := range args[1:] {
+	for i, f := range args[1:] {
 		a := f.s
-		if a == "-" {
+		if isStdinPath(a) || a == "--interactive" || a == "-a" && base(args[0].s) == "php" {
 			return true
+		}
+		if a == "-m" && i+2 < len(args) {
+			switch args[i+2].s {
+			case "pdb", "code", "idlelib", "IPython", "ptpython", "bpython":
+				return true
+			}
+			return false
+		}
+		if n := base(args[0].s); (strings.HasPrefix(n, "python") || n == "node") &&
+			len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a, 'i') > 0 && !strings.ContainsAny(a[1:], "cemEpr") {
+			return true // python -i, node -i (perl -i and ruby -i edit files in place)
 		}
 		if !strings.HasPrefix(a, "-") {
 			return false // a script file
@@ -160,6 +172,12 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 		}
 	}
 	zsh := name == "zsh"
+	if appended && (hasC && (i >= len(args) || strings.Contains(args[i].s, "{}")) || !hasC && !readStdin && i >= len(args)) {
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+			Reason:      "xargs gives " + name + " the code or script it runs from its input, only known at run time",
+			Alternative: "write the code out literally (xargs sh -c 'CODE \"$@\"' sh) so the input is only data"})
+		return
+	}
 	if hasC {
 		if i >= len(args) {
 			return
@@ -271,7 +289,7 @@ func (c *checker) su(args []field, in stdinSrc) {
 }
 
 // ssh HOST COMMAND...: the remote command is shell code too.
-func (c *checker) ssh(args []field) {
+func (c *checker) ssh(args []field, in stdinSrc) {
 	i := 1
 	for i < len(args) {
 		a := args[i].s
@@ -306,5 +324,5 @@ func (c *checker) ssh(args []field) {
 		}
 		b.WriteString(f.s)
 	}
-	c.nested(b.String(), false, stdinSrc{})
+	c.nested(b.String(), false, in) // the remote command reads ssh's stdin
 }

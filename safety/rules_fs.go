@@ -10,11 +10,14 @@ import (
 )
 
 // find: the command of -exec/-execdir/-ok/-okdir is checked like any
-// other; -delete on a critical starting point is blocked.
-func (c *checker) find(args []field) {
+// other, with {} standing for what find finds: when no test filters the
+// names before it, that is each starting point (and, from -mindepth 1,
+// everything in it), otherwise the literal {}. -delete on a critical
+// starting point is blocked.
+func (c *checker) find(args []field, in stdinSrc) {
 	var starts []field
 	expr := false
-	del, filtered := false, false
+	del, filtered, deep := false, false, false
 	for i := 1; i < len(args); i++ {
 		a := args[i].s
 		if !expr && (strings.HasPrefix(a, "-") && a != "-" || a == "(" || a == "!") {
@@ -36,20 +39,25 @@ func (c *checker) find(args []field) {
 			del = true
 		case "-depth", "-d", "-xdev", "-mount", "-noleaf", "-ignore_readdir_race", "-daystart", "-follow":
 		case "-maxdepth", "-mindepth":
+			if i+1 < len(args) && a == "-mindepth" && args[i+1].s != "0" {
+				deep = true
+			}
 			i++
 		default:
 			filtered = true
 		case "-exec", "-execdir", "-ok", "-okdir":
-			filtered = true
 			j := i + 1
 			for j < len(args) && args[j].s != ";" && args[j].s != "+" {
 				j++
 			}
 			if j > i+1 {
-				sub := make([]field, j-i-1)
-				copy(sub, args[i+1:j])
-				c.argv(sub, stdinSrc{})
+				cin := in // -ok asks on find's stdin and gives the command /dev/null
+				if a == "-ok" || a == "-okdir" {
+					cin = stdinSrc{}
+				}
+				c.findExec(args[i+1:j], starts, filtered, deep, cin)
 			}
+			filtered = true
 			i = j
 		}
 	}
@@ -456,5 +464,46 @@ func (c *checker) rsync(args []field) {
 		c.report(Verdict{Decision: Block, Rule: "rm-critical",
 			Reason:      "rsync --delete into " + dst.s + " would delete everything there that the source lacks",
 			Alternative: "sync into the specific project directory you mean (e.g. rsync -a --delete src/ ./dest/)"})
+	}
+}
+
+// maxFindStarts bounds the starting points -exec is checked with.
+const maxFindStarts = 16
+
+// findExec checks the command of find's -exec: with {} replaced by each
+// starting point (and from -mindepth 1 by START/* and START/.*) when no
+// test filtered the names, as the literal {} otherwise.
+func (c *checker) findExec(cmd, starts []field, filtered, deep bool, in stdinSrc) {
+	hasBraces := false
+	for _, f := range cmd {
+		hasBraces = hasBraces || strings.Contains(f.s, "{}")
+	}
+	if len(starts) == 0 {
+		starts = []field{{s: "."}}
+	}
+	if filtered || !hasBraces || len(starts) > maxFindStarts {
+		c.argv(append([]field(nil), cmd...), in)
+		return
+	}
+	for _, st := range starts {
+		found := []field{st}
+		if deep {
+			dir := strings.TrimSuffix(st.s, "/")
+			found = []field{{s: dir + "/*", dyn: st.dyn, glob: true}, {s: dir + "/.*", dyn: st.dyn, glob: true}}
+		}
+		for _, f := range found {
+			argv := make([]field, len(cmd))
+			for i, w := range cmd {
+				if strings.Contains(w.s, "{}") {
+					w.s = strings.ReplaceAll(w.s, "{}", f.s)
+					w.dyn, w.glob = w.dyn || f.dyn, f.glob
+				}
+				argv[i] = w
+			}
+			c.argv(argv, in)
+			if c.done() {
+				return
+			}
+		}
 	}
 }

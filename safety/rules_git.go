@@ -27,10 +27,11 @@ func gitSub(args []field) int {
 // maxAliasDepth bounds git alias expansion (git itself refuses loops).
 const maxAliasDepth = 8
 
-func (c *checker) git(args []field) {
+func (c *checker) git(args []field, in stdinSrc) {
 	i := gitSub(args)
+	c.gitGlobalSettings(args, i, in)
 	for n := 0; i >= 0 && !args[i].dyn; n++ {
-		val, found, dyn := gitAlias(args[:i], args[i].s)
+		val, found, dyn := c.gitAlias(args[:i], args[i].s)
 		if !found {
 			break
 		}
@@ -45,7 +46,7 @@ func (c *checker) git(args []field) {
 		}
 		if code, ok := strings.CutPrefix(val, "!"); ok {
 			// git runs sh -c 'CODE "$@"' CODE ARGS...
-			c.nestedParams(code+` "$@"`, false, stdinSrc{}, args[i+1:])
+			c.nestedParams(code+` "$@"`, false, in, args[i+1:])
 			return
 		}
 		words, ok := splitCmdline(val)
@@ -71,6 +72,7 @@ func (c *checker) git(args []field) {
 			Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file) before `git " + sub + "`"})
 		return
 	}
+	c.gitSubcommand(sub, args[i+1:], in)
 	switch sub {
 	case "add", "stage":
 		if what := blindAdd(args[i+1:]); what != "" && c.addAll == "" {
@@ -151,8 +153,12 @@ func (c *checker) addAllVerdict() {
 
 // gitAlias returns the value of alias name set with -c alias.NAME=VALUE
 // among git's global options (the last one wins, names are
-// case-insensitive), and whether that value is only known at run time.
-func gitAlias(opts []field, name string) (val string, found, dyn bool) {
+// case-insensitive) or by git config earlier in the command, and whether
+// that value is only known at run time.
+func (c *checker) gitAlias(opts []field, name string) (val string, found, dyn bool) {
+	if f, ok := c.gitAliases[strings.ToLower(name)]; ok {
+		val, found, dyn = f.s, true, f.dyn
+	}
 	for i := 1; i+1 < len(opts); i++ {
 		if opts[i].s != "-c" {
 			continue
@@ -361,4 +367,112 @@ func forcePush(args []field) string {
 		}
 	}
 	return ""
+}
+
+// gitGlobalSettings checks git's global -c KEY=VALUE options (before the
+// subcommand at sub) whose value git runs as a command.
+func (c *checker) gitGlobalSettings(args []field, sub int, in stdinSrc) {
+	if sub < 0 {
+		sub = len(args)
+	}
+	for i := 1; i+1 < sub; i++ {
+		switch a := args[i].s; {
+		case a == "-c":
+			key, val, _ := strings.Cut(args[i+1].s, "=")
+			c.gitSetting(key, field{s: val, dyn: args[i+1].dyn, word: -1}, in, false)
+			i++
+		case a == "--config-env":
+			key, env, _ := strings.Cut(args[i+1].s, "=")
+			val, ok := c.lookupVar(env)
+			c.gitSetting(key, field{s: val, dyn: !ok, word: -1}, in, false)
+			i++
+		}
+	}
+}
+
+// gitSubcommand checks what a git subcommand runs as a command: settings
+// of clone -c, --upload-pack/--receive-pack/--exec programs, git config
+// writing command-valued settings or aliases, submodule foreach, rebase
+// --exec, bisect run and filter-branch's filters.
+func (c *checker) gitSubcommand(sub string, args []field, in stdinSrc) {
+	switch sub {
+	case "config":
+		c.gitConfig(args, in)
+		return
+	case "submodule":
+		for k, f := range args {
+			if f.s == "foreach" && k+1 < len(args) {
+				c.commandLine("git submodule foreach", joinCode(args[k+1], args[k+2:], false)[0], stdinSrc{})
+				return
+			}
+		}
+		return
+	case "bisect":
+		if len(args) > 1 && args[0].s == "run" {
+			c.argv(append([]field(nil), args[1:]...), stdinSrc{})
+		}
+		return
+	}
+	for k := 0; k < len(args); k++ {
+		name, val, eq := strings.Cut(args[k].s, "=")
+		next := func() (field, bool) {
+			if eq {
+				return field{s: val, dyn: args[k].dyn, word: -1}, true
+			}
+			if k+1 < len(args) {
+				k++
+				return args[k], true
+			}
+			return field{}, false
+		}
+		switch {
+		case sub == "clone" && (name == "-c" || name == "--config"):
+			if f, ok := next(); ok {
+				key, v, _ := strings.Cut(f.s, "=")
+				c.gitSetting(key, field{s: v, dyn: f.dyn, word: -1}, in, false)
+			}
+		case name == "--upload-pack" || name == "--receive-pack" || name == "--exec" ||
+			sub == "clone" && name == "-u" || sub == "rebase" && name == "-x" ||
+			sub == "filter-branch" && strings.HasSuffix(name, "-filter"):
+			if f, ok := next(); ok {
+				c.commandLine("git "+sub+" "+name, f, stdinSrc{})
+			}
+		}
+		if c.done() {
+			return
+		}
+	}
+}
+
+// gitConfig checks git config writing a setting: KEY VALUE (also after
+// set, --add, --replace-all, with a scope or file option). Reading,
+// listing and unsetting write nothing that runs.
+func (c *checker) gitConfig(args []field, in stdinSrc) {
+	var ops []field
+	for k := 0; k < len(args); k++ {
+		a := args[k].s
+		switch {
+		case a == "-f" || a == "--file" || a == "--blob" || a == "--type" || a == "--default" || a == "--comment":
+			k++
+		case a == "--get" || a == "--get-all" || a == "--get-regexp" || a == "--get-urlmatch" || a == "-l" ||
+			a == "--list" || a == "--unset" || a == "--unset-all" || a == "-e" || a == "--edit" ||
+			a == "--rename-section" || a == "--remove-section":
+			return
+		case strings.HasPrefix(a, "-"):
+		default:
+			ops = append(ops, args[k])
+		}
+	}
+	if len(ops) > 0 {
+		switch ops[0].s {
+		case "set":
+			ops = ops[1:]
+		case "get", "list", "unset", "rename-section", "remove-section", "edit":
+			return
+		}
+	}
+	if len(ops) < 2 {
+		return
+	}
+	c.gitSetting(ops[0].s, ops[1], in, true)
 }

@@ -173,3 +173,82 @@ func (c *checker) kill(args []field) {
 		}
 	}
 }
+
+// defineAlias records alias NAME=VALUE...: a later command named NAME is
+// checked with VALUE in its place. Bash expands aliases in a script only
+// with shopt -s expand_aliases (or in an interactive shell), but a
+// definition is as good as a use for the analysis.
+func (c *checker) defineAlias(args []field) {
+	for _, f := range args[1:] {
+		name, val, ok := strings.Cut(f.s, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "-") {
+			continue
+		}
+		if c.aliases == nil {
+			c.aliases = make(map[string]field)
+		}
+		c.aliases[name] = field{s: val, dyn: f.dyn, word: -1}
+	}
+}
+
+// unalias NAME... / unalias -a forgets aliases.
+func (c *checker) unalias(args []field) {
+	for _, f := range args[1:] {
+		if f.s == "-a" {
+			c.aliases = nil
+			return
+		}
+		delete(c.aliases, f.s)
+	}
+}
+
+// alias checks a command whose name is an alias defined earlier: its value
+// followed by the other words, as shell code. It reports whether it did.
+func (c *checker) alias(args []field, in stdinSrc) bool {
+	name := args[0].s
+	val, ok := c.aliases[name]
+	if !ok || c.expanding[name] {
+		return false
+	}
+	if val.dyn {
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
+			Reason:      "alias " + name + " stands for a command only known at run time",
+			Alternative: "spell out the command the alias stands for"})
+		return true
+	}
+	code := joinCode(val, args[1:], true)[0]
+	if code.dyn {
+		return false // unknown words: checked as a command without the alias
+	}
+	if c.expanding == nil {
+		c.expanding = make(map[string]bool)
+	}
+	c.expanding[name] = true
+	c.nested(code.s, false, in)
+	delete(c.expanding, name)
+	return true
+}
+
+// wrapperAssigns checks the NAME=value words of env and sudo (between
+// their options and the command, up to word end).
+func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
+	var vars []envVar
+	for _, f := range args[1:end] {
+		if !isAssignWord(f.s) {
+			continue
+		}
+		name, val, _ := strings.Cut(f.s, "=")
+		if commandVars[name] || persistVars[name] != "" || strings.HasPrefix(name, "GIT_CONFIG_") {
+			vars = append(vars, envVar{name: name, val: field{s: val, dyn: f.dyn, word: -1}})
+		}
+	}
+	if len(vars) > 0 {
+		c.envCode(vars, in)
+	}
+}
+
+// declare checks export/declare/... NAME=value run as a command (a quoted
+// or computed name: the parser gives those a call, not a declaration).
+func (c *checker) declare(_ string, args []field, in stdinSrc) {
+	c.wrapperAssigns(args, len(args), in)
+}

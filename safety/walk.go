@@ -9,18 +9,24 @@ import (
 // checker walks one command's syntax tree.
 type checker struct {
 	resolver
-	v         Verdict
-	depth     int
-	steps     int
-	cwd       string // statically known working directory, "" if unknown
-	inLoop    bool   // already iterating a for loop's static values
-	nameBuf   []field
-	funcs     map[string]*syntax.Stmt // bodies of the functions defined so far
-	calls     map[string]bool         // function calls already followed (name and arguments)
-	callDepth int
-	callWork  int                   // work spent following function calls
-	frames    []map[string]savedVar // per function walk: variables to restore (local)
-	appended  bool                  // the command being checked gets more arguments at run time (xargs)
+	v          Verdict
+	depth      int
+	steps      int
+	cwd        string // statically known working directory, "" if unknown
+	inLoop     bool   // already iterating a for loop's static values
+	nameBuf    []field
+	funcs      map[string]*syntax.Stmt // bodies of the functions defined so far
+	calls      map[string]bool         // function calls already followed (name and arguments)
+	callDepth  int
+	callWork   int                   // work spent following function calls
+	frames     []map[string]savedVar // per function walk: variables to restore (local)
+	appended   bool                  // the command being checked gets more arguments at run time (xargs)
+	terminal   bool                  // the job's stdin is a terminal (Options.Terminal)
+	gitAliases map[string]field      // aliases written by git config earlier in the command
+	aliases    map[string]field      // shell aliases defined earlier in the command
+	expanding  map[string]bool       // shell aliases being expanded
+	lenient    bool                  // nested code that does not parse asks (see extracted)
+	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
 
 	// A blind git add (git add -A) is judged by what follows it.
 	addAll      string // its offending argument, "" if none yet
@@ -130,6 +136,12 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 		c.report(tooComplex)
 		return
 	}
+	if s.Background {
+		piped = stdinSrc{} // bash -c gives background commands /dev/null
+	}
+	savedSub := c.subIn
+	c.subIn = piped
+	defer func() { c.subIn = savedSub }()
 	in := piped
 	for _, r := range s.Redirs {
 		c.redirect(r)
@@ -168,7 +180,9 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 			if code, ok := c.staticOutput(x.X, in, 0); ok {
 				c.stmt(x.Y, stdinSrc{isDoc: true, code: code})
 			} else {
-				c.stmt(x.Y, stdinSrc{piped: true})
+				// What the left side writes may be the job's input
+				// sent later, passed on.
+				c.stmt(x.Y, stdinSrc{piped: true, later: in.later && !readsOwnStdin(x.X)})
 			}
 		} else {
 			c.stmt(x.X, in)
@@ -364,12 +378,33 @@ func (c *checker) decl(x *syntax.DeclClause) {
 		}
 		c.assign(a, true)
 	}
+	c.envAssigns(x.Args, stdinSrc{})
+}
+
+// envAssigns checks the assignments of a command or declaration that run
+// code (see envCode).
+func (c *checker) envAssigns(as []*syntax.Assign, in stdinSrc) {
+	var vars []envVar
+	for _, a := range as {
+		if a == nil || a.Name == nil || a.Naked || a.Array != nil || a.Index != nil {
+			continue
+		}
+		if !commandVars[a.Name.Value] && persistVars[a.Name.Value] == "" && !strings.HasPrefix(a.Name.Value, "GIT_CONFIG_") {
+			continue
+		}
+		val, ok := c.literal(a.Value)
+		vars = append(vars, envVar{name: a.Name.Value, val: field{s: val, dyn: !ok, word: -1}})
+	}
+	if len(vars) > 0 {
+		c.envCode(vars, in)
+	}
 }
 
 func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	for _, a := range x.Assigns {
 		c.assign(a, len(x.Args) == 0)
 	}
+	c.envAssigns(x.Assigns, in)
 	if len(x.Args) == 0 {
 		return
 	}
@@ -459,10 +494,10 @@ func (c *checker) nodeSubs(n syntax.Node) {
 		}
 		switch n := n.(type) {
 		case *syntax.CmdSubst:
-			c.stmts(n.Stmts, stdinSrc{})
+			c.stmts(n.Stmts, c.subIn)
 			return false
 		case *syntax.ProcSubst:
-			c.stmts(n.Stmts, stdinSrc{})
+			c.stmts(n.Stmts, c.subIn)
 			return false
 		}
 		return true
@@ -476,6 +511,17 @@ func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, params []fiel
 	c.setParams(params)
 	c.nested(code, zsh, in)
 	c.restoreParams(saved)
+}
+
+// extracted checks a shell command line found in another program's
+// language, argument or setting (awk's system(), git's core.pager): like
+// nested, but a text that does not parse asks rather than blocks, since
+// finding it was a heuristic.
+func (c *checker) extracted(code string, in stdinSrc) {
+	saved := c.lenient
+	c.lenient = true
+	c.nested(code, false, in)
+	c.lenient = saved
 }
 
 // nested re-parses and checks shell code found inside the command.
@@ -493,6 +539,12 @@ func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 	}
 	if err == errTooDeep {
 		c.report(tooComplex)
+		return
+	}
+	if err != nil && c.lenient {
+		c.report(Verdict{Decision: Ask, Rule: "unparsed-code",
+			Reason:      "cannot parse a shell command found in another program's argument or setting: " + oneLine(err.Error()),
+			Alternative: "run the shell command directly in this command"})
 		return
 	}
 	if err != nil {
@@ -520,11 +572,26 @@ func (c *checker) redirect(r *syntax.Redirect) {
 	if !ok {
 		return
 	}
+	c.persistWrite(field{s: t})
 	if dev, ok := blockDevice(t); ok {
 		c.report(Verdict{Decision: Block, Rule: "write-device",
 			Reason:      "redirection writes directly to block device " + dev + ", destroying its data",
 			Alternative: "write to a regular file (e.g. > ./disk.img) and let the user flash devices themselves"})
 	}
+}
+
+// readsOwnStdin reports whether s has a redirection of its standard input
+// (< file, a heredoc), so that it does not read what its statement gets.
+func readsOwnStdin(s *syntax.Stmt) bool {
+	for _, r := range s.Redirs {
+		switch r.Op {
+		case syntax.RdrIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn:
+			if r.N == nil || r.N.Value == "0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func hasProcSubst(w *syntax.Word) bool {
