@@ -75,7 +75,6 @@ func programArgs(name string, args []field) []field {
 	return out
 }
 
-
 // askFed is the verdict on a shell or interpreter that reads its program
 // from stdin src: a pipe, or input sent to the job later (Options.StdinFed).
 func askFed(name string, src stdinSrc) Verdict {
