@@ -22,11 +22,10 @@ type Options struct {
 	// Log empty.
 	Log bool
 	// StdinFed says the command's stdin takes input sent later (a job's
-	// stdin pipe or terminal) rather than /dev/null: a shell or
-	// interpreter that reads its program from stdin (`bash`, `python3
-	// -i`, `node`) then runs code nobody can analyse now, so it asks (rule
-	// "stdin-shell"), as a pipe into a shell does; programs that read
-	// data (read, cat, a y/N prompt) are unaffected.
+	// stdin pipe or terminal) rather than /dev/null. A program that reads
+	// that input then asks unless it is known to treat it as data (see
+	// Check's rules stdin-shell and stdin-program): a shell, REPL or
+	// editor would run code nobody can analyse now.
 	StdinFed bool
 	// Terminal says the job's stdin (and output) is a terminal; it implies
 	// StdinFed, and pagers and editors with shell escapes (less's !cmd,

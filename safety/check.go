@@ -12,10 +12,10 @@ const (
 	// limit on one argument), which the engine checks first, so no command
 	// the engine would run ever reaches this bound.
 	MaxCommandBytes = 1 << 20
-	// MaxNesting bounds how deep nested shell code (bash -c, eval, su -c,
+	// maxNesting bounds how deep nested shell code (bash -c, eval, su -c,
 	// heredocs fed to a shell, ...) is re-parsed; deeper nesting is blocked
 	// (rule "too-deep").
-	MaxNesting = 8
+	maxNesting = 8
 	// maxSteps bounds the statements visited for one command.
 	maxSteps = 200000
 	// maxLoopIter bounds how many static values of a for loop are checked.
@@ -45,8 +45,10 @@ const (
 // whatever subshell or branch assigned them, and a cd changes the known
 // working directory the same way: both err on the side of finding a
 // problem. Unknown values are not guessed: rm -rf "$DIR"/ with an unknown
-// DIR is allowed (it need not be empty), find -exec rm -rf {} is checked
-// with {} as a literal, and ~- is left alone.
+// DIR is allowed (it need not be empty), and ~- is left alone. A command
+// path whose directory is only known at run time names its program
+// ("$TMPDIR/app", $(go env GOPATH)/bin/tool: the rules of app and tool
+// apply).
 //
 // Unquoted expansions are split on IFS as bash splits them (IFS=,;
 // cmd=rm,-rf,/; $cmd): a constant IFS splits, unset IFS restores the
@@ -67,7 +69,8 @@ const (
 // dot names) stands for all entries, like * and .*; others are matched
 // against /'s system directories, the directories down to the home
 // directory, and .git. Quoted characters in a word with an unquoted glob
-// character count as pattern characters.
+// character count as pattern characters; a quoted * alone is a file name
+// (rm -rf '*' removes a file named *).
 //
 // A shell function called with static words is checked again with $1...
 // bound to them (f() { rm -rf "$1"; }; f /), once per distinct call (at
@@ -86,15 +89,50 @@ const (
 // no command (chroot DIR, script FILE, strace -p PID, flock FD) is allowed.
 //
 // Shell code nested in strings is re-parsed and checked like the command
-// itself, at most MaxNesting deep: bash/sh/zsh/dash/ksh -c (zsh code is
+// itself, at most maxNesting deep: bash/sh/zsh/dash/ksh -c (zsh code is
 // parsed as zsh first, then as bash), eval, su -c, runuser -c, script -c,
-// flock -c, sg, watch, env -S, find -exec/-execdir/-ok, trap handlers, ssh
-// remote commands, git shell aliases, and heredocs, here-strings or the
-// static output of echo, printf, cat and tee fed to a shell. git -c
-// alias.NAME=VALUE is expanded for subcommand NAME (any case, up to 8
-// levels, then ask; an alias named like a git command is expanded,
-// although git ignores it) before the git rules apply; !VALUE runs as sh -c
-// 'VALUE "$@"' ARGS.
+// flock -c, sg, watch, env -S, trap handlers, ssh remote commands, and
+// heredocs, here-strings or the static output of echo, printf, cat and tee
+// fed to a shell. git -c alias.NAME=VALUE, and an alias written by git
+// config earlier in the command, is expanded for subcommand NAME (any case,
+// up to 8 levels, then ask; an alias named like a git command is expanded,
+// although git ignores it) before the git rules apply; !VALUE runs as sh
+// -c 'VALUE "$@"' ARGS. A shell alias defined earlier in the command is
+// expanded where its name is a command (bash does so only with shopt -s
+// expand_aliases; a definition is taken as a use).
+//
+// Commands other programs run are checked as commands too:
+//   - find -exec/-execdir/-ok CMD: {} stands for each starting point (from
+//     -mindepth 1, for START/* and START/.*) when no test filters the
+//     names first (find / -maxdepth 0 -exec rm -rf {} +), for the literal
+//     {} otherwise;
+//   - xargs CMD with static input (echo / | xargs rm -rf, also -I, -0) gets
+//     the words xargs gives it; with input only known at run time, a shell
+//     whose code or script would come from that input asks (xargs sh -c);
+//   - parallel CMD ::: ARGS runs CMD with each ARG as shell code, and
+//     parallel ::: CMD... each CMD;
+//   - git's command-valued settings from -c, clone -c, GIT_CONFIG_COUNT /
+//     KEY_n / VALUE_n and GIT_CONFIG_PARAMETERS (core.pager, core.editor,
+//     core.sshCommand, core.fsmonitor, credential.helper !..., diff and
+//     merge drivers, filters, pager.CMD, ...), --upload-pack, --receive-pack,
+//     --exec, rebase -x, submodule foreach, bisect run, filter-branch's
+//     filters;
+//   - variables whose value is a command line: GIT_SSH_COMMAND, GIT_PAGER,
+//     GIT_EDITOR, GIT_SEQUENCE_EDITOR, GIT_EXTERNAL_DIFF, GIT_ASKPASS,
+//     PAGER, MANPAGER, EDITOR, VISUAL, LESSOPEN, PROMPT_COMMAND (as
+//     NAME=value, export, env or sudo);
+//   - the shell-outs of other languages: awk's system("CMD"), print |
+//     "CMD" and "CMD" | getline; sed's e CMD (e alone and s///e run the
+//     input: ask); python's os.system, os.popen and subprocess (a command
+//     line with shell=True, otherwise an argument vector), node's
+//     child_process, perl's system, exec, qx and backquotes, ruby's system
+//     and backquotes, php's system and shell_exec, in -c/-e text or in a
+//     static heredoc given to the interpreter. A literal command line is
+//     checked as shell code, a literal argument vector as a command; a
+//     command line built at run time asks (dynamic-shell), an argument
+//     vector with unknown words passes like any command with unknown
+//     arguments. A command line found this way that does not parse asks
+//     (unparsed-code) rather than blocks: finding it is a heuristic.
 //
 // Strings that merely mention a command (echo "rm -rf /", grep -r "git add
 // -A", commit messages, heredoc bodies given to non-shells) are data, not
@@ -102,10 +140,20 @@ const (
 //
 // # Rules that block
 //
-//   - git-add-blind: git add (or git stage) -A / --all (and its
-//     abbreviations --a, --al), also with a pathspec, and . / * / :/ / .. /
-//     exclude-only pathspecs, also behind git's global options (git -C dir
-//     -c k=v add -A). git add -u is allowed.
+// A block cannot be approved, so it is kept for what nobody should run
+// unreviewed and has a safe alternative; what a person may well mean (a
+// blind git add, emptying the working directory) asks instead.
+//
+//   - git-add-blind: a blind git add (git add or git stage -A / --all and
+//     its abbreviations --a, --al, also with a pathspec, and . / * / :/ /
+//     .. / exclude-only pathspecs, also behind git's global options: git -C
+//     dir -c k=v add -A) followed in the same command by git commit, stash,
+//     push, commit-tree, write-tree or a --continue that commits. The same
+//     add followed only by commands showing the state (git diff --cached,
+//     git status, git log, git show; echo, cat and the like are neutral)
+//     is allowed: mini-SWE-agent submits with git add -A && git diff
+//     --cached. Otherwise (alone, or followed by anything else) it asks.
+//     git add -u is allowed.
 //   - git-push-force: git push --force / -f (also inside -uf), --mirror,
 //     +refspec. --force-with-lease and --force-if-includes are allowed.
 //   - rm-critical: recursive rm (-r, -R, --recursive, in any cluster or
@@ -113,11 +161,13 @@ const (
 //     alone is not blocked) of /, /*, a top-level system directory (/bin
 //     /boot /dev /etc /home /lib /lib64 /opt /proc /root /sbin /srv /sys
 //     /usr /var ... and their /*), ~, ~/, $HOME, the home directory's
-//     absolute path, .git, *, .*, ., .. (* and .* whatever the working
-//     directory), or a relative path that lands on one of these after a
-//     preceding cd (cd / && rm -rf usr); also --no-preserve-root and find
-//     CRITICAL -delete without filter tests (find / -delete, find . -delete;
-//     find ~ -name '*.tmp' -delete is allowed).
+//     absolute path, .git, .*, ., .., or a relative path that lands on one
+//     of these after a preceding cd (cd / && rm -rf usr, cd / && rm -rf
+//     *); also --no-preserve-root and find CRITICAL -delete without filter
+//     tests (find / -delete, find . -delete; find ~ -name '*.tmp' -delete
+//     is allowed). Emptying the working directory (*, ./*, ?*, [!.]*) asks
+//     instead (rm-workdir): it deletes the project, but a person may mean
+//     it in a build directory.
 //   - fork-bomb: a function that calls itself on both sides of a pipe or in
 //     the background (:(){ :|:& };:, bomb(){ bomb|bomb& };bomb), blocked at
 //     its definition.
@@ -143,7 +193,7 @@ const (
 //   - parse-error: a command, or nested shell code, that does not parse:
 //     fail closed, with the parser's message.
 //   - too-long: commands over MaxCommandBytes; too-deep: shell code nested
-//     deeper than MaxNesting; too-complex: more than 200000 statements or
+//     deeper than maxNesting; too-complex: more than 200000 statements or
 //     brackets nested more than 1000 deep.
 //
 // # Rules that ask
@@ -156,9 +206,29 @@ const (
 //     cat of a heredoc or here-string, cat and tee of static input, and
 //     lists of those. A file, a glob, a variable or printf %f is run-time
 //     text and asks.
-//   - stdin-shell: with Options.StdinFed (a job whose stdin takes input
-//     sent later), a shell or interpreter reading its program from stdin
-//     (bash, sh -s, python3 -i, node, source /dev/stdin).
+//   - stdin-shell: a program reading the code it runs from input sent
+//     later (Options.StdinFed) or from a pipe of unknown text (then
+//     pipe-to-shell): shells, interpreters (python3, python3 -i app.py,
+//     python3 -m pdb, node, php -a), REPLs with shell escapes (tclsh, lua,
+//     sqlite3, psql, mysql, gdb, dc, m4, ...), editors (ed, ex, vi, vim -es,
+//     nano, emacs), awk/sed/make -f -, scripts named -, /dev/stdin,
+//     /dev/fd/N or /proc/self/fd/N, ssh HOST without a command, script,
+//     sudo -s, tmux.
+//   - stdin-program: with Options.StdinFed, any other program that reads
+//     the job's input and is not known to treat it as data (see the stdin
+//     gate in stdin.go: cat, grep, read, jq, git, npm, a script run by its
+//     interpreter, a program of the workspace named ./prog pass).
+//   - stdin-tty: with Options.Terminal, pagers and viewers with shell
+//     escapes (less, more, man, info, w3m, ...).
+//   - persist-code: a write that keeps code for later, outside this
+//     analysis: shell start-up files (~/.bashrc, ~/.profile, /etc/profile.d,
+//     ...), git hooks and configuration (.git/hooks/*, chmod +x of a hook,
+//     .git/config, ~/.gitconfig, git config of a command-valued setting, a
+//     shell alias or core.hooksPath), ~/.ssh/rc, config and
+//     authorized_keys, crontabs, systemd units, autostart entries, .envrc,
+//     Python .pth and sitecustomize files, /etc/ld.so.preload; and setting
+//     BASH_ENV, ENV, PROMPT_COMMAND, LD_PRELOAD or LD_AUDIT. Writes are
+//     redirections, tee, cp/mv/install/ln targets, dd of=, sed/perl -i.
 //   - procsubst-shell: bash <(curl ...), source <(...).
 //   - dynamic-eval: eval "$(...)", eval $X.
 //   - dynamic-shell: sh -c "$X", su -c "$X", a heredoc with expansions fed
@@ -168,10 +238,11 @@ const (
 //     with only parameter expansions (python3 -c "print('$HOME')").
 //   - dynamic-command: a command name only known at run time ($CMD args,
 //     $(which foo) args, $x split on an IFS only known at run time), a git
-//     alias whose value is only known at run time.
+//     or shell alias whose value is only known at run time.
+//   - git-add-blind and rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is
-// re-parsed at most MaxNesting deep, a loop body is walked for at most 16
+// re-parsed at most maxNesting deep, a loop body is walked for at most 16
 // values, and function calls, pattern matching and expansions have fixed
 // budgets.
 func Check(command string) Verdict {

@@ -775,16 +775,16 @@ func TestCheckLimits(t *testing.T) {
 	if v := Check(big); v.Decision != Block || v.Rule != "too-long" {
 		t.Errorf("huge command: %+v", v)
 	}
-	// nested shells beyond MaxNesting
+	// nested shells beyond maxNesting
 	cmd := "rm -rf /tmp/x"
-	for i := 0; i < MaxNesting+2; i++ {
+	for i := 0; i < maxNesting+2; i++ {
 		cmd = "bash -c " + shellQuote(cmd)
 	}
 	if v := Check(cmd); v.Decision != Block || v.Rule != "too-deep" {
 		t.Errorf("deep nesting: %+v", v)
 	}
 	cmd = "echo ok"
-	for i := 0; i < MaxNesting-1; i++ {
+	for i := 0; i < maxNesting-1; i++ {
 		cmd = "bash -c " + shellQuote(cmd)
 	}
 	if v := Check(cmd); v.Decision != Allow {

@@ -71,3 +71,40 @@ func ExampleAnalyze() {
 	//   run GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list
 	//   log GH_TOKEN=[REDACTED] gh pr list
 }
+
+func ExampleGate() {
+	guarded, err := safety.Preset("guarded")
+	if err != nil {
+		panic(err)
+	}
+	for _, cmd := range []string{"ls -la", "touch notes.txt", "rm -rf ~"} {
+		o := safety.Gate(cmd, guarded)
+		fmt.Printf("%s: %s [%s], safety rules: %s\n", cmd, o.Decision, o.Rule, o.Verdict.Decision)
+	}
+	// Output:
+	// ls -la: allow [], safety rules: allow
+	// touch notes.txt: ask [default], safety rules: allow
+	// rm -rf ~: block [rm-critical], safety rules: block
+}
+
+func ExampleRedactSecrets() {
+	fmt.Println(safety.RedactSecrets(`curl -H "Authorization: Bearer abc123secret" -u me:hunter2 https://api.example.com`))
+	fmt.Println(safety.RedactSecrets("PGPASSWORD=hunter2 psql -h db"))
+	// Output:
+	// curl -H "Authorization: Bearer [REDACTED]" -u me:[REDACTED] https://api.example.com
+	// PGPASSWORD=[REDACTED] psql -h db
+}
+
+// A job whose stdin takes input sent later (a pipe or a terminal) may run
+// only programs known to treat that input as data.
+func ExampleOptions_stdinFed() {
+	for _, cmd := range []string{"read -r name; echo hi $name", "python3 app.py", "python3", "awk -f -"} {
+		o := safety.Analyze(cmd, safety.Options{StdinFed: true}).Outcome
+		fmt.Printf("%s: %s [%s]\n", cmd, o.Decision, o.Rule)
+	}
+	// Output:
+	// read -r name; echo hi $name: allow []
+	// python3 app.py: allow []
+	// python3: ask [stdin-shell]
+	// awk -f -: ask [stdin-shell]
+}

@@ -18,7 +18,7 @@ const maxStaticOutput = 64 << 10
 // or static input, tee of static input, and pipelines or { } and ( ) lists
 // of those. in is s's standard input.
 func (c *checker) staticOutput(s *syntax.Stmt, in stdinSrc, depth int) (string, bool) {
-	if s == nil || s.Background || depth > MaxNesting {
+	if s == nil || s.Background || depth > maxNesting {
 		return "", false
 	}
 	for _, r := range s.Redirs {

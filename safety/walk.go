@@ -526,7 +526,7 @@ func (c *checker) extracted(code string, in stdinSrc) {
 
 // nested re-parses and checks shell code found inside the command.
 func (c *checker) nested(code string, zsh bool, in stdinSrc) {
-	if c.depth >= MaxNesting {
+	if c.depth >= maxNesting {
 		c.report(Verdict{Decision: Block, Rule: "too-deep",
 			Reason:      "nested shell code is too deep to analyse",
 			Alternative: "run the inner command directly instead of wrapping it in further shells"})
