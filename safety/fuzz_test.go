@@ -16,6 +16,9 @@ func FuzzCheck(f *testing.F) {
 	f.Add(strings.Repeat("bash -c '", 20))
 	f.Add("rm -rf /{" + strings.Repeat("a,", 100) + "}{1..100000}")
 	f.Add("for a in 1 2 3; do for b in 1 2 3; do eval \"rm -rf /tmp/$a$b\"; done; done")
+	for _, c := range redactTexts {
+		f.Add(c)
+	}
 	for _, c := range heredocCases {
 		f.Add(c)
 	}
@@ -71,7 +74,9 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("AddCoAuthor changed %q into %q", cmd, out)
 		}
 		prof.Evaluate(cmd)
-		RedactSecrets(cmd)
+		if got, want := redactWith(&source{text: cmd}, false), redactWith(&source{text: cmd}, true); got != want {
+			t.Fatalf("windowed redaction of %q = %q, whole text %q", cmd, got, want)
+		}
 		// A job's stdin taking input later only adds reasons to ask.
 		if fed := Analyze(cmd, Options{StdinFed: true}).Outcome.Verdict; fed.Decision.severity() < v.Decision.severity() {
 			t.Fatalf("%q: %s with a stdin pipe, %s without", cmd, fed.Decision, v.Decision)
