@@ -23,6 +23,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // fleet says how a scenario's executors find each other and the front.
@@ -83,10 +84,7 @@ func TestFleetAutomanaged(t *testing.T) {
 func TestFleetEtcd(t *testing.T) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
-		if os.Getenv("REQUIRE_ETCD") == "1" {
-			t.Fatal("REQUIRE_ETCD=1 but no etcd binary (apt-get install etcd-server)")
-		}
-		t.Skip("no etcd binary (apt-get install etcd-server); REQUIRE_ETCD=1 makes this a failure")
+		testenv.Need(t, testenv.Etcd, fmt.Errorf("no etcd binary (apt-get install etcd-server): %w", err))
 	}
 	if inFreshProcess(t) {
 		return

@@ -24,7 +24,7 @@ func bothLaunchers(t *testing.T, f func(t *testing.T, mod func(*engine.Config)))
 	needLandlock(t)
 	for _, helper := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "helper"}[helper], func(t *testing.T) {
-			f(t, func(c *engine.Config) { c.SandboxHelper = helper })
+			f(t, func(c *engine.Config) { c.Sandbox.Helper = helper })
 		})
 	}
 }

@@ -36,7 +36,7 @@ func sentinel(t *testing.T) (value, dir string) {
 // secret name.
 func secretEngine(t *testing.T, value string, mod ...func(*engine.Config)) *engine.Engine {
 	return newEngine(t, append([]func(*engine.Config){func(c *engine.Config) {
-		c.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + value}
+		c.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + value}
 	}}, mod...)...)
 }
 
@@ -44,7 +44,7 @@ const marker = "[REDACTED:" + sentinelName + "]"
 
 func TestSecretValueRedactedForeground(t *testing.T) {
 	v, dir := sentinel(t)
-	e := secretEngine(t, v, func(c *engine.Config) { c.SeparateStreams = true })
+	e := secretEngine(t, v, func(c *engine.Config) { c.Output.SeparateStreams = true })
 	cases := map[string]string{
 		"plain":  `cat s; echo; echo "x$(cat s)y"`,
 		"split":  `head -c 7 s; sleep 0.2; tail -c +8 s`, // two writes, two reads
@@ -208,7 +208,7 @@ func TestSecretEnvNames(t *testing.T) {
 	for _, n := range append(secretNames, passed...) {
 		environ = append(environ, n+"=value-of-"+n)
 	}
-	e := newEngine(t, func(c *engine.Config) { c.Environ, c.EnvStrip = environ, []string{"DATABASE_URL"} })
+	e := newEngine(t, func(c *engine.Config) { c.Env.Environ, c.Env.Strip = environ, []string{"DATABASE_URL"} })
 	dir := t.TempDir()
 	var want strings.Builder
 	for _, kv := range environ {
@@ -233,7 +233,7 @@ func TestSecretEnvNames(t *testing.T) {
 	if !strings.Contains(got, "OLDPWD=/") || !strings.Contains(got, "PWD="+dir) {
 		t.Errorf("PWD or OLDPWD missing:\n%s", got)
 	}
-	keep := newEngine(t, func(c *engine.Config) { c.Environ, c.EnvKeep = environ, []string{"SSH_AUTH_SOCK"} })
+	keep := newEngine(t, func(c *engine.Config) { c.Env.Environ, c.Env.Keep = environ, []string{"SSH_AUTH_SOCK"} })
 	r = keep.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: `echo "$SSH_AUTH_SOCK"`})
 	if r.Output != "value-of-SSH_AUTH_SOCK\n" {
 		t.Errorf("EnvKeep SSH_AUTH_SOCK: %q", r.Output)
@@ -251,7 +251,7 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	}
 	cfg := engine.DefaultConfig()
 	cfg.LeaveJobsRunning, cfg.OutputDir = true, t.TempDir()
-	cfg.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + v}
+	cfg.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + v}
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)

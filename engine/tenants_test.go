@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -100,7 +101,7 @@ func TestConversationsAreIsolated(t *testing.T) {
 // the ones that waited say so (their timeout started only when they ran).
 func TestAdmissionCapHolds(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) {
-		c.Admission = engine.Admission{MaxRunning: 4, MaxRunningPerConversation: 4, MaxQueue: 400, QueueWait: 2 * time.Minute}
+		c.Admission = config.Admission{MaxRunning: 4, MaxRunningPerConversation: 4, MaxQueue: 400, QueueWait: 2 * time.Minute}
 		c.Timeout = 5 * time.Second
 	})
 	dir := t.TempDir()
@@ -167,7 +168,7 @@ func TestAdmissionCapHolds(t *testing.T) {
 // and another conversation is not.
 func TestAdmissionBusy(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) {
-		c.Admission = engine.Admission{MaxRunning: 1, MaxRunningPerConversation: 1, MaxQueue: 1, QueueWait: 300 * time.Millisecond,
+		c.Admission = config.Admission{MaxRunning: 1, MaxRunningPerConversation: 1, MaxQueue: 1, QueueWait: 300 * time.Millisecond,
 			MaxJobsPerConversation: 1}
 	})
 	dir := t.TempDir()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // demoBin is the demo binary built by TestMain for the stdio tests.
@@ -55,20 +56,16 @@ func needDemo(t testing.TB) {
 // REQUIRE_LANDLOCK=1 (CI).
 func needLandlock(t testing.TB) {
 	t.Helper()
-	if c := sandbox.Probe(); !c.Available() {
-		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-			t.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
-		}
-		t.Skipf("restricted mode unavailable: %s", c)
-	}
+	c := sandbox.Probe()
+	testenv.Needf(t, testenv.Landlock, c.Available(), "restricted mode unavailable: %s", c)
 }
 
 // testConfig is an engine configuration with short bounds for tests.
 func testConfig(t testing.TB) engine.Config {
 	c := engine.DefaultConfig()
 	c.Timeout = 10 * time.Second
-	c.Grace = 200 * time.Millisecond
-	c.CleanupWait = 3 * time.Second
+	c.Lifecycle.Grace = 200 * time.Millisecond
+	c.Lifecycle.CleanupWait = 3 * time.Second
 	c.ProgressInterval = 100 * time.Millisecond
 	c.OutputDir = t.TempDir()
 	return c

@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -393,7 +394,7 @@ func TestHTTPLongCallOutlivesReadTimeout(t *testing.T) {
 func TestHTTPAdmissionUnderLoad(t *testing.T) {
 	const sessions, perSession, slots = 4, 50, 4
 	s := newSessServer(t, func(c *engine.Config) {
-		c.Admission = engine.Admission{MaxRunning: slots, MaxRunningPerConversation: slots, MaxQueue: 60, QueueWait: time.Minute}
+		c.Admission = config.Admission{MaxRunning: slots, MaxRunningPerConversation: slots, MaxQueue: 60, QueueWait: time.Minute}
 	}, Options{}, HTTPOptions{})
 	dir := t.TempDir()
 	running := filepath.Join(dir, "running")

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/mcpserver"
 	"github.com/bashvisor/bashvisor/safety"
@@ -48,7 +49,7 @@ type mcpFlags struct {
 	token       string
 	origins     stringList
 	verbose     bool
-	admission   engine.Admission
+	admission   config.Admission
 	shared      bool
 	maxSessions int
 	sessionIdle time.Duration
@@ -73,11 +74,11 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.dir, "C", "", "working `dir`ectory of every command (default: the current directory)")
 	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
-	fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
+	fs.DurationVar(&f.grace, "grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
 	f.sandbox.register(fs)
 	fs.StringVar(&f.coauthor, "coauthor", "", `add "Co-authored-by: Name <email>" to git commits, given as "Name <email>"`)
 	fs.StringVar(&f.audit, "audit", "", "append the audit log (JSON lines) to `file`")
-	fs.StringVar(&f.envPolicy, "env-policy", string(engine.EnvInheritSafe), "environment `policy`: inherit-safe or allowlist")
+	fs.StringVar(&f.envPolicy, "env-policy", string(config.InheritSafe), "environment `policy`: inherit-safe or allowlist")
 	fs.StringVar(&f.profile, "profile", "", "permission `profile`: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://`addr`/mcp instead of stdio (127.0.0.1:8765; :8765 means 127.0.0.1:8765)")
 	fs.StringVar(&f.token, "token", "", "bearer `token` required by -http (default $"+tokenEnv+"; required off loopback)")
@@ -103,8 +104,8 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	switch engine.EnvPolicy(f.envPolicy) {
-	case engine.EnvInheritSafe, engine.EnvAllowlist:
+	switch config.EnvPolicy(f.envPolicy) {
+	case config.InheritSafe, config.Allowlist:
 	default:
 		return fmt.Errorf("-env-policy must be inherit-safe or allowlist, not %q", f.envPolicy)
 	}
@@ -155,8 +156,8 @@ var coauthorRE = regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`)
 // opened -audit file (or nil).
 func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config {
 	c := engine.DefaultConfig()
-	c.Timeout, c.SlowTimeout, c.Grace = f.timeout, f.slowTimeout, f.grace
-	c.EnvPolicy = engine.EnvPolicy(f.envPolicy)
+	c.Timeout, c.SlowTimeout, c.Lifecycle.Grace = f.timeout, f.slowTimeout, f.grace
+	c.Env.Policy = config.EnvPolicy(f.envPolicy)
 	c.CoAuthor = f.coauthor
 	if f.profile != "" {
 		c.Permissions, _ = safety.Preset(f.profile) // checked by parseMCPFlags
@@ -256,7 +257,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	stopSignals() // a second SIGINT/SIGTERM now ends the process at once
 	stopCalls()
 	// Grace sequence for every job, then the cleanup bound, plus a margin.
-	ctx, cancel := context.WithTimeout(context.Background(), f.grace+engine.DefaultConfig().CleanupWait+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), f.grace+engine.DefaultConfig().Lifecycle.CleanupWait+5*time.Second)
 	defer cancel()
 	if err := e.Shutdown(ctx); err != nil {
 		log.Error("engine shutdown", "err", err)

@@ -80,7 +80,7 @@ func TestMCPFlags(t *testing.T) {
 		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
 	}
 	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>", "-on-timeout", "background"})
-	if c := f.engineConfig(nil, nil); c.Timeout != 3*time.Second || c.Grace != 100*time.Millisecond || c.EnvPolicy != "allowlist" ||
+	if c := f.engineConfig(nil, nil); c.Timeout != 3*time.Second || c.Lifecycle.Grace != 100*time.Millisecond || c.Env.Policy != "allowlist" ||
 		c.Permissions == nil || c.CoAuthor != "Bot <b@x.org>" || c.Audit != nil || c.OnTimeout != engine.OnTimeoutBackground {
 		t.Errorf("engine config %+v", c)
 	}

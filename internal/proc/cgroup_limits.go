@@ -167,7 +167,7 @@ func (m *Cgroups) probeControllers() {
 // enableV2 enables controller name for the commands' cgroups v2: in the
 // parent's subtree_control for m.dir, then in m.dir's. The first fails
 // (EBUSY) when the parent holds processes, as the engine's own cgroup
-// usually does; Config.CgroupParent can name a delegated subtree where it
+// usually does; Config.Cgroups.Parent can name a delegated subtree where it
 // works. A controller bound to a v1 hierarchy is not listed in
 // cgroup.controllers.
 func (m *Cgroups) enableV2(name string) bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // cgroups probes cgroup support. It is the one place this package's tests
@@ -19,12 +20,7 @@ import (
 func cgroups(t testing.TB) *proc.Cgroups {
 	t.Helper()
 	m, err := proc.ProbeCgroups("")
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatalf("REQUIRE_CGROUPS=1 but cgroups are unavailable: %v", err)
-		}
-		t.Skipf("cgroups unavailable: %v", err)
-	}
+	testenv.Need(t, testenv.Cgroups, err)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Error(err)

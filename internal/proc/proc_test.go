@@ -17,7 +17,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func TestEnvPolicy(t *testing.T) {
 	environ := []string{"PATH=/bin", "HOME=/h", "GITHUB_TOKEN=t", "SSH_AUTH_SOCK=/s", "FOO=1", "FOO=2", "broken", "=x"}
-	e := proc.NewEnv(environ, proc.EnvConfig{Keep: []string{"SSH_AUTH_SOCK"}})
+	e := proc.NewEnv(config.Env{Environ: environ, Keep: []string{"SSH_AUTH_SOCK"}})
 	base := baseEnv(e)
 	for _, want := range []string{"PATH=/bin", "HOME=/h", "SSH_AUTH_SOCK=/s", "FOO=2", "EDITOR=/bin/false", "GIT_TERMINAL_PROMPT=0"} {
 		if !slices.Contains(base, want) {
@@ -52,7 +54,7 @@ func TestEnvPolicy(t *testing.T) {
 	if got, _ := e.With(nil, nil); &got[0] != &base[0] {
 		t.Error("With without changes should share the base slice")
 	}
-	allow := proc.NewEnv(environ, proc.EnvConfig{Allowlist: true, Allow: []string{"FOO"}, Home: "/work"})
+	allow := proc.NewEnv(config.Env{Environ: environ, Policy: config.Allowlist, Allow: []string{"FOO"}})
 	var names []string
 	for _, kv := range baseEnv(allow) {
 		n, _, _ := strings.Cut(kv, "=")
@@ -60,16 +62,13 @@ func TestEnvPolicy(t *testing.T) {
 	}
 	slices.Sort(names)
 	want := []string{"EDITOR", "FOO", "GIT_PAGER", "GIT_TERMINAL_PROMPT", "HOME", "PAGER", "PATH", "VISUAL"}
-	if !slices.Equal(names, want) || !slices.Contains(baseEnv(allow), "HOME=/work") {
+	if !slices.Equal(names, want) || !slices.Contains(baseEnv(allow), "HOME=/h") {
 		t.Errorf("allowlist %v", baseEnv(allow))
 	}
 }
 
 func bash(t *testing.T) string {
-	p, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	p := testenv.NeedsTool(t, "bash")[0]
 	return p
 }
 

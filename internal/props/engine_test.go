@@ -734,7 +734,7 @@ func runMachine(tt *testing.T, t *rapid.T) {
 		t.Fatal(err)
 	}
 	cfg := engine.DefaultConfig()
-	cfg.Timeout, cfg.Grace, cfg.CleanupWait, cfg.DrainWait = smTimeout, smGrace, 3*time.Second, 100*time.Millisecond
+	cfg.Timeout, cfg.Lifecycle.Grace, cfg.Lifecycle.CleanupWait, cfg.Lifecycle.DrainWait = smTimeout, smGrace, 3*time.Second, 100*time.Millisecond
 	cfg.BackgroundLifetime = 30 * time.Second
 	cfg.OutputDir, cfg.KeepFiles = filepath.Join(root, "out"), true
 	cfg.OnTimeout = engine.OnTimeoutKill
