@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // corpusCommand is one record of an agent-command corpus (see
@@ -30,12 +32,7 @@ type corpusCommand struct {
 func agentCorpus(t testing.TB) []corpusCommand {
 	t.Helper()
 	env := os.Getenv("BASHVISOR_AGENT_CORPUS")
-	if env == "" {
-		if os.Getenv("REQUIRE_CORPUS") == "1" {
-			t.Fatal("REQUIRE_CORPUS=1 but BASHVISOR_AGENT_CORPUS names no corpus (see safety/testdata/README.md)")
-		}
-		t.Skip("no agent-command corpus: set BASHVISOR_AGENT_CORPUS (see safety/testdata/README.md)")
-	}
+	testenv.Needf(t, "REQUIRE_CORPUS", env != "", "no agent-command corpus: set BASHVISOR_AGENT_CORPUS (see safety/testdata/README.md)")
 	var out []corpusCommand
 	for _, name := range filepath.SplitList(env) {
 		f, err := os.Open(name)
@@ -106,11 +103,7 @@ func TestAgentCorpus(t *testing.T) {
 
 // bashAccepts reports whether bash -n accepts command.
 func bashAccepts(t *testing.T, command string) bool {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatal("bash is needed to check parse errors:", err)
-	}
-	cmd := exec.Command(bash, "-n", "-c", command)
+	cmd := exec.Command(testenv.NeedsTool(t, "bash")[0], "-n", "-c", command)
 	cmd.WaitDelay = time.Second
 	return cmd.Run() == nil
 }
