@@ -60,8 +60,8 @@ func FuzzCheck(f *testing.F) {
 				t.Fatalf("block without reason/alternative: %+v", v)
 			}
 		case Ask:
-			if v.Reason == "" {
-				t.Fatalf("ask without reason: %+v", v)
+			if v.Reason == "" || v.Alternative == "" {
+				t.Fatalf("ask without reason/alternative: %+v", v)
 			}
 		default:
 			t.Fatalf("bad decision %q", v.Decision)

@@ -159,6 +159,9 @@ var nestedCases = []struct {
 		{`perl -e 'system("rm -rf /")'`, Block, "rm-critical"},
 		{"ruby -e '`rm -rf /`'", Block, "rm-critical"},
 		{`php -r 'shell_exec("rm -rf /");'`, Block, "rm-critical"},
+		{"tclsh <<< 'exec rm -rf /'", Block, "rm-critical"},
+		{"echo 'puts [exec rm -rf /usr]' | tclsh", Block, "rm-critical"},
+		{"tclsh <<< 'puts [exec ls -la]'", Allow, ""},
 		// guards: the same programs doing ordinary work
 		{`awk '/a|b/ {print $1}' f`, Allow, ""},
 		{`awk -F: '{ print $1 | "sort -u" }' /etc/passwd`, Allow, ""},

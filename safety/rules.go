@@ -137,6 +137,13 @@ func init() {
 	}
 	rules["sed"] = (*checker).sed
 	rules["parallel"] = (*checker).parallel
+	for _, name := range []string{"tclsh", "wish", "expect"} {
+		rules[name] = func(c *checker, name string, _ []field, in stdinSrc) {
+			if in.isDoc && !in.dyn {
+				c.tclShellOuts(name, in.code)
+			}
+		}
+	}
 	for _, name := range []string{"chmod", "chown", "chgrp"} {
 		rules[name] = (*checker).chmod
 	}

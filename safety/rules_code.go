@@ -651,3 +651,33 @@ func parallelOptArg(a string) bool {
 	}
 	return false
 }
+
+// tclShellOuts checks the program text of tclsh, wish or expect given on
+// stdin as static text: exec and spawn run their words as a command
+// (Tcl's exec is no shell: the words are the argument vector).
+func (c *checker) tclShellOuts(name, prog string) {
+	for _, line := range strings.FieldsFunc(prog, func(r rune) bool { return r == '\n' || r == ';' || r == '[' || r == ']' }) {
+		words := strings.Fields(line)
+		if len(words) < 2 || words[0] != "exec" && words[0] != "spawn" {
+			continue
+		}
+		var argv []field
+		for _, w := range words[1:] {
+			if strings.HasPrefix(w, "-") && len(argv) == 0 {
+				continue // exec -ignorestderr, spawn -noecho
+			}
+			w = strings.Trim(w, `{}"`)
+			if strings.ContainsAny(w, "$") {
+				argv = append(argv, field{s: dynMark, dyn: true, spread: true, word: -1})
+				continue
+			}
+			argv = append(argv, field{s: w, word: -1})
+		}
+		if len(argv) > 0 && !argv[0].dyn {
+			c.argv(argv, stdinSrc{})
+		}
+		if c.done() {
+			return
+		}
+	}
+}
