@@ -74,6 +74,21 @@ func BenchmarkAnalyzeLarge(b *testing.B) {
 // and maximum per command. One iteration is one pass over the corpus.
 func BenchmarkAgentCorpus(b *testing.B) {
 	corpus := agentCorpus(b)
+	b.Run("check", func(b *testing.B) {
+		times := make([]time.Duration, len(corpus))
+		for b.Loop() {
+			for i, rec := range corpus {
+				best := time.Duration(1 << 62)
+				for range 5 {
+					start := time.Now()
+					Check(rec.Command)
+					best = min(best, time.Since(start))
+				}
+				times[i] = best
+			}
+		}
+		reportQuantiles(b, times)
+	})
 	for _, bc := range []struct {
 		name string
 		opts Options
@@ -94,12 +109,18 @@ func BenchmarkAgentCorpus(b *testing.B) {
 					times[i] = best
 				}
 			}
-			slices.Sort(times)
-			at := func(q float64) float64 { return float64(times[int(q*float64(len(times)-1))].Nanoseconds()) / 1e3 }
-			b.ReportMetric(at(0.5), "p50-µs")
-			b.ReportMetric(at(0.99), "p99-µs")
-			b.ReportMetric(at(1), "max-µs")
-			b.ReportMetric(float64(len(corpus)), "commands")
+			reportQuantiles(b, times)
 		})
 	}
+}
+
+// reportQuantiles reports the median, 99th percentile and maximum of
+// per-command times, and their number.
+func reportQuantiles(b *testing.B, times []time.Duration) {
+	slices.Sort(times)
+	at := func(q float64) float64 { return float64(times[int(q*float64(len(times)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(at(0.5), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+	b.ReportMetric(at(1), "max-µs")
+	b.ReportMetric(float64(len(times)), "commands")
 }

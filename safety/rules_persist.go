@@ -98,6 +98,11 @@ func (c *checker) persistWrite(f field) {
 // tee FILE..., cp/mv/install/ln SRC... DEST (or -t DIR), dd of=FILE, sed
 // -i FILE..., chmod making a hook executable, and crontab FILE.
 func (c *checker) writeTargets(name string, args []field) {
+	switch name {
+	case "tee", "cp", "mv", "install", "ln", "dd", "sed", "perl", "ruby", "chmod", "crontab":
+	default:
+		return
+	}
 	ops := operands(args)
 	switch name {
 	case "tee":

@@ -141,7 +141,12 @@ func (c *checker) stmt(s *syntax.Stmt, piped stdinSrc) {
 	}
 	savedSub := c.subIn
 	c.subIn = piped
-	defer func() { c.subIn = savedSub }()
+	c.stmtIn(s, piped)
+	c.subIn = savedSub
+}
+
+// stmtIn checks one statement whose standard input is piped.
+func (c *checker) stmtIn(s *syntax.Stmt, piped stdinSrc) {
 	in := piped
 	for _, r := range s.Redirs {
 		c.redirect(r)
