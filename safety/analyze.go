@@ -4,7 +4,8 @@ import "github.com/bashvisor/bashvisor/internal/secret"
 
 // Options are what an analysis depends on besides the command's text.
 type Options struct {
-	// WorkDir is the directory the command runs in, for Display.
+	// WorkDir is the directory the command runs in, for Display and the
+	// stdin gate (a program under it is the workspace's, like ./prog).
 	WorkDir string
 	// Profile is the permission profile applied after the safety rules;
 	// nil: none.
@@ -71,7 +72,7 @@ type Analysis struct {
 // the known values and the patterns RedactSecrets applies to any text.
 // Analyze never executes anything and is safe for concurrent use.
 func Analyze(command string, opts Options) Analysis {
-	return analyze(&source{text: command, stdinFed: opts.StdinFed || opts.Terminal, terminal: opts.Terminal}, opts)
+	return analyze(&source{text: command, stdinFed: opts.StdinFed || opts.Terminal, terminal: opts.Terminal, workDir: opts.WorkDir}, opts)
 }
 
 // analyze is Analyze on a source.

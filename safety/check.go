@@ -275,7 +275,7 @@ func checkSource(src *source) (Verdict, int) {
 	if err != nil {
 		return finish(parseErrorVerdict(err)), len(command)
 	}
-	c := checker{terminal: src.terminal}
+	c := checker{terminal: src.terminal, workDir: src.workDir}
 	c.work = len(command)
 	c.v.Decision = Allow
 	c.stmts(f.Stmts, stdinSrc{piped: src.stdinFed, later: src.stdinFed})

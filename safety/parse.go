@@ -73,8 +73,9 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 // safe for concurrent use; each call analyses its own source.
 type source struct {
 	text     string
-	stdinFed bool // see Options.StdinFed
-	terminal bool // see Options.Terminal
+	stdinFed bool   // see Options.StdinFed
+	terminal bool   // see Options.Terminal
+	workDir  string // see Options.WorkDir
 	file     *syntax.File
 	err      error
 	parsed   bool

@@ -226,7 +226,7 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 		c.interpreterShellOuts(name, in.code, stdinSrc{})
 	}
 	switch {
-	case in.piped && readsProgramFromStdin(args):
+	case in.piped && readsProgramFromStdin(args) && !infoQuery(args):
 		v := askFed(name, in)
 		if !in.later {
 			v.Alternative = "save the script to a file, read it, then run it"

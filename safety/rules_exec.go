@@ -139,6 +139,9 @@ func readsProgramFromStdin(args []field) bool {
 func (c *checker) shell(name string, args []field, in stdinSrc) {
 	appended := c.appended
 	c.appended = false
+	if infoQuery(args) {
+		return // bash --version
+	}
 	hasC, readStdin := false, false
 	i := 1
 	for ; i < len(args); i++ {

@@ -39,8 +39,51 @@ var dataReaders = setOf(
 	// tools whose prompts take answers, not code (their editor and pager
 	// are /bin/false and cat in the engine's environment)
 	"git", "go", "gofmt", "cargo", "rustc", "npm", "yarn", "pnpm", "pip", "pip3", "uv", "poetry",
-	"curl", "wget", "ssh-keygen", "gpg", "openssl", "npx", "ssh-add", "nc", "ncat",
+	"curl", "wget", "ssh-keygen", "gpg", "openssl", "npx", "ssh-add", "nc", "ncat", "patch", "unzip",
+	"apt-get", "apt", "cmake", "ninja", "gcc", "cc", "clang", "javac", "java", "mvn", "gradle", "tsc",
+	// builders, linters and test runners that read no code from stdin (a
+	// test runner's debugger is excluded by replShell)
+	"pytest", "py.test", "tox", "nox", "sphinx-build", "sphinx-quickstart", "sphinx-apidoc", "pylint",
+	"pyreverse", "flake8", "mypy", "ruff", "black", "isort", "msgfmt", "dot", "jest", "eslint", "prettier",
+	"django-admin", "flask", "rails", "rake",
 )
+
+// replShell reports whether a data reader's arguments start a REPL or a
+// debugger that reads code from stdin: pytest --pdb (or -s, which lets
+// breakpoint() read it), django-admin/manage.py shell, flask shell, rails
+// console.
+func replShell(name string, args []field) bool {
+	switch name {
+	case "pytest", "py.test":
+		for _, f := range args[1:] {
+			switch f.s {
+			case "-s", "--pdb", "--trace", "--capture=no":
+				return true
+			}
+		}
+		return optValue(args, "pdbcls") != ""
+	}
+	for _, f := range operands(args) {
+		switch f.s {
+		case "shell", "dbshell", "console", "c", "repl", "debug":
+			return true
+		}
+		if !strings.HasSuffix(f.s, ".py") {
+			break // only the subcommand, or the script's first operand (manage.py shell)
+		}
+	}
+	return false
+}
+
+// optValue returns the value of --name=VALUE in args, or "".
+func optValue(args []field, name string) string {
+	for _, f := range args[1:] {
+		if v, ok := strings.CutPrefix(f.s, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
 
 // ownStdinRule are programs whose rules judge the code they read from
 // stdin themselves.
@@ -233,7 +276,7 @@ func isStdinPath(s string) bool {
 // of unknown text asks (pipe-to-shell), and a program reading the job's
 // input sent later asks unless it is a known data reader.
 func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
-	if !in.piped {
+	if !in.piped || infoQuery(args) {
 		return
 	}
 	reads := codeReaders[name]
@@ -252,6 +295,19 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 	}
 }
 
+// infoQuery reports whether a program is only asked for its version or
+// usage (python3 --version, psql -V): it prints that and exits.
+func infoQuery(args []field) bool {
+	if len(args) != 2 {
+		return false
+	}
+	switch args[1].s {
+	case "--version", "-version", "-V", "--help", "-help", "-h":
+		return true
+	}
+	return false
+}
+
 // dataReader reports whether a program reading the job's input treats it
 // as data: a known data reader, a code reader given its code, a shell or
 // interpreter (their rules judge the code they read), a pager through a
@@ -259,6 +315,8 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 func (c *checker) dataReader(name string, args []field) bool {
 	p := args[0].s
 	switch {
+	case (dataReaders[name] || shells[name] || interpreters[name] || strings.HasPrefix(name, "python")) && replShell(name, args):
+		return false
 	case dataReaders[name], codeReaders[name] != nil, shells[name], interpreters[name],
 		strings.HasPrefix(name, "python"), ttyEscapes[name], ownStdinRule[name]:
 		return true
@@ -267,8 +325,13 @@ func (c *checker) dataReader(name string, args []field) bool {
 	case name == "xargs" || name == "parallel" || name == "find":
 		return true // the commands they run are checked with their stdin
 	}
-	return strings.Contains(p, "/") && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, homeMark) &&
-		!strings.Contains(p, dynMark)
+	if strings.Contains(p, dynMark) || !strings.Contains(p, "/") {
+		return false
+	}
+	if strings.HasPrefix(p, "/") {
+		return c.workDir != "" && c.workDir != "/" && strings.HasPrefix(cleanPath(p), cleanPath(c.workDir)+"/")
+	}
+	return !strings.HasPrefix(p, homeMark)
 }
 
 // startsShell reports whether a wrapper given no command (see unwrapOne)

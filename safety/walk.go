@@ -25,6 +25,7 @@ type checker struct {
 	gitAliases map[string]field      // aliases written by git config earlier in the command
 	aliases    map[string]field      // shell aliases defined earlier in the command
 	expanding  map[string]bool       // shell aliases being expanded
+	workDir    string                // Options.WorkDir
 	lenient    bool                  // nested code that does not parse asks (see extracted)
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
 
