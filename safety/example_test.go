@@ -108,3 +108,27 @@ func ExampleOptions_stdinFed() {
 	// python3: ask [stdin-shell]
 	// awk -f -: ask [stdin-shell]
 }
+
+// An embedder's own profile: each simple command of the text is matched
+// against the rules, and the most restrictive answer wins.
+func ExampleProfile_Evaluate() {
+	p := &safety.Profile{Name: "ci", Default: safety.Ask, Rules: []safety.Rule{
+		{Pattern: `^` + safety.ActionPrefix + `(go|make)( .*)?$`, Decision: safety.Allow},
+		{Pattern: `^` + safety.ActionPrefix + `docker .*`, Decision: safety.Deny},
+	}}
+	if err := p.Compile(); err != nil {
+		panic(err)
+	}
+	for _, cmd := range []string{"go test ./... && make lint", "make && docker push x", "npm ci"} {
+		d, r := p.Evaluate(cmd)
+		pattern := "default"
+		if r != nil {
+			pattern = r.Pattern
+		}
+		fmt.Printf("%s: %s (%s)\n", cmd, d, pattern)
+	}
+	// Output:
+	// go test ./... && make lint: allow (^tool:bash:(go|make)( .*)?$)
+	// make && docker push x: deny (^tool:bash:docker .*)
+	// npm ci: ask (default)
+}
