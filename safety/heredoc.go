@@ -2,6 +2,7 @@ package safety
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -76,7 +77,8 @@ func cutBodies(text string) (string, []hole) {
 		if found < 0 {
 			break // no end: the parser reports it
 		}
-		if found > start {
+		if body := text[start:found]; found > start && utf8.ValidString(body) && strings.IndexByte(body, 0) < 0 {
+			// (the parser rejects invalid UTF-8 and NUL bytes in a body too)
 			if b.Len() == 0 {
 				b.Grow(len(text))
 			}
