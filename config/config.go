@@ -106,6 +106,13 @@ type Output struct {
 	// SpoolKeep is how many full-output files are kept; older ones are
 	// removed (default 32, so at most 32 x SpoolCap of disk).
 	SpoolKeep int
+	// JobFileCap bounds a background job's output file (default 64 MiB,
+	// at least 4 KiB; negative: no bound). Past it the file keeps the
+	// first eighth of the cap and the newest output, and drops the oldest
+	// output in between, with one line that says how much was dropped
+	// where; offsets into the output (bash_output's) keep counting every
+	// byte the job printed, so reading on from an earlier offset works.
+	JobFileCap int64
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved. Only
 	// for commands that cannot become background jobs: with OnTimeout

@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 		BackgroundLifetime: 24 * time.Hour,
 		Lifecycle:          config.Lifecycle{Grace: 2 * time.Second, CleanupWait: 15 * time.Second, DrainWait: 250 * time.Millisecond},
 		Env:                config.Env{Policy: config.InheritSafe},
-		Output:             config.Output{Max: 131072, Truncation: config.TruncateMiddle, SpoolCap: 64 << 20, SpoolKeep: 32},
+		Output:             config.Output{Max: 131072, Truncation: config.TruncateMiddle, SpoolCap: 64 << 20, SpoolKeep: 32, JobFileCap: 64 << 20},
 		ProgressInterval:   time.Second,
 		Limits:             config.Limits{}.WithDefaults(),
 	}

@@ -130,6 +130,9 @@ func withDefaults(c Config) Config {
 	if c.Output.SpoolCap == 0 {
 		c.Output.SpoolCap = d.Output.SpoolCap
 	}
+	if c.Output.JobFileCap == 0 {
+		c.Output.JobFileCap = d.Output.JobFileCap
+	}
 	if c.Output.SpoolKeep <= 0 {
 		c.Output.SpoolKeep = d.Output.SpoolKeep
 	}
@@ -399,8 +402,8 @@ func jobInfo(st jobs.State) JobInfo {
 	default:
 		j.Status, j.Reason = JobKilled, killReason(st.Reason, st.Signal)
 	}
-	if fi, err := os.Stat(st.OutputFile); err == nil {
-		j.Bytes = fi.Size()
+	if j.output = st.Output; j.output != nil {
+		j.Bytes = j.output.Size()
 	}
 	u := reportOf(st.CurrentUsage())
 	j.CPUMS, j.PeakMemoryBytes, j.Processes, j.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
@@ -435,14 +438,18 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	return jobInfo(st), nil
 }
 
-// JobOutput is a slice of a background job's output file plus the job's
-// state.
+// JobOutput is a slice of a background job's output plus the job's state.
+// Offsets count every byte the job printed, also those its capped output
+// file dropped (config.Output.JobFileCap).
 type JobOutput struct {
 	Job    JobInfo `json:"job"`
-	Offset int64   `json:"offset"` // file offset of Data's first byte
+	Offset int64   `json:"offset"` // output offset of Data's first byte
 	Data   string  `json:"output"` // valid UTF-8 (invalid bytes replaced)
-	Size   int64   `json:"size"`   // current size of the output file
-	EOF    bool    `json:"eof"`    // Data reaches the current end of the file
+	Size   int64   `json:"size"`   // bytes of output so far
+	EOF    bool    `json:"eof"`    // Data reaches the current end of the output
+	// Skipped is how many bytes from the offset asked for up to Offset
+	// were dropped from the capped output file (0: none).
+	Skipped int64 `json:"skipped,omitempty"`
 }
 
 // DefaultReadLimit is JobOutput's default and largest read.
@@ -459,38 +466,38 @@ func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64)
 	if offset < 0 || tail < 0 || limit < 0 {
 		return JobOutput{}, fmt.Errorf("%w: negative offset, tail or limit", ErrBadInput)
 	}
-	f, err := os.Open(job.OutputFile)
-	if err != nil {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
+	out := job.output
+	if out == nil { // not a job the engine wrote (cannot happen for background jobs)
+		return JobOutput{}, fmt.Errorf("job %s: no output file", id)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	size := fi.Size()
+	size := out.Size()
 	if limit == 0 || limit > DefaultReadLimit {
 		limit = DefaultReadLimit
 	}
 	if tail > 0 {
 		limit = min(tail, DefaultReadLimit)
 		offset = max(0, size-limit)
+		if from, n := out.Gap(); offset >= from && offset < from+n {
+			limit -= from + n - offset // the tail is what is kept
+		}
 	}
 	offset = min(offset, size)
-	buf := make([]byte, min(limit, size-offset))
-	n, err := f.ReadAt(buf, offset)
+	buf := make([]byte, max(min(limit, size-offset), 0))
+	start, n, err := out.ReadAt(buf, offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
 	}
 	buf = buf[:n]
+	skipped := start - offset
 	if tail > 0 { // start on a character boundary
+		skipped = 0
 		for i := 0; i < 3 && len(buf) > 0 && !utf8.RuneStart(buf[0]); i++ {
-			buf, offset = buf[1:], offset+1
+			buf, start = buf[1:], start+1
 		}
 	}
 	return JobOutput{
-		Job: job, Offset: offset, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
-		Size: size, EOF: offset+int64(n) >= size,
+		Job: job, Offset: start, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
+		Size: size, EOF: start+int64(n) >= size, Skipped: skipped,
 	}, nil
 }
 

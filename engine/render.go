@@ -229,14 +229,21 @@ func completionLine(sbx Sandbox) func(jobs.Outcome) string {
 	}
 }
 
-// detachedLine is the line a background job's output file ends with when
-// the engine stopped reading its output (shutdown with jobs left running)
-// while the output went through the engine to be redacted.
-func detachedLine(lost error) string {
-	if lost != nil {
+// detachedLine is the line written into a background job's output file
+// where the engine stopped reading its output (shutdown with jobs left
+// running); see jobs.Request.Detached.
+func detachedLine(kept int64, lost error) string {
+	switch {
+	case lost != nil:
 		return fmt.Sprintf("[output after the engine stopped is lost: %v]", lost)
+	case kept < 0:
+		return "[output after the engine stopped is discarded: it could hold secret values the engine can no longer redact]"
+	case kept == 0:
+		return "[output after the engine stopped is discarded: this file is at its size cap]"
+	case kept >= 1<<60:
+		return "[the engine stopped here: later output is appended as it comes]"
 	}
-	return "[output after the engine stopped is discarded: it could hold secret values the engine can no longer redact]"
+	return fmt.Sprintf("[the engine stopped here: later output is appended as it comes, up to %s more, then discarded]", truncate.Humanize(kept))
 }
 
 func completionStatus(o jobs.Outcome) string {
@@ -446,6 +453,10 @@ func (o JobOutput) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
 		o.Job.JobID, o.Job.state(), o.Job.PID, truncate.Humanize(o.Job.Bytes), o.Offset, end, o.Size)
+	if o.Skipped > 0 {
+		fmt.Fprintf(&b, "[%s of output before byte %d were dropped: the job's output file is capped and keeps the first and the newest output (setting: Output.JobFileCap)]\n",
+			truncate.Humanize(o.Skipped), o.Offset)
+	}
 	b.WriteString(o.Data)
 	if !o.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // Mode selects how a command runs: foreground with the default or the slow
@@ -262,7 +263,8 @@ type JobInfo struct {
 	// running).
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
-	// Bytes is the current size of its output file.
+	// Bytes is how much output it printed so far (its output file may
+	// keep less: see config.Output.JobFileCap).
 	Bytes int64 `json:"bytes"`
 	// OutputFile receives its output, then a completion line when it ends.
 	OutputFile string `json:"output_file"`
@@ -273,4 +275,6 @@ type JobInfo struct {
 	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
 	Processes       int   `json:"processes,omitempty"`
 	OOMKilled       bool  `json:"oom_killed,omitempty"`
+
+	output *truncate.File // reads the output file by output offset
 }

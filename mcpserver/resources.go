@@ -293,7 +293,7 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	var size int64
 	switch p.kind {
 	case "jobs":
-		data, size, err = s.readJob(s.toolContext(sc), p)
+		data, size, err = s.readJob(s.toolContext(sc), &p)
 	case "outputs":
 		data, size, err = s.readFullOutput(sc, p)
 	default:
@@ -314,7 +314,12 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 // in the engine's 128 KiB slices, each starting on a character boundary.
 // The text's length in bytes is that of the range read (invalid UTF-8
 // aside, replaced by U+FFFD).
-func (s *server) readJob(tc engine.ToolContext, p parsedURI) (string, int64, error) {
+//
+// A job's capped output file drops the oldest output past its cap
+// (config.Output.JobFileCap): a read that starts in the dropped range
+// starts after it (p.offset is moved there), and one that reaches it
+// stops there (the next read skips it).
+func (s *server) readJob(tc engine.ToolContext, p *parsedURI) (string, int64, error) {
 	var b strings.Builder
 	off, size := p.offset, int64(0)
 	for int64(b.Len()) < p.length {
@@ -326,6 +331,12 @@ func (s *server) readJob(tc engine.ToolContext, p parsedURI) (string, int64, err
 			return "", 0, err
 		}
 		size = jo.Size
+		if jo.Offset != off {
+			if b.Len() > 0 {
+				break // a gap: the next read skips it
+			}
+			p.offset, off = jo.Offset, jo.Offset
+		}
 		data := jo.Data
 		// A slice that ends inside a character ends in U+FFFD: read that
 		// character again with the next slice.

@@ -442,6 +442,7 @@ func (j *job) settle(ctx actor.Context) {
 	if j.spec.Background && j.spec.Completion != nil {
 		j.appendLine(j.spec.Completion(o))
 	}
+	j.closeFile()
 	j.outcome = o
 	j.live.End()
 	gone := j.releaseCgroup()
@@ -550,6 +551,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	j.closeStdin()
 	j.discardRest()
 	j.closePipes()
+	j.closeFile()
 	usage := j.usage()
 	j.live.End()
 	if j.l.cg != nil {
@@ -577,6 +579,7 @@ func (j *job) emergency() {
 	if j.l != nil {
 		j.signalAll(syscall.SIGKILL)
 		j.closePipes()
+		j.closeFile()
 		j.live.End()
 		if j.l.cg != nil {
 			j.l.cg.Remove()
@@ -628,7 +631,7 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
 	}
 	if j.l != nil {
-		st.Pid = j.l.p.Pid
+		st.Pid, st.Output = j.l.p.Pid, j.l.file
 	}
 	st.Live = j.live
 	if o != nil {

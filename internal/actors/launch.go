@@ -33,7 +33,7 @@ type Launched struct {
 	refused refusals         // what proxy refused
 	out     *truncate.Buffer // foreground output
 	errBuf  *truncate.Buffer // foreground stderr with separate streams
-	file    *os.File         // a background job's output file, when it is read through a pipe
+	file    *truncate.File   // a background job's output file
 	stdin   *os.File         // the job's stdin pipe or terminal input (Spec.Stdin, Spec.TTY)
 }
 
@@ -49,9 +49,10 @@ func (l *Launched) Output() *truncate.Buffer { return l.out }
 // here, rather than in the actor, keeps the fork from waiting for actors
 // to be scheduled. On error nothing is left behind.
 //
-// A background job writes straight into its output file, unless there
-// are secret values to redact (res.Redactor): then it writes into a pipe
-// that its actor copies into the file.
+// A background job writes into a pipe (or its terminal) that its actor
+// copies into its output file, through the redactor when there are secret
+// values to redact (res.Redactor), and bounded (Resources.JobFileCap, see
+// truncate.File).
 //
 // The limits (spec.Limits) go on the job's cgroup where it has the
 // controller; otherwise memory and CPU time become rlimits of each process
@@ -160,17 +161,12 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	ps.Env = env
 	var err error
 	if spec.Background {
-		f, ferr := os.OpenFile(spec.OutputFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, ferr := truncate.CreateFile(spec.OutputFile, res.JobFileCap)
 		if ferr != nil {
 			l.undo()
 			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
 		}
-		if res.Redactor.Len() > 0 || spec.TTY != nil {
-			l.file = f // read through a pipe (or the terminal), and redacted
-		} else {
-			ps.Output = f
-			defer f.Close() // the child has its own copy
-		}
+		l.file = f
 	}
 	if l.p, err = proc.Start(ps); err != nil {
 		l.undo()
@@ -237,7 +233,8 @@ func (l *Launched) undo() {
 		l.cg.Remove()
 	}
 	if l.file != nil {
-		l.file.Close()
+		_ = l.file.Close()
+		_ = os.Remove(l.file.Path())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -14,15 +15,24 @@ import (
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
-// discardRest keeps a detached job that writes through the engine's pipe
-// (Launch: secret values to redact) from dying of EPIPE once nobody reads:
-// a `cat` in a session of its own, started through sh so that it is not
-// the engine's child, drains the pipe into /dev/null. Nothing written
-// after the engine stopped reaches the output file, which says so: it
-// could hold secret values the engine can no longer redact.
+// discardRest keeps a detached job, which writes through the engine's
+// pipe (or terminal), from dying of EPIPE once nobody reads: a `cat` in a
+// session of its own, started through sh so that it is not the engine's
+// child, drains the pipe. Without secret values to redact, what the job
+// prints later is appended to its output file up to the file's cap
+// (head -c), and the rest is discarded; with them, all of it is
+// discarded (it could hold values the engine can no longer redact). The
+// file says which, where the engine stopped.
 func (j *job) discardRest() {
 	if j.l.file == nil || len(j.pipes) == 0 {
 		return
+	}
+	keep := int64(-1) // -1: discard everything
+	if j.res.Redactor.Len() == 0 {
+		keep = 1 << 62
+		if j.res.JobFileCap > 0 {
+			keep = max(j.res.JobFileCap-j.l.file.DiskSize(), 0)
+		}
 	}
 	dup := -1
 	rc, err := j.pipes[0].SyscallConn()
@@ -32,7 +42,11 @@ func (j *job) discardRest() {
 	}
 	if err == nil {
 		j.stopRead.Store(true)
-		j.closePipes() // the reader flushed what it read; the rest waits in the pipe
+		j.closePipes()              // the reader flushed what it read; the rest waits in the pipe
+		if j.spec.Detached != nil { // before what the drain appends
+			j.appendLine(j.spec.Detached(keep, nil) + "\n")
+		}
+		j.closeFile()
 		err = unix.SetNonblock(dup, false)
 		in := os.NewFile(uintptr(dup), "job-output")
 		if err == nil {
@@ -41,7 +55,12 @@ func (j *job) discardRest() {
 				if cat, err = exec.LookPath("cat"); err == nil {
 					// The pipe is fd 3: an asynchronous list's stdin is
 					// /dev/null.
-					c := exec.Command(sh, "-c", `"$0" <&3 3<&- >/dev/null &`, cat)
+					script, args := `"$0" <&3 3<&- >/dev/null &`, []string{cat}
+					if keep >= 0 {
+						script = `{ head -c "$1"; "$0" >/dev/null; } <&3 3<&- >>"$2" &`
+						args = append(args, strconv.FormatInt(keep, 10), j.spec.OutputFile)
+					}
+					c := exec.Command(sh, append([]string{"-c", script}, args...)...)
 					c.ExtraFiles, c.Dir, c.Env = []*os.File{in}, "/", []string{}
 					c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 					err = c.Run()
@@ -50,8 +69,8 @@ func (j *job) discardRest() {
 		}
 		in.Close()
 	}
-	if j.spec.Detached != nil {
-		j.appendLine(j.spec.Detached(err) + "\n") // appendLine adds the blank line itself
+	if err != nil && j.spec.Detached != nil {
+		j.appendLine(j.spec.Detached(-1, err) + "\n")
 	}
 }
 
@@ -151,29 +170,29 @@ func (j *job) slowReader(now, since time.Time) bool {
 }
 
 // closePipes closes the read ends still open (their readers return at
-// once), waits for the readers to have written everything they read, and
-// closes a background job's output file.
+// once) and waits for the readers to have written everything they read.
 func (j *job) closePipes() {
 	for _, f := range j.pipes {
 		f.Close()
 	}
 	j.pipes = nil
 	j.readers.Wait()
+}
+
+// closeFile closes a background job's output file for writing (it can
+// still be read).
+func (j *job) closeFile() {
 	if j.l != nil && j.l.file != nil {
-		j.l.file.Close()
-		j.l.file = nil
+		_ = j.l.file.Close()
 	}
 }
 
 // appendLine appends a line to a background job's output file, after a
 // blank line.
 func (j *job) appendLine(line string) {
-	f, err := os.OpenFile(j.spec.OutputFile, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return
+	if j.l != nil && j.l.file != nil {
+		_, _ = j.l.file.Write([]byte("\n\n" + line))
 	}
-	defer f.Close()
-	_, _ = f.WriteString("\n\n" + line)
 }
 
 // --- yield ---

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
@@ -59,6 +58,9 @@ type Resources struct {
 	Sandbox config.Sandbox
 	// Truncate configures a foreground job's output buffer.
 	Truncate truncate.Config
+	// JobFileCap bounds a background job's output file (config.Output;
+	// <= 0: no bound).
+	JobFileCap int64
 	// Lifecycle says how a job's processes are ended.
 	Lifecycle config.Lifecycle
 	// SeparateStreams gives a foreground job's stderr a buffer of its own.
@@ -100,7 +102,7 @@ type (
 	// OutputFile, which the job owns from then on).
 	BecomeBackground struct {
 		ID, OutputFile string
-		File           *os.File
+		File           *truncate.File
 	}
 	// YieldRefused answers a YieldRequest the supervisor cannot grant: the
 	// job ends as a timeout, saying why.

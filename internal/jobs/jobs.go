@@ -87,10 +87,12 @@ type Request struct {
 	Completion func(Outcome) string
 	// Detached renders the line appended to a background job's output file
 	// when the engine stops reading its output for good while it runs on
-	// (shutdown with jobs left running, when its output went through the
-	// engine to be redacted): lost is nil when the rest of its output is
-	// discarded, else why it is lost. Nil appends nothing.
-	Detached func(lost error) string
+	// (shutdown with jobs left running): kept is how many more bytes of
+	// its output are appended to the file as they come (0 when the file
+	// is full), or -1 when the rest is discarded (there are secret values
+	// the engine could no longer redact); lost is set when the output
+	// could not be handed over at all. Nil appends nothing.
+	Detached func(kept int64, lost error) string
 }
 
 // Yield says what a foreground job becomes when it yields.
@@ -266,6 +268,9 @@ type State struct {
 	Started, Ended time.Time
 	// OutputFile is a background job's output file.
 	OutputFile string
+	// Output reads a background job's output file by output offset (see
+	// truncate.File); nil for a foreground job.
+	Output *truncate.File
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage proc.Usage

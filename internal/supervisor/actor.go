@@ -15,6 +15,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // The supervisor actor: the records of every job, by conversation, and
@@ -500,14 +501,14 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 	case sv.bg >= lim.MaxJobs:
 		refuse = fmt.Errorf("%w: %d background jobs are running on this host, the most it allows", ErrBusy, sv.bg)
 	}
-	var f *os.File
+	var f *truncate.File
 	var id, name string
 	if refuse == nil {
 		dir, err := sv.outputDir(k.conv, c)
 		if err == nil {
 			id = "job-" + strconv.FormatUint(c.jobSeq+1, 10)
 			name = filepath.Join(dir, id+".log")
-			f, err = os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			f, err = truncate.CreateFile(name, sv.s.res.JobFileCap)
 		}
 		if err != nil {
 			refuse = fmt.Errorf("%w: output file: %w", proc.ErrStart, err)

@@ -105,7 +105,7 @@ func New(cfg Config) (*Supervisor, error) {
 		trunc.SpoolDir = cfg.OutputDir
 	}
 	res := &actors.Resources{
-		Bash: bash, Env: env, Redactor: env.Redactor(), Truncate: trunc,
+		Bash: bash, Env: env, Redactor: env.Redactor(), Truncate: trunc, JobFileCap: cfg.Output.JobFileCap,
 		Sandbox: cfg.Sandbox, Lifecycle: cfg.Lifecycle,
 		SeparateStreams: cfg.Output.SeparateStreams, Log: log,
 	}
