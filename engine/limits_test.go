@@ -24,7 +24,7 @@ import (
 // fails under REQUIRE_CGROUPS=1).
 func controllers(t *testing.T) (memory, pids bool) {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(cgroupParent)
 	if err != nil {
 		if os.Getenv("REQUIRE_CGROUPS") == "1" {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
@@ -17,6 +18,18 @@ const (
 	requireCgroups    = "REQUIRE_CGROUPS"
 	requireNamespaces = "REQUIRE_NAMESPACES"
 )
+
+// cgroupParent is where the tests' engines create their cgroups: ""
+// (the test process's own cgroup), or the delegated subtree the cgroup v2
+// VM (internal/vmtest) names in BASHVISOR_TEST_CGROUP_PARENT.
+var cgroupParent = os.Getenv("BASHVISOR_TEST_CGROUP_PARENT")
+
+// testConfig is engine.DefaultConfig with the tests' cgroup parent.
+func testConfig() engine.Config {
+	c := engine.DefaultConfig()
+	c.CgroupParent = cgroupParent
+	return c
+}
 
 // required reports whether the feature behind env must be present.
 func required(env string) bool { return os.Getenv(env) == "1" }
@@ -56,7 +69,7 @@ func needNamespaces(t testing.TB) {
 // REQUIRE_CGROUPS=1 (CI).
 func cgroupBase(t testing.TB) string {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(cgroupParent)
 	if err != nil {
 		unavailable(t, requireCgroups, "cgroups unavailable: "+err.Error())
 	}
@@ -72,7 +85,7 @@ func cgroupBase(t testing.TB) string {
 // fails the test instead of reporting false.
 func haveCgroups(t testing.TB) bool {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(cgroupParent)
 	if err == nil {
 		err = m.Close()
 	}

@@ -23,6 +23,11 @@ import (
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
+// cgroupParent is where the tests create their cgroups: "" (the test
+// process's own cgroup), or the delegated subtree the cgroup v2 VM
+// (internal/vmtest) names in BASHVISOR_TEST_CGROUP_PARENT.
+var cgroupParent = os.Getenv("BASHVISOR_TEST_CGROUP_PARENT")
+
 func TestMain(m *testing.M) {
 	sandbox.Main()
 	goleak.VerifyTestMain(m)
@@ -95,7 +100,7 @@ func newHarness(t *testing.T, cgroups bool, mod func(*Resources)) *harness {
 		},
 	}
 	if cgroups {
-		cg, err := proc.ProbeCgroups("")
+		cg, err := proc.ProbeCgroups(cgroupParent)
 		if err != nil {
 			if os.Getenv("REQUIRE_CGROUPS") == "1" {
 				t.Fatal(err)

@@ -159,7 +159,13 @@ func TestReadStatOddComm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Start returns once the exec is under way (vfork), possibly before
+	// the kernel renamed the process: wait for the new name.
 	st, err := proc.ReadStat(cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); err == nil && st.Comm != "a b) c" && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		st, err = proc.ReadStat(cmd.Process.Pid)
+	}
 	if err != nil || st.Comm != "a b) c" || st.Ppid != os.Getpid() {
 		t.Fatalf("%+v %v", st, err)
 	}

@@ -19,6 +19,11 @@ import (
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
+// cgroupParent is where the tests create their cgroups: "" (the test
+// process's own cgroup), or the delegated subtree the cgroup v2 VM
+// (internal/vmtest) names in BASHVISOR_TEST_CGROUP_PARENT.
+var cgroupParent = os.Getenv("BASHVISOR_TEST_CGROUP_PARENT")
+
 // testCgroups gives every command a cgroup of its own, as the engine does
 // (nil where the host has no cgroup v2 for the test process).
 var testCgroups *proc.Cgroups
@@ -26,7 +31,7 @@ var testCgroups *proc.Cgroups
 func TestMain(m *testing.M) {
 	sandbox.Main()
 	var err error
-	if testCgroups, err = proc.ProbeCgroups(""); err != nil {
+	if testCgroups, err = proc.ProbeCgroups(cgroupParent); err != nil {
 		if os.Getenv("REQUIRE_CGROUPS") == "1" {
 			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
 			os.Exit(1)
