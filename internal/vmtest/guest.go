@@ -189,8 +189,14 @@ func switchRoot() (string, error) {
 			return "", err
 		}
 	}
-	_ = os.Remove("/dev/ptmx")
-	_ = os.Symlink("pts/ptmx", "/dev/ptmx")
+	// What udev or a container runtime adds to /dev: the sandbox feeds
+	// bash its start-up script through /dev/fd/3.
+	for name, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		_ = os.Remove("/dev/" + name)
+		if err := os.Symlink(target, "/dev/"+name); err != nil {
+			return "", err
+		}
+	}
 	// Last: the out share may be below one of those (/tmp).
 	if err := mount(tagOut, out, "9p", 0, opts+",cache=none"); err != nil {
 		return "", err

@@ -90,9 +90,22 @@ var suite = []struct {
 	{"./internal/actors", "actors", ""},
 	// The sandbox as the engine starts it (StartDirect, placed into the
 	// cgroup v2 after the fork) and through its helper (clone3 into it).
-	{"./internal/sandbox", "sandbox-direct", "^TestDirect$/^(Limits|ForkBombContained|CleanupKillsEscapees|ResourceLimitsOnlyOwn|NoNamespacesOrCgroupEscape|SignalsInsideWork|ScratchQuota|NetworkOnlyThroughProxy)$"},
+	{"./internal/sandbox", "sandbox-direct", "^TestDirect$/^(Limits|ForkBombContained|CleanupKillsEscapees|ResourceLimitsOnlyOwn|NoNamespacesOrCgroupEscape|SignalsInsideWork|ScratchQuota)$"},
 	{"./internal/sandbox", "sandbox-helper", "^(TestLimits|TestForkBombContained|TestCleanupKillsEscapees|TestResourceLimitsOnlyOwn|TestNoNamespacesOrCgroupEscape|TestRemoveStale|TestStartDirectNeverConfinesTheMainThread)$"},
-	{"./engine", "engine", "Cgroup|Memory|OOM|CPU|Peak|Recycled|Limit|Kill|Cancel|Leftover|Escape|Grace|Shutdown|Background|Fault|Restricted|Metrics"},
+	// The engine's cgroup paths: escapees killed in every ending, kept
+	// leftovers released, limits, OOM kills, accounting, recycling,
+	// restricted jobs, and (ExampleEngine_Kill) an engine left at its
+	// default parent, its own populated cgroup.
+	{"./engine", "engine", "^(" + strings.Join([]string{
+		"TestCgroupEscapees", "TestCgroupKeepLeftoversReleases", "TestKeepLeftovers", "TestKeptLeftoverHoldingPipeNote",
+		"TestJobsLeftRunningStayIntact", "TestShutdownWithJobsRunning", "TestCancellation",
+		"TestBackgroundKillAndLifetime", "TestBackgroundJobLivesWithItsGroup", "TestBackgroundJobReport",
+		"TestMemoryBombStoppedAtLimit", "TestOOMKillThatTheShellSurvives", "TestCPUAccountingMatchesTheProcess",
+		"TestPeakMemoryMatchesAllocation", "TestRecycledCgroupStartsFresh", "TestCPUTimeLimitIsJobWide",
+		"TestRestrictedLimits", "TestDefaultLimitsLetBuildsRun", "TestRestrictedFilesystem", "TestRestrictedTimeoutAndBackground",
+		"TestFaultKilledFromOutside", "TestFaultZombieParents", "TestFaultTimeoutDuringLeftoverCleanup",
+		"TestMetrics", "ExampleEngine_Kill",
+	}, "|") + ")$"},
 }
 
 // exitUnavailable is the exit code for a host without qemu or a kernel.
