@@ -39,7 +39,7 @@ vm-test:
 # Serial `bash -c true` in the cgroup v2 VM: raw os/exec, the engine with
 # per-command cgroups in the delegated subtree, and without cgroups.
 vm-bench:
-	$(GO) run ./internal/vmtest -kernel $(VM_KERNEL) -out $(VM)/bench -timeout $(VM_TIMEOUT) \
+	$(GO) run ./internal/vmtest -kernel $(VM_KERNEL) -out $(VM)/bench -timeout $(VM_TIMEOUT) -rounds 3 \
 		-demo "bench -only serial -serial 300 -cgroup-parent /sys/fs/cgroup/bashvisor.service"
 
 # What vm-test needs: qemu, and Debian's current kernel image unpacked

@@ -281,8 +281,10 @@ func TestTransitions(t *testing.T) {
 			},
 		},
 		{
+			// The timeout leaves bash time to start and print on a loaded
+			// machine (or under emulation: the cgroup v2 VM).
 			name: "timeout", script: "echo started; sleep 60",
-			spec:   func(s *Spec) { s.Timeout = 300 * time.Millisecond },
+			spec:   func(s *Spec) { s.Timeout = 2 * time.Second },
 			phases: []phase{running, ending, cleaning, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o Outcome, st State) {
 				if o.Reason != ReasonTimeout || o.Output.Text != "started\n" || st.Status != Killed {

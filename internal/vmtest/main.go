@@ -108,6 +108,9 @@ var suite = []struct {
 	}, "|") + ")$"},
 }
 
+// rounds is how often a -demo run is repeated.
+var rounds = 1
+
 // exitUnavailable is the exit code for a host without qemu or a kernel.
 const exitUnavailable = 2
 
@@ -123,6 +126,7 @@ func main() {
 	demo := flag.String("demo", "", "instead of the tests, run cmd/demo with these arguments (split at spaces) in the VM, e.g. `bench -only serial -cgroup-parent "+delegated+"`")
 	only := flag.String("only", "", "run only these of the suite's runs (comma-separated names)")
 	script := flag.String("exec", "", "instead of the tests, run this executable (a script) in the VM")
+	flag.IntVar(&rounds, "rounds", 1, "with -demo: run it this many times, one after the other")
 	flag.Parse()
 	d := strings.Fields(*demo)
 	if *script != "" {
@@ -210,7 +214,9 @@ func buildPlan(repo, out string, demo []string, only string) (plan, error) {
 		if err := goCmd(repo, nil, "build", "-o", bin, "./cmd/demo"); err != nil {
 			return p, err
 		}
-		p.Runs = append(p.Runs, run{Name: "demo", Dir: repo, Path: bin, Args: demo, Timeout: 10 * time.Minute})
+		for i := range max(rounds, 1) {
+			p.Runs = append(p.Runs, run{Name: fmt.Sprintf("demo-%d", i+1), Dir: repo, Path: bin, Args: demo, Timeout: 10 * time.Minute})
+		}
 		return p, nil
 	}
 	built := map[string]bool{}
