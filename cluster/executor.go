@@ -139,7 +139,7 @@ func NewExecutor(cfg engine.Config, o ExecutorOptions) (*Executor, error) {
 func engineDefaults(c engine.Config) engine.Config {
 	d := engine.DefaultConfig()
 	for _, p := range []struct{ v, d *time.Duration }{
-		{&c.Timeout, &d.Timeout}, {&c.SlowTimeout, &d.SlowTimeout}, {&c.Grace, &d.Grace}, {&c.CleanupWait, &d.CleanupWait},
+		{&c.Timeout, &d.Timeout}, {&c.SlowTimeout, &d.SlowTimeout}, {&c.Lifecycle.Grace, &d.Lifecycle.Grace}, {&c.Lifecycle.CleanupWait, &d.Lifecycle.CleanupWait},
 	} {
 		if *p.v <= 0 {
 			*p.v = *p.d
@@ -200,7 +200,7 @@ func (x *Executor) Fence(reason string) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Grace+x.cfg.CleanupWait+5*time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 					defer cancel()
 					_, _ = x.eng.Kill(ctx, engine.ToolContext{ConversationID: j.ConversationID}, j.JobID)
 				}()
@@ -429,7 +429,7 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 // timeout, the grace sequence and the cleanup bound, plus a margin.
 func (a *execActor) backstop(mode engine.Mode) time.Duration {
 	c := a.x.cfg
-	d := c.Admission.QueueWait + c.Grace + c.CleanupWait + 10*time.Second
+	d := c.Admission.QueueWait + c.Lifecycle.Grace + c.Lifecycle.CleanupWait + 10*time.Second
 	switch mode {
 	case engine.ModeSlow:
 		d += c.SlowTimeout
@@ -507,7 +507,7 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 			reply.Offset, reply.Data, reply.Size, reply.Eof = o.Offset, o.Data, o.Size, o.EOF
 		}
 	case "kill":
-		kctx, cancel := context.WithTimeout(x.runCtx, x.cfg.Grace+x.cfg.CleanupWait+5*time.Second)
+		kctx, cancel := context.WithTimeout(x.runCtx, x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		var j engine.JobInfo
 		if j, err = x.eng.Kill(kctx, tc, m.JobId); err == nil {
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
@@ -523,7 +523,7 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
 		}
 	case "end":
-		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Grace+x.cfg.CleanupWait+5*time.Second)
+		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)
 		cancel()
 	default:

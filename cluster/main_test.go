@@ -92,13 +92,13 @@ func testConfig() engine.Config {
 	c := engine.DefaultConfig()
 	c.Timeout = 2 * time.Second
 	c.SlowTimeout = 60 * time.Second
-	c.Grace = 500 * time.Millisecond
+	c.Lifecycle.Grace = 500 * time.Millisecond
 	c.ProgressInterval = 100 * time.Millisecond
 	c.Admission.MaxRunning, c.Admission.MaxRunningPerConversation = 64, 8
 	// Per-command cgroups would outlive an executor the tests SIGKILL (the
 	// sweep of a predecessor's cgroups is not part of this package): the
 	// process group is the unit here.
-	c.NoCgroups = true
+	c.Cgroups.Off = true
 	return c
 }
 

@@ -3,11 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -80,7 +80,7 @@ func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 	p := &clusterpb.ToolContext{
 		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID,
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
-		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network.Entries(),
+		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
 	}
 	if l := tc.Limits; l != nil {
 		p.Limits = &clusterpb.Limits{Memory: l.Memory, CpuTimeNs: int64(l.CPUTime), Processes: int64(l.Processes)}
@@ -100,15 +100,9 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
 	}
-	if len(p.AllowNet) > 0 {
-		allow, err := engine.ParseAllowlist(p.AllowNet)
-		if err != nil {
-			return engine.ToolContext{}, fmt.Errorf("%w: network allowlist: %w", engine.ErrBadInput, err)
-		}
-		tc.Sandbox.Network = allow
-	}
+	tc.Sandbox.Network = p.AllowNet
 	if l := p.Limits; l != nil {
-		tc.Limits = &engine.Limits{Memory: l.Memory, CPUTime: time.Duration(l.CpuTimeNs), Processes: int(l.Processes)}
+		tc.Limits = &config.Limits{Memory: l.Memory, CPUTime: time.Duration(l.CpuTimeNs), Processes: int(l.Processes)}
 	}
 	return tc, nil
 }

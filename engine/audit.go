@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/safety"
 )
 

@@ -27,7 +27,7 @@
 // [Engine.Write] (stdin "pipe") and run on a terminal (tty); see
 // interactive.go for the choices. Ending a
 // command always targets its whole process group (and its cgroup): SIGTERM,
-// Config.Grace, SIGKILL, then a bounded wait after which the call returns
+// Config.Lifecycle.Grace, SIGKILL, then a bounded wait after which the call returns
 // regardless and says what survived.
 //
 // What the model reads ([Result.Output]), by [Result.Status]:
@@ -45,7 +45,7 @@
 //	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: kill -9 -PID</reminder>
 //	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only; see [LostText])
 //
-// Output over Config.MaxOutput is cut in the middle with the header
+// Output over Config.Output.Max is cut in the middle with the header
 // "[output truncated in middle: got 300.0 KiB, max is 128 KiB]" and the
 // complete output is kept in a file the result names. Notes on lines of
 // their own follow the output: processes the shell left running were ended
@@ -57,7 +57,7 @@
 // data the lower layers return.
 //
 // Every command runs under resource limits of all its processes together
-// ([Limits]: memory, CPU time, processes; per engine in Config.Limits, per
+// ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per
 // call in ToolContext.Limits), and every result reports what it used:
 // Result.CPUMS, PeakMemoryBytes, Processes and OOMKilled, read from the
 // kernel's accounting of the command's cgroup (each field says when it is

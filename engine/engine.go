@@ -14,36 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/safety"
-)
-
-// Errors carried in [Result.Err] and returned by Engine methods; test them
-// with errors.Is.
-var (
-	ErrWorkDirMissing = errors.New("working directory does not exist")
-	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
-	ErrBadInput       = errors.New("bad input")
-	ErrShutdown       = supervisor.ErrShutdown
-	ErrNoSuchJob      = supervisor.ErrNoSuchJob
-	ErrBlocked        = errors.New("command blocked")
-	ErrDenied         = errors.New("command denied by permission profile")
-	ErrNeedsApproval  = errors.New("command needs approval")
-	ErrRestrictedMode = errors.New("restricted mode unavailable")
-	ErrStart          = supervisor.ErrStart
-	ErrInternal       = supervisor.ErrActorFailed
-	// ErrBusy: the engine or the conversation already runs as many
-	// commands as Config.Admission allows and no slot freed within
-	// Admission.QueueWait (or the queue is full); the error says what is full.
-	ErrBusy = supervisor.ErrBusy
-	// Errors of Write: the job was not started with stdin "pipe" or a
-	// terminal; its shell has exited; its stdin was closed; it has not
-	// read earlier input for a while.
-	ErrNoStdin     = supervisor.ErrNoStdin
-	ErrJobEnded    = supervisor.ErrEnded
-	ErrStdinClosed = supervisor.ErrStdinClosed
-	ErrStdinBusy   = supervisor.ErrStdinBusy
 )
 
 // MaxCommandBytes is the longest command accepted, in bytes. The command
@@ -64,7 +39,7 @@ type Engine struct {
 	sup    *supervisor.Supervisor
 	outDir string
 	ownDir bool
-	// cacheRoot holds the conversations' cache directories (Config.CacheDir).
+	// cacheRoot holds the conversations' cache directories (Config.Sandbox.CacheDir).
 	cacheRoot string
 	caches    sync.Map // cache directories made so far
 	// auditor writes the audit log; nil when none is configured.
@@ -98,24 +73,12 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("bashvisor: permission profile: %w", err)
 		}
 	}
-	if e.cacheRoot = cfg.CacheDir; e.cacheRoot == "" {
+	if e.cacheRoot = cfg.Sandbox.CacheDir; e.cacheRoot == "" {
 		e.cacheRoot = filepath.Join(e.outDir, "cache")
 	}
-	trunc := truncate.Config{Strategy: truncate.Strategy(cfg.Truncation), Max: cfg.MaxOutput, SpoolCap: cfg.SpoolCap}
-	if cfg.SpoolCap > 0 {
-		trunc.SpoolDir = e.outDir
-	}
 	e.sup, err = supervisor.New(supervisor.Config{
-		Environ: cfg.Environ, EnvAllowlist: cfg.EnvPolicy == EnvAllowlist,
-		EnvKeep: cfg.EnvKeep, EnvAllow: cfg.EnvAllow, EnvStrip: cfg.EnvStrip,
-		KeepCapabilities: cfg.KeepCapabilities,
-		NoCgroups:        cfg.NoCgroups, CgroupParent: cfg.CgroupParent, Limits: cfg.Limits.job(),
-		OutputDir: e.outDir, Truncate: trunc,
-		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
-		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams,
-		Sandbox: cfg.Sandbox, SandboxHelper: cfg.SandboxHelper, Admission: cfg.Admission,
-		SandboxHelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
-		Logger: cfg.Logger,
+		Env: cfg.Env, Cgroups: cfg.Cgroups, Lifecycle: cfg.Lifecycle, Output: cfg.Output,
+		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger,
 	})
 	if err != nil {
 		if e.ownDir {
@@ -142,9 +105,9 @@ func withDefaults(c Config) Config {
 	}
 	def(&c.Timeout, d.Timeout)
 	def(&c.SlowTimeout, d.SlowTimeout)
-	def(&c.Grace, d.Grace)
-	def(&c.CleanupWait, d.CleanupWait)
-	def(&c.DrainWait, d.DrainWait)
+	def(&c.Lifecycle.Grace, d.Lifecycle.Grace)
+	def(&c.Lifecycle.CleanupWait, d.Lifecycle.CleanupWait)
+	def(&c.Lifecycle.DrainWait, d.Lifecycle.DrainWait)
 	def(&c.ProgressInterval, d.ProgressInterval)
 	switch { // 0 means the default, negative means no lifetime limit
 	case c.BackgroundLifetime == 0:
@@ -152,25 +115,25 @@ func withDefaults(c Config) Config {
 	case c.BackgroundLifetime < 0:
 		c.BackgroundLifetime = 0
 	}
-	if c.EnvPolicy == "" {
-		c.EnvPolicy = d.EnvPolicy
+	if c.Env.Policy == "" {
+		c.Env.Policy = d.Env.Policy
 	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = d.MaxOutput
+	if c.Env.Environ == nil {
+		c.Env.Environ = os.Environ()
 	}
-	if c.Truncation == "" {
-		c.Truncation = d.Truncation
+	if c.Output.Max <= 0 {
+		c.Output.Max = d.Output.Max
 	}
-	if c.SpoolCap == 0 {
-		c.SpoolCap = d.SpoolCap
+	if c.Output.Truncation == "" {
+		c.Output.Truncation = d.Output.Truncation
 	}
-	if c.SpoolKeep <= 0 {
-		c.SpoolKeep = d.SpoolKeep
+	if c.Output.SpoolCap == 0 {
+		c.Output.SpoolCap = d.Output.SpoolCap
 	}
-	if c.Environ == nil {
-		c.Environ = os.Environ()
+	if c.Output.SpoolKeep <= 0 {
+		c.Output.SpoolKeep = d.Output.SpoolKeep
 	}
-	c.Limits = c.Limits.withDefaults()
+	c.Limits = c.Limits.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -219,18 +182,18 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
-	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
-		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
-			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
-	}
 	profile, err := e.profile(tc)
 	if err != nil {
 		return errorResult(res, err), g
 	}
+	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
+		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
+			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
+	}
 	script := g.Run
-	req := supervisor.Request{
+	req := jobs.Request{
 		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
-		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc),
+		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {
@@ -248,7 +211,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !req.Background && !in.TTY && interactiveRebase.MatchString(script) {
 		req.ExtraEnv = append(req.ExtraEnv, rebaseGuard)
 	}
-	if e.cfg.HomeIsWorkDir && e.cfg.EnvPolicy == EnvAllowlist {
+	if e.cfg.Env.HomeIsWorkDir && e.cfg.Env.Policy == config.Allowlist {
 		req.ExtraEnv = append(req.ExtraEnv, "HOME="+tc.WorkingDir)
 	}
 	job, err := e.sup.Start(ctx, req)
@@ -257,10 +220,8 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()): // the caller gave up before it started
 		res.Status, res.Err, res.Output = StatusCancelled, err, cancelledText
 		return res, g
-	case errors.Is(err, supervisor.ErrSandboxUnavailable):
-		return errorResult(res, fmt.Errorf("%w: %w", ErrRestrictedMode, err)), g
 	default:
-		return errorResult(res, err), g
+		return errorResult(res, public(err)), g
 	}
 	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
@@ -391,12 +352,12 @@ func checkDir(dir string) error {
 }
 
 // keepSpool records a full-output file and removes the oldest beyond
-// Config.SpoolKeep, so a long-running engine's disk use stays bounded.
+// Config.Output.SpoolKeep, so a long-running engine's disk use stays bounded.
 func (e *Engine) keepSpool(path string) {
 	e.spoolMu.Lock()
 	defer e.spoolMu.Unlock()
 	e.spools = append(e.spools, path)
-	for len(e.spools) > e.cfg.SpoolKeep {
+	for len(e.spools) > e.cfg.Output.SpoolKeep {
 		_ = os.Remove(e.spools[0])
 		e.spools = e.spools[1:]
 	}
@@ -412,7 +373,7 @@ func (e *Engine) Jobs(tc ToolContext) []JobInfo { return jobInfos(e.sup.Jobs(tc.
 // Jobs).
 func (e *Engine) AllJobs() []JobInfo { return jobInfos(e.sup.AllJobs()) }
 
-func jobInfos(states []supervisor.State) []JobInfo {
+func jobInfos(states []jobs.State) []JobInfo {
 	out := make([]JobInfo, 0, len(states))
 	for _, st := range states {
 		out = append(out, jobInfo(st))
@@ -421,19 +382,19 @@ func jobInfos(states []supervisor.State) []JobInfo {
 }
 
 // jobInfo maps a job record to the API's, status by status.
-func jobInfo(st supervisor.State) JobInfo {
+func jobInfo(st jobs.State) JobInfo {
 	j := JobInfo{
 		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display, ConversationID: st.Conversation,
 		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile,
 	}
 	switch st.Status {
-	case supervisor.Running:
+	case jobs.Running:
 		j.Status = JobRunning
-	case supervisor.Completed:
+	case jobs.Completed:
 		j.Status = JobCompleted
-	case supervisor.Failed:
+	case jobs.Failed:
 		j.Status = JobFailed
-	case supervisor.Detached:
+	case jobs.Detached:
 		j.Status, j.Reason = JobKilled, "left running at engine shutdown"
 	default:
 		j.Status, j.Reason = JobKilled, killReason(st.Reason, st.Signal)
@@ -443,7 +404,7 @@ func jobInfo(st supervisor.State) JobInfo {
 	}
 	u := reportOf(st.CurrentUsage())
 	j.CPUMS, j.PeakMemoryBytes, j.Processes, j.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
-	if j.Status == JobKilled && j.OOMKilled && st.Reason == supervisor.ReasonNone {
+	if j.Status == JobKilled && j.OOMKilled && st.Reason == jobs.ReasonNone {
 		j.Reason = "out of memory" // the OOM killer's SIGKILL
 	}
 	return j
@@ -467,7 +428,7 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	st, ok, err := e.sup.Kill(ctx, tc.ConversationID, id)
 	switch {
 	case err != nil:
-		return JobInfo{}, err
+		return JobInfo{}, public(err)
 	case !ok:
 		return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
 	}
@@ -555,7 +516,7 @@ func (e *Engine) Load() Load {
 // job is gone. An MCP server calls it when a session closes.
 func (e *Engine) EndConversation(ctx context.Context, conversationID string) error {
 	if _, err := e.sup.EndConversation(ctx, conversationID); err != nil {
-		return err
+		return public(err)
 	}
 	return e.removeCache(conversationID)
 }
@@ -569,7 +530,7 @@ func (e *Engine) EndConversation(ctx context.Context, conversationID string) err
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		go func() {
-			e.stopErr = e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning)
+			e.stopErr = public(e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning))
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
 				e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.outDir))
 			}

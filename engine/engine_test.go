@@ -16,7 +16,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // newEngine returns an engine with short test timings, shut down at the
@@ -25,8 +27,8 @@ func newEngine(t testing.TB, mod ...func(*engine.Config)) *engine.Engine {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Timeout = 5 * time.Second
-	cfg.Grace = 300 * time.Millisecond
-	cfg.CleanupWait = 3 * time.Second
+	cfg.Lifecycle.Grace = 300 * time.Millisecond
+	cfg.Lifecycle.CleanupWait = 3 * time.Second
 	for _, m := range mod {
 		m(&cfg)
 	}
@@ -66,13 +68,7 @@ func alive(pid int) bool {
 
 func waitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool { return !alive(pid) }, "pid %d still alive", pid)
 }
 
 // readPid reads a pid a command wrote to a file.
@@ -136,7 +132,7 @@ func TestInterleavedOutputKeepsOrder(t *testing.T) {
 }
 
 func TestSeparateStreams(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.SeparateStreams = true })
+	e := newEngine(t, func(c *engine.Config) { c.Output.SeparateStreams = true })
 	r := run(t, e, `echo a; echo b >&2; echo c`)
 	if r.Output != "a\nc\n[stderr]\nb\n" {
 		t.Fatalf("got %q", r.Output)
@@ -257,7 +253,7 @@ func TestSecretsFiltered(t *testing.T) {
 	for _, s := range secrets {
 		environ = append(environ, s+"=leaked-"+s)
 	}
-	e := newEngine(t, func(c *engine.Config) { c.Environ = environ; c.EnvKeep = []string{"SSH_AUTH_SOCK"} })
+	e := newEngine(t, func(c *engine.Config) { c.Env.Environ = environ; c.Env.Keep = []string{"SSH_AUTH_SOCK"} })
 	r := run(t, e, "env")
 	if strings.Contains(r.Output, "leaked") {
 		t.Fatalf("secret leaked:\n%s", r.Output)
@@ -280,7 +276,7 @@ func TestAllowlistPolicy(t *testing.T) {
 	dir := t.TempDir()
 	environ := []string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "USER=u", "FOO=1", "EXTRA=2", "GITHUB_TOKEN=x"}
 	e := newEngine(t, func(c *engine.Config) {
-		c.Environ, c.EnvPolicy, c.EnvAllow, c.HomeIsWorkDir = environ, engine.EnvAllowlist, []string{"EXTRA"}, true
+		c.Env.Environ, c.Env.Policy, c.Env.Allow, c.Env.HomeIsWorkDir = environ, config.Allowlist, []string{"EXTRA"}, true
 	})
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: `env | sort | cut -d= -f1 | tr '\n' ' '; echo; echo $HOME`})
 	want := "EDITOR EXTRA GIT_PAGER GIT_TERMINAL_PROMPT HOME PAGER PATH PWD SHLVL USER VISUAL _ \n" + dir + "\n"
@@ -350,7 +346,7 @@ func TestSlowModeUsesSlowTimeout(t *testing.T) {
 }
 
 func TestTermIgnoringTreeKilledAfterGrace(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Grace = 500 * time.Millisecond })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Lifecycle.Grace = 500 * time.Millisecond })
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
 	start := time.Now()
@@ -419,7 +415,7 @@ func TestGrandchildHoldingPipe(t *testing.T) {
 }
 
 func TestKeepLeftovers(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.KeepLeftovers = true })
+	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
 	dir := t.TempDir()
 	start := time.Now()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 300 & echo $! > pid; echo done"})
@@ -436,7 +432,7 @@ func TestKeepLeftovers(t *testing.T) {
 func TestEscapedHolderDoesNotHang(t *testing.T) {
 	// Without cgroups the setsid escapee is invisible (with them it is a
 	// leftover: see TestCgroupEscapees).
-	e := newEngine(t, func(c *engine.Config) { c.NoCgroups = true })
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = true })
 	dir := t.TempDir()
 	start := time.Now()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "setsid sleep 300 & echo $! > pid; sleep 0.1; echo done"})
@@ -589,20 +585,15 @@ func waitJob(t *testing.T, e *engine.Engine, id string, conversation ...string) 
 	if len(conversation) > 0 {
 		tc.ConversationID = conversation[0]
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j, err := e.Job(tc, id)
-		if err != nil {
+	var j engine.JobInfo
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		if j, err = e.Job(tc, id); err != nil {
 			t.Fatal(err)
 		}
-		if j.Status != engine.JobRunning {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still running", id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return j.Status != engine.JobRunning
+	}, "job %s still running", id)
+	return j
 }
 
 func TestBackgroundKillAndLifetime(t *testing.T) {
@@ -672,30 +663,26 @@ func stillRunning(t *testing.T, e *engine.Engine, id, msg string) {
 // writeFifo writes a line to a fifo once a reader has opened it.
 func writeFifo(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testenv.Eventually(t, within, func() bool {
 		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			_, err = f.WriteString("go\n")
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
+		if errors.Is(err, syscall.ENXIO) { // no reader yet
+			return false
 		}
-		if !errors.Is(err, syscall.ENXIO) { // ENXIO: no reader yet
+		if err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reader opened %s within %v", path, within)
+		_, err = f.WriteString("go\n")
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	}, "no reader opened %s", path)
 }
 
 func TestShutdownWithJobsRunning(t *testing.T) {
 	cfg := testConfig()
-	cfg.Grace = 300 * time.Millisecond
+	cfg.Lifecycle.Grace = 300 * time.Millisecond
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -783,7 +770,7 @@ func TestDescriptionAndSchema(t *testing.T) {
 }
 
 func TestSpoolFilesAreBounded(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.SpoolKeep = 2 })
+	e := newEngine(t, func(c *engine.Config) { c.Output.SpoolKeep = 2 })
 	var files []string
 	for range 3 {
 		r := run(t, e, "head -c 200000 /dev/zero")
@@ -839,7 +826,7 @@ func TestJobsLeftRunningStayIntact(t *testing.T) {
 }
 
 func TestKeptLeftoverHoldingPipeNote(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.KeepLeftovers = true })
+	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 30 & echo $! > pid; echo done"})
 	t.Cleanup(func() { syscall.Kill(readPid(t, filepath.Join(dir, "pid")), syscall.SIGKILL) })

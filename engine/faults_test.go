@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // The fault matrix: commands that misbehave in the ways real programs do.
@@ -50,16 +51,10 @@ func pidsIn(t *testing.T, dir string) []int {
 // waitFile waits for a non-empty file.
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written within %v", path, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Size() > 0
+	}, "%s not written", path)
 }
 
 // escapees starts a setsid sleep and a double-forked daemon (a setsid sh
@@ -84,7 +79,7 @@ func TestCgroupEscapees(t *testing.T) {
 	// The timeout leaves escapees time to start on a loaded machine.
 	e := newEngine(t, func(c *engine.Config) {
 		c.Timeout, c.SlowTimeout = 2*time.Second, 30*time.Second
-		c.Grace = 300 * time.Millisecond
+		c.Lifecycle.Grace = 300 * time.Millisecond
 	})
 	check := func(t *testing.T, dir string, r engine.Result) {
 		t.Helper()
@@ -95,13 +90,11 @@ func TestCgroupEscapees(t *testing.T) {
 		for _, pid := range pids {
 			waitGone(t, pid, 3*time.Second)
 		}
-		deadline := time.Now().Add(3 * time.Second)
-		for len(commandCgroups(parent)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("cgroups left: %v", commandCgroups(parent))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		var left []string
+		testenv.Eventually(t, 3*time.Second, func() bool {
+			left = commandCgroups(parent)
+			return len(left) == 0
+		}, "cgroups left: %v", testenv.Last(&left))
 	}
 	t.Run("foreground leftovers", func(t *testing.T) {
 		dir := t.TempDir()
@@ -178,7 +171,7 @@ func waitFileQuiet(path string, within time.Duration) {
 // command's cgroup (which is removed) and keep running.
 func TestCgroupKeepLeftoversReleases(t *testing.T) {
 	parent := cgroupBase(t)
-	e := newEngine(t, func(c *engine.Config) { c.KeepLeftovers = true })
+	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: escapees})
 	pids := pidsIn(t, dir)
@@ -203,7 +196,7 @@ func TestCgroupKeepLeftoversReleases(t *testing.T) {
 // TestNoCgroupsFallback: with cgroups off the process group is the unit;
 // the engine still works and says what it cannot see.
 func TestNoCgroupsFallback(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.NoCgroups = true })
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 300 & echo $! > pid; echo done"})
 	if !strings.Contains(r.Output, "killed processes left running") {
@@ -235,7 +228,7 @@ func TestFaultKilledFromOutside(t *testing.T) {
 // TestFaultStoppedAtTimeout: a stopped shell and child still end at the
 // timeout (SIGCONT goes with SIGTERM).
 func TestFaultStoppedAtTimeout(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond; c.Grace = time.Second })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 500 * time.Millisecond; c.Lifecycle.Grace = time.Second })
 	dir := t.TempDir()
 	start := time.Now()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir},
@@ -339,9 +332,7 @@ func TestFaultOutputShapes(t *testing.T) {
 // zombies) and orphaned zombies reparented to init do not count as
 // leftovers and do not hang the call.
 func TestFaultZombieParents(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	testenv.NeedsTool(t, "python3")
 	e := newEngine(t)
 	start := time.Now()
 	// The exec'd python never waits: its children are zombies until it
@@ -386,9 +377,9 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 	case lookPath("python3"):
 		prog = `python3 -c 'import os, time; os.setpgid(0, 0); open("pid", "w").write(str(os.getpid())); time.sleep(300)'`
 	default:
-		t.Skip("neither perl nor python3")
+		testenv.NeedsTool(t, "perl")
 	}
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Grace = 300 * time.Millisecond })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Second; c.Lifecycle.Grace = 300 * time.Millisecond })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: prog + " & while [ ! -s pid ]; do sleep 0.01; done; echo started; sleep 60"})
 	if r.Status != engine.StatusTimedOut || !strings.Contains(r.Output, "started") {
@@ -450,7 +441,7 @@ func raceEnabled() bool {
 // reported as timed out because ending its leftovers (here: ignoring
 // SIGTERM, so they take the whole grace period) runs past the deadline.
 func TestFaultTimeoutDuringLeftoverCleanup(t *testing.T) {
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Grace = time.Second })
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = 300 * time.Millisecond; c.Lifecycle.Grace = time.Second })
 	dir := t.TempDir()
 	// The shell exits only once the leftover ignores SIGTERM (it opens the
 	// fifo after the trap); otherwise SIGTERM could end it at once.

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // Interactive jobs: a foreground command may yield (become a background
@@ -22,7 +23,7 @@ import (
 // hanging it up.
 
 // ttySize is the size of a job's terminal (Input.TTY).
-func ttySize() *supervisor.Winsize { return &supervisor.Winsize{Rows: 40, Cols: 120} }
+func ttySize() *proc.Winsize { return &proc.Winsize{Rows: 40, Cols: 120} }
 
 // MaxWait bounds WaitOutput, and MaxWriteBytes one Write.
 const (
@@ -81,7 +82,7 @@ func (e *Engine) Write(ctx context.Context, tc ToolContext, id string, data []by
 	if len(data) > MaxWriteBytes {
 		return fmt.Errorf("%w: %d bytes to write, over the limit of %d", ErrBadInput, len(data), MaxWriteBytes)
 	}
-	err := e.sup.Write(ctx, tc.ConversationID, id, data, close)
+	err := public(e.sup.Write(ctx, tc.ConversationID, id, data, close))
 	if err != nil {
 		err = fmt.Errorf("job %s: %w", id, err)
 	}
@@ -123,6 +124,6 @@ func (e *Engine) timeout(mode Mode) time.Duration {
 }
 
 // yieldSpec is what a yielding call's job becomes.
-func (e *Engine) yieldSpec(tc ToolContext) *supervisor.Yield {
-	return &supervisor.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: completionLine(tc.Sandbox)}
+func (e *Engine) yieldSpec(tc ToolContext) *jobs.Yield {
+	return &jobs.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: completionLine(tc.Sandbox)}
 }

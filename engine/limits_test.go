@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // Resource limits and the resource report, with real processes in real
@@ -24,13 +26,8 @@ import (
 // fails under REQUIRE_CGROUPS=1).
 func controllers(t *testing.T) (memory, pids bool) {
 	t.Helper()
-	m, err := proc.ProbeCgroups(cgroupParent)
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
+	testenv.Need(t, testenv.Cgroups, err)
 	defer m.Close()
 	return m.MemoryLimit(), m.PidsLimit()
 }
@@ -39,22 +36,15 @@ func controllers(t *testing.T) (memory, pids bool) {
 // REQUIRE_CGROUPS=1).
 func needMemoryController(t *testing.T) {
 	t.Helper()
-	if mem, _ := controllers(t); !mem {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatal("REQUIRE_CGROUPS=1 but the engine's cgroups have no memory controller")
-		}
-		t.Skip("no memory controller for the engine's cgroups")
-	}
+	mem, _ := controllers(t)
+	testenv.Needf(t, testenv.Cgroups, mem, "the engine's cgroups have no memory controller")
 }
 
 // pythonPath returns the python3 interpreter itself (not a pyenv shim,
 // whose own processes would count), or skips the test.
 func pythonPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	p := testenv.NeedsTool(t, "python3")[0]
 	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		t.Skip("python3 does not run:", err)
@@ -86,7 +76,7 @@ func TestMemoryBombStoppedAtLimit(t *testing.T) {
 	py := pythonPath(t)
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
 	call := tc(t)
-	call.Limits = &engine.Limits{Memory: 256 << 20}
+	call.Limits = &config.Limits{Memory: 256 << 20}
 	r := e.Run(context.Background(), call, engine.Input{Command: bomb(py)})
 	t.Logf("%s: %q, cpu %d ms, peak %d, processes %d", r.Status, r.Output, r.CPUMS, r.PeakMemoryBytes, r.Processes)
 	if r.Status != engine.StatusFailed || !r.OOMKilled ||
@@ -194,7 +184,7 @@ func TestRestrictedLimits(t *testing.T) {
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
 		e := newEngine(t, mod, func(c *engine.Config) {
 			c.Limits.Memory, c.Timeout = 200<<20, time.Minute
-			c.Sandbox.Processes = 8
+			c.Sandbox.Limits.Processes = 8
 		})
 		call := restricted(t.TempDir())
 		r := e.Run(context.Background(), call, engine.Input{Command: bomb(py)})
@@ -230,7 +220,7 @@ func TestCPUTimeLimitIsJobWide(t *testing.T) {
 	}
 	// A background job: killed, and the listing says why.
 	call := tc(t)
-	call.Limits = &engine.Limits{CPUTime: 300 * time.Millisecond}
+	call.Limits = &config.Limits{CPUTime: 300 * time.Millisecond}
 	bg := e.Run(context.Background(), call, engine.Input{Command: `while :; do :; done`, Mode: engine.ModeBackground})
 	j := waitJob(t, e, bg.JobID, "test")
 	out, _ := os.ReadFile(j.OutputFile)
@@ -245,8 +235,8 @@ func TestCPUTimeLimitIsJobWide(t *testing.T) {
 func TestRlimitFallbacks(t *testing.T) {
 	py := pythonPath(t)
 	e := newEngine(t, func(c *engine.Config) {
-		c.NoCgroups, c.Timeout = true, time.Minute
-		c.Limits = engine.Limits{Memory: 256 << 20, CPUTime: time.Second}
+		c.Cgroups.Off, c.Timeout = true, time.Minute
+		c.Limits = config.Limits{Memory: 256 << 20, CPUTime: time.Second}
 	})
 	r := run(t, e, alloc(py, 512))
 	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "MemoryError") || r.OOMKilled {
@@ -304,10 +294,7 @@ func TestBackgroundJobReport(t *testing.T) {
 func TestDefaultLimitsLetBuildsRun(t *testing.T) {
 	controllers(t)
 	py := pythonPath(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go")
-	}
+	goBin := testenv.NeedsTool(t, "go")[0]
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = 3 * time.Minute })
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module m\n\ngo 1.22\n"), 0o644); err != nil {

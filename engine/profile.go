@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/egress"
-	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile
@@ -34,9 +34,6 @@ const (
 	WorkspaceWrite Profile = "workspace-write"
 )
 
-// Profiles lists the profile names ParseProfile accepts besides "none".
-var Profiles = []Profile{ReadOnly, WorkspaceWrite}
-
 // ParseProfile parses a profile name: "read-only", "workspace-write", or
 // "none" (or "") for Unrestricted.
 func ParseProfile(name string) (Profile, error) {
@@ -49,15 +46,6 @@ func ParseProfile(name string) (Profile, error) {
 	return "", fmt.Errorf("%w: unknown sandbox profile %q (want none, read-only or workspace-write)", ErrBadInput, name)
 }
 
-// Allowlist says which hosts a sandboxed command may reach through the
-// engine's egress proxy: domains ("registry.npmjs.org", ports 80 and 443),
-// wildcards ("*.example.com"), host:port pairs, and presets (npm, pypi,
-// go, crates, debian, github). See package egress.
-type Allowlist = egress.Allowlist
-
-// ParseAllowlist parses allowlist entries (see [Allowlist]).
-func ParseAllowlist(entries []string) (*Allowlist, error) { return egress.ParseAllowlist(entries) }
-
 // Sandbox is the sandbox of a call: a profile and what it may reach.
 type Sandbox struct {
 	// Profile says where the command may write; Unrestricted means no
@@ -67,15 +55,18 @@ type Sandbox struct {
 	// command may write, such as a second checkout. ReadOnly ignores
 	// them.
 	Writable []string
-	// Network, when set, lets the command reach what it allows through
-	// the engine's egress proxy, and nothing else: the command's network
-	// namespace has no other way out, and its HTTP_PROXY, HTTPS_PROXY and
-	// package managers' proxy settings point at the proxy. The proxy
-	// resolves names itself, refuses private, loopback, link-local and
-	// metadata addresses unless an entry names that host:port exactly,
-	// and every decision goes to the audit log. Nil: no network. Needs
-	// private namespaces.
-	Network *Allowlist
+	// Network, when not empty, lets the command reach what its entries
+	// allow through the engine's egress proxy, and nothing else: domains
+	// ("registry.npmjs.org", ports 80 and 443), wildcards
+	// ("*.example.com"), host:port pairs and presets (npm, pypi, go,
+	// crates, debian, github). The command's network namespace has no
+	// other way out, and its HTTP_PROXY, HTTPS_PROXY and package managers'
+	// proxy settings point at the proxy. The proxy resolves names itself,
+	// refuses private, loopback, link-local and metadata addresses unless
+	// an entry names that host:port exactly, and every decision goes to
+	// the audit log. Empty: no network. An entry that does not parse
+	// fails the call with ErrBadInput. Needs private namespaces.
+	Network []string
 }
 
 // On reports whether the command runs sandboxed.
@@ -83,10 +74,10 @@ func (s Sandbox) On() bool { return s.Profile != Unrestricted }
 
 // profile turns a call's sandbox into the job's, with the conversation's
 // cache directory; nil for an unrestricted call.
-func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
+func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 	s := tc.Sandbox
 	if !s.On() {
-		if len(s.Writable) > 0 || s.Network != nil {
+		if len(s.Writable) > 0 || len(s.Network) > 0 {
 			return nil, fmt.Errorf("%w: writable roots and a network allowlist need a sandbox profile", ErrBadInput)
 		}
 		return nil, nil
@@ -94,7 +85,14 @@ func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
 	if _, err := ParseProfile(string(s.Profile)); err != nil {
 		return nil, err
 	}
-	p := &supervisor.Profile{Workspace: s.Profile == WorkspaceWrite, Network: s.Network}
+	p := &jobs.Profile{Workspace: s.Profile == WorkspaceWrite}
+	if len(s.Network) > 0 {
+		allow, err := egress.ParseAllowlist(s.Network)
+		if err != nil {
+			return nil, fmt.Errorf("%w: network allowlist: %w", ErrBadInput, err)
+		}
+		p.Network = allow
+	}
 	if p.Workspace {
 		for _, w := range s.Writable {
 			if !filepath.IsAbs(w) {
@@ -108,7 +106,7 @@ func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
 		return nil, err
 	}
 	p.CacheDir = dir
-	if s.Network != nil && e.auditor != nil {
+	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
 	}
@@ -116,7 +114,7 @@ func (e *Engine) profile(tc ToolContext) (*supervisor.Profile, error) {
 }
 
 // cacheDir returns the conversation's cache directory under
-// Config.CacheDir, creating it (0700) on first use. Each conversation has
+// Config.Sandbox.CacheDir, creating it (0700) on first use. Each conversation has
 // its own: a cache two conversations share would let one's commands plant
 // build outputs the other's builds then use.
 func (e *Engine) cacheDir(conversation string) (string, error) {
@@ -125,7 +123,7 @@ func (e *Engine) cacheDir(conversation string) (string, error) {
 		return dir, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("%w: cache directory: %w", supervisor.ErrStart, err)
+		return "", fmt.Errorf("%w: cache directory: %w", ErrStart, err)
 	}
 	e.caches.Store(dir, true)
 	return dir, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // gitEnv lets git commit without a user config.
@@ -44,9 +46,7 @@ func gitFixture(t *testing.T, dir string, args ...string) {
 
 func repo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
+	testenv.NeedsTool(t, "git")
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	gitFixture(t, dir, "init", "-q", "-b", "main")
 	os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644)
@@ -127,12 +127,9 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 // go build in a sandbox is warm, whatever the scratch directory.
 func TestSandboxBuildCacheShared(t *testing.T) {
 	needLandlock(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go")
-	}
+	goBin := testenv.NeedsTool(t, "go")[0]
 	cacheRoot := t.TempDir()
-	e := newEngine(t, func(c *engine.Config) { c.SlowTimeout = 10 * time.Minute; c.CacheDir = cacheRoot })
+	e := newEngine(t, func(c *engine.Config) { c.SlowTimeout = 10 * time.Minute; c.Sandbox.CacheDir = cacheRoot })
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { println(\"hello\") }\n"), 0o644)
@@ -174,9 +171,7 @@ func TestSandboxNetworkAllowlist(t *testing.T) { bothLaunchers(t, testSandboxNet
 
 func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
 	needNamespaces(t)
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl")
-	}
+	testenv.NeedsTool(t, "curl")
 	var hits atomic.Int64
 	registry := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -187,10 +182,7 @@ func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
 	}))
 	var audit lockedBuffer
 	e := newEngine(t, mod, func(c *engine.Config) { c.Audit = &audit })
-	allow, err := engine.ParseAllowlist([]string{registry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	allow := []string{registry}
 	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "net",
 		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: allow}}
 
@@ -277,7 +269,7 @@ func (l *lockedBuffer) String() string {
 // Bad sandbox settings are refused before anything runs.
 func TestSandboxSettingsValidated(t *testing.T) {
 	e := newEngine(t)
-	allow, _ := engine.ParseAllowlist([]string{"npm"})
+	allow := []string{"npm"}
 	for name, s := range map[string]engine.Sandbox{
 		"network-unrestricted":  {Network: allow},
 		"writable-unrestricted": {Writable: []string{"/tmp"}},
@@ -295,5 +287,16 @@ func TestSandboxSettingsValidated(t *testing.T) {
 		if _, err := engine.ParseProfile(in); err != nil {
 			t.Errorf("ParseProfile(%q): %v", in, err)
 		}
+	}
+}
+
+// An allowlist entry that does not parse fails the call before anything
+// runs.
+func TestBadNetworkAllowlist(t *testing.T) {
+	e := newEngine(t)
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"http://not a host"}}}
+	r := e.Run(context.Background(), tc, engine.Input{Command: "echo ran"})
+	if !errors.Is(r.Err, engine.ErrBadInput) || strings.Contains(r.Output, "ran") {
+		t.Fatalf("bad allowlist: %s %q %v", r.Status, r.Output, r.Err)
 	}
 }

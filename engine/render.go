@@ -10,14 +10,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // This file writes every text the model reads: results, background
 // completion lines, notes about leftovers and cleanup, refusals, the job
 // tools' texts and the tool description. The lower layers return data
-// (supervisor.Outcome, supervisor.State); only the truncation header comes
+// (jobs.Outcome, jobs.State); only the truncation header comes
 // with the output itself, from package truncate, whose format it is.
 
 // errorResult is the result of a call that ran nothing, or could not start.
@@ -29,6 +29,17 @@ func errorResult(res Result, err error) Result {
 
 // ErrorText is the text the model reads for an error: "[error: MESSAGE]".
 func ErrorText(err error) string { return "[error: " + err.Error() + "]" }
+
+// JobError is the error a job tool (bash_output, bash_write, bash_kill)
+// answers when Job, JobOutput, Kill, Write or WaitOutput fail for job id:
+// an ErrNoSuchJob error (which names the job) says where the ids are
+// listed; any other names the job. It wraps err.
+func JobError(id string, err error) error {
+	if errors.Is(err, ErrNoSuchJob) {
+		return fmt.Errorf("%w (bash_jobs lists the job ids)", err)
+	}
+	return fmt.Errorf("job %q: %w", id, err)
+}
 
 // startedText is a background job's result text.
 func startedText(pid int, outputFile string) string {
@@ -61,10 +72,10 @@ const cancelledText = "[command cancelled]\n"
 const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
 
 // render turns a finished foreground job's outcome into its result.
-func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o supervisor.Outcome) Result {
+func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
-	if o.Err != nil && !errors.Is(o.Err, supervisor.ErrActorFailed) {
-		return errorResult(res, o.Err)
+	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
+		return errorResult(res, public(o.Err))
 	}
 	u := reportOf(o.Usage)
 	res.CPUMS, res.PeakMemoryBytes, res.Processes, res.OOMKilled = u.cpuMS, u.peak, u.processes, u.oomKilled
@@ -82,7 +93,7 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 		e.keepSpool(res.FullOutputFile)
 		body = appendNote(body, "[full output: "+res.FullOutputFile+"]")
 	}
-	if o.Reason != supervisor.ReasonNone {
+	if o.Reason != jobs.ReasonNone {
 		res.killed = append(res.killed, "process group ("+string(o.Reason)+")")
 	}
 	if len(o.Leftovers) > 0 {
@@ -96,7 +107,7 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 	}
 	if len(o.Survivors) > 0 {
 		body = appendNote(body, fmt.Sprintf("[cleanup incomplete: still running %s after SIGKILL: %s]",
-			humanDuration(e.cfg.CleanupWait), members(o.Survivors)))
+			humanDuration(e.cfg.Lifecycle.CleanupWait), members(o.Survivors)))
 	}
 	if o.PipeHeld {
 		body = appendNote(body, "[output cut off: the output pipe is held by a process outside the command's process group]")
@@ -107,7 +118,7 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 	}
 	failed := o.Signal != "" || o.ExitCode != 0
 	oom := o.Usage.OOMKills > 0
-	if oom && (!failed || o.Reason != supervisor.ReasonNone) {
+	if oom && (!failed || o.Reason != jobs.ReasonNone) {
 		// The shell carried on (or something else ended it): say so.
 		body = appendNote(body, "["+oomNote(o)+"]")
 	}
@@ -116,22 +127,22 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 		res.Status, res.JobID, res.OutputFile = StatusStarted, o.Yielded.ID, o.Yielded.OutputFile
 		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID))
 	case o.Err != nil:
-		res.Status, res.Err = StatusError, o.Err
+		res.Status, res.Err = StatusError, public(o.Err)
 		res.Output = ErrorText(o.Err) + "\n" + body
-	case o.Reason == supervisor.ReasonTimeout && o.YieldRefused != "":
+	case o.Reason == jobs.ReasonTimeout && o.YieldRefused != "":
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" +
 			appendNote(body, "[it could not move to the background: "+o.YieldRefused+"]")
-	case o.Reason == supervisor.ReasonTimeout:
+	case o.Reason == jobs.ReasonTimeout:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" + body
-	case o.Reason == supervisor.ReasonCancelled:
+	case o.Reason == jobs.ReasonCancelled:
 		res.Status, res.Err = StatusCancelled, context.Canceled
 		res.Output = cancelledText + body
-	case o.Reason == supervisor.ReasonShutdown:
+	case o.Reason == jobs.ReasonShutdown:
 		res.Status, res.Err = StatusCancelled, ErrShutdown
 		res.Output = cancelledText + appendNote(body, "[the engine is shutting down]")
-	case o.Reason == supervisor.ReasonCPULimit, cpuRlimitHit(o):
+	case o.Reason == jobs.ReasonCPULimit, cpuRlimitHit(o):
 		res.Status = StatusFailed
 		res.Output = "[command failed: " + cpuLimitText(o.Limits) + "]\n" + body
 	case oom && failed:
@@ -157,7 +168,7 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o superv
 // network call failed without network, or a write failed with a kernel
 // error. It names the boundary and the setting that would allow it; the
 // engine never retries or widens anything itself. "" when none applies.
-func sandboxNote(sbx Sandbox, res Result, o supervisor.Outcome) string {
+func sandboxNote(sbx Sandbox, res Result, o jobs.Outcome) string {
 	if !sbx.On() {
 		return ""
 	}
@@ -169,7 +180,7 @@ func sandboxNote(sbx Sandbox, res Result, o supervisor.Outcome) string {
 		return ""
 	}
 	switch {
-	case sbx.Network == nil && mentions(res.Output, networkErrors):
+	case len(sbx.Network) == 0 && mentions(res.Output, networkErrors):
 		return "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]"
 	case mentions(res.Output, writeErrors):
 		if sbx.Profile == WorkspaceWrite {
@@ -208,8 +219,8 @@ func mentions(s string, subs []string) bool {
 
 // completionLine is the line appended to a background job's output file
 // when it ends, with the egress proxy's refusals in a sandbox.
-func completionLine(sbx Sandbox) func(supervisor.Outcome) string {
-	return func(o supervisor.Outcome) string {
+func completionLine(sbx Sandbox) func(jobs.Outcome) string {
+	return func(o jobs.Outcome) string {
 		line := completionStatus(o)
 		if note := sandboxNote(sbx, Result{}, o); note != "" {
 			line += "\n" + note
@@ -218,19 +229,29 @@ func completionLine(sbx Sandbox) func(supervisor.Outcome) string {
 	}
 }
 
-func completionStatus(o supervisor.Outcome) string {
+// detachedLine is the line a background job's output file ends with when
+// the engine stopped reading its output (shutdown with jobs left running)
+// while the output went through the engine to be redacted.
+func detachedLine(lost error) string {
+	if lost != nil {
+		return fmt.Sprintf("[output after the engine stopped is lost: %v]", lost)
+	}
+	return "[output after the engine stopped is discarded: it could hold secret values the engine can no longer redact]"
+}
+
+func completionStatus(o jobs.Outcome) string {
 	st := o.Status()
 	switch {
-	case st == supervisor.Completed:
+	case st == jobs.Completed:
 		if o.Usage.OOMKills > 0 {
 			return "[background process completed; " + oomNote(o) + "]"
 		}
 		return "[background process completed]"
-	case o.Reason == supervisor.ReasonCPULimit, cpuRlimitHit(o):
+	case o.Reason == jobs.ReasonCPULimit, cpuRlimitHit(o):
 		return "[background process killed: " + cpuLimitText(o.Limits) + "]"
-	case o.Usage.OOMKills > 0 && o.Reason == supervisor.ReasonNone:
+	case o.Usage.OOMKills > 0 && o.Reason == jobs.ReasonNone:
 		return "[background process failed: " + oomText(o.Limits) + "]"
-	case st == supervisor.Failed:
+	case st == jobs.Failed:
 		return fmt.Sprintf("[background process failed: exit code %d]", o.ExitCode)
 	}
 	return "[background process killed: " + killReason(o.Reason, o.Signal) + "]"
@@ -238,7 +259,7 @@ func completionStatus(o supervisor.Outcome) string {
 
 // oomText says that a command ran out of memory: "out of memory (limit 4
 // GiB)". A system-wide shortage kills without a limit of the command's.
-func oomText(l supervisor.Applied) string {
+func oomText(l jobs.Applied) string {
 	if l.Memory > 0 && !l.MemoryPerProcess {
 		return "out of memory (limit " + humanBytes(l.Memory) + ")"
 	}
@@ -246,7 +267,7 @@ func oomText(l supervisor.Applied) string {
 }
 
 // oomNote says how many of a command's processes the OOM killer ended.
-func oomNote(o supervisor.Outcome) string {
+func oomNote(o jobs.Outcome) string {
 	n := o.Usage.OOMKills
 	what := "a process"
 	if n > 1 {
@@ -258,8 +279,8 @@ func oomNote(o supervisor.Outcome) string {
 // cpuRlimitHit reports that, without cgroups, the shell was ended by
 // RLIMIT_CPU (SIGXCPU), or exited with the status of a process that was
 // (128+SIGXCPU).
-func cpuRlimitHit(o supervisor.Outcome) bool {
-	if !o.Limits.CPUPerProcess || o.Reason != supervisor.ReasonNone {
+func cpuRlimitHit(o jobs.Outcome) bool {
+	if !o.Limits.CPUPerProcess || o.Reason != jobs.ReasonNone {
 		return false
 	}
 	return o.Signal == "SIGXCPU" || (o.Exited && o.Signal == "" && o.ExitCode == 128+int(syscall.SIGXCPU))
@@ -267,7 +288,7 @@ func cpuRlimitHit(o supervisor.Outcome) bool {
 
 // cpuLimitText says that a command used up its CPU time: "CPU time limit
 // exceeded (limit 10m)", "... (limit 10s per process)" without cgroups.
-func cpuLimitText(l supervisor.Applied) string {
+func cpuLimitText(l jobs.Applied) string {
 	s := "CPU time limit exceeded (limit " + humanDuration(l.CPUTime)
 	if l.CPUPerProcess {
 		s += " per process"
@@ -289,21 +310,21 @@ func humanBytes(n int64) string {
 }
 
 // killReason says why a job was killed, in words.
-func killReason(r supervisor.Reason, signal string) string {
+func killReason(r jobs.Reason, signal string) string {
 	switch r {
-	case supervisor.ReasonKilled:
+	case jobs.ReasonKilled:
 		return "killed by request"
-	case supervisor.ReasonShutdown:
+	case jobs.ReasonShutdown:
 		return "engine shutdown"
-	case supervisor.ReasonLifetime:
+	case jobs.ReasonLifetime:
 		return "lifetime limit exceeded"
-	case supervisor.ReasonCancelled:
+	case jobs.ReasonCancelled:
 		return "cancelled"
-	case supervisor.ReasonTimeout:
+	case jobs.ReasonTimeout:
 		return "timed out"
-	case supervisor.ReasonFailed:
+	case jobs.ReasonFailed:
 		return "command actor failed"
-	case supervisor.ReasonCPULimit:
+	case jobs.ReasonCPULimit:
 		return "CPU time limit exceeded"
 	}
 	if signal != "" {
@@ -503,7 +524,7 @@ For complex scripts, write them to a file first and then execute the file.
 // where the command may write, and what it may reach.
 func (e *Engine) sandboxDescription(tc ToolContext) string {
 	c := e.sup.Sandbox()
-	lim := e.cfg.Sandbox.WithDefaults()
+	lim := e.cfg.Sandbox.Limits.WithDefaults()
 	scratch := "$TMPDIR (private, deleted after each command"
 	if c.Namespaces {
 		scratch += ", at most " + truncate.Humanize(int64(lim.ScratchBytes))
@@ -522,8 +543,8 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	default:
 		b.WriteString("Sandbox read-only (enforced by the kernel): you can read and run anything, but writes fail (EROFS, EACCES) except in " + scratch + "; build into $TMPDIR.\n")
 	}
-	if sbx.Network != nil && c.Namespaces {
-		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + sbx.Network.String() +
+	if len(sbx.Network) > 0 && c.Namespaces {
+		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + strings.Join(sbx.Network, ", ") +
 			"; everything else is refused. Processes outside are out of reach; say what a denied command needs instead of working around it.")
 	} else {
 		b.WriteString("No network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // The tests below run real commands that print a stripped secret's value
@@ -36,7 +37,7 @@ func sentinel(t *testing.T) (value, dir string) {
 // secret name.
 func secretEngine(t *testing.T, value string, mod ...func(*engine.Config)) *engine.Engine {
 	return newEngine(t, append([]func(*engine.Config){func(c *engine.Config) {
-		c.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + value}
+		c.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + value}
 	}}, mod...)...)
 }
 
@@ -44,7 +45,7 @@ const marker = "[REDACTED:" + sentinelName + "]"
 
 func TestSecretValueRedactedForeground(t *testing.T) {
 	v, dir := sentinel(t)
-	e := secretEngine(t, v, func(c *engine.Config) { c.SeparateStreams = true })
+	e := secretEngine(t, v, func(c *engine.Config) { c.Output.SeparateStreams = true })
 	cases := map[string]string{
 		"plain":  `cat s; echo; echo "x$(cat s)y"`,
 		"split":  `head -c 7 s; sleep 0.2; tail -c +8 s`, // two writes, two reads
@@ -208,7 +209,7 @@ func TestSecretEnvNames(t *testing.T) {
 	for _, n := range append(secretNames, passed...) {
 		environ = append(environ, n+"=value-of-"+n)
 	}
-	e := newEngine(t, func(c *engine.Config) { c.Environ, c.EnvStrip = environ, []string{"DATABASE_URL"} })
+	e := newEngine(t, func(c *engine.Config) { c.Env.Environ, c.Env.Strip = environ, []string{"DATABASE_URL"} })
 	dir := t.TempDir()
 	var want strings.Builder
 	for _, kv := range environ {
@@ -233,7 +234,7 @@ func TestSecretEnvNames(t *testing.T) {
 	if !strings.Contains(got, "OLDPWD=/") || !strings.Contains(got, "PWD="+dir) {
 		t.Errorf("PWD or OLDPWD missing:\n%s", got)
 	}
-	keep := newEngine(t, func(c *engine.Config) { c.Environ, c.EnvKeep = environ, []string{"SSH_AUTH_SOCK"} })
+	keep := newEngine(t, func(c *engine.Config) { c.Env.Environ, c.Env.Keep = environ, []string{"SSH_AUTH_SOCK"} })
 	r = keep.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: `echo "$SSH_AUTH_SOCK"`})
 	if r.Output != "value-of-SSH_AUTH_SOCK\n" {
 		t.Errorf("EnvKeep SSH_AUTH_SOCK: %q", r.Output)
@@ -251,7 +252,7 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.LeaveJobsRunning, cfg.OutputDir = true, t.TempDir()
-	cfg.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + v}
+	cfg.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + v}
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -265,14 +266,10 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(-r.PID, syscall.SIGKILL) })
 	// The job has printed the sentinel once the engine has written it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(r.OutputFile); string(b) == marker+"\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job's first line never arrived")
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(r.OutputFile)
+		return string(b) == marker+"\n"
+	}, "the job's first line never arrived")
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

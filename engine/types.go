@@ -2,6 +2,8 @@ package engine
 
 import (
 	"time"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // Mode selects how a command runs: foreground with the default or the slow
@@ -51,6 +53,13 @@ type ToolContext struct {
 	// share of Config.Admission, and logs and the audit log name it. Calls
 	// without one share the conversation "".
 	ConversationID string
+	// Principal names who makes the call (an authenticated user or
+	// client, as mcpserver resolves it from the request's credentials;
+	// empty when the caller has no notion of one). A caller serving
+	// several principals scopes ConversationID by it, so that one
+	// principal can never name another's conversation; the engine may
+	// account for calls by principal. Logs may name it.
+	Principal string
 	// Sandbox is the sandbox profile the command runs in (the zero value:
 	// none, unrestricted). A host that cannot enforce the profile answers
 	// the call with ErrRestrictedMode; a sandboxed command is never run
@@ -62,7 +71,7 @@ type ToolContext struct {
 	// Limits, when set, override Config.Limits for this call: its
 	// non-zero fields replace the engine's (negative: no limit), its zero
 	// fields keep them.
-	Limits *Limits
+	Limits *config.Limits
 	// Approved tells the engine that a person approved this exact command,
 	// so a permission rule answering "ask" lets it run. Safety blocks and
 	// "deny" rules still apply.
@@ -137,17 +146,17 @@ type Result struct {
 	Signal string `json:"signal,omitempty"`
 	// Output is the text the model sees: the status line (for anything
 	// but "ok"), the command's output (stdout and stderr as written,
-	// truncated in the middle beyond Config.MaxOutput, always valid UTF-8)
+	// truncated in the middle beyond Config.Output.Max, always valid UTF-8)
 	// and bracketed notes.
 	Output string `json:"output"`
 	// Truncated reports that the output was cut; FullOutputFile then
-	// holds it (up to Config.SpoolCap).
+	// holds it (up to Config.Output.SpoolCap).
 	Truncated bool `json:"truncated"`
 	// OutputBytes is the size of everything the command printed (after
 	// secret values were replaced).
 	OutputBytes int64 `json:"output_bytes"`
 	// FullOutputFile is the file that holds the complete output when it
-	// was truncated. The engine keeps the newest Config.SpoolKeep of them.
+	// was truncated. The engine keeps the newest Config.Output.SpoolKeep of them.
 	FullOutputFile string `json:"full_output_file,omitempty"`
 	// DurationMS is the command's wall time in milliseconds, from its
 	// start.

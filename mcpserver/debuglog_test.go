@@ -36,7 +36,7 @@ func TestDebugLogRedactsCommands(t *testing.T) {
 	const known = "known-sentinel-4417"
 	var log debugLogBuffer
 	s := newSetup(t, func(c *engine.Config) {
-		c.Environ = []string{"PATH=" + os.Getenv("PATH"), "DEPLOY_TOKEN=" + known}
+		c.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), "DEPLOY_TOKEN=" + known}
 	}, Options{Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	for _, command := range []string{
 		"PGPASSWORD=pg-sentinel-1 true",

@@ -22,6 +22,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // demoBin is the demo binary built by TestMain for the stdio tests.
@@ -55,20 +56,16 @@ func needDemo(t testing.TB) {
 // REQUIRE_LANDLOCK=1 (CI).
 func needLandlock(t testing.TB) {
 	t.Helper()
-	if c := sandbox.Probe(); !c.Available() {
-		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-			t.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
-		}
-		t.Skipf("restricted mode unavailable: %s", c)
-	}
+	c := sandbox.Probe()
+	testenv.Needf(t, testenv.Landlock, c.Available(), "restricted mode unavailable: %s", c)
 }
 
 // testConfig is an engine configuration with short bounds for tests.
 func testConfig(t testing.TB) engine.Config {
 	c := engine.DefaultConfig()
 	c.Timeout = 10 * time.Second
-	c.Grace = 200 * time.Millisecond
-	c.CleanupWait = 3 * time.Second
+	c.Lifecycle.Grace = 200 * time.Millisecond
+	c.Lifecycle.CleanupWait = 3 * time.Second
 	c.ProgressInterval = 100 * time.Millisecond
 	c.OutputDir = t.TempDir()
 	return c
@@ -184,10 +181,19 @@ func call(t testing.TB, ctx context.Context, cs *mcp.ClientSession, tool string,
 	return res, decode(t, res, out)
 }
 
+// decode checks a tool result's content (the text, then at most one
+// resource link to the output, of one of our templates) and decodes its
+// structured content into out (when non-nil). It returns the text.
 func decode(t testing.TB, res *mcp.CallToolResult, out any) string {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("want 1 content block, got %d", len(res.Content))
+	if len(res.Content) != 1 && len(res.Content) != 2 {
+		t.Fatalf("want 1 or 2 content blocks, got %d", len(res.Content))
+	}
+	if len(res.Content) == 2 {
+		l, ok := res.Content[1].(*mcp.ResourceLink)
+		if !ok || !strings.HasPrefix(l.URI, "bashvisor://conversation/") || l.MIMEType != "text/plain" {
+			t.Fatalf("second content block %#v, want a resource link to the output", res.Content[1])
+		}
 	}
 	text, ok := res.Content[0].(*mcp.TextContent)
 	if !ok {

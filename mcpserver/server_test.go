@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -395,7 +396,7 @@ func TestConcurrentCalls(t *testing.T) {
 // manySlots lets one conversation run 50 commands at once (the default
 // admission limits would queue most of them).
 func manySlots(c *engine.Config) {
-	c.Admission = engine.Admission{MaxRunning: 128, MaxRunningPerConversation: 128}
+	c.Admission = config.Admission{MaxRunning: 128, MaxRunningPerConversation: 128}
 }
 
 // parallelSleeps makes n parallel `sleep 1` calls on one session and

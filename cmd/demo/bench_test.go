@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestBenchSmall runs every case of the benchmark at a tiny size (the
@@ -78,10 +80,7 @@ func TestGCCounter(t *testing.T) {
 // The TypeScript client is only run by `demo bench` (it needs npm); here
 // node checks its syntax, offline.
 func TestTSClientScriptParses(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found")
-	}
+	node := testenv.NeedsTool(t, "node")[0]
 	f := filepath.Join(t.TempDir(), "client.mjs")
 	if err := os.WriteFile(f, tsClientScript, 0o644); err != nil {
 		t.Fatal(err)

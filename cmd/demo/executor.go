@@ -84,7 +84,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	fenceAfter := fs.Duration("fence-after", 2*time.Second, "fence (kill every job, refuse everything, exit 75) after the process did not run this long")
 	timeout := fs.Duration("timeout", d.Timeout, "timeout of default mode")
 	slow := fs.Duration("slow-timeout", d.SlowTimeout, "timeout of slow mode")
-	grace := fs.Duration("grace", d.Grace, "time between SIGTERM and SIGKILL")
+	grace := fs.Duration("grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
 	maxRunning := fs.Int("max-running", 0, "foreground commands running at once (default 4 per CPU)")
 	verbose := fs.Bool("v", false, "debug logs on stderr")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -109,7 +109,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := d
-	cfg.Timeout, cfg.SlowTimeout, cfg.Grace, cfg.Admission.MaxRunning, cfg.Logger = *timeout, *slow, *grace, *maxRunning, log
+	cfg.Timeout, cfg.SlowTimeout, cfg.Lifecycle.Grace, cfg.Admission.MaxRunning, cfg.Logger = *timeout, *slow, *grace, *maxRunning, log
 	x, err := cluster.NewExecutor(cfg, cluster.ExecutorOptions{
 		Listen: *listen, AdvertisedHost: *advertise, Token: *token, Name: *name,
 		Membership: membership, FenceAfter: *fenceAfter, Logger: log,
@@ -129,7 +129,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo executor: fenced:", x.FenceReason(), "- exiting; restart to serve under a new id")
 		code = exitFenced
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *grace+d.CleanupWait+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *grace+d.Lifecycle.CleanupWait+5*time.Second)
 	defer cancel()
 	if err := x.Stop(ctx); err != nil {
 		fmt.Fprintln(stderr, "demo executor: stop:", err)

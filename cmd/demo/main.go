@@ -60,7 +60,9 @@ func init() {
 		{"schema", "[flags]", "print the bash tool's name, description and input schema (-output: and its output schema)", "", cmdSchema},
 		{"mcp", "[flags]", "serve the tools over MCP: stdio, or streamable HTTP with -http",
 			"Exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM after ending every command and job.\n" +
-				"-http :PORT binds 127.0.0.1:PORT; a non-loopback address needs a token.", cmdMCP},
+				"-http :PORT binds 127.0.0.1:PORT. Every HTTP request needs a bearer token (-token,\n" +
+				"-tokens FILE, -oauth-issuer URL; without them one is generated and kept in\n" +
+				"$XDG_CONFIG_HOME/bashvisor/mcp-token); -no-auth opts out, on loopback only.", cmdMCP},
 		{"executor", "[flags]", "serve an engine to fronts on other machines (demo mcp -executors or -cluster)",
 			"Exits 0 on SIGINT/SIGTERM after ending every command and job; 75 after it fenced itself\n" +
 				"(it was frozen or cut off, so fronts reported its calls lost): restart it. A non-loopback\n" +

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/mcpserver"
@@ -35,7 +36,7 @@ func (f *engineFlags) register(fs *flag.FlagSet, withGrace bool) {
 	fs.DurationVar(&f.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&f.slowTimeout, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
 	if withGrace {
-		fs.DurationVar(&f.grace, "grace", d.Grace, "time between SIGTERM and SIGKILL")
+		fs.DurationVar(&f.grace, "grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
 	}
 	f.sandbox.register(fs)
 }
@@ -44,7 +45,7 @@ func (f *engineFlags) config() (engine.Config, error) {
 	c := engine.DefaultConfig()
 	c.Timeout, c.SlowTimeout = f.timeout, f.slowTimeout
 	if f.grace > 0 {
-		c.Grace = f.grace
+		c.Lifecycle.Grace = f.grace
 	}
 	return c, f.sandbox.apply(&c)
 }
@@ -149,8 +150,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 // limitFlags turns -memory, -cpu-time and -pids into the engine's limits
 // (zero: the default; negative: none).
-func limitFlags(memory string, cpuTime time.Duration, pids int) (engine.Limits, error) {
-	var l engine.Limits
+func limitFlags(memory string, cpuTime time.Duration, pids int) (config.Limits, error) {
+	var l config.Limits
 	switch memory {
 	case "":
 	case "none", "-1":

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/egress"
 )
 
 // sandboxFlags are the sandbox settings of run, mcp and schema: -sandbox
@@ -66,9 +67,10 @@ func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
 		for _, v := range f.allowNet {
 			entries = append(entries, strings.Split(v, ",")...)
 		}
-		if s.Network, err = engine.ParseAllowlist(entries); err != nil {
+		if _, err = egress.ParseAllowlist(entries); err != nil {
 			return engine.Sandbox{}, fmt.Errorf("-allow-net: %w", err)
 		}
+		s.Network = entries
 	}
 	return s, nil
 }
@@ -82,6 +84,6 @@ func (f *sandboxFlags) apply(c *engine.Config) error {
 	if err != nil {
 		return fmt.Errorf("-cache-dir: %w", err)
 	}
-	c.CacheDir = abs
+	c.Sandbox.CacheDir = abs
 	return nil
 }

@@ -54,7 +54,7 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := engine.DefaultConfig()
 	cfg.Timeout = 2 * time.Second
-	cfg.Grace = 500 * time.Millisecond
+	cfg.Lifecycle.Grace = 500 * time.Millisecond
 	cfg.OutputDir = outDir
 	e, err := engine.New(cfg)
 	if err != nil {
@@ -75,7 +75,7 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 		steps = append(steps, s)
 	}
 	fmt.Fprintf(stdout, "bashvisor tour: %d commands at once through one engine (default timeout %s, grace %s)\n\n",
-		len(steps), cfg.Timeout, cfg.Grace)
+		len(steps), cfg.Timeout, cfg.Lifecycle.Grace)
 	start := time.Now()
 	var mu sync.Mutex
 	var wg sync.WaitGroup

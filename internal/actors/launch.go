@@ -13,7 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/egress"
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
@@ -24,7 +26,7 @@ import (
 type Launched struct {
 	start   time.Time
 	p       *proc.Process
-	applied Applied          // the limits it runs under
+	applied jobs.Applied     // the limits it runs under
 	cg      *proc.Cgroup     // nil: the process group is the unit
 	sbx     *sandbox.Command // restricted jobs
 	proxy   *egress.Proxy    // restricted jobs with network
@@ -59,7 +61,7 @@ func (l *Launched) Output() *truncate.Buffer { return l.out }
 // inherit them. A restricted job gets them before it runs anything, as the
 // lower of these and the sandbox's own rlimits.
 func Launch(spec *Spec, res *Resources) (*Launched, error) {
-	l := &Launched{start: time.Now(), applied: Applied{Limits: spec.Limits}}
+	l := &Launched{start: time.Now(), applied: jobs.Applied{Limits: spec.Limits}}
 	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
@@ -84,16 +86,16 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			pl.Memory = lim.Memory
 		}
 		if pidsCtl {
-			pl.Pids = lim.Pids
+			pl.Pids = lim.Processes
 		} else {
-			l.applied.Pids = 0
+			l.applied.Processes = 0
 		}
 		if err := cg.SetLimits(pl); err != nil {
 			l.undo()
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 	} else {
-		l.applied.Pids = 0
+		l.applied.Processes = 0
 	}
 	// The rlimit fallbacks.
 	l.applied.MemoryPerProcess = lim.Memory > 0 && !memCtl
@@ -142,7 +144,7 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			}})
 		}
 		if pidsCtl {
-			l.applied.Pids = l.cg.Limits().Pids // the stricter of the two
+			l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
 		}
 		extra = append(extra[:len(extra):len(extra)], sc.Env...)
 		if res.Sandbox.Helper {
@@ -198,7 +200,7 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 }
 
 // setRlimits applies the rlimit fallbacks to an unrestricted job's shell.
-func (l *Launched) setRlimits(lim Limits, cpuSeconds uint64) error {
+func (l *Launched) setRlimits(lim config.Limits, cpuSeconds uint64) error {
 	if l.applied.MemoryPerProcess {
 		if err := l.p.SetRlimit(unix.RLIMIT_AS, uint64(lim.Memory), uint64(lim.Memory)); err != nil {
 			return err

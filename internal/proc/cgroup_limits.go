@@ -160,7 +160,7 @@ func (m *Cgroups) probeControllers() {
 	case len(missing) == 0:
 	case len(readPids(filepath.Join(m.home, "cgroup.procs"))) > 0 && hasFile(m.home, "cgroup.type"):
 		m.note = fmt.Sprintf("no %s controller for the commands' cgroups: their parent %s holds processes, and cgroup v2 enables controllers only for the children of a cgroup that holds none; "+
-			"name a delegated cgroup without processes as the parent (engine.Config.CgroupParent; systemd: Delegate=yes with DelegateSubgroup=, a container: move its processes into a leaf first)",
+			"name a delegated cgroup without processes as the parent (config.Cgroups.Parent; systemd: Delegate=yes with DelegateSubgroup=, a container: move its processes into a leaf first)",
 			strings.Join(missing, " or "), m.home)
 	default:
 		m.note = fmt.Sprintf("the host offers no %s controller to %s (cgroup v2) or in a cgroup v1 hierarchy", strings.Join(missing, " or "), m.home)
@@ -188,7 +188,7 @@ func (m *Cgroups) probeControllers() {
 // cgroup v2 refuses it domain controllers (memory: EBUSY), and a threaded
 // one (pids) would be enabled but turn it into a thread root, whose domain
 // children, the commands' cgroups, then cannot hold a process (a clone
-// into them fails with EOPNOTSUPP). Config.CgroupParent can name a
+// into them fails with EOPNOTSUPP). Config.Cgroups.Parent can name a
 // delegated cgroup without processes instead.
 func (m *Cgroups) enableV2(name string) bool {
 	if !hasWord(readString(filepath.Join(m.home, "cgroup.controllers")), name) {

@@ -14,15 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // python returns a python3 interpreter or skips the test.
 func python(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	p := testenv.NeedsTool(t, "python3")[0]
 	// pyenv's shims are scripts that need its environment: ask the
 	// interpreter for itself.
 	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
@@ -64,12 +62,8 @@ func shellOnly(cg *proc.Cgroup) int {
 func limitedCgroups(t *testing.T) *proc.Cgroups {
 	t.Helper()
 	m := cgroups(t)
-	if !m.MemoryLimit() || !m.PidsLimit() {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatalf("no memory or pids controller for the engine's cgroups (memory %v, pids %v)", m.MemoryLimit(), m.PidsLimit())
-		}
-		t.Skip("no memory or pids controller here")
-	}
+	testenv.Needf(t, testenv.Cgroups, m.MemoryLimit() && m.PidsLimit(),
+		"no memory or pids controller for the engine's cgroups (memory %v, pids %v)", m.MemoryLimit(), m.PidsLimit())
 	return m
 }
 

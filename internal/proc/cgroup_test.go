@@ -12,25 +12,16 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
-
-// cgroupParent is where the tests create their cgroups: "" (the test
-// process's own cgroup), or the delegated subtree the cgroup v2 VM
-// (internal/vmtest) names in BASHVISOR_TEST_CGROUP_PARENT.
-var cgroupParent = os.Getenv("BASHVISOR_TEST_CGROUP_PARENT")
 
 // cgroups probes cgroup support. It is the one place this package's tests
 // give up for lack of cgroups: it skips the test, or fails it when
 // REQUIRE_CGROUPS=1 (CI).
 func cgroups(t testing.TB) *proc.Cgroups {
 	t.Helper()
-	m, err := proc.ProbeCgroups(cgroupParent)
-	if err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
-			t.Fatalf("REQUIRE_CGROUPS=1 but cgroups are unavailable: %v", err)
-		}
-		t.Skipf("cgroups unavailable: %v", err)
-	}
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
+	testenv.Need(t, testenv.Cgroups, err)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Error(err)
@@ -49,13 +40,7 @@ func cgAlive(pid int) bool {
 
 func cgWaitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for cgAlive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool { return !cgAlive(pid) }, "pid %d still alive", pid)
 }
 
 func cgBash(t testing.TB) string {
@@ -150,7 +135,7 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	}
 	defer p.Stdout.Close()
 	var esc int
-	for deadline := time.Now().Add(5 * time.Second); esc == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testenv.Eventually(t, 5*time.Second, func() bool {
 		for _, mem := range cg.Members() {
 			if mem.Comm == "sleep" {
 				if st, _ := proc.ReadStat(mem.Pid); st.Session == mem.Pid {
@@ -158,10 +143,8 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 				}
 			}
 		}
-	}
-	if esc == 0 {
-		t.Fatal("escapee not found")
-	}
+		return esc != 0
+	}, "escapee not found")
 	cg.Signal(syscall.SIGTERM, p.Pid)
 	cgWaitGone(t, esc, 2*time.Second)
 	if !cgAlive(p.Pid) {
@@ -310,7 +293,7 @@ func TestCgroupStaleRemoved(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(stale, "cmd-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := proc.ProbeCgroups(cgroupParent)
+	m2, err := proc.ProbeCgroups(testenv.CgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}

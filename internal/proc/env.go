@@ -4,15 +4,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
-// AllowlistNames are the names the allowlist policy always passes.
-var AllowlistNames = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR"}
+// allowlistNames are the names the allowlist policy always passes.
+var allowlistNames = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR"}
 
-// Forced are the variables set for every command, whatever the policy:
+// AllowlistNames returns the names the allowlist policy always passes.
+func AllowlistNames() []string { return slices.Clone(allowlistNames) }
+
+// forced are the variables set for every command, whatever the policy:
 // nothing may wait for an editor, a pager or a password prompt.
-var Forced = []string{
+var forced = []string{
 	"EDITOR=/bin/false",
 	"VISUAL=/bin/false",
 	"PAGER=cat",
@@ -20,27 +24,9 @@ var Forced = []string{
 	"GIT_TERMINAL_PROMPT=0",
 }
 
-// RebaseGuard is the GIT_SEQUENCE_EDITOR set for foreground commands that
-// contain an interactive rebase: git runs it as `$GIT_SEQUENCE_EDITOR "$@"`.
-const RebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
-
-// EnvConfig is an environment policy.
-type EnvConfig struct {
-	// Allowlist passes only AllowlistNames and Allow; otherwise everything
-	// but secrets (secret.IsSecret) passes (inherit-safe).
-	Allowlist bool
-	// Keep lists names kept even though they look like secrets.
-	Keep []string
-	// Strip lists names removed under either policy, and treated as
-	// secrets, even though the name rule passes them: connection strings
-	// and proxy URLs that embed credentials (DATABASE_URL, HTTPS_PROXY).
-	// Strip wins over Keep and Allow.
-	Strip []string
-	// Allow lists extra names passed under Allowlist.
-	Allow []string
-	// Home, when set, replaces HOME.
-	Home string
-}
+// Forced returns the "NAME=value" variables set for every command,
+// whatever the policy.
+func Forced() []string { return slices.Clone(forced) }
 
 // Env is a filtered base environment, computed once per engine, plus what
 // it removed so that overrides cannot re-add it, and the values of the
@@ -52,9 +38,11 @@ type Env struct {
 	redactor *secret.Redactor
 }
 
-// NewEnv applies the policy to environ ("NAME=value" entries). Later
-// duplicates win, as in os/exec.
-func NewEnv(environ []string, cfg EnvConfig) *Env {
+// NewEnv applies the policy to cfg.Environ ("NAME=value" entries). Later
+// duplicates win, as in os/exec. Under config.Allowlist only
+// AllowlistNames and cfg.Allow pass; otherwise everything but secrets
+// (secret.IsSecret) does.
+func NewEnv(cfg config.Env) *Env {
 	e := &Env{removed: map[string]bool{}, secrets: map[string]string{}}
 	allowed := func(name string) bool {
 		if slices.Contains(cfg.Strip, name) {
@@ -63,13 +51,13 @@ func NewEnv(environ []string, cfg EnvConfig) *Env {
 		if slices.Contains(cfg.Keep, name) {
 			return true
 		}
-		if cfg.Allowlist {
-			return slices.Contains(AllowlistNames, name) || slices.Contains(cfg.Allow, name)
+		if cfg.Policy == config.Allowlist {
+			return slices.Contains(allowlistNames, name) || slices.Contains(cfg.Allow, name)
 		}
 		return !secret.IsSecret(name)
 	}
 	var kept []string
-	for _, kv := range environ {
+	for _, kv := range cfg.Environ {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
 			continue
@@ -83,10 +71,7 @@ func NewEnv(environ []string, cfg EnvConfig) *Env {
 		}
 		kept = append(kept, kv)
 	}
-	if cfg.Home != "" {
-		kept = append(kept, "HOME="+cfg.Home)
-	}
-	kept = append(kept, Forced...)
+	kept = append(kept, forced...)
 	e.base = dedup(kept)
 	e.redactor = secret.NewRedactor(e.secrets)
 	return e
@@ -120,7 +105,7 @@ func (e *Env) With(extra []string, overrides map[string]string) (env []string, d
 		}
 		env = append(env, k+"="+v)
 	}
-	env = append(env, Forced...) // forced variables win over overrides
+	env = append(env, forced...) // forced variables win over overrides
 	slices.Sort(dropped)
 	return dedup(env), dropped
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -16,7 +17,7 @@ func TestEnvSecretsRedacted(t *testing.T) {
 		"SSH_AUTH_SOCK=/run/ssh-agent.sock", "DATABASE_URL=postgres://u:db-sentinel-3@h/db",
 		"HTTPS_PROXY=http://u:proxy-sentinel-4@proxy:3128", "SHORT_TOKEN=1234567", "DISPLAY=:0.long-value",
 	}
-	e := proc.NewEnv(environ, proc.EnvConfig{Strip: []string{"DATABASE_URL"}})
+	e := proc.NewEnv(config.Env{Environ: environ, Strip: []string{"DATABASE_URL"}})
 	r := e.Redactor()
 	text := strings.Join(environ, "\n")
 	got := r.String(text)
@@ -48,7 +49,7 @@ func TestEnvSecretsRedacted(t *testing.T) {
 	}
 
 	// SSH_AUTH_SOCK is passed only on request, and then not redacted.
-	keep := proc.NewEnv(environ, proc.EnvConfig{Keep: []string{"SSH_AUTH_SOCK"}})
+	keep := proc.NewEnv(config.Env{Environ: environ, Keep: []string{"SSH_AUTH_SOCK"}})
 	if !slices.Contains(baseEnv(keep), "SSH_AUTH_SOCK=/run/ssh-agent.sock") {
 		t.Errorf("Keep SSH_AUTH_SOCK: %v", baseEnv(keep))
 	}
@@ -56,12 +57,12 @@ func TestEnvSecretsRedacted(t *testing.T) {
 		t.Errorf("kept value redacted: %s", got)
 	}
 	// Under the allowlist, a dropped ordinary name is not a secret.
-	allow := proc.NewEnv(environ, proc.EnvConfig{Allowlist: true})
+	allow := proc.NewEnv(config.Env{Environ: environ, Policy: config.Allowlist})
 	if got := allow.Redactor().String(":0.long-value pg-sentinel-1"); got != ":0.long-value [REDACTED:PGPASSWORD]" {
 		t.Errorf("allowlist redaction: %s", got)
 	}
 	// Strip wins over Keep.
-	both := proc.NewEnv(environ, proc.EnvConfig{Keep: []string{"DATABASE_URL"}, Strip: []string{"DATABASE_URL"}})
+	both := proc.NewEnv(config.Env{Environ: environ, Keep: []string{"DATABASE_URL"}, Strip: []string{"DATABASE_URL"}})
 	if slices.ContainsFunc(baseEnv(both), func(kv string) bool { return strings.HasPrefix(kv, "DATABASE_URL=") }) {
 		t.Error("Strip did not win over Keep")
 	}

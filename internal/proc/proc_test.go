@@ -17,7 +17,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func TestEnvPolicy(t *testing.T) {
 	environ := []string{"PATH=/bin", "HOME=/h", "GITHUB_TOKEN=t", "SSH_AUTH_SOCK=/s", "FOO=1", "FOO=2", "broken", "=x"}
-	e := proc.NewEnv(environ, proc.EnvConfig{Keep: []string{"SSH_AUTH_SOCK"}})
+	e := proc.NewEnv(config.Env{Environ: environ, Keep: []string{"SSH_AUTH_SOCK"}})
 	base := baseEnv(e)
 	for _, want := range []string{"PATH=/bin", "HOME=/h", "SSH_AUTH_SOCK=/s", "FOO=2", "EDITOR=/bin/false", "GIT_TERMINAL_PROMPT=0"} {
 		if !slices.Contains(base, want) {
@@ -52,7 +54,7 @@ func TestEnvPolicy(t *testing.T) {
 	if got, _ := e.With(nil, nil); &got[0] != &base[0] {
 		t.Error("With without changes should share the base slice")
 	}
-	allow := proc.NewEnv(environ, proc.EnvConfig{Allowlist: true, Allow: []string{"FOO"}, Home: "/work"})
+	allow := proc.NewEnv(config.Env{Environ: environ, Policy: config.Allowlist, Allow: []string{"FOO"}})
 	var names []string
 	for _, kv := range baseEnv(allow) {
 		n, _, _ := strings.Cut(kv, "=")
@@ -60,16 +62,13 @@ func TestEnvPolicy(t *testing.T) {
 	}
 	slices.Sort(names)
 	want := []string{"EDITOR", "FOO", "GIT_PAGER", "GIT_TERMINAL_PROMPT", "HOME", "PAGER", "PATH", "VISUAL"}
-	if !slices.Equal(names, want) || !slices.Contains(baseEnv(allow), "HOME=/work") {
+	if !slices.Equal(names, want) || !slices.Contains(baseEnv(allow), "HOME=/h") {
 		t.Errorf("allowlist %v", baseEnv(allow))
 	}
 }
 
 func bash(t *testing.T) string {
-	p, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	p := testenv.NeedsTool(t, "bash")[0]
 	return p
 }
 
@@ -112,20 +111,14 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	io.ReadFull(p.Stdout, buf)
 	// The forked children exec sleep a moment after "ready".
 	var comms []string
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testenv.Eventually(t, 5*time.Second, func() bool {
 		comms = comms[:0]
 		for _, m := range proc.LiveMembers(p.Pid) {
 			comms = append(comms, m.Comm)
 		}
 		slices.Sort(comms)
-		if slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("comms %v", comms)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid)
+	}, "comms %v", testenv.Last(&comms))
 	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +126,7 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	if st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("state %v", st)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for proc.GroupAlive(p.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("group still alive")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return !proc.GroupAlive(p.Pid) }, "group still alive")
 	if err := proc.SignalGroup(p.Pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("signalling a gone group: %v", err)
 	}
@@ -161,13 +148,16 @@ func TestReadStatOddComm(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	// Start returns once the exec is under way (vfork), possibly before
 	// the kernel renamed the process: wait for the new name.
-	st, err := proc.ReadStat(cmd.Process.Pid)
-	for deadline := time.Now().Add(5 * time.Second); err == nil && st.Comm != "a b) c" && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		st, err = proc.ReadStat(cmd.Process.Pid)
-	}
-	if err != nil || st.Comm != "a b) c" || st.Ppid != os.Getpid() {
-		t.Fatalf("%+v %v", st, err)
+	var st proc.Stat
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		var err error
+		if st, err = proc.ReadStat(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		return st.Comm == "a b) c"
+	}, "stat %+v", testenv.Last(&st))
+	if st.Ppid != os.Getpid() {
+		t.Fatalf("%+v", st)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
@@ -127,22 +128,22 @@ func TestIsSecretMatchesSpec(t *testing.T) {
 func TestEnvironmentPolicy(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		environ := envGen().Draw(t, "environ")
-		cfg := proc.EnvConfig{
-			Allowlist: rapid.Bool().Draw(t, "allowlist"),
-			Keep:      rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "keep"),
-			Strip:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "strip"),
-			Allow:     rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "allow"),
+		cfg := config.Env{
+			Environ: environ,
+			Keep:    rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "keep"),
+			Strip:   rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "strip"),
+			Allow:   rapid.SliceOfN(nameGen(), 0, 3).Draw(t, "allow"),
 		}
-		if rapid.Bool().Draw(t, "home") {
-			cfg.Home = "/work/dir"
+		if rapid.Bool().Draw(t, "allowlist") {
+			cfg.Policy = config.Allowlist
 		}
-		e := proc.NewEnv(environ, cfg)
+		e := proc.NewEnv(cfg)
 		overrides := map[string]string{}
 		for _, n := range rapid.SliceOfN(nameGen(), 0, 6).Draw(t, "overrides") {
 			overrides[n] = "override-" + n
 		}
 		forcedNames := map[string]string{}
-		for _, kv := range proc.Forced {
+		for _, kv := range proc.Forced() {
 			n, v, _ := strings.Cut(kv, "=")
 			forcedNames[n] = v
 		}
@@ -163,8 +164,8 @@ func TestEnvironmentPolicy(t *testing.T) {
 			if slices.Contains(cfg.Keep, n) {
 				return true
 			}
-			if cfg.Allowlist {
-				return slices.Contains(proc.AllowlistNames, n) || slices.Contains(cfg.Allow, n)
+			if cfg.Policy == config.Allowlist {
+				return slices.Contains(proc.AllowlistNames(), n) || slices.Contains(cfg.Allow, n)
 			}
 			return !isSecretModel(n)
 		}
@@ -183,15 +184,10 @@ func TestEnvironmentPolicy(t *testing.T) {
 				overridden = overridden && withOverrides
 				if _, had := last[n]; overridden && had && !allowed(n) && secretName(n) {
 					// The engine drops an override naming a removed
-					// secret; what remains is judged as if there were none
-					// (HOME may still be set from Home).
+					// secret; what remains is judged as if there were none.
 					overridden = false
 				}
 				switch {
-				case n == "HOME" && cfg.Home != "" && !overridden:
-					if v != cfg.Home {
-						t.Fatalf("HOME=%q, want %q", v, cfg.Home)
-					}
 				case overridden:
 					if v != ov {
 						t.Fatalf("override %s=%q, got %q", n, ov, v)
@@ -203,14 +199,14 @@ func TestEnvironmentPolicy(t *testing.T) {
 					}
 					// Only a name configured on purpose (Keep, or Allow under
 					// the allowlist) passes as a secret.
-					if isSecretModel(n) && !slices.Contains(cfg.Keep, n) && !(cfg.Allowlist && slices.Contains(cfg.Allow, n)) {
+					if isSecretModel(n) && !slices.Contains(cfg.Keep, n) && !(cfg.Policy == config.Allowlist && slices.Contains(cfg.Allow, n)) {
 						t.Fatalf("secret %s survived", n)
 					}
 				}
 			}
 			// Everything allowed is passed.
 			for n, v := range last {
-				if _, forced := forcedNames[n]; forced || !allowed(n) || (n == "HOME" && cfg.Home != "") {
+				if _, forced := forcedNames[n]; forced || !allowed(n) {
 					continue
 				}
 				if _, o := overrides[n]; o && withOverrides {

@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -76,7 +77,7 @@ func TestTruncation(t *testing.T) {
 	spoolDir := t.TempDir()
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := truncate.Config{
-			Strategy: rapid.SampledFrom([]truncate.Strategy{truncate.StrategyMiddle, truncate.StrategyHead, truncate.StrategyTail}).Draw(t, "strategy"),
+			Strategy: rapid.SampledFrom([]config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail}).Draw(t, "strategy"),
 			Max:      rapid.IntRange(1, 400).Draw(t, "max"),
 			Head:     rapid.IntRange(1, 200).Draw(t, "head"),
 			Tail:     rapid.IntRange(1, 200).Draw(t, "tail"),
@@ -138,7 +139,7 @@ func checkTruncation(t *rapid.T, c truncate.Config, data []byte, out truncate.Ou
 		return
 	}
 	switch c.Strategy {
-	case truncate.StrategyHead:
+	case config.TruncateHead:
 		m := headHeader.FindStringSubmatch(out.Text)
 		if m == nil {
 			t.Fatalf("head header: %q", out.Text)
@@ -156,7 +157,7 @@ func checkTruncation(t *rapid.T, c truncate.Config, data []byte, out truncate.Ou
 				t.Fatalf("head of valid UTF-8: %d bytes, want %d", len(body), k)
 			}
 		}
-	case truncate.StrategyTail:
+	case config.TruncateTail:
 		m := tailHeader.FindStringSubmatch(out.Text)
 		if m == nil {
 			t.Fatalf("tail header: %q", out.Text)

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // StartDirect is the fast alternative to starting [Command.Path] with
@@ -125,7 +127,7 @@ func (c *Command) place(pid, cgroupFD int) error {
 		}
 	}
 	lims := rlimitsOf(c.cfg)
-	if as := c.cfg.AddressSpace; as != Unlimited {
+	if as := c.cfg.AddressSpace; as != config.Unlimited {
 		lims = append(lims, rlimit{"RLIMIT_AS", unix.RLIMIT_AS, as, as})
 	}
 	for _, l := range lims {

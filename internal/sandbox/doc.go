@@ -75,8 +75,8 @@
 //   - descriptors of the engine: a command starts with 0, 1 and 2 only.
 //
 // Bounded: CPU time, file size, open files, address space (rlimits, see
-// [Limits]), no core dumps, processes (cgroup pids.max), and the scratch
-// directory (a tmpfs of [Limits.ScratchBytes] and [Limits.ScratchFiles]
+// [config.SandboxLimits]), no core dumps, processes (cgroup pids.max), and the scratch
+// directory (a tmpfs of [config.SandboxLimits.ScratchBytes] and [config.SandboxLimits.ScratchFiles]
 // where namespaces are available).
 //
 // Not confined: reading every file the engine's user can read and running

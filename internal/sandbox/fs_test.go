@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // snapshot describes a directory tree: names, types, modes, owners, sizes,
@@ -53,8 +55,6 @@ func snapshot(t *testing.T, root string) string {
 	return strings.Join(lines, "\n")
 }
 
-func hasTool(name string) bool { _, err := exec.LookPath(name); return err == nil }
-
 func denied(out string) bool {
 	return strings.Contains(out, "Permission denied") || strings.Contains(out, "Operation not permitted") ||
 		strings.Contains(out, "EACCES") || strings.Contains(out, "EPERM")
@@ -77,7 +77,7 @@ func TestWritesOutsideScratchFail(t *testing.T) {
 	xattrs := unix.Setxattr(filepath.Join(s, "f"), "user.bashvisor", []byte("1"), 0) == nil
 	before := snapshot(t, s)
 
-	py := hasTool("python3")
+	py := testenv.HasTool(t, "python3")
 	cases := []struct{ name, cmd string }{
 		{"create", `echo x > S/new`},
 		{"create-in-subdir", `echo x > S/dir/new`},
@@ -211,7 +211,7 @@ func TestReadingAndTools(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(goMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if hasTool("git") {
+	if testenv.HasTool(t, "git") {
 		git := exec.Command("bash", "-c", `git init -q && git add go.mod main.go && git -c user.name=t -c user.email=t@e commit -qm init && echo // change >> main.go`)
 		git.Dir = dir
 		if out, err := git.CombinedOutput(); err != nil {
@@ -239,9 +239,7 @@ func TestReadingAndTools(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !hasTool(c.tool) {
-				t.Skipf("%s not installed", c.tool)
-			}
+			testenv.NeedsTool(t, c.tool)
 			var env []string
 			if c.tool == "go" {
 				env = append(env, "WARM_GOCACHE="+warmGoCache(t))

@@ -16,6 +16,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // presets are go-landlock's configurations, index = ABI version - 1. The
@@ -92,13 +94,13 @@ func helper(args []string) error {
 	if len(args) < 3 || args[1] != "--" {
 		return errors.New("usage: " + HelperArg + " CONFIG -- PROGRAM ARGS...")
 	}
-	var cfg config
+	var cfg helperConfig
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
 		return fmt.Errorf("bad config: %w", err)
 	}
 	// Zero means the default here too, so a hand-written config never ends
 	// up with a CPU or file size limit of 0.
-	lim := Limits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.WithDefaults()
+	lim := config.SandboxLimits{CPUSeconds: cfg.CPUSeconds, FileSize: cfg.FileSize, OpenFiles: cfg.OpenFiles, AddressSpace: cfg.AddressSpace}.WithDefaults()
 	cfg.CPUSeconds, cfg.FileSize, cfg.OpenFiles, cfg.AddressSpace = lim.CPUSeconds, lim.FileSize, lim.OpenFiles, lim.AddressSpace
 	argv := args[2:]
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
@@ -156,7 +158,7 @@ func execWithAddressSpace(argv, env []string, as uint64) error {
 	}
 	msg := []byte("bashvisor sandbox: cannot exec " + argv[0] + " (address space limit or exec failure)\n")
 	rl := unix.Rlimit{Cur: as, Max: as}
-	if as != Unlimited {
+	if as != config.Unlimited {
 		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_AS, uintptr(unsafe.Pointer(&rl)), 0, 0, 0); e != 0 {
 			return fmt.Errorf("setrlimit RLIMIT_AS=%d: %w", as, e)
 		}
@@ -181,9 +183,9 @@ type rlimit struct {
 
 // rlimitsOf lists the rlimits of cfg, RLIMIT_AS excluded (set last, see
 // execWithAddressSpace) and unlimited ones left out.
-func rlimitsOf(cfg config) []rlimit {
+func rlimitsOf(cfg helperConfig) []rlimit {
 	cpuHard := cfg.CPUSeconds
-	if cpuHard != Unlimited {
+	if cpuHard != config.Unlimited {
 		cpuHard += 5 // soft < hard: SIGXCPU first, SIGKILL at the hard limit
 	}
 	var out []rlimit
@@ -193,14 +195,14 @@ func rlimitsOf(cfg config) []rlimit {
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
 		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.OpenFiles, cfg.OpenFiles},
 	} {
-		if l.soft != Unlimited || l.hard != Unlimited {
+		if l.soft != config.Unlimited || l.hard != config.Unlimited {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-func setRlimits(cfg config) error {
+func setRlimits(cfg helperConfig) error {
 	for _, l := range rlimitsOf(cfg) {
 		// syscall.Setrlimit (not x/sys) so the runtime knows about NOFILE
 		// and does not "restore" its startup value on exec.
@@ -252,7 +254,7 @@ func dropCapabilities() error {
 // threads run only the Go runtime and die at execve. go-landlock's
 // all-threads path (psx signals to every thread on ABI < 8) costs ~0.4 ms
 // more per command for no gain here.
-func applyLandlock(cfg config) error {
+func applyLandlock(cfg helperConfig) error {
 	abi := landlockABI()
 	if abi < 1 {
 		return unavailable("Landlock is not available on this kernel")

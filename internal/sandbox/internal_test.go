@@ -48,7 +48,7 @@ func BenchmarkConfineThread(b *testing.B) {
 				b.Error(err)
 			}
 			t1 := time.Now()
-			if err := applyLandlock(config{Scratch: dir}); err != nil {
+			if err := applyLandlock(helperConfig{Scratch: dir}); err != nil {
 				b.Error(err)
 			}
 			t2 := time.Now()

@@ -15,14 +15,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
-
-// cgroupParent is where the tests create their cgroups: "" (the test
-// process's own cgroup), or the delegated subtree the cgroup v2 VM
-// (internal/vmtest) names in BASHVISOR_TEST_CGROUP_PARENT.
-var cgroupParent = os.Getenv("BASHVISOR_TEST_CGROUP_PARENT")
 
 // testCgroups gives every command a cgroup of its own, as the engine does
 // (nil where the host has no cgroup v2 for the test process).
@@ -31,8 +28,8 @@ var testCgroups *proc.Cgroups
 func TestMain(m *testing.M) {
 	sandbox.Main()
 	var err error
-	if testCgroups, err = proc.ProbeCgroups(cgroupParent); err != nil {
-		if os.Getenv("REQUIRE_CGROUPS") == "1" {
+	if testCgroups, err = proc.ProbeCgroups(testenv.CgroupParent()); err != nil {
+		if testenv.Required(testenv.Cgroups) {
 			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
 			os.Exit(1)
 		}
@@ -59,7 +56,7 @@ func TestMain(m *testing.M) {
 // would hide a broken cgroup probe.
 func requireCgroups(t testing.TB) {
 	t.Helper()
-	if os.Getenv("REQUIRE_CGROUPS") == "1" {
+	if testenv.Required(testenv.Cgroups) {
 		t.Fatal("REQUIRE_CGROUPS=1 but the test process has no usable cgroups (or pids limit)")
 	}
 }
@@ -71,7 +68,7 @@ var cgroupSeq atomic.Int64
 
 // prepare prepares command the way the engine does: in a cgroup of its own
 // (when the host has them), which the test ends and removes at cleanup.
-func prepare(t testing.TB, lim sandbox.Limits, command string) (*sandbox.Command, *proc.Cgroup) {
+func prepare(t testing.TB, lim config.SandboxLimits, command string) (*sandbox.Command, *proc.Cgroup) {
 	t.Helper()
 	return prepareOpts(t, sandbox.Options{Limits: lim}, command)
 }
@@ -121,12 +118,7 @@ func endCgroup(cg *proc.Cgroup) bool {
 func requireSandbox(tb testing.TB) sandbox.Capabilities {
 	tb.Helper()
 	c := sandbox.Probe()
-	if !c.Available() {
-		if os.Getenv("REQUIRE_LANDLOCK") == "1" {
-			tb.Fatalf("REQUIRE_LANDLOCK=1 but restricted mode is unavailable: %s", c)
-		}
-		tb.Skipf("restricted mode unavailable: %s", c)
-	}
+	testenv.Needf(tb, testenv.Landlock, c.Available(), "restricted mode unavailable: %s", c)
 	return c
 }
 
@@ -136,20 +128,12 @@ func requireSandbox(tb testing.TB) sandbox.Capabilities {
 func requireNamespaces(tb testing.TB) sandbox.Capabilities {
 	tb.Helper()
 	c := requireSandbox(tb)
-	if !c.Namespaces {
-		if os.Getenv("REQUIRE_NAMESPACES") == "1" {
-			tb.Fatalf("REQUIRE_NAMESPACES=1 but the sandbox has no private namespaces: %s", c)
-		}
-		tb.Skipf("no private namespaces: %s", c)
-	}
+	testenv.Needf(tb, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
 	return c
 }
 
 func bashPath(tb testing.TB) string {
-	p, err := exec.LookPath("bash")
-	if err != nil {
-		tb.Skip("no bash")
-	}
+	p := testenv.NeedsTool(tb, "bash")[0]
 	return p
 }
 
@@ -163,7 +147,7 @@ type result struct {
 
 // runIn runs command restricted in workdir the way the engine does: own
 // session, stdin /dev/null, stdout+stderr one pipe, env + Command.Env.
-func runIn(t *testing.T, lim sandbox.Limits, workdir, command string, env ...string) result {
+func runIn(t *testing.T, lim config.SandboxLimits, workdir, command string, env ...string) result {
 	t.Helper()
 	return runOpts(t, sandbox.Options{Limits: lim}, nil, workdir, command, env...)
 }
@@ -214,7 +198,7 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 	return r
 }
 
-var zeroLimits = sandbox.Limits{}
+var zeroLimits = config.SandboxLimits{}
 
 // direct makes the tests start commands with Command.StartDirect instead of
 // the helper re-exec (see TestDirect).
@@ -229,5 +213,5 @@ func start(sc *sandbox.Command, cmd *exec.Cmd) error {
 
 func run(t *testing.T, command string) result {
 	t.Helper()
-	return runIn(t, sandbox.Limits{}, t.TempDir(), command)
+	return runIn(t, config.SandboxLimits{}, t.TempDir(), command)
 }

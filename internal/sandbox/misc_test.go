@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestExampleFlow(t *testing.T) {
@@ -58,7 +59,7 @@ func TestProbe(t *testing.T) {
 	if !strings.HasPrefix(s, "landlock_abi=") || strings.Contains(s, "\n") {
 		t.Errorf("String() = %q", s)
 	}
-	if os.Getenv("REQUIRE_LANDLOCK") == "1" && (!c.Available() || c.ABI < 1) {
+	if testenv.Required(testenv.Landlock) && (!c.Available() || c.ABI < 1) {
 		t.Fatalf("REQUIRE_LANDLOCK=1: %s", s)
 	}
 }

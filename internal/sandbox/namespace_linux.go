@@ -291,7 +291,7 @@ func probeNamespaces() error {
 	if err != nil {
 		return err
 	}
-	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: config{ScratchBytes: 1 << 20, ScratchFiles: 16}}
+	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: helperConfig{ScratchBytes: 1 << 20, ScratchFiles: 16}}
 	err = onThrowawayThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return err

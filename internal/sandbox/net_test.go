@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // listeners are real servers on the host side that count what arrives.
@@ -147,9 +148,7 @@ func TestNetworkDenied(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !hasTool(c.tool) {
-				t.Skipf("%s not installed", c.tool)
-			}
+			testenv.NeedsTool(t, c.tool)
 			r := run(t, c.cmd)
 			if r.code == 0 {
 				t.Errorf("%s: exit 0, want failure\n%s", c.cmd, r.out)
@@ -180,9 +179,7 @@ func lastLine(s string) string {
 // scratch dir, but nothing can connect, not even to that.
 func TestUnixSocketpairWorks(t *testing.T) {
 	requireSandbox(t)
-	if !hasTool("python3") {
-		t.Skip("no python3")
-	}
+	testenv.NeedsTool(t, "python3")
 	r := run(t, `python3 -c 'import socket; a,b=socket.socketpair(); a.send(b"ok"); print(b.recv(2).decode())'`)
 	if r.code != 0 || strings.TrimSpace(r.out) != "ok" {
 		t.Fatalf("exit %d\n%s", r.code, r.out)
@@ -193,9 +190,7 @@ func TestUnixSocketpairWorks(t *testing.T) {
 // it: connect(2) is denied wholesale (see the package doc).
 func TestUnixListenInScratchButNoConnect(t *testing.T) {
 	requireSandbox(t)
-	if !hasTool("python3") {
-		t.Skip("no python3")
-	}
+	testenv.NeedsTool(t, "python3")
 	r := run(t, `python3 -c '
 import os, socket
 p = os.path.join(os.environ["TMPDIR"], "s.sock")
@@ -235,7 +230,7 @@ func TestNetworkOnlyThroughProxy(t *testing.T) {
 	run := func(cmd string) result {
 		return runOpts(t, sandbox.Options{Network: true}, serve, t.TempDir(), cmd)
 	}
-	if hasTool("curl") {
+	if testenv.HasTool(t, "curl") {
 		r := run(`curl -sS --max-time 10 http://registry.example/pkg`)
 		if r.code != 0 || r.out != "via proxy: GET http://registry.example/pkg\n" {
 			t.Fatalf("curl through the proxy: exit %d\n%s", r.code, r.out)
@@ -257,9 +252,7 @@ func TestNetworkOnlyThroughProxy(t *testing.T) {
 		py("mptcp", fmt.Sprintf(`import socket; s=socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); s.connect(("127.0.0.1", %d))`, tcpPort)),
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if !hasTool(c.tool) {
-				t.Skipf("%s not installed", c.tool)
-			}
+			testenv.NeedsTool(t, c.tool)
 			r := run(c.cmd)
 			if r.code == 0 || !(denied(r.out) || strings.Contains(r.out, "Connection refused")) {
 				t.Errorf("%s: exit %d, want a refusal\n%s", c.cmd, r.code, r.out)

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // startOutside starts `sleep 60` outside the sandbox, in its own process
@@ -76,9 +77,7 @@ sys.exit(0 if r >= 0 else 1)'`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if !hasTool(tc.tool) {
-				t.Skipf("%s not installed", tc.tool)
-			}
+			testenv.NeedsTool(t, tc.tool)
 			if !c.Scoping && strings.HasPrefix(tc.name, "kill") {
 				t.Skip("no signal scoping on this kernel")
 			}
@@ -109,7 +108,7 @@ func TestLimits(t *testing.T) {
 	requireSandbox(t)
 	t.Run("cpu", func(t *testing.T) {
 		start := time.Now()
-		r := runIn(t, sandbox.Limits{CPUSeconds: 1}, t.TempDir(), `while :; do :; done`)
+		r := runIn(t, config.SandboxLimits{CPUSeconds: 1}, t.TempDir(), `while :; do :; done`)
 		if r.signal != syscall.SIGXCPU && r.signal != syscall.SIGKILL {
 			t.Fatalf("spinner ended with exit %d signal %v, want SIGXCPU\n%s", r.code, r.signal, r.out)
 		}
@@ -119,21 +118,21 @@ func TestLimits(t *testing.T) {
 		t.Logf("spinner killed by %v after %v", r.signal, time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("fsize-signal", func(t *testing.T) {
-		r := runIn(t, sandbox.Limits{FileSize: 1 << 20}, t.TempDir(), `head -c 2000000 /dev/zero > "$TMPDIR/big"; echo "status $?"; stat -c %s "$TMPDIR/big"`)
+		r := runIn(t, config.SandboxLimits{FileSize: 1 << 20}, t.TempDir(), `head -c 2000000 /dev/zero > "$TMPDIR/big"; echo "status $?"; stat -c %s "$TMPDIR/big"`)
 		if !strings.Contains(r.out, "status 153") || !strings.Contains(r.out, "1048576") { // 128+SIGXFSZ(25)
 			t.Fatalf("exit %d\n%s", r.code, r.out)
 		}
 	})
 	t.Run("fsize-efbig", func(t *testing.T) {
-		r := runIn(t, sandbox.Limits{FileSize: 1 << 20}, t.TempDir(), `trap '' XFSZ; head -c 2000000 /dev/zero > "$TMPDIR/big"`)
+		r := runIn(t, config.SandboxLimits{FileSize: 1 << 20}, t.TempDir(), `trap '' XFSZ; head -c 2000000 /dev/zero > "$TMPDIR/big"`)
 		if r.code == 0 || !strings.Contains(r.out, "File too large") {
 			t.Fatalf("exit %d\n%s", r.code, r.out)
 		}
 	})
 	t.Run("rlimits", func(t *testing.T) {
-		r := runIn(t, sandbox.Limits{OpenFiles: 300, AddressSpace: 3 << 30}, t.TempDir(),
+		r := runIn(t, config.SandboxLimits{OpenFiles: 300, AddressSpace: 3 << 30}, t.TempDir(),
 			`echo "n=$(ulimit -n) hn=$(ulimit -Hn) c=$(ulimit -c) hc=$(ulimit -Hc) v=$(ulimit -v) t=$(ulimit -t) ht=$(ulimit -Ht) f=$(ulimit -f)"; ulimit -Hn 400`)
-		want := fmt.Sprintf("n=300 hn=300 c=0 hc=0 v=%d t=%d ht=%d f=%d", 3<<20, sandbox.DefaultCPUSeconds, sandbox.DefaultCPUSeconds+5, sandbox.DefaultFileSize/1024) // bash counts 1 KiB blocks
+		want := fmt.Sprintf("n=300 hn=300 c=0 hc=0 v=%d t=%d ht=%d f=%d", 3<<20, config.SandboxLimits{}.WithDefaults().CPUSeconds, config.SandboxLimits{}.WithDefaults().CPUSeconds+5, config.SandboxLimits{}.WithDefaults().FileSize/1024) // bash counts 1 KiB blocks
 		if !strings.Contains(r.out, want) {
 			t.Errorf("got %q, want %q", r.out, want)
 		}
@@ -144,7 +143,7 @@ func TestLimits(t *testing.T) {
 	t.Run("posix-mode-env", func(t *testing.T) {
 		// SHELLOPTS=posix or POSIXLY_CORRECT make bash skip BASH_ENV, which
 		// StartDirect uses for the rlimits: they must apply anyway.
-		r := runIn(t, sandbox.Limits{FileSize: 1 << 20, AddressSpace: 3 << 30}, t.TempDir(), `echo "f=$(ulimit -f) v=$(ulimit -v) c=$(ulimit -c)"`, "SHELLOPTS=posix", "POSIXLY_CORRECT=1")
+		r := runIn(t, config.SandboxLimits{FileSize: 1 << 20, AddressSpace: 3 << 30}, t.TempDir(), `echo "f=$(ulimit -f) v=$(ulimit -v) c=$(ulimit -c)"`, "SHELLOPTS=posix", "POSIXLY_CORRECT=1")
 		// In POSIX mode bash counts ulimit -f in 512-byte blocks.
 		want, posix := fmt.Sprintf("f=1024 v=%d c=0", 3<<20), fmt.Sprintf("f=2048 v=%d c=0", 3<<20)
 		if !strings.Contains(r.out, want) && !strings.Contains(r.out, posix) {
@@ -167,10 +166,8 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("memory-bomb", func(t *testing.T) {
-		if !hasTool("python3") {
-			t.Skip("no python3")
-		}
-		r := runIn(t, sandbox.Limits{AddressSpace: 512 << 20}, t.TempDir(), `python3 -c 'x = bytearray(1 << 30)'`)
+		testenv.NeedsTool(t, "python3")
+		r := runIn(t, config.SandboxLimits{AddressSpace: 512 << 20}, t.TempDir(), `python3 -c 'x = bytearray(1 << 30)'`)
 		if r.code == 0 || !strings.Contains(r.out, "MemoryError") {
 			t.Fatalf("exit %d\n%s", r.code, r.out)
 		}
@@ -187,7 +184,7 @@ func TestForkBombContained(t *testing.T) {
 		t.Skip("no pids limit here")
 	}
 	const maxPids = 64
-	sc, cg := prepare(t, sandbox.Limits{Processes: maxPids, CPUSeconds: 20}, `b(){ b | b & }; b; sleep 30`)
+	sc, cg := prepare(t, config.SandboxLimits{Processes: maxPids, CPUSeconds: 20}, `b(){ b | b & }; b; sleep 30`)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Env = append(os.Environ(), sc.Env...)
@@ -241,20 +238,16 @@ func TestForkBombContained(t *testing.T) {
 	stop()
 	// A cgroup still busy after cgroup.kill (the bomb's processes dying)
 	// is removed in the background.
-	for _, d := range []string{cg.Dir(), pidsDir} {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := os.Stat(d)
-			if os.IsNotExist(err) {
-				break
+	var left []string
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		left = left[:0]
+		for _, d := range []string{cg.Dir(), pidsDir} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				left = append(left, fmt.Sprintf("%s: %v", d, err))
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("cgroup %s not removed: %v", d, err)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return len(left) == 0
+	}, "cgroups not removed: %q", testenv.Last(&left))
 }
 
 // TestCleanupKillsEscapees: a process that left the process group with
@@ -272,11 +265,5 @@ func TestCleanupKillsEscapees(t *testing.T) {
 		t.Fatalf("%v: %q", err, r.out)
 	}
 	defer syscall.Kill(pid, syscall.SIGKILL)
-	deadline := time.Now().Add(2 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Fatalf("setsid escapee %d survived Cleanup", pid)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "setsid escapee %d survived Cleanup", pid)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -23,99 +24,6 @@ const HelperArg = "__bashvisor_sandbox"
 // helperExitCode is the exit status of a helper that could not confine itself
 // (the same status a shell uses for "found but cannot execute").
 const helperExitCode = 126
-
-// Unlimited, used as a [Limits] field, switches that limit off entirely
-// (RLIM_INFINITY for rlimits, "max" for pids.max).
-const Unlimited = ^uint64(0)
-
-// Default limits, applied when a [Limits] field is zero. They are chosen so
-// that `go build`, `node -e`, `python3 -c`, git and ordinary shell tools run
-// unchanged: they stop runaway commands, not legitimate work.
-const (
-	// DefaultCPUSeconds is the RLIMIT_CPU soft limit per process (15 min,
-	// the slow-mode timeout). The hard limit is 5 s higher, so a process first
-	// gets SIGXCPU and only then SIGKILL.
-	DefaultCPUSeconds = 900
-	// DefaultFileSize is RLIMIT_FSIZE (4 GiB): the largest file a command may
-	// write (only the scratch dir is writable). Larger writes fail with EFBIG
-	// or kill the writer with SIGXFSZ.
-	DefaultFileSize = 4 << 30
-	// DefaultOpenFiles is RLIMIT_NOFILE (soft and hard).
-	DefaultOpenFiles = 8192
-	// DefaultAddressSpace is RLIMIT_AS (16 GiB of virtual memory per process).
-	// 1 GiB breaks Python and 2 GiB breaks Java; V8 (node) and Go reserve
-	// large virtual ranges up front, and a WebAssembly memory reserves ~10 GiB
-	// of guard space, so the default is generous: it stops a memory bomb well
-	// before it takes the machine's swap, not a compiler.
-	DefaultAddressSpace = 16 << 30
-	// DefaultProcesses is the cgroup pids.max: the number of processes and
-	// threads the command may have at once (RLIMIT_NPROC does not bind root
-	// and counts per user system-wide, so it is not used).
-	DefaultProcesses = 512
-	// DefaultScratchBytes is the size of the scratch directory ($TMPDIR),
-	// the only writable place (2 GiB).
-	DefaultScratchBytes = 2 << 30
-	// DefaultScratchFiles bounds the files and directories in the scratch
-	// directory (each costs kernel memory).
-	DefaultScratchFiles = 100_000
-)
-
-// Limits are the resource limits of one restricted command. A zero field
-// means the default (see DefaultCPUSeconds and friends); [Unlimited] turns
-// a limit off. RLIMIT_CORE is always 0 (no core dumps).
-type Limits struct {
-	// CPUSeconds is the RLIMIT_CPU soft limit per process; the hard limit is
-	// CPUSeconds+5 so the process gets SIGXCPU before SIGKILL.
-	CPUSeconds uint64
-	// FileSize is RLIMIT_FSIZE in bytes.
-	FileSize uint64
-	// OpenFiles is RLIMIT_NOFILE (soft and hard).
-	OpenFiles uint64
-	// AddressSpace is RLIMIT_AS in bytes.
-	AddressSpace uint64
-	// Processes is the pids.max of the command's cgroup (0 = default):
-	// processes and threads at once. Negative means no limit. Enforced
-	// only when [Options.Cgroup] is set and the host offers the pids
-	// controller (proc.Cgroups.PidsLimit); a lower limit already set on
-	// the cgroup stays (the stricter wins).
-	Processes int
-	// ScratchBytes is the size of the scratch directory: writes beyond it
-	// fail with ENOSPC ("No space left on device"). Its contents live in
-	// memory (a tmpfs, swappable) and count against nothing else. Only
-	// enforced where [Capabilities.Namespaces] is true; elsewhere the
-	// scratch directory is a plain directory in ScratchRoot with no quota
-	// (only FileSize bounds each file).
-	ScratchBytes uint64
-	// ScratchFiles bounds the number of files and directories in the
-	// scratch directory (ENOSPC beyond). Enforced like ScratchBytes.
-	ScratchFiles uint64
-}
-
-// WithDefaults returns l with every zero field set to its default.
-func (l Limits) WithDefaults() Limits {
-	if l.CPUSeconds == 0 {
-		l.CPUSeconds = DefaultCPUSeconds
-	}
-	if l.FileSize == 0 {
-		l.FileSize = DefaultFileSize
-	}
-	if l.OpenFiles == 0 {
-		l.OpenFiles = DefaultOpenFiles
-	}
-	if l.AddressSpace == 0 {
-		l.AddressSpace = DefaultAddressSpace
-	}
-	if l.Processes == 0 {
-		l.Processes = DefaultProcesses
-	}
-	if l.ScratchBytes == 0 || l.ScratchBytes == Unlimited {
-		l.ScratchBytes = DefaultScratchBytes
-	}
-	if l.ScratchFiles == 0 || l.ScratchFiles == Unlimited {
-		l.ScratchFiles = DefaultScratchFiles
-	}
-	return l
-}
 
 // ErrUnavailable is returned (wrapped in an error that explains the kernel
 // requirement) when restricted mode cannot be enforced on this machine.
@@ -193,7 +101,7 @@ func Probe() Capabilities {
 // Options describe one restricted command.
 type Options struct {
 	// Limits are its resource limits.
-	Limits Limits
+	Limits config.SandboxLimits
 	// Bash is the absolute path of bash (no PATH lookup is done).
 	Bash string
 	// Command is the shell code run with bash -c.
@@ -264,7 +172,7 @@ type Command struct {
 	cleanupOnce sync.Once
 	cleanupErr  error
 	cgroup      *proc.Cgroup
-	cfg         config
+	cfg         helperConfig
 	bash        string
 	command     string
 	ns          *netnsHandle // the pooled network namespace (none without Namespaces)
@@ -276,8 +184,8 @@ type Command struct {
 // closes it.
 func (c *Command) Proxy() net.Listener { return c.proxy }
 
-// config is what Prepare hands to the helper in argv[2].
-type config struct {
+// helperConfig is what Prepare hands to the helper in argv[2].
+type helperConfig struct {
 	Scratch string `json:"scratch"`
 	// CgroupDirs are the command's cgroups in cgroup v1 hierarchies
 	// (memory, pids), which the helper joins (see proc.Cgroup.V1Dirs).
@@ -300,10 +208,10 @@ type config struct {
 // readOnlyMounts reports whether the command's mount namespace makes every
 // mount read-only but the writable roots (see enterNamespaces), which lets
 // the filter allow changing permissions and times.
-func (c config) readOnlyMounts() bool { return c.Namespaces && len(c.Writable) > 0 }
+func (c helperConfig) readOnlyMounts() bool { return c.Namespaces && len(c.Writable) > 0 }
 
 // filter is the seccomp filter for a command with this configuration.
-func (c config) filter() filterOpts {
+func (c helperConfig) filter() filterOpts {
 	return filterOpts{
 		denyIPC:  !c.Namespaces,
 		denyBind: !c.Namespaces,
@@ -357,7 +265,7 @@ func Prepare(opts Options) (*Command, error) {
 		_ = os.RemoveAll(scratch)
 		return nil, fmt.Errorf("sandbox: scratch dir: %w", err)
 	}
-	cfg := config{
+	cfg := helperConfig{
 		Scratch:      scratch,
 		CPUSeconds:   lim.CPUSeconds,
 		FileSize:     lim.FileSize,

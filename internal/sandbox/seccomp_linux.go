@@ -180,7 +180,7 @@ type filterOpts struct {
 	denyBind bool
 	// metadata allows changing permissions, owners, times and xattrs
 	// (metadataSyscalls): every mount but the writable roots is read-only
-	// (config.readOnlyMounts), so the kernel refuses them elsewhere. Modes
+	// (helperConfig.readOnlyMounts), so the kernel refuses them elsewhere. Modes
 	// with the setuid or setgid bit are still denied, also when a file is
 	// created (open, creat, mknod), and openat2, whose mode a filter
 	// cannot read, fails with ENOSYS (libc and Go use openat).

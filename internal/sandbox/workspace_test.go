@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // gitEnv makes commits possible without a user config.
@@ -40,9 +41,7 @@ func git(t *testing.T, dir string, args ...string) string {
 
 func requireGit(t *testing.T) {
 	t.Helper()
-	if !hasTool("git") {
-		t.Skip("no git")
-	}
+	testenv.NeedsTool(t, "git")
 }
 
 // newRepo makes a repository with one commit in a new directory.
@@ -143,7 +142,7 @@ test -x src/run.sh && echo executable`)
 	fresh := newRepo(t)
 	mustFail(t, fresh, map[string]string{"dotgit-rm": "rm -rf .git"},
 		filepath.Join(fresh, ".git", "hooks"), filepath.Join(fresh, ".git", "config"))
-	if hasTool("python3") {
+	if testenv.HasTool(t, "python3") {
 		mustFail(t, ws, map[string]string{
 			"create-setuid": `python3 -c 'import os; os.open("suid", os.O_CREAT|os.O_WRONLY, 0o4755)'`,
 		})

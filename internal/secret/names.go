@@ -65,7 +65,7 @@ var notSecret = map[string]bool{"PWD": true}
 // Some variables that often embed credentials are deliberately not
 // secrets, because test suites and tools need them: connection strings and
 // proxies (DATABASE_URL, REDIS_URL, HTTPS_PROXY, ALL_PROXY), DSNs
-// (SENTRY_DSN). Embedders strip them by name (the engine's Config.EnvStrip).
+// (SENTRY_DSN). Embedders strip them by name (the engine's Config.Env.Strip).
 func IsSecret(name string) bool {
 	upper := strings.ToUpper(name)
 	if notSecret[upper] {

@@ -15,7 +15,7 @@ func TestIsSecret(t *testing.T) {
 		"TEAMS_WEBHOOK_URI", "SLACKWEBHOOKURL", "SSHPASS", "SMTP_PASS", "BORG_PASSPHRASE", "DJANGO_SECRETKEY",
 		"AWS_SECRETACCESSKEY", "CLIENTSECRET", "ACCESSTOKEN", "BEARERTOKEN", "DOCKER_CREDS", "APIKEY", "MY_APIKEYS",
 		"githubPat", "sessionToken", "dbPassword", "myAPIKey", "OAuthToken", "TOKEN2", "API_KEY_2",
-		// SSH_AUTH_SOCK grants use of the user's keys: stripped (Config.EnvKeep passes it)
+		// SSH_AUTH_SOCK grants use of the user's keys: stripped (Config.Env.Keep passes it)
 		"SSH_AUTH_SOCK",
 	}
 	notSecrets := []string{

@@ -13,6 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // The supervisor actor: the records of every job, by conversation, and
@@ -30,13 +32,13 @@ import (
 
 type (
 	startRequest struct {
-		req   Request
+		req   jobs.Request
 		reply chan<- admitted
 	}
 	admitted struct {
 		spec *actors.Spec
 		pid  *actor.PID
-		done <-chan Outcome
+		done <-chan jobs.Outcome
 		err  error
 	}
 	// withdrawRequest: a queued caller gives up; ack says whether it was
@@ -48,11 +50,11 @@ type (
 	}
 	cancelRequest struct {
 		conv, id string
-		reason   Reason
+		reason   jobs.Reason
 	}
 	killRequest struct {
 		conv, id string
-		reply    chan<- State
+		reply    chan<- jobs.State
 	}
 	writeRequest struct {
 		conv, id string
@@ -63,11 +65,11 @@ type (
 	listRequest struct {
 		conv  string
 		all   bool
-		reply chan<- []State
+		reply chan<- []jobs.State
 	}
 	endConversationRequest struct {
 		conv  string
-		reply chan<- []State
+		reply chan<- []jobs.State
 	}
 	statsRequest    struct{ reply chan<- Stats }
 	shutdownRequest struct{ leaveJobs bool }
@@ -86,7 +88,7 @@ type key struct{ conv, id string }
 
 type entry struct {
 	pid   *actor.PID
-	state State
+	state jobs.State
 }
 
 // conversation is the supervisor's bookkeeping of one conversation.
@@ -98,18 +100,18 @@ type conversation struct {
 }
 
 type waiter struct {
-	req   Request
+	req   jobs.Request
 	reply chan<- admitted
 	since time.Time
 }
 
 type supervisor struct {
 	s        *Supervisor
-	running  map[key]*entry // jobs not yet reported final
-	ended    map[key]State  // ended background jobs
-	order    []key          // ended jobs, oldest first
-	children map[string]key // live job actor id -> job
-	killers  map[key][]chan<- State
+	running  map[key]*entry     // jobs not yet reported final
+	ended    map[key]jobs.State // ended background jobs
+	order    []key              // ended jobs, oldest first
+	children map[string]key     // live job actor id -> job
+	killers  map[key][]chan<- jobs.State
 	convs    map[string]*conversation
 	queue    []waiter
 	yields   map[key]*pendingYield // by the foreground job's key
@@ -125,8 +127,8 @@ type supervisor struct {
 func props(s *Supervisor) *actor.Props {
 	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]State{}, children: map[string]key{},
-			killers: map[key][]chan<- State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{}}
+		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]jobs.State{}, children: map[string]key{},
+			killers: map[key][]chan<- jobs.State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{}}
 	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
@@ -230,24 +232,15 @@ func (sv *supervisor) dequeue(ctx actor.Context) {
 
 // start records a new job and spawns its actor, which waits for its
 // process.
-func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Time) admitted {
+func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince time.Time) admitted {
 	c := sv.conv(req.Conversation)
-	spec := &actors.Spec{
-		Conversation: req.Conversation, Command: req.Command, Display: req.Display, Script: req.Script,
-		Dir: req.Dir, Env: req.Env, ExtraEnv: req.ExtraEnv, Background: req.Background,
-		Sandbox: req.Sandbox, Timeout: req.Timeout, Completion: req.Completion,
-		Queued: time.Since(queuedSince), Limits: sv.s.limits,
-		Stdin: req.Stdin, TTY: req.TTY, Yield: req.Yield,
-	}
-	if req.Limits != nil {
-		spec.Limits = *req.Limits
-	}
+	spec := &actors.Spec{Request: req, Queued: time.Since(queuedSince)}
 	dir, err := sv.outputDir(req.Conversation, c)
 	if err != nil {
-		return admitted{err: fmt.Errorf("%w: output directory: %w", ErrStart, err)}
+		return admitted{err: fmt.Errorf("%w: output directory: %w", proc.ErrStart, err)}
 	}
 	spec.SpoolDir = dir
-	var done chan Outcome
+	var done chan jobs.Outcome
 	if req.Background {
 		c.jobSeq++
 		c.jobs++
@@ -260,14 +253,14 @@ func (sv *supervisor) start(ctx actor.Context, req Request, queuedSince time.Tim
 		c.running++
 		sv.fg++
 		spec.ID = "cmd-" + strconv.FormatUint(sv.cmdSeq, 10)
-		done = make(chan Outcome, 1)
+		done = make(chan jobs.Outcome, 1)
 		spec.Done = done
 	}
 	pid := ctx.Spawn(actors.NewProps(spec, sv.s.res))
 	k := key{spec.Conversation, spec.ID}
-	sv.running[k] = &entry{pid: pid, state: State{
+	sv.running[k] = &entry{pid: pid, state: jobs.State{
 		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
-		Background: spec.Background, Status: Running, OutputFile: spec.OutputFile, Started: time.Now(),
+		Background: spec.Background, Status: jobs.Running, OutputFile: spec.OutputFile, Started: time.Now(),
 	}}
 	sv.children[pid.Id] = k
 	return admitted{spec: spec, pid: pid, done: done}
@@ -291,7 +284,7 @@ func (sv *supervisor) outputDir(conv string, c *conversation) (string, error) {
 
 // update records a job's state; a final state stops its actor and frees
 // its slot.
-func (sv *supervisor) update(ctx actor.Context, st State) {
+func (sv *supervisor) update(ctx actor.Context, st jobs.State) {
 	k := key{st.Conversation, st.ID}
 	e, ok := sv.running[k]
 	if !ok {
@@ -308,7 +301,7 @@ func (sv *supervisor) update(ctx actor.Context, st State) {
 		return
 	}
 	sv.release(ctx, k, e.state.Background)
-	if c := sv.convs[k.conv]; st.Background && st.Status != Errored && (c == nil || !c.ending) {
+	if c := sv.convs[k.conv]; st.Background && st.Status != jobs.Errored && (c == nil || !c.ending) {
 		sv.remember(st)
 	}
 	// Poison, not Stop: a user message, so a Cancel sent before this point
@@ -331,7 +324,7 @@ func (sv *supervisor) release(ctx actor.Context, k key, background bool) {
 	sv.dequeue(ctx)
 }
 
-func (sv *supervisor) remember(st State) {
+func (sv *supervisor) remember(st jobs.State) {
 	k := key{st.Conversation, st.ID}
 	sv.ended[k] = st
 	sv.order = append(sv.order, k)
@@ -353,7 +346,7 @@ func (sv *supervisor) kill(ctx actor.Context, m *killRequest) {
 		// The reply is remembered too: if the actor fails before it
 		// answers, terminated answers instead.
 		sv.killers[k] = append(sv.killers[k], m.reply)
-		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonKilled, Reply: m.reply})
+		ctx.Send(e.pid, &actors.Cancel{Reason: jobs.ReasonKilled, Reply: m.reply})
 		return
 	}
 	m.reply <- sv.ended[k] // the zero State: no such job
@@ -364,10 +357,10 @@ func (sv *supervisor) kill(ctx actor.Context, m *killRequest) {
 // its output directory once they are gone. The reply lists the jobs it
 // ended or forgot.
 func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationRequest) {
-	var out []State
+	var out []jobs.State
 	for k, e := range sv.running {
 		if k.conv == m.conv {
-			ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonShutdown})
+			ctx.Send(e.pid, &actors.Cancel{Reason: jobs.ReasonShutdown})
 			out = append(out, e.state)
 		}
 	}
@@ -409,7 +402,7 @@ func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
 		sv.release(ctx, k, e.state.Background)
 		if e.state.Background {
 			st := e.state
-			st.Status, st.Reason, st.Ended = Killed, actors.ReasonFailed, time.Now()
+			st.Status, st.Reason, st.Ended = jobs.Killed, jobs.ReasonFailed, time.Now()
 			sv.remember(st)
 			for _, r := range sv.killers[k] {
 				select {
@@ -444,7 +437,7 @@ func (sv *supervisor) shutdown(ctx actor.Context, leaveJobs bool) {
 			ctx.Send(e.pid, &actors.Detach{})
 			continue
 		}
-		ctx.Send(e.pid, &actors.Cancel{Reason: actors.ReasonShutdown})
+		ctx.Send(e.pid, &actors.Cancel{Reason: jobs.ReasonShutdown})
 	}
 	sv.maybeStop(ctx)
 }
@@ -458,8 +451,8 @@ func (sv *supervisor) maybeStop(ctx actor.Context) {
 
 // list returns the background jobs of conversation conv (all of them with
 // all), running and ended, oldest first.
-func (sv *supervisor) list(conv string, all bool) []State {
-	var out []State
+func (sv *supervisor) list(conv string, all bool) []jobs.State {
+	var out []jobs.State
 	for k, e := range sv.running {
 		if c := sv.convs[k.conv]; c != nil && c.ending {
 			continue // forgotten: being ended
@@ -473,7 +466,7 @@ func (sv *supervisor) list(conv string, all bool) []State {
 			out = append(out, sv.ended[k])
 		}
 	}
-	slices.SortFunc(out, func(a, b State) int { return a.Started.Compare(b.Started) })
+	slices.SortFunc(out, func(a, b jobs.State) int { return a.Started.Compare(b.Started) })
 	return out
 }
 
@@ -517,7 +510,7 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 			f, err = os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		}
 		if err != nil {
-			refuse = fmt.Errorf("%w: output file: %w", ErrStart, err)
+			refuse = fmt.Errorf("%w: output file: %w", proc.ErrStart, err)
 		}
 	}
 	if refuse != nil {
@@ -533,7 +526,7 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 
 // yielded moves a job that went on in the background (its first report
 // under its new id) from the foreground records to the background ones.
-func (sv *supervisor) yielded(ctx actor.Context, nk key, st State) {
+func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State) {
 	for old, y := range sv.yields {
 		if y.newKey != nk {
 			continue
@@ -580,7 +573,7 @@ func (sv *supervisor) write(ctx actor.Context, m *writeRequest) {
 		return
 	}
 	if _, ok := sv.ended[k]; ok {
-		m.reply <- actors.ErrEnded
+		m.reply <- jobs.ErrEnded
 		return
 	}
 	m.reply <- ErrNoSuchJob

@@ -12,94 +12,30 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
-// The data the supervisor hands out is the job layer's.
-type (
-	// Outcome is what happened to a job.
-	Outcome = actors.Outcome
-	// State is the record of a job.
-	State = actors.State
-	// Status is a job's status.
-	Status = actors.Status
-	// Reason says why the engine ended a job.
-	Reason = actors.Reason
-	// Limits are a job's resource limits.
-	Limits = actors.Limits
-	// Applied are the limits a job ran under.
-	Applied = actors.Applied
-	// Usage is what a job's processes used.
-	Usage = actors.Usage
-	// SandboxLimits are the resource limits of restricted jobs.
-	SandboxLimits = sandbox.Limits
-	// SandboxCapabilities say what restricted mode enforces on this host.
-	SandboxCapabilities = sandbox.Capabilities
-	// Profile is what a restricted job may write and reach.
-	Profile = actors.Profile
-	// Yield says what a foreground job becomes when it yields.
-	Yield = actors.Yield
-	// Yielded says where a yielded job went on.
-	Yielded = actors.Yielded
-	// Winsize is the size of a job's terminal.
-	Winsize = proc.Winsize
-)
-
-// Unlimited, as a SandboxLimits field, switches that limit off.
-const Unlimited = sandbox.Unlimited
-
-// SandboxMain turns the process into the sandbox helper when it was
-// started as one (see sandbox.Main), and returns at once otherwise.
-func SandboxMain() { sandbox.Main() }
-
-// The statuses and reasons of [State] and [Outcome].
-const (
-	Running   = actors.Running
-	Completed = actors.Completed
-	Failed    = actors.Failed
-	Killed    = actors.Killed
-	Errored   = actors.Errored
-	Detached  = actors.Detached
-
-	ReasonNone      = actors.ReasonNone
-	ReasonTimeout   = actors.ReasonTimeout
-	ReasonCancelled = actors.ReasonCancelled
-	ReasonKilled    = actors.ReasonKilled
-	ReasonShutdown  = actors.ReasonShutdown
-	ReasonLifetime  = actors.ReasonLifetime
-	ReasonFailed    = actors.ReasonFailed
-	ReasonCPULimit  = actors.ReasonCPULimit
-)
-
-// Errors returned by the Supervisor; test them with errors.Is.
+// Errors returned by the Supervisor besides those of the job layer
+// (package jobs), of starting a process (proc.ErrStart) and of the sandbox
+// (sandbox.ErrUnavailable); test them with errors.Is.
 var (
 	// ErrShutdown: the supervisor is shut down.
 	ErrShutdown = errors.New("engine is shut down")
-	// ErrStart wraps every error that kept a process from starting.
-	ErrStart = proc.ErrStart
-	// ErrSandboxUnavailable: restricted mode cannot be enforced here.
-	ErrSandboxUnavailable = sandbox.ErrUnavailable
-	// ErrActorFailed: a job's actor failed.
-	ErrActorFailed = actors.ErrActorFailed
 	// ErrNoSuchJob: no background job of that conversation has that id.
 	ErrNoSuchJob = errors.New("no such job")
-	// Errors of Write (see actors.Write).
-	ErrNoStdin     = actors.ErrNoStdin
-	ErrEnded       = actors.ErrEnded
-	ErrStdinClosed = actors.ErrStdinClosed
-	ErrStdinBusy   = actors.ErrStdinBusy
 	// ErrBusy: the engine or the conversation runs as many jobs as it may
-	// (see Admission); the error says what is full.
+	// (see config.Admission); the error says what is full.
 	ErrBusy = errors.New("busy")
 )
 
@@ -107,112 +43,43 @@ var (
 // forgotten together with its output file.
 const MaxEnded = 1000
 
-// Config configures a Supervisor. Durations must be positive.
+// Config configures a Supervisor: the engine's settings, passed down
+// whole, with their defaults filled in (durations positive).
 type Config struct {
-	// Environ is the environment the policy filters.
-	Environ []string
-	// EnvAllowlist passes only the allowlist (proc.AllowlistNames and
-	// EnvAllow) instead of everything but secrets.
-	EnvAllowlist bool
-	// EnvKeep, EnvAllow and EnvStrip refine the policy (proc.EnvConfig).
-	EnvKeep, EnvAllow, EnvStrip []string
-	// KeepCapabilities leaves the process's capability bounding set alone
-	// (see proc.ProtectEngine: by default a root engine's jobs run without
-	// the capabilities that read other processes' memory).
-	KeepCapabilities bool
-
-	// NoCgroups gives jobs no cgroup: the process group is the unit.
-	NoCgroups bool
-	// CgroupParent is the cgroup v2 directory under which job cgroups are
-	// made ("": the engine's own cgroup).
-	CgroupParent string
-	// Limits are the resource limits of every job whose Request has none
-	// (zero fields: no limit; see actors.Limits for how each is enforced).
-	Limits Limits
-
-	// OutputDir holds background jobs' output files (job-N.log).
-	OutputDir string
-	// Truncate configures a foreground job's output buffer.
-	Truncate truncate.Config
-
-	Grace, CleanupWait, DrainWait  time.Duration
-	KeepLeftovers, SeparateStreams bool
-
-	// Sandbox configures restricted jobs.
-	Sandbox SandboxLimits
-	// SandboxHelper, SandboxHelperPath and ScratchRoot: see
-	// actors.Sandbox.
-	SandboxHelper                  bool
-	SandboxHelperPath, ScratchRoot string
-
+	// Env is the environment policy of every job.
+	Env config.Env
+	// Cgroups says where jobs' cgroups are made (Off: the process group
+	// is the unit).
+	Cgroups config.Cgroups
+	// Lifecycle says how a job's processes are ended.
+	Lifecycle config.Lifecycle
+	// Output configures a foreground job's output buffer (Max,
+	// Truncation, SpoolCap, SeparateStreams; SpoolKeep is the engine's).
+	Output config.Output
+	// Sandbox configures sandboxed jobs.
+	Sandbox config.Sandbox
 	// Admission bounds what runs at once (admission control).
-	Admission Admission
-
+	Admission config.Admission
+	// OutputDir holds the conversations' output directories: background
+	// jobs' output files (job-N.log) and foreground jobs' full outputs.
+	OutputDir string
 	// Logger receives warnings; protoactor's own logs go there at Warn and
 	// above.
 	Logger *slog.Logger
-}
-
-// Admission bounds the jobs that run at once. Zero fields take their
-// defaults.
-type Admission struct {
-	// MaxRunning bounds the foreground jobs running at once on this engine
-	// (default 4 per CPU).
-	MaxRunning int
-	// MaxRunningPerConversation bounds those of one conversation (default
-	// MaxRunning/2, at least 1), so one conversation cannot take every
-	// slot.
-	MaxRunningPerConversation int
-	// MaxQueue bounds the foreground calls waiting for a slot, engine-wide
-	// (default 4 * MaxRunning). A call beyond it is refused with ErrBusy.
-	MaxQueue int
-	// QueueWait bounds how long a call waits for a slot before it is
-	// refused with ErrBusy (default 30s). A job's timeout starts only when
-	// it runs.
-	QueueWait time.Duration
-	// MaxJobsPerConversation bounds one conversation's running background
-	// jobs (default 16); MaxJobs all of them (default 16 per CPU). A
-	// background job over either is refused at once with ErrBusy.
-	MaxJobsPerConversation, MaxJobs int
-}
-
-// WithDefaults returns l with zero fields set to their defaults.
-func (l Admission) WithDefaults() Admission {
-	cpus := runtime.NumCPU()
-	if l.MaxRunning <= 0 {
-		l.MaxRunning = 4 * cpus
-	}
-	if l.MaxRunningPerConversation <= 0 {
-		l.MaxRunningPerConversation = max(1, l.MaxRunning/2)
-	}
-	if l.MaxQueue <= 0 {
-		l.MaxQueue = 4 * l.MaxRunning
-	}
-	if l.QueueWait <= 0 {
-		l.QueueWait = 30 * time.Second
-	}
-	if l.MaxJobsPerConversation <= 0 {
-		l.MaxJobsPerConversation = 16
-	}
-	if l.MaxJobs <= 0 {
-		l.MaxJobs = 16 * cpus
-	}
-	return l
 }
 
 // Supervisor starts and tracks the jobs of one engine. It is safe for
 // concurrent use.
 type Supervisor struct {
 	res       *actors.Resources
-	admission Admission
-	limits    Limits
+	admission config.Admission
 	system    *actor.ActorSystem
 	pid       *actor.PID
 	outDir    string
 	caps      sandbox.Capabilities
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
-	final     []State       // the records when it stopped
+	final     []jobs.State  // the records when it stopped
 }
 
 // New starts a supervisor: the environment policy, the cgroup probe, the
@@ -229,27 +96,27 @@ func New(cfg Config) (*Supervisor, error) {
 	if bash, err = filepath.Abs(bash); err != nil {
 		return nil, fmt.Errorf("bashvisor: %w", err)
 	}
-	if err := proc.ProtectEngine(!cfg.KeepCapabilities); err != nil {
+	if err := proc.ProtectEngine(!cfg.Env.KeepCapabilities); err != nil {
 		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
 	}
-	env := proc.NewEnv(cfg.Environ, proc.EnvConfig{Allowlist: cfg.EnvAllowlist, Keep: cfg.EnvKeep, Allow: cfg.EnvAllow, Strip: cfg.EnvStrip})
-	res := &actors.Resources{
-		Bash: bash, Env: env, Redactor: env.Redactor(), Truncate: cfg.Truncate,
-		Sandbox: actors.Sandbox{
-			Limits: cfg.Sandbox, Helper: cfg.SandboxHelper,
-			HelperPath: cfg.SandboxHelperPath, ScratchRoot: cfg.ScratchRoot,
-		},
-		Grace: cfg.Grace, CleanupWait: cfg.CleanupWait, DrainWait: cfg.DrainWait,
-		KeepLeftovers: cfg.KeepLeftovers, SeparateStreams: cfg.SeparateStreams, Log: log,
+	env := proc.NewEnv(cfg.Env)
+	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap}
+	if cfg.Output.SpoolCap > 0 {
+		trunc.SpoolDir = cfg.OutputDir
 	}
-	if cfg.NoCgroups {
+	res := &actors.Resources{
+		Bash: bash, Env: env, Redactor: env.Redactor(), Truncate: trunc,
+		Sandbox: cfg.Sandbox, Lifecycle: cfg.Lifecycle,
+		SeparateStreams: cfg.Output.SeparateStreams, Log: log,
+	}
+	if cfg.Cgroups.Off {
 		log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
-	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.CgroupParent); err != nil {
+	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.Cgroups.Parent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	} else if note := res.Cgroups.ControllersNote(); note != "" {
 		log.Warn("no job-wide memory or process limits: memory limits bind each process (rlimits), processes are not limited", "why", note)
 	}
-	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), limits: cfg.Limits, outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -263,7 +130,7 @@ func New(cfg Config) (*Supervisor, error) {
 }
 
 // Sandbox says what restricted mode enforces on this host.
-func (s *Supervisor) Sandbox() SandboxCapabilities { return s.caps }
+func (s *Supervisor) Sandbox() sandbox.Capabilities { return s.caps }
 
 // PidsLimit reports whether restricted jobs' processes are limited
 // (SandboxLimits.Processes): the engine has cgroups and the host offers the
@@ -286,39 +153,6 @@ func (s *Supervisor) Redact(text string) string { return s.res.Redactor.String(t
 // stripped (for the audit log).
 func (s *Supervisor) Redactor() *secret.Redactor { return s.res.Redactor }
 
-// Request is a job to start.
-type Request struct {
-	Conversation string
-	// Command is the command as submitted; Display as shown; Script what
-	// bash -c runs (Command after the engine's rewrites).
-	Command, Display, Script string
-	// Dir is the working directory.
-	Dir string
-	// Env holds environment overrides; ExtraEnv trusted NAME=value
-	// additions.
-	Env      map[string]string
-	ExtraEnv []string
-	// Background runs the job detached, with its output in a file.
-	Background bool
-	// Sandbox, when set, runs it in the sandbox with this profile.
-	Sandbox *Profile
-	// Timeout is the foreground timeout or the background lifetime (0:
-	// none).
-	Timeout time.Duration
-	// Limits, when set, replace Config.Limits for this job.
-	Limits *Limits
-	// Stdin gives the job a stdin pipe for Write; TTY runs it on a
-	// pseudo-terminal of that size (see actors.Spec).
-	Stdin bool
-	TTY   *Winsize
-	// Yield, for a foreground job, makes it a background job when it
-	// reaches Timeout instead of ending it (see actors.Spec.Yield).
-	Yield *Yield
-	// Completion renders the line appended to a background job's output
-	// file when it ends.
-	Completion func(Outcome) string
-}
-
 // Job is a started job.
 type Job struct {
 	// ID names the job: "cmd-N" (foreground) or "job-N" (background, in
@@ -333,12 +167,12 @@ type Job struct {
 	// OutputFile is a background job's output file.
 	OutputFile string
 
-	done <-chan Outcome
+	done <-chan jobs.Outcome
 	out  *truncate.Buffer
 }
 
 // Done receives a foreground job's outcome, once.
-func (j *Job) Done() <-chan Outcome { return j.done }
+func (j *Job) Done() <-chan jobs.Outcome { return j.done }
 
 // Progress reports a foreground job's output so far: its size and its
 // latest line (at most 256 bytes).
@@ -366,7 +200,7 @@ func (j *Job) OutputSince(offset int64, limit int) (text string, skipped, next i
 // when the job cannot be admitted, with an error wrapping ErrStart or
 // ErrSandboxUnavailable when the process could not start, and with ctx's
 // error when ctx is done before the job starts.
-func (s *Supervisor) Start(ctx context.Context, req Request) (*Job, error) {
+func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) {
 	if s.closed.Load() {
 		return nil, ErrShutdown
 	}
@@ -432,22 +266,22 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 // Cancel ends a running job of conversation conv with the grace sequence
 // (its outcome says "cancelled"). An ended or unknown job is ignored.
 func (s *Supervisor) Cancel(conv, id string) {
-	s.system.Root.Send(s.pid, &cancelRequest{conv: conv, id: id, reason: actors.ReasonCancelled})
+	s.system.Root.Send(s.pid, &cancelRequest{conv: conv, id: id, reason: jobs.ReasonCancelled})
 }
 
 // Kill ends a background job of conversation conv with the grace sequence
 // and returns its final state; an ended job's state is returned
 // unchanged. It reports false when conv has no such background job.
-func (s *Supervisor) Kill(ctx context.Context, conv, id string) (State, bool, error) {
-	reply := make(chan State, 1)
+func (s *Supervisor) Kill(ctx context.Context, conv, id string) (jobs.State, bool, error) {
+	reply := make(chan jobs.State, 1)
 	s.system.Root.Send(s.pid, &killRequest{conv: conv, id: id, reply: reply})
 	select {
 	case st := <-reply:
 		return st, st.ID != "", nil
 	case <-s.done:
-		return State{}, false, ErrShutdown
+		return jobs.State{}, false, ErrShutdown
 	case <-ctx.Done():
-		return State{}, false, ctx.Err()
+		return jobs.State{}, false, ctx.Err()
 	}
 }
 
@@ -471,20 +305,20 @@ func (s *Supervisor) Write(ctx context.Context, conv, id string, data []byte, cl
 
 // Jobs returns the records of conversation conv's background jobs, running
 // and ended, oldest first; after Shutdown, the final ones.
-func (s *Supervisor) Jobs(conv string) []State { return s.list(&listRequest{conv: conv}) }
+func (s *Supervisor) Jobs(conv string) []jobs.State { return s.list(&listRequest{conv: conv}) }
 
 // AllJobs returns the records of every conversation's background jobs.
-func (s *Supervisor) AllJobs() []State { return s.list(&listRequest{all: true}) }
+func (s *Supervisor) AllJobs() []jobs.State { return s.list(&listRequest{all: true}) }
 
-func (s *Supervisor) list(m *listRequest) []State {
-	reply := make(chan []State, 1)
+func (s *Supervisor) list(m *listRequest) []jobs.State {
+	reply := make(chan []jobs.State, 1)
 	m.reply = reply
 	s.system.Root.Send(s.pid, m)
 	select {
 	case states := <-reply:
 		return states
 	case <-s.done:
-		var out []State
+		var out []jobs.State
 		for _, st := range s.final {
 			if m.all || st.Conversation == m.conv {
 				out = append(out, st)
@@ -499,8 +333,8 @@ func (s *Supervisor) list(m *listRequest) []State {
 // calls are refused, its ended jobs are forgotten and its output directory
 // is removed once its last job is gone. It returns the jobs it ended or
 // forgot.
-func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]State, error) {
-	reply := make(chan []State, 1)
+func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]jobs.State, error) {
+	reply := make(chan []jobs.State, 1)
 	s.system.Root.Send(s.pid, &endConversationRequest{conv: conv, reply: reply})
 	select {
 	case states := <-reply:

@@ -11,8 +11,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,8 +25,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newSupervisor(t *testing.T) *Supervisor {
 	t.Helper()
 	s, err := New(Config{
-		Environ: []string{"PATH=" + os.Getenv("PATH")}, OutputDir: t.TempDir(), NoCgroups: true,
-		Grace: 300 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond,
+		Env: config.Env{Environ: []string{"PATH=" + os.Getenv("PATH")}}, OutputDir: t.TempDir(), Cgroups: config.Cgroups{Off: true},
+		Lifecycle: config.Lifecycle{Grace: 300 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,26 +48,22 @@ func alive(pid int) bool {
 
 func waitOutput(t *testing.T, file, prefix string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if b, _ := os.ReadFile(file); strings.HasPrefix(string(b), prefix) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never started with %q", file, prefix)
-		}
-	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.HasPrefix(string(b), prefix)
+	}, "%s never started with %q", file, prefix)
 }
 
 func TestStartListKillShutdown(t *testing.T) {
 	s := newSupervisor(t)
-	fg, err := s.Start(context.Background(), Request{Script: "echo hi", Dir: t.TempDir(), Timeout: time.Minute})
+	fg, err := s.Start(context.Background(), jobs.Request{Script: "echo hi", Dir: t.TempDir(), Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o := <-fg.Done(); o.Output.Text != "hi\n" || fg.ID != "cmd-1" {
 		t.Fatalf("fg %s outcome %+v", fg.ID, o)
 	}
-	bg, err := s.Start(context.Background(), Request{Script: "trap '' TERM; echo ready; sleep 60", Dir: t.TempDir(), Background: true})
+	bg, err := s.Start(context.Background(), jobs.Request{Script: "trap '' TERM; echo ready; sleep 60", Dir: t.TempDir(), Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +73,14 @@ func TestStartListKillShutdown(t *testing.T) {
 		t.Fatalf("list %+v", states)
 	}
 	st, ok, err := s.Kill(context.Background(), "", "job-1")
-	if err != nil || !ok || st.Running() || st.Status != Killed || st.Reason != ReasonKilled {
+	if err != nil || !ok || st.Running() || st.Status != jobs.Killed || st.Reason != jobs.ReasonKilled {
 		t.Fatalf("kill %+v %v %v", st, ok, err)
 	}
 	if alive(bg.Pid) {
 		t.Fatal("job survived its kill (it ignores SIGTERM: SIGKILL must follow the grace period)")
 	}
 	// An ended job is remembered and can be "killed" again harmlessly.
-	if st, ok, err := s.Kill(context.Background(), "", "job-1"); err != nil || !ok || st.Status != Killed {
+	if st, ok, err := s.Kill(context.Background(), "", "job-1"); err != nil || !ok || st.Status != jobs.Killed {
 		t.Fatalf("second kill %+v %v %v", st, ok, err)
 	}
 	if _, ok, err := s.Kill(context.Background(), "", "nope"); err != nil || ok {
@@ -90,21 +89,21 @@ func TestStartListKillShutdown(t *testing.T) {
 	if err := s.Shutdown(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	if final := s.Jobs(""); len(final) != 1 || final[0].Status != Killed {
+	if final := s.Jobs(""); len(final) != 1 || final[0].Status != jobs.Killed {
 		t.Fatalf("final %+v", final)
 	}
-	if _, err := s.Start(context.Background(), Request{Script: "true", Dir: t.TempDir()}); err != ErrShutdown {
+	if _, err := s.Start(context.Background(), jobs.Request{Script: "true", Dir: t.TempDir()}); err != ErrShutdown {
 		t.Fatalf("start after shutdown: %v", err)
 	}
 }
 
 func TestShutdownEndsJobsThenStops(t *testing.T) {
 	s := newSupervisor(t)
-	fg, err := s.Start(context.Background(), Request{Script: "sleep 60", Dir: t.TempDir(), Timeout: time.Minute})
+	fg, err := s.Start(context.Background(), jobs.Request{Script: "sleep 60", Dir: t.TempDir(), Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bg, err := s.Start(context.Background(), Request{Script: "sleep 60", Dir: t.TempDir(), Background: true})
+	bg, err := s.Start(context.Background(), jobs.Request{Script: "sleep 60", Dir: t.TempDir(), Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +112,7 @@ func TestShutdownEndsJobsThenStops(t *testing.T) {
 	if err := s.Shutdown(ctx, false); err != nil {
 		t.Fatal("supervisor did not stop:", err)
 	}
-	if o := <-fg.Done(); o.Reason != ReasonShutdown {
+	if o := <-fg.Done(); o.Reason != jobs.ReasonShutdown {
 		t.Fatalf("fg outcome %+v", o)
 	}
 	if alive(fg.Pid) || alive(bg.Pid) {
@@ -126,7 +125,7 @@ func TestShutdownEndsJobsThenStops(t *testing.T) {
 func TestStartCrossingShutdownIsEnded(t *testing.T) {
 	s := newSupervisor(t)
 	reply := make(chan admitted, 1)
-	s.system.Root.Send(s.pid, &startRequest{req: Request{Script: "sleep 60", Dir: t.TempDir(), Timeout: time.Minute}, reply: reply})
+	s.system.Root.Send(s.pid, &startRequest{req: jobs.Request{Script: "sleep 60", Dir: t.TempDir(), Timeout: time.Minute}, reply: reply})
 	a := <-reply
 	// Shutdown begins (the job, still starting, is told to end) before its
 	// process arrives.
@@ -137,7 +136,7 @@ func TestStartCrossingShutdownIsEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.system.Root.Send(a.pid, l)
-	if o := <-a.done; o.Reason != ReasonShutdown {
+	if o := <-a.done; o.Reason != jobs.ReasonShutdown {
 		t.Fatalf("late job: %+v", o)
 	}
 	if err := s.Shutdown(context.Background(), false); err != nil {
@@ -151,7 +150,7 @@ func TestStartCrossingShutdownIsEnded(t *testing.T) {
 
 func TestShutdownLeavingJobs(t *testing.T) {
 	s := newSupervisor(t)
-	bg, err := s.Start(context.Background(), Request{Script: "sleep 60", Dir: t.TempDir(), Background: true})
+	bg, err := s.Start(context.Background(), jobs.Request{Script: "sleep 60", Dir: t.TempDir(), Background: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,15 +161,15 @@ func TestShutdownLeavingJobs(t *testing.T) {
 	if !alive(bg.Pid) {
 		t.Fatal("job was ended although leaveJobs was set")
 	}
-	if final := s.Jobs(""); len(final) != 1 || final[0].Status != Detached {
+	if final := s.Jobs(""); len(final) != 1 || final[0].Status != jobs.Detached {
 		t.Fatalf("final %+v", final)
 	}
 }
 
 func TestEndedJobsAreBounded(t *testing.T) {
-	sv := &supervisor{ended: map[key]State{}}
+	sv := &supervisor{ended: map[key]jobs.State{}}
 	for i := range MaxEnded + 10 {
-		sv.remember(State{ID: fmt.Sprint("job-", i), Background: true, Started: time.Unix(int64(i), 0)})
+		sv.remember(jobs.State{ID: fmt.Sprint("job-", i), Background: true, Started: time.Unix(int64(i), 0)})
 	}
 	if len(sv.ended) != MaxEnded || len(sv.order) != MaxEnded || sv.order[0].id != "job-10" {
 		t.Fatalf("kept %d/%d, oldest %s", len(sv.ended), len(sv.order), sv.order[0])

@@ -73,16 +73,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
-)
 
-// Strategy selects which part of an over-long output is kept.
-type Strategy string
-
-// The truncation strategies. An empty or unknown Strategy means StrategyMiddle.
-const (
-	StrategyMiddle Strategy = "middle" // keep the first Head and last Tail bytes
-	StrategyTail   Strategy = "tail"   // keep the last Max chars
-	StrategyHead   Strategy = "head"   // keep the first Max bytes
+	"github.com/bashvisor/bashvisor/config"
 )
 
 // Defaults used for zero (or negative) Config fields.
@@ -99,8 +91,11 @@ const minRing = 4 << 10
 
 // Config configures a Buffer. Zero fields take the defaults.
 type Config struct {
-	// Strategy is "middle" (default), "tail" or "head".
-	Strategy Strategy
+	// Strategy says which part of an over-long output is kept: the first
+	// Head and last Tail bytes (config.TruncateMiddle, the default; also
+	// for an empty or unknown one), the last Max chars (TruncateTail) or the
+	// first Max bytes (TruncateHead).
+	Strategy config.Truncation
 	// Max is the most bytes returned (default 131072). For the tail
 	// strategy it is the most chars returned.
 	Max int
@@ -121,7 +116,7 @@ type Config struct {
 // max, 4 KiB head and tail, 64 MiB spool cap, no spool directory.
 func DefaultConfig() Config {
 	return Config{
-		Strategy: StrategyMiddle,
+		Strategy: config.TruncateMiddle,
 		Max:      DefaultMax,
 		Head:     DefaultHead,
 		Tail:     DefaultTail,
@@ -133,9 +128,9 @@ func DefaultConfig() Config {
 func (c Config) normalize() Config {
 	d := DefaultConfig()
 	switch c.Strategy {
-	case StrategyMiddle, StrategyTail, StrategyHead:
+	case config.TruncateMiddle, config.TruncateTail, config.TruncateHead:
 	default:
-		c.Strategy = StrategyMiddle
+		c.Strategy = config.TruncateMiddle
 	}
 	if c.Max <= 0 {
 		c.Max = d.Max
@@ -188,7 +183,7 @@ type Buffer struct {
 func New(cfg Config) *Buffer {
 	cfg = cfg.normalize()
 	b := &Buffer{cfg: cfg}
-	if cfg.Strategy == StrategyTail {
+	if cfg.Strategy == config.TruncateTail {
 		b.ring.size = 4 * cfg.Max
 	} else {
 		b.ring.size = max(cfg.Tail, minRing)
@@ -204,7 +199,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	}
 	b.mu.Lock()
 	total := b.total.Load() + int64(len(p))
-	if b.cfg.Strategy == StrategyTail {
+	if b.cfg.Strategy == config.TruncateTail {
 		b.chars += int64(len(p) - countContinuation(p))
 		if b.over {
 			b.spoolWrite(p)
@@ -229,7 +224,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 			b.startSpool(b.prefix, rest)
 			b.ring.write(b.prefix)
 			b.ring.write(rest)
-			if b.cfg.Strategy == StrategyMiddle {
+			if b.cfg.Strategy == config.TruncateMiddle {
 				// Only HEAD is needed from now on; release the rest.
 				b.prefix = bytes.Clone(b.prefix[:b.cfg.Head])
 			}
@@ -253,7 +248,7 @@ func (b *Buffer) Total() int64 { return b.total.Load() }
 func (b *Buffer) LastLine(maxBytes int) string {
 	b.mu.Lock()
 	d := b.prefix
-	if b.over || b.cfg.Strategy == StrategyTail {
+	if b.over || b.cfg.Strategy == config.TruncateTail {
 		d = b.ring.contents()
 	}
 	end := len(d)
@@ -287,9 +282,9 @@ func (b *Buffer) Result() Output {
 		return out
 	}
 	switch b.cfg.Strategy {
-	case StrategyTail:
+	case config.TruncateTail:
 		out.Text, out.Truncated = b.renderTail()
-	case StrategyHead:
+	case config.TruncateHead:
 		out.Text, out.Truncated = b.renderHead(out.Total)
 	default:
 		out.Text, out.Truncated = b.renderMiddle(out.Total)
@@ -492,7 +487,7 @@ func (b *Buffer) Since(offset int64, limit int) (text string, skipped, next int6
 	}
 	offset = max(offset, 0)
 	d := b.prefix // everything while under the limit (not the tail strategy)
-	if b.over || b.cfg.Strategy == StrategyTail {
+	if b.over || b.cfg.Strategy == config.TruncateTail {
 		d = b.ring.contents()
 	}
 	start := total - int64(len(d))

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/config"
 )
 
 func TestMain(m *testing.M) {
@@ -277,7 +279,7 @@ func TestAppendValidMatchesToValidUTF8(t *testing.T) {
 }
 
 func TestEmpty(t *testing.T) {
-	for _, s := range []Strategy{StrategyMiddle, StrategyHead, StrategyTail} {
+	for _, s := range []config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail} {
 		b := New(Config{Strategy: s})
 		b.Write(nil)
 		if out := b.Result(); out != (Output{}) {
@@ -318,7 +320,7 @@ func TestTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, chunk := range chunkSizes {
-				out := resultOf(t, Config{Strategy: StrategyTail, Max: tc.max}, []byte(tc.data), chunk)
+				out := resultOf(t, Config{Strategy: config.TruncateTail, Max: tc.max}, []byte(tc.data), chunk)
 				if out.Text != tc.want || out.Truncated != tc.truncated || out.Total != int64(len(tc.data)) {
 					t.Fatalf("chunk %d: got %+v\nwant %q", chunk, out, tc.want)
 				}
@@ -334,7 +336,7 @@ func TestTailBinaryBounded(t *testing.T) {
 		data[i] = byte(rng.UintN(256))
 	}
 	for _, max := range []int{1, 10, 1000, 100000} {
-		out := resultOf(t, Config{Strategy: StrategyTail, Max: max}, data, 4096)
+		out := resultOf(t, Config{Strategy: config.TruncateTail, Max: max}, data, 4096)
 		body := out.Text
 		if out.Truncated {
 			_, body, _ = strings.Cut(out.Text, "]\n")
@@ -357,7 +359,7 @@ func TestHead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, chunk := range chunkSizes {
-				out := resultOf(t, Config{Strategy: StrategyHead, Max: 10}, []byte(tc.data), chunk)
+				out := resultOf(t, Config{Strategy: config.TruncateHead, Max: 10}, []byte(tc.data), chunk)
 				if out.Text != tc.want || out.Truncated != tc.truncated {
 					t.Fatalf("chunk %d: got %+v, want %q", chunk, out, tc.want)
 				}
@@ -379,9 +381,9 @@ func TestSpool(t *testing.T) {
 		{"capped", Config{Max: 1000, SpoolCap: 5000}, data, 5000, true},
 		{"cap above total", Config{Max: 1000, SpoolCap: 1 << 20}, data, len(data), true},
 		{"default cap", Config{Max: 1000}, data, len(data), true},
-		{"head", Config{Strategy: StrategyHead, Max: 19999}, data, len(data), true},
-		{"tail not truncated", Config{Strategy: StrategyTail, Max: 20000}, data, -1, false},
-		{"tail", Config{Strategy: StrategyTail, Max: 300, SpoolCap: 7777}, data, 7777, true},
+		{"head", Config{Strategy: config.TruncateHead, Max: 19999}, data, len(data), true},
+		{"tail not truncated", Config{Strategy: config.TruncateTail, Max: 20000}, data, -1, false},
+		{"tail", Config{Strategy: config.TruncateTail, Max: 300, SpoolCap: 7777}, data, 7777, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, chunk := range []int{0, 1, 999, 4096} {
@@ -459,7 +461,7 @@ func TestLastLine(t *testing.T) {
 	if got := b.LastLine(80); got != "final line" {
 		t.Fatalf("LastLine after truncation = %q", got)
 	}
-	b = New(Config{Strategy: StrategyTail, Max: 1000})
+	b = New(Config{Strategy: config.TruncateTail, Max: 1000})
 	feed(t, b, []byte("a\nlast partial"), 0)
 	if got := b.LastLine(80); got != "last partial" {
 		t.Fatalf("tail LastLine = %q", got)
@@ -468,7 +470,7 @@ func TestLastLine(t *testing.T) {
 
 // TestConcurrent runs a writer against readers; run it with -race.
 func TestConcurrent(t *testing.T) {
-	for _, s := range []Strategy{StrategyMiddle, StrategyHead, StrategyTail} {
+	for _, s := range []config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail} {
 		t.Run(string(s), func(t *testing.T) {
 			cfg := Config{Strategy: s, Max: 8 << 10, SpoolDir: t.TempDir()}
 			b := New(cfg)
@@ -517,10 +519,10 @@ func TestMemoryBounded(t *testing.T) {
 		t.Skip("writes 1 GiB")
 	}
 	chunk := logLines(64 << 10)
-	for _, s := range []Strategy{StrategyMiddle, StrategyHead, StrategyTail} {
+	for _, s := range []config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail} {
 		t.Run(string(s), func(t *testing.T) {
 			total := 1 << 30
-			if raceEnabled && s == StrategyTail {
+			if raceEnabled && s == config.TruncateTail {
 				total = 128 << 20 // the race detector makes char counting ~40x slower
 			}
 			var before, after runtime.MemStats
@@ -553,8 +555,8 @@ func BenchmarkWrite(b *testing.B) {
 		cfg  Config
 	}{
 		{"middle", Config{}},
-		{"head", Config{Strategy: StrategyHead}},
-		{"tail", Config{Strategy: StrategyTail}},
+		{"head", Config{Strategy: config.TruncateHead}},
+		{"tail", Config{Strategy: config.TruncateTail}},
 		{"middle-spool", Config{SpoolDir: b.TempDir(), SpoolCap: 1 << 62}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -590,7 +592,7 @@ func FuzzBuffer(f *testing.F) {
 	f.Add(bytes.Repeat([]byte("\xffa"), 100), uint8(2), uint16(50), uint8(20), uint8(20), uint8(7))
 	f.Fuzz(func(t *testing.T, data []byte, strat uint8, max uint16, head, tail, chunk uint8) {
 		cfg := Config{
-			Strategy: []Strategy{StrategyMiddle, StrategyHead, StrategyTail}[strat%3],
+			Strategy: []config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail}[strat%3],
 			Max:      int(max%512) + 1,
 			Head:     int(head) + 1,
 			Tail:     int(tail) + 1,
@@ -607,13 +609,13 @@ func FuzzBuffer(f *testing.F) {
 			_, body, _ = strings.Cut(out.Text, "]\n")
 		}
 		switch cfg.Strategy {
-		case StrategyMiddle:
+		case config.TruncateMiddle:
 			checkMiddleBounds(t, out, cfg)
-		case StrategyHead:
+		case config.TruncateHead:
 			if len(body) > cfg.Max || !strings.HasPrefix(strings.ToValidUTF8(string(data), "\uFFFD"), body) {
 				t.Fatalf("head body %q", body)
 			}
-		case StrategyTail:
+		case config.TruncateTail:
 			if utf8.RuneCountInString(body) > cfg.Max || !strings.HasSuffix(strings.ToValidUTF8(string(data), "\uFFFD"), body) && utf8.Valid(data) {
 				t.Fatalf("tail body %q", body)
 			}

@@ -16,7 +16,7 @@
 // a delegated subtree: a cgroup with cpu, memory and pids enabled in its
 // subtree_control and no process in it, the engine pointed at it through
 // BASHVISOR_TEST_CGROUP_PARENT (which the tests pass to
-// engine.Config.CgroupParent and proc.ProbeCgroups), each test binary
+// config.Cgroups.Parent and proc.ProbeCgroups, through internal/testenv), each test binary
 // running in a leaf below it. After each binary the guest checks that
 // nothing is left in the subtree. Results come back through a second,
 // writable 9p share; the console shows progress, failures and skips.

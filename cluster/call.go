@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// --- calls ---
+
+// Run implements engine.Runner: it runs the call on the conversation's
+// executor and returns its result exactly as that executor's engine
+// produced it, or a "lost" result when the executor stopped answering.
+func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input) engine.Result {
+	res := engine.Result{Command: in.Command, Display: in.Command}
+	c.calls.Add(1)
+	defer c.calls.Done()
+	st, a, err := c.place(tc.ConversationID)
+	if err != nil {
+		res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
+		return res
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.runCtx, cancel)
+	defer stop()
+	callID := tc.CallID
+	if callID == "" {
+		callID = newCallID()
+	}
+	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode),
+		Stdin: in.Stdin, Tty: in.TTY, YieldMs: in.YieldMS}
+	start := time.Now()
+	ev, pid := c.spawnCall(st, msg)
+	defer c.stopActor(pid)
+
+	accept := time.NewTimer(c.o.AcceptTimeout)
+	defer accept.Stop()
+	var backstop <-chan time.Time
+	done := ctx.Done()
+	lost := func(why string, at time.Time) engine.Result {
+		res.Status, res.PID = engine.StatusLost, 0
+		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), why)
+		res.Output = engine.LostText(st.name(), at.Sub(start))
+		res.DurationMS = time.Since(start).Milliseconds()
+		return res
+	}
+	for {
+		select {
+		case e := <-ev:
+			switch m := e.(type) {
+			case *clusterpb.Accepted:
+				accept.Stop()
+				t := time.NewTimer(time.Duration(m.BackstopMs) * time.Millisecond)
+				defer t.Stop()
+				backstop = t.C
+			case *clusterpb.Progress:
+				if tc.Progress != nil {
+					tc.Progress(engine.Progress{Elapsed: time.Duration(m.ElapsedNs), Bytes: m.Bytes, LastLine: m.LastLine, Output: m.Output, Skipped: m.Skipped})
+				}
+			case *clusterpb.RunResult:
+				r := decodeResult(m.Result)
+				if r.Status == engine.StatusStarted && r.JobID != "" {
+					id := c.recordJob(tc.ConversationID, a, st, r)
+					if id != r.JobID { // a yielded call's text names the job too
+						r.Output = strings.Replace(r.Output, "moved to background as "+r.JobID+";", "moved to background as "+id+";", 1)
+					}
+					r.JobID = id
+				}
+				return r
+			case *clusterpb.Refused:
+				switch m.Kind {
+				case "conflict":
+					err := fmt.Errorf("%w: %s", engine.ErrBadInput, m.Reason)
+					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
+					return res
+				case "shutdown":
+					err := fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name(), m.Reason)
+					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
+					return res
+				}
+				c.markLost(st, m.Reason)
+				return lost(m.Reason, st.lostAt)
+			case *actor.Terminated:
+				why := terminatedWhy(m)
+				c.markLost(st, why)
+				return lost(why, st.lostAt)
+			}
+		case <-st.lost:
+			return lost(st.lostWhy, st.lostAt)
+		case <-done:
+			done = nil
+			c.node.sys.Root.Send(st.pid, &clusterpb.Cancel{CallId: callID})
+		case <-accept.C:
+			return lost(fmt.Sprintf("it did not acknowledge the call within %s", c.o.AcceptTimeout), time.Now())
+		case <-backstop:
+			return lost("it did not answer within its own time bound", time.Now())
+		}
+	}
+}
+
+// spawnCall starts the call actor that sends msg to st's executor and
+// watches it; it forwards every answer to the returned channel.
+func (c *Client) spawnCall(st *execState, msg proto.Message) (<-chan any, *actor.PID) {
+	ev := make(chan any, 16)
+	pid := c.node.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &callActor{target: st.pid, first: msg, ev: ev}
+	}))
+	return ev, pid
+}
+
+// callActor is one call (or query) on the front: it sends its request,
+// watches the executor, and forwards what comes back.
+type callActor struct {
+	target *actor.PID
+	first  proto.Message
+	ev     chan<- any
+}
+
+func (a *callActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(a.target)
+		ctx.Request(a.target, a.first)
+	case *actor.Stopping:
+		ctx.Unwatch(a.target)
+	case *actor.Terminated:
+		if m.Who.Equal(a.target) {
+			a.ev <- m
+		}
+	case *clusterpb.Progress:
+		select { // keep only what fits: progress is a snapshot
+		case a.ev <- m:
+		default:
+		}
+	case *clusterpb.Accepted, *clusterpb.RunResult, *clusterpb.Refused, *clusterpb.QueryReply:
+		a.ev <- m // at most three of these per call: the buffer holds them
+	}
+}
+
+// stopActor stops a call or watcher actor; Shutdown waits until all have
+// stopped, so that their Unwatch reached the executor's endpoint before it
+// ends the endpoints. The caller does not wait.
+func (c *Client) stopActor(pid *actor.PID) {
+	c.actors.Add(1)
+	go func() {
+		defer c.actors.Done()
+		_ = c.node.sys.Root.StopFuture(pid).Wait()
+	}()
+}
+
+func newCallID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "bv-" + hex.EncodeToString(b)
+}

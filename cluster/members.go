@@ -1,0 +1,369 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pacluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+type execState struct {
+	id, addr  string
+	nameV     atomic.Value // string: the address until it answers with its name
+	pid       *actor.PID
+	watcher   *actor.PID
+	ready     bool
+	load      *clusterpb.Pong
+	lastHeard time.Time
+	lost      chan struct{}
+	lostAt    time.Time
+	lostWhy   string
+}
+
+func (s *execState) name() string {
+	n, _ := s.nameV.Load().(string)
+	return n
+}
+
+func (s *execState) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// --- membership ---
+
+// topologyLoop turns cluster topology events into executors: members are
+// executors (the front is a client, not a member); one that left is lost.
+func (c *Client) topologyLoop(topo <-chan *pacluster.ClusterTopology) {
+	defer c.pingers.Done()
+	for {
+		select {
+		case <-c.runCtx.Done():
+			return
+		case t := <-topo:
+			live := map[string]bool{}
+			for _, m := range t.Members {
+				id := memberID(m.Id)
+				live[id] = true
+				c.mu.Lock()
+				_, known := c.execs[id]
+				if !known && !c.stopped {
+					c.addExec(id, fmt.Sprintf("%s:%d", m.Host, m.Port), "")
+					c.pingers.Add(1)
+					go c.pinger(fmt.Sprintf("%s:%d", m.Host, m.Port), id)
+				}
+				c.mu.Unlock()
+			}
+			c.mu.Lock()
+			c.members = live
+			var left []*execState
+			for id, st := range c.execs {
+				if !live[id] && !st.isLost() {
+					left = append(left, st)
+				}
+			}
+			c.mu.Unlock()
+			for _, st := range left {
+				c.markLost(st, "it left the cluster membership")
+			}
+		}
+	}
+}
+
+// addExec records an executor; c.mu is held.
+func (c *Client) addExec(id, addr, name string) *execState {
+	st := &execState{id: id, addr: addr, pid: actor.NewPID(addr, executorActor), lost: make(chan struct{})}
+	if name == "" {
+		name = addr
+	}
+	st.nameV.Store(name)
+	c.execs[id] = st
+	st.watcher = c.node.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &execWatcher{target: st.pid, onLost: func(why string) { go c.markLost(st, why) }}
+	}))
+	c.notifyLocked()
+	return st
+}
+
+func (c *Client) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// pinger pings the executor at addr until the client stops (static) or
+// the executor with id wantID is lost (provider).
+func (c *Client) pinger(addr, wantID string) {
+	defer c.pingers.Done()
+	pid := actor.NewPID(addr, executorActor)
+	t := time.NewTicker(c.o.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		res, err := c.node.sys.Root.RequestFuture(pid, &clusterpb.Ping{}, min(c.o.LostAfter/2, 2*time.Second)).Result()
+		pong, _ := res.(*clusterpb.Pong)
+		if !c.heard(addr, wantID, pong, err) {
+			return
+		}
+		select {
+		case <-c.runCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// heard handles one keepalive answer (pong nil: none); false stops the
+// pinger.
+func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) bool {
+	var lose []*execState
+	var why string
+	var fence *execState
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return false
+	}
+	var st *execState
+	if wantID != "" {
+		st = c.execs[wantID]
+	} else {
+		st = c.byAddr[addr]
+	}
+	switch {
+	case pong == nil:
+		if st != nil && !st.isLost() && st.ready && time.Since(st.lastHeard) > c.o.LostAfter {
+			lose, why = append(lose, st), fmt.Sprintf("no answer to keepalives for %.1fs", time.Since(st.lastHeard).Seconds())
+		}
+	case wantID != "" && pong.ExecutorId != wantID:
+		if st != nil && !st.isLost() {
+			lose, why = append(lose, st), "its address answers as another process "+pong.ExecutorId+" (it restarted)"
+		}
+	default:
+		if st == nil || st.id != pong.ExecutorId {
+			if st != nil && !st.isLost() {
+				lose, why = append(lose, st), "its address answers as another process "+pong.ExecutorId+" (it restarted)"
+			}
+			if old := c.execs[pong.ExecutorId]; old != nil {
+				st = old // an incarnation declared lost that answers again
+			} else {
+				st = c.addExec(pong.ExecutorId, addr, pong.Name)
+			}
+			c.byAddr[addr] = st
+		}
+		if pong.Name != "" {
+			st.nameV.Store(pong.Name)
+		}
+		switch {
+		case st.isLost():
+			fence = st // it must not serve under this id again
+		case pong.Fenced:
+			lose, why = append(lose, st), "it fenced itself"
+		default:
+			st.lastHeard, st.load = time.Now(), pong
+			if !st.ready {
+				st.ready = true
+				c.notifyLocked()
+			}
+		}
+	}
+	// A lost executor is pinged on for a while: should it come back (a
+	// frozen process resumed, a partition healed), its answer gets it
+	// fenced. Static addresses are pinged for ever (a restart there is a
+	// new executor).
+	keep := wantID == "" || (st != nil && (!st.isLost() || time.Since(st.lostAt) < fenceWindow))
+	c.mu.Unlock()
+	for _, l := range lose {
+		c.markLost(l, why)
+	}
+	if fence != nil {
+		c.node.sys.Root.Send(fence.pid, &clusterpb.Fence{ExecutorId: fence.id, Reason: fence.lostWhy})
+	}
+	_ = err
+	return keep
+}
+
+// markLost declares an executor lost: every call on it answers "lost" at
+// once, its conversations cannot continue there, and it is told to fence
+// itself (should it be alive after all).
+func (c *Client) markLost(st *execState, why string) {
+	c.mu.Lock()
+	if st.isLost() || c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	st.lostAt, st.lostWhy = time.Now(), why
+	close(st.lost)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.log.Warn("executor lost", "executor", st.name(), "id", st.id, "address", st.addr, "why", why)
+	c.node.sys.Root.Send(st.pid, &clusterpb.Fence{ExecutorId: st.id, Reason: why})
+	c.node.sys.Root.Stop(st.watcher)
+}
+
+// execWatcher watches one executor's actor: its termination (the process
+// died, the connection closed) means the executor is lost.
+type execWatcher struct {
+	target *actor.PID
+	onLost func(string)
+}
+
+func (w *execWatcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(w.target)
+	case *actor.Stopping:
+		ctx.Unwatch(w.target)
+	case *actor.Terminated:
+		w.onLost(terminatedWhy(m))
+	}
+}
+
+func terminatedWhy(t *actor.Terminated) string {
+	switch t.Why {
+	case actor.TerminatedReason_AddressTerminated:
+		return "its connection closed"
+	case actor.TerminatedReason_NotFound:
+		return "it no longer serves at its address"
+	}
+	return "its executor actor stopped"
+}
+
+// ExecutorInfo describes an executor as the front sees it.
+type ExecutorInfo struct {
+	ID, Name, Address string
+	// Ready: it answered a keepalive and takes conversations.
+	Ready bool
+	// Lost: declared lost (LostReason says why); it never comes back
+	// under this id.
+	Lost       bool
+	LostReason string
+	// Conversations pinned to it by this front.
+	Conversations int
+	// Running, Jobs and Queued are its engine's load at its last answer.
+	Running, Jobs, Queued int
+}
+
+// Executors lists the executors the front knows, lost ones included,
+// sorted by address then id.
+func (c *Client) Executors() []ExecutorInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]ExecutorInfo, 0, len(c.execs))
+	for _, st := range c.execs {
+		i := ExecutorInfo{ID: st.id, Name: st.name(), Address: st.addr, Ready: st.ready && !st.isLost(),
+			Lost: st.isLost(), LostReason: st.lostWhy, Conversations: c.pinned[st.id]}
+		if st.load != nil {
+			i.Running, i.Jobs, i.Queued = int(st.load.Running), int(st.load.Jobs), int(st.load.Queued)
+		}
+		out = append(out, i)
+	}
+	slices.SortFunc(out, func(a, b ExecutorInfo) int {
+		return cmpOr(strings.Compare(a.Address, b.Address), strings.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// WaitExecutors waits until at least n executors are ready, or ctx ends.
+func (c *Client) WaitExecutors(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		ready := 0
+		for _, st := range c.execs {
+			if st.ready && !st.isLost() {
+				ready++
+			}
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		if ready >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d executors (%d ready): %w", n, ready, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// --- placement ---
+
+// place returns the conversation's executor, pinning it on its first
+// call.
+func (c *Client) place(conv string) (*execState, Assignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil, Assignment{}, engine.ErrShutdown
+	}
+	a, ok, err := c.o.Placement.Get(conv)
+	if err != nil {
+		return nil, a, fmt.Errorf("placement of conversation %q: %w", conv, err)
+	}
+	gen := 1
+	if ok {
+		st := c.execs[a.ExecutorID]
+		if st != nil && !st.isLost() {
+			return st, a, nil
+		}
+		if !c.o.Placement.DirSurvives(conv, a) {
+			return nil, a, goneError(a, st)
+		}
+		gen = a.Generation + 1
+		c.pinned[a.ExecutorID]--
+	}
+	st := c.pickLocked()
+	if st == nil {
+		return nil, a, fmt.Errorf("%w: none of the %d known executors is ready", ErrNoExecutor, len(c.execs))
+	}
+	a = Assignment{ExecutorID: st.id, Name: st.name(), Address: st.addr, Generation: gen}
+	if err := c.o.Placement.Put(conv, a); err != nil {
+		return nil, a, fmt.Errorf("placement of conversation %q: %w", conv, err)
+	}
+	c.pinned[st.id]++
+	return st, a, nil
+}
+
+// pickLocked returns the ready executor with the fewest conversations,
+// then the least busy, then the lowest id.
+func (c *Client) pickLocked() *execState {
+	var best *execState
+	var bestLoad [2]int64
+	for _, st := range c.execs {
+		if !st.ready || st.isLost() || st.load == nil || !st.load.Accepting {
+			continue
+		}
+		l := [2]int64{int64(c.pinned[st.id]), st.load.Running + st.load.Queued + st.load.Jobs}
+		if best == nil || l[0] < bestLoad[0] || (l[0] == bestLoad[0] && (l[1] < bestLoad[1] || (l[1] == bestLoad[1] && st.id < best.id))) {
+			best, bestLoad = st, l
+		}
+	}
+	return best
+}
+
+func goneError(a Assignment, st *execState) error {
+	if st == nil {
+		return fmt.Errorf("%w: this conversation's executor %s is not part of the fleet any more; its working directory was on that machine, so the conversation cannot continue: start a new conversation",
+			ErrConversationLost, a.Name)
+	}
+	return fmt.Errorf("%w: this conversation's executor %s stopped answering %s ago (%s); its working directory was on that machine, so the conversation cannot continue: start a new conversation",
+		ErrConversationLost, st.name(), time.Since(st.lostAt).Round(time.Second), st.lostWhy)
+}

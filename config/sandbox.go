@@ -1,0 +1,119 @@
+package config
+
+// Sandbox configures the sandbox of sandboxed commands (the profiles a
+// call chooses with engine.ToolContext.Sandbox).
+type Sandbox struct {
+	// Limits are the resource limits of a sandboxed command (zero fields:
+	// the defaults; [Unlimited] switches one off).
+	Limits SandboxLimits
+	// Helper starts sandboxed commands through the re-executed sandbox
+	// helper (the program must call engine.SandboxMain first in main)
+	// instead of from a confined throwaway thread of the engine. The
+	// helper sets the resource limits itself before it execs bash and
+	// does not depend on bash reading its start-up file; the default
+	// starts about a millisecond faster.
+	Helper bool
+	// HelperPath is the helper program Helper starts: one whose main calls
+	// engine.SandboxMain first, such as a CGO_ENABLED=0 build of
+	// ./cmd/bashvisor-sandbox, which starts faster than a large engine
+	// binary. Empty means the running executable.
+	HelperPath string
+	// ScratchRoot is where sandboxed commands' scratch directories are
+	// made (default os.TempDir()). Where the engine can create namespaces
+	// the scratch directory is a tmpfs of its own and only its empty mount
+	// point lives here.
+	ScratchRoot string
+	// CacheDir is the root of the build and package caches sandboxed
+	// commands may write (GOCACHE, npm, pip, XDG_CACHE_HOME; GOMODCACHE
+	// and CARGO_HOME too when the command has network), one directory per
+	// conversation, so that a conversation's second build is warm and no
+	// conversation's commands can plant build outputs another's use. It
+	// must not be inside a workspace. Empty: a directory in the output
+	// directory, removed with it; set it to keep caches across restarts.
+	// Ending a conversation removes its caches.
+	CacheDir string
+}
+
+// Unlimited, used as a [SandboxLimits] field, switches that limit off entirely
+// (RLIM_INFINITY for rlimits, "max" for pids.max).
+const Unlimited = ^uint64(0)
+
+// SandboxLimits are the resource limits of one sandboxed command, on top
+// of its [Limits]. A zero field means the default; [Unlimited] turns a
+// limit off. The defaults are chosen so that `go build`, `node -e`,
+// `python3 -c`, git and ordinary shell tools run unchanged: they stop
+// runaway commands, not legitimate work. RLIMIT_CORE is always 0 (no core
+// dumps).
+type SandboxLimits struct {
+	// CPUSeconds is the RLIMIT_CPU soft limit per process (default 900,
+	// the slow-mode timeout); the hard limit is CPUSeconds+5 so the
+	// process gets SIGXCPU before SIGKILL.
+	CPUSeconds uint64
+	// FileSize is RLIMIT_FSIZE in bytes (default 4 GiB): the largest file
+	// a command may write. Larger writes fail with EFBIG or kill the
+	// writer with SIGXFSZ.
+	FileSize uint64
+	// OpenFiles is RLIMIT_NOFILE, soft and hard (default 8192).
+	OpenFiles uint64
+	// AddressSpace is RLIMIT_AS in bytes (default 16 GiB of virtual memory
+	// per process). 1 GiB breaks Python and 2 GiB breaks Java; V8 (node)
+	// and Go reserve large virtual ranges up front, and a WebAssembly
+	// memory reserves ~10 GiB of guard space, so the default is generous:
+	// it stops a memory bomb well before it takes the machine's swap, not
+	// a compiler.
+	AddressSpace uint64
+	// Processes is the pids.max of the command's cgroup (default 512):
+	// processes and threads at once (RLIMIT_NPROC does not bind root and
+	// counts per user system-wide, so it is not used). Negative means no
+	// limit. Enforced only when the engine has cgroups and the host offers
+	// the pids controller; a lower limit already set on the cgroup stays
+	// (the stricter wins).
+	Processes int
+	// ScratchBytes is the size of the scratch directory ($TMPDIR; default
+	// 2 GiB): writes beyond it fail with ENOSPC ("No space left on
+	// device"). Its contents live in memory (a tmpfs, swappable) and count
+	// against nothing else. Only enforced where the engine can create
+	// private namespaces; elsewhere the scratch directory is a plain
+	// directory in ScratchRoot with no quota (only FileSize bounds each
+	// file).
+	ScratchBytes uint64
+	// ScratchFiles bounds the number of files and directories in the
+	// scratch directory (default 100,000; ENOSPC beyond). Enforced like
+	// ScratchBytes.
+	ScratchFiles uint64
+}
+
+// WithDefaults returns l with every zero field set to its default.
+func (l SandboxLimits) WithDefaults() SandboxLimits {
+	const (
+		defaultCPUSeconds   = 900
+		defaultFileSize     = 4 << 30
+		defaultOpenFiles    = 8192
+		defaultAddressSpace = 16 << 30
+		defaultProcesses    = 512
+		defaultScratchBytes = 2 << 30
+		defaultScratchFiles = 100_000
+	)
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = defaultCPUSeconds
+	}
+	if l.FileSize == 0 {
+		l.FileSize = defaultFileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = defaultOpenFiles
+	}
+	if l.AddressSpace == 0 {
+		l.AddressSpace = defaultAddressSpace
+	}
+	if l.Processes == 0 {
+		l.Processes = defaultProcesses
+	}
+	if l.ScratchBytes == 0 || l.ScratchBytes == Unlimited {
+		l.ScratchBytes = defaultScratchBytes
+	}
+	if l.ScratchFiles == 0 || l.ScratchFiles == Unlimited {
+		l.ScratchFiles = defaultScratchFiles
+	}
+	return l
+}

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
+)
+
+// Errors carried in [Result.Err] and returned by Engine methods; test them
+// with errors.Is.
+var (
+	ErrWorkDirMissing = errors.New("working directory does not exist")
+	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
+	ErrBadInput       = errors.New("bad input")
+	ErrShutdown       = errors.New("engine is shut down")
+	ErrNoSuchJob      = errors.New("no such job")
+	ErrBlocked        = errors.New("command blocked")
+	ErrDenied         = errors.New("command denied by permission profile")
+	ErrNeedsApproval  = errors.New("command needs approval")
+	ErrRestrictedMode = errors.New("restricted mode unavailable")
+	// ErrStart: the command's process could not be started.
+	ErrStart = errors.New("cannot start command")
+	// ErrInternal: the command's actor failed, or its exit status could
+	// not be read.
+	ErrInternal = errors.New("command actor failed")
+	// ErrBusy: the engine or the conversation already runs as many
+	// commands as Config.Admission allows and no slot freed within
+	// Admission.QueueWait (or the queue is full); the error says what is full.
+	ErrBusy = errors.New("busy")
+	// Errors of Write: the job was not started with stdin "pipe" or a
+	// terminal; its shell has exited; its stdin was closed; it has not
+	// read earlier input for a while.
+	ErrNoStdin     = errors.New("the job has no stdin to write to")
+	ErrJobEnded    = errors.New("the job has ended; nothing reads its input")
+	ErrStdinClosed = errors.New("the job's stdin was already closed")
+	ErrStdinBusy   = errors.New("the job is not reading its input")
+)
+
+// layerErrors map the errors of the engine's layers to the engine's own.
+var layerErrors = [...]struct{ layer, public error }{
+	{supervisor.ErrShutdown, ErrShutdown},
+	{supervisor.ErrNoSuchJob, ErrNoSuchJob},
+	{supervisor.ErrBusy, ErrBusy},
+	{proc.ErrStart, ErrStart},
+	{sandbox.ErrUnavailable, ErrRestrictedMode},
+	{jobs.ErrActorFailed, ErrInternal},
+	{jobs.ErrNoStdin, ErrNoStdin},
+	{jobs.ErrEnded, ErrJobEnded},
+	{jobs.ErrStdinClosed, ErrStdinClosed},
+	{jobs.ErrStdinBusy, ErrStdinBusy},
+}
+
+// public returns err as the engine reports it: an error of a lower layer
+// also matches the engine's sentinel for it (errors.Is), with the same
+// text.
+func public(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range layerErrors {
+		if errors.Is(err, m.layer) {
+			if errors.Is(err, m.public) {
+				return err
+			}
+			return &layerError{err: err, public: m.public}
+		}
+	}
+	return err
+}
+
+// layerError is an error of a lower layer that matches a public sentinel.
+type layerError struct{ err, public error }
+
+func (e *layerError) Error() string   { return e.err.Error() }
+func (e *layerError) Unwrap() []error { return []error{e.public, e.err} }

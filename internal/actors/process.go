@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+)
+
+// --- the process group and the cgroup ---
+
+// The job's processes: with a cgroup, exactly the cgroup's members (every
+// descendant stays in it whatever it does with sessions and process
+// groups); without one, the shell's process group. Once the shell is reaped
+// and its group is empty, the kernel may give the group's id to a new
+// process group (pids wrap quickly on a busy host), so without a cgroup a
+// group id is only trusted while it still has a live member, and with one
+// it is not consulted after the shell exited.
+
+// liveMembers lists the live processes of the job.
+func (j *job) liveMembers() []proc.Member {
+	if cg := j.l.cg; cg != nil {
+		if !cg.Populated() { // cgroup.events is cheaper than cgroup.procs
+			return nil
+		}
+		return cg.Members()
+	}
+	return proc.LiveMembers(j.l.p.Pid)
+}
+
+// anyAlive reports whether a process of the job is still alive.
+func (j *job) anyAlive() bool {
+	if cg := j.l.cg; cg != nil {
+		return cg.Populated()
+	}
+	return proc.GroupAlive(j.l.p.Pid)
+}
+
+// signalAll sends sig to every process of the job: the process group while
+// the shell is not reaped (its id cannot have been reused), and every
+// member of the cgroup; SIGKILL is cgroup.kill.
+func (j *job) signalAll(sig syscall.Signal) {
+	cg := j.l.cg
+	switch {
+	case !j.exited:
+		_ = j.l.p.SignalGroup(sig)
+	case cg == nil && proc.GroupAlive(j.l.p.Pid):
+		_ = j.l.p.SignalGroup(sig)
+	}
+	if cg == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		_ = cg.Kill()
+		return
+	}
+	skip := j.l.p.Pid // already signalled as a group
+	if j.exited {
+		skip = 0
+	}
+	cg.Signal(sig, skip)
+}
+
+// usage reads what the job used from its cgroup, and its CPU time from the
+// shell's rusage without one (see proc.Usage).
+func (j *job) usage() proc.Usage {
+	var u proc.Usage
+	if cg := j.l.cg; cg != nil {
+		var err error
+		if u, err = cg.Usage(); err != nil && j.res.Log != nil {
+			j.res.Log.Warn("reading the job's resource usage", "job", j.spec.ID, "err", err)
+		}
+	}
+	if j.state != nil && u.CPU == 0 {
+		ru := &j.state.Rusage
+		u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return u
+}
+
+// exitStatus returns the exit code (128+n for signal n) and signal name.
+func exitStatus(st *proc.Exit) (int, string) {
+	if st.Status.Signaled() {
+		return 128 + int(st.Status.Signal()), signalName(st.Status.Signal())
+	}
+	return st.ExitCode(), ""
+}
+
+// signalName returns "SIGKILL" style names.
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

@@ -1,0 +1,320 @@
+// Package jobs holds the data of a job that the engine's layers share:
+// what to run (Request), what happened to it (Outcome), the supervisor's
+// record of it (State), their statuses and reasons, and the errors of the
+// job layer. It has no behaviour beyond reading a running job's usage: the
+// supervisor (package supervisor) and the job actor (package actors) act
+// on this data, and the engine renders it.
+package jobs
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/truncate"
+)
+
+// Errors of the job layer; test them with errors.Is.
+var (
+	// ErrActorFailed: a job's actor stopped unexpectedly (a panic), or the
+	// shell's exit status could not be read.
+	ErrActorFailed = errors.New("command actor failed")
+	// ErrNoStdin: the job was started without stdin (Request.Stdin or
+	// TTY).
+	ErrNoStdin = errors.New(`the job has no stdin to write to: it was started without stdin "pipe" or tty`)
+	// ErrEnded: the job's shell has exited; nothing reads its input.
+	ErrEnded = errors.New("the job has ended; nothing reads its input")
+	// ErrStdinClosed: its stdin was closed by an earlier write.
+	ErrStdinClosed = errors.New("the job's stdin was already closed")
+	// ErrStdinBusy: the job stopped reading its input (for 10 s), or four
+	// earlier writes still wait for it; the error says how much was sent.
+	ErrStdinBusy = errors.New("the job is not reading its input")
+)
+
+// Request is a job to start: what to run, where and how.
+type Request struct {
+	// Conversation is the conversation that starts the job.
+	Conversation string
+	// Command is the command as submitted, for listings.
+	Command string
+	// Display is the command as shown (see safety.Display).
+	Display string
+	// Script is what bash -c runs: Command after the engine's rewrites.
+	Script string
+	// Dir is the working directory. It must exist.
+	Dir string
+	// Env holds the caller's environment overrides; they can never re-add
+	// a variable the environment policy removed as a secret.
+	Env map[string]string
+	// ExtraEnv holds NAME=value entries the engine adds (trusted).
+	ExtraEnv []string
+	// Background makes the job write to an output file and outlive its
+	// caller; a foreground job's output is kept in a bounded buffer and
+	// its outcome is sent to its caller.
+	Background bool
+	// Sandbox, when set, runs the job in the sandbox (package sandbox)
+	// with this profile; nil runs it unrestricted.
+	Sandbox *Profile
+	// Limits are the job's resource limits (zero or negative fields: no
+	// limit). A limit the host cannot enforce job-wide binds each process
+	// instead, or not at all (see config.Limits and Applied).
+	Limits config.Limits
+	// Timeout is the foreground timeout, or the background lifetime; 0
+	// means none. It bounds the shell: a foreground shell that exited
+	// before it is reported with its own status even when ending the
+	// processes it left behind runs past it (that phase is bounded by
+	// Lifecycle.DrainWait and the grace sequence).
+	Timeout time.Duration
+	// Stdin gives the job a pipe as stdin, fed by writes; without it stdin
+	// is /dev/null, so nothing ever waits for input unknowingly.
+	Stdin bool
+	// TTY, when set, runs the job on a pseudo-terminal of that size: its
+	// output is the terminal's byte stream, and writes send keys (^C is
+	// "\x03"); closing its input sends ^D.
+	TTY *proc.Winsize
+	// Yield, when set, makes a foreground job that reaches Timeout a
+	// background job of its conversation instead of ending it: the
+	// supervisor gives it a job id and an output file, the caller gets the
+	// output so far with Outcome.Yielded, and the rest of the output goes
+	// to the file. Over the conversation's or the engine's background job
+	// cap it is ended as a timeout (Outcome.YieldRefused says why).
+	Yield *Yield
+	// Completion renders the line appended to a background job's output
+	// file when it ends (two newlines are written before it).
+	Completion func(Outcome) string
+	// Detached renders the line appended to a background job's output file
+	// when the engine stops reading its output for good while it runs on
+	// (shutdown with jobs left running, when its output went through the
+	// engine to be redacted): lost is nil when the rest of its output is
+	// discarded, else why it is lost. Nil appends nothing.
+	Detached func(lost error) string
+}
+
+// Yield says what a foreground job becomes when it yields.
+type Yield struct {
+	// Lifetime bounds it as a background job from then on (0: none).
+	Lifetime time.Duration
+	// Completion renders the line appended to its output file when it
+	// ends.
+	Completion func(Outcome) string
+}
+
+// Yielded says where a yielded job went on.
+type Yielded struct {
+	// ID is its background job id; OutputFile receives its later output.
+	ID, OutputFile string
+}
+
+// Profile is what a sandboxed job may write and reach.
+type Profile struct {
+	// Workspace makes the job's working directory and its git
+	// directories writable, hooks and config protected (the
+	// workspace-write profile); otherwise only the scratch directory,
+	// CacheDir and Writable are.
+	Workspace bool
+	// Writable are more directories the job may write (absolute paths).
+	Writable []string
+	// CacheDir holds the job's build and package caches ("": they live in
+	// its scratch directory and die with it). It must exist.
+	CacheDir string
+	// Network, when set, lets the job reach what it allows through the
+	// egress proxy (package egress) and nothing else; nil: no network.
+	Network *egress.Allowlist
+	// OnProxy, when set, is told each of the proxy's decisions, from the
+	// proxy's goroutines (it must be safe for concurrent use).
+	OnProxy func(egress.Decision)
+}
+
+// Applied are the limits a job ran under, and how they were enforced. A
+// sandboxed job's process limit is the lower of Limits.Processes and the
+// sandbox's (config.SandboxLimits.Processes). Limits the host could not
+// enforce (Processes without a pids controller) are zero.
+type Applied struct {
+	config.Limits
+	// MemoryPerProcess: Memory was each process's RLIMIT_AS.
+	MemoryPerProcess bool
+	// CPUPerProcess: CPUTime was each process's RLIMIT_CPU.
+	CPUPerProcess bool
+}
+
+// Status is a job's state in the supervisor's records.
+type Status string
+
+// The statuses of a job.
+const (
+	Running   Status = "running"
+	Completed Status = "completed" // the shell exited 0
+	Failed    Status = "failed"    // the shell exited non-zero
+	Killed    Status = "killed"    // ended by the engine or a signal
+	Errored   Status = "error"     // it never started
+	Detached  Status = "detached"  // left running at engine shutdown
+)
+
+// Reason says why the engine ended a job.
+type Reason string
+
+// The reasons for ending a job.
+const (
+	ReasonNone      Reason = ""
+	ReasonTimeout   Reason = "timeout"
+	ReasonCancelled Reason = "cancelled"
+	ReasonKilled    Reason = "killed"         // a kill request
+	ReasonShutdown  Reason = "shutdown"       // engine shutdown
+	ReasonLifetime  Reason = "lifetime"       // a background job's lifetime
+	ReasonCPULimit  Reason = "cpu time limit" // Limits.CPUTime, job-wide
+	// ReasonLeftovers: the shell exited; processes it left in its group
+	// were ended. It is internal to the job actor: the outcome reports
+	// ReasonNone (the shell ended on its own) with Leftovers.
+	ReasonLeftovers Reason = "leftovers"
+	ReasonFailed    Reason = "actor failed" // the job's actor failed
+)
+
+// Outcome is what happened to a job, as data; the engine renders it.
+type Outcome struct {
+	// Err is set when the job could not start, the actor failed, or the
+	// shell's exit status could not be read.
+	Err error
+	// Exited is true when the shell's exit status is known.
+	Exited bool
+	// ExitCode is the shell's exit code, 128+n when killed by signal n.
+	ExitCode int
+	// Signal names the signal that killed the shell ("SIGKILL").
+	Signal string
+	// Reason says why the engine ended the job (ReasonNone: it ended on
+	// its own).
+	Reason Reason
+	// Output is a foreground job's output.
+	Output truncate.Output
+	// Stderr is a foreground job's stderr with separate streams.
+	Stderr *truncate.Output
+	// Leftovers were still in the group after the shell exited and were
+	// ended, or left running (LeftRunning) with KeepLeftovers.
+	Leftovers   []proc.Member
+	LeftRunning bool
+	// Survivors were still alive after SIGKILL and CleanupWait.
+	Survivors []proc.Member
+	// PipeHeld: the output pipe was still open after the group was gone.
+	PipeHeld bool
+	// Duration is the job's wall time, from its start.
+	Duration time.Duration
+	// Queued is how long the job waited for a slot before it started.
+	Queued time.Duration
+	// Yielded, for a foreground job with Request.Yield, says that it
+	// reached its timeout and went on as a background job; Output is what
+	// it printed until then.
+	Yielded *Yielded
+	// YieldRefused says why a job that should have yielded was ended
+	// instead (a background job cap).
+	YieldRefused string
+	// Refused lists the destinations ("host:port") the egress proxy
+	// refused the job, the first few of them.
+	Refused []string
+	// Usage is what the job's processes used, read when the job ended
+	// (final once its cgroup is empty; a snapshot when processes were
+	// kept running or survived). It is zero for a job that never started.
+	// Where the job has no cgroup, CPU comes from the shell's own rusage
+	// (wait4): the time of the shell and of the descendants it waited for.
+	Usage proc.Usage
+	// Limits are the limits the job ran under.
+	Limits Applied
+}
+
+// Status is the status of a job that ran and ended with this outcome (one
+// that never started is Errored).
+func (o Outcome) Status() Status {
+	switch {
+	case o.Reason == ReasonKilled, o.Reason == ReasonShutdown, o.Reason == ReasonLifetime,
+		o.Reason == ReasonCancelled, o.Reason == ReasonTimeout, o.Reason == ReasonFailed,
+		o.Reason == ReasonCPULimit:
+		return Killed
+	case o.Signal != "":
+		return Killed
+	case o.Exited && o.ExitCode == 0:
+		return Completed
+	case o.Exited:
+		return Failed
+	}
+	return Killed
+}
+
+// State is the supervisor's record of a job.
+type State struct {
+	// ID names the job ("cmd-N" or "job-N", numbered per conversation).
+	ID string
+	// Conversation is the conversation that started it.
+	Conversation string
+	// Command is the command as submitted; Display as shown.
+	Command, Display string
+	// Background is set for a background job (or a yielded one).
+	Background bool
+	// Pid is the pid and process group id of its shell.
+	Pid int
+	// Status is where it stands.
+	Status Status
+	// Reason says why the engine ended it (Killed, Detached).
+	Reason Reason
+	// Signal is the signal that ended it, when it was not the engine.
+	Signal string
+	// ExitCode is set once the shell's exit status is known.
+	ExitCode *int
+	// Err says why it never started (Errored).
+	Err error
+	// Started and Ended are when it started and ended (zero: running).
+	Started, Ended time.Time
+	// OutputFile is a background job's output file.
+	OutputFile string
+	// Usage is what the job used, once it ended (see Outcome.Usage);
+	// CurrentUsage reads it while the job runs.
+	Usage proc.Usage
+	// Live reads the running job's cgroup (nil: no cgroup, or not yet
+	// running).
+	Live *LiveUsage
+}
+
+// Running reports whether the job has not ended yet.
+func (s State) Running() bool { return s.Status == Running }
+
+// CurrentUsage returns what the job has used so far: Usage once it ended,
+// and while it runs what its cgroup has accounted (a few µs: one pread per
+// counter; zero without a cgroup, or before the job's actor reported it
+// running).
+func (s State) CurrentUsage() proc.Usage {
+	if !s.Running() || s.Live == nil {
+		return s.Usage
+	}
+	return s.Live.read()
+}
+
+// LiveUsage reads a running job's cgroup until the job ends; the job's
+// actor ends it before it hands the cgroup back, so a recycled cgroup is
+// never read for the wrong job.
+type LiveUsage struct {
+	mu sync.Mutex
+	cg *proc.Cgroup // nil once the job ended
+}
+
+// NewLiveUsage reads cg until End.
+func NewLiveUsage(cg *proc.Cgroup) *LiveUsage { return &LiveUsage{cg: cg} }
+
+func (l *LiveUsage) read() proc.Usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cg == nil {
+		return proc.Usage{}
+	}
+	u, _ := l.cg.Usage()
+	return u
+}
+
+// End stops reading the cgroup (nil-safe).
+func (l *LiveUsage) End() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.cg = nil
+	l.mu.Unlock()
+}
