@@ -80,9 +80,10 @@ const delegated = "/sys/fs/cgroup/bashvisor.service"
 
 // suite lists the runs of test binaries: the tests of each package that
 // exercise cgroups, limits, accounting, killing and the sandbox (the whole
-// package where it is small). Software emulation runs them ~10x slower
-// than the host, so the sandbox's filesystem and tool tests (go build
-// inside the sandbox) stay on the host.
+// package where it is small). Software emulation runs a process start
+// ~100x slower than the host, so the sandbox's filesystem and tool tests
+// (go build inside the sandbox) and the tests whose commands must start
+// within a few hundred milliseconds stay on the host.
 var suite = []struct {
 	pkg, name, run string
 }{
@@ -91,7 +92,7 @@ var suite = []struct {
 	// The sandbox as the engine starts it (StartDirect, placed into the
 	// cgroup v2 after the fork) and through its helper (clone3 into it).
 	{"./internal/sandbox", "sandbox-direct", "^TestDirect$/^(Limits|ForkBombContained|CleanupKillsEscapees|ResourceLimitsOnlyOwn|NoNamespacesOrCgroupEscape|SignalsInsideWork|ScratchQuota)$"},
-	{"./internal/sandbox", "sandbox-helper", "^(TestLimits|TestForkBombContained|TestCleanupKillsEscapees|TestResourceLimitsOnlyOwn|TestNoNamespacesOrCgroupEscape|TestRemoveStale|TestStartDirectNeverConfinesTheMainThread)$"},
+	{"./internal/sandbox", "sandbox-helper", "^(TestLimits|TestForkBombContained|TestCleanupKillsEscapees|TestNoNamespacesOrCgroupEscape|TestRemoveStale|TestStartDirectNeverConfinesTheMainThread)$"},
 	// The engine's cgroup paths: escapees killed in every ending, kept
 	// leftovers released, limits, OOM kills, accounting, recycling,
 	// restricted jobs, and (ExampleEngine_Kill) an engine left at its
@@ -102,8 +103,8 @@ var suite = []struct {
 		"TestBackgroundKillAndLifetime", "TestBackgroundJobLivesWithItsGroup", "TestBackgroundJobReport",
 		"TestMemoryBombStoppedAtLimit", "TestOOMKillThatTheShellSurvives", "TestCPUAccountingMatchesTheProcess",
 		"TestPeakMemoryMatchesAllocation", "TestRecycledCgroupStartsFresh", "TestCPUTimeLimitIsJobWide",
-		"TestRestrictedLimits", "TestDefaultLimitsLetBuildsRun", "TestRestrictedFilesystem", "TestRestrictedTimeoutAndBackground",
-		"TestFaultKilledFromOutside", "TestFaultZombieParents", "TestFaultTimeoutDuringLeftoverCleanup",
+		"TestRestrictedLimits", "TestRestrictedFilesystem",
+		"TestFaultKilledFromOutside", "TestFaultZombieParents",
 		"TestMetrics", "ExampleEngine_Kill",
 	}, "|") + ")$"},
 }
@@ -120,7 +121,7 @@ func main() {
 	}
 	kernel := flag.String("kernel", "", "an unpacked Debian linux-image package (boot/vmlinuz-*, lib/modules/*)")
 	out := flag.String("out", "", "work directory for binaries, logs and results (default: a new temporary directory)")
-	timeout := flag.Duration("timeout", 12*time.Minute, "bound on the whole VM run")
+	timeout := flag.Duration("timeout", 15*time.Minute, "bound on the whole VM run")
 	accel := flag.String("accel", "tcg,thread=multi", "qemu accelerators to try in order, separated by ':' (e.g. kvm:tcg)")
 	mem := flag.String("mem", "3G", "guest memory")
 	demo := flag.String("demo", "", "instead of the tests, run cmd/demo with these arguments (split at spaces) in the VM, e.g. `bench -only serial -cgroup-parent "+delegated+"`")
