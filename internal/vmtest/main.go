@@ -22,7 +22,7 @@
 // writable 9p share; the console shows progress, failures and skips.
 //
 // It exits 0 only when every test binary passed and left nothing behind;
-// without qemu or a kernel it exits 2 (make vm-test turns that into a skip
+// without qemu or a kernel it exits 3 (make vm-test turns that into a skip
 // unless REQUIRE_CGROUP_V2_VM=1). The VM is bounded by -timeout; qemu is
 // ended by its pid.
 //
@@ -113,7 +113,7 @@ var suite = []struct {
 var rounds = 1
 
 // exitUnavailable is the exit code for a host without qemu or a kernel.
-const exitUnavailable = 2
+const exitUnavailable = 3
 
 func main() {
 	if os.Getpid() == 1 {
