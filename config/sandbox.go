@@ -32,6 +32,43 @@ type Sandbox struct {
 	// directory, removed with it; set it to keep caches across restarts.
 	// Ending a conversation removes its caches.
 	CacheDir string
+	// BaseCaches are read-only starting points of every conversation's
+	// build and package caches (see BaseCaches); empty: they start empty.
+	BaseCaches BaseCaches
+}
+
+// BaseCaches are read-only starting points of the caches of sandboxed
+// commands, such as the engine user's own caches: each conversation's
+// cache is an overlay whose lower layer is the base and whose upper layer
+// holds what the conversation adds, so its first `go build` finds the
+// standard library and the host's modules compiled, and nothing it
+// writes reaches the base. Empty fields: that cache starts empty. A base
+// changed while conversations use it (the host builds too) is seen by
+// them, file by file, as overlayfs allows; a conversation that started
+// before a file appeared may still see its older view of a directory.
+type BaseCaches struct {
+	// GoBuild is a Go build cache (`go env GOCACHE`), under GOCACHE.
+	GoBuild string
+	// GoMod is a Go module cache (`go env GOMODCACHE`), under GOMODCACHE
+	// (then set for every sandboxed command, with network or not).
+	GoMod string
+	// Npm is an npm cache (`npm config get cache`), under
+	// npm_config_cache.
+	Npm string
+	// Pip is a pip cache (`pip cache dir`), under PIP_CACHE_DIR.
+	Pip string
+}
+
+// Dirs lists the bases by the name of the cache directory they start
+// (go-build, go-mod, npm, pip), set ones only.
+func (b BaseCaches) Dirs() map[string]string {
+	m := map[string]string{}
+	for name, dir := range map[string]string{"go-build": b.GoBuild, "go-mod": b.GoMod, "npm": b.Npm, "pip": b.Pip} {
+		if dir != "" {
+			m[name] = dir
+		}
+	}
+	return m
 }
 
 // Unlimited, used as a [SandboxLimits] field, switches that limit off entirely

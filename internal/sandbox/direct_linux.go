@@ -56,6 +56,9 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	if c.bash == "" {
 		return errors.New("sandbox: StartDirect needs a Command from Prepare")
 	}
+	if c.world != nil && c.world.rootless || c.cfg.OwnNamespaces {
+		return c.StartHelper(cmd) // a thread cannot join or make a user namespace
+	}
 	if b := filepath.Base(c.bash); b == "sh" || strings.HasPrefix(b, "sh.") {
 		return fmt.Errorf("sandbox: StartDirect needs bash started as bash (BASH_ENV), not %q", c.bash)
 	}
@@ -149,7 +152,20 @@ func (c *Command) place(pid, cgroupFD int) error {
 func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	cmd.Path, cmd.Args = c.Path, c.Args
 	closeInheritedOnExec()
-	if c.ns.fd < 0 {
+	if c.world != nil && c.world.rootless {
+		if cmd.Dir == "" {
+			cmd.Dir = "."
+		}
+		err := c.world.startInWorld(cmd, c.proxyChild)
+		if c.proxyChild != nil {
+			_ = c.proxyChild.Close() // the helper has its own
+		}
+		return err
+	}
+	if c.cfg.OwnNamespaces {
+		return c.startOwnNamespaces(cmd)
+	}
+	if c.ns.fd < 0 && c.world == nil {
 		return cmd.Start()
 	}
 	return onThrowawayThread(func() error {
@@ -161,7 +177,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 }
 
 func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
-	if c.ns.fd >= 0 {
+	if c.ns.fd >= 0 || c.world != nil {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}

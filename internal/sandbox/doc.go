@@ -28,7 +28,7 @@
 //
 // With private namespaces and any writable root (the workspace, the
 // cache), every mount of the command's mount namespace is read-only but
-// the roots (see Command.mountRoots), so the kernel refuses chmod, chown,
+// the roots (see mountView), so the kernel refuses chmod, chown,
 // utimes and xattrs outside them with EROFS and the seccomp filter can
 // allow those calls (it cannot see paths) — except setting the setuid or
 // setgid bit, on chmod or when a file is created. Without namespaces (an

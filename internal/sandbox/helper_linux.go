@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -60,10 +61,14 @@ func probe() Capabilities {
 	} else if c.ABI > 0 {
 		why = append(why, fmt.Sprintf("Landlock ABI %d has no signal/abstract-socket scoping (needs ABI 6, Linux 6.12)", c.ABI))
 	}
-	if err := probeNamespaces(); err != nil {
-		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error())
-	} else {
+	if err := probeNamespaces(); err == nil {
 		c.Namespaces = true
+	} else if os.Geteuid() == 0 {
+		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error())
+	} else if rerr := probeRootless(); rerr != nil {
+		why = append(why, "not root and no user namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+rerr.Error())
+	} else {
+		c.Namespaces, c.Rootless = true, true
 	}
 	c.Reason = strings.Join(why, "; ")
 	return c
@@ -78,7 +83,17 @@ func probe() Capabilities {
 // exits with status 126 (the command never runs unconfined). In every other
 // case Main returns at once.
 func Main() {
+	if len(os.Args) >= 2 && os.Args[1] == worldArg {
+		runtime.LockOSThread()
+		err := worldChild(os.Args[2:])
+		if err == nil {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "bashvisor sandbox: world: %v\n", err)
+		os.Exit(helperExitCode)
+	}
 	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+		mainCalled.Store(true)
 		return
 	}
 	// Per-thread state (capability bounding set, no_new_privs) is set on this
@@ -105,6 +120,28 @@ func helper(args []string) error {
 	argv := args[2:]
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
 		return errors.New("bad config: scratch dir and an absolute program path are required")
+	}
+	env := os.Environ()
+	if cfg.World != nil && cfg.World.Rootless || cfg.OwnNamespaces {
+		// Started in the world's user, network and mount namespaces
+		// (startInWorld), or in new ones (startOwnNamespaces): the
+		// command's own mount namespace is made here.
+		if cfg.OwnNamespaces {
+			if err := loopbackUp(); err != nil {
+				return err
+			}
+		}
+		if err := makeView(&cfg); err != nil {
+			return err
+		}
+		if cfg.ProxyFD != 0 {
+			port, err := handOverProxy(cfg.ProxyFD)
+			if err != nil {
+				return err
+			}
+			cfg.ProxyPort = port
+			env = withEnv(env, proxyEnv(port, true))
+		}
 	}
 	if cfg.Namespaces {
 		// The engine entered the command's namespaces before starting the
@@ -134,7 +171,20 @@ func helper(args []string) error {
 	if err := installSeccomp(cfg.filter()); err != nil {
 		return err
 	}
-	return execWithAddressSpace(argv, os.Environ(), cfg.AddressSpace)
+	return execWithAddressSpace(argv, env, cfg.AddressSpace)
+}
+
+// withEnv returns env with the NAME=value entries of add set (replacing
+// the names' earlier values).
+func withEnv(env, add []string) []string {
+	out := make([]string, 0, len(env)+len(add))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(add, func(a string) bool { return strings.HasPrefix(a, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, add...)
 }
 
 // execWithAddressSpace sets RLIMIT_AS and execs argv without allocating in
@@ -265,6 +315,11 @@ func applyLandlock(cfg helperConfig) error {
 		HandledAccessFS:  handled,
 		HandledAccessNet: uint64(preset.HandledAccessNet), // no rules: no TCP bind/connect
 		Scoped:           uint64(preset.Scoped),           // signals, abstract unix sockets
+	}
+	if cfg.World != nil {
+		// TCP anywhere in the world's network, which has nothing but the
+		// conversation's loopback (and the proxy there).
+		attr.HandledAccessNet = 0
 	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {

@@ -164,19 +164,44 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir = workdir
 	cmd.Env = append(append(os.Environ(), env...), sc.Env...)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	cmd.SysProcAttr = sysProcAttr(cg)
-	cmd.WaitDelay = time.Second
-	if err := start(sc, cmd); err != nil {
+	// The output goes through a pipe of the test's own, as the engine's
+	// does (a command in a rootless world needs *os.File stdio).
+	pr, pw, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull(t), pw, pw
+	cmd.SysProcAttr = sysProcAttr(cg)
+	if err := start(sc, cmd); err != nil {
+		pr.Close()
+		pw.Close()
+		t.Fatal(err)
+	}
+	pw.Close()
+	var buf bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		_, _ = buf.ReadFrom(pr)
+		close(copied)
+	}()
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	timer := time.AfterFunc(60*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-	err := cmd.Wait()
+	err = cmd.Wait()
 	timer.Stop()
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !keepGroup {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	// A process that left the group (a background server in a world)
+	// may hold the pipe: read what came until a moment after the shell
+	// ended.
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
+		pr.Close()
+		<-copied
+	}
+	pr.Close()
 	r := result{out: buf.String(), cmd: sc, cg: cg}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -199,6 +224,21 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 }
 
 var zeroLimits = config.SandboxLimits{}
+
+// keepGroup leaves what a command started in its process group running
+// after the command's shell exited (tests of background servers, which end
+// them themselves).
+var keepGroup bool
+
+// devNull is /dev/null opened for reading, closed at the end of the test.
+func devNull(t *testing.T) *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
 
 // direct makes the tests start commands with Command.StartDirect instead of
 // the helper re-exec (see TestDirect).

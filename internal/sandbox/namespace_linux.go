@@ -146,33 +146,51 @@ func (h *netnsHandle) release(reuse bool) {
 }
 
 // enterNamespaces moves the calling (locked, throwaway) thread into the
-// command's namespaces: the pooled network namespace, a new IPC namespace
-// and a new private mount namespace with a tmpfs on the scratch directory.
+// command's namespaces: its world's network namespace (or a pooled one),
+// a new IPC namespace and a new private mount namespace (see makeView).
 // What the thread forks afterwards inherits them.
 func (c *Command) enterNamespaces() error {
-	if err := unix.Setns(c.ns.fd, unix.CLONE_NEWNET); err != nil {
+	if c.world != nil {
+		if err := c.world.enter(); err != nil {
+			return err
+		}
+	} else if err := unix.Setns(c.ns.fd, unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("setns(net): %w", err)
 	}
+	return makeView(&c.cfg)
+}
+
+// makeView gives the calling thread new IPC and mount namespaces and makes
+// the command's view of the file system in the latter: in a world, the
+// world's /tmp and caches, the engine's directories hidden, everything
+// read-only but the writable roots (mountView); otherwise the same
+// without a world where there are writable roots, and a tmpfs on the
+// scratch directory. The rootless helper calls it in the world's user
+// namespace.
+func makeView(cfg *helperConfig) error {
 	if err := unix.Unshare(unix.CLONE_NEWIPC | unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unshare(CLONE_NEWIPC|CLONE_NEWNS): %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if c.cfg.readOnlyMounts() {
-		if err := c.mountRoots(); err != nil {
+	if cfg.readOnlyMounts() {
+		if err := mountView(cfg); err != nil {
 			return err
 		}
 	}
+	if cfg.World != nil {
+		return nil
+	}
 	opts := "mode=0700,uid=" + strconv.Itoa(os.Geteuid()) + ",gid=" + strconv.Itoa(os.Getegid()) +
-		",size=" + strconv.FormatUint(c.cfg.ScratchBytes, 10) + ",nr_inodes=" + strconv.FormatUint(c.cfg.ScratchFiles, 10)
-	if err := unix.Mount("tmpfs", c.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		",size=" + strconv.FormatUint(cfg.ScratchBytes, 10) + ",nr_inodes=" + strconv.FormatUint(cfg.ScratchFiles, 10)
+	if err := unix.Mount("tmpfs", cfg.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount scratch tmpfs: %w", err)
 	}
-	return makeCacheDir(c.Scratch)
+	return makeCacheDir(cfg.Scratch)
 }
 
-// mountRoots makes every mount of the command's mount namespace read-only
+// mountView makes every mount of the command's mount namespace read-only
 // except the writable roots, then pins and protects what Roots asks for:
 //
 //   - each writable root's mount tree is cloned as it is (open_tree),
@@ -184,46 +202,76 @@ func (c *Command) enterNamespaces() error {
 //     chmod, chown, utimes and xattrs anywhere else now fail with EROFS,
 //     which is what lets the seccomp filter allow them (it cannot see
 //     paths);
-//   - the clones are attached over their roots (move_mount);
+//   - in a world: the world's tmp is attached on /tmp, the engine's
+//     directories still in view are covered by empty tmpfs mounts, and
+//     the shown directories are attached again, read-only (see World);
+//   - the clones are attached over their roots (move_mount), making their
+//     mount points first where they are missing (inside the world's /tmp
+//     or a hiding mount, which is then made read-only);
 //   - each pinned directory is bind-mounted onto itself and each protected
 //     path onto itself read-only: a mount point can be neither removed
 //     nor renamed (EBUSY), and nothing below a read-only one can change.
 //
 // The namespace is private, so none of it is seen outside. It costs a few
 // tens of microseconds (see the package benchmarks).
-func (c *Command) mountRoots() error {
-	roots := outermost(c.cfg.Writable)
+func mountView(cfg *helperConfig) error {
+	roots := outermost(cfg.Writable)
 	// The helper joins its cgroups in v1 hierarchies inside the namespace,
 	// before Landlock denies the write.
-	roots = append(roots, c.cfg.CgroupDirs...)
+	roots = append(roots, cfg.CgroupDirs...)
 	trees := make([]int, 0, len(roots))
 	defer func() {
 		for _, fd := range trees {
-			unix.Close(fd)
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 		}
 	}()
 	for _, r := range roots {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, r, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		fd, err := cloneTree(r, true)
 		if err != nil {
-			return fmt.Errorf("clone mount tree of %s: %w", r, err)
+			return err
 		}
 		trees = append(trees, fd)
+	}
+	var wt *worldTrees
+	if cfg.World != nil {
+		var err error
+		wt, err = cloneWorld(cfg.World)
+		defer wt.close()
+		if err != nil {
+			return err
+		}
 	}
 	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, ro); err != nil {
 		return fmt.Errorf("make mounts read-only: %w", err)
 	}
-	for i, r := range roots {
-		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, r, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("mount writable root %s: %w", r, err)
+	if wt != nil {
+		if err := wt.attachTmp(); err != nil {
+			return err
 		}
 	}
-	for _, p := range c.pinned {
+	for i, r := range roots {
+		if err := moveTree(trees[i], r); err != nil {
+			return fmt.Errorf("writable root: %w", err)
+		}
+		trees[i] = -1
+	}
+	if wt != nil {
+		if err := wt.attachShown(); err != nil {
+			return err
+		}
+		if err := wt.sealMasks(); err != nil {
+			return err
+		}
+	}
+	for _, p := range cfg.Pinned {
 		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("pin %s: %w", p, err)
 		}
 	}
-	for _, p := range c.protected {
+	for _, p := range cfg.Protected {
 		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("protect %s: %w", p, err)
 		}
@@ -255,10 +303,13 @@ func outermost(roots []string) []string {
 // listen makes a TCP listener on 127.0.0.1 inside the namespace: socket(2)
 // creates a socket in the network namespace of the calling thread, and the
 // socket stays there wherever it is used from.
-func (h *netnsHandle) listen() (net.Listener, error) {
+func (h *netnsHandle) listen() (net.Listener, error) { return listenIn(h.fd) }
+
+// listenIn makes a TCP listener on 127.0.0.1 in network namespace netns.
+func listenIn(netns int) (net.Listener, error) {
 	var l net.Listener
 	err := onThrowawayThread(func() error {
-		if err := unix.Setns(h.fd, unix.CLONE_NEWNET); err != nil {
+		if err := unix.Setns(netns, unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("setns(net): %w", err)
 		}
 		var err error
@@ -291,7 +342,7 @@ func probeNamespaces() error {
 	if err != nil {
 		return err
 	}
-	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: helperConfig{ScratchBytes: 1 << 20, ScratchFiles: 16}}
+	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: helperConfig{Scratch: dir, ScratchBytes: 1 << 20, ScratchFiles: 16}}
 	err = onThrowawayThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return err

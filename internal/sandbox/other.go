@@ -26,6 +26,33 @@ func Main() {
 }
 
 func makeCacheDir(string) error { return nil }
+
+type world struct {
+	dir      string
+	rootless bool
+	bases    map[string]bool
+	hide     []string
+	show     []string
+}
+
+type worldConfig struct {
+	Dir        string
+	Hide, Show []string
+	Rootless   bool
+}
+
+func (w *world) listen() (net.Listener, error) { return nil, unavailable("not Linux") }
+
+func newPassedListener() (net.Listener, *os.File, error) { return nil, nil, unavailable("not Linux") }
+
+// NewWorld is not available on this platform.
+func NewWorld(opts WorldOptions) (*World, error) { return nil, unavailable("not Linux") }
+
+// Usage is not available on this platform.
+func (w *World) Usage() (used, size uint64, err error) { return 0, 0, unavailable("not Linux") }
+
+// Close does nothing on this platform.
+func (w *World) Close() error { return nil }
 func removeStaleOnce(string)    {}
 
 type netnsHandle struct{ fd int }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/bashvisor/bashvisor/config"
@@ -55,11 +56,15 @@ type Capabilities struct {
 	// io_uring, mount and module syscalls) can be installed.
 	Seccomp bool
 	// Namespaces: every command gets private network, IPC and mount
-	// namespaces, and a scratch directory with a quota (needs
-	// CAP_SYS_ADMIN, in practice a root engine). Without them SysV IPC,
-	// POSIX message queues and bind(2) are denied instead, and the scratch
-	// directory has no quota.
+	// namespaces, and a scratch directory with a quota, or a [World]
+	// (a root engine, or any user where user namespaces are available:
+	// Rootless). Without them SysV IPC, POSIX message queues and bind(2)
+	// are denied instead, the scratch directory has no quota, and there
+	// are no worlds.
 	Namespaces bool
+	// Rootless: the namespaces come from user namespaces (the engine is
+	// not root); commands start through the helper (see [World]).
+	Rootless bool
 	// Reason explains what is missing, empty when everything is enforced.
 	Reason string
 }
@@ -78,6 +83,9 @@ func (c Capabilities) String() string {
 	}
 	s := fmt.Sprintf("landlock_abi=%d filesystem=%s network=%s scoping=%s seccomp=%s namespaces=%s",
 		c.ABI, yn(c.Filesystem), yn(c.Network), yn(c.Scoping), yn(c.Seccomp), yn(c.Namespaces))
+	if c.Rootless {
+		s += " (user namespaces)"
+	}
 	if c.Reason != "" {
 		s += " (" + c.Reason + ")"
 	}
@@ -138,6 +146,17 @@ type Options struct {
 	// builds). Empty: the caches live in the scratch directory and die
 	// with the command.
 	CacheDir string
+	// Dir is the command's working directory. In a World it is shown
+	// read-only at its path where the world's /tmp or a hidden directory
+	// would cover it (a read-only command working below the host's /tmp);
+	// "": not needed.
+	Dir string
+	// World, when set, runs the command in its conversation's world (see
+	// [World]): its /tmp and caches, its loopback network, the engine's
+	// directories hidden. Then there is no per-command scratch directory
+	// (ScratchRoot, Limits.ScratchBytes and ScratchFiles are not used)
+	// and CacheDir must be empty: the world's [World.CacheDir] is used.
+	World *World
 	// Network gives the command one way to the network: a TCP listener
 	// made inside its private network namespace ([Command.Proxy], on
 	// 127.0.0.1), to be served by the caller's proxy, whose address the
@@ -164,19 +183,20 @@ type Command struct {
 	// pointed into the scratch dir). Append them after the engine's env.
 	Env []string
 	// Scratch is the private per-command scratch directory (0700), the only
-	// writable place inside the sandbox besides /dev/null.
+	// writable place inside the sandbox besides /dev/null and the roots;
+	// "" for a command in a World (its /tmp is the world's).
 	Scratch string
 
-	protected   []string // read-only bind mounts (Roots.Protected)
-	pinned      []string // self bind mounts (Roots.Pinned)
+	world       *world // nil: no world
 	cleanupOnce sync.Once
 	cleanupErr  error
 	cgroup      *proc.Cgroup
 	cfg         helperConfig
 	bash        string
 	command     string
-	ns          *netnsHandle // the pooled network namespace (none without Namespaces)
+	ns          *netnsHandle // the pooled network namespace (none without Namespaces, or in a world)
 	proxy       net.Listener
+	proxyChild  *os.File // a rootless helper's end of passedListener's socket
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -201,22 +221,39 @@ type helperConfig struct {
 	Namespaces bool `json:"ns,omitempty"`
 	// Writable are the directories writable besides Scratch (Landlock).
 	Writable []string `json:"writable,omitempty"`
+	// Protected and Pinned are Roots.Protected and Roots.Pinned.
+	Protected []string `json:"protected,omitempty"`
+	Pinned    []string `json:"pinned,omitempty"`
 	// ProxyPort is the port of the proxy listener (0: no network).
 	ProxyPort int `json:"proxy,omitempty"`
+	// ProxyFD, in a rootless world with network, is the helper's
+	// descriptor on which it hands the engine the proxy listener it made
+	// in the world's network (0: none).
+	ProxyFD int `json:"proxy_fd,omitempty"`
+	// World is the command's world (nil: none).
+	World *worldConfig `json:"world,omitempty"`
+	// OwnNamespaces: the helper was started in new user and network
+	// namespaces of its own (a rootless command without a world): it sets
+	// loopback up and makes its mount namespace itself.
+	OwnNamespaces bool `json:"own_ns,omitempty"`
 }
 
 // readOnlyMounts reports whether the command's mount namespace makes every
-// mount read-only but the writable roots (see enterNamespaces), which lets
+// mount read-only but the writable roots (see mountView), which lets
 // the filter allow changing permissions and times.
-func (c helperConfig) readOnlyMounts() bool { return c.Namespaces && len(c.Writable) > 0 }
+func (c helperConfig) readOnlyMounts() bool {
+	return c.Namespaces && (len(c.Writable) > 0 || c.World != nil)
+}
 
-// filter is the seccomp filter for a command with this configuration.
+// filter is the seccomp filter for a command with this configuration. In
+// a world every command may use TCP on the world's loopback (and the
+// proxy there).
 func (c helperConfig) filter() filterOpts {
 	return filterOpts{
 		denyIPC:  !c.Namespaces,
 		denyBind: !c.Namespaces,
 		metadata: c.readOnlyMounts(),
-		network:  c.ProxyPort != 0,
+		network:  c.ProxyPort != 0 || c.ProxyFD != 0 || c.World != nil,
 	}
 }
 
@@ -241,6 +278,17 @@ func Prepare(opts Options) (*Command, error) {
 		}
 		exe = opts.Helper
 	}
+	var w *world
+	if opts.World != nil {
+		if opts.CacheDir != "" {
+			return nil, errors.New("sandbox: a command in a world uses the world's caches: CacheDir must be empty")
+		}
+		w = opts.World.w
+		if w.closed() {
+			return nil, errors.New("sandbox: the conversation's world was closed")
+		}
+		opts.CacheDir = opts.World.CacheDir()
+	}
 	lim := opts.Limits.WithDefaults()
 	roots, err := opts.roots()
 	if err != nil {
@@ -254,19 +302,7 @@ func Prepare(opts Options) (*Command, error) {
 			return nil, unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
 		}
 	}
-	removeStaleOnce(opts.ScratchRoot)
-	// The engine's pid in the name lets a later engine remove what a killed
-	// one left behind (see removeStale).
-	scratch, err := os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
-	}
-	if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
-		_ = os.RemoveAll(scratch)
-		return nil, fmt.Errorf("sandbox: scratch dir: %w", err)
-	}
 	cfg := helperConfig{
-		Scratch:      scratch,
 		CPUSeconds:   lim.CPUSeconds,
 		FileSize:     lim.FileSize,
 		OpenFiles:    lim.OpenFiles,
@@ -275,9 +311,40 @@ func Prepare(opts Options) (*Command, error) {
 		ScratchFiles: lim.ScratchFiles,
 		Namespaces:   caps.Namespaces,
 		Writable:     roots.Writable,
+		Protected:    roots.Protected,
+		Pinned:       roots.Pinned,
+	}
+	var scratch string
+	if w != nil {
+		cfg.Scratch = "/tmp"
+		cfg.World = &worldConfig{Dir: w.dir, Hide: w.hide, Show: w.show, Rootless: w.rootless}
+		if opts.Dir != "" {
+			d, err := filepath.EvalSymlinks(opts.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: working directory: %w", err)
+			}
+			if !slices.ContainsFunc(roots.Writable, func(r string) bool { return within(d, r) }) {
+				cfg.World.Show = append(slices.Clip(cfg.World.Show), d)
+			}
+		}
+	} else {
+		removeStaleOnce(opts.ScratchRoot)
+		// The engine's pid in the name lets a later engine remove what a
+		// killed one left behind (see removeStale).
+		scratch, err = os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
+		}
+		if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
+			_ = os.RemoveAll(scratch)
+			return nil, fmt.Errorf("sandbox: scratch dir: %w", err)
+		}
+		cfg.Scratch = scratch
 	}
 	fail := func(err error) (*Command, error) {
-		_ = os.RemoveAll(scratch)
+		if scratch != "" {
+			_ = os.RemoveAll(scratch)
+		}
 		return nil, err
 	}
 	if opts.Cgroup != nil {
@@ -292,49 +359,58 @@ func Prepare(opts Options) (*Command, error) {
 		}
 		cfg.CgroupDirs = opts.Cgroup.V1Dirs()
 	}
-	ns := noNetns()
-	var proxy net.Listener
-	if caps.Namespaces {
+	cmd := &Command{
+		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
+		ns: noNetns(), cgroup: opts.Cgroup, world: w,
+	}
+	switch {
+	case (w != nil && w.rootless || w == nil && caps.Rootless) && opts.Network:
+		// The helper makes the listener in the world's network and hands
+		// it over (see passedListener).
+		l, fd, err := newPassedListener()
+		if err != nil {
+			return fail(err)
+		}
+		cmd.proxy, cmd.proxyChild, cfg.ProxyFD = l, fd, 3
+	case w != nil:
+		if opts.Network {
+			if cmd.proxy, err = w.listen(); err != nil {
+				return fail(err)
+			}
+			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
+		}
+	case w == nil && caps.Rootless:
+	case caps.Namespaces:
 		// The cache dir is made on the scratch tmpfs when the command
 		// starts (enterNamespaces).
-		if ns, err = newNetnsHandle(); err != nil {
+		if cmd.ns, err = newNetnsHandle(); err != nil {
 			return fail(err)
 		}
 		if opts.Network {
-			if proxy, err = ns.listen(); err != nil {
-				ns.release(false)
+			if cmd.proxy, err = cmd.ns.listen(); err != nil {
+				cmd.ns.release(false)
 				return fail(err)
 			}
-			cfg.ProxyPort = proxy.Addr().(*net.TCPAddr).Port
+			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
 		}
-	} else if opts.CacheDir == "" {
+	case opts.CacheDir == "":
 		if err := makeCacheDir(scratch); err != nil {
 			return fail(fmt.Errorf("sandbox: %w", err))
 		}
 	}
+	cfg.OwnNamespaces = w == nil && caps.Rootless
 	enc, err := json.Marshal(cfg)
 	if err != nil {
 		panic(err) // cannot happen: plain strings and integers
 	}
-	cmd := &Command{
-		Path:      exe,
-		Args:      []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command},
-		Scratch:   scratch,
-		Env:       environment(scratch, opts.CacheDir, cfg.ProxyPort),
-		cfg:       cfg,
-		bash:      opts.Bash,
-		command:   opts.Command,
-		ns:        ns,
-		proxy:     proxy,
-		cgroup:    opts.Cgroup,
-		protected: roots.Protected,
-		pinned:    roots.Pinned,
-	}
+	cmd.Args = []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command}
+	cmd.cfg = cfg
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, w != nil, w != nil && w.bases["go-mod"])
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
-	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, ns)
-	if proxy != nil {
-		runtime.AddCleanup(cmd, func(l net.Listener) { _ = l.Close() }, proxy)
+	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
+	if cmd.proxy != nil {
+		runtime.AddCleanup(cmd, func(l net.Listener) { _ = l.Close() }, cmd.proxy)
 	}
 	return cmd, nil
 }
@@ -376,10 +452,17 @@ func (opts Options) roots() (Roots, error) {
 	return r, nil
 }
 
+// within reports whether path is root or below it.
+func within(path, root string) bool {
+	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
+}
+
 // environment is what a command's environment gains in the sandbox: its
-// scratch directory as TMPDIR, the build and package caches in cacheDir
-// (or the scratch directory), and the proxy's address.
-func environment(scratch, cacheDir string, proxyPort int) []string {
+// scratch directory (a world's /tmp) as TMPDIR, the build and package
+// caches in cacheDir (or the scratch directory), and with network the
+// proxy's address (when its port is known here: a rootless helper adds
+// it, see handOverProxy).
+func environment(scratch, cacheDir string, network bool, proxyPort int, inWorld, goModBase bool) []string {
 	cache := cacheDir
 	if cache == "" {
 		cache = filepath.Join(scratch, ".cache")
@@ -397,24 +480,44 @@ func environment(scratch, cacheDir string, proxyPort int) []string {
 		"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
 		"BASHVISOR_SANDBOX=1",
 	}
-	if proxyPort == 0 {
+	if goModBase {
+		// A module cache on a base (config.BaseCaches): offline builds
+		// find the base's modules there.
+		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
+	}
+	if !network {
 		// Without network the module caches of the engine's user are read
 		// as they are (an offline go build finds its modules there).
 		return env
 	}
-	proxy := "http://127.0.0.1:" + strconv.Itoa(proxyPort)
-	return append(env,
+	if !goModBase {
 		// Downloads need writable module caches.
-		"GOMODCACHE="+filepath.Join(cache, "go-mod"),
-		"CARGO_HOME="+filepath.Join(cache, "cargo"),
-		"HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy,
-		// Everything goes through the proxy: loopback inside the
-		// namespace has nothing but the proxy on it.
-		"NO_PROXY=", "no_proxy=",
-		"npm_config_proxy="+proxy, "npm_config_https_proxy="+proxy, "npm_config_noproxy=",
-		"PIP_PROXY="+proxy,
-		"CARGO_HTTP_PROXY="+proxy,
-	)
+		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
+	}
+	env = append(env, "CARGO_HOME="+filepath.Join(cache, "cargo"))
+	if proxyPort != 0 {
+		env = append(env, proxyEnv(proxyPort, inWorld)...)
+	}
+	return env
+}
+
+// proxyEnv points the HTTP clients and package managers at the proxy on
+// port. In a world, loopback is reached directly (the conversation's own
+// servers); otherwise everything goes through the proxy, since loopback
+// inside the namespace has nothing but the proxy on it.
+func proxyEnv(port int, inWorld bool) []string {
+	proxy := "http://127.0.0.1:" + strconv.Itoa(port)
+	noProxy := ""
+	if inWorld {
+		noProxy = "localhost,127.0.0.1,::1"
+	}
+	return []string{
+		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+		"npm_config_proxy=" + proxy, "npm_config_https_proxy=" + proxy, "npm_config_noproxy=" + noProxy,
+		"PIP_PROXY=" + proxy,
+		"CARGO_HTTP_PROXY=" + proxy,
+	}
 }
 
 // Cleanup removes the scratch dir and gives up the command's network
@@ -427,7 +530,9 @@ func (c *Command) Cleanup(gone bool) error {
 			_ = c.proxy.Close()
 		}
 		c.ns.release(gone)
-		c.cleanupErr = removeScratch(c.Scratch)
+		if c.Scratch != "" {
+			c.cleanupErr = removeScratch(c.Scratch)
+		}
 	})
 	return c.cleanupErr
 }

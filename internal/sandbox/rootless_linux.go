@@ -1,0 +1,513 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Rootless worlds. An engine that is not root can have namespaces only in
+// a user namespace of its own, and a multi-threaded process (any Go
+// program) can neither make one for itself nor join one (unshare and setns
+// with CLONE_NEWUSER refuse it). So:
+//
+//   - a world is made by a child, the helper program started with
+//     [worldArg] in new user, network and mount namespaces (its uid and gid
+//     mapped to themselves, CAP_SYS_ADMIN and CAP_NET_ADMIN as ambient
+//     capabilities), which sets loopback up, builds the world's mount
+//     namespace (buildWorld, overlays with userxattr) and hands the
+//     descriptors of its namespaces and of the world's file system to the
+//     engine over a socket, then exits; the descriptors keep them;
+//   - a command is forked from the engine by a raw clone(2), whose child is
+//     single-threaded until it execs and can therefore join the world's
+//     user namespace, then its network and mount namespaces (forkInWorld);
+//     it keeps, as ambient capabilities, what mounting the command's view
+//     takes (over the world's user namespace only: the engine's own files)
+//     and execs the helper, which makes the command's mount namespace
+//     (makeView), confines itself and execs bash without any capability.
+//     The engine stays the command's parent: it waits for it as for any
+//     other (proc.Process).
+//
+// The direct-thread start (Command.StartDirect) cannot join a user
+// namespace either, so in a rootless world it starts the helper this way
+// too.
+
+// worldArg is the hidden argv[1] of the helper program started to make a
+// rootless world.
+const worldArg = "__bashvisor_world"
+
+// mainCalled records that the program called Main (as its first
+// statement): only then may the engine re-execute itself as a helper
+// without knowing a helper program.
+var mainCalled atomic.Bool
+
+// worldCaps are the capabilities a rootless world's child and a command's
+// helper keep until they exec: mounting (SYS_ADMIN), setting loopback up
+// (NET_ADMIN), and the file capabilities overlayfs uses in its upper layer
+// on its mounter's behalf (see package layer).
+var worldCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
+	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_FSETID}
+
+// makeRootless makes the world's namespaces in a child (see above).
+func (w *world) makeRootless(spec worldSpec) error {
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: world: %w", err)
+	}
+	child := os.NewFile(uintptr(sp[1]), "world-child")
+	defer unix.Close(sp[0])
+	enc, err := json.Marshal(spec)
+	if err != nil {
+		child.Close()
+		return err
+	}
+	cmd := exec.Command(w.helper, worldArg, string(enc))
+	var stderr bytes.Buffer
+	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = &stderr, []*os.File{child}, "/", []string{}
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		AmbientCaps: worldCaps,
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	closeInheritedOnExec()
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		return fmt.Errorf("sandbox: world: start %s: %w", w.helper, err)
+	}
+	fds, rerr := recvFDs(sp[0], 4, 30*time.Second)
+	werr := cmd.Wait()
+	if rerr != nil || werr != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return fmt.Errorf("sandbox: world: %w", errors.Join(rerr, werr, errors.New(strings.TrimSpace(stderr.String()))))
+	}
+	w.userns, w.netns, w.mntns, w.root = fds[0], fds[1], fds[2], fds[3]
+	return nil
+}
+
+// recvFDs receives one message carrying n descriptors on the socket fd.
+func recvFDs(fd, n int, timeout time.Duration) ([]int, error) {
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	oob := make([]byte, unix.CmsgSpace(n*4))
+	_, oobn, _, _, err := unix.Recvmsg(fd, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("receive descriptors: %w", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("receive descriptors: no descriptors (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != n {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+		return nil, fmt.Errorf("receive descriptors: got %d, want %d (%v)", len(fds), n, err)
+	}
+	return fds, nil
+}
+
+// worldChild is the helper started with worldArg: it builds the world in
+// its own new namespaces and hands their descriptors over on fd 3.
+func worldChild(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: " + worldArg + " SPEC")
+	}
+	var spec worldSpec
+	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
+		return fmt.Errorf("bad spec: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	if err := buildWorld(spec); err != nil {
+		return err
+	}
+	fds, err := openWorldFDs(spec.Dir, true)
+	if err != nil {
+		return err
+	}
+	return unix.Sendmsg(3, []byte{0}, unix.UnixRights(fds[:]...), nil, 0)
+}
+
+// passedListener is the proxy's listener of a command in a rootless world:
+// the helper makes it in the world's network and hands it over (on
+// helperConfig.ProxyFD); until then Accept waits for it.
+type passedListener struct {
+	conn *net.UnixConn
+	once sync.Once
+	mu   sync.Mutex
+	l    net.Listener
+	err  error
+}
+
+// newPassedListener returns the listener and the helper's end of its
+// socket, which the helper gets as descriptor 3.
+func newPassedListener() (*passedListener, *os.File, error) {
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
+	}
+	f := os.NewFile(uintptr(sp[0]), "proxy-handover")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		unix.Close(sp[1])
+		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
+	}
+	return &passedListener{conn: c.(*net.UnixConn)}, os.NewFile(uintptr(sp[1]), "proxy-handover-child"), nil
+}
+
+func (p *passedListener) receive() {
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := p.conn.ReadMsgUnix(make([]byte, 1), oob)
+	var l net.Listener
+	if err == nil {
+		err = errors.New("sandbox: the helper handed over no listener")
+		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil && len(msgs) == 1 {
+			if fds, perr := unix.ParseUnixRights(&msgs[0]); perr == nil && len(fds) == 1 {
+				f := os.NewFile(uintptr(fds[0]), "proxy")
+				l, err = net.FileListener(f)
+				f.Close()
+			}
+		}
+	}
+	p.mu.Lock()
+	p.l, p.err = l, err
+	p.mu.Unlock()
+}
+
+// Accept waits for the helper's listener, then accepts on it.
+func (p *passedListener) Accept() (net.Conn, error) {
+	p.once.Do(p.receive)
+	p.mu.Lock()
+	l, err := p.l, p.err
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return l.Accept()
+}
+
+// Close closes the listener (and stops waiting for it).
+func (p *passedListener) Close() error {
+	err := p.conn.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		err = p.l.Close()
+	}
+	return err
+}
+
+// Addr is the listener's address once the helper handed it over.
+func (p *passedListener) Addr() net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		return p.l.Addr()
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+}
+
+// handOverProxy is the helper's side: it makes the proxy listener in the
+// world's network, hands it to the engine on fd and returns its port.
+func handOverProxy(fd int) (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("proxy listener: %w", err)
+	}
+	defer l.Close()
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		return 0, fmt.Errorf("proxy listener: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Sendmsg(fd, []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+		return 0, fmt.Errorf("hand the proxy listener over: %w", err)
+	}
+	unix.Close(fd)
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cloneArgs is struct clone_args (CLONE_ARGS_SIZE_VER2).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// forkSpec is everything forkInWorld's child needs, prepared before the
+// fork: the child only reads it and makes system calls.
+type forkSpec struct {
+	path, dir  *byte
+	argv, envv **byte
+	ns         [3]int    // user, net and mount namespace descriptors (-1: skip)
+	fds        [4]int    // the child's descriptors 0..3 (-1: none), all >= 4
+	ctty       int       // the child's descriptor to make its controlling terminal (-1: none)
+	capHdr     unix.CapUserHeader
+	capData    [2]unix.CapUserData
+	ambient    [7]uintptr
+	nAmbient   int
+	errPipe    int
+	sigOld     uint64
+	clone      cloneArgs
+	useClone3  bool
+}
+
+// forkInWorld forks (clone without CLONE_VM: the child has a copy of the
+// address space and a single thread) and, in the child, joins the
+// namespaces, keeps the ambient capabilities, sets up the descriptors,
+// the session and the terminal, and execs. On failure the child writes
+// the step and errno to errPipe and exits 127. It runs only raw system
+// calls in the child (no allocation, no runtime), like syscall's own
+// forkAndExecInChild; the caller has blocked every signal on this thread.
+//
+//go:norace
+//go:nosplit
+func forkInWorld(s *forkSpec) (int, syscall.Errno) {
+	var r1 uintptr
+	var e syscall.Errno
+	if s.useClone3 {
+		r1, _, e = syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
+	} else {
+		r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+	}
+	if e != 0 || r1 != 0 {
+		return int(r1), e // the parent
+	}
+	step := uintptr(1)
+	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
+	for i := 0; i < 3; i++ {
+		if s.ns[i] >= 0 {
+			if _, _, e = syscall.RawSyscall(unix.SYS_SETNS, uintptr(s.ns[i]), nsType[i], 0); e != 0 {
+				goto fail
+			}
+		}
+		step++
+	}
+	if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
+		goto fail
+	}
+	step++
+	for i := 0; i < s.nAmbient; i++ {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, s.ambient[i], 0, 0, 0); e != 0 {
+			goto fail
+		}
+	}
+	step++
+	if _, _, e = syscall.RawSyscall(unix.SYS_CHDIR, uintptr(unsafe.Pointer(s.dir)), 0, 0); e != 0 {
+		goto fail
+	}
+	step++
+	if _, _, e = syscall.RawSyscall(unix.SYS_SETSID, 0, 0, 0); e != 0 {
+		goto fail
+	}
+	step++
+	for i := 0; i < 4; i++ {
+		if s.fds[i] >= 0 {
+			if _, _, e = syscall.RawSyscall(unix.SYS_DUP3, uintptr(s.fds[i]), uintptr(i), 0); e != 0 {
+				goto fail
+			}
+		}
+	}
+	step++
+	if s.ctty >= 0 {
+		if _, _, e = syscall.RawSyscall(unix.SYS_IOCTL, uintptr(s.ctty), uintptr(unix.TIOCSCTTY), 0); e != 0 {
+			goto fail
+		}
+	}
+	step++
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
+	_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)), uintptr(unsafe.Pointer(s.argv)), uintptr(unsafe.Pointer(s.envv)))
+fail:
+	report := [2]uint32{uint32(step), uint32(e)}
+	syscall.RawSyscall(unix.SYS_WRITE, uintptr(s.errPipe), uintptr(unsafe.Pointer(&report[0])), 8)
+	for {
+		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 127, 0, 0)
+	}
+}
+
+var forkSteps = []string{"", "join the world's user namespace", "join the world's network", "join the world's mount namespace",
+	"keep capabilities", "keep ambient capabilities", "change to the working directory", "start a session",
+	"set up descriptors", "take the terminal", "exec the helper"}
+
+// startInWorld starts cmd (as prepared by proc.Start: Path, Args, Env,
+// Dir, *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
+// UseCgroupFD) in the world's namespaces, with extra as its descriptor 3.
+func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
+	s := &forkSpec{ctty: -1, fds: [4]int{-1, -1, -1, -1}}
+	var err error
+	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
+		return err
+	}
+	if s.dir, err = syscall.BytePtrFromString(cmd.Dir); err != nil {
+		return err
+	}
+	argv, err := syscall.SlicePtrFromStrings(cmd.Args)
+	if err != nil {
+		return err
+	}
+	envv, err := syscall.SlicePtrFromStrings(cmd.Env)
+	if err != nil {
+		return err
+	}
+	s.argv, s.envv = &argv[0], &envv[0]
+	files := [4]*os.File{}
+	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		f, ok := v.(*os.File)
+		if !ok {
+			return fmt.Errorf("sandbox: descriptor %d of a command in a rootless world must be a file", i)
+		}
+		files[i] = f
+	}
+	files[3] = extra
+	// Duplicates above 3, so that setting up 0..3 in the child cannot
+	// overwrite a source it still needs.
+	for i, f := range files {
+		if f == nil {
+			continue
+		}
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 4)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		defer unix.Close(fd)
+		s.fds[i] = fd
+	}
+	if sys := cmd.SysProcAttr; sys != nil {
+		if sys.Setctty {
+			s.ctty = sys.Ctty
+		}
+		if sys.UseCgroupFD {
+			s.useClone3 = true
+			s.clone.flags |= unix.CLONE_INTO_CGROUP
+			s.clone.cgroup = uint64(sys.CgroupFD)
+		}
+	}
+	s.clone.exitSignal = uint64(unix.SIGCHLD)
+	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
+	for _, c := range worldCaps {
+		s.capData[c/32].Permitted |= 1 << (c % 32)
+		s.capData[c/32].Effective |= 1 << (c % 32)
+		s.capData[c/32].Inheritable |= 1 << (c % 32)
+		s.ambient[s.nAmbient] = c
+		s.nAmbient++
+	}
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	defer unix.Close(pipe[0])
+	s.errPipe = pipe[1]
+
+	w.mu.Lock()
+	s.ns = [3]int{w.userns, w.netns, w.mntns}
+	if w.mntns < 0 {
+		w.mu.Unlock()
+		unix.Close(pipe[1])
+		return errors.New("sandbox: the conversation's world was closed")
+	}
+	pid, errno := forkLocked(s)
+	w.mu.Unlock()
+	unix.Close(pipe[1])
+	runtime.KeepAlive(argv)
+	runtime.KeepAlive(envv)
+	if errno != 0 {
+		return fmt.Errorf("sandbox: fork: %w", errno)
+	}
+	var report [2]uint32
+	n, _ := unix.Read(pipe[0], (*[8]byte)(unsafe.Pointer(&report))[:])
+	if n > 0 {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil)
+		step := "start"
+		if int(report[0]) < len(forkSteps) {
+			step = forkSteps[report[0]]
+		}
+		return fmt.Errorf("sandbox: %s: %w", step, syscall.Errno(report[1]))
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	cmd.Process = p
+	return nil
+}
+
+// forkLocked runs forkInWorld with every signal blocked on the calling
+// thread (and syscall.ForkLock held, as os/exec does).
+func forkLocked(s *forkSpec) (int, syscall.Errno) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	all := ^uint64(0)
+	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&s.sigOld)), 8, 0, 0); e != 0 {
+		return 0, e
+	}
+	pid, errno := forkInWorld(s)
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
+	return pid, errno
+}
+
+// startOwnNamespaces starts the helper in new user and network namespaces
+// (a rootless command without a world): its uid and gid map to
+// themselves, and it keeps worldCaps as ambient capabilities until it
+// execs bash (makeView, loopback).
+func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
+	var sys syscall.SysProcAttr
+	if cmd.SysProcAttr != nil {
+		sys = *cmd.SysProcAttr
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	sys.AmbientCaps = worldCaps
+	cmd.SysProcAttr = &sys
+	if c.proxyChild != nil {
+		cmd.ExtraFiles = []*os.File{c.proxyChild}
+	}
+	err := cmd.Start()
+	if c.proxyChild != nil {
+		_ = c.proxyChild.Close() // the helper has its own
+	}
+	return err
+}
+
+// probeRootless checks that this (unprivileged) process can make a world.
+func probeRootless() error {
+	if !mainCalled.Load() {
+		return errors.New("an engine that is not root makes namespaces through its helper: the program must call engine.SandboxMain (sandbox.Main) first in main")
+	}
+	dir, err := os.MkdirTemp("", "bashvisor-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	w, err := newWorld(WorldOptions{Dir: dir + "/w", Bytes: 1 << 20, Files: 64}, true)
+	if err != nil {
+		return fmt.Errorf("no user namespaces: %w", err)
+	}
+	return w.Close()
+}

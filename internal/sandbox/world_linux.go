@@ -1,0 +1,415 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/config"
+)
+
+// world is a World's state: the descriptors of its namespaces and of its
+// file system's root, -1 once closed (or, for userns, as root).
+type world struct {
+	dir        string
+	rootless   bool
+	bases      map[string]bool // the caches that have a base
+	hide, show []string
+	helper     string // the program that starts a rootless world's commands
+
+	mu                         sync.Mutex
+	userns, netns, mntns, root int
+}
+
+// worldSpec is what building a world's mount namespace takes (JSON: a
+// rootless world is built by a child process).
+type worldSpec struct {
+	Dir      string            `json:"dir"`
+	Bytes    uint64            `json:"bytes"`
+	Files    uint64            `json:"files"`
+	Bases    map[string]string `json:"bases,omitempty"`
+	Rootless bool              `json:"rootless,omitempty"`
+}
+
+// worldConfig is the part of a command's helperConfig about its world.
+type worldConfig struct {
+	// Dir is the world's directory: its file system is mounted there in
+	// the world's mount namespace, the command's /tmp is Dir/tmp and its
+	// caches are Dir/cache.
+	Dir  string   `json:"dir"`
+	Hide []string `json:"hide,omitempty"`
+	Show []string `json:"show,omitempty"`
+	// Rootless: the helper, in the world's user namespace, makes the
+	// command's mount namespace itself.
+	Rootless bool `json:"rootless,omitempty"`
+}
+
+// NewWorld makes a conversation's world: its network namespace with
+// loopback up, and its mount namespace with the world's file system
+// (tmpfs) on opts.Dir and the caches' overlays on their bases. Call
+// [World.Close] when the conversation ends. It fails with [ErrUnavailable]
+// where namespaces cannot be made (see [Capabilities.Namespaces]).
+func NewWorld(opts WorldOptions) (*World, error) {
+	caps := Probe()
+	if !caps.Namespaces {
+		return nil, unavailable("a conversation's world needs private namespaces (root, or user namespaces): " + caps.Reason)
+	}
+	return newWorld(opts, caps.Rootless)
+}
+
+func newWorld(opts WorldOptions, rootless bool) (*World, error) {
+	if !filepath.IsAbs(opts.Dir) {
+		return nil, fmt.Errorf("sandbox: world directory must be an absolute path: %q", opts.Dir)
+	}
+	// The cache directory is made on the host too: paths are resolved
+	// there (the world's file system covers it in the world).
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "cache"), 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: world directory: %w", err)
+	}
+	dir, err := filepath.EvalSymlinks(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: world directory: %w", err)
+	}
+	def := config.SandboxLimits{}.WithDefaults()
+	spec := worldSpec{Dir: dir, Bytes: opts.Bytes, Files: opts.Files, Bases: map[string]string{}, Rootless: rootless}
+	if spec.Bytes == 0 {
+		spec.Bytes = def.ScratchBytes
+	}
+	if spec.Files == 0 {
+		spec.Files = def.ScratchFiles
+	}
+	for name, base := range opts.BaseCaches.Dirs() {
+		b, err := filepath.EvalSymlinks(base)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
+		}
+		spec.Bases[name] = b
+	}
+	clean := func(paths []string) []string {
+		var out []string
+		for _, p := range paths {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: map[string]bool{},
+		userns: -1, netns: -1, mntns: -1, root: -1}
+	for name := range spec.Bases {
+		w.bases[name] = true
+	}
+	w.helper = selfExe
+	if opts.Helper != "" {
+		w.helper = opts.Helper
+	}
+	if rootless {
+		err = w.makeRootless(spec)
+	} else {
+		err = w.makeRoot(spec)
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return &World{w: w}, nil
+}
+
+// makeRoot makes the world's namespaces on a throwaway thread of the
+// engine (root).
+func (w *world) makeRoot(spec worldSpec) error {
+	return onThrowawayThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("sandbox: world: unshare: %w", err)
+		}
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("sandbox: world: %w", err)
+		}
+		if err := buildWorld(spec); err != nil {
+			return fmt.Errorf("sandbox: world: %w", err)
+		}
+		fds, err := openWorldFDs(spec.Dir, false)
+		if err != nil {
+			return fmt.Errorf("sandbox: world: %w", err)
+		}
+		w.netns, w.mntns, w.root = fds[1], fds[2], fds[3]
+		return nil
+	})
+}
+
+// openWorldFDs opens the calling thread's namespaces (user, net, mnt; user
+// only when withUser, else -1) and the root of the world's file system.
+func openWorldFDs(dir string, withUser bool) ([4]int, error) {
+	fds := [4]int{-1, -1, -1, -1}
+	paths := [4]string{"/proc/thread-self/ns/user", "/proc/thread-self/ns/net", "/proc/thread-self/ns/mnt", dir}
+	for i, p := range paths {
+		if i == 0 && !withUser {
+			continue
+		}
+		flags := unix.O_RDONLY | unix.O_CLOEXEC
+		if i == 3 {
+			flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+		}
+		fd, err := unix.Open(p, flags, 0)
+		if err != nil {
+			for _, f := range fds {
+				if f >= 0 {
+					unix.Close(f)
+				}
+			}
+			return fds, fmt.Errorf("open %s: %w", p, err)
+		}
+		fds[i] = fd
+	}
+	return fds, nil
+}
+
+// buildWorld sets up the calling thread's new mount namespace as a world's:
+// host mounts propagate into it (slave), the world's tmpfs is mounted on
+// spec.Dir with tmp/ (the commands' /tmp, mode 1777) and cache/ in it, and
+// each base cache is an overlay on cache/NAME whose upper and work
+// directories are in .base/NAME on the tmpfs.
+func buildWorld(spec worldSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts slaves: %w", err)
+	}
+	opts := "mode=0700,uid=" + strconv.Itoa(os.Geteuid()) + ",gid=" + strconv.Itoa(os.Getegid()) +
+		",size=" + strconv.FormatUint(spec.Bytes, 10) + ",nr_inodes=" + strconv.FormatUint(spec.Files, 10)
+	if err := unix.Mount("tmpfs", spec.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount the world's tmpfs: %w", err)
+	}
+	for _, d := range []string{"tmp", "cache", ".base"} {
+		if err := os.Mkdir(filepath.Join(spec.Dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(filepath.Join(spec.Dir, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(spec.Bases))
+	for name := range spec.Bases {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		mnt := filepath.Join(spec.Dir, "cache", name)
+		upper, work := filepath.Join(spec.Dir, ".base", name, "upper"), filepath.Join(spec.Dir, ".base", name, "work")
+		for _, d := range []string{mnt, upper, work} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return err
+			}
+		}
+		o := "lowerdir=" + overlayEscape(spec.Bases[name]) + ",upperdir=" + overlayEscape(upper) + ",workdir=" + overlayEscape(work) +
+			",index=off,metacopy=off,redirect_dir=off"
+		if spec.Rootless {
+			o += ",userxattr"
+		}
+		if err := unix.Mount("overlay", mnt, "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
+			return fmt.Errorf("mount the %s cache over its base %s: %w", name, spec.Bases[name], err)
+		}
+	}
+	return nil
+}
+
+// overlayEscape escapes a path for overlayfs's mount options, which split
+// at commas and (lowerdir) colons.
+func overlayEscape(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `,`, `\,`, `:`, `\:`).Replace(p)
+}
+
+// enter moves the calling (throwaway) thread into the world's mount and
+// network namespaces (root): the command's own mount namespace is then
+// made from the world's.
+func (w *world) enter() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mntns < 0 {
+		return errors.New("the conversation's world was closed")
+	}
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare(CLONE_FS): %w", err)
+	}
+	if err := unix.Setns(w.mntns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("setns(world mnt): %w", err)
+	}
+	if err := unix.Setns(w.netns, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("setns(world net): %w", err)
+	}
+	return nil
+}
+
+// listen makes a TCP listener on 127.0.0.1 in the world's network (root).
+func (w *world) listen() (net.Listener, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.netns < 0 {
+		return nil, errors.New("sandbox: the conversation's world was closed")
+	}
+	return listenIn(w.netns)
+}
+
+// Usage returns how many bytes the world's file system holds, and its
+// size.
+func (w *World) Usage() (used, size uint64, err error) {
+	w.w.mu.Lock()
+	defer w.w.mu.Unlock()
+	if w.w.root < 0 {
+		return 0, 0, errors.New("sandbox: world closed")
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(w.w.root, &st); err != nil {
+		return 0, 0, fmt.Errorf("sandbox: world: %w", err)
+	}
+	bs := uint64(st.Bsize)
+	return (st.Blocks - st.Bfree) * bs, st.Blocks * bs, nil
+}
+
+// closed reports whether the world was closed.
+func (w *world) closed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mntns < 0
+}
+
+// Close gives the world's namespaces up and removes its directory.
+// Commands still running keep what they use until they end (their /tmp
+// and loopback); new ones fail.
+func (w *World) Close() error {
+	w.w.close()
+	if err := os.RemoveAll(w.w.dir); err != nil {
+		return fmt.Errorf("sandbox: world directory: %w", err)
+	}
+	return nil
+}
+
+func (w *world) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fd := range []*int{&w.userns, &w.netns, &w.mntns, &w.root} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// worldTrees are a command's clones of its world's mounts, made in its
+// new mount namespace before everything is made read-only (mountView).
+// The world's cache directory is one of the command's writable roots.
+type worldTrees struct {
+	cfg       *worldConfig
+	tmp       int
+	show      []int
+	showPaths []string
+	masks     []string
+}
+
+func cloneTree(path string, recursive bool) (int, error) {
+	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, uint(flags))
+	if err != nil {
+		return -1, fmt.Errorf("clone mount tree of %s: %w", path, err)
+	}
+	return fd, nil
+}
+
+// cloneWorld clones the world's tmp directory and the shown directories
+// (made read-only).
+func cloneWorld(cfg *worldConfig) (*worldTrees, error) {
+	t := &worldTrees{cfg: cfg, tmp: -1}
+	var err error
+	if t.tmp, err = cloneTree(cfg.Dir+"/tmp", false); err != nil {
+		return t, err
+	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	for _, s := range cfg.Show {
+		if _, err := os.Stat(s); err != nil {
+			continue
+		}
+		fd, err := cloneTree(s, true)
+		if err != nil {
+			return t, err
+		}
+		t.show, t.showPaths = append(t.show, fd), append(t.showPaths, s)
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, ro); err != nil {
+			return t, fmt.Errorf("make %s read-only: %w", s, err)
+		}
+	}
+	return t, nil
+}
+
+func (t *worldTrees) close() {
+	for _, fd := range append([]int{t.tmp}, t.show...) {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// attachTmp puts the world's tmp on /tmp and covers the engine's
+// directories that are still in view with empty tmpfs mounts (writable
+// until sealMasks, so that mount points can be made in them).
+func (t *worldTrees) attachTmp() error {
+	if err := moveTree(t.tmp, "/tmp"); err != nil {
+		return err
+	}
+	t.tmp = -1
+	for _, h := range t.cfg.Hide {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+			continue // gone with the host's /tmp, or not there
+		}
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
+		}
+		t.masks = append(t.masks, h)
+	}
+	return nil
+}
+
+// attachShown puts the shown directories at their paths.
+func (t *worldTrees) attachShown() error {
+	for i, fd := range t.show {
+		if err := moveTree(fd, t.showPaths[i]); err != nil {
+			return err
+		}
+		t.show[i] = -1
+	}
+	return nil
+}
+
+// sealMasks makes the hiding mounts read-only.
+func (t *worldTrees) sealMasks() error {
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	for _, h := range t.masks {
+		if err := unix.MountSetattr(unix.AT_FDCWD, h, unix.AT_SYMLINK_NOFOLLOW, ro); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	return nil
+}
+
+// moveTree attaches a cloned tree at path, making the mount point first
+// where it is missing (inside the world's /tmp or a hiding mount).
+func moveTree(fd int, path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("mount point %s: %w", path, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount %s: %w", path, err)
+	}
+	unix.Close(fd)
+	return nil
+}
