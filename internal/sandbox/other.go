@@ -53,7 +53,7 @@ func (w *World) Usage() (used, size uint64, err error) { return 0, 0, unavailabl
 
 // Close does nothing on this platform.
 func (w *World) Close() error { return nil }
-func removeStaleOnce(string)    {}
+func removeStaleOnce(string)  {}
 
 type netnsHandle struct{ fd int }
 

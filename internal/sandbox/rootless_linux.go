@@ -261,9 +261,9 @@ type cloneArgs struct {
 type forkSpec struct {
 	path, dir  *byte
 	argv, envv **byte
-	ns         [3]int    // user, net and mount namespace descriptors (-1: skip)
-	fds        [4]int    // the child's descriptors 0..3 (-1: none), all >= 4
-	ctty       int       // the child's descriptor to make its controlling terminal (-1: none)
+	ns         [3]int // user, net and mount namespace descriptors (-1: skip)
+	fds        [4]int // the child's descriptors 0..3 (-1: none), all >= 4
+	ctty       int    // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
 	ambient    [7]uintptr
