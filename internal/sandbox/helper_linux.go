@@ -131,8 +131,18 @@ func helper(args []string) error {
 				return err
 			}
 		}
+		// The working directory still refers to the mount it was on: go
+		// there again once the view is made (a writable root is mounted
+		// over it).
+		cwd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
 		if err := makeView(&cfg); err != nil {
 			return err
+		}
+		if err := unix.Chdir(cwd); err != nil {
+			return fmt.Errorf("working directory: %w", err)
 		}
 		if cfg.ProxyFD != 0 {
 			port, err := handOverProxy(cfg.ProxyFD)
@@ -274,6 +284,16 @@ var keptCapabilities = map[uintptr]bool{unix.CAP_DAC_OVERRIDE: true, unix.CAP_DA
 // to drop.
 func dropCapabilities() error {
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// Nothing is inherited through exec either (a rootless helper had its
+	// mount capabilities inheritable to keep them as ambient ones).
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err == nil && (data[0].Inheritable != 0 || data[1].Inheritable != 0) {
+		data[0].Inheritable, data[1].Inheritable = 0, 0
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			return fmt.Errorf("clear inheritable capabilities: %w", err)
+		}
+	}
 	for c := uintptr(0); c < 64; c++ {
 		if keptCapabilities[c] {
 			continue

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -163,7 +164,7 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir = workdir
-	cmd.Env = append(append(os.Environ(), env...), sc.Env...)
+	cmd.Env = withEnv(os.Environ(), append(env, sc.Env...))
 	// The output goes through a pipe of the test's own, as the engine's
 	// does (a command in a rootless world needs *os.File stdio).
 	pr, pw, err := os.Pipe()
@@ -229,6 +230,23 @@ var zeroLimits = config.SandboxLimits{}
 // after the command's shell exited (tests of background servers, which end
 // them themselves).
 var keepGroup bool
+
+// withEnv returns env with add's NAME=value entries replacing the names'
+// earlier values, as the engine's environment policy does.
+func withEnv(env, add []string) []string {
+	names := map[string]bool{}
+	for _, kv := range add {
+		name, _, _ := strings.Cut(kv, "=")
+		names[name] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !names[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, add...)
+}
 
 // devNull is /dev/null opened for reading, closed at the end of the test.
 func devNull(t *testing.T) *os.File {

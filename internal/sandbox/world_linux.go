@@ -210,7 +210,7 @@ func buildWorld(spec worldSpec) error {
 			}
 		}
 		o := "lowerdir=" + overlayEscape(spec.Bases[name]) + ",upperdir=" + overlayEscape(upper) + ",workdir=" + overlayEscape(work) +
-			",index=off,metacopy=off,redirect_dir=off"
+			",index=off,metacopy=off,redirect_dir=nofollow"
 		if spec.Rootless {
 			o += ",userxattr"
 		}

@@ -52,7 +52,7 @@ func startWorld(t *testing.T, w *sandbox.World, dir, command string) {
 	sc, cg := prepareOpts(t, sandbox.Options{World: w, Dir: dir}, command)
 	cmd := exec.Command(sc.Path, sc.Args[1:]...)
 	cmd.Args[0] = sc.Args[0]
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), sc.Env...)
+	cmd.Dir, cmd.Env = dir, withEnv(os.Environ(), sc.Env)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "log"))
 	if err != nil {
 		t.Fatal(err)
