@@ -5,6 +5,7 @@ package sandbox_test
 import (
 	"fmt"
 	"net"
+	"os"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -96,7 +97,7 @@ func startListeners(t *testing.T) *listeners {
 	ug, err := net.ListenPacket("unixgram", filepath.Join(dir, "g.sock"))
 	must(err)
 	l.unixgram = l.servePacket(t, "unixgram", ug)
-	ab, err := net.Listen("unix", fmt.Sprintf("@bashvisor-test-%s", filepath.Base(dir)))
+	ab, err := net.Listen("unix", fmt.Sprintf("@bashvisor-test-%d-%s", os.Getpid(), filepath.Base(dir)))
 	must(err)
 	l.abstract = l.serve(t, "abstract", ab)
 	return l
