@@ -5,8 +5,8 @@ package sandbox_test
 import (
 	"fmt"
 	"net"
-	"os"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
