@@ -16,6 +16,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/safety"
@@ -39,9 +40,11 @@ type Engine struct {
 	sup    *supervisor.Supervisor
 	outDir string
 	ownDir bool
-	// cacheRoot holds the conversations' cache directories (Config.Sandbox.CacheDir).
+	// cacheRoot holds the conversations' world directories
+	// (Config.Sandbox.CacheDir).
 	cacheRoot string
-	caches    sync.Map // cache directories made so far
+	worldsMu  sync.Mutex
+	worlds    map[string]*sandbox.World // by conversation; nil after Shutdown
 	// auditor writes the audit log; nil when none is configured.
 	auditor *auditor
 	metrics *metrics
@@ -58,7 +61,7 @@ type Engine struct {
 // and the output directory.
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
-	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{}), worlds: map[string]*sandbox.World{}}
 	var err error
 	if e.outDir == "" {
 		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {
@@ -88,8 +91,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
 	e.metrics = newMetrics(e)
-	if caps := e.sup.Sandbox(); caps.Available() {
+	if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
 		e.log.Info("restricted mode available", "sandbox", caps.String())
+	} else if caps.Available() {
+		e.log.Warn("restricted mode disabled: the engine is not root and cannot make user namespaces (see /proc/sys/user/max_user_namespaces, kernel.unprivileged_userns_clone, AppArmor's userns restriction), so sandboxed calls fail; safety checks still apply", "sandbox", caps.String())
 	} else {
 		e.log.Warn("restricted mode disabled: the kernel cannot enforce it; safety checks still apply", "sandbox", caps.String())
 	}
@@ -185,13 +190,17 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
-	profile, err := e.profile(tc)
-	if err != nil {
-		return errorResult(res, err), g
+	if caps := e.sup.Sandbox(); tc.Sandbox.On() && caps.Available() && !caps.Namespaces {
+		return errorResult(res, fmt.Errorf("%w: %s; as a user other than root it needs user namespaces (and a program that calls engine.SandboxMain first); the command did not run",
+			ErrRestrictedMode, caps.Reason)), g
 	}
 	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
 		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",
 			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
+	}
+	profile, err := e.profile(tc)
+	if err != nil {
+		return errorResult(res, err), g
 	}
 	script := g.Run
 	req := jobs.Request{
@@ -525,7 +534,7 @@ func (e *Engine) EndConversation(ctx context.Context, conversationID string) err
 	if _, err := e.sup.EndConversation(ctx, conversationID); err != nil {
 		return public(err)
 	}
-	return e.removeCache(conversationID)
+	return e.endWorld(conversationID)
 }
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground
@@ -538,6 +547,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		go func() {
 			e.stopErr = public(e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning))
+			e.stopErr = errors.Join(e.stopErr, e.endWorlds())
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
 				e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.outDir))
 			}

@@ -3,13 +3,14 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile
@@ -101,11 +102,11 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		}
 		p.Writable = s.Writable
 	}
-	dir, err := e.cacheDir(tc.ConversationID)
+	w, err := e.world(tc.ConversationID)
 	if err != nil {
 		return nil, err
 	}
-	p.CacheDir = dir
+	p.World = w
 	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
@@ -113,30 +114,65 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 	return p, nil
 }
 
-// cacheDir returns the conversation's cache directory under
-// Config.Sandbox.CacheDir, creating it (0700) on first use. Each conversation has
-// its own: a cache two conversations share would let one's commands plant
+// world returns the conversation's world (see sandbox.World), making it
+// on first use: its /tmp and caches (one tmpfs of
+// Sandbox.Limits.ScratchBytes, on Sandbox.CacheDir/conversation-KEY), its
+// loopback network, and the engine's directories hidden from its commands
+// but for the conversation's own output directory. Each conversation has
+// its own: caches two conversations share would let one's commands plant
 // build outputs the other's builds then use.
-func (e *Engine) cacheDir(conversation string) (string, error) {
-	dir := filepath.Join(e.cacheRoot, conversationKey(conversation))
-	if _, ok := e.caches.Load(dir); ok {
-		return dir, nil
+func (e *Engine) world(conversation string) (*sandbox.World, error) {
+	e.worldsMu.Lock()
+	defer e.worldsMu.Unlock()
+	if w := e.worlds[conversation]; w != nil {
+		return w, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("%w: cache directory: %w", ErrStart, err)
+	if e.worlds == nil {
+		return nil, ErrShutdown
 	}
-	e.caches.Store(dir, true)
-	return dir, nil
+	key := conversationKey(conversation)
+	lim := e.cfg.Sandbox.Limits
+	w, err := sandbox.NewWorld(sandbox.WorldOptions{
+		Dir: filepath.Join(e.cacheRoot, key), Bytes: lim.ScratchBytes, Files: lim.ScratchFiles,
+		BaseCaches: e.cfg.Sandbox.BaseCaches, Helper: e.cfg.Sandbox.HelperPath,
+		Hide: []string{e.outDir, e.cacheRoot}, Show: []string{filepath.Join(e.outDir, key)},
+	})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, fmt.Errorf("%w: %w", ErrRestrictedMode, err)
+		}
+		return nil, fmt.Errorf("%w: the conversation's sandbox: %w", ErrStart, err)
+	}
+	e.worlds[conversation] = w
+	return w, nil
 }
 
-// removeCache removes a conversation's cache directory.
-func (e *Engine) removeCache(conversation string) error {
-	dir := filepath.Join(e.cacheRoot, conversationKey(conversation))
-	e.caches.Delete(dir)
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove cache directory: %w", err)
+// endWorld closes a conversation's world (its commands have ended).
+func (e *Engine) endWorld(conversation string) error {
+	e.worldsMu.Lock()
+	w := e.worlds[conversation]
+	delete(e.worlds, conversation)
+	e.worldsMu.Unlock()
+	if w == nil {
+		return nil
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close the conversation's sandbox: %w", err)
 	}
 	return nil
+}
+
+// endWorlds closes every world, for good (Shutdown).
+func (e *Engine) endWorlds() error {
+	e.worldsMu.Lock()
+	ws := e.worlds
+	e.worlds = nil
+	e.worldsMu.Unlock()
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // conversationKey names a conversation's directories: a hash, so any

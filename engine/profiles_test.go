@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,13 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 			}
 		})
 	}
-	outside := t.TempDir()
+	// Outside the workspace and off the host's /tmp (which the world's
+	// /tmp covers).
+	outside, err := os.MkdirTemp("/var/tmp", "bashvisor-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
 	for name, cmd := range map[string]string{
 		"outside": "echo x > " + outside + "/file",
 		"hook":    "echo x > .git/hooks/pre-commit",
@@ -150,9 +157,14 @@ func TestSandboxBuildCacheShared(t *testing.T) {
 	if second >= first/2 {
 		t.Errorf("the second build (%v) is not much faster than the first (%v): the cache was not kept", second, first)
 	}
-	entries, _ := filepath.Glob(filepath.Join(cacheRoot, "*", "go-build", "*"))
-	if len(entries) == 0 {
-		t.Error("no go build cache under the cache directory")
+	// The cache is the conversation's: its commands see it below the cache
+	// root, the host sees nothing there.
+	r := e.Run(context.Background(), tc, engine.Input{Command: `case "$GOCACHE" in ` + cacheRoot + `/*) ls "$GOCACHE" | wc -l;; *) echo "GOCACHE=$GOCACHE";; esac`})
+	if n, err := strconv.Atoi(strings.TrimSpace(r.Output)); err != nil || n < 10 {
+		t.Errorf("no go build cache in the conversation's cache directory: %q", r.Output)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(cacheRoot, "*", "go-build", "*")); len(entries) != 0 {
+		t.Errorf("the host sees the conversation's cache: %v", entries)
 	}
 	// Another conversation has caches of its own; ending a conversation
 	// removes its caches.
@@ -188,6 +200,9 @@ func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
 	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "net",
 		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: allow}}
 
+	// The allowlist names a loopback server of the host: loopback goes
+	// through the proxy too (the conversation's own loopback is reached
+	// with --noproxy).
 	r := e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --max-time 20 http://" + registry + "/pkg.tgz"})
 	if r.Status != engine.StatusOK || r.Output != "package tarball\n" {
 		t.Fatalf("through the proxy: %s %q", r.Status, r.Output)

@@ -61,10 +61,17 @@ echo "$TMPDIR"`})
 	if b, _ := os.ReadFile(sentinel); string(b) != "original" || fileExists(filepath.Join(dir, "new-file")) {
 		t.Fatalf("sandbox let a write through: %q", b)
 	}
+	// $TMPDIR is the conversation's /tmp: kept for its next command,
+	// unseen by the host.
 	lines := strings.Split(strings.TrimSpace(r.Output), "\n")
-	scratch := lines[len(lines)-1]
-	if scratch == "" || fileExists(scratch) {
-		t.Fatalf("scratch dir %q not removed", scratch)
+	if scratch := lines[len(lines)-1]; scratch != "/tmp" {
+		t.Fatalf("TMPDIR=%q", scratch)
+	}
+	if r := e.Run(context.Background(), restricted(dir), engine.Input{Command: `cat /tmp/ok`}); r.Output != "scratch\n" {
+		t.Fatalf("the next command's /tmp: %s %q", r.Status, r.Output)
+	}
+	if fileExists("/tmp/ok") {
+		t.Fatal("the host sees the conversation's /tmp")
 	}
 }
 

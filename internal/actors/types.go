@@ -54,7 +54,7 @@ type Resources struct {
 	// them moved out first.
 	Cgroups *proc.Cgroups
 	// Sandbox configures sandboxed jobs (Limits, Helper, HelperPath and
-	// ScratchRoot; a job's CacheDir comes with its Profile).
+	// ScratchRoot; a job's world comes with its Profile).
 	Sandbox config.Sandbox
 	// Truncate configures a foreground job's output buffer.
 	Truncate truncate.Config

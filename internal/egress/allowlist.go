@@ -103,6 +103,24 @@ func (a *Allowlist) String() string {
 	return strings.Join(a.source, ", ")
 }
 
+// NamesLoopback reports whether an entry names a loopback host and port
+// ("localhost:8080", "127.0.0.1:5000", "[::1]:9000"): a server of the
+// machine the proxy runs on, reachable only through the proxy.
+func (a *Allowlist) NamesLoopback() bool {
+	if a == nil {
+		return false
+	}
+	for _, e := range a.entries {
+		if e.port == 0 || e.wildcard {
+			continue
+		}
+		if ip, err := netip.ParseAddr(e.host); e.host == "localhost" || err == nil && ip.Unmap().IsLoopback() {
+			return true
+		}
+	}
+	return false
+}
+
 // allowsName reports whether an entry allows host:port by name.
 func (a *Allowlist) allowsName(host string, port int) bool {
 	if a == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -114,14 +115,15 @@ type Yielded struct {
 type Profile struct {
 	// Workspace makes the job's working directory and its git
 	// directories writable, hooks and config protected (the
-	// workspace-write profile); otherwise only the scratch directory,
-	// CacheDir and Writable are.
+	// workspace-write profile); otherwise only the world's /tmp and
+	// caches and Writable are.
 	Workspace bool
 	// Writable are more directories the job may write (absolute paths).
 	Writable []string
-	// CacheDir holds the job's build and package caches ("": they live in
-	// its scratch directory and die with it). It must exist.
-	CacheDir string
+	// World is the job's conversation's world (sandbox.World): its /tmp,
+	// caches and loopback network. Nil: the job gets a scratch directory
+	// and a network namespace of its own, and no caches.
+	World *sandbox.World
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
 	Network *egress.Allowlist

@@ -61,12 +61,12 @@ func probe() Capabilities {
 	} else if c.ABI > 0 {
 		why = append(why, fmt.Sprintf("Landlock ABI %d has no signal/abstract-socket scoping (needs ABI 6, Linux 6.12)", c.ABI))
 	}
+	// Namespaces as root (CAP_SYS_ADMIN), else from user namespaces (any
+	// user, also root without CAP_SYS_ADMIN).
 	if err := probeNamespaces(); err == nil {
 		c.Namespaces = true
-	} else if os.Geteuid() == 0 {
-		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error())
 	} else if rerr := probeRootless(); rerr != nil {
-		why = append(why, "not root and no user namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+rerr.Error())
+		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error()+"; "+rerr.Error())
 	} else {
 		c.Namespaces, c.Rootless = true, true
 	}
@@ -150,7 +150,7 @@ func helper(args []string) error {
 				return err
 			}
 			cfg.ProxyPort = port
-			env = withEnv(env, proxyEnv(port, true))
+			env = withEnv(env, proxyEnv(port, cfg.LoopbackDirect))
 		}
 	}
 	if cfg.Namespaces {

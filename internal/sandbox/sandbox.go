@@ -151,6 +151,12 @@ type Options struct {
 	// would cover it (a read-only command working below the host's /tmp);
 	// "": not needed.
 	Dir string
+	// LoopbackViaProxy, with Network in a World, sends HTTP clients to
+	// loopback addresses through the proxy too (NO_PROXY empty), for an
+	// allowlist that names a server on the engine's loopback; otherwise
+	// NO_PROXY names loopback, so that clients reach the world's own
+	// servers directly.
+	LoopbackViaProxy bool
 	// World, when set, runs the command in its conversation's world (see
 	// [World]): its /tmp and caches, its loopback network, the engine's
 	// directories hidden. Then there is no per-command scratch directory
@@ -226,6 +232,8 @@ type helperConfig struct {
 	Pinned    []string `json:"pinned,omitempty"`
 	// ProxyPort is the port of the proxy listener (0: no network).
 	ProxyPort int `json:"proxy,omitempty"`
+	// LoopbackDirect: NO_PROXY names loopback (see proxyEnv).
+	LoopbackDirect bool `json:"loopback_direct,omitempty"`
 	// ProxyFD, in a rootless world with network, is the helper's
 	// descriptor on which it hands the engine the proxy listener it made
 	// in the world's network (0: none).
@@ -399,13 +407,14 @@ func Prepare(opts Options) (*Command, error) {
 		}
 	}
 	cfg.OwnNamespaces = w == nil && caps.Rootless
+	cfg.LoopbackDirect = w != nil && !opts.LoopbackViaProxy
 	enc, err := json.Marshal(cfg)
 	if err != nil {
 		panic(err) // cannot happen: plain strings and integers
 	}
 	cmd.Args = []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command}
 	cmd.cfg = cfg
-	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, w != nil, w != nil && w.bases["go-mod"])
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, w != nil && !opts.LoopbackViaProxy, w != nil && w.bases["go-mod"])
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
@@ -462,7 +471,7 @@ func within(path, root string) bool {
 // caches in cacheDir (or the scratch directory), and with network the
 // proxy's address (when its port is known here: a rootless helper adds
 // it, see handOverProxy).
-func environment(scratch, cacheDir string, network bool, proxyPort int, inWorld, goModBase bool) []string {
+func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect, goModBase bool) []string {
 	cache := cacheDir
 	if cache == "" {
 		cache = filepath.Join(scratch, ".cache")
@@ -496,19 +505,19 @@ func environment(scratch, cacheDir string, network bool, proxyPort int, inWorld,
 	}
 	env = append(env, "CARGO_HOME="+filepath.Join(cache, "cargo"))
 	if proxyPort != 0 {
-		env = append(env, proxyEnv(proxyPort, inWorld)...)
+		env = append(env, proxyEnv(proxyPort, loopbackDirect)...)
 	}
 	return env
 }
 
 // proxyEnv points the HTTP clients and package managers at the proxy on
-// port. In a world, loopback is reached directly (the conversation's own
-// servers); otherwise everything goes through the proxy, since loopback
-// inside the namespace has nothing but the proxy on it.
-func proxyEnv(port int, inWorld bool) []string {
+// port. With loopbackDirect (in a world), loopback is reached directly (the
+// conversation's own servers); otherwise everything goes through the
+// proxy.
+func proxyEnv(port int, loopbackDirect bool) []string {
 	proxy := "http://127.0.0.1:" + strconv.Itoa(port)
 	noProxy := ""
-	if inWorld {
+	if loopbackDirect {
 		noProxy = "localhost,127.0.0.1,::1"
 	}
 	return []string{
