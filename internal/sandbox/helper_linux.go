@@ -93,6 +93,9 @@ func Main() {
 		os.Exit(helperExitCode)
 	}
 	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+		if exe, err := os.Executable(); err == nil {
+			mainExe.Store(exe)
+		}
 		mainCalled.Store(true)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,23 +79,37 @@ func (w *world) makeRootless(spec worldSpec) error {
 	}
 	cmd := exec.Command(w.helper, worldArg, string(enc))
 	var stderr bytes.Buffer
-	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = &stderr, []*os.File{child}, "/", []string{}
-	uid, gid := os.Getuid(), os.Getgid()
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		AmbientCaps: worldCaps,
-		Pdeathsig:   syscall.SIGKILL,
-	}
-	closeInheritedOnExec()
-	err = cmd.Start()
-	child.Close()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		child.Close()
+		return fmt.Errorf("sandbox: world: %w", err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		child.Close()
+		errR.Close()
+		errW.Close()
+		return fmt.Errorf("sandbox: world: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Dir, cmd.Env = null, null, errW, "/", []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
+	err = rawStart(cmd, [3]int{-1, -1, -1}, unix.CLONE_NEWNET|unix.CLONE_NEWNS, child)
+	child.Close()
+	null.Close()
+	errW.Close()
+	if err != nil {
+		errR.Close()
 		return fmt.Errorf("sandbox: world: start %s: %w", w.helper, err)
 	}
+	stderrDone := make(chan struct{})
+	go func() { _, _ = stderr.ReadFrom(errR); errR.Close(); close(stderrDone) }()
 	fds, rerr := recvFDs(sp[0], 4, 30*time.Second)
+	if rerr != nil {
+		_ = cmd.Process.Kill()
+	}
 	werr := cmd.Wait()
+	<-stderrDone
 	if rerr != nil || werr != nil {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -256,12 +271,21 @@ type cloneArgs struct {
 	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
 }
 
-// forkSpec is everything forkInWorld's child needs, prepared before the
+// idMap is one of a new user namespace's files (/proc/self/uid_map,
+// gid_map, setgroups) and what the child writes into it.
+type idMap struct {
+	path, data *byte
+	n          int
+}
+
+// forkSpec is everything forkRaw's child needs, prepared before the
 // fork: the child only reads it and makes system calls.
 type forkSpec struct {
 	path, dir  *byte
 	argv, envv **byte
-	ns         [3]int // user, net and mount namespace descriptors (-1: skip)
+	ns         [3]int  // user, net and mount namespace descriptors to join (-1: skip)
+	unshare    uintptr // namespaces to make instead (CLONE_NEWUSER|...), 0: none
+	maps       [3]idMap
 	fds        [4]int // the child's descriptors 0..3 (-1: none), all >= 4
 	ctty       int    // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
@@ -274,17 +298,20 @@ type forkSpec struct {
 	useClone3  bool
 }
 
-// forkInWorld forks (clone without CLONE_VM: the child has a copy of the
-// address space and a single thread) and, in the child, joins the
-// namespaces, keeps the ambient capabilities, sets up the descriptors,
-// the session and the terminal, and execs. On failure the child writes
-// the step and errno to errPipe and exits 127. It runs only raw system
-// calls in the child (no allocation, no runtime), like syscall's own
+// forkRaw forks (clone without CLONE_VM: the child has a copy of the
+// address space and a single thread) and, in the child, makes itself
+// dumpable again (the engine is not, and a non-dumpable process's /proc
+// files belong to root: it could not write its own uid_map), joins the
+// namespaces or makes new ones (a user namespace whose uid and gid map to
+// themselves), keeps the ambient capabilities, sets up the descriptors,
+// the session and the terminal, and execs. On failure the child writes the
+// step and errno to errPipe and exits 127. It runs only raw system calls
+// in the child (no allocation, no runtime), like syscall's own
 // forkAndExecInChild; the caller has blocked every signal on this thread.
 //
 //go:norace
 //go:nosplit
-func forkInWorld(s *forkSpec) (int, syscall.Errno) {
+func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	var r1 uintptr
 	var e syscall.Errno
 	if s.useClone3 {
@@ -297,18 +324,39 @@ func forkInWorld(s *forkSpec) (int, syscall.Errno) {
 	}
 	step := uintptr(1)
 	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
+	var fd uintptr
+	if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1, 0, 0, 0, 0); e != 0 {
+		goto fail
+	}
+	step++
 	for i := 0; i < 3; i++ {
 		if s.ns[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_SETNS, uintptr(s.ns[i]), nsType[i], 0); e != 0 {
 				goto fail
 			}
 		}
-		step++
 	}
+	step++
+	if s.unshare != 0 {
+		if _, _, e = syscall.RawSyscall(unix.SYS_UNSHARE, s.unshare, 0, 0); e != 0 {
+			goto fail
+		}
+		for i := 0; i < 3; i++ {
+			fd, _, e = syscall.RawSyscall6(unix.SYS_OPENAT, 0, uintptr(unsafe.Pointer(s.maps[i].path)), unix.O_WRONLY|unix.O_CLOEXEC, 0, 0, 0)
+			if e != 0 {
+				goto fail
+			}
+			_, _, e = syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(s.maps[i].data)), uintptr(s.maps[i].n))
+			syscall.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+			if e != 0 {
+				goto fail
+			}
+		}
+	}
+	step++
 	if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
 		goto fail
 	}
-	step++
 	for i := 0; i < s.nAmbient; i++ {
 		if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, s.ambient[i], 0, 0, 0); e != 0 {
 			goto fail
@@ -347,20 +395,26 @@ fail:
 	}
 }
 
-var forkSteps = []string{"", "join the world's user namespace", "join the world's network", "join the world's mount namespace",
-	"keep capabilities", "keep ambient capabilities", "change to the working directory", "start a session",
-	"set up descriptors", "take the terminal", "exec the helper"}
+var forkSteps = []string{"", "make itself dumpable", "join the world's namespaces", "make a user namespace", "keep capabilities",
+	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "exec the helper"}
 
-// startInWorld starts cmd (as prepared by proc.Start: Path, Args, Env,
-// Dir, *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
-// UseCgroupFD) in the world's namespaces, with extra as its descriptor 3.
-func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
-	s := &forkSpec{ctty: -1, fds: [4]int{-1, -1, -1, -1}}
+// rawStart starts cmd (as prepared by proc.Start or makeRootless: Path,
+// Args, Env, Dir, *os.File stdio, SysProcAttr with Setsid, maybe
+// Setctty and UseCgroupFD) with forkRaw: joining the namespaces of join
+// (user, net, mnt; -1: not that one), or making a user namespace and those
+// of unshare, with extra as its descriptor 3 and worldCaps as ambient
+// capabilities. The engine stays its parent.
+func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error {
+	s := &forkSpec{ctty: -1, fds: [4]int{-1, -1, -1, -1}, ns: join}
 	var err error
 	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
 		return err
 	}
-	if s.dir, err = syscall.BytePtrFromString(cmd.Dir); err != nil {
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "."
+	}
+	if s.dir, err = syscall.BytePtrFromString(dir); err != nil {
 		return err
 	}
 	argv, err := syscall.SlicePtrFromStrings(cmd.Args)
@@ -372,13 +426,31 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
 		return err
 	}
 	s.argv, s.envv = &argv[0], &envv[0]
+	var keep [][]byte // what the child reads, alive until it forked
+	if unshare != 0 {
+		s.unshare = unix.CLONE_NEWUSER | unshare
+		uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
+		for i, m := range [3][2]string{{"/proc/self/setgroups", "deny"}, {"/proc/self/uid_map", uid + " " + uid + " 1"}, {"/proc/self/gid_map", gid + " " + gid + " 1"}} {
+			p, d := append([]byte(m[0]), 0), []byte(m[1])
+			keep = append(keep, p, d)
+			s.maps[i] = idMap{path: &p[0], data: &d[0], n: len(d)}
+		}
+	}
 	files := [4]*os.File{}
 	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
-		f, ok := v.(*os.File)
-		if !ok {
-			return fmt.Errorf("sandbox: descriptor %d of a command in a rootless world must be a file", i)
+		switch f := v.(type) {
+		case *os.File:
+			files[i] = f
+		case nil:
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			defer null.Close()
+			files[i] = null
+		default:
+			return fmt.Errorf("sandbox: the standard files of a command started in a user namespace by a non-dumpable process must be *os.File (descriptor %d is %T)", i, v)
 		}
-		files[i] = f
 	}
 	files[3] = extra
 	// Duplicates above 3, so that setting up 0..3 in the child cannot
@@ -419,19 +491,11 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
 	}
 	defer unix.Close(pipe[0])
 	s.errPipe = pipe[1]
-
-	w.mu.Lock()
-	s.ns = [3]int{w.userns, w.netns, w.mntns}
-	if w.mntns < 0 {
-		w.mu.Unlock()
-		unix.Close(pipe[1])
-		return errors.New("sandbox: the conversation's world was closed")
-	}
 	pid, errno := forkLocked(s)
-	w.mu.Unlock()
 	unix.Close(pipe[1])
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envv)
+	runtime.KeepAlive(keep)
 	if errno != 0 {
 		return fmt.Errorf("sandbox: fork: %w", errno)
 	}
@@ -454,8 +518,19 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
 	return nil
 }
 
-// forkLocked runs forkInWorld with every signal blocked on the calling
-// thread (and syscall.ForkLock held, as os/exec does).
+// startInWorld starts cmd in the world's user, network and mount
+// namespaces (see rawStart), with extra as its descriptor 3.
+func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mntns < 0 {
+		return errors.New("sandbox: the conversation's world was closed")
+	}
+	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, 0, extra)
+}
+
+// forkLocked runs forkRaw with every signal blocked on the calling thread
+// (and syscall.ForkLock held, as os/exec does).
 func forkLocked(s *forkSpec) (int, syscall.Errno) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -465,7 +540,7 @@ func forkLocked(s *forkSpec) (int, syscall.Errno) {
 	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&s.sigOld)), 8, 0, 0); e != 0 {
 		return 0, e
 	}
-	pid, errno := forkInWorld(s)
+	pid, errno := forkRaw(s)
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
 	return pid, errno
 }
@@ -474,21 +549,31 @@ func forkLocked(s *forkSpec) (int, syscall.Errno) {
 // (a rootless command without a world): its uid and gid map to
 // themselves, and it keeps worldCaps as ambient capabilities until it
 // execs bash (makeView, loopback).
+//
+// A dumpable process starts it with os/exec (any stdio); a non-dumpable
+// one (the engine, see proc.ProtectEngine), whose children's /proc files
+// belong to root until they exec, so that os/exec could not write the
+// child's uid_map, with rawStart (stdio must be files).
 func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
-	var sys syscall.SysProcAttr
-	if cmd.SysProcAttr != nil {
-		sys = *cmd.SysProcAttr
+	var err error
+	if d, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); d == 1 {
+		var sys syscall.SysProcAttr
+		if cmd.SysProcAttr != nil {
+			sys = *cmd.SysProcAttr
+		}
+		uid, gid := os.Getuid(), os.Getgid()
+		sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		sys.AmbientCaps = worldCaps
+		cmd.SysProcAttr = &sys
+		if c.proxyChild != nil {
+			cmd.ExtraFiles = []*os.File{c.proxyChild}
+		}
+		err = cmd.Start()
+	} else {
+		err = rawStart(cmd, [3]int{-1, -1, -1}, unix.CLONE_NEWNET, c.proxyChild)
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	sys.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
-	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	sys.AmbientCaps = worldCaps
-	cmd.SysProcAttr = &sys
-	if c.proxyChild != nil {
-		cmd.ExtraFiles = []*os.File{c.proxyChild}
-	}
-	err := cmd.Start()
 	if c.proxyChild != nil {
 		_ = c.proxyChild.Close() // the helper has its own
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
@@ -280,6 +281,9 @@ func Prepare(opts Options) (*Command, error) {
 		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", opts.Bash)
 	}
 	exe := selfExe
+	if caps.Rootless {
+		exe = selfPath()
+	}
 	if opts.Helper != "" {
 		if !filepath.IsAbs(opts.Helper) {
 			return nil, fmt.Errorf("sandbox: helper path must be absolute: %q", opts.Helper)
@@ -554,6 +558,23 @@ const scratchPrefix = "bashvisor-sbx-"
 // in the forked child, which is still a copy of the engine, so this is the
 // engine's own binary even if the file on disk was replaced or deleted.
 const selfExe = "/proc/self/exe"
+
+// mainExe is the running executable's path, read by Main when the program
+// starts.
+var mainExe atomic.Value
+
+// selfPath is the program a rootless engine starts as its helper: the
+// path of its executable as Main found it (or /proc/self/exe). A rootless
+// engine cannot use /proc/self/exe: once it made itself non-dumpable (as
+// the engine does, proc.ProtectEngine) its /proc entries belong to root,
+// and its children, in a user namespace of their own, may not follow the
+// link.
+func selfPath() string {
+	if p, ok := mainExe.Load().(string); ok && p != "" {
+		return p
+	}
+	return selfExe
+}
 
 // removeScratch removes the scratch dir, first making directories the
 // command created without permissions (mkdir -m 000) removable again.

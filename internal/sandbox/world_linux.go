@@ -110,6 +110,9 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		w.bases[name] = true
 	}
 	w.helper = selfExe
+	if rootless {
+		w.helper = selfPath()
+	}
 	if opts.Helper != "" {
 		w.helper = opts.Helper
 	}
