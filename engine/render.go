@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -39,6 +40,74 @@ func JobError(id string, err error) error {
 		return fmt.Errorf("%w (bash_jobs lists the job ids)", err)
 	}
 	return fmt.Errorf("job %q: %w", id, err)
+}
+
+// busyError is an admission refusal as the model reads it: it matches
+// ErrBusy.
+type busyError struct{ b *supervisor.BusyError }
+
+func (e *busyError) Error() string   { return busyText(e.b) }
+func (e *busyError) Unwrap() []error { return []error{ErrBusy, e.b} }
+
+// busyText words an admission refusal: what is full, whose, the counts,
+// and what to do. "busy: this conversation already has 16 background jobs
+// running, the most it may; stop one (bash_kill) or wait for one to end".
+func busyText(b *supervisor.BusyError) string {
+	who := "this conversation" // a call without a principal is its conversation's
+	if b.Principal != "" {
+		who = fmt.Sprintf("principal %q", b.Principal)
+	}
+	var why, then string
+	then = "try again later"
+	switch b.Limit {
+	case supervisor.LimitRunning:
+		switch b.Scope {
+		case supervisor.ScopeConversation:
+			why = fmt.Sprintf("this conversation already runs %d commands at once, the most it may", b.Count)
+		case supervisor.ScopePrincipal:
+			why = fmt.Sprintf("%s already runs %d commands at once in its conversations, the most one principal may", who, b.Count)
+		default:
+			why = fmt.Sprintf("%d commands are running on this host, the most it runs at once", b.Count)
+		}
+		if b.Waited == 0 {
+			why += fmt.Sprintf(", and %d calls are waiting", b.Queued)
+		}
+	case supervisor.LimitQueue:
+		if b.Scope == supervisor.ScopePrincipal {
+			why = fmt.Sprintf("%s already has %d calls waiting to run, the most one principal may", who, b.Count)
+			then = "wait for some of them to finish"
+		} else {
+			why = fmt.Sprintf("%d commands are running on this host and %d more are waiting, the most that may wait", b.Running, b.Count)
+		}
+	case supervisor.LimitJobs:
+		then = "stop one (bash_kill) or wait for one to end"
+		switch b.Scope {
+		case supervisor.ScopeConversation:
+			why = fmt.Sprintf("this conversation already has %d background jobs running, the most it may", b.Count)
+		case supervisor.ScopePrincipal:
+			why = fmt.Sprintf("%s already has %d background jobs running in its conversations, the most one principal may", who, b.Count)
+		default:
+			why = fmt.Sprintf("%d background jobs are running on this host, the most it allows", b.Count)
+			then = "try again later"
+		}
+	case supervisor.LimitCPU:
+		why = fmt.Sprintf("the host's CPUs are in use (the busy commands want %d CPUs' worth; it runs %d at once)", b.Count, b.Max)
+	case supervisor.LimitMemory:
+		why = fmt.Sprintf("the host is short of memory (%s available", humanBytes(int64(b.Count)<<20))
+		if b.Pressure >= 0 {
+			why += fmt.Sprintf(", tasks waiting for memory %.0f%% of the time", b.Pressure)
+		}
+		why += ")"
+	case supervisor.LimitProcesses:
+		why = fmt.Sprintf("the host is short of processes (%d tasks, of at most %d)", b.Count, b.Max)
+	default:
+		why = b.Error()
+	}
+	if b.Waited > 0 {
+		return fmt.Sprintf("busy: waited %s to run (%d commands running, %d waiting), held by: %s; try again later",
+			humanDuration(b.Waited), b.Running, b.Queued, why)
+	}
+	return "busy: " + why + "; " + then
 }
 
 // startedText is a background job's result text.
@@ -129,10 +198,10 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.O
 	case o.Err != nil:
 		res.Status, res.Err = StatusError, public(o.Err)
 		res.Output = ErrorText(o.Err) + "\n" + body
-	case o.Reason == jobs.ReasonTimeout && o.YieldRefused != "":
+	case o.Reason == jobs.ReasonTimeout && o.YieldRefused != nil:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" +
-			appendNote(body, "[it could not move to the background: "+o.YieldRefused+"]")
+			appendNote(body, "[it could not move to the background: "+public(o.YieldRefused).Error()+"]")
 	case o.Reason == jobs.ReasonTimeout:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" + body

@@ -111,7 +111,7 @@ type job struct {
 	outSW, errSW *switchWriter
 	yielding     bool
 	yielded      bool // its foreground buffers were handed over (jobs.Outcome.Yielded)
-	yieldRefused string
+	yieldRefused error
 }
 
 // Internal messages: from the pidfd waiter, the readers, the timers and the

@@ -40,6 +40,10 @@ type Launched struct {
 // Pid is the pid of the job's shell, which is also its process group id.
 func (l *Launched) Pid() int { return l.p.Pid }
 
+// Cgroup is the job's cgroup (nil: the process group is the unit), for
+// reading what it uses while it runs; the job's actor owns it.
+func (l *Launched) Cgroup() *proc.Cgroup { return l.cg }
+
 // Output is a foreground job's live output buffer (nil for a background
 // job), for progress reports.
 func (l *Launched) Output() *truncate.Buffer { return l.out }

@@ -129,6 +129,7 @@ const (
 	fileMemNow          // memory.current, memory.usage_in_bytes
 	fileMemOOM          // memory.events, memory.oom_control
 	filePidsPeak        // pids.peak
+	fileCPUPressure     // cpu.pressure
 	nFile
 )
 
@@ -412,6 +413,67 @@ func (c *Cgroup) CPU() (time.Duration, error) {
 	return max(cpu-c.base.cpu, 0), err
 }
 
+// CPUDemand returns two counters of the command's processes, for a caller
+// that measures how much CPU a command wants by their differences over an
+// interval: the CPU time they used (as CPU), and the time during which at
+// least one of them was ready to run but waited for a CPU (the kernel's
+// pressure stall information, "some" total in cpu.pressure). A kernel
+// without pressure stall information (CONFIG_PSI off, or psi=0) has no
+// cpu.pressure: stall is then 0 and ok false.
+func (c *Cgroup) CPUDemand() (cpu, stall time.Duration, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cpu, err = c.readCPU(); err != nil {
+		return 0, 0, false, err
+	}
+	var buf [256]byte
+	b, err := c.read(fileCPUPressure, buf[:])
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.EOPNOTSUPP) {
+			return cpu, 0, false, nil
+		}
+		return cpu, 0, false, err
+	}
+	us, err := PressureTotal(b)
+	if err != nil {
+		return cpu, 0, false, fmt.Errorf("%s: %w", c.path(fileCPUPressure), err)
+	}
+	return cpu, time.Duration(us) * time.Microsecond, true, nil
+}
+
+// PressureTotal returns the "some" line's total (µs) of a pressure file
+// (cpu.pressure, /proc/pressure/memory):
+//
+//	some avg10=0.00 avg60=0.00 avg300=0.00 total=12345
+func PressureTotal(b []byte) (int64, error) {
+	return pressureField(b, "total=")
+}
+
+// PressureAvg10 returns the "some" line's avg10 (percent) of a pressure
+// file.
+func PressureAvg10(b []byte) (float64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	for f := range bytes.FieldsSeq(line) {
+		if v, ok := bytes.CutPrefix(f, []byte("avg10=")); ok {
+			return strconv.ParseFloat(string(v), 64)
+		}
+	}
+	return 0, errors.New("no some avg10")
+}
+
+func pressureField(b []byte, name string) (int64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("some ")) {
+		return 0, errors.New("no \"some\" line")
+	}
+	for f := range bytes.FieldsSeq(line) {
+		if v, ok := bytes.CutPrefix(f, []byte(name)); ok {
+			return strconv.ParseInt(string(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no some %s", name)
+}
+
 // reset prepares the empty cgroup for the next command; c.mu is held. The
 // counters that cannot be reset (CPU time, OOM kills) become the baseline
 // Usage subtracts; the memory peak is reset to what is still charged. Two
@@ -540,6 +602,8 @@ func (c *Cgroup) path(f int) string {
 	switch f {
 	case fileCPU:
 		return filepath.Join(c.dir, "cpu.stat")
+	case fileCPUPressure:
+		return filepath.Join(c.dir, "cpu.pressure")
 	case fileMemPeak:
 		if v2(ctlMemory) {
 			return filepath.Join(c.dir, "memory.peak")

@@ -33,6 +33,7 @@ type admissionSim struct {
 
 type simCall struct {
 	conv  string
+	who   string // its principal
 	bg    bool
 	reply chan admitted
 	a     *admitted // the answer, once there is one
@@ -83,11 +84,16 @@ func (h *admissionSim) collect() {
 	}
 }
 
-// start sends a start request for a job that runs until it is ended.
+// start sends a start request for a job that runs until it is ended. A
+// conversation "P:C" is conversation C of principal P.
 func (h *admissionSim) start(name, conv string, bg bool) {
-	c := &simCall{conv: conv, bg: bg, reply: make(chan admitted, 1)}
+	who, _, _ := strings.Cut(conv, ":")
+	if !strings.Contains(conv, ":") {
+		who = ""
+	}
+	c := &simCall{conv: conv, who: who, bg: bg, reply: make(chan admitted, 1)}
 	h.calls[name] = c
-	req := jobs.Request{Conversation: conv, Script: "exec sleep 60", Dir: h.t.TempDir(), Background: bg, Timeout: time.Minute}
+	req := jobs.Request{Conversation: conv, Principal: who, Script: "exec sleep 60", Dir: h.t.TempDir(), Background: bg, Timeout: time.Minute}
 	h.s.system.Root.Send(h.s.pid, &startRequest{req: req, reply: c.reply})
 }
 
@@ -153,7 +159,9 @@ type step struct {
 	do    func(h *admissionSim)
 	calls map[string]string // call → state()
 	stats *Stats            // Running, Jobs, Queued (nil: not checked)
-	// says, when set, is a text the named busy call's error must contain.
+	// says, when set, is a text the named busy call's error must contain:
+	// its BusyError's terse form, which states the limit, its scope and the
+	// counts (the engine words the sentence; engine's tests check it).
 	says map[string]string
 }
 
@@ -182,7 +190,7 @@ func TestAdmissionTable(t *testing.T) {
 			{do: start("d1", "D"), calls: map[string]string{"d1": "queued"}, stats: &Stats{Running: 2, Queued: 2}},
 			// The queue is full: the next call is refused at once, saying so.
 			{do: start("e1", "E"), calls: map[string]string{"e1": "busy"}, stats: &Stats{Running: 2, Queued: 2},
-				says: map[string]string{"e1": "the most that may wait"}},
+				says: map[string]string{"e1": "busy: host queue 2/2 (2 running, 2 queued)"}},
 			// A slot frees: the first waiter runs, the second still waits.
 			{do: end("a1"), calls: map[string]string{"c1": "run", "d1": "queued"}, stats: &Stats{Running: 2, Queued: 1}},
 			{do: end("b1"), calls: map[string]string{"d1": "run"}, stats: &Stats{Running: 2}},
@@ -191,11 +199,12 @@ func TestAdmissionTable(t *testing.T) {
 			{do: start("a1", "A"), calls: map[string]string{"a1": "run"}, stats: &Stats{Running: 1}},
 			// A's second call waits for A's slot although the engine has room.
 			{do: start("a2", "A"), calls: map[string]string{"a2": "queued"}, stats: &Stats{Running: 1, Queued: 1}},
-			// B is behind A's waiter in the queue, but runs: its conversation has room.
-			{do: start("b1", "B"), calls: map[string]string{"b1": "queued"}, stats: &Stats{Running: 1, Queued: 2}},
-			// Nothing ended, so b1 waits for a dequeue; ending a1 admits
-			// a2 (first in the queue, its conversation has room again) and
-			// b1 (room in the engine and in B).
+			// B arrives behind A's waiter, but runs at once: its
+			// conversation and the engine have room, and the waiter ahead
+			// is held by its own conversation's cap. (Before fair shares B
+			// waited for the next dequeue.)
+			{do: start("b1", "B"), calls: map[string]string{"b1": "run"}, stats: &Stats{Running: 2, Queued: 1}},
+			// Ending a1 admits a2: its conversation has room again.
 			{do: end("a1"), calls: map[string]string{"a2": "run", "b1": "run"}, stats: &Stats{Running: 2}},
 		}},
 		{"conversation-cap-busy-message", []step{
@@ -203,7 +212,7 @@ func TestAdmissionTable(t *testing.T) {
 			{do: start("a2", "A"), calls: map[string]string{"a2": "queued"}, stats: &Stats{Running: 1, Queued: 1}},
 			{do: start("a3", "A"), calls: map[string]string{"a3": "queued"}, stats: &Stats{Running: 1, Queued: 2}},
 			{do: start("a4", "A"), calls: map[string]string{"a4": "busy"}, stats: &Stats{Running: 1, Queued: 2},
-				says: map[string]string{"a4": "this conversation already runs 1 commands at once"}},
+				says: map[string]string{"a4": "busy: conversation running 1/1 (1 running, 2 queued)"}},
 		}},
 		{"withdraw-while-queued", []step{
 			{do: start("a1", "A")},
@@ -242,10 +251,10 @@ func TestAdmissionTable(t *testing.T) {
 			{do: startBG("j2", "A"), calls: map[string]string{"j2": "run"}, stats: &Stats{Jobs: 2}},
 			// Background jobs are refused at once, never queued.
 			{do: startBG("j3", "A"), calls: map[string]string{"j3": "busy"}, stats: &Stats{Jobs: 2},
-				says: map[string]string{"j3": "this conversation already has 2 background jobs running"}},
+				says: map[string]string{"j3": "busy: conversation jobs 2/2"}},
 			{do: startBG("k1", "B"), calls: map[string]string{"k1": "run"}, stats: &Stats{Jobs: 3}},
 			{do: startBG("k2", "B"), calls: map[string]string{"k2": "busy"}, stats: &Stats{Jobs: 3},
-				says: map[string]string{"k2": "3 background jobs are running on this host"}},
+				says: map[string]string{"k2": "busy: host jobs 3/3"}},
 			// Background jobs take no foreground slot.
 			{do: start("f1", "A"), calls: map[string]string{"f1": "run"}, stats: &Stats{Running: 1, Jobs: 3}},
 			{do: end("j1"), stats: &Stats{Running: 1, Jobs: 2}},
@@ -278,6 +287,7 @@ func TestAdmissionTable(t *testing.T) {
 				testenv.Eventually(t, 10*time.Second, func() bool {
 					h.collect()
 					st := h.s.Stats()
+					st = Stats{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
 					got = fmt.Sprintf("stats %+v", st)
 					for name, want := range s.calls {
 						got += fmt.Sprintf(", %s %s", name, h.call(name).state())
@@ -323,7 +333,8 @@ func TestYieldAdmission(t *testing.T) {
 		"the yielded job still holds a foreground slot: %+v", h.s.Stats())
 	second := yieldingJob("A")
 	o = <-second.Done()
-	if o.Yielded != nil || o.Reason != jobs.ReasonTimeout || !strings.Contains(o.YieldRefused, "already has 1 background jobs") {
+	var b *BusyError
+	if o.Yielded != nil || o.Reason != jobs.ReasonTimeout || !errors.As(o.YieldRefused, &b) || b.Limit != LimitJobs || b.Scope != ScopeConversation || b.Count != 1 {
 		t.Fatalf("second yield over the cap: %+v", o)
 	}
 	if st := h.s.Stats(); st.Jobs != 1 {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +35,8 @@ var (
 	ErrShutdown = errors.New("engine is shut down")
 	// ErrNoSuchJob: no background job of that conversation has that id.
 	ErrNoSuchJob = errors.New("no such job")
-	// ErrBusy: the engine or the conversation runs as many jobs as it may
-	// (see config.Admission); the error says what is full.
+	// ErrBusy: admission control refused a job (see config.Admission);
+	// the error is a *BusyError, which says what is full.
 	ErrBusy = errors.New("busy")
 )
 
@@ -80,6 +81,9 @@ type Supervisor struct {
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
 	final     []jobs.State  // the records when it stopped
+	track     *tracker      // the running jobs' cgroups, for admission
+	stopWatch chan struct{} // ends the watch goroutine
+	watching  sync.WaitGroup
 }
 
 // New starts a supervisor: the environment policy, the cgroup probe, the
@@ -114,7 +118,8 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.Cgroups.Parent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	}
-	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
+		track: newTracker(), stopWatch: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -124,6 +129,7 @@ func New(cfg Config) (*Supervisor, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	s.pid = s.system.Root.Spawn(props(s))
+	s.watching.Go(func() { s.watch(s.stopWatch) })
 	return s, nil
 }
 
@@ -223,6 +229,10 @@ func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) 
 		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
 		return nil, err
 	}
+	if cg := l.Cgroup(); cg != nil {
+		// Before the actor has its process, so before it can end.
+		s.track.add(key{a.spec.Conversation, a.spec.ID}, cg)
+	}
 	s.system.Root.Send(a.pid, l)
 	return &Job{ID: a.spec.ID, Conversation: a.spec.Conversation, Queued: a.spec.Queued,
 		Pid: l.Pid(), OutputFile: a.spec.OutputFile, done: a.done, out: l.Output()}, nil
@@ -243,9 +253,7 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-t.C:
-		st := s.Stats()
-		giveUp = fmt.Errorf("%w: waited %s for one of the %d command slots of this host (%d running, %d waiting); try again later",
-			ErrBusy, s.admission.QueueWait, s.admission.MaxRunning, st.Running, st.Queued)
+		giveUp = s.held(reply)
 	}
 	ack := make(chan bool, 1)
 	s.system.Root.Send(s.pid, &withdrawRequest{reply: reply, ack: ack})
@@ -259,6 +267,23 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 	case <-s.done:
 	}
 	return admitted{err: giveUp}
+}
+
+// held is the refusal of a call that waited QueueWait: what holds it.
+func (s *Supervisor) held(reply chan admitted) error {
+	ack := make(chan *BusyError, 1)
+	s.system.Root.Send(s.pid, &heldRequest{reply: reply, ack: ack})
+	var b *BusyError
+	select {
+	case b = <-ack:
+	case <-s.done:
+	}
+	if b == nil { // admitted meanwhile, or shut down: the withdrawal sorts it out
+		st := s.Stats()
+		b = &BusyError{Limit: LimitCPU, Scope: ScopeHost, Running: st.Running, Queued: st.Queued, Count: st.Busy + st.Starting, Max: s.admission.MaxBusy}
+	}
+	b.Waited = s.admission.QueueWait
+	return b
 }
 
 // Cancel ends a running job of conversation conv with the grace sequence
@@ -375,6 +400,8 @@ func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
 // supervisor actor has stopped; it runs on its own goroutine (the actor
 // system cannot be shut down from inside one of its actors).
 func (s *Supervisor) finish() {
+	close(s.stopWatch)
+	s.watching.Wait()
 	s.system.Shutdown()
 	if s.res.Cgroups != nil {
 		if err := s.res.Cgroups.Close(); err != nil {
