@@ -124,12 +124,12 @@ type Usage struct {
 // The accounting files a Cgroup keeps open once read (a pread of an open
 // cgroup file costs ~1 µs, opening and reading it ~12 µs).
 const (
-	fileCPU      = iota // cpu.stat
-	fileMemPeak         // memory.peak, memory.max_usage_in_bytes (read-write: reset)
-	fileMemNow          // memory.current, memory.usage_in_bytes
-	fileMemOOM          // memory.events, memory.oom_control
-	filePidsPeak        // pids.peak
-	fileCPUPressure     // cpu.pressure
+	fileCPU         = iota // cpu.stat
+	fileMemPeak            // memory.peak, memory.max_usage_in_bytes (read-write: reset)
+	fileMemNow             // memory.current, memory.usage_in_bytes
+	fileMemOOM             // memory.events, memory.oom_control
+	filePidsPeak           // pids.peak
+	fileCPUPressure        // cpu.pressure
 	nFile
 )
 

@@ -63,7 +63,7 @@ type (
 		conv  string
 		reply chan<- []jobs.State
 	}
-	statsRequest    struct{ reply chan<- Stats }
+	statsRequest struct{ reply chan<- Stats }
 	// heldRequest asks why a queued call still waits (nil: it does not).
 	heldRequest struct {
 		reply chan<- admitted
