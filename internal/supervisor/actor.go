@@ -222,6 +222,7 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	}}
 	sv.running[k] = e
 	sv.charge(e, c, p, +1)
+	p.ref(c, +1)
 	sv.children[pid.Id] = k
 	return admitted{spec: spec, pid: pid, done: done}
 }
@@ -276,6 +277,7 @@ func (sv *supervisor) release(ctx actor.Context, k key, e *entry) {
 	sv.s.track.remove(k)
 	c, p := sv.conv(k.conv), sv.principal(e.p)
 	sv.charge(e, c, p, -1)
+	p.ref(c, -1)
 	if e.state.Background {
 		c.jobs--
 		p.jobs--

@@ -48,6 +48,27 @@ type principal struct {
 	// four whenever the jobs it started all turned out idle (a slow start).
 	startBudget int
 	served      uint64 // when a waiter of its was last admitted
+	// convs counts, per conversation of the principal, its jobs running
+	// and calls waiting there: the conversations that share its share.
+	convs map[*conversation]int
+}
+
+// ref counts a job or waiter of the principal in conversation c (+1), or
+// its end (-1).
+func (p *principal) ref(c *conversation, n int) {
+	if p.convs[c] += n; p.convs[c] <= 0 {
+		delete(p.convs, c)
+	}
+}
+
+// convShare is conversation c's part of the principal's share: an equal
+// part for each of its conversations that run or wait, at least 1.
+func (p *principal) convShare(c *conversation, share int) int {
+	n := len(p.convs)
+	if p.convs[c] == 0 {
+		n++
+	}
+	return max(1, share/n)
 }
 
 type waiter struct {
@@ -73,7 +94,7 @@ type shares struct {
 func (sv *supervisor) principal(pk pkey) *principal {
 	p := sv.principals[pk]
 	if p == nil {
-		p = &principal{startBudget: sv.s.admission.MaxBusy}
+		p = &principal{startBudget: sv.s.admission.MaxBusy, convs: map[*conversation]int{}}
 		sv.principals[pk] = p
 	}
 	return p
@@ -81,7 +102,7 @@ func (sv *supervisor) principal(pk pkey) *principal {
 
 // tidy forgets a principal with nothing running or waiting.
 func (sv *supervisor) tidy(pk pkey) {
-	if p := sv.principals[pk]; p != nil && p.empty() {
+	if p := sv.principals[pk]; p != nil && p.account.empty() {
 		delete(sv.principals, pk)
 	}
 }
@@ -132,6 +153,7 @@ func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
 	sv.queue = append(sv.queue, waiter{req: m.req, reply: m.reply, since: time.Now(), pk: pk, p: p, c: c})
 	p.queued++
 	c.queued++
+	p.ref(c, +1)
 }
 
 // busy is a refusal of the call of principal pk, with the engine's counts.
@@ -154,8 +176,10 @@ func (sv *supervisor) held(pk pkey, p *principal, c *conversation, share int) *B
 		return sv.busy(LimitRunning, ScopePrincipal, pk, p.running, lim.MaxRunningPerPrincipal)
 	case sv.fg >= lim.MaxRunning:
 		return sv.busy(LimitRunning, ScopeHost, pk, sv.fg, lim.MaxRunning)
-	case p.load() < share, c.load() == 0 && p.load() < 2*share:
-		// Its share: whatever the others run.
+	case c.load() < p.convShare(c, share) && p.load() < 2*share:
+		// Its share: whatever the others run. (A principal with more
+		// conversations than its share gets one command each, up to
+		// twice its share.)
 		return nil
 	case sv.host.memShort:
 		return sv.memoryBusy(pk)
@@ -271,6 +295,7 @@ func before(a, b *waiter) bool {
 func (sv *supervisor) unqueue(w waiter) {
 	w.p.queued--
 	w.c.queued--
+	w.p.ref(w.c, -1)
 }
 
 // withdraw takes a waiter whose caller gave up out of the queue; it
