@@ -124,12 +124,11 @@ type Usage struct {
 // The accounting files a Cgroup keeps open once read (a pread of an open
 // cgroup file costs ~1 µs, opening and reading it ~12 µs).
 const (
-	fileCPU         = iota // cpu.stat
-	fileMemPeak            // memory.peak, memory.max_usage_in_bytes (read-write: reset)
-	fileMemNow             // memory.current, memory.usage_in_bytes
-	fileMemOOM             // memory.events, memory.oom_control
-	filePidsPeak           // pids.peak
-	fileCPUPressure        // cpu.pressure
+	fileCPU      = iota // cpu.stat
+	fileMemPeak         // memory.peak, memory.max_usage_in_bytes (read-write: reset)
+	fileMemNow          // memory.current, memory.usage_in_bytes
+	fileMemOOM          // memory.events, memory.oom_control
+	filePidsPeak        // pids.peak
 	nFile
 )
 
@@ -419,15 +418,22 @@ func (c *Cgroup) CPU() (time.Duration, error) {
 // least one of them was ready to run but waited for a CPU (the kernel's
 // pressure stall information, "some" total in cpu.pressure). A kernel
 // without pressure stall information (CONFIG_PSI off, or psi=0) has no
-// cpu.pressure: stall is then 0 and ok false.
+// cpu.pressure: stall is then 0 and ok false. It opens the files for each
+// read (about 10 µs each) and keeps nothing open, so that it may be called
+// from another goroutine at any time, even after the cgroup is removed
+// (an error then).
 func (c *Cgroup) CPUDemand() (cpu, stall time.Duration, ok bool, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cpu, err = c.readCPU(); err != nil {
+	var buf [512]byte
+	b, err := readFile(filepath.Join(c.dir, "cpu.stat"), buf[:])
+	if err != nil {
 		return 0, 0, false, err
 	}
-	var buf [256]byte
-	b, err := c.read(fileCPUPressure, buf[:])
+	n, err := field(b, "usage_usec")
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("%s: %w", filepath.Join(c.dir, "cpu.stat"), err)
+	}
+	cpu = time.Duration(n) * time.Microsecond
+	b, err = readFile(filepath.Join(c.dir, "cpu.pressure"), buf[:])
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.EOPNOTSUPP) {
 			return cpu, 0, false, nil
@@ -436,9 +442,23 @@ func (c *Cgroup) CPUDemand() (cpu, stall time.Duration, ok bool, err error) {
 	}
 	us, err := PressureTotal(b)
 	if err != nil {
-		return cpu, 0, false, fmt.Errorf("%s: %w", c.path(fileCPUPressure), err)
+		return cpu, 0, false, fmt.Errorf("%s: %w", filepath.Join(c.dir, "cpu.pressure"), err)
 	}
 	return cpu, time.Duration(us) * time.Microsecond, true, nil
+}
+
+// readFile reads a small file into buf, opening and closing it.
+func readFile(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return buf[:n], nil
 }
 
 // PressureTotal returns the "some" line's total (µs) of a pressure file
@@ -602,8 +622,6 @@ func (c *Cgroup) path(f int) string {
 	switch f {
 	case fileCPU:
 		return filepath.Join(c.dir, "cpu.stat")
-	case fileCPUPressure:
-		return filepath.Join(c.dir, "cpu.pressure")
 	case fileMemPeak:
 		if v2(ctlMemory) {
 			return filepath.Join(c.dir, "memory.peak")
