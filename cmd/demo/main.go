@@ -54,7 +54,7 @@ func init() {
 				"Errors of the CLI go to stderr. When the output is truncated, the complete output\n" +
 				"is kept in the file the result names (under $TMPDIR/bashvisor-run-*); delete it\n" +
 				"when done. -mode background leaves the job running and its output file in place.", cmdRun},
-		{"check", "[flags] [--] COMMAND", "analyse a command without running it: allow, block or ask",
+		{"check", "[flags] [--] COMMAND | -", "analyse a command (or JSON lines of commands on stdin) without running it: allow, block or ask",
 			"Exit status: 0 allow, 1 block (or denied by -profile), 2 ask, 126 bad input\n" +
 				"(an empty command, NUL bytes, ...), 64 usage error.", runCheck},
 		{"schema", "[flags]", "print the bash tool's name, description and input schema (-output: and its output schema)", "", cmdSchema},
