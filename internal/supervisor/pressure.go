@@ -220,7 +220,8 @@ func meminfo(b []byte, name string) int {
 func (s *Supervisor) watch(stop <-chan struct{}) {
 	host := newHostReader(s.admission.MemoryPressure)
 	last := host.read()
-	s.system.Root.Send(s.pid, &loadSample{host: &last})
+	first := last
+	s.system.Root.Send(s.pid, &loadSample{host: &first})
 	var hostAt time.Time
 	t := time.NewTimer(sampleEvery)
 	defer t.Stop()
@@ -235,12 +236,11 @@ func (s *Supervisor) watch(stop <-chan struct{}) {
 		m := &loadSample{jobs: s.track.sample(now)}
 		if now.Sub(hostAt) >= hostEvery {
 			hostAt = now
-			if st := host.read(); st.memShort != last.memShort || st.pidsShort != last.pidsShort {
-				last = st
+			st := host.read()
+			if st.memShort != last.memShort || st.pidsShort != last.pidsShort {
 				m.host = &st
-			} else {
-				last = st
 			}
+			last = st
 		}
 		if len(m.jobs) > 0 || m.host != nil {
 			s.system.Root.Send(s.pid, m)
