@@ -189,7 +189,11 @@
 // the principal that opened it: another principal naming its id gets 404,
 // as for a session that does not exist.
 //
-// Limits a client can hit (each answered with a reason it can act on):
+// Limits a client can hit (each answered with a reason it can act on).
+// Those that count per principal are there so that one principal, however
+// many sessions or conversations it opens, cannot take what the others
+// need: a principal at its own cap is refused naming that cap while the
+// others are served.
 //
 //   - a request body over [MaxRequestBytes] (4 MiB, e.g. a large
 //     bash_write input): 413 and the connection closed; split the input
@@ -197,19 +201,27 @@
 //   - a body that does not arrive within [HTTPOptions.ReadTimeout] (30 s):
 //     408;
 //   - [HTTPOptions.MaxSessions] sessions open (256): 503 with
-//     Retry-After for a new one;
+//     Retry-After for a new one; [HTTPOptions.MaxSessionsPerPrincipal]
+//     (64) of one principal: 429 naming the principal's cap;
+//   - a principal opening sessions faster than [HTTPOptions.SessionRate]
+//     (2 a second, in bursts of 32): 429 with Retry-After, the seconds to
+//     wait;
 //   - a session idle for [HTTPOptions.SessionTimeout] (30 min): closed,
 //     its conversation ended; the next request gets 404;
-//   - [Options.MaxConversations] named conversations in use (1024): a
-//     "busy" error result for a call naming a new one;
-//   - the engine's admission control (engine.Config.Admission): a call
-//     waits for a slot or gets a "busy" result naming the cap;
+//   - [Options.MaxConversations] named conversations in use (1024), or
+//     [Options.MaxConversationsPerPrincipal] of one principal (256), or a
+//     principal opening them faster than [Options.ConversationRate] (4 a
+//     second, in bursts of 64): a "busy" error result for a call naming a
+//     new conversation, saying which;
+//   - the engine's admission control (engine.Config.Admission, see
+//     config.Admission): a call waits until what is scarce (the CPUs,
+//     memory, processes) allows it to run, fairly between principals and
+//     between the conversations of a principal, or gets a "busy" result
+//     naming the cap of its conversation, its principal or the host that
+//     it reached, with the counts;
 //   - bash_output and bash_write return at most 128 KiB a call, a
 //     resource read at most 4 MiB;
 //   - with [LimitListener], connections over the cap get 503.
-//
-// There are no per-principal shares or rates yet: one principal can use
-// all of the caps above.
 //
 // HTTP bounds: the http.Server is the embedder's: give it
 // ReadHeaderTimeout and IdleTimeout, serve it on [LimitListener] to cap

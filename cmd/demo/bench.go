@@ -24,18 +24,21 @@ import (
 
 // benchOpts are the flags of `demo bench`.
 type benchOpts struct {
-	serial     int
-	conc       int
-	concN      int
-	flood      int64
-	timeouts   int
-	sleepers   int
-	only       string
-	cpuprofile string
-	inproc     bool
-	noCgroups  bool
-	spoolCap   int64
-	child      string // internal: run one flood case and print JSON
+	serial   int
+	conc     int
+	concN    int
+	flood    int64
+	timeouts int
+	sleepers int
+	// the admission case: parallel sleeps, the CPU fairness window
+	admSleepers int
+	admWindow   time.Duration
+	only        string
+	cpuprofile  string
+	inproc      bool
+	noCgroups   bool
+	spoolCap    int64
+	child       string // internal: run one flood case and print JSON
 
 	mcpRounds     int
 	mcpCalls      int
@@ -61,7 +64,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	flood := fs.String("flood", "1GiB", "output size of the throughput case (e.g. 1GiB, 256MiB)")
 	fs.IntVar(&o.timeouts, "timeouts", 100, "timed-out commands measured")
 	fs.IntVar(&o.sleepers, "sleepers", 1000, "concurrent sleep commands for the per-command memory case")
-	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,mcp (default all)")
+	fs.IntVar(&o.admSleepers, "admission-sleepers", 100, "admission case: parallel `sleep 2` in one conversation")
+	fs.DurationVar(&o.admWindow, "admission-window", 8*time.Second, "admission case: how long two principals compete for the CPU")
+	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,admission,mcp (default all)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
@@ -211,6 +216,14 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 	if o.want("mcp") {
 		step(fmt.Sprintf("MCP stdio: %dx%d serial calls, %dx%d at c=%d", o.mcpRounds, o.mcpCalls, o.mcpConcRounds, o.concN, o.conc))
 		r, err := benchMCP(o, dir, log)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if o.want("admission") {
+		step("admission: parallel sleeps, CPU shares, another principal's latency")
+		r, err := benchAdmission(o, dir)
 		if err != nil {
 			return nil, err
 		}
