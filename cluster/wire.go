@@ -78,7 +78,7 @@ func decodeErr(kind, text string) error {
 
 func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 	p := &clusterpb.ToolContext{
-		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID,
+		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID, Principal: tc.Principal,
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
 		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
 	}
@@ -96,7 +96,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		return engine.ToolContext{}, nil
 	}
 	tc := engine.ToolContext{
-		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId,
+		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId, Principal: p.Principal,
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
 	}
