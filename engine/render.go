@@ -53,9 +53,12 @@ func (e *busyError) Unwrap() []error { return []error{ErrBusy, e.b} }
 // and what to do. "busy: this conversation already has 16 background jobs
 // running, the most it may; stop one (bash_kill) or wait for one to end".
 func busyText(b *supervisor.BusyError) string {
-	who := "this conversation" // a call without a principal is its conversation's
-	if b.Principal != "" {
-		who = fmt.Sprintf("principal %q", b.Principal)
+	who := fmt.Sprintf("principal %q", b.Principal)
+	if b.Scope == supervisor.ScopePrincipal && b.Principal == "" {
+		// A call without a principal: its conversation is its principal.
+		c := *b
+		c.Scope = supervisor.ScopeConversation
+		b = &c
 	}
 	var why, then string
 	then = "try again later"

@@ -124,12 +124,12 @@ type supervisor struct {
 // props: the supervisor's children are stopped, never restarted. Like the
 // jobs, it runs a message in the sender's goroutine when idle (protoactor's
 // synchronized dispatcher); it never blocks in Receive.
-func props(s *Supervisor) *actor.Props {
+func props(s *Supervisor, host hostState) *actor.Props {
 	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]jobs.State{}, children: map[string]key{},
 			killers: map[key][]chan<- jobs.State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{},
-			shares: shares{principals: map[pkey]*principal{}}}
+			shares: shares{principals: map[pkey]*principal{}, host: host}}
 	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 

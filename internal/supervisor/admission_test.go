@@ -276,34 +276,120 @@ func TestAdmissionTable(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			h := newAdmissionSim(t, lim)
-			for i, s := range c.steps {
-				s.do(h)
-				// A job's slot frees when its final report reaches the
-				// supervisor, after its caller heard the outcome: wait for
-				// the expected state, which must then be exact.
-				var got string
-				testenv.Eventually(t, 10*time.Second, func() bool {
-					h.collect()
-					st := h.s.Stats()
-					st = Stats{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
-					got = fmt.Sprintf("stats %+v", st)
-					for name, want := range s.calls {
-						got += fmt.Sprintf(", %s %s", name, h.call(name).state())
-						if h.call(name).state() != want {
-							return false
-						}
-					}
-					return s.stats == nil || st == *s.stats
-				}, "step %d: %s; want %v %v", i, testenv.Lazy(func() string { return got }), s.calls, s.stats)
-				for name, text := range s.says {
-					if err := h.call(name).a.err; !strings.Contains(err.Error(), text) {
-						t.Fatalf("step %d: %s says %q, want %q", i, name, err, text)
-					}
+		t.Run(c.name, func(t *testing.T) { runSteps(t, lim, c.steps) })
+	}
+}
+
+// runSteps runs a case's steps on a new supervisor.
+func runSteps(t *testing.T, lim config.Admission, steps []step) {
+	t.Helper()
+	h := newAdmissionSim(t, lim)
+	for i, s := range steps {
+		s.do(h)
+		// A job's slot frees when its final report reaches the
+		// supervisor, after its caller heard the outcome: wait for
+		// the expected state, which must then be exact.
+		var got string
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			h.collect()
+			st := h.s.Stats()
+			st = Stats{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
+			got = fmt.Sprintf("stats %+v", st)
+			for name, want := range s.calls {
+				got += fmt.Sprintf(", %s %s", name, h.call(name).state())
+				if h.call(name).state() != want {
+					return false
 				}
 			}
-		})
+			return s.stats == nil || st == *s.stats
+		}, "step %d: %s; want %v %v", i, testenv.Lazy(func() string { return got }), s.calls, s.stats)
+		for name, text := range s.says {
+			if err := h.call(name).a.err; !strings.Contains(err.Error(), text) {
+				t.Fatalf("step %d: %s says %q, want %q", i, name, err, text)
+			}
+		}
+	}
+}
+
+// host makes the supervisor see the host short of memory, or not, as the
+// admission watch would tell it.
+func host(memShort bool) func(*admissionSim) {
+	return func(h *admissionSim) {
+		st := hostState{memShort: memShort, pressure: 30, availMiB: 100, floorMiB: 200, taskMax: 1 << 20}
+		h.s.system.Root.Send(h.s.pid, &loadSample{host: &st})
+		testenv.Eventually(h.t, 10*time.Second, func() bool { return h.s.Stats().MemoryShort == memShort }, "memory short %v", memShort)
+	}
+}
+
+// Shares between principals (a conversation "P:C" is conversation C of
+// principal P; a plain one is its own principal). Without cgroups (as
+// here) a foreground job counts as one busy CPU while it runs, a
+// background one as none.
+func TestPrincipalShares(t *testing.T) {
+	testenv.NeedsTool(t, "sleep")
+	for _, c := range []struct {
+		name  string
+		lim   config.Admission
+		steps []step
+	}{
+		// A principal at its own caps waits, then is refused naming its
+		// cap, while another is served.
+		{"principal-caps", config.Admission{MaxRunning: 4, MaxRunningPerPrincipal: 2, MaxQueue: 8, MaxQueuePerPrincipal: 2, MaxBusy: 4,
+			MaxJobs: 8, MaxJobsPerPrincipal: 2, MaxJobsPerConversation: 2, QueueWait: time.Minute}, []step{
+			{do: start("p1", "p:a"), calls: map[string]string{"p1": "run"}},
+			{do: start("p2", "p:b"), calls: map[string]string{"p2": "run"}, stats: &Stats{Running: 2}},
+			{do: start("p3", "p:c"), calls: map[string]string{"p3": "queued"}},
+			{do: start("p4", "p:c"), calls: map[string]string{"p4": "queued"}, stats: &Stats{Running: 2, Queued: 2}},
+			{do: start("p5", "p:d"), calls: map[string]string{"p5": "busy"}, says: map[string]string{"p5": `busy: principal "p" queue 2/2 (2 running, 2 queued)`}},
+			{do: start("q1", "q:a"), calls: map[string]string{"q1": "run"}, stats: &Stats{Running: 3, Queued: 2}},
+			{do: startBG("pj1", "p:a"), calls: map[string]string{"pj1": "run"}},
+			{do: startBG("pj2", "p:b"), calls: map[string]string{"pj2": "run"}},
+			{do: startBG("pj3", "p:c"), calls: map[string]string{"pj3": "busy"}, says: map[string]string{"pj3": `busy: principal "p" jobs 2/2`}},
+			{do: startBG("qj1", "q:a"), calls: map[string]string{"qj1": "run"}, stats: &Stats{Running: 3, Jobs: 3, Queued: 2}},
+			// p's waiter runs when one of its own ends.
+			{do: end("p1"), calls: map[string]string{"p3": "run", "p4": "queued"}, stats: &Stats{Running: 3, Jobs: 3, Queued: 1}},
+		}},
+		// When a slot frees, the waiter of the principal running the
+		// least goes first, not the oldest.
+		{"fair-order", config.Admission{MaxRunning: 4, MaxRunningPerPrincipal: 3, MaxRunningPerConversation: 3, MaxQueue: 8, MaxBusy: 8, QueueWait: time.Minute}, []step{
+			{do: start("p1", "p:a")},
+			{do: start("p2", "p:a")},
+			{do: start("p3", "p:a")},
+			{do: start("q1", "q:a"), calls: map[string]string{"p1": "run", "p2": "run", "p3": "run", "q1": "run"}, stats: &Stats{Running: 4}},
+			{do: start("p4", "p:b"), calls: map[string]string{"p4": "queued"}},
+			{do: start("r1", "r:a"), calls: map[string]string{"r1": "queued"}, stats: &Stats{Running: 4, Queued: 2}},
+			{do: end("p1"), calls: map[string]string{"r1": "run", "p4": "queued"}, stats: &Stats{Running: 4, Queued: 1}},
+			{do: end("q1"), calls: map[string]string{"p4": "run"}, stats: &Stats{Running: 4}},
+		}},
+		// With the CPUs in use (MaxBusy), a principal below its share
+		// runs at once; one over it waits, and the waiter of the
+		// principal using less goes first.
+		{"guaranteed-share", config.Admission{MaxRunning: 8, MaxQueue: 8, MaxBusy: 2, QueueWait: time.Minute}, []step{
+			{do: start("p1", "p:a")},
+			{do: start("p2", "p:a"), calls: map[string]string{"p1": "run", "p2": "run"}},
+			{do: start("p3", "p:a"), calls: map[string]string{"p3": "queued"}},
+			{do: start("q1", "q:a"), calls: map[string]string{"q1": "run"}, stats: &Stats{Running: 3, Queued: 1}},
+			{do: start("q2", "q:a"), calls: map[string]string{"q2": "queued"}, stats: &Stats{Running: 3, Queued: 2}},
+			{do: end("p1"), calls: map[string]string{"p3": "queued", "q2": "queued"}, stats: &Stats{Running: 2, Queued: 2}},
+			{do: end("q1"), calls: map[string]string{"q2": "run", "p3": "queued"}, stats: &Stats{Running: 2, Queued: 1}},
+		}},
+		// Memory short: a new background job is refused naming it; a
+		// foreground call beyond its principal's share (4 of MaxBusy 8,
+		// with q running) waits until memory is back, though the CPUs
+		// have room; those within it run.
+		{"memory-short", config.Admission{MaxRunning: 16, MaxQueue: 8, MaxBusy: 8, QueueWait: time.Minute}, []step{
+			{do: host(true)},
+			{do: startBG("j1", "p:a"), calls: map[string]string{"j1": "busy"}, says: map[string]string{"j1": "busy: host memory 100/200"}},
+			{do: start("q1", "q:a"), calls: map[string]string{"q1": "run"}},
+			{do: start("p1", "p:a")},
+			{do: start("p2", "p:a")},
+			{do: start("p3", "p:a")},
+			{do: start("p4", "p:a"), calls: map[string]string{"p1": "run", "p2": "run", "p3": "run", "p4": "run"}},
+			{do: start("p5", "p:a"), calls: map[string]string{"p5": "queued"}, stats: &Stats{Running: 5, Queued: 1}},
+			{do: host(false), calls: map[string]string{"p5": "run"}, stats: &Stats{Running: 6}},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runSteps(t, c.lim, c.steps) })
 	}
 }
 

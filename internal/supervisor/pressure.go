@@ -216,13 +216,9 @@ func meminfo(b []byte, name string) int {
 }
 
 // watch samples the jobs and the host until stop is closed, and sends the
-// supervisor actor what changed.
-func (s *Supervisor) watch(stop <-chan struct{}) {
-	host := newHostReader(s.admission.MemoryPressure)
-	last := host.read()
-	first := last
-	s.system.Root.Send(s.pid, &loadSample{host: &first})
-	var hostAt time.Time
+// supervisor actor what changed since it knew the host as last.
+func (s *Supervisor) watch(stop <-chan struct{}, host *hostReader, last hostState) {
+	hostAt := time.Now()
 	t := time.NewTimer(sampleEvery)
 	defer t.Stop()
 	for {

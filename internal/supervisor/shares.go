@@ -185,7 +185,11 @@ func (sv *supervisor) held(pk pkey, p *principal, c *conversation, share int) *B
 		return sv.memoryBusy(pk)
 	case sv.host.pidsShort:
 		return sv.busy(LimitProcesses, ScopeHost, pk, sv.host.tasks, sv.host.taskMax)
-	case sv.units+sv.starting < lim.MaxBusy, sv.units < lim.MaxBusy && p.starting < p.startBudget:
+	case sv.units+sv.starting < lim.MaxBusy:
+		return nil
+	case sv.s.res.Cgroups != nil && sv.units < lim.MaxBusy && p.starting < p.startBudget:
+		// Its slow start, while the measured busy jobs leave room (never
+		// without cgroups, where nothing is measured).
 		return nil
 	}
 	return sv.busy(LimitCPU, ScopeHost, pk, sv.units+sv.starting, lim.MaxBusy)

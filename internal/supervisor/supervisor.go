@@ -128,8 +128,12 @@ func New(cfg Config) (*Supervisor, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	s.pid = s.system.Root.Spawn(props(s))
-	s.watching.Go(func() { s.watch(s.stopWatch) })
+	// The host's state before the first admission; the watch tells the
+	// actor when it changes.
+	host := newHostReader(s.admission.MemoryPressure)
+	first := host.read()
+	s.pid = s.system.Root.Spawn(props(s, first))
+	s.watching.Go(func() { s.watch(s.stopWatch, host, first) })
 	return s, nil
 }
 
