@@ -466,32 +466,34 @@ func readFile(path string, buf []byte) ([]byte, error) {
 //
 //	some avg10=0.00 avg60=0.00 avg300=0.00 total=12345
 func PressureTotal(b []byte) (int64, error) {
-	return pressureField(b, "total=")
+	v, err := pressureField(b, "total=")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // PressureAvg10 returns the "some" line's avg10 (percent) of a pressure
 // file.
 func PressureAvg10(b []byte) (float64, error) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	for f := range bytes.FieldsSeq(line) {
-		if v, ok := bytes.CutPrefix(f, []byte("avg10=")); ok {
-			return strconv.ParseFloat(string(v), 64)
-		}
+	v, err := pressureField(b, "avg10=")
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("no some avg10")
+	return strconv.ParseFloat(v, 64)
 }
 
-func pressureField(b []byte, name string) (int64, error) {
+func pressureField(b []byte, name string) (string, error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	if !bytes.HasPrefix(line, []byte("some ")) {
-		return 0, errors.New("no \"some\" line")
+		return "", errors.New("no \"some\" line")
 	}
 	for f := range bytes.FieldsSeq(line) {
 		if v, ok := bytes.CutPrefix(f, []byte(name)); ok {
-			return strconv.ParseInt(string(v), 10, 64)
+			return string(v), nil
 		}
 	}
-	return 0, fmt.Errorf("no some %s", name)
+	return "", fmt.Errorf("no some %s", name)
 }
 
 // reset prepares the empty cgroup for the next command; c.mu is held. The

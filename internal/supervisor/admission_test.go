@@ -12,6 +12,7 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
@@ -437,4 +438,52 @@ func TestYieldAdmission(t *testing.T) {
 	if got := fmt.Sprint(len(h.s.Jobs("A"))); got != "1" {
 		t.Fatalf("A lists %s jobs", got)
 	}
+}
+
+// The host's state as the admission watch reads it from /proc: nothing
+// short on a host running the tests, and what it could read is sane.
+func TestHostState(t *testing.T) {
+	st := newHostReader(20).read()
+	t.Logf("%+v", st)
+	if st.availMiB <= 0 || st.floorMiB <= 0 || st.tasks <= 0 || st.taskMax <= st.tasks {
+		t.Errorf("unreadable host state: %+v", st)
+	}
+	if st.pidsShort {
+		t.Errorf("processes short: %+v", st)
+	}
+	if never := newHostReader(-1).read(); never.memShort && never.availMiB >= never.floorMiB {
+		t.Errorf("memory pressure counted with MemoryPressure negative: %+v", never)
+	}
+}
+
+// With cgroups, what the jobs use is measured: a CPU-bound job counts as
+// busy (one CPU), a sleeping one as idle, and neither stays unmeasured.
+func TestMeasuredLoad(t *testing.T) {
+	m, err := proc.ProbeCgroups("")
+	testenv.Need(t, testenv.Cgroups, err)
+	m.Close()
+	s, err := New(Config{
+		Env: config.Env{Environ: []string{"PATH=" + os.Getenv("PATH")}}, OutputDir: t.TempDir(),
+		Lifecycle: config.Lifecycle{Grace: 200 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background(), false)
+	start := func(script string) *Job {
+		j, err := s.Start(context.Background(), jobs.Request{Conversation: "c", Script: script, Dir: t.TempDir(), Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	busy := start(`end=$(( ${EPOCHREALTIME/./} + 5000000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
+	idle := start("sleep 5")
+	var st Stats
+	testenv.Eventually(t, 4*time.Second, func() bool { st = s.Stats(); return st.Starting == 0 && st.Busy == 1 },
+		"not measured: %+v", testenv.Last(&st))
+	s.Cancel("c", busy.ID)
+	s.Cancel("c", idle.ID)
+	<-busy.Done()
+	<-idle.Done()
 }
