@@ -235,43 +235,49 @@ func (l Limits) Over(o Limits) Limits {
 // fields take their defaults; a field set explicitly is kept as it is.
 //
 // A command is admitted by what is scarce, not by a count alone. The
-// engine watches what its running commands actually use: every 50 ms it
-// reads each command's cgroup (its CPU time and its CPU pressure stall,
-// the kernel's PSI, so that time spent waiting for a CPU counts as wanting
-// one) and classifies it as busy (it wanted at least half a CPU since the
-// last look; a command running `make -j8` counts as the CPUs it wanted) or
-// idle (sleeping, waiting for the network, a server between requests). A
-// new foreground command starts at once while the busy commands want
-// fewer than MaxBusy CPUs and neither memory nor processes are short on
-// the host; commands not yet classified count as busy, except that a
-// principal whose recent commands all turned out idle may start twice as
-// many unclassified ones as the time before (a slow start: 100 parallel
-// `sleep 2` start within half a second, 64 CPU-bound commands do not).
-// Otherwise the call waits in the queue, its timeout not yet started.
-// Memory is short when the host's memory pressure (PSI, "some", averaged
-// by the kernel over 10 s) reaches MemoryPressure or less than 1/32 of its
-// memory is available; processes are short when the host's tasks reach 90%
-// of its pid or thread limit.
+// engine measures what its running commands use, from each command's
+// cgroup: its CPU time and its CPU pressure stall (the kernel's PSI, so
+// that time spent waiting for a CPU on a loaded host counts as wanting
+// one), first over 50 ms starting 100 ms after it started (its start-up,
+// which every command has, does not count), then every 500 ms. A command
+// that wanted at least half a CPU is busy and counts as the CPUs it wanted
+// (`make -j8` as several); otherwise it is idle (sleeping, waiting for the
+// network or a lock, a server between requests) and counts for nothing. A
+// command not yet measured counts as one busy CPU. A new foreground
+// command starts at once while the busy and unmeasured commands want fewer
+// than MaxBusy CPUs; beyond that, while the measured busy ones alone want
+// fewer, a principal may have MaxBusy unmeasured commands at once, four
+// times as many each time all of its newly measured ones turned out idle
+// (a slow start: 100 parallel `sleep 2` all start within half a second, 64
+// CPU-bound commands do not). Otherwise, or while memory or processes are
+// short on the host, the call waits in the queue, its timeout not yet
+// started. Memory is short when the host's memory pressure (PSI "some",
+// averaged by the kernel over 10 s) reaches MemoryPressure or less than
+// 1/32 of its memory is available; processes are short when the host's
+// tasks reach 90% of its pid or thread limit.
 //
 // Shares are fair between principals (engine.ToolContext.Principal; a
 // call without one is its conversation's own principal), and between the
-// conversations of a principal. The queue is not one FIFO: whenever
-// something ends, the waiter admitted first is that of the principal using
-// the fewest CPUs (among equals, the one served least recently), then of
-// its conversation using the fewest, then the oldest. And a principal that
-// uses less than its share of MaxBusy (MaxBusy divided among the
-// principals that run or wait) never waits for the others' commands, nor
-// does a conversation with nothing running while its principal uses less
-// than twice its share, so a heavy principal, or a conversation's build,
-// does not delay another's `echo`.
+// conversations of a principal. Each principal's share is MaxBusy divided
+// among the principals that run or wait, and each conversation's part is
+// its principal's share divided among the principal's conversations that
+// run or wait (at least one command): a conversation using less than its
+// part starts at once whatever the others run, as long as its principal
+// uses less than twice its share. So a heavy principal, or a
+// conversation's build, does not delay another's `echo`. The queue is not
+// one FIFO: whenever something ends, the waiter admitted first is that of
+// the principal using the fewest CPUs (among equals, the one served least
+// recently), then of its conversation using the fewest, then the oldest.
 //
 // The counts below are hard backstops on top of that, generous by
 // default: engine-wide, per principal and per conversation. Over a
 // running cap a call waits; over a queue cap, or a background job over a
 // jobs cap or while memory or processes are short, it is refused at once
 // as busy. Without per-command cgroups (Cgroups.Off, or a host without
-// them) nothing can be measured: every running command counts as busy, so
-// MaxBusy bounds the foreground commands running at once, as a count.
+// them) nothing can be measured: every running foreground command counts
+// as busy and background jobs count for nothing, so MaxBusy bounds the
+// foreground commands running at once, as a count, beyond which only the
+// guaranteed parts above run.
 //
 // "busy" therefore means one of: the call's conversation, principal or
 // the host reached a count cap (the error names which, with the counts); a

@@ -500,14 +500,17 @@ type Load struct {
 	Running int `json:"running"`
 	// Jobs is the number of background jobs running.
 	Jobs int `json:"jobs"`
-	// Queued is the number of calls waiting for a slot.
+	// Queued is the number of calls waiting to run.
 	Queued int `json:"queued"`
+	// BusyCPUs is the CPUs wanted by the commands measured busy (see
+	// config.Admission); 0 without per-command cgroups.
+	BusyCPUs int `json:"busy_cpus"`
 }
 
 // Load returns how busy the engine is now (see Config.Admission).
 func (e *Engine) Load() Load {
 	st := e.sup.Stats()
-	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
+	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued, BusyCPUs: st.Busy}
 }
 
 // EndConversation ends a conversation: its running commands and jobs are

@@ -57,8 +57,10 @@ type ToolContext struct {
 	// client, as mcpserver resolves it from the request's credentials;
 	// empty when the caller has no notion of one). A caller serving
 	// several principals scopes ConversationID by it, so that one
-	// principal can never name another's conversation; the engine may
-	// account for calls by principal. Logs may name it.
+	// principal can never name another's conversation. Admission control
+	// shares the engine fairly between principals, and caps each
+	// (config.Admission); a call without a principal counts as its
+	// conversation's own. Logs may name it.
 	Principal string
 	// Sandbox is the sandbox profile the command runs in (the zero value:
 	// none, unrestricted). A host that cannot enforce the profile answers

@@ -146,7 +146,7 @@ func benchConfig(o benchOpts) engine.Config {
 	// The cases measure what the engine itself can do, side by side with
 	// raw os/exec at the same concurrency: admission must not queue them.
 	n := max(o.conc, o.sleepers, 64)
-	c.Admission = config.Admission{MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
+	c.Admission = config.Admission{MaxBusy: n, MaxRunning: n, MaxRunningPerConversation: n, MaxQueue: n, MaxJobs: n, MaxJobsPerConversation: n}
 	return c
 }
 
