@@ -48,6 +48,7 @@ type principal struct {
 	// four whenever the jobs it started all turned out idle (a slow start).
 	startBudget int
 	served      uint64 // when a waiter of its was last admitted
+	active      bool   // it runs something that counts, or waits (shares.active)
 	// convs counts, per conversation of the principal, its jobs running
 	// and calls waiting there: the conversations that share its share.
 	convs map[*conversation]int
@@ -88,7 +89,20 @@ type shares struct {
 	starting   int      // jobs not yet measured, engine-wide
 	units      int      // CPUs wanted by the measured busy jobs, engine-wide
 	served     uint64   // admissions from the queue so far
+	active     int      // principals that run something that counts, or wait
 	host       hostState
+}
+
+// activity updates whether principal p is among those that share MaxBusy.
+func (sv *supervisor) activity(p *principal) {
+	if a := p.load() > 0 || p.queued > 0; a != p.active {
+		p.active = a
+		if a {
+			sv.active++
+		} else {
+			sv.active--
+		}
+	}
 }
 
 func (sv *supervisor) principal(pk pkey) *principal {
@@ -114,11 +128,13 @@ func (sv *supervisor) charge(e *entry, c *conversation, p *principal, sign int) 
 		c.starting += sign
 		p.starting += sign
 		sv.starting += sign
+		sv.activity(p)
 		return
 	}
 	c.units += sign * e.units
 	p.units += sign * e.units
 	sv.units += sign * e.units
+	sv.activity(p)
 }
 
 // admit starts a job now, queues it, or refuses it.
@@ -154,6 +170,7 @@ func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
 	p.queued++
 	c.queued++
 	p.ref(c, +1)
+	sv.activity(p)
 }
 
 // busy is a refusal of the call of principal pk, with the engine's counts.
@@ -205,13 +222,11 @@ func (sv *supervisor) memoryBusy(pk pkey) *BusyError {
 // MaxBusy divided among the principals that run or wait (p among them),
 // at least 1.
 func (sv *supervisor) share(p *principal) int {
-	n := 0
-	for _, q := range sv.principals {
-		if q.load() > 0 || q.queued > 0 || q == p {
-			n++
-		}
+	n := sv.active
+	if !p.active {
+		n++
 	}
-	return max(1, sv.s.admission.MaxBusy/max(n, 1))
+	return max(1, sv.s.admission.MaxBusy/n)
 }
 
 // queueLimit refuses a call that would wait beyond a queue cap: the
@@ -256,15 +271,9 @@ func (sv *supervisor) jobsLimit(pk pkey, p *principal, c *conversation, fresh bo
 func (sv *supervisor) dequeue(ctx actor.Context) {
 	for len(sv.queue) > 0 {
 		best := -1
-		shares := map[*principal]int{}
 		for i := range sv.queue {
 			w := &sv.queue[i]
-			share, ok := shares[w.p]
-			if !ok {
-				share = sv.share(w.p)
-				shares[w.p] = share
-			}
-			if sv.held(w.pk, w.p, w.c, share) != nil {
+			if sv.held(w.pk, w.p, w.c, sv.share(w.p)) != nil {
 				continue
 			}
 			if best < 0 || before(w, &sv.queue[best]) {
@@ -300,6 +309,7 @@ func (sv *supervisor) unqueue(w waiter) {
 	w.p.queued--
 	w.c.queued--
 	w.p.ref(w.c, -1)
+	sv.activity(w.p)
 }
 
 // withdraw takes a waiter whose caller gave up out of the queue; it
