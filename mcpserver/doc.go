@@ -204,7 +204,7 @@
 //     Retry-After for a new one; [HTTPOptions.MaxSessionsPerPrincipal]
 //     (64) of one principal: 429 naming the principal's cap;
 //   - a principal opening sessions faster than [HTTPOptions.SessionRate]
-//     (2 a second, in bursts of 32): 429 with Retry-After, the seconds to
+//     (4 a second, in bursts of 64): 429 with Retry-After, the seconds to
 //     wait;
 //   - a session idle for [HTTPOptions.SessionTimeout] (30 min): closed,
 //     its conversation ended; the next request gets 404;

@@ -89,7 +89,7 @@ type HTTPOptions struct {
 	// "Retry-After: 10", while other principals open sessions as usual.
 	MaxSessionsPerPrincipal int
 	// SessionRate bounds how fast one principal opens sessions (default
-	// 2 a second, in bursts of up to 32; PerSecond negative: no bound). An
+	// 4 a second, in bursts of up to 64; PerSecond negative: no bound). An
 	// initialize request beyond it gets 429 with Retry-After: the seconds
 	// until the principal may open one again.
 	SessionRate Rate
@@ -123,7 +123,7 @@ const (
 )
 
 // defaultSessionRate is HTTPOptions.SessionRate's default.
-var defaultSessionRate = Rate{PerSecond: 2, Burst: 32}
+var defaultSessionRate = Rate{PerSecond: 4, Burst: 64}
 
 // Handler serves s over MCP's streamable HTTP transport, for mounting on
 // any mux (conventionally at "/mcp"), in both of its modes: sessions
