@@ -248,8 +248,11 @@ func (l Limits) Over(o Limits) Limits {
 // engine measures what its running commands use, from each command's
 // cgroup: its CPU time and its CPU pressure stall (the kernel's PSI, so
 // that time spent waiting for a CPU on a loaded host counts as wanting
-// one), first over 50 ms starting 100 ms after it started (its start-up,
-// which every command has, does not count), then every 500 ms. A command
+// one); without cgroups, from its shell's process tree in /proc (the CPU
+// time and run delay of every thread, and what they reaped; a process
+// that left the tree is missed). It measures first over 50 ms starting
+// 100 ms after the command started (its start-up, which every command
+// has, does not count), then every 500 ms. A command
 // that wanted at least half a CPU is busy and counts as the CPUs it wanted
 // (`make -j8` as several); otherwise it is idle (sleeping, waiting for the
 // network or a lock, a server between requests) and counts for nothing. A
@@ -283,11 +286,9 @@ func (l Limits) Over(o Limits) Limits {
 // default: engine-wide, per principal and per conversation. Over a
 // running cap a call waits; over a queue cap, or a background job over a
 // jobs cap or while memory or processes are short, it is refused at once
-// as busy. Without per-command cgroups (Cgroups.Off, or a host without
-// them) nothing can be measured: every running foreground command counts
-// as busy and background jobs count for nothing, so MaxBusy bounds the
-// foreground commands running at once, as a count, beyond which only the
-// guaranteed parts above run.
+// as busy. Where a command cannot be measured at all (a /proc that hides
+// its processes), it counts as one busy CPU while it runs in the
+// foreground, and for nothing as a background job.
 //
 // "busy" therefore means one of: the call's conversation, principal or
 // the host reached a count cap (the error names which, with the counts); a

@@ -503,7 +503,7 @@ type Load struct {
 	// Queued is the number of calls waiting to run.
 	Queued int `json:"queued"`
 	// BusyCPUs is the CPUs wanted by the commands measured busy (see
-	// config.Admission); 0 without per-command cgroups.
+	// config.Admission).
 	BusyCPUs int `json:"busy_cpus"`
 }
 

@@ -14,14 +14,20 @@ import (
 )
 
 // Admission by pressure and fair shares (config.Admission), with real
-// processes in real cgroups and the default admission settings.
+// processes and the default admission settings, measured from the
+// commands' cgroups and, without cgroups, from their process trees.
 
-// needMeasuredAdmission skips without per-command cgroups, in which
-// admission cannot measure what commands use (or fails under
-// REQUIRE_CGROUPS=1).
-func needMeasuredAdmission(t *testing.T) {
-	t.Helper()
-	cgroupBase(t)
+// eachMeasure runs f with per-command cgroups (skipped without them, or
+// failed under REQUIRE_CGROUPS=1) and without.
+func eachMeasure(t *testing.T, f func(t *testing.T, off bool)) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cgroups-off=%v", off), func(t *testing.T) {
+			if !off {
+				cgroupBase(t)
+			}
+			f(t, off)
+		})
+	}
 }
 
 // TestParallelSleepsRunAtOnce: 100 parallel `sleep 2` in one conversation
@@ -29,9 +35,10 @@ func needMeasuredAdmission(t *testing.T) {
 // model ran 4 at once per conversation on 2 CPUs: 50 s, and refused most).
 // The target is 4 s; the bound here is generous for a loaded machine, and
 // `demo bench -admission` reports the figure.
-func TestParallelSleepsRunAtOnce(t *testing.T) {
-	needMeasuredAdmission(t)
-	e := newEngine(t)
+func TestParallelSleepsRunAtOnce(t *testing.T) { eachMeasure(t, parallelSleeps) }
+
+func parallelSleeps(t *testing.T, off bool) {
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
 	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "local/mcp", Principal: "local"}
 	const n = 100
 	results := make([]engine.Result, n)
@@ -66,9 +73,10 @@ func busyLoop(d time.Duration) string {
 // the CPU fairly between A and B (each within 20% of half of the CPU time
 // their commands got, from the results' cpu_ms), where the scheduler alone
 // (every command running at once) would give A three quarters.
-func TestCPUSharedFairlyBetweenPrincipals(t *testing.T) {
-	needMeasuredAdmission(t)
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
+func TestCPUSharedFairlyBetweenPrincipals(t *testing.T) { eachMeasure(t, fairCPU) }
+
+func fairCPU(t *testing.T, off bool) {
+	e := newEngine(t, func(c *engine.Config) { c.Timeout, c.Cgroups.Off = time.Minute, off })
 	dir := t.TempDir()
 	const window = 8 * time.Second
 	var cpuA, cpuB, busyN atomic.Int64
@@ -119,9 +127,10 @@ func TestCPUSharedFairlyBetweenPrincipals(t *testing.T) {
 // neither makes another principal's `echo` wait (at most twice its
 // unloaded latency, medians of 9, plus 50 ms for a loaded machine) nor
 // makes it busy.
-func TestHeavyPrincipalDoesNotStarveAnother(t *testing.T) {
-	needMeasuredAdmission(t)
-	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
+func TestHeavyPrincipalDoesNotStarveAnother(t *testing.T) { eachMeasure(t, heavyPrincipal) }
+
+func heavyPrincipal(t *testing.T, off bool) {
+	e := newEngine(t, func(c *engine.Config) { c.Timeout, c.Cgroups.Off = time.Minute, off })
 	dir := t.TempDir()
 	victim := engine.ToolContext{WorkingDir: dir, Principal: "victim", ConversationID: "victim/mcp"}
 	echo := func() time.Duration {

@@ -99,7 +99,7 @@ func (s *stresser) fairShares(o stressOpts, dir, marker string) sharesReport {
 			}
 		}
 	}
-	// Without cgroups admission counts commands: some of the 12 wait.
+	// Running or waiting: admission decides when each starts.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		if l := e.Load(); l.Running+l.Queued == 12 && l.Jobs == 32 {
 			break

@@ -98,3 +98,80 @@ func pressureField(b []byte, name string) (string, error) {
 	}
 	return "", fmt.Errorf("no some %s", name)
 }
+
+// TreeDemand returns, for a command without a cgroup, the counters
+// [Cgroup.CPUDemand] returns for one with: over process pid (the
+// command's shell) and its descendants, found through
+// /proc/PID/task/TID/children, the CPU time their threads used (schedstat)
+// plus what the children they reaped used (cutime, cstime), and the time
+// their threads waited for a CPU (schedstat's run delay). A process that
+// left the tree (setsid and double fork: reparented) no longer counts, nor
+// does the time of one that ended before a process of the tree reaped it.
+// ok is false where the kernel keeps no schedstat (no wait time then).
+// It fails when pid is gone.
+func TreeDemand(pid int) (cpu, wait time.Duration, ok bool, err error) {
+	ok = true
+	stack := []int{pid}
+	seen := map[int]bool{}
+	var buf [4096]byte
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		dir := "/proc/" + strconv.Itoa(p)
+		b, rerr := readFile(dir+"/stat", buf[:])
+		if rerr != nil {
+			if p == pid {
+				return 0, 0, false, rerr
+			}
+			continue // ended meanwhile
+		}
+		cpu += reapedCPU(b)
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, t := range tasks {
+			tdir := dir + "/task/" + t.Name()
+			if b, err := readFile(tdir+"/schedstat", buf[:]); err == nil {
+				f := bytes.Fields(b)
+				if len(f) >= 2 {
+					run, _ := strconv.ParseInt(string(f[0]), 10, 64)
+					delay, _ := strconv.ParseInt(string(f[1]), 10, 64)
+					cpu += time.Duration(run)
+					wait += time.Duration(delay)
+				}
+			} else {
+				ok = false
+			}
+			if b, err := readFile(tdir+"/children", buf[:]); err == nil {
+				for c := range bytes.FieldsSeq(b) {
+					if n, err := strconv.Atoi(string(c)); err == nil {
+						stack = append(stack, n)
+					}
+				}
+			}
+		}
+	}
+	return cpu, wait, ok, nil
+}
+
+// userHZ is the unit of the times in /proc/PID/stat (USER_HZ, 100 on
+// every Linux ABI).
+const userHZ = 100
+
+// reapedCPU is the CPU time of the reaped children in a /proc/PID/stat
+// line (cutime and cstime, the 16th and 17th fields).
+func reapedCPU(stat []byte) time.Duration {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(stat[i+1:]) // f[0] is the 3rd field, state
+	if len(f) < 15 {
+		return 0
+	}
+	cu, _ := strconv.ParseInt(string(f[13]), 10, 64)
+	cs, _ := strconv.ParseInt(string(f[14]), 10, 64)
+	return time.Duration(cu+cs) * time.Second / userHZ
+}

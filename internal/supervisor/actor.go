@@ -212,11 +212,10 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	}
 	pid := ctx.Spawn(actors.NewProps(spec, sv.s.res))
 	k := key{spec.Conversation, spec.ID}
-	// Without cgroups nothing is measured: a foreground job counts as
-	// busy while it runs, a background one not at all (see
-	// config.Admission).
-	measured := sv.s.res.Cgroups != nil
-	e := &entry{pid: pid, p: pk, starting: measured || !req.Background, state: jobs.State{
+	// Measured (see pressure.go), unless the supervisor counts only: a
+	// foreground job then counts as busy while it runs, a background one
+	// not at all.
+	e := &entry{pid: pid, p: pk, starting: !sv.s.countOnly || !req.Background, state: jobs.State{
 		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
 		Background: spec.Background, Status: jobs.Running, OutputFile: spec.OutputFile, Started: time.Now(),
 	}}
@@ -514,7 +513,7 @@ func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State) {
 		c.running--
 		p.running--
 		sv.fg--
-		if sv.s.res.Cgroups == nil { // unmeasured background jobs count for nothing
+		if sv.s.countOnly { // unmeasured background jobs count for nothing
 			sv.charge(e, c, p, -1)
 			e.starting, e.units = false, 0
 		}

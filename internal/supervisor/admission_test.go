@@ -48,6 +48,7 @@ func newAdmissionSim(t *testing.T, lim config.Admission) *admissionSim {
 		Cgroups:   config.Cgroups{Off: true},
 		Lifecycle: config.Lifecycle{Grace: 200 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond},
 		Admission: lim,
+		countOnly: true, // the steps count jobs; TestMeasuredLoad measures them
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -456,34 +457,42 @@ func TestHostState(t *testing.T) {
 	}
 }
 
-// With cgroups, what the jobs use is measured: a CPU-bound job counts as
-// busy (one CPU), a sleeping one as idle, and neither stays unmeasured.
+// What the jobs use is measured, from their cgroups or, without, from
+// their process trees: a CPU-bound job counts as busy (one CPU), a
+// sleeping one as idle, and neither stays unmeasured.
 func TestMeasuredLoad(t *testing.T) {
-	m, err := proc.ProbeCgroups("")
-	testenv.Need(t, testenv.Cgroups, err)
-	m.Close()
-	s, err := New(Config{
-		Env: config.Env{Environ: []string{"PATH=" + os.Getenv("PATH")}}, OutputDir: t.TempDir(),
-		Lifecycle: config.Lifecycle{Grace: 200 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cgroups-off=%v", off), func(t *testing.T) {
+			if !off {
+				m, err := proc.ProbeCgroups("")
+				testenv.Need(t, testenv.Cgroups, err)
+				m.Close()
+			}
+			s, err := New(Config{
+				Env: config.Env{Environ: []string{"PATH=" + os.Getenv("PATH")}}, OutputDir: t.TempDir(), Cgroups: config.Cgroups{Off: off},
+				Lifecycle: config.Lifecycle{Grace: 200 * time.Millisecond, CleanupWait: 2 * time.Second, DrainWait: 100 * time.Millisecond},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown(context.Background(), false)
+			start := func(script string) *Job {
+				j, err := s.Start(context.Background(), jobs.Request{Conversation: "c", Script: script, Dir: t.TempDir(), Timeout: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return j
+			}
+			// The busy loop runs in a child of the shell, the sleep too.
+			busy := start(`bash -c 'end=$(( ${EPOCHREALTIME/./} + 5000000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done'; true`)
+			idle := start("sleep 5; true")
+			var st Stats
+			testenv.Eventually(t, 4*time.Second, func() bool { st = s.Stats(); return st.Starting == 0 && st.Busy == 1 },
+				"not measured: %+v", testenv.Last(&st))
+			s.Cancel("c", busy.ID)
+			s.Cancel("c", idle.ID)
+			<-busy.Done()
+			<-idle.Done()
+		})
 	}
-	defer s.Shutdown(context.Background(), false)
-	start := func(script string) *Job {
-		j, err := s.Start(context.Background(), jobs.Request{Conversation: "c", Script: script, Dir: t.TempDir(), Timeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
-	busy := start(`end=$(( ${EPOCHREALTIME/./} + 5000000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
-	idle := start("sleep 5")
-	var st Stats
-	testenv.Eventually(t, 4*time.Second, func() bool { st = s.Stats(); return st.Starting == 0 && st.Busy == 1 },
-		"not measured: %+v", testenv.Last(&st))
-	s.Cancel("c", busy.ID)
-	s.Cancel("c", idle.ID)
-	<-busy.Done()
-	<-idle.Done()
 }

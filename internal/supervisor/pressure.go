@@ -2,19 +2,23 @@ package supervisor
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // What the running jobs use, and what the host is short of, for admission
 // (see config.Admission): the watch goroutine reads each job's cgroup
-// (CPU time and CPU pressure stall) and the host's memory and process
-// counts, and tells the supervisor actor what changed.
+// (CPU time and CPU pressure stall; without cgroups, its process tree's
+// CPU time and run delay) and the host's memory and process counts, and
+// tells the supervisor actor what changed.
 
 // Sampling periods: a job is first read baselineAfter after it started
 // (its baseline, so that its start-up, which any command has, does not
@@ -45,11 +49,16 @@ type loadSample struct {
 }
 
 // jobLoad is a job's CPU use: units is 0 for an idle job, else the CPUs it
-// wants (at least 1).
+// wants (at least 1), or unmeasurable.
 type jobLoad struct {
 	k     key
 	units int
 }
+
+// unmeasurable is the units of a job whose use cannot be read (a /proc
+// that hides its processes): a foreground job then counts as one busy CPU
+// while it runs, a background one for nothing.
+const unmeasurable = -1
 
 // tracker holds the cgroups of the running jobs, by job.
 type tracker struct {
@@ -59,7 +68,8 @@ type tracker struct {
 }
 
 type tracked struct {
-	cg         *proc.Cgroup
+	cg         *proc.Cgroup // nil: the process tree of pid
+	pid        int
 	cpu, stall time.Duration // counters at the last read
 	at, next   time.Time     // last read, next one due
 	based      bool          // the baseline was read
@@ -71,10 +81,11 @@ func newTracker() *tracker {
 	return &tracker{jobs: map[key]*tracked{}, wake: make(chan struct{}, 1)}
 }
 
-// add starts tracking job k's cgroup.
-func (t *tracker) add(k key, cg *proc.Cgroup) {
+// add starts tracking job k: its cgroup, or without one the process tree
+// of its shell, pid.
+func (t *tracker) add(k key, cg *proc.Cgroup, pid int) {
 	t.mu.Lock()
-	t.jobs[k] = &tracked{cg: cg, next: time.Now().Add(baselineAfter)}
+	t.jobs[k] = &tracked{cg: cg, pid: pid, next: time.Now().Add(baselineAfter)}
 	t.mu.Unlock()
 	select {
 	case t.wake <- struct{}{}:
@@ -115,9 +126,14 @@ func (t *tracker) sample(now time.Time) []jobLoad {
 		if now.Before(j.next) {
 			continue
 		}
-		cpu, stall, psi, err := j.cg.CPUDemand()
-		if err != nil {
-			continue // ending: its cgroup is going away
+		cpu, stall, psi, err := j.read()
+		switch {
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH):
+			continue // ending: its cgroup or process is going away
+		case err != nil:
+			out = append(out, jobLoad{k: k, units: unmeasurable})
+			delete(t.jobs, k)
+			continue
 		}
 		if !j.based {
 			j.based, j.cpu, j.stall, j.at, j.next = true, cpu, stall, now, now.Add(sampleEvery)
@@ -139,6 +155,14 @@ func (t *tracker) sample(now time.Time) []jobLoad {
 		j.cpu, j.stall, j.at, j.next = cpu, stall, now, now.Add(reclassifyEvery)
 	}
 	return out
+}
+
+// read reads the job's counters (see proc.Cgroup.CPUDemand).
+func (j *tracked) read() (cpu, stall time.Duration, psi bool, err error) {
+	if j.cg != nil {
+		return j.cg.CPUDemand()
+	}
+	return proc.TreeDemand(j.pid)
 }
 
 // hostState is what the host is short of.

@@ -204,9 +204,8 @@ func (sv *supervisor) held(pk pkey, p *principal, c *conversation, share int) *B
 		return sv.busy(LimitProcesses, ScopeHost, pk, sv.host.tasks, sv.host.taskMax)
 	case sv.units+sv.starting < lim.MaxBusy:
 		return nil
-	case sv.s.res.Cgroups != nil && sv.units < lim.MaxBusy && p.starting < p.startBudget:
-		// Its slow start, while the measured busy jobs leave room (never
-		// without cgroups, where nothing is measured).
+	case !sv.s.countOnly && sv.units < lim.MaxBusy && p.starting < p.startBudget:
+		// Its slow start, while the measured busy jobs leave room.
 		return nil
 	}
 	return sv.busy(LimitCPU, ScopeHost, pk, sv.units+sv.starting, lim.MaxBusy)
@@ -353,6 +352,12 @@ func (sv *supervisor) sampled(ctx actor.Context, m *loadSample) {
 			continue // ended meanwhile
 		}
 		c, p := sv.conv(jl.k.conv), sv.principal(e.p)
+		if jl.units == unmeasurable { // counted, not measured
+			jl.units = 0
+			if !e.state.Background {
+				jl.units = 1
+			}
+		}
 		if e.starting {
 			if jl.units > 0 {
 				busy[p] = true
