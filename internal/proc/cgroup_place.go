@@ -109,6 +109,8 @@ func (m *Cgroups) newForker(join [nCtl]int) (*forker, error) {
 		return nil, errNoForker
 	}
 	f := &forker{m: m, ops: make(chan forkOp), done: make(chan error)}
+	f.mu.Lock() // until it has joined (closeForkers may see it before)
+	defer f.mu.Unlock()
 	m.forkers[f] = true
 	m.mu.Unlock()
 	ready := make(chan error, 1)
