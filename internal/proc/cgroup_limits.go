@@ -265,7 +265,10 @@ func (c *Cgroup) PidsDir() string {
 // pids; empty where the host uses cgroup v2 for them or has none): a
 // process started into the cgroup v2 must also join these, by writing 0
 // to each one's "tasks" from the thread that then execs (the sandbox
-// helper) or as [Cgroup.JoinThread] and [Cgroup.MoveIn] do.
+// helper) or as [Cgroup.JoinThread] and [Cgroup.MoveIn] do. Their
+// cgroup.procs lists the engine's own pid while the cgroup's forker lives
+// there (cgroup_place.go): the command's processes are the members of
+// its cgroup v2 ([Cgroup.Pids]), never signal those of a v1 cgroup.
 func (c *Cgroup) V1Dirs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
