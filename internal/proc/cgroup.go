@@ -58,6 +58,7 @@ type Cgroups struct {
 
 	pending sync.WaitGroup // background removals and renewals
 	closed  atomic.Bool
+	busy    atomic.Int64 // cgroups New handed out, not yet recycled or removed
 
 	mu       sync.Mutex
 	idle     []*Cgroup        // empty cgroups kept for reuse, at most MaxIdle
@@ -130,6 +131,7 @@ func (m *Cgroups) selfTest() error {
 	if err != nil {
 		return err
 	}
+	defer cg.takeBack()
 	sleep, err := findSleep()
 	if err != nil {
 		cg.Remove()
@@ -254,6 +256,7 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 		cg := m.idle[n-1]
 		m.idle = m.idle[:n-1]
 		m.mu.Unlock()
+		cg.handOut()
 		return cg, nil
 	}
 	m.mu.Unlock()
@@ -279,6 +282,7 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
+	cg.handOut()
 	return cg, nil
 }
 
@@ -360,6 +364,7 @@ type Cgroup struct {
 	fd       int
 	events   int  // open cgroup.events, or -1
 	released bool // its processes were moved out to keep running: never kill
+	out      bool // handed out by New: counted in m.busy
 
 	v1     [nCtl]string // its cgroups in v1 hierarchies ("": none)
 	tasks  [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
@@ -371,6 +376,25 @@ type Cgroup struct {
 
 // Dir returns the cgroup's directory.
 func (c *Cgroup) Dir() string { return c.dir }
+
+// handOut counts c in m.busy (New).
+func (c *Cgroup) handOut() {
+	c.mu.Lock()
+	c.out = true
+	c.mu.Unlock()
+	c.m.busy.Add(1)
+}
+
+// takeBack stops counting c in m.busy, once (its command ended).
+func (c *Cgroup) takeBack() {
+	c.mu.Lock()
+	out := c.out
+	c.out = false
+	c.mu.Unlock()
+	if out {
+		c.m.busy.Add(-1)
+	}
+}
 
 // FD returns the open cgroup directory (SysProcAttr.CgroupFD), or -1 after
 // CloseFD.
@@ -552,6 +576,7 @@ func (c *Cgroup) Recycle() {
 // joining its v1 cgroups, once per cgroup, on the caller unless the
 // cgroup is renewed.
 func (c *Cgroup) RecycleEmpty() {
+	c.takeBack()
 	if c.FD() < 0 || c.m.closed.Load() {
 		c.Remove()
 		return
@@ -611,6 +636,7 @@ func (c *Cgroup) keep() {
 // cgroup) and the removal is retried in the background for a bounded
 // time; [Cgroups.Close] waits for it.
 func (c *Cgroup) Remove() {
+	c.takeBack()
 	c.detachForker()
 	c.CloseFD()
 	err := os.Remove(c.dir)

@@ -33,6 +33,14 @@ import (
 //     renewed or recycled later keeps or regains it off the caller, see
 //     [Cgroup.RecycleEmpty]), and leaves when the cgroup is removed or
 //     released or a v1 part is renewed. At most [MaxForkers] are resident.
+//     The hand-offs wake two OS threads, which is cheaper than moving a
+//     thread in and out while CPUs are free, and dearer when the engine's
+//     own commands keep them busy (each woken thread waits behind them,
+//     holding the Go scheduler's P meanwhile: at 64 `bash -c true` in
+//     flight on 2 CPUs the forker cost more CPU per command than the
+//     joining thread). So a start uses the forker only while at most
+//     GOMAXPROCS of the manager's commands are starting or running, and
+//     otherwise moves a thread in and out as below.
 //   - Otherwise a new locked thread joins the command's v1 cgroups for the
 //     fork and returns to the engine's right after ([Cgroup.JoinThread],
 //     [Cgroups.LeaveThread]): writing 0 to a "tasks" file moves the writer
@@ -344,13 +352,15 @@ func (c *Cgroup) MoveIn(pid int) error {
 	return nil
 }
 
-// start starts cmd into c (see the top of this file): from c's forker,
-// or from a thread that joins c's v1 cgroups for the fork.
+// start starts cmd into c (see the top of this file): from c's forker
+// while few commands run, or from a thread that joins c's v1 cgroups for
+// the fork (it and a forker then count in pids.current together for the
+// instant, as a joining thread alone did before forkers).
 func (c *Cgroup) start(cmd *exec.Cmd) error {
 	c.mu.Lock()
 	f, joins := c.fk, c.tasks != noTasks
 	c.mu.Unlock()
-	if f != nil {
+	if f != nil && c.m.busy.Load() <= int64(runtime.GOMAXPROCS(0)) {
 		if err, ok := f.do(forkOp{cmd: cmd}); ok {
 			return err
 		}

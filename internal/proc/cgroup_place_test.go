@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -96,6 +97,22 @@ func catSelfCgroup(t *testing.T, cg *proc.Cgroup) string {
 	return out.String()
 }
 
+// placedFirst checks that a command whose first action reads
+// /proc/self/cgroup finds itself in c's cgroup v2 and in its memory and
+// pids cgroups.
+func placedFirst(t *testing.T, m *proc.Cgroups, c *proc.Cgroup) {
+	t.Helper()
+	out := catSelfCgroup(t, c)
+	want := "/" + filepath.Base(m.Dir()) + "/" + filepath.Base(c.Dir())
+	for _, h := range []string{"::", ":memory:", ":pids:"} {
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+			return strings.Contains(l, h) && strings.HasSuffix(l, want)
+		}) {
+			t.Fatalf("%s: the command's first read of /proc/self/cgroup has no %s line ending in %s:\n%s", c.Dir(), h, want, out)
+		}
+	}
+}
+
 // TestCgroupFirstInstructionPlaced: a command whose first action reads
 // /proc/self/cgroup finds itself in its memory and pids cgroups, in a new
 // cgroup (a thread joins for the fork) and in a recycled one (its forker
@@ -113,19 +130,13 @@ func TestCgroupFirstInstructionPlaced(t *testing.T) {
 	cg := recycled(t, m, "first")
 	defer cg.Remove()
 	for _, c := range []*proc.Cgroup{fresh, cg} {
-		out := catSelfCgroup(t, c)
-		want := "/" + filepath.Base(m.Dir()) + "/" + filepath.Base(c.Dir())
-		for _, h := range []string{"::", ":memory:", ":pids:"} {
-			if !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
-				return strings.Contains(l, h) && strings.HasSuffix(l, want)
-			}) {
-				t.Errorf("%s: the command's first read of /proc/self/cgroup has no %s line ending in %s:\n%s", c.Dir(), h, want, out)
-			}
-		}
+		placedFirst(t, m, c)
 	}
 	if n := ownThreads(t, fresh.V1Dirs()[0]); len(n) != 0 {
 		t.Errorf("engine threads %v left in a new cgroup after its command", n)
 	}
+	fresh.Remove() // one command running at a time below: cg's forker forks
+	created := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
 	forker := map[string][]int{}
 	for _, d := range cg.V1Dirs() {
 		forker[d] = ownThreads(t, d)
@@ -133,7 +144,6 @@ func TestCgroupFirstInstructionPlaced(t *testing.T) {
 			t.Fatalf("want the forker alone of the engine's threads in %s, found %v", d, forker[d])
 		}
 	}
-	created := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
 	metrics.Read(created)
 	before := created[0].Value.Uint64()
 	const n = 20
@@ -302,5 +312,44 @@ func TestCgroupForkerRenewAndRelease(t *testing.T) {
 	}
 	if !cgAlive(p.Pid) {
 		t.Error("released process died")
+	}
+}
+
+// TestCgroupBusyEngineJoins: while more of the manager's commands run than
+// GOMAXPROCS, a start into a cgroup with a forker has a thread join and
+// leave instead (no thread hand-off), and the command is placed all the
+// same; once they end, the forker forks again.
+func TestCgroupBusyEngineJoins(t *testing.T) {
+	m := limitedCgroups(t)
+	cg := recycled(t, m, "busy")
+	defer cg.Remove()
+	needV1(t, cg)
+	created := func(starts int) uint64 {
+		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+		metrics.Read(s)
+		before := s[0].Value.Uint64()
+		for range starts {
+			placedFirst(t, m, cg)
+		}
+		metrics.Read(s)
+		return s[0].Value.Uint64() - before
+	}
+	var others []*proc.Cgroup
+	for i := range runtime.GOMAXPROCS(0) {
+		o, err := m.New("other-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, o)
+	}
+	const n = 10
+	if got := created(n); got < n {
+		t.Errorf("%d goroutines for %d starts while the engine is busy: want a joining thread each", got, n)
+	}
+	for _, o := range others {
+		o.Remove()
+	}
+	if got := created(n); got >= n/2 {
+		t.Errorf("%d goroutines for %d starts once the engine is idle again: want the forker", got, n)
 	}
 }
