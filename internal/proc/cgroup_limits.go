@@ -94,10 +94,10 @@ type Usage struct {
 	// is never below 2 (a command that never ran more than its shell reads
 	// 2): the engine thread that forks the shell is in the cgroup then.
 	// A cgroup's resident forker is left out (exact above 2); a thread
-	// that joins for one fork (a cgroup not yet recycled, see
-	// cgroup_place.go) counts until it leaves right after the fork, so
-	// the value can be one more than the command's own when the shell
-	// started another process before that (a busy machine). 0 without a
+	// that joins for one fork (a cgroup not yet recycled, or a busy
+	// engine: see cgroup_place.go) counts until it leaves right after the
+	// fork, so the value can be one more than the command's own when the
+	// shell started another process before that (a busy machine). 0 without a
 	// pids controller, or on a kernel without pids.peak (before Linux
 	// 6.1).
 	Processes int
