@@ -29,10 +29,10 @@ import (
 //     v1 cgroups for as long as the cgroup is kept and forks each of its
 //     commands ([Start] hands it the fork and waits for the answer: two
 //     thread hand-offs, no cgroup file written). It joins when the cgroup
-//     is first recycled (a cgroup used once never gets one; a cgroup
-//     renewed or recycled later keeps or regains it off the caller, see
-//     [Cgroup.RecycleEmpty]), and leaves when the cgroup is removed or
-//     released or a v1 part is renewed. At most [MaxForkers] are resident.
+//     is first recycled (in [Cgroup.RecycleEmpty], or in the background
+//     with a renewal; a cgroup used once never gets one), moves along when
+//     a v1 part is renewed, and leaves when the cgroup is removed or
+//     released. At most [MaxForkers] are resident.
 //     The hand-offs wake two OS threads, which is cheaper than moving a
 //     thread in and out while CPUs are free, and dearer when the engine's
 //     own commands keep them busy (each woken thread waits behind them,
@@ -76,10 +76,10 @@ import (
 // places it itself (package sandbox).
 
 // MaxForkers bounds the threads a [Cgroups] keeps resident in its command
-// cgroups, one per cgroup kept for reuse: as many as [MaxIdle], so a pool
-// of cgroups that serves MaxIdle commands at once needs no thread to join
-// or leave a cgroup. Cgroups beyond it have their command's thread join
-// and leave for each fork.
+// cgroups, one per cgroup kept for reuse: as many as [MaxIdle], so every
+// cgroup of the pool has one whichever the next command gets (an idle
+// thread costs a few KiB and no CPU). Cgroups beyond it have a thread
+// join and leave for each fork.
 const MaxForkers = MaxIdle
 
 // errNoForker: MaxForkers are resident, or m is closed.
