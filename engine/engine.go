@@ -229,12 +229,12 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		res.Output = startedText(job.Pid, job.OutputFile)
 		return res, g
 	}
-	return e.wait(ctx, tc, job, req.Timeout, res), g
+	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g
 }
 
 // wait waits for a foreground job's outcome, reporting progress and
 // cancelling the job when ctx is done.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, res Result) Result {
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result) Result {
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -258,7 +258,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			return e.render(res, tc.Sandbox, timeout, o)
+			return e.render(res, tc.Sandbox, timeout, input, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
