@@ -91,7 +91,15 @@
 // notifications together are the whole output; the output after the last
 // tick is sent in one more notification before the result. The engine's
 // callback never blocks on the client: snapshots accumulate (bounded) and
-// a per-call goroutine sends them.
+// a per-call goroutine sends them. A call that sent notifications pings
+// the client (on the call's own stream) before it answers, and waits for
+// the reply (at most 3 s): the official TypeScript SDK runs a
+// notification's handler one microtask after it read the message but
+// forgets the call's progress handler as soon as it reads the result, so
+// a last notification that arrived together with the result was dropped
+// ("unknown token"); a client answers the ping only after it handled
+// everything before it. Stateless HTTP (2026-07-28) cannot ping; there
+// the notifications and the result share one response stream.
 //
 // Approval: when the engine answers "needs_approval" (a permission rule
 // said "ask") and the client declared the elicitation capability, the
