@@ -183,7 +183,7 @@ func TestTTYJob(t *testing.T) {
 	if err := e.Write(context.Background(), tc, r.JobID, []byte("1+1\n"), false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, e, tc, r.JobID, "\n2\r\n")
+	waitFor(t, e, tc, r.JobID, ">>> 1+1\n2\n>>> ") // the terminal's text
 	if err := e.Write(context.Background(), tc, r.JobID, []byte("import os; os.isatty(0), os.environ['TERM'], os.get_terminal_size()\n"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestTTYInSandbox(t *testing.T) {
 		}
 		waitFor(t, e, tc, r.JobID, "got:abc")
 		out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0)
-		if !strings.HasPrefix(out.Data, "40 120\r\n") {
+		if !strings.HasPrefix(out.Data, "40 120\nopened\nabc\ngot:abc\n") {
 			t.Errorf("%s: %q", p, out.Data)
 		}
 	}

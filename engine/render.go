@@ -449,7 +449,7 @@ func JobsText(jobs []JobInfo, now time.Time) string {
 // header with the job's state and the bytes shown, the output, and a hint
 // when more follows.
 func (o JobOutput) Text() string {
-	end := o.Offset + int64(len(o.Data))
+	end := o.End
 	var b strings.Builder
 	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
 		o.Job.JobID, o.Job.state(), o.Job.PID, truncate.Humanize(o.Job.Bytes), o.Offset, end, o.Size)

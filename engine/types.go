@@ -266,6 +266,9 @@ type JobInfo struct {
 	Bytes int64 `json:"bytes"`
 	// OutputFile receives its output, then a completion line when it ends.
 	OutputFile string `json:"output_file"`
+	// TTY: it runs on a terminal (Input.TTY); its output reads as the
+	// terminal's text (see JobOutput).
+	TTY bool `json:"tty,omitempty"`
 	// CPUMS, PeakMemoryBytes, Processes and OOMKilled are its resource
 	// report, as in [Result]: so far while it runs (read from its cgroup
 	// at the call; absent without cgroups), final once it ended.

@@ -179,8 +179,12 @@
 // conversation only to its session), in ranges with ?offset=N&length=M,
 // at most [MaxResourceRead] (4 MiB) a read, the content's _meta giving the
 // size and the URI of the rest ([MetaResourceNext]); resources/list lists
-// the call's conversation's. The text is UTF-8 (invalid bytes become
-// U+FFFD). A conversation keeps its 16 newest full outputs reachable, as
+// the call's conversation's. Offsets and sizes count the files' bytes. A
+// job's output reads as the model reads it from bash_output (rendered:
+// escape sequences and control bytes removed, a terminal job as its
+// terminal's text; see engine.JobOutput); a full output is the file's
+// bytes as UTF-8 (invalid bytes become U+FFFD), the raw copy of what the
+// result showed rendered. A conversation keeps its 16 newest full outputs reachable, as
 // long as the engine keeps their files (Config.SpoolKeep); with a fleet
 // (cluster.Client) a full output's file is on the executor and a front can
 // serve it only if it can read that path. Job outputs are read through the

@@ -17,6 +17,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -190,6 +191,10 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		tc := res.Truncate
 		if spec.SpoolDir != "" && tc.SpoolDir != "" {
 			tc.SpoolDir = spec.SpoolDir
+		}
+		if spec.TTY != nil && tc.Render != render.Raw {
+			// A terminal's byte stream is shown as its screen.
+			tc.Render, tc.Screen = render.Terminal, render.Size{Cols: int(spec.TTY.Cols), Rows: int(spec.TTY.Rows)}
 		}
 		l.out = truncate.New(tc)
 		if l.p.Stderr != nil {
