@@ -46,7 +46,10 @@
 // nothing that the raw text did not.
 package render
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // Mode says how output bytes become text.
 type Mode uint8
@@ -88,11 +91,12 @@ type CleanOptions struct {
 	// an unfinished escape sequence or UTF-8 sequence at the end is not
 	// consumed, so that the next slice starts with it.
 	More bool
-	// HoldRedraw, with More, also holds back a last line (no newline
-	// yet) that moves its cursor back (\r, backspace, CSI D/G/K): a
-	// progress bar being redrawn is shown once it is finished, in its
-	// last state, instead of one fragment per slice.
-	HoldRedraw bool
+	// HoldLine, with More, also holds back the last line while it has
+	// no newline (up to HoldMax bytes): a line still being written, or a
+	// progress bar being redrawn with \r, is rendered once, finished and
+	// in its last state, instead of one fragment per slice (a later
+	// slice cannot take back what an earlier one showed).
+	HoldLine bool
 }
 
 // AppendClean appends the [Clean] text of src[o.From:] to dst and returns
@@ -101,13 +105,13 @@ type CleanOptions struct {
 // only what this call appended.
 func AppendClean(dst, src []byte, o CleanOptions) ([]byte, int) {
 	from := min(max(o.From, 0), len(src))
-	if !o.More && fast(src[from:]) {
+	if !o.More && bytes.IndexByte(src[:from], 0x1b) < 0 && fast(src[from:]) {
 		return append(dst, src[from:]...), len(src)
 	}
 	c := cleaner{dst: dst, line: len(dst), cur: len(dst)}
 	n := c.run(src, from, o.More)
-	if o.More && o.HoldRedraw && c.redraw && n-c.lineSrc <= HoldMax {
-		// Render again without the line being redrawn.
+	if o.More && o.HoldLine && n > c.lineSrc && n-c.lineSrc <= HoldMax {
+		// Render again without the last line.
 		cut := c.lineSrc
 		c = cleaner{dst: dst, line: len(dst), cur: len(dst)}
 		c.run(src[:cut], from, true)
@@ -142,10 +146,8 @@ func fast(p []byte) bool {
 type cleaner struct {
 	dst       []byte
 	line, cur int // in dst: start of the current line, the cursor
-	// lineSrc is where the current line starts in src; redraw says that
-	// it moved its cursor back.
+	// lineSrc is where the current line starts in src.
 	lineSrc int
-	redraw  bool
 }
 
 const replacement = "\uFFFD"
@@ -206,12 +208,11 @@ func (c *cleaner) control(b byte, i int) {
 	case b == '\n', b == '\v', b == '\f':
 		c.dst = append(c.dst, '\n')
 		c.line, c.cur = len(c.dst), len(c.dst)
-		c.lineSrc, c.redraw = i+1, false
+		c.lineSrc = i + 1
 	case b == '\r':
-		c.cur, c.redraw = c.line, true
+		c.cur = c.line
 	case b == '\b':
 		c.back(1)
-		c.redraw = true
 	}
 }
 
@@ -276,21 +277,26 @@ func (c *cleaner) escape(seq []byte) {
 	switch final {
 	case 'D':
 		c.back(max(n, 1))
-		c.redraw = true
 	case 'C':
 		c.forward(max(n, 1))
 	case 'G':
-		c.cur, c.redraw = c.line, true
+		c.cur = c.line
 		c.forward(max(n, 1) - 1)
 	case 'K':
-		c.redraw = true
 		switch n {
 		case 0:
 			c.dst = c.dst[:c.cur]
-		case 1:
-			for i := c.line; i < c.cur; i++ {
-				c.dst[i] = ' '
+		case 1: // from the line's start through the cursor
+			k := utf8.RuneCount(c.dst[c.line:c.cur])
+			end := c.cur
+			if end < len(c.dst) {
+				_, w := utf8.DecodeRune(c.dst[end:])
+				end += w
 			}
+			m := utf8.RuneCount(c.dst[c.line:end])
+			rest := append([]byte(nil), c.dst[end:]...)
+			c.dst = append(append(c.dst[:c.line], bytes.Repeat([]byte{' '}, m)...), rest...)
+			c.cur = c.line + k
 		case 2:
 			c.dst = c.dst[:c.line]
 			c.cur = c.line

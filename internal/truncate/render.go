@@ -24,8 +24,9 @@ import (
 //     bytes; its "showing first N" counts the bytes of text shown, and the
 //     tail strategy counts rendered characters (M: raw ones).
 //   - Since's text is the rendering of the bytes since offset; a clean
-//     rendering holds back an unfinished escape sequence and a line being
-//     redrawn with \r until it is done or the Buffer is closed. For a
+//     rendering holds back an unfinished escape sequence and the last
+//     line until its newline (a progress bar redrawn with \r shows once,
+//     finished), or until the Buffer is closed. For a
 //     terminal it is what those bytes changed on the screen (see
 //     render.AppendTerminal), so terminal texts do not add up to the
 //     whole output. Offsets stay raw.
@@ -139,7 +140,7 @@ func (b *Buffer) renderedSince(offset int64, limit int) (text string, skipped, n
 	}
 	ctx := max(from-lookback, start)
 	out, n := render.AppendClean(nil, d[ctx-start:], render.CleanOptions{
-		From: int(from - ctx), More: !b.closed, HoldRedraw: true,
+		From: int(from - ctx), More: !b.closed, HoldLine: true,
 	})
 	return string(b.cfg.Redactor.Bytes(out)), from - offset, ctx + int64(n)
 }
