@@ -78,8 +78,8 @@ func WindowStart(src []byte, atStart bool) int {
 // first line that differs (a full-screen program redrew). A terminal's
 // text is its scrollback lines, oldest first, then its screen's lines
 // down to the last one that is not blank or holds the cursor; trailing
-// blanks are trimmed, except up to the cursor on its line (a prompt keeps
-// its space).
+// blanks are trimmed, except up to the cursor on a line that has text (a
+// prompt keeps its space).
 func AppendTerminal(dst, src []byte, sz Size, from int) []byte {
 	if sz.Cols <= 0 || sz.Rows <= 0 {
 		sz = Size{Cols: 80, Rows: 24}
@@ -144,7 +144,7 @@ func screenText(e *vt.Emulator) string {
 	}
 	for i := 0; i <= last && i < len(lines); i++ {
 		l := strings.TrimRight(lines[i], " ")
-		if i == cur.Y {
+		if i == cur.Y && l != "" {
 			if pad := cur.X - utf8.RuneCountInString(l); pad > 0 {
 				l += strings.Repeat(" ", pad)
 			}
@@ -154,7 +154,16 @@ func screenText(e *vt.Emulator) string {
 		}
 		b.WriteString(l)
 	}
-	return strings.ToValidUTF8(b.String(), replacement)
+	return strings.Map(dropControl, strings.ToValidUTF8(b.String(), replacement))
+}
+
+// dropControl drops the control characters the emulator keeps in a cell
+// (C1 controls it does not act on): what it returns is clean text.
+func dropControl(r rune) rune {
+	if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) {
+		return -1
+	}
+	return r
 }
 
 // commonPrefix returns the length of the longest common prefix of a and b
