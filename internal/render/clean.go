@@ -111,11 +111,9 @@ func AppendClean(dst, src []byte, o CleanOptions) ([]byte, int) {
 	c := cleaner{dst: dst, line: len(dst), cur: len(dst)}
 	n := c.run(src, from, o.More)
 	if o.More && o.HoldLine && n > c.lineSrc && n-c.lineSrc <= HoldMax {
-		// Render again without the last line.
-		cut := c.lineSrc
-		c = cleaner{dst: dst, line: len(dst), cur: len(dst)}
-		c.run(src[:cut], from, true)
-		n = cut
+		// Leave out the last line: everything it rendered is after its
+		// start in dst (cursor moves stay within a line).
+		return c.dst[:c.line], c.lineSrc
 	}
 	return c.dst, n
 }
@@ -174,6 +172,16 @@ func (c *cleaner) run(src []byte, from int, more bool) int {
 				c.escape(src[i:end])
 			}
 			i, invalid = end, false
+		case b >= 0x20 && b < 0x7f:
+			// A run of printable ASCII, at once (not across from).
+			j := i + 1
+			for j < len(src) && src[j] >= 0x20 && src[j] < 0x7f && (j != from || emit) {
+				j++
+			}
+			if emit {
+				c.putRun(src[i:j])
+			}
+			i, invalid = j, false
 		case b < 0x80:
 			if emit {
 				c.control(b, i)
@@ -203,7 +211,7 @@ func (c *cleaner) run(src []byte, from int, more bool) int {
 // control handles an ASCII byte (not ESC) at src index i.
 func (c *cleaner) control(b byte, i int) {
 	switch {
-	case b >= 0x20 && b < 0x7f, b == '\t':
+	case b == '\t':
 		c.put([]byte{b})
 	case b == '\n', b == '\v', b == '\f':
 		c.dst = append(c.dst, '\n')
@@ -213,6 +221,18 @@ func (c *cleaner) control(b byte, i int) {
 		c.cur = c.line
 	case b == '\b':
 		c.back(1)
+	}
+}
+
+// putRun writes a run of printable ASCII at the cursor.
+func (c *cleaner) putRun(p []byte) {
+	if c.cur == len(c.dst) {
+		c.dst = append(c.dst, p...)
+		c.cur = len(c.dst)
+		return
+	}
+	for i := range p {
+		c.put(p[i : i+1])
 	}
 }
 

@@ -32,14 +32,14 @@ type Size struct{ Cols, Rows int }
 // output, and at most WindowLines line feeds, starting after a line feed
 // when it does not start at the output's start.
 const (
-	WindowBytes = 128 << 10
-	WindowLines = 1000
+	WindowBytes = 64 << 10
+	WindowLines = 500
 )
 
 // scrollbackLines bounds the emulator's scrollback (lines that scrolled
 // off the top within the window; a line longer than the width takes
 // several).
-const scrollbackLines = 4000
+const scrollbackLines = 2000
 
 // WindowStart returns where a terminal replay of src begins: 0 when src
 // begins at the output's start (atStart) and holds at most WindowBytes

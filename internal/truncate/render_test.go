@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/secret"
@@ -96,5 +97,76 @@ func TestRenderedRedaction(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// FuzzBufferRendered: with rendering, the text is clean and does not
+// depend on how the output was split into Writes.
+func FuzzBufferRendered(f *testing.F) {
+	f.Add([]byte("\x1b[31mred\x1b[0m\r\nok\x00\n"), uint8(1), uint16(8), uint8(3))
+	f.Add([]byte("10%\r20%\x1b[K\x1b]0;t\x07\xff"), uint8(2), uint16(300), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8, max uint16, chunk uint8) {
+		cfg := Config{Max: int(max%512) + 1, Render: []render.Mode{render.Clean, render.Terminal}[mode%2], Screen: render.Size{Cols: 20, Rows: 5}}
+		out := resultOf(t, cfg, data, int(chunk)+1)
+		if whole := renderOut(cfg, data); whole != out {
+			t.Fatalf("chunked %+v != whole %+v", out, whole)
+		}
+		body := out.Text
+		if out.Truncated {
+			_, body, _ = strings.Cut(out.Text, "]\n")
+		}
+		for _, r := range body {
+			if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || r == utf8.RuneError && !strings.Contains(body, "\uFFFD") {
+				t.Fatalf("control character %q in %q", r, body)
+			}
+		}
+	})
+}
+
+// coloured is n bytes of `ls --color=always`-like output: mostly escape
+// sequences around short names.
+func coloured(n int) []byte {
+	var b []byte
+	for i := 0; len(b) < n; i++ {
+		b = fmt.Appendf(b, "\x1b[0m\x1b[01;34mdir-%d\x1b[0m  \x1b[01;32mrun-%d.sh\x1b[0m  file-%d.txt\n", i, i, i)
+	}
+	return b[:n]
+}
+
+// BenchmarkRenderedResult: what rendering adds to Result (the text of a
+// finished command) against no rendering (render.Raw), for 100 KiB of
+// output under the 128 KiB limit and 1 MiB over it. Compare the ns/op of
+// raw and clean (and terminal) within one run.
+func BenchmarkRenderedResult(b *testing.B) {
+	for _, data := range []struct {
+		name string
+		p    []byte
+	}{{"plain-100KiB", logLines(100 << 10)}, {"coloured-100KiB", coloured(100 << 10)}, {"coloured-1MiB", coloured(1 << 20)}} {
+		for _, mode := range []render.Mode{render.Raw, render.Clean, render.Terminal} {
+			b.Run(data.name+"/"+mode.String(), func(b *testing.B) {
+				buf := New(Config{Render: mode, Screen: render.Size{Cols: 120, Rows: 40}})
+				buf.Write(data.p)
+				b.ReportAllocs()
+				for b.Loop() {
+					_ = buf.Result()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRenderedSince: one progress report's cost, 16 KiB of new
+// output, raw against clean.
+func BenchmarkRenderedSince(b *testing.B) {
+	p := coloured(64 << 10)
+	for _, mode := range []render.Mode{render.Raw, render.Clean} {
+		b.Run(mode.String(), func(b *testing.B) {
+			buf := New(Config{Render: mode})
+			buf.Write(p)
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _, _ = buf.Since(int64(len(p))-16<<10, 16<<10)
+			}
+		})
 	}
 }
