@@ -3,3 +3,7 @@ package proc
 // WaitRenewals waits for the background removals and renewals of m's
 // cgroups (RecycleEmpty renews some parts off the caller).
 func (m *Cgroups) WaitRenewals() { m.pending.Wait() }
+
+// OnV2 reports whether m's memory and pids controllers are on the cgroup
+// v2 (false: in a v1 hierarchy, or none).
+func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl[ctlPids].v2 }
