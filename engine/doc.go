@@ -55,7 +55,10 @@
 // file ends with "[background process completed]", "[background process
 // failed: exit code N]" or "[background process killed: REASON]". All of
 // these texts are written in one file of this package (render.go) from the
-// data the lower layers return.
+// data the lower layers return. The output itself reads as a terminal
+// shows it, escape sequences and control bytes rendered out, a terminal
+// job's as its screen and scrollback (see output.go and
+// config.Output.Raw); the files keep the raw bytes.
 //
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per
