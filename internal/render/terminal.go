@@ -22,8 +22,8 @@ import (
 // whole screen, so output that scrolls renders at about 1–2 MB/s while a
 // full-screen program's redraws run several times faster. Terminal bounds
 // that work with its window. An emulator answers terminal queries (device
-// attributes, cursor position) on a pipe of its own; a goroutine drains
-// it while it renders.
+// attributes, cursor position) on an io.Pipe that blocks until read;
+// AppendTerminal closes that pipe first, so the answers are dropped.
 
 // Size is a terminal's size in character cells.
 type Size struct{ Cols, Rows int }
@@ -86,15 +86,22 @@ func AppendTerminal(dst, src []byte, sz Size, from int) []byte {
 	}
 	e := vt.NewEmulator(sz.Cols, sz.Rows)
 	e.SetScrollbackSize(scrollbackLines)
-	drained := make(chan struct{})
-	go func() { // answers to terminal queries
-		_, _ = io.Copy(io.Discard, e)
-		close(drained)
-	}()
-	defer func() {
-		_ = e.Close()
-		<-drained
-	}()
+	if pw, ok := e.InputPipe().(*io.PipeWriter); ok {
+		// Nobody reads the answers to terminal queries: with the pipe
+		// closed, the emulator's writes of them fail at once instead of
+		// blocking.
+		_ = pw.Close()
+	} else {
+		drained := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, e)
+			close(drained)
+		}()
+		defer func() {
+			_ = e.Close()
+			<-drained
+		}()
+	}
 	var before string
 	if from > 0 && from <= len(src) {
 		feed(e, src[:from])
