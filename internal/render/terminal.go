@@ -9,22 +9,6 @@ import (
 	"github.com/charmbracelet/x/vt"
 )
 
-// The terminal emulator is github.com/charmbracelet/x/vt, Charm's virtual
-// terminal (the emulator behind their terminal tools; tagged releases,
-// pure Go). It was chosen over the vt10x family (hinshun/vt10x and its
-// forks: unmaintained, no scrollback) for what a model needs from a
-// terminal job: xterm-compatible parsing (it is built on the
-// charmbracelet/x/ansi DEC state machine), cursor addressing, erase in line
-// and display, scroll regions, wide characters, the alternate screen and a
-// scrollback of the lines that scroll off. Its costs, measured by
-// BenchmarkRender: creating one allocates about 4 MiB (the parser's buffer
-// for OSC/DCS strings), and a line that scrolls at the bottom copies the
-// whole screen, so output that scrolls renders at about 1–2 MB/s while a
-// full-screen program's redraws run several times faster. Terminal bounds
-// that work with its window. An emulator answers terminal queries (device
-// attributes, cursor position) on an io.Pipe that blocks until read;
-// AppendTerminal closes that pipe first, so the answers are dropped.
-
 // Size is a terminal's size in character cells.
 type Size struct{ Cols, Rows int }
 
