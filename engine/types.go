@@ -100,7 +100,11 @@ type Progress struct {
 	// UTF-8 and at most 256 bytes.
 	LastLine string
 	// Output is the output since the previous report (valid UTF-8, at
-	// most ProgressOutputMax bytes: the latest, when there was more).
+	// most ProgressOutputMax bytes: the latest, when there was more),
+	// rendered like the result (see config.Output.Raw): a line comes
+	// once it is complete, or with the last report (so a progress bar
+	// redrawn with \r comes once, finished); a terminal's, as the lines
+	// of its text that changed.
 	// Skipped counts the bytes between the previous report and Output
 	// that it leaves out; without skips the reports' Outputs together are
 	// the whole output.
