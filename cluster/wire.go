@@ -147,6 +147,7 @@ func encodeJob(j engine.JobInfo) *clusterpb.JobInfo {
 		ConversationId: j.ConversationID, Status: string(j.Status), Reason: j.Reason,
 		StartedUnixNs: unixNano(j.Started), EndedUnixNs: unixNano(j.Ended), Bytes: j.Bytes, OutputFile: j.OutputFile,
 		CpuMs: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes, Processes: int64(j.Processes), OomKilled: j.OOMKilled,
+		Tty: j.TTY,
 	}
 	if j.ExitCode != nil {
 		c := int64(*j.ExitCode)
@@ -164,6 +165,7 @@ func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
 		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
 		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
 		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
+		TTY: p.Tty,
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)

@@ -106,6 +106,19 @@ type Output struct {
 	// SpoolKeep is how many full-output files are kept; older ones are
 	// removed (default 32, so at most 32 x SpoolCap of disk).
 	SpoolKeep int
+	// Raw gives the model a command's output as written. By default (Raw
+	// false) what the model reads — results, progress output, bash_output
+	// and bash_write answers — is rendered: escape sequences (colours,
+	// cursor moves, titles) and control bytes (NUL, BEL, …) are removed,
+	// \r and backspace redraw within a line (a progress bar shows its last
+	// state), and a terminal job's output is the text of its screen and
+	// scrollback, replayed on a terminal emulator. Raw bytes stay in the
+	// job's output file and the full-output file either way, and sizes and
+	// limits count raw bytes. A model that needs the exact bytes can run
+	// `cat -v FILE` or `od -c FILE`, which show them as text (which is why
+	// there is no per-call switch). With Raw only invalid UTF-8 is
+	// replaced (one U+FFFD per run).
+	Raw bool
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved. Only
 	// for commands that cannot become background jobs: with OnTimeout

@@ -130,9 +130,15 @@ func LostText(executor string, after time.Duration) string {
 }
 
 // yieldedText ends the result of a command that moved to the background.
-func yieldedText(after time.Duration, id string) string {
+// A job that reads input (stdin "pipe") or keys (tty) says how to send
+// them.
+func yieldedText(after time.Duration, id string, input bool) string {
+	send := ""
+	if input {
+		send = ", send it input with bash_write"
+	}
 	return "[command still running after " + humanDuration(after) + ": moved to background as " + id +
-		"; read it with bash_output, stop it with bash_kill]"
+		"; read it with bash_output" + send + ", stop it with bash_kill]"
 }
 
 // cancelledText is the result text of a call cancelled before it started.
@@ -143,8 +149,9 @@ const cancelledText = "[command cancelled]\n"
 // `$GIT_SEQUENCE_EDITOR "$@"`, and the model reads its message.
 const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
 
-// render turns a finished foreground job's outcome into its result.
-func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.Outcome) Result {
+// render turns a finished foreground job's outcome into its result; input
+// says that the job reads input (stdin "pipe" or a terminal).
+func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -197,7 +204,7 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.O
 	switch {
 	case o.Yielded != nil:
 		res.Status, res.JobID, res.OutputFile = StatusStarted, o.Yielded.ID, o.Yielded.OutputFile
-		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID))
+		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID, input))
 	case o.Err != nil:
 		res.Status, res.Err = StatusError, public(o.Err)
 		res.Output = ErrorText(o.Err) + "\n" + body
@@ -514,7 +521,7 @@ func JobsText(jobs []JobInfo, now time.Time) string {
 // header with the job's state and the bytes shown, the output, and a hint
 // when more follows.
 func (o JobOutput) Text() string {
-	end := o.Offset + int64(len(o.Data))
+	end := o.End
 	var b strings.Builder
 	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
 		o.Job.JobID, o.Job.state(), o.Job.PID, truncate.Humanize(o.Job.Bytes), o.Offset, end, o.Size)

@@ -91,7 +91,15 @@
 // notifications together are the whole output; the output after the last
 // tick is sent in one more notification before the result. The engine's
 // callback never blocks on the client: snapshots accumulate (bounded) and
-// a per-call goroutine sends them.
+// a per-call goroutine sends them. A call that sent notifications pings
+// the client (on the call's own stream) before it answers, and waits for
+// the reply (at most 3 s): the official TypeScript SDK runs a
+// notification's handler one microtask after it read the message but
+// forgets the call's progress handler as soon as it reads the result, so
+// a last notification that arrived together with the result was dropped
+// ("unknown token"); a client answers the ping only after it handled
+// everything before it. Stateless HTTP (2026-07-28) cannot ping; there
+// the notifications and the result share one response stream.
 //
 // Approval: when the engine answers "needs_approval" (a permission rule
 // said "ask") and the client declared the elicitation capability, the
@@ -171,8 +179,12 @@
 // conversation only to its session), in ranges with ?offset=N&length=M,
 // at most [MaxResourceRead] (4 MiB) a read, the content's _meta giving the
 // size and the URI of the rest ([MetaResourceNext]); resources/list lists
-// the call's conversation's. The text is UTF-8 (invalid bytes become
-// U+FFFD). A conversation keeps its 16 newest full outputs reachable, as
+// the call's conversation's. Offsets and sizes count the files' bytes. A
+// job's output reads as the model reads it from bash_output (rendered:
+// escape sequences and control bytes removed, a terminal job as its
+// terminal's text; see engine.JobOutput); a full output is the file's
+// bytes as UTF-8 (invalid bytes become U+FFFD), the raw copy of what the
+// result showed rendered. A conversation keeps its 16 newest full outputs reachable, as
 // long as the engine keeps their files (Config.SpoolKeep); with a fleet
 // (cluster.Client) a full output's file is on the executor and a front can
 // serve it only if it can read that path. Job outputs are read through the

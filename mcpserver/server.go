@@ -573,13 +573,14 @@ func ttyEcho(input string) string {
 
 // onlyEcho reports whether the output of job id between offsets from and
 // to is (a start of) echo: a terminal echoing the input, not yet the
-// program's answer.
+// program's answer. The output reads rendered (a line end as "\n") unless
+// the engine gives it raw.
 func (s *server) onlyEcho(tc engine.ToolContext, id string, from, to int64, echo string) bool {
 	if echo == "" || to-from > int64(len(echo)) {
 		return false
 	}
 	jo, err := s.e.JobOutput(tc, id, 0, from, to-from)
-	return err == nil && strings.HasPrefix(echo, jo.Data)
+	return err == nil && (strings.HasPrefix(echo, jo.Data) || strings.HasPrefix(strings.ReplaceAll(echo, "\r\n", "\n"), jo.Data))
 }
 
 // logCommand is a command as a debug log value, redacted only when a

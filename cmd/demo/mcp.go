@@ -62,6 +62,7 @@ type mcpFlags struct {
 	connIdle    time.Duration
 	metrics     bool
 	onTimeout   string
+	rawOutput   bool
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
@@ -94,6 +95,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.BoolVar(&f.noAuth, "no-auth", false, "-http: no authentication at all (loopback only): any local process can run commands. Without -token, -tokens, -oauth-issuer or -no-auth, -http generates a token (see README)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
+	fs.BoolVar(&f.rawOutput, "raw-output", false, "give the model output as written (escape sequences, control bytes, a terminal's byte stream); by default it is rendered as a terminal shows it")
 	fs.IntVar(&f.admission.MaxBusy, "max-busy", 0, "CPUs' worth of busy commands (measured) before new ones wait (default 4 per CPU); idle ones (sleeping, waiting) do not count")
 	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 64 per CPU, at least 256; a principal may use three quarters); more wait")
 	fs.IntVar(&f.admission.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
@@ -187,6 +189,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	c.Timeout, c.SlowTimeout, c.Lifecycle.Grace = f.timeout, f.slowTimeout, f.grace
 	c.Env.Policy = config.EnvPolicy(f.envPolicy)
 	c.CoAuthor = f.coauthor
+	c.Output.Raw = f.rawOutput
 	if f.profile != "" {
 		c.Permissions, _ = safety.Preset(f.profile) // checked by parseMCPFlags
 	}

@@ -626,6 +626,7 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 	st := jobs.State{
 		ID: j.spec.ID, Conversation: j.spec.Conversation, Command: j.spec.Command, Display: j.spec.Display,
 		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
+		TTY: j.spec.TTY != nil,
 	}
 	if j.l != nil {
 		st.Pid = j.l.p.Pid

@@ -270,6 +270,8 @@ type State struct {
 	Started, Ended time.Time
 	// OutputFile is a background job's output file.
 	OutputFile string
+	// TTY: the job runs on a terminal (Request.TTY).
+	TTY bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage proc.Usage

@@ -22,6 +22,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
 	"github.com/bashvisor/bashvisor/internal/truncate"
@@ -109,7 +110,11 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
 	}
 	env := proc.NewEnv(cfg.Env)
-	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap}
+	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap,
+		Render: render.Clean, Redactor: env.Redactor()}
+	if cfg.Output.Raw {
+		trunc.Render = render.Raw
+	}
 	if cfg.Output.SpoolCap > 0 {
 		trunc.SpoolDir = cfg.OutputDir
 	}
