@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -204,7 +203,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	script := g.Run
 	req := jobs.Request{
-		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
+		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
 		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
 	}
 	req.Timeout = e.timeout(mode)
@@ -241,12 +240,12 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		res.Output = startedText(job.Pid, job.OutputFile)
 		return res, g
 	}
-	return e.wait(ctx, tc, job, req.Timeout, res), g
+	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g
 }
 
 // wait waits for a foreground job's outcome, reporting progress and
 // cancelling the job when ctx is done.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, res Result) Result {
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result) Result {
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -270,7 +269,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			return e.render(res, tc.Sandbox, timeout, o)
+			return e.render(res, tc.Sandbox, timeout, input, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
@@ -397,7 +396,7 @@ func jobInfos(states []jobs.State) []JobInfo {
 func jobInfo(st jobs.State) JobInfo {
 	j := JobInfo{
 		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display, ConversationID: st.Conversation,
-		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile,
+		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile, TTY: st.TTY,
 	}
 	switch st.Status {
 	case jobs.Running:
@@ -447,83 +446,23 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	return jobInfo(st), nil
 }
 
-// JobOutput is a slice of a background job's output plus the job's state.
-// Offsets count every byte the job printed, also those its capped output
-// file dropped (config.Output.JobFileCap).
-type JobOutput struct {
-	Job    JobInfo `json:"job"`
-	Offset int64   `json:"offset"` // output offset of Data's first byte
-	Data   string  `json:"output"` // valid UTF-8 (invalid bytes replaced)
-	Size   int64   `json:"size"`   // bytes of output so far
-	EOF    bool    `json:"eof"`    // Data reaches the current end of the output
-	// Skipped is how many bytes from the offset asked for up to Offset
-	// were dropped from the capped output file (0: none).
-	Skipped int64 `json:"skipped,omitempty"`
-}
-
-// DefaultReadLimit is JobOutput's default and largest read.
-const DefaultReadLimit = 128 << 10
-
-// JobOutput reads a job's output: the last tail bytes when tail > 0,
-// otherwise up to limit bytes (0 or more than DefaultReadLimit means
-// DefaultReadLimit) from offset.
-func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error) {
-	job, err := e.Job(tc, id)
-	if err != nil {
-		return JobOutput{}, err
-	}
-	if offset < 0 || tail < 0 || limit < 0 {
-		return JobOutput{}, fmt.Errorf("%w: negative offset, tail or limit", ErrBadInput)
-	}
-	out := job.output
-	if out == nil { // not a job the engine wrote (cannot happen for background jobs)
-		return JobOutput{}, fmt.Errorf("job %s: no output file", id)
-	}
-	size := out.Size()
-	if limit == 0 || limit > DefaultReadLimit {
-		limit = DefaultReadLimit
-	}
-	if tail > 0 {
-		limit = min(tail, DefaultReadLimit)
-		offset = max(0, size-limit)
-		if from, n := out.Gap(); offset >= from && offset < from+n {
-			limit -= from + n - offset // the tail is what is kept
-		}
-	}
-	offset = min(offset, size)
-	buf := make([]byte, max(min(limit, size-offset), 0))
-	start, n, err := out.ReadAt(buf, offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	buf = buf[:n]
-	skipped := start - offset
-	if tail > 0 { // start on a character boundary
-		skipped = 0
-		for i := 0; i < 3 && len(buf) > 0 && !utf8.RuneStart(buf[0]); i++ {
-			buf, start = buf[1:], start+1
-		}
-	}
-	return JobOutput{
-		Job: job, Offset: start, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
-		Size: size, EOF: start+int64(n) >= size, Skipped: skipped,
-	}, nil
-}
-
 // Load is how busy an engine is.
 type Load struct {
 	// Running is the number of foreground commands running.
 	Running int `json:"running"`
 	// Jobs is the number of background jobs running.
 	Jobs int `json:"jobs"`
-	// Queued is the number of calls waiting for a slot.
+	// Queued is the number of calls waiting to run.
 	Queued int `json:"queued"`
+	// BusyCPUs is the CPUs wanted by the commands measured busy (see
+	// config.Admission).
+	BusyCPUs int `json:"busy_cpus"`
 }
 
 // Load returns how busy the engine is now (see Config.Admission).
 func (e *Engine) Load() Load {
 	st := e.sup.Stats()
-	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
+	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued, BusyCPUs: st.Busy}
 }
 
 // EndConversation ends a conversation: its running commands and jobs are

@@ -85,7 +85,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", d.Timeout, "timeout of default mode")
 	slow := fs.Duration("slow-timeout", d.SlowTimeout, "timeout of slow mode")
 	grace := fs.Duration("grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
-	maxRunning := fs.Int("max-running", 0, "foreground commands running at once (default 4 per CPU)")
+	maxRunning := fs.Int("max-running", 0, "backstop: foreground commands running at once, however idle (default 64 per CPU, at least 256; see Admission in the README)")
 	verbose := fs.Bool("v", false, "debug logs on stderr")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
