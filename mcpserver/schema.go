@@ -90,11 +90,12 @@ const outputOutputSchema = `{
   "type": "object",
   "properties": {
     "job": ` + jobInfoSchema + `,
-    "offset": {"type": "integer", "minimum": 0, "description": "File offset of the first byte the output renders."},
-    "end": {"type": "integer", "minimum": 0, "description": "File offset after the last byte the output renders: the offset to read on from."},
+    "offset": {"type": "integer", "minimum": 0, "description": "Output offset (every byte the job printed counts) of the first byte the output renders."},
+    "end": {"type": "integer", "minimum": 0, "description": "Output offset after the last byte the output renders: the offset to read on from."},
     "output": {"type": "string", "description": "The output as text: escape sequences and control bytes removed; a terminal job's as its terminal's text (what changed since offset)."},
-    "size": {"type": "integer", "minimum": 0, "description": "Current size of the output file."},
-    "eof": {"type": "boolean", "description": "The output reaches the current end of the file."}
+    "size": {"type": "integer", "minimum": 0, "description": "Bytes of output so far."},
+    "eof": {"type": "boolean", "description": "The output reaches its current end."},
+    "skipped": {"type": "integer", "minimum": 0, "description": "Bytes between the offset asked for and offset that the job's capped output file dropped (it keeps the first and the newest output)."}
   },
   "required": ["job", "offset", "end", "output", "size", "eof"]
 }`
