@@ -261,3 +261,15 @@ func TestWorldClosed(t *testing.T) {
 		t.Fatalf("a closed world prepared a command: %v", err)
 	}
 }
+
+// TestRootlessWhenUnprivileged: in CI's unprivileged pass
+// (REQUIRE_UNPRIVILEGED=1) the tests run as a user other than root and
+// the sandbox has its namespaces from user namespaces (every test above
+// then ran rootless).
+func TestRootlessWhenUnprivileged(t *testing.T) {
+	c := requireSandbox(t)
+	testenv.Needf(t, testenv.Unprivileged, os.Geteuid() != 0, "running as root")
+	if !c.Namespaces || !c.Rootless {
+		t.Fatalf("an unprivileged run without user namespaces: %s", c)
+	}
+}

@@ -31,6 +31,13 @@ const (
 	// Tools: the programs tests run (python3, git, curl, node, …), see
 	// NeedsTool.
 	Tools = "REQUIRE_TOOLS"
+	// Unprivileged: the run is CI's second pass as a user other than
+	// root (.ci/unprivileged), so the sandbox must get its namespaces
+	// from user namespaces; tests that check that fail otherwise (a run
+	// that was root after all, or found no user namespaces). Tests whose
+	// fixture needs root (switching users, mounting) skip there: they ran
+	// in the first pass.
+	Unprivileged = "REQUIRE_UNPRIVILEGED"
 )
 
 // CgroupParent is where tests create their engines' cgroups (proc.ProbeCgroups,
