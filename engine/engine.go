@@ -208,7 +208,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {
-		req.Background, req.Completion = true, completionLine(tc.Sandbox)
+		req.Background, req.Completion = true, e.completionLine(tc)
 	}
 	if yield > 0 {
 		req.Timeout, req.Yield = yield, e.yieldSpec(tc)
@@ -269,7 +269,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			return e.render(res, tc.Sandbox, timeout, input, o)
+			return e.render(res, tc, timeout, input, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)

@@ -108,7 +108,7 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 			if !strings.Contains(r.Output, "Read-only file system") && !strings.Contains(r.Output, "Device or resource busy") {
 				t.Errorf("no kernel error in %q", r.Output)
 			}
-			if !strings.HasSuffix(r.Output, "[sandbox workspace-write: writes outside the working directory, its git directory, $TMPDIR and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]") {
+			if !strings.HasSuffix(r.Output, "[sandbox workspace-write: writes outside the working directory, its git directory, /tmp and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]") {
 				t.Errorf("no workspace note at the end of %q", r.Output)
 			}
 		})
@@ -127,7 +127,7 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 		t.Fatalf("extra writable root: %s %q", r.Status, r.Output)
 	}
 	r := e.Run(context.Background(), restricted(main), engine.Input{Command: "echo x >> README"})
-	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox read-only: only $TMPDIR and the build caches are writable (setting: sandbox profile workspace-write)]") {
+	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox read-only: only /tmp ($TMPDIR) and the build caches are writable (setting: sandbox profile workspace-write)]") {
 		t.Fatalf("read-only: %s %q", r.Status, r.Output)
 	}
 }
@@ -247,7 +247,7 @@ func testSandboxNetworkAllowlist(t *testing.T, mod func(*engine.Config)) {
 	// Without an allowlist there is no network, and the note says so.
 	tc.Sandbox.Network = nil
 	r = e.Run(context.Background(), tc, engine.Input{Command: "curl -sS --max-time 5 http://registry.example/"})
-	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]") {
+	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox: no network but the conversation's own loopback; hosts can be allowed through the egress proxy (setting: allow-net)]") {
 		t.Fatalf("no network: %s %q", r.Status, r.Output)
 	}
 }

@@ -151,7 +151,7 @@ const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires
 
 // render turns a finished foreground job's outcome into its result; input
 // says that the job reads input (stdin "pipe" or a terminal).
-func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, input bool, o jobs.Outcome) Result {
+func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -236,72 +236,18 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, input bo
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
-	if note := sandboxNote(sbx, res, o); note != "" {
+	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
 	}
 	return res
 }
 
-// sandboxNote is the one note that ends a sandboxed command's result when
-// a boundary stopped it: the egress proxy refused a destination, a
-// network call failed without network, or a write failed with a kernel
-// error. It names the boundary and the setting that would allow it; the
-// engine never retries or widens anything itself. "" when none applies.
-func sandboxNote(sbx Sandbox, res Result, o jobs.Outcome) string {
-	if !sbx.On() {
-		return ""
-	}
-	if len(o.Refused) > 0 {
-		return "[sandbox: the egress proxy refused " + strings.Join(o.Refused, ", ") +
-			": not in the network allowlist (setting: allow-net)]"
-	}
-	if res.Status != StatusFailed {
-		return ""
-	}
-	switch {
-	case len(sbx.Network) == 0 && mentions(res.Output, networkErrors):
-		return "[sandbox: no network in this sandbox; hosts can be allowed through the egress proxy (setting: allow-net)]"
-	case mentions(res.Output, writeErrors):
-		if sbx.Profile == WorkspaceWrite {
-			return "[sandbox workspace-write: writes outside the working directory, its git directory, " + writableList(sbx.Writable) +
-				"$TMPDIR and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]"
-		}
-		return "[sandbox read-only: only $TMPDIR and the build caches are writable (setting: sandbox profile workspace-write)]"
-	}
-	return ""
-}
-
-func writableList(roots []string) string {
-	if len(roots) == 0 {
-		return ""
-	}
-	return strings.Join(roots, ", ") + ", "
-}
-
-// What a tool prints when a kernel boundary refused a write, or when it
-// found no network.
-var (
-	writeErrors   = []string{"Read-only file system", "Permission denied", "Operation not permitted", "Device or resource busy", "EROFS", "EACCES", "EPERM"}
-	networkErrors = []string{"Could not resolve host", "Temporary failure in name resolution", "Name or service not known",
-		"Network is unreachable", "getaddrinfo", "ENOTFOUND", "EAI_AGAIN", "ENETUNREACH", "no such host", "Failed to establish a new connection"}
-)
-
-// mentions reports whether s contains any of subs.
-func mentions(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
-
 // completionLine is the line appended to a background job's output file
 // when it ends, with the egress proxy's refusals in a sandbox.
-func completionLine(sbx Sandbox) func(jobs.Outcome) string {
+func (e *Engine) completionLine(tc ToolContext) func(jobs.Outcome) string {
 	return func(o jobs.Outcome) string {
 		line := completionStatus(o)
-		if note := sandboxNote(sbx, Result{}, o); note != "" {
+		if note := e.sandboxNote(tc, Result{}, o); note != "" {
 			line += "\n" + note
 		}
 		return line
@@ -615,11 +561,8 @@ For complex scripts, write them to a file first and then execute the file.
 func (e *Engine) sandboxDescription(tc ToolContext) string {
 	c := e.sup.Sandbox()
 	lim := e.cfg.Sandbox.Limits.WithDefaults()
-	scratch := "$TMPDIR (private, deleted after each command"
-	if c.Namespaces {
-		scratch += ", at most " + truncate.Humanize(int64(lim.ScratchBytes))
-	}
-	scratch += ") and the build caches (GOCACHE, npm, pip: kept between commands)"
+	scratch := "/tmp ($TMPDIR: this conversation's own, kept between its commands) and the build caches (GOCACHE, npm, pip), together at most " +
+		truncate.Humanize(int64(lim.ScratchBytes))
 	var b strings.Builder
 	sbx := tc.Sandbox
 	switch sbx.Profile {
@@ -633,11 +576,12 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	default:
 		b.WriteString("Sandbox read-only (enforced by the kernel): you can read and run anything, but writes fail (EROFS, EACCES) except in " + scratch + "; build into $TMPDIR.\n")
 	}
+	b.WriteString("Loopback is this conversation's own: a server started in the background (mode=background) is reachable from the next commands on localhost, and from nothing else. ")
 	if len(sbx.Network) > 0 && c.Namespaces {
 		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + strings.Join(sbx.Network, ", ") +
 			"; everything else is refused. Processes outside are out of reach; say what a denied command needs instead of working around it.")
 	} else {
-		b.WriteString("No network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")
+		b.WriteString("No other network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")
 	}
 	return b.String()
 }

@@ -142,7 +142,7 @@ func TestRestrictedSafetyStillApplies(t *testing.T) {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
 	d := e.Description(restricted("/w"))
-	if !strings.Contains(d, "Sandbox read-only") || !strings.Contains(d, "No network") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
+	if !strings.Contains(d, "Sandbox read-only") || !strings.Contains(d, "No other network") || !strings.Contains(d, "Loopback is this conversation's own") || !strings.HasSuffix(d, "<pwd>/w</pwd>") {
 		t.Fatalf("description %q", d)
 	}
 }
