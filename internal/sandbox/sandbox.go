@@ -280,25 +280,15 @@ func Prepare(opts Options) (*Command, error) {
 	if !filepath.IsAbs(opts.Bash) {
 		return nil, fmt.Errorf("sandbox: bash path must be absolute: %q", opts.Bash)
 	}
-	exe := selfExe
-	if caps.Rootless {
-		exe = selfPath()
+	exe, err := opts.helperPath(caps)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Helper != "" {
-		if !filepath.IsAbs(opts.Helper) {
-			return nil, fmt.Errorf("sandbox: helper path must be absolute: %q", opts.Helper)
-		}
-		exe = opts.Helper
+	w, err := opts.world()
+	if err != nil {
+		return nil, err
 	}
-	var w *world
-	if opts.World != nil {
-		if opts.CacheDir != "" {
-			return nil, errors.New("sandbox: a command in a world uses the world's caches: CacheDir must be empty")
-		}
-		w = opts.World.w
-		if w.closed() {
-			return nil, errors.New("sandbox: the conversation's world was closed")
-		}
+	if w != nil {
 		opts.CacheDir = opts.World.CacheDir()
 	}
 	lim := opts.Limits.WithDefaults()
@@ -306,13 +296,8 @@ func Prepare(opts Options) (*Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !caps.Namespaces {
-		switch {
-		case len(roots.Protected) > 0 || len(roots.Pinned) > 0:
-			return nil, unavailable("protecting a workspace's git hooks and config needs private mount namespaces (CAP_SYS_ADMIN): " + caps.Reason)
-		case opts.Network:
-			return nil, unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
-		}
+	if err := needNamespaces(caps, roots, opts.Network); err != nil {
+		return nil, err
 	}
 	cfg := helperConfig{
 		CPUSeconds:   lim.CPUSeconds,
@@ -326,89 +311,22 @@ func Prepare(opts Options) (*Command, error) {
 		Protected:    roots.Protected,
 		Pinned:       roots.Pinned,
 	}
-	var scratch string
-	if w != nil {
-		cfg.Scratch = "/tmp"
-		cfg.World = &worldConfig{Dir: w.dir, Hide: w.hide, Show: w.show, Rootless: w.rootless}
-		if opts.Dir != "" {
-			d, err := filepath.EvalSymlinks(opts.Dir)
-			if err != nil {
-				return nil, fmt.Errorf("sandbox: working directory: %w", err)
-			}
-			if !slices.ContainsFunc(roots.Writable, func(r string) bool { return within(d, r) }) {
-				cfg.World.Show = append(slices.Clip(cfg.World.Show), d)
-			}
-		}
-	} else {
-		removeStaleOnce(opts.ScratchRoot)
-		// The engine's pid in the name lets a later engine remove what a
-		// killed one left behind (see removeStale).
-		scratch, err = os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: create scratch dir: %w", err)
-		}
-		if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
-			_ = os.RemoveAll(scratch)
-			return nil, fmt.Errorf("sandbox: scratch dir: %w", err)
-		}
-		cfg.Scratch = scratch
-	}
-	fail := func(err error) (*Command, error) {
-		if scratch != "" {
-			_ = os.RemoveAll(scratch)
-		}
+	scratch, err := cfg.setScratch(w, opts, roots)
+	if err != nil {
 		return nil, err
-	}
-	if opts.Cgroup != nil {
-		if _, pids := opts.Cgroup.Controllers(); pids && lim.Processes > 0 {
-			l := opts.Cgroup.Limits()
-			if l.Pids == 0 || lim.Processes < l.Pids {
-				l.Pids = lim.Processes
-				if err := opts.Cgroup.SetLimits(l); err != nil {
-					return fail(fmt.Errorf("sandbox: %w", err))
-				}
-			}
-		}
-		cfg.CgroupDirs = opts.Cgroup.V1Dirs()
 	}
 	cmd := &Command{
 		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
 		ns: noNetns(), cgroup: opts.Cgroup, world: w,
 	}
-	switch {
-	case (w != nil && w.rootless || w == nil && caps.Rootless) && opts.Network:
-		// The helper makes the listener in the world's network and hands
-		// it over (see passedListener).
-		l, fd, err := newPassedListener()
-		if err != nil {
-			return fail(err)
+	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
+		err = cmd.setNetwork(&cfg, caps, opts)
+	}
+	if err != nil {
+		if scratch != "" {
+			_ = os.RemoveAll(scratch)
 		}
-		cmd.proxy, cmd.proxyChild, cfg.ProxyFD = l, fd, 3
-	case w != nil:
-		if opts.Network {
-			if cmd.proxy, err = w.listen(); err != nil {
-				return fail(err)
-			}
-			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
-		}
-	case w == nil && caps.Rootless:
-	case caps.Namespaces:
-		// The cache dir is made on the scratch tmpfs when the command
-		// starts (enterNamespaces).
-		if cmd.ns, err = newNetnsHandle(); err != nil {
-			return fail(err)
-		}
-		if opts.Network {
-			if cmd.proxy, err = cmd.ns.listen(); err != nil {
-				cmd.ns.release(false)
-				return fail(err)
-			}
-			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
-		}
-	case opts.CacheDir == "":
-		if err := makeCacheDir(scratch); err != nil {
-			return fail(fmt.Errorf("sandbox: %w", err))
-		}
+		return nil, err
 	}
 	cfg.OwnNamespaces = w == nil && caps.Rootless
 	cfg.LoopbackDirect = w != nil && !opts.LoopbackViaProxy
@@ -418,7 +336,7 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd.Args = []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command}
 	cmd.cfg = cfg
-	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, w != nil && !opts.LoopbackViaProxy, w != nil && w.bases["go-mod"])
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, w != nil && w.bases["go-mod"])
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
@@ -426,6 +344,143 @@ func Prepare(opts Options) (*Command, error) {
 		runtime.AddCleanup(cmd, func(l net.Listener) { _ = l.Close() }, cmd.proxy)
 	}
 	return cmd, nil
+}
+
+// helperPath is the program StartHelper starts.
+func (opts Options) helperPath(caps Capabilities) (string, error) {
+	if opts.Helper != "" {
+		if !filepath.IsAbs(opts.Helper) {
+			return "", fmt.Errorf("sandbox: helper path must be absolute: %q", opts.Helper)
+		}
+		return opts.Helper, nil
+	}
+	if caps.Rootless {
+		return selfPath(), nil
+	}
+	return selfExe, nil
+}
+
+// world returns the command's world (nil: none), refusing a closed one.
+func (opts Options) world() (*world, error) {
+	if opts.World == nil {
+		return nil, nil
+	}
+	if opts.CacheDir != "" {
+		return nil, errors.New("sandbox: a command in a world uses the world's caches: CacheDir must be empty")
+	}
+	if opts.World.w.closed() {
+		return nil, errors.New("sandbox: the conversation's world was closed")
+	}
+	return opts.World.w, nil
+}
+
+// needNamespaces refuses what cannot be enforced without namespaces.
+func needNamespaces(caps Capabilities, roots Roots, network bool) error {
+	switch {
+	case caps.Namespaces:
+		return nil
+	case len(roots.Protected) > 0 || len(roots.Pinned) > 0:
+		return unavailable("protecting a workspace's git hooks and config needs private mount namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+	case network:
+		return unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+	}
+	return nil
+}
+
+// setScratch sets the command's scratch directory: its world's /tmp (and
+// its working directory shown where the world would cover it), or a new
+// per-command directory, which it returns.
+func (c *helperConfig) setScratch(w *world, opts Options, roots Roots) (string, error) {
+	if w != nil {
+		c.Scratch = "/tmp"
+		c.World = &worldConfig{Dir: w.dir, Hide: w.hide, Show: w.show, Rootless: w.rootless}
+		if opts.Dir != "" {
+			d, err := filepath.EvalSymlinks(opts.Dir)
+			if err != nil {
+				return "", fmt.Errorf("sandbox: working directory: %w", err)
+			}
+			if !slices.ContainsFunc(roots.Writable, func(r string) bool { return within(d, r) }) {
+				c.World.Show = append(slices.Clip(c.World.Show), d)
+			}
+		}
+		return "", nil
+	}
+	removeStaleOnce(opts.ScratchRoot)
+	// The engine's pid in the name lets a later engine remove what a
+	// killed one left behind (see removeStale).
+	scratch, err := os.MkdirTemp(opts.ScratchRoot, scratchPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: create scratch dir: %w", err)
+	}
+	if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
+		_ = os.RemoveAll(scratch)
+		return "", fmt.Errorf("sandbox: scratch dir: %w", err)
+	}
+	c.Scratch = scratch
+	return scratch, nil
+}
+
+// setCgroup lowers cg's pids.max to the sandbox's limit and notes its v1
+// directories.
+func (c *helperConfig) setCgroup(cg *proc.Cgroup, lim config.SandboxLimits) error {
+	if cg == nil {
+		return nil
+	}
+	if _, pids := cg.Controllers(); pids && lim.Processes > 0 {
+		l := cg.Limits()
+		if l.Pids == 0 || lim.Processes < l.Pids {
+			l.Pids = lim.Processes
+			if err := cg.SetLimits(l); err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+		}
+	}
+	c.CgroupDirs = cg.V1Dirs()
+	return nil
+}
+
+// setNetwork gives the command its network namespace (a world's, a pooled
+// one, or, rootless, one the helper makes) and, with opts.Network, the
+// proxy's listener there.
+func (cmd *Command) setNetwork(cfg *helperConfig, caps Capabilities, opts Options) error {
+	w := cmd.world
+	var err error
+	switch {
+	case (w != nil && w.rootless || w == nil && caps.Rootless) && opts.Network:
+		// The helper makes the listener in the command's network and
+		// hands it over (see passedListener).
+		l, fd, err := newPassedListener()
+		if err != nil {
+			return err
+		}
+		cmd.proxy, cmd.proxyChild, cfg.ProxyFD = l, fd, 3
+	case w != nil:
+		if opts.Network {
+			if cmd.proxy, err = w.listen(); err != nil {
+				return err
+			}
+			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
+		}
+	case caps.Rootless: // the helper makes its namespaces
+	case caps.Namespaces:
+		// The cache dir is made on the scratch tmpfs when the command
+		// starts (enterNamespaces).
+		if cmd.ns, err = newNetnsHandle(); err != nil {
+			return err
+		}
+		if opts.Network {
+			if cmd.proxy, err = cmd.ns.listen(); err != nil {
+				cmd.ns.release(false)
+				return err
+			}
+			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
+		}
+	case opts.CacheDir == "":
+		if err := makeCacheDir(cmd.Scratch); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
 }
 
 // roots returns opts.Roots and CacheDir with absolute, symlink-free
