@@ -75,6 +75,7 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("bashvisor: permission profile: %w", err)
 		}
 	}
+	e.dropMissingBases()
 	if e.cacheRoot = cfg.Sandbox.CacheDir; e.cacheRoot == "" {
 		e.cacheRoot = filepath.Join(e.outDir, "cache")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -188,4 +189,19 @@ func profileName(s Sandbox) string {
 		return "none"
 	}
 	return string(s.Profile)
+}
+
+// dropMissingBases leaves out the base caches that are not directories,
+// saying so in the log: a conversation's cache then starts empty.
+func (e *Engine) dropMissingBases() {
+	b := &e.cfg.Sandbox.BaseCaches
+	for _, f := range []*string{&b.GoBuild, &b.GoMod, &b.Npm, &b.Pip} {
+		if *f == "" {
+			continue
+		}
+		if fi, err := os.Stat(*f); err != nil || !fi.IsDir() || !filepath.IsAbs(*f) {
+			e.log.Warn("base cache left out: not an absolute path of a directory", "dir", *f)
+			*f = ""
+		}
+	}
 }

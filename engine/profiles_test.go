@@ -317,3 +317,43 @@ func TestBadNetworkAllowlist(t *testing.T) {
 		t.Fatalf("bad allowlist: %s %q %v", r.Status, r.Output, r.Err)
 	}
 }
+
+// TestBaseCachesWarmTheFirstBuild: with a base Go build cache
+// (Sandbox.BaseCaches.GoBuild) a conversation's first sandboxed go build
+// finds the standard library compiled: measured side by side with the
+// cold build that filled the base (the same module, unrestricted, from an
+// empty cache), it is much faster; and nothing it writes reaches the base.
+func TestBaseCachesWarmTheFirstBuild(t *testing.T) {
+	needNamespaces(t)
+	goBin := testenv.NeedsTool(t, "go")[0]
+	base := t.TempDir()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"net/http\"\n\nfunc main() { _ = http.ListenAndServe }\n"), 0o644)
+	env := map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	e := newEngine(t, func(c *engine.Config) {
+		c.SlowTimeout = 10 * time.Minute
+		c.Sandbox.BaseCaches.GoBuild = base
+	})
+	build := func(tc engine.ToolContext, command string) time.Duration {
+		t.Helper()
+		tc.Env = env
+		r := e.Run(context.Background(), tc, engine.Input{Command: command, Mode: engine.ModeSlow})
+		if r.Status != engine.StatusOK || r.Output != "built\n" {
+			t.Fatalf("go build: %s %q", r.Status, r.Output)
+		}
+		return time.Duration(r.DurationMS) * time.Millisecond
+	}
+	cold := build(engine.ToolContext{WorkingDir: dir, ConversationID: "base-fill"},
+		`GOCACHE=`+base+` go build -o /dev/null . && echo built`)
+	before, _ := filepath.Glob(filepath.Join(base, "*", "*"))
+	warm := build(restricted(dir), `go build -o "$TMPDIR/hello" . && echo built`)
+	t.Logf("go build of a module importing net/http: cold (filling the base) %v, first sandboxed build on the base %v (%.2fx)",
+		cold, warm, float64(warm)/float64(cold))
+	if warm >= cold/2 {
+		t.Errorf("the first sandboxed build (%v) is not much faster than the cold one (%v): the base did not warm it", warm, cold)
+	}
+	if after, _ := filepath.Glob(filepath.Join(base, "*", "*")); len(after) != len(before) {
+		t.Errorf("the sandboxed build changed the base: %d entries, then %d", len(before), len(after))
+	}
+}

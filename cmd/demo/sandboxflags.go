@@ -3,22 +3,26 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/egress"
 )
 
 // sandboxFlags are the sandbox settings of run, mcp and schema: -sandbox
 // (with -restricted as the alias of -sandbox read-only), -allow-net,
-// -writable and -cache-dir.
+// -writable, -cache-dir and -base-caches.
 type sandboxFlags struct {
 	profile    string
 	restricted bool
 	allowNet   stringList
 	writable   stringList
 	cacheDir   string
+	baseCaches bool
 }
 
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
@@ -26,7 +30,8 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.restricted, "restricted", false, "same as -sandbox read-only")
 	fs.Var(&f.allowNet, "allow-net", "let sandboxed commands reach these `hosts` through the egress proxy: domains, *.domains, host:port, presets npm, pypi, go, crates, debian, github (comma-separated, repeatable; default: no network)")
 	fs.Var(&f.writable, "writable", "another `dir`ectory workspace-write may write (repeatable)")
-	fs.StringVar(&f.cacheDir, "cache-dir", "", "keep sandboxed commands' build caches under `dir` (default: in the engine's output directory, removed at exit)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "make each conversation's sandbox directory (its /tmp and build caches are mounted there) under `dir` (default: in the engine's output directory)")
+	fs.BoolVar(&f.baseCaches, "base-caches", true, "start every conversation's Go build and module caches and npm cache from this user's (go env GOCACHE GOMODCACHE, npm config get cache), read-only")
 }
 
 // sandbox returns the engine sandbox the flags describe.
@@ -75,8 +80,11 @@ func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
 	return s, nil
 }
 
-// apply sets the engine configuration's cache directory.
+// apply sets the engine configuration's cache directory and base caches.
 func (f *sandboxFlags) apply(c *engine.Config) error {
+	if p, err := f.sandbox(); f.baseCaches && err == nil && p.On() {
+		c.Sandbox.BaseCaches = userCaches()
+	}
 	if f.cacheDir == "" {
 		return nil
 	}
@@ -86,4 +94,24 @@ func (f *sandboxFlags) apply(c *engine.Config) error {
 	}
 	c.Sandbox.CacheDir = abs
 	return nil
+}
+
+// userCaches finds this user's Go and npm caches, those that exist.
+func userCaches() config.BaseCaches {
+	var b config.BaseCaches
+	ask := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			return ""
+		}
+		dir := strings.TrimSpace(string(out))
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || !filepath.IsAbs(dir) {
+			return ""
+		}
+		return dir
+	}
+	b.GoBuild = ask("go", "env", "GOCACHE")
+	b.GoMod = ask("go", "env", "GOMODCACHE")
+	b.Npm = ask("npm", "config", "get", "cache")
+	return b
 }
