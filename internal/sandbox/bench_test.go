@@ -145,6 +145,20 @@ func BenchmarkOverhead(b *testing.B) {
 	withCache := func(o *sandbox.Options) { o.CacheDir = cache }
 	withWorkspace := func(o *sandbox.Options) { o.CacheDir, o.Roots = cache, roots }
 	withNetwork := func(o *sandbox.Options) { o.CacheDir, o.Network = cache, true }
+	// A conversation's world, as the engine makes it: the engine's state
+	// directory hidden but the conversation's own output directory.
+	state := b.TempDir()
+	own := filepath.Join(state, "conversation-a")
+	if err := os.MkdirAll(own, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	w, err := sandbox.NewWorld(sandbox.WorldOptions{Dir: filepath.Join(state, "cache", "a"), Hide: []string{state}, Show: []string{own}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Close() })
+	withWorld := func(o *sandbox.Options) { o.World = w }
+	withWorldWorkspace := func(o *sandbox.Options) { o.World, o.Roots = w, roots }
 	variants := []variant{
 		{"self", "", "", 0, false, nil},
 		{"self/no-cgroup", "", "", -1, false, nil},
@@ -153,6 +167,9 @@ func BenchmarkOverhead(b *testing.B) {
 		{"direct/cache-dir", "", "", 0, true, withCache},
 		{"direct/workspace", "", "", 0, true, withWorkspace},
 		{"direct/network", "", "", 0, true, withNetwork},
+		{"direct/world", "", "", 0, true, withWorld},
+		{"direct/world/workspace", "", "", 0, true, withWorldWorkspace},
+		{"self/world", "", "", 0, false, withWorld},
 	}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		variants = append(variants,

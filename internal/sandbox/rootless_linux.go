@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -438,6 +439,9 @@ func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error
 	}
 	files := [4]*os.File{}
 	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		if v == io.Discard {
+			v = nil
+		}
 		switch f := v.(type) {
 		case *os.File:
 			files[i] = f
@@ -449,7 +453,7 @@ func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error
 			defer null.Close()
 			files[i] = null
 		default:
-			return fmt.Errorf("sandbox: the standard files of a command started in a user namespace by a non-dumpable process must be *os.File (descriptor %d is %T)", i, v)
+			return fmt.Errorf("sandbox: the standard files of a rootless command (in a world, or started by a non-dumpable process) must be *os.File, nil or io.Discard (descriptor %d is %T)", i, v)
 		}
 	}
 	files[3] = extra
