@@ -18,19 +18,23 @@ type Sandbox struct {
 	// ./cmd/bashvisor-sandbox, which starts faster than a large engine
 	// binary. Empty means the running executable.
 	HelperPath string
-	// ScratchRoot is where sandboxed commands' scratch directories are
-	// made (default os.TempDir()). Where the engine can create namespaces
-	// the scratch directory is a tmpfs of its own and only its empty mount
-	// point lives here.
+	// ScratchRoot is where the sandbox package makes per-command scratch
+	// directories for commands without a conversation's world (default
+	// os.TempDir()); the engine's commands always have one, whose /tmp is
+	// the conversation's.
 	ScratchRoot string
-	// CacheDir is the root of the build and package caches sandboxed
-	// commands may write (GOCACHE, npm, pip, XDG_CACHE_HOME; GOMODCACHE
-	// and CARGO_HOME too when the command has network), one directory per
-	// conversation, so that a conversation's second build is warm and no
-	// conversation's commands can plant build outputs another's use. It
-	// must not be inside a workspace. Empty: a directory in the output
-	// directory, removed with it; set it to keep caches across restarts.
-	// Ending a conversation removes its caches.
+	// CacheDir is where each conversation's world directory is made
+	// (CacheDir/conversation-KEY): the mount point of its own file system,
+	// which holds its /tmp and its build and package caches (GOCACHE, npm,
+	// pip, XDG_CACHE_HOME below CacheDir/conversation-KEY/cache;
+	// GOMODCACHE and CARGO_HOME too when the command has network or a
+	// module cache base), so that a conversation's second build is warm and
+	// no conversation's commands can plant build outputs another's use.
+	// The engine sees empty directories there; the caches live in memory
+	// (a tmpfs, swappable) and are gone with the conversation. Sandboxed
+	// commands see only their own conversation's directory here. It must
+	// not be inside a workspace. Empty: a directory in the output
+	// directory.
 	CacheDir string
 	// BaseCaches are read-only starting points of every conversation's
 	// build and package caches (see BaseCaches); empty: they start empty.
@@ -106,17 +110,19 @@ type SandboxLimits struct {
 	// the pids controller; a lower limit already set on the cgroup stays
 	// (the stricter wins).
 	Processes int
-	// ScratchBytes is the size of the scratch directory ($TMPDIR; default
-	// 2 GiB): writes beyond it fail with ENOSPC ("No space left on
-	// device"). Its contents live in memory (a tmpfs, swappable) and count
-	// against nothing else. Only enforced where the engine can create
-	// private namespaces; elsewhere the scratch directory is a plain
-	// directory in ScratchRoot with no quota (only FileSize bounds each
-	// file).
+	// ScratchBytes is each conversation's quota (default 2 GiB): what its
+	// /tmp ($TMPDIR), the changes to its build caches and its background
+	// jobs' output files hold together. The first two live on one file
+	// system of the conversation's (a tmpfs: memory, swappable), whose
+	// size, when a sandboxed command starts, is the quota less what the
+	// job output files hold on disk (those are bounded each by
+	// Output.JobFileCap); writes beyond fail with ENOSPC ("No space left
+	// on device"), and the command's result says how the quota is used.
+	// (A command started by the sandbox package without a world gets a
+	// scratch directory of this size instead.)
 	ScratchBytes uint64
 	// ScratchFiles bounds the number of files and directories in the
-	// scratch directory (default 100,000; ENOSPC beyond). Enforced like
-	// ScratchBytes.
+	// conversation's file system (default 100,000; ENOSPC beyond).
 	ScratchFiles uint64
 }
 

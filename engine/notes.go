@@ -6,6 +6,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // sandboxNote is the one note that ends a sandboxed command's result when
@@ -17,7 +18,8 @@ import (
 //
 //   - the egress proxy refused a destination (known: the proxy reports it);
 //   - ENOSPC while the conversation's file system is (nearly) full: its
-//     quota (Sandbox.Limits.ScratchBytes);
+//     quota (Sandbox.Limits.ScratchBytes), which its /tmp, the changes to
+//     its caches and its job output files share;
 //   - EFBIG: the file size limit (Sandbox.Limits.FileSize);
 //   - fork failing with EAGAIN: the process limit
 //     (Sandbox.Limits.Processes);
@@ -53,8 +55,11 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	lim := e.cfg.Sandbox.Limits.WithDefaults()
 	switch {
 	case strings.Contains(out, "No space left on device") && e.worldFull(tc.ConversationID):
-		return "[sandbox: the conversation's file system is full: its /tmp and the changes to its build caches share " +
-			limitBytes(lim.ScratchBytes) + "; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]"
+		_, jobBytes := e.worldSize(tc.ConversationID)
+		used, _ := e.worldUsage(tc.ConversationID)
+		return "[sandbox: the conversation's quota of " + limitBytes(lim.ScratchBytes) + " is full: its /tmp and the changes to its build caches hold " +
+			truncate.Humanize(int64(used)) + ", its background jobs' output files " + truncate.Humanize(int64(jobBytes)) +
+			"; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]"
 	case mentions(out, []string{"File too large", "File size limit exceeded", "EFBIG"}):
 		return "[sandbox: a file reached the size limit of " + limitBytes(lim.FileSize) + " per file (setting: Sandbox.Limits.FileSize)]"
 	case strings.Contains(out, "fork") && strings.Contains(out, "Resource temporarily unavailable"):
@@ -86,14 +91,24 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 // worldFull reports whether the conversation's file system has less than
 // 5% (at most 16 MiB) left.
 func (e *Engine) worldFull(conversation string) bool {
+	used, size := e.worldUsage(conversation)
+	return size > 0 && size-used < max(min(size/20, 16<<20), 1<<20)
+}
+
+// worldUsage is what the conversation's file system holds, and its size
+// (0, 0 without a world).
+func (e *Engine) worldUsage(conversation string) (used, size uint64) {
 	e.worldsMu.Lock()
 	w := e.worlds[conversation]
 	e.worldsMu.Unlock()
 	if w == nil {
-		return false
+		return 0, 0
 	}
 	used, size, err := w.Usage()
-	return err == nil && size > 0 && size-used < min(size/20, 16<<20)
+	if err != nil {
+		return 0, 0
+	}
+	return used, size
 }
 
 // limitBytes formats a sandbox limit (config.Unlimited: "no limit").

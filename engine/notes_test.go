@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestDenialNotes(t *testing.T) {
 		{"udp socket", "read-only", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'`,
 			"[sandbox: only TCP sockets are allowed", []string{"python3"}},
 		{"quota", "read-only", "for i in $(seq 12); do head -c 1000K /dev/zero > /tmp/big$i || exit; done",
-			"[sandbox: the conversation's file system is full: its /tmp and the changes to its build caches share 8 MiB; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]", nil},
+			"[sandbox: the conversation's quota of 8 MiB is full: its /tmp and the changes to its build caches hold ", nil},
 		{"file size", "read-only", "rm -f /tmp/big*; head -c 2M /dev/zero > /tmp/f",
 			"[sandbox: a file reached the size limit of 1 MiB per file (setting: Sandbox.Limits.FileSize)]", nil},
 		{"host tmp", "read-only", "cat /tmp/" + marker,
@@ -78,5 +79,27 @@ func TestProcessLimitNote(t *testing.T) {
 	want := "[sandbox: the command reached its limit of 16 processes and threads (setting: Sandbox.Limits.Processes)]"
 	if r.Status != engine.StatusFailed || lines[len(lines)-1] != want {
 		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+}
+
+// TestQuotaCoversJobFiles: one quota per conversation: what its
+// background jobs' output files hold is taken from what its /tmp may hold
+// when the next sandboxed command starts, and the note says both.
+func TestQuotaCoversJobFiles(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t, func(c *engine.Config) {
+		c.Sandbox.Limits.ScratchBytes = 8 << 20
+		c.Output.JobFileCap = 4 << 20
+	})
+	tc := conversation("quota", t.TempDir(), engine.ReadOnly)
+	j := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: "head -c 5M /dev/zero | tr '\\0' a"})
+	if j.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", j.Status, j.Output)
+	}
+	waitJob(t, e, j.JobID, tc.ConversationID)
+	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in 1 2 3 4 5 6; do head -c 1000K /dev/zero > /tmp/f$i || exit; done; echo all"})
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "No space left on device") ||
+		!regexp.MustCompile(`its background jobs' output files [34]\.\d MiB; remove files from /tmp \(setting: Sandbox.Limits.ScratchBytes\)\]$`).MatchString(r.Output) {
+		t.Fatalf("6 MB into /tmp with 4 MiB of job files in an 8 MiB quota: %s %q", r.Status, r.Output)
 	}
 }

@@ -108,6 +108,7 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		return nil, err
 	}
 	p.World = w
+	p.WorldSize, _ = e.worldSize(tc.ConversationID)
 	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
@@ -146,6 +147,22 @@ func (e *Engine) world(conversation string) (*sandbox.World, error) {
 	}
 	e.worlds[conversation] = w
 	return w, nil
+}
+
+// worldSize is what the conversation's world may hold when its next
+// command starts: its quota (Sandbox.Limits.ScratchBytes) less what its
+// job output files hold on disk (at least 1 MiB), and those bytes.
+func (e *Engine) worldSize(conversation string) (size uint64, jobBytes uint64) {
+	q := e.cfg.Sandbox.Limits.WithDefaults().ScratchBytes
+	for _, st := range e.sup.Jobs(conversation) {
+		if st.Output != nil {
+			jobBytes += uint64(st.Output.DiskSize())
+		}
+	}
+	if jobBytes+1<<20 >= q {
+		return 1 << 20, jobBytes
+	}
+	return q - jobBytes, jobBytes
 }
 
 // endWorld closes a conversation's world (its commands have ended).

@@ -119,7 +119,7 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		opts := sandbox.Options{
 			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
-			World: p.World, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
+			World: p.World, WorldSize: p.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
 		}
 		if p.Workspace {
 			roots, err := sandbox.WorkspaceRoots(spec.Dir)

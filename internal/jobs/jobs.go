@@ -127,6 +127,10 @@ type Profile struct {
 	// caches and loopback network. Nil: the job gets a scratch directory
 	// and a network namespace of its own, and no caches.
 	World *sandbox.World
+	// WorldSize is what the world's file system may hold for this job's
+	// start (0: as it is): the conversation's quota less its job output
+	// files.
+	WorldSize uint64
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
 	Network *egress.Allowlist

@@ -174,6 +174,11 @@ func makeView(cfg *helperConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if cfg.World != nil {
+		if err := cfg.World.resize(); err != nil {
+			return err
+		}
+	}
 	if cfg.readOnlyMounts() {
 		if err := mountView(cfg); err != nil {
 			return err

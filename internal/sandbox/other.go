@@ -39,6 +39,7 @@ type worldConfig struct {
 	Dir        string
 	Hide, Show []string
 	Rootless   bool
+	Size       uint64
 }
 
 func (w *world) listen() (net.Listener, error) { return nil, unavailable("not Linux") }

@@ -152,6 +152,11 @@ type Options struct {
 	// would cover it (a read-only command working below the host's /tmp);
 	// "": not needed.
 	Dir string
+	// WorldSize, in a World, resizes the world's file system before the
+	// command starts (0: as it is; never below what it holds): the engine
+	// gives it what the conversation's quota leaves after its job output
+	// files.
+	WorldSize uint64
 	// LoopbackViaProxy, with Network in a World, sends HTTP clients to
 	// loopback addresses through the proxy too (NO_PROXY empty), for an
 	// allowlist that names a server on the engine's loopback; otherwise
@@ -393,7 +398,7 @@ func needNamespaces(caps Capabilities, roots Roots, network bool) error {
 func (c *helperConfig) setScratch(w *world, opts Options, roots Roots) (string, error) {
 	if w != nil {
 		c.Scratch = "/tmp"
-		c.World = &worldConfig{Dir: w.dir, Hide: w.hide, Show: w.show, Rootless: w.rootless}
+		c.World = &worldConfig{Dir: w.dir, Hide: w.hide, Show: w.show, Rootless: w.rootless, Size: opts.WorldSize}
 		if opts.Dir != "" {
 			d, err := filepath.EvalSymlinks(opts.Dir)
 			if err != nil {

@@ -52,6 +52,35 @@ type worldConfig struct {
 	// Rootless: the helper, in the world's user namespace, makes the
 	// command's mount namespace itself.
 	Rootless bool `json:"rootless,omitempty"`
+	// Size, when set, is the size the world's file system gets before
+	// the command starts (see Options.WorldSize).
+	Size uint64 `json:"size,omitempty"`
+}
+
+// resize sets the size of the world's file system (a tmpfs), from inside a
+// mount namespace that has it (the world's or a command's): never below
+// what it holds, which the kernel refuses.
+func (c *worldConfig) resize() error {
+	if c.Size == 0 {
+		return nil
+	}
+	fd, err := unix.Fspick(unix.AT_FDCWD, c.Dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT)
+	if err != nil {
+		return fmt.Errorf("resize the world's file system: %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Statfs_t
+	size := c.Size
+	if err := unix.Statfs(c.Dir, &st); err == nil {
+		size = max(size, (st.Blocks-st.Bfree)*uint64(st.Bsize)+1<<20)
+	}
+	if err := unix.FsconfigSetString(fd, "size", strconv.FormatUint(size, 10)); err != nil {
+		return fmt.Errorf("resize the world's file system: %w", err)
+	}
+	if err := unix.FsconfigReconfigure(fd); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("resize the world's file system: %w", err)
+	}
+	return nil
 }
 
 // NewWorld makes a conversation's world: its network namespace with
