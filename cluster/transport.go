@@ -191,6 +191,17 @@ func startNode(opts nodeOptions) (n *node, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("starting protoactor remote on %s: %v", opts.listen, p)
+			// A provider that fails to start (no etcd, not in a pod)
+			// panics after the remote and gossip started: stop them, so
+			// that the port is free and no goroutine outlives the error.
+			if n.remote == nil && n.pc != nil {
+				n.remote = n.pc.Remote
+			}
+			if n.remote != nil {
+				n.stop(nil)
+			} else {
+				sys.Shutdown()
+			}
 		}
 	}()
 	if opts.beforeStart != nil {

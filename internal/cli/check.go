@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -57,7 +57,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			writeJSON(stdout, checkOutput{Verdict: safety.Verdict{Decision: "error", Reason: err.Error()}})
 		} else {
-			fmt.Fprintln(stderr, "demo check:", err)
+			fmt.Fprintln(stderr, errPrefix("check"), err)
 		}
 		return exitSystem
 	}
@@ -83,7 +83,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	if *asJSON {
 		if err := writeJSON(stdout, out); err != nil {
-			fmt.Fprintln(stderr, "demo check:", err)
+			fmt.Fprintln(stderr, errPrefix("check"), err)
 			return exitSystem
 		}
 		return code

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,64 +12,61 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// clusterTokenEnv names the environment variable holding the fleet's
+// ClusterTokenEnv names the environment variable holding the fleet's
 // shared token.
-const clusterTokenEnv = "BASHVISOR_CLUSTER_TOKEN"
+const ClusterTokenEnv = "BASHVISOR_CLUSTER_TOKEN"
 
-// clusterName is the protoactor cluster name of `demo executor` and `demo
-// mcp -cluster`.
-const clusterName = "bashvisor"
+// ClusterName is the protoactor cluster name of `executor` and `mcp
+// -cluster`: the etcd key prefix, the Kubernetes pod label's value.
+const ClusterName = "bashvisor"
 
-// exitFenced is `demo executor`'s status after it fenced itself: restart
+// exitFenced is `executor`'s status after it fenced itself: restart
 // it (a new process joins under a new id).
 const exitFenced = 75
 
-// parseCluster turns -cluster into a membership: "automanaged:HOST:PORT,…"
-// (the health endpoints of every executor, listed in advance),
-// "etcd:URL,…" or "k8s". healthPort is an automanaged executor's own
-// health port (0 on the front).
+// parseCluster turns -cluster KIND:ARG into a membership:
+// "automanaged:HOST:PORT,…" (the health endpoints of every executor,
+// listed in advance; every program has it) or a kind of
+// Program.Memberships ("etcd:URL,…" and "k8s" in bashvisor-fleet).
+// healthPort is an automanaged executor's own health port (0 on the
+// front).
 func parseCluster(spec string, healthPort int) (cluster.Membership, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "automanaged":
+	if kind == "automanaged" {
 		hosts := strings.Split(arg, ",")
 		if arg == "" {
 			return nil, fmt.Errorf("-cluster automanaged:HOST:PORT,… needs the health endpoints")
 		}
-		return cluster.Provider(clusterName, func() (pacluster.ClusterProvider, error) {
+		return cluster.Provider(ClusterName, func() (pacluster.ClusterProvider, error) {
 			return automanaged.NewWithConfig(500*time.Millisecond, healthPort, hosts...), nil
 		}), nil
-	case "etcd":
-		if arg == "" {
-			return nil, fmt.Errorf("-cluster etcd:URL,… needs the etcd endpoints")
-		}
-		eps := strings.Split(arg, ",")
-		return cluster.Provider(clusterName, func() (pacluster.ClusterProvider, error) {
-			return etcd.NewWithConfig("/bashvisor", clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-		}), nil
-	case "k8s":
-		return cluster.Provider(clusterName, func() (pacluster.ClusterProvider, error) { return k8s.New() }), nil
 	}
-	return nil, fmt.Errorf("-cluster must be automanaged:HOSTS, etcd:ENDPOINTS or k8s, not %q", spec)
+	if m, ok := prog.Memberships[kind]; ok {
+		return m(arg, healthPort)
+	}
+	kinds := []string{"automanaged:HOSTS"}
+	for k := range prog.Memberships {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	if (kind == "etcd" || kind == "k8s") && prog.Missing != "" {
+		return nil, fmt.Errorf("-cluster %s: %s has no %s membership (its client would double the binary); use %s", kind, prog.Name, kind, prog.Missing)
+	}
+	return nil, fmt.Errorf("-cluster must be one of %s, not %q", strings.Join(kinds, ", "), spec)
 }
 
-// cmdExecutor runs `demo executor`: an engine served to fronts (demo mcp
-// -executors or -cluster). It exits 0 after SIGINT/SIGTERM (its commands
+// cmdExecutor runs `executor`: an engine served to fronts (mcp -executors
+// or -cluster). It exits 0 after SIGINT/SIGTERM (its commands
 // and jobs ended), 75 once it fenced itself (restart it), 1 when it cannot
 // serve, 64 on bad flags.
 func cmdExecutor(args []string, stdout, stderr io.Writer) int {
@@ -78,8 +75,8 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:7001", "serve fronts at `host:port`; a non-loopback address needs -token")
 	advertise := fs.String("advertise", "", "`host:port` fronts reach this executor at, when it differs from -listen (a pod IP)")
 	name := fs.String("name", "", "name shown to the model when this executor is lost (default: its address)")
-	token := fs.String("token", "", "the fleet's shared `secret` (default $"+clusterTokenEnv+")")
-	spec := fs.String("cluster", "", "membership: automanaged:HOST:PORT,… (health endpoints), etcd:URL,… or k8s (default: none, fronts list this address with -executors)")
+	token := fs.String("token", "", "the fleet's shared `secret` (default $"+ClusterTokenEnv+")")
+	spec := fs.String("cluster", "", "membership: "+clusterKinds()+" (default: none, fronts list this address with -executors)")
 	healthPort := fs.Int("health-port", 6330, "automanaged: the `port` of this executor's health endpoint (binds 0.0.0.0)")
 	fenceAfter := fs.Duration("fence-after", 2*time.Second, "fence (kill every job, refuse everything, exit 75) after the process did not run this long")
 	timeout := fs.Duration("timeout", d.Timeout, "timeout of default mode")
@@ -94,7 +91,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	if *token == "" {
-		*token = os.Getenv(clusterTokenEnv)
+		*token = os.Getenv(ClusterTokenEnv)
 	}
 	var membership cluster.Membership
 	if *spec != "" {
@@ -115,7 +112,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 		Membership: membership, FenceAfter: *fenceAfter, Logger: log,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "demo executor:", err)
+		fmt.Fprintln(stderr, errPrefix("executor"), err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "bashvisor executor %s serving at %s (id %s)\n", x.Name(), x.Addr(), x.ID())
@@ -126,13 +123,13 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	select {
 	case <-sig:
 	case <-x.FenceDone():
-		fmt.Fprintln(stderr, "demo executor: fenced:", x.FenceReason(), "- exiting; restart to serve under a new id")
+		fmt.Fprintln(stderr, errPrefix("executor"), "fenced:", x.FenceReason(), "- exiting; restart to serve under a new id")
 		code = exitFenced
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *grace+d.Lifecycle.CleanupWait+5*time.Second)
 	defer cancel()
 	if err := x.Stop(ctx); err != nil {
-		fmt.Fprintln(stderr, "demo executor: stop:", err)
+		fmt.Fprintln(stderr, errPrefix("executor"), "stop:", err)
 		if code == 0 {
 			code = 1
 		}
@@ -140,7 +137,7 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// fleetFlags are `demo mcp`'s flags for running commands on executors.
+// fleetFlags are `mcp`'s flags for running commands on executors.
 type fleetFlags struct {
 	executors, spec, token string
 	listen, advertise      string
@@ -148,9 +145,9 @@ type fleetFlags struct {
 }
 
 func (ff *fleetFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&ff.executors, "executors", "", "run commands on these executors (`host:port,…`, see demo executor) instead of here; each MCP session is one conversation")
-	fs.StringVar(&ff.spec, "cluster", "", "find the executors by membership instead: automanaged:HOST:PORT,…, etcd:URL,… or k8s")
-	fs.StringVar(&ff.token, "cluster-token", "", "the fleet's shared `secret` (default $"+clusterTokenEnv+")")
+	fs.StringVar(&ff.executors, "executors", "", "run commands on these executors (`host:port,…`, see executor) instead of here; each MCP session is one conversation")
+	fs.StringVar(&ff.spec, "cluster", "", "find the executors by membership instead: "+clusterKinds())
+	fs.StringVar(&ff.token, "cluster-token", "", "the fleet's shared `secret` (default $"+ClusterTokenEnv+")")
 	fs.DurationVar(&ff.wait, "executors-wait", 30*time.Second, "wait this long for the first executor before serving")
 	fs.StringVar(&ff.listen, "cluster-listen", "127.0.0.1:0", "the front's own remote `host:port`, where executors answer (off loopback needs -cluster-token)")
 	fs.StringVar(&ff.advertise, "cluster-advertise", "", "`host:port` executors reach the front at, when it differs from -cluster-listen (a pod IP)")
@@ -166,7 +163,7 @@ func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger) (engine.Runner
 		return engine.New(cfg)
 	}
 	if ff.token == "" {
-		ff.token = os.Getenv(clusterTokenEnv)
+		ff.token = os.Getenv(ClusterTokenEnv)
 	}
 	var m cluster.Membership
 	switch {
@@ -203,83 +200,18 @@ func newConversationID() string {
 	return "mcp-" + hex.EncodeToString(b)
 }
 
-// fleetStress runs `demo stress -executors`: n calls of cmd at
-// concurrency c, one conversation per concurrent worker, through a
-// cluster.Client on the given executors ("local": the same load through a
-// local engine, for comparison). It prints throughput and latency and
-// returns false when any call did not answer ok with the expected output.
-func fleetStress(executors string, n, c int, command, token string, stdout, stderr io.Writer) (bool, error) {
-	var r engine.Runner
-	if executors == "local" {
-		cfg := engine.DefaultConfig()
-		cfg.Admission.MaxRunning = c // every call runs at once, as on executors started with -max-running >= c
-		e, err := engine.New(cfg)
-		if err != nil {
-			return false, err
-		}
-		r = e
-	} else {
-		if token == "" {
-			token = os.Getenv(clusterTokenEnv)
-		}
-		cl, err := cluster.NewClient(cluster.ClientOptions{Membership: cluster.Static(strings.Split(executors, ",")...), Token: token})
-		if err != nil {
-			return false, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = cl.WaitExecutors(ctx, len(strings.Split(executors, ",")))
-		cancel()
-		if err != nil {
-			_ = cl.Shutdown(context.Background())
-			return false, err
-		}
-		r = cl
+// clusterKinds describes the -cluster values the program takes.
+func clusterKinds() string {
+	kinds := []string{"automanaged:HOST:PORT,… (health endpoints)"}
+	if _, ok := prog.Memberships["etcd"]; ok {
+		kinds = append(kinds, "etcd:URL,…")
 	}
-	defer r.Shutdown(context.Background())
-	dir, err := os.MkdirTemp("", "bashvisor-fleet-stress-")
-	if err != nil {
-		return false, err
+	if _, ok := prog.Memberships["k8s"]; ok {
+		kinds = append(kinds, "k8s")
 	}
-	defer os.RemoveAll(dir)
-	want := r.Run(context.Background(), engine.ToolContext{WorkingDir: dir, ConversationID: "warm"}, engine.Input{Command: command})
-	if want.Status != engine.StatusOK {
-		return false, fmt.Errorf("%q: %s %q", command, want.Status, want.Output)
+	s := strings.Join(kinds, ", ")
+	if prog.Missing != "" && len(kinds) == 1 {
+		s += "; etcd and k8s are in " + prog.Missing
 	}
-	lat := make([]time.Duration, n)
-	statuses := make([]engine.Status, n)
-	var bad atomic.Int64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range c {
-		wg.Go(func() {
-			tc := engine.ToolContext{WorkingDir: dir, ConversationID: fmt.Sprintf("stress-%d", w)}
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				t0 := time.Now()
-				res := r.Run(context.Background(), tc, engine.Input{Command: command})
-				lat[i], statuses[i] = time.Since(t0), res.Status
-				if res.Status != engine.StatusOK || res.Output != want.Output {
-					if bad.Add(1) <= 3 {
-						fmt.Fprintf(stderr, "call %d: %s %q, want ok %q\n", i, res.Status, res.Output, want.Output)
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(lat)
-	counts := map[engine.Status]int{}
-	for _, s := range statuses {
-		counts[s]++
-	}
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	fmt.Fprintf(stdout, "fleet stress (%s): %d calls of %q at concurrency %d in %s: %.0f calls/s; latency p50 %s p90 %s p99 %s; statuses %v; %d wrong\n",
-		executors, n, command, c, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
-		pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), counts, bad.Load())
-	return bad.Load() == 0, nil
+	return s
 }
