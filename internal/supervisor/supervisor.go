@@ -114,6 +114,9 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.Cgroups.Parent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
 	}
+	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
+		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)
+	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
@@ -380,6 +383,9 @@ func (s *Supervisor) finish() {
 		if err := s.res.Cgroups.Close(); err != nil {
 			s.res.Log.Warn("removing cgroups", "err", err)
 		}
+	}
+	if err := s.res.Watchdog.Close(); err != nil {
+		s.res.Log.Warn("the engine's watchdog", "err", err)
 	}
 	close(s.done)
 }
