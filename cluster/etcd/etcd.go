@@ -14,6 +14,7 @@ import (
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	paetcd "github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/bashvisor/bashvisor/cluster"
 )
@@ -29,6 +30,8 @@ const DialTimeout = 5 * time.Second
 // and stopping a node does not wait for etcd (see [cluster.Provider]).
 func Membership(name string, endpoints ...string) cluster.Membership {
 	return cluster.Provider(name, func() (pacluster.ClusterProvider, error) {
-		return paetcd.NewWithConfig("/"+name, clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout})
+		// The client's own logger writes JSON to stderr, retries
+		// included: the node logs what matters through slog.
+		return paetcd.NewWithConfig("/"+name, clientv3.Config{Endpoints: endpoints, DialTimeout: DialTimeout, Logger: zap.NewNop()})
 	})
 }

@@ -3,3 +3,10 @@ package proc
 // WaitRenewals waits for the background removals and renewals of m's
 // cgroups (RecycleEmpty renews some parts off the caller).
 func (m *Cgroups) WaitRenewals() { m.pending.Wait() }
+
+// Abandon closes the watchdog's pipe without a goodbye, as the kernel
+// does when the engine's process dies, and waits for the watchdog.
+func (w *Watchdog) Abandon() error {
+	_ = closeFD(w.fd)
+	return w.cmd.Wait()
+}

@@ -154,3 +154,5 @@ func (w *Watchdog) Close() error {
 	})
 	return err
 }
+
+func closeFD(fd int) error { return unix.Close(fd) }
