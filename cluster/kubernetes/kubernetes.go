@@ -16,9 +16,11 @@ import (
 )
 
 // Verbs are what the pod's service account must be allowed on pods in its
-// namespace: the provider reads and watches the pods of the fleet and
-// labels its own (deploy/kubernetes grants exactly these).
-var Verbs = []string{"get", "list", "watch", "update", "patch"}
+// namespace: the membership reads its own pod, labels it (a JSON patch)
+// and watches the fleet's pods by label (deploy/kubernetes grants exactly
+// these; the test of this package records the requests of a running
+// executor and front to check the list).
+var Verbs = []string{"get", "patch", "watch"}
 
 // Membership is membership through the Kubernetes API of the cluster the
 // process runs in (in-cluster configuration), for fleets named name.

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -65,51 +68,120 @@ func parseCluster(spec string, healthPort int) (cluster.Membership, error) {
 	return nil, fmt.Errorf("-cluster must be one of %s, not %q", strings.Join(kinds, ", "), spec)
 }
 
+// executorArgs are `executor`'s parsed flags.
+type executorArgs struct {
+	listen, advertise, name, token string
+	membership                     cluster.Membership
+	fenceAfter, timeout, slow      time.Duration
+	grace                          time.Duration
+	maxRunning                     int
+	verbose                        bool
+}
+
+// parseExecutor parses and checks `executor`'s flags; when ok is false
+// the command returns code at once (after -h, or a usage error).
+func parseExecutor(args []string, stdout, stderr io.Writer) (ea *executorArgs, code int, ok bool) {
+	d := engine.DefaultConfig()
+	ea = &executorArgs{}
+	fs := newFlagSet("executor")
+	fs.StringVar(&ea.listen, "listen", "127.0.0.1:7001", "serve fronts at `host:port`; a non-loopback address needs -token")
+	fs.StringVar(&ea.advertise, "advertise", "", "`host:port` fronts reach this executor at, when it differs from -listen (a pod IP)")
+	fs.StringVar(&ea.name, "name", "", "name shown to the model when this executor is lost (default: its address)")
+	fs.StringVar(&ea.token, "token", "", "the fleet's shared `secret` (default $"+ClusterTokenEnv+")")
+	spec := fs.String("cluster", "", "membership: "+clusterKinds()+" (default: none, fronts list this address with -executors)")
+	healthPort := fs.Int("health-port", 6330, "automanaged: the `port` of this executor's health endpoint (binds 0.0.0.0)")
+	fs.DurationVar(&ea.fenceAfter, "fence-after", 2*time.Second, "fence (kill every job, refuse everything, exit 75) after the process did not run this long")
+	fs.DurationVar(&ea.timeout, "timeout", d.Timeout, "timeout of default mode")
+	fs.DurationVar(&ea.slow, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
+	fs.DurationVar(&ea.grace, "grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
+	fs.IntVar(&ea.maxRunning, "max-running", 0, "foreground commands running at once (default 4 per CPU)")
+	fs.BoolVar(&ea.verbose, "v", false, "debug logs on stderr")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return nil, code, false
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError(fs, stderr, "unexpected arguments: %q", fs.Args()), false
+	}
+	if ea.token == "" {
+		ea.token = os.Getenv(ClusterTokenEnv)
+	}
+	if *spec != "" {
+		var err error
+		if ea.membership, err = parseCluster(*spec, *healthPort); err != nil {
+			return nil, usageError(fs, stderr, "%v", err), false
+		}
+	}
+	return ea, 0, true
+}
+
+// CheckArgs parses and checks the arguments of p's subcommand executor
+// or mcp (args[0]) as the command would, without running it: for
+// deployment files that name them. A non-loopback listen address without
+// a token is an error, as at run time.
+func (p *Program) CheckArgs(args []string) error {
+	prog = p
+	if len(args) == 0 {
+		return errors.New("no command")
+	}
+	var out, errb strings.Builder
+	switch args[0] {
+	case "executor":
+		ea, code, ok := parseExecutor(args[1:], &out, &errb)
+		if !ok {
+			return fmt.Errorf("exit %d: %s", code, errb.String())
+		}
+		return checkListen(ea.listen, ea.token)
+	case "mcp":
+		f, fs := newMCPFlags()
+		if code, ok := parseFlags(fs, args[1:], &out, &errb); !ok {
+			return fmt.Errorf("exit %d: %s", code, errb.String())
+		}
+		if err := f.check(fs); err != nil {
+			return err
+		}
+		if f.fleet.spec != "" {
+			if _, err := parseCluster(f.fleet.spec, 0); err != nil {
+				return err
+			}
+		}
+		token := cmp.Or(f.fleet.token, os.Getenv(ClusterTokenEnv))
+		return checkListen(f.fleet.listen, token)
+	}
+	return fmt.Errorf("%s: not a command CheckArgs knows", args[0])
+}
+
+// checkListen refuses a non-loopback cluster address without a token.
+func checkListen(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%w: %s", cluster.ErrNoToken, addr)
+	}
+	return nil
+}
+
 // cmdExecutor runs `executor`: an engine served to fronts (mcp -executors
 // or -cluster). It exits 0 after SIGINT/SIGTERM (its commands
 // and jobs ended), 75 once it fenced itself (restart it), 1 when it cannot
 // serve, 64 on bad flags.
 func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	d := engine.DefaultConfig()
-	fs := newFlagSet("executor")
-	listen := fs.String("listen", "127.0.0.1:7001", "serve fronts at `host:port`; a non-loopback address needs -token")
-	advertise := fs.String("advertise", "", "`host:port` fronts reach this executor at, when it differs from -listen (a pod IP)")
-	name := fs.String("name", "", "name shown to the model when this executor is lost (default: its address)")
-	token := fs.String("token", "", "the fleet's shared `secret` (default $"+ClusterTokenEnv+")")
-	spec := fs.String("cluster", "", "membership: "+clusterKinds()+" (default: none, fronts list this address with -executors)")
-	healthPort := fs.Int("health-port", 6330, "automanaged: the `port` of this executor's health endpoint (binds 0.0.0.0)")
-	fenceAfter := fs.Duration("fence-after", 2*time.Second, "fence (kill every job, refuse everything, exit 75) after the process did not run this long")
-	timeout := fs.Duration("timeout", d.Timeout, "timeout of default mode")
-	slow := fs.Duration("slow-timeout", d.SlowTimeout, "timeout of slow mode")
-	grace := fs.Duration("grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
-	maxRunning := fs.Int("max-running", 0, "foreground commands running at once (default 4 per CPU)")
-	verbose := fs.Bool("v", false, "debug logs on stderr")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	ea, code, ok := parseExecutor(args, stdout, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
-	}
-	if *token == "" {
-		*token = os.Getenv(ClusterTokenEnv)
-	}
-	var membership cluster.Membership
-	if *spec != "" {
-		var err error
-		if membership, err = parseCluster(*spec, *healthPort); err != nil {
-			return usageError(fs, stderr, "%v", err)
-		}
-	}
 	level := slog.LevelInfo
-	if *verbose {
+	if ea.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := d
-	cfg.Timeout, cfg.SlowTimeout, cfg.Lifecycle.Grace, cfg.Admission.MaxRunning, cfg.Logger = *timeout, *slow, *grace, *maxRunning, log
+	cfg.Timeout, cfg.SlowTimeout, cfg.Lifecycle.Grace, cfg.Admission.MaxRunning, cfg.Logger = ea.timeout, ea.slow, ea.grace, ea.maxRunning, log
 	x, err := cluster.NewExecutor(cfg, cluster.ExecutorOptions{
-		Listen: *listen, AdvertisedHost: *advertise, Token: *token, Name: *name,
-		Membership: membership, FenceAfter: *fenceAfter, Logger: log,
+		Listen: ea.listen, AdvertisedHost: ea.advertise, Token: ea.token, Name: ea.name,
+		Membership: ea.membership, FenceAfter: ea.fenceAfter, Logger: log,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, errPrefix("executor"), err)
@@ -119,14 +191,13 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	code := 0
 	select {
 	case <-sig:
 	case <-x.FenceDone():
 		fmt.Fprintln(stderr, errPrefix("executor"), "fenced:", x.FenceReason(), "- exiting; restart to serve under a new id")
 		code = exitFenced
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *grace+d.Lifecycle.CleanupWait+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), ea.grace+d.Lifecycle.CleanupWait+5*time.Second)
 	defer cancel()
 	if err := x.Stop(ctx); err != nil {
 		fmt.Fprintln(stderr, errPrefix("executor"), "stop:", err)
