@@ -11,6 +11,7 @@ package kubernetes
 import (
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
+	"k8s.io/client-go/rest"
 
 	"github.com/bashvisor/bashvisor/cluster"
 )
@@ -27,5 +28,17 @@ var Verbs = []string{"get", "patch", "watch"}
 // Executors must set [cluster.ExecutorOptions.AdvertisedHost] to their pod
 // IP: the provider otherwise advertises the listen address (0.0.0.0).
 func Membership(name string) cluster.Membership {
-	return cluster.Provider(name, func() (pacluster.ClusterProvider, error) { return k8s.New() })
+	return membership(name, rest.InClusterConfig)
+}
+
+// membership is Membership with the API server's configuration from
+// config (the tests' fake API server) and provider options.
+func membership(name string, config func() (*rest.Config, error), opts ...k8s.Option) cluster.Membership {
+	return cluster.Provider(name, func() (pacluster.ClusterProvider, error) {
+		c, err := config()
+		if err != nil {
+			return nil, err
+		}
+		return k8s.NewWithConfig(c, opts...)
+	})
 }
