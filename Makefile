@@ -44,9 +44,13 @@ ci: test
 
 # What the suite needs beyond Go, bash and git: etcd for the cluster
 # package's etcd scenario (skipped without it unless REQUIRE_ETCD=1, which
+# .ci/run sets); npm for mcpserver's conformance and TypeScript client
+# tests, which npm ci the packages pinned in mcpserver/testdata/node
+# (skipped without npm or the registry unless REQUIRE_TOOLS=1, which
 # .ci/run sets).
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
+	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
 
 # Regenerate cluster/clusterpb from its .proto (the generated code is
 # committed): needs protoc (Debian's protobuf-compiler) and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // oneExecutor starts an executor subprocess and a front on it.
@@ -101,20 +102,17 @@ func groupMembers(pgid int) []string {
 // waitPid waits for a command to write its pid to path.
 func waitPid(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written", path)
-		}
-		time.Sleep(10 * time.Millisecond) // a file written by another process: nothing to wait on but the file
+	var b []byte
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		b, err = os.ReadFile(path) // written by another process: nothing to wait on but the file
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	}, "%s not written", path)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return pid
 }
 
 // TestCallIDRunsOnce: concurrent and later duplicates of one call id run
@@ -171,20 +169,14 @@ func TestJobsRouted(t *testing.T) {
 	if _, err := c.Job(engine.ToolContext{WorkingDir: dir, ConversationID: "other"}, "job-1"); !errors.Is(err, engine.ErrNoSuchJob) {
 		t.Errorf("another conversation's job: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o, err := c.JobOutput(tc, "job-1", 0, 0, 0)
-		if err != nil {
+	var o engine.JobOutput
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		if o, err = c.JobOutput(tc, "job-1", 0, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if o.Data == "hi\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job output %q", o.Data)
-		}
-		time.Sleep(20 * time.Millisecond) // the job writes its file on its own time
-	}
+		return o.Data == "hi\n" // the job writes its file on its own time
+	}, "job output %q", testenv.Last(&o.Data))
 	j, err := c.Kill(context.Background(), tc, "job-1")
 	if err != nil || j.Status != engine.JobKilled {
 		t.Fatalf("kill: %+v %v", j, err)
@@ -223,16 +215,13 @@ func TestMoveWhenDirSurvives(t *testing.T) {
 	victim.signal(syscall.SIGKILL)
 	<-victim.done
 	_ = syscall.Kill(-bg.PID, syscall.SIGKILL) // its executor is gone; the test ends the orphan
-	deadline := time.Now().Add(10 * time.Second)
 	var r engine.Result
-	for {
+	// The loss may not be known yet (the kill's connection close is
+	// milliseconds away): such a call answers lost, never runs twice.
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		r = c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
-		// The loss may not be known yet (the kill's connection close is
-		// milliseconds away): such a call answers lost, never runs twice.
-		if r.Status != engine.StatusLost || time.Now().After(deadline) {
-			break
-		}
-	}
+		return r.Status != engine.StatusLost
+	}, "after the loss: %s %q, want ok on %s", testenv.Last(&r.Status), testenv.Last(&r.Output), other.name)
 	if r.Status != engine.StatusOK || r.Output != other.name+"\n" {
 		t.Fatalf("after the loss: %s %q, want ok on %s", r.Status, r.Output, other.name)
 	}

@@ -133,21 +133,16 @@ func startEtcd(t *testing.T, bin string) (string, func()) {
 	})
 	// Readiness over HTTP, not gRPC: a gRPC client here would race with
 	// the front's Remote.Start, which rewrites grpc's global logger.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(cu + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`) {
-				break
-			}
+	var err error
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(cu + "/health"); err != nil {
+			return false // another process starting up
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd not healthy after 30s: %v\n%s", err, stderr)
-		}
-		time.Sleep(50 * time.Millisecond) // another process starting up
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`)
+	}, "etcd not healthy: %v\n%s", testenv.Last(&err), stderr)
 	http.DefaultClient.CloseIdleConnections()
 	return cu, func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -434,17 +429,12 @@ func runFleet(t *testing.T, f fleet) {
 // waitFiles waits until dir holds at least n files named prefix*.
 func waitFiles(t *testing.T, dir, prefix string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m, _ := filepath.Glob(filepath.Join(dir, prefix+"*"))
-		if len(m) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d %s* markers after 30s", len(m), n, prefix)
-		}
-		time.Sleep(10 * time.Millisecond) // written by commands on other processes
-	}
+	var got int
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, prefix+"*")) // written by commands on other processes
+		got = len(m)
+		return got >= n
+	}, "%d of %d %s* markers", testenv.Last(&got), n, prefix)
 }
 
 // waitLeftTopology waits until a provider fleet's front has processed a
@@ -454,9 +444,6 @@ func waitLeftTopology(t *testing.T, c *cluster.Client, f fleet, id string) {
 	if f.static {
 		return
 	}
-	for deadline := time.Now().Add(30 * time.Second); cluster.InTopology(c, id); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("member %s still in the front's topology after 30s", id)
-		}
-	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return !cluster.InTopology(c, id) },
+		"member %s still in the front's topology", id)
 }

@@ -175,7 +175,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	// permission profile, co-author trailer, log text.
 	g := safety.Analyze(in.Command, safety.Options{
 		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
-		StdinFed: in.Stdin == StdinPipe || in.TTY,
+		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
 	res.Display = g.Display
 	res, ok := e.gate(res, tc, g)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // newEngine returns an engine with short test timings, shut down at the
@@ -67,13 +68,7 @@ func alive(pid int) bool {
 
 func waitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool { return !alive(pid) }, "pid %d still alive", pid)
 }
 
 // readPid reads a pid a command wrote to a file.
@@ -590,20 +585,15 @@ func waitJob(t *testing.T, e *engine.Engine, id string, conversation ...string) 
 	if len(conversation) > 0 {
 		tc.ConversationID = conversation[0]
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j, err := e.Job(tc, id)
-		if err != nil {
+	var j engine.JobInfo
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		if j, err = e.Job(tc, id); err != nil {
 			t.Fatal(err)
 		}
-		if j.Status != engine.JobRunning {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still running", id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return j.Status != engine.JobRunning
+	}, "job %s still running", id)
+	return j
 }
 
 func TestBackgroundKillAndLifetime(t *testing.T) {
@@ -673,25 +663,21 @@ func stillRunning(t *testing.T, e *engine.Engine, id, msg string) {
 // writeFifo writes a line to a fifo once a reader has opened it.
 func writeFifo(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testenv.Eventually(t, within, func() bool {
 		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			_, err = f.WriteString("go\n")
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
+		if errors.Is(err, syscall.ENXIO) { // no reader yet
+			return false
 		}
-		if !errors.Is(err, syscall.ENXIO) { // ENXIO: no reader yet
+		if err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reader opened %s within %v", path, within)
+		_, err = f.WriteString("go\n")
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	}, "no reader opened %s", path)
 }
 
 func TestShutdownWithJobsRunning(t *testing.T) {

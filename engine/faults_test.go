@@ -51,16 +51,10 @@ func pidsIn(t *testing.T, dir string) []int {
 // waitFile waits for a non-empty file.
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written within %v", path, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Size() > 0
+	}, "%s not written", path)
 }
 
 // escapees starts a setsid sleep and a double-forked daemon (a setsid sh
@@ -96,13 +90,11 @@ func TestCgroupEscapees(t *testing.T) {
 		for _, pid := range pids {
 			waitGone(t, pid, 3*time.Second)
 		}
-		deadline := time.Now().Add(3 * time.Second)
-		for len(commandCgroups(parent)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("cgroups left: %v", commandCgroups(parent))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		var left []string
+		testenv.Eventually(t, 3*time.Second, func() bool {
+			left = commandCgroups(parent)
+			return len(left) == 0
+		}, "cgroups left: %v", testenv.Last(&left))
 	}
 	t.Run("foreground leftovers", func(t *testing.T) {
 		dir := t.TempDir()

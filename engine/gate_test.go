@@ -40,7 +40,7 @@ func staged(t *testing.T, dir string) string {
 func TestBlockedCommandIsNotExecuted(t *testing.T) {
 	e := newEngine(t)
 	dir := gitRepo(t)
-	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "git add -A"})
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "git add -A && git commit -qm x"})
 	if r.Status != engine.StatusBlocked || !strings.HasPrefix(r.Output, "[command blocked: ") || !errors.Is(r.Err, engine.ErrBlocked) {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}
@@ -192,6 +192,45 @@ func TestRefusalTexts(t *testing.T) {
 		}
 		if strings.Contains(r.Output, "tool:bash") || strings.Contains(r.Output, "(?") {
 			t.Errorf("%s: the text shows a rule pattern: %q", c.command, r.Output)
+		}
+	}
+}
+
+// mini-SWE-agent ends every task with this command: staging everything and
+// showing the staged diff is the patch it submits, and it runs.
+func TestStageThenInspectRuns(t *testing.T) {
+	e := newEngine(t)
+	dir := gitRepo(t)
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir},
+		engine.Input{Command: "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"})
+	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n") || !strings.Contains(r.Output, "+++ b/untracked.txt") {
+		t.Fatalf("got %s %q", r.Status, r.Output)
+	}
+	if s := staged(t, dir); s != "untracked.txt" {
+		t.Fatalf("staged %q", s)
+	}
+}
+
+// A job whose stdin takes input later may start a program that runs code
+// it reads only with the user's approval; a data reader starts.
+func TestStdinGateThroughEngine(t *testing.T) {
+	e := newEngine(t)
+	tc := engine.ToolContext{WorkingDir: t.TempDir()}
+	for _, c := range []struct {
+		in   engine.Input
+		want engine.Status
+	}{
+		{engine.Input{Command: "awk -f -", Mode: engine.ModeBackground, Stdin: engine.StdinPipe}, engine.StatusNeedsApproval},
+		{engine.Input{Command: "sed e", Mode: engine.ModeBackground, Stdin: engine.StdinPipe}, engine.StatusNeedsApproval},
+		{engine.Input{Command: "less /etc/hostname", Mode: engine.ModeBackground, TTY: true}, engine.StatusNeedsApproval},
+		{engine.Input{Command: "cat > notes.txt", Mode: engine.ModeBackground, Stdin: engine.StdinPipe}, engine.StatusStarted},
+	} {
+		r := e.Run(context.Background(), tc, c.in)
+		if r.Status != c.want {
+			t.Errorf("%q: %s %q, want %s", c.in.Command, r.Status, r.Output, c.want)
+		}
+		if r.JobID != "" {
+			e.Kill(context.Background(), tc, r.JobID)
 		}
 	}
 }

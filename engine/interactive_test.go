@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // With OnTimeout background, a command that reaches its timeout yields:
@@ -209,20 +210,16 @@ func TestTTYJob(t *testing.T) {
 // waitFor waits until a job's output contains want.
 func waitFor(t *testing.T, e *engine.Engine, tc engine.ToolContext, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, err := e.JobOutput(tc, id, 0, 0, 0)
-		if err != nil {
+	var out engine.JobOutput
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		// Block until output beyond what was read (or a second), then read.
+		_, _ = e.WaitOutput(context.Background(), tc, id, out.Size, time.Second)
+		var err error
+		if out, err = e.JobOutput(tc, id, 0, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out.Data, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not in %q", want, out.Data)
-		}
-		_, _ = e.WaitOutput(context.Background(), tc, id, out.Size, time.Second)
-	}
+		return strings.Contains(out.Data, want)
+	}, "%q not in %q", want, testenv.Last(&out.Data))
 }
 
 // Progress reports carry the new output: together, the whole output of a

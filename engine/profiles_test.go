@@ -92,7 +92,9 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 		"config":  "git config core.fsmonitor 'touch /tmp/pwned'",
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := e.Run(context.Background(), workspaceWrite(main), engine.Input{Command: cmd})
+			tc := workspaceWrite(main)
+			tc.Approved = true // the analysis asks before writing hooks and command settings: the kernel is tested here
+			r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
 			if r.Status != engine.StatusFailed {
 				t.Fatalf("%s %q", r.Status, r.Output)
 			}

@@ -30,6 +30,17 @@ func errorResult(res Result, err error) Result {
 // ErrorText is the text the model reads for an error: "[error: MESSAGE]".
 func ErrorText(err error) string { return "[error: " + err.Error() + "]" }
 
+// JobError is the error a job tool (bash_output, bash_write, bash_kill)
+// answers when Job, JobOutput, Kill, Write or WaitOutput fail for job id:
+// an ErrNoSuchJob error (which names the job) says where the ids are
+// listed; any other names the job. It wraps err.
+func JobError(id string, err error) error {
+	if errors.Is(err, ErrNoSuchJob) {
+		return fmt.Errorf("%w (bash_jobs lists the job ids)", err)
+	}
+	return fmt.Errorf("job %q: %w", id, err)
+}
+
 // startedText is a background job's result text.
 func startedText(pid int, outputFile string) string {
 	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",

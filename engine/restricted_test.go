@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func restricted(dir string) engine.ToolContext {
@@ -92,13 +93,11 @@ func testRestrictedNetwork(t *testing.T, mod func(*engine.Config)) {
 	}
 	// The same command unrestricted reaches the listener: the test can fail.
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: t.TempDir()}, engine.Input{Command: "echo hi > /dev/tcp/127.0.0.1/" + port + "; echo rc=$?"})
-	deadline := time.Now().Add(2 * time.Second)
-	for accepted.Load() != 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := accepted.Load(); got != 1 {
-		t.Fatalf("listener saw %d connections, want exactly the unrestricted one (%q)", got, r.Output)
-	}
+	var got int32
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		got = accepted.Load()
+		return got == 1
+	}, "listener saw %d connections, want exactly the unrestricted one (%q)", testenv.Last(&got), r.Output)
 }
 
 func testRestrictedTimeoutAndBackground(t *testing.T, mod func(*engine.Config)) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // The tests below run real commands that print a stripped secret's value
@@ -265,14 +266,10 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(-r.PID, syscall.SIGKILL) })
 	// The job has printed the sentinel once the engine has written it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(r.OutputFile); string(b) == marker+"\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job's first line never arrived")
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(r.OutputFile)
+		return string(b) == marker+"\n"
+	}, "the job's first line never arrived")
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

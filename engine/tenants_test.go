@@ -13,6 +13,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestConversationsAreIsolated: a conversation sees, reads and kills only
@@ -64,15 +65,14 @@ func TestConversationsAreIsolated(t *testing.T) {
 		t.Fatalf("alice's job after bob's kill: %+v %v", j, err)
 	}
 	// The job may not have printed yet on a loaded machine: wait for it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err := e.JobOutput(a, "job-1", 0, 0, 0)
-		if err == nil && strings.HasPrefix(out.Data, "alice") {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
+	var out engine.JobOutput
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var err error
+		if out, err = e.JobOutput(a, "job-1", 0, 0, 0); err != nil {
 			t.Fatalf("alice's output: %+v %v", out, err)
 		}
-	}
+		return strings.HasPrefix(out.Data, "alice")
+	}, "alice's output: %+v", testenv.Last(&out))
 	if all := e.AllJobs(); len(all) != 2 {
 		t.Errorf("the administrator's view: %+v", all)
 	}
@@ -84,16 +84,10 @@ func TestConversationsAreIsolated(t *testing.T) {
 	if jobs := e.Jobs(a); len(jobs) != 0 {
 		t.Errorf("an ended conversation's jobs are listed: %+v", jobs)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Dir(ra.OutputFile)); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("an ended conversation's directory is left")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Dir(ra.OutputFile))
+		return os.IsNotExist(err)
+	}, "an ended conversation's directory is left")
 }
 
 // TestAdmissionCapHolds: 200 concurrent calls under a cap of 4 running at
@@ -244,13 +238,9 @@ func waitFileC(path string) <-chan struct{} {
 // waitLoad waits until the engine's load is want.
 func waitLoad(t *testing.T, e *engine.Engine, want engine.Load) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		got := e.Load()
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("load %+v, want %+v", got, want)
-		}
-	}
+	var got engine.Load
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		got = e.Load()
+		return got == want
+	}, "load %+v, want %+v", testenv.Last(&got), want)
 }

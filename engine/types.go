@@ -53,6 +53,13 @@ type ToolContext struct {
 	// share of Config.Admission, and logs and the audit log name it. Calls
 	// without one share the conversation "".
 	ConversationID string
+	// Principal names who makes the call (an authenticated user or
+	// client, as mcpserver resolves it from the request's credentials;
+	// empty when the caller has no notion of one). A caller serving
+	// several principals scopes ConversationID by it, so that one
+	// principal can never name another's conversation; the engine may
+	// account for calls by principal. Logs may name it.
+	Principal string
 	// Sandbox is the sandbox profile the command runs in (the zero value:
 	// none, unrestricted). A host that cannot enforce the profile answers
 	// the call with ErrRestrictedMode; a sandboxed command is never run

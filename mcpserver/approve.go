@@ -77,7 +77,7 @@ func (s *server) elicitParams(tc engine.ToolContext, in engine.Input, r engine.R
 
 // askApproval handles a needs_approval result for a client that supports
 // elicitation.
-func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, tc engine.ToolContext, in engine.Input, r engine.Result, run func(bool) engine.Result) (*mcp.CallToolResult, error) {
+func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, sc scope, tc engine.ToolContext, in engine.Input, r engine.Result, run func(bool) engine.Result) (*mcp.CallToolResult, error) {
 	params := s.elicitParams(tc, in, r)
 	if usesMultiRoundTrip(req) {
 		return &mcp.CallToolResult{
@@ -88,9 +88,9 @@ func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, tc e
 	res, err := req.Session.Elicit(ctx, params)
 	if err != nil {
 		s.log.Warn("elicitation failed; returning needs_approval", "err", err)
-		return s.finish(tc, in, r), nil
+		return s.finish(sc, tc, in, r), nil
 	}
-	return s.finish(tc, in, s.decide(res, r, run)), nil
+	return s.finish(sc, tc, in, s.decide(res, r, run)), nil
 }
 
 // approvalRetry handles the retried call of the multi-round-trip flow. ok

@@ -38,7 +38,8 @@
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
 // `demo mcp` serves it over stdio or, with -http, at /mcp (and /metrics
-// with -metrics).
+// with -metrics). The results of bash, bash_output and bash_write link
+// the full output as an MCP resource (see "Full outputs as resources").
 //
 // # Choices
 //
@@ -68,8 +69,9 @@
 // EOF, a closed pipe); that context is the one passed to
 // [engine.Engine.Run], which then terminates the command's process group
 // with the grace sequence and returns status "cancelled". Over HTTP a call
-// is also cancelled when the HTTP request carrying it goes away: the
-// handler keeps no event store, so that response could never be delivered.
+// is also cancelled when the HTTP request carrying it goes away (the
+// middleware [Handler] adds to the server does it): the handler keeps no
+// event store, so that response could never be delivered.
 // [Options.BaseContext] cancels every call at shutdown (closing an MCP
 // session waits for its calls). [Options.OnResult] sees every result,
 // including those of cancelled calls the client no longer reads.
@@ -100,38 +102,119 @@
 // request while the call waits; newer clients, which forbid
 // server-initiated requests, get an input-required result and retry the
 // call with the answer and an opaque request state, an HMAC (per-server
-// random key) over conversation, directory, mode, command and a 10-minute
+// random key) over the conversation (and so the principal), directory,
+// mode, command and a 10-minute
 // expiry, so an answer cannot be replayed for another command. Clients
 // without elicitation (or with [Options.DisableElicitation]) get the
 // needs_approval result as it is.
 //
-// Conversations: the job tools see only the jobs of the calling session's
-// conversation; the engine does the scoping ([engine.ToolContext]). A
-// session without a session id (stdio) is the conversation
-// [Options.ConversationID] (default "mcp"). Each streamable HTTP session is
-// a conversation of its own, derived from a hash of its session id, and
-// ends with the session: when the client sends DELETE or the session is
-// closed as idle ([HTTPOptions.SessionTimeout]), the server calls
-// [engine.Runner.EndConversation], which ends its commands and background
-// jobs. [Options.SharedConversation] puts every session in one
-// conversation instead, never ended by the server.
+// Principals: every call is made by a principal. Over HTTP, [Handler]
+// authenticates each request and takes the principal from its credentials:
+// a bearer token of a [TokenFile] ("PRINCIPAL TOKEN" lines, read again
+// when the file changes), an OAuth 2.1 access token of an issuer
+// ([OAuthVerifier]: a JWT checked against the issuer's keys, for this
+// resource; principal "oauth:SUBJECT"; [ProtectedResourceMetadata] tells
+// clients where to get one), [HTTPOptions.Token] (principal "default"), or
+// no authentication when [HTTPOptions.NoAuth] says so explicitly (principal
+// "anonymous"); Handler refuses to be built with none of these. A stdio or
+// in-memory session is the one principal [Options.Principal] ("local").
+// The principal reaches the engine as [engine.ToolContext.Principal].
+//
+// Conversations belong to a principal: the engine's conversation id is the
+// principal (path-escaped) and the conversation's name, "alice/build", so
+// that no job id, resource URI, conversation name or session id of one
+// principal reaches another's jobs, outputs or input, whatever it guesses.
+// Which conversation a call is in:
+//
+//   - A call that names one, with the HTTP header [ConversationHeader]
+//     ("Bashvisor-Conversation: build") or the _meta key
+//     [MetaConversation] (both: they must agree), is in that conversation
+//     of its principal, from any session or none: a name is 1 to 128 of
+//     A-Z a-z 0-9 . _ -, starting with a letter or digit. A named
+//     conversation ends (its commands and jobs end) after
+//     [Options.ConversationIdle] (30 minutes) without a call in it; at
+//     most [Options.MaxConversations] (1024) are in use at once.
+//   - Otherwise, a call of a streamable HTTP session (protocol up to
+//     2025-11-25) is in the session's own conversation,
+//     "PRINCIPAL/~HASH" (16 hex digits of the SHA-256 of the session id:
+//     logs and output paths never show the id, which authenticates the
+//     session), which ends with the session: when the client sends
+//     DELETE or the session is closed as idle
+//     ([HTTPOptions.SessionTimeout]).
+//   - Otherwise (a stateless request, or any session with
+//     [Options.SharedConversation]) it is in its principal's own
+//     conversation "PRINCIPAL/mcp" ([Options.ConversationID]), which
+//     the server never ends.
+//   - Over stdio the conversation is [Options.ConversationID] itself
+//     ("mcp"), and a named one ConversationID/NAME.
+//
+// The job tools see only the jobs of the call's conversation; the engine
+// does the scoping ([engine.ToolContext]).
+//
+// Stateless HTTP: [Handler] serves protocol 2026-07-28 statelessly (each
+// request stands alone, carrying its protocol version and client
+// capabilities in _meta; no session, no initialize), which is what lets a
+// fleet of fronts sit behind an ordinary load balancer, and keeps serving
+// clients of 2025-11-25 and before with sessions, as they expect. A
+// request with a session id goes to its session; an initialize of an older
+// protocol opens one; anything else, server/discover included, is served
+// statelessly. Over stateless HTTP the server cannot send requests to the
+// client: approvals use the input-required result (see Approval), and
+// progress notifications travel on the call's own response stream.
+//
+// Full outputs as resources: a truncated bash result carries, after its
+// text, a resource link to the whole output
+// (bashvisor://conversation/NAME/outputs/N, [FullOutputTemplate]), and
+// every result about a background job a link to the job's output
+// (bashvisor://conversation/NAME/jobs/JOB, [JobOutputTemplate]).
+// resources/read serves them to the same principal (and a session's
+// conversation only to its session), in ranges with ?offset=N&length=M,
+// at most [MaxResourceRead] (4 MiB) a read, the content's _meta giving the
+// size and the URI of the rest ([MetaResourceNext]); resources/list lists
+// the call's conversation's. The text is UTF-8 (invalid bytes become
+// U+FFFD). A conversation keeps its 16 newest full outputs reachable, as
+// long as the engine keeps their files (Config.SpoolKeep); with a fleet
+// (cluster.Client) a full output's file is on the executor and a front can
+// serve it only if it can read that path. Job outputs are read through the
+// Runner and work everywhere.
 //
 // HTTP security: the go-sdk's DNS-rebinding protection stays on (a request
 // reaching a loopback address with a non-loopback Host gets 403); browser
 // requests whose Origin is neither the server's own nor listed in
 // [HTTPOptions.AllowedOrigins] get 403, as do requests that Sec-Fetch-Site
-// marks cross-site; with [HTTPOptions.Token] every request needs
-// "Authorization: Bearer TOKEN" (compared in constant time) or gets 401.
-// Both refusals close the connection. `demo mcp -http` binds where it is
-// told and refuses a non-loopback address without a token.
+// marks cross-site; a request without valid credentials gets 401 (403
+// without a required scope) with a WWW-Authenticate challenge naming the
+// protected resource metadata when there is some. Refusals close the
+// connection. Tokens are compared in constant time. A session belongs to
+// the principal that opened it: another principal naming its id gets 404,
+// as for a session that does not exist.
 //
-// HTTP bounds: [Handler] caps the sessions open at once
-// ([HTTPOptions.MaxSessions], default 256; over it 503 with Retry-After),
-// closes sessions idle for 30 minutes, and bounds the reading of a body
-// ([HTTPOptions.ReadTimeout], default 30s; then 408). The http.Server is
-// the embedder's: give it ReadHeaderTimeout and IdleTimeout, serve it on
-// [LimitListener] to cap connections, and leave ReadTimeout and
-// WriteTimeout unset (they would cut or cancel long calls). `demo mcp`
-// does so (10s, 30s, 1024 connections). [MetricsHandler] serves an
-// engine's Prometheus metrics behind the same token.
+// Limits a client can hit (each answered with a reason it can act on):
+//
+//   - a request body over [MaxRequestBytes] (4 MiB, e.g. a large
+//     bash_write input): 413 and the connection closed; split the input
+//     into several writes;
+//   - a body that does not arrive within [HTTPOptions.ReadTimeout] (30 s):
+//     408;
+//   - [HTTPOptions.MaxSessions] sessions open (256): 503 with
+//     Retry-After for a new one;
+//   - a session idle for [HTTPOptions.SessionTimeout] (30 min): closed,
+//     its conversation ended; the next request gets 404;
+//   - [Options.MaxConversations] named conversations in use (1024): a
+//     "busy" error result for a call naming a new one;
+//   - the engine's admission control (engine.Config.Admission): a call
+//     waits for a slot or gets a "busy" result naming the cap;
+//   - bash_output and bash_write return at most 128 KiB a call, a
+//     resource read at most 4 MiB;
+//   - with [LimitListener], connections over the cap get 503.
+//
+// There are no per-principal shares or rates yet: one principal can use
+// all of the caps above.
+//
+// HTTP bounds: the http.Server is the embedder's: give it
+// ReadHeaderTimeout and IdleTimeout, serve it on [LimitListener] to cap
+// connections, and leave ReadTimeout and WriteTimeout unset (they would cut
+// or cancel long calls). `demo mcp` does so (10s, 30s, 1024 connections).
+// [MetricsHandler] serves an engine's Prometheus metrics behind the same
+// authentication.
 package mcpserver

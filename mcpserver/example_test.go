@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -71,17 +73,59 @@ func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// Over stdio, as `demo mcp` does: the client starts the program and talks
-// on its stdin and stdout. StdioTransport answers malformed lines with a
-// JSON-RPC error instead of ending the session.
+// Over stdio, as `demo mcp` does, the client starts the program and talks
+// on its stdin and stdout: srv.Run(ctx, &mcpserver.StdioTransport{Reader:
+// os.Stdin, Writer: os.Stdout}), where StdioTransport answers malformed
+// lines with a JSON-RPC error instead of ending the session. Here the
+// client is in the same process, over an in-memory connection; either
+// way the session is the principal Options.Principal, in the
+// conversation Options.ConversationID.
 func ExampleNew() {
 	e, err := engine.New(engine.DefaultConfig())
 	if err != nil {
 		panic(err)
 	}
 	defer e.Shutdown(context.Background())
-	srv := mcpserver.New(e, mcpserver.Options{})
-	if err := srv.Run(context.Background(), &mcpserver.StdioTransport{Reader: os.Stdin, Writer: os.Stdout}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	dir, _ := os.MkdirTemp("", "workspace-")
+	defer os.RemoveAll(dir)
+	srv := mcpserver.New(e, mcpserver.Options{WorkingDir: dir})
+
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		panic(err)
 	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "example-client"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		panic(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Name:      mcpserver.ToolBash,
+		Arguments: map[string]any{"command": "echo started; echo done", "mode": "background"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	job := res.StructuredContent.(map[string]any)
+	fmt.Println("status:", job["status"], "job:", job["job_id"])
+	// The result links the job's output as a resource.
+	link := res.Content[1].(*mcp.ResourceLink)
+	fmt.Println(link.URI)
+	// Once the job ends, its output ends with a completion line.
+	var text string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(text, "completed") && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: link.URI})
+		if err != nil {
+			panic(err)
+		}
+		text = rr.Contents[0].Text
+	}
+	fmt.Printf("%q\n", strings.TrimSpace(text))
+	cs.Close()
+	ss.Wait()
+	// Output:
+	// status: started job: job-1
+	// bashvisor://conversation/mcp/jobs/job-1
+	// "started\ndone\n\n\n[background process completed]"
 }

@@ -5,8 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,29 +12,51 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// HTTPOptions configures [Handler].
+// HTTPOptions configures [Handler]. One of Token, Verifier and NoAuth
+// must be set: Handler panics otherwise.
 type HTTPOptions struct {
-	// Token, when set, is the bearer token every request must carry
-	// ("Authorization: Bearer TOKEN"); others get 401. Compared in
-	// constant time.
+	// Verifier authenticates requests: it is given the bearer token of
+	// "Authorization: Bearer TOKEN" and returns the caller's principal as
+	// the TokenInfo's UserID, or an error wrapping auth.ErrInvalidToken
+	// (answered 401). [TokenFile.Verify] and [OAuthVerifier.Verify] are
+	// two; combine them in a function of your own. The principal must be
+	// valid UTF-8 without control characters, at most 256 bytes.
+	Verifier auth.TokenVerifier
+	// Token, when set, is one bearer token accepted besides Verifier's,
+	// for the principal [PrincipalDefault]. Compared in constant time.
 	Token string
+	// NoAuth serves every request without authentication, as the one
+	// principal [PrincipalAnonymous]: any process that can reach the
+	// address can run commands. Only for a listener nobody else can
+	// reach.
+	NoAuth bool
+	// Scopes, when set, must all be granted to a token (its TokenInfo's
+	// Scopes); others get 403 insufficient_scope.
+	Scopes []string
+	// ResourceMetadataURL, when set, is named in the WWW-Authenticate
+	// header of 401 and 403 answers (RFC 9728), so that an OAuth client
+	// finds the authorization server: the URL where
+	// auth.ProtectedResourceMetadataHandler serves
+	// [ProtectedResourceMetadata].
+	ResourceMetadataURL string
 	// AllowedOrigins lists browser origins ("https://app.example.com")
 	// allowed besides the server's own. A request with any other Origin
 	// header gets 403. Requests without Origin (non-browser clients) pass.
 	AllowedOrigins []string
 	// GetServer, when set, picks the MCP server for each new session
-	// instead of the server given to Handler: for example one server per
-	// working directory. Returning nil answers 400.
+	// and each stateless request instead of the server given to Handler:
+	// for example one server per working directory. Returning nil
+	// answers 400. Each server it returns must have been made by [New].
 	GetServer func(*http.Request) *mcp.Server
 	// SessionTimeout closes a session that received no request for this
 	// long (a call in flight keeps it open; an open GET event stream does
@@ -56,7 +76,9 @@ type HTTPOptions struct {
 	// place is free once DELETE answered 204 or the session was closed as
 	// idle. Each session may hold up to
 	// Config.Limits' per-conversation share of the engine, so the cap
-	// bounds memory and bookkeeping rather than load.
+	// bounds memory and bookkeeping rather than load. Stateless requests
+	// (protocol 2026-07-28) open no session; their named conversations
+	// are capped by [Options.MaxConversations].
 	MaxSessions int
 	// ReadTimeout bounds the reading of a request's body, from the moment
 	// the handler starts (default 30s; negative: no bound): a body that
@@ -77,24 +99,40 @@ const (
 	DefaultSessionTimeout = 30 * time.Minute
 	DefaultMaxSessions    = 256
 	DefaultReadTimeout    = 30 * time.Second
+	// MaxRequestBytes bounds a request's body: a bigger one (a bash_write
+	// of more than about 4 MiB of input) gets 413 and the connection is
+	// closed; split such input into several writes. It is the go-sdk's
+	// own bound (mcp.DefaultMaxRequestBodyBytes; TestMaxRequestBytes).
+	MaxRequestBytes = 4 << 20
 )
 
 // Handler serves s over MCP's streamable HTTP transport, for mounting on
-// any mux (conventionally at "/mcp"). On top of the go-sdk's handler, which
-// keeps its DNS-rebinding protection on (a request reaching a loopback
-// address with a non-loopback Host header gets 403), it checks the Origin
-// header (403 unless same-origin or listed in AllowedOrigins) and the
-// bearer token (401), closing the connection after either refusal; bounds
-// the reading of bodies (408) and the number of sessions (503); and
-// cancels a tool call whose HTTP request went away: the server keeps no
-// event store, so a dropped response stream can never be resumed and the
-// command is terminated instead of left running. A DELETE ending a session
-// cancels the session's calls in flight first (closing a session waits for
-// them).
+// any mux (conventionally at "/mcp"), in both of its modes: sessions
+// (protocol versions up to 2025-11-25: an initialize request opens a
+// session, named by the Mcp-Session-Id header of later requests, and the
+// session is a conversation) and stateless (2026-07-28: every request
+// stands alone and names its conversation, see [ConversationHeader]).
+//
+// Every request is authenticated first (HTTPOptions.Token, Verifier or
+// NoAuth; 401 or 403 otherwise) and made by the principal that its
+// credentials name; a session belongs to the principal that opened it,
+// and a request of another principal naming it gets 404 as if it did not
+// exist. On top of the go-sdk's handler, which keeps its DNS-rebinding
+// protection on (a request reaching a loopback address with a
+// non-loopback Host header gets 403), it checks the Origin header (403
+// unless same-origin or listed in AllowedOrigins), closing the connection
+// after a refusal; bounds the reading of bodies (408, 413) and the number
+// of sessions (503); and cancels a tool call whose HTTP request went away:
+// the server keeps no event store, so a dropped response stream can never
+// be resumed and the command is terminated instead of left running. A
+// DELETE ending a session cancels the session's calls in flight first
+// (closing a session waits for them).
+//
+// Handler adds a receiving middleware to s (and to every server GetServer
+// returns) that hands each request's principal to the tool handlers.
 func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
-	getServer := opts.GetServer
-	if getServer == nil {
-		getServer = func(*http.Request) *mcp.Server { return s }
+	if opts.Token == "" && opts.Verifier == nil && !opts.NoAuth {
+		panic("mcpserver.Handler: no authentication configured: set HTTPOptions.Token, Verifier, or NoAuth")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -102,17 +140,31 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	opts.SessionTimeout = orDefault(opts.SessionTimeout, DefaultSessionTimeout)
 	opts.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
 	opts.MaxSessions = orDefault(opts.MaxSessions, DefaultMaxSessions)
-	h := &httpHandler{opts: opts, guard: newGuard(opts), sessions: map[string]*httpSession{}}
-	h.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	h := &httpHandler{opts: opts, sessions: map[string]*httpSession{}}
+	getServer := opts.GetServer
+	if getServer == nil {
+		getServer = func(*http.Request) *mcp.Server { return s }
+	}
+	h.instrument(s)
+	pick := func(r *http.Request) *mcp.Server {
 		srv := getServer(r)
+		if srv != nil {
+			h.instrument(srv)
+		}
 		if p, ok := r.Context().Value(serverKey{}).(**mcp.Server); ok {
 			*p = srv // the server a new session is created on
 		}
 		return srv
-	}, &mcp.StreamableHTTPOptions{
+	}
+	h.sessionful = mcp.NewStreamableHTTPHandler(pick, &mcp.StreamableHTTPOptions{
 		Logger:         opts.Logger,
 		SessionTimeout: opts.SessionTimeout,
 	})
+	h.stateless = mcp.NewStreamableHTTPHandler(pick, &mcp.StreamableHTTPOptions{
+		Logger:    opts.Logger,
+		Stateless: true,
+	})
+	h.authn = newAuthenticator(opts, http.HandlerFunc(h.serve))
 	return h
 }
 
@@ -127,24 +179,43 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// sessionIDHeader is the streamable transport's session header.
-const sessionIDHeader = "Mcp-Session-Id"
+// The streamable transport's session and protocol version headers.
+const (
+	sessionIDHeader       = "Mcp-Session-Id"
+	protocolVersionHeader = "Mcp-Protocol-Version"
+)
 
 // httpHandler is [Handler]'s http.Handler.
 type httpHandler struct {
-	sdk   *mcp.StreamableHTTPHandler
-	opts  HTTPOptions
-	guard *guard
+	sessionful http.Handler // the go-sdk's, for protocol versions with sessions
+	stateless  http.Handler // the go-sdk's stateless one: 2026-07-28, and requests without a session
+	authn      http.Handler // authenticates, then serve
+	opts       HTTPOptions
+
+	// calls holds the requests being served (call id → *httpCall), for
+	// the middleware that gives their principal and cancellation to the
+	// tool handlers.
+	calls sync.Map
+	// instrumented holds the servers given the middleware (*mcp.Server → struct{}).
+	instrumented sync.Map
 
 	mu       sync.Mutex
 	opening  int                     // sessions being opened
 	sessions map[string]*httpSession // open sessions by id
 }
 
-// httpSession is what Handler keeps of an open session: the calls in
-// flight, to cancel them when the client ends the session.
+// httpSession is what Handler keeps of an open session: its principal,
+// and the calls in flight, to cancel them when the client ends the
+// session.
 type httpSession struct {
-	calls map[string]context.CancelCauseFunc
+	principal string
+	calls     map[string]context.CancelCauseFunc
+}
+
+// httpCall is one request being served.
+type httpCall struct {
+	ctx       context.Context // ends when the HTTP request goes away
+	principal string
 }
 
 // serverKey carries, in a new session's request context, where the
@@ -160,13 +231,26 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Also bounds net/http's discarding of a body left unread.
 		_ = rc.SetReadDeadline(time.Now().Add(h.opts.ReadTimeout))
 	}
-	if !h.guard.allow(w, r) {
+	if !originAllowed(r, h.opts.AllowedOrigins) {
+		h.opts.Logger.Warn("rejected request from foreign origin", "origin", r.Header.Get("Origin"), "host", r.Host)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
+	h.authn.ServeHTTP(w, r)
+}
+
+// serve serves an authenticated request.
+func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
+	principal, err := principalOf(r)
+	if err != nil {
+		h.opts.Logger.Error("refused a request", "err", err)
+		http.Error(w, "Internal Server Error: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		var err error
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 		if err != nil {
 			w.Header().Set("Connection", "close")
 			var tooBig *http.MaxBytesError
@@ -184,27 +268,51 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// No deadline while the request is answered: a passing read deadline
 	// would cancel its context (net/http's background read fails).
-	_ = rc.SetReadDeadline(time.Time{})
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	r.Header.Del(callHeader) // only this handler sets it
 	sid := r.Header.Get(sessionIDHeader)
+	if sid != "" && !h.owns(sid, principal) {
+		// Another principal's session is answered like one that does
+		// not exist.
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
 	switch {
-	case r.Method == http.MethodPost && sid == "" && isInitialize(body):
-		h.open(w, r)
+	case r.Method == http.MethodPost && sid == "" && isInitialize(body) && r.Header.Get(protocolVersionHeader) < protocolMRTR:
+		// An initialize of a protocol with sessions. (2026-07-28 has no
+		// initialize: the stateless handler answers it "method not found".)
+		h.open(w, r, principal)
 	case r.Method == http.MethodPost && sid != "":
-		h.call(w, r, sid)
+		h.call(w, r, h.sessionful, sid, principal)
+	case r.Method == http.MethodPost:
+		// Protocol 2026-07-28, server/discover, and calls of older
+		// versions without a session: served statelessly.
+		h.call(w, r, h.stateless, "", principal)
 	case r.Method == http.MethodDelete && sid != "":
 		h.end(w, r, sid)
 	default:
-		// Other requests without a session (server/discover, a stray
-		// call) get a session that the go-sdk closes when they end.
-		h.sdk.ServeHTTP(w, r)
+		// GET event streams, and malformed requests the go-sdk answers.
+		h.call(w, r, h.sessionful, sid, principal)
 	}
+}
+
+// owns reports whether session sid, if Handler knows it, belongs to
+// principal. A session Handler does not know is left to the go-sdk (which
+// answers 404, or 403 when it knows the session under another user).
+func (h *httpHandler) owns(sid, principal string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[sid]
+	return s == nil || s.principal == principal
 }
 
 // isInitialize reports whether a POST body holds an initialize request,
 // the only request that opens a session outliving it.
 func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"initialize"`)) {
+		return false // the common case, without decoding
+	}
 	type message struct {
 		Method string `json:"method"`
 	}
@@ -218,12 +326,13 @@ func isInitialize(body []byte) bool {
 }
 
 // open serves a request that opens a session (initialize), within
-// MaxSessions.
-func (h *httpHandler) open(w http.ResponseWriter, r *http.Request) {
+// MaxSessions. The session is recorded with its principal before the
+// client learns its id.
+func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, principal string) {
 	h.mu.Lock()
 	if n := len(h.sessions) + h.opening; h.opts.MaxSessions > 0 && n >= h.opts.MaxSessions {
 		h.mu.Unlock()
-		h.opts.Logger.Warn("refused a new MCP session: the session cap is reached", "max_sessions", h.opts.MaxSessions)
+		h.opts.Logger.Warn("refused a new MCP session: the session cap is reached", "max_sessions", h.opts.MaxSessions, "principal", principal)
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, fmt.Sprintf("Service Unavailable: %d MCP sessions are open, the most this server allows; retry later, or end an idle session", h.opts.MaxSessions),
 			http.StatusServiceUnavailable)
@@ -233,7 +342,8 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 
 	var srv *mcp.Server
-	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, &srv)))
+	rw := &sessionWriter{ResponseWriter: w, h: h, principal: principal}
+	h.call(rw, r.WithContext(context.WithValue(r.Context(), serverKey{}, &srv)), h.sessionful, "", principal)
 
 	// The session lives on if the request initialized it.
 	var ss *mcp.ServerSession
@@ -247,8 +357,8 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	h.opening--
-	if ss != nil {
-		h.sessions[ss.ID()] = &httpSession{calls: map[string]context.CancelCauseFunc{}}
+	if ss == nil && rw.sid != "" {
+		delete(h.sessions, rw.sid)
 	}
 	h.mu.Unlock()
 	if ss != nil {
@@ -261,28 +371,73 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// call serves a request of an open session, registering its context so
-// that its tool calls end with it.
-func (h *httpHandler) call(w http.ResponseWriter, r *http.Request, sid string) {
+// sessionWriter records a new session with its principal when the
+// response that names it is about to be sent.
+type sessionWriter struct {
+	http.ResponseWriter
+	h         *httpHandler
+	principal string
+	sid       string
+	done      bool
+}
+
+func (w *sessionWriter) record() {
+	if w.done {
+		return
+	}
+	w.done = true
+	if sid := w.Header().Get(sessionIDHeader); sid != "" {
+		w.sid = sid
+		w.h.mu.Lock()
+		w.h.sessions[sid] = &httpSession{principal: w.principal, calls: map[string]context.CancelCauseFunc{}}
+		w.h.mu.Unlock()
+	}
+}
+
+func (w *sessionWriter) WriteHeader(code int) {
+	w.record()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sessionWriter) Write(b []byte) (int, error) {
+	w.record()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *sessionWriter) Flush() {
+	w.record()
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// call serves a request with sdk, registering it so that the tool
+// handlers learn its principal and its tool calls end with it (and, for
+// session sid, with the session's DELETE).
+func (h *httpHandler) call(w http.ResponseWriter, r *http.Request, sdk http.Handler, sid, principal string) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	id := rand.Text()
-	h.mu.Lock()
-	if s := h.sessions[sid]; s != nil {
-		s.calls[id] = cancel
-	}
-	h.mu.Unlock()
-	r.Header.Set(callHeader, id)
-	httpCalls.Store(id, ctx)
-	defer func() {
-		httpCalls.Delete(id)
+	if sid != "" {
 		h.mu.Lock()
 		if s := h.sessions[sid]; s != nil {
-			delete(s.calls, id)
+			s.calls[id] = cancel
 		}
 		h.mu.Unlock()
+	}
+	r.Header.Set(callHeader, id)
+	h.calls.Store(id, &httpCall{ctx: ctx, principal: principal})
+	defer func() {
+		h.calls.Delete(id)
+		if sid != "" {
+			h.mu.Lock()
+			if s := h.sessions[sid]; s != nil {
+				delete(s.calls, id)
+			}
+			h.mu.Unlock()
+		}
 	}()
-	h.sdk.ServeHTTP(w, r)
+	sdk.ServeHTTP(w, r)
 }
 
 // end serves a DELETE, which ends session sid: its calls in flight are
@@ -297,7 +452,7 @@ func (h *httpHandler) end(w http.ResponseWriter, r *http.Request, sid string) {
 	}
 	h.mu.Unlock()
 	sw := &statusWriter{ResponseWriter: w}
-	h.sdk.ServeHTTP(sw, r)
+	h.sessionful.ServeHTTP(sw, r)
 	if sw.code == http.StatusNoContent { // closed: free its place before the client hears of it
 		h.mu.Lock()
 		delete(h.sessions, sid)
@@ -332,93 +487,52 @@ func (w *statusWriter) flush() {
 	}
 }
 
-// guard implements the origin and token checks.
-type guard struct {
-	allowed []string
-	token   bool
-	want    [sha256.Size]byte
-	log     *slog.Logger
-}
-
-func newGuard(opts HTTPOptions) *guard {
-	g := &guard{allowed: opts.AllowedOrigins, token: opts.Token != "", log: opts.Logger}
-	if g.token {
-		g.want = sha256.Sum256([]byte(opts.Token))
-	}
-	return g
-}
-
-// allow checks a request's origin and token and answers 403 or 401 when
-// they fail, closing the connection: a client without the token has no
-// use for it.
-func (g *guard) allow(w http.ResponseWriter, r *http.Request) bool {
-	if !originAllowed(r, g.allowed) {
-		g.log.Warn("rejected request from foreign origin", "origin", r.Header.Get("Origin"), "host", r.Host)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
-		return false
-	}
-	if g.token && !tokenOK(r, &g.want) {
-		w.Header().Set("Connection", "close")
-		w.Header().Set("WWW-Authenticate", `Bearer realm="bashvisor"`)
-		http.Error(w, "Unauthorized: missing or wrong bearer token", http.StatusUnauthorized)
-		return false
-	}
-	return true
-}
-
-// tokenOK compares the bearer token in constant time (over SHA-256 digests,
-// so the length does not leak either).
-func tokenOK(r *http.Request, want *[sha256.Size]byte) bool {
-	auth := r.Header.Get("Authorization")
-	const prefix = "bearer "
-	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(auth[len(prefix):])))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
-}
-
-// originAllowed implements the Origin check: no Origin header passes (not a
-// browser, or a same-origin navigation) unless Sec-Fetch-Site says
-// cross-site; otherwise the origin must be listed or match the Host.
-func originAllowed(r *http.Request, allowed []string) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		site := r.Header.Get("Sec-Fetch-Site")
-		return site == "" || site == "same-origin" || site == "none"
-	}
-	if slices.Contains(allowed, origin) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return strings.EqualFold(u.Host, r.Host)
-}
-
-// callHeader carries, from Handler to the tool handlers (which see the HTTP
-// header as RequestExtra.Header), the key of the HTTP request's context in
-// httpCalls.
+// callHeader carries, from Handler to its middleware (which sees the HTTP
+// header as RequestExtra.Header), the key of the request in
+// httpHandler.calls.
 const callHeader = "Bashvisor-Http-Call"
 
-var httpCalls sync.Map // string → context.Context
+// instrument adds the middleware to srv, once.
+func (h *httpHandler) instrument(srv *mcp.Server) {
+	if _, done := h.instrumented.LoadOrStore(srv, struct{}{}); !done {
+		srv.AddReceivingMiddleware(h.middleware)
+	}
+}
 
-// httpRequestContext returns the context of the HTTP request that carried
-// a call, or nil.
-func httpRequestContext(extra *mcp.RequestExtra) context.Context {
-	if extra == nil || extra.Header == nil {
-		return nil
+// middleware gives a request served by this handler its principal and
+// ends its context with the HTTP request that carried it.
+func (h *httpHandler) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.Header == nil {
+			return next(ctx, method, req)
+		}
+		v, ok := h.calls.Load(extra.Header.Get(callHeader))
+		if !ok {
+			return next(ctx, method, req) // another Handler's request
+		}
+		c := v.(*httpCall)
+		ctx, cancel := context.WithCancelCause(withPrincipal(ctx, c.principal))
+		stop := context.AfterFunc(c.ctx, func() { cancel(cmp.Or(context.Cause(c.ctx), errDisconnected)) })
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+		return next(ctx, method, req)
 	}
-	id := extra.Header.Get(callHeader)
-	if id == "" {
-		return nil
-	}
-	if ctx, ok := httpCalls.Load(id); ok {
-		return ctx.(context.Context)
-	}
-	return nil
+}
+
+// principalKey carries a request's principal in its context.
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalFrom returns the principal Handler gave a request, if any.
+func principalFrom(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(principalKey{}).(string)
+	return p, ok
 }
 
 // IsLoopback reports whether a listen address ("127.0.0.1:8080",

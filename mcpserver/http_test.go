@@ -65,13 +65,17 @@ func (h *httpSetup) client(t *testing.T, token string) *mcp.ClientSession {
 		rt = bearer{token, h.tr}
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: rt}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: rt}}, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
 }
+
+// legacy makes a go-sdk client open a session (protocol 2025-11-25)
+// instead of going stateless (2026-07-28, its default).
+var legacy = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
@@ -157,7 +161,7 @@ func TestHTTPToken(t *testing.T) {
 }
 
 func TestHTTPOriginAndHost(t *testing.T) {
-	h := newHTTPSetup(t, HTTPOptions{AllowedOrigins: []string{"https://app.example.com"}})
+	h := newHTTPSetup(t, HTTPOptions{NoAuth: true, AllowedOrigins: []string{"https://app.example.com"}})
 	ctx := context.Background()
 	for _, c := range []struct {
 		name   string
@@ -186,7 +190,7 @@ func TestHTTPOriginAndHost(t *testing.T) {
 // A tool call whose HTTP request goes away (the client process died, the
 // network dropped) is cancelled: the response could never be delivered.
 func TestHTTPDroppedRequestCancels(t *testing.T) {
-	h := newHTTPSetup(t, HTTPOptions{})
+	h := newHTTPSetup(t, HTTPOptions{NoAuth: true})
 	ctx := context.Background()
 	resp, body := h.post(t, ctx, initializeBody, nil)
 	sid := resp.Header.Get("Mcp-Session-Id")
@@ -235,61 +239,111 @@ func TestIsLoopback(t *testing.T) {
 }
 
 func TestHTTPConcurrentCalls(t *testing.T) {
-	h := newHTTPSetupWith(t, manySlots, HTTPOptions{})
+	h := newHTTPSetupWith(t, manySlots, HTTPOptions{NoAuth: true})
 	parallelSleeps(t, h.client(t, ""), 50)
 }
 
+// Progress notifications reach the client in both HTTP modes: on the
+// session's call stream, and on the stateless request's response.
 func TestHTTPProgress(t *testing.T) {
-	h := newHTTPSetup(t, HTTPOptions{})
-	var mu sync.Mutex
-	var got []string
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			got = append(got, req.Params.Message)
-			mu.Unlock()
-		},
-	}).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: h.tr}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	p := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo step$i; sleep 0.2; done"}}
-	p.SetProgressToken(7)
-	if _, err := cs.CallTool(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	// Options.ProgressInterval defaults to 1s: ~2.4 s gives 2 or 3.
-	if len(got) < 2 || len(got) > 4 || !strings.Contains(got[len(got)-1], "last: step") {
-		t.Errorf("progress over HTTP: %q", got)
+	h := newHTTPSetup(t, HTTPOptions{NoAuth: true})
+	for _, proto := range []string{"2025-11-25", "2026-07-28"} {
+		var mu sync.Mutex
+		var got []string
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, req.Params.Message)
+				mu.Unlock()
+			},
+		}).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: h.tr}},
+			&mcp.ClientSessionOptions{ProtocolVersion: proto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := cs.InitializeResult().ProtocolVersion; v != proto {
+			t.Errorf("negotiated %s, want %s", v, proto)
+		}
+		p := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo step$i; sleep 0.2; done"}}
+		p.SetProgressToken(7)
+		if _, err := cs.CallTool(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		cs.Close()
+		mu.Lock()
+		// Options.ProgressInterval defaults to 1s: ~2.4 s gives 2 or 3.
+		if len(got) < 2 || len(got) > 4 || !strings.Contains(got[len(got)-1], "last: step") {
+			t.Errorf("%s: progress over HTTP: %q", proto, got)
+		}
+		mu.Unlock()
 	}
 }
 
-// Elicitation over streamable HTTP (server-to-client request on the call's
-// stream).
+// Approval over streamable HTTP: with a session, by elicitation (a
+// server-to-client request on the call's stream); stateless, by an
+// input-required result the client answers in a second call.
 func TestHTTPApproval(t *testing.T) {
 	e := newEngine(t, nil)
 	srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
-	ts := httptest.NewServer(Handler(srv, HTTPOptions{}))
+	ts := httptest.NewServer(Handler(srv, HTTPOptions{NoAuth: true}))
 	tr := &http.Transport{}
 	defer func() {
 		ts.CloseClientConnections()
 		ts.Close()
 		tr.CloseIdleConnections()
 	}()
-	for action, want := range map[string]engine.Status{"accept": engine.StatusOK, "decline": engine.StatusDenied} {
-		el := &elicitor{action: action}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
-			Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: tr}}, nil)
-		if err != nil {
-			t.Fatal(err)
+	for _, proto := range []string{"2025-11-25", "2026-07-28"} {
+		for action, want := range map[string]engine.Status{"accept": engine.StatusOK, "decline": engine.StatusDenied} {
+			el := &elicitor{action: action}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+				Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: &http.Client{Transport: tr}},
+					&mcp.ClientSessionOptions{ProtocolVersion: proto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo yes"})
+			if r.Status != want || len(el.asked) != 1 {
+				t.Errorf("%s %s: %s %q, asked %d times", proto, action, r.Status, r.Output, len(el.asked))
+			}
+			cs.Close()
 		}
-		r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo yes"})
-		if r.Status != want || len(el.asked) != 1 {
-			t.Errorf("%s: %s %q, asked %d times", action, r.Status, r.Output, len(el.asked))
+	}
+}
+
+// Stateless (2026-07-28): a call whose HTTP request goes away is
+// cancelled too, its process group ended.
+func TestHTTPStatelessDroppedRequestCancels(t *testing.T) {
+	h := newHTTPSetup(t, HTTPOptions{NoAuth: true})
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"bash","arguments":{"command":"sleep 300 & echo $$ $! > %s; wait","mode":"slow"}}}`, pidfile)
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, h.url, strings.NewReader(call))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "bash")
+		if resp, err := (&http.Client{Transport: h.tr}).Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}
-		cs.Close()
+	}()
+	pids := readPids(t, pidfile, 2)
+	cancel()
+	<-done
+	if r := h.res.wait(t, 10*time.Second); r.Status != engine.StatusCancelled {
+		t.Fatalf("after the request went away: %s %q", r.Status, r.Output)
+	}
+	waitDead(t, 5*time.Second, pids...)
+}
+
+// The body bound is the go-sdk's: a body the SDK would refuse is refused
+// here first, with the same status.
+func TestMaxRequestBytes(t *testing.T) {
+	if MaxRequestBytes != mcp.DefaultMaxRequestBodyBytes {
+		t.Fatalf("MaxRequestBytes %d, the go-sdk's %d", MaxRequestBytes, mcp.DefaultMaxRequestBodyBytes)
 	}
 }

@@ -181,10 +181,19 @@ func call(t testing.TB, ctx context.Context, cs *mcp.ClientSession, tool string,
 	return res, decode(t, res, out)
 }
 
+// decode checks a tool result's content (the text, then at most one
+// resource link to the output, of one of our templates) and decodes its
+// structured content into out (when non-nil). It returns the text.
 func decode(t testing.TB, res *mcp.CallToolResult, out any) string {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("want 1 content block, got %d", len(res.Content))
+	if len(res.Content) != 1 && len(res.Content) != 2 {
+		t.Fatalf("want 1 or 2 content blocks, got %d", len(res.Content))
+	}
+	if len(res.Content) == 2 {
+		l, ok := res.Content[1].(*mcp.ResourceLink)
+		if !ok || !strings.HasPrefix(l.URI, "bashvisor://conversation/") || l.MIMEType != "text/plain" {
+			t.Fatalf("second content block %#v, want a resource link to the output", res.Content[1])
+		}
 	}
 	text, ok := res.Content[0].(*mcp.TextContent)
 	if !ok {

@@ -11,8 +11,10 @@ import (
 
 // MetricsHandler serves the collectors in Prometheus's exposition format,
 // for mounting at "/metrics" next to [Handler], behind the same origin
-// and token checks (opts.Token, opts.AllowedOrigins; the other fields do
-// not apply). Pass an engine's [engine.Engine.Metrics] and whatever else
+// and authentication checks (opts.Token, Verifier, NoAuth, Scopes,
+// ResourceMetadataURL, AllowedOrigins; the other fields do not apply): any
+// principal may read them. Like Handler it panics when no authentication
+// is configured. Pass an engine's [engine.Engine.Metrics] and whatever else
 // the program exports, such as collectors.NewGoCollector(). A program with
 // a Prometheus registry of its own registers Engine.Metrics() there
 // instead. It panics if two collectors export the same metric.
@@ -22,11 +24,16 @@ func MetricsHandler(opts HTTPOptions, collectors ...prometheus.Collector) http.H
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors...)
-	g := newGuard(opts)
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)})
+	if opts.Token == "" && opts.Verifier == nil && !opts.NoAuth {
+		panic("mcpserver.MetricsHandler: no authentication configured: set HTTPOptions.Token, Verifier, or NoAuth")
+	}
+	h := newAuthenticator(opts, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.allow(w, r) {
-			h.ServeHTTP(w, r)
+		if !originAllowed(r, opts.AllowedOrigins) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+			return
 		}
+		h.ServeHTTP(w, r)
 	})
 }

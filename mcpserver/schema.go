@@ -6,27 +6,9 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// fallbackInputSchema is the bash tool's input schema, used only when
-// [engine.InputSchema] returns nothing (it is the engine's to define).
-const fallbackInputSchema = `{
-  "type": "object",
-  "properties": {
-    "command": {"type": "string", "description": "The shell command to run with bash -c."},
-    "mode": {"type": "string", "enum": ["default", "slow", "background"], "default": "default",
-      "description": "default: up to 30s; slow: builds, tests, installs (up to 15 min); background: start and return at once."}
-  },
-  "required": ["command"],
-  "additionalProperties": false
-}`
-
 // bashInputSchema returns the bash tool's input schema: exactly
 // engine.InputSchema().
-func bashInputSchema() json.RawMessage {
-	if s := engine.InputSchema(); len(s) > 0 {
-		return json.RawMessage(s)
-	}
-	return json.RawMessage(fallbackInputSchema)
-}
+func bashInputSchema() json.RawMessage { return json.RawMessage(engine.InputSchema()) }
 
 // OutputSchema returns the bash tool's output schema: [engine.Result] as
 // JSON, the structuredContent of every bash result.

@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,26 +46,38 @@ type Options struct {
 	// Sandbox is the sandbox every command runs in (the zero value: none);
 	// the tool description then states its rules in two lines.
 	Sandbox engine.Sandbox
-	// ConversationID names the conversation of a session without a session
-	// id (stdio, in-memory): its calls, the background jobs that bash_jobs,
-	// bash_output, bash_write and bash_kill see, and its name in the engine's logs and
-	// audit log. Default "mcp". A streamable HTTP session is a conversation
-	// of its own, ConversationID + "-" + 16 hex digits of the SHA-256 of its
-	// session id ("mcp-1f0c…"; hashed so that logs and output paths never
-	// show the id, which authenticates the session), unless
-	// SharedConversation is set.
+	// ConversationID names the default conversation: a stdio (or
+	// in-memory) session's, whose engine conversation id it is, and over
+	// HTTP each principal's own conversation ("alice/mcp"), used by
+	// stateless requests that name none and, with SharedConversation, by
+	// every session. Default "mcp". See the package documentation,
+	// "Conversations", for the ids of the others.
 	ConversationID string
-	// SharedConversation puts every session in the one conversation
-	// ConversationID: any client (holding the token) sees, reads and kills
-	// every job, as for a single user with several clients. By default
-	// (false) each streamable HTTP session is its own conversation, which
-	// ends when the session ends: closed by the client (DELETE), or by the
-	// server after HTTPOptions.SessionTimeout without a request. Ending it
-	// ends its running commands and background jobs with the grace sequence
-	// and removes its output files ([engine.Runner.EndConversation]). The
-	// shared conversation, like a stdio session's, is never ended by the
-	// server: it lives until the engine shuts down.
+	// SharedConversation puts every HTTP session of a principal in the
+	// principal's own conversation: all its clients see, read and kill
+	// every job of the principal, as for a single user with several
+	// clients. By default (false) each streamable HTTP session is its own
+	// conversation, which ends when the session ends: closed by the client
+	// (DELETE), or by the server after HTTPOptions.SessionTimeout without
+	// a request. Ending it ends its running commands and background jobs
+	// with the grace sequence and removes its output files
+	// ([engine.Runner.EndConversation]). A principal's own conversation,
+	// like a stdio session's, is never ended by the server: it lives until
+	// the engine shuts down.
 	SharedConversation bool
+	// Principal is the principal of calls that do not come through
+	// [Handler] (stdio, in-memory), given to the engine as
+	// ToolContext.Principal (default [PrincipalLocal]).
+	Principal string
+	// ConversationIdle ends a named conversation (one a client named with
+	// [ConversationHeader] or [MetaConversation]) after this long without
+	// a call in it (default 30m; negative: never): its commands and
+	// background jobs end, as a session's do with the session.
+	ConversationIdle time.Duration
+	// MaxConversations caps the named conversations in use at once, over
+	// all principals (default 1024; negative: no cap). A call that would
+	// open one more gets a "busy" error result.
+	MaxConversations int
 	// Env holds per-call environment overrides (see [engine.ToolContext]).
 	Env map[string]string
 	// ProgressInterval is the minimum spacing of progress notifications
@@ -102,10 +112,10 @@ type server struct {
 	key  []byte   // signs approval request state
 	used sync.Map // nonces of approval states already used -> expiry (unix)
 	run  runFunc
-	// bound holds the sessions whose conversation ends with them
-	// (*mcp.ServerSession → struct{}), from their first bash call until
-	// their conversation is ended.
-	bound sync.Map
+	// convs tracks session and named conversations, to end them.
+	convs conversations
+	// outputs holds the full outputs served as resources.
+	outputs fullOutputs
 }
 
 // runFunc is [engine.Runner.Run]; tests substitute it to reach statuses the
@@ -123,6 +133,12 @@ func New(e engine.Runner, opts Options) *mcp.Server {
 }
 
 func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
+	_, ms := build(e, opts, run)
+	return ms
+}
+
+// build makes the server and its MCP server.
+func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	if run == nil {
 		run = e.Run
 	}
@@ -139,6 +155,14 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 	if opts.ConversationID == "" {
 		opts.ConversationID = "mcp"
 	}
+	if opts.Principal == "" {
+		opts.Principal = PrincipalLocal
+	}
+	opts.ConversationIdle = orDefault(opts.ConversationIdle, DefaultConversationIdle)
+	if opts.ConversationIdle == 0 {
+		opts.ConversationIdle = -1 // never
+	}
+	opts.MaxConversations = orDefault(opts.MaxConversations, DefaultMaxConversations)
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
 	}
@@ -155,15 +179,17 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 	key := make([]byte, 32)
 	rand.Read(key)
 	s := &server{e: e, o: opts, log: log, key: key, run: run}
+	s.convs = conversations{s: s, named: map[string]*namedConversation{}}
 
 	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       log,
-		Capabilities: &mcp.ServerCapabilities{},
+		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}},
+		SetCacheable: setCacheable,
 		Instructions: "Run shell commands with the bash tool. Background commands (mode \"background\", " +
 			"or a call that yielded) are listed by bash_jobs, read with bash_output, given input with " +
 			"bash_write and stopped with bash_kill.",
 	})
-	tc := s.toolContext(nil)
+	tc := s.toolContext(scope{principal: opts.Principal, conv: opts.ConversationID})
 	yes := true
 	ms.AddTool(&mcp.Tool{
 		Name:         ToolBash,
@@ -211,7 +237,8 @@ func newServer(e engine.Runner, opts Options, run runFunc) *mcp.Server {
 		OutputSchema: json.RawMessage(outputOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Send input to a background job", DestructiveHint: &yes, OpenWorldHint: &yes},
 	}, s.safe(s.write))
-	return ms
+	s.addResources(ms)
+	return s, ms
 }
 
 // safe turns a panic in a tool handler into an error result: the go-sdk
@@ -228,56 +255,6 @@ func (s *server) safe(h mcp.ToolHandler) mcp.ToolHandler {
 	}
 }
 
-// toolContext is the context of a call on session ss (nil: none, as for
-// the tool description).
-func (s *server) toolContext(ss *mcp.ServerSession) engine.ToolContext {
-	return engine.ToolContext{
-		WorkingDir:     s.o.WorkingDir,
-		ConversationID: s.conversation(ss),
-		Sandbox:        s.o.Sandbox,
-		Env:            s.o.Env,
-	}
-}
-
-// conversation returns the conversation of session ss (see
-// Options.ConversationID).
-func (s *server) conversation(ss *mcp.ServerSession) string {
-	if ss == nil || s.o.SharedConversation {
-		return s.o.ConversationID
-	}
-	id := ss.ID()
-	if id == "" {
-		return s.o.ConversationID
-	}
-	sum := sha256.Sum256([]byte(id))
-	return s.o.ConversationID + "-" + hex.EncodeToString(sum[:8])
-}
-
-// endConversationWait bounds ending a session's conversation.
-const endConversationWait = time.Minute
-
-// bindSession makes the conversation of session ss end when ss ends (a
-// per-session conversation only). The first call binds it: a goroutine
-// waits for the session to close, which happens only after its last call
-// returned, so no job can start after the conversation ended.
-func (s *server) bindSession(ss *mcp.ServerSession, conv string) {
-	if ss == nil || conv == s.o.ConversationID {
-		return
-	}
-	if _, loaded := s.bound.LoadOrStore(ss, struct{}{}); loaded {
-		return
-	}
-	go func() {
-		defer s.bound.Delete(ss)
-		_ = ss.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), endConversationWait)
-		defer cancel()
-		if err := s.e.EndConversation(ctx, conv); err != nil && !errors.Is(err, engine.ErrShutdown) {
-			s.log.Warn("ending the conversation of a closed session", "conversation", conv, "err", err)
-		}
-	}()
-}
-
 // Reasons a call's context is cancelled by the server rather than the client.
 var (
 	errServerStopping = errors.New("server stopping")
@@ -285,35 +262,49 @@ var (
 )
 
 // callContext derives a call's context: the go-sdk cancels ctx on
-// notifications/cancelled and when the session's connection breaks; on top
-// of that it ends with Options.BaseContext and with the HTTP request that
-// carried the call (see [Handler]).
-func (s *server) callContext(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+// notifications/cancelled and when the session's connection breaks;
+// [Handler] ends it with the HTTP request that carried the call; on top of
+// that it ends with Options.BaseContext.
+func (s *server) callContext(ctx context.Context) (context.Context, func()) {
+	b := s.o.BaseContext
+	if b == nil {
+		return ctx, func() {}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	var stops []func() bool
-	if b := s.o.BaseContext; b != nil {
-		stops = append(stops, context.AfterFunc(b, func() { cancel(errServerStopping) }))
-	}
-	if hc := httpRequestContext(req.Extra); hc != nil {
-		stops = append(stops, context.AfterFunc(hc, func() { cancel(errDisconnected) }))
-	}
+	stop := context.AfterFunc(b, func() { cancel(errServerStopping) })
 	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
+		stop()
 		cancel(nil)
 	}
 }
 
+// enter resolves a call's scope and records it in its conversation; leave
+// records the call's end. A call that cannot be scoped gets an error
+// result.
+func (s *server) enter(ctx context.Context, req mcp.Request) (sc scope, leave func(), res *mcp.CallToolResult) {
+	sc, err := s.scopeOf(ctx, req)
+	if err == nil {
+		leave, err = s.convs.enter(sc)
+	}
+	if err != nil {
+		return sc, nil, errorResult(err)
+	}
+	return sc, leave, nil
+}
+
 func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx, req)
+	ctx, done := s.callContext(ctx)
 	defer done()
-	tc := s.toolContext(req.Session)
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	tc := s.toolContext(sc)
 	tc.CallID = callID(tc.ConversationID, req.Params.Meta)
-	s.bindSession(req.Session, tc.ConversationID)
 	in, err := parseBashInput(req.Params.Arguments)
 	if err != nil {
-		return s.finish(tc, in, badInput(in, err)), nil
+		return s.finish(sc, tc, in, badInput(in, err)), nil
 	}
 	run := func(approved bool) engine.Result {
 		tc := tc
@@ -330,17 +321,17 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	// input request (protocol 2026-07-28 and later).
 	if req.Params.InputResponses != nil || req.Params.RequestState != "" {
 		if r, ok := s.approvalRetry(req, tc, in, run); ok {
-			return s.finish(tc, in, r), nil
+			return s.finish(sc, tc, in, r), nil
 		}
 		// Bad or stale state: run without approval and never ask again.
-		return s.finish(tc, in, run(false)), nil
+		return s.finish(sc, tc, in, run(false)), nil
 	}
 
 	r := run(false)
 	if r.Status == engine.StatusNeedsApproval && s.canElicit(req) {
-		return s.askApproval(ctx, req, tc, in, r, run)
+		return s.askApproval(ctx, req, sc, tc, in, r, run)
 	}
-	return s.finish(tc, in, r), nil
+	return s.finish(sc, tc, in, r), nil
 }
 
 // MetaCallID is the _meta key of a bash call that carries its call id:
@@ -363,15 +354,25 @@ func callID(conv string, m mcp.Meta) string {
 }
 
 // finish turns a Result into the tool result: the model's text as content,
-// the Result as structured content, isError unless ok or started.
-func (s *server) finish(tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
-	s.log.Debug("bash call", "conversation", tc.ConversationID, "display", logCommand{s.e, r.Display},
+// followed by a resource link to the full output when it was truncated or
+// to the job's output when it started one; the Result as structured
+// content; isError unless ok or started.
+func (s *server) finish(sc scope, tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
+	s.log.Debug("bash call", "conversation", tc.ConversationID, "principal", tc.Principal, "display", logCommand{s.e, r.Display},
 		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
 	if s.o.OnResult != nil {
 		s.o.OnResult(tc.ConversationID, in, r)
 	}
+	content := []mcp.Content{&mcp.TextContent{Text: r.Output}}
+	switch {
+	case r.JobID != "":
+		content = append(content, jobLink(sc, engine.JobInfo{JobID: r.JobID, Display: r.Display, Bytes: r.OutputBytes}))
+	case r.Truncated && r.FullOutputFile != "":
+		n := s.outputs.add(sc.conv, r.FullOutputFile, r.OutputBytes)
+		content = append(content, outputLink(sc, n, r))
+	}
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: r.Output}},
+		Content:           content,
 		StructuredContent: r,
 		IsError:           r.IsError(),
 	}
@@ -407,18 +408,9 @@ func structured(text string, v any) *mcp.CallToolResult {
 func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	j, err := s.e.Job(tc, id)
 	if err != nil {
-		return j, fmt.Errorf("%w (bash_jobs lists the job ids)", err)
+		return j, engine.JobError(id, err)
 	}
 	return j, nil
-}
-
-// jobError names the job in an engine error that does not already name it
-// (engine.ErrNoSuchJob errors do).
-func jobError(id string, err error) error {
-	if errors.Is(err, engine.ErrNoSuchJob) {
-		return err
-	}
-	return fmt.Errorf("job %q: %w", id, err)
 }
 
 // jobsResult is bash_jobs's structured content.
@@ -430,7 +422,12 @@ func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	if err := parseNoArgs(req.Params.Arguments); err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	out := jobsResult{Jobs: s.e.Jobs(s.toolContext(req.Session))}
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	out := jobsResult{Jobs: s.e.Jobs(s.toolContext(sc))}
 	if out.Jobs == nil {
 		out.Jobs = []engine.JobInfo{}
 	}
@@ -442,43 +439,61 @@ func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	tc := s.toolContext(req.Session)
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	tc := s.toolContext(sc)
 	j, err := s.job(tc, a.jobID)
 	if err != nil {
 		return errorResult(err), nil
 	}
 	if a.wait > 0 {
-		ctx, done := s.callContext(ctx, req)
+		ctx, done := s.callContext(ctx)
 		defer done()
 		from := j.Bytes
 		if a.ranged {
 			from = a.offset
 		}
 		if _, err := s.e.WaitOutput(ctx, tc, a.jobID, from, a.wait); err != nil {
-			return errorResult(jobError(a.jobID, err)), nil
+			return errorResult(engine.JobError(a.jobID, err)), nil
 		}
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, a.tail, a.offset, a.limit)
 	if err != nil {
-		return errorResult(jobError(a.jobID, err)), nil
+		return errorResult(engine.JobError(a.jobID, err)), nil
 	}
-	return structured(jo.Text(), jo), nil
+	return jobOutputResult(sc, jo), nil
+}
+
+// jobOutputResult is bash_output's and bash_write's result: the slice's
+// text and a resource link to the job's whole output.
+func jobOutputResult(sc scope, jo engine.JobOutput) *mcp.CallToolResult {
+	res := structured(jo.Text(), jo)
+	res.Content = append(res.Content, jobLink(sc, jo.Job))
+	return res
 }
 
 func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx, req)
+	ctx, done := s.callContext(ctx)
 	defer done()
 	id, err := parseJobID(req.Params.Arguments)
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	tc := s.toolContext(req.Session)
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	tc := s.toolContext(sc)
 	if _, err := s.job(tc, id); err != nil {
 		return errorResult(err), nil
 	}
 	j, err := s.e.Kill(ctx, tc, id)
 	if err != nil {
-		return errorResult(jobError(id, err)), nil
+		return errorResult(engine.JobError(id, err)), nil
 	}
 	return structured(j.Text(), j), nil
 }
@@ -489,13 +504,18 @@ func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 const settle = 100 * time.Millisecond
 
 func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx, req)
+	ctx, done := s.callContext(ctx)
 	defer done()
 	a, err := parseWriteArgs(req.Params.Arguments)
 	if err != nil {
 		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
 	}
-	tc := s.toolContext(req.Session)
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	tc := s.toolContext(sc)
 	j, err := s.job(tc, a.jobID)
 	if err != nil {
 		return errorResult(err), nil
@@ -517,7 +537,7 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		}
 		j, err = s.e.WaitOutput(ctx, tc, a.jobID, seen, wait)
 		if err != nil {
-			return errorResult(jobError(a.jobID, err)), nil
+			return errorResult(engine.JobError(a.jobID, err)), nil
 		}
 		if j.Status != engine.JobRunning || j.Bytes <= seen || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
@@ -527,9 +547,9 @@ func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	}
 	jo, err := s.e.JobOutput(tc, a.jobID, 0, from, maxReadBytes)
 	if err != nil {
-		return errorResult(jobError(a.jobID, err)), nil
+		return errorResult(engine.JobError(a.jobID, err)), nil
 	}
-	return structured(jo.Text(), jo), nil
+	return jobOutputResult(sc, jo), nil
 }
 
 // ttyEcho is what a terminal echoes of input: each line end as "\r\n".

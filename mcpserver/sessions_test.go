@@ -33,7 +33,7 @@ type sessServer struct {
 	e *engine.Engine
 }
 
-func newSessServer(t *testing.T, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
+func newSessServer(t testing.TB, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
 	t.Helper()
 	s := &sessServer{httpSetup: &httpSetup{res: newResults(), tr: &http.Transport{}}, e: newEngine(t, mod)}
 	if opts.WorkingDir == "" {
@@ -41,13 +41,18 @@ func newSessServer(t *testing.T, mod func(*engine.Config), opts Options, hopts H
 	}
 	opts.OnResult = s.res.add
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(New(s.e, opts), hopts))
+	srv := New(s.e, opts)
+	mux.Handle("/mcp", Handler(srv, hopts))
 	s.ts = httptest.NewServer(mux)
 	s.url = s.ts.URL + "/mcp"
 	t.Cleanup(func() {
 		s.ts.CloseClientConnections()
 		s.ts.Close()
 		s.tr.CloseIdleConnections()
+		// Sessions a client left open (the conformance suite does).
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
 	})
 	return s
 }
@@ -113,11 +118,12 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 	}
 	waitDead(t, 10*time.Second, pid)
 
-	// The conversations are distinct and named after the session, not by it.
+	// The conversations are distinct and named after the session (within
+	// the principal), not by it.
 	convs := map[string]bool{}
 	for _, j := range s.e.AllJobs() {
 		convs[j.ConversationID] = true
-		if !strings.HasPrefix(j.ConversationID, "mcp-") || len(j.ConversationID) != len("mcp-")+16 {
+		if !strings.HasPrefix(j.ConversationID, PrincipalDefault+"/~") || len(j.ConversationID) != len(PrincipalDefault+"/~")+16 {
 			t.Errorf("conversation id %q", j.ConversationID)
 		}
 		if strings.Contains(j.OutputFile, a.ID()) || strings.Contains(j.OutputFile, b.ID()) {
@@ -129,7 +135,7 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 	}
 
 	t.Run("shared", func(t *testing.T) {
-		s := newSessServer(t, nil, Options{SharedConversation: true}, HTTPOptions{})
+		s := newSessServer(t, nil, Options{SharedConversation: true}, HTTPOptions{NoAuth: true})
 		a, b := s.client(t, ""), s.client(t, "")
 		id, pid := bgJob(t, a)
 		if got := jobIDs(t, b); len(got) != 1 || got[0] != id+":"+strconv.Itoa(pid) {
@@ -151,7 +157,7 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 // A session's end ends its conversation: the client's DELETE cancels its
 // calls in flight and ends its background jobs.
 func TestHTTPSessionEndEndsConversation(t *testing.T) {
-	s := newSessServer(t, nil, Options{}, HTTPOptions{})
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true})
 	a := s.client(t, "")
 	_, job := bgJob(t, a)
 	s.res.wait(t, time.Second) // the job's start
@@ -219,7 +225,7 @@ func (h *httpSetup) deleteSession(t *testing.T, sid string) int {
 // Over MaxSessions a new session gets 503 with a reason and Retry-After;
 // ending a session frees its place.
 func TestHTTPSessionCap(t *testing.T) {
-	s := newSessServer(t, nil, Options{}, HTTPOptions{MaxSessions: 2})
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, MaxSessions: 2})
 	_, sid1 := s.openSession(t, nil)
 	_, sid2 := s.openSession(t, nil)
 	resp, body := s.openSession(t, nil)
@@ -256,7 +262,7 @@ func TestHTTPSessionCap(t *testing.T) {
 	// A go-sdk client, which probes with server/discover before it
 	// initializes, connects at the cap of 1 each time the previous one
 	// closed: neither the probe nor a closed session holds the place.
-	s = newSessServer(t, nil, Options{}, HTTPOptions{MaxSessions: 1})
+	s = newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, MaxSessions: 1})
 	for i := range 20 {
 		cs := s.client(t, "")
 		if r := bash(t, context.Background(), cs, map[string]any{"command": "echo " + strconv.Itoa(i)}); r.Output != strconv.Itoa(i)+"\n" {
@@ -271,7 +277,7 @@ func TestHTTPSessionCap(t *testing.T) {
 // A session idle for SessionTimeout is closed, its conversation's jobs
 // ended and its place freed.
 func TestHTTPIdleSessionClosed(t *testing.T) {
-	s := newSessServer(t, nil, Options{}, HTTPOptions{SessionTimeout: time.Second, MaxSessions: 1})
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, SessionTimeout: time.Second, MaxSessions: 1})
 	cs := s.client(t, "")
 	_, pid := bgJob(t, cs)
 	start := time.Now()
@@ -381,7 +387,7 @@ func TestHTTPSlowBodyAndRefusals(t *testing.T) {
 // ReadTimeout bounds only the body: a call running longer than it is not
 // cut (http.Server.ReadTimeout would cancel it).
 func TestHTTPLongCallOutlivesReadTimeout(t *testing.T) {
-	s := newSessServer(t, nil, Options{}, HTTPOptions{ReadTimeout: 200 * time.Millisecond})
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, ReadTimeout: 200 * time.Millisecond})
 	cs := s.client(t, "")
 	if r := bash(t, context.Background(), cs, map[string]any{"command": "sleep 1.5; echo done"}); r.Status != engine.StatusOK || r.Output != "done\n" {
 		t.Errorf("%s %q", r.Status, r.Output)
@@ -395,7 +401,7 @@ func TestHTTPAdmissionUnderLoad(t *testing.T) {
 	const sessions, perSession, slots = 4, 50, 4
 	s := newSessServer(t, func(c *engine.Config) {
 		c.Admission = config.Admission{MaxRunning: slots, MaxRunningPerConversation: slots, MaxQueue: 60, QueueWait: time.Minute}
-	}, Options{}, HTTPOptions{})
+	}, Options{}, HTTPOptions{NoAuth: true})
 	dir := t.TempDir()
 	running := filepath.Join(dir, "running")
 	os.Mkdir(running, 0o700)
@@ -586,7 +592,7 @@ func TestLimitListener(t *testing.T) {
 // The memory an idle session costs, measured over 1,000 sessions.
 func TestMemoryPerIdleSession(t *testing.T) {
 	const n = 1000
-	s := newSessServer(t, nil, Options{}, HTTPOptions{MaxSessions: -1})
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, MaxSessions: -1})
 	// Warm up: the first session allocates what every session shares.
 	_, sid := s.openSession(t, nil)
 	s.deleteSession(t, sid)

@@ -224,7 +224,7 @@ func TestStdioAudit(t *testing.T) {
 func TestDemoHTTP(t *testing.T) {
 	needDemo(t)
 	cmd := exec.Command(demoBin, "mcp", "-grace", "200ms", "-C", t.TempDir(), "-http", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "BASHVISOR_MCP_TOKEN=tok-123")
+	cmd.Env = append(os.Environ(), "BASHVISOR_MCP_TOKEN=tok-0123456789abcdef")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestDemoHTTP(t *testing.T) {
 		close(lines)
 	}()
 	var url string
-	re := regexp.MustCompile(`listening on (http://\S+/mcp) \(bearer token required\)`)
+	re := regexp.MustCompile(`listening on (http://\S+/mcp) \(the -token or \$BASHVISOR_MCP_TOKEN\)`)
 	timeout := time.After(10 * time.Second)
 	for url == "" {
 		select {
@@ -264,7 +264,7 @@ func TestDemoHTTP(t *testing.T) {
 		resp.Body.Close()
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-123", tr}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-0123456789abcdef", tr}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,8 @@ import "github.com/bashvisor/bashvisor/internal/secret"
 
 // Options are what an analysis depends on besides the command's text.
 type Options struct {
-	// WorkDir is the directory the command runs in, for Display.
+	// WorkDir is the directory the command runs in, for Display and the
+	// stdin gate (a program under it is the workspace's, like ./prog).
 	WorkDir string
 	// Profile is the permission profile applied after the safety rules;
 	// nil: none.
@@ -15,13 +16,22 @@ type Options struct {
 	// Secrets holds the known secret values (those stripped from the
 	// command's environment) that Log must not show; nil: none.
 	Secrets *secret.Redactor
+	// Log asks for Analysis.Log, the command as the audit log shows it.
+	// Computing it (replacing the known secret values and the credentials
+	// RedactSecrets recognises) costs more than the rest of the analysis
+	// of a long command, so it is done only when asked for; false leaves
+	// Log empty.
+	Log bool
 	// StdinFed says the command's stdin takes input sent later (a job's
-	// stdin pipe or terminal) rather than /dev/null: a shell or
-	// interpreter that reads its program from stdin (`bash`, `python3
-	// -i`, `node`) then runs code nobody can analyse now, so it asks (rule
-	// "stdin-shell"), as a pipe into a shell does; programs that read
-	// data (read, cat, a y/N prompt) are unaffected.
+	// stdin pipe or terminal) rather than /dev/null. A program that reads
+	// that input then asks unless it is known to treat it as data (see
+	// Check's rules stdin-shell and stdin-program): a shell, REPL or
+	// editor would run code nobody can analyse now.
 	StdinFed bool
+	// Terminal says the job's stdin (and output) is a terminal; it implies
+	// StdinFed, and pagers and editors with shell escapes (less's !cmd,
+	// vi's :!cmd) ask as well (rule "stdin-tty").
+	Terminal bool
 }
 
 // Analysis is what one parse of a command tells the engine.
@@ -45,7 +55,7 @@ type Analysis struct {
 	Run string
 	// Log is the command as a log (the audit log) may show it: the
 	// values of Options.Secrets replaced, then the credentials
-	// RedactSecrets recognises.
+	// RedactSecrets recognises. It is set only with Options.Log.
 	Log string
 }
 
@@ -54,20 +64,26 @@ type Analysis struct {
 // strings (bash -c '...', eval, heredocs fed to a shell) is parsed on its
 // own when the safety rules examine it. Each field equals what the
 // separate function gives: Display(command, opts.WorkDir),
-// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and
-// RedactSecrets of the command with opts.Secrets replaced.
+// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and,
+// with opts.Log, RedactSecrets of the command with opts.Secrets replaced.
 //
 // A command that does not parse is blocked (rule "parse-error"); its
 // Display and Run are the command itself, and Log is still redacted, by
 // the known values and the patterns RedactSecrets applies to any text.
 // Analyze never executes anything and is safe for concurrent use.
 func Analyze(command string, opts Options) Analysis {
-	src := &source{text: command, stdinFed: opts.StdinFed}
+	return analyze(&source{text: command, stdinFed: opts.StdinFed || opts.Terminal, terminal: opts.Terminal, workDir: opts.WorkDir}, opts)
+}
+
+// analyze is Analyze on a source.
+func analyze(src *source, opts Options) Analysis {
 	a := Analysis{
 		Display: display(src, opts.WorkDir),
 		Outcome: gate(src, opts.Profile),
 		Run:     addCoAuthor(src, opts.CoAuthor),
-		Log:     redactLog(src, opts.Secrets),
+	}
+	if opts.Log {
+		a.Log = redactLog(src, opts.Secrets)
 	}
 	if p := opts.Profile; p != nil && a.Outcome.Decision != a.Outcome.Verdict.Decision {
 		a.Part = p.decidingPart(src, a.Outcome.Decision)

@@ -19,7 +19,7 @@ func TestAnalyzeParsesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	all := Options{WorkDir: work, Profile: standard, CoAuthor: testTrailer}
+	all := Options{WorkDir: work, Profile: standard, CoAuthor: testTrailer, Log: true}
 	known := secret.NewRedactor(map[string]string{"DB_PASSWORD": "hunter2hunter2"})
 	cases := []struct {
 		name string
@@ -45,9 +45,11 @@ func TestAnalyzeParsesOnce(t *testing.T) {
 		{"parse error", "git commit -m 'x", all, 1,
 			func(a Analysis) bool { return a.Outcome.Rule == "parse-error" }},
 		{"nested shell code is its own text", "bash -c 'git commit -m x'", all, 2, nil},
-		{"known secret value makes different text", "psql -W hunter2hunter2", Options{Secrets: known}, 2,
+		{"known secret value makes different text", "psql -W hunter2hunter2", Options{Secrets: known, Log: true}, 2,
 			func(a Analysis) bool { return a.Log == "psql -W [REDACTED:DB_PASSWORD]" }},
 		{"blank command", " \n", all, 1, nil},
+		{"no log asked for: no redaction", "GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list", Options{Secrets: known}, 1,
+			func(a Analysis) bool { return a.Log == "" }},
 	}
 	for _, tc := range cases {
 		before := parses.Load()
@@ -108,7 +110,7 @@ func TestAnalyzePart(t *testing.T) {
 func TestAnalyzeParseErrorFailsClosed(t *testing.T) {
 	work := t.TempDir()
 	cmd := "cd " + work + " && GH_TOKEN=ghp_0123456789abcdefABCDEF git commit -m 'x"
-	a := Analyze(cmd, Options{WorkDir: work, CoAuthor: testTrailer})
+	a := Analyze(cmd, Options{WorkDir: work, CoAuthor: testTrailer, Log: true})
 	if a.Outcome.Decision != Block || a.Outcome.Rule != "parse-error" {
 		t.Errorf("outcome %+v, want a parse-error block", a.Outcome)
 	}

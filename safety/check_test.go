@@ -72,13 +72,13 @@ var checkCases = []checkCase{
 	{"rm -rf .git", Block, "rm-critical"},
 	{"rm -rf .git/", Block, "rm-critical"},
 	{"rm -rf ./.git", Block, "rm-critical"},
-	{"rm -rf *", Block, "rm-critical"},
-	{"rm -rf ./*", Block, "rm-critical"},
+	{"rm -rf *", Ask, "rm-workdir"},
+	{"rm -rf ./*", Ask, "rm-workdir"},
 	{"rm -rf .*", Block, "rm-critical"},
 	{"rm -rf ..", Block, "rm-critical"},
 	{"rm -rf ../", Block, "rm-critical"},
 	{"rm -rf ../..", Block, "rm-critical"},
-	{"rm -rf build *", Block, "rm-critical"},
+	{"rm -rf build *", Ask, "rm-workdir"},
 	{"cd / && rm -rf *", Block, "rm-critical"},
 	{"cd /; rm -rf usr", Block, "rm-critical"},
 	{"cd / && rm -rf etc", Block, "rm-critical"},
@@ -219,27 +219,27 @@ var checkCases = []checkCase{
 	{"printf 'rm -rf /' | bash -s", Block, "rm-critical"},
 	{"bash -c 'echo \"unterminated'", Block, "parse-error"},
 	// --- git add
-	{"git add -A", Block, "git-add-blind"},
-	{"git add --all", Block, "git-add-blind"},
-	{"git add --al", Block, "git-add-blind"},
-	{"git add --a", Block, "git-add-blind"},
-	{"git add .", Block, "git-add-blind"},
-	{"git add ./", Block, "git-add-blind"},
-	{"git add *", Block, "git-add-blind"},
-	{"git add '*'", Block, "git-add-blind"},
-	{"git add :/", Block, "git-add-blind"},
-	{"git add -- .", Block, "git-add-blind"},
-	{"git add -vA", Block, "git-add-blind"},
-	{"git add -u .", Block, "git-add-blind"},
-	{"git add ..", Block, "git-add-blind"},
-	{"git add ':!secret.txt'", Block, "git-add-blind"},
-	{"git -C repo add -A", Block, "git-add-blind"},
-	{"git -c core.x=y add .", Block, "git-add-blind"},
-	{"git --git-dir=.git --work-tree=. add --all", Block, "git-add-blind"},
-	{"git --no-pager add .", Block, "git-add-blind"},
+	{"git add -A", Ask, "git-add-blind"},
+	{"git add --all", Ask, "git-add-blind"},
+	{"git add --al", Ask, "git-add-blind"},
+	{"git add --a", Ask, "git-add-blind"},
+	{"git add .", Ask, "git-add-blind"},
+	{"git add ./", Ask, "git-add-blind"},
+	{"git add *", Ask, "git-add-blind"},
+	{"git add '*'", Ask, "git-add-blind"},
+	{"git add :/", Ask, "git-add-blind"},
+	{"git add -- .", Ask, "git-add-blind"},
+	{"git add -vA", Ask, "git-add-blind"},
+	{"git add -u .", Ask, "git-add-blind"},
+	{"git add ..", Ask, "git-add-blind"},
+	{"git add ':!secret.txt'", Ask, "git-add-blind"},
+	{"git -C repo add -A", Ask, "git-add-blind"},
+	{"git -c core.x=y add .", Ask, "git-add-blind"},
+	{"git --git-dir=.git --work-tree=. add --all", Ask, "git-add-blind"},
+	{"git --no-pager add .", Ask, "git-add-blind"},
 	{"cd repo && git add . && git commit -m x", Block, "git-add-blind"},
-	{"sudo git add -A", Block, "git-add-blind"},
-	{"/usr/bin/git add -A", Block, "git-add-blind"},
+	{"sudo git add -A", Ask, "git-add-blind"},
+	{"/usr/bin/git add -A", Ask, "git-add-blind"},
 	// --- git push
 	{"git push --force", Block, "git-push-force"},
 	{"git push -f", Block, "git-push-force"},
@@ -286,7 +286,7 @@ var checkCases = []checkCase{
 	{"chmod -R 777 /", Block, "chmod-critical"},
 	{"sudo chown -R me /usr", Block, "chmod-critical"},
 	{"chmod -R 755 ~", Block, "chmod-critical"},
-	{"git stage -A", Block, "git-add-blind"},
+	{"git stage -A", Ask, "git-add-blind"},
 	{"rsync -a --delete empty/ /", Block, "rm-critical"},
 	{"rsync -av --delete-after ./x/ ~/", Block, "rm-critical"},
 	{"kill -9 -1", Block, "kill-all"},
@@ -481,11 +481,11 @@ var ruleCases = []struct {
 		{`OLDIFS=$IFS; IFS=,; IFS=$OLDIFS; x="rm -rf /"; $x`, Block, "rm-critical"},
 	}},
 	{"static-text-to-shell", []checkCase{
-		{`printf 'git add -A\n' | sh`, Block, "git-add-blind"},
+		{`printf 'git add -A\n' | sh`, Ask, "git-add-blind"},
 		{`printf 'rm -rf %s\n' / | bash`, Block, "rm-critical"},
 		{`printf '%s\n' 'git push --force' | sh`, Block, "git-push-force"},
 		{`echo -e 'rm -rf ~\n' | sh`, Block, "rm-critical"},
-		{"echo -n 'git add .' | bash", Block, "git-add-blind"},
+		{"echo -n 'git add .' | bash", Ask, "git-add-blind"},
 		{"cat <<EOF | bash\nrm -rf /\nEOF", Block, "rm-critical"},
 		{"cat <<'EOF' | sh\ngit push --force\nEOF", Block, "git-push-force"},
 		{"cat <<< 'rm -rf ~' | sh", Block, "rm-critical"},
@@ -521,7 +521,7 @@ var ruleCases = []struct {
 		{"rm -rf ~/.??*", Block, "rm-critical"},
 		{"rm -rf /home/test?r", Block, "rm-critical"},
 		{"cd / && rm -rf b*", Block, "rm-critical"},
-		{"rm -rf ?*", Block, "rm-critical"},
+		{"rm -rf ?*", Ask, "rm-workdir"},
 		{"x='/b*'; rm -rf $x", Block, "rm-critical"},
 		{"chmod -R 777 /e*", Block, "chmod-critical"},
 		{"find /u?r -delete", Block, "rm-critical"},
@@ -564,7 +564,7 @@ var ruleCases = []struct {
 	}},
 	{"function-arguments", []checkCase{
 		{`f() { rm -rf "$1"; }; f /`, Block, "rm-critical"},
-		{`f() { git add "$@"; }; f -A`, Block, "git-add-blind"},
+		{`f() { git add "$@"; }; f -A`, Ask, "git-add-blind"},
 		{`push() { git push "$@"; }; push --force origin main`, Block, "git-push-force"},
 		{`f() { g "$@"; }; g() { rm -rf "$2"; }; f x /`, Block, "rm-critical"},
 		{`clean() { rm -rf "$1"/*; }; clean ~`, Block, "rm-critical"},
@@ -590,11 +590,11 @@ var ruleCases = []struct {
 		{"flock /tmp/l rm -rf /", Block, "rm-critical"},
 		{"flock -n -w 5 /tmp/l rm -rf /", Block, "rm-critical"},
 		{"flock /tmp/l -c 'rm -rf /'", Block, "rm-critical"},
-		{"flock -x /tmp/l git add -A", Block, "git-add-blind"},
+		{"flock -x /tmp/l git add -A", Ask, "git-add-blind"},
 		{"chroot /mnt rm -rf /", Block, "rm-critical"},
 		{"chroot --userspec=1000:1000 /srv/root rm -rf /", Block, "rm-critical"},
 		{"strace -f -o /tmp/t rm -rf /", Block, "rm-critical"},
-		{"strace -e trace=file git add -A", Block, "git-add-blind"},
+		{"strace -e trace=file git add -A", Ask, "git-add-blind"},
 		{"ltrace -o x rm -rf ~", Block, "rm-critical"},
 		{"script -q -c 'rm -rf /' /dev/null", Block, "rm-critical"},
 		{"script -qc 'git push --force' /dev/null", Block, "git-push-force"},
@@ -606,9 +606,9 @@ var ruleCases = []struct {
 		{"setpriv --reuid=1000 --regid 1000 --clear-groups rm -rf /", Block, "rm-critical"},
 		{"firejail --noprofile rm -rf ~", Block, "rm-critical"},
 		{"systemd-run --user -p MemoryMax=1G rm -rf /", Block, "rm-critical"},
-		{"systemd-run --scope -u x git add -A", Block, "git-add-blind"},
+		{"systemd-run --scope -u x git add -A", Ask, "git-add-blind"},
 		{"sg docker -c 'rm -rf /'", Block, "rm-critical"},
-		{"sg docker 'git add -A'", Block, "git-add-blind"},
+		{"sg docker 'git add -A'", Ask, "git-add-blind"},
 		{`env -S 'bash -c' "$X"`, Ask, "dynamic-shell"},
 		{`env -S 'rm -rf' "$DIR"`, Ask, "dynamic-shell"},
 		// guards
@@ -624,13 +624,13 @@ var ruleCases = []struct {
 		{"chroot /srv/root", Allow, ""},
 	}},
 	{"git-alias", []checkCase{
-		{"git -c alias.x='add -A' x", Block, "git-add-blind"},
+		{"git -c alias.x='add -A' x", Ask, "git-add-blind"},
 		{"git -c alias.p='push --force' p origin", Block, "git-push-force"},
 		{"git -c alias.x='!rm -rf /' x", Block, "rm-critical"},
-		{"git -c alias.a=add a -A", Block, "git-add-blind"},
-		{"git -c 'alias.s=!git add .' s", Block, "git-add-blind"},
-		{`git -c alias.y='!f() { git add "$@"; }; f' y -A`, Block, "git-add-blind"},
-		{"git -c alias.X='stage --all' x", Block, "git-add-blind"},
+		{"git -c alias.a=add a -A", Ask, "git-add-blind"},
+		{"git -c 'alias.s=!git add .' s", Ask, "git-add-blind"},
+		{`git -c alias.y='!f() { git add "$@"; }; f' y -A`, Ask, "git-add-blind"},
+		{"git -c alias.X='stage --all' x", Ask, "git-add-blind"},
 		// guards
 		{"git -c alias.st=status st", Allow, ""},
 		{"git log --grep='add -A'", Allow, ""},
@@ -694,6 +694,9 @@ func allCases() []checkCase {
 	for _, r := range ruleCases {
 		all = append(all, r.cases...)
 	}
+	for _, r := range gateCases {
+		all = append(all, r.cases...)
+	}
 	return all
 }
 
@@ -744,8 +747,8 @@ func checkOne(t *testing.T, tc checkCase) {
 			t.Errorf("Check(%q).Message() = %q", tc.cmd, v.Message())
 		}
 	case Ask:
-		if v.Reason == "" || strings.Contains(v.Reason, "\n") {
-			t.Errorf("Check(%q): ask needs a one-line reason, got %+v", tc.cmd, v)
+		if v.Reason == "" || v.Alternative == "" || strings.Contains(v.Message(), "\n") {
+			t.Errorf("Check(%q): ask needs a one-line reason and alternative, got %+v", tc.cmd, v)
 		}
 	case Allow:
 		if v.Rule != "" || v.Message() != "" {
@@ -772,16 +775,16 @@ func TestCheckLimits(t *testing.T) {
 	if v := Check(big); v.Decision != Block || v.Rule != "too-long" {
 		t.Errorf("huge command: %+v", v)
 	}
-	// nested shells beyond MaxNesting
+	// nested shells beyond maxNesting
 	cmd := "rm -rf /tmp/x"
-	for i := 0; i < MaxNesting+2; i++ {
+	for i := 0; i < maxNesting+2; i++ {
 		cmd = "bash -c " + shellQuote(cmd)
 	}
 	if v := Check(cmd); v.Decision != Block || v.Rule != "too-deep" {
 		t.Errorf("deep nesting: %+v", v)
 	}
 	cmd = "echo ok"
-	for i := 0; i < MaxNesting-1; i++ {
+	for i := 0; i < maxNesting-1; i++ {
 		cmd = "bash -c " + shellQuote(cmd)
 	}
 	if v := Check(cmd); v.Decision != Allow {

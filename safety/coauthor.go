@@ -41,8 +41,8 @@ func addCoAuthor(src *source, trailer string) string {
 		if !ok || len(call.Args) == 0 {
 			return true
 		}
-		if off, ok := commitWordEnd(call, want); ok {
-			inserts = append(inserts, off)
+		if p, ok := commitWordEnd(call, want); ok {
+			inserts = append(inserts, src.off(p))
 		}
 		return true
 	})
@@ -68,7 +68,7 @@ func addCoAuthor(src *source, trailer string) string {
 
 // commitWordEnd returns the offset just after the `commit` word when call
 // is a git commit that lacks the trailer want.
-func commitWordEnd(call *syntax.CallExpr, want string) (int, bool) {
+func commitWordEnd(call *syntax.CallExpr, want string) (syntax.Pos, bool) {
 	var r resolver
 	var args []field
 	for i, w := range call.Args {
@@ -76,7 +76,7 @@ func commitWordEnd(call *syntax.CallExpr, want string) (int, bool) {
 	}
 	for len(args) > 0 {
 		if args[0].dyn {
-			return 0, false
+			return syntax.Pos{}, false
 		}
 		rest, kind := unwrapOne(args)
 		if kind != wrapped {
@@ -85,19 +85,19 @@ func commitWordEnd(call *syntax.CallExpr, want string) (int, bool) {
 		args = rest
 	}
 	if len(args) == 0 || base(args[0].s) != "git" {
-		return 0, false
+		return syntax.Pos{}, false
 	}
 	i := gitSub(args)
 	if i < 0 || args[i].s != "commit" || !args[i].one || args[i].word < 0 {
-		return 0, false
+		return syntax.Pos{}, false
 	}
 	lw := strings.ToLower(want)
 	for _, a := range args[i+1:] {
 		if strings.Contains(strings.ToLower(a.s), lw) {
-			return 0, false
+			return syntax.Pos{}, false
 		}
 	}
-	return int(call.Args[args[i].word].End().Offset()), true
+	return call.Args[args[i].word].End(), true
 }
 
 // escapeDQ escapes s for use inside double quotes.

@@ -36,7 +36,7 @@ func display(src *source, workdir string) string {
 	if isCdTo(first, workdir) {
 		// cd W; X  (or cd W <newline> X)
 		if len(f.Stmts) > 1 && !first.Background {
-			return sliceFrom(command, f.Stmts[1].Pos())
+			return sliceFrom(command, src.off(f.Stmts[1].Pos()))
 		}
 		return command
 	}
@@ -58,11 +58,10 @@ func display(src *source, workdir string) string {
 	if bin.Op != syntax.AndStmt || !isCdTo(bin.X, workdir) {
 		return command
 	}
-	return sliceFrom(command, bin.Y.Pos())
+	return sliceFrom(command, src.off(bin.Y.Pos()))
 }
 
-func sliceFrom(s string, p syntax.Pos) string {
-	off := int(p.Offset())
+func sliceFrom(s string, off int) string {
 	if off <= 0 || off > len(s) {
 		return s
 	}

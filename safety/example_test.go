@@ -48,7 +48,7 @@ func ExampleAnalyze() {
 	if err != nil {
 		panic(err)
 	}
-	opts := safety.Options{WorkDir: "/work/app", Profile: standard, CoAuthor: "Bash Visor <bot@example.com>"}
+	opts := safety.Options{WorkDir: "/work/app", Profile: standard, CoAuthor: "Bash Visor <bot@example.com>", Log: true}
 	for _, cmd := range []string{
 		`cd /work/app && git commit -m "fix: x"`,
 		"cd /work/app && go test ./... && git push origin main",
@@ -70,4 +70,65 @@ func ExampleAnalyze() {
 	//   allow ""
 	//   run GH_TOKEN=ghp_0123456789abcdefABCDEF gh pr list
 	//   log GH_TOKEN=[REDACTED] gh pr list
+}
+
+func ExampleGate() {
+	guarded, err := safety.Preset("guarded")
+	if err != nil {
+		panic(err)
+	}
+	for _, cmd := range []string{"ls -la", "touch notes.txt", "rm -rf ~"} {
+		o := safety.Gate(cmd, guarded)
+		fmt.Printf("%s: %s [%s], safety rules: %s\n", cmd, o.Decision, o.Rule, o.Verdict.Decision)
+	}
+	// Output:
+	// ls -la: allow [], safety rules: allow
+	// touch notes.txt: ask [default], safety rules: allow
+	// rm -rf ~: block [rm-critical], safety rules: block
+}
+
+func ExampleRedactSecrets() {
+	fmt.Println(safety.RedactSecrets(`curl -H "Authorization: Bearer abc123secret" -u me:hunter2 https://api.example.com`))
+	fmt.Println(safety.RedactSecrets("PGPASSWORD=hunter2 psql -h db"))
+	// Output:
+	// curl -H "Authorization: Bearer [REDACTED]" -u me:[REDACTED] https://api.example.com
+	// PGPASSWORD=[REDACTED] psql -h db
+}
+
+// A job whose stdin takes input sent later (a pipe or a terminal) may run
+// only programs known to treat that input as data.
+func ExampleOptions_stdinFed() {
+	for _, cmd := range []string{"read -r name; echo hi $name", "python3 app.py", "python3", "awk -f -"} {
+		o := safety.Analyze(cmd, safety.Options{StdinFed: true}).Outcome
+		fmt.Printf("%s: %s [%s]\n", cmd, o.Decision, o.Rule)
+	}
+	// Output:
+	// read -r name; echo hi $name: allow []
+	// python3 app.py: allow []
+	// python3: ask [stdin-shell]
+	// awk -f -: ask [stdin-shell]
+}
+
+// An embedder's own profile: each simple command of the text is matched
+// against the rules, and the most restrictive answer wins.
+func ExampleProfile_Evaluate() {
+	p := &safety.Profile{Name: "ci", Default: safety.Ask, Rules: []safety.Rule{
+		{Pattern: `^` + safety.ActionPrefix + `(go|make)( .*)?$`, Decision: safety.Allow},
+		{Pattern: `^` + safety.ActionPrefix + `docker .*`, Decision: safety.Deny},
+	}}
+	if err := p.Compile(); err != nil {
+		panic(err)
+	}
+	for _, cmd := range []string{"go test ./... && make lint", "make && docker push x", "npm ci"} {
+		d, r := p.Evaluate(cmd)
+		pattern := "default"
+		if r != nil {
+			pattern = r.Pattern
+		}
+		fmt.Printf("%s: %s (%s)\n", cmd, d, pattern)
+	}
+	// Output:
+	// go test ./... && make lint: allow (^tool:bash:(go|make)( .*)?$)
+	// make && docker push x: deny (^tool:bash:docker .*)
+	// npm ci: ask (default)
 }

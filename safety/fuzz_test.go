@@ -16,6 +16,15 @@ func FuzzCheck(f *testing.F) {
 	f.Add(strings.Repeat("bash -c '", 20))
 	f.Add("rm -rf /{" + strings.Repeat("a,", 100) + "}{1..100000}")
 	f.Add("for a in 1 2 3; do for b in 1 2 3; do eval \"rm -rf /tmp/$a$b\"; done; done")
+	for _, c := range redactTexts {
+		f.Add(c)
+	}
+	for _, c := range heredocCases {
+		f.Add(c)
+	}
+	for _, c := range stdinCases {
+		f.Add(c.cmd)
+	}
 	for _, seed := range []string{
 		"IFS=,; cmd=rm,-rf,/; $cmd",
 		"IFS=$'\\n'; x=$'a\\nb'; $x; unset IFS; read IFS; $x",
@@ -51,8 +60,8 @@ func FuzzCheck(f *testing.F) {
 				t.Fatalf("block without reason/alternative: %+v", v)
 			}
 		case Ask:
-			if v.Reason == "" {
-				t.Fatalf("ask without reason: %+v", v)
+			if v.Reason == "" || v.Alternative == "" {
+				t.Fatalf("ask without reason/alternative: %+v", v)
 			}
 		default:
 			t.Fatalf("bad decision %q", v.Decision)
@@ -65,6 +74,19 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("AddCoAuthor changed %q into %q", cmd, out)
 		}
 		prof.Evaluate(cmd)
-		RedactSecrets(cmd)
+		if got, want := redactWith(&source{text: cmd}, false), redactWith(&source{text: cmd}, true); got != want {
+			t.Fatalf("windowed redaction of %q = %q, whole text %q", cmd, got, want)
+		}
+		// A job's stdin taking input later only adds reasons to ask.
+		if fed := Analyze(cmd, Options{StdinFed: true}).Outcome.Verdict; fed.Decision.severity() < v.Decision.severity() {
+			t.Fatalf("%q: %s with a stdin pipe, %s without", cmd, fed.Decision, v.Decision)
+		}
+		if tty := Analyze(cmd, Options{Terminal: true}).Outcome.Verdict; tty.Decision.severity() < v.Decision.severity() {
+			t.Fatalf("%q: %s on a terminal, %s without", cmd, tty.Decision, v.Decision)
+		}
+		opts := Options{WorkDir: "/tmp", Profile: prof, CoAuthor: "A <a@b>", Log: true}
+		if got, want := analyze(&source{text: cmd}, opts), analyze(&source{text: cmd, whole: true}, opts); got != want {
+			t.Fatalf("heredoc cut changes the analysis of %q:\ncut   %+v\nwhole %+v", cmd, got, want)
+		}
 	})
 }

@@ -73,19 +73,44 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 // safe for concurrent use; each call analyses its own source.
 type source struct {
 	text     string
-	stdinFed bool // see Options.StdinFed
+	stdinFed bool   // see Options.StdinFed
+	terminal bool   // see Options.Terminal
+	workDir  string // see Options.WorkDir
 	file     *syntax.File
 	err      error
 	parsed   bool
 	parts    []part // simple commands, see commandParts
 	split    bool   // parts is set
+	holes    []hole // heredoc bodies cut out of the parsed text (see cutBodies)
+	whole    bool   // parse the whole text, cutting nothing (for tests)
 }
 
-// tree returns the text's syntax tree, or the parse error.
+// tree returns the text's syntax tree, or the parse error. Positions in
+// the tree are offsets into a skeleton of the text: off translates them.
 func (s *source) tree() (*syntax.File, error) {
-	if !s.parsed {
-		s.file, s.err = parse(s.text, false)
-		s.parsed = true
+	if s.parsed {
+		return s.file, s.err
 	}
+	s.parsed = true
+	if skel, holes := cutBodies(s.text); holes != nil && !s.whole {
+		if f, err := parse(skel, false); err == nil && fillBodies(f, holes) {
+			s.file, s.holes = f, holes
+			return f, nil
+		}
+	}
+	s.file, s.err = parse(s.text, false)
 	return s.file, s.err
+}
+
+// off returns the offset in the text of position p of the tree.
+func (s *source) off(p syntax.Pos) int {
+	o := int(p.Offset())
+	add := 0
+	for _, h := range s.holes {
+		if h.at > o {
+			break
+		}
+		add += len(h.body)
+	}
+	return o + add
 }

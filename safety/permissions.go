@@ -222,7 +222,7 @@ func (s *source) commandParts() []part {
 			return true
 		case *syntax.Redirect:
 			if n.Hdoc != nil {
-				end := int(n.Hdoc.End().Offset())
+				end := s.off(n.Hdoc.End())
 				for _, i := range open {
 					if i >= 0 && end > s.parts[i].end {
 						s.parts[i].hdoc = true
@@ -243,10 +243,10 @@ func (s *source) commandParts() []part {
 		default:
 			return true
 		}
-		start, end := int(st.Pos().Offset()), int(st.Cmd.End().Offset())
+		start, end := s.off(st.Pos()), s.off(st.Cmd.End())
 		for _, r := range st.Redirs {
 			if r.Word != nil {
-				end = max(end, int(r.Word.End().Offset()))
+				end = max(end, s.off(r.Word.End()))
 			}
 		}
 		if start >= 0 && start <= end && end <= len(command) {

@@ -47,14 +47,19 @@ func RedactSecrets(command string) string {
 
 // redactSecrets is RedactSecrets on a source that other analyses share.
 func redactSecrets(src *source) string {
+	return redactWith(src, false)
+}
+
+// redactWith is redactSecrets; full runs every pattern on the whole text.
+func redactWith(src *source, full bool) string {
 	if src.text == "" {
 		return src.text
 	}
 	out := redactAssignNodes(src)
 	for _, r := range redactRules {
-		out = r.apply(out)
+		out = r.apply(out, full)
 	}
-	return redactConfigSet(out)
+	return redactConfigSet(out, full)
 }
 
 // redactLog is what a log shows of a command: the known secret values
@@ -88,7 +93,7 @@ func redactAssignNodes(src *source) string {
 		if !ok || a.Name == nil || a.Value == nil || len(a.Value.Parts) == 0 || !secret.IsSecret(a.Name.Value) {
 			return true
 		}
-		spans = append(spans, span{int(a.Value.Pos().Offset()), int(a.Value.End().Offset())})
+		spans = append(spans, span{src.off(a.Value.Pos()), src.off(a.Value.End())})
 		return true
 	})
 	if len(spans) == 0 {
@@ -112,10 +117,20 @@ func redactAssignNodes(src *source) string {
 // A redactRule replaces, in each match of re, the first of groups that
 // took part in the match with [REDACTED], when ok (if set) accepts the
 // match's submatches.
+//
+// Redaction is linear in the text: a rule whose matches stay within a line
+// (local) runs only on the lines that hold one of its prefilter's literals
+// and that near (if set) accepts, a cheap test of the line (a NAME= whose
+// NAME is a secret name); span more lines after such a line may hold the
+// rest of a match. Most long commands are heredocs of source code, whose
+// lines hold = and : everywhere but secret names nowhere.
 type redactRule struct {
 	re     *regexp.Regexp
 	groups []int
 	ok     func(m []string) bool
+	local  bool
+	near   func(line string) bool
+	span   int
 	pre    prefilter // set by init from re
 }
 
@@ -125,21 +140,37 @@ func init() {
 	}
 }
 
-func (r redactRule) apply(s string) string {
+// apply redacts s; full runs the expression on the whole text, as the
+// windows of a local rule must find the same (a test compares the two).
+func (r redactRule) apply(s string, full bool) string {
 	if !r.pre.pass(s) {
-		return s
-	}
-	ms := r.re.FindAllStringSubmatchIndex(s, -1)
-	if ms == nil {
 		return s
 	}
 	var b strings.Builder
 	last := 0
-	for _, m := range ms {
+	if full || !r.local || r.pre == nil {
+		last = r.replace(&b, s, 0, s, last)
+	} else {
+		for _, w := range r.windows(s) {
+			last = r.replace(&b, s, w[0], s[w[0]:w[1]], last)
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// replace writes to b the text of s from last to each match of re in
+// window (which starts at offset off of s) and [REDACTED] for its group,
+// and returns the new last.
+func (r redactRule) replace(b *strings.Builder, s string, off int, window string, last int) int {
+	for _, m := range r.re.FindAllStringSubmatchIndex(window, -1) {
 		start, end := -1, -1
 		for _, g := range r.groups {
 			if m[2*g] >= 0 {
-				start, end = m[2*g], m[2*g+1]
+				start, end = off+m[2*g], off+m[2*g+1]
 				break
 			}
 		}
@@ -150,7 +181,7 @@ func (r redactRule) apply(s string) string {
 			subs := make([]string, len(m)/2)
 			for i := range subs {
 				if m[2*i] >= 0 {
-					subs[i] = s[m[2*i]:m[2*i+1]]
+					subs[i] = window[m[2*i]:m[2*i+1]]
 				}
 			}
 			if !r.ok(subs) {
@@ -161,11 +192,163 @@ func (r redactRule) apply(s string) string {
 		b.WriteString(redacted)
 		last = end
 	}
-	if last == 0 {
-		return s
+	return last
+}
+
+// windows returns the parts of s a local rule may match in, in order and
+// apart: each line holding one of the prefilter's literals that near
+// accepts, with the newline before it (a pattern may start at \s) and span
+// more lines.
+func (r redactRule) windows(s string) [][2]int {
+	return windows(s, r.pre, r.near, r.span)
+}
+
+// windows returns the windows of s around the lines that hold a literal
+// of pre and that near (if set) accepts: see redactRule.
+func windows(s string, pre prefilter, near func(string) bool, span int) [][2]int {
+	var lines [][2]int // candidate lines, unordered
+	for _, lit := range pre {
+		for i := 0; i < len(s); {
+			k := strings.Index(s[i:], lit)
+			if k < 0 {
+				break
+			}
+			at := i + k
+			start := strings.LastIndexByte(s[:at], '\n') + 1
+			end := strings.IndexByte(s[at:], '\n')
+			if end < 0 {
+				end = len(s)
+			} else {
+				end += at
+			}
+			if near == nil || near(s[start:end]) {
+				lines = append(lines, [2]int{start, end})
+			}
+			i = end + 1
+		}
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	if len(lines) == 0 {
+		return nil
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i][0] < lines[j][0] })
+	var out [][2]int
+	for _, l := range lines {
+		start, end := max(l[0]-1, 0), l[1]
+		for k := 0; k < span && end < len(s); k++ {
+			if e := strings.IndexByte(s[end+1:], '\n'); e >= 0 {
+				end += 1 + e
+			} else {
+				end = len(s)
+			}
+		}
+		if n := len(out); n > 0 && start <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], end)
+			continue
+		}
+		out = append(out, [2]int{start, end})
+	}
+	return out
+}
+
+// nearSecretAssign reports whether line has NAME= with a secret NAME.
+func nearSecretAssign(line string) bool {
+	for i := 0; i < len(line); i++ {
+		k := strings.IndexByte(line[i:], '=')
+		if k < 0 {
+			return false
+		}
+		i += k
+		j := i
+		for j > 0 && isIdentChar(line[j-1]) {
+			j--
+		}
+		if j < i && secret.IsSecret(line[j:i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// nearSecretKey reports whether line has a quoted key with a secret name
+// ("password", \"token\").
+func nearSecretKey(line string) bool {
+	for i := 0; i < len(line); i++ {
+		k := strings.IndexByte(line[i:], '"')
+		if k < 0 {
+			return false
+		}
+		i += k
+		j := i + 1
+		for j < len(line) && (isIdentChar(line[j]) || line[j] == '.' || line[j] == '-') {
+			j++
+		}
+		if j > i+1 && j < len(line) && (line[j] == '"' || line[j] == '\\') && secret.IsSecret(line[i+1:j]) {
+			return true
+		}
+	}
+	return false
+}
+
+// nearSecretHeader reports whether line has NAME: with NAME a header that
+// carries credentials (or a cookie).
+func nearSecretHeader(line string) bool {
+	for i := 0; i < len(line); i++ {
+		k := strings.IndexByte(line[i:], ':')
+		if k < 0 {
+			return false
+		}
+		i += k
+		j := i
+		for j > 0 && (line[j-1] == ' ' || line[j-1] == '\t') {
+			j--
+		}
+		e := j
+		for j > 0 && (isIdentChar(line[j-1]) && line[j-1] != '_' || line[j-1] == '-') {
+			j--
+		}
+		if j < e && secretHeader(line[j:e]) {
+			return true
+		}
+	}
+	return false
+}
+
+// nearCookie reports whether line mentions a cookie header.
+func nearCookie(line string) bool {
+	for i := 0; i+6 <= len(line); i++ {
+		if line[i]|0x20 == 'c' && strings.EqualFold(line[i:i+6], "cookie") {
+			return true
+		}
+	}
+	return false
+}
+
+// nearSecretFlag reports whether line has an option -NAME or --NAME with a
+// secret NAME.
+func nearSecretFlag(line string) bool {
+	for i := 0; i < len(line); i++ {
+		k := strings.IndexByte(line[i:], '-')
+		if k < 0 {
+			return false
+		}
+		i += k
+		if i > 0 && !strings.ContainsRune(" \t\n\"'", rune(line[i-1])) {
+			continue
+		}
+		j := i + 1
+		if j < len(line) && line[j] == '-' {
+			j++
+		}
+		e := j
+		for e < len(line) && (isIdentChar(line[e]) && line[e] != '_' || line[e] == '-') {
+			e++
+		}
+		if e > j && secretFlag(line[j:e]) {
+			return true
+		}
+		i = max(i, e-1)
+	}
+	return false
 }
 
 // paramRef matches a value that only refers to a variable.
@@ -208,35 +391,35 @@ var redactRules = []redactRule{
 	{re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----((?s:.*?))(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), groups: []int{1}},
 	// NAME=value with a secret NAME.
 	{re: regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + wordValue + `)`), groups: []int{2},
-		ok: func(m []string) bool { return secret.IsSecret(m[1]) }},
+		ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretAssign},
 	// JSON members: "password": "x", also as \"password\":\"x\".
 	{re: regexp.MustCompile(`\\?"([A-Za-z0-9_.-]+)\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)\\?"`), groups: []int{2},
-		ok: func(m []string) bool { return secret.IsSecret(m[1]) }},
+		ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretKey, span: 1},
 	// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
 	{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
-		ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }},
+		ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader},
 	// Cookie: the whole value.
-	{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}},
+	{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, near: nearCookie},
 	// --flag=value, --flag value, -flag value with a secret flag name.
 	{re: regexp.MustCompile(`(?:^|[\s"'])--?([A-Za-z0-9][A-Za-z0-9-]*)(?:=(` + wordValue + `)|[ \t]+(` + argValue + `))`), groups: []int{2, 3},
-		ok: func(m []string) bool { return secretFlag(m[1]) }},
+		ok: func(m []string) bool { return secretFlag(m[1]) }, local: true, near: nearSecretFlag},
 	// mysql -pX (attached only: -p alone prompts, -P is the port).
-	{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}},
+	{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true},
 	// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
-	{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}},
+	{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true},
 	// curl/httpie/wget -u user:X: the password.
-	{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}},
+	{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true},
 	// openssl pass:X; keytool -storepass X.
-	{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}},
-	{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}},
+	{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
+	{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true},
 	// URL credentials: scheme://user:X@ and http(s)://X@.
-	{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}},
-	{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}},
+	{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true},
+	{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true},
 	// Provider keys, anywhere; the prefix stays.
-	{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}},
-	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}},
-	{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}},
-	{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}},
+	{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}, local: true},
+	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}, local: true},
+	{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}, local: true},
+	{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}, local: true},
 }
 
 // configSetRe finds tools' "config set KEY VALUE" commands.
@@ -247,11 +430,20 @@ var (
 
 // redactConfigSet replaces VALUE in `aws configure set KEY VALUE` and the
 // like when a part of KEY (split at '.', ':' and '/') is a secret name.
-func redactConfigSet(s string) string {
+func redactConfigSet(s string, full bool) string {
 	if !configSetPre.pass(s) {
 		return s
 	}
-	locs := configSetRe.FindAllStringIndex(s, -1)
+	var locs [][]int
+	if full {
+		locs = configSetRe.FindAllStringIndex(s, -1)
+	} else {
+		for _, w := range windows(s, configSetPre, nearConfigSet, 0) {
+			for _, l := range configSetRe.FindAllStringIndex(s[w[0]:w[1]], -1) {
+				locs = append(locs, []int{w[0] + l[0], w[0] + l[1]})
+			}
+		}
+	}
 	for i := len(locs) - 1; i >= 0; i-- { // back to front: offsets stay valid
 		rest := s[locs[i][1]:]
 		end := strings.IndexAny(rest, ";&|\n")
@@ -281,6 +473,36 @@ func redactConfigSet(s string) string {
 		}
 	}
 	return s
+}
+
+// nearConfigSet reports whether line has a tool's config command: "aws
+// configure" or TOOL config.
+func nearConfigSet(line string) bool {
+	if strings.Contains(line, "configure") {
+		return true
+	}
+	for i := 0; i < len(line); i++ {
+		k := strings.Index(line[i:], "config")
+		if k < 0 {
+			return false
+		}
+		i += k
+		j := i
+		for j > 0 && (line[j-1] == ' ' || line[j-1] == '\t') {
+			j--
+		}
+		e := j
+		for j > 0 && isIdentChar(line[j-1]) {
+			j--
+		}
+		switch line[j:e] {
+		case "npm", "pnpm", "yarn", "git", "poetry", "pip", "composer", "gh":
+			if e < i {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // optionsWithValue are the options of those commands that take the next

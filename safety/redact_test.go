@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,35 @@ func TestRedactSecretsCases(t *testing.T) {
 		}
 		if !strings.Contains(got, tc.keep) || !strings.Contains(got, redacted) {
 			t.Errorf("RedactSecrets(%q) = %q: want %q kept and %s", tc.in, got, tc.keep, redacted)
+		}
+	}
+}
+
+// redactCases are texts for comparing windowed and whole-text redaction.
+var redactTexts = []string{
+	"TOKEN=abc cmd\nls\nexport X=1 API_KEY='a b'",
+	"curl -H 'Authorization: Bearer x'\n  -d '{\"password\":\n \"hunter2\"}' https://x",
+	"cat <<'EOF' > a.json\n{\"token\": \"abc\", \"name\": \"x\"}\nEOF\nmysql -uroot -pS3CRET db",
+	"a=1\nb=2\ngit config --global user.name me\n  npm config set //r/:_authToken tok\naws configure set aws_secret_access_key k",
+	"x\n--password hunter2 --user=me\nsshpass -p pw ssh h; docker login -u me -p pw\nopenssl enc -pass pass:pw",
+	"keytool -storepass pw\ngit clone https://user:pw@host/x https://tok@github.com/x\nghp_0123456789abcdefABCDEF AKIA0123456789ABCDEF",
+	"Cookie: a=b; c=d\nSet-Cookie: x\nX-Api-Key: k\n-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
+}
+
+// Redaction runs the patterns only on the lines that may match (see
+// redactRule): the result equals running them on the whole text.
+func TestRedactWindowsSameAsWhole(t *testing.T) {
+	texts := append([]string(nil), redactTexts...)
+	texts = append(texts, heredocCommand(10<<10))
+	if os.Getenv("BASHVISOR_AGENT_CORPUS") != "" {
+		for _, rec := range agentCorpus(t) {
+			texts = append(texts, rec.Command)
+		}
+	}
+	for _, s := range texts {
+		got, want := redactWith(&source{text: s}, false), redactWith(&source{text: s}, true)
+		if got != want {
+			t.Errorf("windowed redaction of %q:\n%q\nwhole text:\n%q", clip(s), got, want)
 		}
 	}
 }

@@ -105,6 +105,93 @@ const (
 	shellCode                      // rest[0] is shell code to re-parse (watch, env -S)
 )
 
+// wrapperScan is the state of scanning a wrapper's options.
+type wrapperScan struct {
+	spec *optSpec
+	name string
+	args []field
+	i    int    // next word
+	code *field // the shell code an option gave (env -S, script -c)
+	join bool   // the command words are shell code (watch, sg)
+	none bool   // an option says no command runs
+}
+
+// long handles the long option --NAME[=VALUE] just read.
+func (w *wrapperScan) long(f field) {
+	long, val, hasEq := strings.Cut(f.s[2:], "=")
+	switch {
+	case contains(w.spec.noneLong, long):
+		w.none = true
+	case contains(w.spec.codeLong, long):
+		if hasEq {
+			w.code = &field{s: val, dyn: f.dyn, word: -1}
+		} else if w.i < len(w.args) {
+			w.code = &w.args[w.i]
+			w.i++
+		}
+	case w.name == "watch" && long == "exec":
+		w.join = false
+	case !hasEq && contains(w.spec.longArg, long):
+		w.i++
+	}
+}
+
+// short handles the cluster of short options -abc just read.
+func (w *wrapperScan) short(f field) {
+	a := f.s
+	for j := 1; j < len(a); j++ {
+		ch := a[j]
+		switch {
+		case strings.IndexByte(w.spec.none, ch) >= 0:
+			w.none = true
+			return
+		case strings.IndexByte(w.spec.code, ch) >= 0:
+			if j+1 < len(a) {
+				w.code = &field{s: a[j+1:], dyn: f.dyn, word: -1}
+			} else if w.i < len(w.args) {
+				w.code = &w.args[w.i]
+				w.i++
+			}
+			return
+		case w.name == "watch" && ch == 'x':
+			w.join = false
+		case strings.IndexByte(w.spec.shortArg, ch) >= 0:
+			if j == len(a)-1 {
+				w.i++
+			}
+			return
+		}
+	}
+}
+
+// options reads the wrapper's options up to its command.
+func (w *wrapperScan) options() {
+	for w.i < len(w.args) && !w.none {
+		f := w.args[w.i]
+		a := f.s
+		switch {
+		case a == "--":
+			w.i++
+			return
+		case a == "-" && w.spec.dash:
+			w.i++
+			continue
+		case len(a) < 2 || a[0] != '-' || f.dyn:
+			if !w.spec.permute {
+				return
+			}
+			w.i++ // an operand; options may follow
+			continue
+		}
+		w.i++
+		if a[1] == '-' {
+			w.long(f)
+		} else {
+			w.short(f)
+		}
+	}
+}
+
 // unwrapOne strips one wrapper (sudo, env, nice, ...) from args.
 func unwrapOne(args []field) ([]field, unwrapResult) {
 	name := base(args[0].s)
@@ -112,73 +199,12 @@ func unwrapOne(args []field) ([]field, unwrapResult) {
 	if !ok || name == "runuser" && !hasUserOpt(args) {
 		return args, notWrapper
 	}
-	var code *field
-	join := spec.join
-	i := 1
-	for i < len(args) {
-		f := args[i]
-		a := f.s
-		if a == "--" {
-			i++
-			break
-		}
-		if a == "-" && spec.dash {
-			i++
-			continue
-		}
-		if len(a) < 2 || a[0] != '-' || f.dyn {
-			if spec.permute {
-				i++ // an operand; options may follow
-				continue
-			}
-			break
-		}
-		i++
-		if a[1] == '-' {
-			long, val, hasEq := strings.Cut(a[2:], "=")
-			switch {
-			case contains(spec.noneLong, long):
-				return nil, noCommand
-			case contains(spec.codeLong, long):
-				if hasEq {
-					code = &field{s: val, dyn: f.dyn, word: -1}
-				} else if i < len(args) {
-					code = &args[i]
-					i++
-				}
-				continue
-			case name == "watch" && long == "exec":
-				join = false
-			}
-			if !hasEq && contains(spec.longArg, long) {
-				i++
-			}
-			continue
-		}
-	cluster:
-		for j := 1; j < len(a); j++ {
-			ch := a[j]
-			switch {
-			case strings.IndexByte(spec.none, ch) >= 0:
-				return nil, noCommand
-			case strings.IndexByte(spec.code, ch) >= 0:
-				if j+1 < len(a) {
-					code = &field{s: a[j+1:], dyn: f.dyn, word: -1}
-				} else if i < len(args) {
-					code = &args[i]
-					i++
-				}
-				break cluster
-			case name == "watch" && ch == 'x':
-				join = false
-			case strings.IndexByte(spec.shortArg, ch) >= 0:
-				if j == len(a)-1 {
-					i++
-				}
-				break cluster
-			}
-		}
+	w := wrapperScan{spec: spec, name: name, args: args, i: 1, join: spec.join}
+	w.options()
+	if w.none {
+		return nil, noCommand
 	}
+	i := w.i
 	if spec.assigns {
 		for i < len(args) && isAssignWord(args[i].s) {
 			i++
@@ -191,19 +217,19 @@ func unwrapOne(args []field) ([]field, unwrapResult) {
 			return nil, noCommand
 		}
 		rest = rest[1:]
-		if !join {
+		if !w.join {
 			return rest[:1], shellCode
 		}
 	}
 	switch {
-	case code != nil && spec.noExec:
-		return []field{*code}, shellCode
-	case code != nil:
+	case w.code != nil && spec.noExec:
+		return []field{*w.code}, shellCode
+	case w.code != nil:
 		// env -S STRING ARGS...: ARGS are words after the split string.
-		return joinCode(*code, rest, true), shellCode
+		return joinCode(*w.code, rest, true), shellCode
 	case spec.noExec || len(rest) == 0:
 		return nil, noCommand
-	case join:
+	case w.join:
 		return joinCode(rest[0], rest[1:], false), shellCode
 	}
 	return rest, wrapped

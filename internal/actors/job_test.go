@@ -187,28 +187,19 @@ func alive(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "pid %d still alive", pid)
 }
 
 func readPid(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var pid int
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		var perr error
+		pid, perr = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && perr == nil && pid > 0
+	}, "no pid in %s", path)
+	return pid
 }
 
 // TestTransitions drives the job actor through each transition of its

@@ -82,13 +82,15 @@ func Standard() []Command {
 				"Errors of the CLI go to stderr. When the output is truncated, the complete output\n" +
 				"is kept in the file the result names (under $TMPDIR/bashvisor-run-*); delete it\n" +
 				"when done. -mode background leaves the job running and its output file in place.", cmdRun},
-		{"check", "[flags] [--] COMMAND", "analyse a command without running it: allow, block or ask",
+		{"check", "[flags] [--] COMMAND | -", "analyse a command (or JSON lines of commands on stdin) without running it: allow, block or ask",
 			"Exit status: 0 allow, 1 block (or denied by -profile), 2 ask, 126 bad input\n" +
 				"(an empty command, NUL bytes, ...), 64 usage error.", runCheck},
 		{"schema", "[flags]", "print the bash tool's name, description and input schema (-output: and its output schema)", "", cmdSchema},
 		{"mcp", "[flags]", "serve the tools over MCP: stdio, or streamable HTTP with -http",
 			"Exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM after ending every command and job.\n" +
-				"-http :PORT binds 127.0.0.1:PORT; a non-loopback address needs a token.", cmdMCP},
+				"-http :PORT binds 127.0.0.1:PORT. Every HTTP request needs a bearer token (-token,\n" +
+				"-tokens FILE, -oauth-issuer URL; without them one is generated and kept in\n" +
+				"$XDG_CONFIG_HOME/bashvisor/mcp-token); -no-auth opts out, on loopback only.", cmdMCP},
 		{"executor", "[flags]", "serve an engine to fronts on other machines (mcp -executors or -cluster)",
 			"Exits 0 on SIGINT/SIGTERM after ending every command and job; 75 after it fenced itself\n" +
 				"(it was frozen or cut off, so fronts reported its calls lost): restart it. A non-loopback\n" +

@@ -47,6 +47,11 @@ type mcpFlags struct {
 	profile     string
 	httpAddr    string
 	token       string
+	tokens      string // -tokens FILE
+	noAuth      bool
+	oauthIssuer string
+	oauthRes    string
+	oauthScopes stringList
 	origins     stringList
 	verbose     bool
 	admission   config.Admission
@@ -81,7 +86,12 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.envPolicy, "env-policy", string(config.InheritSafe), "environment `policy`: inherit-safe or allowlist")
 	fs.StringVar(&f.profile, "profile", "", "permission `profile`: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://`addr`/mcp instead of stdio (127.0.0.1:8765; :8765 means 127.0.0.1:8765)")
-	fs.StringVar(&f.token, "token", "", "bearer `token` required by -http (default $"+tokenEnv+"; required off loopback)")
+	fs.StringVar(&f.token, "token", "", "-http: one bearer `token` (principal \"default\"; default $"+tokenEnv+")")
+	fs.StringVar(&f.tokens, "tokens", "", "-http: bearer tokens from `file`, one \"PRINCIPAL TOKEN\" pair a line, read again when it changes")
+	fs.StringVar(&f.oauthIssuer, "oauth-issuer", "", "-http: accept OAuth 2.1 access tokens (JWTs) of the authorization server at `URL` (principal \"oauth:SUBJECT\")")
+	fs.StringVar(&f.oauthRes, "oauth-resource", "", "-oauth-issuer: this server's URL as clients reach it, the tokens' audience (default http://ADDR/mcp)")
+	fs.Var(&f.oauthScopes, "oauth-scope", "-oauth-issuer: a `scope` every token must grant (repeatable)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "-http: no authentication at all (loopback only): any local process can run commands. Without -token, -tokens, -oauth-issuer or -no-auth, -http generates a token (see README)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
 	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
@@ -89,7 +99,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
 	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
-	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "-http: close a session (and end its jobs) after this long without a request (0: never)")
+	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "close a session or a named conversation (and end its jobs) after this long without a request (0: never)")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
@@ -144,8 +154,25 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if f.token == "" {
 		f.token = os.Getenv(tokenEnv)
 	}
-	if f.httpAddr != "" && f.token == "" && !mcpserver.IsLoopback(listenAddr(f.httpAddr)) {
-		return fmt.Errorf("refusing to serve -http %s without a bearer token: the address is not loopback, so anyone who can reach it could run commands; set -token or $%s, or bind 127.0.0.1", f.httpAddr, tokenEnv)
+	return f.checkAuth()
+}
+
+// checkAuth validates the authentication flags.
+func (f *mcpFlags) checkAuth() error {
+	configured := f.token != "" || f.tokens != "" || f.oauthIssuer != ""
+	switch {
+	case f.httpAddr == "" && (configured || f.noAuth):
+		return errors.New("-token, -tokens, -oauth-issuer and -no-auth need -http (stdio has one principal and no authentication)")
+	case f.noAuth && configured:
+		return errors.New("-no-auth contradicts -token, -tokens and -oauth-issuer (or $" + tokenEnv + ")")
+	case f.noAuth && !mcpserver.IsLoopback(listenAddr(f.httpAddr)):
+		return fmt.Errorf("refusing to serve -http %s with -no-auth: the address is not loopback, so anyone who can reach it could run commands; drop -no-auth (a token is then generated) or bind 127.0.0.1", f.httpAddr)
+	case (f.oauthRes != "" || len(f.oauthScopes) > 0) && f.oauthIssuer == "":
+		return errors.New("-oauth-resource and -oauth-scope need -oauth-issuer")
+	case f.oauthIssuer != "" && f.oauthRes == "" && !mcpserver.IsLoopback(listenAddr(f.httpAddr)):
+		return errors.New("-oauth-issuer off loopback needs -oauth-resource: the URL clients reach this server at (the tokens' audience)")
+	case f.token != "" && len(f.token) < mcpserver.MinTokenLength:
+		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, mcpserver.MinTokenLength)
 	}
 	return nil
 }
@@ -243,6 +270,8 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		BaseContext:        base,
 		SharedConversation: f.shared,
 		Version:            moduleVersion(),
+		// One idle bound for sessions and named conversations.
+		ConversationIdle: cmp.Or(f.sessionIdle, -1),
 	}
 	if f.fleet.on() {
 		opts.ConversationID = newConversationID() // each MCP session is one conversation
@@ -295,16 +324,23 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
 	}
-	ln = mcpserver.LimitListener(ln, f.maxConns)
-	hopts := mcpserver.HTTPOptions{
-		Token:          f.token,
-		AllowedOrigins: f.origins,
-		Logger:         log,
-		MaxSessions:    cmp.Or(f.maxSessions, -1),
-		SessionTimeout: cmp.Or(f.sessionIdle, -1),
+	a, err := f.httpAuth(ctx, ln.Addr().String(), log)
+	if err != nil {
+		ln.Close()
+		fmt.Fprintln(stderr, "demo mcp:", err)
+		return 1
 	}
+	ln = mcpserver.LimitListener(ln, f.maxConns)
+	hopts := a.opts
+	hopts.AllowedOrigins = f.origins
+	hopts.Logger = log
+	hopts.MaxSessions = cmp.Or(f.maxSessions, -1)
+	hopts.SessionTimeout = cmp.Or(f.sessionIdle, -1)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(srv, hopts))
+	if a.prm != nil {
+		mux.Handle(a.prmPath, a.prm)
+	}
 	if f.metrics {
 		cs := []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 		if eng, ok := e.(*engine.Engine); ok { // a fleet front has no engine of its own
@@ -321,11 +357,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	auth := "no token"
-	if f.token != "" {
-		auth = "bearer token required"
-	}
-	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), auth)
+	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), a.describe)
 	if f.metrics {
 		fmt.Fprintf(stderr, "metrics at http://%s/metrics\n", ln.Addr())
 	}

@@ -40,8 +40,14 @@ func TestMCPFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"-http", "0.0.0.0:8765"}, "refusing to serve -http 0.0.0.0:8765 without a bearer token"},
-		{[]string{"-http", "192.168.1.10:80"}, "without a bearer token"},
+		{[]string{"-http", "0.0.0.0:8765", "-no-auth"}, "refusing to serve -http 0.0.0.0:8765 with -no-auth"},
+		{[]string{"-http", "192.168.1.10:80", "-no-auth"}, "with -no-auth: the address is not loopback"},
+		{[]string{"-http", ":0", "-no-auth", "-token", "0123456789abcdef"}, "-no-auth contradicts"},
+		{[]string{"-http", ":0", "-token", "short"}, "-token (or $BASHVISOR_MCP_TOKEN) must be at least 16 bytes"},
+		{[]string{"-tokens", "f"}, "need -http"},
+		{[]string{"-no-auth"}, "need -http"},
+		{[]string{"-http", ":0", "-oauth-scope", "x"}, "need -oauth-issuer"},
+		{[]string{"-http", "0.0.0.0:1", "-oauth-issuer", "https://auth.example"}, "needs -oauth-resource"},
 		{[]string{"-env-policy", "all"}, "-env-policy must be inherit-safe or allowlist"},
 		{[]string{"-coauthor", "Bot"}, `-coauthor must look like "Name <email>"`},
 		{[]string{"-C", filepath.Join(file, "missing")}, "-C:"},
@@ -65,7 +71,10 @@ func TestMCPFlags(t *testing.T) {
 		{"-http", ":8765"}, // binds 127.0.0.1:8765
 		{"-http", "localhost:0"},
 		{"-http", "[::1]:8765"},
-		{"-http", "0.0.0.0:8765", "-token", "t"},
+		{"-http", "0.0.0.0:8765", "-token", "0123456789abcdef"},
+		{"-http", "0.0.0.0:8765"}, // a generated token
+		{"-http", ":0", "-no-auth"},
+		{"-http", ":0", "-tokens", file, "-oauth-issuer", "http://127.0.0.1:1", "-oauth-scope", "bash", "-oauth-resource", "http://x/mcp"},
 		{"-http", ":0", "-metrics", "-shared-conversation", "-max-sessions", "0", "-session-idle", "0", "-max-conns", "10", "-conn-idle", "1s"},
 		{"-C", t.TempDir(), "-timeout", "5s", "-slow-timeout", "1m", "-grace", "1s", "-restricted",
 			"-coauthor", "Bot <bot@example.com>", "-audit", filepath.Join(t.TempDir(), "a.jsonl"), "-env-policy", "allowlist", "-profile", "standard"},
@@ -74,9 +83,9 @@ func TestMCPFlags(t *testing.T) {
 			t.Errorf("%q: %v", args, err)
 		}
 	}
-	t.Setenv(tokenEnv, "from-env")
+	t.Setenv(tokenEnv, "from-env-0123456789")
 	f, err := parseMCPFlags([]string{"-http", "0.0.0.0:8765"})
-	if err != nil || f.token != "from-env" {
+	if err != nil || f.token != "from-env-0123456789" {
 		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
 	}
 	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>", "-on-timeout", "background"})
@@ -86,47 +95,79 @@ func TestMCPFlags(t *testing.T) {
 	}
 }
 
-func TestMCPRefusesOpenAddressWithoutToken(t *testing.T) {
-	c := demo(t, []string{tokenEnv + "="}, "mcp", "-http", "0.0.0.0:0")
-	if c.code != exitUsage || !strings.HasPrefix(c.stderr, "demo mcp: refusing to serve -http 0.0.0.0:0 without a bearer token") {
+func TestMCPRefusesOpenAddressWithoutAuth(t *testing.T) {
+	c := demo(t, []string{tokenEnv + "="}, "mcp", "-http", "0.0.0.0:0", "-no-auth")
+	if c.code != exitUsage || !strings.HasPrefix(c.stderr, "demo mcp: refusing to serve -http 0.0.0.0:0 with -no-auth") {
 		t.Errorf("%v", c)
 	}
 }
 
-// `-http :PORT` means 127.0.0.1:PORT, as the README says: it serves
-// without a token, on loopback only.
-func TestMCPColonPortIsLoopback(t *testing.T) {
+// `-http :PORT` means 127.0.0.1:PORT, as the README says; without a
+// token configuration it generates one into a 0600 file, says where, and
+// keeps it for the next start.
+func TestMCPGeneratedToken(t *testing.T) {
 	if demoBin == "" {
 		t.Fatal("the demo binary did not build (see TestMain's output)")
 	}
-	cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-http", ":0")
-	cmd.Env = append(os.Environ(), tokenEnv+"=")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hung := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	defer hung.Stop()
-	sc := bufio.NewScanner(stderr)
+	cfg := t.TempDir()
+	path := filepath.Join(cfg, "bashvisor", "mcp-token")
 	var first string
-	for first == "" && sc.Scan() {
-		if strings.Contains(sc.Text(), "listening on") {
-			first = sc.Text()
+	for i, verb := range []string{"generated", "kept"} {
+		cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-http", ":0")
+		cmd.Env = append(os.Environ(), tokenEnv+"=", "XDG_CONFIG_HOME="+cfg)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		hung := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+		sc := bufio.NewScanner(stderr)
+		var line string
+		for line == "" && sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				line = sc.Text()
+			}
+		}
+		m := regexp.MustCompile(`^bashvisor MCP server listening on http://(127\.0\.0\.1:\d+)/mcp \(bearer token (\w+) in (.*)\)$`).FindStringSubmatch(line)
+		if m == nil || m[2] != verb || m[3] != path {
+			t.Errorf("start %d: %q, want it on 127.0.0.1 with the token %s in %s", i, line, verb, path)
+		}
+		st, err := os.Stat(path)
+		tok, _ := os.ReadFile(path)
+		if err != nil || st.Mode().Perm() != 0o600 || len(strings.TrimSpace(string(tok))) < 16 {
+			t.Errorf("token file: %v %v %q", st, err, tok)
+		}
+		if i == 0 {
+			first = string(tok)
+		} else if string(tok) != first {
+			t.Error("the token changed between starts")
+		}
+		if m != nil {
+			for auth, want := range map[string]int{"": 401, "Bearer " + strings.TrimSpace(string(tok)): 200} {
+				c, br := dial(t, m[1])
+				hdr := "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+				if auth != "" {
+					hdr += "Authorization: " + auth + "\r\n"
+				}
+				if resp, body := request(t, c, br, "POST", "/mcp", hdr, initializeBody); resp.StatusCode != want {
+					t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
+				}
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		for sc.Scan() {
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("demo mcp -http :0 after SIGTERM: %v", err)
+		}
+		hung.Stop()
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	var rest strings.Builder
-	for sc.Scan() {
-		rest.WriteString(sc.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("demo mcp -http :0 after SIGTERM: %v\n%s\n%s", err, first, rest.String())
-	}
-	if !regexp.MustCompile(`^bashvisor MCP server listening on http://127\.0\.0\.1:\d+/mcp \(no token\)$`).MatchString(first) {
-		t.Errorf("first line %q, want it listening on 127.0.0.1 without a token\n%s", first, rest.String())
+	// A token file others can read is refused.
+	os.Chmod(path, 0o644)
+	if c := demo(t, []string{tokenEnv + "=", "XDG_CONFIG_HOME=" + cfg}, "mcp", "-http", ":0"); c.code != 1 || !strings.Contains(c.stderr, "must be a regular file of yours with mode 0600") {
+		t.Errorf("%v", c)
 	}
 }
 
@@ -259,8 +300,8 @@ func closedWithin(t *testing.T, c net.Conn, br *bufio.Reader, d time.Duration) t
 // refused requests close their connection, the session cap answers 503,
 // and -metrics serves /metrics behind the token.
 func TestMCPHTTPBounds(t *testing.T) {
-	addr := startHTTPDemo(t, []string{tokenEnv + "=tok"}, "-conn-idle", "500ms", "-max-sessions", "1", "-metrics")
-	const auth = "Authorization: Bearer tok\r\n"
+	addr := startHTTPDemo(t, []string{tokenEnv + "=tok-0123456789abcdef"}, "-conn-idle", "500ms", "-max-sessions", "1", "-metrics")
+	const auth = "Authorization: Bearer tok-0123456789abcdef\r\n"
 
 	// A scrape keeps its connection alive until it has been idle 500ms.
 	c, br := dial(t, addr)

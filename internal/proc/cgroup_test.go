@@ -39,13 +39,7 @@ func cgAlive(pid int) bool {
 
 func cgWaitGone(t *testing.T, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for cgAlive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, within, func() bool { return !cgAlive(pid) }, "pid %d still alive", pid)
 }
 
 func cgBash(t testing.TB) string {
@@ -140,7 +134,7 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 	}
 	defer p.Stdout.Close()
 	var esc int
-	for deadline := time.Now().Add(5 * time.Second); esc == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testenv.Eventually(t, 5*time.Second, func() bool {
 		for _, mem := range cg.Members() {
 			if mem.Comm == "sleep" {
 				if st, _ := proc.ReadStat(mem.Pid); st.Session == mem.Pid {
@@ -148,10 +142,8 @@ func TestCgroupSignalAndRelease(t *testing.T) {
 				}
 			}
 		}
-	}
-	if esc == 0 {
-		t.Fatal("escapee not found")
-	}
+		return esc != 0
+	}, "escapee not found")
 	cg.Signal(syscall.SIGTERM, p.Pid)
 	cgWaitGone(t, esc, 2*time.Second)
 	if !cgAlive(p.Pid) {

@@ -111,20 +111,14 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	io.ReadFull(p.Stdout, buf)
 	// The forked children exec sleep a moment after "ready".
 	var comms []string
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testenv.Eventually(t, 5*time.Second, func() bool {
 		comms = comms[:0]
 		for _, m := range proc.LiveMembers(p.Pid) {
 			comms = append(comms, m.Comm)
 		}
 		slices.Sort(comms)
-		if slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("comms %v", comms)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid)
+	}, "comms %v", testenv.Last(&comms))
 	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -132,13 +126,7 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	if st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("state %v", st)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for proc.GroupAlive(p.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("group still alive")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return !proc.GroupAlive(p.Pid) }, "group still alive")
 	if err := proc.SignalGroup(p.Pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("signalling a gone group: %v", err)
 	}

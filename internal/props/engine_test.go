@@ -19,6 +19,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // Engine timings of the state machine: short, so a run takes well under a
@@ -470,40 +471,36 @@ func (m *machine) output(j *bgJob) (string, string) {
 // expects of it so far.
 func (m *machine) awaitOutput(j *bgJob) {
 	want := j.want()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, line := m.output(j)
-		switch {
-		case got == want && line == "":
-			j.confirmed = len(want)
-			return
-		case line != "" || !strings.HasPrefix(want, got):
+	got, read := "", false
+	testenv.Eventually(m.t, 20*time.Second, func() bool {
+		if read { // block until output beyond what was read (or a second)
+			_, err := m.e.WaitOutput(context.Background(), j.tc(), j.res.JobID, int64(len(got)-len(j.soFar)), time.Second)
+			if err != nil {
+				m.t.Fatalf("WaitOutput(%s): %v", j.res.JobID, err)
+			}
+		}
+		read = true
+		var line string
+		got, line = m.output(j)
+		if line != "" || !strings.HasPrefix(want, got) {
 			m.t.Fatalf("%s job %s: output %q then %q, want %q so far", j.kind, j.res.JobID, got, line, want)
-		case time.Now().After(deadline):
-			m.t.Fatalf("%s job %s: output %q after 20s, want %q", j.kind, j.res.JobID, got, want)
 		}
-		_, err := m.e.WaitOutput(context.Background(), j.tc(), j.res.JobID, int64(len(got)-len(j.soFar)), time.Second)
-		if err != nil {
-			m.t.Fatalf("WaitOutput(%s): %v", j.res.JobID, err)
-		}
-	}
+		return got == want
+	}, "%s job %s: output %q, want %q", j.kind, j.res.JobID, testenv.Last(&got), want)
+	j.confirmed = len(want)
 }
 
 // waitEnd waits for job j to end.
 func (m *machine) waitEnd(j *bgJob) engine.JobInfo {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := m.e.WaitOutput(context.Background(), j.tc(), j.res.JobID, 1<<40, time.Second)
-		if err != nil {
+	var info engine.JobInfo
+	testenv.Eventually(m.t, 20*time.Second, func() bool {
+		var err error
+		if info, err = m.e.WaitOutput(context.Background(), j.tc(), j.res.JobID, 1<<40, time.Second); err != nil {
 			m.t.Fatalf("job %s: %v", j.res.JobID, err)
 		}
-		if info.Status != engine.JobRunning {
-			return info
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("%s job %s still running after 20s", j.kind, j.res.JobID)
-		}
-	}
+		return info.Status != engine.JobRunning
+	}, "%s job %s still running", j.kind, j.res.JobID)
+	return info
 }
 
 func (m *machine) shutdown() {
@@ -831,37 +828,38 @@ func runMachine(tt *testing.T, t *rapid.T) {
 			pids = append(pids, j.res.PID)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, pid := range pids {
-		for liveProcess(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d survived", pid)
+	var pid int
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		for _, pid = range pids {
+			if liveProcess(pid) {
+				return false
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return true
+	}, "process %d survived", testenv.Last(&pid))
 	m.wg.Wait()
 	if err := goleak.Find(ignore); err != nil {
 		t.Fatalf("goroutines left: %v", err)
 	}
-	for deadline := time.Now().Add(3 * time.Second); countFDs() > fds; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("fds: %d before, %d after", fds, countFDs())
-		}
-	}
+	var after int
+	testenv.Eventually(t, 3*time.Second, func() bool {
+		after = countFDs()
+		return after <= fds
+	}, "fds: %d before, %d after", fds, testenv.Last(&after))
 }
 
 // waitCalls waits until every call has reported or fails the test.
 func waitCalls(t *rapid.T, calls []*fgCall, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for _, c := range calls {
-		for c.reports.Load() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s call did not report within %v (lost result)", c.kind, within)
+	var kind string
+	testenv.Eventually(t, within, func() bool {
+		for _, c := range calls {
+			if c.reports.Load() == 0 {
+				kind = c.kind
+				return false
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		return true
+	}, "%s call did not report (lost result)", testenv.Last(&kind))
 }
 
 func recorded(dir string) []int {

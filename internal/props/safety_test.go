@@ -21,10 +21,10 @@ import (
 // would change what bash does: ~, *, $HOME); "&&" and ";" separate
 // commands.
 var blockedCorpus = [][]string{
-	{"git", "add", "-A"},
-	{"git", "add", "--all"},
-	{"git", "add", "."},
-	{"git", "-C", "src", "add", "-A"},
+	{"git", "add", "-A", "=&&", "git", "commit", "-m", "x"},
+	{"git", "add", "--all", "=&&", "git", "commit", "-m", "x"},
+	{"git", "add", ".", "=&&", "git", "commit", "-m", "x"},
+	{"git", "-C", "src", "add", "-A", "=&&", "git", "commit", "-m", "x"},
 	{"git", "push", "--force", "origin", "main"},
 	{"git", "push", "-f"},
 	{"git", "push", "origin", "+main"},
@@ -46,9 +46,9 @@ var blockedCorpus = [][]string{
 	{"sgdisk", "--zap-all", "/dev/sda"},
 	{"dd", "of=/dev/block/mmcblk0"},
 	{"flock", "/tmp/l", "rm", "-rf", "/"},
-	{"strace", "-f", "-o", "/tmp/t", "git", "add", "-A"},
+	{"strace", "-f", "-o", "/tmp/t", "git", "add", "-A", "=&&", "git", "commit", "-m", "x"},
 	{"systemd-run", "--user", "rm", "-rf", "/"},
-	{"git", "-c", "alias.x=add", "x", "-A"},
+	{"git", "-c", "alias.x=add", "x", "-A", "=&&", "git", "commit", "-m", "x"},
 }
 
 // TestCorpusBlocked is the precondition of the quoting property.
@@ -370,13 +370,16 @@ func TestAnalyzeIsTheSeparateCalls(t *testing.T) {
 			Profile:  rapid.SampledFrom(profiles).Draw(t, "profile"),
 			CoAuthor: rapid.SampledFrom([]string{"", "Bash Visor <bot@example.com>"}).Draw(t, "coauthor"),
 			Secrets:  rapid.SampledFrom([]*secret.Redactor{nil, known}).Draw(t, "secrets"),
+			Log:      rapid.Bool().Draw(t, "log"),
 		}
 		got := safety.Analyze(cmd, opts)
 		want := safety.Analysis{
 			Display: safety.Display(cmd, opts.WorkDir),
 			Outcome: safety.Gate(cmd, opts.Profile),
 			Run:     safety.AddCoAuthor(cmd, opts.CoAuthor),
-			Log:     safety.RedactSecrets(opts.Secrets.String(cmd)),
+		}
+		if opts.Log {
+			want.Log = safety.RedactSecrets(opts.Secrets.String(cmd))
 		}
 		if opts.Profile != nil && want.Outcome.Decision != want.Outcome.Verdict.Decision {
 			want.Part = decidingPart(cmd, opts.Profile, want.Outcome.Decision)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestDirect runs the whole matrix again with Command.StartDirect (bash
@@ -54,17 +56,11 @@ func TestDirect(t *testing.T) {
 	}
 	f.Close()
 	// No thread of this process stays confined: the throwaway threads exit.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		confined := confinedThreads(t)
-		if len(confined) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("threads still confined: %v", confined)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var confined []string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		confined = confinedThreads(t)
+		return len(confined) == 0
+	}, "threads still confined: %v", testenv.Last(&confined))
 }
 
 // confinedThreads lists the threads of this process with no_new_privs or a

@@ -238,20 +238,16 @@ func TestForkBombContained(t *testing.T) {
 	stop()
 	// A cgroup still busy after cgroup.kill (the bomb's processes dying)
 	// is removed in the background.
-	for _, d := range []string{cg.Dir(), pidsDir} {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := os.Stat(d)
-			if os.IsNotExist(err) {
-				break
+	var left []string
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		left = left[:0]
+		for _, d := range []string{cg.Dir(), pidsDir} {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				left = append(left, fmt.Sprintf("%s: %v", d, err))
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("cgroup %s not removed: %v", d, err)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return len(left) == 0
+	}, "cgroups not removed: %q", testenv.Last(&left))
 }
 
 // TestCleanupKillsEscapees: a process that left the process group with
@@ -269,11 +265,5 @@ func TestCleanupKillsEscapees(t *testing.T) {
 		t.Fatalf("%v: %q", err, r.out)
 	}
 	defer syscall.Kill(pid, syscall.SIGKILL)
-	deadline := time.Now().Add(2 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Fatalf("setsid escapee %d survived Cleanup", pid)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "setsid escapee %d survived Cleanup", pid)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,14 +48,10 @@ func alive(pid int) bool {
 
 func waitOutput(t *testing.T, file, prefix string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if b, _ := os.ReadFile(file); strings.HasPrefix(string(b), prefix) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never started with %q", file, prefix)
-		}
-	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.HasPrefix(string(b), prefix)
+	}, "%s never started with %q", file, prefix)
 }
 
 func TestStartListKillShutdown(t *testing.T) {

@@ -73,10 +73,20 @@ func NeedsTool(t testing.TB, names ...string) []string {
 	return paths
 }
 
+// Failer is what Eventually needs of a test: a testing.TB, or the
+// *rapid.T of a property test (which is not one).
+type Failer interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Eventually calls cond every few milliseconds until it reports true, and
 // fails the test with the message if that has not happened within d (use
-// generous bounds: machines running tests are often loaded).
-func Eventually(t testing.TB, d time.Duration, cond func() bool, format string, args ...any) {
+// generous bounds: machines running tests are often loaded). The message's
+// arguments are evaluated when Eventually is called: wrap one in Last to
+// show what cond saw last. cond may itself fail the test (from the test's
+// goroutine) on an error that no wait will cure.
+func Eventually(t Failer, d time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -85,6 +95,18 @@ func Eventually(t testing.TB, d time.Duration, cond func() bool, format string, 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Last is an argument for Eventually's message that formats *p when the
+// message is printed, so that a failed wait shows the value cond last
+// stored there rather than the one *p held before the first try. It
+// formats with the verb and flags it is given (%v, %+v, %q, %d, …).
+func Last[V any](p *V) fmt.Formatter { return last[V]{p} }
+
+type last[V any] struct{ p *V }
+
+func (l last[V]) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, fmt.FormatString(f, verb), *l.p)
 }
 
 // HasTool reports whether the program is installed, for a test that

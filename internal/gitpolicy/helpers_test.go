@@ -1,0 +1,186 @@
+//go:build linux
+
+package gitpolicy_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// world is a test's workspace, engine state directory and sentinel
+// directory (where planted code would leave its mark).
+type world struct {
+	ws, state, sent string
+	env             []string
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	layertest.Need(t)
+	testenv.NeedsTool(t, "git")
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{ws: base + "/ws", state: base + "/state", sent: base + "/sent"}
+	home := base + "/home"
+	for _, d := range []string{w.ws, w.state, w.sent, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "SENT=" + w.sent,
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_TERMINAL_PROMPT=0"}
+	return w
+}
+
+// sh runs script in the workspace without a layer (the user, outside
+// the sandbox) and returns its output.
+func (w *world) sh(t testing.TB, script string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// repo makes a repository with one commit in the workspace.
+func (w *world) repo(t testing.TB) {
+	t.Helper()
+	w.sh(t, "git init -q -b main . && echo hello > README && git add README && git commit -qm init")
+}
+
+// outcome is what happened to one sandboxed command.
+type outcome struct {
+	set      *layer.Set
+	refusals []gitpolicy.Refusal
+	res      *layer.Result
+	out      string
+}
+
+// run runs script over a layer, checks the changes and applies what
+// policy allows.
+func (w *world) run(t testing.TB, script string) *outcome {
+	t.Helper()
+	return w.runIn(t, w.ws, []string{w.ws}, script)
+}
+
+// runIn is run with the command in dir over a layer of roots.
+func (w *world) runIn(t testing.TB, dir string, roots []string, script string) *outcome {
+	t.Helper()
+	l, err := layer.New(layer.Options{Roots: roots, Dir: w.state, UserXattr: layertest.Unprivileged()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Remove()
+	out, err := layertest.Run(t, l.Spec(), dir, w.env, script)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	s, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o := &outcome{set: s, out: out}
+	o.refusals = gitpolicy.Check(s, l.Roots(), s.Changes)
+	if o.res, err = s.Apply(gitpolicy.Paths(o.refusals), nil, script); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.res.Failed) > 0 {
+		t.Fatalf("failed to apply: %v", o.res.Failed)
+	}
+	return o
+}
+
+// refused returns "rule rel" lines for the refusals.
+func (w *world) refused(o *outcome) []string {
+	var out []string
+	for _, r := range o.refusals {
+		out = append(out, string(r.Rule)+" "+strings.TrimPrefix(r.Path, w.ws+"/"))
+	}
+	return out
+}
+
+// expectRefused checks that every refusal has rule and that each of the
+// paths (relative) is refused.
+func (w *world) expectRefused(t testing.TB, o *outcome, rule gitpolicy.Rule, paths ...string) {
+	t.Helper()
+	got := w.refused(o)
+	if len(got) == 0 {
+		t.Fatalf("nothing refused; changes: %v", o.set.Changes)
+	}
+	for _, r := range o.refusals {
+		if r.Rule != rule {
+			t.Errorf("refused by %s, want %s: %v", r.Rule, rule, got)
+			break
+		}
+	}
+	for _, p := range paths {
+		if !slices.Contains(got, string(rule)+" "+p) {
+			t.Errorf("%s not refused by %s: %v", p, rule, got)
+		}
+	}
+	for _, l := range gitpolicy.Lines(o.refusals, w.ws) {
+		if !strings.HasPrefix(l, "refused ") || !strings.Contains(l, "("+string(rule)+")") || strings.Count(l, "\n") > 0 {
+			t.Errorf("bad line %q", l)
+		}
+	}
+}
+
+// expectAllowed checks that nothing was refused.
+func (w *world) expectAllowed(t testing.TB, o *outcome) {
+	t.Helper()
+	if len(o.refusals) > 0 {
+		t.Fatalf("refused:\n%s", strings.Join(gitpolicy.Lines(o.refusals, w.ws), "\n"))
+	}
+}
+
+// sentinels lists what planted code left in the sentinel directory.
+func (w *world) sentinels(t testing.TB) []string {
+	t.Helper()
+	entries, err := os.ReadDir(w.sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// userGit runs what the user's shell prompt or editor would run
+// outside the sandbox, and expects no planted code to have run.
+func (w *world) userGit(t testing.TB, dirs ...string) {
+	t.Helper()
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	for _, d := range dirs {
+		cmd := exec.Command("bash", "-c", "echo x >> userfile; git status --short; git log --oneline -1; git diff --stat; true")
+		cmd.Dir, cmd.Env = filepath.Join(w.ws, d), w.env
+		_, _ = cmd.CombinedOutput()
+	}
+	if s := w.sentinels(t); len(s) > 0 {
+		t.Fatalf("planted code ran outside the sandbox: %v", s)
+	}
+}
+
+func (w *world) exists(rel string) bool {
+	_, err := os.Lstat(filepath.Join(w.ws, rel))
+	return err == nil
+}

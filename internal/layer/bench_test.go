@@ -1,0 +1,290 @@
+//go:build linux
+
+package layer_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+)
+
+// onThread runs f on a locked OS thread that ends afterwards (what f
+// does to the thread, such as entering a mount namespace, dies with it).
+func onThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// startTrue runs `bash -c true` in dir the way the engine starts a
+// command (own session, output discarded) and waits.
+func startTrue(bash, dir string) error {
+	cmd := exec.Command(bash, "-c", "true")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd.Run()
+}
+
+// BenchmarkEmptyCommand measures, side by side, a command that changes
+// nothing: unrestricted; in a private mount namespace entered from a
+// throwaway thread (what the sandbox does today); and the same with the
+// layer: New, mounting the overlay, Diff of the empty upper layer and
+// Remove. Layer minus namespace is the layer's cost per command.
+func BenchmarkEmptyCommand(b *testing.B) {
+	if layertest.Unprivileged() {
+		b.Skip("the thread path needs root; an unprivileged command mounts in its helper process")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWorld(b)
+	w.write(b, map[string]string{"a": "a", "d/b": "b"})
+	inNamespace := func(mount func() error) error {
+		return onThread(func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return err
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return err
+			}
+			if err := mount(); err != nil {
+				return err
+			}
+			return startTrue(bash, w.ws)
+		})
+	}
+	b.Run("unrestricted", func(b *testing.B) {
+		for b.Loop() {
+			if err := startTrue(bash, w.ws); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("namespace", func(b *testing.B) {
+		for b.Loop() {
+			if err := inNamespace(func() error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, where := range []string{"tmpfs", "disk"} {
+		b.Run("namespace+layer-on-"+where, func(b *testing.B) {
+			emptyWithLayer(b, w, layerDir(b, w, where), inNamespace)
+		})
+	}
+}
+
+// layerDir returns where the layer's upper directories go: a tmpfs
+// (/dev/shm; what the engine should use) or the workspace's disk.
+func layerDir(tb testing.TB, w *world, where string) string {
+	if where == "disk" {
+		return w.state
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		tb.Fatalf("no tmpfs at /dev/shm: %v", err)
+	}
+	d, err := os.MkdirTemp("/dev/shm", "layer-bench-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+func emptyWithLayer(b *testing.B, w *world, dir string, inNamespace func(func() error) error) {
+	for b.Loop() {
+		l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := inNamespace(l.Spec().Mount); err != nil {
+			b.Fatal(err)
+		}
+		s, err := l.Diff()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(s.Changes) != 0 {
+			b.Fatalf("changes: %v", s.Changes)
+		}
+		s.Close()
+		if err := l.Remove(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// thousand writes 1,000 files in 10 directories.
+func thousand(tb testing.TB, w *world) {
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("src/d%d/f%03d.go", i%10, i)] = fmt.Sprintf("package p // %d\n", i)
+	}
+	w.write(tb, files)
+}
+
+// changed runs script over a new layer (not timed) and returns its set.
+func changed(b *testing.B, w *world, dir, script string, want int) *layer.Layer {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: dir, UserXattr: layertest.Unprivileged()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err := layertest.Run(b, l.Spec(), w.ws, w.env, script); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	s, err := l.Diff()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n := len(layer.Listed(s.Changes)); n != want {
+		b.Fatalf("%d changes, want %d", n, want)
+	}
+	s.Close()
+	return l
+}
+
+// BenchmarkApply1000 is what the engine does after a command that
+// changed 1,000 files: the change set from the upper layer (Diff), the
+// git policy, applying it with the replaced files kept for undo, and
+// the report line (the command itself is not timed).
+func BenchmarkApply1000(b *testing.B) {
+	for _, tc := range []struct{ name, script string }{
+		{"modified", "for f in src/d*/*.go; do echo '// x' >> $f; done"},
+		{"added", "for i in $(seq 1000); do echo $i > src/d$((i%10))/n$i.go; done"},
+		{"new tree", "mkdir -p gen && for i in $(seq 1000); do mkdir -p gen/d$((i%10)) && echo $i > gen/d$((i%10))/n$i.go; done"},
+	} {
+		for _, where := range []string{"tmpfs", "disk"} {
+			b.Run(tc.name+"/layer-on-"+where, func(b *testing.B) { apply1000(b, where, tc.name, tc.script) })
+		}
+	}
+}
+
+func apply1000(b *testing.B, where, name, script string) {
+	w := newWorld(b)
+	thousand(b, w)
+	dir := layerDir(b, w, where)
+	st, err := layer.NewStore(filepath.Join(w.state, "undo"), layer.StoreLimits{Steps: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Remove()
+	for i := 0; i < b.N; i++ {
+		l := changed(b, w, dir, script, 1000)
+		s, err := l.Diff()
+		if err != nil {
+			b.Fatal(err)
+		}
+		refused := gitpolicy.Check(s, l.Roots(), s.Changes)
+		res, err := s.Apply(gitpolicy.Paths(refused), st, name)
+		if err != nil || len(res.Failed) > 0 || len(refused) > 0 {
+			b.Fatal(err, res.Failed, refused)
+		}
+		if layer.Summary(res.Applied, w.ws, 0) == "" {
+			b.Fatal("no summary")
+		}
+		s.Close()
+		b.StopTimer()
+		// Back to 1,000 unchanged files for the next round.
+		if _, err := st.Undo(1); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Remove(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkUndo1000 undoes a command that modified 1,000 files (the
+// command and its apply are not timed).
+func BenchmarkUndo1000(b *testing.B) {
+	w := newWorld(b)
+	thousand(b, w)
+	st, err := layer.NewStore(filepath.Join(w.state, "undo"), layer.StoreLimits{Steps: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Remove()
+	for i := 0; i < b.N; i++ {
+		l := changed(b, w, w.state, "for f in src/d*/*.go; do echo '// x' >> $f; done", 1000)
+		b.StopTimer()
+		s, err := l.Diff()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Apply(nil, st, ""); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		_ = l.Remove()
+		b.StartTimer()
+		undone, err := st.Undo(1)
+		if err != nil || len(undone) != 1000 {
+			b.Fatal(err, len(undone))
+		}
+	}
+	if err := os.RemoveAll(w.state); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkRaw1000 is the floor of applying 1,000 modified files on
+// this file system, for comparison in the same run: link each real file
+// into a store directory and rename a new file over it (what Apply does
+// per file, without the change set, the policy or the report), then
+// the same back (what Undo does).
+func BenchmarkRaw1000(b *testing.B) {
+	w := newWorld(b)
+	thousand(b, w)
+	src := filepath.Join(w.state, "new")
+	store := filepath.Join(w.state, "store")
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for _, d := range []string{src, store} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 1000 {
+			if err := os.WriteFile(fmt.Sprintf("%s/%d", src, i), []byte("x"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for i := range 1000 {
+			real := fmt.Sprintf("%s/src/d%d/f%03d.go", w.ws, i%10, i)
+			if err := os.Link(real, fmt.Sprintf("%s/%d", store, i)); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Rename(fmt.Sprintf("%s/%d", src, i), real); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range 1000 {
+			real := fmt.Sprintf("%s/src/d%d/f%03d.go", w.ws, i%10, i)
+			if err := os.Rename(fmt.Sprintf("%s/%d", store, i), real); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

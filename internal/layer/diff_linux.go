@@ -1,0 +1,536 @@
+//go:build linux
+
+package layer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kind says how a path changed. Its value is the letter of the change
+// report ("A", "M", "D", "T").
+type Kind string
+
+const (
+	// Added: the path did not exist before.
+	Added Kind = "A"
+	// Modified: a file's content or modification time, or a symlink's
+	// target, changed (its permissions may have too).
+	Modified Kind = "M"
+	// Deleted: the path no longer exists. A deleted directory is one
+	// change for everything below it.
+	Deleted Kind = "D"
+	// TypeChanged: the path's type (file, directory, symlink, FIFO)
+	// changed, or only its permissions or owner.
+	TypeChanged Kind = "T"
+)
+
+// Change is one changed path of a command.
+type Change struct {
+	// Path is the absolute path in the real tree.
+	Path string
+	// Kind is how it changed.
+	Kind Kind
+	// Mode is its type and permission bits after the change (before it
+	// for Deleted).
+	Mode fs.FileMode
+	// Size is a regular file's size in bytes after the change (before
+	// it for Deleted); 0 for anything else.
+	Size int64
+
+	root    int
+	rel     string
+	ovl     []string    // overlayfs xattrs on the upper entry, stripped before it is applied
+	newTree bool        // an added directory: everything below it is new
+	before  unix.Stat_t // the real entry before (Deleted, Modified, TypeChanged)
+	existed bool        // before is set
+}
+
+// Set is what one command changed below its layer's roots, computed by
+// [Layer.Diff] from the upper layers once the command ended.
+type Set struct {
+	// Changes are sorted by path, a directory right before what is
+	// below it ("a", "a/x", "a-b").
+	Changes []Change
+
+	l     *Layer
+	upper []*tree
+	real  []*tree
+	// hidden caches, per root, whether the real entries below an upper
+	// directory are hidden in the command's view (see Set.hiddenAt).
+	hid []map[string]bool
+}
+
+// Diff computes the command's changes. Call it once every process of
+// the command is gone (its cgroup is empty): the upper layers must no
+// longer change. It reads only what the command changed: the upper
+// layers hold nothing else (plus, for each entry there, the real entry
+// it replaced, and the real directory listing of a directory the
+// command emptied and recreated).
+//
+// A file that was only copied up (opened for writing but left as it
+// was, or its owner set to the same one) is not a change. A file whose
+// size and modification time are unchanged is compared byte by byte;
+// one whose modification time alone changed (touch) is Modified.
+// Changes to a directory's modification time are not changes; its
+// permissions or owner are (TypeChanged).
+func (l *Layer) Diff() (*Set, error) {
+	s := &Set{l: l}
+	for i, r := range l.roots {
+		up, err := openTree(r.upper)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		s.upper = append(s.upper, up)
+		re, err := openTree(r.path)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		s.real = append(s.real, re)
+		s.hid = append(s.hid, map[string]bool{})
+		d := differ{s: s, root: i, up: up, re: re}
+		if err := d.top(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+	}
+	slices.SortFunc(s.Changes, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
+	return s, nil
+}
+
+// comparePaths orders paths so that everything below a directory comes
+// right after it: "/" sorts before every other byte ("a", "a/x", "a-b").
+func comparePaths(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] == b[i] {
+			continue
+		}
+		switch {
+		case a[i] == '/':
+			return -1
+		case b[i] == '/':
+			return 1
+		case a[i] < b[i]:
+			return -1
+		}
+		return 1
+	}
+	return len(a) - len(b)
+}
+
+// Close releases the set's directory descriptors. [Set.Apply] and the
+// lookups need them: close it after those.
+func (s *Set) Close() {
+	for _, t := range append(s.upper, s.real...) {
+		t.close()
+	}
+	s.upper, s.real = nil, nil
+}
+
+type differ struct {
+	s      *Set
+	root   int
+	up, re *tree
+}
+
+func (d *differ) add(c Change, rel string) {
+	c.root, c.rel = d.root, rel
+	c.Path = d.re.path(rel)
+	d.s.Changes = append(d.s.Changes, c)
+}
+
+// top compares the roots themselves (permissions, owner) and walks the
+// upper layer.
+func (d *differ) top() error {
+	var ust, rst unix.Stat_t
+	if err := unix.Fstat(d.up.fd, &ust); err != nil {
+		return err
+	}
+	if err := unix.Fstat(d.re.fd, &rst); err != nil {
+		return err
+	}
+	if attrsDiffer(&ust, &rst) {
+		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), before: rst, existed: true}, "")
+	}
+	return d.dir("", false, false, false)
+}
+
+// attrsDiffer reports whether permissions or owner differ.
+func attrsDiffer(a, b *unix.Stat_t) bool {
+	const perm = 0o7777
+	return a.Mode&perm != b.Mode&perm || a.Uid != b.Uid || a.Gid != b.Gid
+}
+
+// dir walks the upper directory rel. hidden: the real directory's
+// entries are not part of the command's view (an opaque directory, or
+// one below it), so those missing in the upper layer were deleted.
+// fresh: there is no real directory at rel. xwh: the directory may hold
+// xattr whiteouts (its opaque xattr is "x").
+func (d *differ) dir(rel string, hidden, fresh, xwh bool) error {
+	names, err := d.up.names(rel)
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := d.entry(join(rel, name), fresh, xwh); err != nil {
+			return err
+		}
+	}
+	if !hidden || fresh {
+		return nil
+	}
+	real, err := d.re.names(rel)
+	if err != nil {
+		if missing(err) {
+			return nil
+		}
+		return err
+	}
+	slices.Sort(real)
+	for _, name := range real {
+		if _, found := slices.BinarySearch(names, name); found {
+			continue
+		}
+		crel := join(rel, name)
+		st, ok, err := d.re.lstat(crel)
+		if err != nil {
+			return err
+		}
+		if ok {
+			d.add(deleted(st), crel)
+		}
+	}
+	return nil
+}
+
+func deleted(st unix.Stat_t) Change {
+	c := Change{Kind: Deleted, Mode: fileMode(st.Mode), before: st, existed: true}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		c.Size = st.Size
+	}
+	return c
+}
+
+// entry compares one upper entry with the real one.
+func (d *differ) entry(rel string, fresh, xwh bool) error {
+	ust, ok, err := d.up.lstat(rel)
+	if err != nil || !ok {
+		return err
+	}
+	var rst unix.Stat_t
+	var rok bool
+	if !fresh {
+		if rst, rok, err = d.re.lstat(rel); err != nil {
+			return err
+		}
+	}
+	upath := d.up.path(rel)
+	if isWhiteout(&ust) || (xwh && ust.Mode&unix.S_IFMT == unix.S_IFREG && ovlXattr(upath, "whiteout") != "") {
+		if rok {
+			d.add(deleted(rst), rel)
+		}
+		return nil
+	}
+	c := Change{Mode: fileMode(ust.Mode), before: rst, existed: rok}
+	if ust.Mode&unix.S_IFMT == unix.S_IFREG {
+		c.Size = ust.Size
+	}
+	c.ovl = ovlXattrs(upath)
+	if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
+		opaque := ovlXattr(upath, "opaque")
+		if rok && rst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if _, err := d.re.dir(rel); errors.Is(err, unix.EXDEV) {
+				// A mount point: not part of the layer (the overlay showed
+				// the directory under it). What the command wrote there is
+				// listed as added, and fails to apply.
+				return d.dir(rel, true, true, opaque == "x")
+			}
+			if attrsDiffer(&ust, &rst) {
+				c.Kind = TypeChanged
+				d.add(c, rel)
+			}
+			return d.dir(rel, opaque != "", false, opaque == "x")
+		}
+		c.Kind, c.newTree = Added, true
+		if rok {
+			c.Kind = TypeChanged
+		}
+		d.add(c, rel)
+		return d.dir(rel, true, true, opaque == "x")
+	}
+	switch {
+	case !rok:
+		c.Kind = Added
+	case ust.Mode&unix.S_IFMT != rst.Mode&unix.S_IFMT:
+		c.Kind = TypeChanged
+	default:
+		changed, err := d.contentChanged(rel, &ust, &rst)
+		if err != nil {
+			return err
+		}
+		switch {
+		case changed:
+			c.Kind = Modified
+		case attrsDiffer(&ust, &rst) && ust.Mode&unix.S_IFMT != unix.S_IFLNK:
+			c.Kind = TypeChanged
+		default:
+			return nil // copied up, unchanged
+		}
+	}
+	d.add(c, rel)
+	return nil
+}
+
+// contentChanged compares an upper and a real entry of the same type.
+func (d *differ) contentChanged(rel string, u, r *unix.Stat_t) (bool, error) {
+	switch u.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		a, err := d.up.readlink(rel)
+		if err != nil {
+			return false, err
+		}
+		b, err := d.re.readlink(rel)
+		if err != nil {
+			return false, err
+		}
+		return a != b, nil
+	case unix.S_IFREG:
+		if u.Size != r.Size || u.Mtim != r.Mtim {
+			return true, nil
+		}
+		return d.differentBytes(rel)
+	}
+	return false, nil
+}
+
+// differentBytes compares the upper and the real file rel.
+func (d *differ) differentBytes(rel string) (bool, error) {
+	a, err := d.up.open(rel)
+	if err != nil {
+		return false, err
+	}
+	defer a.Close()
+	b, err := d.re.open(rel)
+	if err != nil {
+		return true, nil // gone or unreadable: apply it
+	}
+	defer b.Close()
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(a, ba)
+		nb, eb := io.ReadFull(b, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return true, nil
+		}
+		if ea != nil || eb != nil {
+			if errors.Is(ea, io.EOF) || errors.Is(ea, io.ErrUnexpectedEOF) {
+				return !(errors.Is(eb, io.EOF) || errors.Is(eb, io.ErrUnexpectedEOF)), nil
+			}
+			return false, ea
+		}
+	}
+}
+
+// Lookups for policy. Paths are absolute and below one of the layer's
+// roots; "before" is the real tree as it is now (the command's changes
+// not applied), "after" is the tree the command saw when it ended.
+
+// Lstat returns the status of path before or after the command, not
+// following a final symlink. A path that does not exist gives an error
+// for which errors.Is(err, fs.ErrNotExist) holds.
+func (s *Set) Lstat(path string, after bool) (fs.FileInfo, error) {
+	t, rel, err := s.find(path, after)
+	if err != nil {
+		return nil, err
+	}
+	st, ok, err := t.lstat(rel)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+	}
+	_, name := split(rel)
+	if rel == "" {
+		name = path
+	}
+	return &fileInfo{name: name, st: st}, nil
+}
+
+// ReadFile returns up to limit bytes of the regular file path before or
+// after the command (it does not follow a final symlink).
+func (s *Set) ReadFile(path string, after bool, limit int64) ([]byte, error) {
+	t, rel, err := s.find(path, after)
+	if err != nil {
+		return nil, err
+	}
+	f, err := t.open(rel)
+	if err != nil {
+		if missing(err) {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// ReadDir returns the sorted names in the directory path before or
+// after the command.
+func (s *Set) ReadDir(path string, after bool) ([]string, error) {
+	i, rel, err := s.rel(path)
+	if err != nil {
+		return nil, err
+	}
+	if !after {
+		return sortedNames(s.real[i], rel)
+	}
+	t, _, err := s.find(path, true)
+	if err != nil {
+		return nil, err
+	}
+	names, err := sortedNames(t, rel)
+	if err != nil || t == s.real[i] {
+		return names, err
+	}
+	// A directory of the upper layer: its whiteouts hide real entries,
+	// and unless it is opaque (or new), the real entries show through.
+	var out []string
+	for _, n := range names {
+		st, ok, err := t.lstat(join(rel, n))
+		if err == nil && ok && !isWhiteout(&st) {
+			out = append(out, n)
+		}
+	}
+	if !s.hidden(i, rel) {
+		real, _ := sortedNames(s.real[i], rel)
+		for _, n := range real {
+			if _, found := slices.BinarySearch(names, n); !found {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func sortedNames(t *tree, rel string) ([]string, error) {
+	names, err := t.names(rel)
+	if err != nil {
+		if missing(err) {
+			return nil, &fs.PathError{Op: "readdir", Path: t.path(rel), Err: fs.ErrNotExist}
+		}
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// rel finds the root of path.
+func (s *Set) rel(path string) (int, string, error) {
+	for i, r := range s.l.roots {
+		if path == r.path {
+			return i, "", nil
+		}
+		if below(path, r.path) {
+			return i, path[len(r.path)+1:], nil
+		}
+	}
+	return -1, "", fmt.Errorf("layer: %s is not below a root of the layer", path)
+}
+
+// find returns the tree that holds path in the chosen view. A path that
+// does not exist in the view comes back with the real tree and a
+// relative path that does not exist there either, or an error for which
+// fs.ErrNotExist holds.
+func (s *Set) find(path string, after bool) (*tree, string, error) {
+	i, rel, err := s.rel(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if !after || rel == "" {
+		if after {
+			return s.upper[i], rel, nil
+		}
+		return s.real[i], rel, nil
+	}
+	up := s.upper[i]
+	parts := strings.Split(rel, "/")
+	hidden := false
+	for k := 1; k <= len(parts); k++ {
+		p := strings.Join(parts[:k], "/")
+		st, ok, err := up.lstat(p)
+		if err != nil {
+			return nil, "", err
+		}
+		notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+		switch {
+		case !ok && hidden:
+			return nil, "", notExist
+		case !ok:
+			return s.real[i], rel, nil
+		case isWhiteout(&st):
+			return nil, "", notExist
+		case k == len(parts):
+			return up, rel, nil
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return nil, "", notExist
+		}
+		hidden = hidden || s.hiddenAt(i, p)
+	}
+	return up, rel, nil
+}
+
+// hiddenAt reports whether the upper directory p hides the real entries
+// below it by itself: it is opaque, or there is no real directory there.
+func (s *Set) hiddenAt(i int, p string) bool {
+	if h, ok := s.hid[i][p]; ok {
+		return h
+	}
+	h := ovlXattr(s.upper[i].path(p), "opaque") != ""
+	if !h {
+		st, ok, _ := s.real[i].lstat(p)
+		h = !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
+	}
+	s.hid[i][p] = h
+	return h
+}
+
+// hidden reports whether the real entries below the upper directory rel
+// are hidden in the command's view.
+func (s *Set) hidden(i int, rel string) bool {
+	if rel == "" {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	for k := 1; k <= len(parts); k++ {
+		if s.hiddenAt(i, strings.Join(parts[:k], "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileInfo is an fs.FileInfo from a stat.
+type fileInfo struct {
+	name string
+	st   unix.Stat_t
+}
+
+func (f *fileInfo) Name() string       { return f.name }
+func (f *fileInfo) Size() int64        { return f.st.Size }
+func (f *fileInfo) Mode() fs.FileMode  { return fileMode(f.st.Mode) }
+func (f *fileInfo) ModTime() time.Time { return time.Unix(f.st.Mtim.Unix()) }
+func (f *fileInfo) IsDir() bool        { return f.st.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (f *fileInfo) Sys() any           { return &f.st }

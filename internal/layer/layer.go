@@ -1,0 +1,196 @@
+//go:build linux
+
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Options describe the layer of one command.
+type Options struct {
+	// Roots are the directories the command may change: absolute paths of
+	// existing directories (symlinks are resolved). A root below another
+	// one is covered by the outer root's layer. A mount below a root is not
+	// part of its layer (overlayfs does not cross mounts): in the command's
+	// mount namespace the overlay hides it, and its contents are those of
+	// the directory under it.
+	Roots []string
+	// Dir is where the per-command upper and work directories are made
+	// (one subdirectory per command, removed by [Layer.Remove]). Its file
+	// system must be able to hold an overlayfs upper layer: xattrs in the
+	// trusted namespace as root, in the user namespace with UserXattr
+	// (ext4, xfs, btrfs; tmpfs from Linux 6.6). When Dir is on the same
+	// file system and mount as a root, [Set.Apply] moves the command's
+	// files into place with rename(2); otherwise it copies them.
+	Dir string
+	// UserXattr mounts the overlay with the userxattr option, which an
+	// overlay mounted inside a user namespace needs (an unprivileged
+	// engine): overlayfs then keeps its whiteouts' and opaque
+	// directories' marks in user.overlay.* xattrs.
+	UserXattr bool
+}
+
+// Layer is the copy-on-write layer of one command over its roots: an
+// overlayfs per root whose lower layer is the real directory and whose
+// upper layer, a directory of the engine's, receives everything the
+// command writes. Make it with [New] before the command starts, mount it
+// in the command's mount namespace ([Layer.Mount]), and after the
+// command ended compute its changes ([Layer.Diff]), apply what policy
+// allows ([Set.Apply]) and remove it ([Layer.Remove]).
+type Layer struct {
+	dir       string
+	roots     []root
+	userXattr bool
+}
+
+// root is one overlay: the real directory and its upper and work dirs.
+type root struct {
+	path, upper, work string
+}
+
+// Roots returns the layer's roots: the outermost of [Options.Roots],
+// absolute and free of symlinks, in the order the overlays are mounted.
+func (l *Layer) Roots() []string {
+	out := make([]string, len(l.roots))
+	for i, r := range l.roots {
+		out[i] = r.path
+	}
+	return out
+}
+
+// dirPrefix starts every per-command directory in Options.Dir.
+const dirPrefix = "layer-"
+
+// New makes the upper and work directories of a command's layer in
+// opts.Dir. Each upper directory gets the mode and owner of its root,
+// since an overlay's root directory shows the upper one's. Nothing is
+// mounted yet.
+func New(opts Options) (*Layer, error) {
+	if len(opts.Roots) == 0 {
+		return nil, errors.New("layer: no roots")
+	}
+	roots, err := outermost(opts.Roots)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(opts.Dir, dirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	l := &Layer{dir: dir, userXattr: opts.UserXattr}
+	for i, p := range roots {
+		fi, err := os.Stat(p)
+		if err != nil {
+			_ = l.Remove()
+			return nil, fmt.Errorf("layer: root: %w", err)
+		}
+		n := strconv.Itoa(i)
+		r := root{path: p, upper: filepath.Join(dir, "u"+n), work: filepath.Join(dir, "w"+n)}
+		if err := makeUpper(r.upper, fi); err != nil {
+			_ = l.Remove()
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		if err := os.Mkdir(r.work, 0o700); err != nil {
+			_ = l.Remove()
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		l.roots = append(l.roots, r)
+	}
+	return l, nil
+}
+
+// makeUpper creates an upper directory with the mode and owner of its
+// root.
+func makeUpper(p string, root fs.FileInfo) error {
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return err
+	}
+	uid, gid := owner(root)
+	if uid != os.Geteuid() || gid != os.Getegid() {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(p, root.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetgid))
+}
+
+// outermost returns the roots, absolute with symlinks resolved, that
+// are not below another one.
+func outermost(paths []string) ([]string, error) {
+	var clean []string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("layer: root must be an absolute path: %q", p)
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, fmt.Errorf("layer: root: %w", err)
+		}
+		if !slices.Contains(clean, r) {
+			clean = append(clean, r)
+		}
+	}
+	var out []string
+	for _, r := range clean {
+		if !slices.ContainsFunc(clean, func(o string) bool { return o != r && below(r, o) }) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// below reports whether p is strictly below dir.
+func below(p, dir string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// Remove removes the layer's directories: whatever the command wrote
+// that was not applied. Call it after the command's processes are gone
+// and [Set.Apply] (if any) returned.
+func (l *Layer) Remove() error {
+	if err := removeAll(l.dir); err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	return nil
+}
+
+// removeAll removes dir, first making directories without permissions
+// (overlayfs's work/work is mode 000, and so may be what a command made)
+// removable.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// RemoveStale removes what layers of engines that are no longer running
+// left in dir (per-command directories whose engine was killed). Call it
+// once at start, before any layer of this engine exists in dir.
+func RemoveStale(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), dirPrefix) {
+			errs = append(errs, removeAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}

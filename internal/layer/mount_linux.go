@@ -1,0 +1,219 @@
+//go:build linux
+
+package layer
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// owner returns the uid and gid of fi.
+func owner(fi fs.FileInfo) (int, int) {
+	st := fi.Sys().(*syscall.Stat_t)
+	return int(st.Uid), int(st.Gid)
+}
+
+// Spec is what mounting a layer takes, for a process other than the
+// one that made it (the sandbox's helper gets it in its JSON config).
+type Spec struct {
+	// Overlays are the overlays to mount, outer roots first.
+	Overlays []Overlay `json:"overlays"`
+	// UserXattr is [Options.UserXattr].
+	UserXattr bool `json:"userxattr,omitempty"`
+}
+
+// Overlay is one overlay of a [Spec].
+type Overlay struct {
+	// Root is the real directory: the lower layer and the mount point.
+	Root string `json:"root"`
+	// Upper and Work are the overlay's upper and work directories.
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
+}
+
+// Spec returns what mounting l takes.
+func (l *Layer) Spec() Spec {
+	s := Spec{UserXattr: l.userXattr}
+	for _, r := range l.roots {
+		s.Overlays = append(s.Overlays, Overlay{Root: r.path, Upper: r.upper, Work: r.work})
+	}
+	return s
+}
+
+// Mounts are a layer's overlays, made (fsmount(2)) but not yet attached
+// to the tree: [Spec.Open] makes them, [Mounts.Attach] puts them over
+// the roots. The two steps let a caller make the rest of its mount
+// namespace read-only in between (see [Spec.Open]).
+type Mounts struct {
+	spec Spec
+	fds  []int
+}
+
+// Mount makes the layer's overlays and attaches each over its root, in
+// the calling thread's mount namespace: [Spec.Open] and
+// [Mounts.Attach]. It needs CAP_SYS_ADMIN over that namespace (root, or
+// any user inside a user namespace of its own with Options.UserXattr).
+func (s Spec) Mount() error {
+	m, err := s.Open()
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return m.Attach()
+}
+
+// Open makes the layer's overlays without attaching them: one overlayfs
+// per root with the real directory as its only lower layer and the
+// layer's upper and work directories, mounted nosuid and nodev. Call it
+// in the command's new (private) mount namespace before anything there
+// is made read-only: overlayfs refuses an upper directory on a read-only
+// mount when the overlay is made, and keeps a private clone of the
+// upper and lower mounts afterwards, so read-only flags set later on the
+// namespace's mounts do not reach it. The sandbox calls it where it now
+// clones its writable roots (open_tree), before mount_setattr makes
+// every mount read-only, and attaches the overlays where it now moves
+// the clones back.
+//
+// The overlays are made with redirect_dir=nofollow (renaming a directory
+// that exists in the real tree fails with EXDEV, and mv falls back to
+// copying: the upper layer then holds plain new directories and
+// whiteouts, never redirects), metacopy=off and index=off (every changed
+// file is whole in the upper layer), and volatile: overlayfs skips the
+// sync of the upper file system that it would otherwise do on every
+// fsync(2) and when the last process of the command's namespace exits
+// (a syncfs of the whole disk, which would delay the end of every
+// command). What a command wrote is as durable as any unsynced write
+// once applied; a crash before that loses it, and what is left of a
+// crashed engine's layers is removed by [RemoveStale]. A volatile
+// overlay leaves a mark in its work directory that makes overlayfs
+// refuse to mount it again: a layer is mounted once, for one command.
+func (s Spec) Open() (*Mounts, error) {
+	m := &Mounts{spec: s}
+	for _, o := range s.Overlays {
+		fd, err := o.make(s.UserXattr)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("layer: overlay over %s: %w", o.Root, err)
+		}
+		m.fds = append(m.fds, fd)
+	}
+	return m, nil
+}
+
+// overlay makes one detached overlay mount.
+func (o Overlay) make(userXattr bool) (int, error) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen: %w", err)
+	}
+	defer unix.Close(fsfd)
+	set := func(key, value string) error {
+		if err := unix.FsconfigSetString(fsfd, key, value); err != nil {
+			return fmt.Errorf("%s=%s: %w%s", key, value, err, fsError(fsfd))
+		}
+		return nil
+	}
+	// lowerdir+ (Linux 6.8) takes one path as it is; lowerdir parses
+	// ':' as a separator and needs it escaped.
+	if err := unix.FsconfigSetString(fsfd, "lowerdir+", o.Root); err != nil {
+		if err := set("lowerdir", escapeLower(o.Root)); err != nil {
+			return -1, err
+		}
+	}
+	for _, kv := range [][2]string{
+		{"upperdir", o.Upper}, {"workdir", o.Work},
+		{"redirect_dir", "nofollow"}, {"metacopy", "off"}, {"index", "off"},
+	} {
+		if err := set(kv[0], kv[1]); err != nil {
+			return -1, err
+		}
+	}
+	flags := []string{"volatile"}
+	if userXattr {
+		flags = append(flags, "userxattr")
+	}
+	for _, f := range flags {
+		if err := unix.FsconfigSetFlag(fsfd, f); err != nil {
+			return -1, fmt.Errorf("%s: %w%s", f, err, fsError(fsfd))
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("create: %w%s", err, fsError(fsfd))
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	return mfd, nil
+}
+
+// fsError reads the message overlayfs left in its fs context's log
+// ("; overlayfs: ...") or returns "".
+func fsError(fsfd int) string {
+	buf := make([]byte, 512)
+	var msgs []string
+	for range 8 {
+		n, err := unix.Read(fsfd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		msgs = append(msgs, strings.TrimSpace(string(buf[:n])))
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(msgs, "; ") + ")"
+}
+
+// escapeLower escapes a path for the lowerdir option.
+func escapeLower(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `:`, `\:`, `,`, `\,`).Replace(p)
+}
+
+// Attach attaches each overlay over its root (move_mount(2)), outer
+// roots first. From then on, in this mount namespace, the command sees
+// and changes the merged tree; the real directories are unchanged.
+//
+// Bind mounts made below a root before Attach are hidden by the
+// overlay (it shows the real directory, not the mounts on it); bind
+// mounts made after it are made on the overlay. The read-only bind
+// mounts of the workspace-write profile (Roots.Protected) and its pins
+// are not needed with a layer: changes to what they protect are refused
+// by policy on the change set instead, and nothing reaches the real
+// tree before that. Kept, they would have to be made after Attach,
+// from the merged paths, to have any effect.
+//
+// A working directory at or below a root still refers to the real
+// directory after the mount: Attach changes the calling thread's working
+// directory to the same path again, so that what the process starts
+// there (and relative paths) see the overlay.
+func (m *Mounts) Attach() error {
+	wd, _ := unix.Getwd()
+	again := false
+	for i, fd := range m.fds {
+		p := m.spec.Overlays[i].Root
+		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("layer: attach overlay over %s: %w", p, err)
+		}
+		again = again || wd == p || below(wd, p)
+	}
+	if again {
+		if err := unix.Chdir(wd); err != nil {
+			return fmt.Errorf("layer: enter the working directory again: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close closes the mount descriptors. Overlays that were attached stay
+// mounted (until the mount namespace ends); the others are gone.
+func (m *Mounts) Close() {
+	for _, fd := range m.fds {
+		_ = unix.Close(fd)
+	}
+	m.fds = nil
+}

@@ -1,0 +1,83 @@
+//go:build linux
+
+package layer
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultSummaryWidth bounds the length of a [Summary] line.
+const DefaultSummaryWidth = 200
+
+// Summary is the one-line change report of a command, as the model
+// reads it: "[changed 3 files: M src/a.go, A b.txt, D old.txt]". Paths
+// are relative to base when below it (the command's working directory);
+// a directory ends in "/"; directories whose changes are listed below
+// them are left out (an added directory shows as the files in it).
+// Entries are listed in order until the line would pass width bytes
+// (0: DefaultSummaryWidth); the rest is counted: "…, and 12 more]".
+// No changes: "".
+func Summary(changes []Change, base string, width int) string {
+	if width <= 0 {
+		width = DefaultSummaryWidth
+	}
+	shown := Listed(changes)
+	if len(shown) == 0 {
+		return ""
+	}
+	noun := "files"
+	if len(shown) == 1 {
+		noun = "file"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[changed %d %s: ", len(shown), noun)
+	for i, c := range shown {
+		item := string(c.Kind) + " " + display(c, base)
+		if i > 0 {
+			item = ", " + item
+		}
+		rest := ""
+		if left := len(shown) - i - 1; left > 0 {
+			rest = fmt.Sprintf(", and %d more", left)
+		}
+		if i > 0 && b.Len()+len(item)+len(rest)+1 > width {
+			fmt.Fprintf(&b, ", and %d more", len(shown)-i)
+			break
+		}
+		b.WriteString(item)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// Listed returns the changes a report lists: every change but a
+// directory whose subtree has changes listed too (an added directory
+// shows as the files in it; an emptied and refilled one as its
+// entries).
+func Listed(changes []Change) []Change {
+	var out []Change
+	for i, c := range changes {
+		if c.Mode.IsDir() && c.Kind != Deleted && i+1 < len(changes) && below(changes[i+1].Path, c.Path) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// display is c's path relative to base (when below it), "/"-terminated
+// for a directory.
+func display(c Change, base string) string {
+	p := c.Path
+	if base != "" {
+		if r, err := filepath.Rel(base, p); err == nil && !strings.HasPrefix(r, "..") {
+			p = r
+		}
+	}
+	if c.Mode.IsDir() {
+		p += "/"
+	}
+	return p
+}

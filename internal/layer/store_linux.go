@@ -1,0 +1,471 @@
+//go:build linux
+
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Default bounds of a [Store], used when a [StoreLimits] field is zero.
+const (
+	// DefaultStoreBytes bounds the bytes a store keeps (256 MiB).
+	DefaultStoreBytes = 256 << 20
+	// DefaultStoreSteps bounds the steps a store keeps.
+	DefaultStoreSteps = 50
+)
+
+// StoreLimits bound a [Store]. Past either bound the oldest steps are
+// dropped; a step larger than Bytes on its own is not kept, and neither
+// is any step before it (undo goes back step by step).
+type StoreLimits struct {
+	// Bytes bounds the size of the files kept (replaced or removed
+	// files; a replaced file hard-linked into the store costs no disk
+	// while nothing else links it, but counts all the same).
+	Bytes int64
+	// Steps bounds the number of steps kept.
+	Steps int
+}
+
+// Store keeps, per conversation, what applied changes replaced or
+// removed, one step per [Set.Apply] that changed something, so that
+// [Store.Undo] can put the last steps back. Commands that changed
+// nothing are not steps. It lives in a directory of its own, best on
+// the file system of the workspace (then keeping a replaced file is a
+// hard link and a removed directory a rename; otherwise they are
+// copied). Its index is in memory: a new Store starts empty. It is safe
+// for concurrent use; applying and undoing take turns.
+type Store struct {
+	mu    sync.Mutex
+	dir   string
+	lim   StoreLimits
+	seq   int
+	steps []*step // oldest first
+	bytes int64
+}
+
+// NewStore makes a store in dir (created; what it held is removed).
+func NewStore(dir string, lim StoreLimits) (*Store, error) {
+	if lim.Bytes <= 0 {
+		lim.Bytes = DefaultStoreBytes
+	}
+	if lim.Steps <= 0 {
+		lim.Steps = DefaultStoreSteps
+	}
+	if err := removeAll(dir); err != nil {
+		return nil, fmt.Errorf("layer: store: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layer: store: %w", err)
+	}
+	return &Store{dir: dir, lim: lim}, nil
+}
+
+// StepInfo describes one kept step.
+type StepInfo struct {
+	// N numbers the step (1 for a store's first).
+	N int
+	// Label is the label [Set.Apply] was given (the command).
+	Label string
+	// Paths is the number of paths the step changed.
+	Paths int
+	// Bytes is what the step keeps.
+	Bytes int64
+}
+
+// Steps lists the steps that can be undone, oldest first.
+func (s *Store) Steps() []StepInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]StepInfo, len(s.steps))
+	for i, st := range s.steps {
+		out[i] = StepInfo{N: st.n, Label: st.label, Paths: len(st.entries), Bytes: st.bytes}
+	}
+	return out
+}
+
+// Remove removes the store and everything it keeps (the conversation
+// ended).
+func (s *Store) Remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.steps {
+		st.t.close()
+	}
+	s.steps, s.bytes = nil, 0
+	if err := removeAll(s.dir); err != nil {
+		return fmt.Errorf("layer: store: %w", err)
+	}
+	return nil
+}
+
+// step is one applied change set's undo record.
+type step struct {
+	n       int
+	label   string
+	t       *tree // the step's directory
+	entries []*entry
+	bytes   int64
+}
+
+// entry is one path of a step: its state before and after, and the
+// name in the step's directory of what it was before (if it existed and
+// was not a directory that stayed one).
+type entry struct {
+	Root, Rel     string
+	Before, After print
+	Blob          string
+	Tree          map[string]print // an added directory: what is below it
+}
+
+func (e *entry) path() string {
+	if e.Rel == "" {
+		return e.Root
+	}
+	return e.Root + "/" + e.Rel
+}
+
+func (s *Store) begin(label string) (*step, error) {
+	s.seq++
+	dir := s.dir + "/" + strconv.Itoa(s.seq)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layer: store: %w", err)
+	}
+	t, err := openTree(dir)
+	if err != nil {
+		return nil, fmt.Errorf("layer: store: %w", err)
+	}
+	return &step{n: s.seq, label: label, t: t}, nil
+}
+
+func (st *step) add(e *entry) { st.entries = append(st.entries, e) }
+
+// keep saves the real entry rel into the step (see applier.save).
+func (st *step) keep(re *tree, rel string, before print, remove bool) (string, error) {
+	blob := "b" + strconv.Itoa(len(st.entries))
+	d, name := split(rel)
+	fd, err := re.dir(d)
+	if err != nil {
+		return "", err
+	}
+	if remove {
+		err = unix.Renameat(fd, name, st.t.fd, blob)
+		if err == nil {
+			re.forget(rel)
+		} else if errors.Is(err, unix.EXDEV) {
+			if err = copyEntry(re, rel, st.t, blob); err == nil {
+				err = removeEntry(re, rel)
+			}
+		}
+	} else {
+		err = unix.Linkat(fd, name, st.t.fd, blob, 0)
+		if err != nil {
+			err = copyEntry(re, rel, st.t, blob)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("layer: keep %s for undo: %w", re.path(rel), err)
+	}
+	if before.isDir() {
+		st.bytes += treeBytes(st.t, blob)
+	} else {
+		st.bytes += before.Size
+	}
+	return blob, nil
+}
+
+// putBack moves (or copies) e's blob back to its real path.
+func (st *step) putBack(e *entry, re *tree) error {
+	d, name := split(e.Rel)
+	fd, err := re.dir(d)
+	if err != nil {
+		return err
+	}
+	err = unix.Renameat(st.t.fd, e.Blob, fd, name)
+	if errors.Is(err, unix.EXDEV) {
+		return copyEntry(st.t, e.Blob, re, e.Rel)
+	}
+	if err != nil {
+		return &os.PathError{Op: "rename", Path: e.path(), Err: err}
+	}
+	return nil
+}
+
+// commit files a finished step under the store's bounds and returns
+// its number (0 if it was not kept).
+func (s *Store) commit(st *step) (int, error) {
+	if len(st.entries) == 0 {
+		s.drop(st)
+		return 0, nil
+	}
+	if st.bytes > s.lim.Bytes {
+		for len(s.steps) > 0 {
+			s.drop(s.steps[0])
+			s.steps = s.steps[1:]
+		}
+		s.drop(st)
+		return 0, nil
+	}
+	s.steps = append(s.steps, st)
+	s.bytes += st.bytes
+	for len(s.steps) > s.lim.Steps || s.bytes > s.lim.Bytes {
+		s.bytes -= s.steps[0].bytes
+		s.drop(s.steps[0])
+		s.steps = s.steps[1:]
+	}
+	return st.n, nil
+}
+
+func (s *Store) drop(st *step) {
+	st.t.close()
+	_ = removeAll(s.dir + "/" + strconv.Itoa(st.n))
+}
+
+// treeBytes sums the sizes of the regular files below t/rel.
+func treeBytes(t *tree, rel string) int64 {
+	var n int64
+	_, below := treePrints(t, rel)
+	for _, p := range below {
+		if p.Mode&unix.S_IFMT == unix.S_IFREG {
+			n += p.Size
+		}
+	}
+	return n
+}
+
+// treePrints returns the print of the directory t/rel and of everything
+// below it (keyed by path relative to rel).
+func treePrints(t *tree, rel string) (print, map[string]print) {
+	top, _ := statPrint(t, rel)
+	out := map[string]print{}
+	var walk func(sub string)
+	walk = func(sub string) {
+		names, err := t.names(join(rel, sub))
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			p, err := statPrint(t, join(rel, join(sub, n)))
+			if err != nil || !p.exists() {
+				continue
+			}
+			out[join(sub, n)] = p
+			if p.isDir() {
+				walk(join(sub, n))
+			}
+		}
+	}
+	walk("")
+	return top, out
+}
+
+// ConflictError is [Store.Undo]'s refusal: the paths changed after the
+// steps to undo (outside the sandbox, or by a later command).
+type ConflictError struct {
+	// Paths are the absolute paths that changed, sorted.
+	Paths []string
+}
+
+// maxConflictPaths bounds the paths ConflictError.Error names.
+const maxConflictPaths = 8
+
+func (e *ConflictError) Error() string {
+	names := e.Paths
+	more := ""
+	if len(names) > maxConflictPaths {
+		more = fmt.Sprintf(" and %d more", len(names)-maxConflictPaths)
+		names = names[:maxConflictPaths]
+	}
+	return "layer: cannot undo: changed since: " + strings.Join(names, ", ") + more +
+		"; undo fewer steps, or put these paths back by hand first"
+}
+
+// ErrNothingToUndo is returned (wrapped) by [Store.Undo] when fewer
+// steps are kept than asked for.
+var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
+
+// Undo restores the real trees to before the last n steps: it checks
+// first that every path those steps changed is still as the last of
+// them left it (and, for a path changed by several of them, that
+// nothing changed it in between), and refuses with a *ConflictError
+// naming the paths that are not, changing nothing; then it removes what
+// the steps made and puts back what they replaced, newest step first,
+// and forgets the steps. It returns what it changed, as changes (an
+// undone addition is Deleted, an undone deletion Added).
+func (s *Store) Undo(n int) ([]Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n <= 0 || n > len(s.steps) {
+		return nil, fmt.Errorf("%w: %d asked, %d kept", ErrNothingToUndo, n, len(s.steps))
+	}
+	sel := s.steps[len(s.steps)-n:]
+	u := &undoer{trees: map[string]*tree{}}
+	defer u.close()
+	if err := u.check(sel); err != nil {
+		return nil, err
+	}
+	var errs []error
+	for i := len(sel) - 1; i >= 0; i-- {
+		st := sel[i]
+		for k := len(st.entries) - 1; k >= 0; k-- {
+			if err := u.restore(st, st.entries[k]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, st := range sel {
+		s.bytes -= st.bytes
+		s.drop(st)
+	}
+	s.steps = s.steps[:len(s.steps)-n]
+	out := u.done
+	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
+	return out, errors.Join(errs...)
+}
+
+type undoer struct {
+	trees map[string]*tree
+	done  []Change
+}
+
+func (u *undoer) close() {
+	for _, t := range u.trees {
+		t.close()
+	}
+}
+
+func (u *undoer) tree(root string) (*tree, error) {
+	if t, ok := u.trees[root]; ok {
+		return t, nil
+	}
+	t, err := openTree(root)
+	if err != nil {
+		return nil, err
+	}
+	u.trees[root] = t
+	return t, nil
+}
+
+// check verifies the steps sel (oldest first) against the real trees.
+func (u *undoer) check(sel []*step) error {
+	// expect: for each path a newer step touched, the state that step's
+	// undo will leave (its Before), which the older step's After must
+	// equal.
+	expect := map[string]print{}
+	var conflicts []string
+	for i := len(sel) - 1; i >= 0; i-- {
+		for _, e := range sel[i].entries {
+			t, err := u.tree(e.Root)
+			if err != nil {
+				return err
+			}
+			if !u.matches(t, e, expect) {
+				conflicts = append(conflicts, e.path())
+			}
+		}
+		for _, e := range sel[i].entries {
+			expect[e.path()] = e.Before
+			for rel := range e.Tree {
+				expect[e.path()+"/"+rel] = print{}
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		slices.Sort(conflicts)
+		return &ConflictError{Paths: slices.Compact(conflicts)}
+	}
+	return nil
+}
+
+// matches reports whether e's path is as e left it, given the states
+// newer steps' undo will leave (expect).
+func (u *undoer) matches(t *tree, e *entry, expect map[string]print) bool {
+	state := func(rel string) print {
+		if p, ok := expect[t.path(rel)]; ok {
+			return p
+		}
+		p, err := statPrint(t, rel)
+		if err != nil {
+			return print{Mode: ^uint32(0)} // unreadable: never equal
+		}
+		return p
+	}
+	if !samePrint(state(e.Rel), e.After) {
+		return false
+	}
+	if e.Tree == nil {
+		return true
+	}
+	for rel, p := range e.Tree {
+		if !samePrint(state(join(e.Rel, rel)), p) {
+			return false
+		}
+	}
+	// Nothing new below it, unless a newer step made it.
+	_, now := treePrints(t, e.Rel)
+	for rel := range now {
+		if _, ok := e.Tree[rel]; !ok && state(join(e.Rel, rel)).exists() {
+			return false
+		}
+	}
+	return true
+}
+
+func samePrint(a, b print) bool { return a == b }
+
+// restore undoes one entry of st.
+func (u *undoer) restore(st *step, e *entry) error {
+	t, err := u.tree(e.Root)
+	if err != nil {
+		return err
+	}
+	c := Change{Path: e.path(), Kind: TypeChanged, Mode: fileMode(e.Before.Mode), Size: e.Before.Size}
+	switch {
+	case e.After.isDir() && e.Before.isDir():
+		// Only its permissions or owner changed.
+		d, name := split(e.Rel)
+		fd, err := t.dir(d)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			fd, name = t.fd, "."
+		}
+		_ = unix.Fchownat(fd, name, int(e.Before.Uid), int(e.Before.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		if err := unix.Fchmodat(fd, name, e.Before.Mode&0o7777, 0); err != nil {
+			return &os.PathError{Op: "chmod", Path: e.path(), Err: err}
+		}
+	default:
+		if e.After.exists() {
+			if err := removeEntry(t, e.Rel); err != nil {
+				return err
+			}
+			t.forget(e.Rel)
+		}
+		if e.Blob != "" {
+			if err := st.putBack(e, t); err != nil {
+				return err
+			}
+		}
+		switch {
+		case !e.Before.exists():
+			c.Kind, c.Mode, c.Size = Deleted, fileMode(e.After.Mode), e.After.Size
+		case !e.After.exists():
+			c.Kind = Added
+		case e.Before.Mode&unix.S_IFMT == e.After.Mode&unix.S_IFMT:
+			c.Kind = Modified
+		}
+	}
+	if !c.Mode.IsRegular() {
+		c.Size = 0
+	}
+	u.done = append(u.done, c)
+	return nil
+}

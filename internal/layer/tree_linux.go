@@ -1,0 +1,261 @@
+//go:build linux
+
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// tree is a directory tree reached only beneath its root: every lookup
+// resolves with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
+// RESOLVE_NO_XDEV), so a symbolic link or a mount put into the real tree
+// while the engine works there cannot redirect a read or a write
+// outside it. Directory descriptors are cached by relative path.
+type tree struct {
+	root string
+	fd   int
+	dirs map[string]int
+}
+
+// maxCachedDirs bounds the open directory descriptors of a tree.
+const maxCachedDirs = 256
+
+func openTree(root string) (*tree, error) {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	return &tree{root: root, fd: fd, dirs: map[string]int{}}, nil
+}
+
+func (t *tree) close() {
+	t.forget("")
+	_ = unix.Close(t.fd)
+}
+
+// dir returns an O_PATH descriptor of the directory rel ("" = the root).
+func (t *tree) dir(rel string) (int, error) {
+	if rel == "" {
+		return t.fd, nil
+	}
+	if fd, ok := t.dirs[rel]; ok {
+		return fd, nil
+	}
+	if len(t.dirs) >= maxCachedDirs {
+		t.forget("")
+	}
+	fd, err := unix.Openat2(t.fd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
+	}
+	t.dirs[rel] = fd
+	return fd, nil
+}
+
+// forget drops the cached descriptors of rel and everything below it
+// ("" = all), after rel was moved or removed.
+func (t *tree) forget(rel string) {
+	for k, fd := range t.dirs {
+		if rel == "" || k == rel || strings.HasPrefix(k, rel+"/") {
+			_ = unix.Close(fd)
+			delete(t.dirs, k)
+		}
+	}
+}
+
+func (t *tree) path(rel string) string {
+	if rel == "" {
+		return t.root
+	}
+	return t.root + "/" + rel
+}
+
+// split returns the directory and the name of rel.
+func split(rel string) (string, string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return "", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+// join joins a relative directory and a name.
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// lstat returns rel's status without following a final symlink; ok is
+// false when it does not exist (or a parent is not a directory).
+func (t *tree) lstat(rel string) (st unix.Stat_t, ok bool, err error) {
+	if rel == "" {
+		if err := unix.Fstat(t.fd, &st); err != nil {
+			return st, false, &fs.PathError{Op: "stat", Path: t.root, Err: err}
+		}
+		return st, true, nil
+	}
+	d, name := split(rel)
+	fd, err := t.dir(d)
+	if err != nil {
+		if missing(err) {
+			return st, false, nil
+		}
+		return st, false, err
+	}
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if missing(err) {
+			return st, false, nil
+		}
+		return st, false, &fs.PathError{Op: "lstat", Path: t.path(rel), Err: err}
+	}
+	return st, true, nil
+}
+
+// missing reports whether err means that a path does not exist in the
+// tree: it does not exist, a parent is not a directory, or reaching it
+// would cross a mount (EXDEV) or a symlink (ELOOP) put there since
+// (changes there fail when applied).
+func missing(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) ||
+		errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP)
+}
+
+// names lists the directory rel (unsorted).
+func (t *tree) names(rel string) ([]string, error) {
+	fd, err := t.dir(rel)
+	if err != nil {
+		return nil, err
+	}
+	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
+	}
+	f := os.NewFile(uintptr(dfd), t.path(rel))
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	return names, nil
+}
+
+// open opens the file rel for reading (not following a final symlink).
+func (t *tree) open(rel string) (*os.File, error) {
+	d, name := split(rel)
+	fd, err := t.dir(d)
+	if err != nil {
+		return nil, err
+	}
+	ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
+	}
+	return os.NewFile(uintptr(ffd), t.path(rel)), nil
+}
+
+// readlink returns the target of the symlink rel.
+func (t *tree) readlink(rel string) (string, error) {
+	d, name := split(rel)
+	fd, err := t.dir(d)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(fd, name, buf)
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: t.path(rel), Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// fileMode converts a stat mode to an fs.FileMode (type and permission
+// bits, setuid, setgid and sticky).
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// isWhiteout reports whether st is an overlayfs whiteout (a character
+// device 0/0).
+func isWhiteout(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+// Overlayfs's private xattrs, in the trusted namespace as root and in
+// the user namespace with userxattr.
+var ovlPrefixes = []string{"trusted.overlay.", "user.overlay."}
+
+// ovlXattrs returns the overlayfs xattrs of the upper entry at path.
+func ovlXattrs(path string) []string {
+	buf := make([]byte, 1024)
+	n, err := unix.Llistxattr(path, buf)
+	if errors.Is(err, unix.ERANGE) {
+		if n, err = unix.Llistxattr(path, nil); err == nil {
+			buf = make([]byte, n)
+			n, err = unix.Llistxattr(path, buf)
+		}
+	}
+	if err != nil || n <= 0 {
+		return nil
+	}
+	var out []string
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+		for _, p := range ovlPrefixes {
+			if strings.HasPrefix(name, p) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// ovlXattr returns the value of overlayfs's xattr name ("opaque",
+// "whiteout") on path, in either namespace ("" if unset).
+func ovlXattr(path, name string) string {
+	buf := make([]byte, 16)
+	for _, p := range ovlPrefixes {
+		if n, err := unix.Lgetxattr(path, p+name, buf); err == nil {
+			return string(buf[:n])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,350 @@
+//go:build linux
+
+package layer_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+)
+
+func (w *world) store(t testing.TB, lim layer.StoreLimits) *layer.Store {
+	t.Helper()
+	st, err := layer.NewStore(filepath.Join(w.state, "undo"), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Remove() })
+	return st
+}
+
+// step runs script over a layer and applies everything into st.
+func (w *world) step(t testing.TB, st *layer.Store, script string) *layer.Result {
+	t.Helper()
+	_, s := w.run(t, script)
+	res, err := s.Apply(nil, st, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) > 0 {
+		t.Fatalf("%s: failed: %v", script, res.Failed)
+	}
+	return res
+}
+
+// TestApplyCopy puts the upper layers and the undo store on another
+// file system than the workspace (a tmpfs), so that applying copies
+// and undo keeps copies.
+func TestApplyCopy(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Fatalf("no tmpfs at /dev/shm: %v", err)
+	}
+	w := newWorld(t)
+	shm, err := os.MkdirTemp("/dev/shm", "layer-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	w.state = shm
+	w.write(t, kindsFiles)
+	script := kindsScript + "; touch -d '2002-02-02' mod.txt chmod.sh refill/keep typ/f new/a/b/f sub/deep/g private/p"
+	want := sameAsUnsandboxed(t, kindsFiles, "", script)
+	before := snapshot(t, w.ws)
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, script)
+	if d := diffSnapshots(want, snapshot(t, w.ws)); len(d) > 0 {
+		t.Errorf("workspace differs from an unsandboxed run:\n%s", strings.Join(d, "\n"))
+	}
+	if _, err := st.Undo(1); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnapshots(before, snapshot(t, w.ws)); len(d) > 0 {
+		t.Errorf("after undo:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+// TestUndoSteps undoes the last two of three commands.
+func TestUndoSteps(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, "echo 1 > a; echo x > x")
+	mid := snapshot(t, w.ws)
+	w.step(t, st, "echo 2 > a; rm x; mkdir d; echo y > d/y")
+	w.step(t, st, "echo 3 > a; echo z > d/z; mv d/y d/y2")
+	if w.read(t, "a") != "3\n" {
+		t.Fatal("not applied")
+	}
+	if n := len(st.Steps()); n != 3 {
+		t.Fatalf("%d steps kept", n)
+	}
+	undone, err := st.Undo(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffSnapshots(mid, snapshot(t, w.ws)); len(d) > 0 {
+		t.Errorf("after undoing 2 steps:\n%s", strings.Join(d, "\n"))
+	}
+	if !slices.ContainsFunc(undone, func(c layer.Change) bool { return c.Path == filepath.Join(w.ws, "x") && c.Kind == layer.Added }) {
+		t.Errorf("undo did not report x put back: %v", undone)
+	}
+}
+
+// TestUndoRefusesChangedOutside: a file changed after the command (by
+// the user, outside the sandbox) is named, and nothing is undone.
+func TestUndoRefusesChangedOutside(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "b": "0"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, "echo 1 > a; echo 1 > b; echo n > n")
+	if err := os.WriteFile(filepath.Join(w.ws, "b"), []byte("user\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.ws, "n"), []byte("user\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.Undo(1)
+	var ce *layer.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("undo: %v", err)
+	}
+	want := []string{filepath.Join(w.ws, "b"), filepath.Join(w.ws, "n")}
+	if !slices.Equal(ce.Paths, want) {
+		t.Errorf("conflicts %v, want %v", ce.Paths, want)
+	}
+	if !strings.Contains(err.Error(), filepath.Join(w.ws, "b")) {
+		t.Errorf("message does not name the path: %v", err)
+	}
+	if w.read(t, "a") != "1\n" || w.read(t, "b") != "user\n" {
+		t.Error("a refused undo changed files")
+	}
+	if len(st.Steps()) != 1 {
+		t.Error("a refused undo dropped its step")
+	}
+}
+
+// TestUndoRefusesLaterCommand: a later command whose change is not in
+// the store (applied without one) touched the path.
+func TestUndoRefusesLaterCommand(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, "echo 1 > a; mkdir d; echo f > d/f")
+	w.step(t, nil, "echo 2 > a; echo g > d/g")
+	_, err := st.Undo(1)
+	var ce *layer.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("undo: %v", err)
+	}
+	want := []string{filepath.Join(w.ws, "a"), filepath.Join(w.ws, "d")}
+	if !slices.Equal(ce.Paths, want) {
+		t.Errorf("conflicts %v, want %v", ce.Paths, want)
+	}
+}
+
+// TestStoreBounds: past the step bound the oldest step goes; a step
+// larger than the byte bound is not kept, and neither is what came
+// before it.
+func TestStoreBounds(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "big": strings.Repeat("b", 4096)})
+	st := w.store(t, layer.StoreLimits{Steps: 2, Bytes: 1024})
+	for _, s := range []string{"echo 1 > a", "echo 2 > a", "echo 3 > a"} {
+		w.step(t, st, s)
+	}
+	steps := st.Steps()
+	if len(steps) != 2 || steps[0].Label != "echo 2 > a" {
+		t.Fatalf("steps %+v", steps)
+	}
+	if res := w.step(t, st, "echo small > big"); res.Step != 0 {
+		t.Errorf("a 4 KiB step was kept under a 1 KiB bound (step %d)", res.Step)
+	}
+	if n := len(st.Steps()); n != 0 {
+		t.Errorf("%d steps kept past a step that was not", n)
+	}
+	entries, _ := os.ReadDir(filepath.Join(w.state, "undo"))
+	if len(entries) != 0 {
+		t.Errorf("dropped steps left %d entries in the store", len(entries))
+	}
+	if err := st.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(w.state, "undo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("store not removed: %v", err)
+	}
+}
+
+// TestApplyRefused: refused paths, and everything below a refused added
+// directory, stay as they were.
+func TestApplyRefused(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"keep": "k", "old/x": "x"})
+	_, s := w.run(t, "echo 2 > keep; echo a > a; mkdir -p newdir/sub; echo n > newdir/sub/n; rm -r old")
+	refused := []string{filepath.Join(w.ws, "keep"), filepath.Join(w.ws, "newdir"), filepath.Join(w.ws, "old")}
+	res, err := s.Apply(refused, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.kinds(res.Applied); got != "A a" {
+		t.Errorf("applied:\n%s", got)
+	}
+	if w.read(t, "keep") != "k" || w.exists("newdir") || !w.exists("old/x") || !w.exists("a") {
+		t.Error("a refused change reached the workspace")
+	}
+}
+
+// TestApplyRefusedBelowNewDir: an added directory with a refused entry
+// is made entry by entry, without it; undo removes it whole.
+func TestApplyRefusedBelowNewDir(t *testing.T) {
+	w := newWorld(t)
+	st := w.store(t, layer.StoreLimits{})
+	_, s := w.run(t, "mkdir -p n/a; echo 1 > n/a/ok; echo 2 > n/bad")
+	res, err := s.Apply([]string{filepath.Join(w.ws, "n/bad")}, st, "")
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatal(err, res.Failed)
+	}
+	if !w.exists("n/a/ok") || w.exists("n/bad") {
+		t.Fatal("wrong entries applied")
+	}
+	if _, err := st.Undo(1); err != nil {
+		t.Fatal(err)
+	}
+	if w.exists("n") {
+		t.Error("undo left the added directory")
+	}
+}
+
+// TestApplySiblingTrees: new directories whose names share a prefix
+// ("a", "a-b") are each moved into place whole, with their contents.
+func TestApplySiblingTrees(t *testing.T) {
+	w := newWorld(t)
+	_, s := w.run(t, "mkdir -p a/x a-b/y a.c && echo 1 > a/x/f && echo 2 > a-b/y/g && echo 3 > a.c/h")
+	res, err := s.Apply(nil, nil, "")
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatal(err, res.Failed)
+	}
+	for _, f := range []string{"a/x/f", "a-b/y/g", "a.c/h"} {
+		if !w.exists(f) {
+			t.Errorf("%s not applied", f)
+		}
+	}
+	if got := layer.Summary(res.Applied, w.ws, 0); got != "[changed 3 files: A a/x/f, A a-b/y/g, A a.c/h]" {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// TestApplyThroughSymlinkFails: a symlink put into the real tree after
+// the command (where the command saw a directory) makes the change
+// fail, not land where the symlink points.
+func TestApplyThroughSymlinkFails(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"d/f": "f"})
+	outside := t.TempDir()
+	_, s := w.run(t, "echo changed > d/f; echo new > d/g")
+	if err := os.Rename(filepath.Join(w.ws, "d"), filepath.Join(w.ws, "d.moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(w.ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Apply(nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 2 || len(res.Applied) != 0 {
+		t.Errorf("applied %v, failed %v", res.Applied, res.Failed)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written through the symlink: %v", entries)
+	}
+}
+
+// TestSubmountNotInLayer: a mount below a root is not part of the
+// layer; what a command writes under it stays in the upper layer, and
+// applying it fails (it is not written to the mount), while the rest of
+// the change set applies.
+func TestSubmountNotInLayer(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("the test mounts a tmpfs in the workspace, which needs root; the unprivileged layer code is the same")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"vol": "DIR", "a": "0"})
+	vol := filepath.Join(w.ws, "vol")
+	if err := unix.Mount("tmpfs", vol, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(vol, unix.MNT_DETACH)
+	_, s := w.run(t, "echo x > vol/x; echo 1 > a")
+	if got := w.kinds(s.Changes); got != "M a\nA vol/x" {
+		t.Fatalf("changes:\n%s", got)
+	}
+	res, err := s.Apply(nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 || !errors.Is(res.Failed[0].Err, unix.EXDEV) || w.read(t, "a") != "1\n" {
+		t.Errorf("applied %v, failed %v", res.Applied, res.Failed)
+	}
+	if w.exists("vol/x") {
+		t.Error("written into the mount")
+	}
+}
+
+// TestMountInThread mounts the layer the way the sandbox's direct start
+// does: on a locked throwaway thread that unshared its mount namespace,
+// which then forks the command.
+func TestMountInThread(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("a thread can make its own mount namespace only as root; an unprivileged command mounts in a child process (layertest.Command), which the other tests use")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0"})
+	l := w.layer(t)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return err
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return err
+			}
+			if err := l.Spec().Mount(); err != nil {
+				return err
+			}
+			cmd := execCommand(w, "echo 1 > a; echo b > b")
+			return cmd.Run()
+		}()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if w.read(t, "a") != "0" {
+		t.Fatal("the command wrote the real workspace")
+	}
+	s, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := w.kinds(s.Changes); got != "M a\nA b" {
+		t.Errorf("changes:\n%s", got)
+	}
+}
+
+// TestUnprivileged runs the layer's tests again as a user other than
+// root, in user namespaces with userxattr.
+func TestUnprivileged(t *testing.T) {
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
+}

@@ -1,0 +1,118 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// maxPrincipalBytes bounds a principal's name.
+const maxPrincipalBytes = 256
+
+// newAuthenticator returns next behind the authentication opts asks for:
+// the go-sdk's bearer-token middleware with opts' verifiers, or nothing
+// (NoAuth: every request is PrincipalAnonymous). A refused request gets
+// 401 (403 for missing scopes) with WWW-Authenticate and
+// "Connection: close": a client without credentials has no use for the
+// connection.
+func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
+	if opts.Token == "" && opts.Verifier == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), PrincipalAnonymous)))
+		})
+	}
+	var want [sha256.Size]byte
+	if opts.Token != "" {
+		want = sha256.Sum256([]byte(opts.Token))
+	}
+	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if opts.Token != "" {
+			got := sha256.Sum256([]byte(token))
+			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+				return staticTokenInfo(PrincipalDefault), nil
+			}
+		}
+		if opts.Verifier != nil {
+			return opts.Verifier(ctx, token, r)
+		}
+		return nil, fmt.Errorf("%w: unknown bearer token", auth.ErrInvalidToken)
+	}
+	mw := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: opts.ResourceMetadataURL,
+		Scopes:              opts.Scopes,
+		ClockSkew:           oauthLeeway,
+	})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("Connection") // set in case of a refusal
+		w.Header().Del("WWW-Authenticate")
+		ti := auth.TokenInfoFromContext(r.Context())
+		if ti == nil {
+			http.Error(w, "Internal Server Error: no token information", http.StatusInternalServerError)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), ti.UserID)))
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Kept only if the middleware refuses the request.
+		w.Header().Set("Connection", "close")
+		if opts.ResourceMetadataURL == "" && len(opts.Scopes) == 0 {
+			// The go-sdk's middleware names a challenge only with
+			// resource metadata or scopes; RFC 6750 wants one.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bashvisor"`)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// principalOf returns the principal the authenticator gave r, checked:
+// a verifier's UserID must name someone.
+func principalOf(r *http.Request) (string, error) {
+	p, _ := principalFrom(r.Context())
+	if err := checkPrincipal(p); err != nil {
+		return "", fmt.Errorf("the token verifier returned %w", err)
+	}
+	return p, nil
+}
+
+// checkPrincipal checks a principal's name: not empty, at most 256 bytes of
+// valid UTF-8 without control characters.
+func checkPrincipal(p string) error {
+	switch {
+	case p == "":
+		return errors.New("no principal (an empty TokenInfo.UserID)")
+	case len(p) > maxPrincipalBytes:
+		return fmt.Errorf("a principal longer than %d bytes", maxPrincipalBytes)
+	case !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl):
+		return errors.New("a principal that is not printable UTF-8")
+	}
+	return nil
+}
+
+// originAllowed implements the Origin check: no Origin header passes (not a
+// browser, or a same-origin navigation) unless Sec-Fetch-Site says
+// cross-site; otherwise the origin must be listed or match the Host.
+func originAllowed(r *http.Request, allowed []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		site := r.Header.Get("Sec-Fetch-Site")
+		return site == "" || site == "same-origin" || site == "none"
+	}
+	if slices.Contains(allowed, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}

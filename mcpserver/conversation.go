@@ -1,0 +1,250 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// A client names the conversation of a request with the HTTP header
+// ConversationHeader or the _meta key MetaConversation (both: they must
+// agree). The name is 1 to 128 of A-Z a-z 0-9 . _ -, starting with a
+// letter or digit. See the package documentation, "Conversations".
+const (
+	ConversationHeader = "Bashvisor-Conversation"
+	MetaConversation   = "bashvisor/conversation"
+)
+
+// Defaults of [Options].
+const (
+	DefaultConversationIdle = 30 * time.Minute
+	DefaultMaxConversations = 1024
+)
+
+var conversationRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// sessionMark starts the name of a session's conversation ("~1f0c…"): no
+// client-chosen name starts with it, so a name never reaches a session's
+// conversation.
+const sessionMark = "~"
+
+// errNoPrincipal refuses a request that came over HTTP without passing
+// through Handler (which names its principal): serving it would put it
+// in the local principal's conversations.
+var errNoPrincipal = errors.New("this request came over HTTP without a principal: serve the server with mcpserver.Handler")
+
+// scope is who makes a call and in which conversation.
+type scope struct {
+	principal string
+	conv      string             // the engine's conversation id
+	name      string             // the conversation's name within the principal (resource URIs)
+	session   *mcp.ServerSession // the session whose end ends the conversation, or nil
+	named     bool               // a named conversation, ended when idle
+}
+
+// conversationName returns the conversation a request names, "" for none.
+func conversationName(req mcp.Request) (string, error) {
+	var fromMeta, fromHeader string
+	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
+		if v, ok := p.GetMeta()[MetaConversation]; ok {
+			s, isString := v.(string)
+			if !isString {
+				return "", fmt.Errorf("%w: _meta[%q] must be a string", engine.ErrBadInput, MetaConversation)
+			}
+			fromMeta = s
+		}
+	}
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		fromHeader = extra.Header.Get(ConversationHeader)
+	}
+	name := fromMeta
+	switch {
+	case fromMeta != "" && fromHeader != "" && fromMeta != fromHeader:
+		return "", fmt.Errorf("%w: the %s header (%q) and _meta[%q] (%q) name different conversations",
+			engine.ErrBadInput, ConversationHeader, clip(fromHeader, 140), MetaConversation, clip(fromMeta, 140))
+	case name == "":
+		name = fromHeader
+	}
+	if name != "" && !conversationRE.MatchString(name) {
+		return "", fmt.Errorf("%w: conversation name %q: use 1 to 128 of A-Z a-z 0-9 . _ -, starting with a letter or digit",
+			engine.ErrBadInput, clip(name, 140))
+	}
+	return name, nil
+}
+
+// principalOfRequest returns the principal of a request: the one Handler
+// gave it, else (stdio, in-memory) Options.Principal. http reports the
+// former.
+func (s *server) principalOfRequest(ctx context.Context, req mcp.Request) (p string, http bool, err error) {
+	if p, ok := principalFrom(ctx); ok {
+		return p, true, nil
+	}
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		return "", false, errNoPrincipal
+	}
+	return s.o.Principal, false, nil
+}
+
+// scopeOf resolves who makes req and in which conversation (see the
+// package documentation, "Conversations").
+func (s *server) scopeOf(ctx context.Context, req mcp.Request) (scope, error) {
+	p, overHTTP, err := s.principalOfRequest(ctx, req)
+	if err != nil {
+		return scope{}, err
+	}
+	name, err := conversationName(req)
+	if err != nil {
+		return scope{}, err
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	sc := scope{principal: p, name: name}
+	switch {
+	case name != "" && name != s.o.ConversationID:
+		sc.named = true
+	case s.o.SharedConversation || !overHTTP || ss == nil || ss.ID() == "":
+		// The principal's own conversation: stdio's, the shared one, and
+		// a stateless request's that names none.
+		sc.name = s.o.ConversationID
+	default:
+		sum := sha256.Sum256([]byte(ss.ID()))
+		sc.name = sessionMark + hex.EncodeToString(sum[:8])
+		sc.session = ss
+	}
+	sc.conv = s.conversationID(p, overHTTP, sc.name)
+	return sc, nil
+}
+
+// conversationID is the engine's id of conversation name of principal p:
+// over HTTP the principal (path-escaped, so without "/") and the name,
+// "alice/build"; over stdio, with its one principal, ConversationID itself
+// for the default conversation and ConversationID/NAME for a named one.
+func (s *server) conversationID(p string, overHTTP bool, name string) string {
+	if !overHTTP {
+		if name == s.o.ConversationID {
+			return name
+		}
+		return s.o.ConversationID + "/" + name
+	}
+	return url.PathEscape(p) + "/" + name
+}
+
+// toolContext is the context of a call in scope sc.
+func (s *server) toolContext(sc scope) engine.ToolContext {
+	return engine.ToolContext{
+		WorkingDir:     s.o.WorkingDir,
+		ConversationID: sc.conv,
+		Principal:      sc.principal,
+		Sandbox:        s.o.Sandbox,
+		Env:            s.o.Env,
+	}
+}
+
+// conversations tracks the conversations that end without the engine
+// being told by a client: session conversations (ended with their
+// session) and named ones (ended when idle).
+type conversations struct {
+	s     *server
+	mu    sync.Mutex
+	named map[string]*namedConversation
+	// bound holds the sessions whose conversation ends with them
+	// (*mcp.ServerSession → struct{}), from their first call until their
+	// conversation is ended.
+	bound sync.Map
+}
+
+// namedConversation is a named conversation in use.
+type namedConversation struct {
+	calls int         // calls in flight
+	timer *time.Timer // ends the conversation once idle
+}
+
+// errTooManyConversations refuses a call that would open one named
+// conversation more than Options.MaxConversations.
+var errTooManyConversations = errors.New("busy")
+
+// enter records a call in sc's conversation; the returned function records
+// its end. A named conversation idle for Options.ConversationIdle ends
+// (its commands and jobs end); a session's ends with the session.
+func (c *conversations) enter(sc scope) (leave func(), err error) {
+	switch {
+	case sc.session != nil:
+		c.bindSession(sc.session, sc.conv)
+		return func() {}, nil
+	case !sc.named:
+		return func() {}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.named[sc.conv]
+	if n == nil {
+		if max := c.s.o.MaxConversations; max > 0 && len(c.named) >= max {
+			return nil, fmt.Errorf("%w: %d named conversations are open, the most this server allows; retry later, or reuse a conversation", errTooManyConversations, max)
+		}
+		n = &namedConversation{}
+		c.named[sc.conv] = n
+	} else if n.timer != nil {
+		n.timer.Stop()
+		n.timer = nil
+	}
+	n.calls++
+	return func() { c.leave(sc.conv, n) }, nil
+}
+
+func (c *conversations) leave(conv string, n *namedConversation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n.calls--
+	if n.calls > 0 || c.s.o.ConversationIdle < 0 {
+		return
+	}
+	n.timer = time.AfterFunc(c.s.o.ConversationIdle, func() {
+		c.mu.Lock()
+		if c.named[conv] != n || n.calls > 0 {
+			c.mu.Unlock()
+			return
+		}
+		delete(c.named, conv)
+		c.mu.Unlock()
+		c.s.endConversation(conv, "idle named conversation")
+	})
+}
+
+// bindSession makes the conversation of session ss end when ss ends. The
+// first call binds it: a goroutine waits for the session to close, which
+// happens only after its last call returned, so no job can start after
+// the conversation ended.
+func (c *conversations) bindSession(ss *mcp.ServerSession, conv string) {
+	if _, loaded := c.bound.LoadOrStore(ss, struct{}{}); loaded {
+		return
+	}
+	go func() {
+		defer c.bound.Delete(ss)
+		_ = ss.Wait()
+		c.s.endConversation(conv, "closed session")
+	}()
+}
+
+// endConversationWait bounds ending a conversation.
+const endConversationWait = time.Minute
+
+// endConversation ends conversation conv in the engine and forgets its
+// full outputs.
+func (s *server) endConversation(conv, why string) {
+	s.outputs.forget(conv)
+	ctx, cancel := context.WithTimeout(context.Background(), endConversationWait)
+	defer cancel()
+	if err := s.e.EndConversation(ctx, conv); err != nil && !errors.Is(err, engine.ErrShutdown) {
+		s.log.Warn("ending the conversation of a "+why, "conversation", conv, "err", err)
+	}
+}

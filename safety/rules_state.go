@@ -1,0 +1,254 @@
+package safety
+
+import (
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// unset NAME... forgets what was known about variables (IFS falls back to
+// its default) or, with -f, functions.
+func (c *checker) unset(args []field) {
+	funcs := false
+	for _, f := range args[1:] {
+		switch f.s {
+		case "-f":
+			funcs = true
+		case "-v", "-n":
+		default:
+			if funcs {
+				delete(c.funcs, f.s)
+			} else {
+				delete(c.vars, f.s)
+			}
+		}
+	}
+}
+
+// shift [N] drops positional parameters.
+func (c *checker) shift(args []field) {
+	if !c.posKnown {
+		return
+	}
+	n := 1
+	if len(args) > 1 {
+		var err error
+		if n, err = strconv.Atoi(args[1].s); err != nil || n < 0 {
+			c.params, c.posKnown, c.posOpen = nil, false, false
+			return
+		}
+	}
+	if c.posOpen && n >= len(c.params) {
+		c.params, c.posKnown, c.posOpen = nil, false, false // into the unknown ones
+		return
+	}
+	c.params = c.params[min(n, len(c.params)):]
+}
+
+// set [options] [--] ARGS... sets the positional parameters.
+func (c *checker) set(args []field) {
+	for i := 1; i < len(args); i++ {
+		a := args[i].s
+		if len(a) > 1 && (a[0] == '-' || a[0] == '+') && a[len(a)-1] == 'o' {
+			i++ // -o OPTION, -euo OPTION
+			continue
+		}
+		if a == "--" || a == "-" || a == "" || a[0] != '-' && a[0] != '+' {
+			if a == "--" || a == "-" {
+				i++
+			}
+			c.setParams(args[min(i, len(args)):])
+			return
+		}
+	}
+}
+
+// funcDecl blocks fork bombs, checks the function body with unknown
+// arguments and records it: a later call with static words checks it
+// again with those arguments (see callFunc).
+func (c *checker) funcDecl(x *syntax.FuncDecl) {
+	names := x.Names
+	if x.Name != nil {
+		names = append([]*syntax.Lit{x.Name}, names...)
+	}
+	for _, n := range names {
+		if isForkBomb(n.Value, x.Body) {
+			c.report(Verdict{Decision: Block, Rule: "fork-bomb",
+				Reason:      "fork bomb: function " + n.Value + " keeps spawning copies of itself until the machine stalls",
+				Alternative: "run a bounded number of background jobs (e.g. a for loop with a fixed count and wait)"})
+			return
+		}
+		if c.funcs == nil {
+			c.funcs = make(map[string]*syntax.Stmt)
+		}
+		c.funcs[n.Value] = x.Body
+	}
+	saved := c.enterFunc(nil)
+	c.stmt(x.Body, stdinSrc{})
+	c.leaveFunc(saved)
+}
+
+// isForkBomb reports whether body calls name both sides of a pipe or in the
+// background.
+func isForkBomb(name string, body *syntax.Stmt) bool {
+	if body == nil {
+		return false
+	}
+	found := false
+	syntax.Walk(body, func(n syntax.Node) bool {
+		if found {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background && callsSelf(n, name) {
+				found = true
+			}
+		case *syntax.BinaryCmd:
+			if (n.Op == syntax.Pipe || n.Op == syntax.PipeAll) && callsSelf(n.X, name) && callsSelf(n.Y, name) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+func callsSelf(s *syntax.Stmt, name string) bool {
+	if s == nil {
+		return false
+	}
+	switch x := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		if len(x.Args) == 0 {
+			return false
+		}
+		var r resolver
+		v, ok := r.wordLit(x.Args[0])
+		return ok && v == name
+	case *syntax.BinaryCmd:
+		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
+			return callsSelf(x.X, name) || callsSelf(x.Y, name)
+		}
+	case *syntax.Block:
+		for _, st := range x.Stmts {
+			if callsSelf(st, name) {
+				return true
+			}
+		}
+	case *syntax.Subshell:
+		for _, st := range x.Stmts {
+			if callsSelf(st, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kill -9 -1 signals every process the user may signal, the agent and
+// the engine included.
+func (c *checker) kill(args []field) {
+	i := 1
+	if i < len(args) {
+		switch a := args[i].s; {
+		case a == "-s" || a == "-n":
+			i += 2
+		case a == "-l" || a == "-L":
+			return
+		case a != "--" && strings.HasPrefix(a, "-"):
+			i++ // -SIGNAL
+		}
+	}
+	for ; i < len(args); i++ {
+		if args[i].s == "--" {
+			continue
+		}
+		if args[i].s == "-1" {
+			c.report(Verdict{Decision: Block, Rule: "kill-all",
+				Reason:      "kill -1 signals every process you own, including the agent and this tool",
+				Alternative: "kill specific PIDs or a process group (kill -- -PGID)"})
+			return
+		}
+	}
+}
+
+// defineAlias records alias NAME=VALUE...: a later command named NAME is
+// checked with VALUE in its place. Bash expands aliases in a script only
+// with shopt -s expand_aliases (or in an interactive shell), but a
+// definition is as good as a use for the analysis.
+func (c *checker) defineAlias(args []field) {
+	for _, f := range args[1:] {
+		name, val, ok := strings.Cut(f.s, "=")
+		if !ok || name == "" || strings.HasPrefix(name, "-") {
+			continue
+		}
+		if c.aliases == nil {
+			c.aliases = make(map[string]field)
+		}
+		c.aliases[name] = field{s: val, dyn: f.dyn, word: -1}
+	}
+}
+
+// unalias NAME... / unalias -a forgets aliases.
+func (c *checker) unalias(args []field) {
+	for _, f := range args[1:] {
+		if f.s == "-a" {
+			c.aliases = nil
+			return
+		}
+		delete(c.aliases, f.s)
+	}
+}
+
+// alias checks a command whose name is an alias defined earlier: its value
+// followed by the other words, as shell code. It reports whether it did.
+func (c *checker) alias(args []field, in stdinSrc) bool {
+	name := args[0].s
+	val, ok := c.aliases[name]
+	if !ok || c.expanding[name] {
+		return false
+	}
+	if val.dyn {
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
+			Reason:      "alias " + name + " stands for a command only known at run time",
+			Alternative: "spell out the command the alias stands for"})
+		return true
+	}
+	code := joinCode(val, args[1:], true)[0]
+	if code.dyn {
+		return false // unknown words: checked as a command without the alias
+	}
+	if c.expanding == nil {
+		c.expanding = make(map[string]bool)
+	}
+	c.expanding[name] = true
+	c.nested(code.s, false, in)
+	delete(c.expanding, name)
+	return true
+}
+
+// wrapperAssigns checks the NAME=value words of env and sudo (between
+// their options and the command, up to word end).
+func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
+	var vars []envVar
+	for _, f := range args[1:end] {
+		if !isAssignWord(f.s) {
+			continue
+		}
+		name, val, _ := strings.Cut(f.s, "=")
+		if commandVars[name] || persistVars[name] != "" || strings.HasPrefix(name, "GIT_CONFIG_") {
+			vars = append(vars, envVar{name: name, val: field{s: val, dyn: f.dyn, word: -1}})
+		}
+	}
+	if len(vars) > 0 {
+		c.envCode(vars, in)
+	}
+}
+
+// declare checks export/declare/... NAME=value run as a command (a quoted
+// or computed name: the parser gives those a call, not a declaration).
+func (c *checker) declare(_ string, args []field, in stdinSrc) {
+	c.wrapperAssigns(args, len(args), in)
+}
