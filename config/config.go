@@ -141,7 +141,17 @@ type Cgroups struct {
 	Off bool
 	// Parent is the cgroup v2 directory under which the engine creates
 	// its per-command cgroups (default: the engine's own cgroup; it must
-	// be writable: root, or a delegated subtree).
+	// be writable: root, or a delegated subtree). On a cgroup v2 host the
+	// memory and pids limits need a parent that holds no process itself
+	// (cgroup v2 enables controllers only for the children of such a
+	// cgroup), and the engine's own cgroup holds the engine: name the
+	// delegated cgroup instead. A systemd unit with Delegate=yes and
+	// DelegateSubgroup=engine runs the engine in UNIT/engine, and the
+	// parent is the unit's cgroup; a container's entrypoint moves its
+	// processes into a leaf (such as /sys/fs/cgroup/init), and the parent
+	// is /sys/fs/cgroup. Otherwise commands still get cgroups (killing
+	// escapees, CPU time) and the limits fall back to rlimits, which the
+	// engine logs once, saying why.
 	Parent string
 }
 

@@ -25,7 +25,7 @@ import (
 // end of the test.
 func newEngine(t testing.TB, mod ...func(*engine.Config)) *engine.Engine {
 	t.Helper()
-	cfg := engine.DefaultConfig()
+	cfg := testConfig()
 	cfg.Timeout = 5 * time.Second
 	cfg.Lifecycle.Grace = 300 * time.Millisecond
 	cfg.Lifecycle.CleanupWait = 3 * time.Second
@@ -681,7 +681,7 @@ func writeFifo(t *testing.T, path string, within time.Duration) {
 }
 
 func TestShutdownWithJobsRunning(t *testing.T) {
-	cfg := engine.DefaultConfig()
+	cfg := testConfig()
 	cfg.Lifecycle.Grace = 300 * time.Millisecond
 	e, err := engine.New(cfg)
 	if err != nil {
@@ -804,7 +804,7 @@ func TestPreCancelledContextRunsNothing(t *testing.T) {
 // processes it forks keep running after Shutdown, untouched (its cgroup is
 // released, never killed).
 func TestJobsLeftRunningStayIntact(t *testing.T) {
-	cfg := engine.DefaultConfig()
+	cfg := testConfig()
 	cfg.LeaveJobsRunning, cfg.KeepFiles = true, true
 	e, err := engine.New(cfg)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // /proc/$PPID/environ, its memory through /proc/$PPID/mem, and to attach
 // to it with strace.
 func childEnviron() {
-	e, err := engine.New(engine.DefaultConfig())
+	e, err := engine.New(testConfig())
 	if err != nil {
 		fmt.Println("engine:", err)
 		os.Exit(1)

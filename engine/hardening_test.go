@@ -48,7 +48,7 @@ func TestOnlyStandardDescriptors(t *testing.T) {
 // childOutOfFDs runs in a re-executed test binary: an engine whose process
 // has no descriptor left starts a restricted command.
 func childOutOfFDs() {
-	e, err := engine.New(engine.DefaultConfig())
+	e, err := engine.New(testConfig())
 	if err != nil {
 		fmt.Println("engine:", err)
 		os.Exit(1)

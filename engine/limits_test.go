@@ -26,7 +26,7 @@ import (
 // fails under REQUIRE_CGROUPS=1).
 func controllers(t *testing.T) (memory, pids bool) {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
 	testenv.Need(t, testenv.Cgroups, err)
 	defer m.Close()
 	return m.MemoryLimit(), m.PidsLimit()

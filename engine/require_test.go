@@ -4,10 +4,19 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
+
+// testConfig is engine.DefaultConfig with the tests' cgroup parent
+// (testenv.CgroupParent).
+func testConfig() engine.Config {
+	c := engine.DefaultConfig()
+	c.Cgroups.Parent = testenv.CgroupParent()
+	return c
+}
 
 // needLandlock skips without Landlock, and fails instead when
 // REQUIRE_LANDLOCK=1 (CI).
@@ -32,7 +41,7 @@ func needNamespaces(t testing.TB) {
 // REQUIRE_CGROUPS=1 (CI).
 func cgroupBase(t testing.TB) string {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
 	testenv.Need(t, testenv.Cgroups, err)
 	parent := filepath.Dir(m.Dir())
 	if err := m.Close(); err != nil {
@@ -46,7 +55,7 @@ func cgroupBase(t testing.TB) string {
 // fails the test instead of reporting false.
 func haveCgroups(t testing.TB) bool {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
 	if err == nil {
 		err = m.Close()
 	}

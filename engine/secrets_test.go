@@ -250,7 +250,7 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.DefaultConfig()
+	cfg := testConfig()
 	cfg.LeaveJobsRunning, cfg.OutputDir = true, t.TempDir()
 	cfg.Env.Environ = []string{"PATH=" + os.Getenv("PATH"), sentinelName + "=" + v}
 	e, err := engine.New(cfg)

@@ -24,18 +24,19 @@ import (
 
 // benchOpts are the flags of `demo bench`.
 type benchOpts struct {
-	serial     int
-	conc       int
-	concN      int
-	flood      int64
-	timeouts   int
-	sleepers   int
-	only       string
-	cpuprofile string
-	inproc     bool
-	noCgroups  bool
-	spoolCap   int64
-	child      string // internal: run one flood case and print JSON
+	serial       int
+	conc         int
+	concN        int
+	flood        int64
+	timeouts     int
+	sleepers     int
+	only         string
+	cpuprofile   string
+	inproc       bool
+	noCgroups    bool
+	cgroupParent string
+	spoolCap     int64
+	child        string // internal: run one flood case and print JSON
 
 	mcpRounds     int
 	mcpCalls      int
@@ -65,6 +66,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
+	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "the cgroup v2 directory for the engine's per-command cgroups (default: its own cgroup)")
 	fs.Int64Var(&o.spoolCap, "spool-cap", 0, "the engine's SpoolCap (0: default 64 MiB, negative: no spool file)")
 	fs.StringVar(&o.child, "child", "", "internal: run one flood case (engine|raw) and print JSON")
 	fs.IntVar(&o.mcpRounds, "mcp-rounds", 10, "mcp case: serial rounds (each: raw spawns, then every client, rotated)")
@@ -118,6 +120,7 @@ func (o benchOpts) want(name string) bool {
 func benchConfig(o benchOpts) engine.Config {
 	c := engine.DefaultConfig()
 	c.Cgroups.Off = o.noCgroups
+	c.Cgroups.Parent = o.cgroupParent
 	c.Output.SpoolCap = o.spoolCap
 	// The cases measure what the engine itself can do, side by side with
 	// raw os/exec at the same concurrency: admission must not queue them.

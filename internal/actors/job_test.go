@@ -94,7 +94,7 @@ func newHarness(t *testing.T, cgroups bool, mod func(*Resources)) *harness {
 		},
 	}
 	if cgroups {
-		cg, err := proc.ProbeCgroups("")
+		cg, err := proc.ProbeCgroups(testenv.CgroupParent())
 		testenv.Need(t, testenv.Cgroups, err)
 		h.res.Cgroups = cg
 	}
@@ -261,8 +261,10 @@ func TestTransitions(t *testing.T) {
 			},
 		},
 		{
+			// The timeout leaves bash time to start and print on a loaded
+			// machine (or under emulation: the cgroup v2 VM).
 			name: "timeout", script: "echo started; sleep 60",
-			spec:   func(s *Spec) { s.Timeout = 300 * time.Millisecond },
+			spec:   func(s *Spec) { s.Timeout = 2 * time.Second },
 			phases: []phase{running, ending, cleaning, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o jobs.Outcome, st jobs.State) {
 				if o.Reason != jobs.ReasonTimeout || o.Output.Text != "started\n" || st.Status != jobs.Killed {

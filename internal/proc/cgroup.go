@@ -53,9 +53,10 @@ const (
 // [Cgroup.SetLimits], [Cgroup.Usage], [Cgroups.MemoryLimit]). A Cgroups is
 // safe for concurrent use.
 type Cgroups struct {
-	dir  string // the engine's directory: <parent>/bashvisor-<pid>-<n>
-	home string // the cgroup released processes move to (the parent)
-	rel  string // dir relative to the cgroup2 mount, for /proc/PID/cgroup checks
+	dir     string // the engine's directory: <parent>/bashvisor-<pid>-<n>
+	home    string // the parent
+	release string // the cgroup released processes move to (see Release)
+	rel     string // dir relative to the cgroup2 mount, for /proc/PID/cgroup checks
 
 	pending sync.WaitGroup // background removals and renewals
 	closed  atomic.Bool
@@ -69,6 +70,7 @@ type Cgroups struct {
 	// hierarchies, opened for LeaveThread (-1: none).
 	ctl       [nCtl]controller
 	homeTasks [nCtl]int
+	note      string // why a controller is missing (ControllersNote)
 }
 
 // MaxIdle bounds the empty cgroups a [Cgroups] keeps for reuse. Creating
@@ -120,8 +122,16 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
 	}
 	m.probeControllers()
+	m.release = parent
+	if strings.TrimSpace(readString(filepath.Join(parent, "cgroup.subtree_control"))) != "" {
+		m.release = filepath.Join(parent, releasedName)
+	}
 	return m, nil
 }
+
+// releasedName is the leaf cgroup below a delegated parent that released
+// processes move to (see [Cgroup.Release]).
+const releasedName = "bashvisor-released"
 
 // selfTest starts `sleep` into a fresh cgroup, checks it is listed there,
 // ends it with cgroup.kill and removes the cgroup.
@@ -180,6 +190,7 @@ func removeStale(parent string) {
 		}
 		_ = os.Remove(d)
 	}
+	_ = os.Remove(filepath.Join(parent, releasedName)) // fails (EBUSY) when populated
 }
 
 // killStale kills the processes in dead engine directory d and its
@@ -373,6 +384,9 @@ func (m *Cgroups) Close() error {
 	if err := os.Remove(m.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 	}
+	if m.release != m.home {
+		_ = os.Remove(m.release) // left in place while released processes run
+	}
 	for i, ctl := range m.ctl {
 		if ctl.dir == "" {
 			continue
@@ -528,7 +542,11 @@ func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
 // Release moves the cgroup's processes to the engine's parent cgroup (and
 // to the engine's own cgroups in the v1 hierarchies), so they keep running
 // after the cgroup is removed (leftovers kept on purpose, background jobs
-// left running at shutdown). Processes forked while it moves the others
+// left running at shutdown). A parent that enables controllers for its
+// children (a delegated subtree) cannot hold processes itself (cgroup
+// v2's no-internal-process rule): there they move to its leaf
+// bashvisor-released, shared by the engines under that parent, which
+// [Cgroups.Close] and the next [ProbeCgroups] remove once it is empty. Processes forked while it moves the others
 // are caught by further passes, for up to removeWait. A released cgroup is
 // never killed: Remove and Close only retry rmdir on it, and leave it in
 // place if something stays inside.
@@ -541,7 +559,7 @@ func (c *Cgroup) Release() error {
 	c.m.released[filepath.Base(c.dir)] = true
 	c.m.mu.Unlock()
 	type move struct{ from, to string }
-	moves := []move{{c.dir, c.m.home}}
+	moves := []move{{c.dir, c.m.release}}
 	for i, dir := range v1 {
 		if dir != "" {
 			moves = append(moves, move{dir, c.m.ctl[i].home})
@@ -551,6 +569,11 @@ func (c *Cgroup) Release() error {
 	for {
 		var errs []error
 		moved := 0
+		if c.m.release != c.m.home { // made each pass: another engine's Close may remove it
+			if err := os.Mkdir(c.m.release, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				errs = append(errs, fmt.Errorf("release: %w", err))
+			}
+		}
 		for _, m := range moves {
 			for _, pid := range readPids(filepath.Join(m.from, "cgroup.procs")) {
 				moved++

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -95,12 +94,16 @@ type Usage struct {
 	// process group or were never waited for.
 	CPU time.Duration
 	// PeakMemory is the most memory charged to the cgroup at once, in
-	// bytes (memory.peak on cgroup v2, memory.max_usage_in_bytes on v1):
+	// bytes (memory.peak on cgroup v2, Linux 5.19+, memory.max_usage_in_bytes
+	// on v1):
 	// what Limits.Memory is compared with, so page cache counts, to the
 	// kernel's granularity (it charges in batches of up to 256 KiB per
 	// CPU). In a recycled cgroup it includes what earlier commands left
-	// charged, at most 2 MiB (page cache, kernel objects). 0 without a
-	// memory controller.
+	// charged, at most 2 MiB (page cache, kernel objects; on a cgroup v2
+	// before Linux 6.12, whose peak cannot be reset, the earlier commands'
+	// peak: only a cgroup whose peak stayed within 2 MiB is recycled
+	// there). 0 without a memory controller, or without memory.peak
+	// (cgroup v2 before Linux 5.19).
 	PeakMemory int64
 	// Processes is the most processes and threads alive in the cgroup at
 	// once (pids.peak; every thread counts, and so does the shell). The
@@ -143,12 +146,24 @@ type baseline struct {
 // v2, or in a v1 hierarchy. A controller that is nowhere available is left
 // out; its limit and accounting are then unavailable.
 func (m *Cgroups) probeControllers() {
+	var missing []string
 	for i, name := range ctlNames {
 		if m.enableV2(name) {
 			m.ctl[i].v2 = true
 			continue
 		}
-		m.ctl[i].dir, m.ctl[i].home = makeV1Dir(name, filepath.Base(m.dir))
+		if m.ctl[i].dir, m.ctl[i].home = makeV1Dir(name, filepath.Base(m.dir)); m.ctl[i].dir == "" {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case len(missing) == 0:
+	case len(readPids(filepath.Join(m.home, "cgroup.procs"))) > 0 && hasFile(m.home, "cgroup.type"):
+		m.note = fmt.Sprintf("no %s controller for the commands' cgroups: their parent %s holds processes, and cgroup v2 enables controllers only for the children of a cgroup that holds none; "+
+			"name a delegated cgroup without processes as the parent (config.Cgroups.Parent; systemd: Delegate=yes with DelegateSubgroup=, a container: move its processes into a leaf first)",
+			strings.Join(missing, " or "), m.home)
+	default:
+		m.note = fmt.Sprintf("the host offers no %s controller to %s (cgroup v2) or in a cgroup v1 hierarchy", strings.Join(missing, " or "), m.home)
 	}
 	for i, ctl := range m.ctl {
 		if ctl.dir == "" {
@@ -165,17 +180,25 @@ func (m *Cgroups) probeControllers() {
 }
 
 // enableV2 enables controller name for the commands' cgroups v2: in the
-// parent's subtree_control for m.dir, then in m.dir's. The first fails
-// (EBUSY) when the parent holds processes, as the engine's own cgroup
-// usually does; Config.Cgroups.Parent can name a delegated subtree where it
-// works. A controller bound to a v1 hierarchy is not listed in
-// cgroup.controllers.
+// parent's subtree_control for m.dir, then in m.dir's. A controller bound
+// to a v1 hierarchy is not listed in cgroup.controllers.
+//
+// A parent that holds processes (other than the root cgroup, which has no
+// cgroup.type), as the engine's own cgroup usually does, is left alone:
+// cgroup v2 refuses it domain controllers (memory: EBUSY), and a threaded
+// one (pids) would be enabled but turn it into a thread root, whose domain
+// children, the commands' cgroups, then cannot hold a process (a clone
+// into them fails with EOPNOTSUPP). Config.Cgroups.Parent can name a
+// delegated cgroup without processes instead.
 func (m *Cgroups) enableV2(name string) bool {
 	if !hasWord(readString(filepath.Join(m.home, "cgroup.controllers")), name) {
 		return false
 	}
 	sub := filepath.Join(m.home, "cgroup.subtree_control")
 	if !hasWord(readString(sub), name) {
+		if hasFile(m.home, "cgroup.type") && len(readPids(filepath.Join(m.home, "cgroup.procs"))) > 0 {
+			return false
+		}
 		_ = os.WriteFile(sub, []byte("+"+name), 0)
 	}
 	return hasWord(readString(sub), name) &&
@@ -206,6 +229,10 @@ func makeV1Dir(controller, base string) (dir, home string) {
 	}
 	return dir, home
 }
+
+// ControllersNote says why the memory or the pids controller is not
+// available to m's commands, and what would make it so; "" when both are.
+func (m *Cgroups) ControllersNote() string { return m.note }
 
 // MemoryLimit reports whether the host offers m's commands a memory
 // controller: [Limits.Memory] is enforced and [Usage.PeakMemory] and
@@ -381,10 +408,10 @@ func (c *Cgroup) Usage() (Usage, error) {
 		u.CPU = max(cpu-c.base.cpu, 0)
 	}
 	if c.ctlDir(ctlMemory) != "" {
-		if peak, err := c.readInt(fileMemPeak); err != nil {
-			errs = append(errs, err)
-		} else {
+		if peak, err := c.readInt(fileMemPeak); err == nil {
 			u.PeakMemory = peak
+		} else if !errors.Is(err, os.ErrNotExist) { // memory.peak: Linux 5.19+
+			errs = append(errs, err)
 		}
 		if oom, err := c.readOOMKills(); err != nil {
 			errs = append(errs, err)
@@ -532,119 +559,6 @@ func (c *Cgroup) removeV1() bool {
 		c.v1[i] = ""
 	}
 	return gone
-}
-
-// path is where accounting file f of the command is.
-func (c *Cgroup) path(f int) string {
-	v2 := func(i int) bool { return c.m.ctl[i].v2 }
-	switch f {
-	case fileCPU:
-		return filepath.Join(c.dir, "cpu.stat")
-	case fileMemPeak:
-		if v2(ctlMemory) {
-			return filepath.Join(c.dir, "memory.peak")
-		}
-		return filepath.Join(c.v1[ctlMemory], "memory.max_usage_in_bytes")
-	case fileMemNow:
-		if v2(ctlMemory) {
-			return filepath.Join(c.dir, "memory.current")
-		}
-		return filepath.Join(c.v1[ctlMemory], "memory.usage_in_bytes")
-	case fileMemOOM:
-		if v2(ctlMemory) {
-			return filepath.Join(c.dir, "memory.events")
-		}
-		return filepath.Join(c.v1[ctlMemory], "memory.oom_control")
-	default:
-		return filepath.Join(c.ctlDir(ctlPids), "pids.peak")
-	}
-}
-
-// read reads accounting file f into buf, opening it once; c.mu is held.
-// The memory peak is opened read-write: on cgroup v2 a reset applies to
-// reads through the same descriptor only.
-func (c *Cgroup) read(f int, buf []byte) ([]byte, error) {
-	if c.files[f] < 0 {
-		flags := unix.O_RDONLY
-		if f == fileMemPeak {
-			flags = unix.O_RDWR
-		}
-		fd, err := unix.Open(c.path(f), flags|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: c.path(f), Err: err}
-		}
-		c.files[f] = fd
-	}
-	n, err := unix.Pread(c.files[f], buf, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "read", Path: c.path(f), Err: err}
-	}
-	return buf[:n], nil
-}
-
-// readInt reads a file that holds one number.
-func (c *Cgroup) readInt(f int) (int64, error) {
-	var buf [32]byte
-	b, err := c.read(f, buf[:])
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", c.path(f), err)
-	}
-	return n, nil
-}
-
-// readCPU reads usage_usec from cpu.stat.
-func (c *Cgroup) readCPU() (time.Duration, error) {
-	var buf [512]byte
-	b, err := c.read(fileCPU, buf[:])
-	if err != nil {
-		return 0, err
-	}
-	n, err := field(b, "usage_usec")
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", c.path(fileCPU), err)
-	}
-	return time.Duration(n) * time.Microsecond, nil
-}
-
-// readOOMKills reads oom_kill from memory.events or memory.oom_control.
-func (c *Cgroup) readOOMKills() (int, error) {
-	var buf [256]byte
-	b, err := c.read(fileMemOOM, buf[:])
-	if err != nil {
-		return 0, err
-	}
-	n, err := field(b, "oom_kill")
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", c.path(fileMemOOM), err)
-	}
-	return int(n), nil
-}
-
-// resetMemPeak resets the memory peak to the memory charged now: write 0
-// to memory.max_usage_in_bytes (v1), or anything to memory.peak (v2,
-// Linux 6.12+; the reset holds for reads through the same descriptor).
-func (c *Cgroup) resetMemPeak() error {
-	if _, err := c.read(fileMemPeak, make([]byte, 32)); err != nil { // opens it
-		return err
-	}
-	if _, err := unix.Pwrite(c.files[fileMemPeak], []byte("0"), 0); err != nil {
-		return &os.PathError{Op: "reset", Path: c.path(fileMemPeak), Err: err}
-	}
-	return nil
-}
-
-// field returns the value of the line "name N" of a flat keyed file.
-func field(b []byte, name string) (int64, error) {
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(name+" ")); ok {
-			return strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s", name)
 }
 
 // --- placement ---
@@ -797,3 +711,8 @@ func readString(path string) string {
 }
 
 func hasWord(s, w string) bool { return slices.Contains(strings.Fields(s), w) }
+
+func hasFile(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
+}

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // REQUIRE_CGROUPS=1 (CI).
 func cgroups(t testing.TB) *proc.Cgroups {
 	t.Helper()
-	m, err := proc.ProbeCgroups("")
+	m, err := proc.ProbeCgroups(testenv.CgroupParent())
 	testenv.Need(t, testenv.Cgroups, err)
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
@@ -292,7 +293,7 @@ func TestCgroupStaleRemoved(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(stale, "cmd-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := proc.ProbeCgroups("")
+	m2, err := proc.ProbeCgroups(testenv.CgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +302,65 @@ func TestCgroupStaleRemoved(t *testing.T) {
 		os.Remove(filepath.Join(stale, "cmd-1"))
 		os.Remove(stale)
 		t.Fatalf("stale cgroup dir left: %v", err)
+	}
+}
+
+// TestCgroupPopulatedParent: a parent that holds a process (the engine's
+// own cgroup, by default) is never given controllers for its children: on
+// cgroup v2 enabling pids there would be accepted but make it a thread
+// root, and no command could then start into a cgroup below it. Commands
+// start, and ControllersNote says why the limits are missing.
+func TestCgroupPopulatedParent(t *testing.T) {
+	base := filepath.Dir(cgroups(t).Dir())
+	parent := filepath.Join(base, "populated-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(parent)
+	fd, err := syscall.Open(parent, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "60")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	err = sleeper.Start()
+	syscall.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	m, err := proc.ProbeCgroups(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if sub, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control")); len(strings.TrimSpace(string(sub))) > 0 {
+		t.Errorf("controllers enabled in a cgroup that holds a process: %q", sub)
+	}
+	for i := range 2 {
+		cg, err := m.New("cmd-" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "true"}, Dir: "/", Cgroup: cg, Output: os.Stderr})
+		if err != nil {
+			cg.Remove()
+			t.Fatalf("command %d: %v", i, err)
+		}
+		p.Wait()
+		cg.Remove()
+	}
+	memory, pids := m.MemoryLimit(), m.PidsLimit()
+	t.Logf("memory %v, pids %v, note %q", memory, pids, m.ControllersNote())
+	if (!memory || !pids) != (m.ControllersNote() != "") {
+		t.Errorf("memory %v, pids %v, but note %q", memory, pids, m.ControllersNote())
+	}
+	if ctl, _ := os.ReadFile(filepath.Join(parent, "cgroup.controllers")); strings.Contains(string(ctl), "pids") &&
+		!strings.Contains(m.ControllersNote(), "holds processes") {
+		t.Errorf("pids offered to %s but not enabled, and the note does not say why: %q", parent, m.ControllersNote())
 	}
 }

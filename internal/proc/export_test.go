@@ -10,3 +10,7 @@ func (w *Watchdog) Abandon() error {
 	_ = closeFD(w.fd)
 	return w.cmd.Wait()
 }
+
+// OnV2 reports whether m's memory and pids controllers are on the cgroup
+// v2 (false: in a v1 hierarchy, or none).
+func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl[ctlPids].v2 }

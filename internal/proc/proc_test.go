@@ -146,9 +146,18 @@ func TestReadStatOddComm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	st, err := proc.ReadStat(cmd.Process.Pid)
-	if err != nil || st.Comm != "a b) c" || st.Ppid != os.Getpid() {
-		t.Fatalf("%+v %v", st, err)
+	// Start returns once the exec is under way (vfork), possibly before
+	// the kernel renamed the process: wait for the new name.
+	var st proc.Stat
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		var err error
+		if st, err = proc.ReadStat(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		return st.Comm == "a b) c"
+	}, "stat %+v", testenv.Last(&st))
+	if st.Ppid != os.Getpid() {
+		t.Fatalf("%+v", st)
 	}
 }
 

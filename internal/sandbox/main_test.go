@@ -28,7 +28,7 @@ var testCgroups *proc.Cgroups
 func TestMain(m *testing.M) {
 	sandbox.Main()
 	var err error
-	if testCgroups, err = proc.ProbeCgroups(""); err != nil {
+	if testCgroups, err = proc.ProbeCgroups(testenv.CgroupParent()); err != nil {
 		if testenv.Required(testenv.Cgroups) {
 			fmt.Fprintln(os.Stderr, "REQUIRE_CGROUPS=1:", err)
 			os.Exit(1)

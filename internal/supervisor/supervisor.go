@@ -113,6 +113,8 @@ func New(cfg Config) (*Supervisor, error) {
 		log.Info("cgroups disabled: commands that leave their process group (setsid, double fork) are not tracked or killed")
 	} else if res.Cgroups, err = proc.ProbeCgroups(cfg.Cgroups.Parent); err != nil {
 		log.Warn("no per-command cgroups; the process group is the unit of termination, so commands that leave it (setsid, double fork) are not tracked or killed", "err", err)
+	} else if note := res.Cgroups.ControllersNote(); note != "" {
+		log.Warn("no job-wide memory or process limits: memory limits bind each process (rlimits), processes are not limited", "why", note)
 	}
 	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
 		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)

@@ -33,6 +33,14 @@ const (
 	Tools = "REQUIRE_TOOLS"
 )
 
+// CgroupParent is where tests create their engines' cgroups (proc.ProbeCgroups,
+// config.Cgroups.Parent): "" (the test process's own cgroup), or the
+// delegated subtree named by BASHVISOR_TEST_CGROUP_PARENT, which the
+// cgroup v2 VM (internal/vmtest) sets: a cgroup with controllers enabled
+// for its children and no process of its own, as a systemd unit or a
+// container gives one.
+func CgroupParent() string { return os.Getenv("BASHVISOR_TEST_CGROUP_PARENT") }
+
 // Required reports whether the feature named by env must be present.
 func Required(env string) bool { return os.Getenv(env) == "1" }
 

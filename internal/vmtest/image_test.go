@@ -1,0 +1,57 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestCpioNewc: the archive is the kernel's initramfs format: each entry a
+// 110-byte "070701" header, the NUL-terminated name and the data, each
+// padded to 4 bytes, and a TRAILER!!! entry.
+func TestCpioNewc(t *testing.T) {
+	var buf bytes.Buffer
+	c := &cpioWriter{w: &buf}
+	c.dir("d")
+	c.file("d/f", 0o644, []byte("hello"))
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "070701" + "00000001" + "000041ED" + "00000000" + "00000000" + "00000002" + "00000000" + "00000000" +
+		"00000000" + "00000000" + "00000000" + "00000000" + "00000002" + "00000000" + "d\x00" +
+		"070701" + "00000002" + "000081A4" + "00000000" + "00000000" + "00000001" + "00000000" + "00000005" +
+		"00000000" + "00000000" + "00000000" + "00000000" + "00000004" + "00000000" + "d/f\x00\x00\x00" + "hello\x00\x00\x00" +
+		"070701" + "00000003" + "00000000" + "00000000" + "00000000" + "00000001" + "00000000" + "00000000" +
+		"00000000" + "00000000" + "00000000" + "00000000" + "0000000B" + "00000000" + "TRAILER!!!\x00" + "\x00\x00\x00"
+	if got := buf.String(); got != want {
+		t.Fatalf("archive:\n%q\nwant:\n%q", got, want)
+	}
+	if buf.Len()%4 != 0 {
+		t.Fatalf("length %d not a multiple of 4", buf.Len())
+	}
+}
+
+// TestResolveModulesMissing: a module that is not there is an error that
+// names it and the directory.
+func TestResolveModulesMissing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/fs/overlayfs/overlay.ko\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Built in: nothing to load.
+	if mods, err := resolveModules(dir, []string{"overlay"}); err != nil || len(mods) != 0 {
+		t.Fatalf("built-in overlay: %v %v", mods, err)
+	}
+	_, err := resolveModules(dir, []string{"9pnet-virtio"})
+	if err == nil || !strings.Contains(err.Error(), "9pnet_virtio") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("got %v", err)
+	}
+}
