@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // startSleep starts `sleep 60` in a session of its own, into cg when
@@ -105,7 +106,7 @@ func TestStaleCgroupKilled(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(stale, "cmd-1", "cgroup.procs"), []byte(strconv.Itoa(left.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := proc.ProbeCgroups("")
+	m2, err := proc.ProbeCgroups(testenv.CgroupParent())
 	if err != nil {
 		t.Fatal(err)
 	}
