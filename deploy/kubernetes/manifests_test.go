@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -28,6 +29,8 @@ import (
 	"github.com/bashvisor/bashvisor/cluster/kubernetes"
 	"github.com/bashvisor/bashvisor/internal/cli"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // manifests holds every object of the directory's YAML files, by kind.
 type manifests struct {

@@ -39,7 +39,7 @@ const (
 
 // Command is one subcommand: `PROGRAM NAME ARGS`.
 type Command struct {
-	Name     string
+	Name     string // what follows the program's name
 	Synopsis string // the arguments after "PROGRAM NAME"
 	Summary  string // one line for the command list
 	Details  string // more text for the command's own usage, or ""
