@@ -120,7 +120,16 @@ func executorKilled(t *testing.T, withCgroups bool) {
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "k"}
 	const late = 4 * time.Second
 	start := time.Now()
-	bgCommand := lateCommand(dir, "bg", late)
+	// Without cgroups the engine tells its watchdog a command's group
+	// right after the start returns: a command killed with its engine
+	// before that instant would be missed (see proc.Watchdog). The
+	// commands here let that instant pass (under load and the race
+	// detector it can take a while) before they say they run.
+	pre := ""
+	if !withCgroups {
+		pre = "sleep 0.5; "
+	}
+	bgCommand := pre + lateCommand(dir, "bg", late)
 	names := []string{"fg", "bg"}
 	if withCgroups {
 		// An escapee: a session of its own, out of every process group
@@ -134,7 +143,7 @@ func executorKilled(t *testing.T, withCgroups bool) {
 	fg := make(chan engine.Result, 1)
 	go func() {
 		fg <- c.Run(context.Background(), engine.ToolContext{WorkingDir: dir, ConversationID: "k2"},
-			engine.Input{Command: lateCommand(dir, "fg", late), Mode: engine.ModeSlow})
+			engine.Input{Command: pre + lateCommand(dir, "fg", late), Mode: engine.ModeSlow})
 	}()
 	pids := map[string]int{}
 	for _, n := range names {

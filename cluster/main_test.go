@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +74,9 @@ func inFreshProcess(t *testing.T) bool {
 	if os.Getenv("BV_INNER") == t.Name() {
 		return false
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=5m"}
+	// Each level of a subtest's name anchored: "^A$/^b$" (an unanchored
+	// "b$" would also run a sibling named "ab").
+	args := []string{"-test.run=^" + strings.ReplaceAll(regexp.QuoteMeta(t.Name()), "/", "$/^") + "$", "-test.count=1", "-test.timeout=5m"}
 	if testing.Verbose() {
 		args = append(args, "-test.v")
 	}

@@ -28,7 +28,10 @@ import (
 // removes the engine's cgroup directories and exits.
 //
 // What it cannot do: a process that left its group without a cgroup to
-// hold it (setsid, double fork) is not found, as for the engine itself; a
+// hold it (setsid, double fork) is not found, as for the engine itself;
+// without cgroups, a command whose engine died in the instant between
+// the command's start and [Watchdog.Track] (the next thing the engine
+// does) is missed; a
 // group id the engine untracked is never signalled, but one whose last
 // process ended in the instant before the engine died could in principle
 // have been reused by then (pids wrap after millions of processes).
