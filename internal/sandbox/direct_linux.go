@@ -46,7 +46,7 @@ import (
 // started, a few hundred KiB, stays charged to the engine). Resource
 // limits belong to the whole process, so they cannot be set on the thread
 // either: they are set with prlimit(2) after the fork. Until both are done bash runs nothing of the
-// command: it is blocked reading its BASH_ENV file, /dev/fd/3, a pipe,
+// command: it is blocked reading its BASH_ENV file, fd 3, a pipe,
 // which receives the (tiny) start-up script only afterwards. POSIXLY_CORRECT
 // and SHELLOPTS are removed from the environment, because bash in POSIX
 // mode ignores BASH_ENV. The command then runs as `bash -c command` would,
@@ -78,7 +78,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	defer gateW.Close()
 	cmd.Path = c.bash
 	cmd.Args = []string{c.bash, "-c", c.command}
-	cmd.Env = append(env, "BASH_ENV=/dev/fd/3")
+	cmd.Env = append(env, "BASH_ENV=/proc/self/fd/3") // not /dev/fd/3: a host may lack the /dev/fd link
 	cmd.ExtraFiles = []*os.File{gateR}
 	cgroupFD := -1
 	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD {
