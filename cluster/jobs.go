@@ -218,7 +218,7 @@ func (c *Client) JobOutput(tc engine.ToolContext, id string, tail, offset, limit
 	if err != nil {
 		return engine.JobOutput{}, err
 	}
-	return engine.JobOutput{Job: c.firstJob(r, a), Offset: r.Offset, Data: r.Data, Size: r.Size, EOF: r.Eof}, nil
+	return engine.JobOutput{Job: c.firstJob(r, a), Offset: r.Offset, End: r.End, Data: r.Data, Size: r.Size, EOF: r.Eof}, nil
 }
 
 // Kill implements engine.Runner. A lost job cannot be killed from here:

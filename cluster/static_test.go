@@ -52,16 +52,17 @@ func TestRoundTripIdentical(t *testing.T) {
 		return
 	}
 	mark := t.Name()
-	ex := startExecutor(t, execSpec{name: "exec-1", mark: mark})
-	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(ex.addr)})
-	defer shutdown(t, c)
-	waitReady(t, c, 1)
-
+	// The local engine first: the front's goroutines are those started
+	// after it (an engine keeps its admission watch running).
 	local, err := engine.New(testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer local.Shutdown(context.Background())
+	ex := startExecutor(t, execSpec{name: "exec-1", mark: mark})
+	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(ex.addr)})
+	defer shutdown(t, c)
+	waitReady(t, c, 1)
 
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("hello\n"), 0o644); err != nil {

@@ -78,7 +78,7 @@ func decodeErr(kind, text string) error {
 
 func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 	p := &clusterpb.ToolContext{
-		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID,
+		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID, Principal: tc.Principal,
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
 		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
 	}
@@ -96,7 +96,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		return engine.ToolContext{}, nil
 	}
 	tc := engine.ToolContext{
-		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId,
+		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId, Principal: p.Principal,
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
 	}
@@ -147,6 +147,7 @@ func encodeJob(j engine.JobInfo) *clusterpb.JobInfo {
 		ConversationId: j.ConversationID, Status: string(j.Status), Reason: j.Reason,
 		StartedUnixNs: unixNano(j.Started), EndedUnixNs: unixNano(j.Ended), Bytes: j.Bytes, OutputFile: j.OutputFile,
 		CpuMs: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes, Processes: int64(j.Processes), OomKilled: j.OOMKilled,
+		Tty: j.TTY,
 	}
 	if j.ExitCode != nil {
 		c := int64(*j.ExitCode)
@@ -164,6 +165,7 @@ func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
 		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
 		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
 		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
+		TTY: p.Tty,
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,12 +12,12 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// A call's sandbox and limits cross the wire unchanged: an executor never
+// A call's principal, sandbox and limits cross the wire unchanged: an executor never
 // runs a command with less confinement than its front was asked for.
 func TestToolContextRoundTrip(t *testing.T) {
 	allow := []string{"npm", "127.0.0.1:8080", "*.example.com"}
 	in := engine.ToolContext{
-		WorkingDir: "/w", ConversationID: "c", Env: map[string]string{"A": "1"}, Approved: true, CallID: "id",
+		WorkingDir: "/w", ConversationID: "c", Principal: "alice", Env: map[string]string{"A": "1"}, Approved: true, CallID: "id",
 		Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite, Writable: []string{"/extra"}, Network: allow},
 		Limits:  &config.Limits{Memory: 1 << 30, CPUTime: 90 * time.Second, Processes: 64},
 	}
@@ -34,5 +37,28 @@ func TestToolContextRoundTrip(t *testing.T) {
 	bad.AllowNet = []string{"http://not a host"}
 	if out, err := decodeTC(bad); err != nil || !reflect.DeepEqual(out.Sandbox.Network, bad.AllowNet) {
 		t.Fatalf("bad allowlist: %+v %v", out.Sandbox.Network, err)
+	}
+}
+
+// A busy refusal crosses the wire as the executor's engine worded it and
+// still matches ErrBusy on the front.
+func TestBusyCrossesTheWire(t *testing.T) {
+	e, err := engine.New(engine.Config{Admission: config.Admission{MaxJobsPerConversation: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "c", Principal: "alice"}
+	if r := e.Run(context.Background(), tc, engine.Input{Command: "sleep 60", Mode: engine.ModeBackground}); r.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	r := e.Run(context.Background(), tc, engine.Input{Command: "sleep 60", Mode: engine.ModeBackground})
+	if !errors.Is(r.Err, engine.ErrBusy) {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	got := decodeResult(encodeResult(r))
+	if !errors.Is(got.Err, engine.ErrBusy) || got.Err.Error() != r.Err.Error() || got.Output != r.Output ||
+		!strings.HasPrefix(got.Err.Error(), "busy: this conversation already has 1 background jobs running, the most it may; stop one (bash_kill)") {
+		t.Fatalf("front: %v %q; executor: %v", got.Err, got.Output, r.Err)
 	}
 }

@@ -106,6 +106,19 @@ type Output struct {
 	// SpoolKeep is how many full-output files are kept; older ones are
 	// removed (default 32, so at most 32 x SpoolCap of disk).
 	SpoolKeep int
+	// Raw gives the model a command's output as written. By default (Raw
+	// false) what the model reads — results, progress output, bash_output
+	// and bash_write answers — is rendered: escape sequences (colours,
+	// cursor moves, titles) and control bytes (NUL, BEL, …) are removed,
+	// \r and backspace redraw within a line (a progress bar shows its last
+	// state), and a terminal job's output is the text of its screen and
+	// scrollback, replayed on a terminal emulator. Raw bytes stay in the
+	// job's output file and the full-output file either way, and sizes and
+	// limits count raw bytes. A model that needs the exact bytes can run
+	// `cat -v FILE` or `od -c FILE`, which show them as text (which is why
+	// there is no per-call switch). With Raw only invalid UTF-8 is
+	// replaced (one U+FFFD per run).
+	Raw bool
 	// SeparateStreams keeps stderr apart from stdout: stderr is appended
 	// after stdout under a "[stderr]" line instead of interleaved. Only
 	// for commands that cannot become background jobs: with OnTimeout
@@ -241,29 +254,102 @@ func (l Limits) Over(o Limits) Limits {
 	return l
 }
 
-// Admission bounds the commands and jobs that run at once (admission
-// control). Zero fields take their defaults.
+// Admission says when a command may start (admission control). Zero
+// fields take their defaults; a field set explicitly is kept as it is.
+//
+// A command is admitted by what is scarce, not by a count alone. The
+// engine measures what its running commands use, from each command's
+// cgroup: its CPU time and its CPU pressure stall (the kernel's PSI, so
+// that time spent waiting for a CPU on a loaded host counts as wanting
+// one); without cgroups, from its shell's process tree in /proc (the CPU
+// time and run delay of every thread, and what they reaped; a process
+// that left the tree is missed). It measures first over 50 ms starting
+// 100 ms after the command started (its start-up, which every command
+// has, does not count), then every 500 ms. A command
+// that wanted at least half a CPU is busy and counts as the CPUs it wanted
+// (`make -j8` as several); otherwise it is idle (sleeping, waiting for the
+// network or a lock, a server between requests) and counts for nothing. A
+// command not yet measured counts as one busy CPU. A new foreground
+// command starts at once while the busy and unmeasured commands want fewer
+// than MaxBusy CPUs; beyond that, while the measured busy ones alone want
+// fewer, a principal may have MaxBusy unmeasured commands at once, four
+// times as many each time all of its newly measured ones turned out idle
+// (a slow start: 100 parallel `sleep 2` all start within half a second, 64
+// CPU-bound commands do not). Otherwise, or while memory or processes are
+// short on the host, the call waits in the queue, its timeout not yet
+// started. Memory is short when the host's memory pressure (PSI "some",
+// averaged by the kernel over 10 s) reaches MemoryPressure or less than
+// 1/32 of its memory is available; processes are short when the host's
+// tasks reach 90% of its pid or thread limit.
+//
+// Shares are fair between principals (engine.ToolContext.Principal; a
+// call without one is its conversation's own principal), and between the
+// conversations of a principal. Each principal's share is MaxBusy divided
+// among the principals that run or wait, and each conversation's part is
+// its principal's share divided among the principal's conversations that
+// run or wait (at least one command): a conversation using less than its
+// part starts at once whatever the others run, as long as its principal
+// uses less than twice its share. So a heavy principal, or a
+// conversation's build, does not delay another's `echo`. The queue is not
+// one FIFO: whenever something ends, the waiter admitted first is that of
+// the principal using the fewest CPUs (among equals, the one served least
+// recently), then of its conversation using the fewest, then the oldest.
+//
+// The counts below are hard backstops on top of that, generous by
+// default: engine-wide, per principal and per conversation. Over a
+// running cap a call waits; over a queue cap, or a background job over a
+// jobs cap or while memory or processes are short, it is refused at once
+// as busy. Where a command cannot be measured at all (a /proc that hides
+// its processes), it counts as one busy CPU while it runs in the
+// foreground, and for nothing as a background job.
+//
+// "busy" therefore means one of: the call's conversation, principal or
+// the host reached a count cap (the error names which, with the counts); a
+// call waited QueueWait without getting to run (the error says what held
+// it: the busy CPUs, or a cap); or memory or processes are short.
 type Admission struct {
-	// MaxRunning bounds the foreground commands running at once on the
-	// engine (default 4 per CPU). Over it a call waits in a bounded
-	// queue, its timeout not yet started, then fails as busy.
+	// MaxBusy is the CPUs' worth of busy commands (foreground and
+	// background, measured as above) the engine runs before new foreground
+	// commands wait (default 4 per CPU, at most MaxRunning): the CPUs are
+	// then in use, and a queue beyond a few runnable commands per CPU
+	// would only make every command slower.
+	MaxBusy int
+	// MemoryPressure is the host's memory pressure (PSI "some" avg10, in
+	// percent of the time some task waited for memory) at which memory
+	// counts as short (default 20; negative: memory pressure is not
+	// watched, only the available memory).
+	MemoryPressure float64
+	// MaxRunning bounds the foreground commands running at once,
+	// engine-wide, however idle (default 64 per CPU, at least 256). Over it
+	// a call waits.
 	MaxRunning int
-	// MaxRunningPerConversation bounds those of one conversation (default
-	// MaxRunning/2, at least 1), so one conversation cannot take every
-	// slot.
+	// MaxRunningPerPrincipal bounds those of one principal (default
+	// three quarters of MaxRunning, rounded up, and at least
+	// MaxRunningPerConversation), so that others always find room.
+	MaxRunningPerPrincipal int
+	// MaxRunningPerConversation bounds those of one conversation
+	// (default MaxRunningPerPrincipal).
 	MaxRunningPerConversation int
-	// MaxQueue bounds the foreground calls waiting for a slot, engine-wide
-	// (default 4 * MaxRunning). A call beyond it is refused as busy.
+	// MaxQueue bounds the foreground calls waiting, engine-wide (default
+	// 4 * MaxRunning). A call beyond it is refused as busy.
 	MaxQueue int
-	// QueueWait bounds how long a call waits for a slot before it is
-	// refused as busy (default 30s). A command's timeout starts only when
-	// it runs.
+	// MaxQueuePerPrincipal bounds the calls of one principal waiting
+	// (default three quarters of MaxQueue, rounded up). A call beyond it
+	// is refused as busy, naming the principal's cap.
+	MaxQueuePerPrincipal int
+	// QueueWait bounds how long a call waits before it is refused as busy
+	// (default 30s). A command's timeout starts only when it runs.
 	QueueWait time.Duration
 	// MaxJobsPerConversation bounds one conversation's running background
 	// jobs (default 16); a background job over it is refused at once.
 	MaxJobsPerConversation int
-	// MaxJobs bounds all conversations' running background jobs (default
-	// 16 per CPU); a background job over it is refused at once.
+	// MaxJobsPerPrincipal bounds one principal's running background jobs,
+	// over all its conversations (default three quarters of MaxJobs,
+	// rounded up, and at least MaxJobsPerConversation); a background job over it is
+	// refused at once.
+	MaxJobsPerPrincipal int
+	// MaxJobs bounds all principals' running background jobs (default 32
+	// per CPU, at least 64); a background job over it is refused at once.
 	MaxJobs int
 }
 
@@ -271,13 +357,25 @@ type Admission struct {
 func (a Admission) WithDefaults() Admission {
 	cpus := runtime.NumCPU()
 	if a.MaxRunning <= 0 {
-		a.MaxRunning = 4 * cpus
+		a.MaxRunning = max(64*cpus, 256)
+	}
+	if a.MaxRunningPerPrincipal <= 0 {
+		a.MaxRunningPerPrincipal = max(threeQuarters(a.MaxRunning), min(a.MaxRunningPerConversation, a.MaxRunning))
 	}
 	if a.MaxRunningPerConversation <= 0 {
-		a.MaxRunningPerConversation = max(1, a.MaxRunning/2)
+		a.MaxRunningPerConversation = a.MaxRunningPerPrincipal
+	}
+	if a.MaxBusy <= 0 {
+		a.MaxBusy = min(4*cpus, a.MaxRunning)
+	}
+	if a.MemoryPressure == 0 {
+		a.MemoryPressure = 20
 	}
 	if a.MaxQueue <= 0 {
 		a.MaxQueue = 4 * a.MaxRunning
+	}
+	if a.MaxQueuePerPrincipal <= 0 {
+		a.MaxQueuePerPrincipal = threeQuarters(a.MaxQueue)
 	}
 	if a.QueueWait <= 0 {
 		a.QueueWait = 30 * time.Second
@@ -286,7 +384,15 @@ func (a Admission) WithDefaults() Admission {
 		a.MaxJobsPerConversation = 16
 	}
 	if a.MaxJobs <= 0 {
-		a.MaxJobs = 16 * cpus
+		a.MaxJobs = max(32*cpus, 64)
+	}
+	if a.MaxJobsPerPrincipal <= 0 {
+		a.MaxJobsPerPrincipal = max(threeQuarters(a.MaxJobs), min(a.MaxJobsPerConversation, a.MaxJobs))
 	}
 	return a
 }
+
+// threeQuarters is the default of a per-principal cap: three quarters of
+// the engine-wide one, rounded up, so that a small cap still lets one
+// principal use it.
+func threeQuarters(n int) int { return max(1, (3*n+3)/4) }

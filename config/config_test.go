@@ -29,11 +29,25 @@ func ExampleSandboxLimits_WithDefaults() {
 
 func TestAdmissionDefaults(t *testing.T) {
 	cpus := runtime.NumCPU()
+	// Per-principal caps are three quarters of the engine's, rounded up,
+	// and a conversation's default to its principal's; MaxBusy is 4 per
+	// CPU within MaxRunning.
 	got := config.Admission{MaxRunning: 6}.WithDefaults()
-	want := config.Admission{MaxRunning: 6, MaxRunningPerConversation: 3, MaxQueue: 24, QueueWait: 30 * time.Second,
-		MaxJobsPerConversation: 16, MaxJobs: 16 * cpus}
+	jobs := max(32*cpus, 64)
+	want := config.Admission{MaxBusy: min(4*cpus, 6), MemoryPressure: 20, MaxRunning: 6, MaxRunningPerPrincipal: 5, MaxRunningPerConversation: 5,
+		MaxQueue: 24, MaxQueuePerPrincipal: 18, QueueWait: 30 * time.Second,
+		MaxJobsPerConversation: 16, MaxJobsPerPrincipal: max((3*jobs+3)/4, 16), MaxJobs: jobs}
 	if got != want {
 		t.Fatalf("%+v, want %+v", got, want)
+	}
+	// The defaults of an engine with none set.
+	d := config.Admission{}.WithDefaults()
+	if d.MaxRunning != max(64*cpus, 256) || d.MaxRunningPerConversation != d.MaxRunningPerPrincipal || d.MaxRunningPerPrincipal != (3*d.MaxRunning+3)/4 {
+		t.Fatalf("defaults %+v", d)
+	}
+	// A conversation cap set alone lifts its principal's to it.
+	if a := (config.Admission{MaxRunning: 8, MaxRunningPerConversation: 8}).WithDefaults(); a.MaxRunningPerPrincipal != 8 {
+		t.Fatalf("%+v", a)
 	}
 	if d := (config.Limits{}).WithDefaults(); d.Memory != config.DefaultMemoryLimit() || d.Processes != config.DefaultProcesses || d.CPUTime != 0 {
 		t.Fatalf("limit defaults %+v", d)

@@ -72,11 +72,13 @@ type Config struct {
 	// Sandbox configures sandboxed commands: their resource limits, the
 	// helper, where their scratch directories and build caches live.
 	Sandbox config.Sandbox
-	// Admission bounds what runs at once: foreground commands engine-wide
-	// and per conversation (over them a call waits in a bounded queue, its
-	// timeout not yet started, then fails with ErrBusy), and background
-	// jobs (over them a job is refused at once). Zero fields take the
-	// defaults documented at the fields of config.Admission.
+	// Admission says when a command may start: by what its running
+	// commands use (the CPUs, measured per command; the host's memory and
+	// processes), fairly between principals and between conversations,
+	// with count caps as backstops; a call that cannot start yet waits,
+	// its timeout not yet started, and a call over a queue cap, or a
+	// background job over a jobs cap, fails with ErrBusy. Zero fields take
+	// the defaults; config.Admission documents the model.
 	Admission config.Admission
 
 	// OutputDir holds background output files and spooled outputs (default

@@ -22,8 +22,9 @@
 // still running at its timeout is not stopped but yields: it becomes a
 // background job of the conversation, the result (status started) has the
 // output so far and "[command still running after 30s: moved to
-// background as job-7; read it with bash_output, stop it with bash_kill]",
-// and the rest goes to the job's file. A job may read input sent with
+// background as job-7; read it with bash_output, stop it with bash_kill]"
+// (a job started with stdin "pipe" or a terminal adds "send it input with
+// bash_write"), and the rest goes to the job's file. A job may read input sent with
 // [Engine.Write] (stdin "pipe") and run on a terminal (tty); see
 // interactive.go for the choices. Ending a
 // command always targets its whole process group (and its cgroup): SIGTERM,
@@ -54,7 +55,10 @@
 // file ends with "[background process completed]", "[background process
 // failed: exit code N]" or "[background process killed: REASON]". All of
 // these texts are written in one file of this package (render.go) from the
-// data the lower layers return.
+// data the lower layers return. The output itself reads as a terminal
+// shows it, escape sequences and control bytes rendered out, a terminal
+// job's as its screen and scrollback (see output.go and
+// config.Output.Raw); the files keep the raw bytes.
 //
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per

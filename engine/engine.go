@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -192,7 +191,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	script := g.Run
 	req := jobs.Request{
-		Conversation: tc.ConversationID, Command: in.Command, Display: res.Display, Script: script,
+		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
 		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
 	}
 	req.Timeout = e.timeout(mode)
@@ -229,12 +228,12 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		res.Output = startedText(job.Pid, job.OutputFile)
 		return res, g
 	}
-	return e.wait(ctx, tc, job, req.Timeout, res), g
+	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g
 }
 
 // wait waits for a foreground job's outcome, reporting progress and
 // cancelling the job when ctx is done.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, res Result) Result {
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result) Result {
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -258,7 +257,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			return e.render(res, tc.Sandbox, timeout, o)
+			return e.render(res, tc.Sandbox, timeout, input, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
@@ -385,7 +384,7 @@ func jobInfos(states []jobs.State) []JobInfo {
 func jobInfo(st jobs.State) JobInfo {
 	j := JobInfo{
 		JobID: st.ID, PID: st.Pid, Command: st.Command, Display: st.Display, ConversationID: st.Conversation,
-		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile,
+		ExitCode: st.ExitCode, Started: st.Started, Ended: st.Ended, OutputFile: st.OutputFile, TTY: st.TTY,
 	}
 	switch st.Status {
 	case jobs.Running:
@@ -435,79 +434,23 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	return jobInfo(st), nil
 }
 
-// JobOutput is a slice of a background job's output file plus the job's
-// state.
-type JobOutput struct {
-	Job    JobInfo `json:"job"`
-	Offset int64   `json:"offset"` // file offset of Data's first byte
-	Data   string  `json:"output"` // valid UTF-8 (invalid bytes replaced)
-	Size   int64   `json:"size"`   // current size of the output file
-	EOF    bool    `json:"eof"`    // Data reaches the current end of the file
-}
-
-// DefaultReadLimit is JobOutput's default and largest read.
-const DefaultReadLimit = 128 << 10
-
-// JobOutput reads a job's output: the last tail bytes when tail > 0,
-// otherwise up to limit bytes (0 or more than DefaultReadLimit means
-// DefaultReadLimit) from offset.
-func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error) {
-	job, err := e.Job(tc, id)
-	if err != nil {
-		return JobOutput{}, err
-	}
-	if offset < 0 || tail < 0 || limit < 0 {
-		return JobOutput{}, fmt.Errorf("%w: negative offset, tail or limit", ErrBadInput)
-	}
-	f, err := os.Open(job.OutputFile)
-	if err != nil {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	size := fi.Size()
-	if limit == 0 || limit > DefaultReadLimit {
-		limit = DefaultReadLimit
-	}
-	if tail > 0 {
-		limit = min(tail, DefaultReadLimit)
-		offset = max(0, size-limit)
-	}
-	offset = min(offset, size)
-	buf := make([]byte, min(limit, size-offset))
-	n, err := f.ReadAt(buf, offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, err)
-	}
-	buf = buf[:n]
-	if tail > 0 { // start on a character boundary
-		for i := 0; i < 3 && len(buf) > 0 && !utf8.RuneStart(buf[0]); i++ {
-			buf, offset = buf[1:], offset+1
-		}
-	}
-	return JobOutput{
-		Job: job, Offset: offset, Data: strings.ToValidUTF8(string(buf), "\uFFFD"),
-		Size: size, EOF: offset+int64(n) >= size,
-	}, nil
-}
-
 // Load is how busy an engine is.
 type Load struct {
 	// Running is the number of foreground commands running.
 	Running int `json:"running"`
 	// Jobs is the number of background jobs running.
 	Jobs int `json:"jobs"`
-	// Queued is the number of calls waiting for a slot.
+	// Queued is the number of calls waiting to run.
 	Queued int `json:"queued"`
+	// BusyCPUs is the CPUs wanted by the commands measured busy (see
+	// config.Admission).
+	BusyCPUs int `json:"busy_cpus"`
 }
 
 // Load returns how busy the engine is now (see Config.Admission).
 func (e *Engine) Load() Load {
 	st := e.sup.Stats()
-	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued}
+	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued, BusyCPUs: st.Busy}
 }
 
 // EndConversation ends a conversation: its running commands and jobs are

@@ -26,9 +26,12 @@ var (
 	// ErrInternal: the command's actor failed, or its exit status could
 	// not be read.
 	ErrInternal = errors.New("command actor failed")
-	// ErrBusy: the engine or the conversation already runs as many
-	// commands as Config.Admission allows and no slot freed within
-	// Admission.QueueWait (or the queue is full); the error says what is full.
+	// ErrBusy: admission control (Config.Admission) refused the call: a
+	// count cap of the call's conversation, of its principal or of the
+	// host is reached (the queue is full, or a background job over a jobs
+	// cap), the call waited Admission.QueueWait without getting to run, or
+	// the host is short of memory or processes. The error's text says
+	// which, with the counts, in a sentence for the model.
 	ErrBusy = errors.New("busy")
 	// Errors of Write: the job was not started with stdin "pipe" or a
 	// terminal; its shell has exited; its stdin was closed; it has not
@@ -59,6 +62,10 @@ var layerErrors = [...]struct{ layer, public error }{
 func public(err error) error {
 	if err == nil {
 		return nil
+	}
+	var b *supervisor.BusyError
+	if errors.As(err, &b) {
+		return &busyError{b: b}
 	}
 	for _, m := range layerErrors {
 		if errors.Is(err, m.layer) {

@@ -183,7 +183,7 @@ func TestTTYJob(t *testing.T) {
 	if err := e.Write(context.Background(), tc, r.JobID, []byte("1+1\n"), false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, e, tc, r.JobID, "\n2\r\n")
+	waitFor(t, e, tc, r.JobID, ">>> 1+1\n2\n>>> ") // the terminal's text
 	if err := e.Write(context.Background(), tc, r.JobID, []byte("import os; os.isatty(0), os.environ['TERM'], os.get_terminal_size()\n"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +358,53 @@ func TestTTYInSandbox(t *testing.T) {
 		}
 		waitFor(t, e, tc, r.JobID, "got:abc")
 		out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0)
-		if !strings.HasPrefix(out.Data, "40 120\r\n") {
+		if !strings.HasPrefix(out.Data, "40 120\nopened\nabc\ngot:abc\n") {
 			t.Errorf("%s: %q", p, out.Data)
+		}
+	}
+}
+
+// Write with close to a job that exits as soon as it read its input never
+// reports an error for input that was delivered (the job's end closes its
+// stdin too; the two closes used to race: "close |1: file already
+// closed").
+func TestWriteCloseRacesJobEnd(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	for i := range 30 {
+		r := e.Run(context.Background(), tc, engine.Input{Command: "read x; echo got:$x", Stdin: engine.StdinPipe, YieldMS: 10})
+		if r.Status != engine.StatusStarted {
+			t.Fatalf("%+v", r)
+		}
+		if err := e.Write(context.Background(), tc, r.JobID, []byte("v\n"), true); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		waitJob(t, e, r.JobID, tc.ConversationID)
+		if out, _ := e.JobOutput(tc, r.JobID, 0, 0, 0); !strings.Contains(out.Data, "got:v\n") {
+			t.Fatalf("run %d: %q", i, out.Data)
+		}
+	}
+}
+
+// The yield text of a job that takes input says how to send it.
+func TestYieldTextNamesWrite(t *testing.T) {
+	e := newEngine(t)
+	tc := tc(t)
+	for _, in := range []engine.Input{
+		{Command: "cat", Stdin: engine.StdinPipe, YieldMS: 200},
+		{Command: "cat", TTY: true, YieldMS: 200},
+		{Command: "sleep 30", YieldMS: 200},
+	} {
+		r := e.Run(context.Background(), tc, in)
+		want := "; read it with bash_output, send it input with bash_write, stop it with bash_kill]"
+		if in.Stdin == "" && !in.TTY {
+			want = "; read it with bash_output, stop it with bash_kill]"
+		}
+		if r.Status != engine.StatusStarted || !strings.HasSuffix(r.Output, "moved to background as "+r.JobID+want) {
+			t.Errorf("%+v: %q", in, r.Output)
+		}
+		if _, err := e.Kill(context.Background(), tc, r.JobID); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

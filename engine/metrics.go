@@ -46,7 +46,8 @@ func newMetrics(e *Engine) *metrics {
 	m.load = []prometheus.Collector{
 		gauge("bashvisor_commands_running", "Foreground commands running now.", func(l Load) int { return l.Running }),
 		gauge("bashvisor_jobs_running", "Background jobs running now.", func(l Load) int { return l.Jobs }),
-		gauge("bashvisor_calls_queued", "Calls waiting for a slot now.", func(l Load) int { return l.Queued }),
+		gauge("bashvisor_calls_queued", "Calls waiting to run now.", func(l Load) int { return l.Queued }),
+		gauge("bashvisor_busy_cpus", "CPUs wanted by the commands measured busy now (admission control).", func(l Load) int { return l.BusyCPUs }),
 	}
 	return m
 }

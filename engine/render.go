@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -41,6 +42,77 @@ func JobError(id string, err error) error {
 	return fmt.Errorf("job %q: %w", id, err)
 }
 
+// busyError is an admission refusal as the model reads it: it matches
+// ErrBusy.
+type busyError struct{ b *supervisor.BusyError }
+
+func (e *busyError) Error() string   { return busyText(e.b) }
+func (e *busyError) Unwrap() []error { return []error{ErrBusy, e.b} }
+
+// busyText words an admission refusal: what is full, whose, the counts,
+// and what to do. "busy: this conversation already has 16 background jobs
+// running, the most it may; stop one (bash_kill) or wait for one to end".
+func busyText(b *supervisor.BusyError) string {
+	who := fmt.Sprintf("principal %q", b.Principal)
+	if b.Scope == supervisor.ScopePrincipal && b.Principal == "" {
+		// A call without a principal: its conversation is its principal.
+		c := *b
+		c.Scope = supervisor.ScopeConversation
+		b = &c
+	}
+	var why, then string
+	then = "try again later"
+	switch b.Limit {
+	case supervisor.LimitRunning:
+		switch b.Scope {
+		case supervisor.ScopeConversation:
+			why = fmt.Sprintf("this conversation already runs %d commands at once, the most it may", b.Count)
+		case supervisor.ScopePrincipal:
+			why = fmt.Sprintf("%s already runs %d commands at once in its conversations, the most one principal may", who, b.Count)
+		default:
+			why = fmt.Sprintf("%d commands are running on this host, the most it runs at once", b.Count)
+		}
+		if b.Waited == 0 {
+			why += fmt.Sprintf(", and %d calls are waiting", b.Queued)
+		}
+	case supervisor.LimitQueue:
+		if b.Scope == supervisor.ScopePrincipal {
+			why = fmt.Sprintf("%s already has %d calls waiting to run, the most one principal may", who, b.Count)
+			then = "wait for some of them to finish"
+		} else {
+			why = fmt.Sprintf("%d commands are running on this host and %d more are waiting, the most that may wait", b.Running, b.Count)
+		}
+	case supervisor.LimitJobs:
+		then = "stop one (bash_kill) or wait for one to end"
+		switch b.Scope {
+		case supervisor.ScopeConversation:
+			why = fmt.Sprintf("this conversation already has %d background jobs running, the most it may", b.Count)
+		case supervisor.ScopePrincipal:
+			why = fmt.Sprintf("%s already has %d background jobs running in its conversations, the most one principal may", who, b.Count)
+		default:
+			why = fmt.Sprintf("%d background jobs are running on this host, the most it allows", b.Count)
+			then = "try again later"
+		}
+	case supervisor.LimitCPU:
+		why = fmt.Sprintf("the host's CPUs are in use (the busy commands want %d CPUs' worth; it runs %d at once)", b.Count, b.Max)
+	case supervisor.LimitMemory:
+		why = fmt.Sprintf("the host is short of memory (%s available", humanBytes(int64(b.Count)<<20))
+		if b.Pressure >= 0 {
+			why += fmt.Sprintf(", tasks waiting for memory %.0f%% of the time", b.Pressure)
+		}
+		why += ")"
+	case supervisor.LimitProcesses:
+		why = fmt.Sprintf("the host is short of processes (%d tasks, of at most %d)", b.Count, b.Max)
+	default:
+		why = b.Error()
+	}
+	if b.Waited > 0 {
+		return fmt.Sprintf("busy: waited %s to run (%d commands running, %d waiting), held by: %s; try again later",
+			humanDuration(b.Waited), b.Running, b.Queued, why)
+	}
+	return "busy: " + why + "; " + then
+}
+
 // startedText is a background job's result text.
 func startedText(pid int, outputFile string) string {
 	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
@@ -58,9 +130,15 @@ func LostText(executor string, after time.Duration) string {
 }
 
 // yieldedText ends the result of a command that moved to the background.
-func yieldedText(after time.Duration, id string) string {
+// A job that reads input (stdin "pipe") or keys (tty) says how to send
+// them.
+func yieldedText(after time.Duration, id string, input bool) string {
+	send := ""
+	if input {
+		send = ", send it input with bash_write"
+	}
 	return "[command still running after " + humanDuration(after) + ": moved to background as " + id +
-		"; read it with bash_output, stop it with bash_kill]"
+		"; read it with bash_output" + send + ", stop it with bash_kill]"
 }
 
 // cancelledText is the result text of a call cancelled before it started.
@@ -71,8 +149,9 @@ const cancelledText = "[command cancelled]\n"
 // `$GIT_SEQUENCE_EDITOR "$@"`, and the model reads its message.
 const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires mode=background" >&2; exit 1; }; f`
 
-// render turns a finished foreground job's outcome into its result.
-func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.Outcome) Result {
+// render turns a finished foreground job's outcome into its result; input
+// says that the job reads input (stdin "pipe" or a terminal).
+func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -125,14 +204,14 @@ func (e *Engine) render(res Result, sbx Sandbox, timeout time.Duration, o jobs.O
 	switch {
 	case o.Yielded != nil:
 		res.Status, res.JobID, res.OutputFile = StatusStarted, o.Yielded.ID, o.Yielded.OutputFile
-		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID))
+		res.Output = appendNote(body, yieldedText(timeout, o.Yielded.ID, input))
 	case o.Err != nil:
 		res.Status, res.Err = StatusError, public(o.Err)
 		res.Output = ErrorText(o.Err) + "\n" + body
-	case o.Reason == jobs.ReasonTimeout && o.YieldRefused != "":
+	case o.Reason == jobs.ReasonTimeout && o.YieldRefused != nil:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" +
-			appendNote(body, "[it could not move to the background: "+o.YieldRefused+"]")
+			appendNote(body, "[it could not move to the background: "+public(o.YieldRefused).Error()+"]")
 	case o.Reason == jobs.ReasonTimeout:
 		res.Status = StatusTimedOut
 		res.Output = "[command timed out after " + humanDuration(timeout) + "]\n" + body
@@ -442,7 +521,7 @@ func JobsText(jobs []JobInfo, now time.Time) string {
 // header with the job's state and the bytes shown, the output, and a hint
 // when more follows.
 func (o JobOutput) Text() string {
-	end := o.Offset + int64(len(o.Data))
+	end := o.End
 	var b strings.Builder
 	fmt.Fprintf(&b, "[job %s %s, pid %d, %s of output; showing bytes %d-%d of %d]\n",
 		o.Job.JobID, o.Job.state(), o.Job.PID, truncate.Humanize(o.Job.Bytes), o.Offset, end, o.Size)

@@ -57,8 +57,10 @@ type ToolContext struct {
 	// client, as mcpserver resolves it from the request's credentials;
 	// empty when the caller has no notion of one). A caller serving
 	// several principals scopes ConversationID by it, so that one
-	// principal can never name another's conversation; the engine may
-	// account for calls by principal. Logs may name it.
+	// principal can never name another's conversation. Admission control
+	// shares the engine fairly between principals, and caps each
+	// (config.Admission); a call without a principal counts as its
+	// conversation's own. Logs may name it.
 	Principal string
 	// Sandbox is the sandbox profile the command runs in (the zero value:
 	// none, unrestricted). A host that cannot enforce the profile answers
@@ -100,7 +102,11 @@ type Progress struct {
 	// UTF-8 and at most 256 bytes.
 	LastLine string
 	// Output is the output since the previous report (valid UTF-8, at
-	// most ProgressOutputMax bytes: the latest, when there was more).
+	// most ProgressOutputMax bytes: the latest, when there was more),
+	// rendered like the result (see config.Output.Raw): a line comes
+	// once it is complete, or with the last report (so a progress bar
+	// redrawn with \r comes once, finished); a terminal's, as the lines
+	// of its text that changed.
 	// Skipped counts the bytes between the previous report and Output
 	// that it leaves out; without skips the reports' Outputs together are
 	// the whole output.
@@ -266,6 +272,9 @@ type JobInfo struct {
 	Bytes int64 `json:"bytes"`
 	// OutputFile receives its output, then a completion line when it ends.
 	OutputFile string `json:"output_file"`
+	// TTY: it runs on a terminal (Input.TTY); its output reads as the
+	// terminal's text (see JobOutput).
+	TTY bool `json:"tty,omitempty"`
 	// CPUMS, PeakMemoryBytes, Processes and OOMKilled are its resource
 	// report, as in [Result]: so far while it runs (read from its cgroup
 	// at the call; absent without cgroups), final once it ended.

@@ -28,9 +28,13 @@ const (
 
 // Defaults of [Options].
 const (
-	DefaultConversationIdle = 30 * time.Minute
-	DefaultMaxConversations = 1024
+	DefaultConversationIdle             = 30 * time.Minute
+	DefaultMaxConversations             = 1024
+	DefaultMaxConversationsPerPrincipal = 256
 )
+
+// defaultConversationRate is Options.ConversationRate's default.
+var defaultConversationRate = Rate{PerSecond: 4, Burst: 64}
 
 var conversationRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -157,6 +161,10 @@ type conversations struct {
 	s     *server
 	mu    sync.Mutex
 	named map[string]*namedConversation
+	// perPrincipal counts the named conversations in use by principal;
+	// rate is each principal's rate of opening new ones.
+	perPrincipal map[string]int
+	rate         *rates
 	// bound holds the sessions whose conversation ends with them
 	// (*mcp.ServerSession → struct{}), from their first call until their
 	// conversation is ended.
@@ -165,13 +173,10 @@ type conversations struct {
 
 // namedConversation is a named conversation in use.
 type namedConversation struct {
-	calls int         // calls in flight
-	timer *time.Timer // ends the conversation once idle
+	principal string
+	calls     int         // calls in flight
+	timer     *time.Timer // ends the conversation once idle
 }
-
-// errTooManyConversations refuses a call that would open one named
-// conversation more than Options.MaxConversations.
-var errTooManyConversations = errors.New("busy")
 
 // enter records a call in sc's conversation; the returned function records
 // its end. A named conversation idle for Options.ConversationIdle ends
@@ -188,11 +193,12 @@ func (c *conversations) enter(sc scope) (leave func(), err error) {
 	defer c.mu.Unlock()
 	n := c.named[sc.conv]
 	if n == nil {
-		if max := c.s.o.MaxConversations; max > 0 && len(c.named) >= max {
-			return nil, fmt.Errorf("%w: %d named conversations are open, the most this server allows; retry later, or reuse a conversation", errTooManyConversations, max)
+		if err := c.admit(sc.principal); err != nil {
+			return nil, err
 		}
-		n = &namedConversation{}
+		n = &namedConversation{principal: sc.principal}
 		c.named[sc.conv] = n
+		c.perPrincipal[sc.principal]++
 	} else if n.timer != nil {
 		n.timer.Stop()
 		n.timer = nil
@@ -215,9 +221,31 @@ func (c *conversations) leave(conv string, n *namedConversation) {
 			return
 		}
 		delete(c.named, conv)
+		if c.perPrincipal[n.principal]--; c.perPrincipal[n.principal] <= 0 {
+			delete(c.perPrincipal, n.principal)
+		}
 		c.mu.Unlock()
 		c.s.endConversation(conv, "idle named conversation")
 	})
+}
+
+// admit refuses a new named conversation of principal p over
+// Options.MaxConversations, MaxConversationsPerPrincipal or
+// ConversationRate (an error matching engine.ErrBusy); c.mu is held.
+func (c *conversations) admit(p string) error {
+	o := c.s.o
+	if max := o.MaxConversations; max > 0 && len(c.named) >= max {
+		return fmt.Errorf("%w: %d named conversations are open, the most this server allows; retry later, or reuse a conversation", engine.ErrBusy, max)
+	}
+	if max := o.MaxConversationsPerPrincipal; max > 0 && c.perPrincipal[p] >= max {
+		return fmt.Errorf("%w: principal %q has %d named conversations open, the most one principal may; reuse one, or retry once one was idle for %s",
+			engine.ErrBusy, p, c.perPrincipal[p], o.ConversationIdle)
+	}
+	if ok, retry := c.rate.allow(p); !ok {
+		return fmt.Errorf("%w: principal %q opens named conversations faster than this server allows (%g a second, in bursts of %d); retry in %s, or reuse one",
+			engine.ErrBusy, p, o.ConversationRate.PerSecond, o.ConversationRate.Burst, retry.Round(100*time.Millisecond))
+	}
+	return nil
 }
 
 // bindSession makes the conversation of session ss end when ss ends. The

@@ -91,7 +91,15 @@
 // notifications together are the whole output; the output after the last
 // tick is sent in one more notification before the result. The engine's
 // callback never blocks on the client: snapshots accumulate (bounded) and
-// a per-call goroutine sends them.
+// a per-call goroutine sends them. A call that sent notifications pings
+// the client (on the call's own stream) before it answers, and waits for
+// the reply (at most 3 s): the official TypeScript SDK runs a
+// notification's handler one microtask after it read the message but
+// forgets the call's progress handler as soon as it reads the result, so
+// a last notification that arrived together with the result was dropped
+// ("unknown token"); a client answers the ping only after it handled
+// everything before it. Stateless HTTP (2026-07-28) cannot ping; there
+// the notifications and the result share one response stream.
 //
 // Approval: when the engine answers "needs_approval" (a permission rule
 // said "ask") and the client declared the elicitation capability, the
@@ -171,8 +179,12 @@
 // conversation only to its session), in ranges with ?offset=N&length=M,
 // at most [MaxResourceRead] (4 MiB) a read, the content's _meta giving the
 // size and the URI of the rest ([MetaResourceNext]); resources/list lists
-// the call's conversation's. The text is UTF-8 (invalid bytes become
-// U+FFFD). A conversation keeps its 16 newest full outputs reachable, as
+// the call's conversation's. Offsets and sizes count the files' bytes. A
+// job's output reads as the model reads it from bash_output (rendered:
+// escape sequences and control bytes removed, a terminal job as its
+// terminal's text; see engine.JobOutput); a full output is the file's
+// bytes as UTF-8 (invalid bytes become U+FFFD), the raw copy of what the
+// result showed rendered. A conversation keeps its 16 newest full outputs reachable, as
 // long as the engine keeps their files (Config.SpoolKeep); with a fleet
 // (cluster.Client) a full output's file is on the executor and a front can
 // serve it only if it can read that path. Job outputs are read through the
@@ -189,7 +201,11 @@
 // the principal that opened it: another principal naming its id gets 404,
 // as for a session that does not exist.
 //
-// Limits a client can hit (each answered with a reason it can act on):
+// Limits a client can hit (each answered with a reason it can act on).
+// Those that count per principal are there so that one principal, however
+// many sessions or conversations it opens, cannot take what the others
+// need: a principal at its own cap is refused naming that cap while the
+// others are served.
 //
 //   - a request body over [MaxRequestBytes] (4 MiB, e.g. a large
 //     bash_write input): 413 and the connection closed; split the input
@@ -197,19 +213,27 @@
 //   - a body that does not arrive within [HTTPOptions.ReadTimeout] (30 s):
 //     408;
 //   - [HTTPOptions.MaxSessions] sessions open (256): 503 with
-//     Retry-After for a new one;
+//     Retry-After for a new one; [HTTPOptions.MaxSessionsPerPrincipal]
+//     (64) of one principal: 429 naming the principal's cap;
+//   - a principal opening sessions faster than [HTTPOptions.SessionRate]
+//     (4 a second, in bursts of 64): 429 with Retry-After, the seconds to
+//     wait;
 //   - a session idle for [HTTPOptions.SessionTimeout] (30 min): closed,
 //     its conversation ended; the next request gets 404;
-//   - [Options.MaxConversations] named conversations in use (1024): a
-//     "busy" error result for a call naming a new one;
-//   - the engine's admission control (engine.Config.Admission): a call
-//     waits for a slot or gets a "busy" result naming the cap;
+//   - [Options.MaxConversations] named conversations in use (1024), or
+//     [Options.MaxConversationsPerPrincipal] of one principal (256), or a
+//     principal opening them faster than [Options.ConversationRate] (4 a
+//     second, in bursts of 64): a "busy" error result for a call naming a
+//     new conversation, saying which;
+//   - the engine's admission control (engine.Config.Admission, see
+//     config.Admission): a call waits until what is scarce (the CPUs,
+//     memory, processes) allows it to run, fairly between principals and
+//     between the conversations of a principal, or gets a "busy" result
+//     naming the cap of its conversation, its principal or the host that
+//     it reached, with the counts;
 //   - bash_output and bash_write return at most 128 KiB a call, a
 //     resource read at most 4 MiB;
 //   - with [LimitListener], connections over the cap get 503.
-//
-// There are no per-principal shares or rates yet: one principal can use
-// all of the caps above.
 //
 // HTTP bounds: the http.Server is the embedder's: give it
 // ReadHeaderTimeout and IdleTimeout, serve it on [LimitListener] to cap

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +82,17 @@ type HTTPOptions struct {
 	// (protocol 2026-07-28) open no session; their named conversations
 	// are capped by [Options.MaxConversations].
 	MaxSessions int
+	// MaxSessionsPerPrincipal caps the sessions one principal has open at
+	// once (default 64, a quarter of the default MaxSessions; negative: no
+	// cap), so that one principal cannot take every session: an initialize
+	// request over it gets 429 naming the principal's cap, with
+	// "Retry-After: 10", while other principals open sessions as usual.
+	MaxSessionsPerPrincipal int
+	// SessionRate bounds how fast one principal opens sessions (default
+	// 4 a second, in bursts of up to 64; PerSecond negative: no bound). An
+	// initialize request beyond it gets 429 with Retry-After: the seconds
+	// until the principal may open one again.
+	SessionRate Rate
 	// ReadTimeout bounds the reading of a request's body, from the moment
 	// the handler starts (default 30s; negative: no bound): a body that
 	// does not arrive in time gets 408 and the connection is closed. Once
@@ -98,13 +111,19 @@ type HTTPOptions struct {
 const (
 	DefaultSessionTimeout = 30 * time.Minute
 	DefaultMaxSessions    = 256
-	DefaultReadTimeout    = 30 * time.Second
+	// DefaultMaxSessionsPerPrincipal is HTTPOptions.MaxSessionsPerPrincipal's
+	// default.
+	DefaultMaxSessionsPerPrincipal = 64
+	DefaultReadTimeout             = 30 * time.Second
 	// MaxRequestBytes bounds a request's body: a bigger one (a bash_write
 	// of more than about 4 MiB of input) gets 413 and the connection is
 	// closed; split such input into several writes. It is the go-sdk's
 	// own bound (mcp.DefaultMaxRequestBodyBytes; TestMaxRequestBytes).
 	MaxRequestBytes = 4 << 20
 )
+
+// defaultSessionRate is HTTPOptions.SessionRate's default.
+var defaultSessionRate = Rate{PerSecond: 4, Burst: 64}
 
 // Handler serves s over MCP's streamable HTTP transport, for mounting on
 // any mux (conventionally at "/mcp"), in both of its modes: sessions
@@ -140,7 +159,10 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	opts.SessionTimeout = orDefault(opts.SessionTimeout, DefaultSessionTimeout)
 	opts.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
 	opts.MaxSessions = orDefault(opts.MaxSessions, DefaultMaxSessions)
-	h := &httpHandler{opts: opts, sessions: map[string]*httpSession{}}
+	opts.MaxSessionsPerPrincipal = orDefault(opts.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
+	opts.SessionRate = opts.SessionRate.orDefault(defaultSessionRate)
+	h := &httpHandler{opts: opts, sessions: map[string]*httpSession{}, perPrincipal: map[string]int{},
+		sessionRate: newRates(opts.SessionRate)}
 	getServer := opts.GetServer
 	if getServer == nil {
 		getServer = func(*http.Request) *mcp.Server { return s }
@@ -199,9 +221,13 @@ type httpHandler struct {
 	// instrumented holds the servers given the middleware (*mcp.Server → struct{}).
 	instrumented sync.Map
 
-	mu       sync.Mutex
-	opening  int                     // sessions being opened
-	sessions map[string]*httpSession // open sessions by id
+	// sessionRate is each principal's session creation rate.
+	sessionRate *rates
+
+	mu           sync.Mutex
+	opening      int                     // sessions being opened
+	sessions     map[string]*httpSession // open sessions by id
+	perPrincipal map[string]int          // sessions open or being opened, by principal
 }
 
 // httpSession is what Handler keeps of an open session: its principal,
@@ -338,7 +364,25 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, principal str
 			http.StatusServiceUnavailable)
 		return
 	}
+	if n := h.perPrincipal[principal]; h.opts.MaxSessionsPerPrincipal > 0 && n >= h.opts.MaxSessionsPerPrincipal {
+		h.mu.Unlock()
+		h.opts.Logger.Warn("refused a new MCP session: the principal's session cap is reached", "max_sessions_per_principal", h.opts.MaxSessionsPerPrincipal, "principal", principal)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("Too Many Requests: principal %q has %d MCP sessions open, the most one principal may; end an idle session (DELETE), or retry later", principal, n),
+			http.StatusTooManyRequests)
+		return
+	}
+	if ok, retry := h.sessionRate.allow(principal); !ok {
+		h.mu.Unlock()
+		secs := int(math.Ceil(retry.Seconds()))
+		h.opts.Logger.Warn("refused a new MCP session: the principal opens sessions too fast", "principal", principal, "retry_after", secs)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		http.Error(w, fmt.Sprintf("Too Many Requests: principal %q opens MCP sessions faster than this server allows (%g a second, in bursts of %d); retry in %d s, or reuse a session",
+			principal, h.opts.SessionRate.PerSecond, h.opts.SessionRate.Burst, secs), http.StatusTooManyRequests)
+		return
+	}
 	h.opening++
+	h.perPrincipal[principal]++
 	h.mu.Unlock()
 
 	var srv *mcp.Server
@@ -357,17 +401,36 @@ func (h *httpHandler) open(w http.ResponseWriter, r *http.Request, principal str
 	}
 	h.mu.Lock()
 	h.opening--
-	if ss == nil && rw.sid != "" {
+	if ss == nil {
+		// Not opened: its place, counted while it was being opened, is
+		// free again.
 		delete(h.sessions, rw.sid)
+		h.release(principal)
 	}
 	h.mu.Unlock()
 	if ss != nil {
 		go func() {
 			_ = ss.Wait()
 			h.mu.Lock()
-			delete(h.sessions, ss.ID())
+			h.forget(ss.ID())
 			h.mu.Unlock()
 		}()
+	}
+}
+
+// forget drops an open session (when still recorded) and frees its
+// principal's place; h.mu is held.
+func (h *httpHandler) forget(sid string) {
+	if s, ok := h.sessions[sid]; ok {
+		delete(h.sessions, sid)
+		h.release(s.principal)
+	}
+}
+
+// release frees one of principal's session places; h.mu is held.
+func (h *httpHandler) release(principal string) {
+	if h.perPrincipal[principal]--; h.perPrincipal[principal] <= 0 {
+		delete(h.perPrincipal, principal)
 	}
 }
 
@@ -455,7 +518,7 @@ func (h *httpHandler) end(w http.ResponseWriter, r *http.Request, sid string) {
 	h.sessionful.ServeHTTP(sw, r)
 	if sw.code == http.StatusNoContent { // closed: free its place before the client hears of it
 		h.mu.Lock()
-		delete(h.sessions, sid)
+		h.forget(sid)
 		h.mu.Unlock()
 	}
 	sw.flush()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -326,5 +327,86 @@ func TestTypeScriptClient(t *testing.T) {
 	r = parse(tsClient(t, dir, s.url, aliceToken, "work", map[string]any{"tool": ToolKill, "args": map[string]any{"job_id": jobID}}).Results[0])
 	if r.IsError || r.StructuredContent["status"] != "killed" {
 		t.Errorf("alice kills her job: %+v", r)
+	}
+}
+
+// tsProgress is testdata/node/progress.mjs's output.
+type tsProgress struct {
+	Calls []struct {
+		Progress []string `json:"progress"`
+		Skipped  int64    `json:"skipped"`
+		Text     string   `json:"text"`
+		IsError  bool     `json:"isError"`
+		Error    string   `json:"error"`
+	} `json:"calls"`
+	Errors []string `json:"errors"`
+}
+
+// runTSProgress runs progress.mjs with spec (see the script).
+func runTSProgress(t *testing.T, dir string, spec map[string]any) tsProgress {
+	t.Helper()
+	data, err := os.ReadFile("testdata/node/progress.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dir, "progress.mjs")
+	if err := os.WriteFile(local, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specJSON, _ := json.Marshal(spec)
+	stdout, stderr, err := node(t, dir, 3*time.Minute, local, string(specJSON))
+	if err != nil {
+		t.Fatalf("ts progress client: %v\n%s\n%s", err, stdout, stderr)
+	}
+	var p tsProgress
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatalf("ts progress client output %q: %v", stdout, err)
+	}
+	return p
+}
+
+// Every line of a command's output reaches the official TypeScript
+// client's progress handler before the call's result, over stdio and
+// streamable HTTP: the SDK runs a notification's handler a microtask
+// after it read the message but drops a call's progress handler at once
+// when the result arrives, so a last notification read together with the
+// result used to be lost ("unknown token") in most runs on a loaded
+// machine. The server now pings the client between a call's last
+// notification and its result.
+func TestTypeScriptProgressBeforeResult(t *testing.T) {
+	needDemo(t)
+	dir := nodeTools(t)
+	const calls = 6
+	cmd := `for i in $(seq 1 12); do echo "line $i of $BV_RUN"; sleep 0.15; done`
+	var args []map[string]any
+	for i := range calls {
+		args = append(args, map[string]any{"command": "BV_RUN=" + strconv.Itoa(i) + "; " + cmd})
+	}
+	s := tenantServer(t, nil, Options{ProgressInterval: 500 * time.Millisecond})
+	for name, spec := range map[string]map[string]any{
+		"stdio": {"stdio": []string{demoBin, "mcp", "-C", t.TempDir()}, "calls": args},
+		"http":  {"url": s.url, "token": aliceToken, "calls": args},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := runTSProgress(t, dir, spec)
+			if len(p.Calls) != calls {
+				t.Fatalf("%+v", p)
+			}
+			for i, c := range p.Calls {
+				var want strings.Builder
+				for k := 1; k <= 12; k++ {
+					fmt.Fprintf(&want, "line %d of %d\n", k, i)
+				}
+				if c.Error != "" || c.IsError || c.Text != want.String() {
+					t.Fatalf("call %d: %+v", i, c)
+				}
+				if got := strings.Join(c.Progress, ""); got != want.String() || c.Skipped != 0 {
+					t.Errorf("call %d: progress carried %q (skipped %d), want every line: %q", i, got, c.Skipped, want.String())
+				}
+			}
+			for _, e := range p.Errors {
+				t.Errorf("client error: %s", e)
+			}
+		})
 	}
 }

@@ -72,8 +72,15 @@ func (p *progress) update(snap engine.Progress) {
 	}
 }
 
+// barrierWait bounds the ping that separates a call's last progress
+// notification from its result.
+const barrierWait = 3 * time.Second
+
 // stop ends the sender, first sending the output not yet sent (at once,
-// whatever the interval); nothing is sent after stop returns.
+// whatever the interval); nothing is sent after stop returns. When any
+// notification was sent, it then pings the client and waits (at most
+// barrierWait) for the answer, so that the client has handled every
+// notification before the result arrives (see the package doc).
 func (p *progress) stop() {
 	close(p.quit)
 	p.wg.Wait()
@@ -81,10 +88,20 @@ func (p *progress) stop() {
 	snap := p.latest
 	snap.Output, snap.Skipped = string(p.out), p.skipped
 	p.mu.Unlock()
-	if (snap.Output == "" && snap.Skipped == 0) || p.ctx.Err() != nil {
+	if p.ctx.Err() != nil {
 		return
 	}
-	p.send(max(snap.Elapsed.Seconds(), p.last+0.001), snap)
+	if snap.Output != "" || snap.Skipped > 0 {
+		p.send(max(snap.Elapsed.Seconds(), p.last+0.001), snap)
+	}
+	if p.last < 0 { // nothing sent
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, barrierWait)
+	defer cancel()
+	if err := p.ss.Ping(ctx, nil); err != nil {
+		p.log.Debug("progress barrier ping failed", "err", err)
+	}
 }
 
 func (p *progress) loop() {

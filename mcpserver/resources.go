@@ -290,12 +290,13 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	var data string
-	var size int64
+	var size, end int64
 	switch p.kind {
 	case "jobs":
-		data, size, err = s.readJob(s.toolContext(sc), p)
+		data, size, end, err = s.readJob(s.toolContext(sc), p)
 	case "outputs":
 		data, size, err = s.readFullOutput(sc, p)
+		end = min(p.offset, size) + int64(len(data))
 	default:
 		err = mcp.ResourceNotFoundError(uri)
 	}
@@ -304,49 +305,39 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	}
 	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain", Text: data,
 		Meta: mcp.Meta{MetaResourceOffset: min(p.offset, size), MetaResourceSize: size}}
-	if end := min(p.offset, size) + int64(len(data)); end < size && len(data) > 0 {
+	if end < size && end > min(p.offset, size) {
 		c.Meta[MetaResourceNext] = resourceURI(p.conv, p.kind, p.id) + "?offset=" + strconv.FormatInt(end, 10)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
 }
 
 // readJob reads a range of a background job's output through the Runner,
-// in the engine's 128 KiB slices, each starting on a character boundary.
-// The text's length in bytes is that of the range read (invalid UTF-8
-// aside, replaced by U+FFFD).
-func (s *server) readJob(tc engine.ToolContext, p parsedURI) (string, int64, error) {
+// in the engine's 128 KiB slices, rendered as the model reads them (see
+// engine.JobOutput; a terminal job's range is one read of its terminal's
+// text). It returns the text, the file's size and the file offset after
+// the bytes the text covers.
+func (s *server) readJob(tc engine.ToolContext, p parsedURI) (string, int64, int64, error) {
 	var b strings.Builder
 	off, size := p.offset, int64(0)
 	for int64(b.Len()) < p.length {
 		jo, err := s.e.JobOutput(tc, p.id, 0, off, min(p.length-int64(b.Len()), maxReadBytes))
 		if err != nil {
 			if errors.Is(err, engine.ErrNoSuchJob) {
-				return "", 0, mcp.ResourceNotFoundError(resourceURI(p.conv, p.kind, p.id))
+				return "", 0, 0, mcp.ResourceNotFoundError(resourceURI(p.conv, p.kind, p.id))
 			}
-			return "", 0, err
+			return "", 0, 0, err
 		}
 		size = jo.Size
-		data := jo.Data
-		// A slice that ends inside a character ends in U+FFFD: read that
-		// character again with the next slice.
-		if !jo.EOF && strings.HasSuffix(data, "\uFFFD") && len(data) > len("\uFFFD") {
-			data = strings.TrimSuffix(data, "\uFFFD")
-		}
-		if data == "" {
+		b.WriteString(jo.Data)
+		if jo.End <= off || jo.EOF || jo.Job.TTY {
+			off = max(off, jo.End)
 			break
 		}
-		b.WriteString(data)
-		off += int64(len(data))
-		if jo.EOF {
-			break
-		}
+		off = jo.End
 	}
-	return b.String(), size, nil
+	return b.String(), size, off, nil
 }
 
-// readFullOutput reads a range of a kept full output. The file lives on
-// the machine that ran the command: with a fleet (cluster.Client) that is
-// an executor, and the read fails unless the front can read it too.
 func (s *server) readFullOutput(sc scope, p parsedURI) (string, int64, error) {
 	n, err := strconv.Atoi(p.id)
 	if err != nil {

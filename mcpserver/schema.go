@@ -56,6 +56,7 @@ const jobInfoSchema = `{
     "ended": {"type": "string", "format": "date-time"},
     "bytes": {"type": "integer", "minimum": 0, "description": "Bytes of output so far."},
     "output_file": {"type": "string"},
+    "tty": {"type": "boolean", "description": "The job runs on a terminal: its output reads as the terminal's text."},
     "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time of the job's processes so far (final once it ended), in ms."},
     "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the job's processes held at once so far."},
     "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once so far."},
@@ -89,12 +90,13 @@ const outputOutputSchema = `{
   "type": "object",
   "properties": {
     "job": ` + jobInfoSchema + `,
-    "offset": {"type": "integer", "minimum": 0, "description": "File offset of the first byte of output."},
-    "output": {"type": "string"},
+    "offset": {"type": "integer", "minimum": 0, "description": "File offset of the first byte the output renders."},
+    "end": {"type": "integer", "minimum": 0, "description": "File offset after the last byte the output renders: the offset to read on from."},
+    "output": {"type": "string", "description": "The output as text: escape sequences and control bytes removed; a terminal job's as its terminal's text (what changed since offset)."},
     "size": {"type": "integer", "minimum": 0, "description": "Current size of the output file."},
     "eof": {"type": "boolean", "description": "The output reaches the current end of the file."}
   },
-  "required": ["job", "offset", "output", "size", "eof"]
+  "required": ["job", "offset", "end", "output", "size", "eof"]
 }`
 
 const killInputSchema = `{

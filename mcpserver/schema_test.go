@@ -10,12 +10,13 @@ import (
 )
 
 // TestOutputSchemasCoverTheStructs: every JSON field of engine.Result and
-// engine.JobInfo is described in the output schemas, and nothing else is.
+// engine.JobInfo and engine.JobOutput is described in the output schemas, and nothing else is.
 func TestOutputSchemasCoverTheStructs(t *testing.T) {
 	for _, c := range []struct {
 		schema string
 		typ    reflect.Type
-	}{{resultOutputSchema, reflect.TypeFor[engine.Result]()}, {jobInfoSchema, reflect.TypeFor[engine.JobInfo]()}} {
+	}{{resultOutputSchema, reflect.TypeFor[engine.Result]()}, {jobInfoSchema, reflect.TypeFor[engine.JobInfo]()},
+		{outputOutputSchema, reflect.TypeFor[engine.JobOutput]()}} {
 		var s struct {
 			Properties map[string]json.RawMessage `json:"properties"`
 		}

@@ -78,6 +78,18 @@ type Options struct {
 	// all principals (default 1024; negative: no cap). A call that would
 	// open one more gets a "busy" error result.
 	MaxConversations int
+	// MaxConversationsPerPrincipal caps those of one principal (default
+	// 256, a quarter of the default MaxConversations; negative: no cap): a
+	// call of a principal at its cap that names a new conversation gets a
+	// "busy" error result naming the principal's cap, while other
+	// principals open theirs as usual.
+	MaxConversationsPerPrincipal int
+	// ConversationRate bounds how fast one principal opens new named
+	// conversations (default 4 a second, in bursts of up to 64;
+	// PerSecond negative: no bound); a call beyond it gets a "busy" error
+	// result saying when to retry. Calls in open conversations are not
+	// limited.
+	ConversationRate Rate
 	// Env holds per-call environment overrides (see [engine.ToolContext]).
 	Env map[string]string
 	// ProgressInterval is the minimum spacing of progress notifications
@@ -163,6 +175,8 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		opts.ConversationIdle = -1 // never
 	}
 	opts.MaxConversations = orDefault(opts.MaxConversations, DefaultMaxConversations)
+	opts.MaxConversationsPerPrincipal = orDefault(opts.MaxConversationsPerPrincipal, DefaultMaxConversationsPerPrincipal)
+	opts.ConversationRate = opts.ConversationRate.orDefault(defaultConversationRate)
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
 	}
@@ -179,7 +193,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	s := &server{e: e, o: opts, log: log, key: key, run: run}
-	s.convs = conversations{s: s, named: map[string]*namedConversation{}}
+	s.convs = conversations{s: s, named: map[string]*namedConversation{}, perPrincipal: map[string]int{}, rate: newRates(opts.ConversationRate)}
 
 	ms := mcp.NewServer(&mcp.Implementation{Name: opts.Name, Title: "bashvisor shell", Version: opts.Version}, &mcp.ServerOptions{
 		Logger:       log,
@@ -559,13 +573,14 @@ func ttyEcho(input string) string {
 
 // onlyEcho reports whether the output of job id between offsets from and
 // to is (a start of) echo: a terminal echoing the input, not yet the
-// program's answer.
+// program's answer. The output reads rendered (a line end as "\n") unless
+// the engine gives it raw.
 func (s *server) onlyEcho(tc engine.ToolContext, id string, from, to int64, echo string) bool {
 	if echo == "" || to-from > int64(len(echo)) {
 		return false
 	}
 	jo, err := s.e.JobOutput(tc, id, 0, from, to-from)
-	return err == nil && strings.HasPrefix(echo, jo.Data)
+	return err == nil && (strings.HasPrefix(echo, jo.Data) || strings.HasPrefix(strings.ReplaceAll(echo, "\r\n", "\n"), jo.Data))
 }
 
 // logCommand is a command as a debug log value, redacted only when a

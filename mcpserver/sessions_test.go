@@ -209,11 +209,17 @@ func (h *httpSetup) openSession(t *testing.T, hdr map[string]string) (*http.Resp
 	return resp, sid
 }
 
-// deleteSession ends a session by hand.
-func (h *httpSetup) deleteSession(t *testing.T, sid string) int {
+// deleteSession ends a session by hand, with the headers of hdr (its
+// credentials).
+func (h *httpSetup) deleteSession(t *testing.T, sid string, hdr ...map[string]string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodDelete, h.url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
+	for _, m := range hdr {
+		for k, v := range m {
+			req.Header.Set(k, v)
+		}
+	}
 	resp, err := (&http.Client{Transport: h.tr}).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -592,7 +598,8 @@ func TestLimitListener(t *testing.T) {
 // The memory an idle session costs, measured over 1,000 sessions.
 func TestMemoryPerIdleSession(t *testing.T) {
 	const n = 1000
-	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, MaxSessions: -1})
+	// One principal opens them all: no per-principal cap or rate.
+	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, MaxSessions: -1, MaxSessionsPerPrincipal: -1, SessionRate: Rate{PerSecond: -1}})
 	// Warm up: the first session allocates what every session shares.
 	_, sid := s.openSession(t, nil)
 	s.deleteSession(t, sid)

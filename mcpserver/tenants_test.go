@@ -34,11 +34,18 @@ func writeTokens(t testing.TB, content string) string {
 // tenantServer serves one engine to alice and bob, from a token file.
 func tenantServer(t *testing.T, mod func(*engine.Config), opts Options) *sessServer {
 	t.Helper()
+	return tenantServerHTTP(t, mod, opts, HTTPOptions{})
+}
+
+// tenantServerHTTP is tenantServer with HTTP options.
+func tenantServerHTTP(t *testing.T, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
+	t.Helper()
 	tf, err := OpenTokenFile(writeTokens(t, "# principals\nalice "+aliceToken+"\nbob "+bobToken+"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newSessServer(t, mod, opts, HTTPOptions{Verifier: tf.Verify})
+	hopts.Verifier = tf.Verify
+	return newSessServer(t, mod, opts, hopts)
 }
 
 // headers adds fixed headers to every request.

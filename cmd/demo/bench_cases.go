@@ -257,8 +257,7 @@ func withSandbox(tc engine.ToolContext, s engine.Sandbox) engine.ToolContext {
 // limit off (both account), then, on package proc directly, the
 // accounting (reading a finished command's usage and resetting its
 // cgroup's counters for the next) and the placement of a command into
-// cgroup v1 hierarchies (a thread joining and leaving them) on a hybrid
-// host.
+// cgroup v1 hierarchies on a hybrid host (see benchPlacement).
 func benchLimits(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchRow, error) {
 	if o.noCgroups {
 		return []benchRow{{name: "accounting per command (usage + reset)", eng: "n/a: -no-cgroups"}}, nil
@@ -345,8 +344,9 @@ func benchLimits(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 	if !v1 {
 		return rows, nil
 	}
-	// Placement: a thread that is not the main thread joins a command's
-	// v1 cgroups and leaves them (what every command's fork is wrapped in).
+	// Placement alone: a thread that is not the main thread joins a
+	// command's v1 cgroups and leaves them (what a fork into a cgroup that
+	// has no forker yet is wrapped in).
 	place := make(chan durations, 1)
 	go func() {
 		runtime.LockOSThread() // ends with the goroutine: it may be the main thread
@@ -370,10 +370,84 @@ func benchLimits(o benchOpts, e *engine.Engine, tc engine.ToolContext) ([]benchR
 		place <- ds
 	}()
 	if ds := <-place; ds != nil {
-		rows = append(rows, benchRow{name: "cgroup v1 placement per command (join + leave), p50", eng: us(ds.pct(50)),
+		rows = append(rows, benchRow{name: "cgroup v1 placement alone (a thread joins + leaves), p50", eng: us(ds.pct(50)),
 			ratio: "mean " + us(ds.mean())})
 	}
-	return rows, nil
+	r, err := benchPlacement(n, null)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, r...), nil
+}
+
+// benchPlacement starts /bin/true side by side with no cgroup, into a
+// recycled cgroup (its resident forker forks it) and into a new cgroup
+// each time (a thread joins its v1 cgroups for the fork and leaves), and
+// reports what each cgroup start adds to the start without one, in wall
+// time (p50) and in this process's CPU time (mean): the placement in situ.
+func benchPlacement(n int, null *os.File) ([]benchRow, error) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return nil, err
+	}
+	// Two managers: new cgroups must not come from the recycled ones.
+	m, err := proc.ProbeCgroups("")
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	mNew, err := proc.ProbeCgroups("")
+	if err != nil {
+		return nil, err
+	}
+	defer mNew.Close()
+	start := func(cg *proc.Cgroup) (time.Duration, time.Duration, error) {
+		c0, t0 := selfCPU(), time.Now()
+		p, err := proc.Start(proc.Spec{Path: truePath, Args: []string{"true"}, Dir: "/", Cgroup: cg, Output: null})
+		if err != nil {
+			return 0, 0, err
+		}
+		_, err = p.Wait()
+		return time.Since(t0), selfCPU() - c0, err
+	}
+	pooled, err := m.New("bench-pooled")
+	if err != nil {
+		return nil, err
+	}
+	pooled.RecycleEmpty() // recycled once: it gets its forker
+	var wall [3]durations
+	var cpu [3]time.Duration
+	for i := -10; i < n; i++ {
+		if pooled, err = m.New("bench-pooled"); err != nil {
+			return nil, err
+		}
+		fresh, err := mNew.New("bench-new-" + strconv.Itoa(i+10))
+		if err != nil {
+			return nil, err
+		}
+		for k, cg := range []*proc.Cgroup{nil, pooled, fresh} {
+			w, c, err := start(cg)
+			if err != nil {
+				return nil, err
+			}
+			if i >= 0 {
+				wall[k], cpu[k] = append(wall[k], w), cpu[k]+c
+			}
+			time.Sleep(300 * time.Microsecond)
+		}
+		fresh.Remove()
+		pooled.RecycleEmpty()
+	}
+	us := func(d time.Duration) string { return fmt.Sprintf("%+.1f µs", float64(d)/1e3) }
+	row := func(name string, k int) benchRow {
+		return benchRow{name: name, raw: fmt.Sprintf("%.3f ms (no cgroup)", float64(wall[0].pct(50))/1e6),
+			eng:   fmt.Sprintf("%.3f ms", float64(wall[k].pct(50))/1e6),
+			ratio: us(wall[k].pct(50)-wall[0].pct(50)) + ", CPU " + us((cpu[k]-cpu[0])/time.Duration(n))}
+	}
+	return []benchRow{
+		row(fmt.Sprintf("start `true` into a recycled cgroup (its forker), p50 of %d", n), 1),
+		row("start `true` into a new cgroup (a thread joins + leaves), p50", 2),
+	}, nil
 }
 
 func firstLine(s string) string {

@@ -295,13 +295,16 @@ func median(x []float64) float64 {
 }
 
 // serverArgs are the arguments of a measured server: `mcp -C dir` and, for
-// a server with admission limits (-max-running), room for every call in
-// flight (a conversation may run half of -max-running), as benchConfig
-// gives the in-process cases.
+// a server with admission limits (-max-running, -max-busy), room for every
+// call in flight, as benchConfig gives the in-process cases.
 func serverArgs(bin, dir string, conc int) []string {
 	args := []string{"mcp", "-C", dir}
-	if usage, _ := exec.Command(bin, "mcp", "-h").Output(); bytes.Contains(usage, []byte("-max-running")) {
+	usage, _ := exec.Command(bin, "mcp", "-h").Output()
+	if bytes.Contains(usage, []byte("-max-running")) {
 		args = append(args, "-max-running", strconv.Itoa(2*max(conc, 64)))
+	}
+	if bytes.Contains(usage, []byte("-max-busy")) {
+		args = append(args, "-max-busy", strconv.Itoa(max(conc, 64)))
 	}
 	return args
 }

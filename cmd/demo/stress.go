@@ -187,6 +187,11 @@ func runStress(o stressOpts, stdout, stderr io.Writer) (bool, error) {
 	if o.tenants > 1 {
 		s.endTenant(s.tenant(0))
 	}
+	sharesDir := filepath.Join(root, "shares")
+	if err := os.Mkdir(sharesDir, 0o700); err != nil {
+		return false, fmt.Errorf("fair shares: %w", err)
+	}
+	r.shares = s.fairShares(o, sharesDir, marker)
 
 	// Shutdown ends the jobs left running; then nothing of the run may be
 	// left: no process carrying the marker, no recorded pid alive, no
@@ -224,11 +229,13 @@ func stressConfig(o stressOpts, root, marker string) engine.Config {
 	cfg.Cgroups.Off = o.noCgroups
 	cfg.Env.Environ = append(os.Environ(), "BASHVISOR_STRESS="+marker)
 	cfg.OutputDir = filepath.Join(root, "engine-out")
-	// Admission control is exercised, never refused: three quarters of the
-	// concurrency runs at once (half in one conversation), the rest waits
-	// in a queue long enough for all of it, and the job caps allow every
-	// command to be a job. A busy result is therefore a slot the engine
-	// failed to free: it is counted and fails the run.
+	// Admission control is exercised, never refused: at most three quarters
+	// of the concurrency runs at once (half in one conversation), fewer
+	// while the busy commands want the CPUs (the default MaxBusy), the rest
+	// waits in a queue long enough for all of it, and the job caps allow
+	// every command to be a job. A busy result is therefore a slot the
+	// engine failed to free: it is counted and fails the run. (The
+	// fair-shares phase after the mix uses the default admission.)
 	cfg.Admission = config.Admission{
 		MaxRunning: max(1, o.c*3/4), MaxRunningPerConversation: max(1, o.c/2), MaxQueue: o.c, QueueWait: time.Minute,
 		MaxJobs: o.n + o.c, MaxJobsPerConversation: o.n + o.c,
@@ -296,6 +303,7 @@ type stressReport struct {
 	fds0              map[string]string
 	orphans, cgLeft   []string
 	leakedG, leakedFD int
+	shares            sharesReport
 }
 
 // print writes the report and reports whether the run passed.
@@ -324,6 +332,7 @@ func (r *stressReport) print(stdout io.Writer, s *stresser) bool {
 	fmt.Fprintf(stdout, "cgroups left:       %d\n", len(r.cgLeft))
 	fmt.Fprintf(stdout, "leaked goroutines:  %d\n", r.leakedG)
 	fmt.Fprintf(stdout, "leaked fds:         %d\n", r.leakedFD)
+	r.shares.print(stdout)
 	for i, f := range s.failures {
 		if i == 20 {
 			fmt.Fprintf(stdout, "  ... and %d more\n", len(s.failures)-20)
@@ -348,7 +357,8 @@ func (r *stressReport) print(stdout io.Writer, s *stresser) bool {
 		buf := make([]byte, 1<<20)
 		fmt.Fprintf(stdout, "goroutines:\n%s\n", buf[:runtime.Stack(buf, true)])
 	}
-	ok := s.lost.Load() == 0 && s.busy.Load() == 0 && len(s.failures) == 0 && len(r.orphans) == 0 && len(r.cgLeft) == 0 && r.leakedG <= 0 && r.leakedFD <= 0
+	ok := s.lost.Load() == 0 && s.busy.Load() == 0 && len(s.failures) == 0 && len(r.orphans) == 0 && len(r.cgLeft) == 0 && r.leakedG <= 0 && r.leakedFD <= 0 &&
+		r.shares.ok()
 	if ok {
 		fmt.Fprintln(stdout, "PASS: nothing lost, nothing leaked")
 	} else {

@@ -234,18 +234,23 @@ func (s *stresser) blocked(i int, dir string) error {
 }
 
 // yieldedLine is the line that ends the result of a call that yielded
-// after ms milliseconds as job id.
-func yieldedLine(ms int64, id string) string {
+// after ms milliseconds as job id; input: the job has stdin "pipe" or a
+// terminal.
+func yieldedLine(ms int64, id string, input bool) string {
+	send := ""
+	if input {
+		send = ", send it input with bash_write"
+	}
 	return "[command still running after " + (time.Duration(ms) * time.Millisecond).String() +
-		": moved to background as " + id + "; read it with bash_output, stop it with bash_kill]"
+		": moved to background as " + id + "; read it with bash_output" + send + ", stop it with bash_kill]"
 }
 
 // splitYield checks a yielded call's result and returns its output so far.
-func splitYield(r engine.Result, ms int64) (string, error) {
+func splitYield(r engine.Result, ms int64, input bool) (string, error) {
 	if err := expect(r, engine.StatusStarted, -1); err != nil {
 		return "", err
 	}
-	soFar, ok := strings.CutSuffix(r.Output, yieldedLine(ms, r.JobID))
+	soFar, ok := strings.CutSuffix(r.Output, yieldedLine(ms, r.JobID, input))
 	if !ok || r.JobID == "" || r.PID <= 0 || r.OutputFile == "" || r.Truncated {
 		return "", fmt.Errorf("yielded result %+v", r)
 	}
@@ -299,7 +304,7 @@ func (s *stresser) yield(i int, dir string) error {
 		cmd += "; exit 3"
 	}
 	r := s.runInput(context.Background(), i, dir, engine.Input{Command: cmd, Mode: engine.ModeSlow, YieldMS: ms})
-	soFar, err := splitYield(r, ms)
+	soFar, err := splitYield(r, ms, false)
 	if err != nil {
 		return err
 	}
@@ -401,7 +406,7 @@ func (s *stresser) stdin(i int, dir string) error {
 	var soFar string
 	if yielded {
 		var err error
-		if soFar, err = splitYield(r, ms); err != nil {
+		if soFar, err = splitYield(r, ms, true); err != nil {
 			return err
 		}
 		if err := s.listed(i, r); err != nil {

@@ -111,7 +111,7 @@ type job struct {
 	outSW, errSW *switchWriter
 	yielding     bool
 	yielded      bool // its foreground buffers were handed over (jobs.Outcome.Yielded)
-	yieldRefused string
+	yieldRefused error
 }
 
 // Internal messages: from the pidfd waiter, the readers, the timers and the
@@ -629,6 +629,7 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 	st := jobs.State{
 		ID: j.spec.ID, Conversation: j.spec.Conversation, Command: j.spec.Command, Display: j.spec.Display,
 		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
+		TTY: j.spec.TTY != nil,
 	}
 	if j.l != nil {
 		st.Pid = j.l.p.Pid

@@ -471,3 +471,34 @@ func TestPanicStopsActorAndKillsGroup(t *testing.T) {
 	waitGone(t, l.Pid())
 	waitGone(t, sleepPid)
 }
+
+// A close that finds the job's stdin already closed by the job's end
+// (closeStdin, when the process exits right after it read its input) is
+// what was asked for, not an error: the input was delivered. Before the
+// fix, writeLoop answered "close |1: file already closed".
+func TestWriteCloseAfterJobClosedStdin(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	q := make(chan writeReq, 2)
+	done := make(chan struct{})
+	go func() { writeLoop(w, q, false); close(done) }()
+	reply := make(chan error, 1)
+	q <- writeReq{data: []byte("v\n"), reply: reply}
+	if err := <-reply; err != nil {
+		t.Fatal(err)
+	}
+	w.Close() // what closeStdin does when the job ends
+	q <- writeReq{close: true, reply: reply}
+	if err := <-reply; err != nil {
+		t.Errorf("close after the job closed stdin: %v", err)
+	}
+	close(q)
+	<-done
+	buf := make([]byte, 8)
+	if n, _ := r.Read(buf); string(buf[:n]) != "v\n" {
+		t.Errorf("delivered %q", buf[:n])
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -39,6 +40,10 @@ type Launched struct {
 
 // Pid is the pid of the job's shell, which is also its process group id.
 func (l *Launched) Pid() int { return l.p.Pid }
+
+// Cgroup is the job's cgroup (nil: the process group is the unit), for
+// reading what it uses while it runs; the job's actor owns it.
+func (l *Launched) Cgroup() *proc.Cgroup { return l.cg }
 
 // Output is a foreground job's live output buffer (nil for a background
 // job), for progress reports.
@@ -190,16 +195,26 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		}
 	}
 	if !spec.Background {
-		tc := res.Truncate
-		if spec.SpoolDir != "" && tc.SpoolDir != "" {
-			tc.SpoolDir = spec.SpoolDir
-		}
+		tc := bufferConfig(spec, res.Truncate)
 		l.out = truncate.New(tc)
 		if l.p.Stderr != nil {
 			l.errBuf = truncate.New(tc)
 		}
 	}
 	return l, nil
+}
+
+// bufferConfig is the configuration of a foreground job's output buffer:
+// its own spool directory, and a terminal's byte stream shown as its
+// screen.
+func bufferConfig(spec *Spec, tc truncate.Config) truncate.Config {
+	if spec.SpoolDir != "" && tc.SpoolDir != "" {
+		tc.SpoolDir = spec.SpoolDir
+	}
+	if spec.TTY != nil && tc.Render != render.Raw {
+		tc.Render, tc.Screen = render.Terminal, render.Size{Cols: int(spec.TTY.Cols), Rows: int(spec.TTY.Rows)}
+	}
+	return tc
 }
 
 // setRlimits applies the rlimit fallbacks to an unrestricted job's shell.

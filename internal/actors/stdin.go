@@ -75,8 +75,11 @@ func writeLoop(f *os.File, q <-chan writeReq, tty bool) {
 			if err == nil && r.close {
 				if tty {
 					_, err = f.Write([]byte{4}) // ^D
-				} else {
-					err = f.Close()
+				} else if err = f.Close(); errors.Is(err, os.ErrClosed) {
+					// The job ended right after it took the input, and
+					// closeStdin closed the pipe first: the input was
+					// delivered and stdin is closed, as asked.
+					err = nil
 				}
 				closed = true
 			}

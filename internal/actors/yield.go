@@ -53,6 +53,6 @@ func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
 // (a cap); it ends as a timeout, saying why.
 func (j *job) onYieldRefused(ctx actor.Context, m *YieldRefused) {
 	j.yielding = false
-	j.yieldRefused = m.Err.Error()
+	j.yieldRefused = m.Err
 	j.terminate(ctx, jobs.ReasonTimeout)
 }

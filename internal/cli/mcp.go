@@ -62,6 +62,7 @@ type mcpFlags struct {
 	connIdle    time.Duration
 	metrics     bool
 	onTimeout   string
+	rawOutput   bool
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
@@ -94,9 +95,11 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.BoolVar(&f.noAuth, "no-auth", false, "-http: no authentication at all (loopback only): any local process can run commands. Without -token, -tokens, -oauth-issuer or -no-auth, -http generates a token (see README)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
-	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "foreground commands running at once, engine-wide (default 4 per CPU; a conversation may use half); more wait")
+	fs.BoolVar(&f.rawOutput, "raw-output", false, "give the model output as written (escape sequences, control bytes, a terminal's byte stream); by default it is rendered as a terminal shows it")
+	fs.IntVar(&f.admission.MaxBusy, "max-busy", 0, "CPUs' worth of busy commands (measured) before new ones wait (default 4 per CPU); idle ones (sleeping, waiting) do not count")
+	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 64 per CPU, at least 256; a principal may use three quarters); more wait")
 	fs.IntVar(&f.admission.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
-	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait for a slot (default 4 * -max-running); more are refused")
+	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait to run (default 4 * -max-running; a principal may use three quarters); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
 	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "close a session or a named conversation (and end its jobs) after this long without a request (0: never)")
@@ -186,6 +189,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	c.Timeout, c.SlowTimeout, c.Lifecycle.Grace = f.timeout, f.slowTimeout, f.grace
 	c.Env.Policy = config.EnvPolicy(f.envPolicy)
 	c.CoAuthor = f.coauthor
+	c.Output.Raw = f.rawOutput
 	if f.profile != "" {
 		c.Permissions, _ = safety.Preset(f.profile) // checked by parseMCPFlags
 	}

@@ -38,6 +38,9 @@ var (
 type Request struct {
 	// Conversation is the conversation that starts the job.
 	Conversation string
+	// Principal is who starts it, for fair shares (see config.Admission);
+	// "" makes the conversation its own principal.
+	Principal string
 	// Command is the command as submitted, for listings.
 	Command string
 	// Display is the command as shown (see safety.Display).
@@ -207,8 +210,9 @@ type Outcome struct {
 	// it printed until then.
 	Yielded *Yielded
 	// YieldRefused says why a job that should have yielded was ended
-	// instead (a background job cap).
-	YieldRefused string
+	// instead (a background job cap: an admission refusal, which the
+	// engine words).
+	YieldRefused error
 	// Refused lists the destinations ("host:port") the egress proxy
 	// refused the job, the first few of them.
 	Refused []string
@@ -266,6 +270,8 @@ type State struct {
 	Started, Ended time.Time
 	// OutputFile is a background job's output file.
 	OutputFile string
+	// TTY: the job runs on a terminal (Request.TTY).
+	TTY bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage proc.Usage

@@ -60,10 +60,12 @@ type Cgroups struct {
 
 	pending sync.WaitGroup // background removals and renewals
 	closed  atomic.Bool
+	busy    atomic.Int64 // cgroups New handed out, not yet recycled or removed
 
 	mu       sync.Mutex
-	idle     []*Cgroup       // empty cgroups kept for reuse, at most MaxIdle
-	released map[string]bool // names of released cgroups: never killed
+	idle     []*Cgroup        // empty cgroups kept for reuse, at most MaxIdle
+	released map[string]bool  // names of released cgroups: never killed
+	forkers  map[*forker]bool // resident forkers (cgroup_place.go)
 
 	// Where the memory and pids controllers are (see cgroup_limits.go),
 	// and the tasks files of the engine's own cgroups in the v1
@@ -116,7 +118,7 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 	}
 	// /proc/PID/cgroup shows paths from the namespace root, which is the
 	// mount's root.
-	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}, homeTasks: [nCtl]int{-1, -1}}
+	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}, forkers: map[*forker]bool{}, homeTasks: [nCtl]int{-1, -1}}
 	if err := m.selfTest(); err != nil {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
@@ -140,6 +142,7 @@ func (m *Cgroups) selfTest() error {
 	if err != nil {
 		return err
 	}
+	defer cg.takeBack()
 	sleep, err := findSleep()
 	if err != nil {
 		cg.Remove()
@@ -312,6 +315,7 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 		cg := m.idle[n-1]
 		m.idle = m.idle[:n-1]
 		m.mu.Unlock()
+		cg.handOut()
 		return cg, nil
 	}
 	m.mu.Unlock()
@@ -337,6 +341,7 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
+	cg.handOut()
 	return cg, nil
 }
 
@@ -363,6 +368,7 @@ func (m *Cgroups) Close() error {
 	m.idle = nil
 	m.mu.Unlock()
 	m.pending.Wait()
+	m.closeForkers() // before their cgroups are removed
 	entries, _ := os.ReadDir(m.dir)
 	var errs []error
 	for _, e := range entries {
@@ -420,9 +426,11 @@ type Cgroup struct {
 	fd       int
 	events   int  // open cgroup.events, or -1
 	released bool // its processes were moved out to keep running: never kill
+	out      bool // handed out by New: counted in m.busy
 
 	v1     [nCtl]string // its cgroups in v1 hierarchies ("": none)
 	tasks  [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
+	fk     *forker      // the thread resident in them, or nil (cgroup_place.go)
 	limits Limits       // as last written
 	files  [nFile]int   // open accounting files, or -1
 	base   baseline     // counters when its previous command ended
@@ -430,6 +438,25 @@ type Cgroup struct {
 
 // Dir returns the cgroup's directory.
 func (c *Cgroup) Dir() string { return c.dir }
+
+// handOut counts c in m.busy (New).
+func (c *Cgroup) handOut() {
+	c.mu.Lock()
+	c.out = true
+	c.mu.Unlock()
+	c.m.busy.Add(1)
+}
+
+// takeBack stops counting c in m.busy, once (its command ended).
+func (c *Cgroup) takeBack() {
+	c.mu.Lock()
+	out := c.out
+	c.out = false
+	c.mu.Unlock()
+	if out {
+		c.m.busy.Add(-1)
+	}
+}
 
 // FD returns the open cgroup directory (SysProcAttr.CgroupFD), or -1 after
 // CloseFD.
@@ -551,6 +578,7 @@ func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
 // never killed: Remove and Close only retry rmdir on it, and leave it in
 // place if something stays inside.
 func (c *Cgroup) Release() error {
+	c.detachForker() // the engine's pid would be among the v1 cgroups' processes
 	c.mu.Lock()
 	c.released = true
 	v1 := c.v1
@@ -614,8 +642,12 @@ func (c *Cgroup) Recycle() {
 // replaces the limits, the counters that cannot be reset become a baseline
 // [Cgroup.Usage] subtracts, and what can be neither (see reset) is renewed
 // in the background before the cgroup becomes available, or the cgroup is
-// removed.
+// removed. A cgroup recycled for the first time gets its forker
+// (cgroup_place.go) before it becomes available: a thread start and
+// joining its v1 cgroups, once per cgroup, on the caller unless the
+// cgroup is renewed.
 func (c *Cgroup) RecycleEmpty() {
+	c.takeBack()
 	if c.FD() < 0 || c.m.closed.Load() {
 		c.Remove()
 		return
@@ -634,11 +666,28 @@ func (c *Cgroup) RecycleEmpty() {
 				c.Remove()
 				return
 			}
-			c.keep()
+			c.settle()
 		}()
 	default:
-		c.keep()
+		c.settle()
 	}
+}
+
+// settle gives the reset cgroup a forker when it has none (once per
+// cgroup: see cgroup_place.go) and keeps it, or removes it.
+func (c *Cgroup) settle() {
+	c.m.mu.Lock()
+	room := len(c.m.idle) < MaxIdle
+	c.m.mu.Unlock()
+	if !room {
+		c.Remove()
+		return
+	}
+	if err := c.attachForker(); err != nil {
+		c.Remove()
+		return
+	}
+	c.keep()
 }
 
 // keep adds the reset cgroup to the idle ones, or removes it.
@@ -658,6 +707,8 @@ func (c *Cgroup) keep() {
 // cgroup) and the removal is retried in the background for a bounded
 // time; [Cgroups.Close] waits for it.
 func (c *Cgroup) Remove() {
+	c.takeBack()
+	c.detachForker()
 	c.CloseFD()
 	err := os.Remove(c.dir)
 	if (err == nil || errors.Is(err, os.ErrNotExist)) && c.removeV1() {

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,22 +20,8 @@ import (
 // their controllers, each of which lives where the host offers it: on the
 // command's cgroup v2 itself when the controller can be enabled for the
 // engine's cgroups (a cgroup v2 host that delegates it), otherwise in a
-// cgroup of the controller's cgroup v1 hierarchy (a hybrid host). A clone
-// into the cgroup v2 places a process in no v1 hierarchy, so there the
-// command's processes join those cgroups separately, without a window in
-// which the command runs outside them: a v1 hierarchy places threads, and
-// a child starts in its forking thread's cgroups, so the thread that forks
-// the command joins the command's v1 cgroups first and returns to the
-// engine's right after ([Cgroup.JoinThread]); the command is born in them,
-// charged from its first page. A launcher that holds the command back
-// until it is placed (the sandbox's gate) can move it in after the fork
-// instead ([Cgroup.MoveIn]). Moving a pid takes the kernel's global
-// cgroup lock, which waits for an RCU grace period (up to milliseconds);
-// a thread moving itself does not: joining and leaving cost ~25 µs per
-// command (Linux 6.18, 2 CPUs).
-//
-// [Start] places a [Spec.Cgroup]'s process; a [Spec.Launch] function
-// places it itself (package sandbox).
+// cgroup of the controller's cgroup v1 hierarchy (a hybrid host), where
+// the command is placed as cgroup_place.go describes.
 
 // The controllers a Cgroups places limits with.
 const (
@@ -109,13 +93,16 @@ type Usage struct {
 	// once (pids.peak; every thread counts, and so does the shell). The
 	// kernel keeps no count of the processes a cgroup started: a script
 	// that ran ten programs one after the other reads 2 (the shell and
-	// one program). Where the pids limit lives in a v1 hierarchy, the
-	// engine thread that forks the shell counts too, until it leaves right
-	// after the fork (see [Cgroup.JoinThread]): the value is never below
-	// 2 there (a command that never ran more than its shell reads 2), and
-	// one more than the command's own when the shell started another
-	// process before the thread left (a busy machine). 0 without a pids
-	// controller, or on a kernel without pids.peak (before Linux 6.1).
+	// one program). Where the pids limit lives in a v1 hierarchy the value
+	// is never below 2 (a command that never ran more than its shell reads
+	// 2): the engine thread that forks the shell is in the cgroup then.
+	// A cgroup's resident forker is left out (exact above 2); a thread
+	// that joins for one fork (a cgroup not yet recycled, or a busy
+	// engine: see cgroup_place.go) counts until it leaves right after the
+	// fork, so the value can be one more than the command's own when the
+	// shell started another process before that (a busy machine). 0
+	// without a pids controller, or on a kernel without pids.peak (before
+	// Linux 6.1).
 	Processes int
 	// OOMKills counts the cgroup's processes killed by the kernel's OOM
 	// killer (oom_kill in memory.events, or memory.oom_control on v1),
@@ -305,7 +292,10 @@ func (c *Cgroup) PidsDir() string {
 // pids; empty where the host uses cgroup v2 for them or has none): a
 // process started into the cgroup v2 must also join these, by writing 0
 // to each one's "tasks" from the thread that then execs (the sandbox
-// helper) or as [Cgroup.JoinThread] and [Cgroup.MoveIn] do.
+// helper) or as [Cgroup.JoinThread] and [Cgroup.MoveIn] do. Their
+// cgroup.procs lists the engine's own pid while the cgroup's forker lives
+// there (cgroup_place.go): the command's processes are the members of
+// its cgroup v2 ([Cgroup.Pids]), never signal those of a v1 cgroup.
 func (c *Cgroup) V1Dirs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,18 +331,27 @@ func (c *Cgroup) SetLimits(l Limits) error {
 		c.limits.Memory = l.Memory
 	}
 	if l.Pids != c.limits.Pids {
-		dir := c.ctlDir(ctlPids)
-		if dir == "" {
-			return errors.New("pids limit: no pids controller available for the engine's cgroups")
-		}
-		v := "max"
-		if l.Pids > 0 {
-			v = strconv.Itoa(l.Pids)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(v), 0); err != nil {
-			return fmt.Errorf("pids.max: %w", err)
+		if err := c.writePidsMax(l.Pids); err != nil {
+			return err
 		}
 		c.limits.Pids = l.Pids
+	}
+	return nil
+}
+
+// writePidsMax writes pids.max for a limit of n processes (0: none) of the
+// command, plus its resident forker; c.mu is held.
+func (c *Cgroup) writePidsMax(n int) error {
+	dir := c.ctlDir(ctlPids)
+	if dir == "" {
+		return errors.New("pids limit: no pids controller available for the engine's cgroups")
+	}
+	v := "max"
+	if n > 0 {
+		v = strconv.Itoa(n + c.residentPids())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(v), 0); err != nil {
+		return fmt.Errorf("pids.max: %w", err)
 	}
 	return nil
 }
@@ -422,6 +421,9 @@ func (c *Cgroup) Usage() (Usage, error) {
 	if c.ctlDir(ctlPids) != "" {
 		if n, err := c.readInt(filePidsPeak); err == nil {
 			u.Processes = int(n)
+			if c.residentPids() == 1 { // the forker and the shell at least
+				u.Processes = max(u.Processes-1, 2)
+			}
 		} else if !errors.Is(err, os.ErrNotExist) { // pids.peak: Linux 6.1+
 			errs = append(errs, err)
 		}
@@ -476,7 +478,7 @@ func (c *Cgroup) reset() (renew []int, ok bool) {
 		switch {
 		case c.m.ctl[ctlPids].v2 && peak > 1:
 			return nil, false
-		case peak > 2: // 2: a shell and the engine thread that forked it (JoinThread)
+		case peak-int64(c.residentPids()) > 2: // 2: a shell and the engine thread that forked it
 			renew = append(renew, ctlPids)
 		}
 	}
@@ -489,6 +491,9 @@ func (c *Cgroup) reset() (renew []int, ok bool) {
 func (c *Cgroup) renew(ctls []int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.moveForker(ctls, true); err != nil {
+		return err
+	}
 	for _, i := range ctls {
 		c.closeV1Files(i)
 		if err := os.Remove(c.v1[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -505,7 +510,7 @@ func (c *Cgroup) renew(ctls []int) error {
 			return err
 		}
 	}
-	return nil
+	return c.moveForker(ctls, false)
 }
 
 // closeV1Files closes the files c keeps open in its v1 cgroup of
@@ -559,119 +564,6 @@ func (c *Cgroup) removeV1() bool {
 		c.v1[i] = ""
 	}
 	return gone
-}
-
-// --- placement ---
-
-// JoinThread moves the calling OS thread into the command's cgroups in v1
-// hierarchies (nothing where there are none): a process the thread forks
-// then starts there, charged from its first page. Writing 0 to "tasks"
-// moves the writer only, and without the kernel's global cgroup lock. The
-// caller must have locked its goroutine to the thread
-// (runtime.LockOSThread) and must not be the process's main thread (in a
-// v1 memory hierarchy the main thread's cgroup is charged for the whole
-// process's memory); afterwards it either calls [Cgroups.LeaveThread] or
-// ends the thread by returning from the goroutine still locked. While
-// there, the thread counts in the command's pids.current and pids.peak.
-func (c *Cgroup) JoinThread() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, fd := range c.tasks {
-		if fd < 0 {
-			continue
-		}
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
-			return fmt.Errorf("join %s cgroup: %w", ctlNames[i], err)
-		}
-	}
-	return nil
-}
-
-// LeaveThread moves the calling OS thread back to the engine's own cgroups
-// after [Cgroup.JoinThread].
-func (m *Cgroups) LeaveThread() error {
-	for i, fd := range m.homeTasks {
-		if fd < 0 {
-			continue
-		}
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
-			return fmt.Errorf("leave %s cgroup: %w", ctlNames[i], err)
-		}
-	}
-	return nil
-}
-
-// joinsThread reports whether a process started into c needs JoinThread.
-func (c *Cgroup) joinsThread() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tasks != [nCtl]int{-1, -1}
-}
-
-// MoveIn moves process pid, started into the cgroup v2, into the command's
-// cgroups in v1 hierarchies (nothing where there are none), for a launcher
-// that holds the process back until it is placed (this can take
-// milliseconds: see the top of this file). Processes pid forked before
-// are caught up: every member of the cgroup v2 that a v1 cgroup lacks is
-// moved, until a pass finds none (the cgroup v2 holds every descendant by
-// construction).
-func (c *Cgroup) MoveIn(pid int) error {
-	for _, dir := range c.V1Dirs() {
-		procs := filepath.Join(dir, "cgroup.procs")
-		for pending := []int{pid}; len(pending) > 0; {
-			for _, p := range pending {
-				err := os.WriteFile(procs, []byte(strconv.Itoa(p)), 0)
-				if err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: it exited
-					return fmt.Errorf("join cgroup %s: %w", dir, err)
-				}
-			}
-			in := readPids(procs)
-			pending = slices.DeleteFunc(c.Pids(), func(p int) bool { return slices.Contains(in, p) })
-		}
-	}
-	return nil
-}
-
-// start starts cmd into c (see the top of this file).
-func (c *Cgroup) start(cmd *exec.Cmd) error {
-	if !c.joinsThread() {
-		return cmd.Start()
-	}
-	errc := make(chan error, 1)
-	c.onJoinedThread(cmd.Start, errc)
-	return <-errc
-}
-
-// onJoinedThread runs start on a thread of its own that joined c's
-// cgroups, moves the thread back and sends start's error on errc. A thread
-// that cannot go back is ended (its goroutine returns locked), so nothing
-// else of the engine ever runs in a command's cgroup. The process's main
-// thread is never used.
-func (c *Cgroup) onJoinedThread(start func() error, errc chan<- error) {
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The main thread stays locked to this goroutine meanwhile, so
-			// the nested one runs on another.
-			inner := make(chan error, 1)
-			c.onJoinedThread(start, inner)
-			errc <- <-inner
-			runtime.UnlockOSThread()
-			return
-		}
-		err := c.JoinThread()
-		if err == nil {
-			err = start()
-		}
-		// Leave before answering: a thread still in the command's v1
-		// cgroups would keep them from being removed, and count in them.
-		if lerr := c.m.LeaveThread(); lerr != nil {
-			errc <- errors.Join(err, lerr)
-			return // still locked: the runtime ends the thread
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
 }
 
 // v1Mount returns the mount point and root of the cgroup v1 hierarchy of

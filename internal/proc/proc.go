@@ -41,8 +41,9 @@ type Spec struct {
 	// Cgroup, when set, starts the process inside that cgroup: its cgroup
 	// v2 from the fork on (CLONE_INTO_CGROUP), and on a hybrid host its
 	// cgroups in the v1 memory and pids hierarchies too, with no window in
-	// which the command runs outside them (see [Cgroup.JoinThread] and
-	// [Cgroup.MoveIn]).
+	// which the command runs outside them: it is forked by the cgroup's
+	// resident forker thread, or by a thread that joins them for the fork
+	// (see cgroup_place.go).
 	Cgroup *Cgroup
 	// Launch, when set, starts the prepared command instead of cmd.Start
 	// (restricted mode starts it from a confined thread). It may change

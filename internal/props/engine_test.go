@@ -263,8 +263,12 @@ func (m *machine) adopt() {
 			t.Fatalf("%s moved to the background: %q", c.kind, r.Output)
 		}
 		after := m.yieldAfter(c)
+		send := ""
+		if c.kind == "yread" { // stdin "pipe": the line says how to send input
+			send = ", send it input with bash_write"
+		}
 		line := "[command still running after " + after.String() + ": moved to background as " + r.JobID +
-			"; read it with bash_output, stop it with bash_kill]"
+			"; read it with bash_output" + send + ", stop it with bash_kill]"
 		soFar, ok := strings.CutSuffix(r.Output, line)
 		if !ok || !strings.HasPrefix(r.JobID, "job-") || r.PID <= 0 || r.OutputFile == "" {
 			t.Fatalf("%s yielded: %+v", c.kind, *r)

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -241,4 +242,115 @@ func renderAll(cfg truncate.Config, data []byte) truncate.Output {
 	out := b.Result()
 	b.Close()
 	return out
+}
+
+// renderedGen draws output a terminal program writes: text, line ends,
+// colours, titles, cursor moves within a line, NULs and invalid bytes.
+func renderedGen(maxLen int) *rapid.Generator[[]byte] {
+	pieces := []string{"hello", "wörld ", "日本", "\n", "\r\n", "\r", "\b", "\t", "\x1b[31m", "\x1b[0m", "\x1b[2K",
+		"\x1b[1G", "\x1b[K", "\x1b]0;title\x07", "\x00", "\x07", "\xff", "\xe2\x82", "\u0085", "12%", "[=====>   ]"}
+	return rapid.Custom(func(t *rapid.T) []byte {
+		var b []byte
+		for len(b) < maxLen {
+			p := rapid.SampledFrom(pieces).Draw(t, "piece")
+			b = append(b, bytes.Repeat([]byte(p), rapid.IntRange(1, 30).Draw(t, "rep"))...)
+			if rapid.IntRange(0, 8).Draw(t, "stop") == 0 {
+				break
+			}
+		}
+		return b[:min(len(b), maxLen)]
+	})
+}
+
+// isClean: valid UTF-8 without control characters but newline and tab.
+func isClean(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTruncationRendered: with rendering (render.Clean, the engine's
+// default), for any output, limits and chunking, the text is clean, in
+// its strategy's format and bounds, whole (the rendering of all of it)
+// when not truncated; Total and the spool file still hold the raw bytes;
+// and Since, asked as progress does until the Buffer is closed, adds up
+// to the rendering of the whole output when nothing was skipped.
+func TestTruncationRendered(t *testing.T) {
+	spoolDir := t.TempDir()
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := truncate.Config{
+			Strategy: rapid.SampledFrom([]config.Truncation{config.TruncateMiddle, config.TruncateHead, config.TruncateTail}).Draw(t, "strategy"),
+			Max:      rapid.IntRange(1, 400).Draw(t, "max"),
+			Head:     rapid.IntRange(1, 200).Draw(t, "head"),
+			Tail:     rapid.IntRange(1, 200).Draw(t, "tail"),
+			SpoolDir: spoolDir,
+			Render:   render.Clean,
+		}
+		data := renderedGen(3000).Draw(t, "data")
+		b := truncate.New(cfg)
+		var streamed strings.Builder
+		var next, skipped int64
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), rapid.IntRange(1, 300).Draw(t, "chunk"))
+			b.Write(rest[:n])
+			rest = rest[n:]
+			text, skip, nx := b.Since(next, 1<<20)
+			streamed.WriteString(text)
+			skipped, next = skipped+skip, nx
+		}
+		out := b.Result()
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		text, skip, _ := b.Since(next, 1<<20) // closed: the rest, held back lines too
+		streamed.WriteString(text)
+		skipped += skip
+		if out.SpoolFile != "" {
+			defer os.Remove(out.SpoolFile)
+			if got, _ := os.ReadFile(out.SpoolFile); !bytes.Equal(got, data) {
+				t.Fatalf("spool holds %d bytes, want the raw %d", len(got), len(data))
+			}
+		}
+		c := effective(cfg)
+		whole, _ := render.AppendClean(nil, data, render.CleanOptions{})
+		if out.Total != int64(len(data)) {
+			t.Fatalf("Total %d, want %d", out.Total, len(data))
+		}
+		if skipped == 0 && streamed.String() != string(whole) {
+			t.Fatalf("Since added up to %q, want %q", streamed.String(), whole)
+		}
+		body := out.Text
+		if out.Truncated {
+			if i := strings.IndexByte(body, '\n'); i >= 0 {
+				body = body[i+1:]
+			}
+		} else if body != string(whole) {
+			t.Fatalf("untruncated %q, want %q", body, whole)
+		}
+		if !isClean(body) {
+			t.Fatalf("not clean: %q", body)
+		}
+		switch {
+		case !out.Truncated:
+		case c.Strategy == config.TruncateMiddle:
+			head, tail, ok := strings.Cut(body, "\n\n[snip]\n\n")
+			if !ok || len(head) > c.Head || len(tail) > c.Tail || !middleHeader.MatchString(out.Text) {
+				t.Fatalf("middle: %q", out.Text)
+			}
+		case c.Strategy == config.TruncateHead:
+			if len(body) > c.Max || !headHeader.MatchString(out.Text) {
+				t.Fatalf("head: %q", out.Text)
+			}
+		default:
+			if utf8.RuneCountInString(body) > c.Max || !tailHeader.MatchString(out.Text) {
+				t.Fatalf("tail: %q", out.Text)
+			}
+		}
+	})
 }

@@ -18,17 +18,9 @@ import (
 )
 
 // The supervisor actor: the records of every job, by conversation, and
-// admission.
-//
-// Admission: a foreground job runs when fewer than MaxRunning foreground
-// jobs run engine-wide and fewer than MaxRunningPerConversation in its
-// conversation; otherwise it waits in one engine-wide FIFO queue (at most
-// MaxQueue calls), and the first waiter whose conversation has room is
-// admitted whenever a job ends. A background job occupies no running slot
-// (a server may live for hours) but counts against MaxJobs and
-// MaxJobsPerConversation, and is refused at once over them: waiting for a
-// long-lived job to end makes no sense. Refusals wrap ErrBusy and say what
-// is full.
+// admission (shares.go: what may start when; pressure.go: what the jobs
+// and the host use). Refusals are *BusyError values, which the engine
+// words.
 
 type (
 	startRequest struct {
@@ -71,7 +63,12 @@ type (
 		conv  string
 		reply chan<- []jobs.State
 	}
-	statsRequest    struct{ reply chan<- Stats }
+	statsRequest struct{ reply chan<- Stats }
+	// heldRequest asks why a queued call still waits (nil: it does not).
+	heldRequest struct {
+		reply chan<- admitted
+		ack   chan<- *BusyError
+	}
 	shutdownRequest struct{ leaveJobs bool }
 )
 
@@ -80,6 +77,11 @@ type Stats struct {
 	// Running is the number of foreground jobs running; Jobs the number of
 	// background jobs running; Queued the number of calls waiting.
 	Running, Jobs, Queued int
+	// Busy is the CPUs wanted by the jobs measured busy, Starting the jobs
+	// not yet measured (see config.Admission).
+	Busy, Starting int
+	// MemoryShort and ProcessesShort say what the host is short of.
+	MemoryShort, ProcessesShort bool
 }
 
 // key identifies a job: its conversation and its id (background job ids
@@ -89,20 +91,19 @@ type key struct{ conv, id string }
 type entry struct {
 	pid   *actor.PID
 	state jobs.State
+	p     pkey // its principal
+	// starting: not yet measured, it counts as one busy CPU; units: the
+	// CPUs it wants, once measured (0: idle).
+	starting bool
+	units    int
 }
 
 // conversation is the supervisor's bookkeeping of one conversation.
 type conversation struct {
-	running, jobs int    // foreground and background jobs running
-	jobSeq        uint64 // its background "job-N" ids
-	dir           string // its 0700 output directory ("" until needed)
-	ending        bool   // EndConversation: forget it when its last job ends
-}
-
-type waiter struct {
-	req   jobs.Request
-	reply chan<- admitted
-	since time.Time
+	account
+	jobSeq uint64 // its background "job-N" ids
+	dir    string // its 0700 output directory ("" until needed)
+	ending bool   // EndConversation: forget it when its last job ends
 }
 
 type supervisor struct {
@@ -113,10 +114,9 @@ type supervisor struct {
 	children map[string]key     // live job actor id -> job
 	killers  map[key][]chan<- jobs.State
 	convs    map[string]*conversation
-	queue    []waiter
+	shares
 	yields   map[key]*pendingYield // by the foreground job's key
 	cmdSeq   uint64                // foreground "cmd-N" ids, engine-wide
-	fg, bg   int                   // foreground and background jobs running, engine-wide
 	stopping bool
 	stopped  bool
 }
@@ -124,11 +124,12 @@ type supervisor struct {
 // props: the supervisor's children are stopped, never restarted. Like the
 // jobs, it runs a message in the sender's goroutine when idle (protoactor's
 // synchronized dispatcher); it never blocks in Receive.
-func props(s *Supervisor) *actor.Props {
+func props(s *Supervisor, host hostState) *actor.Props {
 	stop := actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]jobs.State{}, children: map[string]key{},
-			killers: map[key][]chan<- jobs.State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{}}
+			killers: map[key][]chan<- jobs.State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{},
+			shares: shares{principals: map[pkey]*principal{}, host: host}}
 	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
@@ -137,11 +138,11 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 	case *startRequest:
 		sv.admit(ctx, m)
 	case *withdrawRequest:
-		i := slices.IndexFunc(sv.queue, func(w waiter) bool { return w.reply == m.reply })
-		if i >= 0 {
-			sv.queue = slices.Delete(sv.queue, i, i+1)
-		}
-		m.ack <- i >= 0
+		m.ack <- sv.withdraw(m.reply)
+	case *heldRequest:
+		m.ack <- sv.heldWaiter(m.reply)
+	case *loadSample:
+		sv.sampled(ctx, m)
 	case *actors.Report:
 		sv.update(ctx, m.State)
 	case *actors.YieldRequest:
@@ -159,7 +160,7 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 	case *endConversationRequest:
 		sv.endConversation(ctx, m)
 	case *statsRequest:
-		m.reply <- Stats{Running: sv.fg, Jobs: sv.bg, Queued: len(sv.queue)}
+		m.reply <- sv.stats()
 	case *actor.Terminated:
 		sv.terminated(ctx, m.Who)
 	case *shutdownRequest:
@@ -179,61 +180,12 @@ func (sv *supervisor) conv(id string) *conversation {
 	return c
 }
 
-// admit starts a job now, queues it, or refuses it.
-func (sv *supervisor) admit(ctx actor.Context, m *startRequest) {
-	if sv.stopping {
-		m.reply <- admitted{err: ErrShutdown}
-		return
-	}
-	lim := sv.s.admission
-	c := sv.conv(m.req.Conversation)
-	c.ending = false // a conversation used again after EndConversation lives on
-	if m.req.Background {
-		switch {
-		case c.jobs >= lim.MaxJobsPerConversation:
-			m.reply <- admitted{err: fmt.Errorf("%w: this conversation already has %d background jobs running, the most it may; stop one (bash_kill) or wait for one to end", ErrBusy, c.jobs)}
-		case sv.bg >= lim.MaxJobs:
-			m.reply <- admitted{err: fmt.Errorf("%w: %d background jobs are running on this host, the most it allows; try again later", ErrBusy, sv.bg)}
-		default:
-			m.reply <- sv.start(ctx, m.req, time.Now())
-		}
-		return
-	}
-	if len(sv.queue) == 0 && sv.fg < lim.MaxRunning && c.running < lim.MaxRunningPerConversation {
-		m.reply <- sv.start(ctx, m.req, time.Now())
-		return
-	}
-	if len(sv.queue) >= lim.MaxQueue {
-		why := fmt.Sprintf("%d commands are running on this host (the most at once is %d) and %d more are waiting, the most that may wait",
-			sv.fg, lim.MaxRunning, len(sv.queue))
-		if c.running >= lim.MaxRunningPerConversation {
-			why = fmt.Sprintf("this conversation already runs %d commands at once, the most it may, and %d calls are waiting", c.running, len(sv.queue))
-		}
-		m.reply <- admitted{err: fmt.Errorf("%w: %s; try again later", ErrBusy, why)}
-		return
-	}
-	sv.queue = append(sv.queue, waiter{req: m.req, reply: m.reply, since: time.Now()})
-}
-
-// dequeue admits the first waiters, in order, whose conversation has room,
-// while the engine has room.
-func (sv *supervisor) dequeue(ctx actor.Context) {
-	lim := sv.s.admission
-	for i := 0; i < len(sv.queue) && sv.fg < lim.MaxRunning; {
-		w := sv.queue[i]
-		if sv.conv(w.req.Conversation).running >= lim.MaxRunningPerConversation {
-			i++
-			continue
-		}
-		sv.queue = slices.Delete(sv.queue, i, i+1)
-		w.reply <- sv.start(ctx, w.req, w.since)
-	}
-}
-
 // start records a new job and spawns its actor, which waits for its
 // process.
 func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince time.Time) admitted {
 	c := sv.conv(req.Conversation)
+	pk := principalKey(req)
+	p := sv.principal(pk)
 	spec := &actors.Spec{Request: req, Queued: time.Since(queuedSince)}
 	dir, err := sv.outputDir(req.Conversation, c)
 	if err != nil {
@@ -244,6 +196,7 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	if req.Background {
 		c.jobSeq++
 		c.jobs++
+		p.jobs++
 		sv.bg++
 		spec.ID = "job-" + strconv.FormatUint(c.jobSeq, 10)
 		spec.Name = filepath.Base(dir) + "-" + spec.ID
@@ -251,6 +204,7 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	} else {
 		sv.cmdSeq++
 		c.running++
+		p.running++
 		sv.fg++
 		spec.ID = "cmd-" + strconv.FormatUint(sv.cmdSeq, 10)
 		done = make(chan jobs.Outcome, 1)
@@ -258,10 +212,16 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	}
 	pid := ctx.Spawn(actors.NewProps(spec, sv.s.res))
 	k := key{spec.Conversation, spec.ID}
-	sv.running[k] = &entry{pid: pid, state: jobs.State{
+	// Measured (see pressure.go), unless the supervisor counts only: a
+	// foreground job then counts as busy while it runs, a background one
+	// not at all.
+	e := &entry{pid: pid, p: pk, starting: !sv.s.countOnly || !req.Background, state: jobs.State{
 		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
 		Background: spec.Background, Status: jobs.Running, OutputFile: spec.OutputFile, Started: time.Now(),
 	}}
+	sv.running[k] = e
+	sv.charge(e, c, p, +1)
+	p.ref(c, +1)
 	sv.children[pid.Id] = k
 	return admitted{spec: spec, pid: pid, done: done}
 }
@@ -300,7 +260,7 @@ func (sv *supervisor) update(ctx actor.Context, st jobs.State) {
 		e.state = st
 		return
 	}
-	sv.release(ctx, k, e.state.Background)
+	sv.release(ctx, k, e)
 	if c := sv.convs[k.conv]; st.Background && st.Status != jobs.Errored && (c == nil || !c.ending) {
 		sv.remember(st)
 	}
@@ -310,17 +270,23 @@ func (sv *supervisor) update(ctx actor.Context, st jobs.State) {
 	ctx.Poison(e.pid)
 }
 
-// release forgets a running job and gives its slot to a waiter.
-func (sv *supervisor) release(ctx actor.Context, k key, background bool) {
+// release forgets a running job and gives what it held to the waiters.
+func (sv *supervisor) release(ctx actor.Context, k key, e *entry) {
 	delete(sv.running, k)
-	c := sv.conv(k.conv)
-	if background {
+	sv.s.track.remove(k)
+	c, p := sv.conv(k.conv), sv.principal(e.p)
+	sv.charge(e, c, p, -1)
+	p.ref(c, -1)
+	if e.state.Background {
 		c.jobs--
+		p.jobs--
 		sv.bg--
-		return
+	} else {
+		c.running--
+		p.running--
+		sv.fg--
 	}
-	c.running--
-	sv.fg--
+	sv.tidy(e.p)
 	sv.dequeue(ctx)
 }
 
@@ -374,12 +340,13 @@ func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationReque
 	})
 	sv.queue = slices.DeleteFunc(sv.queue, func(w waiter) bool {
 		if w.req.Conversation == m.conv {
+			sv.unqueue(w)
 			w.reply <- admitted{err: fmt.Errorf("%w: the conversation ended", ErrShutdown)}
 			return true
 		}
 		return false
 	})
-	if c := sv.convs[m.conv]; c != nil && c.running == 0 && c.jobs == 0 {
+	if c := sv.convs[m.conv]; c != nil && c.running == 0 && c.jobs == 0 && c.queued == 0 {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
 		}
@@ -399,7 +366,7 @@ func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
 	}
 	delete(sv.children, who.Id)
 	if e, ok := sv.running[k]; ok {
-		sv.release(ctx, k, e.state.Background)
+		sv.release(ctx, k, e)
 		if e.state.Background {
 			st := e.state
 			st.Status, st.Reason, st.Ended = jobs.Killed, jobs.ReasonFailed, time.Now()
@@ -429,6 +396,7 @@ func (sv *supervisor) shutdown(ctx actor.Context, leaveJobs bool) {
 	}
 	sv.stopping = true
 	for _, w := range sv.queue {
+		sv.unqueue(w)
 		w.reply <- admitted{err: ErrShutdown}
 	}
 	sv.queue = nil
@@ -480,6 +448,7 @@ func (sv *supervisor) list(conv string, all bool) []jobs.State {
 // when still the last one given, the id are taken back).
 type pendingYield struct {
 	newKey key
+	p      pkey   // the job's principal
 	seq    uint64 // the job number taken
 	file   string
 }
@@ -490,15 +459,12 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 	if !ok || e.state.Background || sv.yields[k] != nil {
 		return
 	}
-	lim, c := sv.s.admission, sv.conv(k.conv)
+	c, p := sv.conv(k.conv), sv.principal(e.p)
 	var refuse error
-	switch {
-	case sv.stopping || c.ending:
+	if sv.stopping || c.ending {
 		refuse = fmt.Errorf("%w: the engine or the conversation is ending", ErrShutdown)
-	case c.jobs >= lim.MaxJobsPerConversation:
-		refuse = fmt.Errorf("%w: this conversation already has %d background jobs running, the most it may", ErrBusy, c.jobs)
-	case sv.bg >= lim.MaxJobs:
-		refuse = fmt.Errorf("%w: %d background jobs are running on this host, the most it allows", ErrBusy, sv.bg)
+	} else if b := sv.jobsLimit(e.p, p, c, false); b != nil {
+		refuse = b
 	}
 	var f *os.File
 	var id, name string
@@ -519,8 +485,9 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 	}
 	c.jobSeq++
 	c.jobs++
+	p.jobs++
 	sv.bg++
-	sv.yields[k] = &pendingYield{newKey: key{k.conv, id}, seq: c.jobSeq, file: name}
+	sv.yields[k] = &pendingYield{newKey: key{k.conv, id}, p: e.p, seq: c.jobSeq, file: name}
 	ctx.Send(e.pid, &actors.BecomeBackground{ID: id, OutputFile: name, File: f})
 }
 
@@ -537,13 +504,19 @@ func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State) {
 		e.state = st
 		sv.running[nk] = e
 		sv.children[e.pid.Id] = nk
+		sv.s.track.rekey(old, nk)
 		if ks, ok := sv.killers[old]; ok {
 			sv.killers[nk] = ks
 			delete(sv.killers, old)
 		}
-		c := sv.conv(nk.conv)
+		c, p := sv.conv(nk.conv), sv.principal(e.p)
 		c.running--
+		p.running--
 		sv.fg--
+		if sv.s.countOnly { // unmeasured background jobs count for nothing
+			sv.charge(e, c, p, -1)
+			e.starting, e.units = false, 0
+		}
 		sv.dequeue(ctx)
 		return
 	}
@@ -559,6 +532,8 @@ func (sv *supervisor) yieldFailed(k key) {
 	c := sv.conv(k.conv)
 	c.jobs--
 	sv.bg--
+	sv.principal(y.p).jobs--
+	sv.tidy(y.p)
 	if c.jobSeq == y.seq {
 		c.jobSeq-- // nobody took a later number: the id was never seen
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
 	"github.com/bashvisor/bashvisor/internal/truncate"
@@ -34,8 +36,8 @@ var (
 	ErrShutdown = errors.New("engine is shut down")
 	// ErrNoSuchJob: no background job of that conversation has that id.
 	ErrNoSuchJob = errors.New("no such job")
-	// ErrBusy: the engine or the conversation runs as many jobs as it may
-	// (see config.Admission); the error says what is full.
+	// ErrBusy: admission control refused a job (see config.Admission);
+	// the error is a *BusyError, which says what is full.
 	ErrBusy = errors.New("busy")
 )
 
@@ -66,6 +68,10 @@ type Config struct {
 	// Logger receives warnings; protoactor's own logs go there at Warn and
 	// above.
 	Logger *slog.Logger
+
+	// countOnly (tests) measures nothing: every running foreground job
+	// counts as one busy CPU, a background one for nothing.
+	countOnly bool
 }
 
 // Supervisor starts and tracks the jobs of one engine. It is safe for
@@ -80,6 +86,10 @@ type Supervisor struct {
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
 	final     []jobs.State  // the records when it stopped
+	track     *tracker      // the running jobs' cgroups or processes, for admission
+	countOnly bool          // Config.countOnly
+	stopWatch chan struct{} // ends the watch goroutine
+	watching  sync.WaitGroup
 }
 
 // New starts a supervisor: the environment policy, the cgroup probe, the
@@ -100,7 +110,11 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
 	}
 	env := proc.NewEnv(cfg.Env)
-	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap}
+	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap,
+		Render: render.Clean, Redactor: env.Redactor()}
+	if cfg.Output.Raw {
+		trunc.Render = render.Raw
+	}
 	if cfg.Output.SpoolCap > 0 {
 		trunc.SpoolDir = cfg.OutputDir
 	}
@@ -119,7 +133,8 @@ func New(cfg Config) (*Supervisor, error) {
 	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
 		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)
 	}
-	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{})}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
+		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -128,7 +143,12 @@ func New(cfg Config) (*Supervisor, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	s.pid = s.system.Root.Spawn(props(s))
+	// The host's state before the first admission; the watch tells the
+	// actor when it changes.
+	host := newHostReader(s.admission.MemoryPressure)
+	first := host.read()
+	s.pid = s.system.Root.Spawn(props(s, first))
+	s.watching.Go(func() { s.watch(s.stopWatch, host, first) })
 	return s, nil
 }
 
@@ -228,6 +248,10 @@ func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) 
 		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
 		return nil, err
 	}
+	if !s.countOnly {
+		// Before the actor has its process, so before it can end.
+		s.track.add(key{a.spec.Conversation, a.spec.ID}, l.Cgroup(), l.Pid())
+	}
 	s.system.Root.Send(a.pid, l)
 	return &Job{ID: a.spec.ID, Conversation: a.spec.Conversation, Queued: a.spec.Queued,
 		Pid: l.Pid(), OutputFile: a.spec.OutputFile, done: a.done, out: l.Output()}, nil
@@ -248,9 +272,7 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 	case <-ctx.Done():
 		giveUp = ctx.Err()
 	case <-t.C:
-		st := s.Stats()
-		giveUp = fmt.Errorf("%w: waited %s for one of the %d command slots of this host (%d running, %d waiting); try again later",
-			ErrBusy, s.admission.QueueWait, s.admission.MaxRunning, st.Running, st.Queued)
+		giveUp = s.held(reply)
 	}
 	ack := make(chan bool, 1)
 	s.system.Root.Send(s.pid, &withdrawRequest{reply: reply, ack: ack})
@@ -264,6 +286,23 @@ func (s *Supervisor) wait(ctx context.Context, reply chan admitted) admitted {
 	case <-s.done:
 	}
 	return admitted{err: giveUp}
+}
+
+// held is the refusal of a call that waited QueueWait: what holds it.
+func (s *Supervisor) held(reply chan admitted) error {
+	ack := make(chan *BusyError, 1)
+	s.system.Root.Send(s.pid, &heldRequest{reply: reply, ack: ack})
+	var b *BusyError
+	select {
+	case b = <-ack:
+	case <-s.done:
+	}
+	if b == nil { // admitted meanwhile, or shut down: the withdrawal sorts it out
+		st := s.Stats()
+		b = &BusyError{Limit: LimitCPU, Scope: ScopeHost, Running: st.Running, Queued: st.Queued, Count: st.Busy + st.Starting, Max: s.admission.MaxBusy}
+	}
+	b.Waited = s.admission.QueueWait
+	return b
 }
 
 // Cancel ends a running job of conversation conv with the grace sequence
@@ -380,6 +419,8 @@ func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
 // supervisor actor has stopped; it runs on its own goroutine (the actor
 // system cannot be shut down from inside one of its actors).
 func (s *Supervisor) finish() {
+	close(s.stopWatch)
+	s.watching.Wait()
 	s.system.Shutdown()
 	if s.res.Cgroups != nil {
 		if err := s.res.Cgroups.Close(); err != nil {

@@ -75,6 +75,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/render"
+	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
 // Defaults used for zero (or negative) Config fields.
@@ -110,6 +112,17 @@ type Config struct {
 	SpoolDir string
 	// SpoolCap is the most bytes written to the spool file (default 64 MiB).
 	SpoolCap int64
+	// Render says how the kept bytes become the text of Result, Since and
+	// LastLine (default render.Raw: the bytes, invalid UTF-8 replaced).
+	// Everything else counts raw bytes: Total, the limits, the cuts and
+	// the spool file (see "Rendering" in the package doc).
+	Render render.Mode
+	// Screen is the terminal's size for render.Terminal.
+	Screen render.Size
+	// Redactor, when set with a rendering Render, replaces secret values in
+	// the rendered text again: rendering can join bytes that escape
+	// sequences kept apart in the (already redacted) raw output.
+	Redactor *secret.Redactor
 }
 
 // DefaultConfig returns the default configuration: middle strategy, 128 KiB
@@ -188,6 +201,9 @@ func New(cfg Config) *Buffer {
 	} else {
 		b.ring.size = max(cfg.Tail, minRing)
 	}
+	if cfg.Render != render.Raw {
+		b.ring.size += lookback
+	}
 	return b
 }
 
@@ -246,6 +262,9 @@ func (b *Buffer) Total() int64 { return b.total.Load() }
 // the Buffer keeps is searched, so a very long line is reported from the
 // window's start.
 func (b *Buffer) LastLine(maxBytes int) string {
+	if b.cfg.Render != render.Raw {
+		return b.renderedLastLine(maxBytes)
+	}
 	b.mu.Lock()
 	d := b.prefix
 	if b.over || b.cfg.Strategy == config.TruncateTail {
@@ -281,10 +300,12 @@ func (b *Buffer) Result() Output {
 	if out.Total == 0 {
 		return out
 	}
-	switch b.cfg.Strategy {
-	case config.TruncateTail:
+	switch {
+	case b.cfg.Render != render.Raw:
+		out.Text, out.Truncated = b.renderedResult(out.Total)
+	case b.cfg.Strategy == config.TruncateTail:
 		out.Text, out.Truncated = b.renderTail()
-	case config.TruncateHead:
+	case b.cfg.Strategy == config.TruncateHead:
 		out.Text, out.Truncated = b.renderHead(out.Total)
 	default:
 		out.Text, out.Truncated = b.renderMiddle(out.Total)
@@ -486,6 +507,9 @@ func (b *Buffer) Since(offset int64, limit int) (text string, skipped, next int6
 		return "", 0, max(offset, 0)
 	}
 	offset = max(offset, 0)
+	if b.cfg.Render != render.Raw {
+		return b.renderedSince(offset, limit)
+	}
 	d := b.prefix // everything while under the limit (not the tail strategy)
 	if b.over || b.cfg.Strategy == config.TruncateTail {
 		d = b.ring.contents()

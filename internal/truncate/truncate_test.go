@@ -203,7 +203,7 @@ func TestInvalidUTF8(t *testing.T) {
 		})
 	}
 	// The alternating case: HEAD and TAIL are cut from the sanitised text.
-	h, tl := sections(t, render(Config{}, alt).Text)
+	h, tl := sections(t, renderOut(Config{}, alt).Text)
 	if len(h) > 4096 || len(tl) > 4096 || !strings.HasPrefix(h, "\uFFFDa\uFFFDa") || !strings.HasSuffix(tl, "\uFFFDa") {
 		t.Fatalf("bad sections: head %d bytes %q..., tail %d bytes", len(h), h[:8], len(tl))
 	}
@@ -241,7 +241,7 @@ func TestMixedRandom(t *testing.T) {
 		chunk := 1 + rng.IntN(50)
 		out := resultOf(t, cfg, data, chunk)
 		checkMiddleBounds(t, out, cfg)
-		if whole := render(cfg, data); whole != out {
+		if whole := renderOut(cfg, data); whole != out {
 			t.Fatalf("chunked %+v != whole %+v", out, whole)
 		}
 		c := cfg.normalize()
@@ -293,7 +293,7 @@ func TestEmpty(t *testing.T) {
 
 func TestClampHeadTail(t *testing.T) {
 	data := logLines(1000)
-	out := render(Config{Max: 100}, data)
+	out := renderOut(Config{Max: 100}, data)
 	h, tl := sections(t, out.Text)
 	if h != string(data[:50]) || tl != string(data[950:]) {
 		t.Fatalf("head %q tail %q", h, tl)
@@ -598,7 +598,7 @@ func FuzzBuffer(f *testing.F) {
 			Tail:     int(tail) + 1,
 		}
 		out := resultOf(t, cfg, data, int(chunk)+1)
-		if whole := render(cfg, data); whole != out {
+		if whole := renderOut(cfg, data); whole != out {
 			t.Fatalf("chunked %+v != whole %+v", out, whole)
 		}
 		if out.Total != int64(len(data)) || !utf8.ValidString(out.Text) {
@@ -646,7 +646,7 @@ func TestWriteAfterClose(t *testing.T) {
 }
 
 // render is what a Buffer with cfg shows after being given all of data.
-func render(cfg Config, data []byte) Output {
+func renderOut(cfg Config, data []byte) Output {
 	b := New(cfg)
 	b.Write(data)
 	out := b.Result()

@@ -1,0 +1,95 @@
+package proc_test
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+)
+
+// TestCgroupCPUDemand: a command that wants a CPU for 0.5 s of wall time
+// used or waited for it about that long, whatever else runs on the host
+// (CPU time plus pressure stall); one that sleeps wanted next to nothing.
+func TestCgroupCPUDemand(t *testing.T) {
+	m := cgroups(t)
+	demand := func(script string) (cpu, stall time.Duration, psi bool) {
+		cg, err := m.New("demand")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cg.Remove()
+		cpu0, stall0, _, err := cg.CPUDemand()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runIn(t, cg, script)
+		cpu1, stall1, psi, err := cg.CPUDemand()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cpu1 - cpu0, stall1 - stall0, psi
+	}
+	cpu, stall, psi := demand(`end=$(( ${EPOCHREALTIME/./} + 500000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
+	t.Logf("busy 0.5 s: CPU %v, stall %v (pressure stall information: %v)", cpu, stall, psi)
+	if want := cpu + stall; want < 350*time.Millisecond || (psi && want > 2*time.Second) || cpu <= 0 {
+		t.Errorf("a busy loop of 0.5 s wanted %v of CPU (%v used, %v waited)", want, cpu, stall)
+	}
+	cpu, stall, _ = demand(`sleep 0.5`)
+	t.Logf("sleep 0.5 s: CPU %v, stall %v", cpu, stall)
+	if cpu+stall > 150*time.Millisecond {
+		t.Errorf("sleep 0.5 wanted %v of CPU (%v used, %v waited)", cpu+stall, cpu, stall)
+	}
+}
+
+func TestPressureFields(t *testing.T) {
+	b := []byte("some avg10=12.50 avg60=3.00 avg300=0.10 total=123456\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=99\n")
+	if n, err := proc.PressureTotal(b); err != nil || n != 123456 {
+		t.Errorf("total %d %v", n, err)
+	}
+	if v, err := proc.PressureAvg10(b); err != nil || v != 12.5 {
+		t.Errorf("avg10 %v %v", v, err)
+	}
+	for _, bad := range []string{"", "full avg10=1 total=2\n", "some avg10=x total=y\n"} {
+		if _, err := proc.PressureTotal([]byte(bad)); err == nil {
+			t.Errorf("total of %q: no error", bad)
+		}
+	}
+}
+
+// TestTreeDemand: without a cgroup, a shell whose child keeps a CPU busy
+// for 0.5 s wanted about that much CPU (time used plus run delay) over the
+// shell's process tree; one whose child sleeps wanted next to nothing.
+func TestTreeDemand(t *testing.T) {
+	demand := func(child string) (cpu, wait time.Duration, ok bool) {
+		c := exec.Command("bash", "-c", "bash -c '"+child+"'; true")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // the child bash started
+		cpu0, wait0, _, err := proc.TreeDemand(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		cpu1, wait1, ok, err := proc.TreeDemand(c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		return cpu1 - cpu0, wait1 - wait0, ok
+	}
+	cpu, wait, ok := demand(`end=$(( ${EPOCHREALTIME/./} + 700000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
+	t.Logf("busy child, over 400 ms: CPU %v, run delay %v (schedstat: %v)", cpu, wait, ok)
+	if want := cpu + wait; want < 250*time.Millisecond || want > time.Second {
+		t.Errorf("a busy child wanted %v of CPU over 400 ms (%v used, %v waited)", want, cpu, wait)
+	}
+	cpu, wait, _ = demand(`sleep 0.7`)
+	t.Logf("sleeping child, over 400 ms: CPU %v, run delay %v", cpu, wait)
+	if cpu+wait > 100*time.Millisecond {
+		t.Errorf("a sleeping child wanted %v of CPU (%v used, %v waited)", cpu+wait, cpu, wait)
+	}
+	if _, _, _, err := proc.TreeDemand(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
+	}
+}
