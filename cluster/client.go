@@ -44,8 +44,11 @@ type ClientOptions struct {
 	// Placement is the conversation table (default NewMemoryPlacement()).
 	Placement Placement
 	// KeepaliveInterval is how often each executor is pinged for liveness
-	// and load (default 500ms); LostAfter declares it lost after this
-	// long without an answer (default 3s).
+	// and load (default 500ms); LostAfter declares it lost this long after
+	// its latest answer (default 2.5s, so that the calls of an executor
+	// that froze answer lost within 3 s of the freeze: its latest answer
+	// is at most one interval and a round trip older than the freeze).
+	// Keep it above the longest stall a healthy, loaded executor may have.
 	KeepaliveInterval, LostAfter time.Duration
 	// AcceptTimeout bounds the wait for an executor to acknowledge a call
 	// (default 10s); past it the call is lost, never re-sent.
@@ -121,7 +124,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		o.KeepaliveInterval = 500 * time.Millisecond
 	}
 	if o.LostAfter <= 0 {
-		o.LostAfter = 3 * time.Second
+		o.LostAfter = 2500 * time.Millisecond
 	}
 	if o.AcceptTimeout <= 0 {
 		o.AcceptTimeout = 10 * time.Second
@@ -260,6 +263,9 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	var peers []string
 	for _, st := range c.execs {
+		if st.deadline != nil {
+			st.deadline.Stop()
+		}
 		c.stopActor(st.watcher)
 		if !slices.Contains(peers, st.addr) {
 			peers = append(peers, st.addr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,10 +311,60 @@ type execActor struct {
 	x     *Executor
 	calls map[string]*callRecord
 	order []string // finished call ids, oldest first
+	// byWaiter maps a waiter (a front's call actor, which the executor
+	// watches) to the running calls it waits for.
+	byWaiter map[string][]string
 }
 
 func newExecActor(x *Executor) *execActor {
-	return &execActor{x: x, calls: map[string]*callRecord{}}
+	return &execActor{x: x, calls: map[string]*callRecord{}, byWaiter: map[string][]string{}}
+}
+
+// wait adds w as a waiter of call id and watches it: when the front that
+// sent the call dies or its connection to this executor breaks (a
+// Terminated for its actor), a call nobody waits for any more is
+// cancelled (see orphaned).
+func (a *execActor) wait(ctx actor.Context, c *callRecord, id string, w *actor.PID) {
+	c.waiters = append(c.waiters, w)
+	k := w.String()
+	if _, watched := a.byWaiter[k]; !watched {
+		ctx.Watch(w)
+	}
+	a.byWaiter[k] = append(a.byWaiter[k], id)
+}
+
+// orphaned handles the end of a waiter: the front's call actor stopped
+// (its call returned: lost, or the front gave up), or its address
+// terminated (the front died or the connection to it broke). Its running
+// calls that nobody else waits for are cancelled: their results could
+// reach no one, and a front that died must not keep slots busy until the
+// calls' timeouts (15 minutes in slow mode).
+func (a *execActor) orphaned(m *actor.Terminated) {
+	k := m.Who.String()
+	ids := a.byWaiter[k]
+	delete(a.byWaiter, k)
+	for _, id := range ids {
+		c := a.calls[id]
+		if c == nil || c.done {
+			continue
+		}
+		c.waiters = slices.DeleteFunc(c.waiters, func(w *actor.PID) bool { return w.Equal(m.Who) })
+		if len(c.waiters) == 0 {
+			a.x.log.Warn("cancelling a call its front no longer waits for", "call", id, "front", m.Who.Address, "why", terminatedWhy(m))
+			c.cancel()
+		}
+	}
+}
+
+// unwait forgets the waiters of a finished call.
+func (a *execActor) unwait(c *callRecord, id string) {
+	for _, w := range c.waiters {
+		k := w.String()
+		a.byWaiter[k] = slices.DeleteFunc(a.byWaiter[k], func(s string) bool { return s == id })
+		if len(a.byWaiter[k]) == 0 {
+			delete(a.byWaiter, k)
+		}
+	}
 }
 
 func (a *execActor) Receive(ctx actor.Context) {
@@ -347,12 +398,15 @@ func (a *execActor) Receive(ctx actor.Context) {
 		}
 	case callDone:
 		a.finish(ctx, m)
+	case *actor.Terminated:
+		a.orphaned(m)
 	case fenceNow:
 		for id, c := range a.calls {
 			if !c.done {
 				for _, w := range c.waiters {
 					ctx.Send(w, &clusterpb.Refused{CallId: id, Kind: "fenced", Reason: x.FenceReason(), ExecutorId: x.ID()})
 				}
+				a.unwait(c, id)
 				c.waiters = nil
 			}
 		}
@@ -398,16 +452,16 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 		if c.done {
 			ctx.Respond(&clusterpb.RunResult{CallId: tc.CallID, Result: c.result})
 		} else if ctx.Sender() != nil {
-			c.waiters = append(c.waiters, ctx.Sender())
+			a.wait(ctx, c, tc.CallID, ctx.Sender())
 		}
 		return
 	}
 	cctx, cancel := context.WithCancel(x.runCtx)
 	c := &callRecord{command: m.Command, mode: m.Mode, conversation: tc.ConversationID, cancel: cancel}
-	if ctx.Sender() != nil {
-		c.waiters = []*actor.PID{ctx.Sender()}
-	}
 	a.calls[tc.CallID] = c
+	if ctx.Sender() != nil {
+		a.wait(ctx, c, tc.CallID, ctx.Sender())
+	}
 	ctx.Respond(&clusterpb.Accepted{CallId: tc.CallID, ExecutorId: x.ID(), BackstopMs: backstop.Milliseconds()})
 	self, root, id := ctx.Self(), ctx.ActorSystem().Root, tc.CallID
 	if m.Tc.GetProgress() {
@@ -451,6 +505,7 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 			ctx.Send(w, &clusterpb.RunResult{CallId: m.id, Result: c.result})
 		}
 	}
+	a.unwait(c, m.id)
 	c.waiters = nil
 	a.order = append(a.order, m.id)
 	// Forget the oldest finished calls beyond MaxCalls or CallTTL.

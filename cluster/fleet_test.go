@@ -18,8 +18,7 @@ import (
 
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/bashvisor/bashvisor/cluster/etcd"
 
 	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
@@ -89,7 +88,7 @@ func TestFleetEtcd(t *testing.T) {
 	if inFreshProcess(t) {
 		return
 	}
-	endpoint := startEtcd(t, bin)
+	endpoint, _ := startEtcd(t, bin)
 	var addrs []string
 	for range 4 {
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(freePort(t)))
@@ -99,16 +98,15 @@ func TestFleetEtcd(t *testing.T) {
 			return execSpec{listen: addrs[i], membership: "etcd:" + endpoint, providerRaces: true}
 		},
 		front: func() cluster.Membership {
-			return cluster.Provider("bvtest", func() (pacluster.ClusterProvider, error) {
-				return etcd.NewWithConfig("/bvtest", clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
-			})
+			return etcd.Membership("bvtest", endpoint)
 		},
 	})
 }
 
 // startEtcd starts an etcd server on loopback in a temporary directory and
-// returns its client endpoint; it is stopped at cleanup.
-func startEtcd(t *testing.T, bin string) string {
+// returns its client endpoint and a function that SIGKILLs it; it is
+// stopped at cleanup.
+func startEtcd(t *testing.T, bin string) (string, func()) {
 	t.Helper()
 	client, peer := freePort(t), freePort(t)
 	cu, pu := fmt.Sprintf("http://127.0.0.1:%d", client), fmt.Sprintf("http://127.0.0.1:%d", peer)
@@ -146,7 +144,10 @@ func startEtcd(t *testing.T, bin string) string {
 		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"true"`)
 	}, "etcd not healthy: %v\n%s", testenv.Last(&err), stderr)
 	http.DefaultClient.CloseIdleConnections()
-	return cu
+	return cu, func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
 }
 
 // The fleet's failure detection bounds: generous for a loaded 2-core
@@ -299,10 +300,10 @@ func runFleet(t *testing.T, f fleet) {
 	if jobs := c.Jobs(engine.ToolContext{ConversationID: victimConvs[0]}); len(jobs) != 1 || jobs[0].Status != engine.JobLost || jobs[0].JobID != bg.JobID {
 		t.Errorf("background job on the killed executor: %+v", jobs)
 	}
-	// A SIGKILLed executor's commands outlive it ("it may still be
-	// running"); in production its pod's cgroup goes with it. Here the
-	// test ends its background job itself.
-	_ = syscall.Kill(-bg.PID, syscall.SIGKILL)
+	// The killed executor's watchdog ended its commands, the background
+	// job's group included.
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(groupMembers(bg.PID)) == 0 },
+		"the killed executor's background job still runs: %v", testenv.Lazy(func() string { return strings.Join(groupMembers(bg.PID), "; ") }))
 
 	// 3. A fourth executor joins: nothing moves; new conversations go there.
 	// It joins once the front's membership has dropped the killed one:
@@ -394,10 +395,13 @@ func runFleet(t *testing.T, f fleet) {
 	}
 
 	// No command ran twice, and none of the killed or fenced ones ran on.
+	// A killed executor's commands die with it (its watchdog): the
+	// shell may even be killed between creating its marker and writing
+	// to it, but none reaches its end 3 s later.
 	for i := range 30 {
 		b, _ := os.ReadFile(filepath.Join(markers, fmt.Sprintf("kill-%02d", i)))
-		if n := strings.Count(string(b), "start"); n != 1 {
-			t.Errorf("kill-%02d started %d times", i, n)
+		if n := strings.Count(string(b), "start"); n > 1 || strings.Contains(string(b), "end") {
+			t.Errorf("kill-%02d: %q (ran twice, or ran on after its executor was killed)", i, b)
 		}
 	}
 	for i := range 5 {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,7 @@ import (
 
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/bashvisor/bashvisor/cluster/etcd"
 	"go.uber.org/goleak"
 
 	"github.com/bashvisor/bashvisor/cluster"
@@ -35,6 +35,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("BV_EXECUTOR") != "" {
 		os.Exit(executorMain())
+	}
+	if os.Getenv("BV_FRONT") != "" {
+		os.Exit(frontMain())
 	}
 	code := m.Run()
 	if code == 0 {
@@ -71,7 +74,9 @@ func inFreshProcess(t *testing.T) bool {
 	if os.Getenv("BV_INNER") == t.Name() {
 		return false
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=5m"}
+	// Each level of a subtest's name anchored: "^A$/^b$" (an unanchored
+	// "b$" would also run a sibling named "ab").
+	args := []string{"-test.run=^" + strings.ReplaceAll(regexp.QuoteMeta(t.Name()), "/", "$/^") + "$", "-test.count=1", "-test.timeout=5m"}
 	if testing.Verbose() {
 		args = append(args, "-test.v")
 	}
@@ -95,9 +100,9 @@ func testConfig() engine.Config {
 	c.Lifecycle.Grace = 500 * time.Millisecond
 	c.ProgressInterval = 100 * time.Millisecond
 	c.Admission.MaxRunning, c.Admission.MaxRunningPerConversation = 64, 8
-	// Per-command cgroups would outlive an executor the tests SIGKILL (the
-	// sweep of a predecessor's cgroups is not part of this package): the
-	// process group is the unit here.
+	// The process group is the unit here (the engine's watchdog ends the
+	// groups of an executor the tests SIGKILL); the scenarios of
+	// faults_test.go also run with cgroups (execSpec.cgroups).
 	c.Cgroups.Off = true
 	return c
 }
@@ -116,11 +121,13 @@ func executorMain() int {
 			return automanaged.NewWithConfig(300*time.Millisecond, port, strings.Split(arg, ",")...), nil
 		})
 	case "etcd":
-		o.Membership = cluster.Provider("bvtest", func() (pacluster.ClusterProvider, error) {
-			return etcd.NewWithConfig("/bvtest", clientv3.Config{Endpoints: strings.Split(arg, ","), DialTimeout: 5 * time.Second})
-		})
+		o.Membership = etcd.Membership("bvtest", strings.Split(arg, ",")...)
 	}
-	x, err := cluster.NewExecutor(testConfig(), o)
+	cfg := testConfig()
+	if os.Getenv("BV_CGROUPS") != "" {
+		cfg.Cgroups.Off = false
+	}
+	x, err := cluster.NewExecutor(cfg, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "executor:", err)
 		return 1
@@ -168,6 +175,7 @@ type execSpec struct {
 	name, listen, membership, token, fenceAfter string
 	healthPort                                  int
 	linger                                      bool
+	cgroups                                     bool   // per-command cgroups (testConfig has none)
 	providerRaces                               bool   // protoactor's cluster member code races (see startExecutor)
 	mark                                        string // BV_MARK in its environment (and its commands')
 }
@@ -186,6 +194,9 @@ func startExecutor(t *testing.T, s execSpec) *proc {
 		"BV_HEALTH_PORT="+strconv.Itoa(s.healthPort), "BV_MARK="+s.mark, "NO_PROXY=*", "HTTP_PROXY=", "http_proxy=")
 	if s.linger {
 		cmd.Env = append(cmd.Env, "BV_LINGER=1")
+	}
+	if s.cgroups {
+		cmd.Env = append(cmd.Env, "BV_CGROUPS=1")
 	}
 	if s.providerRaces {
 		// protoactor's cluster member code races with itself (BlockList,

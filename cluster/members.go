@@ -23,6 +23,7 @@ type execState struct {
 	ready     bool
 	load      *clusterpb.Pong
 	lastHeard time.Time
+	deadline  *time.Timer // LostAfter after lastHeard: see armDeadline
 	lost      chan struct{}
 	lostAt    time.Time
 	lostWhy   string
@@ -102,37 +103,64 @@ func (c *Client) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// pinger pings the executor at addr until the client stops (static) or
-// the executor with id wantID is lost (provider).
+// pinger pings the executor at addr every KeepaliveInterval until the
+// client stops (static) or the executor with id wantID is lost
+// (provider). Pings do not wait for each other: a frozen executor's
+// silence is measured by its deadline (see armDeadline), not by pings
+// timing out one after another.
 func (c *Client) pinger(addr, wantID string) {
 	defer c.pingers.Done()
 	pid := actor.NewPID(addr, executorActor)
 	t := time.NewTicker(c.o.KeepaliveInterval)
 	defer t.Stop()
 	for {
-		res, err := c.node.sys.Root.RequestFuture(pid, &clusterpb.Ping{}, min(c.o.LostAfter/2, 2*time.Second)).Result()
-		pong, _ := res.(*clusterpb.Pong)
-		if !c.heard(addr, wantID, pong, err) {
-			return
-		}
+		f := c.node.sys.Root.RequestFuture(pid, &clusterpb.Ping{}, c.o.LostAfter)
+		c.pingers.Add(1)
+		go func() {
+			defer c.pingers.Done()
+			res, _ := f.Result()
+			pong, _ := res.(*clusterpb.Pong)
+			c.heard(addr, wantID, pong)
+		}()
 		select {
 		case <-c.runCtx.Done():
 			return
 		case <-t.C:
 		}
+		if !c.keepPinging(wantID) {
+			return
+		}
 	}
 }
 
-// heard handles one keepalive answer (pong nil: none); false stops the
-// pinger.
-func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) bool {
+// keepPinging says whether the pinger of member wantID goes on: static
+// addresses are pinged for ever (a restart there is a new executor); a
+// lost cluster member is pinged for fenceWindow, so that should it come
+// back (a frozen process resumed, a partition healed), its answer gets it
+// fenced.
+func (c *Client) keepPinging(wantID string) bool {
+	if wantID == "" {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.execs[wantID]
+	return !c.stopped && st != nil && (!st.isLost() || time.Since(st.lostAt) < fenceWindow)
+}
+
+// heard handles one keepalive answer (pong nil: none in time, which the
+// deadline already accounts for).
+func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong) {
+	if pong == nil {
+		return
+	}
 	var lose []*execState
 	var why string
 	var fence *execState
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
-		return false
+		return
 	}
 	var st *execState
 	if wantID != "" {
@@ -141,10 +169,6 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 		st = c.byAddr[addr]
 	}
 	switch {
-	case pong == nil:
-		if st != nil && !st.isLost() && st.ready && time.Since(st.lastHeard) > c.o.LostAfter {
-			lose, why = append(lose, st), fmt.Sprintf("no answer to keepalives for %.1fs", time.Since(st.lastHeard).Seconds())
-		}
 	case wantID != "" && pong.ExecutorId != wantID:
 		if st != nil && !st.isLost() {
 			lose, why = append(lose, st), "its address answers as another process "+pong.ExecutorId+" (it restarted)"
@@ -171,17 +195,13 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 			lose, why = append(lose, st), "it fenced itself"
 		default:
 			st.lastHeard, st.load = time.Now(), pong
+			c.armDeadline(st)
 			if !st.ready {
 				st.ready = true
 				c.notifyLocked()
 			}
 		}
 	}
-	// A lost executor is pinged on for a while: should it come back (a
-	// frozen process resumed, a partition healed), its answer gets it
-	// fenced. Static addresses are pinged for ever (a restart there is a
-	// new executor).
-	keep := wantID == "" || (st != nil && (!st.isLost() || time.Since(st.lostAt) < fenceWindow))
 	c.mu.Unlock()
 	for _, l := range lose {
 		c.markLost(l, why)
@@ -189,8 +209,26 @@ func (c *Client) heard(addr, wantID string, pong *clusterpb.Pong, err error) boo
 	if fence != nil {
 		c.node.sys.Root.Send(fence.pid, &clusterpb.Fence{ExecutorId: fence.id, Reason: fence.lostWhy})
 	}
-	_ = err
-	return keep
+}
+
+// armDeadline (re)arms the executor's keepalive deadline: LostAfter after
+// the latest answer it is lost, to the timer's precision, so a frozen
+// executor's calls answer lost at most LostAfter after it stopped
+// answering. c.mu is held.
+func (c *Client) armDeadline(st *execState) {
+	if st.deadline != nil {
+		st.deadline.Reset(c.o.LostAfter)
+		return
+	}
+	st.deadline = time.AfterFunc(c.o.LostAfter, func() {
+		c.mu.Lock()
+		silent := time.Since(st.lastHeard)
+		late := !c.stopped && !st.isLost() && silent >= c.o.LostAfter
+		c.mu.Unlock()
+		if late {
+			c.markLost(st, fmt.Sprintf("no answer to keepalives for %.1fs", silent.Seconds()))
+		}
+	})
 }
 
 // markLost declares an executor lost: every call on it answers "lost" at
@@ -204,6 +242,9 @@ func (c *Client) markLost(st *execState, why string) {
 	}
 	st.lostAt, st.lostWhy = time.Now(), why
 	close(st.lost)
+	if st.deadline != nil {
+		st.deadline.Stop()
+	}
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.log.Warn("executor lost", "executor", st.name(), "id", st.id, "address", st.addr, "why", why)

@@ -32,6 +32,10 @@ import (
 // at its remote address.
 const executorActor = "bashvisor-executor"
 
+// providerStopWait bounds how long a stopping node waits to leave its
+// cluster membership (see node.stop).
+const providerStopWait = 2 * time.Second
+
 // ErrNoToken: a node was asked to listen on a non-loopback address
 // without a shared token.
 var ErrNoToken = errors.New("refusing to listen off loopback without a shared token")
@@ -191,6 +195,17 @@ func startNode(opts nodeOptions) (n *node, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("starting protoactor remote on %s: %v", opts.listen, p)
+			// A provider that fails to start (no etcd, not in a pod)
+			// panics after the remote and gossip started: stop them, so
+			// that the port is free and no goroutine outlives the error.
+			if n.remote == nil && n.pc != nil {
+				n.remote = n.pc.Remote
+			}
+			if n.remote != nil {
+				n.stop(nil)
+			} else {
+				sys.Shutdown()
+			}
 		}
 	}()
 	if opts.beforeStart != nil {
@@ -231,10 +246,22 @@ func startNode(opts nodeOptions) (n *node, err error) {
 func (n *node) stop(peers []string) {
 	n.stopping.Store(true)
 	if n.provider != nil && n.provider.p != nil {
-		func() {
+		// Leaving the membership is a courtesy (a lease or a watch
+		// notices a member that left without a word): it gets
+		// providerStopWait, so that a node stops whatever its membership
+		// store does (etcd down: the etcd provider's delete never
+		// returns). Closing the provider's client then ends the call.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
 			defer func() { _ = recover() }() // automanaged's Shutdown on a client dereferences nil
 			_ = n.provider.p.Shutdown(true)
 		}()
+		select {
+		case <-done:
+		case <-time.After(providerStopWait):
+			n.log.Warn("leaving the cluster membership takes too long; stopping without it", "after", providerStopWait)
+		}
 		closeProviderClient(n.provider.p)
 	}
 	n.remote.Shutdown(false) // no peer can connect back from now on

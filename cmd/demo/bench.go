@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/cli"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -88,7 +88,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "unexpected arguments: %q", fs.Args())
 	}
 	var err error
-	if o.flood, err = parseSize(*flood); err != nil {
+	if o.flood, err = cli.ParseSize(*flood); err != nil {
 		return usageError(fs, stderr, "-flood: %v", err)
 	}
 	if o.child != "" {
@@ -117,25 +117,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	printBench(stdout, o, rows)
 	return 0
-}
-
-// parseSize parses 1GiB, 256MiB, 10KiB or a byte count.
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = v, u.m
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return int64(n * float64(mult)), nil
 }
 
 func (o benchOpts) want(name string) bool {

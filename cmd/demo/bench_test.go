@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/internal/cli"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
@@ -35,12 +36,12 @@ func TestBenchSmall(t *testing.T) {
 
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"1GiB": 1 << 30, "256MiB": 256 << 20, "10K": 10 << 10, "1000": 1000, "1.5M": 3 << 19} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v", in, got, err)
+		if got, err := cli.ParseSize(in); err != nil || got != want {
+			t.Errorf("cli.ParseSize(%q) = %d, %v", in, got, err)
 		}
 	}
-	if _, err := parseSize("x"); err == nil {
-		t.Error("parseSize(x) succeeded")
+	if _, err := cli.ParseSize("x"); err == nil {
+		t.Error("cli.ParseSize(x) succeeded")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bashvisor/bashvisor/internal/cli"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
@@ -39,14 +40,14 @@ func TestMain(m *testing.M) {
 }
 
 // cli is the outcome of one run of the demo binary.
-type cli struct {
+type result struct {
 	stdout, stderr string
 	code           int
 }
 
 // demo runs the demo binary with args; env entries are added to the
 // environment.
-func demo(t *testing.T, env []string, args ...string) cli {
+func demo(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	if demoBin == "" {
 		t.Fatal("the demo binary did not build (see TestMain's output)")
@@ -62,17 +63,17 @@ func demo(t *testing.T, env []string, args ...string) cli {
 	} else if err != nil {
 		t.Fatalf("demo %q: %v", args, err)
 	}
-	return cli{stdout.String(), stderr.String(), code}
+	return result{stdout.String(), stderr.String(), code}
 }
 
-func (c cli) String() string {
+func (c result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", c.code, c.stdout, c.stderr)
 }
 
 // One convention for every subcommand: help on stdout with exit 0, usage
 // errors on stderr with exit 64.
 func TestHelpAndUsageErrors(t *testing.T) {
-	commands := []string{"run", "check", "schema", "mcp", "stress", "bench", "tour"}
+	commands := []string{"run", "check", "schema", "mcp", "executor", "stress", "bench", "tour"}
 	mainPage := func(t *testing.T, out string) {
 		t.Helper()
 		if !strings.Contains(out, "usage: demo COMMAND [flags] [arguments]") {
@@ -104,7 +105,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 			if c.code != 0 || c.stderr != "" || !strings.HasPrefix(c.stdout, "usage: demo "+name) {
 				t.Errorf("demo %q: %v", args, c)
 			}
-			if sc := lookup(name); !strings.Contains(c.stdout, sc.summary[1:]) {
+			if sc := command(name); !strings.Contains(c.stdout, sc.Summary[1:]) {
 				t.Errorf("demo %q does not say what %s does:\n%s", args, name, c.stdout)
 			}
 		}
@@ -140,11 +141,21 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 }
 
+// command returns the demo's subcommand name.
+func command(name string) *cli.Command {
+	for _, c := range program().Commands {
+		if c.Name == name {
+			return &c
+		}
+	}
+	return nil
+}
+
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"--version", "-version", "version"} {
 		c := demo(t, nil, arg)
-		if c.code != 0 || c.stderr != "" || !strings.HasPrefix(c.stdout, "demo github.com/bashvisor/bashvisor ") ||
-			!strings.HasSuffix(c.stdout, " "+runtime.Version()+"\n") {
+		if c.code != 0 || c.stderr != "" || !strings.HasPrefix(c.stdout, "demo ") ||
+			!strings.HasSuffix(c.stdout, " "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n") {
 			t.Errorf("demo %s: %v", arg, c)
 		}
 	}

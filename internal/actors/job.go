@@ -192,6 +192,9 @@ func (j *job) onTimeout(ctx actor.Context) {
 // enter moves the job to phase p.
 func (j *job) enter(p phase) {
 	j.ph = p
+	if p == done && j.l != nil && j.l.cg == nil {
+		j.res.Watchdog.Untrack(j.l.p.Pid) // ended, or left running on purpose
+	}
 	if j.res.trace != nil {
 		j.res.trace(j.spec.ID, p)
 	}

@@ -177,6 +177,9 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		l.undo()
 		return nil, err
 	}
+	if l.cg == nil {
+		res.Watchdog.Track(l.p.Pid) // its cgroup is the engine's otherwise, which the watchdog knows
+	}
 	l.stdin = l.p.Stdin
 	if spec.Sandbox == nil {
 		if err := l.setRlimits(lim, cpuSeconds); err != nil {

@@ -53,6 +53,10 @@ type Resources struct {
 	// processes are left running on purpose (KeepLeftovers, Detach) has
 	// them moved out first.
 	Cgroups *proc.Cgroups
+	// Watchdog ends the jobs should the engine's process die without
+	// shutting down (nil: none): it knows Cgroups, and is told the
+	// process group of each job without a cgroup while the job lives.
+	Watchdog *proc.Watchdog
 	// Sandbox configures sandboxed jobs (Limits, Helper, HelperPath and
 	// ScratchRoot; a job's world comes with its Profile).
 	Sandbox config.Sandbox

@@ -4,6 +4,13 @@ package proc
 // cgroups (RecycleEmpty renews some parts off the caller).
 func (m *Cgroups) WaitRenewals() { m.pending.Wait() }
 
+// Abandon closes the watchdog's pipe without a goodbye, as the kernel
+// does when the engine's process dies, and waits for the watchdog.
+func (w *Watchdog) Abandon() error {
+	_ = closeFD(w.fd)
+	return w.cmd.Wait()
+}
+
 // OnV2 reports whether m's memory and pids controllers are on the cgroup
 // v2 (false: in a v1 hierarchy, or none).
 func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl[ctlPids].v2 }

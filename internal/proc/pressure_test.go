@@ -1,11 +1,16 @@
 package proc_test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestCgroupCPUDemand: a command that wants a CPU for 0.5 s of wall time
@@ -61,12 +66,16 @@ func TestPressureFields(t *testing.T) {
 // for 0.5 s wanted about that much CPU (time used plus run delay) over the
 // shell's process tree; one whose child sleeps wanted next to nothing.
 func TestTreeDemand(t *testing.T) {
-	demand := func(child string) (cpu, wait time.Duration, ok bool) {
+	demand := func(child, settled string) (cpu, wait time.Duration, ok bool) {
 		c := exec.Command("bash", "-c", "bash -c '"+child+"'; true")
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // the child bash started
+		// Measure from when the tree is settled (the program named settled
+		// runs below the shell): starting it costs CPU, a lot of it on a
+		// slow (emulated) machine.
+		testenv.Eventually(t, 30*time.Second, func() bool { return descendantNamed(c.Process.Pid, settled) },
+			"no %s below the shell", settled)
 		cpu0, wait0, _, err := proc.TreeDemand(c.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
@@ -79,12 +88,12 @@ func TestTreeDemand(t *testing.T) {
 		c.Wait()
 		return cpu1 - cpu0, wait1 - wait0, ok
 	}
-	cpu, wait, ok := demand(`end=$(( ${EPOCHREALTIME/./} + 700000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
+	cpu, wait, ok := demand(`end=$(( ${EPOCHREALTIME/./} + 700000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`, "bash")
 	t.Logf("busy child, over 400 ms: CPU %v, run delay %v (schedstat: %v)", cpu, wait, ok)
 	if want := cpu + wait; want < 250*time.Millisecond || want > time.Second {
 		t.Errorf("a busy child wanted %v of CPU over 400 ms (%v used, %v waited)", want, cpu, wait)
 	}
-	cpu, wait, _ = demand(`sleep 0.7`)
+	cpu, wait, _ = demand(`sleep 1.5`, "sleep")
 	t.Logf("sleeping child, over 400 ms: CPU %v, run delay %v", cpu, wait)
 	if cpu+wait > 100*time.Millisecond {
 		t.Errorf("a sleeping child wanted %v of CPU (%v used, %v waited)", cpu+wait, cpu, wait)
@@ -92,4 +101,20 @@ func TestTreeDemand(t *testing.T) {
 	if _, _, _, err := proc.TreeDemand(1 << 30); err == nil {
 		t.Error("no error for a process that does not exist")
 	}
+}
+
+// descendantNamed reports whether a process below pid (not pid itself)
+// runs the program name (its comm).
+func descendantNamed(pid int, name string) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, f := range strings.Fields(string(b)) {
+		child, _ := strconv.Atoi(f)
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child)); strings.TrimSpace(string(comm)) == name {
+			return true
+		}
+		if descendantNamed(child, name) {
+			return true
+		}
+	}
+	return false
 }

@@ -130,6 +130,9 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if note := res.Cgroups.ControllersNote(); note != "" {
 		log.Warn("no job-wide memory or process limits: memory limits bind each process (rlimits), processes are not limited", "why", note)
 	}
+	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
+		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)
+	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
@@ -423,6 +426,9 @@ func (s *Supervisor) finish() {
 		if err := s.res.Cgroups.Close(); err != nil {
 			s.res.Log.Warn("removing cgroups", "err", err)
 		}
+	}
+	if err := s.res.Watchdog.Close(); err != nil {
+		s.res.Log.Warn("the engine's watchdog", "err", err)
 	}
 	close(s.done)
 }

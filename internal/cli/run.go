@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,7 +94,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	command := strings.Join(fs.Args(), " ")
 	dir, err := ef.workdir()
 	if err != nil {
-		fmt.Fprintln(stderr, "demo run:", err)
+		fmt.Fprintln(stderr, errPrefix("run"), err)
 		return exitSystem
 	}
 	sbx, err := ef.sandbox.sandbox()
@@ -106,7 +107,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Limits = limits
 	if cfg.OutputDir, err = os.MkdirTemp("", "bashvisor-run-"); err != nil {
-		fmt.Fprintln(stderr, "demo run:", err)
+		fmt.Fprintln(stderr, errPrefix("run"), err)
 		return exitSystem
 	}
 	if engine.Mode(*mode) == engine.ModeBackground {
@@ -115,7 +116,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	e, err := engine.New(cfg)
 	if err != nil {
 		os.RemoveAll(cfg.OutputDir)
-		fmt.Fprintln(stderr, "demo run:", err)
+		fmt.Fprintln(stderr, errPrefix("run"), err)
 		return exitSystem
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -134,7 +135,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	case res.Status == engine.StatusError:
 		// Bad input, cannot start, restricted mode unavailable: the CLI's
 		// own error, not the command's output.
-		fmt.Fprintln(stderr, "demo run:", res.Err)
+		fmt.Fprintln(stderr, errPrefix("run"), res.Err)
 	default:
 		fmt.Fprint(stdout, res.Output)
 		if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
@@ -142,7 +143,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if res.FullOutputFile != "" {
-		fmt.Fprintf(stderr, "demo run: the complete output (%s) is kept in %s; delete it when done\n",
+		fmt.Fprintf(stderr, errPrefix("run")+" the complete output (%s) is kept in %s; delete it when done\n",
 			truncate.Humanize(res.OutputBytes), res.FullOutputFile)
 	}
 	return exitCode(res)
@@ -157,7 +158,7 @@ func limitFlags(memory string, cpuTime time.Duration, pids int) (config.Limits, 
 	case "none", "-1":
 		l.Memory = -1
 	default:
-		n, err := parseSize(memory)
+		n, err := ParseSize(memory)
 		if err != nil {
 			return l, fmt.Errorf("-memory: %w", err)
 		}
@@ -216,7 +217,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	}
 	e, err := engine.New(cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "demo schema:", err)
+		fmt.Fprintln(stderr, errPrefix("schema"), err)
 		return exitSystem
 	}
 	defer e.Shutdown(context.Background())
@@ -233,8 +234,27 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(out); err != nil {
-		fmt.Fprintln(stderr, "demo schema:", err)
+		fmt.Fprintln(stderr, errPrefix("schema"), err)
 		return exitSystem
 	}
 	return 0
+}
+
+// ParseSize parses 1GiB, 256MiB, 10KiB or a byte count.
+func ParseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.m
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return int64(n * float64(mult)), nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ func TestExecutorFlags(t *testing.T) {
 		t.Errorf("bad -cluster: exit %d, stderr %q", code, errb.String())
 	}
 	errb.Reset()
-	t.Setenv(clusterTokenEnv, "")
+	t.Setenv(ClusterTokenEnv, "")
 	if code := demoMain([]string{"executor", "-listen", "0.0.0.0:0"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "without a shared token") {
 		t.Errorf("0.0.0.0 without a token: exit %d, stderr %q", code, errb.String())
 	}

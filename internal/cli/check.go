@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -69,7 +69,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			writeJSON(stdout, out)
 		} else {
-			fmt.Fprintln(stderr, "demo check:", err)
+			fmt.Fprintln(stderr, errPrefix("check"), err)
 		}
 		return exitSystem
 	}
@@ -84,7 +84,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	if *asJSON {
 		if err := writeJSON(stdout, out); err != nil {
-			fmt.Fprintln(stderr, "demo check:", err)
+			fmt.Fprintln(stderr, errPrefix("check"), err)
 			return exitSystem
 		}
 		return code

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -232,12 +232,12 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if f.httpAddr == "" {
 		fd, err := unix.Dup(1)
 		if err != nil {
-			fmt.Fprintln(stderr, "demo mcp:", err)
+			fmt.Fprintln(stderr, errPrefix("mcp"), err)
 			return 1
 		}
 		unix.CloseOnExec(fd)
 		if err := unix.Dup2(2, 1); err != nil {
-			fmt.Fprintln(stderr, "demo mcp:", err)
+			fmt.Fprintln(stderr, errPrefix("mcp"), err)
 			return 1
 		}
 		protoOut = os.NewFile(uintptr(fd), "mcp-stdout")
@@ -247,7 +247,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if f.audit != "" {
 		var err error
 		if audit, err = os.OpenFile(f.audit, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
-			fmt.Fprintln(stderr, "demo mcp: -audit:", err)
+			fmt.Fprintln(stderr, errPrefix("mcp"), "-audit:", err)
 			return 1
 		}
 		defer audit.Close()
@@ -259,7 +259,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	e, err := f.fleet.runner(f.engineConfig(log, auditW), log)
 	if err != nil {
-		fmt.Fprintln(stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
 	}
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -273,6 +273,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,
 		SharedConversation: f.shared,
+		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
 	}
@@ -324,7 +325,7 @@ func serveStdio(ctx context.Context, srv *mcp.Server, out *os.File, stopCalls fu
 func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlags, stopCalls func(), log *slog.Logger, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", listenAddr(f.httpAddr))
 	if err != nil {
-		fmt.Fprintln(stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
 	}
 	a, err := f.httpAuth(ctx, ln.Addr().String(), log)

@@ -1,0 +1,161 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Watchdog ends an engine's commands when the engine's process dies
+// without shutting down (SIGKILL, a crash, the OOM killer): without it
+// they would be re-parented to init and run on, their cgroups left behind.
+//
+// It is a small bash process of its own (bash is the one program every
+// engine has), in a session of its own, that ignores the terminal's and
+// the engine's signals and reads a pipe whose only writer is the engine.
+// When the engine's process ends, the kernel closes the pipe; the
+// watchdog reads end of file and, unless the engine said goodbye first
+// ([Watchdog.Close], after a clean shutdown), kills everything the engine
+// ran: its cgroup directory with cgroup.kill (every command and every
+// descendant, whatever they did with sessions), and without cgroups every
+// process group the engine told it about ([Watchdog.Track]). Then it
+// removes the engine's cgroup directories and exits.
+//
+// What it cannot do: a process that left its group without a cgroup to
+// hold it (setsid, double fork) is not found, as for the engine itself;
+// without cgroups, a command whose engine died in the instant between
+// the command's start and [Watchdog.Track] (the next thing the engine
+// does) is missed; a
+// group id the engine untracked is never signalled, but one whose last
+// process ended in the instant before the engine died could in principle
+// have been reused by then (pids wrap after millions of processes).
+// SIGKILL of the watchdog itself (kill -9 of both processes at once, an
+// OOM kill) leaves the cleanup to the next engine that starts under the
+// same cgroup parent (see [ProbeCgroups]).
+type Watchdog struct {
+	fd   int // the pipe's write end, non-blocking: a stopped watchdog never blocks the engine
+	cmd  *exec.Cmd
+	once sync.Once
+}
+
+// watchdogScript is the watchdog's program; fd 3 is the pipe. Lines:
+// "cg DIR" (the engine's cgroup v2 directory: kill and remove), "v1 DIR"
+// (a cgroup v1 directory of the engine: remove), "+ PGID" and "- PGID" (a
+// command's process group, without cgroups), "bye" (a clean shutdown:
+// what still runs was left running on purpose).
+const watchdogScript = `trap '' INT TERM HUP QUIT PIPE USR1 USR2
+cg= v1=() ; declare -A g
+while IFS=' ' read -r op arg <&3; do
+  case $op in
+    cg) cg=$arg ;;
+    v1) v1+=("$arg") ;;
+    +) g[$arg]=1 ;;
+    -) unset "g[$arg]" ;;
+    bye) exit 0 ;;
+  esac
+done
+for p in "${!g[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+[[ -n $cg ]] || exit 0
+echo 1 > "$cg/cgroup.kill" 2>/dev/null
+for i in {1..100}; do
+  [[ $(< "$cg/cgroup.events") == *"populated 0"* ]] && break
+  sleep 0.05
+done
+for d in "$cg" "${v1[@]}"; do rmdir "$d"/*/ 2>/dev/null; rmdir "$d" 2>/dev/null; done
+exit 0
+`
+
+// StartWatchdog starts the watchdog of an engine that runs bash (an
+// absolute path) and puts its commands in cg's cgroups (nil: no cgroups;
+// then call Track for each command's process group).
+func StartWatchdog(bash string, cg *Cgroups) (*Watchdog, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.Command(bash, "--noprofile", "--norc", "-c", watchdogScript)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	// A raw descriptor: os.File would park a write on a full pipe in the
+	// poller, and a stopped watchdog must not stall the engine.
+	fd, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	w.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	_ = unix.SetNonblock(fd, true)
+	wd := &Watchdog{fd: fd, cmd: cmd}
+	if cg != nil {
+		dirs := cg.Dirs()
+		wd.send("cg " + dirs[0])
+		for _, d := range dirs[1:] {
+			wd.send("v1 " + d)
+		}
+	}
+	return wd, nil
+}
+
+// Pid is the watchdog's process id.
+func (w *Watchdog) Pid() int { return w.cmd.Process.Pid }
+
+// Track tells the watchdog a command's process group (for an engine
+// without cgroups): it is killed should the engine die before Untrack.
+func (w *Watchdog) Track(pgid int) {
+	if w != nil {
+		w.send("+ " + strconv.Itoa(pgid))
+	}
+}
+
+// Untrack tells the watchdog the group ended, or is left running on
+// purpose.
+func (w *Watchdog) Untrack(pgid int) {
+	if w != nil {
+		w.send("- " + strconv.Itoa(pgid))
+	}
+}
+
+// send writes one line; lines are shorter than PIPE_BUF, so each write is
+// whole or nothing. A full pipe (a stopped watchdog) loses the line: the
+// watchdog is best effort, the engine is never held up by it.
+func (w *Watchdog) send(line string) {
+	_, _ = unix.Write(w.fd, []byte(line+"\n"))
+}
+
+// Close tells the watchdog the engine shut down cleanly (what still runs
+// was left running on purpose) and waits for it to exit.
+func (w *Watchdog) Close() error {
+	if w == nil {
+		return nil
+	}
+	var err error
+	w.once.Do(func() {
+		// The goodbye must arrive, or the watchdog would kill what was
+		// left running on purpose: retry a full pipe for a while.
+		for i := 0; i < 100; i++ {
+			if _, werr := unix.Write(w.fd, []byte("bye\n")); werr != unix.EAGAIN {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = unix.Close(w.fd)
+		err = w.cmd.Wait()
+	})
+	return err
+}
+
+func closeFD(fd int) error { return unix.Close(fd) }

@@ -1,0 +1,118 @@
+package proc_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// startSleep starts `sleep 60` in a session of its own, into cg when
+// given, and returns it.
+func startSleep(t *testing.T, cg *proc.Cgroup) *proc.Process {
+	t.Helper()
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "exec sleep 60"}, Dir: "/", Cgroup: cg, Output: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.SignalGroup(9)
+		p.Wait()
+	})
+	return p
+}
+
+// TestWatchdogKillsOnDeath: when the engine's end of the pipe closes
+// without a goodbye (the engine died), the watchdog kills the engine's
+// cgroup and the process groups it was told about, and removes the
+// cgroup directory.
+func TestWatchdogKillsOnDeath(t *testing.T) {
+	m := cgroups(t)
+	cg, err := m.New("cmd-w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCgroup := startSleep(t, cg)
+	cg.CloseFD()
+	grouped := startSleep(t, nil)
+	untracked := startSleep(t, nil)
+	wd, err := proc.StartWatchdog(cgBash(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd.Track(grouped.Pid)
+	wd.Track(untracked.Pid)
+	wd.Untrack(untracked.Pid)
+	if err := wd.Abandon(); err != nil {
+		t.Fatalf("watchdog: %v", err)
+	}
+	cgWaitGone(t, inCgroup.Pid, 5*time.Second)
+	cgWaitGone(t, grouped.Pid, 5*time.Second)
+	if !cgAlive(untracked.Pid) {
+		t.Error("the watchdog killed a group the engine had untracked")
+	}
+	if _, err := os.Stat(m.Dir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the engine's cgroup %s is still there: %v", m.Dir(), err)
+	}
+}
+
+// TestWatchdogGoodbye: after a clean shutdown (Close) the watchdog exits
+// and kills nothing: what still runs was left running on purpose.
+func TestWatchdogGoodbye(t *testing.T) {
+	p := startSleep(t, nil)
+	wd, err := proc.StartWatchdog(cgBash(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd.Track(p.Pid)
+	if err := wd.Close(); err != nil {
+		t.Fatalf("watchdog: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !cgAlive(p.Pid) {
+		t.Error("the watchdog killed a group after a clean shutdown")
+	}
+	if err := exec.Command("kill", "-0", strconv.Itoa(wd.Pid())).Run(); err == nil {
+		t.Error("the watchdog still runs after Close")
+	}
+}
+
+// TestStaleCgroupKilled: what an engine that no longer exists left
+// running in its cgroups is killed by the next probe under the same
+// parent, then removed.
+func TestStaleCgroupKilled(t *testing.T) {
+	m := cgroups(t)
+	parent := filepath.Dir(m.Dir())
+	dead, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "true"}, Dir: "/", Output: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Wait()
+	stale := filepath.Join(parent, "bashvisor-"+strconv.Itoa(dead.Pid)+"-1")
+	if err := os.MkdirAll(filepath.Join(stale, "cmd-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(filepath.Join(stale, "cmd-1"))
+		os.Remove(stale)
+	})
+	left := startSleep(t, nil)
+	if err := os.WriteFile(filepath.Join(stale, "cmd-1", "cgroup.procs"), []byte(strconv.Itoa(left.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := proc.ProbeCgroups(testenv.CgroupParent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	cgWaitGone(t, left.Pid, 5*time.Second)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale cgroup dir left: %v", err)
+	}
+}
