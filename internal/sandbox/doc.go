@@ -11,7 +11,8 @@
 //
 // What a command may write and reach is set per command ([Options]):
 //
-//   - read-only: the scratch directory only (and [Options.CacheDir]);
+//   - read-only: the scratch directory only (and [Options.CacheDir]), or
+//     in a conversation's [World] its /tmp and caches;
 //   - workspace-write: [WorkspaceRoots] of the working directory — the
 //     directory and its git directories writable, the repository's hooks
 //     and config read-only ([Roots.Protected]) and its .git pinned in place
@@ -22,19 +23,24 @@
 //     endpoint, a listener made inside its network namespace that the
 //     caller serves with an allowlisting proxy (package egress). "Only the
 //     proxy" is a kernel guarantee: the namespace has nothing else (no
-//     interface but loopback, no route), Landlock lets TCP connect to that
-//     port only, and seccomp allows TCP sockets but no UDP, raw or unix
-//     sockets. It costs nothing when no network is allowed.
+//     interface but loopback, no route), seccomp allows TCP sockets but no
+//     UDP, raw or unix sockets, and (without a world) Landlock lets TCP
+//     connect to that port only. It costs nothing when no network is
+//     allowed. In a [World] the namespace is the conversation's, shared by
+//     its commands, which may use TCP on its loopback (see World).
 //
 // With private namespaces and any writable root (the workspace, the
 // cache), every mount of the command's mount namespace is read-only but
 // the roots (see mountView), so the kernel refuses chmod, chown,
 // utimes and xattrs outside them with EROFS and the seccomp filter can
 // allow those calls (it cannot see paths) — except setting the setuid or
-// setgid bit, on chmod or when a file is created. Without namespaces (an
-// unprivileged engine) the writable roots are Landlock's alone, metadata
-// changes stay denied everywhere, and Protected, Pinned and Network are
-// refused: they cannot be enforced.
+// setgid bit, on chmod or when a file is created. Namespaces come from
+// root or, for any other user, from user namespaces ([Capabilities.Rootless],
+// see World): the profiles are the same either way. Without namespaces
+// (neither root nor user namespaces) the writable roots are Landlock's
+// alone, metadata changes stay denied everywhere, Protected, Pinned and
+// Network are refused (they cannot be enforced), and there are no worlds
+// (the engine then refuses sandboxed calls).
 //
 // # Boundary
 //
@@ -83,8 +89,8 @@
 // any program; seeing other processes in ps and their command lines; taking
 // advisory locks (flock) on files it can read, held until the command ends
 // (go build locks its cache with flock, so it is not denied); CPU and
-// memory bandwidth. Without namespaces (an unprivileged engine) the scratch
-// directory has no quota and bind(2) is denied.
+// memory bandwidth. Without namespaces the scratch directory has no quota
+// and bind(2) is denied.
 //
 // # How a command starts
 //
@@ -92,8 +98,11 @@
 // throwaway OS thread of the engine, which then forks bash
 // ([Command.StartDirect]), or to a helper process, the engine's binary
 // re-executed with [HelperArg], which confines itself and execs bash
-// ([Command.StartHelper], [Main]). Both enter the namespaces first from a
-// throwaway thread. Every program that embeds the engine calls [Main] as
-// the first statement of main (and of TestMain in packages whose tests run
-// restricted commands).
+// ([Command.StartHelper], [Main]). As root both enter the namespaces first
+// from a throwaway thread. Rootless, a thread cannot join or make a user
+// namespace: the helper is forked by a raw clone into the world's
+// namespaces (or started in new ones) and makes the command's mount
+// namespace itself, so StartDirect starts the helper too. Every program
+// that embeds the engine calls [Main] as the first statement of main (and
+// of TestMain in packages whose tests run restricted commands).
 package sandbox

@@ -35,9 +35,12 @@ import (
 //     ENOSPC, and the files vanish with the namespace even if the engine is
 //     killed. The namespace is private (no propagation to or from the host).
 //
-// Without them (an unprivileged engine) the seccomp filter denies SysV IPC,
-// POSIX message queues and bind(2) instead, and the scratch directory is
-// an ordinary directory with no quota.
+// A command in a conversation's World joins the world's network namespace
+// and makes its mount namespace from the world's (see World). An engine
+// that is not root gets all of these from user namespaces
+// (rootless_linux.go). Without namespaces at all the seccomp filter denies
+// SysV IPC, POSIX message queues and bind(2) instead, and the scratch
+// directory is an ordinary directory with no quota.
 
 // netnsPool holds idle network namespaces (open /proc/thread-self/ns/net
 // descriptors), at most maxIdleNetns.
