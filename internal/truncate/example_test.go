@@ -2,6 +2,8 @@ package truncate_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -33,4 +35,28 @@ func ExampleNew() {
 func ExampleHumanize() {
 	fmt.Println(truncate.Humanize(900), truncate.Humanize(1536), truncate.Humanize(300<<10))
 	// Output: 900 B 1.5 KiB 300.0 KiB
+}
+
+// A job's output file capped at 4 KiB keeps its first 512 bytes and the
+// newest output; offsets are the output's, so a read at an offset the
+// file dropped starts after the gap.
+func ExampleFile() {
+	dir, _ := os.MkdirTemp("", "example-file-")
+	defer os.RemoveAll(dir)
+	f, err := truncate.CreateFile(filepath.Join(dir, "job-1.log"), truncate.MinFileCap)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	for i := range 1000 {
+		fmt.Fprintf(f, "line %04d\n", i)
+	}
+	from, dropped := f.Gap()
+	fmt.Println("output", f.Size(), "bytes; dropped", dropped, "from", from)
+	buf := make([]byte, 10)
+	start, n, _ := f.ReadAt(buf, 5000)
+	fmt.Printf("read at 5000: starts at %d: %q\n", start, buf[:n])
+	// Output:
+	// output 10000 bytes; dropped 6306 from 512
+	// read at 5000: starts at 6818: "1\nline 068"
 }
