@@ -83,9 +83,14 @@ func probe() Capabilities {
 // exits with status 126 (the command never runs unconfined). In every other
 // case Main returns at once.
 func Main() {
-	if len(os.Args) >= 2 && os.Args[1] == worldArg {
+	if len(os.Args) >= 2 && (os.Args[1] == worldArg || os.Args[1] == worldChildArg) {
 		runtime.LockOSThread()
-		err := worldChild(os.Args[2:])
+		var err error
+		if os.Args[1] == worldArg {
+			err = startWorldChild(os.Args[2:])
+		} else {
+			err = worldChild(os.Args[2:])
+		}
 		if err == nil {
 			os.Exit(0)
 		}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,13 +27,19 @@ import (
 // program) can neither make one for itself nor join one (unshare and setns
 // with CLONE_NEWUSER refuse it). So:
 //
-//   - a world is made by a child, the helper program started with
-//     [worldArg] in new user, network and mount namespaces (its uid and gid
-//     mapped to themselves, CAP_SYS_ADMIN and CAP_NET_ADMIN as ambient
-//     capabilities), which sets loopback up, builds the world's mount
-//     namespace (buildWorld, overlays with userxattr) and hands the
-//     descriptors of its namespaces and of the world's file system to the
-//     engine over a socket, then exits; the descriptors keep them;
+//   - a world is made by a grandchild: the helper program started with
+//     [worldArg] (an ordinary child, which holds nothing of the engine's
+//     memory once it exec'd) starts itself again with [worldChildArg] in new
+//     user, network and mount namespaces (its uid and gid mapped to
+//     themselves, CAP_SYS_ADMIN and CAP_NET_ADMIN as ambient capabilities);
+//     that one sets loopback up, builds the world's mount namespace
+//     (buildWorld, overlays with userxattr) and hands the descriptors of its
+//     namespaces and of the world's file system to the engine over a
+//     socket, then exits; the descriptors keep them. The engine cannot
+//     start it in a user namespace itself: os/exec writes the child's
+//     uid_map from the parent, and the child of a non-dumpable process
+//     (the engine, proc.ProtectEngine) has /proc files that belong to root
+//     until it execs;
 //   - a command is forked from the engine by a raw clone(2), whose child is
 //     single-threaded until it execs and can therefore join the world's
 //     user namespace, then its network and mount namespaces (forkInWorld);
@@ -49,9 +54,12 @@ import (
 // namespace either, so in a rootless world it starts the helper this way
 // too.
 
-// worldArg is the hidden argv[1] of the helper program started to make a
-// rootless world.
-const worldArg = "__bashvisor_world"
+// worldArg and worldChildArg are the hidden argv[1] of the helper program
+// started to make a rootless world (see above).
+const (
+	worldArg      = "__bashvisor_world"
+	worldChildArg = "__bashvisor_world_child"
+)
 
 // mainCalled records that the program called Main (as its first
 // statement): only then may the engine re-execute itself as a helper
@@ -85,19 +93,11 @@ func (w *world) makeRootless(spec worldSpec) error {
 		child.Close()
 		return fmt.Errorf("sandbox: world: %w", err)
 	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		child.Close()
-		errR.Close()
-		errW.Close()
-		return fmt.Errorf("sandbox: world: %w", err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Dir, cmd.Env = null, null, errW, "/", []string{}
+	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = errW, []*os.File{child}, "/", []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	closeInheritedOnExec()
-	err = rawStart(cmd, [3]int{-1, -1, -1}, unix.CLONE_NEWNET|unix.CLONE_NEWNS, child)
+	err = cmd.Start()
 	child.Close()
-	null.Close()
 	errW.Close()
 	if err != nil {
 		errR.Close()
@@ -144,11 +144,36 @@ func recvFDs(fd, n int, timeout time.Duration) ([]int, error) {
 	return fds, nil
 }
 
-// worldChild is the helper started with worldArg: it builds the world in
-// its own new namespaces and hands their descriptors over on fd 3.
-func worldChild(args []string) error {
+// startWorldChild is the helper started with worldArg: it starts itself
+// again with worldChildArg in new user, network and mount namespaces, with
+// fd 3 passed on, and waits for it.
+func startWorldChild(args []string) error {
 	if len(args) != 1 {
 		return errors.New("usage: " + worldArg + " SPEC")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, worldChildArg, args[0])
+	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = os.Stderr, []*os.File{os.NewFile(3, "world-socket")}, "/", []string{}
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		AmbientCaps: worldCaps,
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	return cmd.Run()
+}
+
+// worldChild is the helper started with worldChildArg: it builds the
+// world in its own new namespaces and hands their descriptors over on fd
+// 3.
+func worldChild(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: " + worldChildArg + " SPEC")
 	}
 	var spec worldSpec
 	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
@@ -272,21 +297,12 @@ type cloneArgs struct {
 	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
 }
 
-// idMap is one of a new user namespace's files (/proc/self/uid_map,
-// gid_map, setgroups) and what the child writes into it.
-type idMap struct {
-	path, data *byte
-	n          int
-}
-
 // forkSpec is everything forkRaw's child needs, prepared before the
 // fork: the child only reads it and makes system calls.
 type forkSpec struct {
 	path, dir  *byte
 	argv, envv **byte
-	ns         [3]int  // user, net and mount namespace descriptors to join (-1: skip)
-	unshare    uintptr // namespaces to make instead (CLONE_NEWUSER|...), 0: none
-	maps       [3]idMap
+	ns         [3]int // user, net and mount namespace descriptors to join (-1: skip)
 	fds        [4]int // the child's descriptors 0..3 (-1: none), all >= 4
 	ctty       int    // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
@@ -300,12 +316,10 @@ type forkSpec struct {
 }
 
 // forkRaw forks (clone without CLONE_VM: the child has a copy of the
-// address space and a single thread) and, in the child, makes itself
-// dumpable again (the engine is not, and a non-dumpable process's /proc
-// files belong to root: it could not write its own uid_map), joins the
-// namespaces or makes new ones (a user namespace whose uid and gid map to
-// themselves), keeps the ambient capabilities, sets up the descriptors,
-// the session and the terminal, and execs. On failure the child writes the
+// address space and a single thread) and, in the child, joins the
+// namespaces, keeps the ambient capabilities, sets up the descriptors, the
+// session and the terminal, and execs. The child stays as non-dumpable as
+// the engine until it execs (it holds a copy of the engine's memory). On failure the child writes the
 // step and errno to errPipe and exits 127. It runs only raw system calls
 // in the child (no allocation, no runtime), like syscall's own
 // forkAndExecInChild; the caller has blocked every signal on this thread.
@@ -325,31 +339,9 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	}
 	step := uintptr(1)
 	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
-	var fd uintptr
-	if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1, 0, 0, 0, 0); e != 0 {
-		goto fail
-	}
-	step++
 	for i := 0; i < 3; i++ {
 		if s.ns[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_SETNS, uintptr(s.ns[i]), nsType[i], 0); e != 0 {
-				goto fail
-			}
-		}
-	}
-	step++
-	if s.unshare != 0 {
-		if _, _, e = syscall.RawSyscall(unix.SYS_UNSHARE, s.unshare, 0, 0); e != 0 {
-			goto fail
-		}
-		for i := 0; i < 3; i++ {
-			fd, _, e = syscall.RawSyscall6(unix.SYS_OPENAT, 0, uintptr(unsafe.Pointer(s.maps[i].path)), unix.O_WRONLY|unix.O_CLOEXEC, 0, 0, 0)
-			if e != 0 {
-				goto fail
-			}
-			_, _, e = syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(s.maps[i].data)), uintptr(s.maps[i].n))
-			syscall.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
-			if e != 0 {
 				goto fail
 			}
 		}
@@ -396,16 +388,15 @@ fail:
 	}
 }
 
-var forkSteps = []string{"", "make itself dumpable", "join the world's namespaces", "make a user namespace", "keep capabilities",
+var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
 	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "exec the helper"}
 
-// rawStart starts cmd (as prepared by proc.Start or makeRootless: Path,
-// Args, Env, Dir, *os.File stdio, SysProcAttr with Setsid, maybe
-// Setctty and UseCgroupFD) with forkRaw: joining the namespaces of join
-// (user, net, mnt; -1: not that one), or making a user namespace and those
-// of unshare, with extra as its descriptor 3 and worldCaps as ambient
-// capabilities. The engine stays its parent.
-func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error {
+// rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
+// *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
+// UseCgroupFD) with forkRaw, joining the namespaces of join (user, net,
+// mnt; -1: not that one), with extra as its descriptor 3 and worldCaps as
+// ambient capabilities. The engine stays its parent.
+func rawStart(cmd *exec.Cmd, join [3]int, extra *os.File) error {
 	s := &forkSpec{ctty: -1, fds: [4]int{-1, -1, -1, -1}, ns: join}
 	var err error
 	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
@@ -422,21 +413,11 @@ func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error
 	if err != nil {
 		return err
 	}
-	envv, err := syscall.SlicePtrFromStrings(cmd.Env)
+	envv, err := syscall.SlicePtrFromStrings(dedupEnv(cmd.Env))
 	if err != nil {
 		return err
 	}
 	s.argv, s.envv = &argv[0], &envv[0]
-	var keep [][]byte // what the child reads, alive until it forked
-	if unshare != 0 {
-		s.unshare = unix.CLONE_NEWUSER | unshare
-		uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
-		for i, m := range [3][2]string{{"/proc/self/setgroups", "deny"}, {"/proc/self/uid_map", uid + " " + uid + " 1"}, {"/proc/self/gid_map", gid + " " + gid + " 1"}} {
-			p, d := append([]byte(m[0]), 0), []byte(m[1])
-			keep = append(keep, p, d)
-			s.maps[i] = idMap{path: &p[0], data: &d[0], n: len(d)}
-		}
-	}
 	files := [4]*os.File{}
 	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
 		if v == io.Discard {
@@ -499,7 +480,6 @@ func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error
 	unix.Close(pipe[1])
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envv)
-	runtime.KeepAlive(keep)
 	if errno != 0 {
 		return fmt.Errorf("sandbox: fork: %w", errno)
 	}
@@ -522,6 +502,22 @@ func rawStart(cmd *exec.Cmd, join [3]int, unshare uintptr, extra *os.File) error
 	return nil
 }
 
+// dedupEnv keeps the last value of each name, as os/exec does.
+func dedupEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	out := make([]string, 0, len(last))
+	for i, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); last[name] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // startInWorld starts cmd in the world's user, network and mount
 // namespaces (see rawStart), with extra as its descriptor 3.
 func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
@@ -530,7 +526,7 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
 	if w.mntns < 0 {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, 0, extra)
+	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, extra)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread
@@ -554,10 +550,10 @@ func forkLocked(s *forkSpec) (int, syscall.Errno) {
 // themselves, and it keeps worldCaps as ambient capabilities until it
 // execs bash (makeView, loopback).
 //
-// A dumpable process starts it with os/exec (any stdio); a non-dumpable
-// one (the engine, see proc.ProtectEngine), whose children's /proc files
-// belong to root until they exec, so that os/exec could not write the
-// child's uid_map, with rawStart (stdio must be files).
+// A non-dumpable process (the engine, see proc.ProtectEngine) cannot: its
+// children's /proc files belong to root until they exec, so that os/exec
+// cannot write the child's uid_map. Such a process runs its commands in a
+// World (which the engine always does).
 func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 	var err error
 	if d, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); d == 1 {
@@ -576,7 +572,7 @@ func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 		}
 		err = cmd.Start()
 	} else {
-		err = rawStart(cmd, [3]int{-1, -1, -1}, unix.CLONE_NEWNET, c.proxyChild)
+		err = errors.New("sandbox: a non-dumpable process starts rootless commands in a World only")
 	}
 	if c.proxyChild != nil {
 		_ = c.proxyChild.Close() // the helper has its own
