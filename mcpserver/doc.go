@@ -86,7 +86,7 @@
 // one per [Options.ProgressInterval] (default 1s). Each also carries the
 // output since the previous one, on the message's following lines and in
 // _meta ([MetaOutput], [MetaSkipped]): at most 16 KiB
-// ([engine.ProgressOutputMax]) of valid UTF-8, the latest when there was
+// (as engine.Progress.Output) of valid UTF-8, the latest when there was
 // more (the gap counted in MetaSkipped), so that without gaps the
 // notifications together are the whole output; the output after the last
 // tick is sent in one more notification before the result. The engine's

@@ -318,14 +318,18 @@ func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 	return a, nil
 }
 
-// waitField decodes m[name] as milliseconds to wait, at most
-// engine.MaxWait (longer waits are cut to it); def when absent.
+// maxWait bounds the waits of bash_output and bash_write (wait_ms,
+// yield_ms): as long as Engine.WaitOutput waits at most.
+const maxWait = 30 * time.Second
+
+// waitField decodes m[name] as milliseconds to wait, at most maxWait
+// (longer waits are cut to it); def when absent.
 func waitField(m map[string]json.RawMessage, name string, def time.Duration) (time.Duration, error) {
 	ms, present, err := intField(m, name)
 	if err != nil || !present {
 		return def, err
 	}
-	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, engine.MaxWait), nil
+	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, maxWait), nil
 }
 
 // writeArgs are bash_write's decoded arguments.

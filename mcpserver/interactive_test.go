@@ -284,14 +284,14 @@ func TestProgressCarriesOutput(t *testing.T) {
 	}
 }
 
-// The progress sender keeps at most engine.ProgressOutputMax of output it
+// The progress sender keeps at most progressOutputMax of output it
 // has not sent, cut on a character boundary, and counts what it dropped.
 func TestProgressOutputBounded(t *testing.T) {
 	p := &progress{wake: make(chan struct{}, 1)}
 	chunk := strings.Repeat("é", 5000) // 10,000 bytes
 	p.update(engine.Progress{Output: chunk})
 	p.update(engine.Progress{Output: "x" + chunk})
-	if len(p.out) > engine.ProgressOutputMax || p.skipped+int64(len(p.out)) != 20001 || !strings.HasSuffix(string(p.out), chunk) || !utf8.Valid(p.out) {
+	if len(p.out) > progressOutputMax || p.skipped+int64(len(p.out)) != 20001 || !strings.HasSuffix(string(p.out), chunk) || !utf8.Valid(p.out) {
 		t.Fatalf("kept %d bytes, skipped %d", len(p.out), p.skipped)
 	}
 	p.update(engine.Progress{Output: "y", Skipped: 7})
