@@ -313,7 +313,7 @@ func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 			a.limit = maxReadBytes
 		}
 	default:
-		a.tail = DefaultTailBytes
+		a.tail = defaultTailBytes
 	}
 	return a, nil
 }
@@ -340,9 +340,9 @@ type writeArgs struct {
 	wait  time.Duration
 }
 
-// DefaultWriteWait is how long bash_write waits for output after writing
+// defaultWriteWait is how long bash_write waits for output after writing
 // when the call gives no yield_ms.
-const DefaultWriteWait = 250 * time.Millisecond
+const defaultWriteWait = 250 * time.Millisecond
 
 func parseWriteArgs(raw json.RawMessage) (writeArgs, error) {
 	var a writeArgs
@@ -366,7 +366,7 @@ func parseWriteArgs(raw json.RawMessage) (writeArgs, error) {
 	if !present && !a.close {
 		return a, errors.New(`give "input" (the bytes to send, e.g. "yes\n") or "close": true`)
 	}
-	if a.wait, err = waitField(m, "yield_ms", DefaultWriteWait); err != nil {
+	if a.wait, err = waitField(m, "yield_ms", defaultWriteWait); err != nil {
 		return a, err
 	}
 	return a, nil

@@ -150,7 +150,7 @@ func (p *progress) send(value float64, snap engine.Progress) {
 		Message:       progressMessage(snap),
 	}
 	if snap.Output != "" || snap.Skipped > 0 {
-		params.Meta = mcp.Meta{MetaOutput: snap.Output, MetaSkipped: snap.Skipped}
+		params.Meta = mcp.Meta{metaOutput: snap.Output, metaSkipped: snap.Skipped}
 	}
 	if err := p.ss.NotifyProgress(p.ctx, params); err != nil {
 		p.log.Debug("progress notification failed", "err", err)
@@ -163,8 +163,8 @@ func (p *progress) send(value float64, snap engine.Progress) {
 // before it were left out (a number; 0 when the notifications' outputs
 // together are the whole output). Absent when there is no new output.
 const (
-	MetaOutput  = "bashvisor/output"
-	MetaSkipped = "bashvisor/skipped"
+	metaOutput  = "bashvisor/output"
+	metaSkipped = "bashvisor/skipped"
 )
 
 // progressMessage formats a snapshot: "12.0s, 3.4 KiB, last: LINE", then,
