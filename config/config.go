@@ -247,20 +247,6 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Over returns l with the non-zero fields of o (a call's override).
-func (l Limits) Over(o Limits) Limits {
-	if o.Memory != 0 {
-		l.Memory = o.Memory
-	}
-	if o.CPUTime != 0 {
-		l.CPUTime = o.CPUTime
-	}
-	if o.Processes != 0 {
-		l.Processes = o.Processes
-	}
-	return l
-}
-
 // Admission says when a command may start (admission control). Zero
 // fields take their defaults; a field set explicitly is kept as it is.
 //
