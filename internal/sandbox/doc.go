@@ -76,10 +76,11 @@
 // without). A layer is mounted for one command: each command needs a new
 // one. Its cost (BenchmarkLayerOverhead: `true` in the profile with and
 // without a layer, side by side, including layer.New, Diff and Remove;
-// 2 cores at load 10–12 from other work): with the layer on a tmpfs
-// 0.05–0.15 ms more per command with StartDirect (ratio 1.01–1.02) and
-// 0.9–1.1 ms with the helper; on the disk 1.2–4 ms (direct) and 12–14 ms
-// (helper) more, most of it removing the layer's directories and
+// 2 cores at load 4–12 from other work, three runs): with the layer on
+// a tmpfs 0.05–0.3 ms more per command with StartDirect (ratio
+// 1.01–1.06) and 0.9–1.1 ms with the helper; on the disk 1.2–6 ms
+// (direct) and 6–14 ms (helper) more, most of it removing the layer's
+// directories and
 // overlayfs's work directory (metadata writes that queue behind the
 // disk's other writers). Rootless (helper in a user namespace of its
 // own) the tmpfs layer added 1.6–1.7 ms.
