@@ -80,10 +80,9 @@
 // a tmpfs 0.05–0.3 ms more per command with StartDirect (ratio
 // 1.01–1.06) and 0.9–1.1 ms with the helper; on the disk 1.2–6 ms
 // (direct) and 6–14 ms (helper) more, most of it removing the layer's
-// directories and
-// overlayfs's work directory (metadata writes that queue behind the
-// disk's other writers). Rootless (helper in a user namespace of its
-// own) the tmpfs layer added 1.6–1.7 ms.
+// directories and overlayfs's work directory (metadata writes that
+// queue behind the disk's other writers). Rootless (helper in a user
+// namespace of its own) the tmpfs layer added 1.6–1.7 ms.
 //
 // # Boundary
 //
