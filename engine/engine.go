@@ -53,6 +53,9 @@ type Engine struct {
 	tx     *transact.Manager
 	txMu   sync.Mutex
 	txJobs map[string]map[string]*jobTx // background jobs' layers, by conversation and job id
+	// noLayer (benchmarks, export_test.go) runs workspace-write commands
+	// the old way: read-only binds of git's hooks and config, no layer.
+	noLayer bool
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -220,7 +223,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	// the workspace before this command starts.
 	e.checkpoint(tc.ConversationID)
 	var jt *jobTx
-	if profile != nil && profile.Workspace {
+	if profile != nil && profile.Workspace && !e.noLayer {
 		if jt, err = e.beginTx(tc, profile, res.Display); err != nil {
 			return errorResult(res, err), g
 		}

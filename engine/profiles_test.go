@@ -32,7 +32,7 @@ var gitEnv = map[string]string{
 }
 
 // gitFixture runs git unconfined to build a fixture.
-func gitFixture(t *testing.T, dir string, args ...string) {
+func gitFixture(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +45,7 @@ func gitFixture(t *testing.T, dir string, args ...string) {
 	}
 }
 
-func repo(t *testing.T) string {
+func repo(t testing.TB) string {
 	t.Helper()
 	testenv.NeedsTool(t, "git")
 	dir, _ := filepath.EvalSymlinks(t.TempDir())

@@ -91,7 +91,8 @@ func TestWorkspaceWriteEditBuildTestCommit(t *testing.T) {
 // refused when it ends with a line that names them and what to do, and
 // the user's git status outside the sandbox runs nothing.
 // Rules git-commondir and git-new-config (gitpolicy's
-// TestRuleCommondir, TestRuleNewConfig and TestAttacks prove them on
+// TestRuleCommondir, TestRuleNewConfig, TestAttackCommondir and
+// TestAttackSubmoduleFsmonitor prove them on
 // change sets).
 func TestRuleCommondirAttackForeground(t *testing.T) { testGitAttack(t, commondirAttack, false) }
 func TestRuleNewConfigSubmoduleAttackForeground(t *testing.T) {
