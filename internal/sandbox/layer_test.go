@@ -35,7 +35,8 @@ func newLayer(t testing.TB, roots sandbox.Roots, state string) *layer.Layer {
 
 // layered runs command in the workspace-write profile of dir over a new
 // layer (in a World when w is set) and returns the result and the
-// layer's changes; the real tree is not touched.
+// layer's changes; the real tree is not touched. The command starts in
+// dir, or with the test's working directory when that is dir.
 func layered(t *testing.T, w *sandbox.World, dir, command string) (result, *layer.Layer, *layer.Set) {
 	t.Helper()
 	roots, err := sandbox.WorkspaceRoots(dir)
@@ -48,7 +49,11 @@ func layered(t *testing.T, w *sandbox.World, dir, command string) (result, *laye
 	if w != nil {
 		opts.World, opts.Dir = w, dir
 	}
-	r := runOpts(t, opts, nil, dir, command, gitEnv...)
+	workdir := dir
+	if wd, _ := os.Getwd(); wd == dir {
+		workdir = "" // inherited
+	}
+	r := runOpts(t, opts, nil, workdir, command, gitEnv...)
 	s, err := l.Diff()
 	if err != nil {
 		t.Fatal(err)
@@ -352,5 +357,61 @@ func TestLayerManyCommands(t *testing.T) {
 			t.Fatalf("command %d: exit %d %q", i, r.code, r.out)
 		}
 		wantChanges(t, ws, s, "A f")
+	}
+}
+
+// TestLayerWorktree: in a worktree whose git directory lies outside the
+// workspace, both are layered (the workspace and the common git
+// directory): a commit stays in the layer until it is applied, and is
+// then the branch's.
+func TestLayerWorktree(t *testing.T) {
+	requireNamespaces(t)
+	requireGit(t)
+	main := newRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	git(t, main, "worktree", "add", "-q", "-b", "feature", wt)
+	before := snapshot(t, main) + snapshot(t, wt)
+	r, l, s := layered(t, nil, wt, `set -e
+echo feature >> README
+git add README && git commit -qm feature
+git log --oneline | wc -l`)
+	if r.code != 0 || r.out != "2\n" {
+		t.Fatalf("commit in a worktree: exit %d\n%s", r.code, r.out)
+	}
+	if got := l.Roots(); !slices.Contains(got, filepath.Join(main, ".git")) || !slices.Contains(got, wt) {
+		t.Fatalf("layer roots %v, want the worktree and the common git directory", got)
+	}
+	if after := snapshot(t, main) + snapshot(t, wt); after != before {
+		t.Fatal("the commit reached the real trees before apply")
+	}
+	if res, err := s.Apply(nil, nil, ""); err != nil || len(res.Failed) > 0 {
+		t.Fatalf("apply: %v %v", err, res)
+	}
+	if got := git(t, main, "log", "-1", "--format=%s", "feature"); got != "feature" {
+		t.Fatalf("feature branch at %q after apply", got)
+	}
+}
+
+// TestLayerInheritedWorkingDirectory: a command started without a
+// working directory of its own (exec.Cmd.Dir empty) inherits the
+// process's, which is the workspace: it starts in the overlay too, with
+// both starts (the mounting thread or helper enters it again).
+func TestLayerInheritedWorkingDirectory(t *testing.T) {
+	requireNamespaces(t)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(ws)
+	for _, d := range []bool{false, true} {
+		direct = d
+		r, _, s := layered(t, nil, ws, `echo x > rel && pwd`)
+		direct = false
+		if r.code != 0 || r.out != ws+"\n" {
+			t.Fatalf("direct=%v: exit %d %q", d, r.code, r.out)
+		}
+		if got := changed(ws, s); !slices.Equal(got, []string{"A rel"}) {
+			t.Fatalf("direct=%v: changes %v", d, got)
+		}
 	}
 }

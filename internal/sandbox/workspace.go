@@ -14,7 +14,8 @@ import (
 // Roots say where a command may write besides its scratch directory. Only
 // Writable is enforced without private namespaces (by Landlock); Protected
 // and Pinned need them (they are bind mounts in the command's mount
-// namespace), and [Prepare] refuses them without.
+// namespace), and [Prepare] refuses them without. With a copy-on-write
+// layer ([Options.Layer]) Protected and Pinned are not used.
 type Roots struct {
 	// Writable are directories the command may change below: create,
 	// write, rename, remove, and (with private namespaces) change
