@@ -157,7 +157,7 @@ func checkListen(addr, token string) error {
 		return err
 	}
 	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("%w: %s", cluster.ErrNoToken, addr)
+		return fmt.Errorf("refusing to listen off loopback without a shared token: %s", addr)
 	}
 	return nil
 }
