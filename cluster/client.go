@@ -99,6 +99,7 @@ type Client struct {
 	execs   map[string]*execState // by member id, lost ones included
 	byAddr  map[string]*execState // static: the current incarnation at each address
 	placed  map[string]assignment // conversations by id: where they ran when this front last looked
+	start   time.Time             // when the front started (see awaitView)
 	convs   map[string]*convState
 	changed chan struct{}   // closed and replaced on every membership change
 	members map[string]bool // provider membership: the member ids of the latest topology
@@ -147,6 +148,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		convs: map[string]*convState{}, changed: make(chan struct{}),
 	}
 	c.runCtx, c.stopRun = context.WithCancel(context.Background())
+	c.start = time.Now()
 	var topo chan *pacluster.ClusterTopology
 	nopts := nodeOptions{listen: o.Listen, advertised: o.AdvertisedHost, token: o.Token, membership: o.Membership, log: o.Logger}
 	if _, ok := o.Membership.(providerMembership); ok {

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BV_EXECUTOR") != "" {
 		os.Exit(executorMain())
 	}
+	if os.Getenv("BV_FRONT") == "serve" {
+		os.Exit(frontServe())
+	}
 	if os.Getenv("BV_FRONT") != "" {
 		os.Exit(frontMain())
 	}
@@ -178,6 +181,7 @@ type execSpec struct {
 	cgroups                                     bool   // per-command cgroups (testConfig has none)
 	providerRaces                               bool   // protoactor's cluster member code races (see startExecutor)
 	mark                                        string // BV_MARK in its environment (and its commands')
+	scratch                                     string // BV_SCRATCH in its environment: a directory of its own
 }
 
 // startExecutor starts an executor subprocess in a session of its own and
@@ -191,7 +195,7 @@ func startExecutor(t *testing.T, s execSpec) *proc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "BV_EXECUTOR=1", "BV_LISTEN="+s.listen, "BV_NAME="+s.name,
 		"BV_MEMBERSHIP="+s.membership, "BV_TOKEN="+s.token, "BV_FENCE_AFTER="+s.fenceAfter,
-		"BV_HEALTH_PORT="+strconv.Itoa(s.healthPort), "BV_MARK="+s.mark, "NO_PROXY=*", "HTTP_PROXY=", "http_proxy=")
+		"BV_HEALTH_PORT="+strconv.Itoa(s.healthPort), "BV_MARK="+s.mark, "BV_SCRATCH="+s.scratch, "NO_PROXY=*", "HTTP_PROXY=", "http_proxy=")
 	if s.linger {
 		cmd.Env = append(cmd.Env, "BV_LINGER=1")
 	}

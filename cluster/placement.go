@@ -113,6 +113,7 @@ func (c *Client) forget(conv, execID string) {
 // while they saw different executors), the one with the highest
 // rendezvous score wins, on every front.
 func (c *Client) lookup(ctx context.Context, conv string) (*execState, assignment, *assignment, error) {
+	c.awaitView(ctx)
 	c.mu.Lock()
 	live := c.liveLocked()
 	c.mu.Unlock()
@@ -165,6 +166,54 @@ func (c *Client) lookup(ctx context.Context, conv string) (*execState, assignmen
 		return nil, assignment{}, nil, fmt.Errorf("%w: cannot tell where conversation %q runs: %w", ErrNoExecutor, conv, errors.Join(silent...))
 	}
 	return nil, assignment{}, nil, nil
+}
+
+// awaitView waits, in the front's first LostAfter, until it has heard
+// from every executor it knows of (every static address, every member
+// of the first topology): a front that just started must not place a
+// conversation anew because the executor that holds it has not answered
+// it yet. Later, an executor that joins holds nothing yet.
+func (c *Client) awaitView(ctx context.Context) {
+	t := time.NewTimer(time.Until(c.start.Add(c.o.LostAfter)))
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		complete, ch := c.viewCompleteLocked(), c.changed
+		c.mu.Unlock()
+		if complete {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// viewCompleteLocked reports whether every executor the front knows of
+// answered (or was lost); c.mu is held.
+func (c *Client) viewCompleteLocked() bool {
+	heard := func(st *execState) bool { return st != nil && (st.ready || st.isLost()) }
+	if s, ok := c.o.Membership.(staticMembership); ok {
+		for _, addr := range s {
+			if !heard(c.byAddr[addr]) {
+				return false
+			}
+		}
+		return true
+	}
+	if c.members == nil {
+		return false // no topology yet
+	}
+	for id := range c.members {
+		if !heard(c.execs[id]) {
+			return false
+		}
+	}
+	return true
 }
 
 // place returns the executor of conv's call: the one that holds it, or,
