@@ -13,14 +13,8 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// Placement: where a conversation runs is known to the executors, not
-// to a front (see the package documentation). The executor that holds a
-// conversation says so when asked ("holds"), and every other executor
-// keeps a record of the holder, sent by the front that placed it, so that
-// a front that never saw the conversation still learns that its executor
-// was lost. A front only caches what it learnt; an executor refuses a
-// call for a conversation it does not hold, and the front then looks
-// again.
+// Placement: the executors know where conversations run; a front asks
+// them and caches the answer (see the package documentation).
 
 // assignment says where a conversation runs, as a front learnt it.
 type assignment struct {
