@@ -193,8 +193,11 @@ type Limits struct {
 	// kernel first reclaims page cache, then its OOM killer kills the
 	// process that uses the most; the result says "[command failed: out
 	// of memory (limit 4 GiB)]", with status "failed" and OOMKilled.
-	// Default: half of the physical memory, at most 16 GiB
-	// ([DefaultMemoryLimit]). Without a memory controller it is RLIMIT_AS
+	// Default: half of the physical memory, at most 16 GiB (4 GiB if the
+	// size cannot be read): it stops a runaway command long before the
+	// machine swaps or its OOM killer picks a victim, and leaves `go
+	// build`, `npm install`, `pytest` and `cargo build` of mid-size
+	// projects room to spare. Without a memory controller it is RLIMIT_AS
 	// of each process instead: an allocation beyond it fails (Python's
 	// MemoryError, malloc returning NULL), nothing is OOM-killed, and
 	// programs that reserve more address space than they use may fail
@@ -212,23 +215,20 @@ type Limits struct {
 	CPUTime time.Duration
 	// Processes bounds the processes and threads alive at once (cgroup
 	// pids.max): beyond it fork and thread creation fail with EAGAIN
-	// ("Resource temporarily unavailable"). Default: 4096
-	// ([DefaultProcesses]), which a parallel build's compilers and their
-	// threads stay far below. Without a pids controller there is no such
-	// limit. A sandboxed command's limit is the lower of this and
-	// SandboxLimits.Processes (default 512).
+	// ("Resource temporarily unavailable"). Default: 4096, which a
+	// parallel build's compilers and their threads stay far below.
+	// Without a pids controller there is no such limit. A sandboxed
+	// command's limit is the lower of this and SandboxLimits.Processes
+	// (default 512).
 	Processes int
 }
 
-// DefaultProcesses is the default of [Limits.Processes].
-const DefaultProcesses = 4096
+// defaultProcesses is the default of [Limits.Processes].
+const defaultProcesses = 4096
 
-// DefaultMemoryLimit is the default of [Limits.Memory]: half of the
-// physical memory, at most 16 GiB (4 GiB if the size cannot be read). It
-// stops a runaway command long before the machine swaps or its OOM killer
-// picks a victim, and leaves `go build`, `npm install`, `pytest` and
-// `cargo build` of mid-size projects room to spare.
-func DefaultMemoryLimit() int64 {
+// defaultMemoryLimit is the default of [Limits.Memory]: half of the
+// physical memory, at most 16 GiB (4 GiB if the size cannot be read).
+func defaultMemoryLimit() int64 {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
 		return 4 << 30
@@ -239,24 +239,10 @@ func DefaultMemoryLimit() int64 {
 // WithDefaults returns l with its zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.Memory == 0 {
-		l.Memory = DefaultMemoryLimit()
+		l.Memory = defaultMemoryLimit()
 	}
 	if l.Processes == 0 {
-		l.Processes = DefaultProcesses
-	}
-	return l
-}
-
-// Over returns l with the non-zero fields of o (a call's override).
-func (l Limits) Over(o Limits) Limits {
-	if o.Memory != 0 {
-		l.Memory = o.Memory
-	}
-	if o.CPUTime != 0 {
-		l.CPUTime = o.CPUTime
-	}
-	if o.Processes != 0 {
-		l.Processes = o.Processes
+		l.Processes = defaultProcesses
 	}
 	return l
 }

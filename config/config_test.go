@@ -13,14 +13,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// A call's override replaces only the limits it sets.
-func ExampleLimits_Over() {
-	engine := config.Limits{Memory: 4 << 30, Processes: 4096}
-	call := engine.Over(config.Limits{CPUTime: 10 * time.Minute, Processes: 64})
-	fmt.Println(call.Memory>>30, "GiB,", call.CPUTime, "of CPU,", call.Processes, "processes")
-	// Output: 4 GiB, 10m0s of CPU, 64 processes
-}
-
 func ExampleSandboxLimits_WithDefaults() {
 	l := config.SandboxLimits{ScratchBytes: 256 << 20, FileSize: config.Unlimited}.WithDefaults()
 	fmt.Println(l.ScratchBytes>>20, "MiB scratch,", l.Processes, "processes,", l.FileSize == config.Unlimited)
@@ -48,8 +40,5 @@ func TestAdmissionDefaults(t *testing.T) {
 	// A conversation cap set alone lifts its principal's to it.
 	if a := (config.Admission{MaxRunning: 8, MaxRunningPerConversation: 8}).WithDefaults(); a.MaxRunningPerPrincipal != 8 {
 		t.Fatalf("%+v", a)
-	}
-	if d := (config.Limits{}).WithDefaults(); d.Memory != config.DefaultMemoryLimit() || d.Processes != config.DefaultProcesses || d.CPUTime != 0 {
-		t.Fatalf("limit defaults %+v", d)
 	}
 }

@@ -259,7 +259,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 	progress := func() Progress {
 		p := Progress{Elapsed: time.Since(begin)}
 		p.Bytes, p.LastLine = job.Progress()
-		p.Output, p.Skipped, sent = job.OutputSince(sent, ProgressOutputMax)
+		p.Output, p.Skipped, sent = job.OutputSince(sent, progressOutputMax)
 		return p
 	}
 	for {
@@ -291,18 +291,10 @@ func (e *Engine) RedactCommand(command string) string {
 	return safety.RedactSecrets(command)
 }
 
-// LogCommand returns command as a log value that is redacted with
-// RedactCommand only when a handler actually logs it, so a disabled debug
-// log costs nothing.
-func (e *Engine) LogCommand(command string) slog.LogValuer { return logCommand{e, command} }
-
-type logCommand struct {
-	e       *Engine
-	command string
-}
-
-func (l logCommand) LogValue() slog.Value { return slog.StringValue(l.e.RedactCommand(l.command)) }
-
+// ValidateInput checks in as Run does before it runs anything: a command
+// that is not empty, at most MaxCommandBytes, without NUL bytes, valid
+// UTF-8; a known mode; stdin, tty and yield_ms within their ranges. Its
+// errors wrap ErrBadInput and say what to change.
 func ValidateInput(in Input) error {
 	_, err := validate(in)
 	return err

@@ -25,16 +25,17 @@ import (
 // ttySize is the size of a job's terminal (Input.TTY).
 func ttySize() *proc.Winsize { return &proc.Winsize{Rows: 40, Cols: 120} }
 
-// MaxWait bounds WaitOutput, and MaxWriteBytes one Write.
+// maxWait bounds WaitOutput, and maxWriteBytes one Write.
 const (
-	MaxWait       = 30 * time.Second
-	MaxWriteBytes = 1 << 20
+	maxWait       = 30 * time.Second
+	maxWriteBytes = 1 << 20
 )
 
-// Stdin values of Input.Stdin.
+// StdinPipe is the Input.Stdin of a command that reads input sent later
+// with Write; stdinNull ("" too) keeps its stdin at /dev/null.
 const (
-	StdinNull = "null"
 	StdinPipe = "pipe"
+	stdinNull = "null"
 )
 
 // interactive checks the interactive fields of a call and returns its
@@ -57,7 +58,7 @@ func (e *Engine) interactive(in Input, mode Mode) (time.Duration, error) {
 
 func validateInteractive(in Input) error {
 	switch in.Stdin {
-	case "", StdinNull, StdinPipe:
+	case "", stdinNull, StdinPipe:
 	default:
 		return fmt.Errorf("%w: unknown stdin %.32q (want pipe or null)", ErrBadInput, in.Stdin)
 	}
@@ -73,14 +74,14 @@ func validateInteractive(in Input) error {
 // closes its stdin when close is set (on a terminal: sends ^D), and
 // records the write in the audit log. A terminal in canonical mode (a
 // shell's or REPL's prompt) takes at most 4095 bytes per line: the kernel
-// drops the rest of a longer one. It returns
-// once the job took the bytes, or with ErrNoSuchJob (also for another
-// conversation's job), ErrNoStdin, ErrJobEnded, ErrStdinClosed or
+// drops the rest of a longer one. It returns once the job took the
+// bytes, or with ErrBadInput (data over 1 MiB), ErrNoSuchJob (also for
+// another conversation's job), ErrNoStdin, ErrJobEnded, ErrStdinClosed or
 // ErrStdinBusy (the job stopped reading for 10 s, or four earlier writes
 // still wait; the error says how much of data it took).
 func (e *Engine) Write(ctx context.Context, tc ToolContext, id string, data []byte, close bool) error {
-	if len(data) > MaxWriteBytes {
-		return fmt.Errorf("%w: %d bytes to write, over the limit of %d", ErrBadInput, len(data), MaxWriteBytes)
+	if len(data) > maxWriteBytes {
+		return fmt.Errorf("%w: %d bytes to write, over the limit of %d", ErrBadInput, len(data), maxWriteBytes)
 	}
 	err := public(e.sup.Write(ctx, tc.ConversationID, id, data, close))
 	if err != nil {
@@ -91,11 +92,11 @@ func (e *Engine) Write(ctx context.Context, tc ToolContext, id string, data []by
 }
 
 // WaitOutput waits until background job id of tc's conversation has more
-// than offset bytes of output, has ended, d (at most MaxWait) has passed,
+// than offset bytes of output, has ended, d (at most 30 s) has passed,
 // or ctx is done, and returns the job's state then (its Bytes is the
 // output's size). It polls every 20 ms.
 func (e *Engine) WaitOutput(ctx context.Context, tc ToolContext, id string, offset int64, d time.Duration) (JobInfo, error) {
-	d = min(max(d, 0), MaxWait)
+	d = min(max(d, 0), maxWait)
 	deadline := time.Now().Add(d)
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()

@@ -1,18 +1,21 @@
 package engine
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
-// callLimits are a call's limits for its job: the engine's with tc's
-// override, a negative field (no limit) as zero.
+// callLimits are a call's limits for its job: the engine's with the
+// non-zero fields of tc's override, a negative field (no limit) as zero.
 func (e *Engine) callLimits(tc ToolContext) config.Limits {
 	l := e.cfg.Limits
-	if tc.Limits != nil {
-		l = l.Over(*tc.Limits)
+	if o := tc.Limits; o != nil {
+		l.Memory = cmp.Or(o.Memory, l.Memory)
+		l.CPUTime = cmp.Or(o.CPUTime, l.CPUTime)
+		l.Processes = cmp.Or(o.Processes, l.Processes)
 	}
 	return config.Limits{Memory: max(l.Memory, 0), CPUTime: max(l.CPUTime, 0), Processes: max(l.Processes, 0)}
 }

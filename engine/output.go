@@ -42,16 +42,16 @@ type JobOutput struct {
 	after int64 // where the output resumes after a dropped range: slices read nothing before it
 }
 
-// DefaultReadLimit is JobOutput's default and largest read.
-const DefaultReadLimit = 128 << 10
+// readLimit is JobOutput's default and largest read.
+const readLimit = 128 << 10
 
 // lookback is how many bytes before a slice are read to recognise an
 // escape sequence that the slice's start cuts.
 const lookback = 64
 
 // JobOutput reads a job's output: the last tail bytes when tail > 0,
-// otherwise up to limit bytes (0 or more than DefaultReadLimit means
-// DefaultReadLimit) from offset; offsets and sizes count the file's
+// otherwise up to limit bytes (0 or more than 128 KiB means
+// 128 KiB) from offset; offsets and sizes count the file's
 // bytes. Data is rendered (Config.Output.Raw aside). A terminal job's
 // Data is what the bytes from offset to End changed on its terminal: its
 // whole text (scrollback and screen) from offset 0, the lines that
@@ -74,11 +74,11 @@ func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64)
 		return JobOutput{}, fmt.Errorf("job %s: its output file is not the engine's", id)
 	}
 	size := f.Size()
-	if limit == 0 || limit > DefaultReadLimit {
-		limit = DefaultReadLimit
+	if limit == 0 || limit > readLimit {
+		limit = readLimit
 	}
 	if tail > 0 {
-		limit = min(tail, DefaultReadLimit)
+		limit = min(tail, readLimit)
 		offset = max(0, size-limit)
 	}
 	offset = min(offset, size)

@@ -103,7 +103,7 @@ type Progress struct {
 	// UTF-8 and at most 256 bytes.
 	LastLine string
 	// Output is the output since the previous report (valid UTF-8, at
-	// most ProgressOutputMax bytes: the latest, when there was more),
+	// most 16 KiB: the latest, when there was more),
 	// rendered like the result (see config.Output.Raw): a line comes
 	// once it is complete, or with the last report (so a progress bar
 	// redrawn with \r comes once, finished); a terminal's, as the lines
@@ -115,8 +115,8 @@ type Progress struct {
 	Skipped int64
 }
 
-// ProgressOutputMax bounds Progress.Output.
-const ProgressOutputMax = 16 << 10
+// progressOutputMax bounds Progress.Output.
+const progressOutputMax = 16 << 10
 
 // Status is the outcome class of a call.
 type Status string

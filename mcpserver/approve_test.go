@@ -119,7 +119,7 @@ func TestApprovalStateIsVerified(t *testing.T) {
 	accept := mcp.InputResponseMap{approvalKey: &mcp.ElicitResult{Action: "accept"}}
 
 	// First round: the server asks.
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "ask:echo one"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestApprovalStateIsVerified(t *testing.T) {
 		"other mode":       {Arguments: map[string]any{"command": "ask:echo one", "mode": "slow"}, InputResponses: accept, RequestState: state},
 		"missing response": {Arguments: map[string]any{"command": "ask:echo one"}, RequestState: state},
 	} {
-		p.Name = ToolBash
+		p.Name = toolBash
 		res, err := cs.CallTool(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestApprovalStateIsVerified(t *testing.T) {
 		}
 	}
 	// The genuine retry runs it.
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestApprovalStateIsVerified(t *testing.T) {
 		t.Errorf("approved retry: %+v", r)
 	}
 	// The same approval sent again is refused: states are single-use.
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "ask:echo one"}, InputResponses: accept, RequestState: state})
 	if err != nil {
 		t.Fatal(err)
 	}

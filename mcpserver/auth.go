@@ -21,14 +21,14 @@ const maxPrincipalBytes = 256
 
 // newAuthenticator returns next behind the authentication opts asks for:
 // the go-sdk's bearer-token middleware with opts' verifiers, or nothing
-// (NoAuth: every request is PrincipalAnonymous). A refused request gets
+// (NoAuth: every request is principalAnonymous). A refused request gets
 // 401 (403 for missing scopes) with WWW-Authenticate and
 // "Connection: close": a client without credentials has no use for the
 // connection.
 func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 	if opts.Token == "" && opts.Verifier == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), PrincipalAnonymous)))
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), principalAnonymous)))
 		})
 	}
 	var want [sha256.Size]byte
@@ -39,7 +39,7 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 		if opts.Token != "" {
 			got := sha256.Sum256([]byte(token))
 			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-				return staticTokenInfo(PrincipalDefault), nil
+				return staticTokenInfo(principalDefault), nil
 			}
 		}
 		if opts.Verifier != nil {

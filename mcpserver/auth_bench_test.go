@@ -33,7 +33,7 @@ func BenchmarkPrincipalPath(b *testing.B) {
 		for b.Loop() {
 			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 			r.Header.Set("Authorization", "Bearer x")
-			r.Header.Set(ConversationHeader, "bench")
+			r.Header.Set(conversationHeader, "bench")
 			w := httptest.NewRecorder()
 			w.WriteHeader(200)
 		}
@@ -60,7 +60,7 @@ func BenchmarkPrincipalPath(b *testing.B) {
 				return nil, nil
 			})
 			h.stateless = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: ToolJobs}, Extra: &mcp.RequestExtra{Header: r.Header}}
+				req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolJobs}, Extra: &mcp.RequestExtra{Header: r.Header}}
 				if _, err := end(r.Context(), "tools/call", req); err != nil {
 					http.Error(w, err.Error(), 500)
 				}
@@ -69,7 +69,7 @@ func BenchmarkPrincipalPath(b *testing.B) {
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 				r.Header.Set("Authorization", "Bearer "+v.token)
-				r.Header.Set(ConversationHeader, "bench")
+				r.Header.Set(conversationHeader, "bench")
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
 				if w.Code != 200 {
@@ -93,7 +93,7 @@ func BenchmarkHTTPJobs(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}})
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}})
 				if err != nil || res.IsError {
 					b.Fatalf("%v %v", res, err)
 				}
@@ -126,8 +126,8 @@ func authVariants(b *testing.B) []authVariant {
 	}
 	jwt := is.token(b, "k1", nil, claims(is.ts.URL, "http://bench/mcp", "alice", time.Hour, ""))
 	return []authVariant{
-		{"none", "", PrincipalAnonymous, HTTPOptions{NoAuth: true}},
-		{"token", "static-0123456789abcdef", PrincipalDefault, HTTPOptions{Token: "static-0123456789abcdef"}},
+		{"none", "", principalAnonymous, HTTPOptions{NoAuth: true}},
+		{"token", "static-0123456789abcdef", principalDefault, HTTPOptions{Token: "static-0123456789abcdef"}},
 		{"tokenfile-100", "token-99-0123456789abcdef", "user99", HTTPOptions{Verifier: tf.Verify}},
 		{"oauth-jwt", jwt, "oauth:alice", HTTPOptions{Verifier: auth.TokenVerifier(v.Verify)}},
 	}

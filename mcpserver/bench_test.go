@@ -49,7 +49,7 @@ func BenchmarkInMemoryJobs(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}})
+		res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}})
 		if err != nil || res.IsError {
 			b.Fatalf("%v %v", res, err)
 		}
@@ -80,7 +80,7 @@ func BenchmarkRawBashTrue(b *testing.B) {
 }
 
 func mcpTrue(tb testing.TB, ctx context.Context, cs *mcp.ClientSession) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: trueArgs})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: trueArgs})
 	if err != nil || res.IsError {
 		tb.Fatalf("%v %v", res, err)
 	}

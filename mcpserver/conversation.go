@@ -18,19 +18,19 @@ import (
 )
 
 // A client names the conversation of a request with the HTTP header
-// ConversationHeader or the _meta key MetaConversation (both: they must
+// conversationHeader or the _meta key metaConversation (both: they must
 // agree). The name is 1 to 128 of A-Z a-z 0-9 . _ -, starting with a
 // letter or digit. See the package documentation, "Conversations".
 const (
-	ConversationHeader = "Bashvisor-Conversation"
-	MetaConversation   = "bashvisor/conversation"
+	conversationHeader = "Bashvisor-Conversation"
+	metaConversation   = "bashvisor/conversation"
 )
 
-// Defaults of [Options].
+// Defaults of Options, stated at each field.
 const (
-	DefaultConversationIdle             = 30 * time.Minute
-	DefaultMaxConversations             = 1024
-	DefaultMaxConversationsPerPrincipal = 256
+	defaultConversationIdle             = 30 * time.Minute
+	defaultMaxConversations             = 1024
+	defaultMaxConversationsPerPrincipal = 256
 )
 
 // defaultConversationRate is Options.ConversationRate's default.
@@ -61,22 +61,22 @@ type scope struct {
 func conversationName(req mcp.Request) (string, error) {
 	var fromMeta, fromHeader string
 	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
-		if v, ok := p.GetMeta()[MetaConversation]; ok {
+		if v, ok := p.GetMeta()[metaConversation]; ok {
 			s, isString := v.(string)
 			if !isString {
-				return "", fmt.Errorf("%w: _meta[%q] must be a string", engine.ErrBadInput, MetaConversation)
+				return "", fmt.Errorf("%w: _meta[%q] must be a string", engine.ErrBadInput, metaConversation)
 			}
 			fromMeta = s
 		}
 	}
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-		fromHeader = extra.Header.Get(ConversationHeader)
+		fromHeader = extra.Header.Get(conversationHeader)
 	}
 	name := fromMeta
 	switch {
 	case fromMeta != "" && fromHeader != "" && fromMeta != fromHeader:
 		return "", fmt.Errorf("%w: the %s header (%q) and _meta[%q] (%q) name different conversations",
-			engine.ErrBadInput, ConversationHeader, clip(fromHeader, 140), MetaConversation, clip(fromMeta, 140))
+			engine.ErrBadInput, conversationHeader, clip(fromHeader, 140), metaConversation, clip(fromMeta, 140))
 	case name == "":
 		name = fromHeader
 	}

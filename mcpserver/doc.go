@@ -18,7 +18,7 @@
 //     command, display, status, started, bytes, ...), as {"jobs": [...]}.
 //   - bash_output {job_id, tail_bytes?, offset?, limit?, wait_ms?}: a slice
 //     of a job's output and its status. Without tail_bytes or offset/limit
-//     it returns the last 32 KiB ([DefaultTailBytes]); at most 128 KiB per
+//     it returns the last 32 KiB; at most 128 KiB per
 //     call. The text starts with a status line naming the byte range shown
 //     and, when more follows, ends with the offset to continue from.
 //     wait_ms (at most 30 s) is a long poll: it first waits until the job
@@ -27,7 +27,7 @@
 //   - bash_write {job_id, input?, close?, yield_ms?}: sends input to a job
 //     started with stdin "pipe" or tty (on a terminal, keys: "\u0003" is
 //     Ctrl-C), closes its stdin when close is set, then waits up to
-//     yield_ms (default 250 ms, [DefaultWriteWait]; at most 30 s) for new
+//     yield_ms (default 250 ms; at most 30 s) for new
 //     output: once some arrived, until the job is quiet for 100 ms, ends,
 //     or the time is up. It answers like bash_output, from the job's size
 //     before the write. A job that ended, has no pipe, or belongs to
@@ -56,7 +56,7 @@
 // internal error: …]" result.
 //
 // Call ids: a bash call may carry the model's tool-use id in
-// _meta["bashvisor/call_id"] ([MetaCallID]); on a fleet a call id runs at
+// _meta["bashvisor/call_id"]; on a fleet a call id runs at
 // most once per conversation, so an agent server may safely send a call
 // again after a failure of its own.
 //
@@ -85,10 +85,10 @@
 // (strictly increasing) and message "12.0s, 3.4 KiB, last: LINE", at most
 // one per [Options.ProgressInterval] (default 1s). Each also carries the
 // output since the previous one, on the message's following lines and in
-// _meta ([MetaOutput], [MetaSkipped]): at most 16 KiB
-// ([engine.ProgressOutputMax]) of valid UTF-8, the latest when there was
-// more (the gap counted in MetaSkipped), so that without gaps the
-// notifications together are the whole output; the output after the last
+// _meta: "bashvisor/output", at most 16 KiB (as engine.Progress.Output)
+// of valid UTF-8, the latest when there was more, and "bashvisor/skipped",
+// the bytes of the gap before it, so that without gaps the notifications
+// together are the whole output; the output after the last
 // tick is sent in one more notification before the result. The engine's
 // callback never blocks on the client: snapshots accumulate (bounded) and
 // a per-call goroutine sends them. A call that sent notifications pings
@@ -134,11 +134,11 @@
 // principal reaches another's jobs, outputs or input, whatever it guesses.
 // Which conversation a call is in:
 //
-//   - A call that names one, with the HTTP header [ConversationHeader]
-//     ("Bashvisor-Conversation: build") or the _meta key
-//     [MetaConversation] (both: they must agree), is in that conversation
-//     of its principal, from any session or none: a name is 1 to 128 of
-//     A-Z a-z 0-9 . _ -, starting with a letter or digit. A named
+//   - A call that names one, with the HTTP header
+//     "Bashvisor-Conversation: build" or the _meta key
+//     "bashvisor/conversation" (both: they must agree), is in that
+//     conversation of its principal, from any session or none: a name is
+//     1 to 128 of A-Z a-z 0-9 . _ -, starting with a letter or digit. A named
 //     conversation ends (its commands and jobs end) after
 //     [Options.ConversationIdle] (30 minutes) without a call in it; at
 //     most [Options.MaxConversations] (1024) are in use at once.
@@ -172,14 +172,14 @@
 //
 // Full outputs as resources: a truncated bash result carries, after its
 // text, a resource link to the whole output
-// (bashvisor://conversation/NAME/outputs/N, [FullOutputTemplate]), and
-// every result about a background job a link to the job's output
-// (bashvisor://conversation/NAME/jobs/JOB, [JobOutputTemplate]).
-// resources/read serves them to the same principal (and a session's
-// conversation only to its session), in ranges with ?offset=N&length=M,
-// at most [MaxResourceRead] (4 MiB) a read, the content's _meta giving the
-// size and the URI of the rest ([MetaResourceNext]); resources/list lists
-// the call's conversation's. Offsets and sizes count the files' bytes. A
+// (bashvisor://conversation/NAME/outputs/N), and every result about a
+// background job a link to the job's output
+// (bashvisor://conversation/NAME/jobs/JOB). resources/read serves them to
+// the same principal (and a session's conversation only to its session),
+// in ranges with ?offset=N&length=M, at most 4 MiB a read, the content's
+// _meta giving the offset served ("bashvisor/offset"), the size
+// ("bashvisor/size") and, when more follows, the URI of the rest
+// ("bashvisor/next"); resources/list lists the call's conversation's. Offsets and sizes count the files' bytes. A
 // job's output reads as the model reads it from bash_output (rendered:
 // escape sequences and control bytes removed, a terminal job as its
 // terminal's text; see engine.JobOutput); a full output is the file's
@@ -207,7 +207,7 @@
 // need: a principal at its own cap is refused naming that cap while the
 // others are served.
 //
-//   - a request body over [MaxRequestBytes] (4 MiB, e.g. a large
+//   - a request body over 4 MiB (e.g. a large
 //     bash_write input): 413 and the connection closed; split the input
 //     into several writes;
 //   - a body that does not arrive within [HTTPOptions.ReadTimeout] (30 s):

@@ -101,7 +101,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
-		Name:      mcpserver.ToolBash,
+		Name:      "bash",
 		Arguments: map[string]any{"command": "echo started; echo done", "mode": "background"},
 	})
 	if err != nil {

@@ -11,12 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,10 +33,10 @@ type HTTPOptions struct {
 	// valid UTF-8 without control characters, at most 256 bytes.
 	Verifier auth.TokenVerifier
 	// Token, when set, is one bearer token accepted besides Verifier's,
-	// for the principal [PrincipalDefault]. Compared in constant time.
+	// for the principal "default". Compared in constant time.
 	Token string
 	// NoAuth serves every request without authentication, as the one
-	// principal [PrincipalAnonymous]: any process that can reach the
+	// principal "anonymous": any process that can reach the
 	// address can run commands. Only for a listener nobody else can
 	// reach.
 	NoAuth bool
@@ -107,19 +105,19 @@ type HTTPOptions struct {
 	Logger *slog.Logger
 }
 
-// Defaults of [HTTPOptions].
+// Defaults of HTTPOptions, stated at each field.
 const (
-	DefaultSessionTimeout = 30 * time.Minute
-	DefaultMaxSessions    = 256
-	// DefaultMaxSessionsPerPrincipal is HTTPOptions.MaxSessionsPerPrincipal's
+	defaultSessionTimeout = 30 * time.Minute
+	defaultMaxSessions    = 256
+	// defaultMaxSessionsPerPrincipal is HTTPOptions.MaxSessionsPerPrincipal's
 	// default.
-	DefaultMaxSessionsPerPrincipal = 64
-	DefaultReadTimeout             = 30 * time.Second
-	// MaxRequestBytes bounds a request's body: a bigger one (a bash_write
+	defaultMaxSessionsPerPrincipal = 64
+	defaultReadTimeout             = 30 * time.Second
+	// maxRequestBytes bounds a request's body: a bigger one (a bash_write
 	// of more than about 4 MiB of input) gets 413 and the connection is
 	// closed; split such input into several writes. It is the go-sdk's
 	// own bound (mcp.DefaultMaxRequestBodyBytes; TestMaxRequestBytes).
-	MaxRequestBytes = 4 << 20
+	maxRequestBytes = 4 << 20
 )
 
 // defaultSessionRate is HTTPOptions.SessionRate's default.
@@ -130,7 +128,8 @@ var defaultSessionRate = Rate{PerSecond: 4, Burst: 64}
 // (protocol versions up to 2025-11-25: an initialize request opens a
 // session, named by the Mcp-Session-Id header of later requests, and the
 // session is a conversation) and stateless (2026-07-28: every request
-// stands alone and names its conversation, see [ConversationHeader]).
+// stands alone and may name its conversation, see the package
+// documentation, "Conversations").
 //
 // Every request is authenticated first (HTTPOptions.Token, Verifier or
 // NoAuth; 401 or 403 otherwise) and made by the principal that its
@@ -156,10 +155,10 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	opts.SessionTimeout = orDefault(opts.SessionTimeout, DefaultSessionTimeout)
-	opts.ReadTimeout = orDefault(opts.ReadTimeout, DefaultReadTimeout)
-	opts.MaxSessions = orDefault(opts.MaxSessions, DefaultMaxSessions)
-	opts.MaxSessionsPerPrincipal = orDefault(opts.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
+	opts.SessionTimeout = orDefault(opts.SessionTimeout, defaultSessionTimeout)
+	opts.ReadTimeout = orDefault(opts.ReadTimeout, defaultReadTimeout)
+	opts.MaxSessions = orDefault(opts.MaxSessions, defaultMaxSessions)
+	opts.MaxSessionsPerPrincipal = orDefault(opts.MaxSessionsPerPrincipal, defaultMaxSessionsPerPrincipal)
 	opts.SessionRate = opts.SessionRate.orDefault(defaultSessionRate)
 	h := &httpHandler{opts: opts, sessions: map[string]*httpSession{}, perPrincipal: map[string]int{},
 		sessionRate: newRates(opts.SessionRate)}
@@ -276,7 +275,7 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 		if err != nil {
 			w.Header().Set("Connection", "close")
 			var tooBig *http.MaxBytesError
@@ -596,19 +595,4 @@ func withPrincipal(ctx context.Context, p string) context.Context {
 func principalFrom(ctx context.Context) (string, bool) {
 	p, ok := ctx.Value(principalKey{}).(string)
 	return p, ok
-}
-
-// IsLoopback reports whether a listen address ("127.0.0.1:8080",
-// "localhost:0", "[::1]:9000") binds only loopback interfaces. An empty host
-// (":8080") binds all interfaces and is not loopback.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }

@@ -227,17 +227,6 @@ func TestHTTPDroppedRequestCancels(t *testing.T) {
 	waitDead(t, 5*time.Second, pids...)
 }
 
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true, "localhost:0": true, "[::1]:9000": true, "127.1.2.3:80": true,
-		":8080": false, "0.0.0.0:8080": false, "[::]:80": false, "192.168.1.5:80": false, "example.com:80": false,
-	} {
-		if got := IsLoopback(addr); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
 func TestHTTPConcurrentCalls(t *testing.T) {
 	h := newHTTPSetupWith(t, manySlots, HTTPOptions{NoAuth: true})
 	parallelSleeps(t, h.client(t, ""), 50)
@@ -264,7 +253,7 @@ func TestHTTPProgress(t *testing.T) {
 		if v := cs.InitializeResult().ProtocolVersion; v != proto {
 			t.Errorf("negotiated %s, want %s", v, proto)
 		}
-		p := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo step$i; sleep 0.2; done"}}
+		p := &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo step$i; sleep 0.2; done"}}
 		p.SetProgressToken(7)
 		if _, err := cs.CallTool(context.Background(), p); err != nil {
 			t.Fatal(err)
@@ -343,7 +332,7 @@ func TestHTTPStatelessDroppedRequestCancels(t *testing.T) {
 // The body bound is the go-sdk's: a body the SDK would refuse is refused
 // here first, with the same status.
 func TestMaxRequestBytes(t *testing.T) {
-	if MaxRequestBytes != mcp.DefaultMaxRequestBodyBytes {
-		t.Fatalf("MaxRequestBytes %d, the go-sdk's %d", MaxRequestBytes, mcp.DefaultMaxRequestBodyBytes)
+	if maxRequestBytes != mcp.DefaultMaxRequestBodyBytes {
+		t.Fatalf("MaxRequestBytes %d, the go-sdk's %d", maxRequestBytes, mcp.DefaultMaxRequestBodyBytes)
 	}
 }

@@ -313,19 +313,23 @@ func parseOutputArgs(raw json.RawMessage) (outputArgs, error) {
 			a.limit = maxReadBytes
 		}
 	default:
-		a.tail = DefaultTailBytes
+		a.tail = defaultTailBytes
 	}
 	return a, nil
 }
 
-// waitField decodes m[name] as milliseconds to wait, at most
-// engine.MaxWait (longer waits are cut to it); def when absent.
+// maxWait bounds the waits of bash_output and bash_write (wait_ms,
+// yield_ms): as long as Engine.WaitOutput waits at most.
+const maxWait = 30 * time.Second
+
+// waitField decodes m[name] as milliseconds to wait, at most maxWait
+// (longer waits are cut to it); def when absent.
 func waitField(m map[string]json.RawMessage, name string, def time.Duration) (time.Duration, error) {
 	ms, present, err := intField(m, name)
 	if err != nil || !present {
 		return def, err
 	}
-	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, engine.MaxWait), nil
+	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, maxWait), nil
 }
 
 // writeArgs are bash_write's decoded arguments.
@@ -336,9 +340,9 @@ type writeArgs struct {
 	wait  time.Duration
 }
 
-// DefaultWriteWait is how long bash_write waits for output after writing
+// defaultWriteWait is how long bash_write waits for output after writing
 // when the call gives no yield_ms.
-const DefaultWriteWait = 250 * time.Millisecond
+const defaultWriteWait = 250 * time.Millisecond
 
 func parseWriteArgs(raw json.RawMessage) (writeArgs, error) {
 	var a writeArgs
@@ -362,7 +366,7 @@ func parseWriteArgs(raw json.RawMessage) (writeArgs, error) {
 	if !present && !a.close {
 		return a, errors.New(`give "input" (the bytes to send, e.g. "yes\n") or "close": true`)
 	}
-	if a.wait, err = waitField(m, "yield_ms", DefaultWriteWait); err != nil {
+	if a.wait, err = waitField(m, "yield_ms", defaultWriteWait); err != nil {
 		return a, err
 	}
 	return a, nil

@@ -20,7 +20,7 @@ import (
 func writeJob(t *testing.T, cs *mcp.ClientSession, args map[string]any) (engine.JobOutput, string) {
 	t.Helper()
 	var jo engine.JobOutput
-	res, text := call(t, context.Background(), cs, ToolWrite, args, &jo)
+	res, text := call(t, context.Background(), cs, toolWrite, args, &jo)
 	if res.IsError {
 		t.Fatalf("bash_write %v: %s", args, text)
 	}
@@ -34,14 +34,14 @@ func readUntil(t *testing.T, cs *mcp.ClientSession, id, want string) engine.JobO
 	t.Helper()
 	var jo engine.JobOutput
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		call(t, context.Background(), cs, ToolOutput, map[string]any{"job_id": id, "offset": 0, "wait_ms": 1000}, &jo)
+		call(t, context.Background(), cs, toolOutput, map[string]any{"job_id": id, "offset": 0, "wait_ms": 1000}, &jo)
 		if strings.Contains(jo.Data, want) {
 			return jo
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%q not in %q", want, jo.Data)
 		}
-		call(t, context.Background(), cs, ToolOutput, map[string]any{"job_id": id, "offset": jo.Size, "wait_ms": 1000}, nil)
+		call(t, context.Background(), cs, toolOutput, map[string]any{"job_id": id, "offset": jo.Size, "wait_ms": 1000}, nil)
 	}
 }
 
@@ -54,9 +54,9 @@ func TestInteractiveSchema(t *testing.T) {
 	var write, bashTool *mcp.Tool
 	for _, tool := range lt.Tools {
 		switch tool.Name {
-		case ToolWrite:
+		case toolWrite:
 			write = tool
-		case ToolBash:
+		case toolBash:
 			bashTool = tool
 		}
 	}
@@ -112,7 +112,7 @@ func TestYieldOverMCP(t *testing.T) {
 	// The description says so.
 	lt, _ := s.cs.ListTools(context.Background(), nil)
 	for _, tool := range lt.Tools {
-		if tool.Name == ToolBash && !strings.Contains(tool.Description, "moves to the background (still running) after 2s") {
+		if tool.Name == toolBash && !strings.Contains(tool.Description, "moves to the background (still running) after 2s") {
 			t.Errorf("description:\n%s", tool.Description)
 		}
 	}
@@ -121,7 +121,7 @@ func TestYieldOverMCP(t *testing.T) {
 	if r.Status != engine.StatusStarted || !strings.HasPrefix(r.Output, "early\n[command still running after 300ms: moved to background as job-2;") {
 		t.Fatalf("yield_ms: %+v", r)
 	}
-	call(t, context.Background(), s.cs, ToolKill, map[string]any{"job_id": r.JobID}, nil)
+	call(t, context.Background(), s.cs, toolKill, map[string]any{"job_id": r.JobID}, nil)
 }
 
 func TestStdinOverMCP(t *testing.T) {
@@ -145,7 +145,7 @@ func TestStdinOverMCP(t *testing.T) {
 	// and bad arguments each get a clear error.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var j engine.JobOutput
-		call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": r.JobID}, &j)
+		call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": r.JobID}, &j)
 		if j.Job.Status != engine.JobRunning || time.Now().After(deadline) {
 			break
 		}
@@ -165,7 +165,7 @@ func TestStdinOverMCP(t *testing.T) {
 		{s.cs, map[string]any{"job_id": r.JobID}, `give "input"`},
 		{s.cs, map[string]any{"job_id": r.JobID, "input": 3}, `field "input" must be a string`},
 	} {
-		res, text := call(t, ctx, c.cs, ToolWrite, c.args, nil)
+		res, text := call(t, ctx, c.cs, toolWrite, c.args, nil)
 		if !res.IsError || !strings.Contains(text, c.want) {
 			t.Errorf("bash_write %v: %v %q, want an error with %q", c.args, res.IsError, text, c.want)
 		}
@@ -175,7 +175,7 @@ func TestStdinOverMCP(t *testing.T) {
 	if bad.Status != engine.StatusError || !strings.Contains(bad.Output, "mode=background, or yield_ms") {
 		t.Errorf("%+v", bad)
 	}
-	call(t, ctx, s.cs, ToolKill, map[string]any{"job_id": noPipe.JobID}, nil)
+	call(t, ctx, s.cs, toolKill, map[string]any{"job_id": noPipe.JobID}, nil)
 }
 
 // On a terminal: python3 -i evaluates 1+1 sent with bash_write, and
@@ -229,11 +229,11 @@ func TestOutputWait(t *testing.T) {
 	readUntil(t, s.cs, r.JobID, "first")
 	start := time.Now()
 	var jo engine.JobOutput
-	call(t, context.Background(), s.cs, ToolOutput, map[string]any{"job_id": r.JobID, "wait_ms": 20000}, &jo)
+	call(t, context.Background(), s.cs, toolOutput, map[string]any{"job_id": r.JobID, "wait_ms": 20000}, &jo)
 	if d := time.Since(start); !strings.Contains(jo.Data, "second") || d > 15*time.Second {
 		t.Fatalf("after %v: %+v", d, jo)
 	}
-	call(t, context.Background(), s.cs, ToolKill, map[string]any{"job_id": r.JobID}, nil)
+	call(t, context.Background(), s.cs, toolKill, map[string]any{"job_id": r.JobID}, nil)
 }
 
 // Progress notifications carry the new output: together, all of a 3 s
@@ -251,8 +251,8 @@ func TestProgressCarriesOutput(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			n++
-			out, _ := req.Params.Meta[MetaOutput].(string)
-			if sk, _ := req.Params.Meta[MetaSkipped].(float64); sk != 0 {
+			out, _ := req.Params.Meta[metaOutput].(string)
+			if sk, _ := req.Params.Meta[metaSkipped].(float64); sk != 0 {
 				meta.WriteString("[skipped]")
 			}
 			meta.WriteString(out)
@@ -261,7 +261,7 @@ func TestProgressCarriesOutput(t *testing.T) {
 			}
 		},
 	})
-	params := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in $(seq 30); do echo line $i; sleep 0.1; done"}}
+	params := &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "for i in $(seq 30); do echo line $i; sleep 0.1; done"}}
 	params.SetProgressToken("tok")
 	res, err := cs.CallTool(context.Background(), params)
 	if err != nil {
@@ -284,14 +284,14 @@ func TestProgressCarriesOutput(t *testing.T) {
 	}
 }
 
-// The progress sender keeps at most engine.ProgressOutputMax of output it
+// The progress sender keeps at most progressOutputMax of output it
 // has not sent, cut on a character boundary, and counts what it dropped.
 func TestProgressOutputBounded(t *testing.T) {
 	p := &progress{wake: make(chan struct{}, 1)}
 	chunk := strings.Repeat("é", 5000) // 10,000 bytes
 	p.update(engine.Progress{Output: chunk})
 	p.update(engine.Progress{Output: "x" + chunk})
-	if len(p.out) > engine.ProgressOutputMax || p.skipped+int64(len(p.out)) != 20001 || !strings.HasSuffix(string(p.out), chunk) || !utf8.Valid(p.out) {
+	if len(p.out) > progressOutputMax || p.skipped+int64(len(p.out)) != 20001 || !strings.HasSuffix(string(p.out), chunk) || !utf8.Valid(p.out) {
 		t.Fatalf("kept %d bytes, skipped %d", len(p.out), p.skipped)
 	}
 	p.update(engine.Progress{Output: "y", Skipped: 7})

@@ -217,7 +217,7 @@ func decode(t testing.TB, res *mcp.CallToolResult, out any) string {
 func bash(t testing.TB, ctx context.Context, cs *mcp.ClientSession, args any) engine.Result {
 	t.Helper()
 	var r engine.Result
-	res, text := call(t, ctx, cs, ToolBash, args, &r)
+	res, text := call(t, ctx, cs, toolBash, args, &r)
 	if text != r.Output {
 		t.Errorf("text content %q != structured output %q", text, r.Output)
 	}

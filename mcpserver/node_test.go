@@ -263,9 +263,9 @@ func TestTypeScriptClient(t *testing.T) {
 	// alice, in her conversation "work" (it outlives her session).
 	a := tsClient(t, dir, s.url, aliceToken, "work",
 		map[string]any{"tools": true},
-		map[string]any{"tool": ToolBash, "args": map[string]any{"command": "echo hello from ts"}},
-		map[string]any{"tool": ToolBash, "args": map[string]any{"command": "echo alice-secret; sleep 300", "mode": "background"}},
-		map[string]any{"tool": ToolBash, "args": map[string]any{"command": "seq 1 20000"}},
+		map[string]any{"tool": toolBash, "args": map[string]any{"command": "echo hello from ts"}},
+		map[string]any{"tool": toolBash, "args": map[string]any{"command": "echo alice-secret; sleep 300", "mode": "background"}},
+		map[string]any{"tool": toolBash, "args": map[string]any{"command": "seq 1 20000"}},
 	)
 	if a.ProtocolVersion != "2025-11-25" || a.SessionID == "" || len(a.Results) != 4 {
 		t.Fatalf("alice: %+v", a)
@@ -303,10 +303,10 @@ func TestTypeScriptClient(t *testing.T) {
 	// bob: the same conversation name, then his own session.
 	for _, conv := range []string{"work", ""} {
 		b := tsClient(t, dir, s.url, bobToken, conv,
-			map[string]any{"tool": ToolJobs},
-			map[string]any{"tool": ToolOutput, "args": map[string]any{"job_id": jobID}},
-			map[string]any{"tool": ToolKill, "args": map[string]any{"job_id": jobID}},
-			map[string]any{"tool": ToolWrite, "args": map[string]any{"job_id": jobID, "input": "x"}},
+			map[string]any{"tool": toolJobs},
+			map[string]any{"tool": toolOutput, "args": map[string]any{"job_id": jobID}},
+			map[string]any{"tool": toolKill, "args": map[string]any{"job_id": jobID}},
+			map[string]any{"tool": toolWrite, "args": map[string]any{"job_id": jobID, "input": "x"}},
 			map[string]any{"read": jobURI},
 			map[string]any{"read": fullURI},
 			map[string]any{"list": true},
@@ -324,7 +324,7 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 	}
 	// alice's job lives on, unharmed.
-	r = parse(tsClient(t, dir, s.url, aliceToken, "work", map[string]any{"tool": ToolKill, "args": map[string]any{"job_id": jobID}}).Results[0])
+	r = parse(tsClient(t, dir, s.url, aliceToken, "work", map[string]any{"tool": toolKill, "args": map[string]any{"job_id": jobID}}).Results[0])
 	if r.IsError || r.StructuredContent["status"] != "killed" {
 		t.Errorf("alice kills her job: %+v", r)
 	}

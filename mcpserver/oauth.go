@@ -78,8 +78,8 @@ const (
 	oauthLeeway       = time.Minute
 	jwksRefetchAfter  = time.Minute
 	oauthCacheEntries = 4096
-	// PrincipalOAuthPrefix starts every principal of [OAuthVerifier].
-	PrincipalOAuthPrefix = "oauth:"
+	// principalOAuthPrefix starts every principal of OAuthVerifier.
+	principalOAuthPrefix = "oauth:"
 )
 
 // NewOAuthVerifier fetches the issuer's metadata and keys and returns a
@@ -244,7 +244,7 @@ func (v *OAuthVerifier) Verify(ctx context.Context, token string, _ *http.Reques
 	if c.Scope != "" {
 		scopes = strings.Fields(c.Scope)
 	}
-	ti := &auth.TokenInfo{UserID: PrincipalOAuthPrefix + c.Subject, Scopes: scopes, Expiration: c.Expiry.Time()}
+	ti := &auth.TokenInfo{UserID: principalOAuthPrefix + c.Subject, Scopes: scopes, Expiration: c.Expiry.Time()}
 	v.mu.Lock()
 	if len(v.cache) >= v.cacheSize {
 		for k, old := range v.cache {

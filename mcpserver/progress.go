@@ -28,13 +28,17 @@ type progress struct {
 	mu      sync.Mutex
 	latest  engine.Progress
 	pending bool
-	out     []byte        // output since the last notification (at most engine.ProgressOutputMax)
+	out     []byte        // output since the last notification (at most progressOutputMax)
 	skipped int64         // bytes left out of out
 	last    float64       // the progress value last sent (the loop's until stop)
 	wake    chan struct{} // capacity 1
 	quit    chan struct{}
 	wg      sync.WaitGroup
 }
+
+// progressOutputMax bounds the output one notification carries (16 KiB,
+// as the engine bounds one report's, engine.Progress.Output).
+const progressOutputMax = 16 << 10
 
 func startProgress(ctx context.Context, ss *mcp.ServerSession, token any, interval time.Duration, log *slog.Logger) *progress {
 	p := &progress{
@@ -48,7 +52,7 @@ func startProgress(ctx context.Context, ss *mcp.ServerSession, token any, interv
 
 // update records a snapshot; it is [engine.ToolContext.Progress]. The
 // output of snapshots not yet sent accumulates, bounded: past
-// engine.ProgressOutputMax the oldest is dropped (cut on a UTF-8
+// progressOutputMax the oldest is dropped (cut on a UTF-8
 // boundary) and counted as skipped.
 func (p *progress) update(snap engine.Progress) {
 	p.mu.Lock()
@@ -58,7 +62,7 @@ func (p *progress) update(snap engine.Progress) {
 		p.out = p.out[:0]
 	}
 	p.out = append(p.out, snap.Output...)
-	if over := len(p.out) - engine.ProgressOutputMax; over > 0 {
+	if over := len(p.out) - progressOutputMax; over > 0 {
 		for over < len(p.out) && !utf8.RuneStart(p.out[over]) {
 			over++
 		}
@@ -146,7 +150,7 @@ func (p *progress) send(value float64, snap engine.Progress) {
 		Message:       progressMessage(snap),
 	}
 	if snap.Output != "" || snap.Skipped > 0 {
-		params.Meta = mcp.Meta{MetaOutput: snap.Output, MetaSkipped: snap.Skipped}
+		params.Meta = mcp.Meta{metaOutput: snap.Output, metaSkipped: snap.Skipped}
 	}
 	if err := p.ss.NotifyProgress(p.ctx, params); err != nil {
 		p.log.Debug("progress notification failed", "err", err)
@@ -155,12 +159,12 @@ func (p *progress) send(value float64, snap engine.Progress) {
 
 // The _meta keys of a progress notification that carry the command's
 // output since the previous notification of the call (a string, valid
-// UTF-8, at most engine.ProgressOutputMax bytes) and how many bytes
+// UTF-8, at most progressOutputMax bytes) and how many bytes
 // before it were left out (a number; 0 when the notifications' outputs
 // together are the whole output). Absent when there is no new output.
 const (
-	MetaOutput  = "bashvisor/output"
-	MetaSkipped = "bashvisor/skipped"
+	metaOutput  = "bashvisor/output"
+	metaSkipped = "bashvisor/skipped"
 )
 
 // progressMessage formats a snapshot: "12.0s, 3.4 KiB, last: LINE", then,

@@ -29,23 +29,23 @@ import (
 // full output of the n-th truncated result of a conversation. offset and
 // length (in that order, both optional) read a byte range.
 const (
-	JobOutputTemplate  = "bashvisor://conversation/{conversation}/jobs/{job_id}{?offset,length}"
-	FullOutputTemplate = "bashvisor://conversation/{conversation}/outputs/{n}{?offset,length}"
+	jobOutputTemplate  = "bashvisor://conversation/{conversation}/jobs/{job_id}{?offset,length}"
+	fullOutputTemplate = "bashvisor://conversation/{conversation}/outputs/{n}{?offset,length}"
 )
 
-// MaxResourceRead is the most one resources/read returns: a longer
-// resource is served from offset for MaxResourceRead bytes, and the
+// maxResourceRead is the most one resources/read returns: a longer
+// resource is served from offset for maxResourceRead bytes, and the
 // content's _meta gives its size and the URI of the rest
-// ([MetaResourceSize], [MetaResourceNext]).
-const MaxResourceRead = 4 << 20
+// (metaResourceSize, metaResourceNext).
+const maxResourceRead = 4 << 20
 
 // The _meta keys of resource contents: the offset of the first byte
 // served, the resource's size in bytes at the time of the read, and, when
 // more follows, the URI that reads on.
 const (
-	MetaResourceOffset = "bashvisor/offset"
-	MetaResourceSize   = "bashvisor/size"
-	MetaResourceNext   = "bashvisor/next"
+	metaResourceOffset = "bashvisor/offset"
+	metaResourceSize   = "bashvisor/size"
+	metaResourceNext   = "bashvisor/next"
 )
 
 // outputsKept is how many full outputs a conversation keeps reachable as
@@ -153,7 +153,7 @@ func outputLink(sc scope, n int, r engine.Result) *mcp.ResourceLink {
 // of the request's conversation.
 func (s *server) addResources(ms *mcp.Server) {
 	ms.AddResourceTemplate(&mcp.ResourceTemplate{
-		URITemplate: JobOutputTemplate,
+		URITemplate: jobOutputTemplate,
 		Name:        "job-output",
 		Title:       "Background job output",
 		Description: "The output of a background job of this conversation (bash_jobs lists them). " +
@@ -161,7 +161,7 @@ func (s *server) addResources(ms *mcp.Server) {
 		MIMEType: "text/plain",
 	}, s.readResource)
 	ms.AddResourceTemplate(&mcp.ResourceTemplate{
-		URITemplate: FullOutputTemplate,
+		URITemplate: fullOutputTemplate,
 		Name:        "full-output",
 		Title:       "Full output of a truncated result",
 		Description: "The whole output of a bash result that was truncated (its resource link names it). " +
@@ -250,8 +250,8 @@ func parseResourceURI(raw string) (parsedURI, error) {
 			*dst = n
 		}
 	}
-	if p.length == 0 || p.length > MaxResourceRead {
-		p.length = MaxResourceRead
+	if p.length == 0 || p.length > maxResourceRead {
+		p.length = maxResourceRead
 	}
 	return p, nil
 }
@@ -304,9 +304,9 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, err
 	}
 	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain", Text: data,
-		Meta: mcp.Meta{MetaResourceOffset: min(p.offset, size), MetaResourceSize: size}}
+		Meta: mcp.Meta{metaResourceOffset: min(p.offset, size), metaResourceSize: size}}
 	if end < size && end > min(p.offset, size) {
-		c.Meta[MetaResourceNext] = resourceURI(p.conv, p.kind, p.id) + "?offset=" + strconv.FormatInt(end, 10)
+		c.Meta[metaResourceNext] = resourceURI(p.conv, p.kind, p.id) + "?offset=" + strconv.FormatInt(end, 10)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
 }

@@ -20,18 +20,18 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// Tool names registered by [New].
+// Tool names registered by New.
 const (
-	ToolBash   = "bash"
-	ToolJobs   = "bash_jobs"
-	ToolOutput = "bash_output"
-	ToolKill   = "bash_kill"
-	ToolWrite  = "bash_write"
+	toolBash   = "bash"
+	toolJobs   = "bash_jobs"
+	toolOutput = "bash_output"
+	toolKill   = "bash_kill"
+	toolWrite  = "bash_write"
 )
 
-// DefaultTailBytes is how much of a job's output bash_output returns when
+// defaultTailBytes is how much of a job's output bash_output returns when
 // the call gives neither tail_bytes nor offset/limit: the last 32 KiB.
-const DefaultTailBytes = 32 << 10
+const defaultTailBytes = 32 << 10
 
 // maxReadBytes is the most bash_output returns in one call (the tool's
 // output bound).
@@ -67,10 +67,11 @@ type Options struct {
 	SharedConversation bool
 	// Principal is the principal of calls that do not come through
 	// [Handler] (stdio, in-memory), given to the engine as
-	// ToolContext.Principal (default [PrincipalLocal]).
+	// ToolContext.Principal (default "local").
 	Principal string
 	// ConversationIdle ends a named conversation (one a client named with
-	// [ConversationHeader] or [MetaConversation]) after this long without
+	// the Bashvisor-Conversation header or _meta key
+	// "bashvisor/conversation") after this long without
 	// a call in it (default 30m; negative: never): its commands and
 	// background jobs end, as a session's do with the session.
 	ConversationIdle time.Duration
@@ -168,14 +169,14 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		opts.ConversationID = "mcp"
 	}
 	if opts.Principal == "" {
-		opts.Principal = PrincipalLocal
+		opts.Principal = principalLocal
 	}
-	opts.ConversationIdle = orDefault(opts.ConversationIdle, DefaultConversationIdle)
+	opts.ConversationIdle = orDefault(opts.ConversationIdle, defaultConversationIdle)
 	if opts.ConversationIdle == 0 {
 		opts.ConversationIdle = -1 // never
 	}
-	opts.MaxConversations = orDefault(opts.MaxConversations, DefaultMaxConversations)
-	opts.MaxConversationsPerPrincipal = orDefault(opts.MaxConversationsPerPrincipal, DefaultMaxConversationsPerPrincipal)
+	opts.MaxConversations = orDefault(opts.MaxConversations, defaultMaxConversations)
+	opts.MaxConversationsPerPrincipal = orDefault(opts.MaxConversationsPerPrincipal, defaultMaxConversationsPerPrincipal)
 	opts.ConversationRate = opts.ConversationRate.orDefault(defaultConversationRate)
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = time.Second
@@ -206,7 +207,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	tc := s.toolContext(scope{principal: opts.Principal, conv: opts.ConversationID})
 	yes := true
 	ms.AddTool(&mcp.Tool{
-		Name:         ToolBash,
+		Name:         toolBash,
 		Title:        "Bash",
 		Description:  e.Description(tc),
 		InputSchema:  bashInputSchema(),
@@ -214,7 +215,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		Annotations:  &mcp.ToolAnnotations{Title: "Bash", DestructiveHint: &yes, OpenWorldHint: &yes},
 	}, s.safe(s.bash))
 	ms.AddTool(&mcp.Tool{
-		Name:         ToolJobs,
+		Name:         toolJobs,
 		Title:        "List background jobs",
 		Description:  "List this conversation's background jobs (started with mode \"background\"), running and ended: job_id, pid, status, start time, bytes of output, command.",
 		InputSchema:  json.RawMessage(jobsInputSchema),
@@ -222,7 +223,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		Annotations:  &mcp.ToolAnnotations{Title: "List background jobs", ReadOnlyHint: true, IdempotentHint: true},
 	}, s.safe(s.jobs))
 	ms.AddTool(&mcp.Tool{
-		Name:  ToolOutput,
+		Name:  toolOutput,
 		Title: "Read a background job's output",
 		Description: "Read a background job's output and status. By default returns the last 32 KiB; " +
 			"tail_bytes sets how much of the end to return, or offset and limit read a byte range " +
@@ -233,7 +234,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true},
 	}, s.safe(s.output))
 	ms.AddTool(&mcp.Tool{
-		Name:  ToolKill,
+		Name:  toolKill,
 		Title: "Stop a background job",
 		Description: "Stop a background job and every process it started: SIGTERM to its process group, " +
 			"SIGKILL after the grace period. Returns the job's final status.",
@@ -242,7 +243,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background job", DestructiveHint: &yes, IdempotentHint: true},
 	}, s.safe(s.kill))
 	ms.AddTool(&mcp.Tool{
-		Name:  ToolWrite,
+		Name:  toolWrite,
 		Title: "Send input to a background job",
 		Description: "Send input to a background job started with stdin \"pipe\" or tty true (on a terminal " +
 			"the input is keys: \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D), optionally close its stdin, then wait " +
@@ -348,7 +349,7 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	return s.finish(sc, tc, in, r), nil
 }
 
-// MetaCallID is the _meta key of a bash call that carries its call id:
+// metaCallID is the _meta key of a bash call that carries its call id:
 // the model's tool-use id ("toolu_…", "call_…"), for an agent server that
 // may send a call again after a failure of its own. The call's
 // [engine.ToolContext.CallID] is then the conversation, "/", and this id,
@@ -356,11 +357,11 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 // at most once in that conversation. Without it the call has no call id:
 // the go-sdk does not give handlers the JSON-RPC request id, and a
 // client's retry would carry a new one anyway.
-const MetaCallID = "bashvisor/call_id"
+const metaCallID = "bashvisor/call_id"
 
 // callID is the call id of a call in conversation conv with _meta m.
 func callID(conv string, m mcp.Meta) string {
-	id, _ := m[MetaCallID].(string)
+	id, _ := m[metaCallID].(string)
 	if id == "" {
 		return ""
 	}

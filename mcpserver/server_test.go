@@ -58,7 +58,7 @@ func TestToolsAndSchemas(t *testing.T) {
 			for _, tool := range lt.Tools {
 				tools[tool.Name] = tool
 			}
-			for _, name := range []string{ToolBash, ToolJobs, ToolOutput, ToolKill} {
+			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill} {
 				tool := tools[name]
 				if tool == nil {
 					t.Fatalf("tool %s missing; have %v", name, lt.Tools)
@@ -67,7 +67,7 @@ func TestToolsAndSchemas(t *testing.T) {
 					t.Errorf("%s: no output schema or description", name)
 				}
 			}
-			bash := tools[ToolBash]
+			bash := tools[toolBash]
 			if !jsonEqual(t, bash.InputSchema, engine.InputSchema()) {
 				t.Errorf("bash input schema %v != engine.InputSchema() %s", bash.InputSchema, engine.InputSchema())
 			}
@@ -202,18 +202,18 @@ func TestMalformedArguments(t *testing.T) {
 		args any
 		want string
 	}{
-		{ToolOutput, map[string]any{}, `missing required field "job_id"`},
-		{ToolOutput, map[string]any{"job_id": 7}, `field "job_id" must be a string`},
-		{ToolOutput, map[string]any{"job_id": "x", "tail_bytes": -1}, `field "tail_bytes" must not be negative`},
-		{ToolOutput, map[string]any{"job_id": "x", "offset": 1.5}, `field "offset" must be an integer`},
-		{ToolOutput, map[string]any{"job_id": "x", "limit": "10"}, `field "limit" must be an integer, got a string`},
-		{ToolOutput, map[string]any{"job_id": "x", "tail_bytes": 10, "offset": 0}, `either "tail_bytes" or "offset"/"limit"`},
-		{ToolOutput, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
-		{ToolKill, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
-		{ToolOutput, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
-		{ToolKill, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
-		{ToolKill, nil, `missing required field "job_id"`},
-		{ToolJobs, map[string]any{"all": true}, `unknown field "all"`},
+		{toolOutput, map[string]any{}, `missing required field "job_id"`},
+		{toolOutput, map[string]any{"job_id": 7}, `field "job_id" must be a string`},
+		{toolOutput, map[string]any{"job_id": "x", "tail_bytes": -1}, `field "tail_bytes" must not be negative`},
+		{toolOutput, map[string]any{"job_id": "x", "offset": 1.5}, `field "offset" must be an integer`},
+		{toolOutput, map[string]any{"job_id": "x", "limit": "10"}, `field "limit" must be an integer, got a string`},
+		{toolOutput, map[string]any{"job_id": "x", "tail_bytes": 10, "offset": 0}, `either "tail_bytes" or "offset"/"limit"`},
+		{toolOutput, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
+		{toolKill, map[string]any{"job_id": ""}, `[error: bad input: field "job_id" is empty (give the job_id`},
+		{toolOutput, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
+		{toolKill, map[string]any{"job_id": "nope"}, `[error: no such job: "nope" (bash_jobs lists the job ids)]`},
+		{toolKill, nil, `missing required field "job_id"`},
+		{toolJobs, map[string]any{"all": true}, `unknown field "all"`},
 	} {
 		res, text := call(t, ctx, s.cs, c.tool, c.args, nil)
 		if !res.IsError || !strings.HasPrefix(text, "[error: ") || !strings.Contains(text, c.want) {
@@ -246,7 +246,7 @@ func TestBackgroundJobs(t *testing.T) {
 	var jo engine.JobOutput
 	var text string
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		_, text = call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": r.JobID}, &jo)
+		_, text = call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": r.JobID}, &jo)
 		if strings.Contains(jo.Data, "started") || time.Now().After(deadline) {
 			break
 		}
@@ -260,19 +260,19 @@ func TestBackgroundJobs(t *testing.T) {
 		t.Errorf("bash_output text %q", text)
 	}
 	// offset/limit paging.
-	_, text = call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": r.JobID, "offset": 0, "limit": 5}, &jo)
+	_, text = call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": r.JobID, "offset": 0, "limit": 5}, &jo)
 	if jo.Data != "child" || jo.EOF || !strings.HasSuffix(text, "\n[more output: call bash_output with offset=5]") {
 		t.Errorf("paging: %q %+v", text, jo)
 	}
 	// tail_bytes.
-	call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": r.JobID, "tail_bytes": 8}, &jo)
+	call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": r.JobID, "tail_bytes": 8}, &jo)
 	if jo.Data != "started\n" {
 		t.Errorf("tail: %+v", jo)
 	}
 
 	// bash_jobs lists both.
 	var jobs jobsResult
-	res, text := call(t, ctx, s.cs, ToolJobs, nil, &jobs)
+	res, text := call(t, ctx, s.cs, toolJobs, nil, &jobs)
 	validate(t, jobsOutputSchema, res.StructuredContent)
 	ids := map[string]engine.JobInfo{}
 	for _, j := range jobs.Jobs {
@@ -287,13 +287,13 @@ func TestBackgroundJobs(t *testing.T) {
 
 	// bash_kill terminates the whole group.
 	var killed engine.JobInfo
-	res, text = call(t, ctx, s.cs, ToolKill, map[string]any{"job_id": r.JobID}, &killed)
+	res, text = call(t, ctx, s.cs, toolKill, map[string]any{"job_id": r.JobID}, &killed)
 	validate(t, jobInfoSchema, res.StructuredContent)
 	if res.IsError || killed.Status != engine.JobKilled {
 		t.Fatalf("bash_kill: %q %+v", text, killed)
 	}
 	waitDead(t, 5*time.Second, r.PID, child)
-	res, text = call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": r.JobID}, &jo)
+	res, text = call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": r.JobID}, &jo)
 	validate(t, outputOutputSchema, res.StructuredContent)
 	if jo.Job.Status != engine.JobKilled || !strings.Contains(jo.Data, "[background process killed") {
 		t.Errorf("after kill: %q", text)
@@ -301,7 +301,7 @@ func TestBackgroundJobs(t *testing.T) {
 
 	// The finished job reports its true status.
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		_, text = call(t, ctx, s.cs, ToolOutput, map[string]any{"job_id": done.JobID}, &jo)
+		_, text = call(t, ctx, s.cs, toolOutput, map[string]any{"job_id": done.JobID}, &jo)
 		if jo.Job.Status != engine.JobRunning || time.Now().After(deadline) {
 			break
 		}
@@ -319,7 +319,7 @@ func startSleeper(t *testing.T, ctx context.Context, cs *mcp.ClientSession, errc
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	cmd := fmt.Sprintf("sleep 300 & echo $$ $! > %s; wait", pidfile)
 	go func() {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": cmd, "mode": "slow"}})
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": cmd, "mode": "slow"}})
 		errc <- err
 	}()
 	return readPids(t, pidfile, 2)
@@ -409,7 +409,7 @@ func parallelSleeps(t *testing.T, cs *mcp.ClientSession, n int) {
 	errs := make(chan string, n)
 	for i := range n {
 		wg.Go(func() {
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": fmt.Sprintf("sleep 1; echo %d", i)}})
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": fmt.Sprintf("sleep 1; echo %d", i)}})
 			if err != nil {
 				errs <- err.Error()
 				return
@@ -482,7 +482,7 @@ func TestProgressNotifications(t *testing.T) {
 			}
 		}
 	}
-	params := &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick$i; sleep 0.2; done"}}
+	params := &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick$i; sleep 0.2; done"}}
 	params.SetProgressToken("tok-1")
 	start := time.Now()
 	if _, err := cs.CallTool(context.Background(), params); err != nil {
@@ -580,8 +580,8 @@ func TestCallIDFromMeta(t *testing.T) {
 		return e.Run(ctx, tc, in)
 	})
 	cs := connect(t, srv, nil)
-	for _, meta := range []mcp.Meta{{MetaCallID: "toolu_01"}, nil} {
-		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: meta, Name: ToolBash, Arguments: map[string]any{"command": "true"}}); err != nil {
+	for _, meta := range []mcp.Meta{{metaCallID: "toolu_01"}, nil} {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: meta, Name: toolBash, Arguments: map[string]any{"command": "true"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

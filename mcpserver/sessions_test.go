@@ -71,7 +71,7 @@ func bgJob(t *testing.T, cs *mcp.ClientSession) (string, int) {
 func jobIDs(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
 	var jobs jobsResult
-	call(t, context.Background(), cs, ToolJobs, nil, &jobs)
+	call(t, context.Background(), cs, toolJobs, nil, &jobs)
 	var ids []string
 	for _, j := range jobs.Jobs {
 		ids = append(ids, j.JobID+":"+strconv.Itoa(j.PID))
@@ -93,7 +93,7 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 		t.Errorf("session A lists %v, want its job %s", got, id)
 	}
 	noSuchJob := fmt.Sprintf(`[error: no such job: %q (bash_jobs lists the job ids)]`, id)
-	for _, tool := range []string{ToolOutput, ToolKill} {
+	for _, tool := range []string{toolOutput, toolKill} {
 		res, text := call(t, ctx, b, tool, map[string]any{"job_id": id}, nil)
 		if !res.IsError || text != noSuchJob {
 			t.Errorf("session B %s of A's job: %q", tool, text)
@@ -106,14 +106,14 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 	// killing it leaves A's alone.
 	idB, pidB := bgJob(t, b)
 	var killed engine.JobInfo
-	if res, text := call(t, ctx, b, ToolKill, map[string]any{"job_id": idB}, &killed); res.IsError || killed.PID != pidB {
+	if res, text := call(t, ctx, b, toolKill, map[string]any{"job_id": idB}, &killed); res.IsError || killed.PID != pidB {
 		t.Fatalf("B kills its own job: %q", text)
 	}
 	waitDead(t, 10*time.Second, pidB)
 	if !alive(pid) {
 		t.Fatal("A's job died when B killed its own")
 	}
-	if res, text := call(t, ctx, a, ToolKill, map[string]any{"job_id": id}, &killed); res.IsError || killed.Status != engine.JobKilled {
+	if res, text := call(t, ctx, a, toolKill, map[string]any{"job_id": id}, &killed); res.IsError || killed.Status != engine.JobKilled {
 		t.Fatalf("A kills its job: %q", text)
 	}
 	waitDead(t, 10*time.Second, pid)
@@ -123,7 +123,7 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 	convs := map[string]bool{}
 	for _, j := range s.e.AllJobs() {
 		convs[j.ConversationID] = true
-		if !strings.HasPrefix(j.ConversationID, PrincipalDefault+"/~") || len(j.ConversationID) != len(PrincipalDefault+"/~")+16 {
+		if !strings.HasPrefix(j.ConversationID, principalDefault+"/~") || len(j.ConversationID) != len(principalDefault+"/~")+16 {
 			t.Errorf("conversation id %q", j.ConversationID)
 		}
 		if strings.Contains(j.OutputFile, a.ID()) || strings.Contains(j.OutputFile, b.ID()) {
@@ -141,7 +141,7 @@ func TestHTTPSessionsAreConversations(t *testing.T) {
 		if got := jobIDs(t, b); len(got) != 1 || got[0] != id+":"+strconv.Itoa(pid) {
 			t.Errorf("session B lists %v, want A's job %s", got, id)
 		}
-		if res, text := call(t, ctx, b, ToolKill, map[string]any{"job_id": id}, nil); res.IsError {
+		if res, text := call(t, ctx, b, toolKill, map[string]any{"job_id": id}, nil); res.IsError {
 			t.Fatalf("B kills A's job: %q", text)
 		}
 		waitDead(t, 10*time.Second, pid)
@@ -438,7 +438,7 @@ func TestHTTPAdmissionUnderLoad(t *testing.T) {
 			n := k*perSession + i
 			wg.Go(func() {
 				cmd := fmt.Sprintf("touch %[1]s/%[2]d; sleep 0.05; n=$(ls %[1]s | wc -l); rm %[1]s/%[2]d; echo %[2]d $n", running, n)
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": cmd}})
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": cmd}})
 				if err != nil {
 					errs <- fmt.Sprintf("call %d: %v", n, err)
 					return

@@ -72,7 +72,7 @@ func TestStdio(t *testing.T) {
 		t.Fatalf("tools %v", lt.Tools)
 	}
 	for _, tool := range lt.Tools {
-		if tool.Name == ToolBash && !strings.HasSuffix(tool.Description, "<pwd>"+dir+"</pwd>") {
+		if tool.Name == toolBash && !strings.HasSuffix(tool.Description, "<pwd>"+dir+"</pwd>") {
 			t.Errorf("description does not end with <pwd>%s</pwd>:\n%s", dir, tool.Description)
 		}
 	}
@@ -510,7 +510,7 @@ func TestStdioMalformedLines(t *testing.T) {
 		t.Errorf("after malformed lines: %+v", r)
 	}
 	var jobs jobsResult
-	call(t, ctx, cs, ToolJobs, nil, &jobs)
+	call(t, ctx, cs, toolJobs, nil, &jobs)
 	if len(jobs.Jobs) != 1 || jobs.Jobs[0].JobID != job.JobID || jobs.Jobs[0].Status != engine.JobRunning {
 		t.Errorf("background job after malformed lines: %+v", jobs.Jobs)
 	}

@@ -69,7 +69,7 @@ func (h *httpSetup) connectAs(t *testing.T, token, proto, conv string) *mcp.Clie
 	t.Helper()
 	hdr := map[string]string{"Authorization": "Bearer " + token}
 	if conv != "" {
-		hdr[ConversationHeader] = conv
+		hdr[conversationHeader] = conv
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: &http.Client{Transport: headers{hdr, h.tr}}},
@@ -125,14 +125,14 @@ func TestPrincipalsAreIsolated(t *testing.T) {
 			bob := s.connectAs(t, bobToken, tc.proto, tc.conv)
 
 			// alice: a background job with input, and a truncated result.
-			start, _ := call(t, ctx, alice, ToolBash, map[string]any{"command": "echo alice-secret; cat", "mode": "background", "stdin": "pipe"}, nil)
+			start, _ := call(t, ctx, alice, toolBash, map[string]any{"command": "echo alice-secret; cat", "mode": "background", "stdin": "pipe"}, nil)
 			var started engine.Result
 			decode(t, start, &started)
 			if started.Status != engine.StatusStarted {
 				t.Fatalf("alice's job: %+v", started)
 			}
 			jobURI := links(start)[0]
-			big, _ := call(t, ctx, alice, ToolBash, map[string]any{"command": "seq 1 3000; echo alice-tail"}, nil)
+			big, _ := call(t, ctx, alice, toolBash, map[string]any{"command": "seq 1 3000; echo alice-tail"}, nil)
 			var bigR engine.Result
 			decode(t, big, &bigR)
 			if !bigR.Truncated || len(links(big)) != 1 {
@@ -146,13 +146,13 @@ func TestPrincipalsAreIsolated(t *testing.T) {
 
 			// bob, in the conversation of the same name, sees nothing of it.
 			var jobs jobsResult
-			call(t, ctx, bob, ToolJobs, nil, &jobs)
+			call(t, ctx, bob, toolJobs, nil, &jobs)
 			if len(jobs.Jobs) != 0 {
 				t.Errorf("bob lists %+v", jobs.Jobs)
 			}
-			for _, tool := range []string{ToolOutput, ToolKill, ToolWrite} {
+			for _, tool := range []string{toolOutput, toolKill, toolWrite} {
 				args := map[string]any{"job_id": started.JobID}
-				if tool == ToolWrite {
+				if tool == toolWrite {
 					args["input"] = "FORGED\n"
 				}
 				res, text := call(t, ctx, bob, tool, args, nil)
@@ -177,7 +177,7 @@ func TestPrincipalsAreIsolated(t *testing.T) {
 			// bob's own job in the "same" conversation is his, numbered
 			// from 1 like alice's; without sessions even its URI is the
 			// same, and serves bob's.
-			mine, _ := call(t, ctx, bob, ToolBash, map[string]any{"command": "echo bob", "mode": "background"}, nil)
+			mine, _ := call(t, ctx, bob, toolBash, map[string]any{"command": "echo bob", "mode": "background"}, nil)
 			var mineR engine.Result
 			decode(t, mine, &mineR)
 			if mineR.JobID != started.JobID {
@@ -193,15 +193,15 @@ func TestPrincipalsAreIsolated(t *testing.T) {
 
 			// alice's job is untouched: alive, unforged, and still hers.
 			var w engine.JobOutput
-			if res, text := call(t, ctx, alice, ToolWrite, map[string]any{"job_id": started.JobID, "input": "hello\n", "close": true, "yield_ms": 2000}, &w); res.IsError || !strings.Contains(text, "hello") {
+			if res, text := call(t, ctx, alice, toolWrite, map[string]any{"job_id": started.JobID, "input": "hello\n", "close": true, "yield_ms": 2000}, &w); res.IsError || !strings.Contains(text, "hello") {
 				t.Errorf("alice writes to her job: %q", text)
 			}
 			text, meta, err := readResource(ctx, alice, jobURI)
 			if err != nil || text != "alice-secret\nhello\n" && !strings.HasPrefix(text, "alice-secret\nhello\n") || strings.Contains(text, "FORGED") {
 				t.Errorf("alice reads her job: %q %v %v", text, meta, err)
 			}
-			call(t, ctx, alice, ToolKill, map[string]any{"job_id": started.JobID}, nil)
-			call(t, ctx, bob, ToolKill, map[string]any{"job_id": mineR.JobID}, nil)
+			call(t, ctx, alice, toolKill, map[string]any{"job_id": started.JobID}, nil)
+			call(t, ctx, bob, toolKill, map[string]any{"job_id": mineR.JobID}, nil)
 		})
 	}
 
@@ -246,14 +246,14 @@ func TestConversationNames(t *testing.T) {
 	ctx := context.Background()
 	for _, bad := range []string{"~0123456789abcdef", "alice/build", "../x", " build", strings.Repeat("x", 129)} {
 		cs := s.connectAs(t, bobToken, "2026-07-28", "")
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{MetaConversation: bad}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{metaConversation: bad}})
 		if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "conversation name") {
 			t.Errorf("name %q: %v %+v", bad, err, res)
 		}
 	}
 	// Header and _meta must agree.
 	cs := s.connectAs(t, bobToken, "2026-07-28", "one")
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{MetaConversation: "two"}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{metaConversation: "two"}})
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "name different conversations") {
 		t.Errorf("header one, _meta two: %v %+v", err, res)
 	}
@@ -261,7 +261,7 @@ func TestConversationNames(t *testing.T) {
 	// same conversation.
 	r := bash(t, ctx, cs, map[string]any{"command": "echo x", "mode": "background"})
 	other := s.connectAs(t, bobToken, "2026-07-28", "")
-	res, err = other.CallTool(ctx, &mcp.CallToolParams{Name: ToolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{MetaConversation: "one"}})
+	res, err = other.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}, Meta: mcp.Meta{metaConversation: "one"}})
 	var jobs jobsResult
 	if err != nil || decode(t, res, &jobs) == "" || len(jobs.Jobs) != 1 || jobs.Jobs[0].JobID != r.JobID {
 		t.Errorf("the same name from another client: %v %+v", err, jobs)
@@ -299,7 +299,7 @@ func TestMaxConversations(t *testing.T) {
 	ctx := context.Background()
 	cs := s.connectAs(t, aliceToken, "2026-07-28", "")
 	run := func(conv string) engine.Result {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{MetaConversation: conv}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestOutputResources(t *testing.T) {
 	cs := s.connectAs(t, aliceToken, "2026-07-28", "res")
 	// 200,000 bytes of multi-byte text: "é" is 2 bytes, so odd ranges cut
 	// characters.
-	res, _ := call(t, ctx, cs, ToolBash, map[string]any{"command": `python3 -c 'import sys; sys.stdout.write("é"*100000)'`}, nil)
+	res, _ := call(t, ctx, cs, toolBash, map[string]any{"command": `python3 -c 'import sys; sys.stdout.write("é"*100000)'`}, nil)
 	var r engine.Result
 	decode(t, res, &r)
 	if !r.Truncated || r.OutputBytes != 200000 || len(links(res)) != 1 {
@@ -340,15 +340,15 @@ func TestOutputResources(t *testing.T) {
 	}
 	uri := links(res)[0]
 	text, meta, err := readResource(ctx, cs, uri)
-	if err != nil || text != strings.Repeat("é", 100000) || meta[MetaResourceSize] != float64(200000) || meta[MetaResourceNext] != nil {
+	if err != nil || text != strings.Repeat("é", 100000) || meta[metaResourceSize] != float64(200000) || meta[metaResourceNext] != nil {
 		t.Fatalf("whole: %d bytes %v %v", len(text), meta, err)
 	}
 	text, meta, err = readResource(ctx, cs, uri+"?offset=10&length=5")
-	if err != nil || text != "éé" || meta[MetaResourceOffset] != float64(10) || meta[MetaResourceNext] != uri+"?offset=14" {
+	if err != nil || text != "éé" || meta[metaResourceOffset] != float64(10) || meta[metaResourceNext] != uri+"?offset=14" {
 		t.Errorf("range: %q %v %v", text, meta, err)
 	}
 	// A job's output, read in slices as it grows.
-	job, _ := call(t, ctx, cs, ToolBash, map[string]any{"command": `seq 1 100000`, "mode": "background"}, nil)
+	job, _ := call(t, ctx, cs, toolBash, map[string]any{"command": `seq 1 100000`, "mode": "background"}, nil)
 	var jr engine.Result
 	decode(t, job, &jr)
 	waitDead(t, 10*time.Second, jr.PID)

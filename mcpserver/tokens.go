@@ -24,15 +24,15 @@ import (
 
 // Principals of requests that carry no credentials of their own.
 const (
-	// PrincipalDefault is the principal of [HTTPOptions.Token], and of the
+	// principalDefault is the principal of HTTPOptions.Token, and of the
 	// token `demo mcp -http` generates.
-	PrincipalDefault = "default"
-	// PrincipalAnonymous is the principal of every request when
-	// [HTTPOptions.NoAuth] is set.
-	PrincipalAnonymous = "anonymous"
-	// PrincipalLocal is the default [Options.Principal]: the one principal
+	principalDefault = "default"
+	// principalAnonymous is the principal of every request when
+	// HTTPOptions.NoAuth is set.
+	principalAnonymous = "anonymous"
+	// principalLocal is the default Options.Principal: the one principal
 	// of a stdio (or in-memory) session.
-	PrincipalLocal = "local"
+	principalLocal = "local"
 )
 
 // MinTokenLength is the shortest bearer token a [TokenFile] accepts.
@@ -43,13 +43,14 @@ const MinTokenLength = 16
 // conversation or the ":" of OAuth principals ("oauth:SUBJECT").
 var principalRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$`)
 
-// ValidPrincipal reports whether name may name a principal in a token
+// validPrincipal reports whether name may name a principal in a token
 // file: 1 to 64 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit.
-func ValidPrincipal(name string) bool { return principalRE.MatchString(name) }
+func validPrincipal(name string) bool { return principalRE.MatchString(name) }
 
 // TokenFile authenticates requests with the bearer tokens of a file: one
 // "PRINCIPAL TOKEN" pair a line (blank lines and lines starting with "#"
-// are ignored). A principal may have several tokens (to rotate one
+// are ignored). A principal is 1 to 64 of A-Z a-z 0-9 . _ @ + -, starting
+// with a letter or digit. A principal may have several tokens (to rotate one
 // without a gap); a token belongs to one principal and is at least
 // [MinTokenLength] bytes long. The file is read again when it changes (its
 // size, modification time or inode; looked at no more than once a second,
@@ -234,7 +235,7 @@ func parseTokens(data []byte) (*tokenSet, error) {
 			return nil, fmt.Errorf("line %d: want \"PRINCIPAL TOKEN\", got %d fields", n, len(fields))
 		}
 		p, tok := fields[0], fields[1]
-		if !ValidPrincipal(p) {
+		if !validPrincipal(p) {
 			return nil, fmt.Errorf("line %d: principal %q: use 1 to 64 of A-Z a-z 0-9 . _ @ + -", n, clip(p, 80))
 		}
 		if len(tok) < MinTokenLength {

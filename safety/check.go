@@ -6,12 +6,12 @@ import (
 )
 
 const (
-	// MaxCommandBytes bounds the analyser's work, not what can run: Check
+	// maxCommandBytes bounds the analyser's work, not what can run: Check
 	// blocks anything longer (rule "too-long"). It is deliberately separate
 	// from, and larger than, engine.MaxCommandBytes (131071 bytes, Linux's
 	// limit on one argument), which the engine checks first, so no command
 	// the engine would run ever reaches this bound.
-	MaxCommandBytes = 1 << 20
+	maxCommandBytes = 1 << 20
 	// maxNesting bounds how deep nested shell code (bash -c, eval, su -c,
 	// heredocs fed to a shell, ...) is re-parsed; deeper nesting is blocked
 	// (rule "too-deep").
@@ -192,8 +192,8 @@ const (
 //     friends are fine.
 //   - parse-error: a command, or nested shell code, that does not parse:
 //     fail closed, with the parser's message.
-//   - too-long: commands over MaxCommandBytes; too-deep: shell code nested
-//     deeper than maxNesting; too-complex: more than 200000 statements or
+//   - too-long: commands over 1 MiB; too-deep: shell code nested
+//     more than 8 deep; too-complex: more than 200000 statements or
 //     brackets nested more than 1000 deep.
 //
 // # Rules that ask
@@ -260,7 +260,7 @@ func check(command string) (Verdict, int) {
 // checkSource is check on a source that other analyses share.
 func checkSource(src *source) (Verdict, int) {
 	command := src.text
-	if len(command) > MaxCommandBytes {
+	if len(command) > maxCommandBytes {
 		return Verdict{Decision: Block, Rule: "too-long",
 			Reason:      "command is too long to analyse (over 1 MiB)",
 			Alternative: "write the script to a file and run it with bash FILE"}, 0

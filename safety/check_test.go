@@ -771,7 +771,7 @@ func TestCheckAbsoluteHome(t *testing.T) {
 }
 
 func TestCheckLimits(t *testing.T) {
-	big := strings.Repeat("a", MaxCommandBytes+1)
+	big := strings.Repeat("a", maxCommandBytes+1)
 	if v := Check(big); v.Decision != Block || v.Rule != "too-long" {
 		t.Errorf("huge command: %+v", v)
 	}

@@ -27,7 +27,7 @@ func AddCoAuthor(command, trailer string) string {
 func addCoAuthor(src *source, trailer string) string {
 	command := src.text
 	trailer = strings.TrimSpace(trailer)
-	if trailer == "" || !strings.Contains(command, "commit") || len(command) > MaxCommandBytes {
+	if trailer == "" || !strings.Contains(command, "commit") || len(command) > maxCommandBytes {
 		return command
 	}
 	f, err := src.tree()

@@ -25,7 +25,7 @@ func Display(command, workdir string) string {
 // display is Display on a source that other analyses share.
 func display(src *source, workdir string) string {
 	command := src.text
-	if workdir == "" || !strings.Contains(command, "cd") || len(command) > MaxCommandBytes {
+	if workdir == "" || !strings.Contains(command, "cd") || len(command) > maxCommandBytes {
 		return command
 	}
 	f, err := src.tree()

@@ -113,8 +113,8 @@ func ExampleOptions_stdinFed() {
 // against the rules, and the most restrictive answer wins.
 func ExampleProfile_Evaluate() {
 	p := &safety.Profile{Name: "ci", Default: safety.Ask, Rules: []safety.Rule{
-		{Pattern: `^` + safety.ActionPrefix + `(go|make)( .*)?$`, Decision: safety.Allow},
-		{Pattern: `^` + safety.ActionPrefix + `docker .*`, Decision: safety.Deny},
+		{Pattern: `^tool:bash:(go|make)( .*)?$`, Decision: safety.Allow},
+		{Pattern: `^tool:bash:docker .*`, Decision: safety.Deny},
 	}}
 	if err := p.Compile(); err != nil {
 		panic(err)

@@ -20,7 +20,7 @@ const maxLiterals = 32
 
 // newPrefilter derives the prefilter of pattern (Go RE2 syntax, as
 // regexp.Compile parses it). Literals that always occurs in the text it is
-// matched against (such as ActionPrefix) filter nothing and are not used.
+// matched against (such as actionPrefix) filter nothing and are not used.
 // It returns nil when it finds no useful literals or pattern does not
 // parse.
 func newPrefilter(pattern, always string) prefilter {

@@ -10,9 +10,9 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// ActionPrefix starts every action string a permission rule is matched
+// actionPrefix starts every action string a permission rule is matched
 // against: "tool:bash:<command>".
-const ActionPrefix = "tool:bash:"
+const actionPrefix = "tool:bash:"
 
 // Rule is one permission rule: a regular expression (Go RE2 syntax) matched
 // against the action string "tool:bash:<command>", and the decision (Allow,
@@ -54,7 +54,7 @@ func compileRule(pattern string) (*rulePattern, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &rulePattern{re: re, pre: newPrefilter(pattern, ActionPrefix)}
+	p := &rulePattern{re: re, pre: newPrefilter(pattern, actionPrefix)}
 	reCache.Store(pattern, p)
 	return p, nil
 }
@@ -142,7 +142,7 @@ func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 }
 
 func (p *Profile) evalOne(part string) (Decision, *Rule) {
-	action := ActionPrefix + part
+	action := actionPrefix + part
 	for i := range p.Rules {
 		re, err := compileRule(p.Rules[i].Pattern)
 		if err != nil {

@@ -79,7 +79,7 @@ func redactLog(src *source, known *secret.Redactor) string {
 // that does not parse is returned unchanged: the patterns still apply.
 func redactAssignNodes(src *source) string {
 	command := src.text
-	if len(command) > MaxCommandBytes {
+	if len(command) > maxCommandBytes {
 		return command
 	}
 	f, err := src.tree()

@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/bashvisor/bashvisor/mcpserver"
 )
 
 // The mcp case of `demo bench`: `true` through `demo mcp` over stdio, as an
@@ -327,7 +325,7 @@ func startGoMCPClient(bin string, args, env []string) (*mcpSide, error) {
 	}
 	callArgs := map[string]any{"command": "true"}
 	call := func() error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.ToolBash, Arguments: callArgs})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: callArgs})
 		if err != nil {
 			return err
 		}

@@ -101,8 +101,8 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.admission.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
 	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait to run (default 4 * -max-running; a principal may use three quarters); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
-	fs.IntVar(&f.maxSessions, "max-sessions", mcpserver.DefaultMaxSessions, "-http: sessions open at once; more get 503 (0: no cap)")
-	fs.DurationVar(&f.sessionIdle, "session-idle", mcpserver.DefaultSessionTimeout, "close a session or a named conversation (and end its jobs) after this long without a request (0: never)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 256, "-http: sessions open at once; more get 503 (0: no cap)")
+	fs.DurationVar(&f.sessionIdle, "session-idle", 30*time.Minute, "close a session or a named conversation (and end its jobs) after this long without a request (0: never)")
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
@@ -168,11 +168,11 @@ func (f *mcpFlags) checkAuth() error {
 		return errors.New("-token, -tokens, -oauth-issuer and -no-auth need -http (stdio has one principal and no authentication)")
 	case f.noAuth && configured:
 		return errors.New("-no-auth contradicts -token, -tokens and -oauth-issuer (or $" + tokenEnv + ")")
-	case f.noAuth && !mcpserver.IsLoopback(listenAddr(f.httpAddr)):
+	case f.noAuth && !isLoopback(listenAddr(f.httpAddr)):
 		return fmt.Errorf("refusing to serve -http %s with -no-auth: the address is not loopback, so anyone who can reach it could run commands; drop -no-auth (a token is then generated) or bind 127.0.0.1", f.httpAddr)
 	case (f.oauthRes != "" || len(f.oauthScopes) > 0) && f.oauthIssuer == "":
 		return errors.New("-oauth-resource and -oauth-scope need -oauth-issuer")
-	case f.oauthIssuer != "" && f.oauthRes == "" && !mcpserver.IsLoopback(listenAddr(f.httpAddr)):
+	case f.oauthIssuer != "" && f.oauthRes == "" && !isLoopback(listenAddr(f.httpAddr)):
 		return errors.New("-oauth-issuer off loopback needs -oauth-resource: the URL clients reach this server at (the tokens' audience)")
 	case f.token != "" && len(f.token) < mcpserver.MinTokenLength:
 		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, mcpserver.MinTokenLength)
@@ -390,6 +390,21 @@ func listenAddr(addr string) string {
 		return net.JoinHostPort("127.0.0.1", port)
 	}
 	return addr
+}
+
+// isLoopback reports whether a listen address ("127.0.0.1:8080",
+// "localhost:0", "[::1]:9000") binds only loopback interfaces. An empty host
+// (":8080") binds all interfaces and is not loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // serverRuntime is how `demo mcp` tunes the Go runtime; zero fields are

@@ -341,3 +341,14 @@ func TestMCPHTTPBounds(t *testing.T) {
 }
 
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:0": true, "[::1]:9000": true, "127.1.2.3:80": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:80": false, "192.168.1.5:80": false, "example.com:80": false,
+	} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

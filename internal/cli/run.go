@@ -226,7 +226,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 		Description  string          `json:"description"`
 		InputSchema  json.RawMessage `json:"input_schema"`
 		OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	}{Name: mcpserver.ToolBash, Description: e.Description(engine.ToolContext{WorkingDir: dir, Sandbox: sbx}), InputSchema: engine.InputSchema()}
+	}{Name: "bash", Description: e.Description(engine.ToolContext{WorkingDir: dir, Sandbox: sbx}), InputSchema: engine.InputSchema()}
 	if *withOutput {
 		out.OutputSchema = mcpserver.OutputSchema()
 	}
