@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // ExecutorOptions configure an [Executor].
@@ -500,6 +502,9 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 		return
 	}
 	c.done, c.ended, c.result = true, time.Now(), encodeResult(m.res)
+	if m.res.Truncated && m.res.FullOutputFile != "" {
+		a.x.keepOutput(c.conversation, m.res.FullOutputFile)
+	}
 	if !a.x.isFenced() { // a fenced executor answers nothing: its callers were told
 		for _, w := range c.waiters {
 			ctx.Send(w, &clusterpb.RunResult{CallId: m.id, Result: c.result})
@@ -591,6 +596,12 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 		if j, err = x.eng.WaitOutput(x.runCtx, tc, m.JobId, m.Offset, time.Duration(m.WaitMs)*time.Millisecond); err == nil {
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
 		}
+	case "full":
+		path, ok := x.outputPath(tc.ConversationID, m.OutputId)
+		if !ok {
+			return fmt.Errorf("%w: no full output %q in this conversation", fs.ErrNotExist, m.OutputId)
+		}
+		reply.Data, reply.End, reply.Size, err = truncate.ReadSpool(path, m.Offset, m.Limit)
 	case "end":
 		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)

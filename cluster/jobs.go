@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -278,4 +279,39 @@ func (c *Client) WaitOutput(ctx context.Context, tc engine.ToolContext, id strin
 		return engine.JobInfo{}, err
 	}
 	return c.firstJob(r, a), nil
+}
+
+// fullChunk bounds one read of a full output over the wire (gRPC's
+// default message limit is 4 MiB).
+const fullChunk = 1 << 20
+
+// ReadFullOutput reads length bytes (at most; from offset) of full output
+// id of tc's conversation, the output of a truncated result
+// (engine.Result.FullOutputFile, whose id is its name without "output-"
+// and ".log"), on the conversation's executor, as text that ends on a
+// character boundary. It returns the text, the file offset after the
+// bytes it covers, and the output's size. An output the conversation does
+// not have (or no longer: executors serve the newest 16 of each
+// conversation, engines keep Config.Output.SpoolKeep) is an error
+// matching fs.ErrNotExist. mcpserver serves the full outputs of a fleet
+// with it, from any front.
+func (c *Client) ReadFullOutput(tc engine.ToolContext, id string, offset, length int64) (string, int64, int64, error) {
+	var b strings.Builder
+	end, size := offset, int64(0)
+	for {
+		_, r, err := c.convQuery(context.Background(), tc.ConversationID, "", &clusterpb.Query{Op: "full", Tc: encodeTC(tc, ""),
+			OutputId: id, Offset: end, Limit: min(length-int64(b.Len()), fullChunk)})
+		switch {
+		case errors.Is(err, errNotPlaced):
+			return "", 0, 0, fmt.Errorf("%w: no full output %q in this conversation", fs.ErrNotExist, id)
+		case err != nil:
+			return "", 0, 0, err
+		}
+		b.WriteString(r.Data)
+		size = r.Size
+		if r.End <= end || r.End >= size || int64(b.Len()) >= length {
+			return b.String(), max(end, r.End), size, nil
+		}
+		end = r.End
+	}
 }

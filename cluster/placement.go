@@ -11,6 +11,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // Placement: the executors know where conversations run; a front asks
@@ -317,6 +318,37 @@ func goneError(a assignment, st *execState) error {
 type convRecord struct {
 	holder    *clusterpb.Placement
 	lastFront string
+	outputs   []string // held here: the full-output files of its truncated results, oldest first
+}
+
+// outputsKept is how many full outputs of a conversation an executor
+// serves (the engine keeps Config.Output.SpoolKeep files in all).
+const outputsKept = 16
+
+// keepOutput records the full-output file of a truncated result of conv.
+func (x *Executor) keepOutput(conv, path string) {
+	x.convMu.Lock()
+	defer x.convMu.Unlock()
+	if r := x.convs[conv]; r != nil && r.holder.GetExecutorId() == x.ID() {
+		r.outputs = append(r.outputs, path)
+		if len(r.outputs) > outputsKept {
+			r.outputs = r.outputs[1:]
+		}
+	}
+}
+
+// outputPath returns the file of full output id of conv, if it has it.
+func (x *Executor) outputPath(conv, id string) (string, bool) {
+	x.convMu.Lock()
+	defer x.convMu.Unlock()
+	if r := x.convs[conv]; r != nil {
+		for _, p := range r.outputs {
+			if truncate.SpoolID(p) == id {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // hold makes the executor the holder of conv (a front placed it here).

@@ -185,6 +185,35 @@ func TestFleetFrontsHTTP(t *testing.T) {
 					break
 				}
 			}
+			// A truncated result's full output is read through both
+			// fronts, in ranges, from its executor.
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "seq 1 300000"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var uri string
+			for _, c := range res.Content {
+				if l, ok := c.(*mcp.ResourceLink); ok {
+					uri = l.URI
+				}
+			}
+			if !strings.Contains(uri, "/outputs/") {
+				t.Fatalf("no full-output link in a truncated result: %+v", res.Content)
+			}
+			var whole strings.Builder
+			for _, u := range []string{uri + "?length=1000000", uri + "?offset=1000000&length=1000000", uri + "?offset=2000000"} {
+				rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: u})
+				if err != nil {
+					t.Fatalf("read %s: %v", u, err)
+				}
+				whole.WriteString(rr.Contents[0].Text)
+			}
+			if want := seq(300000); whole.String() != want {
+				t.Errorf("the full output read in three ranges through two fronts: %d bytes, want %d", whole.Len(), len(want))
+			}
+			if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: strings.Replace(uri, "/outputs/", "/outputs/9", 1)}); err == nil {
+				t.Errorf("an output id this conversation does not have was served")
+			}
 			jobs := call("bash_jobs", map[string]any{})
 			if !strings.Contains(fmt.Sprint(jobs), job) {
 				t.Errorf("bash_jobs: %v, want %s", jobs, job)
@@ -201,4 +230,13 @@ func TestFleetFrontsHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seq is the output of seq 1 n.
+func seq(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String()
 }
