@@ -43,6 +43,12 @@
 // front's memory is a cache, plus the jobs it saw, which it reports as
 // lost when their executor is.
 //
+// Records and holdings are forgotten when the conversation ends; a
+// conversation that no front ends (its last front died) stays, with its
+// jobs, until its executor stops. Fronts and executors of a fleet must
+// run the same version: an executor refuses the calls of a front that
+// does not say where it placed a conversation.
+//
 // Edge cases are documented at the fields and methods: how a conversation
 // is placed and never moved ([Client]), what survives an executor's loss
 // ([ClientOptions.SharedDirs]), how a call id is run at most once

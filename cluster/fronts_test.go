@@ -445,6 +445,32 @@ func twoFronts(t *testing.T, spec func(i int) execSpec, frontEnv string) {
 		t.Errorf("the ended conversation's job through A: %+v", r)
 	}
 
+	// A conversation placed through A on exec-2, which B never saw:
+	// once exec-2 is killed, B learns from exec-1's record that the
+	// conversation's executor is gone, as A knows.
+	var doomed string
+	for i := 0; doomed == "" && i < 64; i++ {
+		c := fmt.Sprintf("doomed-%d", i)
+		if r := run(a, c, "echo $BV_NAME", ""); r.Output == "exec-2\n" {
+			doomed = c
+		}
+	}
+	if doomed == "" {
+		t.Fatal("no conversation of 64 was placed on exec-2")
+	}
+	ex[1].signal(syscall.SIGKILL)
+	<-ex[1].done
+	for _, f := range []*frontProc{b, a} {
+		var rep frontReply
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			rep = f.do(frontRequest{Op: "run", Conv: doomed, Dir: dir, Command: "true"})
+			return rep.Result.Status != engine.StatusLost
+		}, "%s through %s after its executor was killed: %+v", doomed, f.name, testenv.Last(&rep))
+		if !strings.Contains(rep.Err, "conversation's executor is gone") || !strings.Contains(rep.Result.Output, "exec-2") {
+			t.Errorf("%s through %s after its executor was killed: %s %q", doomed, f.name, rep.Result.Status, rep.Result.Output)
+		}
+	}
+
 	a.stop()
 	b.stop()
 	for _, p := range ex {

@@ -263,8 +263,9 @@ func (c *Client) place(ctx context.Context, conv string) (st *execState, a assig
 }
 
 // goneLocked reports whether the executor of a is out of the fleet for
-// good: lost, no longer a member, or its address answers as another
-// process. An executor this front has not heard of yet is not. c.mu is
+// good: lost, no longer a member, its address answers as another process
+// or not at all LostAfter after the front started. An executor this
+// front has not heard of yet, in its first LostAfter, is not. c.mu is
 // held.
 func (c *Client) goneLocked(a assignment) bool {
 	if st := c.execs[a.execID]; st != nil {
@@ -276,8 +277,10 @@ func (c *Client) goneLocked(a assignment) bool {
 	if s, ok := c.o.Membership.(staticMembership); ok && !slices.Contains(s, a.addr) {
 		return true
 	}
-	st := c.byAddr[a.addr]
-	return st != nil && st.id != a.execID
+	if st := c.byAddr[a.addr]; st != nil {
+		return st.id != a.execID
+	}
+	return time.Since(c.start) > c.o.LostAfter
 }
 
 // settle records that conv now runs on st (its call was accepted there):
