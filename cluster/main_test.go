@@ -164,7 +164,7 @@ func executorMain() int {
 
 // proc is an executor subprocess.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	id     string
 	addr   string
@@ -187,7 +187,7 @@ type execSpec struct {
 // startExecutor starts an executor subprocess in a session of its own and
 // waits for READY. It is ended (SIGTERM, then SIGKILL of its group) at
 // cleanup.
-func startExecutor(t *testing.T, s execSpec) *proc {
+func startExecutor(t testing.TB, s execSpec) *proc {
 	t.Helper()
 	if s.listen == "" {
 		s.listen = "127.0.0.1:0"
@@ -311,7 +311,7 @@ func (s *safeBuffer) String() string {
 }
 
 // freePort returns a TCP port free on 127.0.0.1 right now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -345,7 +345,7 @@ func leftovers(mark string) []string {
 
 // waitNoLeftovers waits up to 10 s for every process marked mark to be
 // gone.
-func waitNoLeftovers(t *testing.T, mark string) {
+func waitNoLeftovers(t testing.TB, mark string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -370,7 +370,7 @@ func fdCount(t *testing.T) int {
 	return len(ents)
 }
 
-func newClient(t *testing.T, o cluster.ClientOptions) *cluster.Client {
+func newClient(t testing.TB, o cluster.ClientOptions) *cluster.Client {
 	t.Helper()
 	if o.Logger == nil {
 		level := slog.LevelWarn
@@ -394,7 +394,7 @@ var frontGoroutines sync.Map
 // shutdown stops a front and waits until every goroutine it started has
 // ended: none may leak, and the next front's Remote.Start writes grpc's
 // global logger, which a goroutine of this one could still read.
-func shutdown(t *testing.T, c *cluster.Client) {
+func shutdown(t testing.TB, c *cluster.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -406,7 +406,7 @@ func shutdown(t *testing.T, c *cluster.Client) {
 
 // waitFrontGone waits until the goroutines started since the front was
 // made have ended (processes started meanwhile must be stopped first).
-func waitFrontGone(t *testing.T, c *cluster.Client) {
+func waitFrontGone(t testing.TB, c *cluster.Client) {
 	t.Helper()
 	before, ok := frontGoroutines.LoadAndDelete(c)
 	if !ok {
@@ -426,7 +426,7 @@ func waitFrontGone(t *testing.T, c *cluster.Client) {
 	}
 }
 
-func waitReady(t *testing.T, c *cluster.Client, n int) {
+func waitReady(t testing.TB, c *cluster.Client, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -435,7 +435,7 @@ func waitReady(t *testing.T, c *cluster.Client, n int) {
 	}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
