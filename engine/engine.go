@@ -17,6 +17,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/safety"
 )
@@ -47,6 +48,14 @@ type Engine struct {
 	// auditor writes the audit log; nil when none is configured.
 	auditor *auditor
 	metrics *metrics
+	// tx makes workspace-write commands' layers and keeps the
+	// conversations' undo stores (nil: no workspace layer here).
+	tx     *transact.Manager
+	txMu   sync.Mutex
+	txJobs map[string]map[string]*jobTx // background jobs' layers, by conversation and job id
+	// noLayer (benchmarks, export_test.go) runs workspace-write commands
+	// the old way: read-only binds of git's hooks and config, no layer.
+	noLayer bool
 
 	spoolMu sync.Mutex
 	spools  []string // full-output files, oldest first (at most SpoolKeep)
@@ -88,6 +97,14 @@ func New(cfg Config) (*Engine, error) {
 			_ = os.RemoveAll(e.outDir)
 		}
 		return nil, err
+	}
+	if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
+		e.tx, err = transact.New(transact.Options{
+			Dir: filepath.Join(e.outDir, "transact"), UserXattr: caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
+		})
+		if err != nil {
+			e.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
+		}
 	}
 	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
 	e.metrics = newMetrics(e)
@@ -202,6 +219,15 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if err != nil {
 		return errorResult(res, err), g
 	}
+	// What the conversation's background jobs changed so far reaches
+	// the workspace before this command starts.
+	e.checkpoint(tc.ConversationID)
+	var jt *jobTx
+	if profile != nil && profile.Workspace && !e.noLayer {
+		if jt, err = e.beginTx(tc, profile, res.Display); err != nil {
+			return errorResult(res, err), g
+		}
+	}
 	script := g.Run
 	req := jobs.Request{
 		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
@@ -209,7 +235,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {
-		req.Background, req.Completion = true, e.completionLine(tc)
+		req.Background, req.Completion = true, e.completionLine(tc, nil)
 	}
 	if yield > 0 {
 		req.Timeout, req.Yield = yield, e.yieldSpec(tc)
@@ -226,7 +252,17 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if e.cfg.Env.HomeIsWorkDir && e.cfg.Env.Policy == config.Allowlist {
 		req.ExtraEnv = append(req.ExtraEnv, "HOME="+tc.WorkingDir)
 	}
+	if jt != nil {
+		req.Finish = jt.commit
+		req.Completion = e.completionLine(tc, jt)
+		if req.Yield != nil {
+			req.Yield.Completion = req.Completion
+		}
+	}
 	job, err := e.sup.Start(ctx, req)
+	if err != nil && jt != nil {
+		_ = jt.tx.Abort()
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()): // the caller gave up before it started
@@ -237,16 +273,19 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
+		if jt != nil {
+			e.track(tc.ConversationID, job.ID, jt)
+		}
 		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
 		res.Output = startedText(job.Pid, job.OutputFile)
 		return res, g
 	}
-	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g
+	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res, jt), g
 }
 
 // wait waits for a foreground job's outcome, reporting progress and
 // cancelling the job when ctx is done.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result) Result {
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result, jt *jobTx) Result {
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -270,7 +309,10 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			return e.render(res, tc, timeout, input, o)
+			if o.Yielded != nil && jt != nil {
+				e.track(tc.ConversationID, o.Yielded.ID, jt)
+			}
+			return e.render(res, tc, timeout, input, o, jt)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
@@ -370,7 +412,13 @@ func (e *Engine) keepSpool(path string) {
 // Jobs lists the background jobs of tc's conversation, running and ended
 // (the most recent supervisor.MaxEnded), oldest first. A conversation sees
 // only its own jobs.
-func (e *Engine) Jobs(tc ToolContext) []JobInfo { return jobInfos(e.sup.Jobs(tc.ConversationID)) }
+func (e *Engine) Jobs(tc ToolContext) []JobInfo {
+	infos := jobInfos(e.sup.Jobs(tc.ConversationID))
+	for i := range infos {
+		e.withChanges(&infos[i])
+	}
+	return infos
+}
 
 // AllJobs lists the background jobs of every conversation, for an
 // administrator (the tool calls see only their conversation's, through
@@ -419,7 +467,9 @@ func jobInfo(st jobs.State) JobInfo {
 func (e *Engine) Job(tc ToolContext, id string) (JobInfo, error) {
 	for _, st := range e.sup.Jobs(tc.ConversationID) {
 		if st.ID == id {
-			return jobInfo(st), nil
+			j := jobInfo(st)
+			e.withChanges(&j)
+			return j, nil
 		}
 	}
 	return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
@@ -436,7 +486,9 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	case !ok:
 		return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
 	}
-	return jobInfo(st), nil
+	j := jobInfo(st)
+	e.withChanges(&j)
+	return j, nil
 }
 
 // Load is how busy an engine is.
@@ -466,7 +518,12 @@ func (e *Engine) EndConversation(ctx context.Context, conversationID string) err
 	if _, err := e.sup.EndConversation(ctx, conversationID); err != nil {
 		return public(err)
 	}
-	return e.endWorld(conversationID)
+	e.forgetTx(conversationID, nil)
+	var errs []error
+	if e.tx != nil {
+		errs = append(errs, e.tx.End(conversationID))
+	}
+	return errors.Join(append(errs, e.endWorld(conversationID))...)
 }
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground
@@ -480,6 +537,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		go func() {
 			e.stopErr = public(e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning))
 			e.stopErr = errors.Join(e.stopErr, e.endWorlds())
+			if e.tx != nil {
+				e.stopErr = errors.Join(e.stopErr, e.tx.Close())
+			}
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
 				e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.outDir))
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
@@ -40,6 +41,12 @@ var (
 	ErrJobEnded    = errors.New("the job has ended; nothing reads its input")
 	ErrStdinClosed = errors.New("the job's stdin was already closed")
 	ErrStdinBusy   = errors.New("the job is not reading its input")
+	// Errors of Undo: fewer steps are kept than asked for (commands that
+	// changed nothing are no steps; the store keeps the last ones, within
+	// its bounds); something changed the paths since (the error is an
+	// *UndoConflictError, which names them).
+	ErrNothingToUndo = errors.New("nothing to undo")
+	ErrUndoConflict  = errors.New("undo refused")
 )
 
 // layerErrors map the errors of the engine's layers to the engine's own.
@@ -54,6 +61,7 @@ var layerErrors = [...]struct{ layer, public error }{
 	{jobs.ErrEnded, ErrJobEnded},
 	{jobs.ErrStdinClosed, ErrStdinClosed},
 	{jobs.ErrStdinBusy, ErrStdinBusy},
+	{layer.ErrNothingToUndo, ErrNothingToUndo},
 }
 
 // public returns err as the engine reports it: an error of a lower layer
@@ -66,6 +74,10 @@ func public(err error) error {
 	var b *supervisor.BusyError
 	if errors.As(err, &b) {
 		return &busyError{b: b}
+	}
+	var c *layer.ConflictError
+	if errors.As(err, &c) {
+		return &UndoConflictError{Paths: c.Paths}
 	}
 	for _, m := range layerErrors {
 		if errors.Is(err, m.layer) {

@@ -55,11 +55,11 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	lim := e.cfg.Sandbox.Limits.WithDefaults()
 	switch {
 	case strings.Contains(out, "No space left on device") && e.worldFull(tc.ConversationID):
-		_, jobBytes := e.worldSize(tc.ConversationID)
+		_, jobBytes, undoBytes := e.worldSize(tc.ConversationID)
 		used, _ := e.worldUsage(tc.ConversationID)
 		return "[sandbox: the conversation's quota of " + limitBytes(lim.ScratchBytes) + " is full: its /tmp and the changes to its build caches hold " +
 			truncate.Humanize(int64(used)) + ", its background jobs' output files " + truncate.Humanize(int64(jobBytes)) +
-			"; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]"
+			", its undo store " + truncate.Humanize(int64(undoBytes)) + "; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]"
 	case mentions(out, []string{"File too large", "File size limit exceeded", "EFBIG"}):
 		return "[sandbox: a file reached the size limit of " + limitBytes(lim.FileSize) + " per file (setting: Sandbox.Limits.FileSize)]"
 	case strings.Contains(out, "fork") && strings.Contains(out, "Resource temporarily unavailable"):
@@ -78,7 +78,7 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	case mentions(out, writeErrors):
 		if sbx.Profile == WorkspaceWrite {
 			return "[sandbox workspace-write: writes outside the working directory, its git directory, " + writableList(sbx.Writable) +
-				"/tmp and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]"
+				"/tmp and the build caches fail (setting: writable roots)]"
 		}
 		return "[sandbox read-only: only /tmp ($TMPDIR) and the build caches are writable (setting: sandbox profile workspace-write)]"
 	case mentions(out, []string{"Operation not permitted", "EPERM"}):

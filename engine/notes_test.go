@@ -35,7 +35,7 @@ func TestDenialNotes(t *testing.T) {
 		{"write", "read-only", "echo x > file",
 			"[sandbox read-only: only /tmp ($TMPDIR) and the build caches are writable (setting: sandbox profile workspace-write)]", nil},
 		{"write outside", "workspace-write", "echo x > /etc/bashvisor-note",
-			"[sandbox workspace-write: writes outside the working directory, its git directory, /tmp and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]", nil},
+			"[sandbox workspace-write: writes outside the working directory, its git directory, /tmp and the build caches fail (setting: writable roots)]", nil},
 		{"no network", "read-only", "curl -sS --max-time 5 http://registry.example/",
 			"[sandbox: no network but the conversation's own loopback; hosts can be allowed through the egress proxy (setting: allow-net)]", []string{"curl"}},
 		{"udp socket", "read-only", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'`,
@@ -99,7 +99,7 @@ func TestQuotaCoversJobFiles(t *testing.T) {
 	waitJob(t, e, j.JobID, tc.ConversationID)
 	r := e.Run(context.Background(), tc, engine.Input{Command: "for i in 1 2 3 4 5 6; do head -c 1000K /dev/zero > /tmp/f$i || exit; done; echo all"})
 	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "No space left on device") ||
-		!regexp.MustCompile(`its background jobs' output files [34]\.\d MiB; remove files from /tmp \(setting: Sandbox.Limits.ScratchBytes\)\]$`).MatchString(r.Output) {
+		!regexp.MustCompile(`its background jobs' output files [34]\.\d MiB, its undo store 0 B; remove files from /tmp \(setting: Sandbox.Limits.ScratchBytes\)\]$`).MatchString(r.Output) {
 		t.Fatalf("6 MB into /tmp with 4 MiB of job files in an 8 MiB quota: %s %q", r.Status, r.Output)
 	}
 }

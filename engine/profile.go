@@ -108,7 +108,7 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		return nil, err
 	}
 	p.World = w
-	p.WorldSize, _ = e.worldSize(tc.ConversationID)
+	p.WorldSize, _, _ = e.worldSize(tc.ConversationID)
 	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
@@ -151,18 +151,22 @@ func (e *Engine) world(conversation string) (*sandbox.World, error) {
 
 // worldSize is what the conversation's world may hold when its next
 // command starts: its quota (Sandbox.Limits.ScratchBytes) less what its
-// job output files hold on disk (at least 1 MiB), and those bytes.
-func (e *Engine) worldSize(conversation string) (size uint64, jobBytes uint64) {
+// job output files hold on disk and what its undo store keeps (at least
+// 1 MiB), and those bytes.
+func (e *Engine) worldSize(conversation string) (size, jobBytes, undoBytes uint64) {
 	q := e.cfg.Sandbox.Limits.WithDefaults().ScratchBytes
 	for _, st := range e.sup.Jobs(conversation) {
 		if st.Output != nil {
 			jobBytes += uint64(st.Output.DiskSize())
 		}
 	}
-	if jobBytes+1<<20 >= q {
-		return 1 << 20, jobBytes
+	if e.tx != nil {
+		undoBytes = uint64(e.tx.Bytes(conversation))
 	}
-	return q - jobBytes, jobBytes
+	if jobBytes+undoBytes+1<<20 >= q {
+		return 1 << 20, jobBytes, undoBytes
+	}
+	return q - jobBytes - undoBytes, jobBytes, undoBytes
 }
 
 // endWorld closes a conversation's world (its commands have ended).

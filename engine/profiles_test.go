@@ -32,7 +32,7 @@ var gitEnv = map[string]string{
 }
 
 // gitFixture runs git unconfined to build a fixture.
-func gitFixture(t *testing.T, dir string, args ...string) {
+func gitFixture(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +45,7 @@ func gitFixture(t *testing.T, dir string, args ...string) {
 	}
 }
 
-func repo(t *testing.T) string {
+func repo(t testing.TB) string {
 	t.Helper()
 	testenv.NeedsTool(t, "git")
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
@@ -63,8 +63,8 @@ func workspaceWrite(dir string) engine.ToolContext {
 
 // In workspace-write, edits, git add and git commit work in a plain
 // repository, a worktree and a submodule; writes outside the workspace
-// and to the hooks and config fail with the kernel's error and end with
-// the workspace note.
+// fail with the kernel's error and end with the workspace note; writes
+// to the hooks and config are refused when the command ends.
 func TestWorkspaceWriteProfile(t *testing.T) { bothLaunchers(t, testWorkspaceWriteProfile) }
 
 func testWorkspaceWriteProfile(t *testing.T, mod func(*engine.Config)) {
@@ -81,8 +81,12 @@ func testWorkspaceWriteProfile(t *testing.T, mod func(*engine.Config)) {
 		t.Run(name, func(t *testing.T) {
 			r := e.Run(context.Background(), workspaceWrite(dir), engine.Input{Command: `set -e
 echo edit >> README && git add README && git commit -qm "from the sandbox" && git log -1 --format=%s`})
-			if r.Status != engine.StatusOK || r.Output != "from the sandbox\n" {
+			if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "from the sandbox\n[changed ") {
 				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			// Applied to the real repository when the command ended.
+			if out, err := exec.Command("git", "-C", dir, "log", "-1", "--format=%s").Output(); err != nil || string(out) != "from the sandbox\n" {
+				t.Fatalf("outside the sandbox: %v %q", err, out)
 			}
 		})
 	}
@@ -93,23 +97,23 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
-	for name, cmd := range map[string]string{
-		"outside": "echo x > " + outside + "/file",
-		"hook":    "echo x > .git/hooks/pre-commit",
-		"config":  "git config core.fsmonitor 'touch /tmp/pwned'",
+	r := e.Run(context.Background(), workspaceWrite(main), engine.Input{Command: "echo x > " + outside + "/file"})
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "Read-only file system") ||
+		!strings.HasSuffix(r.Output, "[sandbox workspace-write: writes outside the working directory, its git directory, /tmp and the build caches fail (setting: writable roots)]") {
+		t.Fatalf("outside: %s %q", r.Status, r.Output)
+	}
+	// The hooks and config are written in the command's layer, and
+	// refused when it ends (the layer replaced read-only binds of them).
+	for name, c := range map[string]struct{ cmd, refusal string }{
+		"hook":   {"echo x > .git/hooks/pre-commit", "[refused .git/hooks/pre-commit (git-hooks): "},
+		"config": {"git config core.fsmonitor 'touch /tmp/pwned'", "[refused .git/config (git-config): "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc := workspaceWrite(main)
 			tc.Approved = true // the analysis asks before writing hooks and command settings: the kernel is tested here
-			r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
-			if r.Status != engine.StatusFailed {
-				t.Fatalf("%s %q", r.Status, r.Output)
-			}
-			if !strings.Contains(r.Output, "Read-only file system") && !strings.Contains(r.Output, "Device or resource busy") {
-				t.Errorf("no kernel error in %q", r.Output)
-			}
-			if !strings.HasSuffix(r.Output, "[sandbox workspace-write: writes outside the working directory, its git directory, /tmp and the build caches fail, and .git/hooks and .git/config are read-only (setting: writable roots)]") {
-				t.Errorf("no workspace note at the end of %q", r.Output)
+			r := e.Run(context.Background(), tc, engine.Input{Command: c.cmd})
+			if r.Status != engine.StatusOK || !strings.Contains(r.Output, c.refusal) || len(r.Refused) == 0 || len(r.Changes) > 0 {
+				t.Fatalf("%s %q %+v", r.Status, r.Output, r.Refused)
 			}
 		})
 	}
@@ -123,10 +127,10 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 	extra, _ := filepath.EvalSymlinks(t.TempDir())
 	tc := workspaceWrite(main)
 	tc.Sandbox.Writable = []string{extra}
-	if r := e.Run(context.Background(), tc, engine.Input{Command: "echo x > " + extra + "/f && echo ok"}); r.Output != "ok\n" {
+	if r := e.Run(context.Background(), tc, engine.Input{Command: "echo x > " + extra + "/f && echo ok"}); r.Output != "ok\n[changed 1 file: A "+extra+"/f]" {
 		t.Fatalf("extra writable root: %s %q", r.Status, r.Output)
 	}
-	r := e.Run(context.Background(), restricted(main), engine.Input{Command: "echo x >> README"})
+	r = e.Run(context.Background(), restricted(main), engine.Input{Command: "echo x >> README"})
 	if r.Status != engine.StatusFailed || !strings.HasSuffix(r.Output, "[sandbox read-only: only /tmp ($TMPDIR) and the build caches are writable (setting: sandbox profile workspace-write)]") {
 		t.Fatalf("read-only: %s %q", r.Status, r.Output)
 	}

@@ -10,8 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -151,7 +154,7 @@ const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires
 
 // render turns a finished foreground job's outcome into its result; input
 // says that the job reads input (stdin "pipe" or a terminal).
-func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome) Result {
+func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome, jt *jobTx) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -236,17 +239,105 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
+	if rep, err, ended := jt.result(); ended && o.Yielded == nil {
+		if rep != nil {
+			res.Changes, res.ChangesOmitted = changes(rep.Applied, tc.WorkingDir)
+			res.Refused = refusals(rep.Refused, tc.WorkingDir)
+		}
+		if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
+			res.Output = appendNote(res.Output, notes)
+		}
+	}
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
 	}
 	return res
 }
 
+// changeNotes are the lines of a workspace-write command's change
+// report: what it changed ("[changed 3 files: M src/a.go, A b.txt, D
+// old.txt]", capped), one line per policy rule that refused changes,
+// naming them and saying what to do instead, the changes that could not
+// be applied, and why nothing was applied when nothing could be.
+func changeNotes(rep *transact.Report, err error, cwd string) string {
+	var lines []string
+	if err != nil {
+		lines = append(lines, "[the command's changes to the workspace were not applied: "+err.Error()+"]")
+	}
+	if rep == nil {
+		return strings.Join(lines, "\n")
+	}
+	if line := layer.Summary(rep.Applied, cwd, 0); line != "" {
+		lines = append(lines, line)
+	}
+	if rep.NotApplied != "" {
+		lines = append(lines, "[the command's changes to the workspace were not applied: "+rep.NotApplied+"]")
+	}
+	for _, l := range gitpolicy.Lines(rep.Refused, cwd) {
+		lines = append(lines, "["+l+"]")
+	}
+	if n := len(rep.Failed); n > 0 {
+		var names []string
+		for _, f := range rep.Failed[:min(n, 3)] {
+			names = append(names, relPath(f.Change.Path, cwd)+" ("+f.Err.Error()+")")
+		}
+		more := ""
+		if n > 3 {
+			more = fmt.Sprintf(", and %d more", n-3)
+		}
+		lines = append(lines, fmt.Sprintf("[%d %s could not be applied (the workspace changed meanwhile, or is full): %s%s]",
+			n, plural(n, "change", "changes"), strings.Join(names, ", "), more))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// undoText is Undo's text: "[undid the last 2 commands: changed 3
+// files: D b.txt, M a.txt, A old.txt]".
+func undoText(steps int, cs []layer.Change, cwd string) string {
+	what := "the last command"
+	if steps > 1 {
+		what = fmt.Sprintf("the last %d commands", steps)
+	}
+	line := layer.Summary(cs, cwd, 0)
+	if line == "" {
+		return "[undid " + what + ": nothing to put back]"
+	}
+	return "[undid " + what + ": " + strings.TrimPrefix(line, "[")
+}
+
+// Text is what the model reads of an undo.
+func (r UndoResult) Text() string { return r.text }
+
+// Error words an undo refusal: the paths (relative to nothing: they are
+// absolute), at most five, and what to do.
+func (e *UndoConflictError) Error() string {
+	names := e.Paths[:min(len(e.Paths), 5)]
+	more := ""
+	if len(e.Paths) > 5 {
+		more = fmt.Sprintf(" and %d more", len(e.Paths)-5)
+	}
+	return "undo refused: " + strings.Join(names, ", ") + more +
+		" changed after the commands to undo (by the user or a later command); nothing was undone. Undo more steps to take back the later commands too, or change the files by hand"
+}
+
+// plural picks the word for n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // completionLine is the line appended to a background job's output file
 // when it ends, with the egress proxy's refusals in a sandbox.
-func (e *Engine) completionLine(tc ToolContext) func(jobs.Outcome) string {
+func (e *Engine) completionLine(tc ToolContext, jt *jobTx) func(jobs.Outcome) string {
 	return func(o jobs.Outcome) string {
 		line := completionStatus(o)
+		if rep, err, _ := jt.result(); rep != nil || err != nil {
+			if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
+				line += "\n" + notes
+			}
+		}
 		if note := e.sandboxNote(tc, Result{}, o); note != "" {
 			line += "\n" + note
 		}
@@ -486,6 +577,13 @@ func (o JobOutput) Text() string {
 	if !o.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
 	}
+	if o.Job.report != "" {
+		what := "[the job's changes so far, applied to the workspace:]\n"
+		if o.Job.Status != JobRunning {
+			what = ""
+		}
+		b.WriteString(appendNote("\n", what+o.Job.report))
+	}
 	return b.String()
 }
 
@@ -571,8 +669,10 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 		for _, w := range sbx.Writable {
 			b.WriteString(", " + w)
 		}
-		b.WriteString(", its git directory (add, commit, branch, stash work; .git/hooks and .git/config are read-only) and " + scratch +
-			"; every other write fails (EROFS, EACCES), setuid bits too.\n")
+		b.WriteString(", its git directory (add, commit, branch, stash work) and " + scratch +
+			"; every other write fails (EROFS, EACCES), setuid bits too. Your changes to the workspace reach it when the command ends " +
+			"(a background job's also while it runs), and the result lists them; changes to git's configuration, hooks and other files git would run " +
+			"later are refused and named (pass settings with git -c instead); bash_undo takes the last commands' changes back.\n")
 	default:
 		b.WriteString("Sandbox read-only (enforced by the kernel): you can read and run anything, but writes fail (EROFS, EACCES) except in " + scratch + "; build into $TMPDIR.\n")
 	}

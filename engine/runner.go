@@ -38,3 +38,14 @@ type Runner interface {
 }
 
 var _ Runner = (*Engine)(nil)
+
+// Undoer is a Runner that can take back what the last workspace-write
+// commands of a conversation changed (Engine; a fleet's cluster.Client
+// does not forward it). mcpserver offers the bash_undo tool for one.
+type Undoer interface {
+	// Undo restores the workspace to before the last steps commands of
+	// tc's conversation that changed it.
+	Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error)
+}
+
+var _ Undoer = (*Engine)(nil)

@@ -218,6 +218,16 @@ type Result struct {
 	// Known only with a memory controller.
 	OOMKilled bool `json:"oom_killed,omitempty"`
 
+	// Changes are what a workspace-write command changed in the
+	// workspace (applied once its processes were gone), at most
+	// MaxChanges; ChangesOmitted counts the rest. A command that yielded
+	// to the background reports them in its JobInfo.
+	Changes        []Change `json:"changes,omitempty"`
+	ChangesOmitted int      `json:"changes_omitted,omitempty"`
+	// Refused are the changes of a workspace-write command that policy
+	// kept out of the workspace (the text says why and what to do).
+	Refused []Refusal `json:"refused,omitempty"`
+
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.
 	Err error `json:"-"`
@@ -284,6 +294,15 @@ type JobInfo struct {
 	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
 	Processes       int   `json:"processes,omitempty"`
 	OOMKilled       bool  `json:"oom_killed,omitempty"`
+	// Changes and Refused are what a workspace-write job changed in the
+	// workspace and what policy kept out, as in [Result]: so far while it
+	// runs (applied at checkpoints: before the conversation's next command
+	// starts and on JobOutput), all of it once it ended.
+	Changes        []Change  `json:"changes,omitempty"`
+	ChangesOmitted int       `json:"changes_omitted,omitempty"`
+	Refused        []Refusal `json:"refused,omitempty"`
 
 	output *truncate.File // reads the output file by output offset
+	// report is the change report's text (see changeNotes).
+	report string
 }

@@ -35,7 +35,10 @@ const resultOutputSchema = `{
     "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time (user + system) of the command's processes in ms, rounded up; exact with cgroups, else the shell's and its waited-for children's. Absent when it did not run."},
     "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the command's processes held at once, page cache included. Absent when it did not run, or without a memory controller."},
     "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once, the shell included (not a count of processes started). Absent without a pids controller."},
-    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the command (at its memory limit or in a system-wide shortage)."}
+    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the command (at its memory limit or in a system-wide shortage)."},
+    "changes": {"type": "array", "items": ` + changeSchema + `, "description": "workspace-write: what the command changed in the workspace (applied when it ended)."},
+    "changes_omitted": {"type": "integer", "minimum": 0, "description": "Changes left out of changes (it lists at most 1000)."},
+    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace (git configuration, hooks, ...)."}
   },
   "required": ["status", "output"]
 }`
@@ -60,7 +63,10 @@ const jobInfoSchema = `{
     "cpu_ms": {"type": "integer", "minimum": 0, "description": "CPU time of the job's processes so far (final once it ended), in ms."},
     "peak_memory_bytes": {"type": "integer", "minimum": 0, "description": "Most memory the job's processes held at once so far."},
     "processes": {"type": "integer", "minimum": 0, "description": "Most processes and threads alive at once so far."},
-    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the job."}
+    "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the job."},
+    "changes": {"type": "array", "items": ` + changeSchema + `, "description": "workspace-write: what the job changed in the workspace so far (applied at checkpoints while it runs)."},
+    "changes_omitted": {"type": "integer", "minimum": 0},
+    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace."}
   },
   "required": ["job_id", "status"]
 }`

@@ -10,13 +10,15 @@ import (
 )
 
 // TestOutputSchemasCoverTheStructs: every JSON field of engine.Result and
-// engine.JobInfo and engine.JobOutput is described in the output schemas, and nothing else is.
+// engine.JobInfo, engine.JobOutput, engine.UndoResult and the change report
+// is described in the output schemas, and nothing else is.
 func TestOutputSchemasCoverTheStructs(t *testing.T) {
 	for _, c := range []struct {
 		schema string
 		typ    reflect.Type
 	}{{resultOutputSchema, reflect.TypeFor[engine.Result]()}, {jobInfoSchema, reflect.TypeFor[engine.JobInfo]()},
-		{outputOutputSchema, reflect.TypeFor[engine.JobOutput]()}} {
+		{outputOutputSchema, reflect.TypeFor[engine.JobOutput]()}, {undoOutputSchema, reflect.TypeFor[engine.UndoResult]()},
+		{changeSchema, reflect.TypeFor[engine.Change]()}, {refusalSchema, reflect.TypeFor[engine.Refusal]()}} {
 		var s struct {
 			Properties map[string]json.RawMessage `json:"properties"`
 		}

@@ -137,7 +137,7 @@ type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Resu
 
 // New returns an MCP server exposing r (an *engine.Engine, or any
 // engine.Runner) as the tools bash, bash_jobs, bash_output, bash_write
-// and bash_kill. Serve it with [mcp.Server.Run] over
+// and bash_kill, and bash_undo when r is an [engine.Undoer]. Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
 // server may serve any number of sessions concurrently; calls run
 // concurrently.
@@ -252,6 +252,9 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		OutputSchema: json.RawMessage(outputOutputSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Send input to a background job", DestructiveHint: &yes, OpenWorldHint: &yes},
 	}, s.safe(s.write))
+	if u, ok := e.(engine.Undoer); ok {
+		s.addUndo(ms, u)
+	}
 	s.addResources(ms)
 	return s, ms
 }

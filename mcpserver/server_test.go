@@ -58,7 +58,7 @@ func TestToolsAndSchemas(t *testing.T) {
 			for _, tool := range lt.Tools {
 				tools[tool.Name] = tool
 			}
-			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill} {
+			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill, toolWrite, toolUndo} {
 				tool := tools[name]
 				if tool == nil {
 					t.Fatalf("tool %s missing; have %v", name, lt.Tools)

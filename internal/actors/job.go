@@ -442,19 +442,22 @@ func (j *job) settle(ctx actor.Context) {
 		_ = j.l.errBuf.Close()
 	}
 	o.Usage, o.Limits = j.usage(), j.l.applied
-	if j.spec.Background && j.spec.Completion != nil {
-		j.appendLine(j.spec.Completion(o))
+	finish := j.spec.Finish
+	if finish == nil {
+		j.complete(o)
 	}
-	j.closeFile()
 	j.outcome = o
 	j.live.End()
 	gone := j.releaseCgroup()
-	if j.l.sbx == nil && !j.leftRunning {
+	if j.l.cg == nil {
+		gone = len(j.leftovers) == 0 && len(j.survivors) == 0 && !j.pipeHeld
+	}
+	if j.l.sbx == nil && !j.leftRunning && finish == nil {
 		j.deliver(ctx)
 		return
 	}
 	// Slow parts: removing a scratch directory full of files, moving kept
-	// processes out of the cgroup.
+	// processes out of the cgroup, applying a layer (Request.Finish).
 	// Kept processes and survivors may still use the scratch directory.
 	l, cg, sbx, keep := j.l, j.l.cg, j.l.sbx, j.leftRunning
 	cleanSandbox := sbx != nil && !keep && len(j.survivors) == 0
@@ -468,8 +471,22 @@ func (j *job) settle(ctx actor.Context) {
 			l.closeProxy()
 			errs = append(errs, sbx.Cleanup(gone))
 		}
+		if finish != nil {
+			// The actor is cleaning: nothing else writes the file now.
+			finish(gone)
+			j.complete(o)
+		}
 		j.send(cleaned{errs: errors.Join(errs...)})
 	}()
+}
+
+// complete writes a background job's completion line and closes its
+// output file for writing.
+func (j *job) complete(o jobs.Outcome) {
+	if j.spec.Background && j.spec.Completion != nil {
+		j.appendLine(j.spec.Completion(o))
+	}
+	j.closeFile()
 }
 
 // releaseCgroup hands the cgroup of a job that ended cleanly (nothing had

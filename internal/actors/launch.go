@@ -121,15 +121,21 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 			World: p.World, WorldSize: p.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
 		}
-		if p.Workspace {
+		switch {
+		case p.Layer != nil:
+			// The layer's overlays replace protecting paths.
+			opts.Roots, opts.Layer = sandbox.Roots{Writable: slices.Clone(p.Roots)}, p.Layer
+		case p.Workspace:
 			roots, err := sandbox.WorkspaceRoots(spec.Dir)
 			if err != nil {
 				l.undo()
 				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 			}
 			opts.Roots = roots
+			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+		default:
+			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
 		}
-		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
 		sc, err := sandbox.Prepare(opts)
 		if err != nil {
 			l.undo()

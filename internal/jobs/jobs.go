@@ -13,6 +13,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
@@ -89,6 +90,15 @@ type Request struct {
 	// Completion renders the line appended to a background job's output
 	// file when it ends (two newlines are written before it).
 	Completion func(Outcome) string
+	// Finish, when set, is called once when the job has ended (never for
+	// one that did not start, nor one detached at shutdown), off the job's
+	// actor, after its cgroup was handed back and its sandbox cleaned up
+	// and before a background job's completion line is written and the
+	// outcome delivered: the engine applies a sandboxed job's layer there.
+	// gone says that every process of the job is known to be gone (its
+	// cgroup is empty; without cgroups: its process group is, and nothing
+	// was left running or survived).
+	Finish func(gone bool)
 	// Detached renders the line appended to a background job's output file
 	// when the engine stops reading its output for good while it runs on
 	// (shutdown with jobs left running): kept is how many more bytes of
@@ -137,6 +147,14 @@ type Profile struct {
 	// OnProxy, when set, is told each of the proxy's decisions, from the
 	// proxy's goroutines (it must be safe for concurrent use).
 	OnProxy func(egress.Decision)
+	// Layer, when set, is the job's copy-on-write layer over its
+	// writable roots (package layer): the sandbox mounts it instead of
+	// protecting paths of the git directories, and the engine applies
+	// what it holds once the job ended (Request.Finish).
+	Layer *layer.Spec
+	// Roots are the writable roots of a job with a Layer (the layer's
+	// roots); without one, Workspace finds them.
+	Roots []string
 }
 
 // Applied are the limits a job ran under, and how they were enforced. A
@@ -324,6 +342,25 @@ func (l *LiveUsage) read() proc.Usage {
 	}
 	u, _ := l.cg.Usage()
 	return u
+}
+
+// Frozen runs f with every process of the running job frozen (its
+// cgroup's freezer), then thaws them; it reports false, without running
+// f, when it cannot (the job ended, no cgroup, the kernel did not
+// freeze it). The job's actor waits for it before it ends the job's
+// use of the cgroup, so keep f short.
+func (l *LiveUsage) Frozen(f func()) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cg == nil || l.cg.Freeze(true) != nil {
+		return false
+	}
+	defer l.cg.Freeze(false)
+	f()
+	return true
 }
 
 // End stops reading the cgroup (nil-safe).

@@ -51,7 +51,23 @@ type Failure struct {
 // mount point in the real tree fails rather than write elsewhere.
 // Apply consumes the upper layers; call it once, then [Layer.Remove].
 func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) {
-	a := &applier{s: s, refused: refused, res: &Result{}}
+	return s.apply(refused, st, label, false)
+}
+
+// ApplyCopies is [Set.Apply] for a layer that is still mounted and in
+// use (a background job's, at a checkpoint): it copies every entry from
+// the upper layer into the real tree, leaving the upper layer as it is
+// (its files stay the job's, its overlayfs marks in place), so the job
+// runs on over it. A later Diff of the same layer does not list what
+// was copied again while the upper entry stays as it was (the copy has
+// its size, times and permissions). The caller makes sure nothing
+// writes the upper layer meanwhile (it freezes the job).
+func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, error) {
+	return s.apply(refused, st, label, true)
+}
+
+func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Result, error) {
+	a := &applier{s: s, refused: refused, res: &Result{}, copies: copies}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -83,6 +99,7 @@ type applier struct {
 	res     *Result
 	step    *step
 	trees   []pending // added directories made entry by entry
+	copies  bool      // ApplyCopies: the upper layer stays as it is
 	whole   string    // rel of the added directory last renamed whole
 	failed  string    // rel of the added directory last failed
 }
@@ -266,6 +283,10 @@ func (a *applier) dirAttrs(c *Change, up, re *tree) error {
 
 // put moves (or copies) the upper entry of c over its real path.
 func (a *applier) put(c *Change, up, re *tree) error {
+	if a.copies {
+		// A copy carries no xattrs, overlayfs's included.
+		return copyEntry(up, c.rel, re, c.rel)
+	}
 	for _, x := range c.ovl {
 		_ = unix.Lremovexattr(up.path(c.rel), x)
 	}

@@ -6,7 +6,7 @@
 // real directories ([Set.Apply]), keeps what that replaced in an undo
 // store ([Store]), and reports the changes ([Summary]). Nothing reaches
 // the real tree before that. It is Linux-only (overlayfs, openat2);
-// elsewhere the package is empty, and so is gitpolicy.
+// elsewhere it has only the types of a [Spec], and gitpolicy is empty.
 //
 // # Lifecycle of one command
 //

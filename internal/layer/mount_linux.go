@@ -17,24 +17,6 @@ func owner(fi fs.FileInfo) (int, int) {
 	return int(st.Uid), int(st.Gid)
 }
 
-// Spec is what mounting a layer takes, for a process other than the
-// one that made it (the sandbox's helper gets it in its JSON config).
-type Spec struct {
-	// Overlays are the overlays to mount, outer roots first.
-	Overlays []Overlay `json:"overlays"`
-	// UserXattr is [Options.UserXattr].
-	UserXattr bool `json:"userxattr,omitempty"`
-}
-
-// Overlay is one overlay of a [Spec].
-type Overlay struct {
-	// Root is the real directory: the lower layer and the mount point.
-	Root string `json:"root"`
-	// Upper and Work are the overlay's upper and work directories.
-	Upper string `json:"upper"`
-	Work  string `json:"work"`
-}
-
 // Spec returns what mounting l takes.
 func (l *Layer) Spec() Spec {
 	s := Spec{UserXattr: l.userXattr}

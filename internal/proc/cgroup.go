@@ -752,3 +752,38 @@ func (c *Cgroup) removeNow(wait time.Duration) error {
 		time.Sleep(removePoll)
 	}
 }
+
+// freezeWait bounds how long Freeze waits for the cgroup to report
+// frozen.
+const freezeWait = time.Second
+
+// Freeze freezes (on) or thaws the cgroup's processes (cgroup v2's
+// cgroup.freeze). Freezing waits until the kernel reports every process
+// stopped (cgroup.events "frozen 1"), at most a second, and thaws again
+// and fails if it does not; a process in a system call that writes a
+// file finishes the call first. Frozen processes still receive SIGKILL
+// (and cgroup.kill).
+func (c *Cgroup) Freeze(on bool) error {
+	v := []byte("0")
+	if on {
+		v = []byte("1")
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.freeze"), v, 0); err != nil {
+		return fmt.Errorf("cgroup.freeze: %w", err)
+	}
+	if !on {
+		return nil
+	}
+	deadline := time.Now().Add(freezeWait)
+	for wait := 50 * time.Microsecond; ; wait = min(wait*2, 10*time.Millisecond) {
+		data, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+		if err == nil && bytes.Contains(data, []byte("frozen 1")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.freeze"), []byte("0"), 0)
+			return fmt.Errorf("cgroup.freeze: not frozen after %s", freezeWait)
+		}
+		time.Sleep(wait)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
@@ -230,4 +232,99 @@ func median(d []time.Duration) time.Duration {
 	d = slices.Clone(d)
 	slices.Sort(d)
 	return d[len(d)/2]
+}
+
+// BenchmarkLayerOverhead is the empty command (`true`) in the
+// workspace-write profile of a repository, side by side: plain bash, the
+// profile without a layer (Protected and Pinned bind mounts), and with a
+// copy-on-write layer whose Dir is on a tmpfs (/dev/shm) or on the disk
+// (the test's temp dir, the workspace's file system). With a layer an
+// iteration pays everything the engine pays per command: layer.New, the
+// command (its overlays made and attached in its mount namespace), Diff
+// and Remove. It reports the medians (unrestricted-ms, workspace-ms,
+// layer-ms), the layer's delta over the profile without it
+// (layer-delta-ms) and their ratio, and the layer's own steps outside the
+// command (new-ms, diff-remove-ms).
+func BenchmarkLayerOverhead(b *testing.B) {
+	requireSandbox(b)
+	if !sandbox.Probe().Namespaces {
+		b.Skip("no private namespaces")
+	}
+	bash, env := bashPath(b), os.Environ()
+	ws, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v\n%s", err, out)
+	}
+	roots, err := sandbox.WorkspaceRoots(ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	disk := b.TempDir()
+	shm, err := os.MkdirTemp("/dev/shm", "bashvisor-bench-")
+	if err != nil {
+		b.Skipf("no tmpfs at /dev/shm: %v", err)
+	}
+	b.Cleanup(func() { os.RemoveAll(shm) })
+	cgroup := func() *proc.Cgroup {
+		if testCgroups == nil {
+			return nil
+		}
+		cg, err := testCgroups.New(fmt.Sprintf("b%d", cgroupSeq.Add(1)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cg
+	}
+	for _, v := range []struct {
+		name, dir string
+		direct    bool
+	}{
+		{"direct/tmpfs", shm, true}, {"direct/disk", disk, true},
+		{"helper/tmpfs", shm, false}, {"helper/disk", disk, false},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			var plain, noLayer, withLayer, newT, diffT []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				unrestricted(b, bash, env)
+				t1 := time.Now()
+				restrictedMode(b, sandbox.Options{Bash: bash, Command: "true", Roots: roots, Cgroup: cgroup()}, env, v.direct)
+				t2 := time.Now()
+				l, err := layer.New(layer.Options{Roots: roots.Writable, Dir: v.dir, UserXattr: sandbox.Probe().Rootless})
+				if err != nil {
+					b.Fatal(err)
+				}
+				spec := l.Spec()
+				t3 := time.Now()
+				restrictedMode(b, sandbox.Options{Bash: bash, Command: "true", Roots: roots, Layer: &spec, Cgroup: cgroup()}, env, v.direct)
+				t4 := time.Now()
+				s, err := l.Diff()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(s.Changes) != 0 {
+					b.Fatalf("true changed %v", s.Changes)
+				}
+				s.Close()
+				if err := l.Remove(); err != nil {
+					b.Fatal(err)
+				}
+				t5 := time.Now()
+				plain, noLayer, withLayer = append(plain, t1.Sub(t0)), append(noLayer, t2.Sub(t1)), append(withLayer, t5.Sub(t2))
+				newT, diffT = append(newT, t3.Sub(t2)), append(diffT, t5.Sub(t4))
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			mp, mw, ml := median(plain), median(noLayer), median(withLayer)
+			b.ReportMetric(ms(mp), "unrestricted-ms")
+			b.ReportMetric(ms(mw), "workspace-ms")
+			b.ReportMetric(ms(ml), "layer-ms")
+			b.ReportMetric(ms(ml-mw), "layer-delta-ms")
+			b.ReportMetric(float64(ml)/float64(mw), "layer/workspace")
+			b.ReportMetric(ms(median(newT)), "new-ms")
+			b.ReportMetric(ms(median(diffT)), "diff-remove-ms")
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
@@ -95,4 +96,64 @@ func ExampleNewWorld() {
 	fmt.Print(run(`cat /tmp/note`))
 	// Output:
 	// kept in /tmp
+}
+
+// The workspace-write profile over a copy-on-write layer: the command
+// changes the workspace's merged view, the real directory stays as it
+// was, and the caller reads the change set once the command ended and
+// applies what policy allows (here all of it). The layer's directories
+// lie outside the workspace; a rootless engine makes it with UserXattr.
+func ExampleOptions_layer() {
+	base, err := os.MkdirTemp("", "example-layer-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(base)
+	ws, state := base+"/ws", base+"/state"
+	_ = os.Mkdir(ws, 0o755)
+	_ = os.Mkdir(state, 0o700)
+	roots, err := sandbox.WorkspaceRoots(ws)
+	if err != nil {
+		panic(err)
+	}
+	l, err := layer.New(layer.Options{Roots: roots.Writable, Dir: state, UserXattr: sandbox.Probe().Rootless})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Remove()
+	spec := l.Spec()
+	sc, err := sandbox.Prepare(sandbox.Options{Bash: "/bin/bash", Command: `echo hi > note; chmod 600 note`, Roots: roots, Layer: &spec})
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		fmt.Println(err)
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	c := exec.Command("/bin/bash")
+	c.Dir, c.Env = ws, append(os.Environ(), sc.Env...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := sc.StartHelper(c); err != nil {
+		panic(err)
+	}
+	_ = c.Wait()
+	_ = sc.Cleanup(false)
+	_, err = os.Stat(ws + "/note")
+	fmt.Println("in the workspace before apply:", err == nil)
+	s, err := l.Diff()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	res, err := s.Apply(nil, nil, "")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(layer.Summary(res.Applied, ws, 0))
+	fi, _ := os.Stat(ws + "/note")
+	fmt.Println(fi.Mode())
+	// Output:
+	// in the workspace before apply: false
+	// [changed 1 file: A note]
+	// -rw-------
 }

@@ -3,8 +3,10 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,4 +68,16 @@ func BenchmarkConfineThread(b *testing.B) {
 	b.ReportMetric(float64(capsT.Microseconds())/n, "caps-µs")
 	b.ReportMetric(float64(landlockT.Microseconds())/n, "landlock-µs")
 	b.ReportMetric(float64(seccompT.Microseconds())/n, "seccomp-µs")
+}
+
+// TestLayerNeedsNamespaces: without private namespaces a layer is
+// refused with ErrUnavailable, never run without its overlay.
+func TestLayerNeedsNamespaces(t *testing.T) {
+	err := needNamespaces(Capabilities{Reason: "no namespaces here"}, Roots{Writable: []string{"/w"}}, false, true)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "copy-on-write layer") {
+		t.Fatalf("needNamespaces with a layer: %v", err)
+	}
+	if err := needNamespaces(Capabilities{Namespaces: true}, Roots{}, false, true); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -179,6 +180,29 @@ type Options struct {
 	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
 	// private namespaces ([Capabilities.Namespaces]).
 	Network bool
+	// Layer, when set, is the copy-on-write layer of the command's
+	// writable roots (package layer, made by the caller with layer.New
+	// and mounted once: for one command): in the command's mount
+	// namespace its overlays are made before the namespace's mounts are
+	// made read-only and attached over their roots afterwards, so the
+	// command reads and changes the merged tree at the roots' own paths
+	// while everything it writes there lands in the layer's upper
+	// directories, and the real directories stay as they were until the
+	// caller applies the layer's changes. Roots.Protected and Roots.Pinned
+	// are then not used: policy on the change set replaces them.
+	//
+	// Each overlay's root must be one of Roots.Writable or below one
+	// (Landlock lets the command write there); a writable root below an
+	// overlay's root is part of the overlay. The layer's upper and work
+	// directories must lie outside every writable root (and CacheDir):
+	// the command cannot write them (read-only mounts, Landlock); in a
+	// World whose Hide covers them it cannot see them either, otherwise
+	// it can read them like any file of the engine's user. It needs
+	// private namespaces ([Capabilities.Namespaces]; [Prepare] refuses
+	// it without). A rootless engine ([Capabilities.Rootless]) mounts the
+	// layer inside a user namespace, which needs layer.Options.UserXattr:
+	// Prepare refuses a Spec without it.
+	Layer *layer.Spec
 }
 
 // Command is a prepared restricted command: start it with
@@ -233,9 +257,13 @@ type helperConfig struct {
 	Namespaces bool `json:"ns,omitempty"`
 	// Writable are the directories writable besides Scratch (Landlock).
 	Writable []string `json:"writable,omitempty"`
-	// Protected and Pinned are Roots.Protected and Roots.Pinned.
+	// Protected and Pinned are Roots.Protected and Roots.Pinned (none
+	// with a Layer).
 	Protected []string `json:"protected,omitempty"`
 	Pinned    []string `json:"pinned,omitempty"`
+	// Layer is Options.Layer: mounted over its roots in the command's
+	// mount namespace (see mountView).
+	Layer *layer.Spec `json:"layer,omitempty"`
 	// ProxyPort is the port of the proxy listener (0: no network).
 	ProxyPort int `json:"proxy,omitempty"`
 	// LoopbackDirect: NO_PROXY names loopback (see proxyEnv).
@@ -301,7 +329,10 @@ func Prepare(opts Options) (*Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := needNamespaces(caps, roots, opts.Network); err != nil {
+	if err := needNamespaces(caps, roots, opts.Network, opts.Layer != nil); err != nil {
+		return nil, err
+	}
+	if err := checkLayer(opts.Layer, caps.Rootless, roots); err != nil {
 		return nil, err
 	}
 	cfg := helperConfig{
@@ -315,6 +346,7 @@ func Prepare(opts Options) (*Command, error) {
 		Writable:     roots.Writable,
 		Protected:    roots.Protected,
 		Pinned:       roots.Pinned,
+		Layer:        opts.Layer,
 	}
 	scratch, err := cfg.setScratch(w, opts, roots)
 	if err != nil {
@@ -380,14 +412,47 @@ func (opts Options) world() (*world, error) {
 }
 
 // needNamespaces refuses what cannot be enforced without namespaces.
-func needNamespaces(caps Capabilities, roots Roots, network bool) error {
+func needNamespaces(caps Capabilities, roots Roots, network, layered bool) error {
 	switch {
 	case caps.Namespaces:
 		return nil
+	case layered:
+		return unavailable("a copy-on-write layer over the workspace needs private mount namespaces (root, or user namespaces): " + caps.Reason)
 	case len(roots.Protected) > 0 || len(roots.Pinned) > 0:
 		return unavailable("protecting a workspace's git hooks and config needs private mount namespaces (CAP_SYS_ADMIN): " + caps.Reason)
 	case network:
 		return unavailable("network through the proxy needs private network namespaces (CAP_SYS_ADMIN): " + caps.Reason)
+	}
+	return nil
+}
+
+// checkLayer refuses a layer the command could write around, or one a
+// rootless helper cannot mount (see Options.Layer).
+func checkLayer(spec *layer.Spec, rootless bool, roots Roots) error {
+	if spec == nil {
+		return nil
+	}
+	if len(spec.Overlays) == 0 {
+		return errors.New("sandbox: the layer has no overlays")
+	}
+	if rootless && !spec.UserXattr {
+		return errors.New("sandbox: a rootless engine mounts the layer in a user namespace: make it with layer.Options.UserXattr")
+	}
+	inRoots := func(p string) bool {
+		return slices.ContainsFunc(roots.Writable, func(r string) bool { return within(p, r) })
+	}
+	for _, o := range spec.Overlays {
+		if !filepath.IsAbs(o.Root) || !filepath.IsAbs(o.Upper) || !filepath.IsAbs(o.Work) {
+			return fmt.Errorf("sandbox: layer: paths must be absolute: %+v", o)
+		}
+		if !inRoots(o.Root) {
+			return fmt.Errorf("sandbox: layer: %s is not a writable root", o.Root)
+		}
+		for _, d := range []string{o.Upper, o.Work} {
+			if inRoots(d) || slices.ContainsFunc(roots.Writable, func(r string) bool { return within(r, d) }) {
+				return fmt.Errorf("sandbox: layer: %s must lie outside the writable roots (the command would write its own layer)", d)
+			}
+		}
 	}
 	return nil
 }
@@ -489,7 +554,9 @@ func (cmd *Command) setNetwork(cfg *helperConfig, caps Capabilities, opts Option
 }
 
 // roots returns opts.Roots and CacheDir with absolute, symlink-free
-// paths, which Landlock and the bind mounts need.
+// paths, which Landlock and the bind mounts need, after creating the
+// protected paths WorkspaceRoots found missing (none with a Layer: then
+// only Writable is returned).
 func (opts Options) roots() (Roots, error) {
 	clean := func(paths []string) ([]string, error) {
 		out := make([]string, 0, len(paths))
@@ -514,6 +581,12 @@ func (opts Options) roots() (Roots, error) {
 		w = append(slices.Clip(w), opts.CacheDir)
 	}
 	if r.Writable, err = clean(w); err != nil {
+		return Roots{}, err
+	}
+	if opts.Layer != nil {
+		return r, nil // Protected and Pinned are not used
+	}
+	if err := opts.Roots.create(); err != nil {
 		return Roots{}, err
 	}
 	if r.Protected, err = clean(opts.Roots.Protected); err != nil {

@@ -14,7 +14,8 @@ import (
 // Roots say where a command may write besides its scratch directory. Only
 // Writable is enforced without private namespaces (by Landlock); Protected
 // and Pinned need them (they are bind mounts in the command's mount
-// namespace), and [Prepare] refuses them without.
+// namespace), and [Prepare] refuses them without. With a copy-on-write
+// layer ([Options.Layer]) Protected and Pinned are not used.
 type Roots struct {
 	// Writable are directories the command may change below: create,
 	// write, rename, remove, and (with private namespaces) change
@@ -30,6 +31,36 @@ type Roots struct {
 	// them stays where the tools look for it (a command cannot move .git
 	// aside and put a .git of its own in its place).
 	Pinned []string
+
+	// missing are Protected paths that did not exist when WorkspaceRoots
+	// found them: Prepare creates them empty before protecting them.
+	missing []missingPath
+}
+
+// missingPath is a path to protect that does not exist yet.
+type missingPath struct {
+	path string
+	dir  bool
+}
+
+// create makes the missing protected paths, empty (a directory, or a
+// file), where they are still missing.
+func (r Roots) create() error {
+	for _, m := range r.missing {
+		var err error
+		if m.dir {
+			err = os.MkdirAll(m.path, 0o755)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(m.path, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox: workspace: %w", err)
+		}
+	}
+	return nil
 }
 
 // WorkspaceRoots returns the roots of the workspace-write profile for a
@@ -44,13 +75,20 @@ type Roots struct {
 // the .git files that name git directories (the workspace's own, and those
 // of the submodules .gitmodules lists). Every git directory and a
 // .git directory are Pinned. A hooks directory or config.worktree file
-// that does not exist is created empty first (git init creates the
-// former; git reads the latter only when the config says so), because a
-// missing path cannot be protected and a command could create it.
+// that does not exist is created empty by [Prepare] before the command
+// starts (git init creates the former; git reads the latter only when
+// the config says so), because a missing path cannot be protected and a
+// command could create it. WorkspaceRoots itself changes nothing.
 //
 // Git commands that write the config (git remote add, git config, git
 // branch --set-upstream-to) fail in the sandbox. Config includes
 // (include.path) are not followed.
+//
+// With a copy-on-write layer ([Options.Layer]) only Writable is used:
+// the layer's roots are the workspace and the git directories outside
+// it, Protected and Pinned are ignored (and nothing is created), since
+// policy on the layer's change set takes their place, for new
+// repositories too.
 func WorkspaceRoots(dir string) (Roots, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -80,7 +118,7 @@ func WorkspaceRoots(dir string) (Roots, error) {
 	}
 	g.submoduleFiles(filepath.Dir(dotgit), 0)
 	r.Writable = append(r.Writable, g.writable...)
-	r.Protected, r.Pinned = g.protected, g.pinned
+	r.Protected, r.Pinned, r.missing = g.protected, g.pinned, g.missing
 	return r, nil
 }
 
@@ -125,6 +163,7 @@ const maxModuleDepth = 8
 
 type gitRoots struct {
 	writable, protected, pinned []string
+	missing                     []missingPath
 	seen                        map[string]bool
 }
 
@@ -174,10 +213,9 @@ func (g *gitRoots) gitDir(dir string, depth int) error {
 // and recurses into its submodules.
 func (g *gitRoots) commonDir(common string, depth int) error {
 	hooks := filepath.Join(common, "hooks")
-	if err := os.MkdirAll(hooks, 0o755); err != nil {
+	if err := g.protectOrCreate(hooks, true); err != nil {
 		return err
 	}
-	g.protect(hooks)
 	config := filepath.Join(common, "config")
 	if _, err := os.Stat(config); err == nil {
 		g.protect(config)
@@ -268,14 +306,20 @@ func (g *gitRoots) submoduleFiles(top string, depth int) {
 	}
 }
 
-// worktreeConfig protects dir/config.worktree, creating it empty first.
+// worktreeConfig protects dir/config.worktree (to be created empty if
+// missing).
 func (g *gitRoots) worktreeConfig(dir string) error {
-	p := filepath.Join(dir, "config.worktree")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
-	if err != nil {
+	return g.protectOrCreate(filepath.Join(dir, "config.worktree"), false)
+}
+
+// protectOrCreate protects p, noting it as missing (to be created by
+// Prepare) if it does not exist.
+func (g *gitRoots) protectOrCreate(p string, dir bool) error {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		g.missing = append(g.missing, missingPath{path: p, dir: dir})
+	} else if err != nil {
 		return err
 	}
-	f.Close()
 	g.protect(p)
 	return nil
 }

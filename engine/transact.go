@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/transact"
+)
+
+// A workspace-write command runs over a copy-on-write layer of its
+// writable roots (package transact): when its processes are gone the
+// engine applies what policy allows to the workspace, reports the
+// changes (Result.Changes, and a line of the text) and the refusals
+// (Result.Refused), and keeps what it replaced for Undo. A background
+// job's layer is applied at checkpoints while it runs and when it ends.
+
+// Change is one path a workspace-write command changed in the
+// workspace.
+type Change struct {
+	// Path is relative to the working directory when below it, absolute
+	// otherwise; a directory's ends in "/".
+	Path string `json:"path"`
+	// Kind is "A" (added), "M" (content, times or symlink target
+	// changed), "D" (deleted; a deleted directory is one change) or "T"
+	// (type, permissions or owner changed).
+	Kind string `json:"kind"`
+	// Size is a regular file's size in bytes after the change (before it
+	// for "D").
+	Size int64 `json:"size,omitempty"`
+}
+
+// Refusal is a change of a workspace-write command that policy kept out
+// of the workspace (package gitpolicy: nothing the command leaves may
+// make git run a program later, outside the sandbox).
+type Refusal struct {
+	// Path is as in Change.
+	Path string `json:"path"`
+	// Rule names the rule that refused it ("git-config", ...).
+	Rule string `json:"rule"`
+	// Reason says what is wrong with it.
+	Reason string `json:"reason"`
+}
+
+// MaxChanges bounds Result.Changes and JobInfo.Changes; the rest is
+// counted in ChangesOmitted.
+const MaxChanges = 1000
+
+// jobTx is a workspace-write job's transaction and its outcome.
+type jobTx struct {
+	tx  *transact.Tx
+	cwd string
+
+	mu  sync.Mutex
+	rep *transact.Report // the last report: the commit's once ended
+	err error
+	end bool // committed
+}
+
+// beginTx makes the layer of a workspace-write call before it starts:
+// its roots are the working directory, its git directories and
+// Sandbox.Writable.
+func (e *Engine) beginTx(tc ToolContext, p *jobs.Profile, label string) (*jobTx, error) {
+	if e.tx == nil {
+		return nil, fmt.Errorf("%w: the workspace layer is unavailable", ErrRestrictedMode)
+	}
+	roots, err := transact.Roots(tc.WorkingDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	tx, err := e.tx.Begin(tc.ConversationID, append(roots, p.Writable...), label)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	spec := tx.Spec()
+	p.Layer, p.Roots = &spec, tx.Roots()
+	return &jobTx{tx: tx, cwd: tc.WorkingDir}, nil
+}
+
+// commit is the job's Request.Finish: it applies the layer.
+func (j *jobTx) commit(gone bool) {
+	rep, err := j.tx.Commit(gone)
+	j.mu.Lock()
+	j.rep, j.err, j.end = rep, err, true
+	j.mu.Unlock()
+}
+
+// result returns the job's last report and error.
+func (j *jobTx) result() (*transact.Report, error, bool) {
+	if j == nil {
+		return nil, nil, false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.rep, j.err, j.end
+}
+
+// track remembers a background job's transaction (for checkpoints and
+// its report in JobInfo) until its conversation ends.
+func (e *Engine) track(conversation, id string, j *jobTx) {
+	e.txMu.Lock()
+	defer e.txMu.Unlock()
+	if e.txJobs == nil {
+		e.txJobs = map[string]map[string]*jobTx{}
+	}
+	m := e.txJobs[conversation]
+	if m == nil {
+		m = map[string]*jobTx{}
+		e.txJobs[conversation] = m
+	}
+	m[id] = j
+}
+
+// jobTxOf returns a background job's transaction (nil: none).
+func (e *Engine) jobTxOf(conversation, id string) *jobTx {
+	e.txMu.Lock()
+	defer e.txMu.Unlock()
+	return e.txJobs[conversation][id]
+}
+
+// untrack forgets a conversation's jobs' transactions, and those of
+// jobs the supervisor no longer lists.
+func (e *Engine) forgetTx(conversation string, keep func(id string) bool) {
+	e.txMu.Lock()
+	defer e.txMu.Unlock()
+	for id := range e.txJobs[conversation] {
+		if keep == nil || !keep(id) {
+			delete(e.txJobs[conversation], id)
+		}
+	}
+	if len(e.txJobs[conversation]) == 0 {
+		delete(e.txJobs, conversation)
+	}
+}
+
+// changes converts applied changes for the API, relative to cwd, the
+// listed ones only (an added directory shows as its files), at most
+// MaxChanges; it returns how many it left out.
+func changes(cs []layer.Change, cwd string) ([]Change, int) {
+	listed := layer.Listed(cs)
+	if len(listed) == 0 {
+		return nil, 0
+	}
+	out := make([]Change, 0, min(len(listed), MaxChanges))
+	for _, c := range listed[:min(len(listed), MaxChanges)] {
+		p := relPath(c.Path, cwd)
+		if c.Mode.IsDir() {
+			p += "/"
+		}
+		out = append(out, Change{Path: p, Kind: string(c.Kind), Size: c.Size})
+	}
+	return out, len(listed) - len(out)
+}
+
+// refusals converts policy refusals for the API.
+func refusals(rs []gitpolicy.Refusal, cwd string) []Refusal {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]Refusal, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, Refusal{Path: relPath(r.Path, cwd), Rule: string(r.Rule), Reason: r.Reason})
+	}
+	return out
+}
+
+// relPath is p relative to base when below it.
+func relPath(p, base string) string {
+	if r, err := filepath.Rel(base, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return r
+	}
+	return p
+}
+
+// withChanges adds a background job's change report to its info.
+func (e *Engine) withChanges(j *JobInfo) {
+	jt := e.jobTxOf(j.ConversationID, j.JobID)
+	if jt == nil {
+		return
+	}
+	rep, err, _ := jt.result()
+	if rep != nil {
+		j.Changes, j.ChangesOmitted = changes(rep.Applied, jt.cwd)
+		j.Refused = refusals(rep.Refused, jt.cwd)
+	}
+	j.report = changeNotes(rep, err, jt.cwd)
+}
+
+// undoLimits bound a conversation's undo store: the defaults of package
+// layer, and at most a quarter of the conversation's quota, which counts
+// what the store keeps.
+func undoLimits(l config.SandboxLimits) layer.StoreLimits {
+	q := l.WithDefaults().ScratchBytes
+	return layer.StoreLimits{Bytes: min(layer.DefaultStoreBytes, int64(q/4))}
+}
+
+// UndoResult is what Undo did.
+type UndoResult struct {
+	// Steps is the number of commands (and background checkpoints)
+	// whose changes were taken back.
+	Steps int `json:"steps"`
+	// Changes are what the undo changed in the workspace, as in Result
+	// (an undone addition is "D", an undone deletion "A").
+	Changes        []Change `json:"changes"`
+	ChangesOmitted int      `json:"changes_omitted,omitempty"`
+
+	text string
+}
+
+// UndoConflictError is Undo's refusal: the paths (absolute, sorted)
+// changed after the commands to undo, by the user or by a later command
+// that is not undone with them. Nothing was undone. It matches
+// ErrUndoConflict.
+type UndoConflictError struct {
+	Paths []string
+}
+
+func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
+
+// Undo restores the workspace to before the last steps commands of tc's
+// conversation that changed it (workspace-write commands, and the
+// checkpoints of its background jobs; commands that changed nothing do
+// not count), newest first. It refuses with an *UndoConflictError,
+// changing nothing, when something changed those paths since, and with
+// ErrNothingToUndo when fewer steps are kept (the store keeps the last
+// ones within its bounds, and is removed with the conversation).
+func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
+	if steps < 1 {
+		return UndoResult{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
+	}
+	if err := ctx.Err(); err != nil {
+		return UndoResult{}, err
+	}
+	if e.tx == nil {
+		return UndoResult{}, fmt.Errorf("%w: this engine runs no workspace-write commands", ErrNothingToUndo)
+	}
+	kept := len(e.tx.Steps(tc.ConversationID))
+	cs, err := e.tx.Undo(tc.ConversationID, steps)
+	if err != nil {
+		if errors.Is(err, layer.ErrNothingToUndo) {
+			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
+		}
+		return UndoResult{}, public(err)
+	}
+	r := UndoResult{Steps: steps}
+	if r.Changes, r.ChangesOmitted = changes(cs, tc.WorkingDir); r.Changes == nil {
+		r.Changes = []Change{}
+	}
+	r.text = undoText(steps, cs, tc.WorkingDir)
+	return r, nil
+}
+
+// setLive records a checkpoint's report of a running job.
+func (j *jobTx) setLive(rep *transact.Report, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.end {
+		j.rep, j.err = rep, err
+	}
+}
+
+// checkpoint applies what the conversation's running workspace-write
+// background jobs changed so far (transact.Tx.Checkpoint: each job is
+// frozen meanwhile), so that the conversation's next command, and
+// bash_output, see it. It forgets the transactions of ended jobs the
+// supervisor no longer lists.
+func (e *Engine) checkpoint(conversation string) {
+	e.txMu.Lock()
+	if len(e.txJobs[conversation]) == 0 {
+		e.txMu.Unlock()
+		return
+	}
+	ids := make([]string, 0, len(e.txJobs[conversation]))
+	for id := range e.txJobs[conversation] {
+		ids = append(ids, id)
+	}
+	e.txMu.Unlock()
+	live := map[string]*jobs.LiveUsage{}
+	listed := map[string]bool{}
+	for _, st := range e.sup.Jobs(conversation) {
+		listed[st.ID] = true
+		if st.Running() {
+			live[st.ID] = st.Live
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		jt := e.jobTxOf(conversation, id)
+		if jt == nil {
+			continue
+		}
+		if lu := live[id]; lu != nil {
+			if rep, err := jt.tx.Checkpoint(lu.Frozen); rep != nil || err != nil {
+				jt.setLive(rep, err)
+			}
+		}
+	}
+	e.forgetTx(conversation, func(id string) bool { return listed[id] })
+}

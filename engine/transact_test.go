@@ -1,0 +1,276 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// gitOutside runs git in dir as the user would, outside the sandbox,
+// with fsmonitor and hooks honoured.
+func gitOutside(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range gitEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// An agent's edit, build, test and commit in workspace-write: the
+// changes reach the repository when each command ends, the result lists
+// them (Changes and one line of text), and git outside sees the commit.
+func TestWorkspaceWriteEditBuildTestCommit(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	os.WriteFile(filepath.Join(dir, "old.txt"), []byte("old\n"), 0o644)
+	tc := workspaceWrite(dir)
+	run := func(cmd string) engine.Result {
+		t.Helper()
+		r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
+		if r.Status != engine.StatusOK {
+			t.Fatalf("%s: %s %q", cmd, r.Status, r.Output)
+		}
+		return r
+	}
+	r := run(`mkdir -p src && printf 'echo built\n' > src/a.sh && echo b > b.txt && rm old.txt`)
+	if !strings.HasSuffix(r.Output, "[changed 3 files: D old.txt, A src/a.sh, A b.txt]") &&
+		!strings.HasSuffix(r.Output, "[changed 3 files: A b.txt, D old.txt, A src/a.sh]") {
+		t.Fatalf("change line: %q", r.Output)
+	}
+	want := map[string]string{"b.txt": "A", "old.txt": "D", "src/a.sh": "A"}
+	if len(r.Changes) != 3 {
+		t.Fatalf("changes: %+v", r.Changes)
+	}
+	for _, c := range r.Changes {
+		if want[c.Path] != c.Kind {
+			t.Fatalf("change %+v, want %v", c, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b.txt")); string(b) != "b\n" {
+		t.Fatalf("b.txt: %q", b)
+	}
+	r = run(`bash src/a.sh > build.out && chmod +x src/a.sh && test "$(cat build.out)" = built && echo tests pass`)
+	if !strings.HasPrefix(r.Output, "tests pass\n[changed 2 files: T src/a.sh, A build.out]") &&
+		!strings.HasPrefix(r.Output, "tests pass\n[changed 2 files: A build.out, T src/a.sh]") {
+		t.Fatalf("build: %q", r.Output)
+	}
+	r = run(`git add src b.txt build.out && git commit -qm "agent work" && git log --format=%s -1`)
+	if !strings.HasPrefix(r.Output, "agent work\n[changed ") || !strings.Contains(r.Output, ".git/") {
+		t.Fatalf("commit: %q", r.Output)
+	}
+	if got := gitOutside(t, dir, "log", "--format=%s", "-1"); got != "agent work\n" {
+		t.Fatalf("git log outside: %q", got)
+	}
+	if got := gitOutside(t, dir, "status", "--short"); got != "" {
+		t.Fatalf("git status outside: %q", got)
+	}
+	// A command that changes nothing reports nothing.
+	if r := run(`git log -1 --format=%s >/dev/null; cat b.txt`); r.Output != "b\n" || r.Changes != nil {
+		t.Fatalf("read-only command: %q %+v", r.Output, r.Changes)
+	}
+}
+
+// The two attacks of the 2026-11-24 review, run by a foreground
+// command: each command succeeds in its layer, its git changes are
+// refused when it ends with a line that names them and what to do, and
+// the user's git status outside the sandbox runs nothing.
+// Rules git-commondir and git-new-config (gitpolicy's
+// TestRuleCommondir, TestRuleNewConfig, TestAttackCommondir and
+// TestAttackSubmoduleFsmonitor prove them on
+// change sets).
+func TestRuleCommondirAttackForeground(t *testing.T) { testGitAttack(t, commondirAttack, false) }
+func TestRuleNewConfigSubmoduleAttackForeground(t *testing.T) {
+	testGitAttack(t, submoduleAttack, false)
+}
+
+// The same attacks from background jobs.
+func TestRuleCommondirAttackBackground(t *testing.T) { testGitAttack(t, commondirAttack, true) }
+func TestRuleNewConfigSubmoduleAttackBackground(t *testing.T) {
+	testGitAttack(t, submoduleAttack, true)
+}
+
+// An attack: its script (PWNED is the sentinel file's path) and the
+// refusal line it must get.
+type attack struct{ script, refusal, planted string }
+
+var (
+	// A commondir that points git at a directory the command filled with
+	// its own config.
+	commondirAttack = attack{
+		script:  `mkdir -p evil/objects evil/refs && printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch PWNED"\n' > evil/config && echo ../evil > .git/commondir`,
+		refusal: "[refused .git/commondir (git-commondir): ", planted: ".git/commondir",
+	}
+	// A nested repository whose config runs fsmonitor, registered as a
+	// submodule.
+	submoduleAttack = attack{
+		script: `git init -q sub && git -C sub config core.fsmonitor "touch PWNED" && echo x > sub/f && git -C sub add f && git -C sub commit -qm s && ` +
+			`printf '[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n' > .gitmodules && git add .gitmodules sub`,
+		refusal: "(git-new-config): ", planted: "sub/.git/config",
+	}
+)
+
+func testGitAttack(t *testing.T, a attack, background bool) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	tc := workspaceWrite(dir)
+	tc.Approved = true // the analysis asks before git config: the layer and the policy are tested here
+	script := strings.ReplaceAll(a.script, "PWNED", pwned)
+	var text string
+	if background {
+		r := e.Run(context.Background(), tc, engine.Input{Command: script, Mode: engine.ModeBackground})
+		if r.Status != engine.StatusStarted {
+			t.Fatalf("%s %q", r.Status, r.Output)
+		}
+		j := jobEnded(t, e, tc, r.JobID)
+		if j.Status != engine.JobCompleted || len(j.Refused) == 0 {
+			t.Fatalf("job: %+v", j)
+		}
+		out, err := e.JobOutput(tc, r.JobID, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = out.Data
+	} else {
+		r := e.Run(context.Background(), tc, engine.Input{Command: script})
+		if r.Status != engine.StatusOK || len(r.Refused) == 0 {
+			t.Fatalf("%s %q %+v", r.Status, r.Output, r.Refused)
+		}
+		text = r.Output
+	}
+	if !strings.Contains(text, a.refusal) {
+		t.Fatalf("no refusal line %q in %q", a.refusal, text)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, a.planted)); err == nil {
+		t.Fatalf("%s reached the workspace", a.planted)
+	}
+	gitOutside(t, dir, "status")
+	if _, err := os.Lstat(pwned); err == nil {
+		t.Fatal("the user's git status ran the planted command")
+	}
+}
+
+// jobEnded waits for a background job to end and returns its info.
+func jobEnded(t *testing.T, e *engine.Engine, tc engine.ToolContext, id string) engine.JobInfo {
+	t.Helper()
+	var j engine.JobInfo
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		if j, err = e.Job(tc, id); err != nil {
+			t.Fatal(err)
+		}
+		return j.Status != engine.JobRunning
+	}, "job %s did not end", id)
+	return j
+}
+
+// Undo takes back the last commands that changed something (not the
+// ones that changed nothing), and refuses, naming the file and changing
+// nothing, when the user changed a file since.
+func TestUndoLastCommands(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	for _, cmd := range []string{`echo one > a.txt`, `echo two > a.txt && echo b > b.txt`, `cat a.txt`} {
+		if r := e.Run(context.Background(), tc, engine.Input{Command: cmd}); r.Status != engine.StatusOK {
+			t.Fatalf("%s: %s %q", cmd, r.Status, r.Output)
+		}
+	}
+	u, err := e.Undo(context.Background(), tc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Text() != "[undid the last command: changed 2 files: M a.txt, D b.txt]" {
+		t.Fatalf("undo text %q", u.Text())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "one\n" || fileExists(filepath.Join(dir, "b.txt")) {
+		t.Fatalf("after undo: a.txt %q", b)
+	}
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("the user's\n"), 0o644)
+	_, err = e.Undo(context.Background(), tc, 1)
+	var conflict *engine.UndoConflictError
+	if !errors.Is(err, engine.ErrUndoConflict) || !errors.As(err, &conflict) || len(conflict.Paths) != 1 ||
+		!strings.Contains(err.Error(), filepath.Join(dir, "a.txt")) {
+		t.Fatalf("undo over the user's change: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "the user's\n" {
+		t.Fatal("a refused undo changed the file")
+	}
+	if _, err := e.Undo(context.Background(), tc, 5); !errors.Is(err, engine.ErrNothingToUndo) {
+		t.Fatalf("too many steps: %v", err)
+	}
+	if err := e.EndConversation(context.Background(), tc.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Undo(context.Background(), tc, 1); !errors.Is(err, engine.ErrNothingToUndo) {
+		t.Fatalf("after the conversation ended: %v", err)
+	}
+}
+
+// A background job's writes reach the workspace while it runs: before
+// the conversation's next command starts (which reads them), and in
+// its JobOutput's report; its last changes when it ends.
+func TestBackgroundJobChangesSeenByNextCommand(t *testing.T) {
+	needNamespaces(t)
+	cgroupBase(t) // checkpoints freeze the job's cgroup
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
+		Command: `mkdir -p dist && echo built > dist/app.js && echo ready; read _; echo last > dist/last.js`})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		j, _ := e.Job(tc, r.JobID)
+		return j.Bytes > 0
+	}, "the job printed nothing")
+	next := e.Run(context.Background(), tc, engine.Input{Command: `cat dist/app.js`})
+	if next.Status != engine.StatusOK || next.Output != "built\n" {
+		t.Fatalf("next command: %s %q", next.Status, next.Output)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "dist", "app.js")); string(b) != "built\n" {
+		t.Fatalf("the workspace has %q", b)
+	}
+	out, err := e.JobOutput(tc, r.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Text(), "[the job's changes so far, applied to the workspace:]\n[changed 1 file: A dist/app.js]") {
+		t.Fatalf("bash_output while it runs:\n%s", out.Text())
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	j := jobEnded(t, e, tc, r.JobID)
+	if out, err = e.JobOutput(tc, r.JobID, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != engine.JobCompleted || !strings.Contains(out.Text(), "[changed 2 files: A dist/app.js, A dist/last.js]") {
+		t.Fatalf("%+v\n%s", j, out.Text())
+	}
+	if len(j.Changes) != 2 || j.Changes[1].Path != "dist/last.js" {
+		t.Fatalf("job changes %+v", j.Changes)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "dist", "last.js")); string(b) != "last\n" {
+		t.Fatalf("last.js: %q", b)
+	}
+}

@@ -1,0 +1,23 @@
+//go:build linux
+
+package transact_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+)
+
+func TestMain(m *testing.M) {
+	layertest.Main()
+	code := m.Run()
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,345 @@
+//go:build linux
+
+package transact
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+)
+
+// Options configure a [Manager].
+type Options struct {
+	// Dir holds the layers and the undo stores. It is made if missing
+	// (0700), and what an earlier engine left there is removed: stores
+	// keep their index in memory, so nothing in it outlives its engine.
+	// Best on the workspaces' file system (see the package doc).
+	Dir string
+	// Limits bound each conversation's undo store (zero fields: the
+	// defaults of package layer).
+	Limits layer.StoreLimits
+	// UserXattr mounts the layers with overlayfs's userxattr option, as a
+	// user namespace needs (an engine that is not root).
+	UserXattr bool
+}
+
+// Manager holds the conversations' undo stores and makes their commands'
+// layers. It is safe for concurrent use.
+type Manager struct {
+	opts   Options
+	mu     sync.Mutex
+	convs  map[string]*conv // nil after Close
+	serial int
+}
+
+// conv is one conversation's state: its store, made on first apply,
+// and the turn its commands take to apply.
+type conv struct {
+	dir   string // the store's directory
+	apply sync.Mutex
+	store *layer.Store // nil until a command changed something
+}
+
+// New makes a Manager, removing what an earlier engine left in
+// opts.Dir.
+func New(opts Options) (*Manager, error) {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	if err := layer.RemoveStale(opts.Dir); err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	entries, err := os.ReadDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), storePrefix) {
+			if err := os.RemoveAll(filepath.Join(opts.Dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("transact: stale undo store: %w", err)
+			}
+		}
+	}
+	return &Manager{opts: opts, convs: map[string]*conv{}}, nil
+}
+
+// storePrefix starts the name of every store's directory.
+const storePrefix = "undo-"
+
+// ErrClosed is returned after [Manager.Close].
+var ErrClosed = errors.New("transact: closed")
+
+// conversation returns a conversation's state, made on first use.
+func (m *Manager) conversation(id string) (*conv, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.convs == nil {
+		return nil, ErrClosed
+	}
+	c := m.convs[id]
+	if c == nil {
+		m.serial++
+		c = &conv{dir: filepath.Join(m.opts.Dir, fmt.Sprintf("%s%d", storePrefix, m.serial))}
+		m.convs[id] = c
+	}
+	return c, nil
+}
+
+// Begin makes the layer of a command of conversation over roots (the
+// directories it may write; see [Roots]); label names it in the undo
+// store (the command). Start the command with [Tx.Spec] mounted, then
+// call [Tx.Commit] (or [Tx.Abort] if it never started).
+func (m *Manager) Begin(conversation string, roots []string, label string) (*Tx, error) {
+	c, err := m.conversation(conversation)
+	if err != nil {
+		return nil, err
+	}
+	l, err := layer.New(layer.Options{Roots: roots, Dir: m.opts.Dir, UserXattr: m.opts.UserXattr})
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	return &Tx{m: m, c: c, l: l, label: label}, nil
+}
+
+// store returns c's store, made on first use; c.apply is held.
+func (m *Manager) store(c *conv) (*layer.Store, error) {
+	if c.store == nil {
+		s, err := layer.NewStore(c.dir, m.opts.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("transact: undo store: %w", err)
+		}
+		c.store = s
+	}
+	return c.store, nil
+}
+
+// lookup returns a conversation's state, nil when it has none.
+func (m *Manager) lookup(id string) *conv {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.convs[id]
+}
+
+// Undo puts the workspace back to before the last steps commands (and
+// checkpoints) of conversation that changed something. It fails with
+// a *layer.ConflictError naming the paths something changed since
+// (nothing is undone then), and with an error wrapping
+// layer.ErrNothingToUndo when fewer steps are kept. It returns what it
+// changed.
+func (m *Manager) Undo(conversation string, steps int) ([]layer.Change, error) {
+	if steps < 1 {
+		return nil, fmt.Errorf("transact: steps must be at least 1, not %d", steps)
+	}
+	c := m.lookup(conversation)
+	if c == nil {
+		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
+	}
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	if c.store == nil {
+		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
+	}
+	return c.store.Undo(steps)
+}
+
+// Steps lists the steps conversation can undo, oldest first.
+func (m *Manager) Steps(conversation string) []layer.StepInfo {
+	c := m.lookup(conversation)
+	if c == nil {
+		return nil
+	}
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	if c.store == nil {
+		return nil
+	}
+	return c.store.Steps()
+}
+
+// Bytes is what conversation's undo store keeps, in bytes (what the
+// engine counts against the conversation's quota).
+func (m *Manager) Bytes(conversation string) int64 {
+	var n int64
+	for _, s := range m.Steps(conversation) {
+		n += s.Bytes
+	}
+	return n
+}
+
+// End removes conversation's undo store (the conversation ended). Its
+// commands' layers are removed by their Commit or Abort.
+func (m *Manager) End(conversation string) error {
+	m.mu.Lock()
+	c := m.convs[conversation]
+	delete(m.convs, conversation)
+	m.mu.Unlock()
+	return c.remove()
+}
+
+// remove removes c's store (nil-safe).
+func (c *conv) remove() error {
+	if c == nil {
+		return nil
+	}
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	if c.store == nil {
+		return nil
+	}
+	err := c.store.Remove()
+	c.store = nil
+	return err
+}
+
+// Close removes every store; later calls fail with ErrClosed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	convs := m.convs
+	m.convs = nil
+	m.mu.Unlock()
+	var errs []error
+	for _, c := range convs {
+		errs = append(errs, c.remove())
+	}
+	return errors.Join(errs...)
+}
+
+// Tx is one command's layer, from before it starts until what it
+// changed is applied.
+type Tx struct {
+	m     *Manager
+	c     *conv
+	l     *layer.Layer
+	label string
+	mu    sync.Mutex // Commit and Checkpoint take turns
+	done  bool
+	// checkpoints are the changes applied by earlier checkpoints, for the
+	// job's final report.
+	checkpoints []layer.Change
+}
+
+// Spec is what the sandbox mounts (sandbox.Options.Layer).
+func (t *Tx) Spec() layer.Spec { return t.l.Spec() }
+
+// Roots are the layer's roots.
+func (t *Tx) Roots() []string { return t.l.Roots() }
+
+// Report is what a command's layer did to the workspace.
+type Report struct {
+	// Applied are the changes now in the workspace, in path order.
+	Applied []layer.Change
+	// Refused are the changes policy kept out (package gitpolicy).
+	Refused []gitpolicy.Refusal
+	// Failed are changes that could not be applied (the workspace
+	// changed meanwhile, the disk is full).
+	Failed []layer.Failure
+	// Step is the undo step that holds what Applied replaced (0: none).
+	Step int
+	// NotApplied says why nothing was applied ("" when it was): the
+	// command's processes were not known to be gone.
+	NotApplied string
+}
+
+// Commit ends the transaction: when gone (every process of the command
+// is known to have ended), it computes the layer's change set, checks it
+// against policy, applies what is allowed (one undo step) and removes
+// the layer. Without gone it applies nothing (see the package doc). For
+// a job that had checkpoints, Applied includes what they applied. An
+// error means the change set could not be computed or applied at all;
+// the layer is removed in every case.
+func (t *Tx) Commit(gone bool) (*Report, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return &Report{}, nil
+	}
+	t.done = true
+	defer func() { _ = t.l.Remove() }()
+	if !gone {
+		return &Report{Applied: t.checkpoints, NotApplied: "processes of the command were still running over its layer"}, nil
+	}
+	rep, err := t.apply(false)
+	if rep != nil && len(t.checkpoints) > 0 {
+		rep.Applied = append(t.checkpoints, rep.Applied...)
+	}
+	return rep, err
+}
+
+// Abort removes the layer without applying anything (the command never
+// started).
+func (t *Tx) Abort() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil
+	}
+	t.done = true
+	return t.l.Remove()
+}
+
+// apply diffs the layer, checks the change set and applies what policy
+// allows, by copying when live (the job still runs over the layer).
+// The conversation's commands take turns: each change set is judged
+// against the workspace it is applied to.
+func (t *Tx) apply(live bool) (*Report, error) {
+	t.c.apply.Lock()
+	defer t.c.apply.Unlock()
+	s, err := t.l.Diff()
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	defer s.Close()
+	rep := &Report{}
+	if len(s.Changes) == 0 {
+		return rep, nil
+	}
+	rep.Refused = gitpolicy.Check(s, t.l.Roots(), s.Changes)
+	st, err := t.m.store(t.c)
+	if err != nil {
+		return nil, err
+	}
+	var res *layer.Result
+	if live {
+		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
+	} else {
+		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
+	return rep, nil
+}
+
+// Checkpoint applies what a job that still runs over the layer changed
+// so far, by copying (see the package doc): its report's Applied are
+// every change applied so far, Refused what this checkpoint refused.
+// freeze must run its
+// argument with every process of the job frozen, and report false when
+// it cannot (the job has ended, or has no cgroup to freeze); then
+// Checkpoint does nothing and returns nil. The changes it applied are
+// in the report, and again in Commit's.
+func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, nil
+	}
+	var rep *Report
+	var err error
+	if !freeze(func() { rep, err = t.apply(true) }) {
+		return nil, nil
+	}
+	if rep != nil {
+		t.checkpoints = append(t.checkpoints, rep.Applied...)
+		rep.Applied = slices.Clone(t.checkpoints)
+	}
+	return rep, err
+}

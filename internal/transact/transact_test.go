@@ -1,0 +1,245 @@
+//go:build linux
+
+package transact_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+	"github.com/bashvisor/bashvisor/internal/transact"
+)
+
+var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+	"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "LC_ALL=C"}
+
+// fixture is a repository and a Manager.
+type fixture struct {
+	ws  string
+	m   *transact.Manager
+	env []string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	layertest.Need(t)
+	testenv.NeedsTool(t, "git")
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	f := &fixture{ws: filepath.Join(base, "ws"), env: append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + base}, gitEnv...)}
+	if err := os.Mkdir(f.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.git(t, "init", "-q", "-b", "main")
+	f.writeFile(t, "README", "hello\n")
+	f.git(t, "add", "README")
+	f.git(t, "commit", "-qm", "first")
+	m, err := transact.New(transact.Options{Dir: filepath.Join(base, "state"), UserXattr: layertest.Unprivileged()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	f.m = m
+	return f
+}
+
+func (f *fixture) git(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = f.ws, f.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func (f *fixture) writeFile(t *testing.T, rel, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.ws, rel), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) read(rel string) string {
+	b, _ := os.ReadFile(filepath.Join(f.ws, rel))
+	return string(b)
+}
+
+// run runs script as a command of conversation "c" over a layer and
+// commits it.
+func (f *fixture) run(t *testing.T, script string) *transact.Report {
+	t.Helper()
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.m.Begin("c", roots, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, script); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	rep, err := tx.Commit(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func kinds(ws string, cs []layer.Change) string {
+	var out []string
+	for _, c := range layer.Listed(cs) {
+		out = append(out, string(c.Kind)+" "+strings.TrimPrefix(c.Path, ws+"/"))
+	}
+	return strings.Join(out, ", ")
+}
+
+// A command's edits, git add and git commit reach the workspace when it
+// is committed, and not before; its layer is gone afterwards.
+func TestCommitAppliesEditsAndCommits(t *testing.T) {
+	f := newFixture(t)
+	rep := f.run(t, `echo world >> README && echo new > b.txt && git add -A && git commit -qm second`)
+	if len(rep.Refused) > 0 || len(rep.Failed) > 0 {
+		t.Fatalf("refused %v, failed %v", rep.Refused, rep.Failed)
+	}
+	if got := kinds(f.ws, rep.Applied); !strings.Contains(got, "M README") || !strings.Contains(got, "A b.txt") || !strings.Contains(got, "M .git/index") {
+		t.Fatalf("applied: %s", got)
+	}
+	out, err := exec.Command("git", "-C", f.ws, "log", "--oneline").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "second") {
+		t.Fatalf("git log: %v %s", err, out)
+	}
+	if f.read("README") != "hello\nworld\n" {
+		t.Fatalf("README: %q", f.read("README"))
+	}
+	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(f.ws), "state"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "layer-") {
+			t.Fatalf("layer left behind: %s", e.Name())
+		}
+	}
+}
+
+// The two attacks of the review are refused whole and named: a
+// commondir pointing git at a planted config, and a nested repository
+// whose config sets core.fsmonitor registered as a submodule.
+func TestCommitRefusesGitAttacks(t *testing.T) {
+	for name, c := range map[string]struct {
+		script string
+		rule   gitpolicy.Rule
+		absent string
+	}{
+		"commondir": {`mkdir -p /tmp/x 2>/dev/null; mkdir evil && printf '[core]\n\tfsmonitor = touch pwned\n' > evil/config && echo ../evil > .git/commondir`,
+			gitpolicy.Commondir, ".git/commondir"},
+		"submodule": {`git init -q sub && git -C sub config core.fsmonitor 'touch pwned' && echo x > sub/f && git -C sub add f && git -C sub commit -qm s && git submodule add ./sub sub >/dev/null 2>&1; git add sub; true`,
+			gitpolicy.NewConfig, "sub/.git/config"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			rep := f.run(t, c.script)
+			if !slices.ContainsFunc(rep.Refused, func(r gitpolicy.Refusal) bool { return r.Rule == c.rule }) {
+				t.Fatalf("not refused by %s: %+v", c.rule, rep.Refused)
+			}
+			if _, err := os.Lstat(filepath.Join(f.ws, c.absent)); err == nil {
+				t.Fatalf("%s reached the workspace", c.absent)
+			}
+			cmd := exec.Command("git", "status", "--short")
+			cmd.Dir, cmd.Env = f.ws, f.env
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("git status after the attack: %v\n%s", err, out)
+			}
+			if _, err := os.Lstat(filepath.Join(f.ws, "pwned")); err == nil {
+				t.Fatal("git status ran the planted fsmonitor")
+			}
+		})
+	}
+}
+
+// Undo puts back what the last commands changed, refuses naming the
+// paths when something changed them since, and counts its bytes.
+func TestUndo(t *testing.T) {
+	f := newFixture(t)
+	f.run(t, `echo one > a.txt`)
+	f.run(t, `echo two > a.txt && rm README`)
+	if n := len(f.m.Steps("c")); n != 2 {
+		t.Fatalf("%d steps", n)
+	}
+	if f.m.Bytes("c") <= 0 {
+		t.Fatal("the store counts no bytes")
+	}
+	if _, err := f.m.Undo("c", 1); err != nil {
+		t.Fatal(err)
+	}
+	if f.read("a.txt") != "one\n" || f.read("README") != "hello\n" {
+		t.Fatalf("after undo: a.txt %q README %q", f.read("a.txt"), f.read("README"))
+	}
+	f.writeFile(t, "a.txt", "changed by the user\n")
+	_, err := f.m.Undo("c", 1)
+	var conflict *layer.ConflictError
+	if !errors.As(err, &conflict) || !slices.Contains(conflict.Paths, filepath.Join(f.ws, "a.txt")) {
+		t.Fatalf("undo over a later change: %v", err)
+	}
+	if f.read("a.txt") != "changed by the user\n" {
+		t.Fatal("a refused undo changed the file")
+	}
+	if _, err := f.m.Undo("other", 1); !errors.Is(err, layer.ErrNothingToUndo) {
+		t.Fatalf("another conversation: %v", err)
+	}
+	if err := f.m.End("c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.Undo("c", 1); !errors.Is(err, layer.ErrNothingToUndo) {
+		t.Fatalf("after End: %v", err)
+	}
+}
+
+// Without gone nothing is applied: a process could still write.
+func TestCommitWithoutGoneAppliesNothing(t *testing.T) {
+	f := newFixture(t)
+	tx, err := f.m.Begin("c", []string{f.ws}, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, "echo x > x"); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(false)
+	if err != nil || rep.NotApplied == "" || len(rep.Applied) > 0 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "x")); err == nil {
+		t.Fatal("applied")
+	}
+}
+
+// Roots finds a linked worktree's git directory and its common one,
+// and ignores a .git file that names no git directory.
+func TestRoots(t *testing.T) {
+	f := newFixture(t)
+	wt := filepath.Join(filepath.Dir(f.ws), "wt")
+	f.git(t, "worktree", "add", "-q", "-b", "feature", wt)
+	roots, err := transact.Roots(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{wt, filepath.Join(f.ws, ".git", "worktrees", "wt"), filepath.Join(f.ws, ".git")}
+	if !slices.Equal(roots, want) {
+		t.Fatalf("roots %v, want %v", roots, want)
+	}
+	stray := filepath.Join(filepath.Dir(f.ws), "stray")
+	if err := os.Mkdir(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(stray, ".git"), []byte("gitdir: /etc\n"), 0o644)
+	if roots, _ := transact.Roots(stray); !slices.Equal(roots, []string{stray}) {
+		t.Fatalf("a stray .git file made %v writable", roots)
+	}
+}

@@ -1,0 +1,115 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// toolUndo is the tool that takes back what the last workspace-write
+// commands of the conversation changed; [New] registers it when its
+// engine.Runner is an [engine.Undoer].
+const toolUndo = "bash_undo"
+
+// addUndo registers bash_undo.
+func (s *server) addUndo(ms *mcp.Server, u engine.Undoer) {
+	yes := true
+	ms.AddTool(&mcp.Tool{
+		Name:  toolUndo,
+		Title: "Undo the last commands' changes",
+		Description: "Restore the workspace to before the last `steps` (default 1) sandboxed commands of this conversation " +
+			"that changed it (commands that changed nothing do not count; a background job's changes count as it applied them). " +
+			"It refuses, changing nothing, when a file those commands changed was changed again since, and names the files.",
+		InputSchema:  json.RawMessage(undoInputSchema),
+		OutputSchema: json.RawMessage(undoOutputSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Undo the last commands' changes", DestructiveHint: &yes},
+	}, s.safe(func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return s.undo(ctx, req, u)
+	}))
+}
+
+func (s *server) undo(ctx context.Context, req *mcp.CallToolRequest, u engine.Undoer) (*mcp.CallToolResult, error) {
+	ctx, done := s.callContext(ctx)
+	defer done()
+	steps, err := parseUndoArgs(req.Params.Arguments)
+	if err != nil {
+		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+	}
+	sc, leave, bad := s.enter(ctx, req)
+	if bad != nil {
+		return bad, nil
+	}
+	defer leave()
+	r, err := u.Undo(ctx, s.toolContext(sc), steps)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	return structured(r.Text(), r), nil
+}
+
+// parseUndoArgs decodes bash_undo's arguments: steps, at least 1
+// (default 1).
+func parseUndoArgs(raw json.RawMessage) (int, error) {
+	m, err := decodeObject(raw, "steps")
+	if err != nil {
+		return 0, err
+	}
+	n, present, err := intField(m, "steps")
+	switch {
+	case err != nil:
+		return 0, err
+	case !present:
+		return 1, nil
+	case n < 1 || n > maxUndoSteps:
+		return 0, errors.New(`field "steps" must be from 1 to 1000`)
+	}
+	return int(n), nil
+}
+
+// maxUndoSteps bounds bash_undo's steps (a store keeps fewer anyway).
+const maxUndoSteps = 1000
+
+const undoInputSchema = `{
+  "type": "object",
+  "properties": {
+    "steps": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1, "description": "How many of the last commands that changed the workspace to take back."}
+  },
+  "additionalProperties": false
+}`
+
+// changeSchema describes [engine.Change] as JSON.
+const changeSchema = `{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "Relative to the working directory when below it, else absolute; a directory's ends in /."},
+    "kind": {"type": "string", "enum": ["A", "M", "D", "T"], "description": "A added, M modified, D deleted, T type, permissions or owner changed."},
+    "size": {"type": "integer", "minimum": 0, "description": "A regular file's size after the change (before it for D)."}
+  },
+  "required": ["path", "kind"]
+}`
+
+// refusalSchema describes [engine.Refusal] as JSON.
+const refusalSchema = `{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "rule": {"type": "string", "description": "The policy rule that refused the change (git-config, git-hooks, git-commondir, ...)."},
+    "reason": {"type": "string"}
+  },
+  "required": ["path", "rule", "reason"]
+}`
+
+const undoOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "steps": {"type": "integer", "minimum": 1, "description": "Commands whose changes were taken back."},
+    "changes": {"type": "array", "items": ` + changeSchema + `, "description": "What the undo changed (an undone addition is D)."},
+    "changes_omitted": {"type": "integer", "minimum": 0}
+  },
+  "required": ["steps", "changes"]
+}`
