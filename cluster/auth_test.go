@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 // TestNoTokenOffLoopback: neither an executor nor a front listens off
 // loopback without a shared token.
 func TestNoTokenOffLoopback(t *testing.T) {
-	if _, err := cluster.NewExecutor(testConfig(), cluster.ExecutorOptions{Listen: "0.0.0.0:0"}); !errors.Is(err, cluster.ErrNoToken) {
+	if _, err := cluster.NewExecutor(testConfig(), cluster.ExecutorOptions{Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "without a shared token") {
 		t.Errorf("executor on 0.0.0.0 without a token: %v", err)
 	}
-	if _, err := cluster.NewClient(cluster.ClientOptions{Membership: cluster.Static("127.0.0.1:1"), Listen: "0.0.0.0:0"}); !errors.Is(err, cluster.ErrNoToken) {
+	if _, err := cluster.NewClient(cluster.ClientOptions{Membership: cluster.Static("127.0.0.1:1"), Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "without a shared token") {
 		t.Errorf("front on 0.0.0.0 without a token: %v", err)
 	}
 }

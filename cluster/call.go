@@ -21,14 +21,8 @@ import (
 // executor and returns its result exactly as that executor's engine
 // produced it, or a "lost" result when the executor stopped answering.
 func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input) engine.Result {
-	res := engine.Result{Command: in.Command, Display: in.Command}
 	c.calls.Add(1)
 	defer c.calls.Done()
-	st, a, err := c.place(tc.ConversationID)
-	if err != nil {
-		res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
-		return res
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.runCtx, cancel)
@@ -37,8 +31,34 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 	if callID == "" {
 		callID = newCallID()
 	}
+	for attempt := 0; ; attempt++ {
+		st, a, placing, err := c.place(ctx, tc.ConversationID)
+		if err != nil {
+			return engine.Result{Command: in.Command, Display: in.Command, Status: engine.StatusError, Err: err, Output: engine.ErrorText(err)}
+		}
+		res, notHeld := c.runOn(ctx, st, a, placing, tc, in, callID)
+		if !notHeld {
+			return res
+		}
+		// Another front ended the conversation there (it may run
+		// elsewhere now): the call did not run; look again, once.
+		c.forget(tc.ConversationID, st.id)
+		if attempt > 0 {
+			err := fmt.Errorf("%w: conversation %q moved between executors while this call looked for it; it was not run", ErrNoExecutor, tc.ConversationID)
+			return engine.Result{Command: in.Command, Display: in.Command, Status: engine.StatusError, Err: err, Output: engine.ErrorText(err)}
+		}
+	}
+}
+
+// runOn runs the call on st; notHeld reports that st refused it because
+// it does not hold the conversation (nothing ran).
+func (c *Client) runOn(ctx context.Context, st *execState, a assignment, placing bool, tc engine.ToolContext, in engine.Input, callID string) (res engine.Result, notHeld bool) {
+	res = engine.Result{Command: in.Command, Display: in.Command}
 	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode),
 		Stdin: in.Stdin, Tty: in.TTY, YieldMs: in.YieldMS}
+	if placing {
+		msg.Place = a.pb()
+	}
 	start := time.Now()
 	ev, pid := c.spawnCall(st, msg)
 	defer c.stopActor(pid)
@@ -47,12 +67,12 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 	defer accept.Stop()
 	var backstop <-chan time.Time
 	done := ctx.Done()
-	lost := func(why string, at time.Time) engine.Result {
+	lost := func(why string, at time.Time) (engine.Result, bool) {
 		res.Status, res.PID = engine.StatusLost, 0
 		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), why)
 		res.Output = engine.LostText(st.name(), at.Sub(start))
 		res.DurationMS = time.Since(start).Milliseconds()
-		return res
+		return res, false
 	}
 	for {
 		select {
@@ -60,6 +80,9 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 			switch m := e.(type) {
 			case *clusterpb.Accepted:
 				accept.Stop()
+				if placing {
+					c.settle(tc.ConversationID, st, a)
+				}
 				t := time.NewTimer(time.Duration(m.BackstopMs) * time.Millisecond)
 				defer t.Stop()
 				backstop = t.C
@@ -76,17 +99,19 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 					}
 					r.JobID = id
 				}
-				return r
+				return r, false
 			case *clusterpb.Refused:
 				switch m.Kind {
+				case "not_held":
+					return res, true
 				case "conflict":
 					err := fmt.Errorf("%w: %s", engine.ErrBadInput, m.Reason)
 					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
-					return res
+					return res, false
 				case "shutdown":
 					err := fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name(), m.Reason)
 					res.Status, res.Err, res.Output = engine.StatusError, err, engine.ErrorText(err)
-					return res
+					return res, false
 				}
 				c.markLost(st, m.Reason)
 				return lost(m.Reason, st.lostAt)

@@ -189,7 +189,7 @@ func TestJobsRouted(t *testing.T) {
 	}
 }
 
-// TestMoveWhenDirSurvives: when the Placement says working directories
+// TestMoveWhenDirSurvives: when the front says working directories
 // survive an executor's loss, the conversation's next call runs on
 // another executor; the lost executor's jobs stay listed as lost, and the
 // new executor's job ids carry the placement generation.
@@ -200,9 +200,7 @@ func TestMoveWhenDirSurvives(t *testing.T) {
 	mark := t.Name()
 	a := startExecutor(t, execSpec{name: "exec-a", mark: mark})
 	b := startExecutor(t, execSpec{name: "exec-b", mark: mark})
-	placement := cluster.NewMemoryPlacement()
-	placement.SharedDirs = true
-	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(a.addr, b.addr), Placement: placement})
+	c := newClient(t, cluster.ClientOptions{Membership: cluster.Static(a.addr, b.addr), SharedDirs: true})
 	waitReady(t, c, 2)
 	dir := t.TempDir()
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "moving"}

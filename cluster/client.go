@@ -21,7 +21,7 @@ var (
 	// stopped answering (status "lost").
 	ErrExecutorLost = errors.New("executor lost")
 	// ErrConversationLost: the conversation's executor is gone and its
-	// working directory with it (Placement.DirSurvives said no).
+	// working directory with it (ClientOptions.SharedDirs is false).
 	ErrConversationLost = errors.New("conversation's executor is gone")
 	// ErrNoExecutor: no executor is ready to take a new conversation.
 	ErrNoExecutor = errors.New("no executor available")
@@ -41,8 +41,12 @@ type ClientOptions struct {
 	AdvertisedHost string
 	// Token is the fleet's shared secret (see ExecutorOptions.Token).
 	Token string
-	// Placement is the conversation table (default NewMemoryPlacement()).
-	Placement Placement
+	// SharedDirs says that working directories survive the loss of an
+	// executor (every executor mounts the same storage): a conversation
+	// whose executor was lost then moves to another one, where its job
+	// ids are prefixed "gN." (N: how many executors it has had). Every
+	// front of a fleet must say the same.
+	SharedDirs bool
 	// KeepaliveInterval is how often each executor is pinged for liveness
 	// and load (default 500ms); LostAfter declares it lost this long after
 	// its latest answer (default 2.5s, so that the calls of an executor
@@ -56,22 +60,27 @@ type ClientOptions struct {
 	// QueryTimeout bounds a job query, kill or description (default 60s).
 	QueryTimeout time.Duration
 	// KeepConversations leaves the conversations' jobs running on the
-	// executors at Shutdown (another front with the same durable Placement
-	// takes over); by default Shutdown ends them.
+	// executors at Shutdown, for fronts that share their conversations
+	// (behind a load balancer, or a front that restarts): any front
+	// serves them on. By default Shutdown ends the conversations this
+	// front used, except those another front used since (see
+	// [Client.EndConversation]).
 	KeepConversations bool
 	// Logger receives the front's logs (default: discard).
 	Logger *slog.Logger
 }
 
 // Client is an [engine.Runner] that runs every conversation on one
-// executor of a fleet. The first call of a conversation pins it to the
-// ready executor with the fewest conversations (ties: the least busy);
-// it never moves while that executor lives, so a joining executor takes
-// only new conversations. Each call is an actor that watches its executor;
+// executor of a fleet. The first call of a conversation places it on the
+// ready executor with the highest rendezvous score for its id; it never
+// moves while that executor lives, so a joining executor takes only new
+// conversations. Any front of the fleet serves any conversation: a front
+// finds a conversation's executor by asking the executors, which know
+// (see the package documentation). Each call is an actor that watches its executor;
 // when the executor dies (its connection closes), leaves the membership or
 // misses keepalives for LostAfter, every call on it answers "lost" at once,
 // its jobs become "lost", and the conversation's next call fails with
-// ErrConversationLost unless the Placement says the directory survives.
+// ErrConversationLost unless working directories survive (SharedDirs).
 // A call is sent once: never again after the executor acknowledged it,
 // and not even before (a retry belongs to the caller, with the same
 // ToolContext.CallID, which the executor runs at most once).
@@ -89,7 +98,8 @@ type Client struct {
 	mu      sync.Mutex
 	execs   map[string]*execState // by member id, lost ones included
 	byAddr  map[string]*execState // static: the current incarnation at each address
-	pinned  map[string]int        // conversations per executor id
+	placed  map[string]assignment // conversations by id: where they ran when this front last looked
+	start   time.Time             // when the front started (see awaitView)
 	convs   map[string]*convState
 	changed chan struct{}   // closed and replaced on every membership change
 	members map[string]bool // provider membership: the member ids of the latest topology
@@ -117,9 +127,6 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
-	if o.Placement == nil {
-		o.Placement = NewMemoryPlacement()
-	}
 	if o.KeepaliveInterval <= 0 {
 		o.KeepaliveInterval = 500 * time.Millisecond
 	}
@@ -137,10 +144,11 @@ func NewClient(o ClientOptions) (*Client, error) {
 	}
 	c := &Client{
 		o: o, log: o.Logger,
-		execs: map[string]*execState{}, byAddr: map[string]*execState{}, pinned: map[string]int{},
+		execs: map[string]*execState{}, byAddr: map[string]*execState{}, placed: map[string]assignment{},
 		convs: map[string]*convState{}, changed: make(chan struct{}),
 	}
 	c.runCtx, c.stopRun = context.WithCancel(context.Background())
+	c.start = time.Now()
 	var topo chan *pacluster.ClusterTopology
 	nopts := nodeOptions{listen: o.Listen, advertised: o.AdvertisedHost, token: o.Token, membership: o.Membership, log: o.Logger}
 	if _, ok := o.Membership.(providerMembership); ok {
@@ -173,29 +181,38 @@ func NewClient(o ClientOptions) (*Client, error) {
 }
 
 // EndConversation implements engine.Runner: the executor ends the
-// conversation's commands and jobs, and the front forgets it.
+// conversation's commands and jobs, and the front forgets it. When
+// another front used the conversation since this one last did (fronts
+// behind a load balancer), the conversation is not ended: one front's
+// idle bound or shutdown does not end a conversation that another
+// serves. It is then only forgotten here, and the error is nil.
 func (c *Client) EndConversation(ctx context.Context, conv string) error {
 	var err error
-	if st, _, ok := c.target(conv); ok {
-		_, err = c.query(ctx, st, &clusterpb.Query{Op: "end", Tc: &clusterpb.ToolContext{ConversationId: conv}})
+	if st, a, ok := c.target(ctx, conv, true); ok {
+		var r *clusterpb.QueryReply
+		r, err = c.query(ctx, st, &clusterpb.Query{Op: "end", Tc: &clusterpb.ToolContext{ConversationId: conv}})
+		switch {
+		case err != nil:
+		case r.GetKept():
+			c.log.Info("conversation not ended: another front used it since", "conversation", conv, "executor", st.name())
+		case !r.GetNotHeld():
+			c.broadcastRecord(conv, a.execID, nil)
+		}
 	}
 	c.mu.Lock()
-	if a, ok, _ := c.o.Placement.Get(conv); ok {
-		c.pinned[a.ExecutorID]--
-	}
+	delete(c.placed, conv)
 	delete(c.convs, conv)
-	derr := c.o.Placement.Delete(conv)
 	c.mu.Unlock()
-	return errors.Join(err, derr)
+	return err
 }
 
 // Description implements engine.Runner: the conversation's executor's
-// description (any ready executor's before its first call).
+// description (any ready executor's when this front does not know it).
 func (c *Client) Description(tc engine.ToolContext) string {
-	st, _, ok := c.target(tc.ConversationID)
+	st, _, ok := c.cached(tc.ConversationID)
 	if !ok {
 		c.mu.Lock()
-		st = c.pickLocked()
+		st = c.pickLocked(tc.ConversationID)
 		c.mu.Unlock()
 	}
 	if st != nil {
@@ -229,8 +246,13 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	c.stopped = true
 	var convs []string
 	if !c.o.KeepConversations {
-		for conv := range c.pinnedConvsLocked() {
+		for conv := range c.placed {
 			convs = append(convs, conv)
+		}
+		for conv := range c.convs {
+			if _, ok := c.placed[conv]; !ok {
+				convs = append(convs, conv)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -249,7 +271,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if st, _, ok := c.target(conv); ok {
+			if st, _, ok := c.cached(conv); ok {
 				if _, e := c.query(ctx, st, &clusterpb.Query{Op: "end", Tc: &clusterpb.ToolContext{ConversationId: conv}}); e != nil {
 					emu.Lock()
 					err = errors.Join(err, e)
@@ -275,20 +297,4 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	c.actors.Wait()
 	c.node.stop(peers)
 	return err
-}
-
-// pinnedConvsLocked lists the conversations this front placed.
-func (c *Client) pinnedConvsLocked() map[string]bool {
-	out := map[string]bool{}
-	if mp, ok := c.o.Placement.(*MemoryPlacement); ok {
-		mp.mu.Lock()
-		for conv := range mp.m {
-			out[conv] = true
-		}
-		mp.mu.Unlock()
-	}
-	for conv := range c.convs {
-		out[conv] = true
-	}
-	return out
 }

@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"sync"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // ExecutorOptions configure an [Executor].
@@ -78,10 +79,10 @@ type Executor struct {
 	seenSelf  atomic.Bool
 	selfID    string             // the actor system's id, set before the node starts
 	sys       *actor.ActorSystem // set before the node starts
-}
 
-// ErrFenced: the executor fenced itself and serves nothing more.
-var ErrFenced = errors.New("executor fenced")
+	convMu sync.Mutex
+	convs  map[string]*convRecord // by conversation id: held here, or a front's record of its holder
+}
 
 // NewExecutor starts an engine with cfg and serves it. Stop it with
 // [Executor.Stop].
@@ -110,7 +111,7 @@ func NewExecutor(cfg engine.Config, o ExecutorOptions) (*Executor, error) {
 	}
 	x := &Executor{
 		eng: eng, cfg: engineDefaults(cfg), o: o, log: o.Logger,
-		start: time.Now(), fenced: make(chan struct{}), fenceDone: make(chan struct{}), stopped: make(chan struct{}),
+		start: time.Now(), fenced: make(chan struct{}), convs: map[string]*convRecord{}, fenceDone: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	x.runCtx, x.cancelRuns = context.WithCancel(context.Background())
 	x.node, err = startNode(nodeOptions{
@@ -166,14 +167,8 @@ func (x *Executor) nameOf() string {
 	return s
 }
 
-// Engine is the engine it serves.
-func (x *Executor) Engine() *engine.Engine { return x.eng }
-
-// Fenced is closed once the executor fenced itself; [Executor.FenceDone]
-// once its commands and jobs were ended.
-func (x *Executor) Fenced() <-chan struct{} { return x.fenced }
-
-// FenceDone is closed when fencing finished ending commands and jobs.
+// FenceDone is closed once the executor fenced itself and ended its
+// commands and jobs.
 func (x *Executor) FenceDone() <-chan struct{} { return x.fenceDone }
 
 // FenceReason says why it fenced ("" when it did not).
@@ -440,6 +435,13 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 	if a.refuse(ctx, tc.CallID, m.ExecutorId) {
 		return
 	}
+	if m.Place != nil {
+		x.hold(tc.ConversationID, m.Place, senderAddr(ctx))
+	} else if !x.touch(tc.ConversationID, senderAddr(ctx)) {
+		ctx.Respond(&clusterpb.Refused{CallId: tc.CallID, Kind: "not_held", ExecutorId: x.ID(),
+			Reason: fmt.Sprintf("this executor does not hold conversation %q", tc.ConversationID)})
+		return
+	}
 	in := engine.Input{Command: m.Command, Mode: engine.Mode(m.Mode), Stdin: m.Stdin, TTY: m.Tty, YieldMS: m.YieldMs}
 	backstop := a.backstop(in.Mode)
 	if c := a.calls[tc.CallID]; c != nil {
@@ -500,6 +502,9 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 		return
 	}
 	c.done, c.ended, c.result = true, time.Now(), encodeResult(m.res)
+	if m.res.Truncated && m.res.FullOutputFile != "" {
+		a.x.keepOutput(c.conversation, m.res.FullOutputFile)
+	}
 	if !a.x.isFenced() { // a fenced executor answers nothing: its callers were told
 		for _, w := range c.waiters {
 			ctx.Send(w, &clusterpb.RunResult{CallId: m.id, Result: c.result})
@@ -520,11 +525,14 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 }
 
 func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
-	if a.refuse(ctx, "", m.ExecutorId) {
+	x, sender, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
+	if m.Op == "record" { // sent without a reply
+		if !x.isFenced() && m.ExecutorId == x.ID() {
+			x.record(m.Tc.GetConversationId(), m.Placement)
+		}
 		return
 	}
-	x, sender, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
-	if sender == nil {
+	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
 		return
 	}
 	go func() {
@@ -534,6 +542,17 @@ func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 		case err != nil:
 		case m.Op == "describe":
 			reply.Text = x.eng.Description(tc)
+		case m.Op == "holds":
+			reply.Placement = x.holderOf(tc.ConversationID)
+		case m.Op == "end":
+			var held bool
+			if held, reply.Kept = x.release(tc.ConversationID, sender.Address); !held {
+				reply.NotHeld = true
+			} else if !reply.Kept {
+				err = a.answer(x, tc, m, reply)
+			}
+		case !x.touch(tc.ConversationID, sender.Address):
+			reply.NotHeld = true
 		default:
 			err = a.answer(x, tc, m, reply)
 		}
@@ -577,6 +596,12 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 		if j, err = x.eng.WaitOutput(x.runCtx, tc, m.JobId, m.Offset, time.Duration(m.WaitMs)*time.Millisecond); err == nil {
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(j)}
 		}
+	case "full":
+		path, ok := x.outputPath(tc.ConversationID, m.OutputId)
+		if !ok {
+			return fmt.Errorf("%w: no full output %q in this conversation", fs.ErrNotExist, m.OutputId)
+		}
+		reply.Data, reply.End, reply.Size, err = truncate.ReadSpool(path, m.Offset, m.Limit)
 	case "end":
 		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)
@@ -585,4 +610,12 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 		err = fmt.Errorf("%w: unknown query %q", engine.ErrBadInput, m.Op)
 	}
 	return err
+}
+
+// senderAddr is the address of the front a request came from.
+func senderAddr(ctx actor.Context) string {
+	if s := ctx.Sender(); s != nil {
+		return s.Address
+	}
+	return ""
 }

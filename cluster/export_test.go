@@ -8,3 +8,11 @@ func InTopology(c *Client, id string) bool {
 	defer c.mu.Unlock()
 	return c.members[id]
 }
+
+// Where returns the member id of the executor this front last found
+// conversation conv on ("" when it knows none).
+func Where(c *Client, conv string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.placed[conv].execID
+}

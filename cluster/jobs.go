@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -44,8 +46,18 @@ func splitJobID(id string) (gen int, execID string) {
 	return 1, id
 }
 
-func (c *Client) recordJob(conv string, a Assignment, st *execState, r engine.Result) string {
-	id := jobID(a.Generation, r.JobID)
+func (c *Client) recordJob(conv string, a assignment, st *execState, r engine.Result) string {
+	id := jobID(a.gen, r.JobID)
+	c.remember(conv, a, st.id, engine.JobInfo{
+		JobID: id, PID: r.PID, Command: r.Command, Display: r.Display, ConversationID: conv,
+		Status: engine.JobRunning, Started: time.Now().Add(-time.Duration(r.DurationMS) * time.Millisecond), OutputFile: r.OutputFile,
+	})
+	return id
+}
+
+// remember records a job of conv on executor execID (once), to report it
+// lost should the executor be lost.
+func (c *Client) remember(conv string, a assignment, execID string, j engine.JobInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs := c.convs[conv]
@@ -53,14 +65,15 @@ func (c *Client) recordJob(conv string, a Assignment, st *execState, r engine.Re
 		cs = &convState{}
 		c.convs[conv] = cs
 	}
-	cs.jobs = append(cs.jobs, recordedJob{gen: a.Generation, exec: st.id, info: engine.JobInfo{
-		JobID: id, PID: r.PID, Command: r.Command, Display: r.Display, ConversationID: conv,
-		Status: engine.JobRunning, Started: time.Now().Add(-time.Duration(r.DurationMS) * time.Millisecond), OutputFile: r.OutputFile,
-	}})
+	for _, rj := range cs.jobs {
+		if rj.exec == execID && rj.info.JobID == j.JobID {
+			return
+		}
+	}
+	cs.jobs = append(cs.jobs, recordedJob{gen: a.gen, exec: execID, info: j})
 	if len(cs.jobs) > maxRecordedJobs {
 		cs.jobs = cs.jobs[len(cs.jobs)-maxRecordedJobs:]
 	}
-	return id
 }
 
 // lostJobs returns the conversation's recorded jobs whose executor is
@@ -88,20 +101,50 @@ func nameOf(st *execState, id string) string {
 	return st.name()
 }
 
-// target returns the live executor and generation of tc's conversation
-// for a job query, or ok false when it has none.
-func (c *Client) target(conv string) (*execState, Assignment, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a, ok, err := c.o.Placement.Get(conv)
-	if err != nil || !ok {
+// target returns the live executor of conv for a job query: the one
+// this front knows, or (with lookup) the one the executors say holds it;
+// ok is false when it runs nowhere (or its executor is gone).
+func (c *Client) target(ctx context.Context, conv string, lookup bool) (*execState, assignment, bool) {
+	if st, a, ok := c.cached(conv); ok || !lookup {
+		return st, a, ok
+	}
+	holder, a, _, err := c.lookup(ctx, conv)
+	if err != nil || holder == nil {
+		if err != nil {
+			c.log.Warn("looking for a conversation's executor", "conversation", conv, "err", err)
+		}
 		return nil, a, false
 	}
-	st := c.execs[a.ExecutorID]
-	if st == nil || st.isLost() {
-		return nil, a, false
+	c.learn(conv, a)
+	return holder, a, true
+}
+
+// convQuery runs q on the executor of conv's job id (all its jobs when id
+// is ""), looking for the executor again once if the one it asked no
+// longer holds the conversation (another front ended it and it runs
+// elsewhere now). A job id of another placement generation, and a
+// conversation that runs nowhere, are ErrNoSuchJob (errNotPlaced for the
+// job list).
+func (c *Client) convQuery(ctx context.Context, conv, id string, q *clusterpb.Query) (assignment, *clusterpb.QueryReply, error) {
+	gen, rid := splitJobID(id)
+	q.JobId = rid
+	for attempt := 0; ; attempt++ {
+		st, a, ok := c.target(ctx, conv, true)
+		switch {
+		case !ok && id == "":
+			return a, nil, errNotPlaced
+		case !ok || (id != "" && gen != a.gen):
+			return a, nil, fmt.Errorf("%w: %q", engine.ErrNoSuchJob, id)
+		}
+		r, err := c.query(ctx, st, q)
+		if err != nil || !r.NotHeld {
+			return a, r, err
+		}
+		c.forget(conv, st.id)
+		if attempt > 0 {
+			return a, nil, fmt.Errorf("%w: %q", engine.ErrNoSuchJob, id)
+		}
 	}
-	return st, a, true
 }
 
 // query asks st one question and waits for the answer.
@@ -139,18 +182,20 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 // after those of lost executors (status "lost").
 func (c *Client) Jobs(tc engine.ToolContext) []engine.JobInfo {
 	out := c.lostJobs(tc.ConversationID)
-	st, a, ok := c.target(tc.ConversationID)
-	if !ok {
+	a, r, err := c.convQuery(context.Background(), tc.ConversationID, "", &clusterpb.Query{Op: "jobs", Tc: encodeTC(tc, "")})
+	switch {
+	case errors.Is(err, errNotPlaced):
 		return out
-	}
-	r, err := c.query(context.Background(), st, &clusterpb.Query{Op: "jobs", Tc: encodeTC(tc, "")})
-	if err != nil {
-		c.log.Warn("jobs query failed", "executor", st.name(), "err", err)
+	case err != nil:
+		c.log.Warn("jobs query failed", "executor", a.name, "err", err)
 		return c.lostJobs(tc.ConversationID)
 	}
 	for _, p := range r.Jobs {
 		j := decodeJob(p)
-		j.JobID = jobID(a.Generation, j.JobID)
+		j.JobID = jobID(a.gen, j.JobID)
+		if j.Status == engine.JobRunning {
+			c.remember(tc.ConversationID, a, a.execID, j)
+		}
 		out = append(out, j)
 	}
 	return out
@@ -161,11 +206,7 @@ func (c *Client) Job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	if j, ok := c.lostJob(tc.ConversationID, id); ok {
 		return j, nil
 	}
-	st, a, rid, err := c.jobTarget(tc.ConversationID, id)
-	if err != nil {
-		return engine.JobInfo{}, err
-	}
-	r, err := c.query(context.Background(), st, &clusterpb.Query{Op: "job", Tc: encodeTC(tc, ""), JobId: rid})
+	a, r, err := c.convQuery(context.Background(), tc.ConversationID, id, &clusterpb.Query{Op: "job", Tc: encodeTC(tc, "")})
 	if err != nil {
 		if j, ok := c.lostJob(tc.ConversationID, id); ok {
 			return j, nil
@@ -175,12 +216,12 @@ func (c *Client) Job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
 	return c.firstJob(r, a), nil
 }
 
-func (c *Client) firstJob(r *clusterpb.QueryReply, a Assignment) engine.JobInfo {
+func (c *Client) firstJob(r *clusterpb.QueryReply, a assignment) engine.JobInfo {
 	if len(r.Jobs) == 0 {
 		return engine.JobInfo{}
 	}
 	j := decodeJob(r.Jobs[0])
-	j.JobID = jobID(a.Generation, j.JobID)
+	j.JobID = jobID(a.gen, j.JobID)
 	return j
 }
 
@@ -193,28 +234,13 @@ func (c *Client) lostJob(conv, id string) (engine.JobInfo, bool) {
 	return engine.JobInfo{}, false
 }
 
-// jobTarget finds the executor that holds job id of conv: the
-// conversation's current executor when the id is of its generation.
-func (c *Client) jobTarget(conv, id string) (*execState, Assignment, string, error) {
-	st, a, ok := c.target(conv)
-	gen, rid := splitJobID(id)
-	if !ok || gen != a.Generation {
-		return nil, a, "", fmt.Errorf("%w: %q", engine.ErrNoSuchJob, id)
-	}
-	return st, a, rid, nil
-}
-
 // JobOutput implements engine.Runner. The output of a lost job was on its
 // executor: the error says so.
 func (c *Client) JobOutput(tc engine.ToolContext, id string, tail, offset, limit int64) (engine.JobOutput, error) {
 	if j, ok := c.lostJob(tc.ConversationID, id); ok {
 		return engine.JobOutput{Job: j}, fmt.Errorf("%w: job %s: its output was on executor %s, which stopped answering", ErrExecutorLost, id, j.Reason)
 	}
-	st, a, rid, err := c.jobTarget(tc.ConversationID, id)
-	if err != nil {
-		return engine.JobOutput{}, err
-	}
-	r, err := c.query(context.Background(), st, &clusterpb.Query{Op: "output", Tc: encodeTC(tc, ""), JobId: rid, Tail: tail, Offset: offset, Limit: limit})
+	a, r, err := c.convQuery(context.Background(), tc.ConversationID, id, &clusterpb.Query{Op: "output", Tc: encodeTC(tc, ""), Tail: tail, Offset: offset, Limit: limit})
 	if err != nil {
 		return engine.JobOutput{}, err
 	}
@@ -227,11 +253,7 @@ func (c *Client) Kill(ctx context.Context, tc engine.ToolContext, id string) (en
 	if j, ok := c.lostJob(tc.ConversationID, id); ok {
 		return j, fmt.Errorf("%w: job %s cannot be killed: %s", ErrExecutorLost, id, j.Reason)
 	}
-	st, a, rid, err := c.jobTarget(tc.ConversationID, id)
-	if err != nil {
-		return engine.JobInfo{}, err
-	}
-	r, err := c.query(ctx, st, &clusterpb.Query{Op: "kill", Tc: encodeTC(tc, ""), JobId: rid})
+	a, r, err := c.convQuery(ctx, tc.ConversationID, id, &clusterpb.Query{Op: "kill", Tc: encodeTC(tc, "")})
 	if err != nil {
 		return engine.JobInfo{}, err
 	}
@@ -243,11 +265,7 @@ func (c *Client) Write(ctx context.Context, tc engine.ToolContext, id string, da
 	if j, ok := c.lostJob(tc.ConversationID, id); ok {
 		return fmt.Errorf("%w: job %s takes no input: %s", ErrExecutorLost, id, j.Reason)
 	}
-	st, _, rid, err := c.jobTarget(tc.ConversationID, id)
-	if err != nil {
-		return err
-	}
-	_, err = c.query(ctx, st, &clusterpb.Query{Op: "write", Tc: encodeTC(tc, ""), JobId: rid, Data: data, Close: close})
+	_, _, err := c.convQuery(ctx, tc.ConversationID, id, &clusterpb.Query{Op: "write", Tc: encodeTC(tc, ""), Data: data, Close: close})
 	return err
 }
 
@@ -256,13 +274,44 @@ func (c *Client) WaitOutput(ctx context.Context, tc engine.ToolContext, id strin
 	if j, ok := c.lostJob(tc.ConversationID, id); ok {
 		return j, nil // ended, as far as anyone can tell
 	}
-	st, a, rid, err := c.jobTarget(tc.ConversationID, id)
-	if err != nil {
-		return engine.JobInfo{}, err
-	}
-	r, err := c.query(ctx, st, &clusterpb.Query{Op: "wait", Tc: encodeTC(tc, ""), JobId: rid, Offset: offset, WaitMs: d.Milliseconds()})
+	a, r, err := c.convQuery(ctx, tc.ConversationID, id, &clusterpb.Query{Op: "wait", Tc: encodeTC(tc, ""), Offset: offset, WaitMs: d.Milliseconds()})
 	if err != nil {
 		return engine.JobInfo{}, err
 	}
 	return c.firstJob(r, a), nil
+}
+
+// fullChunk bounds one read of a full output over the wire (gRPC's
+// default message limit is 4 MiB).
+const fullChunk = 1 << 20
+
+// ReadFullOutput reads length bytes (at most; from offset) of full output
+// id of tc's conversation, the output of a truncated result
+// (engine.Result.FullOutputFile, whose id is its name without "output-"
+// and ".log"), on the conversation's executor, as text that ends on a
+// character boundary. It returns the text, the file offset after the
+// bytes it covers, and the output's size. An output the conversation does
+// not have (or no longer: executors serve the newest 16 of each
+// conversation, engines keep Config.Output.SpoolKeep) is an error
+// matching fs.ErrNotExist. mcpserver serves the full outputs of a fleet
+// with it, from any front.
+func (c *Client) ReadFullOutput(tc engine.ToolContext, id string, offset, length int64) (string, int64, int64, error) {
+	var b strings.Builder
+	end, size := offset, int64(0)
+	for {
+		_, r, err := c.convQuery(context.Background(), tc.ConversationID, "", &clusterpb.Query{Op: "full", Tc: encodeTC(tc, ""),
+			OutputId: id, Offset: end, Limit: min(length-int64(b.Len()), fullChunk)})
+		switch {
+		case errors.Is(err, errNotPlaced):
+			return "", 0, 0, fmt.Errorf("%w: no full output %q in this conversation", fs.ErrNotExist, id)
+		case err != nil:
+			return "", 0, 0, err
+		}
+		b.WriteString(r.Data)
+		size = r.Size
+		if r.End <= end || r.End >= size || int64(b.Len()) >= length {
+			return b.String(), max(end, r.End), size, nil
+		}
+		end = r.End
+	}
 }

@@ -12,7 +12,6 @@ import (
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
-	"github.com/bashvisor/bashvisor/engine"
 )
 
 type execState struct {
@@ -280,48 +279,6 @@ func terminatedWhy(t *actor.Terminated) string {
 	return "its executor actor stopped"
 }
 
-// ExecutorInfo describes an executor as the front sees it.
-type ExecutorInfo struct {
-	ID, Name, Address string
-	// Ready: it answered a keepalive and takes conversations.
-	Ready bool
-	// Lost: declared lost (LostReason says why); it never comes back
-	// under this id.
-	Lost       bool
-	LostReason string
-	// Conversations pinned to it by this front.
-	Conversations int
-	// Running, Jobs and Queued are its engine's load at its last answer.
-	Running, Jobs, Queued int
-}
-
-// Executors lists the executors the front knows, lost ones included,
-// sorted by address then id.
-func (c *Client) Executors() []ExecutorInfo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]ExecutorInfo, 0, len(c.execs))
-	for _, st := range c.execs {
-		i := ExecutorInfo{ID: st.id, Name: st.name(), Address: st.addr, Ready: st.ready && !st.isLost(),
-			Lost: st.isLost(), LostReason: st.lostWhy, Conversations: c.pinned[st.id]}
-		if st.load != nil {
-			i.Running, i.Jobs, i.Queued = int(st.load.Running), int(st.load.Jobs), int(st.load.Queued)
-		}
-		out = append(out, i)
-	}
-	slices.SortFunc(out, func(a, b ExecutorInfo) int {
-		return cmpOr(strings.Compare(a.Address, b.Address), strings.Compare(a.ID, b.ID))
-	})
-	return out
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
-}
-
 // WaitExecutors waits until at least n executors are ready, or ctx ends.
 func (c *Client) WaitExecutors(ctx context.Context, n int) error {
 	for {
@@ -339,72 +296,31 @@ func (c *Client) WaitExecutors(ctx context.Context, n int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d executors (%d ready): %w", n, ready, ctx.Err())
+			return fmt.Errorf("waiting for %d executors (%d ready: %s): %w", n, ready, c.describeExecutors(), ctx.Err())
 		case <-ch:
 		}
 	}
 }
 
-// --- placement ---
-
-// place returns the conversation's executor, pinning it on its first
-// call.
-func (c *Client) place(conv string) (*execState, Assignment, error) {
+// describeExecutors says what the front knows of each executor, for
+// errors.
+func (c *Client) describeExecutors() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
-		return nil, Assignment{}, engine.ErrShutdown
-	}
-	a, ok, err := c.o.Placement.Get(conv)
-	if err != nil {
-		return nil, a, fmt.Errorf("placement of conversation %q: %w", conv, err)
-	}
-	gen := 1
-	if ok {
-		st := c.execs[a.ExecutorID]
-		if st != nil && !st.isLost() {
-			return st, a, nil
-		}
-		if !c.o.Placement.DirSurvives(conv, a) {
-			return nil, a, goneError(a, st)
-		}
-		gen = a.Generation + 1
-		c.pinned[a.ExecutorID]--
-	}
-	st := c.pickLocked()
-	if st == nil {
-		return nil, a, fmt.Errorf("%w: none of the %d known executors is ready", ErrNoExecutor, len(c.execs))
-	}
-	a = Assignment{ExecutorID: st.id, Name: st.name(), Address: st.addr, Generation: gen}
-	if err := c.o.Placement.Put(conv, a); err != nil {
-		return nil, a, fmt.Errorf("placement of conversation %q: %w", conv, err)
-	}
-	c.pinned[st.id]++
-	return st, a, nil
-}
-
-// pickLocked returns the ready executor with the fewest conversations,
-// then the least busy, then the lowest id.
-func (c *Client) pickLocked() *execState {
-	var best *execState
-	var bestLoad [2]int64
+	var out []string
 	for _, st := range c.execs {
-		if !st.ready || st.isLost() || st.load == nil || !st.load.Accepting {
-			continue
+		state := "not ready"
+		switch {
+		case st.isLost():
+			state = "lost: " + st.lostWhy
+		case st.ready:
+			state = "ready"
 		}
-		l := [2]int64{int64(c.pinned[st.id]), st.load.Running + st.load.Queued + st.load.Jobs}
-		if best == nil || l[0] < bestLoad[0] || (l[0] == bestLoad[0] && (l[1] < bestLoad[1] || (l[1] == bestLoad[1] && st.id < best.id))) {
-			best, bestLoad = st, l
-		}
+		out = append(out, fmt.Sprintf("%s at %s %s", st.name(), st.addr, state))
 	}
-	return best
-}
-
-func goneError(a Assignment, st *execState) error {
-	if st == nil {
-		return fmt.Errorf("%w: this conversation's executor %s is not part of the fleet any more; its working directory was on that machine, so the conversation cannot continue: start a new conversation",
-			ErrConversationLost, a.Name)
+	slices.Sort(out)
+	if len(out) == 0 {
+		return "none answered"
 	}
-	return fmt.Errorf("%w: this conversation's executor %s stopped answering %s ago (%s); its working directory was on that machine, so the conversation cannot continue: start a new conversation",
-		ErrConversationLost, st.name(), time.Since(st.lostAt).Round(time.Second), st.lostWhy)
+	return strings.Join(out, "; ")
 }

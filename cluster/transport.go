@@ -36,9 +36,9 @@ const executorActor = "bashvisor-executor"
 // cluster membership (see node.stop).
 const providerStopWait = 2 * time.Second
 
-// ErrNoToken: a node was asked to listen on a non-loopback address
+// errNoToken: a node was asked to listen on a non-loopback address
 // without a shared token.
-var ErrNoToken = errors.New("refusing to listen off loopback without a shared token")
+var errNoToken = errors.New("refusing to listen off loopback without a shared token")
 
 // Membership says which executors exist. [Static] lists their addresses;
 // [Provider] takes them from a protoactor cluster provider (automanaged,
@@ -156,7 +156,7 @@ func startNode(opts nodeOptions) (n *node, err error) {
 		return nil, fmt.Errorf("listen address %q: bad port: %w", opts.listen, err)
 	}
 	if opts.token == "" && !isLoopback(host) {
-		return nil, fmt.Errorf("%w: %s (set a token, or bind 127.0.0.1)", ErrNoToken, opts.listen)
+		return nil, fmt.Errorf("%w: %s (set a token, or bind 127.0.0.1)", errNoToken, opts.listen)
 	}
 	// Remote.Start panics on a taken port, after which nothing is running:
 	// probe the port first for a clear error.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ var errKinds = []struct {
 	{"stdin_busy", engine.ErrStdinBusy},
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
+	{"not_exist", fs.ErrNotExist},
 }
 
 // encodeErr returns the kinds err matches (comma-separated) and its text.

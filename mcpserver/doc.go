@@ -172,7 +172,8 @@
 //
 // Full outputs as resources: a truncated bash result carries, after its
 // text, a resource link to the whole output
-// (bashvisor://conversation/NAME/outputs/N), and every result about a
+// (bashvisor://conversation/NAME/outputs/ID, on a fleet readable
+// through any front), and every result about a
 // background job a link to the job's output
 // (bashvisor://conversation/NAME/jobs/JOB). resources/read serves them to
 // the same principal (and a session's conversation only to its session),

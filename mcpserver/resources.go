@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // Full outputs as MCP resources.
@@ -26,11 +25,13 @@ import (
 // conversation only to that session.
 
 // The resource templates of [New]: a background job's output, and the
-// full output of the n-th truncated result of a conversation. offset and
-// length (in that order, both optional) read a byte range.
+// full output of a truncated result of a conversation (id: the output's,
+// from its spool file's name: it reaches the output from any front of a
+// fleet). offset and length (in that order, both optional) read a byte
+// range.
 const (
 	jobOutputTemplate  = "bashvisor://conversation/{conversation}/jobs/{job_id}{?offset,length}"
-	fullOutputTemplate = "bashvisor://conversation/{conversation}/outputs/{n}{?offset,length}"
+	fullOutputTemplate = "bashvisor://conversation/{conversation}/outputs/{id}{?offset,length}"
 )
 
 // maxResourceRead is the most one resources/read returns: a longer
@@ -53,25 +54,24 @@ const (
 const outputsKept = 16
 
 // fullOutputs remembers the full-output files of truncated results, by
-// conversation, so that a resource URI names a number, never a path.
+// conversation, so that a resource URI names an id, never a path.
 type fullOutputs struct {
 	mu    sync.Mutex
 	convs map[string]*convOutputs
 }
 
 type convOutputs struct {
-	next  int
 	files []fullOutput // oldest first, at most outputsKept
 }
 
 type fullOutput struct {
-	n    int
+	id   string
 	path string
 	size int64
 }
 
-// add records the full output of a result of conv and returns its number.
-func (o *fullOutputs) add(conv, path string, size int64) int {
+// add records the full output of a result of conv and returns its id.
+func (o *fullOutputs) add(conv, path string, size int64) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.convs == nil {
@@ -82,20 +82,20 @@ func (o *fullOutputs) add(conv, path string, size int64) int {
 		c = &convOutputs{}
 		o.convs[conv] = c
 	}
-	c.next++
-	c.files = append(c.files, fullOutput{n: c.next, path: path, size: size})
+	id := truncate.SpoolID(path)
+	c.files = append(c.files, fullOutput{id: id, path: path, size: size})
 	if len(c.files) > outputsKept {
 		c.files = c.files[1:]
 	}
-	return c.next
+	return id
 }
 
-func (o *fullOutputs) get(conv string, n int) (fullOutput, bool) {
+func (o *fullOutputs) get(conv string, id string) (fullOutput, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if c := o.convs[conv]; c != nil {
 		for _, f := range c.files {
-			if f.n == n {
+			if f.id == id {
 				return f, true
 			}
 		}
@@ -136,12 +136,12 @@ func jobLink(sc scope, j engine.JobInfo) *mcp.ResourceLink {
 	}
 }
 
-// outputLink is the resource link of the n-th full output of sc's conversation.
-func outputLink(sc scope, n int, r engine.Result) *mcp.ResourceLink {
+// outputLink is the resource link of full output id of sc's conversation.
+func outputLink(sc scope, id string, r engine.Result) *mcp.ResourceLink {
 	size := r.OutputBytes
 	return &mcp.ResourceLink{
-		URI:         resourceURI(sc.name, "outputs", strconv.Itoa(n)),
-		Name:        "output-" + strconv.Itoa(n),
+		URI:         resourceURI(sc.name, "outputs", id),
+		Name:        "output-" + id,
 		Title:       "Full output",
 		Description: "The whole output of `" + clip(r.Display, 200) + "`, which the result shows truncated",
 		MIMEType:    "text/plain",
@@ -211,7 +211,7 @@ func (s *server) listResources(ctx context.Context, req mcp.Request) (*mcp.ListR
 	}
 	for _, f := range s.outputs.list(sc.conv) {
 		res.Resources = append(res.Resources, &mcp.Resource{
-			URI: resourceURI(sc.name, "outputs", strconv.Itoa(f.n)), Name: "output-" + strconv.Itoa(f.n),
+			URI: resourceURI(sc.name, "outputs", f.id), Name: "output-" + f.id,
 			Title: "Full output", MIMEType: "text/plain", Size: f.size,
 		})
 	}
@@ -295,8 +295,7 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	case "jobs":
 		data, size, end, err = s.readJob(s.toolContext(sc), &p)
 	case "outputs":
-		data, size, err = s.readFullOutput(sc, p)
-		end = min(p.offset, size) + int64(len(data))
+		data, end, size, err = s.readFullOutput(sc, p)
 	default:
 		err = mcp.ResourceNotFoundError(uri)
 	}
@@ -349,50 +348,30 @@ func (s *server) readJob(tc engine.ToolContext, p *parsedURI) (string, int64, in
 	return b.String(), size, off, nil
 }
 
-func (s *server) readFullOutput(sc scope, p parsedURI) (string, int64, error) {
-	n, err := strconv.Atoi(p.id)
-	if err != nil {
-		return "", 0, mcp.ResourceNotFoundError(resourceURI(p.conv, p.kind, p.id))
-	}
-	fo, ok := s.outputs.get(sc.conv, n)
-	if !ok {
-		return "", 0, mcp.ResourceNotFoundError(resourceURI(p.conv, p.kind, p.id))
-	}
-	f, err := os.Open(fo.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", 0, fmt.Errorf("the full output %d is no longer kept (the engine keeps the newest few): %w", n, err)
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, err
-	}
-	size := st.Size()
-	off := min(p.offset, size)
-	buf := make([]byte, min(p.length, size-off))
-	k, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", 0, err
-	}
-	buf = buf[:k]
-	// End on a character boundary unless the file ends there.
-	if off+int64(k) < size {
-		for i := 0; i < utf8.UTFMax && len(buf) > 0 && !utf8.FullRune(buf[lastRuneStart(buf):]); i++ {
-			buf = buf[:lastRuneStart(buf)]
+func (s *server) readFullOutput(sc scope, p parsedURI) (data string, end, size int64, err error) {
+	notFound := mcp.ResourceNotFoundError(resourceURI(p.conv, p.kind, p.id))
+	if r, ok := s.e.(fullOutputReader); ok {
+		data, end, size, err = r.ReadFullOutput(s.toolContext(sc), p.id, p.offset, p.length)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", 0, 0, notFound
 		}
+		return data, end, size, err
 	}
-	return strings.ToValidUTF8(string(buf), "\uFFFD"), size, nil
+	fo, ok := s.outputs.get(sc.conv, p.id)
+	if !ok {
+		return "", 0, 0, notFound
+	}
+	data, end, size, err = truncate.ReadSpool(fo.path, p.offset, p.length)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", 0, 0, fmt.Errorf("the full output %s is no longer kept (the engine keeps the newest few): %w", p.id, err)
+	}
+	return data, end, size, err
 }
 
-// lastRuneStart is the index of the last rune start in b (0 if none).
-func lastRuneStart(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			return i
-		}
-	}
-	return 0
+// fullOutputReader is a Runner whose full outputs are on other machines
+// (a fleet's cluster.Client): it reads them there, by id, for any front
+// of the fleet. An output the conversation does not have is an error
+// matching fs.ErrNotExist.
+type fullOutputReader interface {
+	ReadFullOutput(tc engine.ToolContext, id string, offset, length int64) (data string, end, size int64, err error)
 }

@@ -386,8 +386,8 @@ func (s *server) finish(sc scope, tc engine.ToolContext, in engine.Input, r engi
 	case r.JobID != "":
 		content = append(content, jobLink(sc, engine.JobInfo{JobID: r.JobID, Display: r.Display, Bytes: r.OutputBytes}))
 	case r.Truncated && r.FullOutputFile != "":
-		n := s.outputs.add(sc.conv, r.FullOutputFile, r.OutputBytes)
-		content = append(content, outputLink(sc, n, r))
+		id := s.outputs.add(sc.conv, r.FullOutputFile, r.OutputBytes)
+		content = append(content, outputLink(sc, id, r))
 	}
 	return &mcp.CallToolResult{
 		Content:           content,

@@ -157,7 +157,7 @@ func checkListen(addr, token string) error {
 		return err
 	}
 	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("%w: %s", cluster.ErrNoToken, addr)
+		return fmt.Errorf("refusing to listen off loopback without a shared token: %s", addr)
 	}
 	return nil
 }
@@ -216,7 +216,7 @@ type fleetFlags struct {
 }
 
 func (ff *fleetFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&ff.executors, "executors", "", "run commands on these executors (`host:port,…`, see executor) instead of here; each MCP session is one conversation")
+	fs.StringVar(&ff.executors, "executors", "", "run commands on these executors (`host:port,…`, see executor) instead of here; over HTTP, any front of the fleet serves any conversation")
 	fs.StringVar(&ff.spec, "cluster", "", "find the executors by membership instead: "+clusterKinds())
 	fs.StringVar(&ff.token, "cluster-token", "", "the fleet's shared `secret` (default $"+ClusterTokenEnv+")")
 	fs.DurationVar(&ff.wait, "executors-wait", 30*time.Second, "wait this long for the first executor before serving")
@@ -228,8 +228,9 @@ func (ff *fleetFlags) on() bool { return ff.executors != "" || ff.spec != "" }
 
 // runner returns a local engine, or a cluster.Client when a fleet was
 // given. The engine flags then configure nothing here: each executor has
-// its own.
-func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger) (engine.Runner, error) {
+// its own. A front that shares its conversations (over HTTP: any front
+// of the fleet serves them) leaves them running when it stops.
+func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger, shared bool) (engine.Runner, error) {
 	if !ff.on() {
 		return engine.New(cfg)
 	}
@@ -248,7 +249,8 @@ func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger) (engine.Runner
 			return nil, err
 		}
 	}
-	c, err := cluster.NewClient(cluster.ClientOptions{Membership: m, Token: ff.token, Listen: ff.listen, AdvertisedHost: ff.advertise, Logger: log})
+	c, err := cluster.NewClient(cluster.ClientOptions{Membership: m, Token: ff.token, Listen: ff.listen, AdvertisedHost: ff.advertise,
+		KeepConversations: shared, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -261,10 +263,11 @@ func (ff *fleetFlags) runner(cfg engine.Config, log *slog.Logger) (engine.Runner
 	return c, nil
 }
 
-// newConversationID names a front's conversation: unique per front, so
-// that the conversations of two fronts on the same executors never meet
-// (an HTTP session's conversation is this plus a hash of its session id,
-// see mcpserver.Options.ConversationID).
+// newConversationID names a stdio front's conversation: unique per
+// front, so that the conversations of two stdio fronts on the same
+// executors (one principal, "local") never meet. Over HTTP conversations
+// are named by principal (see mcpserver.Options.ConversationID): every
+// front of a fleet serves the same ones.
 func newConversationID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

@@ -257,7 +257,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if audit != nil {
 		auditW = audit
 	}
-	e, err := f.fleet.runner(f.engineConfig(log, auditW), log)
+	e, err := f.fleet.runner(f.engineConfig(log, auditW), log, f.httpAddr != "")
 	if err != nil {
 		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
@@ -277,8 +277,8 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
 	}
-	if f.fleet.on() {
-		opts.ConversationID = newConversationID() // each MCP session is one conversation
+	if f.fleet.on() && f.httpAddr == "" {
+		opts.ConversationID = newConversationID() // a stdio front's own
 	}
 	srv := mcpserver.New(e, opts)
 
