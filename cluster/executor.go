@@ -578,7 +578,7 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 		var o engine.JobOutput
 		if o, err = x.eng.JobOutput(tc, m.JobId, m.Tail, m.Offset, m.Limit); err == nil {
 			reply.Jobs = []*clusterpb.JobInfo{encodeJob(o.Job)}
-			reply.Offset, reply.End, reply.Data, reply.Size, reply.Eof = o.Offset, o.End, o.Data, o.Size, o.EOF
+			reply.Offset, reply.End, reply.Data, reply.Size, reply.Eof, reply.Skipped = o.Offset, o.End, o.Data, o.Size, o.EOF, o.Skipped
 		}
 	case "kill":
 		kctx, cancel := context.WithTimeout(x.runCtx, x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)

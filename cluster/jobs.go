@@ -244,7 +244,7 @@ func (c *Client) JobOutput(tc engine.ToolContext, id string, tail, offset, limit
 	if err != nil {
 		return engine.JobOutput{}, err
 	}
-	return engine.JobOutput{Job: c.firstJob(r, a), Offset: r.Offset, End: r.End, Data: r.Data, Size: r.Size, EOF: r.Eof}, nil
+	return engine.JobOutput{Job: c.firstJob(r, a), Offset: r.Offset, End: r.End, Data: r.Data, Size: r.Size, EOF: r.Eof, Skipped: r.Skipped}, nil
 }
 
 // Kill implements engine.Runner. A lost job cannot be killed from here:

@@ -117,6 +117,7 @@ func encodeResult(r engine.Result) *clusterpb.Result {
 		QueuedMs: r.QueuedMS, Command: r.Command, Display: r.Display, Pid: int64(r.PID),
 		OutputFile: r.OutputFile, JobId: r.JobID, ErrKind: kind, Err: text,
 		CpuMs: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes, Processes: int64(r.Processes), OomKilled: r.OOMKilled,
+		Changes: encodeChanges(r.Changes), ChangesOmitted: int64(r.ChangesOmitted), Refused: encodeRefused(r.Refused),
 	}
 	if r.ExitCode != nil {
 		c := int64(*r.ExitCode)
@@ -135,6 +136,7 @@ func decodeResult(p *clusterpb.Result) engine.Result {
 		QueuedMS: p.QueuedMs, Command: p.Command, Display: p.Display, PID: int(p.Pid),
 		OutputFile: p.OutputFile, JobID: p.JobId, Err: decodeErr(p.ErrKind, p.Err),
 		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
+		Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused),
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)
@@ -149,7 +151,8 @@ func encodeJob(j engine.JobInfo) *clusterpb.JobInfo {
 		ConversationId: j.ConversationID, Status: string(j.Status), Reason: j.Reason,
 		StartedUnixNs: unixNano(j.Started), EndedUnixNs: unixNano(j.Ended), Bytes: j.Bytes, OutputFile: j.OutputFile,
 		CpuMs: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes, Processes: int64(j.Processes), OomKilled: j.OOMKilled,
-		Tty: j.TTY,
+		Tty: j.TTY, Changes: encodeChanges(j.Changes), ChangesOmitted: int64(j.ChangesOmitted),
+		Refused: encodeRefused(j.Refused), ChangeReport: j.ChangeReport,
 	}
 	if j.ExitCode != nil {
 		c := int64(*j.ExitCode)
@@ -167,7 +170,8 @@ func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
 		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
 		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
 		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
-		TTY: p.Tty,
+		TTY: p.Tty, Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted),
+		Refused: decodeRefused(p.Refused), ChangeReport: p.ChangeReport,
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)
@@ -188,4 +192,36 @@ func fromUnixNano(ns int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, ns)
+}
+
+func encodeChanges(cs []engine.Change) []*clusterpb.Change {
+	var out []*clusterpb.Change
+	for _, c := range cs {
+		out = append(out, &clusterpb.Change{Path: c.Path, Kind: c.Kind, Size: c.Size})
+	}
+	return out
+}
+
+func decodeChanges(cs []*clusterpb.Change) []engine.Change {
+	var out []engine.Change
+	for _, c := range cs {
+		out = append(out, engine.Change{Path: c.Path, Kind: c.Kind, Size: c.Size})
+	}
+	return out
+}
+
+func encodeRefused(rs []engine.Refusal) []*clusterpb.Refusal {
+	var out []*clusterpb.Refusal
+	for _, r := range rs {
+		out = append(out, &clusterpb.Refusal{Path: r.Path, Rule: r.Rule, Reason: r.Reason})
+	}
+	return out
+}
+
+func decodeRefused(rs []*clusterpb.Refusal) []engine.Refusal {
+	var out []engine.Refusal
+	for _, r := range rs {
+		out = append(out, engine.Refusal{Path: r.Path, Rule: r.Rule, Reason: r.Reason})
+	}
+	return out
 }

@@ -62,3 +62,22 @@ func TestBusyCrossesTheWire(t *testing.T) {
 		t.Fatalf("front: %v %q; executor: %v", got.Err, got.Output, r.Err)
 	}
 }
+
+// TestChangeReportCrossesTheWire: a workspace-write command's change report
+// (structured and as text) and a job output's skipped bytes reach the
+// front as the executor's engine made them.
+func TestChangeReportCrossesTheWire(t *testing.T) {
+	code := 0
+	r := engine.Result{Status: engine.StatusOK, ExitCode: &code, Output: "[changed 2 files: M a.go, A b.txt]\n",
+		Changes:        []engine.Change{{Path: "a.go", Kind: "M", Size: 12}, {Path: "b.txt", Kind: "A", Size: 3}},
+		ChangesOmitted: 4,
+		Refused:        []engine.Refusal{{Path: ".git/config", Rule: "git-config", Reason: "a repository's configuration"}}}
+	if got := decodeResult(encodeResult(r)); !reflect.DeepEqual(got, r) {
+		t.Errorf("result:\n got %+v\nwant %+v", got, r)
+	}
+	j := engine.JobInfo{JobID: "job-1", Status: engine.JobRunning, Changes: r.Changes, ChangesOmitted: 1, Refused: r.Refused,
+		ChangeReport: "[changed 2 files: M a.go, A b.txt]"}
+	if got := decodeJob(encodeJob(j)); !reflect.DeepEqual(got, j) {
+		t.Errorf("job:\n got %+v\nwant %+v", got, j)
+	}
+}

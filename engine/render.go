@@ -577,12 +577,12 @@ func (o JobOutput) Text() string {
 	if !o.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
 	}
-	if o.Job.report != "" {
+	if o.Job.ChangeReport != "" {
 		what := "[the job's changes so far, applied to the workspace:]\n"
 		if o.Job.Status != JobRunning {
 			what = ""
 		}
-		b.WriteString(appendNote("\n", what+o.Job.report))
+		b.WriteString(appendNote("\n", what+o.Job.ChangeReport))
 	}
 	return b.String()
 }

@@ -191,7 +191,7 @@ func (e *Engine) withChanges(j *JobInfo) {
 		j.Changes, j.ChangesOmitted = changes(rep.Applied, jt.cwd)
 		j.Refused = refusals(rep.Refused, jt.cwd)
 	}
-	j.report = changeNotes(rep, err, jt.cwd)
+	j.ChangeReport = changeNotes(rep, err, jt.cwd)
 }
 
 // undoLimits bound a conversation's undo store: the defaults of package

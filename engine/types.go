@@ -301,8 +301,10 @@ type JobInfo struct {
 	Changes        []Change  `json:"changes,omitempty"`
 	ChangesOmitted int       `json:"changes_omitted,omitempty"`
 	Refused        []Refusal `json:"refused,omitempty"`
+	// ChangeReport is the text of that report as the model reads it (a
+	// line of changes, a line per refused rule), which JobOutput's text
+	// ends with; empty when nothing changed.
+	ChangeReport string `json:"-"`
 
 	output *truncate.File // reads the output file by output offset
-	// report is the change report's text (see changeNotes).
-	report string
 }
