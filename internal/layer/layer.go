@@ -106,6 +106,35 @@ func New(opts Options) (*Layer, error) {
 	return l, nil
 }
 
+// Stale reports whether l, made ahead of time, no longer fits its
+// roots: a root is gone or is no longer a directory, or its permissions
+// or owner changed since [New] (the overlay's root directory shows its
+// upper directory's, copied from the root then), or an upper or work
+// directory is gone. A stale layer must not be mounted: remove it and
+// make a new one. It costs two lstat(2) calls per root.
+func (l *Layer) Stale() bool {
+	const bits = fs.ModePerm | fs.ModeSticky | fs.ModeSetgid
+	for _, r := range l.roots {
+		rfi, err := os.Lstat(r.path)
+		if err != nil || !rfi.IsDir() {
+			return true
+		}
+		ufi, err := os.Lstat(r.upper)
+		if err != nil || !ufi.IsDir() || ufi.Mode()&bits != rfi.Mode()&bits {
+			return true
+		}
+		ru, rg := owner(rfi)
+		uu, ug := owner(ufi)
+		if ru != uu || rg != ug {
+			return true
+		}
+		if _, err := os.Lstat(r.work); err != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // makeUpper creates an upper directory with the mode and owner of its
 // root.
 func makeUpper(p string, root fs.FileInfo) error {
