@@ -49,6 +49,8 @@ type Store struct {
 	seq   int
 	steps []*step // oldest first
 	bytes int64
+	sweep sweeper // removes dropped steps and undone entries
+	trash int     // numbers the undos' trash directories
 }
 
 // NewStore makes a store in dir (created; what it held is removed).
@@ -100,6 +102,7 @@ func (s *Store) Remove() error {
 		st.t.close()
 	}
 	s.steps, s.bytes = nil, 0
+	s.sweep.wait()
 	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("layer: store: %w", err)
 	}
@@ -223,9 +226,10 @@ func (s *Store) commit(st *step) (int, error) {
 	return st.n, nil
 }
 
+// drop forgets st; its directory is removed in the background.
 func (s *Store) drop(st *step) {
 	st.t.close()
-	_ = removeAll(s.dir + "/" + strconv.Itoa(st.n))
+	s.sweep.add(s.dir + "/" + strconv.Itoa(st.n))
 }
 
 // treeBytes sums the sizes of the regular files below t/rel.
@@ -306,7 +310,7 @@ func (s *Store) Undo(n int) ([]Change, error) {
 		return nil, fmt.Errorf("%w: %d asked, %d kept", ErrNothingToUndo, n, len(s.steps))
 	}
 	sel := s.steps[len(s.steps)-n:]
-	u := &undoer{trees: map[string]*tree{}}
+	u := &undoer{s: s, trees: map[string]*tree{}}
 	defer u.close()
 	if err := u.check(sel); err != nil {
 		return nil, err
@@ -331,14 +335,74 @@ func (s *Store) Undo(n int) ([]Change, error) {
 }
 
 type undoer struct {
+	s     *Store
 	trees map[string]*tree
 	done  []Change
+	// trash receives what the undo takes out of the real trees (moved
+	// there, or linked before a rename replaces it), so that nothing is
+	// removed on the undo's path; it is removed in the background.
+	trash  *tree
+	trashN int // names in trash
 }
 
 func (u *undoer) close() {
 	for _, t := range u.trees {
 		t.close()
 	}
+	if u.trash != nil {
+		u.trash.close()
+		u.s.sweep.add(u.trash.root)
+	}
+}
+
+// trashName returns the trash directory (made on first use) and a new
+// name in it.
+func (u *undoer) trashName() (*tree, string, error) {
+	if u.trash == nil {
+		u.s.trash++
+		dir := u.s.dir + "/t" + strconv.Itoa(u.s.trash)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, "", fmt.Errorf("layer: store: %w", err)
+		}
+		t, err := openTree(dir)
+		if err != nil {
+			_ = os.Remove(dir)
+			return nil, "", fmt.Errorf("layer: store: %w", err)
+		}
+		u.trash = t
+	}
+	u.trashN++
+	return u.trash, strconv.Itoa(u.trashN), nil
+}
+
+// takeOut takes the real entry rel out of the way of what an undo puts
+// back. A file that a blob replaces is linked into the trash and left
+// in place (the blob's rename then replaces it atomically, and nothing
+// is freed on the undo's path); anything else is moved into the trash
+// (a directory whole). Where the trash is on another file system, or
+// the link is not allowed, it is removed.
+func (u *undoer) takeOut(t *tree, rel string, replaced bool) error {
+	d, name := split(rel)
+	fd, err := t.dir(d)
+	if err != nil {
+		return err
+	}
+	tr, tname, err := u.trashName()
+	if err == nil {
+		if replaced {
+			err = unix.Linkat(fd, name, tr.fd, tname, 0)
+		} else if err = unix.Renameat(fd, name, tr.fd, tname); err == nil {
+			t.forget(rel)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if err := removeEntry(t, rel); err != nil {
+		return err
+	}
+	t.forget(rel)
+	return nil
 }
 
 func (u *undoer) tree(root string) (*tree, error) {
@@ -444,10 +508,12 @@ func (u *undoer) restore(st *step, e *entry) error {
 		}
 	default:
 		if e.After.exists() {
-			if err := removeEntry(t, e.Rel); err != nil {
+			// A file replaced by a file stays until the blob's rename
+			// replaces it.
+			replaced := e.Blob != "" && !e.After.isDir() && !e.Before.isDir()
+			if err := u.takeOut(t, e.Rel, replaced); err != nil {
 				return err
 			}
-			t.forget(e.Rel)
 		}
 		if e.Blob != "" {
 			if err := st.putBack(e, t); err != nil {
