@@ -67,7 +67,7 @@ func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, e
 }
 
 func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Result, error) {
-	a := &applier{s: s, refused: refused, res: &Result{}, copies: copies}
+	a := &applier{s: s, refused: refused, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
