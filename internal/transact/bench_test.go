@@ -38,7 +38,7 @@ func BenchmarkCommit1000(b *testing.B) {
 	}
 	defer m.Close()
 	const script = `for f in d*/f*.go; do echo "// $RANDOM" >> "$f"; done`
-	var commit, undo, raw time.Duration
+	var commit, undo, raw, floorApply, floorUndo time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		tx, err := m.Begin("c", []string{ws}, "edit")
@@ -73,11 +73,56 @@ func BenchmarkCommit1000(b *testing.B) {
 			fh.Close()
 		}
 		raw += time.Since(start)
+		a, u := floor(b, ws, filepath.Join(base, "floor"))
+		floorApply += a
+		floorUndo += u
 		b.StartTimer()
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(commit.Microseconds())/n/1000, "commit-ms")
 	b.ReportMetric(float64(undo.Microseconds())/n/1000, "undo-ms")
 	b.ReportMetric(float64(raw.Microseconds())/n/1000, "raw-write-ms")
+	b.ReportMetric(float64(floorApply.Microseconds())/n/1000, "floor-apply-ms")
+	b.ReportMetric(float64(floorUndo.Microseconds())/n/1000, "floor-undo-ms")
+	b.ReportMetric(float64(commit)/float64(floorApply), "commit/floor")
+	b.ReportMetric(float64(undo)/float64(floorUndo), "undo/floor")
 	b.ReportMetric(0, "ns/op")
+
+}
+
+// floor times the file system's own work of applying 1,000 modified
+// files and of undoing that, on the same disk: a new file for each is
+// made beside the workspace (not timed), then each real file is linked
+// into a store directory and the new one renamed over it (apply), and
+// the linked one renamed back (undo).
+func floor(b *testing.B, ws, dir string) (apply, undo time.Duration) {
+	src, store := filepath.Join(dir, "new"), filepath.Join(dir, "store")
+	for _, d := range []string{src, store} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	real := func(i int) string { return filepath.Join(ws, fmt.Sprintf("d%02d", i/50), fmt.Sprintf("f%03d.go", i)) }
+	for i := range 1000 {
+		if err := os.WriteFile(fmt.Sprintf("%s/%d", src, i), []byte("package x\n// y\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for i := range 1000 {
+		if err := os.Link(real(i), fmt.Sprintf("%s/%d", store, i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(fmt.Sprintf("%s/%d", src, i), real(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply = time.Since(start)
+	start = time.Now()
+	for i := range 1000 {
+		if err := os.Rename(fmt.Sprintf("%s/%d", store, i), real(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return apply, time.Since(start)
 }
