@@ -329,6 +329,7 @@ func (s *Store) Undo(n int) ([]Change, error) {
 		s.drop(st)
 	}
 	s.steps = s.steps[:len(s.steps)-n]
+	u.reprint(sel, s.steps)
 	out := u.done
 	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
 	return out, errors.Join(errs...)
@@ -415,6 +416,54 @@ func (u *undoer) tree(root string) (*tree, error) {
 	}
 	u.trees[root] = t
 	return t, nil
+}
+
+// reprint updates, after the steps sel were undone, what the steps
+// kept before them expect each path to look like now: the undo put
+// back what those steps left, but a file put back is not quite as it
+// was (applying the newer step linked it into the store, undoing it
+// renamed it back: both move its change time). Without this, undoing
+// the step before next would find the file "changed since".
+func (u *undoer) reprint(sel, kept []*step) {
+	was := map[string]print{} // what the oldest undone step found
+	for i := len(sel) - 1; i >= 0; i-- {
+		for _, e := range sel[i].entries {
+			was[e.path()] = e.Before
+		}
+	}
+	now := func(root, rel string, p print) print {
+		path := root
+		if rel != "" {
+			path += "/" + rel
+		}
+		w, ok := was[path]
+		if !ok || !samePrint(w, p) || !p.exists() {
+			return p
+		}
+		t, err := u.tree(root)
+		if err != nil {
+			return p
+		}
+		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
+			return cur
+		}
+		return p
+	}
+	for _, st := range kept {
+		for _, e := range st.entries {
+			e.After = now(e.Root, e.Rel, e.After)
+			for rel, p := range e.Tree {
+				e.Tree[rel] = now(e.Root, join(e.Rel, rel), p)
+			}
+		}
+	}
+}
+
+// sameButTime reports whether two prints differ at most in their change
+// time.
+func sameButTime(a, b print) bool {
+	a.Ctime = b.Ctime
+	return a == b
 }
 
 // check verifies the steps sel (oldest first) against the real trees.

@@ -102,6 +102,33 @@ func TestUndoSteps(t *testing.T) {
 	}
 }
 
+// TestUndoOneStepAtATime: steps that changed the same paths can be
+// undone one call at a time (putting a file back moves its change
+// time, which the steps before must not take for a change by someone
+// else).
+func TestUndoOneStepAtATime(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "b/c": "0"})
+	st := w.store(t, layer.StoreLimits{})
+	var snaps []map[string]string
+	for _, script := range []string{
+		"echo 1 > a; mkdir d; echo 1 > d/e",
+		"echo 2 > a; echo 2 > d/e; rm -r b",
+		"echo 3 > a; rm -r d; mkdir b; echo 3 > b/c",
+	} {
+		snaps = append(snaps, snapshot(t, w.ws))
+		w.step(t, st, script)
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if _, err := st.Undo(1); err != nil {
+			t.Fatalf("undo of step %d: %v", i+1, err)
+		}
+		if d := diffSnapshots(snaps[i], snapshot(t, w.ws)); len(d) > 0 {
+			t.Errorf("after undoing step %d:\n%s", i+1, strings.Join(d, "\n"))
+		}
+	}
+}
+
 // TestUndoRefusesChangedOutside: a file changed after the command (by
 // the user, outside the sandbox) is named, and nothing is undone.
 func TestUndoRefusesChangedOutside(t *testing.T) {
