@@ -337,14 +337,31 @@ func TestSubmountNotInLayer(t *testing.T) {
 
 // TestMountInThread mounts the layer the way the sandbox's direct start
 // does: on a locked throwaway thread that unshared its mount namespace,
-// which then forks the command.
+// which then forks the command; and the same with the overlays made
+// ahead of time in the engine's mount namespace (Premount).
 func TestMountInThread(t *testing.T) {
 	if layertest.Unprivileged() {
 		t.Skip("a thread can make its own mount namespace only as root; an unprivileged command mounts in a child process (layertest.Command), which the other tests use")
 	}
+	for _, premount := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mount", true: "premount"}[premount], func(t *testing.T) {
+			mountInThread(t, premount)
+		})
+	}
+}
+
+func mountInThread(t *testing.T, premount bool) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a": "0"})
 	l := w.layer(t)
+	if premount {
+		if err := l.Premount(); err != nil {
+			t.Fatal(err)
+		}
+		// Made ahead, and still to be used: the real tree changes
+		// meanwhile, and the command sees it.
+		w.write(t, map[string]string{"c": "c"})
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
@@ -358,8 +375,11 @@ func TestMountInThread(t *testing.T) {
 			if err := l.Spec().Mount(); err != nil {
 				return err
 			}
-			cmd := execCommand(w, "echo 1 > a; echo b > b")
-			return cmd.Run()
+			script := "echo 1 > a; echo b > b"
+			if premount {
+				script = "test -f c || exit 3; " + script
+			}
+			return execCommand(w, script).Run()
 		}()
 	}()
 	if err := <-errc; err != nil {
@@ -375,6 +395,58 @@ func TestMountInThread(t *testing.T) {
 	defer s.Close()
 	if got := w.kinds(s.Changes); got != "M a\nA b" {
 		t.Errorf("changes:\n%s", got)
+	}
+}
+
+// TestPremountStale: a layer made (and premounted) ahead of time is
+// stale once its root is another directory, or has other permissions;
+// removing it unused closes its premade overlays.
+func TestPremountStale(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("overlays are premade by a root engine only")
+	}
+	w := newWorld(t)
+	l := w.layer(t)
+	fds := func() int {
+		entries, _ := os.ReadDir("/proc/self/fd")
+		return len(entries)
+	}
+	before := fds()
+	if err := l.Premount(); err != nil {
+		t.Fatal(err)
+	}
+	if fds() != before+1 {
+		t.Fatalf("premount holds %d descriptors, want 1", fds()-before)
+	}
+	if l.Stale() {
+		t.Fatal("a fresh layer is stale")
+	}
+	if err := os.Chmod(w.ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stale() {
+		t.Error("not stale after its root's permissions changed")
+	}
+	if err := os.Chmod(w.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if l.Stale() {
+		t.Error("stale with its root's permissions back")
+	}
+	if err := os.Rename(w.ws, w.ws+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(w.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stale() {
+		t.Error("not stale over another directory at its root's path")
+	}
+	if err := l.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if fds() != before {
+		t.Errorf("Remove left %d descriptors open", fds()-before)
 	}
 }
 

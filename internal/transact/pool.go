@@ -30,21 +30,23 @@ const (
 // after its report is returned. One goroutine does the work, in order;
 // close waits for it, removing every queued and spare layer.
 type pool struct {
-	opts   layer.Options // Dir and UserXattr
-	work   chan func()
-	done   chan struct{}
-	mu     sync.Mutex
-	spare  map[string]*layer.Layer // by key (see key)
-	keys   []string                // keys recently asked for, least recently used first
-	closed bool
+	opts     layer.Options // Dir and UserXattr
+	premount bool          // Options.Premount
+	work     chan func()
+	done     chan struct{}
+	mu       sync.Mutex
+	spare    map[string]*layer.Layer // by key (see key)
+	keys     []string                // keys recently asked for, least recently used first
+	closed   bool
 }
 
-func newPool(dir string, userXattr bool) *pool {
+func newPool(dir string, userXattr, premount bool) *pool {
 	p := &pool{
-		opts:  layer.Options{Dir: dir, UserXattr: userXattr},
-		work:  make(chan func(), maxQueued),
-		done:  make(chan struct{}),
-		spare: map[string]*layer.Layer{},
+		opts:     layer.Options{Dir: dir, UserXattr: userXattr},
+		premount: premount,
+		work:     make(chan func(), maxQueued),
+		done:     make(chan struct{}),
+		spare:    map[string]*layer.Layer{},
 	}
 	go p.run()
 	return p
@@ -145,6 +147,9 @@ func (p *pool) refill(k string, roots []string) {
 		l, err := layer.New(opts)
 		if err != nil {
 			return // Begin makes one on its path, and reports the error
+		}
+		if p.premount {
+			_ = l.Premount() // without, the sandbox makes the overlays
 		}
 		p.mu.Lock()
 		keep := !p.closed && p.spare[k] == nil && slices.Contains(p.keys, k)

@@ -28,6 +28,12 @@ type Options struct {
 	// UserXattr mounts the layers with overlayfs's userxattr option, as a
 	// user namespace needs (an engine that is not root).
 	UserXattr bool
+	// Premount makes the overlays of the layers made ahead of time too
+	// (layer.Layer.Premount), so that mounting one on a command's path
+	// only attaches it. Set it only when the commands' layers are
+	// mounted from a thread of this process (the sandbox's StartDirect,
+	// as root): a helper process mounts its own (see layer.Layer.Premount).
+	Premount bool
 }
 
 // Manager holds the conversations' undo stores and makes their commands'
@@ -68,7 +74,7 @@ func New(opts Options) (*Manager, error) {
 			}
 		}
 	}
-	return &Manager{opts: opts, convs: map[string]*conv{}, pool: newPool(opts.Dir, opts.UserXattr)}, nil
+	return &Manager{opts: opts, convs: map[string]*conv{}, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount)}, nil
 }
 
 // storePrefix starts the name of every store's directory.
