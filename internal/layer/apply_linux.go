@@ -102,6 +102,9 @@ type applier struct {
 	copies  bool      // ApplyCopies: the upper layer stays as it is
 	whole   string    // rel of the added directory last renamed whole
 	failed  string    // rel of the added directory last failed
+	// exch: the root's replaced files are exchanged; moveUpper: some
+	// were, so its upper layer goes into the step (see exchange).
+	exch, moveUpper bool
 }
 
 // errParentFailed is the failure of a change below an added directory
@@ -141,6 +144,7 @@ func (a *applier) hasRefusedBelow(c *Change) bool {
 func (a *applier) root(i int) {
 	up, re := a.s.upper[i], a.s.real[i]
 	a.whole, a.failed, a.trees = "", "", nil
+	a.exch, a.moveUpper = a.exchanges(i), false
 	for k := range a.s.Changes {
 		c := &a.s.Changes[k]
 		if c.root != i || a.isRefused(c) {
@@ -165,6 +169,9 @@ func (a *applier) root(i int) {
 	}
 	for _, p := range a.trees {
 		p.e.After, p.e.Tree = treePrints(re, p.rel)
+	}
+	if a.moveUpper && a.step != nil && a.keepUpper(i) != nil {
+		a.step.broken = true // not undoable: the step is not kept
 	}
 }
 
@@ -200,6 +207,15 @@ func (a *applier) change(c *Change, up, re *tree) error {
 			return err
 		}
 	default:
+		if a.exch && before.exists() && !before.isDir() && !c.newTree {
+			done, err := a.exchange(c, e, up, re, before)
+			if err != nil {
+				return err
+			}
+			if done {
+				break
+			}
+		}
 		if before.exists() && (before.isDir() || c.newTree) {
 			// A type change: the old entry goes aside first.
 			if err := a.save(e, re, c.rel, before, true); err != nil {

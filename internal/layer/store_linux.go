@@ -116,6 +116,8 @@ type step struct {
 	t       *tree // the step's directory
 	entries []*entry
 	bytes   int64
+	prune   []prune // upper layers taken over, to empty but for the blobs
+	broken  bool    // what some change replaced could not be kept
 }
 
 // entry is one path of a step: its state before and after, and the
@@ -191,7 +193,12 @@ func (st *step) putBack(e *entry, re *tree) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Renameat(st.t.fd, e.Blob, fd, name)
+	bd, bn := split(e.Blob)
+	bfd, err := st.t.dir(bd)
+	if err != nil {
+		return err
+	}
+	err = unix.Renameat(bfd, bn, fd, name)
 	if errors.Is(err, unix.EXDEV) {
 		return copyEntry(st.t, e.Blob, re, e.Rel)
 	}
@@ -208,7 +215,7 @@ func (s *Store) commit(st *step) (int, error) {
 		s.drop(st)
 		return 0, nil
 	}
-	if st.bytes > s.lim.Bytes {
+	if st.bytes > s.lim.Bytes || st.broken {
 		for len(s.steps) > 0 {
 			s.drop(s.steps[0])
 			s.steps = s.steps[1:]
@@ -218,6 +225,10 @@ func (s *Store) commit(st *step) (int, error) {
 	}
 	s.steps = append(s.steps, st)
 	s.bytes += st.bytes
+	for _, p := range st.prune {
+		dir := s.dir + "/" + strconv.Itoa(st.n)
+		s.sweep.do(func() { p.run(dir) })
+	}
 	for len(s.steps) > s.lim.Steps || s.bytes > s.lim.Bytes {
 		s.bytes -= s.steps[0].bytes
 		s.drop(s.steps[0])
@@ -374,6 +385,29 @@ func (u *undoer) trashName() (*tree, string, error) {
 	}
 	u.trashN++
 	return u.trash, strconv.Itoa(u.trashN), nil
+}
+
+// putBack puts e's path back as it was before st: a file that replaced
+// one is exchanged with it; anything else is taken out (see takeOut)
+// and the blob, if any, renamed into place.
+func (u *undoer) putBack(st *step, e *entry, t *tree) error {
+	replaced := e.Blob != "" && e.After.exists() && !e.After.isDir() && !e.Before.isDir()
+	if replaced {
+		if ok, err := st.swap(e, t); ok || err != nil {
+			return err
+		}
+	}
+	if e.After.exists() {
+		// A file replaced by a file stays until the blob's rename
+		// replaces it.
+		if err := u.takeOut(t, e.Rel, replaced); err != nil {
+			return err
+		}
+	}
+	if e.Blob != "" {
+		return st.putBack(e, t)
+	}
+	return nil
 }
 
 // takeOut takes the real entry rel out of the way of what an undo puts
@@ -556,18 +590,8 @@ func (u *undoer) restore(st *step, e *entry) error {
 			return &os.PathError{Op: "chmod", Path: e.path(), Err: err}
 		}
 	default:
-		if e.After.exists() {
-			// A file replaced by a file stays until the blob's rename
-			// replaces it.
-			replaced := e.Blob != "" && !e.After.isDir() && !e.Before.isDir()
-			if err := u.takeOut(t, e.Rel, replaced); err != nil {
-				return err
-			}
-		}
-		if e.Blob != "" {
-			if err := st.putBack(e, t); err != nil {
-				return err
-			}
+		if err := u.putBack(st, e, t); err != nil {
+			return err
 		}
 		switch {
 		case !e.Before.exists():

@@ -11,16 +11,19 @@ import "sync"
 // undo does, so it is kept off their path.
 type sweeper struct {
 	mu      sync.Mutex
-	queue   []string
+	queue   []func()
 	running bool
 	idle    sync.WaitGroup // held while the sweeper runs
 }
 
 // add queues dir for removal.
-func (w *sweeper) add(dir string) {
+func (w *sweeper) add(dir string) { w.do(func() { _ = removeAll(dir) }) }
+
+// do queues f.
+func (w *sweeper) do(f func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.queue = append(w.queue, dir)
+	w.queue = append(w.queue, f)
 	if !w.running {
 		w.running = true
 		w.idle.Add(1)
@@ -37,10 +40,10 @@ func (w *sweeper) run() {
 			w.mu.Unlock()
 			return
 		}
-		dir := w.queue[0]
+		f := w.queue[0]
 		w.queue = w.queue[1:]
 		w.mu.Unlock()
-		_ = removeAll(dir)
+		f()
 	}
 }
 

@@ -4,6 +4,7 @@ package layer_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -126,6 +127,37 @@ func TestUndoOneStepAtATime(t *testing.T) {
 		if d := diffSnapshots(snaps[i], snapshot(t, w.ws)); len(d) > 0 {
 			t.Errorf("after undoing step %d:\n%s", i+1, strings.Join(d, "\n"))
 		}
+	}
+}
+
+// TestStepKeepsOnlyReplaced: a step keeps what the changes replaced
+// (the command's upper layer moves into it whole) and nothing else: a
+// file the command only copied up goes, in the background; undo puts
+// the replaced file back.
+func TestStepKeepsOnlyReplaced(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "d/big": strings.Repeat("b", 8192)})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, ": >> d/big; echo 1 > a")
+	var files []string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		files = files[:0]
+		_ = filepath.WalkDir(filepath.Join(w.state, "undo"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, p)
+			}
+			return nil
+		})
+		return len(files) == 1
+	}, "the store keeps %v, want the old a only", testenv.Last(&files))
+	if b, err := os.ReadFile(files[0]); err != nil || string(b) != "0" {
+		t.Fatalf("kept %q, %v", b, err)
+	}
+	if _, err := st.Undo(1); err != nil {
+		t.Fatal(err)
+	}
+	if w.read(t, "a") != "0" || w.read(t, "d/big") != strings.Repeat("b", 8192) {
+		t.Fatal("undo did not put the workspace back")
 	}
 }
 
@@ -453,5 +485,5 @@ func TestPremountStale(t *testing.T) {
 // TestUnprivileged runs the layer's tests again as a user other than
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoOneStepAtATime|StepKeepsOnlyReplaced|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
 }
