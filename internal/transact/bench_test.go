@@ -22,8 +22,8 @@ import (
 // Beside them, "raw" is writing the same 1,000 files in place without a
 // layer (what an unconfined command's writes leave to do: nothing), so
 // the ratios say what the transaction adds over the files' own I/O;
-// "floor" is the file system's share of applying and undoing (see
-// floor). "disk" has the workspace and the manager's directory on the
+// the "floor" figures are the file system's share of applying and
+// undoing, three ways (see floor). "disk" has the workspace and the manager's directory on the
 // test's temporary directory, "tmpfs" both on /dev/shm: there the file
 // system costs little, and what remains is the transaction's own.
 func BenchmarkCommit1000(b *testing.B) {
@@ -60,7 +60,7 @@ func commit1000(b *testing.B, dir string) {
 	}
 	defer m.Close()
 	const script = `for f in d*/f*.go; do echo "// $RANDOM" >> "$f"; done`
-	var commit, undo, raw, floorApply, floorUndo time.Duration
+	var commit, undo, raw, linkRename, renameOver, exchange time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		tx, err := m.Begin("c", []string{ws}, "edit")
@@ -99,19 +99,22 @@ func commit1000(b *testing.B, dir string) {
 			fh.Close()
 		}
 		raw += time.Since(start)
-		a, u := floor(b, ws, filepath.Join(base, "floor"))
-		floorApply += a
-		floorUndo += u
+		lr, ro, ex := floor(b, ws, filepath.Join(base, "floor"))
+		linkRename += lr
+		renameOver += ro
+		exchange += ex
 		b.StartTimer()
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(commit.Microseconds())/n/1000, "commit-ms")
 	b.ReportMetric(float64(undo.Microseconds())/n/1000, "undo-ms")
 	b.ReportMetric(float64(raw.Microseconds())/n/1000, "raw-write-ms")
-	b.ReportMetric(float64(floorApply.Microseconds())/n/1000, "floor-link-rename-ms")
-	b.ReportMetric(float64(floorUndo.Microseconds())/n/1000, "floor-rename-over-ms")
-	b.ReportMetric(float64(commit)/float64(floorApply), "commit/floor")
-	b.ReportMetric(float64(undo)/float64(floorApply), "undo/floor")
+	b.ReportMetric(float64(linkRename.Microseconds())/n/1000, "floor-link-rename-ms")
+	b.ReportMetric(float64(renameOver.Microseconds())/n/1000, "floor-rename-over-ms")
+	b.ReportMetric(float64(exchange.Microseconds())/n/1000, "floor-exchange-ms")
+	b.ReportMetric(float64(commit)/float64(linkRename), "commit/link-rename")
+	b.ReportMetric(float64(commit)/float64(exchange), "commit/exchange")
+	b.ReportMetric(float64(undo)/float64(exchange), "undo/exchange")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -122,15 +125,18 @@ func commit1000(b *testing.B, dir string) {
 func settle() { time.Sleep(100 * time.Millisecond) }
 
 // floor times the file system's own work of applying 1,000 modified
-// files and of undoing that, on the same disk: a new file for each is
-// made beside the workspace (not timed), then each real file is linked
-// into a store directory and the new one renamed over it (what Apply
-// does per file: nothing is freed), and the linked one renamed back
-// over the new one (which frees the new one: what Undo did before it
-// kept what it takes out in a trash removed in the background). Both
-// the commit and the undo are compared with the first ("floor"), which
-// is also what Undo now does per file.
-func floor(b *testing.B, ws, dir string) (apply, undo time.Duration) {
+// files and of undoing that, on the same disk, three ways: a new file
+// for each is made beside the workspace (not timed), then
+//
+//   - link-rename: each real file is linked into a store directory and
+//     the new one renamed over it (what Apply did per file before it
+//     exchanged them; nothing is freed);
+//   - rename-over: the linked one is renamed back over the new one
+//     (which frees the new one: what Undo did before it exchanged);
+//   - exchange: new files are made again, and each is exchanged with
+//     the real one (renameat2 RENAME_EXCHANGE: what Apply and Undo do
+//     per file now).
+func floor(b *testing.B, ws, dir string) (linkRename, renameOver, exchange time.Duration) {
 	src, store := filepath.Join(dir, "new"), filepath.Join(dir, "store")
 	for _, d := range []string{src, store} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -138,12 +144,15 @@ func floor(b *testing.B, ws, dir string) (apply, undo time.Duration) {
 		}
 	}
 	real := func(i int) string { return filepath.Join(ws, fmt.Sprintf("d%02d", i/50), fmt.Sprintf("f%03d.go", i)) }
-	for i := range 1000 {
-		if err := os.WriteFile(fmt.Sprintf("%s/%d", src, i), []byte("package x\n// y\n"), 0o644); err != nil {
-			b.Fatal(err)
+	fresh := func() {
+		for i := range 1000 {
+			if err := os.WriteFile(fmt.Sprintf("%s/%d", src, i), []byte("package x\n// y\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
+		settle()
 	}
-	settle()
+	fresh()
 	start := time.Now()
 	for i := range 1000 {
 		if err := os.Link(real(i), fmt.Sprintf("%s/%d", store, i)); err != nil {
@@ -153,7 +162,7 @@ func floor(b *testing.B, ws, dir string) (apply, undo time.Duration) {
 			b.Fatal(err)
 		}
 	}
-	apply = time.Since(start)
+	linkRename = time.Since(start)
 	settle()
 	start = time.Now()
 	for i := range 1000 {
@@ -161,5 +170,13 @@ func floor(b *testing.B, ws, dir string) (apply, undo time.Duration) {
 			b.Fatal(err)
 		}
 	}
-	return apply, time.Since(start)
+	renameOver = time.Since(start)
+	fresh()
+	start = time.Now()
+	for i := range 1000 {
+		if err := unix.Renameat2(unix.AT_FDCWD, fmt.Sprintf("%s/%d", src, i), unix.AT_FDCWD, real(i), unix.RENAME_EXCHANGE); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return linkRename, renameOver, time.Since(start)
 }
