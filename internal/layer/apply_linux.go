@@ -33,18 +33,22 @@ type Failure struct {
 
 // Apply makes the set's changes in the real tree, except the refused
 // ones (absolute paths, as [Change.Path]; a refused added directory
-// takes everything below it along). Each file, symlink or FIFO is
-// renamed from the upper layer over its real path (an atomic replace
-// that keeps the inode with its permissions, owner and times), or, when
-// the upper layer is on another file system, copied next to it and
+// takes everything below it along). Each file, symlink or FIFO that
+// replaces one is exchanged with it (renameat2 RENAME_EXCHANGE: an
+// atomic replace that keeps the inode with its permissions, owner and
+// times, and leaves the replaced file in the upper layer); one that is
+// new is renamed into place; when the upper layer is on another file
+// system, or cannot exchange, each is copied next to its real path and
 // renamed into place. An added directory is renamed into place whole
 // when nothing below it is refused; a deleted one is moved aside whole.
 // Overlayfs's private xattrs are removed from what moves.
 //
 // Whatever a change replaces or removes is kept in st as one undo step
-// labelled label (a hard link to the replaced file where the store is
-// on the same file system, a copy otherwise; a removed directory is
-// moved there). st may be nil: then nothing is kept.
+// labelled label: the upper layer, which now holds the replaced files,
+// moves into the step (on the same file system; the rest of it is
+// removed in the background); removed entries are moved there; on
+// another file system they are linked or copied. st may be nil: then
+// nothing is kept (the replaced files go with the upper layer).
 //
 // Paths in the real tree are resolved beneath their root without
 // following symlinks or crossing mounts: a change below a symlink or a

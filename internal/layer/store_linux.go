@@ -27,8 +27,8 @@ const (
 // is any step before it (undo goes back step by step).
 type StoreLimits struct {
 	// Bytes bounds the size of the files kept (replaced or removed
-	// files; a replaced file hard-linked into the store costs no disk
-	// while nothing else links it, but counts all the same).
+	// files; a file the workspace still links elsewhere costs no disk,
+	// but counts all the same).
 	Bytes int64
 	// Steps bounds the number of steps kept.
 	Steps int
@@ -38,10 +38,12 @@ type StoreLimits struct {
 // removed, one step per [Set.Apply] that changed something, so that
 // [Store.Undo] can put the last steps back. Commands that changed
 // nothing are not steps. It lives in a directory of its own, best on
-// the file system of the workspace (then keeping a replaced file is a
-// hard link and a removed directory a rename; otherwise they are
-// copied). Its index is in memory: a new Store starts empty. It is safe
-// for concurrent use; applying and undoing take turns.
+// the file system of the workspace and of the upper layers (then
+// keeping a replaced file or a removed directory is a rename; otherwise
+// they are copied). Its index is in memory: a new Store starts empty.
+// What it no longer needs is removed in the background (see the package
+// doc, "Undo"). It is safe for concurrent use; applying and undoing
+// take turns.
 type Store struct {
 	mu    sync.Mutex
 	dir   string
@@ -94,7 +96,7 @@ func (s *Store) Steps() []StepInfo {
 }
 
 // Remove removes the store and everything it keeps (the conversation
-// ended).
+// ended), once its background removals are done.
 func (s *Store) Remove() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -310,10 +312,12 @@ var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
 // first that every path those steps changed is still as the last of
 // them left it (and, for a path changed by several of them, that
 // nothing changed it in between), and refuses with a *ConflictError
-// naming the paths that are not, changing nothing; then it removes what
-// the steps made and puts back what they replaced, newest step first,
-// and forgets the steps. It returns what it changed, as changes (an
-// undone addition is Deleted, an undone deletion Added).
+// naming the paths that are not, changing nothing; then it takes out
+// what the steps made (into a trash removed in the background) and puts
+// back what they replaced (a replaced file by exchanging it with the
+// one that replaced it), newest step first, and forgets the steps. It
+// returns what it changed, as changes (an undone addition is Deleted,
+// an undone deletion Added).
 func (s *Store) Undo(n int) ([]Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
