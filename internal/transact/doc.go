@@ -80,10 +80,11 @@
 //   - a workspace-write `true` (BenchmarkWorkspaceLayer in package
 //     engine, medians of 200 alternated runs, load 1.2–2.5): +0.81 to
 //     +1.21 ms over unrestricted in four runs of five (+1.96 in the
-//     first), against +2.3 to +3.8 ms before; +0.15 to +0.47 ms over
-//     the read-only binds the layer replaced. The +1.0 ms target is
-//     met at best; the rest is the sandbox's own (namespaces, Landlock,
-//     seccomp: the profile without a layer costs +0.7 to +0.9 ms over
+//     first), against +2.3 to +3.8 ms before; +0.15 to +0.47 ms
+//     (+1.19 in the first) over the read-only binds the layer
+//     replaced. The +1.0 ms target is met in most runs, not all; the
+//     rest is the sandbox's own (namespaces, Landlock,
+//     seccomp: the profile without a layer costs +0.64 to +0.80 ms over
 //     unrestricted in the same runs);
 //   - diff, policy, apply with an undo step and the report line of
 //     1,000 modified files (BenchmarkCommit1000, load 1.2): 19–23 ms
