@@ -71,6 +71,10 @@
 // in order, with at most 64 tasks queued (past that a removal is done
 // on the caller's path and a refill skipped); Close waits for it and
 // removes the spare layers, and New removes what a killed engine left.
+// At most 16 sets of roots have a spare (the least recently used is
+// removed first). A premounted spare holds its roots' file system (its
+// overlay keeps private clones of their mounts) until it is used,
+// dropped or removed by Close.
 // The undo store removes what it no longer needs in the background too
 // (package layer).
 //
