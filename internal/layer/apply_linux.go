@@ -33,18 +33,22 @@ type Failure struct {
 
 // Apply makes the set's changes in the real tree, except the refused
 // ones (absolute paths, as [Change.Path]; a refused added directory
-// takes everything below it along). Each file, symlink or FIFO is
-// renamed from the upper layer over its real path (an atomic replace
-// that keeps the inode with its permissions, owner and times), or, when
-// the upper layer is on another file system, copied next to it and
+// takes everything below it along). Each file, symlink or FIFO that
+// replaces one is exchanged with it (renameat2 RENAME_EXCHANGE: an
+// atomic replace that keeps the inode with its permissions, owner and
+// times, and leaves the replaced file in the upper layer); one that is
+// new is renamed into place; when the upper layer is on another file
+// system, or cannot exchange, each is copied next to its real path and
 // renamed into place. An added directory is renamed into place whole
 // when nothing below it is refused; a deleted one is moved aside whole.
 // Overlayfs's private xattrs are removed from what moves.
 //
 // Whatever a change replaces or removes is kept in st as one undo step
-// labelled label (a hard link to the replaced file where the store is
-// on the same file system, a copy otherwise; a removed directory is
-// moved there). st may be nil: then nothing is kept.
+// labelled label: the upper layer, which now holds the replaced files,
+// moves into the step (on the same file system; the rest of it is
+// removed in the background); removed entries are moved there; on
+// another file system they are linked or copied. st may be nil: then
+// nothing is kept (the replaced files go with the upper layer).
 //
 // Paths in the real tree are resolved beneath their root without
 // following symlinks or crossing mounts: a change below a symlink or a
@@ -67,7 +71,7 @@ func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, e
 }
 
 func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Result, error) {
-	a := &applier{s: s, refused: refused, res: &Result{}, copies: copies}
+	a := &applier{s: s, refused: refused, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -102,6 +106,9 @@ type applier struct {
 	copies  bool      // ApplyCopies: the upper layer stays as it is
 	whole   string    // rel of the added directory last renamed whole
 	failed  string    // rel of the added directory last failed
+	// exch: the root's replaced files are exchanged; moveUpper: some
+	// were, so its upper layer goes into the step (see exchange).
+	exch, moveUpper bool
 }
 
 // errParentFailed is the failure of a change below an added directory
@@ -141,6 +148,7 @@ func (a *applier) hasRefusedBelow(c *Change) bool {
 func (a *applier) root(i int) {
 	up, re := a.s.upper[i], a.s.real[i]
 	a.whole, a.failed, a.trees = "", "", nil
+	a.exch, a.moveUpper = a.exchanges(i), false
 	for k := range a.s.Changes {
 		c := &a.s.Changes[k]
 		if c.root != i || a.isRefused(c) {
@@ -165,6 +173,9 @@ func (a *applier) root(i int) {
 	}
 	for _, p := range a.trees {
 		p.e.After, p.e.Tree = treePrints(re, p.rel)
+	}
+	if a.moveUpper && a.step != nil && a.keepUpper(i) != nil {
+		a.step.broken = true // not undoable: the step is not kept
 	}
 }
 
@@ -200,6 +211,15 @@ func (a *applier) change(c *Change, up, re *tree) error {
 			return err
 		}
 	default:
+		if a.exch && before.exists() && !before.isDir() && !c.newTree {
+			done, err := a.exchange(c, e, up, re, before)
+			if err != nil {
+				return err
+			}
+			if done {
+				break
+			}
+		}
 		if before.exists() && (before.isDir() || c.newTree) {
 			// A type change: the old entry goes aside first.
 			if err := a.save(e, re, c.rel, before, true); err != nil {

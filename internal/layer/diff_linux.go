@@ -48,10 +48,8 @@ type Change struct {
 
 	root    int
 	rel     string
-	ovl     []string    // overlayfs xattrs on the upper entry, stripped before it is applied
-	newTree bool        // an added directory: everything below it is new
-	before  unix.Stat_t // the real entry before (Deleted, Modified, TypeChanged)
-	existed bool        // before is set
+	ovl     []string // overlayfs xattrs on the upper entry, stripped before it is applied
+	newTree bool     // an added directory: everything below it is new
 }
 
 // Set is what one command changed below its layer's roots, computed by
@@ -160,7 +158,7 @@ func (d *differ) top() error {
 		return err
 	}
 	if attrsDiffer(&ust, &rst) {
-		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), before: rst, existed: true}, "")
+		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode)}, "")
 	}
 	return d.dir("", false, false, false)
 }
@@ -215,7 +213,7 @@ func (d *differ) dir(rel string, hidden, fresh, xwh bool) error {
 }
 
 func deleted(st unix.Stat_t) Change {
-	c := Change{Kind: Deleted, Mode: fileMode(st.Mode), before: st, existed: true}
+	c := Change{Kind: Deleted, Mode: fileMode(st.Mode)}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = st.Size
 	}
@@ -242,7 +240,7 @@ func (d *differ) entry(rel string, fresh, xwh bool) error {
 		}
 		return nil
 	}
-	c := Change{Mode: fileMode(ust.Mode), before: rst, existed: rok}
+	c := Change{Mode: fileMode(ust.Mode)}
 	if ust.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = ust.Size
 	}

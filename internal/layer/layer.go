@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Options describe the layer of one command.
@@ -48,11 +49,14 @@ type Layer struct {
 	dir       string
 	roots     []root
 	userXattr bool
+	pre       *handoff // Premount's overlays, until Spec.Open takes them
 }
 
-// root is one overlay: the real directory and its upper and work dirs.
+// root is one overlay: the real directory and its upper and work dirs,
+// and the real directory's identity when the layer was made.
 type root struct {
 	path, upper, work string
+	dev, ino          uint64
 }
 
 // Roots returns the layer's roots: the outermost of [Options.Roots],
@@ -92,7 +96,8 @@ func New(opts Options) (*Layer, error) {
 			return nil, fmt.Errorf("layer: root: %w", err)
 		}
 		n := strconv.Itoa(i)
-		r := root{path: p, upper: filepath.Join(dir, "u"+n), work: filepath.Join(dir, "w"+n)}
+		st := fi.Sys().(*syscall.Stat_t)
+		r := root{path: p, upper: filepath.Join(dir, "u"+n), work: filepath.Join(dir, "w"+n), dev: st.Dev, ino: st.Ino}
 		if err := makeUpper(r.upper, fi); err != nil {
 			_ = l.Remove()
 			return nil, fmt.Errorf("layer: %w", err)
@@ -104,6 +109,40 @@ func New(opts Options) (*Layer, error) {
 		l.roots = append(l.roots, r)
 	}
 	return l, nil
+}
+
+// Stale reports whether l, made ahead of time, no longer fits its
+// roots: a root is gone or is another directory than when [New] made
+// the layer (premade overlays have the old one as their lower layer),
+// or its permissions or owner changed since (the overlay's root
+// directory shows its upper directory's, copied from the root then),
+// or an upper or work directory is gone. A stale layer must not be
+// mounted: remove it and make a new one. It costs three lstat(2) calls
+// per root.
+func (l *Layer) Stale() bool {
+	const bits = fs.ModePerm | fs.ModeSticky | fs.ModeSetgid
+	for _, r := range l.roots {
+		rfi, err := os.Lstat(r.path)
+		if err != nil || !rfi.IsDir() {
+			return true
+		}
+		if st := rfi.Sys().(*syscall.Stat_t); st.Dev != r.dev || st.Ino != r.ino {
+			return true
+		}
+		ufi, err := os.Lstat(r.upper)
+		if err != nil || !ufi.IsDir() || ufi.Mode()&bits != rfi.Mode()&bits {
+			return true
+		}
+		ru, rg := owner(rfi)
+		uu, ug := owner(ufi)
+		if ru != uu || rg != ug {
+			return true
+		}
+		if _, err := os.Lstat(r.work); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // makeUpper creates an upper directory with the mode and owner of its
@@ -156,6 +195,7 @@ func below(p, dir string) bool {
 // that was not applied. Call it after the command's processes are gone
 // and [Set.Apply] (if any) returned.
 func (l *Layer) Remove() error {
+	l.closePremount()
 	if err := removeAll(l.dir); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}

@@ -3,8 +3,12 @@
 package layer
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -19,7 +23,7 @@ func owner(fi fs.FileInfo) (int, int) {
 
 // Spec returns what mounting l takes.
 func (l *Layer) Spec() Spec {
-	s := Spec{UserXattr: l.userXattr}
+	s := Spec{UserXattr: l.userXattr, pre: l.pre}
 	for _, r := range l.roots {
 		s.Overlays = append(s.Overlays, Overlay{Root: r.path, Upper: r.upper, Work: r.work})
 	}
@@ -73,7 +77,14 @@ func (s Spec) Mount() error {
 // crashed engine's layers is removed by [RemoveStale]. A volatile
 // overlay leaves a mark in its work directory that makes overlayfs
 // refuse to mount it again: a layer is mounted once, for one command.
+//
+// When the layer was premounted ([Layer.Premount]) and s is that
+// layer's Spec in the same process, the first Open returns those
+// overlays instead of making new ones.
 func (s Spec) Open() (*Mounts, error) {
+	if fds := s.pre.take(); fds != nil {
+		return &Mounts{spec: s, fds: fds}, nil
+	}
 	m := &Mounts{spec: s}
 	for _, o := range s.Overlays {
 		fd, err := o.make(s.UserXattr)
@@ -84,6 +95,49 @@ func (s Spec) Open() (*Mounts, error) {
 		m.fds = append(m.fds, fd)
 	}
 	return m, nil
+}
+
+// Premount makes the layer's overlays now, in the calling process, as
+// [Spec.Open] would (detached, not attached anywhere), so that the
+// process that mounts the layer later only attaches them: the
+// overlays' setup (overlayfs creates and checks its work directory,
+// metadata writes on the upper layer's file system) is then off the
+// command's path. It serves a command started from a thread of this
+// process (the sandbox's StartDirect, as root); a process that gets the
+// Spec as JSON (the sandbox's helper) makes overlays of its own, with
+// the work directories of the Spec (the premade ones have others), and
+// overlayfs then warns in the kernel log that the upper directories are
+// in use by another mount (the premade overlays, never attached). So
+// premount only layers mounted in this process. The premade overlays
+// are used by the first [Spec.Open] of this layer's Spec, and closed by
+// [Layer.Remove] if none took them. Call it before the command starts;
+// rootless it fails with EPERM (overlayfs must be made in the user
+// namespace that mounts it).
+func (l *Layer) Premount() error {
+	if l.pre != nil {
+		return nil
+	}
+	s := Spec{UserXattr: l.userXattr}
+	for i, r := range l.roots {
+		work := filepath.Join(l.dir, "p"+strconv.Itoa(i))
+		if err := os.Mkdir(work, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("layer: %w", err)
+		}
+		s.Overlays = append(s.Overlays, Overlay{Root: r.path, Upper: r.upper, Work: work})
+	}
+	m, err := s.Open()
+	if err != nil {
+		return err
+	}
+	l.pre = &handoff{fds: m.fds}
+	return nil
+}
+
+// closePremount closes premade overlays that no Open took.
+func (l *Layer) closePremount() {
+	for _, fd := range l.pre.take() {
+		_ = unix.Close(fd)
+	}
 }
 
 // overlay makes one detached overlay mount.

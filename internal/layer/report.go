@@ -57,7 +57,7 @@ func Summary(changes []Change, base string, width int) string {
 // shows as the files in it; an emptied and refilled one as its
 // entries).
 func Listed(changes []Change) []Change {
-	var out []Change
+	out := make([]Change, 0, len(changes))
 	for i, c := range changes {
 		if c.Mode.IsDir() && c.Kind != Deleted && i+1 < len(changes) && below(changes[i+1].Path, c.Path) {
 			continue

@@ -1,5 +1,7 @@
 package layer
 
+import "sync"
+
 // The types a process other than the engine needs to mount a layer. They
 // are declared on every platform, so that a configuration can carry them
 // (package sandbox's Options); everything else is Linux-only.
@@ -11,6 +13,30 @@ type Spec struct {
 	Overlays []Overlay `json:"overlays"`
 	// UserXattr is [Options.UserXattr].
 	UserXattr bool `json:"userxattr,omitempty"`
+
+	// pre holds overlays made ahead of time in this process (see
+	// Layer.Premount); a copy of the Spec in another process (JSON) has
+	// none and makes its own.
+	pre *handoff
+}
+
+// handoff passes premade mount descriptors to the one Open that takes
+// them.
+type handoff struct {
+	mu  sync.Mutex
+	fds []int
+}
+
+// take returns the descriptors once (nil-safe).
+func (h *handoff) take() []int {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fds := h.fds
+	h.fds = nil
+	return fds
 }
 
 // Overlay is one overlay of a [Spec].

@@ -27,8 +27,8 @@ const (
 // is any step before it (undo goes back step by step).
 type StoreLimits struct {
 	// Bytes bounds the size of the files kept (replaced or removed
-	// files; a replaced file hard-linked into the store costs no disk
-	// while nothing else links it, but counts all the same).
+	// files; a file the workspace still links elsewhere costs no disk,
+	// but counts all the same).
 	Bytes int64
 	// Steps bounds the number of steps kept.
 	Steps int
@@ -38,10 +38,12 @@ type StoreLimits struct {
 // removed, one step per [Set.Apply] that changed something, so that
 // [Store.Undo] can put the last steps back. Commands that changed
 // nothing are not steps. It lives in a directory of its own, best on
-// the file system of the workspace (then keeping a replaced file is a
-// hard link and a removed directory a rename; otherwise they are
-// copied). Its index is in memory: a new Store starts empty. It is safe
-// for concurrent use; applying and undoing take turns.
+// the file system of the workspace and of the upper layers (then
+// keeping a replaced file or a removed directory is a rename; otherwise
+// they are copied). Its index is in memory: a new Store starts empty.
+// What it no longer needs is removed in the background (see the package
+// doc, "Undo"). It is safe for concurrent use; applying and undoing
+// take turns.
 type Store struct {
 	mu    sync.Mutex
 	dir   string
@@ -49,6 +51,8 @@ type Store struct {
 	seq   int
 	steps []*step // oldest first
 	bytes int64
+	sweep sweeper // removes dropped steps and undone entries
+	trash int     // numbers the undos' trash directories
 }
 
 // NewStore makes a store in dir (created; what it held is removed).
@@ -92,7 +96,7 @@ func (s *Store) Steps() []StepInfo {
 }
 
 // Remove removes the store and everything it keeps (the conversation
-// ended).
+// ended), once its background removals are done.
 func (s *Store) Remove() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -100,6 +104,7 @@ func (s *Store) Remove() error {
 		st.t.close()
 	}
 	s.steps, s.bytes = nil, 0
+	s.sweep.wait()
 	if err := removeAll(s.dir); err != nil {
 		return fmt.Errorf("layer: store: %w", err)
 	}
@@ -113,6 +118,8 @@ type step struct {
 	t       *tree // the step's directory
 	entries []*entry
 	bytes   int64
+	prune   []prune // upper layers taken over, to empty but for the blobs
+	broken  bool    // what some change replaced could not be kept
 }
 
 // entry is one path of a step: its state before and after, and the
@@ -188,7 +195,12 @@ func (st *step) putBack(e *entry, re *tree) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Renameat(st.t.fd, e.Blob, fd, name)
+	bd, bn := split(e.Blob)
+	bfd, err := st.t.dir(bd)
+	if err != nil {
+		return err
+	}
+	err = unix.Renameat(bfd, bn, fd, name)
 	if errors.Is(err, unix.EXDEV) {
 		return copyEntry(st.t, e.Blob, re, e.Rel)
 	}
@@ -205,7 +217,7 @@ func (s *Store) commit(st *step) (int, error) {
 		s.drop(st)
 		return 0, nil
 	}
-	if st.bytes > s.lim.Bytes {
+	if st.bytes > s.lim.Bytes || st.broken {
 		for len(s.steps) > 0 {
 			s.drop(s.steps[0])
 			s.steps = s.steps[1:]
@@ -215,6 +227,10 @@ func (s *Store) commit(st *step) (int, error) {
 	}
 	s.steps = append(s.steps, st)
 	s.bytes += st.bytes
+	for _, p := range st.prune {
+		dir := s.dir + "/" + strconv.Itoa(st.n)
+		s.sweep.do(func() { p.run(dir) })
+	}
 	for len(s.steps) > s.lim.Steps || s.bytes > s.lim.Bytes {
 		s.bytes -= s.steps[0].bytes
 		s.drop(s.steps[0])
@@ -223,9 +239,10 @@ func (s *Store) commit(st *step) (int, error) {
 	return st.n, nil
 }
 
+// drop forgets st; its directory is removed in the background.
 func (s *Store) drop(st *step) {
 	st.t.close()
-	_ = removeAll(s.dir + "/" + strconv.Itoa(st.n))
+	s.sweep.add(s.dir + "/" + strconv.Itoa(st.n))
 }
 
 // treeBytes sums the sizes of the regular files below t/rel.
@@ -295,10 +312,12 @@ var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
 // first that every path those steps changed is still as the last of
 // them left it (and, for a path changed by several of them, that
 // nothing changed it in between), and refuses with a *ConflictError
-// naming the paths that are not, changing nothing; then it removes what
-// the steps made and puts back what they replaced, newest step first,
-// and forgets the steps. It returns what it changed, as changes (an
-// undone addition is Deleted, an undone deletion Added).
+// naming the paths that are not, changing nothing; then it takes out
+// what the steps made (into a trash removed in the background) and puts
+// back what they replaced (a replaced file by exchanging it with the
+// one that replaced it), newest step first, and forgets the steps. It
+// returns what it changed, as changes (an undone addition is Deleted,
+// an undone deletion Added).
 func (s *Store) Undo(n int) ([]Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -306,7 +325,7 @@ func (s *Store) Undo(n int) ([]Change, error) {
 		return nil, fmt.Errorf("%w: %d asked, %d kept", ErrNothingToUndo, n, len(s.steps))
 	}
 	sel := s.steps[len(s.steps)-n:]
-	u := &undoer{trees: map[string]*tree{}}
+	u := &undoer{s: s, trees: map[string]*tree{}}
 	defer u.close()
 	if err := u.check(sel); err != nil {
 		return nil, err
@@ -325,20 +344,104 @@ func (s *Store) Undo(n int) ([]Change, error) {
 		s.drop(st)
 	}
 	s.steps = s.steps[:len(s.steps)-n]
+	u.reprint(sel, s.steps)
 	out := u.done
 	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
 	return out, errors.Join(errs...)
 }
 
 type undoer struct {
+	s     *Store
 	trees map[string]*tree
 	done  []Change
+	// trash receives what the undo takes out of the real trees (moved
+	// there, or linked before a rename replaces it), so that nothing is
+	// removed on the undo's path; it is removed in the background.
+	trash  *tree
+	trashN int // names in trash
 }
 
 func (u *undoer) close() {
 	for _, t := range u.trees {
 		t.close()
 	}
+	if u.trash != nil {
+		u.trash.close()
+		u.s.sweep.add(u.trash.root)
+	}
+}
+
+// trashName returns the trash directory (made on first use) and a new
+// name in it.
+func (u *undoer) trashName() (*tree, string, error) {
+	if u.trash == nil {
+		u.s.trash++
+		dir := u.s.dir + "/t" + strconv.Itoa(u.s.trash)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, "", fmt.Errorf("layer: store: %w", err)
+		}
+		t, err := openTree(dir)
+		if err != nil {
+			_ = os.Remove(dir)
+			return nil, "", fmt.Errorf("layer: store: %w", err)
+		}
+		u.trash = t
+	}
+	u.trashN++
+	return u.trash, strconv.Itoa(u.trashN), nil
+}
+
+// putBack puts e's path back as it was before st: a file that replaced
+// one is exchanged with it; anything else is taken out (see takeOut)
+// and the blob, if any, renamed into place.
+func (u *undoer) putBack(st *step, e *entry, t *tree) error {
+	replaced := e.Blob != "" && e.After.exists() && !e.After.isDir() && !e.Before.isDir()
+	if replaced {
+		if ok, err := st.swap(e, t); ok || err != nil {
+			return err
+		}
+	}
+	if e.After.exists() {
+		// A file replaced by a file stays until the blob's rename
+		// replaces it.
+		if err := u.takeOut(t, e.Rel, replaced); err != nil {
+			return err
+		}
+	}
+	if e.Blob != "" {
+		return st.putBack(e, t)
+	}
+	return nil
+}
+
+// takeOut takes the real entry rel out of the way of what an undo puts
+// back. A file that a blob replaces is linked into the trash and left
+// in place (the blob's rename then replaces it atomically, and nothing
+// is freed on the undo's path); anything else is moved into the trash
+// (a directory whole). Where the trash is on another file system, or
+// the link is not allowed, it is removed.
+func (u *undoer) takeOut(t *tree, rel string, replaced bool) error {
+	d, name := split(rel)
+	fd, err := t.dir(d)
+	if err != nil {
+		return err
+	}
+	tr, tname, err := u.trashName()
+	if err == nil {
+		if replaced {
+			err = unix.Linkat(fd, name, tr.fd, tname, 0)
+		} else if err = unix.Renameat(fd, name, tr.fd, tname); err == nil {
+			t.forget(rel)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if err := removeEntry(t, rel); err != nil {
+		return err
+	}
+	t.forget(rel)
+	return nil
 }
 
 func (u *undoer) tree(root string) (*tree, error) {
@@ -351,6 +454,54 @@ func (u *undoer) tree(root string) (*tree, error) {
 	}
 	u.trees[root] = t
 	return t, nil
+}
+
+// reprint updates, after the steps sel were undone, what the steps
+// kept before them expect each path to look like now: the undo put
+// back what those steps left, but a file put back is not quite as it
+// was (applying the newer step linked it into the store, undoing it
+// renamed it back: both move its change time). Without this, undoing
+// the step before next would find the file "changed since".
+func (u *undoer) reprint(sel, kept []*step) {
+	was := map[string]print{} // what the oldest undone step found
+	for i := len(sel) - 1; i >= 0; i-- {
+		for _, e := range sel[i].entries {
+			was[e.path()] = e.Before
+		}
+	}
+	now := func(root, rel string, p print) print {
+		path := root
+		if rel != "" {
+			path += "/" + rel
+		}
+		w, ok := was[path]
+		if !ok || !samePrint(w, p) || !p.exists() {
+			return p
+		}
+		t, err := u.tree(root)
+		if err != nil {
+			return p
+		}
+		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
+			return cur
+		}
+		return p
+	}
+	for _, st := range kept {
+		for _, e := range st.entries {
+			e.After = now(e.Root, e.Rel, e.After)
+			for rel, p := range e.Tree {
+				e.Tree[rel] = now(e.Root, join(e.Rel, rel), p)
+			}
+		}
+	}
+}
+
+// sameButTime reports whether two prints differ at most in their change
+// time.
+func sameButTime(a, b print) bool {
+	a.Ctime = b.Ctime
+	return a == b
 }
 
 // check verifies the steps sel (oldest first) against the real trees.
@@ -443,16 +594,8 @@ func (u *undoer) restore(st *step, e *entry) error {
 			return &os.PathError{Op: "chmod", Path: e.path(), Err: err}
 		}
 	default:
-		if e.After.exists() {
-			if err := removeEntry(t, e.Rel); err != nil {
-				return err
-			}
-			t.forget(e.Rel)
-		}
-		if e.Blob != "" {
-			if err := st.putBack(e, t); err != nil {
-				return err
-			}
+		if err := u.putBack(st, e, t); err != nil {
+			return err
 		}
 		switch {
 		case !e.Before.exists():

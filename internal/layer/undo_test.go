@@ -4,17 +4,20 @@ package layer_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 func (w *world) store(t testing.TB, lim layer.StoreLimits) *layer.Store {
@@ -100,6 +103,64 @@ func TestUndoSteps(t *testing.T) {
 	}
 }
 
+// TestUndoOneStepAtATime: steps that changed the same paths can be
+// undone one call at a time (putting a file back moves its change
+// time, which the steps before must not take for a change by someone
+// else).
+func TestUndoOneStepAtATime(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "b/c": "0"})
+	st := w.store(t, layer.StoreLimits{})
+	var snaps []map[string]string
+	for _, script := range []string{
+		"echo 1 > a; mkdir d; echo 1 > d/e",
+		"echo 2 > a; echo 2 > d/e; rm -r b",
+		"echo 3 > a; rm -r d; mkdir b; echo 3 > b/c",
+	} {
+		snaps = append(snaps, snapshot(t, w.ws))
+		w.step(t, st, script)
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if _, err := st.Undo(1); err != nil {
+			t.Fatalf("undo of step %d: %v", i+1, err)
+		}
+		if d := diffSnapshots(snaps[i], snapshot(t, w.ws)); len(d) > 0 {
+			t.Errorf("after undoing step %d:\n%s", i+1, strings.Join(d, "\n"))
+		}
+	}
+}
+
+// TestStepKeepsOnlyReplaced: a step keeps what the changes replaced
+// (the command's upper layer moves into it whole) and nothing else: a
+// file the command only copied up goes, in the background; undo puts
+// the replaced file back.
+func TestStepKeepsOnlyReplaced(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0", "d/big": strings.Repeat("b", 8192)})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, ": >> d/big; echo 1 > a")
+	var files []string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		files = files[:0]
+		_ = filepath.WalkDir(filepath.Join(w.state, "undo"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, p)
+			}
+			return nil
+		})
+		return len(files) == 1
+	}, "the store keeps %v, want the old a only", testenv.Last(&files))
+	if b, err := os.ReadFile(files[0]); err != nil || string(b) != "0" {
+		t.Fatalf("kept %q, %v", b, err)
+	}
+	if _, err := st.Undo(1); err != nil {
+		t.Fatal(err)
+	}
+	if w.read(t, "a") != "0" || w.read(t, "d/big") != strings.Repeat("b", 8192) {
+		t.Fatal("undo did not put the workspace back")
+	}
+}
+
 // TestUndoRefusesChangedOutside: a file changed after the command (by
 // the user, outside the sandbox) is named, and nothing is undone.
 func TestUndoRefusesChangedOutside(t *testing.T) {
@@ -172,10 +233,16 @@ func TestStoreBounds(t *testing.T) {
 	if n := len(st.Steps()); n != 0 {
 		t.Errorf("%d steps kept past a step that was not", n)
 	}
-	entries, _ := os.ReadDir(filepath.Join(w.state, "undo"))
-	if len(entries) != 0 {
-		t.Errorf("dropped steps left %d entries in the store", len(entries))
-	}
+	// Dropped steps are removed in the background.
+	var left []string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		entries, _ := os.ReadDir(filepath.Join(w.state, "undo"))
+		left = left[:0]
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
+		return len(left) == 0
+	}, "dropped steps left %v in the store", testenv.Last(&left))
 	if err := st.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +369,31 @@ func TestSubmountNotInLayer(t *testing.T) {
 
 // TestMountInThread mounts the layer the way the sandbox's direct start
 // does: on a locked throwaway thread that unshared its mount namespace,
-// which then forks the command.
+// which then forks the command; and the same with the overlays made
+// ahead of time in the engine's mount namespace (Premount).
 func TestMountInThread(t *testing.T) {
 	if layertest.Unprivileged() {
 		t.Skip("a thread can make its own mount namespace only as root; an unprivileged command mounts in a child process (layertest.Command), which the other tests use")
 	}
+	for _, premount := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mount", true: "premount"}[premount], func(t *testing.T) {
+			mountInThread(t, premount)
+		})
+	}
+}
+
+func mountInThread(t *testing.T, premount bool) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a": "0"})
 	l := w.layer(t)
+	if premount {
+		if err := l.Premount(); err != nil {
+			t.Fatal(err)
+		}
+		// Made ahead, and still to be used: the real tree changes
+		// meanwhile, and the command sees it.
+		w.write(t, map[string]string{"c": "c"})
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
@@ -323,8 +407,11 @@ func TestMountInThread(t *testing.T) {
 			if err := l.Spec().Mount(); err != nil {
 				return err
 			}
-			cmd := execCommand(w, "echo 1 > a; echo b > b")
-			return cmd.Run()
+			script := "echo 1 > a; echo b > b"
+			if premount {
+				script = "test -f c || exit 3; " + script
+			}
+			return execCommand(w, script).Run()
 		}()
 	}()
 	if err := <-errc; err != nil {
@@ -343,8 +430,60 @@ func TestMountInThread(t *testing.T) {
 	}
 }
 
+// TestPremountStale: a layer made (and premounted) ahead of time is
+// stale once its root is another directory, or has other permissions;
+// removing it unused closes its premade overlays.
+func TestPremountStale(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("overlays are premade by a root engine only")
+	}
+	w := newWorld(t)
+	l := w.layer(t)
+	fds := func() int {
+		entries, _ := os.ReadDir("/proc/self/fd")
+		return len(entries)
+	}
+	before := fds()
+	if err := l.Premount(); err != nil {
+		t.Fatal(err)
+	}
+	if fds() != before+1 {
+		t.Fatalf("premount holds %d descriptors, want 1", fds()-before)
+	}
+	if l.Stale() {
+		t.Fatal("a fresh layer is stale")
+	}
+	if err := os.Chmod(w.ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stale() {
+		t.Error("not stale after its root's permissions changed")
+	}
+	if err := os.Chmod(w.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if l.Stale() {
+		t.Error("stale with its root's permissions back")
+	}
+	if err := os.Rename(w.ws, w.ws+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(w.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Stale() {
+		t.Error("not stale over another directory at its root's path")
+	}
+	if err := l.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if fds() != before {
+		t.Errorf("Remove left %d descriptors open", fds()-before)
+	}
+}
+
 // TestUnprivileged runs the layer's tests again as a user other than
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoOneStepAtATime|StepKeepsOnlyReplaced|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
 }

@@ -28,6 +28,12 @@ type Options struct {
 	// UserXattr mounts the layers with overlayfs's userxattr option, as a
 	// user namespace needs (an engine that is not root).
 	UserXattr bool
+	// Premount makes the overlays of the layers made ahead of time too
+	// (layer.Layer.Premount), so that mounting one on a command's path
+	// only attaches it. Set it only when the commands' layers are
+	// mounted from a thread of this process (the sandbox's StartDirect,
+	// as root): a helper process mounts its own (see layer.Layer.Premount).
+	Premount bool
 }
 
 // Manager holds the conversations' undo stores and makes their commands'
@@ -37,6 +43,7 @@ type Manager struct {
 	mu     sync.Mutex
 	convs  map[string]*conv // nil after Close
 	serial int
+	pool   *pool
 }
 
 // conv is one conversation's state: its store, made on first apply,
@@ -67,7 +74,7 @@ func New(opts Options) (*Manager, error) {
 			}
 		}
 	}
-	return &Manager{opts: opts, convs: map[string]*conv{}}, nil
+	return &Manager{opts: opts, convs: map[string]*conv{}, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount)}, nil
 }
 
 // storePrefix starts the name of every store's directory.
@@ -101,7 +108,7 @@ func (m *Manager) Begin(conversation string, roots []string, label string) (*Tx,
 	if err != nil {
 		return nil, err
 	}
-	l, err := layer.New(layer.Options{Roots: roots, Dir: m.opts.Dir, UserXattr: m.opts.UserXattr})
+	l, err := m.pool.layer(roots)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
@@ -198,12 +205,15 @@ func (c *conv) remove() error {
 	return err
 }
 
-// Close removes every store; later calls fail with ErrClosed.
+// Close removes every store, the layers made ahead of time and those
+// of committed commands that were still to be removed; later calls fail
+// with ErrClosed (a Commit or Abort after it removes its layer itself).
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	convs := m.convs
 	m.convs = nil
 	m.mu.Unlock()
+	m.pool.close()
 	var errs []error
 	for _, c := range convs {
 		errs = append(errs, c.remove())
@@ -253,7 +263,8 @@ type Report struct {
 // the layer. Without gone it applies nothing (see the package doc). For
 // a job that had checkpoints, Applied includes what they applied. An
 // error means the change set could not be computed or applied at all;
-// the layer is removed in every case.
+// the layer is removed in every case, in the background (see the
+// package doc, "Cost").
 func (t *Tx) Commit(gone bool) (*Report, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -261,7 +272,7 @@ func (t *Tx) Commit(gone bool) (*Report, error) {
 		return &Report{}, nil
 	}
 	t.done = true
-	defer func() { _ = t.l.Remove() }()
+	defer t.m.pool.remove(t.l)
 	if !gone {
 		return &Report{Applied: t.checkpoints, NotApplied: "processes of the command were still running over its layer"}, nil
 	}
@@ -272,8 +283,8 @@ func (t *Tx) Commit(gone bool) (*Report, error) {
 	return rep, err
 }
 
-// Abort removes the layer without applying anything (the command never
-// started).
+// Abort removes the layer (in the background) without applying
+// anything (the command never started).
 func (t *Tx) Abort() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -281,7 +292,8 @@ func (t *Tx) Abort() error {
 		return nil
 	}
 	t.done = true
-	return t.l.Remove()
+	t.m.pool.remove(t.l)
+	return nil
 }
 
 // apply diffs the layer, checks the change set and applies what policy

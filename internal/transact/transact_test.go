@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/layer"
@@ -102,7 +104,8 @@ func kinds(ws string, cs []layer.Change) string {
 }
 
 // A command's edits, git add and git commit reach the workspace when it
-// is committed, and not before; its layer is gone afterwards.
+// is committed, and not before; its layer is gone once the manager is
+// closed.
 func TestCommitAppliesEditsAndCommits(t *testing.T) {
 	f := newFixture(t)
 	rep := f.run(t, `echo world >> README && echo new > b.txt && git add -A && git commit -qm second`)
@@ -118,6 +121,11 @@ func TestCommitAppliesEditsAndCommits(t *testing.T) {
 	}
 	if f.read("README") != "hello\nworld\n" {
 		t.Fatalf("README: %q", f.read("README"))
+	}
+	// Used layers are removed in the background, and a spare one waits
+	// for the next command: Close removes both.
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(f.ws), "state"))
 	for _, e := range entries {
@@ -241,5 +249,38 @@ func TestRoots(t *testing.T) {
 	os.WriteFile(filepath.Join(stray, ".git"), []byte("gitdir: /etc\n"), 0o644)
 	if roots, _ := transact.Roots(stray); !slices.Equal(roots, []string{stray}) {
 		t.Fatalf("a stray .git file made %v writable", roots)
+	}
+}
+
+// The next command's layer is made while the last one is committed; a
+// layer made ahead of time is not used once its root's permissions
+// changed (the command would see the old ones, and the commit would
+// report them as its change).
+func TestSpareLayerFollowsTheRoot(t *testing.T) {
+	f := newFixture(t)
+	state := filepath.Join(filepath.Dir(f.ws), "state")
+	layers := func() int {
+		entries, _ := os.ReadDir(state)
+		n := 0
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "layer-") {
+				n++
+			}
+		}
+		return n
+	}
+	if rep := f.run(t, "true"); len(rep.Applied) > 0 {
+		t.Fatalf("true applied %v", rep.Applied)
+	}
+	// The used layer goes, a spare one stays.
+	testenv.Eventually(t, 30*time.Second, func() bool { return layers() == 1 }, "one spare layer")
+	for _, mode := range []os.FileMode{0o750, 0o755} {
+		if err := os.Chmod(f.ws, mode); err != nil {
+			t.Fatal(err)
+		}
+		rep := f.run(t, `test "$(stat -c %a .)" = `+strconv.FormatUint(uint64(mode), 8))
+		if len(rep.Applied) > 0 {
+			t.Fatalf("mode %o: applied %s", mode, kinds(f.ws, rep.Applied))
+		}
 	}
 }

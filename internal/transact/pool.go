@@ -1,0 +1,200 @@
+//go:build linux
+
+package transact
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/bashvisor/bashvisor/internal/layer"
+)
+
+// Bounds of the pool of layers made ahead of time (see the package
+// doc, "Cost").
+const (
+	// spareKeys bounds the sets of roots the pool keeps a spare layer
+	// for (the least recently used set is dropped first).
+	spareKeys = 16
+	// maxQueued bounds the background work waiting (removals and
+	// refills); past it a removal is done on the caller's path and a
+	// refill is skipped.
+	maxQueued = 64
+)
+
+// pool makes the commands' layers ahead of time and removes used ones
+// in the background, so that neither is on a command's path: Begin
+// takes the spare layer made for the same roots (one per set of
+// roots, refilled after each take) and a committed layer is removed
+// after its report is returned. One goroutine does the work, in order;
+// close waits for it, removing every queued and spare layer.
+type pool struct {
+	opts     layer.Options // Dir and UserXattr
+	premount bool          // Options.Premount
+	work     chan func()
+	done     chan struct{}
+	mu       sync.Mutex
+	spare    map[string]*layer.Layer // by key (see key)
+	keys     []string                // keys recently asked for, least recently used first
+	closed   bool
+}
+
+func newPool(dir string, userXattr, premount bool) *pool {
+	p := &pool{
+		opts:     layer.Options{Dir: dir, UserXattr: userXattr},
+		premount: premount,
+		work:     make(chan func(), maxQueued),
+		done:     make(chan struct{}),
+		spare:    map[string]*layer.Layer{},
+	}
+	go p.run()
+	return p
+}
+
+func (p *pool) run() {
+	defer close(p.done)
+	for f := range p.work {
+		f()
+	}
+}
+
+// queue runs f on the pool's goroutine; false when the queue is full
+// or the pool closed (f does not run).
+func (p *pool) queue(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	select {
+	case p.work <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// key identifies a set of roots: their absolute paths with symlinks
+// resolved, so that a spare is never used for other directories than
+// it was made for ("" when one cannot be resolved).
+func key(roots []string) string {
+	out := make([]string, 0, len(roots))
+	for _, r := range roots {
+		if !filepath.IsAbs(r) {
+			return ""
+		}
+		e, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			return ""
+		}
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), "\x00")
+}
+
+// layer returns a layer over roots: the spare one when it still fits
+// them, otherwise a new one; either way a new spare is made in the
+// background.
+func (p *pool) layer(roots []string) (*layer.Layer, error) {
+	k := key(roots)
+	if k != "" {
+		p.mu.Lock()
+		l := p.spare[k]
+		delete(p.spare, k)
+		p.mu.Unlock()
+		p.refill(k, roots)
+		if l != nil && !l.Stale() {
+			return l, nil
+		}
+		if l != nil {
+			p.remove(l)
+		}
+	}
+	opts := p.opts
+	opts.Roots = roots
+	return layer.New(opts)
+}
+
+// refill makes the spare layer of key in the background, unless one is
+// there or queued, and marks key most recently used, dropping the
+// spare of the least recently used key past spareKeys.
+func (p *pool) refill(k string, roots []string) {
+	p.mu.Lock()
+	p.keys = append(slices.DeleteFunc(p.keys, func(x string) bool { return x == k }), k)
+	var drop *layer.Layer
+	if len(p.keys) > spareKeys {
+		old := p.keys[0]
+		p.keys = p.keys[1:]
+		drop = p.spare[old]
+		delete(p.spare, old)
+	}
+	p.mu.Unlock()
+	if drop != nil {
+		p.remove(drop)
+	}
+	if p.has(k) {
+		return
+	}
+	roots = slices.Clone(roots)
+	p.queue(func() {
+		if p.has(k) {
+			return
+		}
+		opts := p.opts
+		opts.Roots = roots
+		l, err := layer.New(opts)
+		if err != nil {
+			return // Begin makes one on its path, and reports the error
+		}
+		if p.premount {
+			_ = l.Premount() // without, the sandbox makes the overlays
+		}
+		p.mu.Lock()
+		keep := !p.closed && p.spare[k] == nil && slices.Contains(p.keys, k)
+		if keep {
+			p.spare[k] = l
+		}
+		p.mu.Unlock()
+		if !keep {
+			_ = l.Remove()
+		}
+	})
+}
+
+// has reports whether key has a spare layer.
+func (p *pool) has(k string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spare[k] != nil
+}
+
+// remove removes l in the background (on the caller's path when the
+// queue is full or the pool closed).
+func (p *pool) remove(l *layer.Layer) {
+	if !p.queue(func() { _ = l.Remove() }) {
+		_ = l.Remove()
+	}
+}
+
+// close removes the spare layers and waits until the queued work is
+// done (queued removals included). Later removals are done on the
+// caller's path.
+func (p *pool) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return
+	}
+	p.closed = true
+	spare := p.spare
+	p.spare, p.keys = map[string]*layer.Layer{}, nil
+	close(p.work)
+	p.mu.Unlock()
+	<-p.done
+	for _, l := range spare {
+		_ = l.Remove()
+	}
+}
