@@ -274,3 +274,50 @@ func TestBackgroundJobChangesSeenByNextCommand(t *testing.T) {
 		t.Fatalf("last.js: %q", b)
 	}
 }
+
+// A REPL in the workspace (python3 reading its program from bash_write,
+// approved, workspace-write): it reads the workspace's files, and what
+// it writes reaches the workspace — at the conversation's next command
+// while it runs (a checkpoint; with cgroups), and when it ends — and is
+// reported with the job. Without cgroups (the unprivileged CI pass) only
+// the end applies.
+func TestREPLInWorkspace(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "python3")
+	live := haveCgroups(t)
+	e := newEngine(t)
+	dir := repo(t)
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tc := workspaceWrite(dir)
+	approved := tc // a REPL fed later needs approval
+	approved.Approved = true
+	r := e.Run(context.Background(), approved, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe, Command: "python3 -i -q"})
+	if r.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("print('read', open('in.txt').read().strip()); open('repl.txt', 'w').write('from repl\\n')\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e, tc, r.JobID, "read data")
+	if live {
+		next := e.Run(context.Background(), tc, engine.Input{Command: "cat repl.txt"})
+		if next.Status != engine.StatusOK || next.Output != "from repl\n" {
+			t.Fatalf("the next command while the REPL runs: %s %q", next.Status, next.Output)
+		}
+	}
+	if err := e.Write(context.Background(), tc, r.JobID, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	j := jobEnded(t, e, tc, r.JobID)
+	if j.Status != engine.JobCompleted {
+		t.Fatalf("%+v", j)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "repl.txt")); string(b) != "from repl\n" {
+		t.Fatalf("the workspace has %q", b)
+	}
+	if !strings.Contains(j.ChangeReport, "A repl.txt") {
+		t.Fatalf("report %q", j.ChangeReport)
+	}
+}
