@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/testenv"
@@ -139,5 +142,71 @@ func TestUndoThroughFront(t *testing.T) {
 	}
 	if got := read(sides[0], "a.txt"); got != "mine\n" {
 		t.Fatalf("a refused undo changed a.txt: %q", got)
+	}
+}
+
+// TestUndoTwoFronts: the front that undoes need not be the one that ran
+// the command: front B, which never saw the conversation, finds the
+// executor that holds it and undoes there what front A's command
+// changed.
+func TestUndoTwoFronts(t *testing.T) {
+	needWorkspaceWrite(t)
+	if inFreshProcess(t) {
+		return
+	}
+	mark := t.Name()
+	ex := startExecutor(t, execSpec{name: "exec-1", mark: mark})
+	t.Cleanup(func() { ex.stop(); waitNoLeftovers(t, mark) })
+	env := []string{"BV_EXECUTORS=" + ex.addr, "BV_WAIT=1", "BV_KEEP=1"}
+	a, b := startFront(t, "A", env...), startFront(t, "B", env...)
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	const conv = "undo-two"
+	r := a.do(frontRequest{Op: "run", Conv: conv, Dir: dir, Command: "echo a > a.txt", Profile: engine.WorkspaceWrite}).Result
+	if r.Status != engine.StatusOK || !strings.HasSuffix(r.Output, "[changed 1 file: A a.txt]") {
+		t.Fatalf("through A: %s %q", r.Status, r.Output)
+	}
+	u := b.do(frontRequest{Op: "undo", Conv: conv, Dir: dir, N: 1})
+	if u.Err != "" || u.Text != "[undid the last command: changed 1 file: D a.txt]" || u.Undo.Steps != 1 ||
+		!reflect.DeepEqual(u.Undo.Changes, []engine.Change{{Path: "a.txt", Kind: "D", Size: 2}}) {
+		t.Fatalf("undo through B: %+v", u)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a.txt after the undo through B: %v", err)
+	}
+	if u := a.do(frontRequest{Op: "undo", Conv: conv, Dir: dir, N: 1}); !strings.HasPrefix(u.Err, "nothing to undo: 1 step asked for, 0 kept") {
+		t.Fatalf("undo again through A: %+v", u)
+	}
+}
+
+// TestUndoLostExecutor: the undo store of a conversation is on its
+// executor; once the front declared that executor lost (frozen by
+// SIGSTOP here), there is nothing to undo, and the error says why.
+func TestUndoLostExecutor(t *testing.T) {
+	needWorkspaceWrite(t)
+	if inFreshProcess(t) {
+		return
+	}
+	ex, c, dir := oneExecutor(t)
+	dir, _ = filepath.EvalSymlinks(dir)
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "lost", Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}}
+	if r := c.Run(context.Background(), tc, engine.Input{Command: "echo a > a.txt"}); r.Status != engine.StatusOK {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	ex.signal(syscall.SIGSTOP)
+	var err error
+	// Until the front declared it lost, an undo waits for it and answers
+	// that it is lost; then the conversation runs nowhere.
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, err = c.Undo(context.Background(), tc, 1)
+		return errors.Is(err, engine.ErrNothingToUndo)
+	}, "undo on a frozen executor: %v", testenv.Last(&err))
+	if !errors.Is(err, cluster.ErrExecutorLost) || !strings.Contains(err.Error(), "executor exec-1 kept them and stopped answering") {
+		t.Errorf("undo after the loss: %v", err)
+	}
+	ex.signal(syscall.SIGCONT)
+	select {
+	case <-ex.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the frozen executor did not fence and exit after SIGCONT\n%s", ex.stderr)
 	}
 }
