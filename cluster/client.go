@@ -116,7 +116,10 @@ type convState struct {
 // it should it answer again.
 const fenceWindow = 2 * time.Minute
 
-var _ engine.Runner = (*Client)(nil)
+var (
+	_ engine.Runner = (*Client)(nil)
+	_ engine.Undoer = (*Client)(nil)
+)
 
 // NewClient starts a front. Call [Client.WaitExecutors] before serving
 // when calls must not fail with ErrNoExecutor right after start.

@@ -556,7 +556,7 @@ func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 		default:
 			err = a.answer(x, tc, m, reply)
 		}
-		reply.ErrKind, reply.Err = encodeErr(err)
+		encodeReplyErr(reply, err)
 		root.Send(sender, reply)
 	}()
 }
@@ -602,6 +602,11 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 			return fmt.Errorf("%w: no full output %q in this conversation", fs.ErrNotExist, m.OutputId)
 		}
 		reply.Data, reply.End, reply.Size, err = truncate.ReadSpool(path, m.Offset, m.Limit)
+	case "undo":
+		var u engine.UndoResult
+		if u, err = x.eng.Undo(x.runCtx, tc, int(m.Steps)); err == nil {
+			encodeUndo(reply, u)
+		}
 	case "end":
 		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)

@@ -29,22 +29,25 @@ import (
 
 // frontRequest is one line to a serving front.
 type frontRequest struct {
-	Op      string      `json:"op"` // run, jobs, output, kill, end, wait (for N executors)
-	Conv    string      `json:"conv"`
-	Dir     string      `json:"dir,omitempty"`
-	Command string      `json:"command,omitempty"`
-	Mode    engine.Mode `json:"mode,omitempty"`
-	Job     string      `json:"job,omitempty"`
-	N       int         `json:"n,omitempty"`
+	Op      string         `json:"op"` // run, jobs, output, kill, end, wait (for N executors), undo (N steps)
+	Conv    string         `json:"conv"`
+	Dir     string         `json:"dir,omitempty"`
+	Command string         `json:"command,omitempty"`
+	Mode    engine.Mode    `json:"mode,omitempty"`
+	Profile engine.Profile `json:"profile,omitempty"` // run: the sandbox profile
+	Job     string         `json:"job,omitempty"`
+	N       int            `json:"n,omitempty"`
 }
 
 // frontReply is a serving front's answer line.
 type frontReply struct {
-	Result engine.Result    `json:"result"`
-	Jobs   []engine.JobInfo `json:"jobs"`
-	Output engine.JobOutput `json:"output"`
-	Job    engine.JobInfo   `json:"job"`
-	Err    string           `json:"err"`
+	Result engine.Result     `json:"result"`
+	Jobs   []engine.JobInfo  `json:"jobs"`
+	Output engine.JobOutput  `json:"output"`
+	Job    engine.JobInfo    `json:"job"`
+	Undo   engine.UndoResult `json:"undo"`
+	Text   string            `json:"text"` // undo: its text
+	Err    string            `json:"err"`
 }
 
 // frontServe is the test binary as a serving front (BV_FRONT=serve):
@@ -109,7 +112,7 @@ loop:
 }
 
 func serveOne(c *cluster.Client, req frontRequest) frontReply {
-	tc := engine.ToolContext{WorkingDir: req.Dir, ConversationID: req.Conv}
+	tc := engine.ToolContext{WorkingDir: req.Dir, ConversationID: req.Conv, Sandbox: engine.Sandbox{Profile: req.Profile}}
 	var rep frontReply
 	var err error
 	switch req.Op {
@@ -124,6 +127,9 @@ func serveOne(c *cluster.Client, req frontRequest) frontReply {
 		rep.Job, err = c.Kill(context.Background(), tc, req.Job)
 	case "end":
 		err = c.EndConversation(context.Background(), req.Conv)
+	case "undo":
+		rep.Undo, err = c.Undo(context.Background(), tc, req.N)
+		rep.Text = rep.Undo.Text()
 	case "wait":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = c.WaitExecutors(ctx, req.N)

@@ -159,7 +159,7 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 		case e := <-ev:
 			switch m := e.(type) {
 			case *clusterpb.QueryReply:
-				return m, decodeErr(m.ErrKind, m.Err)
+				return m, decodeReplyErr(m)
 			case *clusterpb.Refused:
 				if m.Kind == "shutdown" {
 					return nil, fmt.Errorf("%w: executor %s: %s", engine.ErrShutdown, st.name(), m.Reason)
@@ -314,4 +314,46 @@ func (c *Client) ReadFullOutput(tc engine.ToolContext, id string, offset, length
 		}
 		end = r.End
 	}
+}
+
+// Undo implements engine.Undoer: the executor that holds the
+// conversation undoes its last steps workspace-write commands there (its
+// engine keeps the conversation's undo store), and its answer and errors
+// reach the caller as the engine gave them (an *engine.UndoConflictError
+// with its paths). A conversation that runs on no executor has nothing
+// to undo: one that never ran a command, and one whose executor was lost
+// (its store went with it; with SharedDirs the conversation's next
+// executor starts a new one).
+func (c *Client) Undo(ctx context.Context, tc engine.ToolContext, steps int) (engine.UndoResult, error) {
+	if steps < 1 {
+		return engine.UndoResult{}, fmt.Errorf("%w: steps must be at least 1", engine.ErrBadInput)
+	}
+	_, r, err := c.convQuery(ctx, tc.ConversationID, "", &clusterpb.Query{Op: "undo", Tc: encodeTC(tc, ""), Steps: int64(steps)})
+	switch {
+	case errors.Is(err, errNotPlaced):
+		what := "1 step"
+		if steps > 1 {
+			what = strconv.Itoa(steps) + " steps"
+		}
+		if lost := c.lostExecutor(tc.ConversationID); lost != "" {
+			return engine.UndoResult{}, fmt.Errorf("%w: %s asked for, 0 kept (executor %s kept them and stopped answering: %w)",
+				engine.ErrNothingToUndo, what, lost, ErrExecutorLost)
+		}
+		return engine.UndoResult{}, fmt.Errorf("%w: %s asked for, 0 kept", engine.ErrNothingToUndo, what)
+	case err != nil:
+		return engine.UndoResult{}, err
+	}
+	return decodeUndo(r), nil
+}
+
+// lostExecutor names the lost executor this front last found conv on
+// ("" when none).
+func (c *Client) lostExecutor(conv string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.placed[conv]
+	if st := c.execs[a.execID]; ok && st != nil && st.isLost() {
+		return st.name()
+	}
+	return ""
 }

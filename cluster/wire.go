@@ -34,6 +34,8 @@ var errKinds = []struct {
 	{"job_ended", engine.ErrJobEnded},
 	{"stdin_closed", engine.ErrStdinClosed},
 	{"stdin_busy", engine.ErrStdinBusy},
+	{"nothing_to_undo", engine.ErrNothingToUndo},
+	{"undo_conflict", engine.ErrUndoConflict},
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
 	{"not_exist", fs.ErrNotExist},
@@ -76,6 +78,45 @@ func decodeErr(kind, text string) error {
 		}
 	}
 	return e
+}
+
+// encodeReplyErr sets a query reply's error: its kinds and text, and
+// the paths of an *engine.UndoConflictError.
+func encodeReplyErr(r *clusterpb.QueryReply, err error) {
+	r.ErrKind, r.Err = encodeErr(err)
+	var c *engine.UndoConflictError
+	if errors.As(err, &c) {
+		r.ConflictPaths = c.Paths
+	}
+}
+
+// decodeReplyErr is a query reply's error on the front: a remoteError
+// whose undo refusal is an *engine.UndoConflictError with the executor's
+// paths (errors.As finds it, errors.Is matches ErrUndoConflict).
+func decodeReplyErr(r *clusterpb.QueryReply) error {
+	err := decodeErr(r.ErrKind, r.Err)
+	if e, ok := err.(*remoteError); ok && r.ConflictPaths != nil {
+		for i, k := range e.kinds {
+			if k == engine.ErrUndoConflict {
+				e.kinds[i] = &engine.UndoConflictError{Paths: r.ConflictPaths}
+			}
+		}
+	}
+	return err
+}
+
+// encodeUndo puts an undo's result into a query reply.
+func encodeUndo(r *clusterpb.QueryReply, u engine.UndoResult) {
+	r.Steps, r.Changes, r.ChangesOmitted, r.Text = int64(u.Steps), encodeChanges(u.Changes), int64(u.ChangesOmitted), u.Report
+}
+
+// decodeUndo is encodeUndo's reverse; Changes is never nil, as Undo's.
+func decodeUndo(r *clusterpb.QueryReply) engine.UndoResult {
+	u := engine.UndoResult{Steps: int(r.Steps), Changes: decodeChanges(r.Changes), ChangesOmitted: int(r.ChangesOmitted), Report: r.Text}
+	if u.Changes == nil {
+		u.Changes = []engine.Change{}
+	}
+	return u
 }
 
 func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {

@@ -3,11 +3,15 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 )
@@ -79,5 +83,78 @@ func TestChangeReportCrossesTheWire(t *testing.T) {
 		ChangeReport: "[changed 2 files: M a.go, A b.txt]"}
 	if got := decodeJob(encodeJob(j)); !reflect.DeepEqual(got, j) {
 		t.Errorf("job:\n got %+v\nwant %+v", got, j)
+	}
+}
+
+// TestUndoCrossesTheWire: an undo's result (its text included) and its
+// errors, through a marshalled reply, reach the front as the executor's
+// engine made them: ErrNothingToUndo and ErrBadInput as sentinels, a
+// conflict as an *engine.UndoConflictError with its paths that matches
+// ErrUndoConflict, each with the engine's words.
+func TestUndoCrossesTheWire(t *testing.T) {
+	roundTrip := func(r *clusterpb.QueryReply) *clusterpb.QueryReply {
+		t.Helper()
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &clusterpb.QueryReply{}
+		if err := proto.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	u := engine.UndoResult{Steps: 2, Changes: []engine.Change{{Path: "a.txt", Kind: "M", Size: 5}, {Path: "b.txt", Kind: "D", Size: 2}},
+		ChangesOmitted: 3, Report: "[undid the last 2 commands: changed 2 files: M a.txt, D b.txt]"}
+	r := &clusterpb.QueryReply{}
+	encodeUndo(r, u)
+	if got := decodeUndo(roundTrip(r)); !reflect.DeepEqual(got, u) || got.Text() != u.Report {
+		t.Errorf("undo:\n got %+v\nwant %+v", got, u)
+	}
+	r = &clusterpb.QueryReply{}
+	encodeUndo(r, engine.UndoResult{Steps: 1, Changes: []engine.Change{}, Report: "[undid the last command: nothing to put back]"})
+	if got := decodeUndo(roundTrip(r)); got.Changes == nil || len(got.Changes) != 0 || got.Text() != "[undid the last command: nothing to put back]" {
+		t.Errorf("no changes: %#v", got)
+	}
+
+	// Errors from a real engine's Undo, and the conflict as it makes it.
+	e, err := engine.New(engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "c"}
+	_, nothing := e.Undo(context.Background(), tc, 1)
+	_, bad := e.Undo(context.Background(), tc, 0)
+	conflict := &engine.UndoConflictError{Paths: []string{"/w/a.txt", "/w/b.txt"}}
+	for _, c := range []struct {
+		err, is error
+	}{
+		{nothing, engine.ErrNothingToUndo},
+		{bad, engine.ErrBadInput},
+		{conflict, engine.ErrUndoConflict},
+		{fmt.Errorf("wrapped: %w", conflict), engine.ErrUndoConflict},
+	} {
+		if !errors.Is(c.err, c.is) {
+			t.Fatalf("the engine's %v is not %v", c.err, c.is)
+		}
+		r := &clusterpb.QueryReply{}
+		encodeReplyErr(r, c.err)
+		got := decodeReplyErr(roundTrip(r))
+		if !errors.Is(got, c.is) || got.Error() != c.err.Error() {
+			t.Errorf("%v: front %v (is %v: %v)", c.err, got, c.is, errors.Is(got, c.is))
+		}
+		var want, front *engine.UndoConflictError
+		if errors.As(c.err, &want) != errors.As(got, &front) || want != nil && !reflect.DeepEqual(front.Paths, want.Paths) {
+			t.Errorf("%v: UndoConflictError: front %#v, executor %#v", c.err, front, want)
+		}
+		for _, other := range []error{engine.ErrNothingToUndo, engine.ErrUndoConflict, engine.ErrBadInput} {
+			if other != c.is && errors.Is(got, other) {
+				t.Errorf("%v: the front's error also matches %v", c.err, other)
+			}
+		}
+	}
+	if got := decodeReplyErr(roundTrip(&clusterpb.QueryReply{})); got != nil {
+		t.Errorf("no error: %v", got)
 	}
 }

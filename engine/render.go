@@ -305,8 +305,8 @@ func undoText(steps int, cs []layer.Change, cwd string) string {
 	return "[undid " + what + ": " + strings.TrimPrefix(line, "[")
 }
 
-// Text is what the model reads of an undo.
-func (r UndoResult) Text() string { return r.text }
+// Text is what the model reads of an undo (Report).
+func (r UndoResult) Text() string { return r.Report }
 
 // Error words an undo refusal: the paths (relative to nothing: they are
 // absolute), at most five, and what to do.

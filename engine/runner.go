@@ -40,8 +40,9 @@ type Runner interface {
 var _ Runner = (*Engine)(nil)
 
 // Undoer is a Runner that can take back what the last workspace-write
-// commands of a conversation changed (Engine; a fleet's cluster.Client
-// does not forward it). mcpserver offers the bash_undo tool for one.
+// commands of a conversation changed (Engine; a fleet's cluster.Client,
+// which forwards it to the executor that holds the conversation).
+// mcpserver offers the bash_undo tool for one.
 type Undoer interface {
 	// Undo restores the workspace to before the last steps commands of
 	// tc's conversation that changed it.

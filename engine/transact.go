@@ -211,8 +211,11 @@ type UndoResult struct {
 	// (an undone addition is "D", an undone deletion "A").
 	Changes        []Change `json:"changes"`
 	ChangesOmitted int      `json:"changes_omitted,omitempty"`
-
-	text string
+	// Report is the text the model reads of the undo, which Text
+	// returns ("[undid the last command: changed 2 files: D a.txt, M
+	// b.txt]"): Undo sets it, a Runner that forwards Undo to another
+	// machine (cluster.Client) carries it over unchanged.
+	Report string `json:"-"`
 }
 
 // UndoConflictError is Undo's refusal: the paths (absolute, sorted)
@@ -254,7 +257,7 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	if r.Changes, r.ChangesOmitted = changes(cs, tc.WorkingDir); r.Changes == nil {
 		r.Changes = []Change{}
 	}
-	r.text = undoText(steps, cs, tc.WorkingDir)
+	r.Report = undoText(steps, cs, tc.WorkingDir)
 	return r, nil
 }
 
