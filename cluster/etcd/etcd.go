@@ -12,7 +12,7 @@ import (
 	"time"
 
 	pacluster "github.com/asynkron/protoactor-go/cluster"
-	paetcd "github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	paetcd "github.com/bashvisor/bashvisor/cluster/etcd/internal/provider"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
