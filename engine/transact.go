@@ -106,6 +106,9 @@ func (j *jobTx) result() (*transact.Report, error, bool) {
 // track remembers a background job's transaction (for checkpoints and
 // its report in JobInfo) until its conversation ends.
 func (e *Engine) track(conversation, id string, j *jobTx) {
+	if e.sup.Cgroups() { // without, a job cannot be frozen: nothing joins its layer
+		j.tx.Background(e.freezer(conversation, id))
+	}
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
 	if e.txJobs == nil {
@@ -117,6 +120,20 @@ func (e *Engine) track(conversation, id string, j *jobTx) {
 		e.txJobs[conversation] = m
 	}
 	m[id] = j
+}
+
+// freezer returns a function that runs its argument with the running
+// background job id frozen (jobs.LiveUsage.Frozen), false when it
+// cannot: for the checkpoints of a layer the job shares.
+func (e *Engine) freezer(conversation, id string) func(func()) bool {
+	return func(f func()) bool {
+		for _, st := range e.sup.Jobs(conversation) {
+			if st.ID == id && st.Running() {
+				return st.Live.Frozen(f)
+			}
+		}
+		return false
+	}
 }
 
 // jobTxOf returns a background job's transaction (nil: none).

@@ -163,7 +163,7 @@ func (l *Layer) Share() (Spec, error) {
 		return Spec{}, err
 	}
 	s := l.Spec()
-	s.pre = &handoff{fds: clones}
+	s.pre, s.own = &handoff{fds: clones}, true
 	return s, nil
 }
 
@@ -196,6 +196,19 @@ func cloneMounts(fds []int) ([]int, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// Close closes the overlays made ahead of time for s that no [Spec.Open]
+// took ([Layer.Share]'s clones): call it when the command that was to
+// mount them never started. It does nothing to a Spec without them, nor
+// to the overlays of [Layer.Premount] (Layer.Remove closes those).
+func (s Spec) Close() {
+	if s.pre == nil || !s.own {
+		return
+	}
+	for _, fd := range s.pre.take() {
+		_ = unix.Close(fd)
+	}
 }
 
 // closePremount closes premade overlays that no Open took, and those
