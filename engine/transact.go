@@ -251,7 +251,10 @@ func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
 // not count), newest first. It refuses with an *UndoConflictError,
 // changing nothing, when something changed those paths since, and with
 // ErrNothingToUndo when fewer steps are kept (the store keeps the last
-// ones within its bounds, and is removed with the conversation).
+// ones within its bounds, and is removed with the conversation). It
+// refuses too, matching ErrUndoConflict, to undo changes applied from
+// the layer of a background job that still runs (its checkpoints, and
+// the commands that joined its layer: see transact.ErrUndoLive).
 func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
 	if steps < 1 {
 		return UndoResult{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
@@ -265,6 +268,9 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	kept := len(e.tx.Steps(tc.ConversationID))
 	cs, err := e.tx.Undo(tc.ConversationID, steps)
 	if err != nil {
+		if errors.Is(err, transact.ErrUndoLive) {
+			return UndoResult{}, fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
+		}
 		if errors.Is(err, layer.ErrNothingToUndo) {
 			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
 		}

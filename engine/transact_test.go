@@ -428,3 +428,52 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 		})
 	}
 }
+
+// A command that joined a running job's layer reports what it changed
+// (the job's report does not list it again), and its changes cannot be
+// undone while the job runs (the job would go on seeing them, and they
+// would be applied again): Undo refuses, and works once the job ended.
+func TestUndoJoinedCommandAfterJob(t *testing.T) {
+	needNamespaces(t)
+	cgroupBase(t)
+	if os.Geteuid() != 0 {
+		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays)")
+	}
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
+		Command: `echo started; read _; cat a.txt; echo job > job.txt`})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", job.Status, job.Output)
+	}
+	waitFor(t, e, tc, job.JobID, "started")
+	r := e.Run(context.Background(), tc, engine.Input{Command: `echo x > a.txt`})
+	if r.Status != engine.StatusOK || !strings.HasSuffix(r.Output, "[changed 1 file: A a.txt]") {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if _, err := e.Undo(context.Background(), tc, 1); !errors.Is(err, engine.ErrUndoConflict) || !strings.Contains(err.Error(), "background job") {
+		t.Fatalf("undo while the job runs: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "x\n" {
+		t.Fatalf("a refused undo changed a.txt: %q", b)
+	}
+	if err := e.Write(context.Background(), tc, job.JobID, []byte("\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	j := jobEnded(t, e, tc, job.JobID)
+	out, err := e.JobOutput(tc, job.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != engine.JobCompleted || !strings.Contains(out.Data, "started\nx\n") || len(j.Changes) != 1 || j.Changes[0].Path != "job.txt" {
+		t.Fatalf("job: %+v\n%s", j, out.Data)
+	}
+	u, err := e.Undo(context.Background(), tc, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(filepath.Join(dir, "a.txt")) || fileExists(filepath.Join(dir, "job.txt")) {
+		t.Fatalf("after undo: %q", u.Text())
+	}
+}

@@ -4,6 +4,7 @@ package transact
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -203,6 +204,7 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 	t.c.shares = slices.DeleteFunc(t.c.shares, func(o *share) bool { return o == sh })
 	t.c.mu.Unlock()
 	defer t.m.pool.remove(sh.l)
+	defer sh.forget(t.c)
 	if abort && !sh.joined {
 		return &Report{}, nil
 	}
@@ -267,5 +269,19 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
+	if live && res.Step != 0 {
+		if c.live == nil {
+			c.live = map[int]*share{}
+		}
+		c.live[res.Step] = sh
+	}
 	return rep, nil
+}
+
+// forget lets Undo take back the steps applied from sh (its last
+// member ended).
+func (sh *share) forget(c *conv) {
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	maps.DeleteFunc(c.live, func(_ int, o *share) bool { return o == sh })
 }

@@ -55,6 +55,9 @@ type conv struct {
 
 	mu     sync.Mutex
 	shares []*share // layers of running background jobs, which later commands join
+	// live are the undo steps applied from layers still in use (by
+	// checkpoints), guarded by apply.
+	live map[int]*share
 }
 
 // New makes a Manager, removing what an earlier engine left in
@@ -161,8 +164,20 @@ func (m *Manager) Undo(conversation string, steps int) ([]layer.Change, error) {
 	if c.store == nil {
 		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
 	}
+	kept := c.store.Steps()
+	for _, s := range kept[max(0, len(kept)-steps):] {
+		if c.live[s.N] != nil {
+			return nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
+		}
+	}
 	return c.store.Undo(steps)
 }
+
+// ErrUndoLive is Undo's refusal to take back a step applied from the
+// layer of a background job that still runs (a checkpoint, or a command
+// that joined the layer): the job, and the commands that join its
+// layer, would go on seeing the changes, and apply them again.
+var ErrUndoLive = errors.New("transact: the changes to undo are still in the layer of a background job that runs: end the job first")
 
 // Steps lists the steps conversation can undo, oldest first.
 func (m *Manager) Steps(conversation string) []layer.StepInfo {
