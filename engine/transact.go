@@ -21,7 +21,11 @@ import (
 // engine applies what policy allows to the workspace, reports the
 // changes (Result.Changes, and a line of the text) and the refusals
 // (Result.Refused), and keeps what it replaced for Undo. A background
-// job's layer is applied at checkpoints while it runs and when it ends.
+// job's layer is applied at checkpoints while it runs and when it ends;
+// while it runs, the conversation's later workspace-write commands join
+// its layer where package transact can share it (a root engine that
+// mounts layers itself, with cgroups: see transact's "Shared layers"),
+// and report what the checkpoint taken at their end applied.
 
 // Change is one path a workspace-write command changed in the
 // workspace.
