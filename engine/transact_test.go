@@ -143,7 +143,7 @@ func testJoinedAttack(t *testing.T, a attack) {
 	tc := workspaceWrite(dir)
 	tc.Approved = true
 	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
-		Command: "echo started; read _; test -e " + a.planted + " && echo sees the planted file"})
+		Command: "echo started; read _; if test -e " + a.planted + "; then echo sees the planted file; fi"})
 	if job.Status != engine.StatusStarted {
 		t.Fatalf("%s %q", job.Status, job.Output)
 	}
