@@ -138,8 +138,7 @@
 //     the file system costs little: commit 15.5–16.5 ms and undo 9–10
 //     ms, against 4.8–5.6 ms of exchanges: the transaction's own cost
 //     is about 10 µs per file (two lstat and an xattr list in Diff, two
-//     lstat and an xattr removal in apply, the policy and the report).
-//
+//     lstat and an xattr removal in apply, the policy and the report);
 //   - a workspace-write `true` in a conversation whose background job
 //     runs (BenchmarkJoinedCommand in package engine, medians of 200
 //     and 400 runs alternated with the same command in a conversation
