@@ -21,7 +21,11 @@ import (
 // engine applies what policy allows to the workspace, reports the
 // changes (Result.Changes, and a line of the text) and the refusals
 // (Result.Refused), and keeps what it replaced for Undo. A background
-// job's layer is applied at checkpoints while it runs and when it ends.
+// job's layer is applied at checkpoints while it runs and when it ends;
+// while it runs, the conversation's later workspace-write commands join
+// its layer where package transact can share it (a root engine that
+// mounts layers itself, with cgroups: see transact's "Shared layers"),
+// and report what the checkpoint taken at their end applied.
 
 // Change is one path a workspace-write command changed in the
 // workspace.
@@ -106,6 +110,9 @@ func (j *jobTx) result() (*transact.Report, error, bool) {
 // track remembers a background job's transaction (for checkpoints and
 // its report in JobInfo) until its conversation ends.
 func (e *Engine) track(conversation, id string, j *jobTx) {
+	if e.sup.Cgroups() { // without, a job cannot be frozen: nothing joins its layer
+		j.tx.Background(e.freezer(conversation, id))
+	}
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
 	if e.txJobs == nil {
@@ -117,6 +124,20 @@ func (e *Engine) track(conversation, id string, j *jobTx) {
 		e.txJobs[conversation] = m
 	}
 	m[id] = j
+}
+
+// freezer returns a function that runs its argument with the running
+// background job id frozen (jobs.LiveUsage.Frozen), false when it
+// cannot: for the checkpoints of a layer the job shares.
+func (e *Engine) freezer(conversation, id string) func(func()) bool {
+	return func(f func()) bool {
+		for _, st := range e.sup.Jobs(conversation) {
+			if st.ID == id && st.Running() {
+				return st.Live.Frozen(f)
+			}
+		}
+		return false
+	}
 }
 
 // jobTxOf returns a background job's transaction (nil: none).
@@ -234,7 +255,10 @@ func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
 // not count), newest first. It refuses with an *UndoConflictError,
 // changing nothing, when something changed those paths since, and with
 // ErrNothingToUndo when fewer steps are kept (the store keeps the last
-// ones within its bounds, and is removed with the conversation).
+// ones within its bounds, and is removed with the conversation). It
+// refuses too, matching ErrUndoConflict, to undo changes applied from
+// the layer of a background job that still runs (its checkpoints, and
+// the commands that joined its layer: see transact.ErrUndoLive).
 func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
 	if steps < 1 {
 		return UndoResult{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
@@ -248,6 +272,9 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	kept := len(e.tx.Steps(tc.ConversationID))
 	cs, err := e.tx.Undo(tc.ConversationID, steps)
 	if err != nil {
+		if errors.Is(err, transact.ErrUndoLive) {
+			return UndoResult{}, fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
+		}
 		if errors.Is(err, layer.ErrNothingToUndo) {
 			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
 		}

@@ -125,13 +125,62 @@ var (
 	}
 )
 
+// The same attacks by a foreground command that joined the layer of a
+// background job still running (as root; elsewhere, and without
+// cgroups, the command gets a layer of its own): refused when the
+// command ends (its checkpoint), and again when the job ends (the
+// refused files stay in the shared layer, which the job sees).
+func TestRuleCommondirAttackJoined(t *testing.T) { testJoinedAttack(t, commondirAttack) }
+func TestRuleNewConfigSubmoduleAttackJoined(t *testing.T) {
+	testJoinedAttack(t, submoduleAttack)
+}
+
+func testJoinedAttack(t *testing.T, a attack) {
+	needNamespaces(t)
+	shared := os.Geteuid() == 0 && haveCgroups(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	tc.Approved = true
+	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
+		Command: "echo started; read _; if test -e " + a.planted + "; then echo sees the planted file; fi"})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", job.Status, job.Output)
+	}
+	waitFor(t, e, tc, job.JobID, "started")
+	runGitAttack(t, e, tc, dir, a, false)
+	if err := e.Write(context.Background(), tc, job.JobID, []byte("\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	j := jobEnded(t, e, tc, job.JobID)
+	out, err := e.JobOutput(tc, job.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != engine.JobCompleted || strings.Contains(out.Data, "sees the planted file") != shared {
+		t.Fatalf("job (shared layer: %v): %+v\n%s", shared, j, out.Data)
+	}
+	if shared && (len(j.Refused) == 0 || !strings.Contains(out.Data, a.refusal)) {
+		t.Fatalf("the job's end did not refuse the planted file again: %+v\n%s", j, out.Data)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, a.planted)); err == nil {
+		t.Fatalf("%s reached the workspace", a.planted)
+	}
+}
+
 func testGitAttack(t *testing.T, a attack, background bool) {
 	needNamespaces(t)
 	e := newEngine(t)
 	dir := repo(t)
-	pwned := filepath.Join(t.TempDir(), "pwned")
 	tc := workspaceWrite(dir)
 	tc.Approved = true // the analysis asks before git config: the layer and the policy are tested here
+	runGitAttack(t, e, tc, dir, a, background)
+}
+
+// runGitAttack runs attack a in a foreground command or a background
+// job and checks it fails.
+func runGitAttack(t *testing.T, e *engine.Engine, tc engine.ToolContext, dir string, a attack, background bool) {
+	pwned := filepath.Join(t.TempDir(), "pwned")
 	script := strings.ReplaceAll(a.script, "PWNED", pwned)
 	var text string
 	if background {
@@ -319,5 +368,112 @@ func TestREPLInWorkspace(t *testing.T) {
 	}
 	if !strings.Contains(j.ChangeReport, "A repl.txt") {
 		t.Fatalf("report %q", j.ChangeReport)
+	}
+}
+
+// A background job sees, while it runs, the files the conversation's
+// later commands make: a loop that waits for a file another command
+// creates ends (after looking the file up before it existed), and one
+// that reads a file another command rewrites sees the new content. As
+// root the later commands join the job's layer (one overlay); each
+// command's report has what it changed.
+func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
+	needNamespaces(t)
+	cgroupBase(t) // a shared layer's checkpoints freeze the job's cgroup
+	if os.Geteuid() != 0 {
+		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays); elsewhere each command has its own")
+	}
+	for _, tt := range []struct {
+		name, before, job, change, want, line string
+	}{
+		{name: "created", job: `test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.05; done; echo "saw $(cat ready)"`,
+			change: `echo x > ready`, want: "saw x", line: "[changed 1 file: A ready]"},
+		{name: "rewritten", before: `echo v1 > f`,
+			job:    `last=; while :; do c=$(cat f); [ "$c" != "$last" ] && echo "waiting: $c"; last=$c; [ "$c" = v2 ] && exit 0; sleep 0.05; done`,
+			change: `echo v2 > f`, want: "waiting: v2", line: "[changed 1 file: M f]"},
+		{name: "replaced", before: `echo v1 > f`,
+			job:    `last=; while :; do c=$(cat f); [ "$c" != "$last" ] && echo "waiting: $c"; last=$c; [ "$c" = v2 ] && exit 0; sleep 0.05; done`,
+			change: `echo v2 > f.new && mv f.new f`, want: "waiting: v2", line: "[changed 1 file: M f]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t)
+			dir := repo(t)
+			tc := workspaceWrite(dir)
+			run := func(cmd string) engine.Result {
+				t.Helper()
+				r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
+				if r.Status != engine.StatusOK {
+					t.Fatalf("%s: %s %q", cmd, r.Status, r.Output)
+				}
+				return r
+			}
+			if tt.before != "" {
+				run(tt.before)
+			}
+			job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: tt.job})
+			if job.Status != engine.StatusStarted {
+				t.Fatalf("%s %q", job.Status, job.Output)
+			}
+			waitFor(t, e, tc, job.JobID, "waiting")
+			if r := run(tt.change); !strings.HasSuffix(r.Output, tt.line) || len(r.Changes) != 1 {
+				t.Fatalf("the command's report: %q %+v", r.Output, r.Changes)
+			}
+			waitFor(t, e, tc, job.JobID, tt.want)
+			if j := jobEnded(t, e, tc, job.JobID); j.Status != engine.JobCompleted {
+				t.Fatalf("%+v", j)
+			}
+			if r := run(`cat ready 2>/dev/null || cat f`); r.Output != "x\n" && r.Output != "v2\n" {
+				t.Fatalf("the workspace after the job: %q", r.Output)
+			}
+		})
+	}
+}
+
+// A command that joined a running job's layer reports what it changed
+// (the job's report does not list it again), and its changes cannot be
+// undone while the job runs (the job would go on seeing them, and they
+// would be applied again): Undo refuses, and works once the job ended.
+func TestUndoJoinedCommandAfterJob(t *testing.T) {
+	needNamespaces(t)
+	cgroupBase(t)
+	if os.Geteuid() != 0 {
+		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays)")
+	}
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
+		Command: `echo started; read _; cat a.txt; echo job > job.txt`})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", job.Status, job.Output)
+	}
+	waitFor(t, e, tc, job.JobID, "started")
+	r := e.Run(context.Background(), tc, engine.Input{Command: `echo x > a.txt`})
+	if r.Status != engine.StatusOK || !strings.HasSuffix(r.Output, "[changed 1 file: A a.txt]") {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if _, err := e.Undo(context.Background(), tc, 1); !errors.Is(err, engine.ErrUndoConflict) || !strings.Contains(err.Error(), "background job") {
+		t.Fatalf("undo while the job runs: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "x\n" {
+		t.Fatalf("a refused undo changed a.txt: %q", b)
+	}
+	if err := e.Write(context.Background(), tc, job.JobID, []byte("\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	j := jobEnded(t, e, tc, job.JobID)
+	out, err := e.JobOutput(tc, job.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != engine.JobCompleted || !strings.Contains(out.Data, "started\nx\n") || len(j.Changes) != 1 || j.Changes[0].Path != "job.txt" {
+		t.Fatalf("job: %+v\n%s", j, out.Data)
+	}
+	u, err := e.Undo(context.Background(), tc, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(filepath.Join(dir, "a.txt")) || fileExists(filepath.Join(dir, "job.txt")) {
+		t.Fatalf("after undo: %q", u.Text())
 	}
 }

@@ -50,6 +50,7 @@ type Layer struct {
 	roots     []root
 	userXattr bool
 	pre       *handoff // Premount's overlays, until Spec.Open takes them
+	shared    *handoff // Premount's overlays again, for Share, until Unshare
 }
 
 // root is one overlay: the real directory and its upper and work dirs,

@@ -129,15 +129,95 @@ func (l *Layer) Premount() error {
 	if err != nil {
 		return err
 	}
-	l.pre = &handoff{fds: m.fds}
+	clones, err := cloneMounts(m.fds)
+	if err != nil {
+		m.Close()
+		return err
+	}
+	l.pre, l.shared = &handoff{fds: clones}, &handoff{fds: m.fds}
 	return nil
 }
 
-// closePremount closes premade overlays that no Open took.
+// Share returns a Spec that mounts the overlays l's Spec mounts, not
+// new ones: its first [Spec.Open] (in this process) returns clones
+// (open_tree(2) with OPEN_TREE_CLONE) of the overlay mounts
+// [Layer.Premount] made, so that every namespace that attaches them
+// shares one overlayfs per root: one upper layer, and one cache of the
+// lower directories, so that what one command writes is what another
+// sees at once (lookups, inotify events), which two overlays of the
+// same directories do not give (overlayfs keeps what it looked up in
+// its lower layer). Each call makes new clones. It fails with
+// [ErrNotShared] when l was not premounted, or after [Layer.Unshare]
+// or [Layer.Remove]. Share is safe for concurrent use with Unshare.
+func (l *Layer) Share() (Spec, error) {
+	if l.shared == nil {
+		return Spec{}, ErrNotShared
+	}
+	l.shared.mu.Lock()
+	defer l.shared.mu.Unlock()
+	if l.shared.fds == nil {
+		return Spec{}, ErrNotShared
+	}
+	clones, err := cloneMounts(l.shared.fds)
+	if err != nil {
+		return Spec{}, err
+	}
+	s := l.Spec()
+	s.pre, s.own = &handoff{fds: clones}, true
+	return s, nil
+}
+
+// ErrNotShared is returned by [Layer.Share] for a layer whose overlays
+// this process does not hold.
+var ErrNotShared = errors.New("layer: the layer's overlays are not held (not premounted, or unshared)")
+
+// Unshare closes what Premount kept for [Layer.Share]: later Share
+// calls fail. The overlays stay mounted where they are attached; once
+// nothing has them attached, the overlays are gone. Call it when no
+// command is to join l any more (before the final [Layer.Diff], so that
+// no overlay of l outlives its last command); Remove calls it.
+func (l *Layer) Unshare() {
+	for _, fd := range l.shared.take() {
+		_ = unix.Close(fd)
+	}
+}
+
+// cloneMounts clones detached mounts (open_tree(2), OPEN_TREE_CLONE).
+func cloneMounts(fds []int) ([]int, error) {
+	out := make([]int, 0, len(fds))
+	for _, fd := range fds {
+		c, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		if err != nil {
+			for _, c := range out {
+				_ = unix.Close(c)
+			}
+			return nil, fmt.Errorf("layer: clone the overlay mount: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Close closes the overlays made ahead of time for s that no [Spec.Open]
+// took ([Layer.Share]'s clones): call it when the command that was to
+// mount them never started. It does nothing to a Spec without them, nor
+// to the overlays of [Layer.Premount] (Layer.Remove closes those).
+func (s Spec) Close() {
+	if s.pre == nil || !s.own {
+		return
+	}
+	for _, fd := range s.pre.take() {
+		_ = unix.Close(fd)
+	}
+}
+
+// closePremount closes premade overlays that no Open took, and those
+// kept for Share.
 func (l *Layer) closePremount() {
 	for _, fd := range l.pre.take() {
 		_ = unix.Close(fd)
 	}
+	l.Unshare()
 }
 
 // overlay makes one detached overlay mount.

@@ -18,6 +18,7 @@ type Spec struct {
 	// Layer.Premount); a copy of the Spec in another process (JSON) has
 	// none and makes its own.
 	pre *handoff
+	own bool // pre is this Spec's own (Layer.Share), for Close
 }
 
 // handoff passes premade mount descriptors to the one Open that takes

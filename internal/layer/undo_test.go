@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -432,7 +433,7 @@ func mountInThread(t *testing.T, premount bool) {
 
 // TestPremountStale: a layer made (and premounted) ahead of time is
 // stale once its root is another directory, or has other permissions;
-// removing it unused closes its premade overlays.
+// removing it unused closes its premade overlays (both descriptors).
 func TestPremountStale(t *testing.T) {
 	if layertest.Unprivileged() {
 		t.Skip("overlays are premade by a root engine only")
@@ -447,8 +448,8 @@ func TestPremountStale(t *testing.T) {
 	if err := l.Premount(); err != nil {
 		t.Fatal(err)
 	}
-	if fds() != before+1 {
-		t.Fatalf("premount holds %d descriptors, want 1", fds()-before)
+	if fds() != before+2 { // the overlay, and its clone for the command (Share keeps the first)
+		t.Fatalf("premount holds %d descriptors, want 2", fds()-before)
 	}
 	if l.Stale() {
 		t.Fatal("a fresh layer is stale")
@@ -486,4 +487,86 @@ func TestPremountStale(t *testing.T) {
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
 	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoOneStepAtATime|StepKeepsOnlyReplaced|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
+}
+
+// inThread runs cmd on a locked throwaway thread with a mount namespace
+// of its own in which spec is mounted (as the sandbox's direct start
+// does), and returns its error once it ends.
+func inThread(spec layer.Spec, cmd *exec.Cmd) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return err
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return err
+			}
+			if err := spec.Mount(); err != nil {
+				return err
+			}
+			return cmd.Run()
+		}()
+	}()
+	return errc
+}
+
+// TestShare: a command that mounts Share's Spec works on the same
+// overlay as one that mounted the layer's Spec and still runs: a file
+// the later command creates, at a path the first one looked up before,
+// is seen by the first at once (two overlays of the same directory
+// would not: overlayfs keeps what it looked up in its lower layer),
+// and both commands' writes are in the one upper layer.
+func TestShare(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("Premount needs root (an unprivileged command mounts in a child process of its own)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "0"})
+	l := w.layer(t)
+	if _, err := l.Share(); !errors.Is(err, layer.ErrNotShared) {
+		t.Fatalf("Share before Premount: %v", err)
+	}
+	if err := l.Premount(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	wait := execCommand(w, "test -f ready; echo b > b; while [ ! -f ready ]; do sleep 0.02; done; cat ready")
+	wait.Stdout = &out
+	waitc := inThread(l.Spec(), wait)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Lstat(filepath.Join(l.Spec().Overlays[0].Upper, "b"))
+		return err == nil
+	}, "the first command started")
+	spec, err := l.Share()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-inThread(spec, execCommand(w, "test -f b && echo x > ready && echo 1 > a")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waitc:
+		if err != nil || out.String() != "x\n" {
+			t.Fatalf("the first command: %v, %q", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first command never saw the file the second made")
+	}
+	l.Unshare()
+	if _, err := l.Share(); !errors.Is(err, layer.ErrNotShared) {
+		t.Errorf("Share after Unshare: %v", err)
+	}
+	s, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := w.kinds(s.Changes); got != "M a\nA b\nA ready" {
+		t.Errorf("changes:\n%s", got)
+	}
+	if w.read(t, "a") != "0" {
+		t.Error("a command wrote the real workspace")
+	}
 }

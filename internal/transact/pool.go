@@ -114,7 +114,14 @@ func (p *pool) layer(roots []string) (*layer.Layer, error) {
 	}
 	opts := p.opts
 	opts.Roots = roots
-	return layer.New(opts)
+	l, err := layer.New(opts)
+	if err == nil && p.premount {
+		// On the command's path, where the sandbox would make the
+		// overlays otherwise; held here, later commands can join them
+		// (Tx.Background).
+		_ = l.Premount()
+	}
+	return l, err
 }
 
 // refill makes the spare layer of key in the background, unless one is

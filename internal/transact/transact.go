@@ -52,6 +52,12 @@ type conv struct {
 	dir   string // the store's directory
 	apply sync.Mutex
 	store *layer.Store // nil until a command changed something
+
+	mu     sync.Mutex
+	shares []*share // layers of running background jobs, which later commands join
+	// live are the undo steps applied from layers still in use (by
+	// checkpoints), guarded by apply.
+	live map[int]*share
 }
 
 // New makes a Manager, removing what an earlier engine left in
@@ -108,11 +114,16 @@ func (m *Manager) Begin(conversation string, roots []string, label string) (*Tx,
 	if err != nil {
 		return nil, err
 	}
+	if t := m.join(c, roots, label); t != nil {
+		return t, nil
+	}
 	l, err := m.pool.layer(roots)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
-	return &Tx{m: m, c: c, l: l, label: label}, nil
+	t := &Tx{m: m, c: c, label: label, spec: l.Spec(), ending: make(chan struct{})}
+	t.sh = &share{l: l, key: key(roots), live: []*Tx{t}}
+	return t, nil
 }
 
 // store returns c's store, made on first use; c.apply is held.
@@ -153,8 +164,20 @@ func (m *Manager) Undo(conversation string, steps int) ([]layer.Change, error) {
 	if c.store == nil {
 		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
 	}
+	kept := c.store.Steps()
+	for _, s := range kept[max(0, len(kept)-steps):] {
+		if c.live[s.N] != nil {
+			return nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
+		}
+	}
 	return c.store.Undo(steps)
 }
+
+// ErrUndoLive is Undo's refusal to take back a step applied from the
+// layer of a background job that still runs (a checkpoint, or a command
+// that joined the layer): the job, and the commands that join its
+// layer, would go on seeing the changes, and apply them again.
+var ErrUndoLive = errors.New("transact: the changes to undo are still in the layer of a background job that runs: end the job first")
 
 // Steps lists the steps conversation can undo, oldest first.
 func (m *Manager) Steps(conversation string) []layer.StepInfo {
@@ -222,24 +245,37 @@ func (m *Manager) Close() error {
 }
 
 // Tx is one command's layer, from before it starts until what it
-// changed is applied.
+// changed is applied. Its layer may be shared with other commands of
+// the conversation (see the package doc, "Background jobs").
 type Tx struct {
 	m     *Manager
 	c     *conv
-	l     *layer.Layer
+	sh    *share
+	spec  layer.Spec
 	label string
-	mu    sync.Mutex // Commit and Checkpoint take turns
-	done  bool
-	// checkpoints are the changes applied by earlier checkpoints, for the
-	// job's final report.
+	// freeze freezes the command's processes (Tx.Background; nil: a
+	// foreground command). Guarded by sh.mu, as are the fields below.
+	freeze func(func()) bool
+	joined bool // the layer was a running job's (Begin joined it)
+	done   bool
+	// checkpoints are the changes applied by the command's checkpoints,
+	// for its final report.
 	checkpoints []layer.Change
+	// ending is closed when Commit or Abort begins, gone set before.
+	ending  chan struct{}
+	endOnce sync.Once
+	gone    bool
 }
 
 // Spec is what the sandbox mounts (sandbox.Options.Layer).
-func (t *Tx) Spec() layer.Spec { return t.l.Spec() }
+func (t *Tx) Spec() layer.Spec { return t.spec }
 
 // Roots are the layer's roots.
-func (t *Tx) Roots() []string { return t.l.Roots() }
+func (t *Tx) Roots() []string { return t.sh.l.Roots() }
+
+// Shared reports whether the command joined the layer of a running
+// background job instead of getting its own.
+func (t *Tx) Shared() bool { return t.joined }
 
 // Report is what a command's layer did to the workspace.
 type Report struct {
@@ -253,100 +289,53 @@ type Report struct {
 	// Step is the undo step that holds what Applied replaced (0: none).
 	Step int
 	// NotApplied says why nothing was applied ("" when it was): the
-	// command's processes were not known to be gone.
+	// command's processes were not known to be gone, or it shares its
+	// layer with a command that runs on and cannot be frozen.
 	NotApplied string
 }
 
-// Commit ends the transaction: when gone (every process of the command
-// is known to have ended), it computes the layer's change set, checks it
-// against policy, applies what is allowed (one undo step) and removes
-// the layer. Without gone it applies nothing (see the package doc). For
-// a job that had checkpoints, Applied includes what they applied. An
+// Commit ends the command's transaction: when gone (every process of
+// the command is known to have ended), it computes the layer's change
+// set, checks it against policy, applies what is allowed (one undo
+// step) and removes the layer. Without gone it applies nothing (see the
+// package doc). For a job that had checkpoints, Applied includes what
+// they applied. When the layer is shared and other commands still run
+// over it, Commit takes a checkpoint instead (see the package doc,
+// "Background jobs"), and the last command's Commit removes it. An
 // error means the change set could not be computed or applied at all;
 // the layer is removed in every case, in the background (see the
 // package doc, "Cost").
 func (t *Tx) Commit(gone bool) (*Report, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.done {
-		return &Report{}, nil
-	}
-	t.done = true
-	defer t.m.pool.remove(t.l)
-	if !gone {
-		return &Report{Applied: t.checkpoints, NotApplied: "processes of the command were still running over its layer"}, nil
-	}
-	rep, err := t.apply(false)
-	if rep != nil && len(t.checkpoints) > 0 {
-		rep.Applied = append(t.checkpoints, rep.Applied...)
-	}
-	return rep, err
+	return t.sh.end(t, gone, false)
 }
 
-// Abort removes the layer (in the background) without applying
-// anything (the command never started).
+// Abort ends the transaction of a command that never started, without
+// applying anything of its own. Its layer is removed (in the
+// background), unless other commands share it.
 func (t *Tx) Abort() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.done {
-		return nil
-	}
-	t.done = true
-	t.m.pool.remove(t.l)
-	return nil
-}
-
-// apply diffs the layer, checks the change set and applies what policy
-// allows, by copying when live (the job still runs over the layer).
-// The conversation's commands take turns: each change set is judged
-// against the workspace it is applied to.
-func (t *Tx) apply(live bool) (*Report, error) {
-	t.c.apply.Lock()
-	defer t.c.apply.Unlock()
-	s, err := t.l.Diff()
-	if err != nil {
-		return nil, fmt.Errorf("transact: %w", err)
-	}
-	defer s.Close()
-	rep := &Report{}
-	if len(s.Changes) == 0 {
-		return rep, nil
-	}
-	rep.Refused = gitpolicy.Check(s, t.l.Roots(), s.Changes)
-	st, err := t.m.store(t.c)
-	if err != nil {
-		return nil, err
-	}
-	var res *layer.Result
-	if live {
-		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
-	} else {
-		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("transact: %w", err)
-	}
-	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
-	return rep, nil
+	_, err := t.sh.end(t, true, true)
+	return err
 }
 
 // Checkpoint applies what a job that still runs over the layer changed
 // so far, by copying (see the package doc): its report's Applied are
 // every change applied so far, Refused what this checkpoint refused.
-// freeze must run its
-// argument with every process of the job frozen, and report false when
-// it cannot (the job has ended, or has no cgroup to freeze); then
-// Checkpoint does nothing and returns nil. The changes it applied are
-// in the report, and again in Commit's.
+// freeze must run its argument with every process of the job frozen,
+// and report false when it cannot (the job has ended, or has no cgroup
+// to freeze); then Checkpoint does nothing and returns nil. The other
+// commands sharing the layer are frozen too (see the package doc);
+// when one cannot be, Checkpoint does nothing either. The changes it
+// applied are in the report, and again in Commit's.
 func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	sh := t.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	if t.done {
 		return nil, nil
 	}
 	var rep *Report
 	var err error
-	if !freeze(func() { rep, err = t.apply(true) }) {
+	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() { rep, err = sh.apply(t, true) }) {
 		return nil, nil
 	}
 	if rep != nil {

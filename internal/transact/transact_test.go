@@ -284,3 +284,73 @@ func TestSpareLayerFollowsTheRoot(t *testing.T) {
 		}
 	}
 }
+
+// Which commands join a running background job's layer (see the package
+// doc, "Shared layers"): with the overlays held (Premount), a command
+// over the same roots while every command over the layer is a
+// background job; not one over other roots, not while a foreground
+// command is over it, not once the job ended, and never without
+// Premount. (No command runs here: the engine tests run real jobs over
+// shared layers; nothing needs freezing, so freeze just runs f.)
+func TestJoinRules(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("layers are premounted (and so joined) by a root engine only")
+	}
+	f := newFixture(t)
+	other := t.TempDir()
+	run := func(g func()) bool { g(); return true }
+	for _, premount := range []bool{false, true} {
+		m, err := transact.New(transact.Options{Dir: filepath.Join(t.TempDir(), "state"), Premount: premount})
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := func(dir string) *transact.Tx {
+			t.Helper()
+			tx, err := m.Begin("c", []string{dir}, "cmd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		}
+		job := begin(f.ws)
+		if fg := begin(f.ws); fg.Shared() {
+			t.Fatal("joined a command not marked as a background job")
+		} else if err := fg.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		job.Background(run)
+		fg := begin(f.ws)
+		if fg.Shared() != premount {
+			t.Fatalf("premount %v: joined %v", premount, fg.Shared())
+		}
+		if second := begin(f.ws); second.Shared() {
+			t.Fatal("joined while a foreground command runs over the layer")
+		} else {
+			_ = second.Abort()
+		}
+		if elsewhere := begin(other); elsewhere.Shared() {
+			t.Fatal("joined a layer over other roots")
+		} else {
+			_ = elsewhere.Abort()
+		}
+		if err := fg.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		if bg := begin(f.ws); bg.Shared() != premount {
+			t.Fatalf("premount %v: a second command joined %v", premount, bg.Shared())
+		} else {
+			_ = bg.Abort()
+		}
+		if rep, err := job.Commit(true); err != nil || len(rep.Applied) != 0 || rep.NotApplied != "" {
+			t.Fatalf("the job's commit: %+v %v", rep, err)
+		}
+		if after := begin(f.ws); after.Shared() {
+			t.Fatal("joined the layer of a job that ended")
+		} else {
+			_ = after.Abort()
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,287 @@
+//go:build linux
+
+package transact
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+)
+
+// share is a layer and the commands that run over it: one command, or
+// a background job and the commands of its conversation that joined it
+// (see the package doc, "Background jobs").
+type share struct {
+	l   *layer.Layer
+	key string // key of its roots ("": never joined)
+
+	mu     sync.Mutex // the members' Commit, Abort and Checkpoint take turns
+	live   []*Tx      // the members that have not ended
+	joined bool       // a command joined the layer
+	stray  bool       // a member ended with processes left: nothing more is applied
+	ended  bool       // the last member ended: the layer is being removed
+}
+
+// notGone and deferred are Report.NotApplied's reasons.
+const (
+	notGone  = "processes of the command were still running over its layer"
+	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
+)
+
+// Background marks t's command as a background job (one that was
+// started in the background, or yielded to it): freeze runs its
+// argument with every process of the job frozen and reports false when
+// it cannot (as Checkpoint's). From then on, while it runs, the
+// conversation's later commands over the same roots join its layer
+// (Begin), when this process holds the layer's overlays
+// (Options.Premount); otherwise they get layers of their own.
+func (t *Tx) Background(freeze func(func()) bool) {
+	sh := t.sh
+	sh.mu.Lock()
+	if t.done {
+		sh.mu.Unlock()
+		return
+	}
+	t.freeze = freeze
+	sh.mu.Unlock()
+	if sh.key == "" {
+		return
+	}
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if !slices.Contains(t.c.shares, sh) {
+		t.c.shares = append(t.c.shares, sh)
+	}
+}
+
+// join returns a Tx over the layer of a running background job of c
+// over the same roots, nil when there is none to join: every command
+// that runs over it must be one that Checkpoint can freeze (a
+// background job), and the overlays must be held (layer.Layer.Share).
+func (m *Manager) join(c *conv, roots []string, label string) *Tx {
+	k := key(roots)
+	if k == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sh := range c.shares {
+		if sh.key != k {
+			continue
+		}
+		sh.mu.Lock()
+		if sh.ended || sh.stray || !sh.joinable() {
+			sh.mu.Unlock()
+			continue
+		}
+		spec, err := sh.l.Share()
+		if err != nil {
+			sh.mu.Unlock()
+			continue
+		}
+		t := &Tx{m: m, c: c, sh: sh, spec: spec, label: label, joined: true, ending: make(chan struct{})}
+		sh.live = append(sh.live, t)
+		sh.joined = true
+		sh.mu.Unlock()
+		return t
+	}
+	return nil
+}
+
+// endWait bounds how long a checkpoint waits for a member that could
+// not be frozen because it just ended (its cgroup handed back) to reach
+// its Commit, which says whether its processes are gone.
+const endWait = 5 * time.Second
+
+// freezers returns, for each live member other than t, a function that
+// runs its argument with the member's processes frozen, or gone: a
+// member that ended (its Commit began, with every process gone) needs
+// no freezing. sh.mu is held.
+func (sh *share) freezers(t *Tx) []func(func()) bool {
+	fs := []func(func()) bool{}
+	for _, o := range sh.live {
+		if o != t {
+			fs = append(fs, o.hold)
+		}
+	}
+	return fs
+}
+
+// joinable reports whether every live member can be frozen (a
+// background job that has not ended). sh.mu is held.
+func (sh *share) joinable() bool {
+	for _, o := range sh.live {
+		if o.freeze == nil || o.ended() {
+			return false
+		}
+	}
+	return len(sh.live) > 0
+}
+
+// ended reports whether t's Commit or Abort began.
+func (t *Tx) ended() bool {
+	select {
+	case <-t.ending:
+		return true
+	default:
+		return false
+	}
+}
+
+// hold runs f with t's processes frozen, or once they are gone: while
+// t's job cannot be frozen (it just started, or just ended and its
+// cgroup was handed back), it tries again for up to endWait, until it
+// can or t's Commit begins. It reports false when neither holds (a
+// foreground command that still runs, processes left running). The
+// share's mu is held.
+func (t *Tx) hold(f func()) bool {
+	deadline := time.Now().Add(endWait)
+	for t.freeze != nil && !t.ended() {
+		if t.freeze(f) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-t.ending:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !t.ended() || !t.gone {
+		return false
+	}
+	f()
+	return true
+}
+
+// frozen runs f with every process of each freeze function frozen,
+// reporting false (f not run) when one of them could not freeze.
+func frozen(fs []func(func()) bool, f func()) bool {
+	if len(fs) == 0 {
+		f()
+		return true
+	}
+	ran := false
+	ok := fs[0](func() { ran = frozen(fs[1:], f) })
+	return ok && ran
+}
+
+// end ends member t: gone as Commit's; abort when t never started (it
+// changed nothing). While other members run, it takes a checkpoint with
+// them frozen; the last member applies the rest (what members that
+// could not take a checkpoint left) and removes the layer.
+func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
+	t.endOnce.Do(func() {
+		t.gone = gone
+		close(t.ending)
+	})
+	sh.mu.Lock()
+	if t.done {
+		sh.mu.Unlock()
+		return &Report{}, nil
+	}
+	t.done = true
+	t.spec.Close() // Share's clones, when the command never mounted them
+	sh.live = slices.DeleteFunc(sh.live, func(o *Tx) bool { return o == t })
+	sh.stray = sh.stray || !gone
+	if len(sh.live) > 0 {
+		defer sh.mu.Unlock()
+		if abort {
+			return &Report{}, nil
+		}
+		return sh.checkpoint(t)
+	}
+	sh.ended = true
+	sh.l.Unshare()
+	sh.mu.Unlock()
+	t.c.mu.Lock()
+	t.c.shares = slices.DeleteFunc(t.c.shares, func(o *share) bool { return o == sh })
+	t.c.mu.Unlock()
+	defer t.m.pool.remove(sh.l)
+	defer sh.forget(t.c)
+	if abort && !sh.joined {
+		return &Report{}, nil
+	}
+	if sh.stray {
+		return &Report{Applied: t.checkpoints, NotApplied: notGone}, nil
+	}
+	rep, err := sh.apply(t, false)
+	if rep != nil && len(t.checkpoints) > 0 {
+		rep.Applied = append(t.checkpoints, rep.Applied...)
+	}
+	return rep, err
+}
+
+// checkpoint applies, for member t that just ended, what the layer's
+// members changed so far, with those that still run frozen. sh.mu is
+// held.
+func (sh *share) checkpoint(t *Tx) (*Report, error) {
+	if sh.stray {
+		return &Report{Applied: t.checkpoints, NotApplied: notGone}, nil
+	}
+	var rep *Report
+	var err error
+	if !frozen(sh.freezers(t), func() { rep, err = sh.apply(t, true) }) {
+		return &Report{Applied: t.checkpoints, NotApplied: deferred}, nil
+	}
+	if rep != nil && len(t.checkpoints) > 0 {
+		rep.Applied = append(slices.Clone(t.checkpoints), rep.Applied...)
+	}
+	return rep, err
+}
+
+// apply diffs the layer, checks the change set and applies what policy
+// allows, by copying when live (a command still runs over the layer),
+// as one undo step labelled with t's command. The conversation's
+// commands take turns: each change set is judged against the workspace
+// it is applied to.
+func (sh *share) apply(t *Tx, live bool) (*Report, error) {
+	c := t.c
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	s, err := sh.l.Diff()
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	defer s.Close()
+	rep := &Report{}
+	if len(s.Changes) == 0 {
+		return rep, nil
+	}
+	rep.Refused = gitpolicy.Check(s, sh.l.Roots(), s.Changes)
+	st, err := t.m.store(c)
+	if err != nil {
+		return nil, err
+	}
+	var res *layer.Result
+	if live {
+		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
+	} else {
+		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
+	if live && res.Step != 0 {
+		if c.live == nil {
+			c.live = map[int]*share{}
+		}
+		c.live[res.Step] = sh
+	}
+	return rep, nil
+}
+
+// forget lets Undo take back the steps applied from sh (its last
+// member ended).
+func (sh *share) forget(c *conv) {
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	maps.DeleteFunc(c.live, func(_ int, o *share) bool { return o == sh })
+}
