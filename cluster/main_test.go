@@ -107,6 +107,11 @@ func testConfig() engine.Config {
 	// groups of an executor the tests SIGKILL); the scenarios of
 	// faults_test.go also run with cgroups (execSpec.cgroups).
 	c.Cgroups.Off = true
+	// An engine drops CAP_SYS_ADMIN from the bounding set of its whole
+	// process (proc.ProtectEngine); kept here, so that the fresh test
+	// processes and executors this process starts after a test made a
+	// local engine can still make the sandbox's namespaces (undo_test.go).
+	c.Env.KeepCapabilities = true
 	return c
 }
 

@@ -47,7 +47,7 @@ func TestToolContextRoundTrip(t *testing.T) {
 // A busy refusal crosses the wire as the executor's engine worded it and
 // still matches ErrBusy on the front.
 func TestBusyCrossesTheWire(t *testing.T) {
-	e, err := engine.New(engine.Config{Admission: config.Admission{MaxJobsPerConversation: 1}})
+	e, err := engine.New(engine.Config{Admission: config.Admission{MaxJobsPerConversation: 1}, Env: config.Env{KeepCapabilities: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestUndoCrossesTheWire(t *testing.T) {
 	}
 
 	// Errors from a real engine's Undo, and the conflict as it makes it.
-	e, err := engine.New(engine.Config{})
+	e, err := engine.New(engine.Config{Env: config.Env{KeepCapabilities: true}}) // see testConfig
 	if err != nil {
 		t.Fatal(err)
 	}
