@@ -97,6 +97,10 @@ type entry struct {
 	// CPUs it wants, once measured (0: idle).
 	starting bool
 	units    int
+	// forgotten: its conversation was ended (EndConversation) while it
+	// ran; it is neither listed nor remembered when it ends, even if the
+	// conversation is used again meanwhile.
+	forgotten bool
 }
 
 // conversation is the supervisor's bookkeeping of one conversation.
@@ -262,7 +266,7 @@ func (sv *supervisor) update(ctx actor.Context, st jobs.State) {
 		return
 	}
 	sv.release(ctx, k, e)
-	if c := sv.convs[k.conv]; st.Background && st.Status != jobs.Errored && (c == nil || !c.ending) {
+	if c := sv.convs[k.conv]; st.Background && st.Status != jobs.Errored && !e.forgotten && (c == nil || !c.ending) {
 		sv.remember(st)
 	}
 	// Poison, not Stop: a user message, so a Cancel sent before this point
@@ -326,8 +330,9 @@ func (sv *supervisor) kill(ctx actor.Context, m *killRequest) {
 func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationRequest) {
 	var out []jobs.State
 	for k, e := range sv.running {
-		if k.conv == m.conv {
+		if k.conv == m.conv && !e.forgotten {
 			ctx.Send(e.pid, &actors.Cancel{Reason: jobs.ReasonShutdown})
+			e.forgotten = true
 			out = append(out, e.state)
 		}
 	}
@@ -423,7 +428,7 @@ func (sv *supervisor) maybeStop(ctx actor.Context) {
 func (sv *supervisor) list(conv string, all bool) []jobs.State {
 	var out []jobs.State
 	for k, e := range sv.running {
-		if c := sv.convs[k.conv]; c != nil && c.ending {
+		if c := sv.convs[k.conv]; e.forgotten || c != nil && c.ending {
 			continue // forgotten: being ended
 		}
 		if e.state.Background && (all || k.conv == conv) {
