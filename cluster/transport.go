@@ -9,12 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pacluster "github.com/asynkron/protoactor-go/cluster"
@@ -275,19 +273,11 @@ func (n *node) stop(peers []string) {
 	n.sys.Shutdown()
 }
 
-// closeProviderClient closes the API client a protoactor provider keeps
-// in an unexported field "client" (the etcd provider never closes its
-// etcd client, whose goroutines would outlive the node).
+// closeProviderClient closes the API client of a provider that has one
+// to close (package etcd's provider: its etcd client's goroutines would
+// otherwise outlive the node).
 func closeProviderClient(p pacluster.ClusterProvider) {
-	v := reflect.ValueOf(p)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return
-	}
-	f := v.Elem().FieldByName("client")
-	if !f.IsValid() || !f.CanAddr() {
-		return
-	}
-	if c, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(io.Closer); ok && c != nil {
+	if c, ok := p.(io.Closer); ok {
 		_ = c.Close()
 	}
 }

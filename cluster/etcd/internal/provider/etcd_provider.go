@@ -7,7 +7,8 @@
 // atomics (upstream reads them unsynchronized from its keepalive and
 // watch goroutines while Shutdown writes them: a data race the race
 // detector reports when etcd is down), and a failed watch waits
-// retryInterval before the next one instead of spinning.
+// retryInterval before the next one instead of spinning; Close closes
+// the etcd client (upstream never does).
 
 package provider
 
@@ -432,4 +433,13 @@ func splitHostPort(addr string) (host string, port int, err error) {
 		port, err = strconv.Atoi(p)
 	}
 	return
+}
+
+// Close closes the provider's etcd client (after Shutdown; upstream
+// never closes it, and its goroutines would outlive the node).
+func (p *Provider) Close() error {
+	if p.client == nil {
+		return nil
+	}
+	return p.client.Close()
 }
