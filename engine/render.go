@@ -279,7 +279,7 @@ func changeNotes(rep *transact.Report, err error, cwd string) string {
 	if n := len(rep.Failed); n > 0 {
 		var names []string
 		for _, f := range rep.Failed[:min(n, 3)] {
-			names = append(names, relPath(f.Change.Path, cwd)+" ("+f.Err.Error()+")")
+			names = append(names, layer.Rel(cwd, f.Change.Path)+" ("+f.Err.Error()+")")
 		}
 		more := ""
 		if n > 3 {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/bashvisor/bashvisor/config"
@@ -172,11 +170,7 @@ func changes(cs []layer.Change, cwd string) ([]Change, int) {
 	}
 	out := make([]Change, 0, min(len(listed), MaxChanges))
 	for _, c := range listed[:min(len(listed), MaxChanges)] {
-		p := relPath(c.Path, cwd)
-		if c.Mode.IsDir() {
-			p += "/"
-		}
-		out = append(out, Change{Path: p, Kind: string(c.Kind), Size: c.Size})
+		out = append(out, Change{Path: c.Display(cwd), Kind: string(c.Kind), Size: c.Size})
 	}
 	return out, len(listed) - len(out)
 }
@@ -188,17 +182,9 @@ func refusals(rs []gitpolicy.Refusal, cwd string) []Refusal {
 	}
 	out := make([]Refusal, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, Refusal{Path: relPath(r.Path, cwd), Rule: string(r.Rule), Reason: r.Reason})
+		out = append(out, Refusal{Path: layer.Rel(cwd, r.Path), Rule: string(r.Rule), Reason: r.Reason})
 	}
 	return out
-}
-
-// relPath is p relative to base when below it.
-func relPath(p, base string) string {
-	if r, err := filepath.Rel(base, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
-		return r
-	}
-	return p
 }
 
 // withChanges adds a background job's change report to its info.

@@ -147,7 +147,7 @@ func Lines(refusals []Refusal, base string) []string {
 			groups = append(groups, &group{r: r})
 			i = len(groups) - 1
 		}
-		groups[i].paths = append(groups[i].paths, rel(base, r.Path))
+		groups[i].paths = append(groups[i].paths, layer.Rel(base, r.Path))
 	}
 	out := make([]string, len(groups))
 	for i, g := range groups {
@@ -160,15 +160,6 @@ func Lines(refusals []Refusal, base string) []string {
 		out[i] = fmt.Sprintf("refused %s%s (%s): %s; %s", strings.Join(names, ", "), more, g.r.Rule, g.r.Reason, advice[g.r.Rule])
 	}
 	return out
-}
-
-func rel(base, p string) string {
-	if base != "" {
-		if r, err := filepath.Rel(base, p); err == nil && !strings.HasPrefix(r, "..") {
-			return r
-		}
-	}
-	return p
 }
 
 // Check judges every change of a command below roots (the layer's
@@ -688,7 +679,7 @@ func (k *checker) removedRepos(p string) verdict {
 				continue
 			}
 			if k.isGitDir(child)[0] {
-				vd = refuse(Structure, "a directory that holds a repository ("+rel(p, child)+")")
+				vd = refuse(Structure, "a directory that holds a repository ("+layer.Rel(p, child)+")")
 				return false
 			}
 			if !walk(child) {

@@ -34,7 +34,7 @@ func Summary(changes []Change, base string, width int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[changed %d %s: ", len(shown), noun)
 	for i, c := range shown {
-		item := string(c.Kind) + " " + display(c, base)
+		item := string(c.Kind) + " " + c.Display(base)
 		if i > 0 {
 			item = ", " + item
 		}
@@ -67,17 +67,24 @@ func Listed(changes []Change) []Change {
 	return out
 }
 
-// display is c's path relative to base (when below it), "/"-terminated
-// for a directory.
-func display(c Change, base string) string {
-	p := c.Path
-	if base != "" {
-		if r, err := filepath.Rel(base, p); err == nil && !strings.HasPrefix(r, "..") {
-			p = r
-		}
-	}
+// Display is c's path as a report shows it: relative to base when below
+// it (Rel), "/"-terminated for a directory.
+func (c Change) Display(base string) string {
+	p := Rel(base, c.Path)
 	if c.Mode.IsDir() {
 		p += "/"
+	}
+	return p
+}
+
+// Rel is p relative to base when p is base or below it, p otherwise (and
+// when base is empty).
+func Rel(base, p string) string {
+	if base == "" {
+		return p
+	}
+	if r, err := filepath.Rel(base, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return r
 	}
 	return p
 }
