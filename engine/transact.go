@@ -145,7 +145,7 @@ func (e *Engine) jobTxOf(conversation, id string) *jobTx {
 	return e.txJobs[conversation][id]
 }
 
-// untrack forgets a conversation's jobs' transactions, and those of
+// forgetTx forgets a conversation's jobs' transactions, and those of
 // jobs the supervisor no longer lists.
 func (e *Engine) forgetTx(conversation string, keep func(id string) bool) {
 	e.txMu.Lock()
