@@ -157,6 +157,85 @@ func TestCgroupEscapees(t *testing.T) {
 	})
 }
 
+// Without cgroups, the processes of a sandboxed command that left its
+// process group (setsid, double fork) are still found: they cannot
+// leave its mount namespace (proc.Freezer), and they end with it — as
+// leftovers of a foreground command, and when a background job is
+// killed, which lives while they do. (Unrestricted commands without
+// cgroups: TestEscapedHolderDoesNotHang.)
+func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t, func(c *engine.Config) {
+		c.Cgroups.Off = true
+		c.Timeout, c.SlowTimeout = 2*time.Second, 30*time.Second
+	})
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "escapees", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
+	// The pids go through the conversation's /tmp, and are printed.
+	script := strings.NewReplacer("pid-a", "$TMPDIR/pid-a", "pid-b", "$TMPDIR/pid-b", "mid", "$TMPDIR/mid").Replace(escapees) + ` $a $b`
+	pids := func(t *testing.T, out string) []int {
+		t.Helper()
+		_, rest, ok := strings.Cut(out, "escaped ")
+		line, _, _ := strings.Cut(rest, "\n")
+		var pids []int
+		for _, w := range strings.Fields(line) {
+			if pid, err := strconv.Atoi(w); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		if !ok || len(pids) != 2 {
+			t.Fatalf("want 2 escapee pids in %q", out)
+		}
+		t.Cleanup(func() {
+			for _, pid := range pids {
+				if alive(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+		return pids
+	}
+	t.Run("foreground leftovers", func(t *testing.T) {
+		tc := tc
+		tc.ConversationID += "-fg"
+		r := e.Run(context.Background(), tc, engine.Input{Command: script, Mode: engine.ModeSlow})
+		ps := pids(t, r.Output)
+		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "\n[killed processes left running after the shell exited: ") ||
+			strings.Count(r.Output, "sleep (pid") != 2 {
+			t.Fatalf("got %s %q", r.Status, r.Output)
+		}
+		for _, pid := range ps {
+			waitGone(t, pid, 3*time.Second)
+		}
+	})
+	t.Run("background kill", func(t *testing.T) {
+		tc := tc
+		tc.ConversationID += "-bg"
+		r := e.Run(context.Background(), tc, engine.Input{Command: script, Mode: engine.ModeBackground})
+		if r.Status != engine.StatusStarted {
+			t.Fatalf("%s %q", r.Status, r.Output)
+		}
+		waitFor(t, e, tc, r.JobID, "escaped ")
+		out, err := e.JobOutput(tc, r.JobID, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := pids(t, out.Data)
+		waitGone(t, r.PID, 5*time.Second) // the shell ends; the job lives while its escapees do
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if j, _ := e.Job(tc, r.JobID); j.Status != engine.JobRunning {
+				t.Fatalf("job ended while its escapees run: %+v", j)
+			}
+		}
+		j, err := e.Kill(context.Background(), tc, r.JobID)
+		if err != nil || j.Status != engine.JobKilled {
+			t.Fatalf("kill: %+v %v", j, err)
+		}
+		for _, pid := range ps {
+			waitGone(t, pid, 3*time.Second)
+		}
+	})
+}
+
 func waitFileQuiet(path string, within time.Duration) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {

@@ -64,3 +64,24 @@ func haveCgroups(t testing.TB) bool {
 	}
 	return err == nil
 }
+
+// cgroupModes returns the values of Config.Cgroups.Off a test of both
+// ways of freezing and ending a command runs with: both where the
+// engine can create cgroups, only without them elsewhere (the
+// unprivileged CI pass), or failing the test when REQUIRE_CGROUPS=1
+// but none can be created.
+func cgroupModes(t testing.TB) []bool {
+	t.Helper()
+	if haveCgroups(t) {
+		return []bool{false, true}
+	}
+	return []bool{true}
+}
+
+// cgroupsName names a subtest run with Config.Cgroups.Off = off.
+func cgroupsName(off bool) string {
+	if off {
+		return "no-cgroups"
+	}
+	return "cgroups"
+}

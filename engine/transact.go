@@ -19,7 +19,9 @@ import (
 // engine applies what policy allows to the workspace, reports the
 // changes (Result.Changes, and a line of the text) and the refusals
 // (Result.Refused), and keeps what it replaced for Undo. A background
-// job's layer is applied at checkpoints while it runs and when it ends;
+// job's layer is applied at checkpoints while it runs (with it frozen:
+// its cgroup, or without cgroups its processes stopped, see
+// proc.Freezer) and when it ends;
 // while it runs, the conversation's later workspace-write commands join
 // its layer where package transact can share it (a root engine that
 // mounts layers itself, with cgroups: see transact's "Shared layers"),
@@ -108,9 +110,7 @@ func (j *jobTx) result() (*transact.Report, error, bool) {
 // track remembers a background job's transaction (for checkpoints and
 // its report in JobInfo) until its conversation ends.
 func (e *Engine) track(conversation, id string, j *jobTx) {
-	if e.sup.Cgroups() { // without, a job cannot be frozen: nothing joins its layer
-		j.tx.Background(e.freezer(conversation, id))
-	}
+	j.tx.Background(e.freezer(conversation, id))
 	e.txMu.Lock()
 	defer e.txMu.Unlock()
 	if e.txJobs == nil {
@@ -125,7 +125,8 @@ func (e *Engine) track(conversation, id string, j *jobTx) {
 }
 
 // freezer returns a function that runs its argument with the running
-// background job id frozen (jobs.LiveUsage.Frozen), false when it
+// background job id frozen (jobs.LiveUsage.Frozen: its cgroup, or
+// without one the processes of its mount namespace), false when it
 // cannot: for the checkpoints of a layer the job shares.
 func (e *Engine) freezer(conversation, id string) func(func()) bool {
 	return func(f func()) bool {

@@ -126,8 +126,8 @@ var (
 )
 
 // The same attacks by a foreground command that joined the layer of a
-// background job still running (as root; elsewhere, and without
-// cgroups, the command gets a layer of its own): refused when the
+// background job still running (as root, with cgroups or without;
+// elsewhere the command gets a layer of its own): refused when the
 // command ends (its checkpoint), and again when the job ends (the
 // refused files stay in the shared layer, which the job sees).
 func TestRuleCommondirAttackJoined(t *testing.T) { testJoinedAttack(t, commondirAttack) }
@@ -137,8 +137,14 @@ func TestRuleNewConfigSubmoduleAttackJoined(t *testing.T) {
 
 func testJoinedAttack(t *testing.T, a attack) {
 	needNamespaces(t)
-	shared := os.Geteuid() == 0 && haveCgroups(t)
-	e := newEngine(t)
+	for _, off := range cgroupModes(t) {
+		t.Run(cgroupsName(off), func(t *testing.T) { testJoinedAttackWith(t, a, off) })
+	}
+}
+
+func testJoinedAttackWith(t *testing.T, a attack, off bool) {
+	shared := os.Geteuid() == 0
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
 	dir := repo(t)
 	tc := workspaceWrite(dir)
 	tc.Approved = true
@@ -279,8 +285,13 @@ func TestUndoLastCommands(t *testing.T) {
 // its JobOutput's report; its last changes when it ends.
 func TestBackgroundJobChangesSeenByNextCommand(t *testing.T) {
 	needNamespaces(t)
-	cgroupBase(t) // checkpoints freeze the job's cgroup
-	e := newEngine(t)
+	for _, off := range cgroupModes(t) { // checkpoints freeze the job's cgroup, or stop its processes
+		t.Run(cgroupsName(off), func(t *testing.T) { testBackgroundJobChangesSeen(t, off) })
+	}
+}
+
+func testBackgroundJobChangesSeen(t *testing.T, off bool) {
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
 	dir := repo(t)
 	tc := workspaceWrite(dir)
 	r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
@@ -327,13 +338,12 @@ func TestBackgroundJobChangesSeenByNextCommand(t *testing.T) {
 // A REPL in the workspace (python3 reading its program from bash_write,
 // approved, workspace-write): it reads the workspace's files, and what
 // it writes reaches the workspace — at the conversation's next command
-// while it runs (a checkpoint; with cgroups), and when it ends — and is
-// reported with the job. Without cgroups (the unprivileged CI pass) only
-// the end applies.
+// while it runs (a checkpoint: with cgroups, or without, as in the
+// unprivileged CI pass), and when it ends — and is reported with the
+// job.
 func TestREPLInWorkspace(t *testing.T) {
 	needNamespaces(t)
 	testenv.NeedsTool(t, "python3")
-	live := haveCgroups(t)
 	e := newEngine(t)
 	dir := repo(t)
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("data\n"), 0o644); err != nil {
@@ -350,11 +360,9 @@ func TestREPLInWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, e, tc, r.JobID, "read data")
-	if live {
-		next := e.Run(context.Background(), tc, engine.Input{Command: "cat repl.txt"})
-		if next.Status != engine.StatusOK || next.Output != "from repl\n" {
-			t.Fatalf("the next command while the REPL runs: %s %q", next.Status, next.Output)
-		}
+	next := e.Run(context.Background(), tc, engine.Input{Command: "cat repl.txt"})
+	if next.Status != engine.StatusOK || next.Output != "from repl\n" {
+		t.Fatalf("the next command while the REPL runs: %s %q", next.Status, next.Output)
 	}
 	if err := e.Write(context.Background(), tc, r.JobID, nil, true); err != nil {
 		t.Fatal(err)
@@ -379,7 +387,7 @@ func TestREPLInWorkspace(t *testing.T) {
 // command's report has what it changed.
 func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 	needNamespaces(t)
-	cgroupBase(t) // a shared layer's checkpoints freeze the job's cgroup
+	modes := cgroupModes(t) // a shared layer's checkpoints freeze the job's cgroup, or stop its processes
 	if os.Geteuid() != 0 {
 		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays); elsewhere each command has its own")
 	}
@@ -395,37 +403,39 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 			job:    `last=; while :; do c=$(cat f); [ "$c" != "$last" ] && echo "waiting: $c"; last=$c; [ "$c" = v2 ] && exit 0; sleep 0.05; done`,
 			change: `echo v2 > f.new && mv f.new f`, want: "waiting: v2", line: "[changed 1 file: M f]"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEngine(t)
-			dir := repo(t)
-			tc := workspaceWrite(dir)
-			run := func(cmd string) engine.Result {
-				t.Helper()
-				r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
-				if r.Status != engine.StatusOK {
-					t.Fatalf("%s: %s %q", cmd, r.Status, r.Output)
+		for _, off := range modes {
+			t.Run(tt.name+"/"+cgroupsName(off), func(t *testing.T) {
+				e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
+				dir := repo(t)
+				tc := workspaceWrite(dir)
+				run := func(cmd string) engine.Result {
+					t.Helper()
+					r := e.Run(context.Background(), tc, engine.Input{Command: cmd})
+					if r.Status != engine.StatusOK {
+						t.Fatalf("%s: %s %q", cmd, r.Status, r.Output)
+					}
+					return r
 				}
-				return r
-			}
-			if tt.before != "" {
-				run(tt.before)
-			}
-			job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: tt.job})
-			if job.Status != engine.StatusStarted {
-				t.Fatalf("%s %q", job.Status, job.Output)
-			}
-			waitFor(t, e, tc, job.JobID, "waiting")
-			if r := run(tt.change); !strings.HasSuffix(r.Output, tt.line) || len(r.Changes) != 1 {
-				t.Fatalf("the command's report: %q %+v", r.Output, r.Changes)
-			}
-			waitFor(t, e, tc, job.JobID, tt.want)
-			if j := jobEnded(t, e, tc, job.JobID); j.Status != engine.JobCompleted {
-				t.Fatalf("%+v", j)
-			}
-			if r := run(`cat ready 2>/dev/null || cat f`); r.Output != "x\n" && r.Output != "v2\n" {
-				t.Fatalf("the workspace after the job: %q", r.Output)
-			}
-		})
+				if tt.before != "" {
+					run(tt.before)
+				}
+				job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: tt.job})
+				if job.Status != engine.StatusStarted {
+					t.Fatalf("%s %q", job.Status, job.Output)
+				}
+				waitFor(t, e, tc, job.JobID, "waiting")
+				if r := run(tt.change); !strings.HasSuffix(r.Output, tt.line) || len(r.Changes) != 1 {
+					t.Fatalf("the command's report: %q %+v", r.Output, r.Changes)
+				}
+				waitFor(t, e, tc, job.JobID, tt.want)
+				if j := jobEnded(t, e, tc, job.JobID); j.Status != engine.JobCompleted {
+					t.Fatalf("%+v", j)
+				}
+				if r := run(`cat ready 2>/dev/null || cat f`); r.Output != "x\n" && r.Output != "v2\n" {
+					t.Fatalf("the workspace after the job: %q", r.Output)
+				}
+			})
+		}
 	}
 }
 
@@ -435,11 +445,10 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 // would be applied again): Undo refuses, and works once the job ended.
 func TestUndoJoinedCommandAfterJob(t *testing.T) {
 	needNamespaces(t)
-	cgroupBase(t)
 	if os.Geteuid() != 0 {
 		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays)")
 	}
-	e := newEngine(t)
+	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = true }) // the freezer without cgroups (with: TestBackgroundJobSeesLaterCommandsFiles)
 	dir := repo(t)
 	tc := workspaceWrite(dir)
 	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,

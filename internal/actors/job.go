@@ -93,7 +93,7 @@ type job struct {
 	waitErr error
 
 	timeout, wakeT, cpuT             *time.Timer
-	live                             *jobs.LiveUsage // the cgroup, for CurrentUsage
+	live                             *jobs.LiveUsage // the cgroup, for CurrentUsage; or the sandbox's freezer
 	killSent                         bool
 	graceEnd, cleanupEnd, groupGone  time.Time
 	leftovers, survivors             []proc.Member
@@ -243,6 +243,8 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 		if j.spec.Limits.CPUTime > 0 {
 			j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
 		}
+	} else if l.fz != nil {
+		j.live = jobs.NewLiveFreezer(l.fz)
 	}
 	if j.spec.Background {
 		j.report(ctx, j.jobState(nil))
@@ -451,6 +453,7 @@ func (j *job) settle(ctx actor.Context) {
 	gone := j.releaseCgroup()
 	if j.l.cg == nil {
 		gone = len(j.leftovers) == 0 && len(j.survivors) == 0 && !j.pipeHeld
+		j.l.fz.Close()
 	}
 	if j.l.sbx == nil && !j.leftRunning && finish == nil {
 		j.deliver(ctx)

@@ -30,6 +30,7 @@ type Launched struct {
 	applied jobs.Applied     // the limits it runs under
 	cg      *proc.Cgroup     // nil: the process group is the unit
 	sbx     *sandbox.Command // restricted jobs
+	fz      *proc.Freezer    // a restricted job without a cgroup: its mount namespace
 	proxy   *egress.Proxy    // restricted jobs with network
 	refused refusals         // what proxy refused
 	out     *truncate.Buffer // foreground output
@@ -185,6 +186,9 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	}
 	if l.cg == nil {
 		res.Watchdog.Track(l.p.Pid) // its cgroup is the engine's otherwise, which the watchdog knows
+		if l.sbx != nil {
+			l.learnNamespace()
+		}
 	}
 	l.stdin = l.p.Stdin
 	if spec.Sandbox == nil {
@@ -233,6 +237,16 @@ func (l *Launched) setRlimits(lim config.Limits, cpuSeconds uint64) error {
 		}
 	}
 	return nil
+}
+
+// learnNamespace makes the Freezer of a sandboxed job without a cgroup,
+// which finds its processes, also those that left its process group, in
+// its mount namespace: the fork's as root; a rootless command's helper
+// makes its own before it execs bash, which a goroutine waits for.
+func (l *Launched) learnNamespace() {
+	if l.fz = l.sbx.Freezer(l.p.Pid); l.fz != nil && !l.fz.Learn(0) {
+		go l.fz.Learn(time.Second)
+	}
 }
 
 // closePipes closes the read ends of a started process's pipes.

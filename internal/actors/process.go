@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 
 // The job's processes: with a cgroup, exactly the cgroup's members (every
 // descendant stays in it whatever it does with sessions and process
-// groups); without one, the shell's process group. Once the shell is reaped
+// groups); without one, the shell's process group, and for a sandboxed
+// job the processes of its mount namespace too (proc.Freezer: they
+// cannot leave it, whatever they do with sessions and process groups;
+// finding them reads every process's /proc/PID/ns/mnt). Once the shell is reaped
 // and its group is empty, the kernel may give the group's id to a new
 // process group (pids wrap quickly on a busy host), so without a cgroup a
 // group id is only trusted while it still has a live member, and with one
@@ -28,7 +32,13 @@ func (j *job) liveMembers() []proc.Member {
 		}
 		return cg.Members()
 	}
-	return proc.LiveMembers(j.l.p.Pid)
+	members := proc.LiveMembers(j.l.p.Pid)
+	for _, m := range j.l.fz.Members() {
+		if !slices.ContainsFunc(members, func(o proc.Member) bool { return o.Pid == m.Pid }) {
+			members = append(members, m)
+		}
+	}
+	return members
 }
 
 // anyAlive reports whether a process of the job is still alive.
@@ -36,7 +46,7 @@ func (j *job) anyAlive() bool {
 	if cg := j.l.cg; cg != nil {
 		return cg.Populated()
 	}
-	return proc.GroupAlive(j.l.p.Pid)
+	return proc.GroupAlive(j.l.p.Pid) || len(j.l.fz.Members()) > 0
 }
 
 // signalAll sends sig to every process of the job: the process group while
@@ -51,6 +61,7 @@ func (j *job) signalAll(sig syscall.Signal) {
 		_ = j.l.p.SignalGroup(sig)
 	}
 	if cg == nil {
+		j.l.fz.Signal(sig) // processes of a sandboxed job that left the group
 		return
 	}
 	if sig == syscall.SIGKILL {

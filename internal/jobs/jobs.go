@@ -304,8 +304,8 @@ type State struct {
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage proc.Usage
-	// Live reads the running job's cgroup (nil: no cgroup, or not yet
-	// running).
+	// Live reads the running job's cgroup, and freezes it (nil: neither
+	// a cgroup nor a sandbox, or not yet running).
 	Live *LiveUsage
 }
 
@@ -325,14 +325,20 @@ func (s State) CurrentUsage() proc.Usage {
 
 // LiveUsage reads a running job's cgroup until the job ends; the job's
 // actor ends it before it hands the cgroup back, so a recycled cgroup is
-// never read for the wrong job.
+// never read for the wrong job. A sandboxed job without a cgroup has one
+// too, to freeze it (Frozen).
 type LiveUsage struct {
 	mu sync.Mutex
-	cg *proc.Cgroup // nil once the job ended
+	cg *proc.Cgroup  // nil once the job ended
+	fz *proc.Freezer // without a cgroup; nil once the job ended
 }
 
 // NewLiveUsage reads cg until End.
 func NewLiveUsage(cg *proc.Cgroup) *LiveUsage { return &LiveUsage{cg: cg} }
+
+// NewLiveFreezer freezes a job without a cgroup with fz until End; its
+// usage reads as zero.
+func NewLiveFreezer(fz *proc.Freezer) *LiveUsage { return &LiveUsage{fz: fz} }
 
 func (l *LiveUsage) read() proc.Usage {
 	l.mu.Lock()
@@ -345,17 +351,22 @@ func (l *LiveUsage) read() proc.Usage {
 }
 
 // Frozen runs f with every process of the running job frozen (its
-// cgroup's freezer), then thaws them; it reports false, without running
-// f, when it cannot (the job ended, no cgroup, the kernel did not
-// freeze it). The job's actor waits for it before it ends the job's
-// use of the cgroup, so keep f short.
+// cgroup's freezer; without a cgroup, SIGSTOP of the processes of its
+// mount namespace: see proc.Freezer), then thaws them; it reports false,
+// without running f, when it cannot (the job ended, neither a cgroup
+// nor a sandbox's mount namespace, the kernel did not freeze it). The
+// job's actor waits for it before it ends the job's use of the cgroup,
+// so keep f short.
 func (l *LiveUsage) Frozen(f func()) bool {
 	if l == nil {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cg == nil || l.cg.Freeze(true) != nil {
+	if l.cg == nil {
+		return l.fz != nil && l.fz.Frozen(f)
+	}
+	if l.cg.Freeze(true) != nil {
 		return false
 	}
 	defer l.cg.Freeze(false)
@@ -369,6 +380,6 @@ func (l *LiveUsage) End() {
 		return
 	}
 	l.mu.Lock()
-	l.cg = nil
+	l.cg, l.fz = nil, nil
 	l.mu.Unlock()
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 func probe() Capabilities {
@@ -26,6 +28,9 @@ func Main() {
 }
 
 func makeCacheDir(string) error { return nil }
+
+// Freezer is nil: there is no sandboxed command.
+func (c *Command) Freezer(pid int) *proc.Freezer { return nil }
 
 type world struct {
 	dir      string

@@ -1,0 +1,360 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Freezer stops every process of a sandboxed command that has no
+// cgroup to freeze (an engine without cgroups, such as an unprivileged
+// one in a pod without a delegated cgroup): the processes in the
+// command's mount namespace. A process of a sandboxed command can
+// leave its process group and session, but not its mount namespace
+// (the sandbox's seccomp filter refuses unshare, setns and clone with
+// CLONE_NEW*), so the mount namespace holds every process that can
+// reach the command's files, which is what a checkpoint of its
+// copy-on-write layer must hold still.
+//
+// Stopping is SIGSTOP and continuing SIGCONT, sent through pidfds, so a
+// pid reused by another process between finding it and signalling it
+// is never signalled. A process that was already stopped (by the
+// command itself) is not continued. Unlike a cgroup's freezer this is
+// visible to the command: a parent that waits with WUNTRACED (a shell
+// with job control, a debugger) sees its child stop and continue, and
+// SIGCONT handlers run.
+//
+// The command's mount namespace is its shell's, once the shell is in a
+// mount namespace other than the engine's and than those named as not
+// the command's own (where the sandbox's helper starts, before it makes
+// the command's namespace): see Learn. While it is not known, Frozen
+// reports false and Members finds nothing.
+type Freezer struct {
+	pid   int
+	other []uint64 // mount namespaces that are not the command's
+
+	mu     sync.Mutex
+	ns     uint64 // the command's mount namespace, once found
+	leader int    // a pidfd of the shell until ns is found or Close (-1: none)
+}
+
+// NewFreezer returns a Freezer for the started command whose shell is
+// pid (a child of this process, not yet waited for); other are mount
+// namespaces (their inode numbers, see MountNamespace) where its
+// processes may be while it starts, which are never frozen; the calling
+// process's own is one too. Close it when the command ended.
+func NewFreezer(pid int, other ...uint64) *Freezer {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		fd = -1
+	}
+	return &Freezer{pid: pid, other: other, leader: fd}
+}
+
+// Close releases what the Freezer holds (nil-safe); it then finds no
+// process.
+func (z *Freezer) Close() {
+	if z == nil {
+		return
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.closeLeader()
+	z.ns = 0
+	z.other = nil
+	z.pid = -1
+}
+
+func (z *Freezer) closeLeader() {
+	if z.leader >= 0 {
+		unix.Close(z.leader)
+		z.leader = -1
+	}
+}
+
+// MountNamespace returns the inode number of the mount namespace of pid
+// (0: this process).
+func MountNamespace(pid int) (uint64, error) {
+	p := "/proc/self/ns/mnt"
+	if pid != 0 {
+		p = "/proc/" + strconv.Itoa(pid) + "/ns/mnt"
+	}
+	link, err := os.Readlink(p)
+	if err != nil {
+		return 0, err
+	}
+	// "mnt:[4026531841]"
+	s, ok := strings.CutPrefix(link, "mnt:[")
+	s, ok2 := strings.CutSuffix(s, "]")
+	if !ok || !ok2 {
+		return 0, fmt.Errorf("proc: unexpected namespace link %q", link)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// stopWait bounds how long Frozen waits for the processes to stop.
+const stopWait = 2 * time.Second
+
+// Frozen runs f with every process of the command stopped, then
+// continues them, and reports true; it reports false, without running
+// f, when it cannot: the command's mount namespace is not known yet
+// (its processes are still starting) or no longer (none is left), or a
+// process did not stop within two seconds (then every process it
+// stopped is continued). Keep f short: the command stands still
+// meanwhile.
+func (z *Freezer) Frozen(f func()) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.ns == 0 && !z.find() {
+		return false
+	}
+	st := &stopped{pids: map[int]stoppedProc{}}
+	defer st.resume()
+	deadline := time.Now().Add(stopWait)
+	for {
+		n, err := st.stopScan(z.ns)
+		if err != nil {
+			return false
+		}
+		if len(st.pids) == 0 {
+			// No process left there: the command ended, or the namespace
+			// was one its helper left (find again next time).
+			z.ns = 0
+			return false
+		}
+		if !st.wait(deadline) {
+			return false
+		}
+		if n == 0 { // a whole scan found nothing new: none can fork now
+			break
+		}
+	}
+	f()
+	return true
+}
+
+// Learn waits, for at most wait, until the command's mount namespace is
+// known (its shell made it), so that its processes are found after the
+// shell ended, and reports whether it is. It polls the shell every
+// 100 µs: call it right after the command started, before its shell
+// can have run anything (a sandbox's helper makes the namespace before
+// it execs bash).
+func (z *Freezer) Learn(wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		z.mu.Lock()
+		ok := z.ns != 0 || z.find()
+		z.mu.Unlock()
+		if ok {
+			return true
+		}
+		z.mu.Lock()
+		gone := z.leader < 0
+		z.mu.Unlock()
+		if gone || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// Members lists the live processes of the command's mount namespace
+// (nil when it is not known: see Learn; nil-safe).
+func (z *Freezer) Members() []Member {
+	if z == nil {
+		return nil
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.ns == 0 && !z.find() {
+		return nil
+	}
+	var out []Member
+	forNamespace(z.ns, func(pid int, st Stat) bool {
+		out = append(out, Member{Pid: pid, Comm: st.Comm})
+		return true
+	})
+	return out
+}
+
+// Signal sends sig to every live process of the command's mount
+// namespace (through pidfds: never to a pid reused meanwhile; nil-safe).
+func (z *Freezer) Signal(sig syscall.Signal) {
+	for _, m := range z.Members() {
+		fd, err := unix.PidfdOpen(m.Pid, 0)
+		if err != nil {
+			continue
+		}
+		z.mu.Lock()
+		if got, err := MountNamespace(m.Pid); err == nil && got == z.ns {
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		}
+		z.mu.Unlock()
+		unix.Close(fd)
+	}
+}
+
+// forNamespace calls f for each live process in mount namespace ns
+// until f returns false.
+func forNamespace(ns uint64, f func(pid int, st Stat) bool) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if got, err := MountNamespace(pid); err != nil || got != ns {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil && st.State != 'Z' && st.State != 'X' && !f(pid, st) {
+			return
+		}
+	}
+}
+
+// find takes the shell's mount namespace when it is the command's own:
+// only while the shell runs (its pidfd says so), so that a pid reused
+// by another process is never taken for it. Once found, the pidfd is
+// closed. z.mu is held.
+func (z *Freezer) find() bool {
+	if z.leader < 0 {
+		return false
+	}
+	if exited(z.leader) {
+		z.closeLeader()
+		return false
+	}
+	own, err := MountNamespace(0)
+	if err != nil {
+		return false
+	}
+	ns, err := MountNamespace(z.pid)
+	if err != nil || exited(z.leader) || ns == own || containsNS(z.other, ns) {
+		return false
+	}
+	z.ns = ns
+	z.closeLeader()
+	return true
+}
+
+func containsNS(s []uint64, ns uint64) bool {
+	for _, v := range s {
+		if v == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// stopped are the processes a Frozen call stopped.
+type stopped struct {
+	pids map[int]stoppedProc
+}
+
+type stoppedProc struct {
+	fd      int  // pidfd
+	already bool // stopped before: not ours to continue
+}
+
+// stopScan sends SIGSTOP to every process in mount namespace ns that it
+// has not stopped yet, and reports how many it found.
+func (s *stopped) stopScan(ns uint64) (int, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if _, ok := s.pids[pid]; ok {
+			continue
+		}
+		if got, err := MountNamespace(pid); err != nil || got != ns {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone
+		}
+		// The pidfd is this process, whatever the pid names from now on:
+		// check that it is still one of the command's.
+		if got, err := MountNamespace(pid); err != nil || got != ns {
+			unix.Close(fd)
+			continue
+		}
+		stat, err := ReadStat(pid)
+		if err != nil || stat.State == 'Z' || stat.State == 'X' {
+			unix.Close(fd)
+			continue
+		}
+		p := stoppedProc{fd: fd, already: stat.State == 'T' || stat.State == 't'}
+		if !p.already {
+			if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
+				unix.Close(fd)
+				if errors.Is(err, syscall.ESRCH) {
+					continue
+				}
+				return n, fmt.Errorf("proc: stop pid %d: %w", pid, err)
+			}
+		}
+		s.pids[pid] = p
+		n++
+	}
+	return n, nil
+}
+
+// wait waits until every process stopped is stopped (or gone), until
+// deadline.
+func (s *stopped) wait(deadline time.Time) bool {
+	for pid, p := range s.pids {
+		for {
+			st, err := ReadStat(pid)
+			if err != nil || st.State == 'T' || st.State == 't' || st.State == 'Z' || st.State == 'X' || exited(p.fd) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	return true
+}
+
+// exited reports whether the process of pidfd fd exited (its pid may
+// name another process by now).
+func exited(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// resume continues the processes that were stopped here.
+func (s *stopped) resume() {
+	for _, p := range s.pids {
+		if !p.already {
+			_ = unix.PidfdSendSignal(p.fd, unix.SIGCONT, nil, 0)
+		}
+		unix.Close(p.fd)
+	}
+}

@@ -1,0 +1,181 @@
+package proc_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// startInMountNS starts script under sh in new user and mount
+// namespaces (root or not), as the leader of its process group; the
+// test's cleanup kills every process in that mount namespace, by pid.
+func startInMountNS(t *testing.T, dir, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:     true,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+	}
+	testenv.Need(t, testenv.Namespaces, cmd.Start())
+	ns, err := proc.MountNamespace(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			left := inNamespace(t, ns)
+			for pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return len(left) == 0
+		}, "processes left in the namespace")
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// inNamespace lists the processes in mount namespace ns.
+func inNamespace(t *testing.T, ns uint64) map[int]proc.Stat {
+	t.Helper()
+	names, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]proc.Stat{}
+	for _, n := range names {
+		pid, _ := strconv.Atoi(filepath.Base(n))
+		if got, err := proc.MountNamespace(pid); err != nil || got != ns {
+			continue
+		}
+		if st, err := proc.ReadStat(pid); err == nil && st.State != 'Z' {
+			out[pid] = st
+		}
+	}
+	return out
+}
+
+// A Freezer stops every process of the command's mount namespace: a loop
+// that forks all the time, and one that left the process group and the
+// session; it continues them after, but not one the command had stopped
+// itself.
+func TestFreezerStopsTheMountNamespace(t *testing.T) {
+	dir := t.TempDir()
+	cmd := startInMountNS(t, dir, `
+		sleep 1000 & kill -STOP $!
+		setsid sh -c 'while :; do n=$((n+1)); echo $n > escaped; done' &
+		while :; do /bin/true; c=$((c+1)); echo $c > counter; done`)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return readInt(t, filepath.Join(dir, "counter")) > 0 && readInt(t, filepath.Join(dir, "escaped")) > 0
+	}, "the command did not start")
+	ns, err := proc.MountNamespace(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedBefore := func() []int {
+		var pids []int
+		for pid, st := range inNamespace(t, ns) {
+			if st.State == 'T' {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	var self []int // the process the command stopped itself
+	testenv.Eventually(t, 10*time.Second, func() bool { self = stoppedBefore(); return len(self) == 1 }, "no process stopped")
+	z := proc.NewFreezer(cmd.Process.Pid)
+	for round := range 3 {
+		ran := false
+		ok := z.Frozen(func() {
+			ran = true
+			c, e := readInt(t, filepath.Join(dir, "counter")), readInt(t, filepath.Join(dir, "escaped"))
+			time.Sleep(100 * time.Millisecond)
+			if c2, e2 := readInt(t, filepath.Join(dir, "counter")), readInt(t, filepath.Join(dir, "escaped")); c2 != c || e2 != e {
+				t.Errorf("round %d: changed while frozen: counter %d -> %d, escaped %d -> %d", round, c, c2, e, e2)
+			}
+			procs := inNamespace(t, ns)
+			if len(procs) < 3 { // sh, the stopped sleep, the escaped sh (and maybe a true)
+				t.Errorf("round %d: %d processes in the namespace: %v", round, len(procs), procs)
+			}
+			for pid, s := range procs {
+				if s.State != 'T' {
+					t.Errorf("round %d: pid %d (%s) is %c while frozen", round, pid, s.Comm, s.State)
+				}
+			}
+		})
+		if !ok || !ran {
+			t.Fatalf("round %d: Frozen = %v, ran %v", round, ok, ran)
+		}
+		c, e := readInt(t, filepath.Join(dir, "counter")), readInt(t, filepath.Join(dir, "escaped"))
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			return readInt(t, filepath.Join(dir, "counter")) > c && readInt(t, filepath.Join(dir, "escaped")) > e
+		}, "round %d: not continued", round)
+	}
+	if now := stoppedBefore(); len(now) != 1 || now[0] != self[0] {
+		t.Fatalf("stopped after: %v, before: %v", now, self)
+	}
+	// Members and Signal reach the process that left the group too.
+	left := 0
+	for _, m := range z.Members() {
+		if st, err := proc.ReadStat(m.Pid); err == nil && st.Pgrp != cmd.Process.Pid {
+			left++
+		}
+	}
+	if left == 0 {
+		t.Fatalf("no member outside the process group: %v", z.Members())
+	}
+	z.Signal(syscall.SIGKILL)
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(inNamespace(t, ns)) == 0 }, "left after Signal: %v", inNamespace(t, ns))
+	z.Close()
+	if z.Frozen(func() {}) || z.Members() != nil {
+		t.Fatal("a closed Freezer still finds processes")
+	}
+}
+
+// A Freezer never stops a process in the engine's own mount namespace
+// (nor in those named as not the command's): without a process in a
+// namespace of its own, Frozen reports false.
+func TestFreezerRefusesOtherNamespaces(t *testing.T) {
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	if proc.NewFreezer(cmd.Process.Pid).Frozen(func() { t.Error("ran") }) {
+		t.Fatal("froze a process in the engine's mount namespace")
+	}
+	other := startInMountNS(t, t.TempDir(), "sleep 100")
+	ns, err := proc.MountNamespace(other.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proc.NewFreezer(other.Process.Pid, ns).Frozen(func() { t.Error("ran") }) {
+		t.Fatal("froze a namespace named as not the command's")
+	}
+	for _, pid := range []int{cmd.Process.Pid, other.Process.Pid} {
+		if st, err := proc.ReadStat(pid); err != nil || st.State == 'T' {
+			t.Fatalf("pid %d: %+v %v", pid, st, err)
+		}
+	}
+}
