@@ -179,3 +179,52 @@ func TestFreezerRefusesOtherNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFreezer measures what a job without a cgroup costs the engine:
+// finding its processes (Members: every process's /proc/PID/ns/mnt is
+// read) and a checkpoint's stop and continue (Frozen) of a command of
+// three processes, beside a cgroup-less process-group scan
+// (LiveMembers), the engine's way before.
+func BenchmarkFreezer(b *testing.B) {
+	dir := b.TempDir()
+	cmd := exec.Command("sh", "-c", "sleep 1000 & sleep 1000 & wait")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:     true,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+	}
+	if err := cmd.Start(); err != nil {
+		b.Skip(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	z := proc.NewFreezer(cmd.Process.Pid)
+	defer z.Close()
+	if !z.Learn(time.Second) {
+		b.Fatal("no namespace")
+	}
+	for len(z.Members()) < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	b.Run("group-scan", func(b *testing.B) {
+		for b.Loop() {
+			proc.LiveMembers(cmd.Process.Pid)
+		}
+	})
+	b.Run("members", func(b *testing.B) {
+		for b.Loop() {
+			z.Members()
+		}
+	})
+	b.Run("frozen", func(b *testing.B) {
+		for b.Loop() {
+			if !z.Frozen(func() {}) {
+				b.Fatal("not frozen")
+			}
+		}
+	})
+}
