@@ -24,7 +24,7 @@ import (
 // proc.Freezer) and when it ends;
 // while it runs, the conversation's later workspace-write commands join
 // its layer where package transact can share it (a root engine that
-// mounts layers itself, with cgroups: see transact's "Shared layers"),
+// mounts layers itself: see transact's "Shared layers"),
 // and report what the checkpoint taken at their end applied.
 
 // Change is one path a workspace-write command changed in the
