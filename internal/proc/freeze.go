@@ -28,8 +28,9 @@ import (
 // is never signalled. A process that was already stopped (by the
 // command itself) is not continued. Unlike a cgroup's freezer this is
 // visible to the command: a parent that waits with WUNTRACED (a shell
-// with job control, a debugger) sees its child stop and continue, and
-// SIGCONT handlers run.
+// with job control, a debugger) sees its child stop and continue (an
+// interactive bash then takes its terminal back from the program it
+// ran), and SIGCONT handlers run.
 //
 // The command's mount namespace is its shell's, once the shell is in a
 // mount namespace other than the engine's and than those named as not
