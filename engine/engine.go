@@ -101,7 +101,7 @@ func New(cfg Config) (*Engine, error) {
 	if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
 		e.tx, err = transact.New(transact.Options{
 			Dir: filepath.Join(e.outDir, "transact"), UserXattr: caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
-			Premount: !caps.Rootless && !cfg.Sandbox.Helper, // StartDirect mounts from a thread of this process
+			Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
 		})
 		if err != nil {
 			e.log.Warn("no workspace layer: workspace-write calls fail", "err", err)

@@ -126,25 +126,28 @@ var (
 )
 
 // The same attacks by a foreground command that joined the layer of a
-// background job still running (as root, with cgroups or without;
-// elsewhere the command gets a layer of its own): refused when the
-// command ends (its checkpoint), and again when the job ends (the
-// refused files stay in the shared layer, which the job sees).
-func TestRuleCommondirAttackJoined(t *testing.T) { testJoinedAttack(t, commondirAttack) }
+// background job still running (as root, with cgroups or without, and
+// with either launcher; elsewhere the command gets a layer of its own):
+// refused when the command ends (its checkpoint), and again when the
+// job ends (the refused files stay in the shared layer, which the job
+// sees).
+func TestRuleCommondirAttackJoined(t *testing.T) {
+	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) { testJoinedAttack(t, commondirAttack, mod) })
+}
 func TestRuleNewConfigSubmoduleAttackJoined(t *testing.T) {
 	testJoinedAttack(t, submoduleAttack)
 }
 
-func testJoinedAttack(t *testing.T, a attack) {
+func testJoinedAttack(t *testing.T, a attack, mod ...func(*engine.Config)) {
 	needNamespaces(t)
 	for _, off := range cgroupModes(t) {
-		t.Run(cgroupsName(off), func(t *testing.T) { testJoinedAttackWith(t, a, off) })
+		t.Run(cgroupsName(off), func(t *testing.T) { testJoinedAttackWith(t, a, off, mod...) })
 	}
 }
 
-func testJoinedAttackWith(t *testing.T, a attack, off bool) {
+func testJoinedAttackWith(t *testing.T, a attack, off bool, mod ...func(*engine.Config)) {
 	shared := os.Geteuid() == 0
-	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
+	e := newEngine(t, append(mod, func(c *engine.Config) { c.Cgroups.Off = off })...)
 	dir := repo(t)
 	tc := workspaceWrite(dir)
 	tc.Approved = true
@@ -383,9 +386,13 @@ func TestREPLInWorkspace(t *testing.T) {
 // later commands make: a loop that waits for a file another command
 // creates ends (after looking the file up before it existed), and one
 // that reads a file another command rewrites sees the new content. As
-// root the later commands join the job's layer (one overlay); each
-// command's report has what it changed.
+// root, with either launcher, the later commands join the job's layer
+// (one overlay); each command's report has what it changed.
 func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
+	bothLaunchers(t, testJobSeesLaterFiles)
+}
+
+func testJobSeesLaterFiles(t *testing.T, mod func(*engine.Config)) {
 	needNamespaces(t)
 	modes := cgroupModes(t) // a shared layer's checkpoints freeze the job's cgroup, or stop its processes
 	if os.Geteuid() != 0 {
@@ -405,7 +412,7 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 	} {
 		for _, off := range modes {
 			t.Run(tt.name+"/"+cgroupsName(off), func(t *testing.T) {
-				e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
+				e := newEngine(t, mod, func(c *engine.Config) { c.Cgroups.Off = off })
 				dir := repo(t)
 				tc := workspaceWrite(dir)
 				run := func(cmd string) engine.Result {
@@ -437,6 +444,42 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A background job and a command that joined its layer start with
+// descriptors 0, 1 and 2 only, with either launcher: the overlays'
+// mount descriptors (the premounted ones the job's namespace took, the
+// clones the command's took) stay in the engine.
+func TestJoinedCommandsOnlyStandardDescriptors(t *testing.T) {
+	cgroupBase(t)
+	if os.Geteuid() != 0 {
+		t.Skip("commands join a running job's layer only in a root engine (premounted overlays)")
+	}
+	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
+		needNamespaces(t)
+		e := newEngine(t, mod)
+		dir := repo(t)
+		tc := workspaceWrite(dir)
+		job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground,
+			Command: `ls /proc/$$/fd; echo waiting; while [ ! -f ready ]; do sleep 0.05; done; echo saw it`})
+		if job.Status != engine.StatusStarted {
+			t.Fatalf("%s %q", job.Status, job.Output)
+		}
+		waitFor(t, e, tc, job.JobID, "waiting")
+		r := e.Run(context.Background(), tc, engine.Input{Command: `ls /proc/$$/fd; echo x > ready`})
+		if r.Status != engine.StatusOK || r.Output != "0\n1\n2\n[changed 1 file: A ready]" {
+			t.Fatalf("the joined command: %s %q", r.Status, r.Output)
+		}
+		waitFor(t, e, tc, job.JobID, "saw it") // it joined: one overlay
+		jobEnded(t, e, tc, job.JobID)
+		out, err := e.JobOutput(tc, job.JobID, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(out.Data, "0\n1\n2\nwaiting\n") {
+			t.Fatalf("the job: %q", out.Data)
+		}
+	})
 }
 
 // A command that joined a running job's layer reports what it changed

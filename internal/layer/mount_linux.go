@@ -102,13 +102,16 @@ func (s Spec) Open() (*Mounts, error) {
 // process that mounts the layer later only attaches them: the
 // overlays' setup (overlayfs creates and checks its work directory,
 // metadata writes on the upper layer's file system) is then off the
-// command's path. It serves a command started from a thread of this
-// process (the sandbox's StartDirect, as root); a process that gets the
-// Spec as JSON (the sandbox's helper) makes overlays of its own, with
-// the work directories of the Spec (the premade ones have others), and
-// overlayfs then warns in the kernel log that the upper directories are
-// in use by another mount (the premade overlays, never attached). So
-// premount only layers mounted in this process. The premade overlays
+// command's path. It serves a layer mounted from a thread of this
+// process: as root the sandbox makes a command's mount namespace on a
+// throwaway thread of the engine with either launcher (StartDirect, and
+// StartHelper before it starts the helper). A process that gets the
+// Spec as JSON (the rootless sandbox helper, in a user namespace) makes
+// overlays of its own, with the work directories of the Spec (the
+// premade ones have others), and overlayfs then warns in the kernel log
+// that the upper directories are in use by another mount (the premade
+// overlays, never attached). So premount only layers mounted in this
+// process. The premade overlays
 // are used by the first [Spec.Open] of this layer's Spec, and closed by
 // [Layer.Remove] if none took them. Call it before the command starts;
 // rootless it fails with EPERM (overlayfs must be made in the user

@@ -60,7 +60,12 @@
 // afterwards do not reach) and attached over the roots after the other
 // writable roots; the process that mounts them (the throwaway thread as
 // root, the helper rootless) enters its working directory again, so bash
-// starts in the overlay. Landlock's rules name the same paths, so the
+// starts in the overlay. As root, where the engine's thread makes the
+// overlays with either launcher, a Layer made ahead of time
+// (layer.Layer.Premount) or shared with a running command
+// (layer.Layer.Share: clones of its overlays) is attached as it is: the
+// mount descriptors stay in the engine (close-on-exec), never in the
+// command. Landlock's rules name the same paths, so the
 // roots stay writable, and chmod, utimes, cp -p, git init and git commit
 // work as without a layer, as root and rootless (the rootless helper
 // keeps, until it execs, the capabilities overlayfs uses in the upper

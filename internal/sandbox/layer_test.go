@@ -4,13 +4,17 @@ package sandbox_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // newLayer makes a copy-on-write layer over roots in a state directory of
@@ -413,5 +417,98 @@ func TestLayerInheritedWorkingDirectory(t *testing.T) {
 		if got := changed(ws, s); !slices.Equal(got, []string{"A rel"}) {
 			t.Fatalf("direct=%v: changes %v", d, got)
 		}
+	}
+}
+
+// TestLayerShared: two commands in a world over one layer's overlays,
+// the first over the premounted Spec (layer.Layer.Premount), the second
+// over Layer.Share's clones of them, started with either launcher: the
+// first, which looked a path up before the second created the file
+// there, sees the file at once (one overlay: two overlays of the same
+// directory would not), the layer holds the second's change, and
+// neither command holds a descriptor beyond 0, 1 and 2 (the mount
+// descriptors stay in this process).
+func TestLayerShared(t *testing.T) {
+	if requireNamespaces(t).Rootless {
+		t.Skip("a rootless engine cannot premount a layer (overlayfs is made in the user namespace that mounts it)")
+	}
+	for _, d := range []bool{false, true} {
+		t.Run(map[bool]string{false: "helper", true: "direct"}[d], func(t *testing.T) {
+			direct = d
+			defer func() { direct = false }()
+			w := newWorld(t, sandbox.WorldOptions{})
+			ws, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			roots, err := sandbox.WorkspaceRoots(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newLayer(t, roots, "")
+			if err := l.Premount(); err != nil {
+				t.Fatal(err)
+			}
+			spec := l.Spec()
+			log := startLayered(t, sandbox.Options{Roots: roots, Layer: &spec, World: w, Dir: ws}, ws,
+				`ls /proc/$$/fd; test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.02; done; cat ready`)
+			testenv.Eventually(t, 20*time.Second, func() bool { return strings.Contains(log(), "waiting") }, "the first command started")
+			shared, err := l.Share()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runOpts(t, sandbox.Options{Roots: roots, Layer: &shared, World: w, Dir: ws}, nil, ws, `ls /proc/$$/fd; echo x > ready`)
+			if r.code != 0 || r.out != "0\n1\n2\n" {
+				t.Fatalf("the second command: exit %d %q", r.code, r.out)
+			}
+			testenv.Eventually(t, 20*time.Second, func() bool { return strings.HasSuffix(log(), "x\n") }, "the first command saw the second's file")
+			if got := log(); got != "0\n1\n2\nwaiting\nx\n" {
+				t.Fatalf("the first command: %q", got)
+			}
+			l.Unshare()
+			s, err := l.Diff()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := changed(ws, s); !slices.Equal(got, []string{"A ready"}) {
+				t.Fatalf("changes %v", got)
+			}
+			if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+				t.Fatalf("the real workspace got %d entries", len(entries))
+			}
+		})
+	}
+}
+
+// startLayered starts command with opts in dir and leaves it running
+// (killed with its process group and cgroup at the end of the test); the
+// function it returns reads what the command wrote so far.
+func startLayered(t *testing.T, opts sandbox.Options, dir, command string) func() string {
+	t.Helper()
+	sc, cg := prepareOpts(t, opts, command)
+	cmd := exec.Command(sc.Path, sc.Args[1:]...)
+	cmd.Args[0] = sc.Args[0]
+	cmd.Dir, cmd.Env = dir, withEnv(os.Environ(), sc.Env)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull(t), logf, logf
+	cmd.SysProcAttr = sysProcAttr(cg)
+	err = start(sc, cmd)
+	logf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		_ = sc.Cleanup(endCgroup(cg))
+	})
+	return func() string {
+		b, _ := os.ReadFile(logf.Name())
+		return string(b)
 	}
 }

@@ -48,9 +48,13 @@
 // the job's overlay mounts (layer.Layer.Share: open_tree(2), the same
 // superblock), so that lookups, contents and inotify events agree
 // between the job and them. This needs the overlays held by this
-// process (Options.Premount: a root engine that mounts its commands'
-// layers from its own threads); elsewhere (a helper process, a user
-// namespace) every command has a layer of its own, as before. A
+// process (Options.Premount): a root engine, which mounts its commands'
+// layers from its own threads with either of the sandbox's launchers
+// (the direct start, and the helper process, whose mount namespace the
+// engine's thread makes before it starts the helper). A rootless
+// engine cannot make overlays (its helper makes them in the
+// conversation's user namespace), so there every command has a layer
+// of its own, as before. A
 // command joins only while every command over the layer is a
 // background job that can be frozen: a foreground command cannot be,
 // so at most one foreground command runs over a shared layer, and a

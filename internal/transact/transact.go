@@ -30,9 +30,11 @@ type Options struct {
 	UserXattr bool
 	// Premount makes the overlays of the layers made ahead of time too
 	// (layer.Layer.Premount), so that mounting one on a command's path
-	// only attaches it. Set it only when the commands' layers are
-	// mounted from a thread of this process (the sandbox's StartDirect,
-	// as root): a helper process mounts its own (see layer.Layer.Premount).
+	// only attaches it, and lets later commands join a background job's
+	// layer (see the package doc, "Shared layers"). Set it only when the
+	// commands' layers are mounted from a thread of this process (a root
+	// engine's sandbox, with either launcher): a rootless helper process
+	// mounts its own (see layer.Layer.Premount).
 	Premount bool
 }
 
