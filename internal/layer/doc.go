@@ -39,7 +39,8 @@
 // removing them are metadata writes on Dir's file system, which on a
 // busy ext4 disk queue behind its other writers: so the engine makes
 // layers ahead of time ([New], then [Layer.Premount] where layers are
-// mounted from a thread of the engine: as root), checks them just before use
+// mounted from a thread of the engine: as root; [Layer.Hold] elsewhere,
+// see "Held layers" in hand_linux.go), checks them just before use
 // ([Layer.Stale]) and removes them after the result is sent, off the
 // command's path (package transact). Measured side by side on this
 // machine (2 shared cores, ext4 mounted with discard, load 1.2–2.6;

@@ -24,6 +24,9 @@ func owner(fi fs.FileInfo) (int, int) {
 // Spec returns what mounting l takes.
 func (l *Layer) Spec() Spec {
 	s := Spec{UserXattr: l.userXattr, pre: l.pre}
+	if l.pre == nil {
+		s.hold = l.shared // Hold: the mounting process hands its overlays over
+	}
 	for _, r := range l.roots {
 		s.Overlays = append(s.Overlays, Overlay{Root: r.path, Upper: r.upper, Work: r.work})
 	}
@@ -80,10 +83,27 @@ func (s Spec) Mount() error {
 //
 // When the layer was premounted ([Layer.Premount]) and s is that
 // layer's Spec in the same process, the first Open returns those
-// overlays instead of making new ones.
+// overlays instead of making new ones. For a held layer ([Layer.Hold])
+// it hands the overlays it made over (to the layer in this process, or
+// over Hand) and returns clones of them; for a Join Spec it returns
+// clones of the overlays held for it (in this process, or received
+// over Hand). It closes Hand.
 func (s Spec) Open() (*Mounts, error) {
+	if s.Hand > 0 {
+		defer unix.Close(s.Hand)
+	}
 	if fds := s.pre.take(); fds != nil {
+		if s.Join {
+			return s.cloned(fds)
+		}
 		return &Mounts{spec: s, fds: fds}, nil
+	}
+	if s.Join {
+		fds, err := recvMounts(s.Hand, len(s.Overlays), handWait)
+		if err != nil {
+			return nil, fmt.Errorf("layer: the overlays to join: %w", err)
+		}
+		return s.cloned(fds)
 	}
 	m := &Mounts{spec: s}
 	for _, o := range s.Overlays {
@@ -93,6 +113,9 @@ func (s Spec) Open() (*Mounts, error) {
 			return nil, fmt.Errorf("layer: overlay over %s: %w", o.Root, err)
 		}
 		m.fds = append(m.fds, fd)
+	}
+	if s.hold != nil || s.Hand > 0 {
+		s.handOver(m)
 	}
 	return m, nil
 }
@@ -115,7 +138,7 @@ func (s Spec) Open() (*Mounts, error) {
 // are used by the first [Spec.Open] of this layer's Spec, and closed by
 // [Layer.Remove] if none took them. Call it before the command starts;
 // rootless it fails with EPERM (overlayfs must be made in the user
-// namespace that mounts it).
+// namespace that mounts it): [Layer.Hold] serves there.
 func (l *Layer) Premount() error {
 	if l.pre != nil {
 		return nil
@@ -142,15 +165,18 @@ func (l *Layer) Premount() error {
 }
 
 // Share returns a Spec that mounts the overlays l's Spec mounts, not
-// new ones: its first [Spec.Open] (in this process) returns clones
-// (open_tree(2) with OPEN_TREE_CLONE) of the overlay mounts
-// [Layer.Premount] made, so that every namespace that attaches them
+// new ones: its first [Spec.Open] returns clones (open_tree(2) with
+// OPEN_TREE_CLONE) of the overlay mounts [Layer.Premount] made (cloned
+// here), or that the process that mounted a held layer handed over
+// ([Layer.Hold]; cloned by the Open, in the process that mounts the
+// Spec: a Join Spec), so that every namespace that attaches them
 // shares one overlayfs per root: one upper layer, and one cache of the
 // lower directories, so that what one command writes is what another
 // sees at once (lookups, inotify events), which two overlays of the
 // same directories do not give (overlayfs keeps what it looked up in
 // its lower layer). Each call makes new clones. It fails with
-// [ErrNotShared] when l was not premounted, or after [Layer.Unshare]
+// [ErrNotShared] when l was neither premounted nor held, when a held
+// layer's overlays were not handed over (yet), or after [Layer.Unshare]
 // or [Layer.Remove]. Share is safe for concurrent use with Unshare.
 func (l *Layer) Share() (Spec, error) {
 	if l.shared == nil {
@@ -161,11 +187,22 @@ func (l *Layer) Share() (Spec, error) {
 	if l.shared.fds == nil {
 		return Spec{}, ErrNotShared
 	}
+	s := l.Spec()
+	s.hold = nil
+	if l.shared.foreign {
+		// Made in a user namespace where this process cannot mount:
+		// the process that mounts s clones them (Spec.Open).
+		dups, err := dupMounts(l.shared.fds)
+		if err != nil {
+			return Spec{}, err
+		}
+		s.pre, s.own, s.Join = &handoff{fds: dups}, true, true
+		return s, nil
+	}
 	clones, err := cloneMounts(l.shared.fds)
 	if err != nil {
 		return Spec{}, err
 	}
-	s := l.Spec()
 	s.pre, s.own = &handoff{fds: clones}, true
 	return s, nil
 }

@@ -156,10 +156,14 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 		if cmd.Dir == "" {
 			cmd.Dir = "."
 		}
-		err := c.world.startInWorld(cmd, c.proxyChild)
+		if err := c.hand.beforeStart(); err != nil {
+			return err
+		}
+		err := c.world.startInWorld(cmd, c.extraFiles()...)
 		if c.proxyChild != nil {
 			_ = c.proxyChild.Close() // the helper has its own
 		}
+		c.hand.afterStart(err == nil)
 		return err
 	}
 	if c.cfg.OwnNamespaces {

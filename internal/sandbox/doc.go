@@ -65,7 +65,15 @@
 // (layer.Layer.Premount) or shared with a running command
 // (layer.Layer.Share: clones of its overlays) is attached as it is: the
 // mount descriptors stay in the engine (close-on-exec), never in the
-// command. Landlock's rules name the same paths, so the
+// command. Rootless, in a [World], a held layer's overlays
+// (layer.Layer.Hold) cross the user namespace instead: the helper gets
+// a socket (the descriptor after the proxy's, layer.Spec.Hand), makes
+// the overlays in the world's mount namespace before it makes the
+// command's, sends them to the engine (layer.Spec.Exchange; StartHelper
+// waits for them, at most 10 s) and attaches clones; a helper whose
+// Spec joins a running command's layer (layer.Layer.Share) receives
+// them and attaches clones. The helper closes the socket before it
+// execs bash. Landlock's rules name the same paths, so the
 // roots stay writable, and chmod, utimes, cp -p, git init and git commit
 // work as without a layer, as root and rootless (the rootless helper
 // keeps, until it execs, the capabilities overlayfs uses in the upper

@@ -146,6 +146,14 @@ func helper(args []string) error {
 		if err != nil {
 			return fmt.Errorf("working directory: %w", err)
 		}
+		if cfg.World != nil && cfg.Layer != nil {
+			// In the world's mount namespace, where a held layer's
+			// overlays are made and cloned (see package layer, "Held
+			// layers"); this also closes the layer's socket.
+			if cfg.mounts, err = cfg.Layer.Open(); err != nil {
+				return fmt.Errorf("copy-on-write layer: %w", err)
+			}
+		}
 		if err := makeView(&cfg); err != nil {
 			return err
 		}

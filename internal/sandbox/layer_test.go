@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -421,63 +422,82 @@ func TestLayerInheritedWorkingDirectory(t *testing.T) {
 }
 
 // TestLayerShared: two commands in a world over one layer's overlays,
-// the first over the premounted Spec (layer.Layer.Premount), the second
-// over Layer.Share's clones of them, started with either launcher: the
-// first, which looked a path up before the second created the file
-// there, sees the file at once (one overlay: two overlays of the same
-// directory would not), the layer holds the second's change, and
-// neither command holds a descriptor beyond 0, 1 and 2 (the mount
-// descriptors stay in this process).
+// the first over the layer's Spec, the second over Layer.Share's, with
+// either launcher and the overlays premounted (layer.Layer.Premount, as
+// root) or held once the first command's mount made them
+// (layer.Layer.Hold: made in this process as root; rootless, by the
+// helper in the world's user namespace, which hands them over, and
+// cloned by the second command's helper): the first command, which
+// looked a path up before the second created the file there, sees the
+// file at once (one overlay: two overlays of the same directory would
+// not), the layer holds the second's change, and neither command holds
+// a descriptor beyond 0, 1 and 2 (the mount descriptors and the
+// helpers' sockets stay out of the command).
 func TestLayerShared(t *testing.T) {
-	if requireNamespaces(t).Rootless {
-		t.Skip("a rootless engine cannot premount a layer (overlayfs is made in the user namespace that mounts it)")
+	rootless := requireNamespaces(t).Rootless
+	for _, mode := range []string{"premount", "hold"} {
+		for _, d := range []bool{false, true} {
+			t.Run(mode+"/"+map[bool]string{false: "helper", true: "direct"}[d], func(t *testing.T) {
+				if mode == "premount" && rootless {
+					t.Skip("a rootless engine cannot premount a layer (overlayfs is made in the user namespace that mounts it)")
+				}
+				direct = d
+				defer func() { direct = false }()
+				testLayerShared(t, mode == "premount")
+			})
+		}
 	}
-	for _, d := range []bool{false, true} {
-		t.Run(map[bool]string{false: "helper", true: "direct"}[d], func(t *testing.T) {
-			direct = d
-			defer func() { direct = false }()
-			w := newWorld(t, sandbox.WorldOptions{})
-			ws, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			roots, err := sandbox.WorkspaceRoots(ws)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := newLayer(t, roots, "")
-			if err := l.Premount(); err != nil {
-				t.Fatal(err)
-			}
-			spec := l.Spec()
-			log := startLayered(t, sandbox.Options{Roots: roots, Layer: &spec, World: w, Dir: ws}, ws,
-				`ls /proc/$$/fd; test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.02; done; cat ready`)
-			testenv.Eventually(t, 20*time.Second, func() bool { return strings.Contains(log(), "waiting") }, "the first command started")
-			shared, err := l.Share()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := runOpts(t, sandbox.Options{Roots: roots, Layer: &shared, World: w, Dir: ws}, nil, ws, `ls /proc/$$/fd; echo x > ready`)
-			if r.code != 0 || r.out != "0\n1\n2\n" {
-				t.Fatalf("the second command: exit %d %q", r.code, r.out)
-			}
-			testenv.Eventually(t, 20*time.Second, func() bool { return strings.HasSuffix(log(), "x\n") }, "the first command saw the second's file")
-			if got := log(); got != "0\n1\n2\nwaiting\nx\n" {
-				t.Fatalf("the first command: %q", got)
-			}
-			l.Unshare()
-			s, err := l.Diff()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if got := changed(ws, s); !slices.Equal(got, []string{"A ready"}) {
-				t.Fatalf("changes %v", got)
-			}
-			if entries, _ := os.ReadDir(ws); len(entries) != 0 {
-				t.Fatalf("the real workspace got %d entries", len(entries))
-			}
-		})
+}
+
+func testLayerShared(t *testing.T, premount bool) {
+	w := newWorld(t, sandbox.WorldOptions{})
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := sandbox.WorkspaceRoots(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLayer(t, roots, "")
+	if !premount {
+		l.Hold()
+	} else if err := l.Premount(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Share(); premount == errors.Is(err, layer.ErrNotShared) {
+		t.Fatalf("Share before the first command (premounted: %v): %v", premount, err)
+	}
+	spec := l.Spec()
+	log := startLayered(t, sandbox.Options{Roots: roots, Layer: &spec, World: w, Dir: ws}, ws,
+		`ls /proc/$$/fd; test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.02; done; cat ready`)
+	testenv.Eventually(t, 20*time.Second, func() bool { return strings.Contains(log(), "waiting") }, "the first command started: %q", log())
+	shared, err := l.Share()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runOpts(t, sandbox.Options{Roots: roots, Layer: &shared, World: w, Dir: ws}, nil, ws, `ls /proc/$$/fd; echo x > ready`)
+	if r.code != 0 || r.out != "0\n1\n2\n" {
+		t.Fatalf("the second command: exit %d %q", r.code, r.out)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool { return strings.HasSuffix(log(), "x\n") }, "the first command saw the second's file: %q", log())
+	if got := log(); got != "0\n1\n2\nwaiting\nx\n" {
+		t.Fatalf("the first command: %q", got)
+	}
+	l.Unshare()
+	if _, err := l.Share(); !errors.Is(err, layer.ErrNotShared) {
+		t.Fatalf("Share after Unshare: %v", err)
+	}
+	s, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := changed(ws, s); !slices.Equal(got, []string{"A ready"}) {
+		t.Fatalf("changes %v", got)
+	}
+	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
+		t.Fatalf("the real workspace got %d entries", len(entries))
 	}
 }
 

@@ -258,12 +258,14 @@ func mountView(cfg *helperConfig) error {
 		}
 		trees = append(trees, fd)
 	}
-	var overlays *layer.Mounts
-	if cfg.Layer != nil {
+	overlays := cfg.mounts
+	if cfg.Layer != nil && overlays == nil {
 		var err error
 		if overlays, err = cfg.Layer.Open(); err != nil {
 			return fmt.Errorf("copy-on-write layer: %w", err)
 		}
+	}
+	if overlays != nil {
 		defer overlays.Close()
 	}
 	var wt *worldTrees

@@ -51,6 +51,11 @@ func (w *world) listen() (net.Listener, error) { return nil, unavailable("not Li
 
 func newPassedListener() (net.Listener, *os.File, error) { return nil, nil, unavailable("not Linux") }
 
+type layerHand struct{}
+
+func (cmd *Command) setLayerHand(*helperConfig) error { return nil }
+func (h *layerHand) close()                           {}
+
 // NewWorld is not available on this platform.
 func NewWorld(opts WorldOptions) (*World, error) { return nil, unavailable("not Linux") }
 

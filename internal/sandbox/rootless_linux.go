@@ -302,9 +302,9 @@ type cloneArgs struct {
 type forkSpec struct {
 	path, dir  *byte
 	argv, envv **byte
-	ns         [3]int // user, net and mount namespace descriptors to join (-1: skip)
-	fds        [4]int // the child's descriptors 0..3 (-1: none), all >= 4
-	ctty       int    // the child's descriptor to make its controlling terminal (-1: none)
+	ns         [3]int            // user, net and mount namespace descriptors to join (-1: skip)
+	fds        [3 + maxExtra]int // the child's descriptors 0, 1, 2, 3... (-1: none), all >= len(fds)
+	ctty       int               // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
 	ambient    [7]uintptr
@@ -364,7 +364,7 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		goto fail
 	}
 	step++
-	for i := 0; i < 4; i++ {
+	for i := 0; i < len(s.fds); i++ {
 		if s.fds[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_DUP3, uintptr(s.fds[i]), uintptr(i), 0); e != 0 {
 				goto fail
@@ -394,10 +394,17 @@ var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
 // rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
 // *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
 // UseCgroupFD) with forkRaw, joining the namespaces of join (user, net,
-// mnt; -1: not that one), with extra as its descriptor 3 and worldCaps as
-// ambient capabilities. The engine stays its parent.
-func rawStart(cmd *exec.Cmd, join [3]int, extra *os.File) error {
-	s := &forkSpec{ctty: -1, fds: [4]int{-1, -1, -1, -1}, ns: join}
+// mnt; -1: not that one), with extra as its descriptors 3 and up (at
+// most maxExtra) and worldCaps as ambient capabilities. The engine
+// stays its parent.
+func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
+	if len(extra) > maxExtra {
+		return fmt.Errorf("sandbox: %d extra descriptors, at most %d", len(extra), maxExtra)
+	}
+	s := &forkSpec{ctty: -1, ns: join}
+	for i := range s.fds {
+		s.fds[i] = -1
+	}
 	var err error
 	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
 		return err
@@ -418,7 +425,7 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra *os.File) error {
 		return err
 	}
 	s.argv, s.envv = &argv[0], &envv[0]
-	files := [4]*os.File{}
+	files := [len(s.fds)]*os.File{}
 	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
 		if v == io.Discard {
 			v = nil
@@ -437,14 +444,14 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra *os.File) error {
 			return fmt.Errorf("sandbox: the standard files of a rootless command (in a world, or started by a non-dumpable process) must be *os.File, nil or io.Discard (descriptor %d is %T)", i, v)
 		}
 	}
-	files[3] = extra
-	// Duplicates above 3, so that setting up 0..3 in the child cannot
-	// overwrite a source it still needs.
+	copy(files[3:], extra)
+	// Duplicates above the child's descriptors, so that setting those up
+	// in the child cannot overwrite a source it still needs.
 	for i, f := range files {
 		if f == nil {
 			continue
 		}
-		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 4)
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, len(files))
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
@@ -518,15 +525,18 @@ func dedupEnv(env []string) []string {
 	return out
 }
 
+// maxExtra bounds the descriptors rawStart passes on beyond 0, 1 and 2.
+const maxExtra = 3
+
 // startInWorld starts cmd in the world's user, network and mount
-// namespaces (see rawStart), with extra as its descriptor 3.
-func (w *world) startInWorld(cmd *exec.Cmd, extra *os.File) error {
+// namespaces (see rawStart), with extra as its descriptors 3 and up.
+func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mntns < 0 {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, extra)
+	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, extra...)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread

@@ -232,7 +232,8 @@ type Command struct {
 	command     string
 	ns          *netnsHandle // the pooled network namespace (none without Namespaces, or in a world)
 	proxy       net.Listener
-	proxyChild  *os.File // a rootless helper's end of passedListener's socket
+	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
+	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -264,6 +265,10 @@ type helperConfig struct {
 	// Layer is Options.Layer: mounted over its roots in the command's
 	// mount namespace (see mountView).
 	Layer *layer.Spec `json:"layer,omitempty"`
+	// mounts are Layer's overlays, made (or cloned) by the rootless
+	// helper in the world's mount namespace before it makes the
+	// command's (see layer's "Held layers").
+	mounts *layer.Mounts
 	// ProxyPort is the port of the proxy listener (0: no network).
 	ProxyPort int `json:"proxy,omitempty"`
 	// LoopbackDirect: NO_PROXY names loopback (see proxyEnv).
@@ -357,7 +362,9 @@ func Prepare(opts Options) (*Command, error) {
 		ns: noNetns(), cgroup: opts.Cgroup, world: w,
 	}
 	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
-		err = cmd.setNetwork(&cfg, caps, opts)
+		if err = cmd.setNetwork(&cfg, caps, opts); err == nil {
+			err = cmd.setLayerHand(&cfg)
+		}
 	}
 	if err != nil {
 		if scratch != "" {
@@ -675,6 +682,7 @@ func (c *Command) Cleanup(gone bool) error {
 		if c.proxy != nil {
 			_ = c.proxy.Close()
 		}
+		c.hand.close()
 		c.ns.release(gone)
 		if c.Scratch != "" {
 			c.cleanupErr = removeScratch(c.Scratch)

@@ -47,14 +47,28 @@
 // layer: [Manager.Begin] returns a Tx whose [Tx.Spec] mounts clones of
 // the job's overlay mounts (layer.Layer.Share: open_tree(2), the same
 // superblock), so that lookups, contents and inotify events agree
-// between the job and them. This needs the overlays held by this
-// process (Options.Premount): a root engine, which mounts its commands'
-// layers from its own threads with either of the sandbox's launchers
-// (the direct start, and the helper process, whose mount namespace the
-// engine's thread makes before it starts the helper). A rootless
-// engine cannot make overlays (its helper makes them in the
-// conversation's user namespace), so there every command has a layer
-// of its own, as before. A
+// between the job and them. This needs the job's overlays held by this
+// process, which the pool arranges for every layer:
+//
+//   - as root (Options.Premount) the layers are premounted
+//     (layer.Layer.Premount): the engine makes their overlays, and its
+//     threads mount them with either of the sandbox's launchers (the
+//     direct start, and the helper process, whose mount namespace the
+//     engine's thread makes before it starts the helper);
+//   - otherwise they are held (layer.Layer.Hold): a rootless engine
+//     cannot make overlays, so the sandbox's helper of the layer's first
+//     command makes them in the conversation's world (its user
+//     namespace) and hands them to the engine over a socket, and the
+//     helper of a command that joins gets them back and clones them
+//     there (package layer, "Held layers"). A rootless command without
+//     a world (each in a user namespace of its own) hands nothing over:
+//     its layer cannot be joined. The overlays are held once the first
+//     command started (its helper made them): a job whose helper failed
+//     first is not joined.
+//
+// Where the overlays are not held every command has a layer of its
+// own, as before. Joins also need the job frozen at each checkpoint
+// (Tx.Background's function: the engine's freezes the job's cgroup). A
 // command joins only while every command over the layer is a
 // background job that can be frozen: a foreground command cannot be,
 // so at most one foreground command runs over a shared layer, and a

@@ -115,13 +115,22 @@ func (p *pool) layer(roots []string) (*layer.Layer, error) {
 	opts := p.opts
 	opts.Roots = roots
 	l, err := layer.New(opts)
-	if err == nil && p.premount {
+	if err == nil {
 		// On the command's path, where the sandbox would make the
 		// overlays otherwise; held here, later commands can join them
 		// (Tx.Background).
-		_ = l.Premount()
+		p.prepare(l)
 	}
 	return l, err
+}
+
+// prepare premounts l (Options.Premount), or else has its overlays
+// held once the sandbox made them (layer.Layer.Hold), so that later
+// commands can join it.
+func (p *pool) prepare(l *layer.Layer) {
+	if !p.premount || l.Premount() != nil {
+		l.Hold()
+	}
 }
 
 // refill makes the spare layer of key in the background, unless one is
@@ -155,9 +164,7 @@ func (p *pool) refill(k string, roots []string) {
 		if err != nil {
 			return // Begin makes one on its path, and reports the error
 		}
-		if p.premount {
-			_ = l.Premount() // without, the sandbox makes the overlays
-		}
+		p.prepare(l)
 		p.mu.Lock()
 		keep := !p.closed && p.spare[k] == nil && slices.Contains(p.keys, k)
 		if keep {

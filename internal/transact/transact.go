@@ -34,7 +34,9 @@ type Options struct {
 	// layer (see the package doc, "Shared layers"). Set it only when the
 	// commands' layers are mounted from a thread of this process (a root
 	// engine's sandbox, with either launcher): a rootless helper process
-	// mounts its own (see layer.Layer.Premount).
+	// mounts its own (see layer.Layer.Premount). Without it (or when it
+	// fails) the layers are held instead (layer.Layer.Hold): the process
+	// that mounts a layer hands its overlays over.
 	Premount bool
 }
 

@@ -289,9 +289,12 @@ func TestSpareLayerFollowsTheRoot(t *testing.T) {
 // doc, "Shared layers"): with the overlays held (Premount), a command
 // over the same roots while every command over the layer is a
 // background job; not one over other roots, not while a foreground
-// command is over it, not once the job ended, and never without
-// Premount. (No command runs here: the engine tests run real jobs over
-// shared layers; nothing needs freezing, so freeze just runs f.)
+// command is over it, not once the job ended, and never while the
+// overlays are not held (without Premount a held layer's overlays are
+// made by its first command's mount, and no command mounts here).
+// (The engine tests run real jobs over shared layers, the sandbox's
+// TestLayerShared held ones; nothing needs freezing, so freeze just
+// runs f.)
 func TestJoinRules(t *testing.T) {
 	if layertest.Unprivileged() {
 		t.Skip("layers are premounted (and so joined) by a root engine only")
