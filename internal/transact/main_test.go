@@ -10,9 +10,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Main() // the helper of TestJoinSandboxedCommands's commands
 	layertest.Main()
 	code := m.Run()
 	if err := goleak.Find(); err != nil {
