@@ -38,8 +38,19 @@ import (
 // in, which is why the engine holds the fsmount originals, never
 // clones), and both helpers see one superblock. The helpers make and
 // clone in the world's mount namespace anyway, the most conservative
-// order. A command whose helper cannot send them (it failed first) just
-// leaves the layer unshared: later commands get layers of their own.
+// order. A command whose helper cannot send them (it failed first, or
+// a kernel that cannot clone a detached mount: open_tree then fails
+// with EINVAL before Linux 6.15) just leaves the layer unshared: later
+// commands get layers of their own. A join needs the joining helper in
+// the same user namespace as the one that made the overlays: package
+// transact joins commands of one conversation, which share a world.
+//
+// Cost (package sandbox's BenchmarkHeldLayer: `true` in a world over a
+// new layer, held and not, alternated, medians of 200, Dir on the
+// disk): unprivileged, +0.00 to +0.06 ms per command (ratio 1.000 to
+// 1.012, three runs, load 2.0-2.6); as root (held in the engine,
+// helper launcher) -0.04 to -0.03 ms, that is nothing measurable
+// (three runs, load 2.2-2.6).
 
 // handWait bounds how long either end of Hand waits for the overlays.
 const handWait = 10 * time.Second
