@@ -33,17 +33,20 @@ import (
 // open_tree(OPEN_TREE_CLONE) of such a mount fails with EPERM (no
 // CAP_SYS_ADMIN over its mount namespace), a helper in the world's
 // user namespace clones it, before and after it unshares its mount
-// namespace (a mount made by fsmount(2) can be cloned from any mount
-// namespace; one made by OPEN_TREE_CLONE only from the one it was made
-// in, which is why the engine holds the fsmount originals, never
-// clones), and both helpers see one superblock. The helpers make and
-// clone in the world's mount namespace anyway, the most conservative
-// order. A command whose helper cannot send them (it failed first, or
-// a kernel that cannot clone a detached mount: open_tree then fails
-// with EINVAL before Linux 6.15) just leaves the layer unshared: later
-// commands get layers of their own. A join needs the joining helper in
-// the same user namespace as the one that made the overlays: package
-// transact joins commands of one conversation, which share a world.
+// namespace (fs/namespace.c's may_copy_tree and check_anonymous_mnt:
+// the anonymous namespace of a mount made by fsmount(2) records no
+// origin, so it can be cloned from any mount namespace whose user
+// namespace has CAP_SYS_ADMIN; one made by OPEN_TREE_CLONE only from
+// the namespace it was made in, which is why the engine holds the
+// fsmount originals, never clones), and both helpers see one
+// superblock. The helpers make and clone in the world's mount
+// namespace anyway, the most conservative order. A command whose
+// helper cannot send them (it failed first, or a kernel that refuses
+// to clone a detached mount: older ones, not tried here) just leaves
+// the layer unshared: later commands get layers of their own. A join
+// needs the joining helper in the same user namespace as the one that
+// made the overlays: package transact joins commands of one
+// conversation, which share a world.
 //
 // Cost (package sandbox's BenchmarkHeldLayer: `true` in a world over a
 // new layer, held and not, alternated, medians of 200, Dir on the
