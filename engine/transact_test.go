@@ -126,11 +126,10 @@ var (
 )
 
 // The same attacks by a foreground command that joined the layer of a
-// background job still running (as root, with cgroups or without, and
-// with either launcher; elsewhere the command gets a layer of its own):
-// refused when the command ends (its checkpoint), and again when the
-// job ends (the refused files stay in the shared layer, which the job
-// sees).
+// background job still running (with cgroups or without, with either
+// launcher; root or not: see transact's "Shared layers"): refused when
+// the command ends (its checkpoint), and again when the job ends (the
+// refused files stay in the shared layer, which the job sees).
 func TestRuleCommondirAttackJoined(t *testing.T) {
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) { testJoinedAttack(t, commondirAttack, mod) })
 }
@@ -146,7 +145,6 @@ func testJoinedAttack(t *testing.T, a attack, mod ...func(*engine.Config)) {
 }
 
 func testJoinedAttackWith(t *testing.T, a attack, off bool, mod ...func(*engine.Config)) {
-	shared := os.Geteuid() == 0
 	e := newEngine(t, append(mod, func(c *engine.Config) { c.Cgroups.Off = off })...)
 	dir := repo(t)
 	tc := workspaceWrite(dir)
@@ -166,10 +164,10 @@ func testJoinedAttackWith(t *testing.T, a attack, off bool, mod ...func(*engine.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Status != engine.JobCompleted || strings.Contains(out.Data, "sees the planted file") != shared {
-		t.Fatalf("job (shared layer: %v): %+v\n%s", shared, j, out.Data)
+	if j.Status != engine.JobCompleted || !strings.Contains(out.Data, "sees the planted file") {
+		t.Fatalf("job (the layer was not shared?): %+v\n%s", j, out.Data)
 	}
-	if shared && (len(j.Refused) == 0 || !strings.Contains(out.Data, a.refusal)) {
+	if len(j.Refused) == 0 || !strings.Contains(out.Data, a.refusal) {
 		t.Fatalf("the job's end did not refuse the planted file again: %+v\n%s", j, out.Data)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, a.planted)); err == nil {
@@ -385,9 +383,10 @@ func TestREPLInWorkspace(t *testing.T) {
 // A background job sees, while it runs, the files the conversation's
 // later commands make: a loop that waits for a file another command
 // creates ends (after looking the file up before it existed), and one
-// that reads a file another command rewrites sees the new content. As
-// root, with either launcher, the later commands join the job's layer
-// (one overlay); each command's report has what it changed.
+// that reads a file another command rewrites sees the new content: the
+// later commands join the job's layer (one overlay; with either
+// launcher, root or not, with cgroups or without); each command's
+// report has what it changed.
 func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 	bothLaunchers(t, testJobSeesLaterFiles)
 }
@@ -395,9 +394,6 @@ func TestBackgroundJobSeesLaterCommandsFiles(t *testing.T) {
 func testJobSeesLaterFiles(t *testing.T, mod func(*engine.Config)) {
 	needNamespaces(t)
 	modes := cgroupModes(t) // a shared layer's checkpoints freeze the job's cgroup, or stop its processes
-	if os.Geteuid() != 0 {
-		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays); elsewhere each command has its own")
-	}
 	for _, tt := range []struct {
 		name, before, job, change, want, line string
 	}{
@@ -448,13 +444,9 @@ func testJobSeesLaterFiles(t *testing.T, mod func(*engine.Config)) {
 
 // A background job and a command that joined its layer start with
 // descriptors 0, 1 and 2 only, with either launcher: the overlays'
-// mount descriptors (the premounted ones the job's namespace took, the
-// clones the command's took) stay in the engine.
+// mount descriptors (premounted or held, and their clones) and the
+// rootless helpers' sockets for them stay out of the commands.
 func TestJoinedCommandsOnlyStandardDescriptors(t *testing.T) {
-	cgroupBase(t)
-	if os.Geteuid() != 0 {
-		t.Skip("commands join a running job's layer only in a root engine (premounted overlays)")
-	}
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
 		needNamespaces(t)
 		e := newEngine(t, mod)
@@ -488,9 +480,6 @@ func TestJoinedCommandsOnlyStandardDescriptors(t *testing.T) {
 // would be applied again): Undo refuses, and works once the job ended.
 func TestUndoJoinedCommandAfterJob(t *testing.T) {
 	needNamespaces(t)
-	if os.Geteuid() != 0 {
-		t.Skip("commands join a running job's layer only in a root engine that mounts layers itself (premounted overlays)")
-	}
 	e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = true }) // the freezer without cgroups (with: TestBackgroundJobSeesLaterCommandsFiles)
 	dir := repo(t)
 	tc := workspaceWrite(dir)

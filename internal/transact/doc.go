@@ -26,13 +26,14 @@
 // build output, a dev server's files) reaches the workspace while it
 // runs, the engine takes checkpoints ([Tx.Checkpoint]): before the
 // conversation's next command starts, on bash_output, and when the job
-// ends (then a Commit). A checkpoint freezes the job's cgroup
-// (cgroup.freeze) so that nothing changes under the diff, the policy
-// check and the apply, applies the allowed changes by copying them (the
-// job still runs over its upper layer, whose files must not move into
-// the workspace), and thaws it; it is one undo step like a command's.
-// A job without a cgroup to freeze gets no checkpoints: its changes are
-// applied when it ends.
+// ends (then a Commit). A checkpoint freezes the job (the function
+// the engine passes: its cgroup's cgroup.freeze, or without a cgroup
+// SIGSTOP of the processes of its mount namespace, proc.Freezer) so
+// that nothing changes under the diff, the policy check and the apply,
+// applies the allowed changes by copying them (the job still runs over
+// its upper layer, whose files must not move into the workspace), and
+// thaws it; it is one undo step like a command's. A job that cannot be
+// frozen gets no checkpoints: its changes are applied when it ends.
 //
 // # Shared layers
 //
@@ -68,7 +69,10 @@
 //
 // Where the overlays are not held every command has a layer of its
 // own, as before. Joins also need the job frozen at each checkpoint
-// (Tx.Background's function: the engine's freezes the job's cgroup). A
+// (Tx.Background's function, as above). Both hold in the engine as
+// root and unprivileged, with cgroups or without (package engine's
+// TestBackgroundJobSeesLaterCommandsFiles runs each way, with either
+// launcher). A
 // command joins only while every command over the layer is a
 // background job that can be frozen: a foreground command cannot be,
 // so at most one foreground command runs over a shared layer, and a
