@@ -70,8 +70,17 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 	}
 	job := begin("job")
 	jobLog := filepath.Join(base, "job.log")
-	jobCmd := startSandboxed(t, w, bash, job, ws, jobLog,
-		`test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.02; done; echo saw; echo job > job.txt`)
+	// The job runs on after it saw the file, until its stdin closes:
+	// the joined command's checkpoint stops it (a job that ended would
+	// wait for its Commit, which the engine, not this test, starts).
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release.Close()
+	jobCmd := startSandboxed(t, w, bash, job, ws, jobLog, stdin,
+		`test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.02; done; echo saw; read _; echo job > job.txt`)
+	stdin.Close()
 	logged := func(want string) func() bool {
 		return func() bool { b, _ := os.ReadFile(jobLog); return strings.Contains(string(b), want) }
 	}
@@ -81,7 +90,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 	if !joined.Shared() {
 		t.Fatal("the command did not join the job's layer")
 	}
-	cmd := startSandboxed(t, w, bash, joined, ws, filepath.Join(base, "joined.log"), `echo x > ready`)
+	cmd := startSandboxed(t, w, bash, joined, ws, filepath.Join(base, "joined.log"), nil, `echo x > ready`)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the joined command: %v", err)
 	}
@@ -93,6 +102,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 		t.Fatalf("ready in the workspace: %q", b)
 	}
 	testenv.Eventually(t, 20*time.Second, logged("saw"), "the job never saw the joined command's file")
+	release.Close()
 	if err := jobCmd.Wait(); err != nil {
 		t.Fatalf("the job: %v", err)
 	}
@@ -107,9 +117,9 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 }
 
 // startSandboxed starts command in the workspace-write profile of ws
-// over tx's layer, in world w, its output in logPath; it is killed at
-// the end of the test.
-func startSandboxed(t *testing.T, w *sandbox.World, bash string, tx *transact.Tx, ws, logPath, command string) *exec.Cmd {
+// over tx's layer, in world w, its output in logPath and stdin its
+// standard input (nil: /dev/null); it is killed at the end of the test.
+func startSandboxed(t *testing.T, w *sandbox.World, bash string, tx *transact.Tx, ws, logPath string, stdin *os.File, command string) *exec.Cmd {
 	t.Helper()
 	spec := tx.Spec()
 	sc, err := sandbox.Prepare(sandbox.Options{Bash: bash, Command: command, Roots: sandbox.Roots{Writable: tx.Roots()},
@@ -126,6 +136,9 @@ func startSandboxed(t *testing.T, w *sandbox.World, bash string, tx *transact.Tx
 	cmd.Args[0] = sc.Args[0]
 	cmd.Dir, cmd.Env = ws, append(os.Environ(), sc.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := sc.StartHelper(cmd); err != nil {
 		t.Fatal(err)
