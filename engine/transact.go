@@ -21,11 +21,10 @@ import (
 // (Result.Refused), and keeps what it replaced for Undo. A background
 // job's layer is applied at checkpoints while it runs (with it frozen:
 // its cgroup, or without cgroups its processes stopped, see
-// proc.Freezer) and when it ends;
-// while it runs, the conversation's later workspace-write commands join
-// its layer where package transact can share it (a root engine that
-// mounts layers itself: see transact's "Shared layers"),
-// and report what the checkpoint taken at their end applied.
+// proc.Freezer) and when it ends; while it runs, the conversation's
+// later workspace-write commands join its layer (root and unprivileged:
+// see transact's "Shared layers"), and report what the checkpoint
+// taken at their end applied.
 
 // Change is one path a workspace-write command changed in the
 // workspace.
