@@ -36,13 +36,18 @@ import (
 // mount namespace other than the engine's and than those named as not
 // the command's own (where the sandbox's helper starts, before it makes
 // the command's namespace): see Learn. While it is not known, Frozen
-// reports false and Members finds nothing.
+// reports false and Members finds nothing. Once found, the Freezer
+// holds the namespace (a descriptor of it) until Close or until a
+// Frozen finds none of its processes left: the kernel gives a freed
+// namespace's number to the next namespace made, which may be another
+// command's, so a number is only trusted while it is held.
 type Freezer struct {
 	pid   int
 	other []uint64 // mount namespaces that are not the command's
 
 	mu     sync.Mutex
 	ns     uint64 // the command's mount namespace, once found
+	nsfd   int    // holds ns (-1: none)
 	leader int    // a pidfd of the shell until ns is found or Close (-1: none)
 }
 
@@ -56,7 +61,7 @@ func NewFreezer(pid int, other ...uint64) *Freezer {
 	if err != nil {
 		fd = -1
 	}
-	return &Freezer{pid: pid, other: other, leader: fd}
+	return &Freezer{pid: pid, other: other, leader: fd, nsfd: -1}
 }
 
 // Close releases what the Freezer holds (nil-safe); it then finds no
@@ -68,9 +73,18 @@ func (z *Freezer) Close() {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.closeLeader()
-	z.ns = 0
+	z.release()
 	z.other = nil
 	z.pid = -1
+}
+
+// release forgets the command's namespace, and lets its number go.
+func (z *Freezer) release() {
+	if z.nsfd >= 0 {
+		unix.Close(z.nsfd)
+		z.nsfd = -1
+	}
+	z.ns = 0
 }
 
 func (z *Freezer) closeLeader() {
@@ -125,9 +139,9 @@ func (z *Freezer) Frozen(f func()) bool {
 			return false
 		}
 		if len(st.pids) == 0 {
-			// No process left there: the command ended, or the namespace
-			// was one its helper left (find again next time).
-			z.ns = 0
+			// No process left there: the command ended, and nothing can
+			// enter its namespace any more.
+			z.release()
 			return false
 		}
 		if !st.wait(deadline) {
@@ -227,8 +241,9 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) {
 
 // find takes the shell's mount namespace when it is the command's own:
 // only while the shell runs (its pidfd says so), so that a pid reused
-// by another process is never taken for it. Once found, the pidfd is
-// closed. z.mu is held.
+// by another process is never taken for it. It holds the namespace
+// open, so that its number names no other while the Freezer uses it.
+// Once found, the pidfd is closed. z.mu is held.
 func (z *Freezer) find() bool {
 	if z.leader < 0 {
 		return false
@@ -241,11 +256,16 @@ func (z *Freezer) find() bool {
 	if err != nil {
 		return false
 	}
-	ns, err := MountNamespace(z.pid)
-	if err != nil || exited(z.leader) || ns == own || containsNS(z.other, ns) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(z.pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return false
 	}
-	z.ns = ns
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || exited(z.leader) || st.Ino == own || containsNS(z.other, st.Ino) {
+		unix.Close(fd)
+		return false
+	}
+	z.ns, z.nsfd = st.Ino, fd
 	z.closeLeader()
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -227,4 +228,99 @@ func BenchmarkFreezer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A Freezer never finds the processes of a mount namespace that got
+// the number of the command's once the command ended: the kernel gives
+// a freed namespace's inode number to the next namespace made (the
+// lowest free one), which may be another command's (of another
+// conversation) while the ended job's actor still looks for leftovers
+// and kills them. The commands here, as a rootless sandbox's, make
+// their mount namespaces in a user namespace that exists already.
+func TestFreezerNamespaceNumberReused(t *testing.T) {
+	testenv.NeedsTool(t, "nsenter")
+	testenv.NeedsTool(t, "unshare")
+	world := exec.Command("sleep", "1000")
+	world.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:     true,
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	testenv.Need(t, testenv.Namespaces, world.Start())
+	defer func() {
+		_ = world.Process.Kill()
+		_ = world.Wait()
+	}()
+	inWorld := func(script string) *exec.Cmd {
+		cmd := exec.Command("nsenter", "--user", "--preserve-credentials", "--target", strconv.Itoa(world.Process.Pid),
+			"unshare", "--mount", "sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	cmd := inWorld("read x || :")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	z := proc.NewFreezer(cmd.Process.Pid)
+	defer z.Close()
+	if !z.Learn(10 * time.Second) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("the command's namespace was not found")
+	}
+	old, err := proc.MountNamespace(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Other commands start in new namespaces, one of which (unless
+	// other namespaces are made meanwhile on the host) gets the ended
+	// command's number.
+	own, err := proc.MountNamespace(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victims []int
+	for range 20 {
+		v := inWorld("exec sleep 100")
+		if err := v.Start(); err != nil {
+			t.Fatal(err)
+		}
+		victims = append(victims, v.Process.Pid)
+		defer func() {
+			_ = v.Process.Kill()
+			_ = v.Wait()
+		}()
+		var ns uint64
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			ns, err = proc.MountNamespace(v.Process.Pid)
+			return err == nil && ns != own
+		}, "pid %d did not make its namespace", v.Process.Pid)
+		if ns == old {
+			t.Logf("namespace %d reused by pid %d", old, v.Process.Pid)
+			break
+		}
+	}
+	for _, m := range z.Members() {
+		if slices.Contains(victims, m.Pid) {
+			t.Fatalf("the ended command's Freezer finds pid %d of another namespace", m.Pid)
+		}
+	}
+	if z.Frozen(func() { t.Error("ran with no process of the command left") }) {
+		t.Error("Frozen with no process of the command left")
+	}
+	z.Signal(syscall.SIGKILL)
+	for _, pid := range victims {
+		if st, err := proc.ReadStat(pid); err != nil || st.State == 'T' || st.State == 'Z' {
+			t.Errorf("another command's pid %d was stopped or killed: %+v %v", pid, st, err)
+		}
+	}
 }
