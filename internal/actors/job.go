@@ -601,6 +601,7 @@ func (j *job) emergency() {
 	j.closeStdin()
 	if j.l != nil {
 		j.signalAll(syscall.SIGKILL)
+		j.l.fz.Close() // the command's mount namespace (settle's, otherwise)
 		j.closePipes()
 		j.closeFile()
 		j.live.End()

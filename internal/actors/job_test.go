@@ -502,3 +502,41 @@ func TestWriteCloseAfterJobClosedStdin(t *testing.T) {
 		t.Errorf("delivered %q", buf[:n])
 	}
 }
+
+// A sandboxed job without a cgroup whose actor panics lets go of what
+// its Freezer holds (the command's mount namespace, which keeps the
+// command's mounts alive), as when it ends normally.
+func TestPanicReleasesTheFreezer(t *testing.T) {
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Available(), "restricted mode unavailable")
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no namespaces for the sandbox")
+	h := newHarness(t, false, nil)
+	spec, pid, done := h.start("sleep 60", func(s *Spec) { s.Sandbox = &jobs.Profile{} }, panicOnBoom)
+	l := h.launch(spec, pid)
+	if l.fz == nil {
+		t.Fatal("a sandboxed job without a cgroup has no Freezer")
+	}
+	var ns uint64
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		if len(l.fz.Members()) == 0 {
+			return false
+		}
+		var err error
+		ns, err = proc.MountNamespace(l.Pid())
+		return err == nil
+	}, "the command's namespace was not found")
+	h.system.Root.Send(pid, boom{})
+	if o := h.outcome(done); !errors.Is(o.Err, jobs.ErrActorFailed) {
+		t.Fatalf("outcome %+v", o)
+	}
+	waitGone(t, l.Pid())
+	want := "mnt:[" + strconv.FormatUint(ns, 10) + "]"
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if link, _ := os.Readlink("/proc/self/fd/" + fd.Name()); link == want {
+			t.Fatalf("descriptor %s still holds the ended command's namespace %s", fd.Name(), want)
+		}
+	}
+}
