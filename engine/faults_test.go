@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,7 +173,7 @@ func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
 	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "escapees", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
 	// The pids go through the conversation's /tmp, and are printed.
 	script := strings.NewReplacer("pid-a", "$TMPDIR/pid-a", "pid-b", "$TMPDIR/pid-b", "mid", "$TMPDIR/mid").Replace(escapees) + ` $a $b`
-	pids := func(t *testing.T, out string) []int {
+	pids := func(t *testing.T, out string, want int) []int {
 		t.Helper()
 		_, rest, ok := strings.Cut(out, "escaped ")
 		line, _, _ := strings.Cut(rest, "\n")
@@ -182,8 +183,8 @@ func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
 				pids = append(pids, pid)
 			}
 		}
-		if !ok || len(pids) != 2 {
-			t.Fatalf("want 2 escapee pids in %q", out)
+		if !ok || len(pids) != want || slices.Contains(pids, 0) {
+			t.Fatalf("want %d escapee pids in %q", want, out)
 		}
 		t.Cleanup(func() {
 			for _, pid := range pids {
@@ -198,13 +199,28 @@ func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
 		tc := tc
 		tc.ConversationID += "-fg"
 		r := e.Run(context.Background(), tc, engine.Input{Command: script, Mode: engine.ModeSlow})
-		ps := pids(t, r.Output)
+		ps := pids(t, r.Output, 2)
 		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "\n[killed processes left running after the shell exited: ") ||
 			strings.Count(r.Output, "sleep (pid") != 2 {
 			t.Fatalf("got %s %q", r.Status, r.Output)
 		}
 		for _, pid := range ps {
 			waitGone(t, pid, 3*time.Second)
+		}
+	})
+	// A shell that ends at once: its namespace is known all the same (as
+	// root the command is forked into it; unprivileged its helper tells
+	// it before it execs bash).
+	t.Run("quick shell", func(t *testing.T) {
+		tc := tc
+		tc.ConversationID += "-quick"
+		for i := range 5 {
+			r := e.Run(context.Background(), tc, engine.Input{Command: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo "escaped $!"`})
+			ps := pids(t, r.Output, 1)
+			if r.Status != engine.StatusOK || !strings.Contains(r.Output, "\n[killed processes left running after the shell exited: ") {
+				t.Fatalf("run %d: got %s %q", i, r.Status, r.Output)
+			}
+			waitGone(t, ps[0], 3*time.Second)
 		}
 	})
 	t.Run("background kill", func(t *testing.T) {
@@ -219,7 +235,7 @@ func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps := pids(t, out.Data)
+		ps := pids(t, out.Data, 2)
 		waitGone(t, r.PID, 5*time.Second) // the shell ends; the job lives while its escapees do
 		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			if j, _ := e.Job(tc, r.JobID); j.Status != engine.JobRunning {

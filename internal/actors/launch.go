@@ -241,12 +241,9 @@ func (l *Launched) setRlimits(lim config.Limits, cpuSeconds uint64) error {
 
 // learnNamespace makes the Freezer of a sandboxed job without a cgroup,
 // which finds its processes, also those that left its process group, in
-// its mount namespace: the fork's as root; a rootless command's helper
-// makes its own before it execs bash, which a goroutine waits for.
+// its mount namespace (see sandbox.Command.Freezer).
 func (l *Launched) learnNamespace() {
-	if l.fz = l.sbx.Freezer(l.p.Pid); l.fz != nil && !l.fz.Learn(0) {
-		go l.fz.Learn(time.Second)
-	}
+	l.fz = l.sbx.Freezer(l.p.Pid)
 }
 
 // closePipes closes the read ends of a started process's pipes.

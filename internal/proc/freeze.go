@@ -32,11 +32,13 @@ import (
 // interactive bash then takes its terminal back from the program it
 // ran), and SIGCONT handlers run.
 //
-// The command's mount namespace is its shell's, once the shell is in a
-// mount namespace other than the engine's and than those named as not
-// the command's own (where the sandbox's helper starts, before it makes
-// the command's namespace): see Learn. While it is not known, Frozen
-// reports false and Members finds nothing. Once found, the Freezer
+// The command's mount namespace is the one its starter tells (Told),
+// or its shell's once the shell is in a mount namespace other than the
+// engine's and than those named as not the command's own (where the
+// sandbox's helper starts, before it makes the command's namespace):
+// NewFreezer looks once (a command forked into its namespace is found
+// at once), Learn polls. While it is not known, Frozen reports false
+// and Members finds nothing. Once found, the Freezer
 // holds the namespace (a descriptor of it) until Close or until a
 // Frozen finds none of its processes left: the kernel gives a freed
 // namespace's number to the next namespace made, which may be another
@@ -49,10 +51,12 @@ type Freezer struct {
 	ns     uint64 // the command's mount namespace, once found
 	nsfd   int    // holds ns (-1: none)
 	leader int    // a pidfd of the shell until ns is found or Close (-1: none)
+	told   int    // the socket Told gave, until ns is found or Close (-1: none)
 }
 
 // NewFreezer returns a Freezer for the started command whose shell is
-// pid (a child of this process, not yet waited for); other are mount
+// pid (a child of this process, not yet waited for), and looks for its
+// namespace once; other are mount
 // namespaces (their inode numbers, see MountNamespace) where its
 // processes may be while it starts, which are never frozen; the calling
 // process's own is one too. Close it when the command ended.
@@ -61,7 +65,27 @@ func NewFreezer(pid int, other ...uint64) *Freezer {
 	if err != nil {
 		fd = -1
 	}
-	return &Freezer{pid: pid, other: other, leader: fd, nsfd: -1}
+	z := &Freezer{pid: pid, other: other, leader: fd, nsfd: -1, told: -1}
+	z.find() // a command forked into its namespace is in it already
+	return z
+}
+
+// Told makes the Freezer learn the command's mount namespace from what
+// the command's starter sends on the Unix socket sock (which the
+// Freezer then owns): one message carrying a descriptor of the
+// namespace (SCM_RIGHTS), sent before the command runs anything of its
+// own. The sandbox's rootless helper does, once it made the namespace:
+// the namespace is then known whenever a process of the command could
+// have run, however quickly its shell ended, which polling the shell
+// (Learn) cannot promise. Until the message came (or when the sender
+// closed the socket without one) the shell is looked at as before.
+func (z *Freezer) Told(sock int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.told >= 0 {
+		unix.Close(z.told)
+	}
+	z.told = sock
 }
 
 // Close releases what the Freezer holds (nil-safe); it then finds no
@@ -74,6 +98,10 @@ func (z *Freezer) Close() {
 	defer z.mu.Unlock()
 	z.closeLeader()
 	z.release()
+	if z.told >= 0 {
+		unix.Close(z.told)
+		z.told = -1
+	}
 	z.other = nil
 	z.pid = -1
 }
@@ -156,11 +184,10 @@ func (z *Freezer) Frozen(f func()) bool {
 }
 
 // Learn waits, for at most wait, until the command's mount namespace is
-// known (its shell made it), so that its processes are found after the
-// shell ended, and reports whether it is. It polls the shell every
-// 100 µs: call it right after the command started, before its shell
-// can have run anything (a sandbox's helper makes the namespace before
-// it execs bash).
+// known, and reports whether it is: for a command that makes its own
+// namespace after it started and cannot tell it (Told). It polls the
+// shell every 100 µs, so a shell that made its namespace and ended
+// between two looks is missed: its namespace stays unknown.
 func (z *Freezer) Learn(wait time.Duration) bool {
 	deadline := time.Now().Add(wait)
 	for {
@@ -245,6 +272,9 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) {
 // open, so that its number names no other while the Freezer uses it.
 // Once found, the pidfd is closed. z.mu is held.
 func (z *Freezer) find() bool {
+	if z.receive() {
+		return true
+	}
 	if z.leader < 0 {
 		return false
 	}
@@ -266,6 +296,46 @@ func (z *Freezer) find() bool {
 		return false
 	}
 	z.ns, z.nsfd = st.Ino, fd
+	z.closeLeader()
+	return true
+}
+
+// receive takes the namespace the socket of Told carries, if it came
+// (without waiting). z.mu is held.
+func (z *Freezer) receive() bool {
+	if z.told < 0 {
+		return false
+	}
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(z.told, make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	if errors.Is(err, unix.EAGAIN) {
+		return false // not yet: the command runs nothing of its own before it comes
+	}
+	unix.Close(z.told)
+	z.told = -1
+	if err != nil || n == 0 {
+		return false // the sender ended without telling
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return false
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fds[0], &st) != nil {
+		unix.Close(fds[0])
+		return false
+	}
+	if z.nsfd >= 0 {
+		unix.Close(z.nsfd)
+	}
+	z.ns, z.nsfd = st.Ino, fds[0]
 	z.closeLeader()
 	return true
 }

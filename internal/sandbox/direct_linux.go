@@ -163,6 +163,10 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 		if c.proxyChild != nil {
 			_ = c.proxyChild.Close() // the helper has its own
 		}
+		if c.nsChild != nil {
+			_ = c.nsChild.Close()
+			c.nsChild = nil
+		}
 		c.hand.afterStart(err == nil)
 		return err
 	}

@@ -44,7 +44,8 @@ func (cmd *Command) setLayerHand(cfg *helperConfig) error {
 }
 
 // extraFiles are the descriptors the helper gets from 3 up: the proxy
-// listener's socket, then the layer's.
+// listener's socket, then the layer's, then the one it tells its mount
+// namespace on.
 func (c *Command) extraFiles() []*os.File {
 	var out []*os.File
 	if c.proxyChild != nil {
@@ -52,6 +53,9 @@ func (c *Command) extraFiles() []*os.File {
 	}
 	if c.hand != nil && c.hand.child != nil {
 		out = append(out, c.hand.child)
+	}
+	if c.nsChild != nil {
+		out = append(out, c.nsChild)
 	}
 	return out
 }

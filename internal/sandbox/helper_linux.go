@@ -157,6 +157,11 @@ func helper(args []string) error {
 		if err := makeView(&cfg); err != nil {
 			return err
 		}
+		if cfg.NamespaceFD != 0 {
+			if err := reportNamespace(cfg.NamespaceFD); err != nil {
+				return err
+			}
+		}
 		if err := unix.Chdir(cwd); err != nil {
 			return fmt.Errorf("working directory: %w", err)
 		}

@@ -32,6 +32,10 @@ func makeCacheDir(string) error { return nil }
 // Freezer is nil: there is no sandboxed command.
 func (c *Command) Freezer(pid int) *proc.Freezer { return nil }
 
+func (c *Command) setNamespaceReport(*helperConfig) error { return nil }
+
+func (c *Command) closeNamespaceReport() {}
+
 type world struct {
 	dir      string
 	rootless bool

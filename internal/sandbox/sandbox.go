@@ -234,6 +234,8 @@ type Command struct {
 	proxy       net.Listener
 	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
 	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
+	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
+	nsSock      int        // the engine's end (-1: none, or given to a Freezer)
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -277,6 +279,11 @@ type helperConfig struct {
 	// descriptor on which it hands the engine the proxy listener it made
 	// in the world's network (0: none).
 	ProxyFD int `json:"proxy_fd,omitempty"`
+	// NamespaceFD, in a rootless world, is the helper's descriptor on
+	// which it sends the engine a descriptor of the command's mount
+	// namespace once it made it, before it execs bash (0: none; see
+	// Command.Freezer).
+	NamespaceFD int `json:"ns_fd,omitempty"`
 	// World is the command's world (nil: none).
 	World *worldConfig `json:"world,omitempty"`
 	// OwnNamespaces: the helper was started in new user and network
@@ -359,11 +366,13 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd := &Command{
 		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
-		ns: noNetns(), cgroup: opts.Cgroup, world: w,
+		ns: noNetns(), cgroup: opts.Cgroup, world: w, nsSock: -1,
 	}
 	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
 		if err = cmd.setNetwork(&cfg, caps, opts); err == nil {
-			err = cmd.setLayerHand(&cfg)
+			if err = cmd.setLayerHand(&cfg); err == nil {
+				err = cmd.setNamespaceReport(&cfg)
+			}
 		}
 	}
 	if err != nil {
@@ -683,6 +692,7 @@ func (c *Command) Cleanup(gone bool) error {
 			_ = c.proxy.Close()
 		}
 		c.hand.close()
+		c.closeNamespaceReport()
 		c.ns.release(gone)
 		if c.Scratch != "" {
 			c.cleanupErr = removeScratch(c.Scratch)

@@ -15,8 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/internal/proc"
-
 	"github.com/bashvisor/bashvisor/config"
 )
 
@@ -306,24 +304,6 @@ func (w *World) Usage() (used, size uint64, err error) {
 	}
 	bs := uint64(st.Bsize)
 	return (st.Blocks - st.Bfree) * bs, st.Blocks * bs, nil
-}
-
-// Freezer returns what stops and continues the started command pid's
-// processes when it has no cgroup to freeze (proc.Freezer: the
-// processes of its mount namespace). A rootless command's helper starts
-// in its world's mount namespace and makes the command's own there
-// (makeView), so the world's is named as not the command's.
-func (c *Command) Freezer(pid int) *proc.Freezer {
-	if c.world == nil || !c.world.rootless {
-		return proc.NewFreezer(pid)
-	}
-	c.world.mu.Lock()
-	defer c.world.mu.Unlock()
-	var st unix.Stat_t
-	if c.world.mntns < 0 || unix.Fstat(c.world.mntns, &st) != nil {
-		return nil // closed: the command cannot have started
-	}
-	return proc.NewFreezer(pid, st.Ino)
 }
 
 // closed reports whether the world was closed.

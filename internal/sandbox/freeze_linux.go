@@ -1,0 +1,92 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/proc"
+)
+
+// Freezer returns what finds, stops, continues and signals the started
+// command pid's processes when it has no cgroup (proc.Freezer: the
+// processes of its mount namespace, which none of them can leave), nil
+// for a command without namespaces (it has no mount namespace of its
+// own). As root the command is forked into its namespace, so the
+// Freezer finds it at once. A rootless command's helper starts in its
+// world's mount namespace (never taken for the command's) and makes
+// the command's own there (makeView): it then sends the engine a
+// descriptor of it over a socket (helperConfig.NamespaceFD) before it
+// execs bash, which the Freezer receives (proc.Freezer.Told), so the
+// namespace is known however quickly the command ends; a helper that
+// fails before ends without running the command. Call it once, after
+// the command started.
+func (c *Command) Freezer(pid int) *proc.Freezer {
+	if c.world == nil && (c.ns == nil || c.ns.fd < 0) && !c.cfg.OwnNamespaces {
+		return nil
+	}
+	if c.world == nil || !c.world.rootless {
+		return proc.NewFreezer(pid)
+	}
+	c.world.mu.Lock()
+	var st unix.Stat_t
+	var err error = unix.EBADF
+	if c.world.mntns >= 0 {
+		err = unix.Fstat(c.world.mntns, &st)
+	}
+	c.world.mu.Unlock()
+	if err != nil {
+		return nil // closed: the command cannot have started
+	}
+	z := proc.NewFreezer(pid, st.Ino)
+	if c.nsSock >= 0 {
+		z.Told(c.nsSock)
+		c.nsSock = -1
+	}
+	return z
+}
+
+// setNamespaceReport gives a command in a rootless world the socket its
+// helper tells its mount namespace on (see Freezer).
+func (c *Command) setNamespaceReport(cfg *helperConfig) error {
+	if c.world == nil || !c.world.rootless {
+		return nil
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox: namespace socket: %w", err)
+	}
+	cfg.NamespaceFD = 3 + len(c.extraFiles())
+	c.nsSock, c.nsChild = sp[0], os.NewFile(uintptr(sp[1]), "namespace-report")
+	return nil
+}
+
+// closeNamespaceReport closes what is left of the socket.
+func (c *Command) closeNamespaceReport() {
+	if c.nsChild != nil {
+		_ = c.nsChild.Close()
+		c.nsChild = nil
+	}
+	if c.nsSock >= 0 {
+		_ = unix.Close(c.nsSock)
+		c.nsSock = -1
+	}
+}
+
+// reportNamespace, in the helper, sends the engine a descriptor of its
+// (the command's) mount namespace on fd, and closes fd.
+func reportNamespace(fd int) error {
+	defer unix.Close(fd)
+	ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("tell the mount namespace: %w", err)
+	}
+	defer unix.Close(ns)
+	if err := unix.Sendmsg(fd, []byte{0}, unix.UnixRights(ns), nil, 0); err != nil {
+		return fmt.Errorf("tell the mount namespace: %w", err)
+	}
+	return nil
+}
