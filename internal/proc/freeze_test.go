@@ -163,7 +163,9 @@ func TestFreezerRefusesOtherNamespaces(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	if proc.NewFreezer(cmd.Process.Pid).Frozen(func() { t.Error("ran") }) {
+	own := proc.NewFreezer(cmd.Process.Pid)
+	defer own.Close()
+	if own.Frozen(func() { t.Error("ran") }) {
 		t.Fatal("froze a process in the engine's mount namespace")
 	}
 	other := startInMountNS(t, t.TempDir(), "sleep 100")
@@ -171,7 +173,9 @@ func TestFreezerRefusesOtherNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if proc.NewFreezer(other.Process.Pid, ns).Frozen(func() { t.Error("ran") }) {
+	named := proc.NewFreezer(other.Process.Pid, ns)
+	defer named.Close()
+	if named.Frozen(func() { t.Error("ran") }) {
 		t.Fatal("froze a namespace named as not the command's")
 	}
 	for _, pid := range []int{cmd.Process.Pid, other.Process.Pid} {
