@@ -24,6 +24,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // sessServer serves one engine over streamable HTTP on a real loopback
@@ -535,12 +536,19 @@ func TestMetricsHandler(t *testing.T) {
 	if code, _ := get("nope"); code != http.StatusUnauthorized {
 		t.Errorf("with a wrong token: %d", code)
 	}
-	code, body := get("tok")
-	for _, want := range []string{`bashvisor_commands_total{status="ok"} 1`, "bashvisor_commands_running 0", "# TYPE bashvisor_command_duration_seconds histogram"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("scrape (%d) lacks %q:\n%s", code, want, body)
+	// The supervisor counts the command's end after the caller got its
+	// result: the running gauge reaches 0 a moment later.
+	var code int
+	var body string
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		code, body = get("tok")
+		for _, want := range []string{`bashvisor_commands_total{status="ok"} 1`, "bashvisor_commands_running 0", "# TYPE bashvisor_command_duration_seconds histogram"} {
+			if !strings.Contains(body, want) {
+				return false
+			}
 		}
-	}
+		return true
+	}, "the scrape lacks the command's metrics: %d\n%s", testenv.Last(&code), testenv.Last(&body))
 }
 
 // Over the cap, LimitListener answers 503 and closes; a closed connection
