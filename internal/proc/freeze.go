@@ -142,14 +142,16 @@ func MountNamespace(pid int) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-// stopWait bounds how long Frozen waits for the processes to stop.
-const stopWait = 2 * time.Second
+// stopWait bounds how long Frozen waits for the processes to stop: a
+// process in an uninterruptible wait (a network file system's request)
+// stops only when the wait ends.
+const stopWait = 5 * time.Second
 
 // Frozen runs f with every process of the command stopped, then
 // continues them, and reports true; it reports false, without running
 // f, when it cannot: the command's mount namespace is not known yet
 // (its processes are still starting) or no longer (none is left), or a
-// process did not stop within two seconds (then every process it
+// process did not stop within five seconds (then every process it
 // stopped is continued). Keep f short: the command stands still
 // meanwhile.
 func (z *Freezer) Frozen(f func()) bool {
@@ -423,6 +425,9 @@ func (s *stopped) wait(deadline time.Time) bool {
 			if err != nil || st.State == 'T' || st.State == 't' || st.State == 'Z' || st.State == 'X' || exited(p.fd) {
 				break
 			}
+			if st.State == 'D' && inVfork(pid) {
+				break // held by its vfork child, which is stopped here too
+			}
 			if time.Now().After(deadline) {
 				return false
 			}
@@ -430,6 +435,19 @@ func (s *stopped) wait(deadline time.Time) bool {
 		}
 	}
 	return true
+}
+
+// inVfork reports whether pid, in an uninterruptible sleep, waits for
+// the child it started with vfork (posix_spawn, Go's os/exec) to exec
+// or exit: its wait channel is wait_for_vfork_done, or kernel_clone
+// where that is inlined (Linux 6.18), the only sleep of kernel_clone
+// itself. Such a process cannot stop (its wait is killable only) until
+// its child, in the same mount namespace and so stopped too, goes on,
+// and it then stops (its SIGSTOP is pending) before it runs anything:
+// it counts as stopped.
+func inVfork(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+	return err == nil && (string(b) == "wait_for_vfork_done" || string(b) == "kernel_clone")
 }
 
 // exited reports whether the process of pidfd fd exited (its pid may

@@ -122,6 +122,10 @@ func TestFreezerStopsTheMountNamespace(t *testing.T) {
 			}
 		})
 		if !ok || !ran {
+			for pid, st := range inNamespace(t, ns) { // what did not stop (continued since)
+				w, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+				t.Logf("pid %d (%s): %c, wchan %s", pid, st.Comm, st.State, w)
+			}
 			t.Fatalf("round %d: Frozen = %v, ran %v", round, ok, ran)
 		}
 		c, e := readInt(t, filepath.Join(dir, "counter")), readInt(t, filepath.Join(dir, "escaped"))
@@ -327,4 +331,55 @@ func TestFreezerNamespaceNumberReused(t *testing.T) {
 			t.Errorf("another command's pid %d was stopped or killed: %+v %v", pid, st, err)
 		}
 	}
+}
+
+// A process that started a child with vfork (posix_spawn) waits,
+// unstoppable, until the child execs; the child, stopped, cannot: the
+// parent counts as stopped, and Frozen succeeds. The child here blocks
+// in posix_spawn's file action (opening a fifo) before it execs.
+func TestFreezerVforkParent(t *testing.T) {
+	testenv.NeedsTool(t, "python3")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startInMountNS(t, dir, `exec python3 -c '
+import os
+pid = os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OPEN, 3, "fifo", os.O_RDONLY, 0)])
+os.waitpid(pid, 0)
+open("spawned", "w").close()
+'`)
+	wchan := func(pid int) string {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+		return string(b)
+	}
+	var w string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		w = wchan(cmd.Process.Pid)
+		return w == "wait_for_vfork_done" || w == "kernel_clone"
+	}, "python3 does not wait for a vfork child (wchan %q)", testenv.Last(&w))
+	z := proc.NewFreezer(cmd.Process.Pid)
+	defer z.Close()
+	ran := false
+	if !z.Frozen(func() {
+		ran = true
+		ns, _ := proc.MountNamespace(cmd.Process.Pid)
+		for pid, st := range inNamespace(t, ns) {
+			if pid != cmd.Process.Pid && st.State != 'T' {
+				t.Errorf("the vfork child %d is %c", pid, st.State)
+			}
+		}
+	}) || !ran {
+		t.Fatal("not frozen")
+	}
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // the child's open goes on
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "spawned"))
+		return err == nil
+	}, "the spawn did not go on after Frozen")
 }
