@@ -53,6 +53,12 @@ func readInt(t *testing.T, path string) int {
 	return n
 }
 
+// vforkWait reports whether pid waits for its vfork child.
+func vforkWait(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+	return string(b) == "wait_for_vfork_done" || string(b) == "kernel_clone"
+}
+
 // inNamespace lists the processes in mount namespace ns.
 func inNamespace(t *testing.T, ns uint64) map[int]proc.Stat {
 	t.Helper()
@@ -116,7 +122,9 @@ func TestFreezerStopsTheMountNamespace(t *testing.T) {
 				t.Errorf("round %d: %d processes in the namespace: %v", round, len(procs), procs)
 			}
 			for pid, s := range procs {
-				if s.State != 'T' {
+				// sh (dash) starts /bin/true with vfork: caught before the
+				// child's exec, it waits for the child, stopped too.
+				if s.State != 'T' && (s.State != 'D' || !vforkWait(pid)) {
 					t.Errorf("round %d: pid %d (%s) is %c while frozen", round, pid, s.Comm, s.State)
 				}
 			}
@@ -350,15 +358,8 @@ pid = os.posix_spawn("/bin/true", ["true"], {}, file_actions=[(os.POSIX_SPAWN_OP
 os.waitpid(pid, 0)
 open("spawned", "w").close()
 '`)
-	wchan := func(pid int) string {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
-		return string(b)
-	}
-	var w string
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		w = wchan(cmd.Process.Pid)
-		return w == "wait_for_vfork_done" || w == "kernel_clone"
-	}, "python3 does not wait for a vfork child (wchan %q)", testenv.Last(&w))
+	testenv.Eventually(t, 10*time.Second, func() bool { return vforkWait(cmd.Process.Pid) },
+		"python3 does not wait for a vfork child")
 	z := proc.NewFreezer(cmd.Process.Pid)
 	defer z.Close()
 	ran := false
