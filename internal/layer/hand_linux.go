@@ -171,13 +171,18 @@ func recvMounts(sock, n int, timeout time.Duration) ([]int, error) {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("receive: no descriptors (the other end closed: %v)", err)
+	if err != nil {
+		return nil, fmt.Errorf("receive: %w", err)
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != n {
-		closeAll(fds)
-		return nil, fmt.Errorf("receive: got %d descriptors, want %d (%v)", len(fds), n, err)
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	if len(msgs) != 1 || len(fds) != n {
+		closeAll(fds) // every descriptor received, however many messages carried them
+		return nil, fmt.Errorf("receive: got %d descriptors in %d messages, want %d in one (the other end closed?)", len(fds), len(msgs), n)
 	}
 	return fds, nil
 }
