@@ -37,8 +37,9 @@ import (
 // engine's and than those named as not the command's own (where the
 // sandbox's helper starts, before it makes the command's namespace):
 // NewFreezer looks once (a command forked into its namespace is found
-// at once), Learn polls. While it is not known, Frozen reports false
-// and Members finds nothing. Once found, the Freezer
+// at once), and Frozen and Members look again while the shell runs.
+// While it is not known, Frozen reports false and Members finds
+// nothing. Once found, the Freezer
 // holds the namespace (a descriptor of it) until Close or until a
 // Frozen finds none of its processes left: the kernel gives a freed
 // namespace's number to the next namespace made, which may be another
@@ -76,8 +77,8 @@ func NewFreezer(pid int, other ...uint64) *Freezer {
 // namespace (SCM_RIGHTS), sent before the command runs anything of its
 // own. The sandbox's rootless helper does, once it made the namespace:
 // the namespace is then known whenever a process of the command could
-// have run, however quickly its shell ended, which polling the shell
-// (Learn) cannot promise. Until the message came (or when the sender
+// have run, however quickly its shell ended, which looking at the
+// shell cannot promise. Until the message came (or when the sender
 // closed the socket without one) the shell is looked at as before.
 func (z *Freezer) Told(sock int) {
 	z.mu.Lock()
@@ -185,32 +186,8 @@ func (z *Freezer) Frozen(f func()) bool {
 	return true
 }
 
-// Learn waits, for at most wait, until the command's mount namespace is
-// known, and reports whether it is: for a command that makes its own
-// namespace after it started and cannot tell it (Told). It polls the
-// shell every 100 µs, so a shell that made its namespace and ended
-// between two looks is missed: its namespace stays unknown.
-func (z *Freezer) Learn(wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
-	for {
-		z.mu.Lock()
-		ok := z.ns != 0 || z.find()
-		z.mu.Unlock()
-		if ok {
-			return true
-		}
-		z.mu.Lock()
-		gone := z.leader < 0
-		z.mu.Unlock()
-		if gone || time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // Members lists the live processes of the command's mount namespace
-// (nil when it is not known: see Learn; nil-safe).
+// (nil when it is not known; nil-safe).
 func (z *Freezer) Members() []Member {
 	if z == nil {
 		return nil
@@ -221,7 +198,7 @@ func (z *Freezer) Members() []Member {
 		return nil
 	}
 	var out []Member
-	forNamespace(z.ns, func(pid int, st Stat) bool {
+	_ = forNamespace(z.ns, func(pid int, st Stat) bool { // an unreadable /proc: none found
 		out = append(out, Member{Pid: pid, Comm: st.Comm})
 		return true
 	})
@@ -232,28 +209,28 @@ func (z *Freezer) Members() []Member {
 // namespace (through pidfds: never to a pid reused meanwhile; nil-safe).
 func (z *Freezer) Signal(sig syscall.Signal) {
 	for _, m := range z.Members() {
-		fd, err := unix.PidfdOpen(m.Pid, 0)
-		if err != nil {
-			continue
-		}
 		z.mu.Lock()
-		if got, err := MountNamespace(m.Pid); err == nil && got == z.ns {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
+		fd, ok := pidfdIn(m.Pid, z.ns)
 		z.mu.Unlock()
-		unix.Close(fd)
+		if ok {
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			unix.Close(fd)
+		}
 	}
 }
 
 // forNamespace calls f for each live process in mount namespace ns
 // until f returns false.
-func forNamespace(ns uint64, f func(pid int, st Stat) bool) {
+func forNamespace(ns uint64, f func(pid int, st Stat) bool) error {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return
+		return err
 	}
-	names, _ := d.Readdirnames(-1)
+	names, err := d.Readdirnames(-1)
 	d.Close()
+	if err != nil {
+		return err
+	}
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
@@ -263,9 +240,25 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) {
 			continue
 		}
 		if st, err := ReadStat(pid); err == nil && st.State != 'Z' && st.State != 'X' && !f(pid, st) {
-			return
+			return nil
 		}
 	}
+	return nil
+}
+
+// pidfdIn opens a pidfd of pid when pid is a process of mount namespace
+// ns, checked after the open: the pidfd is that process whatever the
+// pid names from then on.
+func pidfdIn(pid int, ns uint64) (int, bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, false // gone
+	}
+	if got, err := MountNamespace(pid); err != nil || got != ns {
+		unix.Close(fd)
+		return -1, false
+	}
+	return fd, true
 }
 
 // find takes the shell's mount namespace when it is the command's own:
@@ -364,56 +357,35 @@ type stoppedProc struct {
 // stopScan sends SIGSTOP to every process in mount namespace ns that it
 // has not stopped yet, and reports how many it found.
 func (s *stopped) stopScan(ns uint64) (int, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return 0, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
+	var serr error
+	err := forNamespace(ns, func(pid int, st Stat) bool {
 		if _, ok := s.pids[pid]; ok {
-			continue
+			return true
 		}
-		if got, err := MountNamespace(pid); err != nil || got != ns {
-			continue
+		fd, ok := pidfdIn(pid, ns)
+		if !ok {
+			return true
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue // gone
-		}
-		// The pidfd is this process, whatever the pid names from now on:
-		// check that it is still one of the command's.
-		if got, err := MountNamespace(pid); err != nil || got != ns {
-			unix.Close(fd)
-			continue
-		}
-		stat, err := ReadStat(pid)
-		if err != nil || stat.State == 'Z' || stat.State == 'X' {
-			unix.Close(fd)
-			continue
-		}
-		p := stoppedProc{fd: fd, already: stat.State == 'T' || stat.State == 't'}
+		p := stoppedProc{fd: fd, already: st.State == 'T' || st.State == 't'}
 		if !p.already {
 			if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
 				unix.Close(fd)
-				if errors.Is(err, syscall.ESRCH) {
-					continue
+				if !errors.Is(err, syscall.ESRCH) {
+					serr = fmt.Errorf("proc: stop pid %d: %w", pid, err)
+					return false
 				}
-				return n, fmt.Errorf("proc: stop pid %d: %w", pid, err)
+				return true
 			}
 		}
 		s.pids[pid] = p
 		n++
+		return true
+	})
+	if err == nil {
+		err = serr
 	}
-	return n, nil
+	return n, err
 }
 
 // wait waits until every process stopped is stopped (or gone), until
