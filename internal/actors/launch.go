@@ -187,7 +187,9 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	if l.cg == nil {
 		res.Watchdog.Track(l.p.Pid) // its cgroup is the engine's otherwise, which the watchdog knows
 		if l.sbx != nil {
-			l.learnNamespace()
+			// Its processes, those that left its process group too, are
+			// found in its mount namespace (see sandbox.Command.Freezer).
+			l.fz = l.sbx.Freezer(l.p.Pid)
 		}
 	}
 	l.stdin = l.p.Stdin
@@ -237,13 +239,6 @@ func (l *Launched) setRlimits(lim config.Limits, cpuSeconds uint64) error {
 		}
 	}
 	return nil
-}
-
-// learnNamespace makes the Freezer of a sandboxed job without a cgroup,
-// which finds its processes, also those that left its process group, in
-// its mount namespace (see sandbox.Command.Freezer).
-func (l *Launched) learnNamespace() {
-	l.fz = l.sbx.Freezer(l.p.Pid)
 }
 
 // closePipes closes the read ends of a started process's pipes.
