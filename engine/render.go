@@ -247,6 +247,9 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 		if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
 			res.Output = appendNote(res.Output, notes)
 		}
+		if res.Status == StatusOK && (err != nil || rep != nil && rep.Discarded) { // never lost under ok
+			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
+		}
 	}
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
