@@ -97,7 +97,7 @@
 // later checkpoints refuse it again. Steps applied from a layer still
 // in use cannot be undone ([ErrUndoLive]): the layer keeps the changes,
 // and would apply them again.
-
+//
 // # Where layers and stores live
 //
 // [Options.Dir] (the engine's: below its output directory, hidden from
@@ -137,39 +137,4 @@
 // last command ends.
 // The undo store removes what it no longer needs in the background too
 // (package layer).
-//
-// Measured on the development machine (2 shared cores, ext4 mounted
-// with discard, root), old and new code alternated in one run:
-//
-//   - a workspace-write `true` (BenchmarkWorkspaceLayer in package
-//     engine, medians of 200 alternated runs, load 1.2–2.5): +0.81 to
-//     +1.21 ms over unrestricted in four runs of five (+1.96 in the
-//     first), against +2.3 to +3.8 ms before; +0.15 to +0.47 ms
-//     (+1.19 in the first) over the read-only binds the layer
-//     replaced. The +1.0 ms target is met in most runs, not all; the
-//     rest is the sandbox's own (namespaces, Landlock,
-//     seccomp: the profile without a layer costs +0.64 to +0.80 ms over
-//     unrestricted in the same runs);
-//   - diff, policy, apply with an undo step and the report line of
-//     1,000 modified files (BenchmarkCommit1000, load 1.2): 19–23 ms
-//     on the disk (62–66 ms before, at load 2–6), 2.4–2.7 times the
-//     file system's floor for the same files (1,000 renameat2
-//     exchanges, 7.7–9.3 ms) and 0.9–1.2 times a link and a rename
-//     each (19–21 ms), which apply did before; their undo 9–13 ms
-//     (103–128 ms before). With the workspace and Dir on a tmpfs, where
-//     the file system costs little: commit 15.5–16.5 ms and undo 9–10
-//     ms, against 4.8–5.6 ms of exchanges: the transaction's own cost
-//     is about 10 µs per file (two lstat and an xattr list in Diff, two
-//     lstat and an xattr removal in apply, the policy and the report);
-//   - a workspace-write `true` in a conversation whose background job
-//     runs (BenchmarkJoinedCommand in package engine, medians of 200
-//     and 400 runs alternated with the same command in a conversation
-//     without a job, load 1.0–1.7): joined (a checkpoint with the job
-//     frozen at its end) −0.20 to +1.04 ms over the command alone, in
-//     four runs; with a layer of its own, the code before shared
-//     layers, +0.16 to +0.42 ms in four runs alternated with those: the
-//     difference is within this machine's noise.
-//
-// The 30 ms and 50 ms targets are met on this disk; under heavy load
-// from other writers a commit of 1,000 files took up to 31 ms.
 package transact
