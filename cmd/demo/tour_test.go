@@ -74,6 +74,7 @@ func TestTourBlocks(t *testing.T) {
 			t.Errorf("step %q: the test does not say what its block must show", s.title)
 		}
 	}
+	checkTourSummary(t)
 	r := demo(t, nil, "tour")
 	if r.code != 0 {
 		t.Fatal(r)
@@ -98,6 +99,25 @@ func TestTourBlocks(t *testing.T) {
 		t.Errorf("the tour does not say the engine shut down:\n%s", r.stdout)
 	}
 	checkTourFiles(t, r.stdout)
+}
+
+// checkTourSummary checks that the tour's summary in the help (and so in
+// the README's first lines, which quote it) counts its steps.
+func checkTourSummary(t *testing.T) {
+	t.Helper()
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+		"thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"}
+	n := len(tourSteps())
+	for _, c := range program().Commands {
+		if c.Name != "tour" {
+			continue
+		}
+		if n >= len(words) || !strings.HasPrefix(c.Summary, words[n]+" commands") {
+			t.Errorf("the tour has %d steps; its summary says %q", n, c.Summary)
+		}
+		return
+	}
+	t.Error("the demo has no tour command")
 }
 
 // The tour keeps the files it names and says where.
