@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"go.uber.org/goleak"
 
@@ -125,20 +126,63 @@ func hasPrefix(funcs map[string]bool, prefix string) bool {
 var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
 // Every relative link of a document names a file or directory of the
-// repository.
+// repository, and a heading of that file when it names one (#anchor).
 func TestRelativeLinksExist(t *testing.T) {
 	for doc, text := range docFiles(t) {
 		for _, m := range link.FindAllStringSubmatch(text, -1) {
-			target, _, _ := strings.Cut(m[1], "#")
-			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
 			p := filepath.Join(root, filepath.Dir(doc), filepath.FromSlash(target))
+			if target == "" {
+				p = filepath.Join(root, doc)
+			}
 			if _, err := os.Stat(p); err != nil {
 				t.Errorf("%s links to %s: %v", doc, target, err)
+				continue
+			}
+			if anchor != "" && !anchors(t, p)[anchor] {
+				t.Errorf("%s links to %s#%s: no such heading there", doc, target, anchor)
 			}
 		}
 	}
+}
+
+// heading matches a markdown heading outside code blocks.
+var heading = regexp.MustCompile(`^#{1,6} +(.+?) *#*$`)
+
+// anchors returns the anchors GitHub makes for the headings of a markdown
+// file: lower case, punctuation but '-' and '_' dropped, spaces made '-'.
+func anchors(t *testing.T, name string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	fenced := false
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		m := heading.FindStringSubmatch(line)
+		if fenced || m == nil {
+			continue
+		}
+		var a strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		set[a.String()] = true
+	}
+	return set
 }
 
 // pkgInfo is what go list says of a package.
