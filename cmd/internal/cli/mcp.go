@@ -33,7 +33,7 @@ import (
 // tokenEnv names the environment variable holding the HTTP bearer token.
 const tokenEnv = "BASHVISOR_MCP_TOKEN"
 
-// mcpFlags are the flags of `demo mcp`.
+// mcpFlags are the flags of `bashvisor mcp`.
 type mcpFlags struct {
 	dir         string
 	timeout     time.Duration
@@ -72,7 +72,7 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// newMCPFlags defines the flags of `demo mcp`; parse fs, then call check.
+// newMCPFlags defines the flags of `bashvisor mcp`; parse fs, then call check.
 func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	d := engine.DefaultConfig()
 	f := &mcpFlags{}
@@ -154,7 +154,9 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if f.maxSessions < 0 || f.maxConns < 0 || f.sessionIdle < 0 || f.connIdle <= 0 {
 		return errors.New("-max-sessions, -max-conns and -session-idle must not be negative, -conn-idle must be positive")
 	}
-	if f.token == "" {
+	if f.token == "" && f.httpAddr != "" {
+		// Only -http reads it: a stdio server started from a shell that
+		// exported it for HTTP clients still serves (cmdMCP names it).
 		f.token = os.Getenv(tokenEnv)
 	}
 	return f.checkAuth()
@@ -203,7 +205,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	return c
 }
 
-// cmdMCP runs `demo mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
+// cmdMCP runs `bashvisor mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
 // after stopping every command and job; 64 on bad flags; 1 when it cannot
 // serve (the address is taken, stdin or stdout fail, ...). In stdio mode
 // the protocol owns the process's stdout: stdout is used only for -h.
@@ -214,6 +216,9 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := f.check(fs); err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if f.httpAddr == "" && os.Getenv(tokenEnv) != "" {
+		fmt.Fprintf(stderr, "%s ignoring $%s: it is for -http (a stdio server has one principal and no authentication)\n", errPrefix("mcp"), tokenEnv)
 	}
 	serverRuntimeFor(os.Getenv, runtime.NumCPU()).apply()
 	level := slog.LevelInfo
@@ -331,7 +336,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 	a, err := f.httpAuth(ctx, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
-		fmt.Fprintln(stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
 	}
 	ln = mcpserver.LimitListener(ln, f.maxConns)
@@ -360,6 +365,9 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 		IdleTimeout:       f.connIdle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if a.generated != "" && !isLoopback(ln.Addr().String()) {
+		fmt.Fprintf(stderr, "warning: -http %s is reachable from other hosts and guarded only by the generated token in %s, sent in clear over plain HTTP: bind 127.0.0.1, or put TLS in front and give each client its own token (-tokens FILE)\n", f.httpAddr, a.generated)
 	}
 	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), a.describe)
 	if f.metrics {
@@ -407,7 +415,7 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serverRuntime is how `demo mcp` tunes the Go runtime; zero fields are
+// serverRuntime is how `bashvisor mcp` tunes the Go runtime; zero fields are
 // left alone.
 type serverRuntime struct {
 	maxProcs  int   // GOMAXPROCS
@@ -461,7 +469,7 @@ const (
 	serverMemLimit  = 96 << 20
 )
 
-// serverRuntimeFor returns the tuning of `demo mcp`: GOMAXPROCS at least
+// serverRuntimeFor returns the tuning of `bashvisor mcp`: GOMAXPROCS at least
 // max(4, NumCPU+2) unless $GOMAXPROCS is set, and the GC above unless
 // $GOGC or $GOMEMLIMIT is set (then the environment decides).
 func serverRuntimeFor(getenv func(string) string, numCPU int) serverRuntime {

@@ -18,7 +18,7 @@ import (
 	"github.com/bashvisor/bashvisor/mcpserver"
 )
 
-// tokenFileName is where `demo mcp -http` keeps the token it generates,
+// tokenFileName is where `bashvisor mcp -http` keeps the token it generates,
 // under $XDG_CONFIG_HOME (default ~/.config).
 const tokenFileName = "bashvisor/mcp-token"
 
@@ -73,12 +73,13 @@ func generatedToken(path string) (token string, created bool, err error) {
 	return token, false, nil
 }
 
-// httpAuth is how `demo mcp -http` authenticates.
+// httpAuth is how `bashvisor mcp -http` authenticates.
 type httpAuth struct {
 	opts     mcpserver.HTTPOptions // the authentication fields
 	prmPath  string                // with OAuth: where the protected resource metadata is served
 	prm      http.Handler
-	describe string // for the "listening" line
+	describe  string // for the "listening" line
+	generated string // the file of the generated token, when it is the only credential
 }
 
 // httpAuth builds the authentication of the flags for a server listening
@@ -137,6 +138,7 @@ func (f *mcpFlags) httpAuth(ctx context.Context, addr string, log *slog.Logger) 
 		if created {
 			verb = "generated"
 		}
+		a.generated = path
 		what = append(what, fmt.Sprintf("bearer token %s in %s", verb, path))
 	}
 	if len(verifiers) > 0 {
