@@ -75,9 +75,9 @@ func generatedToken(path string) (token string, created bool, err error) {
 
 // httpAuth is how `bashvisor mcp -http` authenticates.
 type httpAuth struct {
-	opts     mcpserver.HTTPOptions // the authentication fields
-	prmPath  string                // with OAuth: where the protected resource metadata is served
-	prm      http.Handler
+	opts      mcpserver.HTTPOptions // the authentication fields
+	prmPath   string                // with OAuth: where the protected resource metadata is served
+	prm       http.Handler
 	describe  string // for the "listening" line
 	generated string // the file of the generated token, when it is the only credential
 }
