@@ -64,7 +64,7 @@ type HTTPOptions struct {
 	// [Options.SharedConversation]). Default 30m: a person may leave an
 	// agent alone that long and come back; the idle session costs about
 	// 20 KiB meanwhile (10 KiB of heap and stacks; 17–22 KiB of RSS in
-	// `demo mcp`, 26 KiB once it ran a command; measured over 1,000 to
+	// `bashvisor mcp`, 26 KiB once it ran a command; measured over 1,000 to
 	// 10,000 sessions). Negative: never. The client
 	// learns of it on its next request, which gets 404 "session not
 	// found", and starts a new session (its jobs are gone).

@@ -48,7 +48,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 func TestToolsAndSchemas(t *testing.T) {
 	for _, restricted := range []bool{false, true} {
 		t.Run(fmt.Sprint("restricted=", restricted), func(t *testing.T) {
-			s := newSetup(t, nil, Options{Sandbox: sandboxIf(restricted)})
+			s := newSetup(t, nil, Options{Sandbox: sandboxIf(restricted), Structured: restricted})
 			ctx := context.Background()
 			lt, err := s.cs.ListTools(ctx, nil)
 			if err != nil {
@@ -63,8 +63,8 @@ func TestToolsAndSchemas(t *testing.T) {
 				if tool == nil {
 					t.Fatalf("tool %s missing; have %v", name, lt.Tools)
 				}
-				if tool.OutputSchema == nil || tool.Description == "" {
-					t.Errorf("%s: no output schema or description", name)
+				if (tool.OutputSchema != nil) != restricted || tool.Description == "" {
+					t.Errorf("%s: output schema %v with Structured %v, description %q", name, tool.OutputSchema, restricted, tool.Description)
 				}
 			}
 			bash := tools[toolBash]

@@ -498,10 +498,11 @@ func TestStdioMalformedLines(t *testing.T) {
 		m := next(line)
 		b, _ := json.Marshal(m["result"])
 		var res struct {
-			Structured engine.Result `json:"structuredContent"`
+			Content []struct{ Text string }
+			IsError bool
 		}
 		json.Unmarshal(b, &res)
-		if !strings.HasPrefix(res.Structured.Output, want) {
+		if len(res.Content) != 1 || !strings.HasPrefix(res.Content[0].Text, want) || !res.IsError {
 			t.Errorf("answer to %.60q: %s, want %q", line, b, want)
 		}
 	}

@@ -45,6 +45,7 @@ func tenantServerHTTP(t *testing.T, mod func(*engine.Config), opts Options, hopt
 		t.Fatal(err)
 	}
 	hopts.Verifier = tf.Verify
+	opts.Structured = true // the tests read the results' fields
 	return newSessServer(t, mod, opts, hopts)
 }
 
@@ -299,7 +300,7 @@ func TestMaxConversations(t *testing.T) {
 	ctx := context.Background()
 	cs := s.connectAs(t, aliceToken, "2026-07-28", "")
 	run := func(conv string) engine.Result {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv, metaStructured: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ import (
 // Principals of requests that carry no credentials of their own.
 const (
 	// principalDefault is the principal of HTTPOptions.Token, and of the
-	// token `demo mcp -http` generates.
+	// token `bashvisor mcp -http` generates.
 	principalDefault = "default"
 	// principalAnonymous is the principal of every request when
 	// HTTPOptions.NoAuth is set.

@@ -63,6 +63,7 @@ type mcpFlags struct {
 	metrics     bool
 	onTimeout   string
 	rawOutput   bool
+	structured  bool
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
@@ -106,6 +107,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
+	fs.BoolVar(&f.structured, "structured", false, "give every tool result its fields (status, exit code, command, usage, …) as structuredContent, with output schemas, for programs; off by default because Claude Code and Codex then hand the model that JSON instead of the text (one call gets them with _meta \"bashvisor/structured\": true)")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	f.fleet.define(fs)
 	return f, fs
@@ -278,6 +280,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,
 		SharedConversation: f.shared,
+		Structured:         f.structured,
 		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
