@@ -139,14 +139,17 @@
 //
 // Principals: every call is made by a principal. Over HTTP, [Handler]
 // authenticates each request and takes the principal from its credentials:
-// a bearer token of a [TokenFile] ("PRINCIPAL TOKEN" lines, read again
-// when the file changes), an OAuth 2.1 access token of an issuer
-// ([OAuthVerifier]: a JWT checked against the issuer's keys, for this
-// resource; principal "oauth:SUBJECT"; [ProtectedResourceMetadata] tells
-// clients where to get one), [HTTPOptions.Token] (principal "default"), or
-// no authentication when [HTTPOptions.NoAuth] says so explicitly (principal
-// "anonymous"); Handler refuses to be built with none of these. A stdio or
-// in-memory session is the one principal [Options.Principal] ("local").
+// a bearer token of a token file (package mcpserver/bearer's TokenFile:
+// "PRINCIPAL TOKEN" lines, read again when the file changes), an OAuth 2.1
+// access token of an issuer (bearer.OAuthVerifier: a JWT checked against
+// the issuer's keys, for this resource; principal "oauth:SUBJECT";
+// bearer.ProtectedResourceMetadata tells clients where to get one), any
+// other [HTTPOptions.Verifier], [HTTPOptions.Token] (principal "default"),
+// or no authentication when [HTTPOptions.NoAuth] says so explicitly
+// (principal "anonymous"); Handler refuses to be built with none of these.
+// A principal's name is 1 to 256 bytes of UTF-8 without spaces or control
+// characters. A stdio or in-memory session is the one principal
+// [Options.Principal] ("local").
 // The principal reaches the engine as [engine.ToolContext.Principal].
 //
 // Conversations belong to a principal: the engine's conversation id is the

@@ -264,7 +264,7 @@ func TestDemoHTTP(t *testing.T) {
 		resp.Body.Close()
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"tok-0123456789abcdef", tr}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: withToken{"tok-0123456789abcdef", tr}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
 )
 
 // Tokens of the two principals of the tenant tests.
@@ -40,7 +41,7 @@ func tenantServer(t *testing.T, mod func(*engine.Config), opts Options) *sessSer
 // tenantServerHTTP is tenantServer with HTTP options.
 func tenantServerHTTP(t *testing.T, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
 	t.Helper()
-	tf, err := OpenTokenFile(writeTokens(t, "# principals\nalice "+aliceToken+"\nbob "+bobToken+"\n"), nil)
+	tf, err := bearer.OpenTokenFile(writeTokens(t, "# principals\nalice "+aliceToken+"\nbob "+bobToken+"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

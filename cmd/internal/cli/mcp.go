@@ -27,6 +27,7 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/mcpserver"
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
@@ -178,8 +179,8 @@ func (f *mcpFlags) checkAuth() error {
 		return errors.New("-oauth-resource and -oauth-scope need -oauth-issuer")
 	case f.oauthIssuer != "" && f.oauthRes == "" && !isLoopback(listenAddr(f.httpAddr)):
 		return errors.New("-oauth-issuer off loopback needs -oauth-resource: the URL clients reach this server at (the tokens' audience)")
-	case f.token != "" && len(f.token) < mcpserver.MinTokenLength:
-		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, mcpserver.MinTokenLength)
+	case f.token != "" && len(f.token) < bearer.MinTokenLength:
+		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, bearer.MinTokenLength)
 	}
 	return nil
 }

@@ -196,7 +196,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("schema")
 	var ef engineFlags
 	ef.register(fs, false)
-	withOutput := fs.Bool("output", false, "also print the output schema: the fields of a result (structuredContent over MCP, demo run -json)")
+	withOutput := fs.Bool("output", false, "also print the output schema: the fields of a result (run -json; over MCP, structuredContent with mcp -structured)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
