@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/bashvisor/bashvisor/mcpserver/bearer"
-	"github.com/bashvisor/bashvisor/mcpserver/internal/oauthtest"
+	"github.com/bashvisor/bashvisor/mcpserver/internal/authtest"
 )
 
 // Refusals: 401 with a Bearer challenge and Connection: close, for
@@ -48,7 +48,7 @@ func TestAuthRefusals(t *testing.T) {
 // naming the protected resource metadata, which names the issuer), and
 // oauth:alice and the token file's alice are two principals.
 func TestOAuth(t *testing.T) {
-	is := oauthtest.NewIssuer(t)
+	is := authtest.NewIssuer(t)
 	ctx := context.Background()
 	// The server's URL must be known before the tokens: a listener first.
 	e := newEngine(t, nil)
@@ -62,7 +62,7 @@ func TestOAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf, err := bearer.OpenTokenFile(writeTokens(t, "alice "+aliceToken+"\n"), nil)
+	tf, err := bearer.OpenTokenFile(authtest.WriteTokens(t, "alice "+aliceToken+"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +78,14 @@ func TestOAuth(t *testing.T) {
 	mux.Handle("/mcp", Handler(New(e, Options{WorkingDir: t.TempDir(), Structured: true}), HTTPOptions{Verifier: both, Scopes: cfg.Scopes, ResourceMetadataURL: ts.URL + prm}))
 	h := &httpSetup{ts: ts, tr: tr, url: resource, res: newResults()}
 
-	good := is.Token(t, "k1", nil, oauthtest.NewClaims(is.URL, resource, "alice", time.Hour, "openid bash"))
+	good := is.Token(t, "k1", nil, authtest.NewClaims(is.URL, resource, "alice", time.Hour, "openid bash"))
 	for name, c := range map[string]struct {
 		tok  string
 		code int
 	}{
 		"good":           {good, 200},
-		"other audience": {is.Token(t, "k1", nil, oauthtest.NewClaims(is.URL, "https://elsewhere/mcp", "alice", time.Hour, "bash")), 401},
-		"no scope":       {is.Token(t, "k1", nil, oauthtest.NewClaims(is.URL, resource, "alice", time.Hour, "openid")), 403},
+		"other audience": {is.Token(t, "k1", nil, authtest.NewClaims(is.URL, "https://elsewhere/mcp", "alice", time.Hour, "bash")), 401},
+		"no scope":       {is.Token(t, "k1", nil, authtest.NewClaims(is.URL, resource, "alice", time.Hour, "openid")), 403},
 		"not a jwt":      {"0123456789abcdefghij", 401},
 	} {
 		resp, body := h.post(t, ctx, initializeBody, map[string]string{"Authorization": "Bearer " + c.tok})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/bashvisor/bashvisor/mcpserver/internal/oauthtest"
+	"github.com/bashvisor/bashvisor/mcpserver/internal/authtest"
 )
 
 // OAuth 2.1 access tokens of a local issuer: only tokens signed by the
@@ -21,15 +21,15 @@ import (
 // principal, are verified, as principal "oauth:SUB" with their scopes;
 // a rotated key is fetched when a token names it, at most once a minute.
 func TestOAuthVerifier(t *testing.T) {
-	is := oauthtest.NewIssuer(t)
+	is := authtest.NewIssuer(t)
 	ctx := context.Background()
 	const resource = "http://mcp.test/mcp"
 	v, err := NewOAuthVerifier(ctx, OAuthConfig{Issuer: is.URL, Resource: resource, Scopes: []string{"bash"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := func(iss, aud, sub string, exp time.Duration) oauthtest.Claims {
-		return oauthtest.NewClaims(iss, aud, sub, exp, "openid bash")
+	claims := func(iss, aud, sub string, exp time.Duration) authtest.Claims {
+		return authtest.NewClaims(iss, aud, sub, exp, "openid bash")
 	}
 	good := is.Token(t, "k1", nil, claims(is.URL, resource, "alice", time.Hour))
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

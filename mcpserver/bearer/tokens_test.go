@@ -4,25 +4,16 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/goleak"
+
+	"github.com/bashvisor/bashvisor/mcpserver/internal/authtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// writeTokens writes a token file (0600) and returns its path.
-func writeTokens(t testing.TB, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // A token file's lines: principals follow the one rule for principals
 // (up to 256 bytes, no spaces or control characters) and do not start with
@@ -65,7 +56,7 @@ func TestTokenFileParse(t *testing.T) {
 // previous tokens.
 func TestTokenFileReload(t *testing.T) {
 	const alice, bob, carol = "alice-0123456789abcdef", "bob-0123456789abcdef", "carol-0123456789abcdef"
-	path := writeTokens(t, "alice "+alice+"\nbob "+bob+"\n")
+	path := authtest.WriteTokens(t, "alice "+alice+"\nbob "+bob+"\n")
 	tf, err := OpenTokenFile(path, nil)
 	if err != nil {
 		t.Fatal(err)

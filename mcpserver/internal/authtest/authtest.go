@@ -1,6 +1,7 @@
-// Package oauthtest is a small OAuth authorization server on loopback for
-// tests: metadata (RFC 8414) and a JWKS, and it mints ES256 access tokens.
-package oauthtest
+// Package authtest holds the credentials of the tests of mcpserver and
+// package bearer: a small OAuth authorization server on loopback (metadata,
+// RFC 8414, and a JWKS; it mints ES256 access tokens) and token files.
+package authtest
 
 import (
 	"crypto/ecdsa"
@@ -9,6 +10,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -91,4 +94,14 @@ func (is *Issuer) Token(t testing.TB, kid string, key *ecdsa.PrivateKey, c Claim
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// WriteTokens writes a token file (0600) of content and returns its path.
+func WriteTokens(t testing.TB, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
