@@ -97,6 +97,45 @@ func TestToolsAndSchemas(t *testing.T) {
 	}
 }
 
+// Every tool's result is its text (and links) only, unless the server
+// has Structured or the call asks with _meta "bashvisor/structured": then
+// its fields too, the command among them for bash.
+func TestStructuredOnRequest(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		s := newSetup(t, nil, Options{Structured: structured})
+		ctx := context.Background()
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{toolBash, map[string]any{"command": "echo one two"}},
+			{toolBash, map[string]any{"command": "echo up; sleep 30", "mode": "background"}},
+			{toolJobs, map[string]any{}},
+			{toolOutput, map[string]any{"job_id": "job-1"}},
+			{toolKill, map[string]any{"job_id": "job-1"}},
+		} {
+			for _, asked := range []bool{false, true} {
+				p := &mcp.CallToolParams{Name: c.tool, Arguments: c.args}
+				if asked {
+					p.Meta = mcp.Meta{metaStructured: true}
+				}
+				res, err := s.cs.CallTool(ctx, p)
+				if err != nil || res.IsError {
+					t.Fatalf("%s %v: %v %+v", c.tool, c.args, err, res)
+				}
+				if want := structured || asked; (res.StructuredContent != nil) != want {
+					t.Errorf("%s %v (server Structured %v, asked %v): structured content %v", c.tool, c.args, structured, asked, res.StructuredContent)
+				}
+			}
+		}
+		var r engine.Result
+		call(t, ctx, s.cs, toolBash, map[string]any{"command": "echo fields"}, &r)
+		if r.Command != "echo fields" || r.Output != "fields\n" || r.Status != engine.StatusOK {
+			t.Errorf("fields asked for: %+v", r)
+		}
+	}
+}
+
 func TestStatuses(t *testing.T) {
 	s := newSetup(t, func(c *engine.Config) { c.Timeout = time.Second }, Options{})
 	ctx := context.Background()
