@@ -386,10 +386,8 @@ func parseBashArgs(raw json.RawMessage) (bashArgs, error) {
 }
 
 func (s *server) bash(c *toolCall, a bashArgs) (*mcp.CallToolResult, error) {
-	ctx, req, in := c.ctx, c.req, a.in
-	tc := c.tc
-	tc.CallID = callID(tc.ConversationID, req.Params.Meta)
-	c.tc = tc
+	c.tc.CallID = callID(c.tc.ConversationID, c.req.Params.Meta)
+	ctx, req, tc, in := c.ctx, c.req, c.tc, a.in
 	if a.err != nil {
 		return s.finish(c, in, badInput(in, a.err)), nil
 	}
