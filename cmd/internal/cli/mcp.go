@@ -89,7 +89,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.envPolicy, "env-policy", string(config.InheritSafe), "environment `policy`: inherit-safe or allowlist")
 	fs.StringVar(&f.profile, "profile", "", "permission `profile`: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://`addr`/mcp instead of stdio (127.0.0.1:8765; :8765 means 127.0.0.1:8765)")
-	fs.StringVar(&f.token, "token", "", "-http: one bearer `token` (principal \"default\"; default $"+tokenEnv+")")
+	fs.StringVar(&f.token, "token", "", "-http: one bearer `token` (principal \"default\"; default $"+tokenEnv+", which a stdio server ignores)")
 	fs.StringVar(&f.tokens, "tokens", "", "-http: bearer tokens from `file`, one \"PRINCIPAL TOKEN\" pair a line, read again when it changes")
 	fs.StringVar(&f.oauthIssuer, "oauth-issuer", "", "-http: accept OAuth 2.1 access tokens (JWTs) of the authorization server at `URL` (principal \"oauth:SUBJECT\")")
 	fs.StringVar(&f.oauthRes, "oauth-resource", "", "-oauth-issuer: this server's URL as clients reach it, the tokens' audience (default http://ADDR/mcp)")
