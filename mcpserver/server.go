@@ -147,7 +147,9 @@ type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Resu
 
 // New returns an MCP server exposing r (an *engine.Engine, or any
 // engine.Runner) as the tools bash, bash_jobs, bash_output, bash_write
-// and bash_kill, and bash_undo when r is an [engine.Undoer]. Serve it with [mcp.Server.Run] over
+// and bash_kill, and bash_undo when r is an [engine.Undoer] and
+// opts.Sandbox is workspace-write (the only commands that keep undo
+// steps). Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
 // server may serve any number of sessions concurrently; calls run
 // concurrently.
@@ -236,7 +238,8 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 			"the input is keys: \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D), optionally close its stdin, then wait "+
 			"up to yield_ms (default 250, at most 30000) for its output to settle and return the new output and the job's status.",
 		writeInputSchema, outputOutputSchema, mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, handle(s, parseWriteArgs, s.write))
-	if u, ok := e.(engine.Undoer); ok {
+	// Only workspace-write commands keep undo steps.
+	if u, ok := e.(engine.Undoer); ok && opts.Sandbox.Profile == engine.WorkspaceWrite {
 		s.addUndo(ms, u)
 	}
 	s.addResources(ms)

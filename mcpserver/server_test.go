@@ -58,7 +58,10 @@ func TestToolsAndSchemas(t *testing.T) {
 			for _, tool := range lt.Tools {
 				tools[tool.Name] = tool
 			}
-			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill, toolWrite, toolUndo} {
+			if tools[toolUndo] != nil {
+				t.Errorf("bash_undo offered without workspace-write, where nothing can be undone")
+			}
+			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill, toolWrite} {
 				tool := tools[name]
 				if tool == nil {
 					t.Fatalf("tool %s missing; have %v", name, lt.Tools)
