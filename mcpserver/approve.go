@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -77,20 +76,20 @@ func (s *server) elicitParams(tc engine.ToolContext, in engine.Input, r engine.R
 
 // askApproval handles a needs_approval result for a client that supports
 // elicitation.
-func (s *server) askApproval(ctx context.Context, req *mcp.CallToolRequest, sc scope, tc engine.ToolContext, in engine.Input, r engine.Result, run func(bool) engine.Result) (*mcp.CallToolResult, error) {
-	params := s.elicitParams(tc, in, r)
-	if usesMultiRoundTrip(req) {
+func (s *server) askApproval(c *toolCall, in engine.Input, r engine.Result, run func(bool) engine.Result) (*mcp.CallToolResult, error) {
+	params := s.elicitParams(c.tc, in, r)
+	if usesMultiRoundTrip(c.req) {
 		return &mcp.CallToolResult{
 			InputRequests: mcp.InputRequestMap{approvalKey: params},
-			RequestState:  s.sign(tc, in, time.Now().Add(approvalTTL)),
+			RequestState:  s.sign(c.tc, in, time.Now().Add(approvalTTL)),
 		}, nil
 	}
-	res, err := req.Session.Elicit(ctx, params)
+	res, err := c.req.Session.Elicit(c.ctx, params)
 	if err != nil {
 		s.log.Warn("elicitation failed; returning needs_approval", "err", err)
-		return s.finish(sc, tc, in, r), nil
+		return s.finish(c, in, r), nil
 	}
-	return s.finish(sc, tc, in, s.decide(res, r, run)), nil
+	return s.finish(c, in, s.decide(res, r, run)), nil
 }
 
 // approvalRetry handles the retried call of the multi-round-trip flow. ok

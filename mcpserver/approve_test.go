@@ -60,7 +60,7 @@ func TestApprovalByElicitation(t *testing.T) {
 				name = "latest"
 			}
 			t.Run(name+"/"+c.action, func(t *testing.T) {
-				srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
+				srv := newServer(e, Options{WorkingDir: t.TempDir(), Structured: true}, askRunner(e))
 				el := &elicitor{action: c.action}
 				st, ct := mcp.NewInMemoryTransports()
 				ss, err := srv.Connect(context.Background(), st, nil)
@@ -97,7 +97,7 @@ func TestApprovalWithoutElicitation(t *testing.T) {
 		"server disabled":      {ElicitationHandler: (&elicitor{action: "accept"}).handle},
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv := newServer(e, Options{WorkingDir: t.TempDir(), DisableElicitation: opts != nil}, askRunner(e))
+			srv := newServer(e, Options{WorkingDir: t.TempDir(), DisableElicitation: opts != nil, Structured: true}, askRunner(e))
 			cs := connect(t, srv, opts)
 			r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo x"})
 			if r.Status != engine.StatusNeedsApproval || !r.IsError() {
@@ -110,7 +110,7 @@ func TestApprovalWithoutElicitation(t *testing.T) {
 // A forged or replayed approval never runs a command.
 func TestApprovalStateIsVerified(t *testing.T) {
 	e := newEngine(t, nil)
-	srv := newServer(e, Options{WorkingDir: t.TempDir()}, askRunner(e))
+	srv := newServer(e, Options{WorkingDir: t.TempDir(), Structured: true}, askRunner(e))
 	cs := connect(t, srv, &mcp.ClientOptions{
 		ElicitationHandler: (&elicitor{action: "accept"}).handle,
 		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},

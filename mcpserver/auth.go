@@ -4,20 +4,34 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/bashvisor/bashvisor/mcpserver/internal/principal"
 )
 
-// maxPrincipalBytes bounds a principal's name.
-const maxPrincipalBytes = 256
+// Principals of requests that carry no credentials of their own.
+const (
+	// principalDefault is the principal of HTTPOptions.Token, and of the
+	// token `bashvisor mcp -http` generates.
+	principalDefault = "default"
+	// principalAnonymous is the principal of every request when
+	// HTTPOptions.NoAuth is set.
+	principalAnonymous = "anonymous"
+	// principalLocal is the default Options.Principal: the one principal
+	// of a stdio (or in-memory) session.
+	principalLocal = "local"
+)
+
+// clockSkew is how far a token's expiry may be past (as package bearer's
+// OAuthVerifier allows).
+const clockSkew = time.Minute
 
 // newAuthenticator returns next behind the authentication opts asks for:
 // the go-sdk's bearer-token middleware with opts' verifiers, or nothing
@@ -39,7 +53,8 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 		if opts.Token != "" {
 			got := sha256.Sum256([]byte(token))
 			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-				return staticTokenInfo(principalDefault), nil
+				// A token that does not expire: the go-sdk wants an expiry.
+				return &auth.TokenInfo{UserID: principalDefault, Expiration: time.Now().Add(time.Hour)}, nil
 			}
 		}
 		if opts.Verifier != nil {
@@ -50,7 +65,7 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 	mw := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: opts.ResourceMetadataURL,
 		Scopes:              opts.Scopes,
-		ClockSkew:           oauthLeeway,
+		ClockSkew:           clockSkew,
 	})
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Del("Connection") // set in case of a refusal
@@ -75,27 +90,14 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 }
 
 // principalOf returns the principal the authenticator gave r, checked:
-// a verifier's UserID must name someone.
+// a verifier's UserID must follow the rule for principals
+// ([principal.Check]).
 func principalOf(r *http.Request) (string, error) {
 	p, _ := principalFrom(r.Context())
-	if err := checkPrincipal(p); err != nil {
+	if err := principal.Check(p); err != nil {
 		return "", fmt.Errorf("the token verifier returned %w", err)
 	}
 	return p, nil
-}
-
-// checkPrincipal checks a principal's name: not empty, at most 256 bytes of
-// valid UTF-8 without control characters.
-func checkPrincipal(p string) error {
-	switch {
-	case p == "":
-		return errors.New("no principal (an empty TokenInfo.UserID)")
-	case len(p) > maxPrincipalBytes:
-		return fmt.Errorf("a principal longer than %d bytes", maxPrincipalBytes)
-	case !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl):
-		return errors.New("a principal that is not printable UTF-8")
-	}
-	return nil
 }
 
 // originAllowed implements the Origin check: no Origin header passes (not a

@@ -11,6 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
+	"github.com/bashvisor/bashvisor/mcpserver/internal/authtest"
 )
 
 // The per-call cost of authentication and per-principal accounting,
@@ -115,16 +118,16 @@ func authVariants(b *testing.B) []authVariant {
 	for i := range 100 {
 		fmt.Fprintf(&file, "user%d token-%d-0123456789abcdef\n", i, i)
 	}
-	tf, err := OpenTokenFile(writeTokens(b, file.String()), nil)
+	tf, err := bearer.OpenTokenFile(authtest.WriteTokens(b, file.String()), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	is := newIssuer(b)
-	v, err := NewOAuthVerifier(context.Background(), OAuthConfig{Issuer: is.ts.URL, Resource: "http://bench/mcp"})
+	is := authtest.NewIssuer(b)
+	v, err := bearer.NewOAuthVerifier(context.Background(), bearer.OAuthConfig{Issuer: is.URL, Resource: "http://bench/mcp"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	jwt := is.token(b, "k1", nil, claims(is.ts.URL, "http://bench/mcp", "alice", time.Hour, ""))
+	jwt := is.Token(b, "k1", nil, authtest.NewClaims(is.URL, "http://bench/mcp", "alice", time.Hour, ""))
 	return []authVariant{
 		{"none", "", principalAnonymous, HTTPOptions{NoAuth: true}},
 		{"token", "static-0123456789abcdef", principalDefault, HTTPOptions{Token: "static-0123456789abcdef"}},

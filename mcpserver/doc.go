@@ -3,7 +3,11 @@
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
-// [New] returns an *mcp.Server with five tools:
+// [New] returns an *mcp.Server with six tools (bash_undo only when the
+// Runner is an [engine.Undoer] and [Options.Sandbox] is workspace-write:
+// other commands keep no undo steps). Every result's text content is the text
+// the engine designed for the model; its fields come as structuredContent
+// only when asked for (see "What the model reads"):
 //
 //   - bash {command, mode?, stdin?, tty?, yield_ms?}: input schema exactly
 //     [engine.InputSchema] (mode is an explicit enum
@@ -11,11 +15,10 @@
 //     interactive jobs, see [engine.Input]), description
 //     [engine.Engine.Description] ending with <pwd>DIR</pwd> (and the
 //     sandbox constraints when restricted). The result's text content is
-//     [engine.Result.Output], its structuredContent the Result
-//     as JSON (an output schema is declared), isError true unless the
-//     status is ok or started.
-//   - bash_jobs {}: the conversation's background jobs (job_id, pid,
-//     command, display, status, started, bytes, ...), as {"jobs": [...]}.
+//     [engine.Result.Output] (its fields: the [engine.Result]), isError
+//     true unless the status is ok or started.
+//   - bash_jobs {}: the conversation's background jobs, one line each
+//     (fields: {"jobs": [...]} of [engine.JobInfo]).
 //   - bash_output {job_id, tail_bytes?, offset?, limit?, wait_ms?}: a slice
 //     of a job's output and its status. Without tail_bytes or offset/limit
 //     it returns the last 32 KiB; at most 128 KiB per
@@ -35,11 +38,30 @@
 //   - bash_kill {job_id}: terminates a job's process group with the grace
 //     sequence (needed in restricted mode, where one command cannot signal
 //     another's processes) and returns its final state.
+//   - bash_undo {steps?}: restores the workspace to before the last steps
+//     (default 1) workspace-write commands of the conversation that
+//     changed it, or refuses, changing nothing, naming the files changed
+//     again since (fields: [engine.UndoResult]).
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
-// `demo mcp` serves it over stdio or, with -http, at /mcp (and /metrics
-// with -metrics). The results of bash, bash_output and bash_write link
-// the full output as an MCP resource (see "Full outputs as resources").
+// `bashvisor mcp` serves it over stdio or, with -http, at /mcp (and
+// /metrics with -metrics). The results of bash, bash_output and
+// bash_write link the full output as an MCP resource (see "Full outputs
+// as resources").
+//
+// # What the model reads
+//
+// Clients hand the model a result's text content, except that several
+// (Claude Code, Codex) hand it JSON.stringify(structuredContent) instead
+// whenever a result has structured content. So by default no result has
+// any, and no tool declares an output schema (a tool that declares one
+// must give every result structured content): every client's model reads
+// the same designed text, which never repeats the command. Programs that
+// want the fields ask for them: [Options.Structured] (`bashvisor mcp
+// -structured`) gives every result its fields and declares the output
+// schemas ([OutputSchema] is the bash tool's); a call whose _meta has
+// "bashvisor/structured": true gets its own result's fields (the model
+// never sees _meta).
 //
 // # Choices
 //
@@ -118,14 +140,17 @@
 //
 // Principals: every call is made by a principal. Over HTTP, [Handler]
 // authenticates each request and takes the principal from its credentials:
-// a bearer token of a [TokenFile] ("PRINCIPAL TOKEN" lines, read again
-// when the file changes), an OAuth 2.1 access token of an issuer
-// ([OAuthVerifier]: a JWT checked against the issuer's keys, for this
-// resource; principal "oauth:SUBJECT"; [ProtectedResourceMetadata] tells
-// clients where to get one), [HTTPOptions.Token] (principal "default"), or
-// no authentication when [HTTPOptions.NoAuth] says so explicitly (principal
-// "anonymous"); Handler refuses to be built with none of these. A stdio or
-// in-memory session is the one principal [Options.Principal] ("local").
+// a bearer token of a token file (package mcpserver/bearer's TokenFile:
+// "PRINCIPAL TOKEN" lines, read again when the file changes), an OAuth 2.1
+// access token of an issuer (bearer.OAuthVerifier: a JWT checked against
+// the issuer's keys, for this resource; principal "oauth:SUBJECT";
+// bearer.ProtectedResourceMetadata tells clients where to get one), any
+// other [HTTPOptions.Verifier], [HTTPOptions.Token] (principal "default"),
+// or no authentication when [HTTPOptions.NoAuth] says so explicitly
+// (principal "anonymous"); Handler refuses to be built with none of these.
+// A principal's name is 1 to 256 bytes of UTF-8 without spaces or control
+// characters. A stdio or in-memory session is the one principal
+// [Options.Principal] ("local").
 // The principal reaches the engine as [engine.ToolContext.Principal].
 //
 // Conversations belong to a principal: the engine's conversation id is the
@@ -239,7 +264,8 @@
 // HTTP bounds: the http.Server is the embedder's: give it
 // ReadHeaderTimeout and IdleTimeout, serve it on [LimitListener] to cap
 // connections, and leave ReadTimeout and WriteTimeout unset (they would cut
-// or cancel long calls). `demo mcp` does so (10s, 30s, 1024 connections).
+// or cancel long calls). `bashvisor mcp` does so (10s, 30s, 1024
+// connections).
 // [MetricsHandler] serves an engine's Prometheus metrics behind the same
 // authentication.
 package mcpserver

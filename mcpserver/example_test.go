@@ -100,9 +100,12 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
+	// A program (not a model) asks for the result's fields as
+	// structuredContent; a model reads the text content.
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
 		Name:      "bash",
 		Arguments: map[string]any{"command": "echo started; echo done", "mode": "background"},
+		Meta:      mcp.Meta{"bashvisor/structured": true},
 	})
 	if err != nil {
 		panic(err)

@@ -28,9 +28,11 @@ type HTTPOptions struct {
 	// Verifier authenticates requests: it is given the bearer token of
 	// "Authorization: Bearer TOKEN" and returns the caller's principal as
 	// the TokenInfo's UserID, or an error wrapping auth.ErrInvalidToken
-	// (answered 401). [TokenFile.Verify] and [OAuthVerifier.Verify] are
-	// two; combine them in a function of your own. The principal must be
-	// valid UTF-8 without control characters, at most 256 bytes.
+	// (answered 401). bearer.TokenFile.Verify and
+	// bearer.OAuthVerifier.Verify are two; combine them in a function of
+	// your own. The principal must follow the rule for principals: 1 to
+	// 256 bytes of UTF-8 without spaces or control characters (else the
+	// request gets 500 and the log says why).
 	Verifier auth.TokenVerifier
 	// Token, when set, is one bearer token accepted besides Verifier's,
 	// for the principal "default". Compared in constant time.
@@ -47,7 +49,7 @@ type HTTPOptions struct {
 	// header of 401 and 403 answers (RFC 9728), so that an OAuth client
 	// finds the authorization server: the URL where
 	// auth.ProtectedResourceMetadataHandler serves
-	// [ProtectedResourceMetadata].
+	// bearer.ProtectedResourceMetadata.
 	ResourceMetadataURL string
 	// AllowedOrigins lists browser origins ("https://app.example.com")
 	// allowed besides the server's own. A request with any other Origin
@@ -64,7 +66,7 @@ type HTTPOptions struct {
 	// [Options.SharedConversation]). Default 30m: a person may leave an
 	// agent alone that long and come back; the idle session costs about
 	// 20 KiB meanwhile (10 KiB of heap and stacks; 17–22 KiB of RSS in
-	// `demo mcp`, 26 KiB once it ran a command; measured over 1,000 to
+	// `bashvisor mcp`, 26 KiB once it ran a command; measured over 1,000 to
 	// 10,000 sessions). Negative: never. The client
 	// learns of it on its next request, which gets 404 "session not
 	// found", and starts a new session (its jobs are gone).

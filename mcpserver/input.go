@@ -234,19 +234,29 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// noArgs are bash_jobs's (empty) arguments.
+type noArgs struct{}
+
 // parseNoArgs checks bash_jobs's (empty) arguments.
-func parseNoArgs(raw json.RawMessage) error {
+func parseNoArgs(raw json.RawMessage) (noArgs, error) {
 	_, err := decodeObject(raw)
-	return err
+	return noArgs{}, err
 }
 
+// jobArg names the job a tool acts on: the tool's opening looks it up
+// (see [jobNamer]).
+type jobArg struct{ jobID string }
+
+func (a jobArg) job() string { return a.jobID }
+
 // parseJobID decodes bash_kill's arguments.
-func parseJobID(raw json.RawMessage) (string, error) {
+func parseJobID(raw json.RawMessage) (jobArg, error) {
 	m, err := decodeObject(raw, "job_id")
 	if err != nil {
-		return "", err
+		return jobArg{}, err
 	}
-	return jobIDField(m)
+	id, err := jobIDField(m)
+	return jobArg{id}, err
 }
 
 func jobIDField(m map[string]json.RawMessage) (string, error) {
@@ -266,7 +276,7 @@ func jobIDField(m map[string]json.RawMessage) (string, error) {
 // outputArgs are bash_output's decoded arguments, ready for
 // engine.JobOutput.
 type outputArgs struct {
-	jobID               string
+	jobArg
 	tail, offset, limit int64
 	ranged              bool          // offset or limit given
 	wait                time.Duration // wait_ms
@@ -334,7 +344,7 @@ func waitField(m map[string]json.RawMessage, name string, def time.Duration) (ti
 
 // writeArgs are bash_write's decoded arguments.
 type writeArgs struct {
-	jobID string
+	jobArg
 	input string
 	close bool
 	wait  time.Duration

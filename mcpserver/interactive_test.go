@@ -46,7 +46,7 @@ func readUntil(t *testing.T, cs *mcp.ClientSession, id, want string) engine.JobO
 }
 
 func TestInteractiveSchema(t *testing.T) {
-	s := newSetup(t, nil, Options{})
+	s := newSetup(t, nil, Options{Structured: true})
 	lt, err := s.cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestOutputWait(t *testing.T) {
 // command's output, in the notifications' _meta and in their messages.
 func TestProgressCarriesOutput(t *testing.T) {
 	e := newEngine(t, nil)
-	srv := New(e, Options{WorkingDir: t.TempDir(), ProgressInterval: 300 * time.Millisecond})
+	srv := New(e, Options{WorkingDir: t.TempDir(), ProgressInterval: 300 * time.Millisecond, Structured: true})
 	var mu sync.Mutex
 	var meta, msgs strings.Builder
 	var n int

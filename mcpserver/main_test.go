@@ -171,10 +171,15 @@ func newSetup(t testing.TB, mod func(*engine.Config), opts Options) *setup {
 }
 
 // call calls a tool and decodes its structured content into out (when
-// non-nil). It returns the text content.
+// non-nil: the call then asks for it with _meta). It returns the text
+// content.
 func call(t testing.TB, ctx context.Context, cs *mcp.ClientSession, tool string, args any, out any) (*mcp.CallToolResult, string) {
 	t.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	p := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if out != nil {
+		p.Meta = mcp.Meta{metaStructured: true}
+	}
+	res, err := cs.CallTool(ctx, p)
 	if err != nil {
 		t.Fatalf("%s %v: %v", tool, args, err)
 	}

@@ -1,17 +1,10 @@
 package mcpserver
 
-import (
-	"encoding/json"
-
-	"github.com/bashvisor/bashvisor/engine"
-)
-
-// bashInputSchema returns the bash tool's input schema: exactly
-// engine.InputSchema().
-func bashInputSchema() json.RawMessage { return json.RawMessage(engine.InputSchema()) }
+import "encoding/json"
 
 // OutputSchema returns the bash tool's output schema: [engine.Result] as
-// JSON, the structuredContent of every bash result.
+// JSON, the structuredContent of a bash result that asked for its fields
+// (see [Options.Structured]).
 func OutputSchema() json.RawMessage { return json.RawMessage(resultOutputSchema) }
 
 // resultOutputSchema describes [engine.Result] as JSON.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -100,6 +99,17 @@ type Options struct {
 	// Logger receives the server's and the go-sdk's logs (default: discard).
 	// Nothing is written to stdout.
 	Logger *slog.Logger
+	// Structured gives every tool result its fields as structuredContent
+	// (the bash tool's an [engine.Result], bash_jobs' a list of
+	// [engine.JobInfo], …) and declares each tool's output schema, for
+	// programs that read the fields. Off by default: clients such as Claude
+	// Code and Codex hand the model JSON.stringify(structuredContent)
+	// instead of the text content when a result has one, so the model
+	// would read an escaped copy of the output beside the command, twice,
+	// and usage figures, in place of the designed text. Without it a call
+	// still gets its result's fields when its request's _meta has
+	// "bashvisor/structured": true (the model never sees _meta).
+	Structured bool
 	// DisableElicitation returns "needs_approval" results as they are, even
 	// to clients that support elicitation.
 	DisableElicitation bool
@@ -137,7 +147,9 @@ type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Resu
 
 // New returns an MCP server exposing r (an *engine.Engine, or any
 // engine.Runner) as the tools bash, bash_jobs, bash_output, bash_write
-// and bash_kill, and bash_undo when r is an [engine.Undoer]. Serve it with [mcp.Server.Run] over
+// and bash_kill, and bash_undo when r is an [engine.Undoer] and
+// opts.Sandbox is workspace-write (the only commands that keep undo
+// steps). Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
 // server may serve any number of sessions concurrently; calls run
 // concurrently.
@@ -206,57 +218,57 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	})
 	tc := s.toolContext(scope{principal: opts.Principal, conv: opts.ConversationID})
 	yes := true
-	ms.AddTool(&mcp.Tool{
-		Name:         toolBash,
-		Title:        "Bash",
-		Description:  e.Description(tc),
-		InputSchema:  bashInputSchema(),
-		OutputSchema: json.RawMessage(resultOutputSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Bash", DestructiveHint: &yes, OpenWorldHint: &yes},
-	}, s.safe(s.bash))
-	ms.AddTool(&mcp.Tool{
-		Name:         toolJobs,
-		Title:        "List background jobs",
-		Description:  "List this conversation's background jobs (started with mode \"background\"), running and ended: job_id, pid, status, start time, bytes of output, command.",
-		InputSchema:  json.RawMessage(jobsInputSchema),
-		OutputSchema: json.RawMessage(jobsOutputSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "List background jobs", ReadOnlyHint: true, IdempotentHint: true},
-	}, s.safe(s.jobs))
-	ms.AddTool(&mcp.Tool{
-		Name:  toolOutput,
-		Title: "Read a background job's output",
-		Description: "Read a background job's output and status. By default returns the last 32 KiB; " +
-			"tail_bytes sets how much of the end to return, or offset and limit read a byte range " +
-			"(at most 128 KiB per call) to page through it. wait_ms (at most 30000) first waits for " +
+	s.addTool(ms, toolBash, "Bash", e.Description(tc), string(engine.InputSchema()), resultOutputSchema,
+		mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, handle(s, parseBashArgs, s.bash))
+	s.addTool(ms, toolJobs, "List background jobs",
+		"List this conversation's background jobs (started with mode \"background\"), running and ended: job_id, pid, status, start time, bytes of output, command.",
+		jobsInputSchema, jobsOutputSchema, mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}, handle(s, parseNoArgs, s.jobs))
+	s.addTool(ms, toolOutput, "Read a background job's output",
+		"Read a background job's output and status. By default returns the last 32 KiB; "+
+			"tail_bytes sets how much of the end to return, or offset and limit read a byte range "+
+			"(at most 128 KiB per call) to page through it. wait_ms (at most 30000) first waits for "+
 			"output past offset (or past the current end) or for the job to end.",
-		InputSchema:  json.RawMessage(outputInputSchema),
-		OutputSchema: json.RawMessage(outputOutputSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Read a background job's output", ReadOnlyHint: true},
-	}, s.safe(s.output))
-	ms.AddTool(&mcp.Tool{
-		Name:  toolKill,
-		Title: "Stop a background job",
-		Description: "Stop a background job and every process it started: SIGTERM to its process group, " +
+		outputInputSchema, outputOutputSchema, mcp.ToolAnnotations{ReadOnlyHint: true}, handle(s, parseOutputArgs, s.output))
+	s.addTool(ms, toolKill, "Stop a background job",
+		"Stop a background job and every process it started: SIGTERM to its process group, "+
 			"SIGKILL after the grace period. Returns the job's final status.",
-		InputSchema:  json.RawMessage(killInputSchema),
-		OutputSchema: json.RawMessage(jobInfoSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background job", DestructiveHint: &yes, IdempotentHint: true},
-	}, s.safe(s.kill))
-	ms.AddTool(&mcp.Tool{
-		Name:  toolWrite,
-		Title: "Send input to a background job",
-		Description: "Send input to a background job started with stdin \"pipe\" or tty true (on a terminal " +
-			"the input is keys: \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D), optionally close its stdin, then wait " +
+		killInputSchema, jobInfoSchema, mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true}, handle(s, parseJobID, s.kill))
+	s.addTool(ms, toolWrite, "Send input to a background job",
+		"Send input to a background job started with stdin \"pipe\" or tty true (on a terminal "+
+			"the input is keys: \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D), optionally close its stdin, then wait "+
 			"up to yield_ms (default 250, at most 30000) for its output to settle and return the new output and the job's status.",
-		InputSchema:  json.RawMessage(writeInputSchema),
-		OutputSchema: json.RawMessage(outputOutputSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Send input to a background job", DestructiveHint: &yes, OpenWorldHint: &yes},
-	}, s.safe(s.write))
-	if u, ok := e.(engine.Undoer); ok {
+		writeInputSchema, outputOutputSchema, mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, handle(s, parseWriteArgs, s.write))
+	// Only workspace-write commands keep undo steps.
+	if u, ok := e.(engine.Undoer); ok && opts.Sandbox.Profile == engine.WorkspaceWrite {
 		s.addUndo(ms, u)
 	}
 	s.addResources(ms)
 	return s, ms
+}
+
+// addTool registers a tool: its name, title (also its annotations'),
+// description, input and output schemas (see outputSchema), annotations
+// and handler.
+func (s *server) addTool(ms *mcp.Server, name, title, description, input, output string, ann mcp.ToolAnnotations, h mcp.ToolHandler) {
+	ann.Title = title
+	ms.AddTool(&mcp.Tool{
+		Name:         name,
+		Title:        title,
+		Description:  description,
+		InputSchema:  json.RawMessage(input),
+		OutputSchema: s.outputSchema(output),
+		Annotations:  &ann,
+	}, h)
+}
+
+// outputSchema is a tool's output schema when every result carries its
+// structured content (Options.Structured), else none: a tool that declares
+// one must give every result its structured content.
+func (s *server) outputSchema(schema string) any {
+	if !s.o.Structured {
+		return nil // not a nil json.RawMessage: that would be sent as null
+	}
+	return json.RawMessage(schema)
 }
 
 // safe turns a panic in a tool handler into an error result: the go-sdk
@@ -296,33 +308,91 @@ func (s *server) callContext(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// enter resolves a call's scope and records it in its conversation; leave
-// records the call's end. A call that cannot be scoped gets an error
-// result.
-func (s *server) enter(ctx context.Context, req mcp.Request) (sc scope, leave func(), res *mcp.CallToolResult) {
-	sc, err := s.scopeOf(ctx, req)
-	if err == nil {
-		leave, err = s.convs.enter(sc)
-	}
-	if err != nil {
-		return sc, nil, errorResult(err)
-	}
-	return sc, leave, nil
+// toolCall is a tool call past the opening every tool shares (see [handle]):
+// its context, also ended by Options.BaseContext, its request, its
+// conversation's scope and tool context, and the job its arguments name.
+type toolCall struct {
+	ctx context.Context
+	req *mcp.CallToolRequest
+	sc  scope
+	tc  engine.ToolContext
+	job engine.JobInfo // when the arguments name one (a jobNamer)
 }
 
-func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx)
-	defer done()
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
+// jobNamer is arguments that name a job: the opening looks the job up.
+type jobNamer interface{ job() string }
+
+// handle makes a tool's handler of its argument parser and its body, with
+// the opening every tool shares: parse the arguments (a malformed one is
+// an error result wrapping [engine.ErrBadInput]), bound the call's
+// context, enter its conversation (left when the body returns), make its
+// tool context, and look up the job the arguments name (an unknown one is
+// an error result). An error the body returns is an error result; a panic
+// one too (safe).
+func handle[A any](s *server, parse func(json.RawMessage) (A, error), body func(*toolCall, A) (*mcp.CallToolResult, error)) mcp.ToolHandler {
+	return s.safe(func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		a, err := parse(req.Params.Arguments)
+		if err != nil {
+			return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
+		}
+		ctx, done := s.callContext(ctx)
+		defer done()
+		sc, err := s.scopeOf(ctx, req)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		leave, err := s.convs.enter(sc)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		defer leave()
+		c := &toolCall{ctx: ctx, req: req, sc: sc, tc: s.toolContext(sc)}
+		if n, ok := any(a).(jobNamer); ok {
+			if c.job, err = s.e.Job(c.tc, n.job()); err != nil {
+				return errorResult(engine.JobError(n.job(), err)), nil
+			}
+		}
+		res, err := body(c, a)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return res, nil
+	})
+}
+
+// metaStructured is the _meta key of a call that asks for its result's
+// fields as structuredContent ([Options.Structured] asks for every call's).
+const metaStructured = "bashvisor/structured"
+
+// reply is a tool's result: text for the model, then links; v, the
+// result's fields, as structured content only when the call asked for it
+// (see [Options.Structured]).
+func (s *server) reply(c *toolCall, text string, v any, links ...mcp.Content) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: text}}, links...)}
+	if asked, _ := c.req.Params.Meta[metaStructured].(bool); s.o.Structured || asked {
+		res.StructuredContent = v
 	}
-	defer leave()
-	tc := s.toolContext(sc)
-	tc.CallID = callID(tc.ConversationID, req.Params.Meta)
-	in, err := parseBashInput(req.Params.Arguments)
-	if err != nil {
-		return s.finish(sc, tc, in, badInput(in, err)), nil
+	return res
+}
+
+// bashArgs are the bash tool's decoded arguments. A malformed one is
+// still a bash result (status "error", through Options.OnResult), not a
+// tool error: err carries it to the body.
+type bashArgs struct {
+	in  engine.Input
+	err error
+}
+
+func parseBashArgs(raw json.RawMessage) (bashArgs, error) {
+	in, err := parseBashInput(raw)
+	return bashArgs{in, err}, nil
+}
+
+func (s *server) bash(c *toolCall, a bashArgs) (*mcp.CallToolResult, error) {
+	c.tc.CallID = callID(c.tc.ConversationID, c.req.Params.Meta)
+	ctx, req, tc, in := c.ctx, c.req, c.tc, a.in
+	if a.err != nil {
+		return s.finish(c, in, badInput(in, a.err)), nil
 	}
 	run := func(approved bool) engine.Result {
 		tc := tc
@@ -339,17 +409,17 @@ func (s *server) bash(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallT
 	// input request (protocol 2026-07-28 and later).
 	if req.Params.InputResponses != nil || req.Params.RequestState != "" {
 		if r, ok := s.approvalRetry(req, tc, in, run); ok {
-			return s.finish(sc, tc, in, r), nil
+			return s.finish(c, in, r), nil
 		}
 		// Bad or stale state: run without approval and never ask again.
-		return s.finish(sc, tc, in, run(false)), nil
+		return s.finish(c, in, run(false)), nil
 	}
 
 	r := run(false)
 	if r.Status == engine.StatusNeedsApproval && s.canElicit(req) {
-		return s.askApproval(ctx, req, sc, tc, in, r, run)
+		return s.askApproval(c, in, r, run)
 	}
-	return s.finish(sc, tc, in, r), nil
+	return s.finish(c, in, r), nil
 }
 
 // metaCallID is the _meta key of a bash call that carries its call id:
@@ -374,26 +444,24 @@ func callID(conv string, m mcp.Meta) string {
 // finish turns a Result into the tool result: the model's text as content,
 // followed by a resource link to the full output when it was truncated or
 // to the job's output when it started one; the Result as structured
-// content; isError unless ok or started.
-func (s *server) finish(sc scope, tc engine.ToolContext, in engine.Input, r engine.Result) *mcp.CallToolResult {
-	s.log.Debug("bash call", "conversation", tc.ConversationID, "principal", tc.Principal, "display", logCommand{s.e, r.Display},
+// content when the call asked for it; isError unless ok or started.
+func (s *server) finish(c *toolCall, in engine.Input, r engine.Result) *mcp.CallToolResult {
+	s.log.Debug("bash call", "conversation", c.tc.ConversationID, "principal", c.tc.Principal, "display", logCommand{s.e, r.Display},
 		"status", r.Status, "duration_ms", r.DurationMS, "bytes", r.OutputBytes)
 	if s.o.OnResult != nil {
-		s.o.OnResult(tc.ConversationID, in, r)
+		s.o.OnResult(c.tc.ConversationID, in, r)
 	}
-	content := []mcp.Content{&mcp.TextContent{Text: r.Output}}
+	var links []mcp.Content
 	switch {
 	case r.JobID != "":
-		content = append(content, jobLink(sc, engine.JobInfo{JobID: r.JobID, Display: r.Display, Bytes: r.OutputBytes}))
+		links = append(links, jobLink(c.sc, engine.JobInfo{JobID: r.JobID, Display: r.Display, Bytes: r.OutputBytes}))
 	case r.Truncated && r.FullOutputFile != "":
-		id := s.outputs.add(sc.conv, r.FullOutputFile, r.OutputBytes)
-		content = append(content, outputLink(sc, id, r))
+		id := s.outputs.add(c.sc.conv, r.FullOutputFile, r.OutputBytes)
+		links = append(links, outputLink(c.sc, id, r))
 	}
-	return &mcp.CallToolResult{
-		Content:           content,
-		StructuredContent: r,
-		IsError:           r.IsError(),
-	}
+	res := s.reply(c, r.Output, r, links...)
+	res.IsError = r.IsError()
+	return res
 }
 
 // badInput is the result for malformed arguments: status "error", text
@@ -414,177 +482,6 @@ func errorResult(err error) *mcp.CallToolResult {
 		Content: []mcp.Content{&mcp.TextContent{Text: engine.ErrorText(err)}},
 		IsError: true,
 	}
-}
-
-// structured is a job tool's result: text for the model, v as structured
-// content.
-func structured(text string, v any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: v}
-}
-
-// job returns a job of the call's conversation.
-func (s *server) job(tc engine.ToolContext, id string) (engine.JobInfo, error) {
-	j, err := s.e.Job(tc, id)
-	if err != nil {
-		return j, engine.JobError(id, err)
-	}
-	return j, nil
-}
-
-// jobsResult is bash_jobs's structured content.
-type jobsResult struct {
-	Jobs []engine.JobInfo `json:"jobs"`
-}
-
-func (s *server) jobs(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if err := parseNoArgs(req.Params.Arguments); err != nil {
-		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
-	}
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
-	}
-	defer leave()
-	out := jobsResult{Jobs: s.e.Jobs(s.toolContext(sc))}
-	if out.Jobs == nil {
-		out.Jobs = []engine.JobInfo{}
-	}
-	return structured(engine.JobsText(out.Jobs, time.Now()), out), nil
-}
-
-func (s *server) output(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, err := parseOutputArgs(req.Params.Arguments)
-	if err != nil {
-		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
-	}
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
-	}
-	defer leave()
-	tc := s.toolContext(sc)
-	j, err := s.job(tc, a.jobID)
-	if err != nil {
-		return errorResult(err), nil
-	}
-	if a.wait > 0 {
-		ctx, done := s.callContext(ctx)
-		defer done()
-		from := j.Bytes
-		if a.ranged {
-			from = a.offset
-		}
-		if _, err := s.e.WaitOutput(ctx, tc, a.jobID, from, a.wait); err != nil {
-			return errorResult(engine.JobError(a.jobID, err)), nil
-		}
-	}
-	jo, err := s.e.JobOutput(tc, a.jobID, a.tail, a.offset, a.limit)
-	if err != nil {
-		return errorResult(engine.JobError(a.jobID, err)), nil
-	}
-	return jobOutputResult(sc, jo), nil
-}
-
-// jobOutputResult is bash_output's and bash_write's result: the slice's
-// text and a resource link to the job's whole output.
-func jobOutputResult(sc scope, jo engine.JobOutput) *mcp.CallToolResult {
-	res := structured(jo.Text(), jo)
-	res.Content = append(res.Content, jobLink(sc, jo.Job))
-	return res
-}
-
-func (s *server) kill(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx)
-	defer done()
-	id, err := parseJobID(req.Params.Arguments)
-	if err != nil {
-		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
-	}
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
-	}
-	defer leave()
-	tc := s.toolContext(sc)
-	if _, err := s.job(tc, id); err != nil {
-		return errorResult(err), nil
-	}
-	j, err := s.e.Kill(ctx, tc, id)
-	if err != nil {
-		return errorResult(engine.JobError(id, err)), nil
-	}
-	return structured(j.Text(), j), nil
-}
-
-// settle is how long bash_write waits, once new output arrived, for the
-// job to go quiet before it answers (an echoed line and the answer to it
-// usually come apart).
-const settle = 100 * time.Millisecond
-
-func (s *server) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx)
-	defer done()
-	a, err := parseWriteArgs(req.Params.Arguments)
-	if err != nil {
-		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
-	}
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
-	}
-	defer leave()
-	tc := s.toolContext(sc)
-	j, err := s.job(tc, a.jobID)
-	if err != nil {
-		return errorResult(err), nil
-	}
-	from := j.Bytes
-	if err := s.e.Write(ctx, tc, a.jobID, []byte(a.input), a.close); err != nil {
-		return errorResult(err), nil
-	}
-	// Wait for the first new output that is more than a terminal's echo
-	// of the input, then until the job is quiet for settle, it ends, or
-	// the wait is over.
-	deadline := time.Now().Add(a.wait)
-	echo := ttyEcho(a.input)
-	seen, answered := from, false
-	for {
-		wait := time.Until(deadline)
-		if answered {
-			wait = min(wait, settle)
-		}
-		j, err = s.e.WaitOutput(ctx, tc, a.jobID, seen, wait)
-		if err != nil {
-			return errorResult(engine.JobError(a.jobID, err)), nil
-		}
-		if j.Status != engine.JobRunning || j.Bytes <= seen || !time.Now().Before(deadline) || ctx.Err() != nil {
-			break
-		}
-		seen = j.Bytes
-		answered = answered || !s.onlyEcho(tc, a.jobID, from, seen, echo)
-	}
-	jo, err := s.e.JobOutput(tc, a.jobID, 0, from, maxReadBytes)
-	if err != nil {
-		return errorResult(engine.JobError(a.jobID, err)), nil
-	}
-	return jobOutputResult(sc, jo), nil
-}
-
-// ttyEcho is what a terminal echoes of input: each line end as "\r\n".
-func ttyEcho(input string) string {
-	return strings.NewReplacer("\r\n", "\r\n", "\r", "\r\n", "\n", "\r\n").Replace(input)
-}
-
-// onlyEcho reports whether the output of job id between offsets from and
-// to is (a start of) echo: a terminal echoing the input, not yet the
-// program's answer. The output reads rendered (a line end as "\n") unless
-// the engine gives it raw.
-func (s *server) onlyEcho(tc engine.ToolContext, id string, from, to int64, echo string) bool {
-	if echo == "" || to-from > int64(len(echo)) {
-		return false
-	}
-	jo, err := s.e.JobOutput(tc, id, 0, from, to-from)
-	return err == nil && (strings.HasPrefix(echo, jo.Data) || strings.HasPrefix(strings.ReplaceAll(echo, "\r\n", "\n"), jo.Data))
 }
 
 // logCommand is a command as a debug log value, redacted only when a

@@ -48,7 +48,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 func TestToolsAndSchemas(t *testing.T) {
 	for _, restricted := range []bool{false, true} {
 		t.Run(fmt.Sprint("restricted=", restricted), func(t *testing.T) {
-			s := newSetup(t, nil, Options{Sandbox: sandboxIf(restricted)})
+			s := newSetup(t, nil, Options{Sandbox: sandboxIf(restricted), Structured: restricted})
 			ctx := context.Background()
 			lt, err := s.cs.ListTools(ctx, nil)
 			if err != nil {
@@ -58,13 +58,16 @@ func TestToolsAndSchemas(t *testing.T) {
 			for _, tool := range lt.Tools {
 				tools[tool.Name] = tool
 			}
-			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill, toolWrite, toolUndo} {
+			if tools[toolUndo] != nil {
+				t.Errorf("bash_undo offered without workspace-write, where nothing can be undone")
+			}
+			for _, name := range []string{toolBash, toolJobs, toolOutput, toolKill, toolWrite} {
 				tool := tools[name]
 				if tool == nil {
 					t.Fatalf("tool %s missing; have %v", name, lt.Tools)
 				}
-				if tool.OutputSchema == nil || tool.Description == "" {
-					t.Errorf("%s: no output schema or description", name)
+				if (tool.OutputSchema != nil) != restricted || tool.Description == "" {
+					t.Errorf("%s: output schema %v with Structured %v, description %q", name, tool.OutputSchema, restricted, tool.Description)
 				}
 			}
 			bash := tools[toolBash]
@@ -94,6 +97,45 @@ func TestToolsAndSchemas(t *testing.T) {
 				t.Errorf("input schema %s", b)
 			}
 		})
+	}
+}
+
+// Every tool's result is its text (and links) only, unless the server
+// has Structured or the call asks with _meta "bashvisor/structured": then
+// its fields too, the command among them for bash.
+func TestStructuredOnRequest(t *testing.T) {
+	for _, structured := range []bool{false, true} {
+		s := newSetup(t, nil, Options{Structured: structured})
+		ctx := context.Background()
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{toolBash, map[string]any{"command": "echo one two"}},
+			{toolBash, map[string]any{"command": "echo up; sleep 30", "mode": "background"}},
+			{toolJobs, map[string]any{}},
+			{toolOutput, map[string]any{"job_id": "job-1"}},
+			{toolKill, map[string]any{"job_id": "job-1"}},
+		} {
+			for _, asked := range []bool{false, true} {
+				p := &mcp.CallToolParams{Name: c.tool, Arguments: c.args}
+				if asked {
+					p.Meta = mcp.Meta{metaStructured: true}
+				}
+				res, err := s.cs.CallTool(ctx, p)
+				if err != nil || res.IsError {
+					t.Fatalf("%s %v: %v %+v", c.tool, c.args, err, res)
+				}
+				if want := structured || asked; (res.StructuredContent != nil) != want {
+					t.Errorf("%s %v (server Structured %v, asked %v): structured content %v", c.tool, c.args, structured, asked, res.StructuredContent)
+				}
+			}
+		}
+		var r engine.Result
+		call(t, ctx, s.cs, toolBash, map[string]any{"command": "echo fields"}, &r)
+		if r.Command != "echo fields" || r.Output != "fields\n" || r.Status != engine.StatusOK {
+			t.Errorf("fields asked for: %+v", r)
+		}
 	}
 }
 

@@ -76,7 +76,7 @@ func TestSessionRate(t *testing.T) {
 // (status "error" and the text for an error result).
 func namedCall(t *testing.T, cs *mcp.ClientSession, conv string) engine.Result {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv}})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv, metaStructured: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

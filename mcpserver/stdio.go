@@ -16,7 +16,7 @@ import (
 )
 
 // StdioTransport serves MCP over newline-delimited JSON-RPC on a pair of
-// streams (stdin and stdout for `demo mcp`), like the go-sdk's
+// streams (stdin and stdout for `bashvisor mcp`), like the go-sdk's
 // [mcp.IOTransport], but survives malformed input.
 //
 // The go-sdk's stdio connection decodes the stream with a json.Decoder and

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
+	"github.com/bashvisor/bashvisor/mcpserver/internal/authtest"
 )
 
 // Tokens of the two principals of the tenant tests.
@@ -20,16 +20,6 @@ const (
 	aliceToken = "alice-0123456789abcdef"
 	bobToken   = "bob-0123456789abcdefgh"
 )
-
-// writeTokens writes a token file and returns its path.
-func writeTokens(t testing.TB, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // tenantServer serves one engine to alice and bob, from a token file.
 func tenantServer(t *testing.T, mod func(*engine.Config), opts Options) *sessServer {
@@ -40,11 +30,12 @@ func tenantServer(t *testing.T, mod func(*engine.Config), opts Options) *sessSer
 // tenantServerHTTP is tenantServer with HTTP options.
 func tenantServerHTTP(t *testing.T, mod func(*engine.Config), opts Options, hopts HTTPOptions) *sessServer {
 	t.Helper()
-	tf, err := OpenTokenFile(writeTokens(t, "# principals\nalice "+aliceToken+"\nbob "+bobToken+"\n"), nil)
+	tf, err := bearer.OpenTokenFile(authtest.WriteTokens(t, "# principals\nalice "+aliceToken+"\nbob "+bobToken+"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hopts.Verifier = tf.Verify
+	opts.Structured = true // the tests read the results' fields
 	return newSessServer(t, mod, opts, hopts)
 }
 
@@ -299,7 +290,7 @@ func TestMaxConversations(t *testing.T) {
 	ctx := context.Background()
 	cs := s.connectAs(t, aliceToken, "2026-07-28", "")
 	run := func(conv string) engine.Result {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolBash, Arguments: map[string]any{"command": "echo hi"}, Meta: mcp.Meta{metaConversation: conv, metaStructured: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

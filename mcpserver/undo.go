@@ -1,10 +1,8 @@
 package mcpserver
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,37 +17,18 @@ const toolUndo = "bash_undo"
 // addUndo registers bash_undo.
 func (s *server) addUndo(ms *mcp.Server, u engine.Undoer) {
 	yes := true
-	ms.AddTool(&mcp.Tool{
-		Name:  toolUndo,
-		Title: "Undo the last commands' changes",
-		Description: "Restore the workspace to before the last `steps` (default 1) sandboxed commands of this conversation " +
-			"that changed it (commands that changed nothing do not count; a background job's changes count as it applied them). " +
+	s.addTool(ms, toolUndo, "Undo the last commands' changes",
+		"Restore the workspace to before the last `steps` (default 1) sandboxed commands of this conversation "+
+			"that changed it (commands that changed nothing do not count; a background job's changes count as it applied them). "+
 			"It refuses, changing nothing, when a file those commands changed was changed again since, and names the files.",
-		InputSchema:  json.RawMessage(undoInputSchema),
-		OutputSchema: json.RawMessage(undoOutputSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Undo the last commands' changes", DestructiveHint: &yes},
-	}, s.safe(func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return s.undo(ctx, req, u)
-	}))
-}
-
-func (s *server) undo(ctx context.Context, req *mcp.CallToolRequest, u engine.Undoer) (*mcp.CallToolResult, error) {
-	ctx, done := s.callContext(ctx)
-	defer done()
-	steps, err := parseUndoArgs(req.Params.Arguments)
-	if err != nil {
-		return errorResult(fmt.Errorf("%w: %w", engine.ErrBadInput, err)), nil
-	}
-	sc, leave, bad := s.enter(ctx, req)
-	if bad != nil {
-		return bad, nil
-	}
-	defer leave()
-	r, err := u.Undo(ctx, s.toolContext(sc), steps)
-	if err != nil {
-		return errorResult(err), nil
-	}
-	return structured(r.Text(), r), nil
+		undoInputSchema, undoOutputSchema, mcp.ToolAnnotations{DestructiveHint: &yes},
+		handle(s, parseUndoArgs, func(c *toolCall, steps int) (*mcp.CallToolResult, error) {
+			r, err := u.Undo(c.ctx, c.tc, steps)
+			if err != nil {
+				return nil, err
+			}
+			return s.reply(c, r.Text(), r), nil
+		}))
 }
 
 // parseUndoArgs decodes bash_undo's arguments: steps, at least 1

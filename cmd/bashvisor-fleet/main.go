@@ -15,8 +15,8 @@ import (
 	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/cluster/etcd"
 	"github.com/bashvisor/bashvisor/cluster/kubernetes"
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/internal/cli"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/bashvisor/bashvisor/internal/cli"
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 )
 
 // A protoactor member that fails to start (not in a pod) is stopped, but

@@ -13,8 +13,8 @@ package main
 import (
 	"os"
 
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/internal/cli"
 )
 
 func main() {

@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/internal/cli"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )

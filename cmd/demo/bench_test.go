@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bashvisor/bashvisor/internal/cli"
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 

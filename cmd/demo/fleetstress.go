@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/cluster"
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/internal/cli"
 )
 
 // fleetStress runs `demo stress -executors`: n calls of cmd at

@@ -3,7 +3,7 @@
 // stress), plus every bashvisor command (run, check, schema, mcp,
 // executor), so that bench measures the same server it starts.
 //
-// The conventions of internal/cli hold for every subcommand: -h prints the
+// The conventions of cmd/internal/cli hold for every subcommand: -h prints the
 // usage on stdout and exits 0; a usage error prints it on stderr and exits
 // 64.
 package main
@@ -13,8 +13,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 	"github.com/bashvisor/bashvisor/engine"
-	"github.com/bashvisor/bashvisor/internal/cli"
 )
 
 // Exit statuses the demo's own commands share with the CLI.

@@ -3,10 +3,13 @@
 // conversation when given one.
 //
 // argv: URL TOKEN CONVERSATION OPS, where OPS is a JSON array of
-// {"tools": true} (tools/list), {"tool": NAME, "args": {...}} (tools/call),
-// {"read": URI} (resources/read) and {"list": true} (resources/list).
+// {"tools": true} (tools/list), {"tool": NAME, "args": {...}, "meta": {...}}
+// (tools/call, with _meta when given), {"read": URI} (resources/read) and
+// {"list": true} (resources/list).
 // Prints one JSON object: {"protocolVersion", "sessionId", "results": [...]},
-// each result the SDK's, or {"error": MESSAGE}.
+// each result the SDK's, or {"error": MESSAGE}. A tool result also has
+// "handed": what Claude Code and Codex hand the model of it,
+// JSON.stringify(structuredContent) when it has one, else its text.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -24,7 +27,15 @@ for (const op of JSON.parse(opsJSON)) {
     if (op.tools) {
       out.results.push(await client.listTools());
     } else if (op.tool) {
-      out.results.push(await client.callTool({ name: op.tool, arguments: op.args ?? {} }));
+      const params = { name: op.tool, arguments: op.args ?? {} };
+      if (op.meta) {
+        params._meta = op.meta;
+      }
+      const r = await client.callTool(params);
+      r.handed = r.structuredContent !== undefined
+        ? JSON.stringify(r.structuredContent)
+        : r.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+      out.results.push(r);
     } else if (op.read) {
       out.results.push(await client.readResource({ uri: op.read }));
     } else if (op.list) {

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	if out, err := exec.Command(goCmd, "build", "-o", demoBin, "../../cmd/demo").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goCmd, "build", "-o", demoBin, "../../demo").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the demo binary: %v\n%s", err, out)
 		demoBin = "" // the CLI tests fail with this message; the rest run
 	}

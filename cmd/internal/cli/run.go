@@ -77,7 +77,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var ef engineFlags
 	ef.register(fs, true)
 	mode := fs.String("mode", "default", "default, slow or background")
-	asJSON := fs.Bool("json", false, "print the structured result as JSON (its fields: demo schema -output)")
+	asJSON := fs.Bool("json", false, "print the structured result as JSON (its fields: bashvisor schema -output)")
 	memory := fs.String("memory", "", "memory `size` of the command's processes together (e.g. 4GiB, 512MiB; none: no limit; default half of RAM, at most 16GiB)")
 	cpuTime := fs.Duration("cpu-time", 0, "CPU time of the command's processes together (e.g. 10m; default: no limit)")
 	pids := fs.Int("pids", 0, "processes and threads alive at once (-1: no limit; default 4096)")
@@ -196,7 +196,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("schema")
 	var ef engineFlags
 	ef.register(fs, false)
-	withOutput := fs.Bool("output", false, "also print the output schema: the fields of a result (structuredContent over MCP, demo run -json)")
+	withOutput := fs.Bool("output", false, "also print the output schema: the fields of a result (run -json; over MCP, structuredContent with mcp -structured)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}

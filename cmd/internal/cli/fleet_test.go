@@ -132,7 +132,7 @@ func TestFleetFrontsHTTP(t *testing.T) {
 	var fronts []string
 	for range 2 {
 		fronts = append(fronts, startDemo(t, []string{"BASHVISOR_MCP_TOKEN=" + token}, regexp.MustCompile(`listening on http://(\S+)/mcp`),
-			"mcp", "-C", dir, "-http", "127.0.0.1:0", "-executors", strings.Join(addrs, ",")))
+			"mcp", "-C", dir, "-http", "127.0.0.1:0", "-structured", "-executors", strings.Join(addrs, ",")))
 	}
 	for _, conv := range []string{"shared", ""} {
 		t.Run("conversation="+conv, func(t *testing.T) {

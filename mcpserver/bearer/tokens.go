@@ -1,4 +1,4 @@
-package mcpserver
+package bearer
 
 import (
 	"bufio"
@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,37 +19,19 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-)
 
-// Principals of requests that carry no credentials of their own.
-const (
-	// principalDefault is the principal of HTTPOptions.Token, and of the
-	// token `demo mcp -http` generates.
-	principalDefault = "default"
-	// principalAnonymous is the principal of every request when
-	// HTTPOptions.NoAuth is set.
-	principalAnonymous = "anonymous"
-	// principalLocal is the default Options.Principal: the one principal
-	// of a stdio (or in-memory) session.
-	principalLocal = "local"
+	"github.com/bashvisor/bashvisor/mcpserver/internal/principal"
 )
 
 // MinTokenLength is the shortest bearer token a [TokenFile] accepts.
 const MinTokenLength = 16
 
-// principalRE is the form of a principal name in a token file: short,
-// printable, without the "/" that separates a principal from its
-// conversation or the ":" of OAuth principals ("oauth:SUBJECT").
-var principalRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$`)
-
-// validPrincipal reports whether name may name a principal in a token
-// file: 1 to 64 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit.
-func validPrincipal(name string) bool { return principalRE.MatchString(name) }
-
 // TokenFile authenticates requests with the bearer tokens of a file: one
 // "PRINCIPAL TOKEN" pair a line (blank lines and lines starting with "#"
-// are ignored). A principal is 1 to 64 of A-Z a-z 0-9 . _ @ + -, starting
-// with a letter or digit. A principal may have several tokens (to rotate one
+// are ignored). A principal is 1 to 256 bytes of UTF-8 without spaces or
+// control characters (the rule every principal follows), and does not
+// start with "oauth:", which names the subjects of an [OAuthVerifier]. A
+// principal may have several tokens (to rotate one
 // without a gap); a token belongs to one principal and is at least
 // [MinTokenLength] bytes long. The file is read again when it changes (its
 // size, modification time or inode; looked at no more than once a second,
@@ -132,8 +113,8 @@ func (f *TokenFile) Verify(_ context.Context, token string, _ *http.Request) (*a
 // staticTokenInfo is the TokenInfo of a token that does not expire (the
 // go-sdk's middleware wants an expiration: a token file's tokens are
 // valid until the file changes).
-func staticTokenInfo(principal string) *auth.TokenInfo {
-	return &auth.TokenInfo{UserID: principal, Expiration: time.Now().Add(time.Hour)}
+func staticTokenInfo(p string) *auth.TokenInfo {
+	return &auth.TokenInfo{UserID: p, Expiration: time.Now().Add(time.Hour)}
 }
 
 // lookup finds the principal of token in constant time over the set.
@@ -235,8 +216,11 @@ func parseTokens(data []byte) (*tokenSet, error) {
 			return nil, fmt.Errorf("line %d: want \"PRINCIPAL TOKEN\", got %d fields", n, len(fields))
 		}
 		p, tok := fields[0], fields[1]
-		if !validPrincipal(p) {
-			return nil, fmt.Errorf("line %d: principal %q: use 1 to 64 of A-Z a-z 0-9 . _ @ + -", n, clip(p, 80))
+		if strings.HasPrefix(p, principalOAuthPrefix) {
+			return nil, fmt.Errorf("line %d: principal %.80q: %q starts the principals of OAuth subjects", n, p, principalOAuthPrefix)
+		}
+		if err := principal.Check(p); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if len(tok) < MinTokenLength {
 			return nil, fmt.Errorf("line %d: the token of %s is shorter than %d bytes", n, p, MinTokenLength)

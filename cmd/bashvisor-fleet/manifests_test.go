@@ -1,10 +1,11 @@
-// Package kubernetes_test checks the manifests in this directory against
-// the code they deploy: the service account's verbs are the ones the
+package main
+
+// The tests in this file check the manifests in deploy/kubernetes against
+// the program they deploy: the service account's verbs are the ones the
 // Kubernetes membership uses, every container runs bashvisor-fleet with
 // arguments its executor or mcp command accepts, the ports in the
 // arguments are the ports the pods, the Service and the NetworkPolicies
 // name, and the names that refer to each other match.
-package kubernetes_test
 
 import (
 	"bytes"
@@ -18,19 +19,15 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/cluster/kubernetes"
-	"github.com/bashvisor/bashvisor/internal/cli"
+	"github.com/bashvisor/bashvisor/cmd/internal/cli"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // manifests holds every object of the directory's YAML files, by kind.
 type manifests struct {
@@ -46,7 +43,7 @@ type manifests struct {
 // (a typo) fails the test.
 func load(t *testing.T) manifests {
 	t.Helper()
-	files, _ := filepath.Glob("*.yaml")
+	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no manifests")
 	}
@@ -100,9 +97,7 @@ func decode[T any](doc string, into *[]T) error {
 }
 
 // The fleet's program and its commands.
-var fleet = &cli.Program{Name: "bashvisor-fleet", Commands: cli.Standard(), Memberships: map[string]cli.Membership{
-	"k8s": func(string, int) (cluster.Membership, error) { return kubernetes.Membership(cli.ClusterName), nil },
-}}
+var fleet = &cli.Program{Name: "bashvisor-fleet", Commands: cli.Standard(), Memberships: memberships}
 
 func TestRBAC(t *testing.T) {
 	m := load(t)

@@ -88,6 +88,9 @@ func TestMCPFlags(t *testing.T) {
 	if err != nil || f.token != "from-env-0123456789" {
 		t.Errorf("token from $%s: %+v %v", tokenEnv, f, err)
 	}
+	if f, err := parseMCPFlags(nil); err != nil || f.token != "" {
+		t.Errorf("stdio with $%s set: %+v %v; want it ignored", tokenEnv, f, err)
+	}
 	f, _ = parseMCPFlags([]string{"-timeout", "3s", "-grace", "100ms", "-env-policy", "allowlist", "-profile", "guarded", "-coauthor", "Bot <b@x.org>", "-on-timeout", "background"})
 	if c := f.engineConfig(nil, nil); c.Timeout != 3*time.Second || c.Lifecycle.Grace != 100*time.Millisecond || c.Env.Policy != "allowlist" ||
 		c.Permissions == nil || c.CoAuthor != "Bot <b@x.org>" || c.Audit != nil || c.OnTimeout != engine.OnTimeoutBackground {
@@ -99,6 +102,118 @@ func TestMCPRefusesOpenAddressWithoutAuth(t *testing.T) {
 	c := demo(t, []string{tokenEnv + "="}, "mcp", "-http", "0.0.0.0:0", "-no-auth")
 	if c.code != exitUsage || !strings.HasPrefix(c.stderr, "demo mcp: refusing to serve -http 0.0.0.0:0 with -no-auth") {
 		t.Errorf("%v", c)
+	}
+}
+
+// A stdio server started from a shell that exported $BASHVISOR_MCP_TOKEN
+// for HTTP clients serves as usual and says in one line that it ignores
+// the variable.
+func TestMCPStdioIgnoresHTTPToken(t *testing.T) {
+	if demoBin == "" {
+		t.Fatal("the demo binary did not build (see TestMain's output)")
+	}
+	cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir())
+	cmd.Env = append(os.Environ(), tokenEnv+"=exported-for-http-0123456789")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer hung.Stop()
+	io.WriteString(stdin, initializeBody+"\n")
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	stdin.Close() // EOF ends the server
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("demo mcp over stdio with $%s set: %v\n%s", tokenEnv, err, stderr.String())
+	}
+	if !strings.Contains(line, `"serverInfo"`) {
+		t.Errorf("no initialize result on stdout: %q", line)
+	}
+	want := "demo mcp: ignoring $" + tokenEnv + ": it is for -http (a stdio server has one principal and no authentication)\n"
+	if !strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), tokenEnv) != 1 {
+		t.Errorf("stderr %q, want it to start with %q", stderr.String(), want)
+	}
+}
+
+// startHTTPServer starts `demo mcp -http addr` with env and returns the
+// stderr lines up to the "listening" line (that line last), and its
+// address; the server is stopped with SIGTERM at the end of the test.
+func startHTTPServer(t *testing.T, env []string, addr string) (lines []string, listening string) {
+	t.Helper()
+	if demoBin == "" {
+		t.Fatal("the demo binary did not build (see TestMain's output)")
+	}
+	cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-http", addr)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), "listening on") {
+			break
+		}
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		for sc.Scan() {
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("demo mcp -http %s after SIGTERM: %v", addr, err)
+		}
+		hung.Stop()
+	})
+	if m := regexp.MustCompile(`listening on http://([^/]+)/mcp`).FindStringSubmatch(lines[len(lines)-1]); m != nil {
+		listening = m[1]
+	}
+	return lines, listening
+}
+
+// A server reachable from other hosts whose only credential is the
+// generated token warns in one line; on loopback, or with a token given,
+// it does not.
+func TestMCPGeneratedTokenWarnsOffLoopback(t *testing.T) {
+	cfg := "XDG_CONFIG_HOME=" + t.TempDir()
+	for _, c := range []struct {
+		env  []string
+		addr string
+		warn bool
+	}{
+		{[]string{tokenEnv + "=", cfg}, "0.0.0.0:0", true},
+		{[]string{tokenEnv + "=", cfg}, "[::]:0", true},
+		{[]string{tokenEnv + "=", cfg}, ":0", false},
+		{[]string{tokenEnv + "=", cfg}, "127.0.0.1:0", false},
+		{[]string{tokenEnv + "=given-0123456789abcdef", cfg}, "0.0.0.0:0", false},
+	} {
+		lines, addr := startHTTPServer(t, c.env, c.addr)
+		if addr == "" {
+			t.Errorf("-http %s: no listening line in %q", c.addr, lines)
+			continue
+		}
+		var warned []string
+		for _, l := range lines {
+			if strings.HasPrefix(l, "warning: ") {
+				warned = append(warned, l)
+			}
+		}
+		if got := len(warned) == 1 && strings.Contains(warned[0], "reachable from other hosts") && strings.Contains(warned[0], "bind 127.0.0.1"); got != c.warn || len(warned) > 1 {
+			t.Errorf("-http %s (%s): warnings %q, want a warning: %v", c.addr, c.env[0], warned, c.warn)
+		}
 	}
 }
 

@@ -16,9 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/bashvisor/bashvisor/mcpserver"
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
 )
 
-// tokenFileName is where `demo mcp -http` keeps the token it generates,
+// tokenFileName is where `bashvisor mcp -http` keeps the token it generates,
 // under $XDG_CONFIG_HOME (default ~/.config).
 const tokenFileName = "bashvisor/mcp-token"
 
@@ -67,18 +68,19 @@ func generatedToken(path string) (token string, created bool, err error) {
 		return "", false, fmt.Errorf("%s must be a regular file of yours with mode 0600 (it is %v): fix it or delete it to get a new token", path, st.Mode())
 	}
 	token = strings.TrimSpace(string(data))
-	if len(token) < mcpserver.MinTokenLength || strings.ContainsAny(token, " \t\n") {
-		return "", false, fmt.Errorf("%s does not hold one token of at least %d characters: delete it to get a new one", path, mcpserver.MinTokenLength)
+	if len(token) < bearer.MinTokenLength || strings.ContainsAny(token, " \t\n") {
+		return "", false, fmt.Errorf("%s does not hold one token of at least %d characters: delete it to get a new one", path, bearer.MinTokenLength)
 	}
 	return token, false, nil
 }
 
-// httpAuth is how `demo mcp -http` authenticates.
+// httpAuth is how `bashvisor mcp -http` authenticates.
 type httpAuth struct {
-	opts     mcpserver.HTTPOptions // the authentication fields
-	prmPath  string                // with OAuth: where the protected resource metadata is served
-	prm      http.Handler
-	describe string // for the "listening" line
+	opts      mcpserver.HTTPOptions // the authentication fields
+	prmPath   string                // with OAuth: where the protected resource metadata is served
+	prm       http.Handler
+	describe  string // for the "listening" line
+	generated string // the file of the generated token, when it is the only credential
 }
 
 // httpAuth builds the authentication of the flags for a server listening
@@ -94,7 +96,7 @@ func (f *mcpFlags) httpAuth(ctx context.Context, addr string, log *slog.Logger) 
 	var verifiers []auth.TokenVerifier
 	var what []string
 	if f.tokens != "" {
-		tf, err := mcpserver.OpenTokenFile(f.tokens, log)
+		tf, err := bearer.OpenTokenFile(f.tokens, log)
 		if err != nil {
 			return nil, err
 		}
@@ -102,17 +104,17 @@ func (f *mcpFlags) httpAuth(ctx context.Context, addr string, log *slog.Logger) 
 		what = append(what, fmt.Sprintf("tokens of %s from %s", strings.Join(tf.Principals(), ", "), f.tokens))
 	}
 	if f.oauthIssuer != "" {
-		cfg := mcpserver.OAuthConfig{Issuer: f.oauthIssuer, Resource: f.oauthRes, Scopes: f.oauthScopes, Logger: log}
+		cfg := bearer.OAuthConfig{Issuer: f.oauthIssuer, Resource: f.oauthRes, Scopes: f.oauthScopes, Logger: log}
 		if cfg.Resource == "" {
 			cfg.Resource = "http://" + addr + "/mcp"
 		}
-		v, err := mcpserver.NewOAuthVerifier(ctx, cfg)
+		v, err := bearer.NewOAuthVerifier(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
 		verifiers = append(verifiers, v.Verify)
-		a.prmPath = mcpserver.ProtectedResourceMetadataPath(cfg.Resource)
-		a.prm = auth.ProtectedResourceMetadataHandler(mcpserver.ProtectedResourceMetadata(cfg))
+		a.prmPath = bearer.ProtectedResourceMetadataPath(cfg.Resource)
+		a.prm = auth.ProtectedResourceMetadataHandler(bearer.ProtectedResourceMetadata(cfg))
 		a.opts.Scopes = cfg.Scopes
 		if u, err := urlOrigin(cfg.Resource); err == nil {
 			a.opts.ResourceMetadataURL = u + a.prmPath
@@ -137,6 +139,7 @@ func (f *mcpFlags) httpAuth(ctx context.Context, addr string, log *slog.Logger) 
 		if created {
 			verb = "generated"
 		}
+		a.generated = path
 		what = append(what, fmt.Sprintf("bearer token %s in %s", verb, path))
 	}
 	if len(verifiers) > 0 {

@@ -1,4 +1,4 @@
-package mcpserver
+package bearer
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/bashvisor/bashvisor/mcpserver/internal/principal"
 )
 
 // OAuthConfig configures [NewOAuthVerifier].
@@ -34,7 +36,7 @@ type OAuthConfig struct {
 	// another service is refused here.
 	Resource string
 	// Scopes, when set, must all be in a token's "scope" (or "scp")
-	// claim; [HTTPOptions.Scopes] checks them and answers 403
+	// claim; mcpserver's HTTPOptions.Scopes checks them and answers 403
 	// insufficient_scope. They are also published in the protected
 	// resource metadata ([ProtectedResourceMetadata]).
 	Scopes []string
@@ -49,9 +51,11 @@ type OAuthConfig struct {
 // one issuer (RFC 9068 profile): signature with a key of the issuer's JWKS
 // (RS256, PS256, ES256, ES384, EdDSA), "iss" equal to the issuer, "aud"
 // naming [OAuthConfig.Resource], "exp" present and not past (one minute of
-// clock skew allowed), "nbf" not in the future, and a non-empty "sub". The
+// clock skew allowed), "nbf" not in the future, and a "sub". The
 // principal is "oauth:" followed by the subject, so that it never equals
-// a [TokenFile] principal. An unknown key id fetches the JWKS again, at most
+// a [TokenFile] principal; a subject that makes it break the rule for
+// principals (more than 256 bytes in all, a space, a control character)
+// is refused. An unknown key id fetches the JWKS again, at most
 // once a minute, so the issuer may rotate keys. Verified tokens are
 // remembered (by SHA-256, until they expire, up to 4096 of them), so that
 // a client's later calls cost a hash and a map lookup instead of a
@@ -237,6 +241,9 @@ func (v *OAuthVerifier) Verify(ctx context.Context, token string, _ *http.Reques
 	if c.Subject == "" {
 		return nil, fmt.Errorf("%w: no sub claim", auth.ErrInvalidToken)
 	}
+	if err := principal.Check(principalOAuthPrefix + c.Subject); err != nil {
+		return nil, fmt.Errorf("%w: the sub claim makes %w", auth.ErrInvalidToken, err)
+	}
 	if err := c.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Resource}, Time: now}, oauthLeeway); err != nil {
 		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 	}
@@ -265,8 +272,8 @@ func (v *OAuthVerifier) Verify(ctx context.Context, token string, _ *http.Reques
 // (RFC 9728) of a server whose tokens cfg verifies, for
 // auth.ProtectedResourceMetadataHandler, served at
 // [ProtectedResourceMetadataPath] of the resource URL (and named by
-// [HTTPOptions.ResourceMetadataURL], so that a client answered 401 finds
-// the issuer).
+// mcpserver's HTTPOptions.ResourceMetadataURL, so that a client answered
+// 401 finds the issuer).
 func ProtectedResourceMetadata(cfg OAuthConfig) *oauthex.ProtectedResourceMetadata {
 	return &oauthex.ProtectedResourceMetadata{
 		Resource:               cfg.Resource,

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/internal/checkcli"
+	"github.com/bashvisor/bashvisor/cmd/internal/checkcli"
 	"github.com/bashvisor/bashvisor/safety"
 )
 

@@ -27,13 +27,14 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/mcpserver"
+	"github.com/bashvisor/bashvisor/mcpserver/bearer"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
 // tokenEnv names the environment variable holding the HTTP bearer token.
 const tokenEnv = "BASHVISOR_MCP_TOKEN"
 
-// mcpFlags are the flags of `demo mcp`.
+// mcpFlags are the flags of `bashvisor mcp`.
 type mcpFlags struct {
 	dir         string
 	timeout     time.Duration
@@ -63,6 +64,7 @@ type mcpFlags struct {
 	metrics     bool
 	onTimeout   string
 	rawOutput   bool
+	structured  bool
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 }
 
@@ -72,7 +74,7 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-// newMCPFlags defines the flags of `demo mcp`; parse fs, then call check.
+// newMCPFlags defines the flags of `bashvisor mcp`; parse fs, then call check.
 func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	d := engine.DefaultConfig()
 	f := &mcpFlags{}
@@ -87,12 +89,12 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.StringVar(&f.envPolicy, "env-policy", string(config.InheritSafe), "environment `policy`: inherit-safe or allowlist")
 	fs.StringVar(&f.profile, "profile", "", "permission `profile`: "+strings.Join(safety.Presets(), ", ")+` (default none); "ask" answers are put to the user when the client supports elicitation`)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP at http://`addr`/mcp instead of stdio (127.0.0.1:8765; :8765 means 127.0.0.1:8765)")
-	fs.StringVar(&f.token, "token", "", "-http: one bearer `token` (principal \"default\"; default $"+tokenEnv+")")
+	fs.StringVar(&f.token, "token", "", "-http: one bearer `token` (principal \"default\"; default $"+tokenEnv+", which a stdio server ignores)")
 	fs.StringVar(&f.tokens, "tokens", "", "-http: bearer tokens from `file`, one \"PRINCIPAL TOKEN\" pair a line, read again when it changes")
 	fs.StringVar(&f.oauthIssuer, "oauth-issuer", "", "-http: accept OAuth 2.1 access tokens (JWTs) of the authorization server at `URL` (principal \"oauth:SUBJECT\")")
 	fs.StringVar(&f.oauthRes, "oauth-resource", "", "-oauth-issuer: this server's URL as clients reach it, the tokens' audience (default http://ADDR/mcp)")
 	fs.Var(&f.oauthScopes, "oauth-scope", "-oauth-issuer: a `scope` every token must grant (repeatable)")
-	fs.BoolVar(&f.noAuth, "no-auth", false, "-http: no authentication at all (loopback only): any local process can run commands. Without -token, -tokens, -oauth-issuer or -no-auth, -http generates a token (see README)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "-http: no authentication at all (loopback only): any local process can run commands. Without -token, -tokens, -oauth-issuer or -no-auth, -http generates a token (see docs/mcp.md)")
 	fs.Var(&f.origins, "allow-origin", "browser `origin` allowed to call -http besides its own (repeatable)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
 	fs.BoolVar(&f.rawOutput, "raw-output", false, "give the model output as written (escape sequences, control bytes, a terminal's byte stream); by default it is rendered as a terminal shows it")
@@ -106,6 +108,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-conns", 1024, "-http: connections open at once; more get 503 (0: no cap)")
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
+	fs.BoolVar(&f.structured, "structured", false, "give every tool result its fields (status, exit code, command, usage, …) as structuredContent, with output schemas, for programs; off by default because Claude Code and Codex then hand the model that JSON instead of the text (one call gets them with _meta \"bashvisor/structured\": true)")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	f.fleet.define(fs)
 	return f, fs
@@ -154,7 +157,9 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if f.maxSessions < 0 || f.maxConns < 0 || f.sessionIdle < 0 || f.connIdle <= 0 {
 		return errors.New("-max-sessions, -max-conns and -session-idle must not be negative, -conn-idle must be positive")
 	}
-	if f.token == "" {
+	if f.token == "" && f.httpAddr != "" {
+		// Only -http reads it: a stdio server started from a shell that
+		// exported it for HTTP clients still serves (cmdMCP names it).
 		f.token = os.Getenv(tokenEnv)
 	}
 	return f.checkAuth()
@@ -174,8 +179,8 @@ func (f *mcpFlags) checkAuth() error {
 		return errors.New("-oauth-resource and -oauth-scope need -oauth-issuer")
 	case f.oauthIssuer != "" && f.oauthRes == "" && !isLoopback(listenAddr(f.httpAddr)):
 		return errors.New("-oauth-issuer off loopback needs -oauth-resource: the URL clients reach this server at (the tokens' audience)")
-	case f.token != "" && len(f.token) < mcpserver.MinTokenLength:
-		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, mcpserver.MinTokenLength)
+	case f.token != "" && len(f.token) < bearer.MinTokenLength:
+		return fmt.Errorf("-token (or $%s) must be at least %d bytes long", tokenEnv, bearer.MinTokenLength)
 	}
 	return nil
 }
@@ -203,7 +208,7 @@ func (f *mcpFlags) engineConfig(log *slog.Logger, audit io.Writer) engine.Config
 	return c
 }
 
-// cmdMCP runs `demo mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
+// cmdMCP runs `bashvisor mcp`. It exits 0 on stdin EOF (stdio) or SIGINT/SIGTERM
 // after stopping every command and job; 64 on bad flags; 1 when it cannot
 // serve (the address is taken, stdin or stdout fail, ...). In stdio mode
 // the protocol owns the process's stdout: stdout is used only for -h.
@@ -214,6 +219,9 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := f.check(fs); err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if f.httpAddr == "" && os.Getenv(tokenEnv) != "" {
+		fmt.Fprintf(stderr, "%s ignoring $%s: it is for -http (a stdio server has one principal and no authentication)\n", errPrefix("mcp"), tokenEnv)
 	}
 	serverRuntimeFor(os.Getenv, runtime.NumCPU()).apply()
 	level := slog.LevelInfo
@@ -273,6 +281,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		// Closing a session waits for its calls: cancel them at shutdown.
 		BaseContext:        base,
 		SharedConversation: f.shared,
+		Structured:         f.structured,
 		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
@@ -331,7 +340,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 	a, err := f.httpAuth(ctx, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
-		fmt.Fprintln(stderr, "demo mcp:", err)
+		fmt.Fprintln(stderr, errPrefix("mcp"), err)
 		return 1
 	}
 	ln = mcpserver.LimitListener(ln, f.maxConns)
@@ -360,6 +369,9 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 		IdleTimeout:       f.connIdle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if a.generated != "" && !isLoopback(ln.Addr().String()) {
+		fmt.Fprintf(stderr, "warning: -http %s is reachable from other hosts and guarded only by the generated token in %s, sent in clear over plain HTTP: bind 127.0.0.1, or put TLS in front and give each client its own token (-tokens FILE)\n", f.httpAddr, a.generated)
 	}
 	fmt.Fprintf(stderr, "bashvisor MCP server listening on http://%s/mcp (%s)\n", ln.Addr(), a.describe)
 	if f.metrics {
@@ -407,7 +419,7 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serverRuntime is how `demo mcp` tunes the Go runtime; zero fields are
+// serverRuntime is how `bashvisor mcp` tunes the Go runtime; zero fields are
 // left alone.
 type serverRuntime struct {
 	maxProcs  int   // GOMAXPROCS
@@ -461,7 +473,7 @@ const (
 	serverMemLimit  = 96 << 20
 )
 
-// serverRuntimeFor returns the tuning of `demo mcp`: GOMAXPROCS at least
+// serverRuntimeFor returns the tuning of `bashvisor mcp`: GOMAXPROCS at least
 // max(4, NumCPU+2) unless $GOMAXPROCS is set, and the GC above unless
 // $GOGC or $GOMEMLIMIT is set (then the environment decides).
 func serverRuntimeFor(getenv func(string) string, numCPU int) serverRuntime {
