@@ -233,6 +233,11 @@ func killStale(d string) {
 		}
 		if v2 {
 			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+			for _, pid := range pids { // a process whose leader exited: cgroup.kill passes it over
+				if st, err := ReadStat(pid); err == nil && st.State == 'Z' {
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			}
 			continue
 		}
 		for _, pid := range pids {
@@ -483,8 +488,9 @@ func (c *Cgroup) CloseFD() {
 	}
 }
 
-// Pids lists the processes in the cgroup (zombies are not listed: a
-// process leaves its cgroup when it exits).
+// Pids lists the processes in the cgroup: those with a thread in it (a
+// process whose leader thread exited while others run is listed; one
+// that exited is not: it leaves its cgroup when it exits).
 func (c *Cgroup) Pids() []int { return readPids(filepath.Join(c.dir, "cgroup.procs")) }
 
 // readPids parses a cgroup.procs file.
@@ -507,7 +513,7 @@ func (c *Cgroup) Members() []Member {
 	var out []Member
 	for _, pid := range c.Pids() {
 		st, err := ReadStat(pid)
-		if err != nil || st.State == 'Z' || st.State == 'X' {
+		if err != nil || !alive(pid, st) {
 			continue
 		}
 		out = append(out, Member{Pid: pid, Comm: st.Comm})
@@ -533,13 +539,19 @@ func (c *Cgroup) Populated() bool {
 	return bytes.Contains(data, []byte("populated 1"))
 }
 
-// Kill SIGKILLs every process in the cgroup at once through cgroup.kill.
+// Kill SIGKILLs every process in the cgroup at once through cgroup.kill,
+// and then each process whose leader thread exited while its other
+// threads run, one by one: cgroup.kill passes those over (Linux 6.18).
 // A cgroup that no longer exists is not an error.
 func (c *Cgroup) Kill() error {
 	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cgroup.kill: %w", err)
 	}
+	c.signal(syscall.SIGKILL, func(pid int) bool {
+		st, err := ReadStat(pid)
+		return err == nil && (st.State == 'Z' || st.State == 'X')
+	})
 	return nil
 }
 
@@ -548,12 +560,23 @@ func (c *Cgroup) Kill() error {
 // pidfd opened first and then checked to still belong to this cgroup, so a
 // recycled pid is never signalled.
 func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
-	rel := []byte("0::" + c.m.rel + "/" + filepath.Base(c.dir) + "\n")
-	for _, pid := range c.Pids() {
+	c.signal(sig, func(pid int) bool {
 		if skipPgid > 0 {
 			if pg, err := unix.Getpgid(pid); err == nil && pg == skipPgid {
-				continue
+				return false
 			}
+		}
+		return true
+	})
+}
+
+// signal sends sig to each process of the cgroup that which selects, as
+// Signal does.
+func (c *Cgroup) signal(sig syscall.Signal, which func(pid int) bool) {
+	rel := []byte("0::" + c.m.rel + "/" + filepath.Base(c.dir) + "\n")
+	for _, pid := range c.Pids() {
+		if !which(pid) {
+			continue
 		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {

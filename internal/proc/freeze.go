@@ -124,13 +124,19 @@ func (z *Freezer) closeLeader() {
 }
 
 // MountNamespace returns the inode number of the mount namespace of pid
-// (0: this process).
+// (0: this process): of its live threads when its leader thread exited
+// (the leader's own namespace is gone then).
 func MountNamespace(pid int) (uint64, error) {
 	p := "/proc/self/ns/mnt"
 	if pid != 0 {
 		p = "/proc/" + strconv.Itoa(pid) + "/ns/mnt"
 	}
 	link, err := os.Readlink(p)
+	if errors.Is(err, os.ErrNotExist) && pid != 0 {
+		if tid, ok := liveThread(pid); ok {
+			link, err = os.Readlink(threadNS(pid, tid))
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -141,6 +147,23 @@ func MountNamespace(pid int) (uint64, error) {
 		return 0, fmt.Errorf("proc: unexpected namespace link %q", link)
 	}
 	return strconv.ParseUint(s, 10, 64)
+}
+
+// threadNS is the path of the mount namespace of thread tid of pid.
+func threadNS(pid, tid int) string {
+	return "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/ns/mnt"
+}
+
+// openNamespace opens the mount namespace of pid: of a live thread when
+// its leader thread exited.
+func openNamespace(pid int) (int, error) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if tid, ok := liveThread(pid); ok {
+			fd, err = unix.Open(threadNS(pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		}
+	}
+	return fd, err
 }
 
 // stopWait bounds how long Frozen waits for the processes to stop: a
@@ -239,7 +262,7 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) error {
 		if got, err := MountNamespace(pid); err != nil || got != ns {
 			continue
 		}
-		if st, err := ReadStat(pid); err == nil && st.State != 'Z' && st.State != 'X' && !f(pid, st) {
+		if st, err := ReadStat(pid); err == nil && alive(pid, st) && !f(pid, st) {
 			return nil
 		}
 	}
@@ -281,7 +304,7 @@ func (z *Freezer) find() bool {
 	if err != nil {
 		return false
 	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(z.pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openNamespace(z.pid)
 	if err != nil {
 		return false
 	}
@@ -367,7 +390,7 @@ func (s *stopped) stopScan(ns uint64) (int, error) {
 		if !ok {
 			return true
 		}
-		p := stoppedProc{fd: fd, already: st.State == 'T' || st.State == 't'}
+		p := stoppedProc{fd: fd, already: st.State == 'T' || st.State == 't' || st.State == 'Z' && isStopped(pid)}
 		if !p.already {
 			if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
 				unix.Close(fd)
@@ -392,18 +415,33 @@ func (s *stopped) stopScan(ns uint64) (int, error) {
 // deadline.
 func (s *stopped) wait(deadline time.Time) bool {
 	for pid, p := range s.pids {
-		for {
-			st, err := ReadStat(pid)
-			if err != nil || st.State == 'T' || st.State == 't' || st.State == 'Z' || st.State == 'X' || exited(p.fd) {
-				break
-			}
-			if st.State == 'D' && inVfork(pid) {
-				break // held by its vfork child, which is stopped here too
-			}
+		for !exited(p.fd) && !isStopped(pid) {
 			if time.Now().After(deadline) {
 				return false
 			}
 			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	return true
+}
+
+// isStopped reports whether process pid is stopped or gone: its leader
+// thread, or when the leader exited, every other thread (a group stop
+// stops them all; the leader's state says so only while it runs).
+func isStopped(pid int) bool {
+	st, err := ReadStat(pid)
+	switch {
+	case err != nil || st.State == 'T' || st.State == 't':
+		return true
+	case st.State == 'D' && inVfork(pid):
+		return true // held by its vfork child, which is stopped here too
+	case st.State != 'Z' && st.State != 'X':
+		return false
+	}
+	for _, tid := range threads(pid) {
+		ts, err := readTaskStat(pid, tid)
+		if err == nil && !strings.ContainsRune("TtZX", rune(ts.State)) {
+			return false
 		}
 	}
 	return true
