@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // A Freezer stops every process of a sandboxed command that has no
@@ -50,9 +52,9 @@ type Freezer struct {
 
 	mu     sync.Mutex
 	ns     uint64 // the command's mount namespace, once found
-	nsfd   int    // holds ns (-1: none)
-	leader int    // a pidfd of the shell until ns is found or Close (-1: none)
-	told   int    // the socket Told gave, until ns is found or Close (-1: none)
+	nsfd   *fd.FD // holds ns (nil: none)
+	leader *fd.FD // a pidfd of the shell until ns is found or Close (nil: none)
+	told   *fd.FD // the socket Told gave, until ns is found or Close (nil: none)
 }
 
 // NewFreezer returns a Freezer for the started command whose shell is
@@ -62,30 +64,27 @@ type Freezer struct {
 // processes may be while it starts, which are never frozen; the calling
 // process's own is one too. Close it when the command ended.
 func NewFreezer(pid int, other ...uint64) *Freezer {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		fd = -1
+	z := &Freezer{pid: pid, other: other}
+	if n, err := unix.PidfdOpen(pid, 0); err == nil {
+		z.leader = fd.New(n)
 	}
-	z := &Freezer{pid: pid, other: other, leader: fd, nsfd: -1, told: -1}
 	z.find() // a command forked into its namespace is in it already
 	return z
 }
 
 // Told makes the Freezer learn the command's mount namespace from what
 // the command's starter sends on the Unix socket sock (which the
-// Freezer then owns): one message carrying a descriptor of the
+// Freezer then owns and closes): one message carrying a descriptor of the
 // namespace (SCM_RIGHTS), sent before the command runs anything of its
 // own. The sandbox's rootless helper does, once it made the namespace:
 // the namespace is then known whenever a process of the command could
 // have run, however quickly its shell ended, which looking at the
 // shell cannot promise. Until the message came (or when the sender
 // closed the socket without one) the shell is looked at as before.
-func (z *Freezer) Told(sock int) {
+func (z *Freezer) Told(sock *fd.FD) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.told >= 0 {
-		unix.Close(z.told)
-	}
+	_ = z.told.Close()
 	z.told = sock
 }
 
@@ -97,30 +96,17 @@ func (z *Freezer) Close() {
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.closeLeader()
+	_ = z.leader.Close()
 	z.release()
-	if z.told >= 0 {
-		unix.Close(z.told)
-		z.told = -1
-	}
+	_ = z.told.Close()
 	z.other = nil
 	z.pid = -1
 }
 
 // release forgets the command's namespace, and lets its number go.
 func (z *Freezer) release() {
-	if z.nsfd >= 0 {
-		unix.Close(z.nsfd)
-		z.nsfd = -1
-	}
+	_ = z.nsfd.Close()
 	z.ns = 0
-}
-
-func (z *Freezer) closeLeader() {
-	if z.leader >= 0 {
-		unix.Close(z.leader)
-		z.leader = -1
-	}
 }
 
 // MountNamespace returns the inode number of the mount namespace of pid
@@ -156,14 +142,14 @@ func threadNS(pid, tid int) string {
 
 // openNamespace opens the mount namespace of pid: of a live thread when
 // its leader thread exited.
-func openNamespace(pid int) (int, error) {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func openNamespace(pid int) (*fd.FD, error) {
+	ns, err := fd.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY, 0)
 	if errors.Is(err, unix.ENOENT) {
 		if tid, ok := liveThread(pid); ok {
-			fd, err = unix.Open(threadNS(pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			ns, err = fd.Open(threadNS(pid, tid), unix.O_RDONLY, 0)
 		}
 	}
-	return fd, err
+	return ns, err
 }
 
 // stopWait bounds how long Frozen waits for the processes to stop: a
@@ -233,11 +219,11 @@ func (z *Freezer) Members() []Member {
 func (z *Freezer) Signal(sig syscall.Signal) {
 	for _, m := range z.Members() {
 		z.mu.Lock()
-		fd, ok := pidfdIn(m.Pid, z.ns)
+		p, ok := pidfdIn(m.Pid, z.ns)
 		z.mu.Unlock()
 		if ok {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-			unix.Close(fd)
+			_ = unix.PidfdSendSignal(p.Int(), sig, nil, 0)
+			_ = p.Close()
 		}
 	}
 }
@@ -272,16 +258,17 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) error {
 // pidfdIn opens a pidfd of pid when pid is a process of mount namespace
 // ns, checked after the open: the pidfd is that process whatever the
 // pid names from then on.
-func pidfdIn(pid int, ns uint64) (int, bool) {
-	fd, err := unix.PidfdOpen(pid, 0)
+func pidfdIn(pid int, ns uint64) (*fd.FD, bool) {
+	n, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return -1, false // gone
+		return nil, false // gone
 	}
+	p := fd.New(n)
 	if got, err := MountNamespace(pid); err != nil || got != ns {
-		unix.Close(fd)
-		return -1, false
+		_ = p.Close()
+		return nil, false
 	}
-	return fd, true
+	return p, true
 }
 
 // find takes the shell's mount namespace when it is the command's own:
@@ -293,44 +280,43 @@ func (z *Freezer) find() bool {
 	if z.receive() {
 		return true
 	}
-	if z.leader < 0 {
+	if !z.leader.Valid() {
 		return false
 	}
 	if exited(z.leader) {
-		z.closeLeader()
+		_ = z.leader.Close()
 		return false
 	}
 	own, err := MountNamespace(0)
 	if err != nil {
 		return false
 	}
-	fd, err := openNamespace(z.pid)
+	ns, err := openNamespace(z.pid)
 	if err != nil {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || exited(z.leader) || st.Ino == own || containsNS(z.other, st.Ino) {
-		unix.Close(fd)
+	if unix.Fstat(ns.Int(), &st) != nil || exited(z.leader) || st.Ino == own || containsNS(z.other, st.Ino) {
+		_ = ns.Close()
 		return false
 	}
-	z.ns, z.nsfd = st.Ino, fd
-	z.closeLeader()
+	z.ns, z.nsfd = st.Ino, ns
+	_ = z.leader.Close()
 	return true
 }
 
 // receive takes the namespace the socket of Told carries, if it came
 // (without waiting). z.mu is held.
 func (z *Freezer) receive() bool {
-	if z.told < 0 {
+	if !z.told.Valid() {
 		return false
 	}
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(z.told, make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(z.told.Int(), make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 	if errors.Is(err, unix.EAGAIN) {
 		return false // not yet: the command runs nothing of its own before it comes
 	}
-	unix.Close(z.told)
-	z.told = -1
+	_ = z.told.Close()
 	if err != nil || n == 0 {
 		return false // the sender ended without telling
 	}
@@ -338,24 +324,37 @@ func (z *Freezer) receive() bool {
 	if err != nil || len(msgs) != 1 {
 		return false
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+	ns, ok := onlyDescriptor(&msgs[0])
+	if !ok {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fds[0], &st) != nil {
-		unix.Close(fds[0])
+	if unix.Fstat(ns.Int(), &st) != nil {
+		_ = ns.Close()
 		return false
 	}
-	if z.nsfd >= 0 {
-		unix.Close(z.nsfd)
-	}
-	z.ns, z.nsfd = st.Ino, fds[0]
-	z.closeLeader()
+	_ = z.nsfd.Close()
+	z.ns, z.nsfd = st.Ino, ns
+	_ = z.leader.Close()
 	return true
+}
+
+// onlyDescriptor returns the one descriptor a control message carries;
+// ok is false (every descriptor it carries closed) when it carries none
+// or more than one.
+func onlyDescriptor(m *unix.SocketControlMessage) (*fd.FD, bool) {
+	ns, err := unix.ParseUnixRights(m)
+	fds := make([]*fd.FD, len(ns))
+	for i, n := range ns {
+		fds[i] = fd.New(n)
+	}
+	if err != nil || len(fds) != 1 {
+		for _, f := range fds {
+			_ = f.Close()
+		}
+		return nil, false
+	}
+	return fds[0], true
 }
 
 func containsNS(s []uint64, ns uint64) bool {
@@ -373,8 +372,8 @@ type stopped struct {
 }
 
 type stoppedProc struct {
-	fd      int  // pidfd
-	already bool // stopped before: not ours to continue
+	fd      *fd.FD // pidfd
+	already bool   // stopped before: not ours to continue
 }
 
 // stopScan sends SIGSTOP to every process in mount namespace ns that it
@@ -386,14 +385,14 @@ func (s *stopped) stopScan(ns uint64) (int, error) {
 		if _, ok := s.pids[pid]; ok {
 			return true
 		}
-		fd, ok := pidfdIn(pid, ns)
+		pfd, ok := pidfdIn(pid, ns)
 		if !ok {
 			return true
 		}
-		p := stoppedProc{fd: fd, already: st.State == 'T' || st.State == 't' || st.State == 'Z' && isStopped(pid)}
+		p := stoppedProc{fd: pfd, already: st.State == 'T' || st.State == 't' || st.State == 'Z' && isStopped(pid)}
 		if !p.already {
-			if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
-				unix.Close(fd)
+			if err := unix.PidfdSendSignal(pfd.Int(), unix.SIGSTOP, nil, 0); err != nil {
+				_ = pfd.Close()
 				if !errors.Is(err, syscall.ESRCH) {
 					serr = fmt.Errorf("proc: stop pid %d: %w", pid, err)
 					return false
@@ -462,8 +461,8 @@ func inVfork(pid int) bool {
 
 // exited reports whether the process of pidfd fd exited (its pid may
 // name another process by now).
-func exited(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+func exited(pidfd *fd.FD) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd.Int()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n > 0
 }
@@ -472,8 +471,8 @@ func exited(fd int) bool {
 func (s *stopped) resume() {
 	for _, p := range s.pids {
 		if !p.already {
-			_ = unix.PidfdSendSignal(p.fd, unix.SIGCONT, nil, 0)
+			_ = unix.PidfdSendSignal(p.fd.Int(), unix.SIGCONT, nil, 0)
 		}
-		unix.Close(p.fd)
+		_ = p.fd.Close()
 	}
 }
