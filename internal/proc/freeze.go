@@ -15,37 +15,33 @@ import (
 	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
-// A Freezer stops every process of a sandboxed command that has no
-// cgroup to freeze (an engine without cgroups, such as an unprivileged
-// one in a pod without a delegated cgroup): the processes in the
-// command's mount namespace. A process of a sandboxed command can
-// leave its process group and session, but not its mount namespace
-// (the sandbox's seccomp filter refuses unshare, setns and clone with
-// CLONE_NEW*), so the mount namespace holds every process that can
-// reach the command's files, which is what a checkpoint of its
-// copy-on-write layer must hold still.
+// A Freezer stops, continues, lists and signals the processes of a
+// command that has no cgroup: the processes in the command's mount
+// namespace. It holds every process of the command only when none of
+// them can leave that namespace (the caller's guarantee; in a sandbox
+// that refuses unshare, setns and new namespaces it holds): a process
+// may leave its process group and session, and is still found. A
+// process counts while any of its threads runs, also one whose leader
+// thread exited.
 //
 // Stopping is SIGSTOP and continuing SIGCONT, sent through pidfds, so a
 // pid reused by another process between finding it and signalling it
 // is never signalled. A process that was already stopped (by the
 // command itself) is not continued. Unlike a cgroup's freezer this is
 // visible to the command: a parent that waits with WUNTRACED (a shell
-// with job control, a debugger) sees its child stop and continue (an
-// interactive bash then takes its terminal back from the program it
-// ran), and SIGCONT handlers run.
+// with job control, a debugger) sees its child stop and continue, and
+// SIGCONT handlers run.
 //
 // The command's mount namespace is the one its starter tells (Told),
-// or its shell's once the shell is in a mount namespace other than the
-// engine's and than those named as not the command's own (where the
-// sandbox's helper starts, before it makes the command's namespace):
-// NewFreezer looks once (a command forked into its namespace is found
-// at once), and Frozen and Members look again while the shell runs.
-// While it is not known, Frozen reports false and Members finds
-// nothing. Once found, the Freezer
-// holds the namespace (a descriptor of it) until Close or until a
-// Frozen finds none of its processes left: the kernel gives a freed
-// namespace's number to the next namespace made, which may be another
-// command's, so a number is only trusted while it is held.
+// or its shell's once the shell is in a mount namespace other than this
+// process's and than those named as not the command's own (NewFreezer's
+// other): NewFreezer looks once (a command forked into its namespace is
+// found at once), and Frozen and Members look again while the shell
+// runs. While it is not known, Frozen reports false and Members finds
+// nothing. Once found, the Freezer holds the namespace (a descriptor of
+// it) until Close or until a Frozen finds none of its processes left:
+// the kernel gives a freed namespace's number to the next namespace
+// made, so a number is only trusted while it is held.
 type Freezer struct {
 	pid   int
 	other []uint64 // mount namespaces that are not the command's
@@ -74,13 +70,13 @@ func NewFreezer(pid int, other ...uint64) *Freezer {
 
 // Told makes the Freezer learn the command's mount namespace from what
 // the command's starter sends on the Unix socket sock (which the
-// Freezer then owns and closes): one message carrying a descriptor of the
-// namespace (SCM_RIGHTS), sent before the command runs anything of its
-// own. The sandbox's rootless helper does, once it made the namespace:
-// the namespace is then known whenever a process of the command could
-// have run, however quickly its shell ended, which looking at the
-// shell cannot promise. Until the message came (or when the sender
-// closed the socket without one) the shell is looked at as before.
+// Freezer then owns and closes): one message carrying a descriptor of
+// the namespace (SCM_RIGHTS), to be sent before the command runs
+// anything of its own. The namespace is then known whenever a process
+// of the command could have run, however quickly its shell ended, which
+// looking at the shell cannot promise. Until the message came (or when
+// the sender closed the socket without one) the shell is looked at as
+// before.
 func (z *Freezer) Told(sock *fd.FD) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
