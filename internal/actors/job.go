@@ -510,6 +510,9 @@ func (j *job) releaseCgroup() bool {
 		gone := len(j.survivors) == 0 && !cg.Populated()
 		cg.Remove()
 		return gone
+	case cg.Populated(): // a task step did not see as a member: never gone
+		cg.Remove()
+		return false
 	default:
 		cg.RecycleEmpty() // step saw no member before settling
 		return true

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // ErrNoCgroups is returned by [ProbeCgroups] when no usable cgroup v2
@@ -71,7 +73,7 @@ type Cgroups struct {
 	// and the tasks files of the engine's own cgroups in the v1
 	// hierarchies, opened for LeaveThread (-1: none).
 	ctl       [nCtl]controller
-	homeTasks [nCtl]int
+	homeTasks [nCtl]*fd.FD
 	note      string // why a controller is missing (ControllersNote)
 }
 
@@ -118,7 +120,7 @@ func ProbeCgroups(parent string) (*Cgroups, error) {
 	}
 	// /proc/PID/cgroup shows paths from the namespace root, which is the
 	// mount's root.
-	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}, forkers: map[*forker]bool{}, homeTasks: [nCtl]int{-1, -1}}
+	m := &Cgroups{dir: dir, home: parent, rel: filepath.Join(root, rel, filepath.Base(dir)), released: map[string]bool{}, forkers: map[*forker]bool{}}
 	if err := m.selfTest(); err != nil {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
@@ -233,6 +235,11 @@ func killStale(d string) {
 		}
 		if v2 {
 			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+			for _, pid := range pids { // a process whose leader exited: cgroup.kill passes it over
+				if st, err := ReadStat(pid); err == nil && st.State == 'Z' {
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			}
 			continue
 		}
 		for _, pid := range pids {
@@ -323,19 +330,16 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
-	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	d, err := fd.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY, 0)
 	if err != nil {
 		_ = os.Remove(dir)
 		return nil, fmt.Errorf("open cgroup: %w", err)
 	}
-	// cgroup.events stays open: a pread of it costs ~1 µs, an open and
-	// read ~17 µs.
-	events, err := unix.Openat(fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		events = -1
-	}
 	cg := m.newCgroup(dir)
-	cg.fd, cg.events = fd, events
+	cg.fd = d
+	// cgroup.events stays open: a pread costs less than an open and a
+	// read (nil when it cannot be opened: Populated opens it each time).
+	cg.events, _ = fd.Openat(d, "cgroup.events", unix.O_RDONLY, 0)
 	if err := cg.newV1Parts(); err != nil {
 		cg.CloseFD()
 		_ = os.Remove(dir)
@@ -347,11 +351,7 @@ func (m *Cgroups) New(name string) (*Cgroup, error) {
 
 // newCgroup returns the Cgroup of directory dir, with nothing open.
 func (m *Cgroups) newCgroup(dir string) *Cgroup {
-	cg := &Cgroup{m: m, dir: dir, fd: -1, events: -1, tasks: [nCtl]int{-1, -1}}
-	for i := range cg.files {
-		cg.files[i] = -1
-	}
-	return cg
+	return &Cgroup{m: m, dir: dir}
 }
 
 // Close waits for background removals and removes Dir. Command cgroups
@@ -409,10 +409,8 @@ func (m *Cgroups) Close() error {
 			errs = append(errs, fmt.Errorf("remove %s cgroup: %w", ctlNames[i], err))
 		}
 	}
-	for _, fd := range m.homeTasks {
-		if fd >= 0 {
-			_ = unix.Close(fd)
-		}
+	for _, t := range m.homeTasks {
+		_ = t.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -423,17 +421,17 @@ type Cgroup struct {
 	m        *Cgroups
 	dir      string
 	mu       sync.Mutex
-	fd       int
-	events   int  // open cgroup.events, or -1
-	released bool // its processes were moved out to keep running: never kill
-	out      bool // handed out by New: counted in m.busy
+	fd       *fd.FD // the open directory (nil: none)
+	events   *fd.FD // open cgroup.events (nil: none)
+	released bool   // its processes were moved out to keep running: never kill
+	out      bool   // handed out by New: counted in m.busy
 
-	v1     [nCtl]string // its cgroups in v1 hierarchies ("": none)
-	tasks  [nCtl]int    // open "tasks" of its v1 cgroups for JoinThread, or -1
-	fk     *forker      // the thread resident in them, or nil (cgroup_place.go)
-	limits Limits       // as last written
-	files  [nFile]int   // open accounting files, or -1
-	base   baseline     // counters when its previous command ended
+	v1     [nCtl]string  // its cgroups in v1 hierarchies ("": none)
+	tasks  [nCtl]*fd.FD  // open "tasks" of its v1 cgroups for JoinThread (nil: none)
+	fk     *forker       // the thread resident in them, or nil (cgroup_place.go)
+	limits Limits        // as last written
+	files  [nFile]*fd.FD // open accounting files (nil: not yet)
+	base   baseline      // counters when its previous command ended
 }
 
 // Dir returns the cgroup's directory.
@@ -463,7 +461,7 @@ func (c *Cgroup) takeBack() {
 func (c *Cgroup) FD() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fd
+	return c.fd.Int()
 }
 
 // CloseFD closes the cgroup's descriptors (the directory is needed only
@@ -473,18 +471,13 @@ func (c *Cgroup) CloseFD() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closeFiles()
-	if c.fd >= 0 {
-		_ = unix.Close(c.fd)
-		c.fd = -1
-	}
-	if c.events >= 0 {
-		_ = unix.Close(c.events)
-		c.events = -1
-	}
+	_ = c.fd.Close()
+	_ = c.events.Close()
 }
 
-// Pids lists the processes in the cgroup (zombies are not listed: a
-// process leaves its cgroup when it exits).
+// Pids lists the processes in the cgroup: those with a thread in it (a
+// process whose leader thread exited while others run is listed; one
+// that exited is not: it leaves its cgroup when it exits).
 func (c *Cgroup) Pids() []int { return readPids(filepath.Join(c.dir, "cgroup.procs")) }
 
 // readPids parses a cgroup.procs file.
@@ -507,7 +500,7 @@ func (c *Cgroup) Members() []Member {
 	var out []Member
 	for _, pid := range c.Pids() {
 		st, err := ReadStat(pid)
-		if err != nil || st.State == 'Z' || st.State == 'X' {
+		if err != nil || !alive(pid, st) {
 			continue
 		}
 		out = append(out, Member{Pid: pid, Comm: st.Comm})
@@ -519,9 +512,9 @@ func (c *Cgroup) Members() []Member {
 // cgroup.events).
 func (c *Cgroup) Populated() bool {
 	c.mu.Lock()
-	if c.events >= 0 {
+	if c.events.Valid() {
 		var buf [64]byte
-		n, err := unix.Pread(c.events, buf[:], 0)
+		n, err := unix.Pread(c.events.Int(), buf[:], 0)
 		c.mu.Unlock()
 		return err == nil && bytes.Contains(buf[:max(n, 0)], []byte("populated 1"))
 	}
@@ -533,13 +526,19 @@ func (c *Cgroup) Populated() bool {
 	return bytes.Contains(data, []byte("populated 1"))
 }
 
-// Kill SIGKILLs every process in the cgroup at once through cgroup.kill.
+// Kill SIGKILLs every process in the cgroup at once through cgroup.kill,
+// and then each process whose leader thread exited while its other
+// threads run, one by one: cgroup.kill passes those over (Linux 6.18).
 // A cgroup that no longer exists is not an error.
 func (c *Cgroup) Kill() error {
 	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cgroup.kill: %w", err)
 	}
+	c.signal(syscall.SIGKILL, func(pid int) bool {
+		st, err := ReadStat(pid)
+		return err == nil && (st.State == 'Z' || st.State == 'X')
+	})
 	return nil
 }
 
@@ -548,21 +547,33 @@ func (c *Cgroup) Kill() error {
 // pidfd opened first and then checked to still belong to this cgroup, so a
 // recycled pid is never signalled.
 func (c *Cgroup) Signal(sig syscall.Signal, skipPgid int) {
-	rel := []byte("0::" + c.m.rel + "/" + filepath.Base(c.dir) + "\n")
-	for _, pid := range c.Pids() {
+	c.signal(sig, func(pid int) bool {
 		if skipPgid > 0 {
 			if pg, err := unix.Getpgid(pid); err == nil && pg == skipPgid {
-				continue
+				return false
 			}
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
+		return true
+	})
+}
+
+// signal sends sig to each process of the cgroup that which selects, as
+// Signal does.
+func (c *Cgroup) signal(sig syscall.Signal, which func(pid int) bool) {
+	rel := []byte("0::" + c.m.rel + "/" + filepath.Base(c.dir) + "\n")
+	for _, pid := range c.Pids() {
+		if !which(pid) {
+			continue
+		}
+		n, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			continue
 		}
+		p := fd.New(n)
 		if cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil && bytes.Contains(cg, rel) {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			_ = unix.PidfdSendSignal(p.Int(), sig, nil, 0)
 		}
-		_ = unix.Close(fd)
+		_ = p.Close()
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // The accounting files of a command's cgroup: where each is, and reading
@@ -45,23 +47,23 @@ func (c *Cgroup) path(f int) string {
 // The memory peak is opened read-write: on cgroup v2 a reset applies to
 // reads through the same descriptor only.
 func (c *Cgroup) read(f int, buf []byte) ([]byte, error) {
-	if c.files[f] < 0 {
+	if !c.files[f].Valid() {
 		flags := unix.O_RDONLY
 		if f == fileMemPeak {
 			flags = unix.O_RDWR
 		}
-		fd, err := unix.Open(c.path(f), flags|unix.O_CLOEXEC, 0)
-		if err == unix.EACCES && flags == unix.O_RDWR {
+		o, err := fd.Open(c.path(f), flags, 0)
+		if errors.Is(err, unix.EACCES) && flags == unix.O_RDWR {
 			// A read-only memory.peak (before Linux 6.12) that this
 			// user may not open for writing: read it without reset.
-			fd, err = unix.Open(c.path(f), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			o, err = fd.Open(c.path(f), unix.O_RDONLY, 0)
 		}
 		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: c.path(f), Err: err}
+			return nil, err
 		}
-		c.files[f] = fd
+		c.files[f] = o
 	}
-	n, err := unix.Pread(c.files[f], buf, 0)
+	n, err := unix.Pread(c.files[f].Int(), buf, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "read", Path: c.path(f), Err: err}
 	}
@@ -126,7 +128,7 @@ func (c *Cgroup) resetMemPeak() error {
 		}
 		return err
 	}
-	_, err := unix.Pwrite(c.files[fileMemPeak], []byte("0"), 0)
+	_, err := unix.Pwrite(c.files[fileMemPeak].Int(), []byte("0"), 0)
 	if err != nil && c.m.ctl[ctlMemory].v2 {
 		if peak, rerr := c.readInt(fileMemPeak); rerr == nil && peak <= recycleMemory {
 			return nil

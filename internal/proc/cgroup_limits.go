@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Resource limits and accounting of a command's cgroup.
@@ -156,13 +158,13 @@ func (m *Cgroups) probeControllers() {
 		if ctl.dir == "" {
 			continue
 		}
-		fd, err := unix.Open(filepath.Join(ctl.home, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		t, err := fd.Open(filepath.Join(ctl.home, "tasks"), unix.O_WRONLY, 0)
 		if err != nil {
 			_ = os.Remove(ctl.dir)
 			m.ctl[i] = controller{}
 			continue
 		}
-		m.homeTasks[i] = fd
+		m.homeTasks[i] = t
 	}
 }
 
@@ -262,11 +264,11 @@ func (c *Cgroup) makeV1(i int) error {
 		return fmt.Errorf("create %s cgroup: %w", ctlNames[i], err)
 	}
 	c.v1[i] = dir
-	fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	t, err := fd.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open %s cgroup: %w", ctlNames[i], err)
 	}
-	c.tasks[i] = fd
+	c.tasks[i] = t
 	return nil
 }
 
@@ -520,15 +522,11 @@ func (c *Cgroup) closeV1Files(i int) {
 	if i == ctlMemory {
 		files = []int{fileMemPeak, fileMemNow, fileMemOOM}
 	}
-	if c.tasks[i] >= 0 {
-		_ = unix.Close(c.tasks[i])
-		c.tasks[i] = -1
-	}
+	_ = c.tasks[i].Close()
+	c.tasks[i] = nil
 	for _, f := range files {
-		if c.files[f] >= 0 {
-			_ = unix.Close(c.files[f])
-			c.files[f] = -1
-		}
+		_ = c.files[f].Close()
+		c.files[f] = nil
 	}
 }
 
@@ -538,11 +536,9 @@ func (c *Cgroup) closeFiles() {
 	for i := range nCtl {
 		c.closeV1Files(i)
 	}
-	for f, fd := range c.files {
-		if fd >= 0 {
-			_ = unix.Close(fd)
-			c.files[f] = -1
-		}
+	for f, o := range c.files {
+		_ = o.Close()
+		c.files[f] = nil
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Placement into the cgroup v1 hierarchies of a hybrid host.
@@ -96,21 +98,21 @@ type forker struct {
 }
 
 // forkOp is one request to a forker: start cmd, or move the thread by
-// writing 0 to each tasks descriptor (-1: none), and end after that if
+// writing 0 to each tasks descriptor (nil: none), and end after that if
 // exit is set.
 type forkOp struct {
 	cmd   *exec.Cmd
-	tasks [nCtl]int
+	tasks [nCtl]*fd.FD
 	exit  bool
 }
 
 // noTasks moves nothing.
-var noTasks = [nCtl]int{-1, -1}
+var noTasks = [nCtl]*fd.FD{}
 
 // newForker starts a forker that joins the cgroups of the tasks
 // descriptors join. It fails with errNoForker when MaxForkers are
 // resident or m is closed.
-func (m *Cgroups) newForker(join [nCtl]int) (*forker, error) {
+func (m *Cgroups) newForker(join [nCtl]*fd.FD) (*forker, error) {
 	m.mu.Lock()
 	if len(m.forkers) >= MaxForkers || m.closed.Load() {
 		m.mu.Unlock()
@@ -142,7 +144,7 @@ func (m *Cgroups) dropForker(f *forker) {
 // thread), joins, reports on ready, and serves requests until told to
 // exit. A thread that could not move as asked is ended (the goroutine
 // returns still locked), which ends its cgroup memberships too.
-func (f *forker) loop(join [nCtl]int, ready chan<- error) {
+func (f *forker) loop(join [nCtl]*fd.FD, ready chan<- error) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
 		// The main thread stays locked to this goroutine meanwhile, so the
@@ -215,12 +217,12 @@ func (m *Cgroups) closeForkers() {
 
 // writeTasks writes 0 to each descriptor: the calling thread moves into
 // each of those cgroups.
-func writeTasks(fds [nCtl]int) error {
-	for i, fd := range fds {
-		if fd < 0 {
+func writeTasks(fds [nCtl]*fd.FD) error {
+	for i, t := range fds {
+		if !t.Valid() {
 			continue
 		}
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
+		if _, err := unix.Write(t.Int(), []byte("0")); err != nil {
 			return fmt.Errorf("move thread to %s cgroup: %w", ctlNames[i], err)
 		}
 	}

@@ -1,24 +1,32 @@
-// Package proc starts and ends the OS processes behind bashvisor's
-// commands: a new session and process group per command (no controlling
-// TTY, stdin /dev/null, unless the caller asks for a stdin pipe or a
-// pseudo-terminal), one pipe for stdout and stderr so the output keeps the
-// order it was written in, the environment policy with secret filtering,
-// and signals to the whole group.
+// Package proc starts, watches and ends the OS processes behind
+// bashvisor's commands.
 //
-// Waiting does not park an OS thread: the child's exit is observed through a
-// pidfd registered with the Go netpoller, and the child is reaped only then.
+// A command runs in a new session and process group (no controlling
+// terminal, stdin /dev/null, unless the caller asks for a stdin pipe or a
+// pseudo-terminal), with one pipe for stdout and stderr so the output
+// keeps the order it was written in, and an environment built by the
+// policy of [Env] (secrets the engine holds are filtered out; a per-call
+// override may set any name but one the policy removed). Waiting does not
+// park an OS thread: the shell's exit is observed through a pidfd in the
+// Go netpoller, and the shell is reaped only then.
 //
-// Choices where the specification is silent:
-//   - Per-call environment overrides may set any name except a secret that
-//     the policy removed from the engine's own environment; a secret name
-//     the engine never had can be passed deliberately (the caller chose it).
-//   - The group is the unit of termination. A process that leaves the group
-//     (setsid, double fork with setpgid) escapes it; the cgroup support of
-//     the engine closes that gap where cgroups are available, and also
-//     limits and accounts a command's memory, processes and CPU time as a
-//     whole ([Cgroup.SetLimits], [Cgroup.Usage]).
-//   - The leader is reaped as soon as it exits. While any member of the
-//     group is alive the kernel keeps the group id allocated, so a signal to
-//     -pgid cannot reach a stranger; after the last member is gone the engine
-//     stops signalling.
+// The process group is the unit of termination, and where the host
+// offers cgroups a command's [Cgroup] holds every process it starts,
+// also those that leave the group (setsid, double fork): it limits and
+// accounts their memory, processes and CPU time as a whole
+// ([Cgroup.SetLimits], [Cgroup.Usage]) and ends them at once
+// ([Cgroup.Kill]). Without cgroups, a sandboxed command's processes are
+// those of its mount namespace ([Freezer]). A [Watchdog] process ends the
+// commands if the engine dies.
+//
+// A process is alive while any of its threads is: one whose leader
+// thread exited while others run (stat 'Z') is a member of its group,
+// its cgroup and its mount namespace, is signalled and waited for, in
+// every scan of this package. The shell of a command is reaped only once
+// it exited, and while any member of its group lives the kernel keeps
+// the group id allocated: a signal to -pgid while [GroupAlive] reports
+// true cannot reach a stranger.
+//
+// Descriptors the package keeps are owned (package internal/fd): each
+// is closed once, by its holder.
 package proc

@@ -7,7 +7,7 @@ func (m *Cgroups) WaitRenewals() { m.pending.Wait() }
 // Abandon closes the watchdog's pipe without a goodbye, as the kernel
 // does when the engine's process dies, and waits for the watchdog.
 func (w *Watchdog) Abandon() error {
-	_ = closeFD(w.fd)
+	_ = w.fd.Close()
 	return w.cmd.Wait()
 }
 

@@ -11,48 +11,46 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
-// A Freezer stops every process of a sandboxed command that has no
-// cgroup to freeze (an engine without cgroups, such as an unprivileged
-// one in a pod without a delegated cgroup): the processes in the
-// command's mount namespace. A process of a sandboxed command can
-// leave its process group and session, but not its mount namespace
-// (the sandbox's seccomp filter refuses unshare, setns and clone with
-// CLONE_NEW*), so the mount namespace holds every process that can
-// reach the command's files, which is what a checkpoint of its
-// copy-on-write layer must hold still.
+// A Freezer stops, continues, lists and signals the processes of a
+// command that has no cgroup: the processes in the command's mount
+// namespace. It holds every process of the command only when none of
+// them can leave that namespace (the caller's guarantee; in a sandbox
+// that refuses unshare, setns and new namespaces it holds): a process
+// may leave its process group and session, and is still found. A
+// process counts while any of its threads runs, also one whose leader
+// thread exited.
 //
 // Stopping is SIGSTOP and continuing SIGCONT, sent through pidfds, so a
 // pid reused by another process between finding it and signalling it
 // is never signalled. A process that was already stopped (by the
 // command itself) is not continued. Unlike a cgroup's freezer this is
 // visible to the command: a parent that waits with WUNTRACED (a shell
-// with job control, a debugger) sees its child stop and continue (an
-// interactive bash then takes its terminal back from the program it
-// ran), and SIGCONT handlers run.
+// with job control, a debugger) sees its child stop and continue, and
+// SIGCONT handlers run.
 //
 // The command's mount namespace is the one its starter tells (Told),
-// or its shell's once the shell is in a mount namespace other than the
-// engine's and than those named as not the command's own (where the
-// sandbox's helper starts, before it makes the command's namespace):
-// NewFreezer looks once (a command forked into its namespace is found
-// at once), and Frozen and Members look again while the shell runs.
-// While it is not known, Frozen reports false and Members finds
-// nothing. Once found, the Freezer
-// holds the namespace (a descriptor of it) until Close or until a
-// Frozen finds none of its processes left: the kernel gives a freed
-// namespace's number to the next namespace made, which may be another
-// command's, so a number is only trusted while it is held.
+// or its shell's once the shell is in a mount namespace other than this
+// process's and than those named as not the command's own (NewFreezer's
+// other): NewFreezer looks once (a command forked into its namespace is
+// found at once), and Frozen and Members look again while the shell
+// runs. While it is not known, Frozen reports false and Members finds
+// nothing. Once found, the Freezer holds the namespace (a descriptor of
+// it) until Close or until a Frozen finds none of its processes left:
+// the kernel gives a freed namespace's number to the next namespace
+// made, so a number is only trusted while it is held.
 type Freezer struct {
 	pid   int
 	other []uint64 // mount namespaces that are not the command's
 
 	mu     sync.Mutex
 	ns     uint64 // the command's mount namespace, once found
-	nsfd   int    // holds ns (-1: none)
-	leader int    // a pidfd of the shell until ns is found or Close (-1: none)
-	told   int    // the socket Told gave, until ns is found or Close (-1: none)
+	nsfd   *fd.FD // holds ns (nil: none)
+	leader *fd.FD // a pidfd of the shell until ns is found or Close (nil: none)
+	told   *fd.FD // the socket Told gave, until ns is found or Close (nil: none)
 }
 
 // NewFreezer returns a Freezer for the started command whose shell is
@@ -62,30 +60,27 @@ type Freezer struct {
 // processes may be while it starts, which are never frozen; the calling
 // process's own is one too. Close it when the command ended.
 func NewFreezer(pid int, other ...uint64) *Freezer {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		fd = -1
+	z := &Freezer{pid: pid, other: other}
+	if n, err := unix.PidfdOpen(pid, 0); err == nil {
+		z.leader = fd.New(n)
 	}
-	z := &Freezer{pid: pid, other: other, leader: fd, nsfd: -1, told: -1}
 	z.find() // a command forked into its namespace is in it already
 	return z
 }
 
 // Told makes the Freezer learn the command's mount namespace from what
 // the command's starter sends on the Unix socket sock (which the
-// Freezer then owns): one message carrying a descriptor of the
-// namespace (SCM_RIGHTS), sent before the command runs anything of its
-// own. The sandbox's rootless helper does, once it made the namespace:
-// the namespace is then known whenever a process of the command could
-// have run, however quickly its shell ended, which looking at the
-// shell cannot promise. Until the message came (or when the sender
-// closed the socket without one) the shell is looked at as before.
-func (z *Freezer) Told(sock int) {
+// Freezer then owns and closes): one message carrying a descriptor of
+// the namespace (SCM_RIGHTS), to be sent before the command runs
+// anything of its own. The namespace is then known whenever a process
+// of the command could have run, however quickly its shell ended, which
+// looking at the shell cannot promise. Until the message came (or when
+// the sender closed the socket without one) the shell is looked at as
+// before.
+func (z *Freezer) Told(sock *fd.FD) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.told >= 0 {
-		unix.Close(z.told)
-	}
+	_ = z.told.Close()
 	z.told = sock
 }
 
@@ -97,40 +92,33 @@ func (z *Freezer) Close() {
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.closeLeader()
+	_ = z.leader.Close()
 	z.release()
-	if z.told >= 0 {
-		unix.Close(z.told)
-		z.told = -1
-	}
+	_ = z.told.Close()
 	z.other = nil
 	z.pid = -1
 }
 
 // release forgets the command's namespace, and lets its number go.
 func (z *Freezer) release() {
-	if z.nsfd >= 0 {
-		unix.Close(z.nsfd)
-		z.nsfd = -1
-	}
+	_ = z.nsfd.Close()
 	z.ns = 0
 }
 
-func (z *Freezer) closeLeader() {
-	if z.leader >= 0 {
-		unix.Close(z.leader)
-		z.leader = -1
-	}
-}
-
 // MountNamespace returns the inode number of the mount namespace of pid
-// (0: this process).
+// (0: this process): of its live threads when its leader thread exited
+// (the leader's own namespace is gone then).
 func MountNamespace(pid int) (uint64, error) {
 	p := "/proc/self/ns/mnt"
 	if pid != 0 {
 		p = "/proc/" + strconv.Itoa(pid) + "/ns/mnt"
 	}
 	link, err := os.Readlink(p)
+	if errors.Is(err, os.ErrNotExist) && pid != 0 {
+		if tid, ok := liveThread(pid); ok {
+			link, err = os.Readlink(threadNS(pid, tid))
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -141,6 +129,23 @@ func MountNamespace(pid int) (uint64, error) {
 		return 0, fmt.Errorf("proc: unexpected namespace link %q", link)
 	}
 	return strconv.ParseUint(s, 10, 64)
+}
+
+// threadNS is the path of the mount namespace of thread tid of pid.
+func threadNS(pid, tid int) string {
+	return "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/ns/mnt"
+}
+
+// openNamespace opens the mount namespace of pid: of a live thread when
+// its leader thread exited.
+func openNamespace(pid int) (*fd.FD, error) {
+	ns, err := fd.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if tid, ok := liveThread(pid); ok {
+			ns, err = fd.Open(threadNS(pid, tid), unix.O_RDONLY, 0)
+		}
+	}
+	return ns, err
 }
 
 // stopWait bounds how long Frozen waits for the processes to stop: a
@@ -210,11 +215,11 @@ func (z *Freezer) Members() []Member {
 func (z *Freezer) Signal(sig syscall.Signal) {
 	for _, m := range z.Members() {
 		z.mu.Lock()
-		fd, ok := pidfdIn(m.Pid, z.ns)
+		p, ok := pidfdIn(m.Pid, z.ns)
 		z.mu.Unlock()
 		if ok {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-			unix.Close(fd)
+			_ = unix.PidfdSendSignal(p.Int(), sig, nil, 0)
+			_ = p.Close()
 		}
 	}
 }
@@ -239,7 +244,7 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) error {
 		if got, err := MountNamespace(pid); err != nil || got != ns {
 			continue
 		}
-		if st, err := ReadStat(pid); err == nil && st.State != 'Z' && st.State != 'X' && !f(pid, st) {
+		if st, err := ReadStat(pid); err == nil && alive(pid, st) && !f(pid, st) {
 			return nil
 		}
 	}
@@ -249,16 +254,17 @@ func forNamespace(ns uint64, f func(pid int, st Stat) bool) error {
 // pidfdIn opens a pidfd of pid when pid is a process of mount namespace
 // ns, checked after the open: the pidfd is that process whatever the
 // pid names from then on.
-func pidfdIn(pid int, ns uint64) (int, bool) {
-	fd, err := unix.PidfdOpen(pid, 0)
+func pidfdIn(pid int, ns uint64) (*fd.FD, bool) {
+	n, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return -1, false // gone
+		return nil, false // gone
 	}
+	p := fd.New(n)
 	if got, err := MountNamespace(pid); err != nil || got != ns {
-		unix.Close(fd)
-		return -1, false
+		_ = p.Close()
+		return nil, false
 	}
-	return fd, true
+	return p, true
 }
 
 // find takes the shell's mount namespace when it is the command's own:
@@ -270,44 +276,43 @@ func (z *Freezer) find() bool {
 	if z.receive() {
 		return true
 	}
-	if z.leader < 0 {
+	if !z.leader.Valid() {
 		return false
 	}
 	if exited(z.leader) {
-		z.closeLeader()
+		_ = z.leader.Close()
 		return false
 	}
 	own, err := MountNamespace(0)
 	if err != nil {
 		return false
 	}
-	fd, err := unix.Open("/proc/"+strconv.Itoa(z.pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	ns, err := openNamespace(z.pid)
 	if err != nil {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || exited(z.leader) || st.Ino == own || containsNS(z.other, st.Ino) {
-		unix.Close(fd)
+	if unix.Fstat(ns.Int(), &st) != nil || exited(z.leader) || st.Ino == own || containsNS(z.other, st.Ino) {
+		_ = ns.Close()
 		return false
 	}
-	z.ns, z.nsfd = st.Ino, fd
-	z.closeLeader()
+	z.ns, z.nsfd = st.Ino, ns
+	_ = z.leader.Close()
 	return true
 }
 
 // receive takes the namespace the socket of Told carries, if it came
 // (without waiting). z.mu is held.
 func (z *Freezer) receive() bool {
-	if z.told < 0 {
+	if !z.told.Valid() {
 		return false
 	}
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(z.told, make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(z.told.Int(), make([]byte, 1), oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 	if errors.Is(err, unix.EAGAIN) {
 		return false // not yet: the command runs nothing of its own before it comes
 	}
-	unix.Close(z.told)
-	z.told = -1
+	_ = z.told.Close()
 	if err != nil || n == 0 {
 		return false // the sender ended without telling
 	}
@@ -315,24 +320,37 @@ func (z *Freezer) receive() bool {
 	if err != nil || len(msgs) != 1 {
 		return false
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+	ns, ok := onlyDescriptor(&msgs[0])
+	if !ok {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fds[0], &st) != nil {
-		unix.Close(fds[0])
+	if unix.Fstat(ns.Int(), &st) != nil {
+		_ = ns.Close()
 		return false
 	}
-	if z.nsfd >= 0 {
-		unix.Close(z.nsfd)
-	}
-	z.ns, z.nsfd = st.Ino, fds[0]
-	z.closeLeader()
+	_ = z.nsfd.Close()
+	z.ns, z.nsfd = st.Ino, ns
+	_ = z.leader.Close()
 	return true
+}
+
+// onlyDescriptor returns the one descriptor a control message carries;
+// ok is false (every descriptor it carries closed) when it carries none
+// or more than one.
+func onlyDescriptor(m *unix.SocketControlMessage) (*fd.FD, bool) {
+	ns, err := unix.ParseUnixRights(m)
+	fds := make([]*fd.FD, len(ns))
+	for i, n := range ns {
+		fds[i] = fd.New(n)
+	}
+	if err != nil || len(fds) != 1 {
+		for _, f := range fds {
+			_ = f.Close()
+		}
+		return nil, false
+	}
+	return fds[0], true
 }
 
 func containsNS(s []uint64, ns uint64) bool {
@@ -350,8 +368,8 @@ type stopped struct {
 }
 
 type stoppedProc struct {
-	fd      int  // pidfd
-	already bool // stopped before: not ours to continue
+	fd      *fd.FD // pidfd
+	already bool   // stopped before: not ours to continue
 }
 
 // stopScan sends SIGSTOP to every process in mount namespace ns that it
@@ -363,14 +381,14 @@ func (s *stopped) stopScan(ns uint64) (int, error) {
 		if _, ok := s.pids[pid]; ok {
 			return true
 		}
-		fd, ok := pidfdIn(pid, ns)
+		pfd, ok := pidfdIn(pid, ns)
 		if !ok {
 			return true
 		}
-		p := stoppedProc{fd: fd, already: st.State == 'T' || st.State == 't'}
+		p := stoppedProc{fd: pfd, already: st.State == 'T' || st.State == 't' || st.State == 'Z' && isStopped(pid)}
 		if !p.already {
-			if err := unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0); err != nil {
-				unix.Close(fd)
+			if err := unix.PidfdSendSignal(pfd.Int(), unix.SIGSTOP, nil, 0); err != nil {
+				_ = pfd.Close()
 				if !errors.Is(err, syscall.ESRCH) {
 					serr = fmt.Errorf("proc: stop pid %d: %w", pid, err)
 					return false
@@ -392,18 +410,33 @@ func (s *stopped) stopScan(ns uint64) (int, error) {
 // deadline.
 func (s *stopped) wait(deadline time.Time) bool {
 	for pid, p := range s.pids {
-		for {
-			st, err := ReadStat(pid)
-			if err != nil || st.State == 'T' || st.State == 't' || st.State == 'Z' || st.State == 'X' || exited(p.fd) {
-				break
-			}
-			if st.State == 'D' && inVfork(pid) {
-				break // held by its vfork child, which is stopped here too
-			}
+		for !exited(p.fd) && !isStopped(pid) {
 			if time.Now().After(deadline) {
 				return false
 			}
 			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	return true
+}
+
+// isStopped reports whether process pid is stopped or gone: its leader
+// thread, or when the leader exited, every other thread (a group stop
+// stops them all; the leader's state says so only while it runs).
+func isStopped(pid int) bool {
+	st, err := ReadStat(pid)
+	switch {
+	case err != nil || st.State == 'T' || st.State == 't':
+		return true
+	case st.State == 'D' && inVfork(pid):
+		return true // held by its vfork child, which is stopped here too
+	case st.State != 'Z' && st.State != 'X':
+		return false
+	}
+	for _, tid := range threads(pid) {
+		ts, err := readTaskStat(pid, tid)
+		if err == nil && !strings.ContainsRune("TtZX", rune(ts.State)) {
+			return false
 		}
 	}
 	return true
@@ -424,8 +457,8 @@ func inVfork(pid int) bool {
 
 // exited reports whether the process of pidfd fd exited (its pid may
 // name another process by now).
-func exited(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+func exited(pidfd *fd.FD) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd.Int()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n > 0
 }
@@ -434,8 +467,8 @@ func exited(fd int) bool {
 func (s *stopped) resume() {
 	for _, p := range s.pids {
 		if !p.already {
-			_ = unix.PidfdSendSignal(p.fd, unix.SIGCONT, nil, 0)
+			_ = unix.PidfdSendSignal(p.fd.Int(), unix.SIGCONT, nil, 0)
 		}
-		unix.Close(p.fd)
+		_ = p.fd.Close()
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // What a command wants of the CPU, for admission control: its CPU time
@@ -52,12 +54,12 @@ func (c *Cgroup) CPUDemand() (cpu, stall time.Duration, ok bool, err error) {
 
 // readFile reads a small file into buf, opening and closing it.
 func readFile(path string, buf []byte) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	f, err := fd.Open(path, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
+	defer f.Close()
+	n, err := unix.Read(f.Int(), buf)
 	if err != nil {
 		return nil, &os.PathError{Op: "read", Path: path, Err: err}
 	}

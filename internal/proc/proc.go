@@ -290,10 +290,10 @@ func SignalGroup(pgid int, sig syscall.Signal) error {
 	return nil
 }
 
-// GroupAlive reports whether process group pgid has a live member. The
-// fast path is one kill(-pgid, 0); when that finds members, /proc is
-// scanned to ignore zombies: orphaned members are reparented to init,
-// which may reap them late.
+// GroupAlive reports whether process group pgid has a live member (one
+// with a thread that has not exited). The fast path is one kill(-pgid,
+// 0); when that finds members, /proc is scanned to ignore zombies:
+// orphaned members are reparented to init, which may reap them late.
 func GroupAlive(pgid int) bool {
 	if pgid <= 1 {
 		return false

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		childEnviron()
 		return
 	}
+	if os.Getenv("BASHVISOR_TEST_CHILD") == "zombie-leader" {
+		zombieLeader()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

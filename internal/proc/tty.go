@@ -6,6 +6,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Winsize is a terminal's size in characters.
@@ -35,17 +37,17 @@ func dupFile(f *os.File, name string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	var fd int
-	var derr error
-	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+	n, derr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { n, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
 		return nil, err
 	}
 	if derr != nil {
 		return nil, derr
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
+	d := fd.New(n)
+	if err := unix.SetNonblock(d.Int(), true); err != nil {
+		_ = d.Close()
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), name), nil
+	return d.File(name), nil
 }

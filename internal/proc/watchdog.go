@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Watchdog ends an engine's commands when the engine's process dies
@@ -39,7 +41,7 @@ import (
 // OOM kill) leaves the cleanup to the next engine that starts under the
 // same cgroup parent (see [ProbeCgroups]).
 type Watchdog struct {
-	fd   int // the pipe's write end, non-blocking: a stopped watchdog never blocks the engine
+	fd   *fd.FD // the pipe's write end, non-blocking: a stopped watchdog never blocks the engine
 	cmd  *exec.Cmd
 	once sync.Once
 }
@@ -91,15 +93,15 @@ func StartWatchdog(bash string, cg *Cgroups) (*Watchdog, error) {
 	}
 	// A raw descriptor: os.File would park a write on a full pipe in the
 	// poller, and a stopped watchdog must not stall the engine.
-	fd, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	n, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	w.Close()
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
-	_ = unix.SetNonblock(fd, true)
-	wd := &Watchdog{fd: fd, cmd: cmd}
+	_ = unix.SetNonblock(n, true)
+	wd := &Watchdog{fd: fd.New(n), cmd: cmd}
 	if cg != nil {
 		dirs := cg.Dirs()
 		wd.send("cg " + dirs[0])
@@ -133,7 +135,7 @@ func (w *Watchdog) Untrack(pgid int) {
 // whole or nothing. A full pipe (a stopped watchdog) loses the line: the
 // watchdog is best effort, the engine is never held up by it.
 func (w *Watchdog) send(line string) {
-	_, _ = unix.Write(w.fd, []byte(line+"\n"))
+	_, _ = unix.Write(w.fd.Int(), []byte(line+"\n"))
 }
 
 // Close tells the watchdog the engine shut down cleanly (what still runs
@@ -147,15 +149,13 @@ func (w *Watchdog) Close() error {
 		// The goodbye must arrive, or the watchdog would kill what was
 		// left running on purpose: retry a full pipe for a while.
 		for i := 0; i < 100; i++ {
-			if _, werr := unix.Write(w.fd, []byte("bye\n")); werr != unix.EAGAIN {
+			if _, werr := unix.Write(w.fd.Int(), []byte("bye\n")); werr != unix.EAGAIN {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		_ = unix.Close(w.fd)
+		_ = w.fd.Close()
 		err = w.cmd.Wait()
 	})
 	return err
 }
-
-func closeFD(fd int) error { return unix.Close(fd) }

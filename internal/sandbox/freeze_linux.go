@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -43,7 +44,7 @@ func (c *Command) Freezer(pid int) *proc.Freezer {
 	}
 	z := proc.NewFreezer(pid, st.Ino)
 	if c.nsSock >= 0 {
-		z.Told(c.nsSock)
+		z.Told(fd.New(c.nsSock))
 		c.nsSock = -1
 	}
 	return z
