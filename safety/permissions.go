@@ -212,8 +212,8 @@ type part struct {
 	last int    // the index after the parts nested in it
 	hdoc bool   // the body of a heredoc nested in it lies after its text
 
-	stmt         *syntax.Stmt // the statement, for readOnly
-	ro, roKnown  bool         // readOnly's answer, once known
+	stmt        *syntax.Stmt // the statement, for readOnly
+	ro, roKnown bool         // readOnly's answer, once known
 }
 
 // readOnly reports whether the part is a simple command that only reads
