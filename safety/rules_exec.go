@@ -195,10 +195,14 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 			return
 		}
 		var params []field
+		var arg0 *field
+		if i+1 < len(args) {
+			arg0 = &args[i+1]
+		}
 		if i+2 < len(args) {
 			params = args[i+2:]
 		}
-		c.nestedParams(args[i].s, zsh, in, params)
+		c.nestedParams(args[i].s, zsh, in, arg0, params)
 		return
 	}
 	if !readStdin && i < len(args) {

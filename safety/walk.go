@@ -45,14 +45,15 @@ type savedVar struct {
 type posParams struct {
 	params      []string
 	known, open bool
+	arg0        *string
 }
 
 func (c *checker) saveParams() posParams {
-	return posParams{c.params, c.posKnown, c.posOpen}
+	return posParams{c.params, c.posKnown, c.posOpen, c.arg0}
 }
 
 func (c *checker) restoreParams(p posParams) {
-	c.params, c.posKnown, c.posOpen = p.params, p.known, p.open
+	c.params, c.posKnown, c.posOpen, c.arg0 = p.params, p.known, p.open, p.arg0
 }
 
 // enterFunc starts walking a function body with the positional parameters
@@ -512,9 +513,13 @@ func (c *checker) nodeSubs(n syntax.Node) {
 
 // nestedParams checks code run by a new shell whose positional
 // parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
-func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, params []field) {
+func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, params []field) {
 	saved := c.saveParams()
 	c.setParams(params)
+	c.arg0 = nil
+	if arg0 != nil && !arg0.dyn && !arg0.glob {
+		c.arg0 = &arg0.s
+	}
 	c.nested(code, zsh, in)
 	c.restoreParams(saved)
 }

@@ -1,0 +1,96 @@
+package safety
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The security review's round 4 (issue 29): commands that ran code sent
+// later, or through a "read-only" command, without approval. Each must now
+// come out needs_approval (Ask) or denied (Deny/Block).
+
+// TestReview4Profiles: M2 and L3, under locked (deny by default) and
+// guarded (ask by default): none is allowed.
+func TestReview4Profiles(t *testing.T) {
+	cases := []struct{ name, cmd string }{
+		{"test-v-subscript", `test -v 'x[$(touch S)]'`},
+		{"bracket-v-subscript", `[ -v 'x[$(touch S)]' ]`},
+		{"printf-v-subscript", `printf -v 'x[$(touch S)]' x`},
+		{"rg-pre", `rg --pre sh x <(printf 'touch S\n')`},
+		{"sort-o", `sort -o F <(printf 'touch S\n')`},
+		{"date-s", `date -s '2020-01-01'`},
+		{"date-operand", `date 010100002020`},
+		{"hostname-name", `hostname evil`},
+	}
+	for _, name := range []string{"locked", "guarded"} {
+		p, _ := Preset(name)
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				o := Analyze(tc.cmd, Options{Profile: p}).Outcome
+				if o.Decision == Allow {
+					t.Errorf("%s allows %q", name, tc.cmd)
+				}
+			})
+		}
+	}
+}
+
+// TestReview4Stdin: M1, jobs whose stdin takes input sent later
+// (profile standard): every one asks.
+func TestReview4Stdin(t *testing.T) {
+	standard, _ := Preset("standard")
+	cases := []struct{ name, cmd string }{
+		{"xargs-env", "xargs env"},
+		{"xargs-awk", "xargs awk"},
+		{"xargs-perl-e", "xargs perl -e"},
+		{"xargs-python3-c", "xargs python3 -c"},
+		{"xargs-git", "xargs git"},
+		{"xargs-find-exec", "xargs -I{} find . -maxdepth 0 -exec {} ;"},
+		{"read-let", `read -r l; let "$l"`},
+		{"read-arith-cmd", `read -r l; (( l ))`},
+		{"read-dbl-bracket-eq", `read -r l; [[ $l -eq 1 ]]`},
+		{"read-test-v", `read -r l; test -v "$l"`},
+		{"read-printf-v", `read -r l; printf -v "$l" x`},
+		{"read-declare", `read -r l; declare "$l"`},
+		{"read-mapfile-C", `read -r l; mapfile -C "$l" -c 1 a`},
+		{"python3-exec-stdin", `python3 -c 'import sys; exec(sys.stdin.read())'`},
+		{"perl-eval-stdin", `perl -e 'eval <STDIN>'`},
+		{"npm-exec-bash", "npm exec -- bash"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Analyze(tc.cmd, Options{StdinFed: true, Profile: standard}).Outcome
+			if o.Decision != Ask && o.Decision != Deny && o.Decision != Block {
+				t.Errorf("%q fed later: %s, want needs_approval", tc.cmd, o.Decision)
+			}
+		})
+	}
+}
+
+// TestReview4Misses: the analyser's four misses.
+func TestReview4Misses(t *testing.T) {
+	t.Setenv("HOME", "/home/tester")
+	for _, tc := range []checkCase{
+		{"f() { eval 'f | f &'; }; f", Block, "fork-bomb"},
+		{`bomb() { eval "bomb|bomb&"; }; bomb`, Block, "fork-bomb"},
+		{`git add "$(git rev-parse --show-toplevel)"`, Ask, "git-add-blind"},
+		{`git add "$(git rev-parse --show-toplevel)" && git commit -m x`, Ask, "git-add-blind"},
+		{`find . -maxdepth 0 -exec bash -c 'rm -rf "$0"' / \;`, Block, "rm-critical"},
+		{"git reset --hard HEAD~5", Ask, "git-reset-hard"},
+	} {
+		checkOne(t, tc)
+	}
+}
+
+// TestGrammarsSorted: grammarOf searches the table by name.
+func TestGrammarsSorted(t *testing.T) {
+	if !slices.IsSortedFunc(grammars, func(a, b grammar) int { return strings.Compare(a.name, b.name) }) {
+		t.Fatal("grammars is not sorted by name")
+	}
+	for _, g := range grammars {
+		if grammarOf(g.name) != &grammars[slices.IndexFunc(grammars, func(x grammar) bool { return x.name == g.name })] {
+			t.Errorf("grammarOf(%q) misses its entry", g.name)
+		}
+	}
+}
