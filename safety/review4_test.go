@@ -78,6 +78,27 @@ func TestReview4Misses(t *testing.T) {
 		{`git add "$(git rev-parse --show-toplevel)" && git commit -m x`, Ask, "git-add-blind"},
 		{`find . -maxdepth 0 -exec bash -c 'rm -rf "$0"' / \;`, Block, "rm-critical"},
 		{"git reset --hard HEAD~5", Ask, "git-reset-hard"},
+		// literal code bash evaluates is analysed like $(...)
+		{`test -v 'x[$(rm -rf ~)]'`, Block, "rm-critical"},
+		{`[ -v 'x[$(rm -rf /)]' ]`, Block, "rm-critical"},
+		{`printf -v 'x[$(rm -rf /)]' y`, Block, "rm-critical"},
+		{`let 'x[$(rm -rf /)]=1'`, Block, "rm-critical"},
+		{`(( 'x[$(rm -rf /)]' ))`, Block, "rm-critical"},
+		{`[[ 'x[$(rm -rf ~)]' -eq 1 ]]`, Block, "rm-critical"},
+		{`declare 'x[$(rm -rf /)]=1'`, Block, "rm-critical"},
+		{`v='x[$(rm -rf /)]'; echo $(( v ))`, Block, "rm-critical"},
+		{`mapfile -C 'rm -rf /' -c 1 a < f`, Block, "rm-critical"},
+		{`unset 'a[$(rm -rf ~)]'`, Block, "rm-critical"},
+		// values read at run time, where bash evaluates them
+		{`read -r n < f; echo $(( n + 1 ))`, Ask, "dynamic-eval"},
+		{`read -r i < f; echo "${a[i]}"`, Ask, "dynamic-eval"},
+		{`read -r v < f; echo "${!v}"`, Ask, "dynamic-eval"},
+		{`read -r l < f; x=$l; (( x ))`, Ask, "dynamic-eval"},
+		// and the ordinary uses
+		{`n=$(wc -l < f); echo $(( n + 1 ))`, Allow, ""},
+		{`for ((i=0; i<3; i++)); do echo $i; done`, Allow, ""},
+		{`while read -r line; do echo "$line"; done < f`, Allow, ""},
+		{`test -v HOME && printf -v out '%s' x`, Allow, ""},
 	} {
 		checkOne(t, tc)
 	}

@@ -280,6 +280,7 @@ func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
 
 // declare checks export/declare/... NAME=value run as a command (a quoted
 // or computed name: the parser gives those a call, not a declaration).
-func (c *checker) declare(_ string, args []field, in stdinSrc) {
+func (c *checker) declare(name string, args []field, in stdinSrc) {
+	c.nameArgs(name, args)
 	c.wrapperAssigns(args, len(args), in)
 }

@@ -283,6 +283,23 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 			c.wordSubs(e.Value)
 		}
 	}
+	if a.Index != nil {
+		c.arithm(a.Index)
+	}
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			if e.Index != nil {
+				c.arithm(e.Index)
+			}
+		}
+	}
+	if a.Naked && a.Name == nil && a.Value != nil {
+		for _, f := range c.resolveWord(a.Value, -1, nil) {
+			if !strings.HasPrefix(f.s, "-") && !strings.HasPrefix(f.s, "+") {
+				c.nameOperand("declare", f)
+			}
+		}
+	}
 	if !record || a.Name == nil || a.Naked {
 		return
 	}
@@ -299,6 +316,9 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 	default:
 		val, ok := c.literal(a.Value)
 		c.setVar(name, val, ok)
+		if !ok && a.Value != nil && c.taintedWord(a.Value) {
+			c.taint(name)
+		}
 	}
 }
 
@@ -506,6 +526,22 @@ func (c *checker) nodeSubs(n syntax.Node) {
 		case *syntax.ProcSubst:
 			c.stmts(n.Stmts, c.subIn)
 			return false
+		case *syntax.ArithmExp:
+			c.arithm(n.X)
+		case *syntax.ArithmCmd:
+			c.arithm(n.X)
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				c.arithm(x)
+			}
+		case *syntax.CStyleLoop:
+			c.arithm(n.Init)
+			c.arithm(n.Cond)
+			c.arithm(n.Post)
+		case *syntax.ParamExp:
+			c.paramCode(n)
+		case *syntax.BinaryTest, *syntax.UnaryTest:
+			c.testCode(n)
 		}
 		return true
 	})

@@ -69,6 +69,7 @@ type field struct {
 	spread bool   // may be any number of words at run time (unquoted $(...), unknown $X, "$@")
 	unsure bool   // comes from splitting on an IFS only known at run time
 	top    bool   // contains $(git rev-parse --show-toplevel), the repository's root
+	taint  bool   // contains the value of a variable read at run time (see varState.taint)
 	word   int    // index of the source word in the call, -1 if synthetic
 	one    bool   // the source word expanded to exactly this one field
 }
@@ -79,6 +80,7 @@ type varState struct {
 	list  []string // an indexed array's elements; dynamic pieces as dynMark
 	known bool
 	array bool
+	taint bool // the value was read at run time (read, mapfile): it may be code where bash evaluates it
 }
 
 // Bounds on the work static expansion may do for one command.
@@ -342,7 +344,7 @@ type fieldBuilder struct {
 	b                                    strings.Builder
 	have                                 bool // the field exists even if empty ("", '')
 	dyn, proc, sub, glob, spread, unsure bool
-	top                                  bool // see field.top
+	top, taint                           bool // see field
 }
 
 // write appends s, a value that may hold dynMark.
@@ -356,7 +358,7 @@ func (fb *fieldBuilder) write(s string) {
 func (fb *fieldBuilder) flush(out []field, idx int) []field {
 	if fb.have || fb.b.Len() > 0 || fb.dyn {
 		out = append(out, field{s: fb.b.String(), dyn: fb.dyn, proc: fb.proc, sub: fb.sub,
-			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, top: fb.top, word: idx})
+			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, top: fb.top, taint: fb.taint, word: idx})
 	}
 	*fb = fieldBuilder{}
 	return out
@@ -408,6 +410,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 			v, ok := r.param(p)
 			if !ok {
 				fb.dyn, fb.spread = true, true
+				fb.taint = fb.taint || r.taintedParam(p)
 				fb.b.WriteString(dynMark)
 				continue
 			}
@@ -502,6 +505,7 @@ func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []fiel
 			switch {
 			case !ok:
 				fb.have, fb.dyn = true, true
+				fb.taint = fb.taint || r.taintedParam(p)
 				fb.b.WriteString(dynMark)
 			case !v.multi:
 				fb.have = true
