@@ -5,8 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"testing"
 )
+
+// plainRead matches the shapes of the plain reads the review of real
+// agent sessions found guarded asking for (../shared/reviews/analysis.md
+// §2): cat, grep, head, tail, sed -n, nl -ba, find, ls, possibly after a
+// cd and piped into one another. Guarded must ask for none.
+var plainRead = readShape{regexp.MustCompile(`-exec|-ok|-delete|-fprint|-fls|\s-i\b|--in-place`), regexp.MustCompile(`^(?:cd [\w./-]+ && )?(?:(?:cat|grep|egrep|head|tail|sed -n|nl -ba|nl|ls|find|wc)(?: [^|;&<>$` + "`" + `]*)?(?: \| |$))+$`)}
+
+// readShape matches a command of the shape yes unless it also matches
+// not (find -exec, sed -i).
+type readShape struct{ not, yes *regexp.Regexp }
+
+func (r readShape) MatchString(s string) bool { return r.yes.MatchString(s) && !r.not.MatchString(s) }
 
 // profileTally counts the outcomes of the commands under one profile.
 type profileTally struct{ n, allow, ask, deny, block int }
@@ -59,12 +72,28 @@ func tally(cmds []string, p *Profile, each func(cmd string, o Outcome)) profileT
 	return t
 }
 
-// TestAsksPer100 reports asks per 100 commands for each profile.
+// TestAsksPer100 reports asks per 100 commands for each profile, over
+// the written corpus and, when BASHVISOR_AGENT_CORPUS names it, the real
+// one; under guarded, no plain read asks.
 func TestAsksPer100(t *testing.T) {
 	var cmds []string
 	for _, r := range writtenCommands(t) {
 		cmds = append(cmds, r.Command)
 	}
+	guarded, _ := Preset("guarded")
+	noReadAsked := func(cmd string, o Outcome) {
+		if o.Decision != Allow && plainRead.MatchString(cmd) {
+			t.Errorf("guarded: %s for a plain read: %q (%s)", o.Decision, clip(cmd), o.Message)
+		}
+	}
+	reads := 0
+	for _, c := range cmds {
+		if plainRead.MatchString(c) {
+			reads++
+		}
+	}
+	t.Logf("written corpus: %d plain reads", reads)
+	tally(cmds, guarded, noReadAsked)
 	for _, name := range append([]string{"none"}, Presets()...) {
 		p, _ := Preset(name)
 		t.Logf("written corpus, %s: %v", name, tally(cmds, p, nil))
@@ -76,6 +105,14 @@ func TestAsksPer100(t *testing.T) {
 	for _, r := range agentCorpus(t) {
 		real = append(real, r.Command)
 	}
+	reads = 0
+	for _, c := range real {
+		if plainRead.MatchString(c) {
+			reads++
+		}
+	}
+	t.Logf("agent corpus: %d plain reads", reads)
+	tally(real, guarded, noReadAsked)
 	for _, name := range append([]string{"none"}, Presets()...) {
 		p, _ := Preset(name)
 		t.Logf("agent corpus, %s: %v", name, tally(real, p, nil))

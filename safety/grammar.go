@@ -168,6 +168,12 @@ var grammars = []grammar{
 	{name: "nproc", closed: true, ops: -1},
 	{name: "od", closed: true, ops: -1},
 	{name: "paste", closed: true, ops: -1},
+	{name: "pip freeze", flags: "lqv", ops: 0,
+		long: "all local user path= exclude-editable exclude= quiet verbose no-color disable-pip-version-check"},
+	{name: "pip list", flags: "loueqv", ops: 0,
+		long: "outdated uptodate editable local user not-required format= exclude-editable include-editable path= " +
+			"exclude= pre quiet verbose no-color disable-pip-version-check"},
+	{name: "pip show", flags: "fqv", ops: -1, long: "files quiet verbose no-color disable-pip-version-check"},
 	{name: "printenv", closed: true, ops: -1},
 	{name: "printf", closed: true, ops: -1, check: printfReads},
 	{name: "ps", closed: true, ops: -1},
@@ -621,7 +627,7 @@ func harmlessEnv(name string) bool {
 
 // grammarOrGit reports whether name has a grammar.
 func grammarOrGit(name string) (string, bool) {
-	return name, name == "git" || name == "xargs" || grammarOf(name) != nil
+	return name, name == "git" || name == "xargs" || name == "pip" || name == "pip3" || grammarOf(name) != nil
 }
 
 // readOnlyArgv reports whether the simple command args only reads (see
@@ -642,6 +648,12 @@ func readOnlyArgv(args []field, workDir string) bool {
 		}
 		g := grammarOf("git " + args[i].s)
 		return g != nil && !args[i].dyn && g.reads(args[i:])
+	case "pip", "pip3":
+		g := (*grammar)(nil)
+		if len(args) > 1 && !args[1].dyn {
+			g = grammarOf("pip " + args[1].s)
+		}
+		return g != nil && g.reads(args[1:]) || infoQuery(args)
 	case "xargs":
 		rest, kind := unwrapOne(args)
 		if kind != wrapped || rest[0].dyn {
