@@ -57,6 +57,11 @@ func TestReview4Stdin(t *testing.T) {
 		{"python3-exec-stdin", `python3 -c 'import sys; exec(sys.stdin.read())'`},
 		{"perl-eval-stdin", `perl -e 'eval <STDIN>'`},
 		{"npm-exec-bash", "npm exec -- bash"},
+		// held in the review (ran nothing there), asked now
+		{"git-include-stdin", "git -c include.path=/dev/stdin status"},
+		{"git-config-global-stdin", "GIT_CONFIG_GLOBAL=/dev/stdin git status"},
+		{"java-source-stdin", "java --source 21 /dev/stdin"},
+		{"gdb-x-stdin", "gdb -batch -x /dev/stdin"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -430,6 +430,11 @@ func (c *checker) envAssigns(as []*syntax.Assign, in stdinSrc) {
 func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	for _, a := range x.Assigns {
 		c.assign(a, len(x.Args) == 0)
+		if v, ok := c.literal(a.Value); ok && a.Name != nil && in.piped && in.later && len(x.Args) > 0 && isStdinPath(v) {
+			c.report(Verdict{Decision: Ask, Rule: "stdin-program",
+				Reason:      a.Name.Value + " names the job's input (" + v + ") as a file, which the program may read as configuration or code sent later",
+				Alternative: "name a file written in the command instead"})
+		}
 	}
 	c.envAssigns(x.Assigns, in)
 	if len(x.Args) == 0 {
