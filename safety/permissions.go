@@ -374,16 +374,22 @@ func presetRules(name string) (*Profile, bool) {
 //     (systemctl, service, crontab, mount, firewall, chmod/chown -R,
 //     apt/dnf/pacman/brew install or remove); denies shutdown, reboot,
 //     halt, poweroff and init, also behind sudo.
-//   - guarded (review everything that changes things): asks by default and
-//     for any output redirection other than to /dev/null or a descriptor;
-//     allows read-only inspection (ls, cat, grep, rg, find without
-//     -exec/-delete, head, tail, wc, diff, jq, git status/diff/log/show/branch/
-//     fetch, ...) and local build and test commands (go, make,
-//     cargo build/test, npm/yarn/pnpm test/run, pytest, linters); denies
-//     privilege escalation and shutdown.
-//   - locked (read-only): denies by default and denies output
-//     redirections; allows only read-only inspection (the guarded list
-//     without builds, tests or git fetch).
+//   - guarded (review everything that changes things): asks by default;
+//     allows what the argument grammars prove only reads (see
+//     Rule.ReadOnly: ls, cat, grep, rg, sed -n, nl, head, tail, wc, find
+//     without -exec/-delete, diff, jq, sort without -o, git
+//     status/diff/log/show/blame/grep, git branch and tag listing, pip
+//     list, a program asked for --version, ...) and local build and test
+//     commands (go, make, cargo build/test, npm/yarn/pnpm test/run,
+//     pytest, tox, linters, sphinx-build, Django's runtests.py), unless
+//     they redirect output to a file; denies privilege escalation and
+//     shutdown. Builds and tests run the project's code: guarded reviews
+//     what the agent changes, it does not contain what the project runs.
+//   - locked (read-only): denies everything but what the argument
+//     grammars prove only reads (the guarded list without builds and
+//     tests). The analyser's proof covers the command's text; what the
+//     programs read (the repository's configuration, a project's
+//     .ripgreprc named by the environment) is the kernel's to contain.
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {
