@@ -70,7 +70,6 @@ func (c *checker) git(args []field, in stdinSrc) {
 			Reason: "blind `git add " + c.addAll + "` stages every change, including secrets, build output and unrelated edits, and `git " +
 				sub + "` then records them",
 			Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file) before `git " + sub + "`"})
-		return
 	}
 	c.gitSubcommand(sub, args[i+1:], in)
 	switch sub {
