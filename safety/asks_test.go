@@ -101,8 +101,9 @@ func TestAsksPer100(t *testing.T) {
 	if os.Getenv("BASHVISOR_AGENT_CORPUS") == "" {
 		return
 	}
+	corpus := agentCorpus(t)
 	var real []string
-	for _, r := range agentCorpus(t) {
+	for _, r := range corpus {
 		real = append(real, r.Command)
 	}
 	reads = 0
@@ -115,6 +116,21 @@ func TestAsksPer100(t *testing.T) {
 	tally(real, guarded, noReadAsked)
 	for _, name := range append([]string{"none"}, Presets()...) {
 		p, _ := Preset(name)
-		t.Logf("agent corpus, %s: %v", name, tally(real, p, nil))
+		var weighted profileTally
+		n := 0
+		tl := tally(real, p, func(cmd string, o Outcome) {
+			w := max(corpus[n].N, 1)
+			n++
+			weighted.n += w
+			switch o.Decision {
+			case Ask:
+				weighted.ask += w
+			case Deny:
+				weighted.deny += w
+			case Block:
+				weighted.block += w
+			}
+		})
+		t.Logf("agent corpus, %s: distinct %v; occurrences %v", name, tl, weighted)
 	}
 }
