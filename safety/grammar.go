@@ -704,6 +704,9 @@ func readOnlyStmt(st *syntax.Stmt, workDir string) bool {
 		}
 		return false
 	}
+	if !plainArithIn(st) {
+		return false
+	}
 	var args []field
 	for i, w := range x.Args {
 		args = r.resolveWord(w, i, args)
@@ -715,4 +718,55 @@ func readOnlyStmt(st *syntax.Stmt, workDir string) bool {
 		args[0].s = base(args[0].s)
 	}
 	return readOnlyArgv(args, workDir)
+}
+
+// plainArithIn reports whether every arithmetic in st ($((...)), a
+// subscript, an offset) is plain: numbers, names and $NAME. Bash
+// evaluates the text of anything else, and runs the $(...) of a
+// subscript in it: echo $(( 'a[$(cmd)]' )) runs cmd.
+func plainArithIn(st *syntax.Stmt) bool {
+	plain := true
+	check := func(x syntax.ArithmExpr) {
+		if x == nil {
+			return
+		}
+		syntax.Walk(x, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.Word:
+				for _, p := range n.Parts {
+					switch p := p.(type) {
+					case *syntax.Lit:
+					case *syntax.ParamExp:
+						if p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Excl {
+							plain = false
+						}
+					default:
+						plain = false
+					}
+				}
+				return false
+			}
+			return plain
+		})
+	}
+	syntax.Walk(st, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.ArithmExp:
+			check(n.X)
+		case *syntax.ParamExp:
+			if n.Index != nil {
+				if w, ok := n.Index.(*syntax.Word); !ok || w.Lit() != "@" && w.Lit() != "*" {
+					check(n.Index)
+				}
+			}
+			if n.Slice != nil {
+				check(n.Slice.Offset)
+				check(n.Slice.Length)
+			}
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false // parts of their own
+		}
+		return plain
+	})
+	return plain
 }

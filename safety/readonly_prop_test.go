@@ -39,6 +39,7 @@ var (
 		"$(touch S)", "\"$(./w.sh)\"", "<(touch S)", ">out", ">>../outside/victim", "| tee out", "| sh",
 		"&& touch S", "; ./w.sh", "-c core.pager=./w.sh", "--pre ./w.sh", "--pre=./w.sh", "-C out",
 		"-R", "--files0-from=f", "-r f", "+w", "-O out", "--log-file=out",
+		"$(( 'a[$(touch S)]' ))", "\"${x:'a[$(./w.sh)]'}\"", "${a['b[$(touch S)]']}", "$(( $(cat f) ))",
 	}
 	propWrappers = []string{"", "", "", "env ", "command ", "nice ", "timeout 5 ", "builtin ", "eval ", "X=1 ", "GIT_PAGER=./w.sh ", "LC_ALL=C "}
 	propTails    = []string{"", " f", " -- f", " f f", " \"$F\"", " $F", " ."}
