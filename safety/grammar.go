@@ -669,8 +669,23 @@ func readOnlyArgv(args []field, workDir string) bool {
 	if g := grammarOf(name); g != nil {
 		return g.reads(args)
 	}
-	// any program on the PATH asked only for its version or usage
-	return infoQuery(args) && !strings.Contains(args[0].s, "/")
+	// a compiler or interpreter of the PATH asked only for its version or
+	// usage (not a tool that loads the project's configuration or
+	// plugins first, as pytest, pylint, mvn and gradle do)
+	return infoQuery(args) && versionOnly(args[0].s)
+}
+
+// versionOnly reports whether program name (as given, with no directory)
+// answers --version, -V, --help and -h without reading the project's
+// files.
+func versionOnly(name string) bool {
+	switch name {
+	case "python", "python3", "python2", "node", "npm", "ruby", "perl", "java", "javac", "gcc", "g++", "cc",
+		"c++", "clang", "clang++", "rustc", "make", "cmake", "bash", "sh", "zsh", "dash", "tsc", "sphinx-build",
+		"pyreverse", "go", "gofmt", "jq", "curl", "wget", "sed", "awk", "gawk", "tar", "gzip", "rsync", "ssh":
+		return true
+	}
+	return strings.HasPrefix(name, "python3.") && !strings.Contains(name, "/")
 }
 
 // readOnlyStmt reports whether st is a simple command that only reads:
