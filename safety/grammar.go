@@ -681,7 +681,7 @@ func readOnlyArgv(args []field, workDir string) bool {
 func versionOnly(name string) bool {
 	switch name {
 	case "python", "python3", "python2", "node", "npm", "ruby", "perl", "java", "javac", "gcc", "g++", "cc",
-		"c++", "clang", "clang++", "rustc", "make", "cmake", "bash", "sh", "zsh", "dash", "tsc", "sphinx-build",
+		"c++", "clang", "clang++", "rustc", "make", "cmake", "tsc", "sphinx-build",
 		"pyreverse", "go", "gofmt", "jq", "curl", "wget", "sed", "awk", "gawk", "tar", "gzip", "rsync", "ssh":
 		return true
 	}

@@ -62,6 +62,8 @@ func TestReview4Stdin(t *testing.T) {
 		{"git-config-global-stdin", "GIT_CONFIG_GLOBAL=/dev/stdin git status"},
 		{"java-source-stdin", "java --source 21 /dev/stdin"},
 		{"gdb-x-stdin", "gdb -batch -x /dev/stdin"},
+		// bash -h is -o hashall, not help: it reads the code sent later
+		{"bash-h", "bash -h"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,8 +139,8 @@ func readsProgramFromStdin(args []field) bool {
 func (c *checker) shell(name string, args []field, in stdinSrc) {
 	appended := c.appended
 	c.appended = false
-	if infoQuery(args) {
-		return // bash --version
+	if len(args) == 2 && (args[1].s == "--version" || args[1].s == "--help") {
+		return // bash --version; bash -h is -o hashall and reads stdin
 	}
 	hasC, readStdin := false, false
 	i := 1
