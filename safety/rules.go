@@ -195,6 +195,7 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 	if r := ruleFor(name); r != nil {
 		r(c, name, args, in)
 	}
+	c.progOptions(name, args, in)
 	c.writeTargets(name, args)
 	c.stdinGate(name, args, in)
 }
