@@ -11,11 +11,11 @@ import "strings"
 
 // How a program-valued option's value runs.
 const (
-	optShell = iota + 1 // a shell command line (sh -c VALUE)
-	optFiles            // a program run with each file operand: VALUE FILE
-	optData             // a program fed the data on its stdin
-	optProg             // a program run with arguments of its own
-	optShellData        // a shell command line fed the data on its stdin
+	optShell     = iota + 1 // a shell command line (sh -c VALUE)
+	optFiles                // a program run with each file operand: VALUE FILE
+	optData                 // a program fed the data on its stdin
+	optProg                 // a program run with arguments of its own
+	optShellData            // a shell command line fed the data on its stdin
 )
 
 // A progOpt is an option whose value is a command: the short letter
