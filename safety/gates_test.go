@@ -299,6 +299,16 @@ var stdinCases = []struct {
 	{"tclsh & wait", false, Allow, ""},
 	{"echo 'puts hi' | tclsh", false, Allow, ""},
 	{"tclsh <<'EOF'\nputs hi\nEOF", false, Allow, ""},
+	// the arguments xargs and parallel take from the input
+	{"parallel env", false, Ask, "stdin-program"},
+	{"parallel -j2 awk", false, Ask, "stdin-program"},
+	{"xargs nice sh", false, Ask, "stdin-program"},
+	{"xargs -n1 sed", false, Ask, "stdin-program"},
+	{"xargs -I{} {}", false, Ask, "stdin-program"},
+	{"parallel gzip", false, Allow, ""},
+	{"xargs -0 rm -f --", false, Allow, ""},
+	{"npx jest", false, Allow, ""},
+	{"npx some-repl", false, Ask, "stdin-program"},
 }
 
 func TestStdinGate(t *testing.T) {

@@ -16,6 +16,16 @@ import "strings"
 // Scripts named -, /dev/stdin, /dev/fd/N or /proc/self/fd/N are code read
 // from stdin for any program, and a program that reads code from a pipe of
 // unknown text asks whatever the job's stdin is (pipe-to-shell).
+//
+// What reads the input is judged with its arguments, not by its name:
+// xargs and parallel fed later pass the input to their program as
+// arguments, so they ask unless that program takes only data (argsAreData:
+// never env or another wrapper, an interpreter, awk, sed, git, find, sort,
+// printf or test); a tool told to read the input as a file (git -c
+// include.path=/dev/stdin, java /dev/stdin) asks; an interpreter's -c/-e
+// text that reads stdin and evaluates asks; package runners (npx, npm
+// exec, uvx, ...) are judged by the program they run; and a value read
+// with read or mapfile asks where bash evaluates it (see rules_arith.go).
 
 // dataReaders are programs that treat what they read from stdin as data
 // (or read nothing from it), whatever their arguments.
