@@ -576,16 +576,17 @@ func gitStashReads(args []field) bool {
 }
 
 // gitGlobals reads git's global options up to the subcommand and reports
-// its index (or -1) and whether they are harmless; workDir is the
-// directory -C must stay in.
-func gitGlobals(args []field, workDir string) (int, bool) {
+// its index (or -1) and whether they are harmless: -C only into a
+// relative path without .. (the working directory, as the analysis of a
+// command's text cannot know it, is not taken into account).
+func gitGlobals(args []field) (int, bool) {
 	for i := 1; i < len(args); i++ {
 		f := args[i]
 		switch a := f.s; {
 		case f.dyn:
 			return -1, false
 		case a == "-C":
-			if i+1 >= len(args) || !insideDir(args[i+1], workDir) {
+			if i+1 >= len(args) || !insideDir(args[i+1]) {
 				return -1, false
 			}
 			i++
@@ -601,17 +602,13 @@ func gitGlobals(args []field, workDir string) (int, bool) {
 	return -1, true
 }
 
-// insideDir reports whether the path f stays in workDir: a relative
-// path without .., or an absolute one below workDir.
-func insideDir(f field, workDir string) bool {
-	if f.dyn || strings.HasPrefix(f.s, homeMark) {
+// insideDir reports whether the path f stays in the working directory: a
+// relative path without ...
+func insideDir(f field) bool {
+	if f.dyn || strings.HasPrefix(f.s, homeMark) || strings.HasPrefix(f.s, "/") {
 		return false
 	}
 	p := cleanPath(f.s)
-	if strings.HasPrefix(p, "/") {
-		w := cleanPath(workDir)
-		return workDir != "" && w != "/" && (p == w || strings.HasPrefix(p, w+"/"))
-	}
 	return p != ".." && !strings.HasPrefix(p, "../")
 }
 
@@ -631,15 +628,15 @@ func grammarOrGit(name string) (string, bool) {
 }
 
 // readOnlyArgv reports whether the simple command args only reads (see
-// the grammars above). workDir bounds git -C.
-func readOnlyArgv(args []field, workDir string) bool {
+// the grammars above).
+func readOnlyArgv(args []field) bool {
 	if len(args) == 0 || args[0].dyn {
 		return false
 	}
 	name := args[0].s
 	switch name {
 	case "git":
-		i, ok := gitGlobals(args, workDir)
+		i, ok := gitGlobals(args)
 		switch {
 		case !ok:
 			return false
@@ -693,7 +690,7 @@ func versionOnly(name string) bool {
 // redirection that writes (to anything but /dev/null, /dev/stdout,
 // /dev/stderr or a descriptor). Words are expanded statically without
 // context: a variable is only known at run time.
-func readOnlyStmt(st *syntax.Stmt, workDir string) bool {
+func readOnlyStmt(st *syntax.Stmt) bool {
 	x, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || len(x.Args) == 0 {
 		return false
@@ -732,7 +729,7 @@ func readOnlyStmt(st *syntax.Stmt, workDir string) bool {
 	if _, ok := grammarOrGit(base(args[0].s)); ok {
 		args[0].s = base(args[0].s)
 	}
-	return readOnlyArgv(args, workDir)
+	return readOnlyArgv(args)
 }
 
 // plainArithIn reports whether every arithmetic in st ($((...)), a

@@ -125,15 +125,15 @@ func (p *Profile) evaluate(src *source) (Decision, *Rule) {
 	if strings.TrimSpace(src.text) == "" {
 		return p.evalOne(src.text, nil)
 	}
-	return p.evalParts(src.commandParts(), src.text, src.workDir)
+	return p.evalParts(src.commandParts(), src.text)
 }
 
 // evalParts decides parts, the simple commands of whole (the whole text
 // alone when there are none), as Evaluate describes. p compiles.
-func (p *Profile) evalParts(parts []part, whole, workDir string) (Decision, *Rule) {
+func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 	best, bestRule := Decision(""), (*Rule)(nil)
 	for i := range parts {
-		d, r := p.evalOne(parts[i].text, func() bool { return parts[i].readOnly(workDir) })
+		d, r := p.evalOne(parts[i].text, func() bool { return parts[i].readOnly() })
 		if best == "" || d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
@@ -195,7 +195,7 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 			if pt.hdoc {
 				nested = nested[:1]
 			}
-			got, _ = p.evalParts(nested, pt.text, src.workDir)
+			got, _ = p.evalParts(nested, pt.text)
 		}
 		if got == d {
 			return pt.text
@@ -217,11 +217,11 @@ type part struct {
 }
 
 // readOnly reports whether the part is a simple command that only reads
-// (see Rule.ReadOnly); workDir bounds git -C.
-func (pt *part) readOnly(workDir string) bool {
+// (see Rule.ReadOnly).
+func (pt *part) readOnly() bool {
 	if !pt.roKnown {
 		pt.roKnown = true
-		pt.ro = pt.call && pt.stmt != nil && readOnlyStmt(pt.stmt, workDir)
+		pt.ro = pt.call && pt.stmt != nil && readOnlyStmt(pt.stmt)
 	}
 	return pt.ro
 }
