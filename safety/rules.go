@@ -105,38 +105,33 @@ var rules map[string]rule
 
 func init() {
 	rules = map[string]rule{
-		"eval":      func(c *checker, _ string, args []field, in stdinSrc) { c.eval(args, in) },
-		"su":        func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) },
-		"runuser":   func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) }, // runuser -u USER CMD is a wrapper (see unwrapOne)
-		"source":    (*checker).source,
-		".":         (*checker).source,
-		"find":      func(c *checker, _ string, args []field, in stdinSrc) { c.find(args, in) },
-		"git":       func(c *checker, _ string, args []field, in stdinSrc) { c.git(args, in) },
-		"rm":        func(c *checker, _ string, args []field, _ stdinSrc) { c.rm(args) },
-		"dd":        func(c *checker, _ string, args []field, _ stdinSrc) { c.dd(args) },
-		"wipefs":    (*checker).wipefs,
-		"cd":        func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
-		"pushd":     func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
-		"trap":      func(c *checker, _ string, args []field, _ stdinSrc) { c.trap(args) },
-		"ssh":       func(c *checker, _ string, args []field, in stdinSrc) { c.ssh(args, in) },
-		"rsync":     func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
-		"kill":      func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
-		"unset":     func(c *checker, _ string, args []field, _ stdinSrc) { c.nameArgs("unset", args); c.unset(args) },
-		"mapfile":   func(c *checker, _ string, args []field, _ stdinSrc) { c.mapfile(args) },
-		"readarray": func(c *checker, _ string, args []field, _ stdinSrc) { c.mapfile(args) },
-		"test":      func(c *checker, _ string, args []field, _ stdinSrc) { c.testBuiltin(args) },
-		"[":         func(c *checker, _ string, args []field, _ stdinSrc) { c.testBuiltin(args) },
-		"printf":    func(c *checker, _ string, args []field, _ stdinSrc) { c.printfBuiltin(args) },
-		"read":      func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
-		"shift":     func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
-		"set":       func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
-		"export":    (*checker).declare,
-		"declare":   (*checker).declare,
-		"typeset":   (*checker).declare,
-		"readonly":  (*checker).declare,
-		"local":     (*checker).declare,
-		"alias":     func(c *checker, _ string, args []field, _ stdinSrc) { c.defineAlias(args) },
-		"unalias":   func(c *checker, _ string, args []field, _ stdinSrc) { c.unalias(args) },
+		"eval":     func(c *checker, _ string, args []field, in stdinSrc) { c.eval(args, in) },
+		"su":       func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) },
+		"runuser":  func(c *checker, _ string, args []field, in stdinSrc) { c.su(args, in) }, // runuser -u USER CMD is a wrapper (see unwrapOne)
+		"source":   (*checker).source,
+		".":        (*checker).source,
+		"find":     func(c *checker, _ string, args []field, in stdinSrc) { c.find(args, in) },
+		"git":      func(c *checker, _ string, args []field, in stdinSrc) { c.git(args, in) },
+		"rm":       func(c *checker, _ string, args []field, _ stdinSrc) { c.rm(args) },
+		"dd":       func(c *checker, _ string, args []field, _ stdinSrc) { c.dd(args) },
+		"wipefs":   (*checker).wipefs,
+		"cd":       func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"pushd":    func(c *checker, _ string, args []field, _ stdinSrc) { c.cd(args) },
+		"trap":     func(c *checker, _ string, args []field, _ stdinSrc) { c.trap(args) },
+		"ssh":      func(c *checker, _ string, args []field, in stdinSrc) { c.ssh(args, in) },
+		"rsync":    func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
+		"kill":     func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
+		"unset":    func(c *checker, _ string, args []field, _ stdinSrc) { c.nameArgs("unset", args); c.unset(args) },
+		"read":     func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
+		"shift":    func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
+		"set":      func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
+		"export":   (*checker).declare,
+		"declare":  (*checker).declare,
+		"typeset":  (*checker).declare,
+		"readonly": (*checker).declare,
+		"local":    (*checker).declare,
+		"alias":    func(c *checker, _ string, args []field, _ stdinSrc) { c.defineAlias(args) },
+		"unalias":  func(c *checker, _ string, args []field, _ stdinSrc) { c.unalias(args) },
 	}
 	for name := range shells {
 		rules[name] = (*checker).shell
@@ -177,6 +172,14 @@ func init() {
 func ruleFor(name string) rule {
 	if r, ok := rules[name]; ok {
 		return r
+	}
+	switch name {
+	case "mapfile", "readarray":
+		return (*checker).mapfileRule
+	case "test", "[":
+		return (*checker).testRule
+	case "printf":
+		return (*checker).printfRule
 	}
 	switch {
 	case strings.HasPrefix(name, "python"):

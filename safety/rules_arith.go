@@ -14,6 +14,12 @@ import (
 // time (read, mapfile: the job's input or a file) asks; a literal one is
 // analysed like $(...).
 
+// The rules of the builtins that evaluate names and callbacks (found by
+// ruleFor without a map entry, which would cost at package init).
+func (c *checker) mapfileRule(_ string, args []field, _ stdinSrc) { c.mapfile(args) }
+func (c *checker) testRule(_ string, args []field, _ stdinSrc)    { c.testBuiltin(args) }
+func (c *checker) printfRule(_ string, args []field, _ stdinSrc)  { c.printfBuiltin(args) }
+
 // taint marks variable name as read at run time.
 func (c *checker) taint(name string) {
 	if c.vars == nil {

@@ -58,17 +58,23 @@ var dataReaders = setOf(
 	"django-admin", "flask", "rails", "rake",
 )
 
-// promptTools are the data readers above that read no code from stdin
+// promptTool reports whether name is one of the data readers above that read no code from stdin
 // itself but may be told to read a file of configuration, scripts or
 // commands: given the job's input as that file (git -c
 // include.path=/dev/stdin, java /dev/stdin, gdb -x /dev/stdin, curl -K
 // -) they run what is sent later.
-var promptTools = setOf("git", "go", "gofmt", "cargo", "rustc", "npm", "yarn", "pnpm", "pip", "pip3", "uv", "poetry",
-	"curl", "wget", "ssh-keygen", "gpg", "openssl", "npx", "ssh-add", "nc", "ncat", "patch", "unzip", "apt-get",
-	"apt", "cmake", "ninja", "gcc", "cc", "clang", "javac", "java", "mvn", "gradle", "tsc", "pytest", "py.test",
-	"tox", "nox", "sphinx-build", "sphinx-quickstart", "sphinx-apidoc", "pylint", "pyreverse", "flake8", "mypy",
-	"ruff", "black", "isort", "msgfmt", "dot", "jest", "eslint", "prettier", "django-admin", "flask", "rails",
-	"rake", "env", "gdb", "lldb")
+func promptTool(name string) bool {
+	switch name {
+	case "git", "go", "gofmt", "cargo", "rustc", "npm", "yarn", "pnpm", "pip", "pip3", "uv", "poetry",
+		"curl", "wget", "ssh-keygen", "gpg", "openssl", "npx", "ssh-add", "nc", "ncat", "patch", "unzip", "apt-get",
+		"apt", "cmake", "ninja", "gcc", "cc", "clang", "javac", "java", "mvn", "gradle", "tsc", "pytest", "py.test",
+		"tox", "nox", "sphinx-build", "sphinx-quickstart", "sphinx-apidoc", "pylint", "pyreverse", "flake8", "mypy",
+		"ruff", "black", "isort", "msgfmt", "dot", "jest", "eslint", "prettier", "django-admin", "flask", "rails",
+		"rake", "env", "gdb", "lldb":
+		return true
+	}
+	return false
+}
 
 // stdinPathArg reports whether a word names the standard input as a file,
 // alone or as an option's value (-x /dev/stdin, include.path=/dev/stdin,
@@ -325,7 +331,7 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 	case reads != nil && reads(args):
 		c.report(askFed(name, in))
 	case !in.later:
-	case promptTools[name] && stdinPathArg(args):
+	case promptTool(name) && stdinPathArg(args):
 		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
 			Reason:      name + " is given the job's input as a file (" + "/dev/stdin or the like" + "), where it may read configuration or code sent later",
 			Alternative: "give it a file written in the command, or its input in a heredoc"})
