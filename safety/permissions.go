@@ -180,8 +180,9 @@ func (p *Profile) evalOne(part string, readOnly func() bool) (Decision, *Rule) {
 // whole text). Each simple command is matched as Evaluate matches a
 // command, with the commands nested in its text: `echo $(sudo x)` is asked
 // about when sudo is. One with a heredoc, whose body is not part of its
-// text, is matched by its text alone; the commands nested in it are then
-// matched on their own.
+// text, is matched by its text alone, as Evaluate matches a text that does
+// not parse (so no ReadOnly rule matches it); the commands nested in it
+// are then matched on their own.
 func (p *Profile) decidingPart(src *source, d Decision) string {
 	compiled := p.Compile() == nil
 	parts := src.commandParts()
@@ -190,12 +191,13 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 			continue
 		}
 		got := Deny // Evaluate fails closed on a profile that does not compile
-		if compiled {
-			nested := parts[i:pt.last]
-			if pt.hdoc {
-				nested = nested[:1]
-			}
-			got, _ = p.evalParts(nested, pt.text)
+		switch {
+		case compiled && pt.hdoc:
+			// its text alone does not parse (the heredoc's body lies
+			// after it): matched whole, it is proven nothing
+			got, _ = p.evalOne(pt.text, nil)
+		case compiled:
+			got, _ = p.evalParts(parts[i:pt.last], pt.text)
 		}
 		if got == d {
 			return pt.text
