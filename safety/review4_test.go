@@ -64,6 +64,11 @@ func TestReview4Stdin(t *testing.T) {
 		{"gdb-x-stdin", "gdb -batch -x /dev/stdin"},
 		// bash -h is -o hashall, not help: it reads the code sent later
 		{"bash-h", "bash -h"},
+		// a script path read from the input (l=/dev/stdin)
+		{"read-source", `read -r l; . "$l"`},
+		{"read-bash-script", `read -r l; bash "$l"`},
+		{"read-python-script", `read -r l; python3 "$l"`},
+		{"xargs-find", "xargs find"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -261,6 +261,8 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 		c.interpreterShellOuts(name, in.code, stdinSrc{})
 	}
 	switch {
+	case in.piped && in.later && dynScript(name, args):
+		c.report(askFed(name, in)) // the script's path may name the job's input
 	case in.piped && readsProgramFromStdin(args) && !infoQuery(args):
 		v := askFed(name, in)
 		if !in.later {
@@ -396,4 +398,15 @@ func evalsInput(name, prog string, args []field) bool {
 		return false
 	}
 	return has(reads) && has(runs)
+}
+
+// dynScript reports whether an interpreter's script operand (its first
+// operand, when no -c/-e text gives the program) is only known at run
+// time.
+func dynScript(name string, args []field) bool {
+	if len(programArgs(name, args)) > 0 {
+		return false
+	}
+	ops := operands(args)
+	return len(ops) > 0 && ops[0].dyn
 }

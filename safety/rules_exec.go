@@ -221,6 +221,9 @@ func (c *checker) script(name string, f field, in stdinSrc) {
 		c.report(askFedShell(name, true))
 	case isStdinPath(f.s):
 		c.stdinCode(name, false, in)
+	case f.dyn && (f.taint || in.piped && in.later):
+		// read l; . "$l" with l=/dev/stdin runs the input sent later
+		c.report(askFed(name, stdinSrc{piped: true, later: true}))
 	}
 }
 
