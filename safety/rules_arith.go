@@ -161,7 +161,7 @@ func (c *checker) arithWord(what string, w *syntax.Word) {
 		case st.taint:
 			c.report(askEvalInput(what, field{s: name}))
 		case st.known && !st.array && hasExpansion(st.val):
-			c.extracted(": "+st.val, stdinSrc{})
+			c.evaluated(st.val)
 		}
 		return
 	}
@@ -170,8 +170,21 @@ func (c *checker) arithWord(what string, w *syntax.Word) {
 		return
 	}
 	if v, ok := c.literal(w); ok && hasExpansion(v) {
-		c.extracted(": "+v, stdinSrc{})
+		c.evaluated(v)
 	}
+}
+
+// evaluated analyses text bash evaluates as arithmetic, once per distinct
+// text: a variable's value may be used many times.
+func (c *checker) evaluated(text string) {
+	if c.arithSeen[text] {
+		return
+	}
+	if c.arithSeen == nil {
+		c.arithSeen = make(map[string]bool)
+	}
+	c.arithSeen[text] = true
+	c.extracted(": "+text, stdinSrc{})
 }
 
 // paramCode checks the arithmetic of a parameter expansion (a subscript,

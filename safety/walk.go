@@ -28,6 +28,7 @@ type checker struct {
 	workDir    string                // Options.WorkDir
 	lenient    bool                  // nested code that does not parse asks (see extracted)
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
+	arithSeen  map[string]bool       // texts evaluated as arithmetic already analysed (see evaluated)
 
 	// A blind git add (git add -A) is judged by what follows it.
 	addAll      string // its offending argument, "" if none yet
