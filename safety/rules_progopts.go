@@ -50,21 +50,34 @@ func progOpts(name string) []progOpt {
 	return nil
 }
 
+// progRun is a command a program-valued option gives: its value and how
+// it runs.
+type progRun struct {
+	val  field
+	kind int
+}
+
 // progOptions checks the program-valued options of name (see progOpts),
 // tar's --checkpoint-action=exec=CMD, and ssh, scp and sftp's -o
 // ProxyCommand=CMD / LocalCommand=CMD.
 func (c *checker) progOptions(name string, args []field, in stdinSrc) {
 	opts := progOpts(name)
-	sshLike := name == "ssh" || name == "scp" || name == "sftp"
-	if opts == nil && !sshLike && name != "tar" {
+	if opts == nil && name != "ssh" && name != "scp" && name != "sftp" && name != "tar" {
 		return
 	}
-	var files []field
-	type found struct {
-		val  field
-		kind int
+	runs, files := scanProgOpts(name, opts, args)
+	for _, r := range runs {
+		c.progRun(name, r, files, in)
+		if c.done() {
+			return
+		}
 	}
-	var runs []found
+}
+
+// scanProgOpts returns the commands the options of args give, and the
+// operands.
+func scanProgOpts(name string, opts []progOpt, args []field) (runs []progRun, files []field) {
+	sshLike := name == "ssh" || name == "scp" || name == "sftp"
 	for i := 1; i < len(args); i++ {
 		f := args[i]
 		a := f.s
@@ -77,97 +90,105 @@ func (c *checker) progOptions(name string, args []field, in stdinSrc) {
 		}
 		switch {
 		case a == "--":
-			files = append(files, args[i+1:]...)
-			i = len(args)
-			continue
+			return runs, append(files, args[i+1:]...)
 		case strings.HasPrefix(a, "--"):
 			n, v, eq := strings.Cut(a[2:], "=")
-			if name == "tar" && n == "checkpoint-action" {
-				if cmd, ok := strings.CutPrefix(v, "exec="); ok {
-					runs = append(runs, found{field{s: cmd, dyn: f.dyn, word: -1}, optShell})
-				}
-				continue
+			if cmd, ok := strings.CutPrefix(v, "exec="); ok && name == "tar" && n == "checkpoint-action" {
+				runs = append(runs, progRun{field{s: cmd, dyn: f.dyn, word: -1}, optShell})
 			}
 			for _, o := range opts {
-				if o.long == "" || o.long != n {
-					continue
+				switch {
+				case o.long == "" || o.long != n:
+				case eq:
+					runs = append(runs, progRun{field{s: v, dyn: f.dyn, word: -1}, o.kind})
+				default:
+					if val, ok := next(); ok {
+						runs = append(runs, progRun{val, o.kind})
+					}
 				}
-				if eq {
-					runs = append(runs, found{field{s: v, dyn: f.dyn, word: -1}, o.kind})
-				} else if val, ok := next(); ok {
-					runs = append(runs, found{val, o.kind})
+			}
+		case sshLike && strings.HasPrefix(a, "-o"):
+			opt := a[2:]
+			if opt == "" {
+				if val, ok := next(); ok {
+					opt, f = val.s, val
 				}
+			}
+			if v, ok := sshCommandOption(opt); ok {
+				runs = append(runs, progRun{field{s: v, dyn: f.dyn, word: -1}, optShell})
 			}
 		case len(a) > 1 && a[0] == '-':
-			if sshLike && strings.HasPrefix(a, "-o") {
-				opt := a[2:]
-				if opt == "" {
-					if val, ok := next(); ok {
-						opt = val.s
-						f = val
+			if o, val, ok := shortProgOpt(opts, a); ok {
+				switch {
+				case val != "":
+					runs = append(runs, progRun{field{s: val, dyn: f.dyn, word: -1}, o.kind})
+				default:
+					if v, ok := next(); ok {
+						runs = append(runs, progRun{v, o.kind})
 					}
-				}
-				key, v := opt, ""
-				if k := strings.IndexAny(opt, "= "); k >= 0 {
-					key, v = opt[:k], strings.TrimLeft(opt[k+1:], "= ")
-				}
-				if k := strings.ToLower(key); k == "proxycommand" || k == "localcommand" {
-					runs = append(runs, found{field{s: v, dyn: f.dyn, word: -1}, optShell})
-				}
-				continue
-			}
-		cluster:
-			for j := 1; j < len(a); j++ {
-				for _, o := range opts {
-					if o.short == 0 || o.short != a[j] {
-						continue
-					}
-					if j+1 < len(a) {
-						runs = append(runs, found{field{s: a[j+1:], dyn: f.dyn, word: -1}, o.kind})
-					} else if val, ok := next(); ok {
-						runs = append(runs, found{val, o.kind})
-					}
-					break cluster
 				}
 			}
 		default:
 			files = append(files, f)
 		}
 	}
-	for _, r := range runs {
-		what := name + " runs " + r.val.s
-		switch {
-		case r.kind == optShell:
-			c.commandLine(what, r.val, stdinSrc{})
-		case r.kind == optShellData:
-			c.commandLine(what, r.val, stdinSrc{piped: true, later: in.later})
-		case r.val.dyn:
-			c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
-				Reason:      name + " runs a program named only at run time (" + showDyn(r.val.s) + ")",
-				Alternative: "spell out the program to run"})
-		case r.kind == optData:
-			c.argv([]field{r.val}, stdinSrc{piped: true, later: in.later})
-		case r.kind == optFiles && runsText(base(r.val.s)):
-			c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
-				Reason:      name + " runs " + base(r.val.s) + " on each file it reads, so the files' text runs as code",
-				Alternative: "read the files with cat, or run " + base(r.val.s) + " on a script you have read"})
-		case r.kind == optFiles:
-			ops := files
-			if name == "rg" && len(ops) > 0 {
-				ops = ops[1:] // the pattern
+	return runs, files
+}
+
+// shortProgOpt finds a program-valued option in the cluster of short
+// options a, and its value when the cluster holds it.
+func shortProgOpt(opts []progOpt, a string) (progOpt, string, bool) {
+	for j := 1; j < len(a); j++ {
+		for _, o := range opts {
+			if o.short != 0 && o.short == a[j] {
+				return o, a[j+1:], true
 			}
-			if len(ops) == 0 {
-				ops = []field{{s: dynMark, dyn: true, word: -1}}
-			}
-			for _, op := range ops {
-				c.argv([]field{r.val, op}, stdinSrc{})
-			}
-		default:
-			c.argv(append([]field{r.val}, field{s: dynMark, dyn: true, spread: true, word: -1}), stdinSrc{})
 		}
-		if c.done() {
-			return
+	}
+	return progOpt{}, "", false
+}
+
+// sshCommandOption returns the command of ssh's -o ProxyCommand=CMD or
+// LocalCommand CMD.
+func sshCommandOption(opt string) (string, bool) {
+	key, v := opt, ""
+	if k := strings.IndexAny(opt, "= "); k >= 0 {
+		key, v = opt[:k], strings.TrimLeft(opt[k+1:], "= ")
+	}
+	k := strings.ToLower(key)
+	return v, k == "proxycommand" || k == "localcommand"
+}
+
+// progRun checks one command an option of program name gives.
+func (c *checker) progRun(name string, r progRun, files []field, in stdinSrc) {
+	switch {
+	case r.kind == optShell:
+		c.commandLine(name+" runs "+r.val.s, r.val, stdinSrc{})
+	case r.kind == optShellData:
+		c.commandLine(name+" runs "+r.val.s, r.val, stdinSrc{piped: true, later: in.later})
+	case r.val.dyn:
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
+			Reason:      name + " runs a program named only at run time (" + showDyn(r.val.s) + ")",
+			Alternative: "spell out the program to run"})
+	case r.kind == optData:
+		c.argv([]field{r.val}, stdinSrc{piped: true, later: in.later})
+	case r.kind == optFiles && runsText(base(r.val.s)):
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-shell",
+			Reason:      name + " runs " + base(r.val.s) + " on each file it reads, so the files' text runs as code",
+			Alternative: "read the files with cat, or run " + base(r.val.s) + " on a script you have read"})
+	case r.kind == optFiles:
+		ops := files
+		if name == "rg" && len(ops) > 0 {
+			ops = ops[1:] // the pattern
 		}
+		if len(ops) == 0 {
+			ops = []field{{s: dynMark, dyn: true, word: -1}}
+		}
+		for _, op := range ops {
+			c.argv([]field{r.val, op}, stdinSrc{})
+		}
+	default:
+		c.argv([]field{r.val, {s: dynMark, dyn: true, spread: true, word: -1}}, stdinSrc{})
 	}
 }
 
