@@ -66,7 +66,7 @@ const (
 // grammars is sorted by name (a test checks it).
 var grammars = []grammar{
 	{name: "[", closed: true, ops: -1, check: testReads},
-	{name: "ag", flags: "iswlLcvQFunUtaHfSz0", vals: "AB CGgmp", ops: -1,
+	{name: "ag", flags: "iswlLcvQFunUtaHfS0", vals: "ABCGgmp", ops: -1,
 		long: "ignore-case smart-case case-sensitive word-regexp files-with-matches files-without-matches count " +
 			"invert-match literal fixed-strings unrestricted all-types all-text hidden follow stats vimgrep " +
 			"column nocolor color noheading heading nogroup group filename nofilename numbers nonumbers " +
@@ -181,7 +181,7 @@ var grammars = []grammar{
 	{name: "readlink", closed: true, ops: -1},
 	{name: "realpath", closed: true, ops: -1},
 	{name: "rev", closed: true, ops: -1},
-	{name: "rg", flags: "nNiSswlcvFxoHIL0auUqbpPM.zE", vals: "egtTABCmjdfrM", ops: -1,
+	{name: "rg", flags: "nNiSswlcvFxoHIL0auUqbpP.", vals: "egtTABCmjdfrME", ops: -1,
 		long: "line-number no-line-number ignore-case smart-case case-sensitive word-regexp files-with-matches " +
 			"files-without-match count count-matches invert-match fixed-strings line-regexp only-matching heading " +
 			"no-heading with-filename no-filename null null-data text binary no-binary hidden no-hidden follow " +
@@ -703,8 +703,14 @@ func readOnlyStmt(st *syntax.Stmt) bool {
 	var r resolver
 	for _, rd := range st.Redirs {
 		switch rd.Op {
-		case syntax.RdrIn, syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn:
+		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn:
 			continue
+		case syntax.RdrIn:
+			// bash opens /dev/tcp/HOST/PORT and /dev/udp/... itself: a
+			// connection, and a name that may carry data out
+			if t, ok := r.wordLit(rd.Word); ok && !strings.HasPrefix(cleanPath(t), "/dev/tcp/") && !strings.HasPrefix(cleanPath(t), "/dev/udp/") {
+				continue
+			}
 		case syntax.DplOut:
 			if t, ok := r.wordLit(rd.Word); ok && (isDigits(t) || t == "-") {
 				continue

@@ -38,6 +38,8 @@ func TestReadOnlyGrammar(t *testing.T) {
 		{"cd src && grep -rn x .", Allow}, {"ls $(touch S)", Deny}, {"cat <(touch S)", Deny}, {"env ls", Deny},
 		{"pip list", Allow}, {"pip install x", Deny}, {"python3 --version", Allow}, {"./x --version", Deny},
 		{"echo $((1+2))", Allow}, {"rg --pre sh x", Deny}, {"ag --pager x y", Deny},
+		{"rg -z x f.gz", Deny}, {"rg --search-zip x", Deny}, {"rg -E latin1 x", Allow}, {"cat < f", Allow},
+		{"cat < /dev/tcp/example.com/80", Deny}, {`cat < "$f"`, Deny}, {"cat < //dev/udp/h/53", Deny},
 		{"echo $(( x + $y ))", Allow}, {`echo $(( 'a[$(touch S)]' ))`, Deny}, {`echo ${x:'a[$(touch S)]'}`, Deny},
 		{`echo "${a['b[$(touch S)]']}"`, Deny}, {`echo $(( $(cat f) ))`, Deny}, {`echo "${a[@]}" ${x:1:2}`, Allow},
 	} {
