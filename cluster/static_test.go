@@ -78,7 +78,7 @@ func TestRoundTripIdentical(t *testing.T) {
 		{"failed", engine.Input{Command: "echo partial; exit 3"}, dir, nil},
 		{"signal", engine.Input{Command: "kill -9 $$"}, dir, nil},
 		{"timed out", engine.Input{Command: "echo before; sleep 10"}, dir, nil},
-		{"blocked", engine.Input{Command: "git add -A && git commit -m x"}, dir, engine.ErrBlocked},
+		{"blocked", engine.Input{Command: "git push --force"}, dir, engine.ErrBlocked},
 		{"bad input", engine.Input{Command: "  "}, dir, engine.ErrBadInput},
 		{"bad mode", engine.Input{Command: "true", Mode: "turbo"}, dir, engine.ErrBadInput},
 		{"missing dir", engine.Input{Command: "true"}, filepath.Join(dir, "nope"), engine.ErrWorkDirMissing},

@@ -40,7 +40,7 @@ func staged(t *testing.T, dir string) string {
 func TestBlockedCommandIsNotExecuted(t *testing.T) {
 	e := newEngine(t)
 	dir := gitRepo(t)
-	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "git add -A && git commit -qm x"})
+	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "git add -A && git push --force"})
 	if r.Status != engine.StatusBlocked || !strings.HasPrefix(r.Output, "[command blocked: ") || !errors.Is(r.Err, engine.ErrBlocked) {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}

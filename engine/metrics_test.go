@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	tc := engine.ToolContext{WorkingDir: t.TempDir()}
 	e.Run(context.Background(), tc, engine.Input{Command: "echo hello"})
 	e.Run(context.Background(), tc, engine.Input{Command: "exit 3"})
-	e.Run(context.Background(), tc, engine.Input{Command: "git add -A && git commit -m x"})
+	e.Run(context.Background(), tc, engine.Input{Command: "git push --force"})
 	r := e.Run(context.Background(), tc, engine.Input{Command: "sleep 60", Mode: engine.ModeBackground})
 	want := `
 # HELP bashvisor_commands_total Tool calls answered, by result status (ok, failed, timed_out, cancelled, blocked, denied, needs_approval, error, started).

@@ -85,8 +85,11 @@ const (
 // NAME=value, -S/--split-string), nohup, time, command, exec, builtin, nice,
 // timeout, xargs, busybox, setsid, stdbuf, ionice, watch, flock (also FILE
 // -c CODE), chroot, strace, ltrace, script -c, runuser (without -u, like
-// su), unshare, setpriv, firejail, systemd-run and sg. A wrapper that runs
-// no command (chroot DIR, script FILE, strace -p PID, flock FD) is allowed.
+// su), unshare, setpriv, firejail, systemd-run and sg, and the package
+// runners npx, npm exec/x, pnpm dlx/exec, yarn dlx/exec, bunx, bun x, uvx,
+// uv run, uv tool run and pipx run (their -c/--call text is shell code). A
+// wrapper that runs no command (chroot DIR, script FILE, strace -p PID,
+// flock FD) is allowed. sh -c CODE NAME ARGS binds $0 to NAME as well.
 //
 // Shell code nested in strings is re-parsed and checked like the command
 // itself, at most maxNesting deep: bash/sh/zsh/dash/ksh -c (zsh code is
@@ -142,18 +145,9 @@ const (
 //
 // A block cannot be approved, so it is kept for what nobody should run
 // unreviewed and has a safe alternative; what a person may well mean (a
-// blind git add, emptying the working directory) asks instead.
+// blind git add and commit, emptying the working directory, git reset
+// --hard) asks instead.
 //
-//   - git-add-blind: a blind git add (git add or git stage -A / --all and
-//     its abbreviations --a, --al, also with a pathspec, and . / * / :/ /
-//     .. / exclude-only pathspecs, also behind git's global options: git -C
-//     dir -c k=v add -A) followed in the same command by git commit, stash,
-//     push, commit-tree, write-tree or a --continue that commits. The same
-//     add followed only by commands showing the state (git diff --cached,
-//     git status, git log, git show; echo, cat and the like are neutral)
-//     is allowed: mini-SWE-agent submits with git add -A && git diff
-//     --cached. Otherwise (alone, or followed by anything else) it asks.
-//     git add -u is allowed.
 //   - git-push-force: git push --force / -f (also inside -uf), --mirror,
 //     +refspec. --force-with-lease and --force-if-includes are allowed.
 //   - rm-critical: recursive rm (-r, -R, --recursive, in any cluster or
@@ -217,7 +211,16 @@ const (
 //   - stdin-program: with Options.StdinFed, any other program that reads
 //     the job's input and is not known to treat it as data (see the stdin
 //     gate in stdin.go: cat, grep, read, jq, git, npm, a script run by its
-//     interpreter, a program of the workspace named ./prog pass).
+//     interpreter, a program of the workspace named ./prog pass); xargs
+//     and parallel reading that input, unless the program they run takes
+//     only data as arguments (rm, grep, cat, gzip; not env, an
+//     interpreter, awk, sed, git, find, sort, printf or a wrapper); a tool
+//     given that input as a file (git -c include.path=/dev/stdin,
+//     GIT_CONFIG_GLOBAL=/dev/stdin, java /dev/stdin, gdb -x /dev/stdin);
+//     and an interpreter whose -c/-e text reads stdin and evaluates code
+//     (python3 -c 'exec(sys.stdin.read())', perl -e 'eval <STDIN>'; the
+//     rule is stdin-shell). npx, npm exec, pnpm dlx, yarn dlx, bunx, uvx,
+//     uv run and pipx run are looked through to the command they run.
 //   - stdin-tty: with Options.Terminal, pagers and viewers with shell
 //     escapes (less, more, man, info, w3m, ...).
 //   - persist-code: a write that keeps code for later, outside this
@@ -230,7 +233,28 @@ const (
 //     BASH_ENV, ENV, PROMPT_COMMAND, LD_PRELOAD or LD_AUDIT. Writes are
 //     redirections, tee, cp/mv/install/ln targets, dd of=, sed/perl -i.
 //   - procsubst-shell: bash <(curl ...), source <(...).
-//   - dynamic-eval: eval "$(...)", eval $X.
+//   - dynamic-eval: eval "$(...)", eval $X; and a value read at run time
+//     (read, mapfile, readarray, and variables assigned from them) where
+//     bash evaluates it as code: operands of ((...)), let, $((...)) and
+//     the arithmetic comparisons of [[ ]] (bash evaluates a variable's
+//     value as arithmetic, and the $(...) of a subscript in it runs),
+//     array subscripts and ${x:offset}, ${!x}, the names of test -v, [ -v,
+//     [[ -v ]], printf -v, declare/local/typeset/readonly/export, read and
+//     unset, and mapfile -C callbacks. The same words written literally
+//     are parsed and analysed like $(...) (test -v 'x[$(rm -rf ~)]' is the
+//     rm). A value another program prints ($(wc -l < f)) is taken as data.
+//   - git-add-blind: a blind git add (git add or git stage -A / --all and
+//     its abbreviations --a, --al, also with a pathspec, and . / * / :/ /
+//     .. / $(git rev-parse --show-toplevel) / exclude-only pathspecs, also
+//     behind git's global options: git -C dir -c k=v add -A). Followed only
+//     by commands showing the state (git diff --cached, git status, git
+//     log, git show; echo, cat and the like are neutral) it is allowed:
+//     mini-SWE-agent submits with git add -A && git diff --cached.
+//     Otherwise (alone, followed by git commit, stash, push, commit-tree,
+//     write-tree, a --continue that commits, or anything else) it asks.
+//     git add -u is allowed.
+//   - git-reset-hard: git reset --hard, which discards uncommitted changes
+//     (and, with a revision, commits) with no undo.
 //   - dynamic-shell: sh -c "$X", su -c "$X", a heredoc with expansions fed
 //     to a shell; an interpreter's program text with a command substitution
 //     or wholly unknown (ruby -e "$(curl ...)", python3 -c "$(wget -qO-
@@ -239,7 +263,7 @@ const (
 //   - dynamic-command: a command name only known at run time ($CMD args,
 //     $(which foo) args, $x split on an IFS only known at run time), a git
 //     or shell alias whose value is only known at run time.
-//   - git-add-blind and rm-workdir: see above.
+//   - rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is
 // re-parsed at most maxNesting deep, a loop body is walked for at most 16

@@ -237,7 +237,7 @@ var checkCases = []checkCase{
 	{"git -c core.x=y add .", Ask, "git-add-blind"},
 	{"git --git-dir=.git --work-tree=. add --all", Ask, "git-add-blind"},
 	{"git --no-pager add .", Ask, "git-add-blind"},
-	{"cd repo && git add . && git commit -m x", Block, "git-add-blind"},
+	{"cd repo && git add . && git commit -m x", Ask, "git-add-blind"},
 	{"sudo git add -A", Ask, "git-add-blind"},
 	{"/usr/bin/git add -A", Ask, "git-add-blind"},
 	// --- git push

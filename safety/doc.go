@@ -6,8 +6,39 @@
 // Display, Gate, AddCoAuthor, Profile.Evaluate and RedactSecrets give one
 // each. Nothing here executes the command.
 //
-// The safety rules (see Check) guard against mistakes and against the
-// obvious forms of prompt injection; they are not a security boundary: a
-// determined program can always compute a destructive command at run time.
-// Restricted mode (package sandbox) is the boundary.
+// # The gates, their promise and their limit
+//
+// The safety rules (Check) block what nobody should run unreviewed and
+// has a safer alternative (recursive rm of critical directories, force
+// pushes, fork bombs, mkfs, writes to disks) and ask for what a person
+// may mean but should see (staging everything, git reset --hard, code
+// only known at run time). Nothing a person could approve is blocked.
+// They look through wrappers, nested shell code, other languages'
+// shell-outs and the words bash evaluates as code (arithmetic, array
+// subscripts, test -v, printf -v, declare names, mapfile -C callbacks,
+// traps). Limit: they guard against mistakes and the obvious forms of
+// prompt injection; they are not a security boundary, since a program
+// can always compute a destructive command at run time (a script file,
+// a value another program prints). Restricted mode (package sandbox) is
+// the boundary.
+//
+// The stdin gate (Options.StdinFed, Options.Terminal) promises that a job
+// fed later runs no code sent later without approval: a program reading
+// that input asks unless it is known to treat it as data; xargs and
+// parallel ask unless the program they run takes only data as
+// arguments; an interpreter's -c text that reads stdin and evaluates
+// asks; a value read at run time asks where bash evaluates it. Limit:
+// "known to treat it as data" is a table of programs, and a data
+// reader's output may still reach a program that runs it later, outside
+// this command.
+//
+// The permission profiles (Profile, Preset) decide by rules matched
+// against each simple command; a rule with ReadOnly set matches only
+// what the argument grammars prove only reads: a program of a
+// declarative table given only the options it declares harmless, only
+// harmless variables and no redirection that writes. The locked profile
+// allows only that. Limit: the proof covers the command's text, not what
+// the programs read (configuration files, the environment the engine
+// gives them); running locked and guarded commands in a read-only sandbox
+// is what makes a wrong answer harmless.
 package safety

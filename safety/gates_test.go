@@ -15,13 +15,13 @@ var gateCases = []struct {
 		{"git add -A && git status", Allow, ""},
 		{"git add . && git diff --cached --stat", Allow, ""},
 		{"git -C /testbed add -A && git diff --cached > patch.diff", Allow, ""},
-		// staging everything, then recording it, stays refused
-		{"git add . && git commit -m 'Add math_utils'", Block, "git-add-blind"},
-		{"git add -A && git diff --cached && git commit -m x", Block, "git-add-blind"},
-		{"git add -A; git stash", Block, "git-add-blind"},
-		{"sh -c 'git add -A' && git commit -m x", Block, "git-add-blind"},
-		{"git add --all && git commit --amend --no-edit", Block, "git-add-blind"},
-		{"git add -A && git rebase --continue", Block, "git-add-blind"},
+		// staging everything, then recording it, asks (a person may approve it)
+		{"git add . && git commit -m 'Add math_utils'", Ask, "git-add-blind"},
+		{"git add -A && git diff --cached && git commit -m x", Ask, "git-add-blind"},
+		{"git add -A; git stash", Ask, "git-add-blind"},
+		{"sh -c 'git add -A' && git commit -m x", Ask, "git-add-blind"},
+		{"git add --all && git commit --amend --no-edit", Ask, "git-add-blind"},
+		{"git add -A && git rebase --continue", Ask, "git-add-blind"},
 		// staging everything with nothing or something else after it asks
 		{"git add -A && echo staged", Ask, "git-add-blind"},
 		{"git add -A && make test", Ask, "git-add-blind"},
@@ -92,7 +92,7 @@ var nestedCases = []struct {
 		// aliases written by git config, then used
 		{"git config alias.x '!rm -rf /'; git x", Block, "rm-critical"},
 		{"git config alias.co checkout && git co -b x", Allow, ""},
-		{"git config --global alias.up '!git add -A && git commit -m up'", Block, "git-add-blind"},
+		{"git config --global alias.up '!git add -A && git commit -m up'", Ask, ""},
 		{"git config alias.st status && git st", Allow, ""},
 		{"git config core.pager 'less -R'", Ask, "persist-code"},
 		{"git config core.hooksPath .githooks", Ask, "persist-code"},
@@ -299,6 +299,16 @@ var stdinCases = []struct {
 	{"tclsh & wait", false, Allow, ""},
 	{"echo 'puts hi' | tclsh", false, Allow, ""},
 	{"tclsh <<'EOF'\nputs hi\nEOF", false, Allow, ""},
+	// the arguments xargs and parallel take from the input
+	{"parallel env", false, Ask, "stdin-program"},
+	{"parallel -j2 awk", false, Ask, "stdin-program"},
+	{"xargs nice sh", false, Ask, "stdin-program"},
+	{"xargs -n1 sed", false, Ask, "stdin-program"},
+	{"xargs -I{} {}", false, Ask, "stdin-program"},
+	{"parallel gzip", false, Allow, ""},
+	{"xargs -0 rm -f --", false, Allow, ""},
+	{"npx jest", false, Allow, ""},
+	{"npx some-repl", false, Ask, "stdin-program"},
 }
 
 func TestStdinGate(t *testing.T) {

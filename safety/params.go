@@ -131,6 +131,8 @@ func (r *resolver) base(name string, index syntax.ArithmExpr) (value, bool) {
 		return value{list: r.params, multi: true, star: name == "*"}, r.posKnown && index == nil
 	case name == "#":
 		return value{s: strconv.Itoa(len(r.params))}, r.posKnown && !r.posOpen && index == nil
+	case name == "0" && r.arg0 != nil && index == nil:
+		return value{s: *r.arg0}, true
 	case isDigits(name):
 		n, err := strconv.Atoi(name)
 		if !r.posKnown || index != nil || err != nil || n == 0 || r.posOpen && n >= len(r.params) {

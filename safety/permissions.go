@@ -18,8 +18,21 @@ const actionPrefix = "tool:bash:"
 // against the action string "tool:bash:<command>", and the decision (Allow,
 // Deny or Ask) it yields when it matches.
 type Rule struct {
-	Pattern  string   `json:"pattern"`
+	// Pattern is the regular expression.
+	Pattern string `json:"pattern"`
+	// Decision is what the rule answers when it matches.
 	Decision Decision `json:"decision"`
+	// ReadOnly restricts the rule to simple commands the analyser proves
+	// only read: a program of its argument grammars (ls, cat, grep, rg,
+	// sed -n, find, git status/diff/log/show, ...; see Preset) given only
+	// options the grammar declares harmless, only harmless variables
+	// (LANG, LC_*, TZ, ...), and no redirection that writes. A program is
+	// not read-only by its name: rg --pre, sort -o, date -s, find -exec,
+	// git -c, printf -v 'a[$(cmd)]' and any option the grammar does not
+	// list make the rule not match. A word only known at run time counts
+	// as any option, except for programs none of whose options write or
+	// run anything (cat, grep, ls, ...).
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // Profile is an ordered list of permission rules: for each command the first
@@ -110,7 +123,7 @@ func (p *Profile) evaluate(src *source) (Decision, *Rule) {
 		return Deny, nil
 	}
 	if strings.TrimSpace(src.text) == "" {
-		return p.evalOne(src.text)
+		return p.evalOne(src.text, nil)
 	}
 	return p.evalParts(src.commandParts(), src.text)
 }
@@ -119,8 +132,8 @@ func (p *Profile) evaluate(src *source) (Decision, *Rule) {
 // alone when there are none), as Evaluate describes. p compiles.
 func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 	best, bestRule := Decision(""), (*Rule)(nil)
-	for _, part := range parts {
-		d, r := p.evalOne(part.text)
+	for i := range parts {
+		d, r := p.evalOne(parts[i].text, func() bool { return parts[i].readOnly() })
 		if best == "" || d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
@@ -129,26 +142,28 @@ func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 		}
 	}
 	if best == "" {
-		return p.evalOne(whole)
+		return p.evalOne(whole, nil)
 	}
 	if len(parts) > 1 && best != Deny {
 		// The whole text may tighten the result (a rule written for a
 		// pipeline), never loosen it.
-		if d, r := p.evalOne(whole); r != nil && d.severity() > best.severity() {
+		if d, r := p.evalOne(whole, nil); r != nil && d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
 	}
 	return best, bestRule
 }
 
-func (p *Profile) evalOne(part string) (Decision, *Rule) {
+// evalOne decides one part (or the whole text); readOnly says whether it
+// only reads (nil: not known to).
+func (p *Profile) evalOne(part string, readOnly func() bool) (Decision, *Rule) {
 	action := actionPrefix + part
 	for i := range p.Rules {
 		re, err := compileRule(p.Rules[i].Pattern)
 		if err != nil {
 			return Deny, &p.Rules[i]
 		}
-		if re.match(action) {
+		if re.match(action) && (!p.Rules[i].ReadOnly || readOnly != nil && readOnly()) {
 			return p.Rules[i].Decision, &p.Rules[i]
 		}
 	}
@@ -165,8 +180,9 @@ func (p *Profile) evalOne(part string) (Decision, *Rule) {
 // whole text). Each simple command is matched as Evaluate matches a
 // command, with the commands nested in its text: `echo $(sudo x)` is asked
 // about when sudo is. One with a heredoc, whose body is not part of its
-// text, is matched by its text alone; the commands nested in it are then
-// matched on their own.
+// text, is matched by its text alone, as Evaluate matches a text that does
+// not parse (so no ReadOnly rule matches it); the commands nested in it
+// are then matched on their own.
 func (p *Profile) decidingPart(src *source, d Decision) string {
 	compiled := p.Compile() == nil
 	parts := src.commandParts()
@@ -175,12 +191,13 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 			continue
 		}
 		got := Deny // Evaluate fails closed on a profile that does not compile
-		if compiled {
-			nested := parts[i:pt.last]
-			if pt.hdoc {
-				nested = nested[:1]
-			}
-			got, _ = p.evalParts(nested, pt.text)
+		switch {
+		case compiled && pt.hdoc:
+			// its text alone does not parse (the heredoc's body lies
+			// after it): matched whole, it is proven nothing
+			got, _ = p.evalOne(pt.text, nil)
+		case compiled:
+			got, _ = p.evalParts(parts[i:pt.last], pt.text)
 		}
 		if got == d {
 			return pt.text
@@ -196,6 +213,19 @@ type part struct {
 	call bool   // a command call, not a declaration or a test
 	last int    // the index after the parts nested in it
 	hdoc bool   // the body of a heredoc nested in it lies after its text
+
+	stmt        *syntax.Stmt // the statement, for readOnly
+	ro, roKnown bool         // readOnly's answer, once known
+}
+
+// readOnly reports whether the part is a simple command that only reads
+// (see Rule.ReadOnly).
+func (pt *part) readOnly() bool {
+	if !pt.roKnown {
+		pt.roKnown = true
+		pt.ro = pt.call && pt.stmt != nil && readOnlyStmt(pt.stmt)
+	}
+	return pt.ro
 }
 
 // commandParts returns every simple command of the text (see part) in the
@@ -251,7 +281,7 @@ func (s *source) commandParts() []part {
 		}
 		if start >= 0 && start <= end && end <= len(command) {
 			open[len(open)-1] = len(s.parts)
-			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call})
+			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call, stmt: st})
 		}
 		return true
 	})
@@ -279,13 +309,12 @@ var presetNames = []string{"open", "standard", "guarded", "locked"}
 func Presets() []string { return append([]string(nil), presetNames...) }
 
 var (
-	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), ""}
+	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), "", false}
 	rulesShutdown = Rule{`(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*` +
 		`(?:(?:\S*/)?(?:sudo|doas|env|nohup|command|exec|systemctl)(?:\s+-\S+)*\s+)*` +
-		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny}
-	readOnly = `ls|ll|cat|head|tail|less|more|wc|pwd|echo|printf|grep|egrep|fgrep|rg|ag|ack|` +
-		`tree|file|stat|du|df|which|whereis|type|whoami|id|uname|date|printenv|diff|cmp|sort|uniq|` +
-		`cut|tr|jq|yq|basename|dirname|realpath|readlink|true|false|test|\[|sha256sum|md5sum|cd|hostname|nproc|free|ps`
+		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny, false}
+	// readsOnly matches every command; its rules are ReadOnly.
+	readsOnly = `^tool:bash:`
 )
 
 func presetRules(name string) (*Profile, bool) {
@@ -298,40 +327,36 @@ func presetRules(name string) (*Profile, bool) {
 		return &Profile{Name: name, Default: Allow, Rules: []Rule{
 			rulesShutdown,
 			priv,
-			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:push|rebase)\b.*$`), Ask},
-			{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask},
-			{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask},
-			{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask},
-			{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask},
-			{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask},
-			{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask},
-			{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask},
-			{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask},
-			{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask},
-			{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask},
-			{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask},
+			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:push|rebase)\b.*$`), Ask, false},
+			{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask, false},
+			{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask, false},
+			{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask, false},
+			{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask, false},
+			{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask, false},
+			{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask, false},
+			{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask, false},
+			{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask, false},
+			{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask, false},
+			{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask, false},
+			{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask, false},
 		}}, true
 	case "guarded":
 		priv.Decision = Deny
 		return &Profile{Name: name, Default: Ask, Rules: []Rule{
-			{writeRedirect, Ask},
 			rulesShutdown,
 			priv,
-			{cmdRe(`find`, `\s.*-(?:exec|execdir|ok|okdir|delete|fprint|fls|fprintf)\b.*$`), Ask},
-			{cmdRe(readOnly+`|find|fd`, anyArgs), Allow},
-			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:status|diff|log|show|branch|blame|grep|rev-parse|ls-files|describe|remote|tag|fetch|stash\s+list)(?:\s.*)?$`), Allow},
-			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow},
-			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|tox|ruff|mypy|eslint|tsc|prettier|black|flake8|gofmt|shellcheck`, anyArgs), Allow},
-			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow},
-			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|exec|ls|list|outdated|audit)(?:\s.*)?$`), Allow},
-			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow},
+			{readsOnly, Allow, true},
+			{writeRedirect, Ask, false},
+			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow, false},
+			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|py\.test|tox|nox|ruff|mypy|pylint|eslint|tsc|prettier|black|flake8|isort|gofmt|shellcheck|sphinx-build`, anyArgs), Allow, false},
+			{cmdRe(`(?:python[0-9.]*\s+)?(?:\S*/)?runtests\.py`, anyArgs), Allow, false},
+			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow, false},
+			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|ls|list|outdated|audit)(?:\s.*)?$`), Allow, false},
+			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow, false},
 		}}, true
 	case "locked":
 		return &Profile{Name: name, Default: Deny, Rules: []Rule{
-			{writeRedirect, Deny},
-			{cmdRe(`find`, `\s.*-(?:exec|execdir|ok|okdir|delete|fprint|fls|fprintf)\b.*$`), Deny},
-			{cmdRe(readOnly+`|find`, anyArgs), Allow},
-			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:status|diff|log|show|blame|ls-files|rev-parse)(?:\s.*)?$`), Allow},
+			{readsOnly, Allow, true},
 		}}, true
 	}
 	return nil, false
@@ -351,16 +376,22 @@ func presetRules(name string) (*Profile, bool) {
 //     (systemctl, service, crontab, mount, firewall, chmod/chown -R,
 //     apt/dnf/pacman/brew install or remove); denies shutdown, reboot,
 //     halt, poweroff and init, also behind sudo.
-//   - guarded (review everything that changes things): asks by default and
-//     for any output redirection other than to /dev/null or a descriptor;
-//     allows read-only inspection (ls, cat, grep, rg, find without
-//     -exec/-delete, head, tail, wc, diff, jq, git status/diff/log/show/branch/
-//     fetch, ...) and local build and test commands (go, make,
-//     cargo build/test, npm/yarn/pnpm test/run, pytest, linters); denies
-//     privilege escalation and shutdown.
-//   - locked (read-only): denies by default and denies output
-//     redirections; allows only read-only inspection (the guarded list
-//     without builds, tests or git fetch).
+//   - guarded (review everything that changes things): asks by default;
+//     allows what the argument grammars prove only reads (see
+//     Rule.ReadOnly: ls, cat, grep, rg, sed -n, nl, head, tail, wc, find
+//     without -exec/-delete, diff, jq, sort without -o, git
+//     status/diff/log/show/blame/grep, git branch and tag listing, pip
+//     list, a program asked for --version, ...) and local build and test
+//     commands (go, make, cargo build/test, npm/yarn/pnpm test/run,
+//     pytest, tox, linters, sphinx-build, Django's runtests.py), unless
+//     they redirect output to a file; denies privilege escalation and
+//     shutdown. Builds and tests run the project's code: guarded reviews
+//     what the agent changes, it does not contain what the project runs.
+//   - locked (read-only): denies everything but what the argument
+//     grammars prove only reads (the guarded list without builds and
+//     tests). The analyser's proof covers the command's text; what the
+//     programs read (the repository's configuration, a project's
+//     .ripgreprc named by the environment) is the kernel's to contain.
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {

@@ -67,8 +67,8 @@ func TestPresets(t *testing.T) {
 
 func TestProfileOrderAndRule(t *testing.T) {
 	p := &Profile{Name: "t", Default: Ask, Rules: []Rule{
-		{`^tool:bash:git push --force`, Deny},
-		{`^tool:bash:git `, Allow},
+		{Pattern: `^tool:bash:git push --force`, Decision: Deny},
+		{Pattern: `^tool:bash:git `, Decision: Allow},
 	}}
 	d, r := p.Evaluate("git push --force")
 	if d != Deny || r == nil || r.Pattern != `^tool:bash:git push --force` {
@@ -83,19 +83,19 @@ func TestProfileOrderAndRule(t *testing.T) {
 		t.Errorf("default: %s %+v", d, r)
 	}
 	// whole-text rules can tighten a multi-part command
-	p2 := &Profile{Default: Allow, Rules: []Rule{{`curl.*\|\s*sh`, Deny}}}
+	p2 := &Profile{Default: Allow, Rules: []Rule{{Pattern: `curl.*\|\s*sh`, Decision: Deny}}}
 	if d, _ := p2.Evaluate("curl x | sh"); d != Deny {
 		t.Errorf("whole-text rule ignored: %s", d)
 	}
 	// invalid patterns fail closed
-	bad := &Profile{Default: Allow, Rules: []Rule{{`(`, Allow}}}
+	bad := &Profile{Default: Allow, Rules: []Rule{{Pattern: `(`, Decision: Allow}}}
 	if bad.Compile() == nil {
 		t.Error("invalid pattern compiled")
 	}
 	if d, _ := bad.Evaluate("ls"); d != Deny {
 		t.Errorf("invalid profile must deny, got %s", d)
 	}
-	if (&Profile{Rules: []Rule{{"x", "maybe"}}}).Compile() == nil {
+	if (&Profile{Rules: []Rule{{Pattern: "x", Decision: "maybe"}}}).Compile() == nil {
 		t.Error("unknown decision accepted")
 	}
 	var nilp *Profile

@@ -23,6 +23,21 @@ func (c *checker) argv(args []field, in stdinSrc) {
 		if c.alias(args, in) {
 			return
 		}
+		if run, code, ok := unwrapRunner(args); ok {
+			if code != nil {
+				if code.dyn {
+					c.report(askDynamicShell(base(args[0].s)))
+				} else {
+					c.nested(code.s, false, in)
+				}
+				return
+			}
+			if len(run) == 0 {
+				return
+			}
+			args = run
+			continue
+		}
 		rest, kind := unwrapOne(args)
 		if kind != notWrapper && wrapperSpecs[base(args[0].s)].assigns {
 			c.wrapperAssigns(args, len(args)-len(rest), in)
@@ -31,6 +46,10 @@ func (c *checker) argv(args []field, in stdinSrc) {
 		case wrapped:
 			if base(args[0].s) == "xargs" {
 				if c.xargs(args[:len(args)-len(rest)], rest, in) {
+					return
+				}
+				if in.piped && in.later && !rest[0].dyn && !shells[base(rest[0].s)] && !argsAreData(base(rest[0].s)) {
+					c.report(askArgsLater("xargs", base(rest[0].s)))
 					return
 				}
 				appended, in = true, stdinSrc{} // xargs gives its commands /dev/null
@@ -102,7 +121,7 @@ func init() {
 		"ssh":      func(c *checker, _ string, args []field, in stdinSrc) { c.ssh(args, in) },
 		"rsync":    func(c *checker, _ string, args []field, _ stdinSrc) { c.rsync(args) },
 		"kill":     func(c *checker, _ string, args []field, _ stdinSrc) { c.kill(args) },
-		"unset":    func(c *checker, _ string, args []field, _ stdinSrc) { c.unset(args) },
+		"unset":    func(c *checker, _ string, args []field, _ stdinSrc) { c.nameArgs("unset", args); c.unset(args) },
 		"read":     func(c *checker, _ string, args []field, _ stdinSrc) { c.read(args) },
 		"shift":    func(c *checker, _ string, args []field, _ stdinSrc) { c.shift(args) },
 		"set":      func(c *checker, _ string, args []field, _ stdinSrc) { c.set(args) },
@@ -154,6 +173,14 @@ func ruleFor(name string) rule {
 	if r, ok := rules[name]; ok {
 		return r
 	}
+	switch name {
+	case "mapfile", "readarray":
+		return (*checker).mapfileRule
+	case "test", "[":
+		return (*checker).testRule
+	case "printf":
+		return (*checker).printfRule
+	}
 	switch {
 	case strings.HasPrefix(name, "python"):
 		return (*checker).interpreter
@@ -171,6 +198,7 @@ func (c *checker) command(name string, args []field, in stdinSrc) {
 	if r := ruleFor(name); r != nil {
 		r(c, name, args, in)
 	}
+	c.progOptions(name, args, in)
 	c.writeTargets(name, args)
 	c.stdinGate(name, args, in)
 }
@@ -198,6 +226,9 @@ func (c *checker) read(args []field) {
 	for _, f := range args[1:] {
 		if isParamName(f.s) && !isDigits(f.s) {
 			c.setVar(f.s, "", false)
+			c.taint(f.s)
+		} else if !strings.HasPrefix(f.s, "-") {
+			c.nameOperand("read", f)
 		}
 	}
 }
@@ -221,11 +252,17 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 	}
 	for _, f := range programArgs(name, args) {
 		c.interpreterShellOuts(name, f.s, in)
+		if in.piped && in.later && evalsInput(name, f.s, args) {
+			c.report(askFed(name, in))
+			return
+		}
 	}
 	if in.isDoc && !in.dyn && readsProgramFromStdin(args) {
 		c.interpreterShellOuts(name, in.code, stdinSrc{})
 	}
 	switch {
+	case in.piped && in.later && dynScript(name, args):
+		c.report(askFed(name, in)) // the script's path may name the job's input
 	case in.piped && readsProgramFromStdin(args) && !infoQuery(args):
 		v := askFed(name, in)
 		if !in.later {
@@ -237,4 +274,139 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 			Reason:      "feeds " + name + " program text produced by a command substitution, only known at run time",
 			Alternative: "save the program to a file, read it, then run it"})
 	}
+}
+
+// argsAreData reports whether a program given words only known at run
+// time (xargs or parallel fed input sent later) treats them as data
+// whatever they are: a program of the read-only grammars none of whose
+// options write or run anything, or one whose operands are only files,
+// processes or text. Not env, nice or other wrappers, interpreters, awk,
+// sed, git, find, sort, printf or test, whose arguments may be code.
+func argsAreData(name string) bool {
+	if g := grammarOf(name); g != nil && g.closed && g.check == nil {
+		return true
+	}
+	switch name {
+	case "rm", "rmdir", "mkdir", "touch", "cp", "mv", "ln", "chmod", "chown", "chgrp", "kill", "gzip",
+		"gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "dos2unix", "unix2dos", "sha1sum", "sha512sum",
+		"b2sum", "truncate", "sleep":
+		return true
+	}
+	return false
+}
+
+// askArgsLater is the verdict on xargs or parallel running a program
+// whose arguments come from input sent later and may be code.
+func askArgsLater(runner, name string) Verdict {
+	return Verdict{Decision: Ask, Rule: "stdin-program",
+		Reason: runner + " gives " + name + " arguments read from input sent later (stdin pipe or tty), and " + name +
+			" may run them as code (an option, a program to run, a script)",
+		Alternative: "give the arguments in the command, or have " + runner + " run a program that only takes data (rm, cat, grep, gzip, ...)"}
+}
+
+// unwrapRunner looks through the package runners that run a command:
+// npx, npm exec/x, pnpm dlx/exec, yarn dlx/exec, bunx, bun x, uvx, uv
+// run, uv tool run, pipx run. It returns the command, or the shell code
+// of -c/--call, and whether args is such a runner.
+func unwrapRunner(args []field) (run []field, code *field, ok bool) {
+	name := base(args[0].s)
+	i := 1
+	sub := func(subs ...string) bool {
+		for _, s := range subs {
+			if i < len(args) && args[i].s == s {
+				i++
+				return true
+			}
+		}
+		return false
+	}
+	var vals []string // options taking a value
+	switch {
+	case name == "npx" || name == "bunx" || name == "uvx":
+		vals = []string{"-p", "--package", "--from", "--with", "--python", "--spec", "--node-options"}
+	case (name == "npm" || name == "bun") && sub("exec", "x"),
+		(name == "pnpm" || name == "yarn") && sub("dlx", "exec"):
+		vals = []string{"-p", "--package", "-w", "--workspace"}
+	case name == "uv" && (sub("run") || sub("tool") && sub("run")),
+		name == "pipx" && sub("run"):
+		vals = []string{"--from", "--with", "--python", "-p", "--spec", "--index", "--project", "--directory", "--env-file"}
+	default:
+		return nil, nil, false
+	}
+	for ; i < len(args); i++ {
+		a := args[i].s
+		switch {
+		case args[i].dyn:
+			return args[i:], nil, true
+		case a == "--":
+			return args[i+1:], nil, true
+		case a == "-c" || a == "--call":
+			if i+1 < len(args) {
+				return nil, &args[i+1], true
+			}
+			return nil, nil, true
+		case strings.HasPrefix(a, "--call="):
+			return nil, &field{s: a[len("--call="):], dyn: args[i].dyn, word: -1}, true
+		case contains(vals, a):
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return args[i:], nil, true
+		}
+	}
+	return nil, nil, true
+}
+
+// evalsInput reports whether an interpreter's program text (-c, -e)
+// reads its standard input and has a construct that runs text as code
+// (exec, eval, a shell-out, an import of text): with input sent later,
+// that input may be code (python3 -c 'exec(sys.stdin.read())'). A program
+// that reads stdin as data (json.load(sys.stdin)) has none.
+func evalsInput(name, prog string, args []field) bool {
+	var reads, runs []string
+	switch {
+	case strings.HasPrefix(name, "python"):
+		reads = []string{"stdin", "input(", "fileinput"}
+		runs = []string{"exec", "eval", "compile", "os.system", "popen", "subprocess", "__import__", "runpy", "code.", "pickle", "marshal", "importlib", "spawn"}
+	case name == "perl":
+		reads = []string{"STDIN", "<>", "<<>>", "$_", "@ARGV"}
+		runs = []string{"eval", "system", "exec", "qx", "`", "do ", "require", "open(", "open "}
+		if hasOpt(args, "n", "p") {
+			reads = append(reads, "")
+		}
+	case name == "ruby":
+		reads = []string{"STDIN", "$stdin", "gets", "ARGF", "readlines", "$<"}
+		runs = []string{"eval", "system", "exec", "`", "%x", "spawn", "load", "require", "open(", "IO.popen", "send"}
+		if hasOpt(args, "n", "p") {
+			reads = append(reads, "")
+		}
+	case name == "node":
+		reads = []string{"stdin", "readline", "/dev/stdin", "fd: 0", "readFileSync(0"}
+		runs = []string{"eval", "Function", "child_process", "vm.", "require(", "import("}
+	case name == "php":
+		reads = []string{"stdin", "STDIN", "fgets", "fopen", "file_get_contents"}
+		runs = []string{"eval", "system", "exec", "passthru", "`", "popen", "include", "require", "assert", "create_function"}
+	default:
+		return false
+	}
+	has := func(list []string) bool {
+		for _, s := range list {
+			if strings.Contains(prog, s) {
+				return true
+			}
+		}
+		return false
+	}
+	return has(reads) && has(runs)
+}
+
+// dynScript reports whether an interpreter's script operand (its first
+// operand, when no -c/-e text gives the program) is only known at run
+// time.
+func dynScript(name string, args []field) bool {
+	if len(programArgs(name, args)) > 0 {
+		return false
+	}
+	ops := operands(args)
+	return len(ops) > 0 && ops[0].dyn
 }

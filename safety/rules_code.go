@@ -617,6 +617,10 @@ func (c *checker) parallel(name string, args []field, in stdinSrc) {
 		}
 		return
 	}
+	if !static && in.piped && in.later && !cmd[0].dyn && !argsAreData(base(cmd[0].s)) && !shells[base(cmd[0].s)] {
+		c.report(askArgsLater(name, base(cmd[0].s)))
+		return
+	}
 	template := joinCode(cmd[0], cmd[1:], false)[0]
 	if !static || len(inputs) > maxXargsRuns {
 		inputs = []field{{s: "${__bashvisor_unknown}", word: -1}}

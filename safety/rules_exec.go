@@ -139,8 +139,8 @@ func readsProgramFromStdin(args []field) bool {
 func (c *checker) shell(name string, args []field, in stdinSrc) {
 	appended := c.appended
 	c.appended = false
-	if infoQuery(args) {
-		return // bash --version
+	if len(args) == 2 && (args[1].s == "--version" || args[1].s == "--help") {
+		return // bash --version; bash -h is -o hashall and reads stdin
 	}
 	hasC, readStdin := false, false
 	i := 1
@@ -195,10 +195,14 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 			return
 		}
 		var params []field
+		var arg0 *field
+		if i+1 < len(args) {
+			arg0 = &args[i+1]
+		}
 		if i+2 < len(args) {
 			params = args[i+2:]
 		}
-		c.nestedParams(args[i].s, zsh, in, params)
+		c.nestedParams(args[i].s, zsh, in, arg0, params)
 		return
 	}
 	if !readStdin && i < len(args) {
@@ -217,6 +221,9 @@ func (c *checker) script(name string, f field, in stdinSrc) {
 		c.report(askFedShell(name, true))
 	case isStdinPath(f.s):
 		c.stdinCode(name, false, in)
+	case f.dyn && (f.taint || in.piped && in.later):
+		// read l; . "$l" with l=/dev/stdin runs the input sent later
+		c.report(askFed(name, stdinSrc{piped: true, later: true}))
 	}
 }
 

@@ -46,7 +46,7 @@ func (c *checker) git(args []field, in stdinSrc) {
 		}
 		if code, ok := strings.CutPrefix(val, "!"); ok {
 			// git runs sh -c 'CODE "$@"' CODE ARGS...
-			c.nestedParams(code+` "$@"`, false, in, args[i+1:])
+			c.nestedParams(code+` "$@"`, false, in, nil, args[i+1:])
 			return
 		}
 		words, ok := splitCmdline(val)
@@ -66,11 +66,10 @@ func (c *checker) git(args []field, in stdinSrc) {
 	}
 	sub := args[i].s
 	if c.addAll != "" && gitCommits(sub, args[i+1:]) {
-		c.report(Verdict{Decision: Block, Rule: "git-add-blind",
+		c.report(Verdict{Decision: Ask, Rule: "git-add-blind",
 			Reason: "blind `git add " + c.addAll + "` stages every change, including secrets, build output and unrelated edits, and `git " +
 				sub + "` then records them",
 			Alternative: "run `git status`, then `git add` the specific files you changed (e.g. git add path/to/file) before `git " + sub + "`"})
-		return
 	}
 	c.gitSubcommand(sub, args[i+1:], in)
 	switch sub {
@@ -236,6 +235,9 @@ func blindAdd(args []field) string {
 		}
 		if f.dyn {
 			npaths++
+			if f.top && strings.Trim(strings.ReplaceAll(a, dynMark, ""), "/.") == "" {
+				return "$(git rev-parse --show-toplevel)" // the whole work tree
+			}
 			continue
 		}
 		npaths++
@@ -403,6 +405,16 @@ func (c *checker) gitSubcommand(sub string, args []field, in stdinSrc) {
 		for k, f := range args {
 			if f.s == "foreach" && k+1 < len(args) {
 				c.commandLine("git submodule foreach", joinCode(args[k+1], args[k+2:], false)[0], stdinSrc{})
+				return
+			}
+		}
+		return
+	case "reset":
+		for _, f := range args {
+			if f.s == "--hard" {
+				c.report(Verdict{Decision: Ask, Rule: "git-reset-hard",
+					Reason:      "git reset --hard discards uncommitted changes, and with a revision the commits after it, with no undo",
+					Alternative: "run `git stash` first (keeps the changes), or `git reset --keep REV`, which refuses to discard local changes"})
 				return
 			}
 		}

@@ -92,6 +92,31 @@ func (c *checker) funcDecl(x *syntax.FuncDecl) {
 // isForkBomb reports whether body calls name both sides of a pipe or in the
 // background.
 func isForkBomb(name string, body *syntax.Stmt) bool {
+	return isForkBombDepth(name, body, 0)
+}
+
+// evalText returns the code of eval with static words.
+func evalText(x *syntax.CallExpr) (string, bool) {
+	var r resolver
+	if len(x.Args) < 2 {
+		return "", false
+	}
+	if v, ok := r.wordLit(x.Args[0]); !ok || v != "eval" {
+		return "", false
+	}
+	var words []string
+	for _, w := range x.Args[1:] {
+		v, ok := r.literal(w)
+		if !ok {
+			return "", false
+		}
+		words = append(words, v)
+	}
+	return strings.Join(words, " "), true
+}
+
+// isForkBombDepth is isForkBomb looking into eval's code depth levels deep.
+func isForkBombDepth(name string, body *syntax.Stmt, depth int) bool {
 	if body == nil {
 		return false
 	}
@@ -101,6 +126,12 @@ func isForkBomb(name string, body *syntax.Stmt) bool {
 			return false
 		}
 		switch n := n.(type) {
+		case *syntax.CallExpr:
+			if code, ok := evalText(n); ok && depth < maxNesting {
+				if f, err := parse(code, false); err == nil {
+					found = isForkBombDepth(name, &syntax.Stmt{Cmd: &syntax.Block{Stmts: f.Stmts}}, depth+1)
+				}
+			}
 		case *syntax.Stmt:
 			if n.Background && callsSelf(n, name) {
 				found = true
@@ -249,6 +280,7 @@ func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
 
 // declare checks export/declare/... NAME=value run as a command (a quoted
 // or computed name: the parser gives those a call, not a declaration).
-func (c *checker) declare(_ string, args []field, in stdinSrc) {
+func (c *checker) declare(name string, args []field, in stdinSrc) {
+	c.nameArgs(name, args)
 	c.wrapperAssigns(args, len(args), in)
 }

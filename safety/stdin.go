@@ -16,6 +16,16 @@ import "strings"
 // Scripts named -, /dev/stdin, /dev/fd/N or /proc/self/fd/N are code read
 // from stdin for any program, and a program that reads code from a pipe of
 // unknown text asks whatever the job's stdin is (pipe-to-shell).
+//
+// What reads the input is judged with its arguments, not by its name:
+// xargs and parallel fed later pass the input to their program as
+// arguments, so they ask unless that program takes only data (argsAreData:
+// never env or another wrapper, an interpreter, awk, sed, git, find, sort,
+// printf or test); a tool told to read the input as a file (git -c
+// include.path=/dev/stdin, java /dev/stdin) asks; an interpreter's -c/-e
+// text that reads stdin and evaluates asks; package runners (npx, npm
+// exec, uvx, ...) are judged by the program they run; and a value read
+// with read or mapfile asks where bash evaluates it (see rules_arith.go).
 
 // dataReaders are programs that treat what they read from stdin as data
 // (or read nothing from it), whatever their arguments.
@@ -47,6 +57,43 @@ var dataReaders = setOf(
 	"pyreverse", "flake8", "mypy", "ruff", "black", "isort", "msgfmt", "dot", "jest", "eslint", "prettier",
 	"django-admin", "flask", "rails", "rake",
 )
+
+// promptTool reports whether name is one of the data readers above that read no code from stdin
+// itself but may be told to read a file of configuration, scripts or
+// commands: given the job's input as that file (git -c
+// include.path=/dev/stdin, java /dev/stdin, gdb -x /dev/stdin, curl -K
+// -) they run what is sent later.
+func promptTool(name string) bool {
+	switch name {
+	case "git", "go", "gofmt", "cargo", "rustc", "npm", "yarn", "pnpm", "pip", "pip3", "uv", "poetry",
+		"curl", "wget", "ssh-keygen", "gpg", "openssl", "npx", "ssh-add", "nc", "ncat", "patch", "unzip", "apt-get",
+		"apt", "cmake", "ninja", "gcc", "cc", "clang", "javac", "java", "mvn", "gradle", "tsc", "pytest", "py.test",
+		"tox", "nox", "sphinx-build", "sphinx-quickstart", "sphinx-apidoc", "pylint", "pyreverse", "flake8", "mypy",
+		"ruff", "black", "isort", "msgfmt", "dot", "jest", "eslint", "prettier", "django-admin", "flask", "rails",
+		"rake", "env", "gdb", "lldb":
+		return true
+	}
+	return false
+}
+
+// stdinPathArg reports whether a word names the standard input as a file,
+// alone or as an option's value (-x /dev/stdin, include.path=/dev/stdin,
+// --config=-, -K -).
+func stdinPathArg(args []field) bool {
+	for i, f := range args[1:] {
+		s := f.s
+		if _, v, ok := strings.Cut(s, "="); ok {
+			s = v
+		}
+		if s == "-" && (i == 0 || !strings.HasPrefix(args[i].s, "-")) {
+			continue // a lone - operand: most tools read it as data
+		}
+		if isStdinPath(s) {
+			return true
+		}
+	}
+	return false
+}
 
 // replShell reports whether a data reader's arguments start a REPL or a
 // debugger that reads code from stdin: pytest --pdb (or -s, which lets
@@ -284,6 +331,10 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 	case reads != nil && reads(args):
 		c.report(askFed(name, in))
 	case !in.later:
+	case promptTool(name) && stdinPathArg(args):
+		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
+			Reason:      name + " is given the job's input as a file (" + "/dev/stdin or the like" + "), where it may read configuration or code sent later",
+			Alternative: "give it a file written in the command, or its input in a heredoc"})
 	case c.terminal && ttyEscapes[name]:
 		c.report(Verdict{Decision: Ask, Rule: "stdin-tty",
 			Reason:      name + " runs commands typed on its terminal (shell escapes such as !cmd), and the job's terminal takes input sent later",

@@ -28,6 +28,7 @@ type checker struct {
 	workDir    string                // Options.WorkDir
 	lenient    bool                  // nested code that does not parse asks (see extracted)
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
+	arithSeen  map[string]bool       // texts evaluated as arithmetic already analysed (see evaluated)
 
 	// A blind git add (git add -A) is judged by what follows it.
 	addAll      string // its offending argument, "" if none yet
@@ -45,14 +46,15 @@ type savedVar struct {
 type posParams struct {
 	params      []string
 	known, open bool
+	arg0        *string
 }
 
 func (c *checker) saveParams() posParams {
-	return posParams{c.params, c.posKnown, c.posOpen}
+	return posParams{c.params, c.posKnown, c.posOpen, c.arg0}
 }
 
 func (c *checker) restoreParams(p posParams) {
-	c.params, c.posKnown, c.posOpen = p.params, p.known, p.open
+	c.params, c.posKnown, c.posOpen, c.arg0 = p.params, p.known, p.open, p.arg0
 }
 
 // enterFunc starts walking a function body with the positional parameters
@@ -282,6 +284,23 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 			c.wordSubs(e.Value)
 		}
 	}
+	if a.Index != nil {
+		c.arithm(a.Index)
+	}
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			if e.Index != nil {
+				c.arithm(e.Index)
+			}
+		}
+	}
+	if a.Naked && a.Name == nil && a.Value != nil {
+		for _, f := range c.resolveWord(a.Value, -1, nil) {
+			if !strings.HasPrefix(f.s, "-") && !strings.HasPrefix(f.s, "+") {
+				c.nameOperand("declare", f)
+			}
+		}
+	}
 	if !record || a.Name == nil || a.Naked {
 		return
 	}
@@ -298,6 +317,9 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 	default:
 		val, ok := c.literal(a.Value)
 		c.setVar(name, val, ok)
+		if !ok && a.Value != nil && c.taintedWord(a.Value) {
+			c.taint(name)
+		}
 	}
 }
 
@@ -409,6 +431,11 @@ func (c *checker) envAssigns(as []*syntax.Assign, in stdinSrc) {
 func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	for _, a := range x.Assigns {
 		c.assign(a, len(x.Args) == 0)
+		if v, ok := c.literal(a.Value); ok && a.Name != nil && in.piped && in.later && len(x.Args) > 0 && isStdinPath(v) {
+			c.report(Verdict{Decision: Ask, Rule: "stdin-program",
+				Reason:      a.Name.Value + " names the job's input (" + v + ") as a file, which the program may read as configuration or code sent later",
+				Alternative: "name a file written in the command instead"})
+		}
 	}
 	c.envAssigns(x.Assigns, in)
 	if len(x.Args) == 0 {
@@ -505,6 +532,22 @@ func (c *checker) nodeSubs(n syntax.Node) {
 		case *syntax.ProcSubst:
 			c.stmts(n.Stmts, c.subIn)
 			return false
+		case *syntax.ArithmExp:
+			c.arithm(n.X)
+		case *syntax.ArithmCmd:
+			c.arithm(n.X)
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				c.arithm(x)
+			}
+		case *syntax.CStyleLoop:
+			c.arithm(n.Init)
+			c.arithm(n.Cond)
+			c.arithm(n.Post)
+		case *syntax.ParamExp:
+			c.paramCode(n)
+		case *syntax.BinaryTest, *syntax.UnaryTest:
+			c.testCode(n)
 		}
 		return true
 	})
@@ -512,9 +555,13 @@ func (c *checker) nodeSubs(n syntax.Node) {
 
 // nestedParams checks code run by a new shell whose positional
 // parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
-func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, params []field) {
+func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, params []field) {
 	saved := c.saveParams()
 	c.setParams(params)
+	c.arg0 = nil
+	if arg0 != nil && !arg0.dyn && !arg0.glob {
+		c.arg0 = &arg0.s
+	}
 	c.nested(code, zsh, in)
 	c.restoreParams(saved)
 }

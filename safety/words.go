@@ -68,6 +68,8 @@ type field struct {
 	glob   bool   // contains an unquoted *, ? or [ that bash matches against file names
 	spread bool   // may be any number of words at run time (unquoted $(...), unknown $X, "$@")
 	unsure bool   // comes from splitting on an IFS only known at run time
+	top    bool   // contains $(git rev-parse --show-toplevel), the repository's root
+	taint  bool   // contains the value of a variable read at run time (see varState.taint)
 	word   int    // index of the source word in the call, -1 if synthetic
 	one    bool   // the source word expanded to exactly this one field
 }
@@ -78,6 +80,7 @@ type varState struct {
 	list  []string // an indexed array's elements; dynamic pieces as dynMark
 	known bool
 	array bool
+	taint bool // the value was read at run time (read, mapfile): it may be code where bash evaluates it
 }
 
 // Bounds on the work static expansion may do for one command.
@@ -105,6 +108,7 @@ type resolver struct {
 	params   []string // positional parameters $1...; dynamic pieces as dynMark
 	posKnown bool     // params holds the positional parameters
 	posOpen  bool     // the last of params stands for any number of unknown ones
+	arg0     *string  // $0 when known (sh -c CODE NAME), else nil
 	work     int      // units of work done: fields, pattern bytes, parsed bytes, ...
 	patWork  int      // bytes scanned by pattern matching
 	expanded int      // bytes produced by parameter expansions
@@ -340,6 +344,7 @@ type fieldBuilder struct {
 	b                                    strings.Builder
 	have                                 bool // the field exists even if empty ("", '')
 	dyn, proc, sub, glob, spread, unsure bool
+	top, taint                           bool // see field
 }
 
 // write appends s, a value that may hold dynMark.
@@ -353,7 +358,7 @@ func (fb *fieldBuilder) write(s string) {
 func (fb *fieldBuilder) flush(out []field, idx int) []field {
 	if fb.have || fb.b.Len() > 0 || fb.dyn {
 		out = append(out, field{s: fb.b.String(), dyn: fb.dyn, proc: fb.proc, sub: fb.sub,
-			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, word: idx})
+			glob: fb.glob, spread: fb.spread, unsure: fb.unsure, top: fb.top, taint: fb.taint, word: idx})
 	}
 	*fb = fieldBuilder{}
 	return out
@@ -405,6 +410,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 			v, ok := r.param(p)
 			if !ok {
 				fb.dyn, fb.spread = true, true
+				fb.taint = fb.taint || r.taintedParam(p)
 				fb.b.WriteString(dynMark)
 				continue
 			}
@@ -423,6 +429,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 			fb.b.WriteString(dynMark)
 		case *syntax.CmdSubst:
 			fb.have, fb.dyn, fb.sub, fb.spread = true, true, true, true
+			fb.top = fb.top || isToplevel(p)
 			fb.b.WriteString(dynMark)
 		case *syntax.ExtGlob:
 			fb.have, fb.glob = true, true
@@ -498,6 +505,7 @@ func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []fiel
 			switch {
 			case !ok:
 				fb.have, fb.dyn = true, true
+				fb.taint = fb.taint || r.taintedParam(p)
 				fb.b.WriteString(dynMark)
 			case !v.multi:
 				fb.have = true
@@ -517,6 +525,7 @@ func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []fiel
 			}
 		case *syntax.CmdSubst:
 			fb.have, fb.dyn, fb.sub = true, true, true
+			fb.top = fb.top || isToplevel(p)
 			fb.b.WriteString(dynMark)
 		default:
 			fb.have, fb.dyn = true, true
@@ -639,4 +648,23 @@ func ansiC(b *strings.Builder, s string) {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// isToplevel reports whether cs is $(git rev-parse --show-toplevel), the
+// root of the work tree.
+func isToplevel(cs *syntax.CmdSubst) bool {
+	if len(cs.Stmts) != 1 {
+		return false
+	}
+	x, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(x.Args) != 3 {
+		return false
+	}
+	var r resolver
+	for i, want := range []string{"git", "rev-parse", "--show-toplevel"} {
+		if v, ok := r.wordLit(x.Args[i]); !ok || v != want {
+			return false
+		}
+	}
+	return true
 }

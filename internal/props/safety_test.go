@@ -21,10 +21,10 @@ import (
 // would change what bash does: ~, *, $HOME); "&&" and ";" separate
 // commands.
 var blockedCorpus = [][]string{
-	{"git", "add", "-A", "=&&", "git", "commit", "-m", "x"},
-	{"git", "add", "--all", "=&&", "git", "commit", "-m", "x"},
-	{"git", "add", ".", "=&&", "git", "commit", "-m", "x"},
-	{"git", "-C", "src", "add", "-A", "=&&", "git", "commit", "-m", "x"},
+	{"git", "add", "-A", "=&&", "git", "push", "--force"},
+	{"git", "add", "--all", "=&&", "git", "push", "--force"},
+	{"git", "add", ".", "=&&", "git", "push", "--force"},
+	{"git", "-C", "src", "add", "-A", "=&&", "git", "push", "--force"},
 	{"git", "push", "--force", "origin", "main"},
 	{"git", "push", "-f"},
 	{"git", "push", "origin", "+main"},
@@ -46,9 +46,9 @@ var blockedCorpus = [][]string{
 	{"sgdisk", "--zap-all", "/dev/sda"},
 	{"dd", "of=/dev/block/mmcblk0"},
 	{"flock", "/tmp/l", "rm", "-rf", "/"},
-	{"strace", "-f", "-o", "/tmp/t", "git", "add", "-A", "=&&", "git", "commit", "-m", "x"},
+	{"strace", "-f", "-o", "/tmp/t", "git", "add", "-A", "=&&", "git", "push", "--force"},
 	{"systemd-run", "--user", "rm", "-rf", "/"},
-	{"git", "-c", "alias.x=add", "x", "-A", "=&&", "git", "commit", "-m", "x"},
+	{"git", "-c", "alias.x=add", "x", "-A", "=&&", "git", "push", "--force"},
 }
 
 // TestCorpusBlocked is the precondition of the quoting property.

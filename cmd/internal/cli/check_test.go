@@ -22,7 +22,7 @@ func TestCheckCommand(t *testing.T) {
 		{[]string{"--", "rm", "-rf", "/"}, 1, "block: recursive rm of /"},
 		{[]string{"git push --force"}, 1, "block: force push"},
 		{[]string{"git add -A"}, 2, "ask: blind `git add -A`"},
-		{[]string{"git add -A && git commit -m x"}, 1, "block: blind `git add -A`"},
+		{[]string{"git add -A && git commit -m x"}, 2, "ask: blind `git add -A`"},
 		{[]string{"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"}, 0, "allow"},
 		{[]string{"-stdin", "pipe", "tclsh"}, 2, "ask: tclsh reads the code it runs from its stdin"},
 		{[]string{"-stdin", "tty", "less f"}, 2, "ask: less runs commands typed on its terminal"},

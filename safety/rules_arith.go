@@ -1,0 +1,246 @@
+package safety
+
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Words bash evaluates as code: arithmetic ((( )), let, $(( )), [[ -eq ]],
+// subscripts, offsets) evaluates each variable's value as arithmetic in
+// turn and runs the $(...) of a subscript in it (x[$(cmd)]); a variable
+// name with a subscript (test -v, printf -v, declare, read, unset,
+// ${!x}) does the same; mapfile -C runs its callback. A value read at run
+// time (read, mapfile: the job's input or a file) asks; a literal one is
+// analysed like $(...).
+
+// The rules of the builtins that evaluate names and callbacks (found by
+// ruleFor without a map entry, which would cost at package init).
+func (c *checker) mapfileRule(_ string, args []field, _ stdinSrc) { c.mapfile(args) }
+func (c *checker) testRule(_ string, args []field, _ stdinSrc)    { c.testBuiltin(args) }
+func (c *checker) printfRule(_ string, args []field, _ stdinSrc)  { c.printfBuiltin(args) }
+
+// taint marks variable name as read at run time.
+func (c *checker) taint(name string) {
+	if c.vars == nil {
+		c.vars = make(map[string]varState, 4)
+	}
+	st := c.vars[name]
+	st.taint = true
+	c.vars[name] = st
+}
+
+// mapfile [-C CALLBACK] [ARRAY]: the callback is shell code; the array's
+// elements are read at run time.
+func (c *checker) mapfile(args []field) {
+	array := "MAPFILE"
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a.s == "-C" && i+1 < len(args):
+			i++
+			c.code("mapfile -C", args[i])
+		case strings.HasPrefix(a.s, "-C") && len(a.s) > 2:
+			c.code("mapfile -C", field{s: a.s[2:], dyn: a.dyn, taint: a.taint})
+		case a.s == "-d" || a.s == "-n" || a.s == "-O" || a.s == "-s" || a.s == "-u" || a.s == "-c":
+			i++
+		case strings.HasPrefix(a.s, "-"):
+		default:
+			array = a.s
+			if !isParamName(a.s) {
+				c.nameOperand("mapfile", a)
+			}
+		}
+	}
+	if isParamName(array) {
+		c.setArray(array, nil, false)
+		c.taint(array)
+	}
+}
+
+// code checks a word bash runs as shell code (a callback).
+func (c *checker) code(what string, f field) {
+	switch {
+	case f.taint:
+		c.report(askEvalInput(what, f))
+	case f.dyn:
+		c.report(askDynamicShell(what))
+	default:
+		c.nested(f.s, false, stdinSrc{})
+	}
+}
+
+// askEvalInput is the verdict on text read at run time that bash
+// evaluates as code.
+func askEvalInput(what string, f field) Verdict {
+	return Verdict{Decision: Ask, Rule: "dynamic-eval",
+		Reason:      what + " evaluates " + showDyn(f.s) + ", a value read at run time (read, mapfile), as arithmetic or code: a subscript such as x[$(cmd)] in it runs cmd",
+		Alternative: "check the value first ([[ $v =~ ^[0-9]+$ ]]) in a separate step, or use it only as data"}
+}
+
+// nameOperand checks a word bash takes as a variable name and evaluates
+// when it has a subscript (test -v, printf -v, declare, read, unset): one
+// read at run time asks, and a literal one's subscript is analysed like
+// $(...).
+func (c *checker) nameOperand(what string, f field) {
+	name, _, _ := strings.Cut(f.s, "=")
+	switch {
+	case f.taint:
+		c.report(askEvalInput(what, f))
+	case !f.dyn && strings.IndexByte(name, '[') >= 0 && hasExpansion(name):
+		c.extracted(": "+name, stdinSrc{})
+	}
+}
+
+// hasExpansion reports whether s holds a substitution bash would run.
+func hasExpansion(s string) bool {
+	return strings.Contains(s, "$(") || strings.Contains(s, "`") || strings.Contains(s, "<(") || strings.Contains(s, ">(")
+}
+
+// testBuiltin checks test and [: -v NAME and -R NAME evaluate NAME's
+// subscript.
+func (c *checker) testBuiltin(args []field) {
+	for i := 1; i+1 < len(args); i++ {
+		if !args[i].dyn && (args[i].s == "-v" || args[i].s == "-R") {
+			c.nameOperand(args[0].s+" "+args[i].s, args[i+1])
+		}
+	}
+}
+
+// printfBuiltin checks printf -v NAME.
+func (c *checker) printfBuiltin(args []field) {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a.s == "-v" && i+1 < len(args):
+			c.nameOperand("printf -v", args[i+1])
+			i++
+		case strings.HasPrefix(a.s, "-v") && !a.dyn:
+			c.nameOperand("printf -v", field{s: a.s[2:]})
+		case a.s == "--", !strings.HasPrefix(a.s, "-"):
+			return
+		}
+	}
+}
+
+// nameArgs checks the NAME operands of declare, local, unset and the
+// like.
+func (c *checker) nameArgs(name string, args []field) {
+	for _, f := range args[1:] {
+		if !strings.HasPrefix(f.s, "-") && !strings.HasPrefix(f.s, "+") {
+			c.nameOperand(name, f)
+		}
+	}
+}
+
+// arithm checks an arithmetic expression (see above).
+func (c *checker) arithm(x syntax.ArithmExpr) {
+	if x == nil {
+		return
+	}
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if c.done() {
+			return false
+		}
+		w, ok := n.(*syntax.Word)
+		if !ok {
+			return true
+		}
+		c.arithWord("arithmetic", w)
+		return false
+	})
+}
+
+// arithWord checks one operand of arithmetic: a variable read at run
+// time asks; a known value or literal text with a substitution is
+// analysed.
+func (c *checker) arithWord(what string, w *syntax.Word) {
+	if name := w.Lit(); isParamName(name) && !isDigits(name) {
+		st := c.vars[name]
+		switch {
+		case st.taint:
+			c.report(askEvalInput(what, field{s: name}))
+		case st.known && !st.array && hasExpansion(st.val):
+			c.evaluated(st.val)
+		}
+		return
+	}
+	if c.taintedWord(w) {
+		c.report(askEvalInput(what, field{s: dynMark}))
+		return
+	}
+	if v, ok := c.literal(w); ok && hasExpansion(v) {
+		c.evaluated(v)
+	}
+}
+
+// evaluated analyses text bash evaluates as arithmetic, once per distinct
+// text: a variable's value may be used many times.
+func (c *checker) evaluated(text string) {
+	if c.arithSeen[text] {
+		return
+	}
+	if c.arithSeen == nil {
+		c.arithSeen = make(map[string]bool)
+	}
+	c.arithSeen[text] = true
+	c.extracted(": "+text, stdinSrc{})
+}
+
+// paramCode checks the arithmetic of a parameter expansion (a subscript,
+// an offset) and ${!x}, which expands the variable x names, subscript
+// included.
+func (c *checker) paramCode(p *syntax.ParamExp) {
+	if p.Index != nil {
+		if w, ok := p.Index.(*syntax.Word); !ok || w.Lit() != "@" && w.Lit() != "*" {
+			c.arithm(p.Index)
+		}
+	}
+	if p.Slice != nil {
+		c.arithm(p.Slice.Offset)
+		c.arithm(p.Slice.Length)
+	}
+	if p.Excl && c.taintedParam(p) {
+		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
+	}
+}
+
+// testCode checks the words [[ ]] evaluates: the operands of its
+// arithmetic comparisons and the names of -v and -R.
+func (c *checker) testCode(n syntax.Node) {
+	switch n := n.(type) {
+	case *syntax.BinaryTest:
+		switch n.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLss, syntax.TsGtr, syntax.TsLeq, syntax.TsGeq:
+			for _, x := range []syntax.TestExpr{n.X, n.Y} {
+				if w, ok := x.(*syntax.Word); ok {
+					c.arithWord("[[ "+n.Op.String()+" ]]", w)
+				}
+			}
+		}
+	case *syntax.UnaryTest:
+		if w, ok := n.X.(*syntax.Word); ok && (n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar) {
+			for _, f := range c.resolveWord(w, -1, nil) {
+				c.nameOperand("[[ "+n.Op.String()+" ]]", f)
+			}
+		}
+	}
+}
+
+// taintedParam reports whether p expands a variable read at run time.
+func (r *resolver) taintedParam(p *syntax.ParamExp) bool {
+	return p.Param != nil && r.vars[p.Param.Value].taint
+}
+
+// taintedWord reports whether w expands a variable read at run time, also
+// inside substitutions.
+func (r *resolver) taintedWord(w syntax.Node) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		if p, ok := n.(*syntax.ParamExp); ok && r.taintedParam(p) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}

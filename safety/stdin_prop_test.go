@@ -1,0 +1,101 @@
+package safety
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
+	"pgregory.net/rapid"
+)
+
+// Pieces of the jobs TestStdinFedRunsNoCodeSentLater builds: programs and
+// shell code that read the job's stdin, and payloads sent to it later
+// that run code if anything treats them as code. Every payload only
+// creates the file S in the working directory (the test's temporary
+// directory); no program here deletes or overwrites anything.
+var (
+	stdinReaders = []string{
+		"cat", "head -1", "wc -l", "grep t", "sort", "tr a b", "sed 's/x/y/'", "jq -R .", "cut -c1-5",
+		"read -r l; echo \"$l\"", "read -r l; let \"$l\"", "read -r l; (( l ))", "read -r l; echo $(( l ))",
+		"read -r l; [[ $l -eq 1 ]]", "read -r l; test -v \"$l\"", "read -r l; [ -v \"$l\" ]",
+		"read -r l; printf -v \"$l\" x", "read -r l; declare \"$l\"", "read -r l; declare \"$l=1\"",
+		"read -r l; echo \"${a[l]}\"", "read -r l; echo \"${!l}\"", "read -r l; unset \"$l\"",
+		"read -r l; mapfile -C \"$l\" -c 1 a < f", "mapfile -t a; echo \"${a[0]}\"", "read -r l; . \"$l\"",
+		"read -r l; bash \"$l\"", "read -r l; trap \"$l\" EXIT", "read -r l; $l", "read -r l; eval \"$l\"",
+		"while read -r l; do echo \"$l\"; done", "xargs echo", "xargs printf '%s\\n'", "xargs env",
+		"xargs awk", "xargs git", "xargs find .", "xargs -I{} sh -c {}", "xargs sh -c", "xargs python3 -c",
+		"xargs perl -e", "xargs grep -l x", "xargs sed", "parallel echo", "bash", "sh -s", "bash -h",
+		"awk '{print}'", "awk -f -", "sed -f -", "python3 -c 'import sys; print(sys.stdin.read())'",
+		"python3 -c 'import sys; exec(sys.stdin.read())'", "perl -ne 'print'", "perl -e 'eval <STDIN>'",
+		"git -c include.path=/dev/stdin status", "GIT_CONFIG_GLOBAL=/dev/stdin git status", "env",
+		"python3 -", "node -", "cat | sh", "tee log | sh", "cat > notes", "sort -o out", "uniq",
+	}
+	stdinPayloads = []string{
+		"touch S", "x[$(touch S)]", "a[$(touch S)]=1", "touch S;:", "-exec touch S ;", "/dev/stdin",
+		"BEGIN{system(\"touch S\")}", "import os; os.system(\"touch S\")", "system(\"touch S\")",
+		"-c alias.x=!touch\\ S x", "[alias]\n\tx = !touch S", "e touch S", "1e touch S",
+		"--pre=./w.sh", "y[`touch S`]", "require(\"child_process\").execSync(\"touch S\")",
+		"touch S\ntouch S", "$(touch S)", "[core]\n\tfsmonitor = touch S",
+	}
+)
+
+// TestStdinFedRunsNoCodeSentLater: whatever the analyser lets a job fed
+// later run without approval, given any payload on its stdin, creates no
+// sentinel: run for real by bash in a temporary directory (its working
+// and home directory), with the payload written to its stdin after it
+// starts.
+func TestStdinFedRunsNoCodeSentLater(t *testing.T) {
+	bash := testenv.NeedsTool(t, "bash")[0]
+	allowed := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		cmd := rapid.SampledFrom(stdinReaders).Draw(rt, "reader")
+		if rapid.IntRange(0, 3).Draw(rt, "pipe") == 0 {
+			cmd = rapid.SampledFrom([]string{"cat", "head -5", "tee copy"}).Draw(rt, "first") + " | " + cmd
+		}
+		payload := rapid.SampledFrom(stdinPayloads).Draw(rt, "payload")
+		if Analyze(cmd, Options{StdinFed: true}).Outcome.Decision != Allow {
+			return
+		}
+		allowed++
+		work := t.TempDir()
+		for name, content := range map[string]string{
+			"f":           "1\n",
+			"w.sh":        "#!/bin/sh\ntouch \"$(dirname \"$0\")/S\"\ncat \"$@\"\n",
+			".git/HEAD":   "ref: refs/heads/main\n",
+			".git/config": "[core]\n\trepositoryformatversion = 0\n",
+		} {
+			p := filepath.Join(work, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				rt.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		for _, d := range []string{".git/objects", ".git/refs/heads"} {
+			if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := exec.CommandContext(ctx, bash, "-c", cmd)
+		c.Dir = work
+		c.Env = []string{"HOME=" + work, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "TMPDIR=" + work}
+		c.WaitDelay = time.Second
+		c.Stdin = strings.NewReader(payload + "\n")
+		out, _ := c.CombinedOutput()
+		if _, err := os.Lstat(filepath.Join(work, "S")); err == nil {
+			rt.Fatalf("%q, allowed with stdin fed later, ran the payload %q: %s", cmd, payload, out)
+		}
+	})
+	t.Logf("%d allowed jobs run", allowed)
+	if allowed == 0 {
+		t.Error("no generated job was allowed: the property was never checked")
+	}
+}
