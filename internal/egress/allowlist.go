@@ -158,3 +158,17 @@ func (a *Allowlist) allowsLoopback(host string, addr netip.Addr, port int) bool 
 	}
 	return false
 }
+
+// allowsHost reports whether an entry allows host by name, on any port.
+func (a *Allowlist) allowsHost(host string) bool {
+	if a == nil {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, e := range a.entries {
+		if e.wildcard && strings.HasSuffix(host, e.host) || !e.wildcard && host == e.host {
+			return true
+		}
+	}
+	return false
+}
