@@ -33,8 +33,8 @@ import (
 // For a broker host (Policy.Broker) the proxy terminates TLS with a
 // certificate of that CA (through CONNECT or carried), and in each
 // request's headers replaces the host's placeholders with their secrets:
-// in any header value that contains one, and inside an Authorization
-// "Basic" credential (as git sends a token). It then sends the request
+// in any header value that contains one, and inside a "Basic"
+// credential (base64 "user:token", as git sends a token). It then sends the request
 // on over TLS it verifies against the system's roots. The boundary: the
 // secret goes only to its host and only in request headers (not in URLs
 // or bodies, nor over plain HTTP); responses come back as the host sent
@@ -313,12 +313,12 @@ func (b *Broker) leaf(host string) (*tls.Certificate, error) {
 // swapIn puts host:port's secrets in place of their placeholders in h.
 func (b *Broker) swapIn(host string, port int, h http.Header) {
 	for _, s := range b.secrets[flowKey{host, port}] {
-		for k, vs := range h {
+		for _, vs := range h {
 			for i, v := range vs {
 				switch {
 				case strings.Contains(v, s.placeholder):
 					vs[i] = strings.ReplaceAll(v, s.placeholder, s.secret)
-				case k == "Authorization" && len(v) > 6 && strings.EqualFold(v[:6], "basic "):
+				case len(v) > 6 && strings.EqualFold(v[:6], "basic "):
 					if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[6:])); err == nil && strings.Contains(string(raw), s.placeholder) {
 						vs[i] = v[:6] + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.placeholder, s.secret)))
 					}

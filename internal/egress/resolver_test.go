@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/internal/testenv"
 	"github.com/miekg/dns"
 )
 
@@ -106,10 +107,7 @@ func TestResolverAnswersAllowedNamesOnly(t *testing.T) {
 
 // TestResolverWithDig asks with dig when it is installed.
 func TestResolverWithDig(t *testing.T) {
-	dig, err := exec.LookPath("dig")
-	if err != nil {
-		t.Skip("dig is not installed") // TestResolverAnswersAllowedNamesOnly covers the resolver with Go's client
-	}
+	dig := testenv.NeedsTool(t, "dig")[0]
 	_, _, addr, _ := resolverFor(t, []netip.Addr{netip.MustParseAddr("127.0.0.7")}, "registry.npmjs.org")
 	host, port, _ := net.SplitHostPort(addr)
 	out, err := exec.Command(dig, "@"+host, "-p", port, "+short", "registry.npmjs.org", "A").Output()

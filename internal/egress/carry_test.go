@@ -1,0 +1,112 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCarryTLSBySNI: a TLS client that knows nothing of proxies reaches an
+// allowed host through the carried listener, end to end (it sees the
+// upstream's own certificate); a name not allowed, a name that resolves
+// to loopback without an exact entry, and a hello without SNI are
+// refused, and every decision is reported with Method "TLS".
+func TestCarryTLSBySNI(t *testing.T) {
+	up := newUpstream(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.Host) }))
+	ds := &decisions{}
+	p, _ := startProxy(t, Policy{Allow: allow(t, up.hostport(), "localhost"), Log: ds.add})
+	addr := carrier(t, p, up.port)
+
+	conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "localhost", RootCAs: pkiOnce().pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.ConnectionState().PeerCertificates[0].Raw; !bytes.Equal(got, pkiOnce().cert.Certificate[0]) {
+		t.Error("the carried connection did not see the upstream's own certificate")
+	}
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if code, body := readAll(t, resp, err); code != 200 || body != "hello localhost" {
+		t.Errorf("carried: %d %q", code, body)
+	}
+	conn.Close()
+
+	// The same listener carrying for 443: "localhost" is allowed by name
+	// on 443 but resolves to loopback, which only an exact entry lets by.
+	l443, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Carry(l443, 443); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ addr, name, why string }{
+		{addr, "evil.example", "not in the allowlist"},
+		{l443.Addr().String(), "localhost", "loopback address"},
+		{addr, "", "no server name"},
+	} {
+		conn, err := tls.Dial("tcp", c.addr, &tls.Config{ServerName: c.name, InsecureSkipVerify: true})
+		if err == nil {
+			conn.Close()
+			t.Errorf("%q: the handshake succeeded", c.name)
+		}
+		found := false
+		for _, d := range ds.all() {
+			found = found || !d.Allowed && d.Host == c.name && d.Method == "TLS" && strings.Contains(d.Reason, c.why)
+		}
+		if !found {
+			t.Errorf("%q: no refusal %q in %+v", c.name, c.why, ds.all())
+		}
+	}
+}
+
+// TestCarryHTTPByHost: plain HTTP is carried by its Host header, a
+// refused one gets a 403 with the reason, and a request that is neither
+// HTTP nor TLS is refused.
+func TestCarryHTTPByHost(t *testing.T) {
+	up := newUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.Host, b)
+	}))
+	ds := &decisions{}
+	p, _ := startProxy(t, Policy{Allow: allow(t, up.hostport()), Log: ds.add})
+	addr := carrier(t, p, up.port)
+	send := func(raw string) string {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(conn, raw)
+		b, _ := io.ReadAll(conn)
+		return string(b)
+	}
+	if got := send("POST /x HTTP/1.1\r\nHost: " + up.hostport() + "\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody"); !strings.HasSuffix(got, "POST "+up.hostport()+" body") {
+		t.Errorf("carried: %q", got)
+	}
+	if got := send("GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"); !strings.Contains(got, "403") || !strings.Contains(got, "not in the allowlist") {
+		t.Errorf("refused: %q", got)
+	}
+	if got := send("SSH-2.0-OpenSSH\r\n\r\n"); got != "" {
+		t.Errorf("neither HTTP nor TLS: %q", got)
+	}
+	var allowed, refused int
+	for _, d := range ds.all() {
+		if d.Allowed && d.Method == "POST" && d.Host == "localhost" {
+			allowed++
+		} else if !d.Allowed {
+			refused++
+		}
+	}
+	if allowed != 1 || refused != 2 {
+		t.Errorf("decisions %+v", ds.all())
+	}
+}
