@@ -34,7 +34,8 @@ type Report []Flow
 const summaryMax = 200
 
 // String is the one-line summary for a command's result, at most about
-// 200 characters: "[network: registry.npmjs.org 2.1 MB; refused:
+// 200 characters (a name that would pass the cap is counted in "+N more"
+// instead, unless it is the first): "[network: registry.npmjs.org 2.1 MB; refused:
 // example.com]", hosts by bytes moved, refused destinations (with the
 // port unless it is 80 or 443) by name; "" when there was no network use.
 func (r Report) String() string {
@@ -64,11 +65,10 @@ func (r Report) String() string {
 	slices.Sort(refused)
 	var b strings.Builder
 	b.WriteString("[network:")
-	budget := summaryMax
-	list := func(items []string, show func(string) string) {
+	list := func(items []string, show func(string) string, budget int) {
 		for i, it := range items {
 			s := show(it)
-			if b.Len()+len(s) > budget && i > 0 {
+			if b.Len()+len(s) > budget && b.Len() > len("[network:") {
 				fmt.Fprintf(&b, " +%d more", len(items)-i)
 				return
 			}
@@ -78,13 +78,17 @@ func (r Report) String() string {
 			b.WriteString(" " + s)
 		}
 	}
-	list(hosts, func(h string) string { return h + " " + size(bytes[h]) })
+	hostBudget := summaryMax
+	if len(refused) > 0 {
+		hostBudget = summaryMax * 2 / 3 // leave room to name a refusal
+	}
+	list(hosts, func(h string) string { return h + " " + size(bytes[h]) }, hostBudget)
 	if len(refused) > 0 {
 		if len(hosts) > 0 {
 			b.WriteString(";")
 		}
 		b.WriteString(" refused:")
-		list(refused, func(h string) string { return h })
+		list(refused, func(h string) string { return h }, summaryMax)
 	}
 	b.WriteString("]")
 	return b.String()
@@ -156,8 +160,11 @@ func (m *meter) report() Report {
 	return r
 }
 
-// countedConn counts the bytes of a connection to a destination. It keeps
-// the *net.TCPConn's half-close and its zero-copy ReadFrom/WriteTo.
+// countedConn counts the bytes of a connection to a destination as they
+// pass, keeping the *net.TCPConn's half-close. Its ReadFrom and WriteTo
+// copy through Read and Write so that a long tunnel is counted while it
+// runs (the TCPConn's own would count only when the copy ends; no
+// zero-copy splice is lost, the other side being a wrapped conn).
 type countedConn struct {
 	*net.TCPConn
 	c *counters
@@ -176,13 +183,9 @@ func (c *countedConn) Write(p []byte) (int, error) {
 }
 
 func (c *countedConn) ReadFrom(r io.Reader) (int64, error) {
-	n, err := c.TCPConn.ReadFrom(r)
-	c.c.out.Add(n)
-	return n, err
+	return io.Copy(struct{ io.Writer }{c}, r)
 }
 
 func (c *countedConn) WriteTo(w io.Writer) (int64, error) {
-	n, err := c.TCPConn.WriteTo(w)
-	c.c.in.Add(n)
-	return n, err
+	return io.Copy(w, struct{ io.Reader }{c})
 }

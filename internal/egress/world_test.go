@@ -57,7 +57,6 @@ type upstream struct {
 	port    int
 	read    atomic.Int64
 	written atomic.Int64
-	open    atomic.Int64
 }
 
 func newUpstream(t testing.TB, tlsOn bool, h http.Handler) *upstream {
@@ -78,19 +77,6 @@ func newUpstream(t testing.TB, tlsOn bool, h http.Handler) *upstream {
 
 func (u *upstream) hostport() string { return "localhost:" + strconv.Itoa(u.port) }
 
-// settled waits until the upstream has no connection open.
-func (u *upstream) settled(t testing.TB) {
-	t.Helper()
-	u.CloseClientConnections()
-	deadline := time.Now().Add(20 * time.Second)
-	for u.open.Load() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d upstream connections still open", u.open.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 type countingListener struct {
 	net.Listener
 	u *upstream
@@ -101,14 +87,12 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.u.open.Add(1)
 	return &upstreamConn{Conn: c, u: l.u}, nil
 }
 
 type upstreamConn struct {
 	net.Conn
-	u    *upstream
-	once sync.Once
+	u *upstream
 }
 
 func (c *upstreamConn) Read(p []byte) (int, error) {
@@ -123,10 +107,6 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *upstreamConn) Close() error {
-	c.once.Do(func() { c.u.open.Add(-1) })
-	return c.Conn.Close()
-}
 
 // startProxy serves a proxy with policy on loopback.
 func startProxy(t testing.TB, policy Policy) (*Proxy, string) {
