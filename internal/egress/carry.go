@@ -213,11 +213,11 @@ type readOnlyConn struct {
 	r        io.Reader
 }
 
-func (c readOnlyConn) Read(p []byte) (int, error)         { return c.r.Read(p) }
-func (c readOnlyConn) Write(p []byte) (int, error)        { return len(p), nil }
-func (c readOnlyConn) Close() error                       { return nil }
-func (c readOnlyConn) SetDeadline(time.Time) error        { return nil }
-func (c readOnlyConn) SetReadDeadline(time.Time) error    { return nil }
-func (c readOnlyConn) SetWriteDeadline(time.Time) error   { return nil }
-func (c readOnlyConn) LocalAddr() net.Addr                { return &net.TCPAddr{} }
-func (c readOnlyConn) RemoteAddr() net.Addr               { return &net.TCPAddr{} }
+func (c readOnlyConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c readOnlyConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c readOnlyConn) Close() error                     { return nil }
+func (c readOnlyConn) SetDeadline(time.Time) error      { return nil }
+func (c readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
+func (c readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
+func (c readOnlyConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c readOnlyConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }

@@ -107,7 +107,6 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-
 // startProxy serves a proxy with policy on loopback.
 func startProxy(t testing.TB, policy Policy) (*Proxy, string) {
 	t.Helper()
