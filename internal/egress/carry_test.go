@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,62 @@ func TestCarryHTTPByHost(t *testing.T) {
 	}
 	if allowed != 1 || refused != 2 {
 		t.Errorf("decisions %+v", ds.all())
+	}
+}
+
+// TestCloseEndsCarried: Close ends a carried connection held open to an
+// idle server, both sides (goleak checks the goroutines are gone), and
+// refuses a listener added after it.
+func TestCloseEndsCarried(t *testing.T) {
+	idle, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := idle.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	port := idle.Addr().(*net.TCPAddr).Port
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Start(l, Policy{Allow: allow(t, fmt.Sprintf("localhost:%d", port))})
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Carry(cl, port); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", cl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	server := <-accepted
+	defer server.Close()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, conn := range map[string]net.Conn{"client": c, "server": server} {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			_, err := conn.Read(make([]byte, 512))
+			if err == nil {
+				continue // the request the server was sent
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("the %s side of the carried connection is still open after Close", name)
+			}
+			break
+		}
+	}
+	if err := p.Carry(cl, port); err == nil {
+		t.Error("Carry after Close")
 	}
 }

@@ -4,6 +4,17 @@
 // resolves names itself, and refuses private, loopback, link-local and
 // metadata addresses unless the allowlist names that loopback host and
 // port exactly. It reports every decision.
+//
+// A world whose clients do not all read the proxy variables adds to the
+// same [Proxy], under the same policy: [Proxy.Resolve], a DNS server that
+// answers only allowed names, with an address the world routes to
+// [Proxy.Carry], listeners that take captured TCP connections to the
+// name in their TLS ClientHello (SNI) or HTTP Host header without
+// terminating TLS. A [Broker] (Policy.Broker) holds secrets for named
+// hosts: the sandbox sees placeholders, and the proxy terminates TLS for
+// those hosts only, with a per-conversation CA, to put the secrets in the
+// request headers. [Proxy.Report] counts the bytes and refusals per
+// destination across all of these.
 package egress
 
 import (
