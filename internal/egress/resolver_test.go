@@ -3,9 +3,12 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,5 +120,50 @@ func TestResolverWithDig(t *testing.T) {
 	out, _ = exec.Command(dig, "@"+host, "-p", port, "evil.org", "A").Output()
 	if !strings.Contains(string(out), "NXDOMAIN") {
 		t.Errorf("dig refused: %q", out)
+	}
+}
+
+// TestResolverWithGetent: glibc's own resolver (getent, as a program in
+// the world would call it) with /etc/resolv.conf masked, in a mount
+// namespace of its own, to point at the resolver: an allowed name
+// resolves to the given address, a denied one is not found and is
+// reported.
+func TestResolverWithGetent(t *testing.T) {
+	tools := testenv.NeedsTool(t, "getent", "unshare")
+	const at = "127.77.0.53" // resolv.conf knows only port 53
+	pc, err := net.ListenPacket("udp", at+":53")
+	testenv.Need(t, testenv.Namespaces, err)
+	l, err := net.Listen("tcp", at+":53")
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	p, _ := startProxy(t, Policy{Allow: allow(t, "registry.npmjs.org")})
+	if err := p.Resolve(pc, l, netip.MustParseAddr("127.0.0.7")); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(conf, []byte("nameserver "+at+"\noptions attempts:1 timeout:5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getent := func(name string) (string, error) {
+		out, err := exec.Command(tools[1], "--mount", "--propagation", "private", "sh", "-c",
+			`mount --bind "$1" /etc/resolv.conf && exec "$2" ahostsv4 "$3"`, "sh", conf, tools[0], name).CombinedOutput()
+		return string(out), err
+	}
+	out, err := getent("registry.npmjs.org")
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && strings.Contains(out, "mount") {
+		testenv.Need(t, testenv.Namespaces, fmt.Errorf("a mount namespace: %s", out))
+	}
+	if err != nil || !strings.HasPrefix(out, "127.0.0.7 ") {
+		t.Errorf("allowed: %q %v", out, err)
+	}
+	out, err = getent("evil.example.org")
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || out != "" {
+		t.Errorf("denied: %q %v, want exit 2 (not found)", out, err)
+	}
+	if s := p.Report().String(); s != "[network: refused: evil.example.org]" {
+		t.Errorf("report %q", s)
 	}
 }
