@@ -163,7 +163,7 @@ func (d *dialer) dialAddr(ctx context.Context, host string, port int, addr strin
 	if err != nil {
 		return nil, err
 	}
-	return &countedConn{TCPConn: c.(*net.TCPConn), c: d.meter.get(host, port)}, nil
+	return d.meter.counted(c.(*net.TCPConn), host, port), nil
 }
 
 type halfCloser interface {

@@ -3,7 +3,6 @@ package egress
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -113,6 +112,7 @@ type meter struct {
 	mu    sync.Mutex
 	flows map[flowKey]*counters
 	order []flowKey
+	live  map[*countedConn]struct{} // open: their bytes are not in flows yet
 }
 
 type flowKey struct {
@@ -150,42 +150,54 @@ func (m *meter) decided(d Decision) {
 
 func (m *meter) report() Report {
 	m.mu.Lock()
+	open := map[*counters][2]int64{}
+	for cc := range m.live {
+		out, in := sockBytes(cc.TCPConn)
+		sum := open[cc.c]
+		open[cc.c] = [2]int64{sum[0] + out, sum[1] + in}
+	}
 	r := make(Report, 0, len(m.order))
 	for _, k := range m.order {
 		c := m.flows[k]
-		r = append(r, Flow{Host: k.host, Port: k.port, BytesOut: c.out.Load(), BytesIn: c.in.Load(), Denied: int(c.denied.Load())})
+		r = append(r, Flow{Host: k.host, Port: k.port, BytesOut: c.out.Load() + open[c][0], BytesIn: c.in.Load() + open[c][1], Denied: int(c.denied.Load())})
 	}
 	m.mu.Unlock()
 	slices.SortStableFunc(r, func(a, b Flow) int { return cmp.Compare(b.BytesIn+b.BytesOut, a.BytesIn+a.BytesOut) })
 	return r
 }
 
-// countedConn counts the bytes of a connection to a destination as they
-// pass, keeping the *net.TCPConn's half-close. Its ReadFrom and WriteTo
-// copy through Read and Write so that a long tunnel is counted while it
-// runs (the TCPConn's own would count only when the copy ends; no
-// zero-copy splice is lost, the other side being a wrapped conn).
+// countedConn is a connection to a destination whose bytes the meter
+// counts. It is the *net.TCPConn itself to the copying code (half-close,
+// and the kernel's zero-copy splice between two TCP connections, stay):
+// the bytes are the kernel's count (TCP_INFO: acknowledged by the
+// destination, received from it), read when a report is made and when
+// the connection closes.
 type countedConn struct {
 	*net.TCPConn
-	c *counters
+	m    *meter
+	c    *counters
+	once sync.Once
 }
 
-func (c *countedConn) Read(p []byte) (int, error) {
-	n, err := c.TCPConn.Read(p)
-	c.c.in.Add(int64(n))
-	return n, err
+func (m *meter) counted(c *net.TCPConn, host string, port int) *countedConn {
+	cc := &countedConn{TCPConn: c, m: m, c: m.get(host, port)}
+	m.mu.Lock()
+	if m.live == nil {
+		m.live = map[*countedConn]struct{}{}
+	}
+	m.live[cc] = struct{}{}
+	m.mu.Unlock()
+	return cc
 }
 
-func (c *countedConn) Write(p []byte) (int, error) {
-	n, err := c.TCPConn.Write(p)
-	c.c.out.Add(int64(n))
-	return n, err
-}
-
-func (c *countedConn) ReadFrom(r io.Reader) (int64, error) {
-	return io.Copy(struct{ io.Writer }{c}, r)
-}
-
-func (c *countedConn) WriteTo(w io.Writer) (int64, error) {
-	return io.Copy(w, struct{ io.Reader }{c})
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		out, in := sockBytes(c.TCPConn)
+		c.m.mu.Lock()
+		delete(c.m.live, c)
+		c.c.out.Add(out)
+		c.c.in.Add(in)
+		c.m.mu.Unlock()
+	})
+	return c.TCPConn.Close()
 }

@@ -77,6 +77,16 @@ func TestReportMatchesUpstream(t *testing.T) {
 			t.Errorf("port %d: only %d bytes in", up.port, f.BytesIn)
 		}
 	}
+	// Closed by the upstream, a connection's count is final and the same.
+	plain.CloseClientConnections()
+	tunnel.CloseClientConnections()
+	live := func() int { p.meter.mu.Lock(); defer p.meter.mu.Unlock(); return len(p.meter.live) }
+	testenv.Eventually(t, 20*time.Second, func() bool { return live() <= 2 }, "%d connections open", live())
+	for _, x := range p.Report() {
+		if x.Port == plain.port && (x.BytesOut != plain.read.Load() || x.BytesIn != plain.written.Load()) {
+			t.Errorf("closed: %+v, upstream read %d wrote %d", x, plain.read.Load(), plain.written.Load())
+		}
+	}
 	var evil Flow
 	for _, x := range p.Report() {
 		if x.Host == "evil.example" {
