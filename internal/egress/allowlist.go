@@ -121,6 +121,25 @@ func (a *Allowlist) NamesLoopback() bool {
 	return false
 }
 
+// Ports lists, in order, the ports the allowlist allows some host on:
+// 80 and 443 for any domain or wildcard entry, and each host:port
+// entry's port. A world carries connections ([Proxy.Carry]) on these.
+func (a *Allowlist) Ports() []int {
+	var ports []int
+	if a == nil {
+		return nil
+	}
+	for _, e := range a.entries {
+		if e.port == 0 {
+			ports = append(ports, 80, 443)
+		} else {
+			ports = append(ports, e.port)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
 // allowsName reports whether an entry allows host:port by name.
 func (a *Allowlist) allowsName(host string, port int) bool {
 	if a == nil {

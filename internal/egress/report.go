@@ -17,9 +17,10 @@ type Flow struct {
 	Host string
 	// Port is the destination port; 0 for a name the resolver refused.
 	Port int
-	// BytesOut and BytesIn count the bytes written to and read from the
-	// destination's connections (TLS records included; for a brokered
-	// host, those of the proxy's own connection to it).
+	// BytesOut and BytesIn count the bytes the destination acknowledged
+	// and sent on the proxy's connections to it, as the kernel counts
+	// them (TLS records included; for a brokered host, those of the
+	// proxy's own connection). Linux only: elsewhere they stay 0.
 	BytesOut, BytesIn int64
 	// Denied counts the attempts refused (connections, requests, name
 	// lookups).
