@@ -96,7 +96,7 @@ func (p *Proxy) carry(c net.Conn, port int) {
 		up.Close()
 		return
 	}
-	splice(c.(halfCloser), up)
+	splice(c, up)
 }
 
 // destination reads the name a carried connection goes to: the SNI of a
@@ -166,26 +166,23 @@ func (d *dialer) dialAddr(ctx context.Context, host string, port int, addr strin
 	return d.meter.counted(c.(*net.TCPConn), host, port), nil
 }
 
-type halfCloser interface {
-	net.Conn
-	CloseWrite() error
-	CloseRead() error
-}
-
 // splice copies both ways until both sides are done, passing on each
-// side's end of stream, then closes both.
-func splice(a, b halfCloser) {
+// side's end of stream (when a side can half-close; otherwise the first
+// end closes both), then closes both.
+func splice(a, b net.Conn) {
 	var wg sync.WaitGroup
 	wg.Add(2)
-	one := func(dst, src halfCloser) {
+	one := func(dst, src net.Conn) {
 		defer wg.Done()
-		if _, err := io.Copy(dst, src); err != nil {
+		hd, dok := dst.(interface{ CloseWrite() error })
+		hs, sok := src.(interface{ CloseRead() error })
+		if _, err := io.Copy(dst, src); err != nil || !dok || !sok {
 			dst.Close()
 			src.Close()
 			return
 		}
-		_ = dst.CloseWrite()
-		_ = src.CloseRead()
+		_ = hd.CloseWrite()
+		_ = hs.CloseRead()
 	}
 	go one(a, b)
 	one(b, a)
