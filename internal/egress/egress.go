@@ -44,8 +44,10 @@ type Decision struct {
 	// Reason says why not ("not in the allowlist", "resolves to a private
 	// address", ...), or the address it went to.
 	Reason string
-	// Method is CONNECT for a tunnel, or the HTTP method of a plain
-	// request.
+	// Method is CONNECT for a tunnel, TLS for a carried TLS connection
+	// ([Proxy.Carry]), DNS for a name the resolver refused
+	// ([Proxy.Resolve]; Port is then 0), or the HTTP method of a plain
+	// request, carried or not.
 	Method string
 }
 
@@ -134,7 +136,9 @@ func (p *Proxy) Close() error {
 	_ = p.l.Close()
 	var errs []error
 	for _, stop := range extra {
-		errs = append(errs, stop())
+		if err := stop(); !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	}
 	p.l.t.closeAll()
 	if p.broker != nil {
