@@ -388,7 +388,7 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 		},
 	}
 	bs.srv = &http.Server{
-		Handler:           rp,
+		Handler:           fullDuplex(rp),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -104,7 +104,7 @@ func Start(l net.Listener, policy Policy) *Proxy {
 		p.broker = newBrokerServer(policy.Broker, p.d)
 	}
 	p.srv = &http.Server{
-		Handler:           newProxy(p),
+		Handler:           fullDuplex(newProxy(p)),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
@@ -147,6 +147,17 @@ func (p *Proxy) Close() error {
 	p.serving.Wait()
 	errs = append(errs, <-p.done)
 	return errors.Join(errs...)
+}
+
+// fullDuplex lets h read a request's body after it began the response: a
+// proxy's transport may still be reading the body (to find its end) when
+// the destination has answered, and by default the server would close it
+// under the transport, which then drops the connection mid-response.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // add registers a stop function for Close; false if Close has begun.
@@ -296,7 +307,13 @@ func rejectConnect(reason string) *goproxy.ConnectAction {
 }
 
 // refusal is the 403 response to a refused plain HTTP request.
+// It reads (up to 256 kB of) the request's body first, as net/http would
+// without full duplex, so that closing the connection does not reset it
+// under a client still sending.
 func refusal(r *http.Request, reason string) *http.Response {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
+	}
 	return goproxy.NewResponse(r, goproxy.ContentTypeText, http.StatusForbidden, "bashvisor egress proxy: "+reason+"\n")
 }
 

@@ -52,7 +52,7 @@ func TestReportMatchesUpstream(t *testing.T) {
 			code, got := readAll(t, resp, err)
 			if strings.Contains(c.u, "evil") {
 				if code != http.StatusForbidden {
-					t.Errorf("%s: %d", c.u, code)
+					t.Errorf("%s: %d %s", c.u, code, got)
 				}
 			} else if code != 200 || len(got) != 3*len(body) {
 				t.Errorf("%s: %d, %d bytes", c.u, code, len(got))
