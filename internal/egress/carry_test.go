@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
+	"pgregory.net/rapid"
 )
 
 // TestCarryTLSBySNI: a TLS client that knows nothing of proxies reaches an
@@ -168,4 +171,32 @@ func TestCloseEndsCarried(t *testing.T) {
 	if err := p.Carry(cl, port); err == nil {
 		t.Error("Carry after Close")
 	}
+}
+
+// TestCarryOracle: over generated server names, a carried connection
+// reaches the upstream exactly when the allowlist allows the name (the
+// upstream counting the connections it accepts is the oracle).
+func TestCarryOracle(t *testing.T) {
+	up := newUpstream(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	accepted := &up.accepted
+	p, _ := startProxy(t, Policy{Allow: allow(t, up.hostport())})
+	addr := carrier(t, p, up.port)
+	rapid.Check(t, func(rt *rapid.T) {
+		name := rapid.OneOf(
+			rapid.SampledFrom([]string{"localhost", "LocalHost", "localhost.", "evil.localhost", "localhost.evil", "127.0.0.1", "::1", "example.com"}),
+			rapid.StringMatching(`[a-z0-9.-]{1,30}`),
+		).Draw(rt, "name")
+		before := accepted.Load()
+		conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		if err == nil {
+			conn.Close()
+		}
+		want := strings.TrimSuffix(strings.ToLower(name), ".") == "localhost"
+		reached := func() bool { return accepted.Load() > before }
+		if want {
+			testenv.Eventually(rt, 20*time.Second, reached, "%q did not reach the upstream: %v", name, err)
+		} else if err == nil || reached() {
+			rt.Fatalf("%q reached the upstream", name)
+		}
+	})
 }

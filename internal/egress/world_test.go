@@ -54,9 +54,10 @@ var pkiOnce = sync.OnceValue(func() *testPKI {
 // 127.0.0.1, counting the bytes it read and wrote on every connection.
 type upstream struct {
 	*httptest.Server
-	port    int
-	read    atomic.Int64
-	written atomic.Int64
+	port     int
+	read     atomic.Int64
+	written  atomic.Int64
+	accepted atomic.Int64 // connections
 }
 
 func newUpstream(t testing.TB, tlsOn bool, h http.Handler) *upstream {
@@ -87,6 +88,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.u.accepted.Add(1)
 	return &upstreamConn{Conn: c, u: l.u}, nil
 }
 
