@@ -18,6 +18,11 @@ import (
 // it goes (its TLS ClientHello or HTTP request header).
 const peekTimeout = 10 * time.Second
 
+// peekMax bounds how much of a carried connection is read (and kept for
+// the splice) to find where it goes: a ClientHello or a request header
+// larger than this is refused.
+const peekMax = 64 << 10
+
 // Carry serves, until [Proxy.Close], connections a world captured for
 // port and accepted on l: clients that never read the proxy variables
 // (their names answered by [Proxy.Resolve] with an address that leads to
@@ -28,7 +33,8 @@ const peekTimeout = 10 * time.Second
 // to, private ranges refused), reported as a Decision (Method "TLS", or
 // the request's method), and the connection is spliced to it, bytes as
 // they came; a broker host's TLS is terminated as through CONNECT. A
-// connection without a name (no SNI, no Host) is refused. The port is
+// connection without a name (no SNI, no Host), or that has not said it
+// within 64 kB and 10 s, is refused. The port is
 // the world's to say because a captured connection's own local port may
 // be the capture's, not the one the client dialled.
 func (p *Proxy) Carry(l net.Listener, port int) error {
@@ -64,7 +70,7 @@ func (p *Proxy) Carry(l net.Listener, port int) error {
 
 // carry finds where c goes, checks it and splices it there.
 func (p *Proxy) carry(c net.Conn, port int) {
-	rec := &recorder{r: c}
+	rec := &recorder{r: io.LimitReader(c, peekMax)}
 	_ = c.SetReadDeadline(time.Now().Add(peekTimeout))
 	host, method, err := destination(rec)
 	_ = c.SetReadDeadline(time.Time{})

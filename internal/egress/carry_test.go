@@ -73,8 +73,9 @@ func TestCarryTLSBySNI(t *testing.T) {
 }
 
 // TestCarryHTTPByHost: plain HTTP is carried by its Host header, a
-// refused one gets a 403 with the reason, and a request that is neither
-// HTTP nor TLS is refused.
+// refused one gets a 403 with the reason, and a request whose header
+// passes the 64 kB the listener reads, or that is neither HTTP nor TLS,
+// is refused.
 func TestCarryHTTPByHost(t *testing.T) {
 	up := newUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -100,6 +101,9 @@ func TestCarryHTTPByHost(t *testing.T) {
 	if got := send("GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"); !strings.Contains(got, "403") || !strings.Contains(got, "not in the allowlist") {
 		t.Errorf("refused: %q", got)
 	}
+	if got := send("GET / HTTP/1.1\r\nHost: " + up.hostport() + "\r\nX-Big: " + strings.Repeat("x", 70<<10) + "\r\n\r\n"); got != "" {
+		t.Errorf("a header past the limit was answered: %.200q", got)
+	}
 	if got := send("SSH-2.0-OpenSSH\r\n\r\n"); got != "" {
 		t.Errorf("neither HTTP nor TLS: %q", got)
 	}
@@ -111,7 +115,7 @@ func TestCarryHTTPByHost(t *testing.T) {
 			refused++
 		}
 	}
-	if allowed != 1 || refused != 2 {
+	if allowed != 1 || refused != 3 {
 		t.Errorf("decisions %+v", ds.all())
 	}
 }
