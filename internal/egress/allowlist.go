@@ -121,6 +121,25 @@ func (a *Allowlist) NamesLoopback() bool {
 	return false
 }
 
+// Ports lists, in order, the ports the allowlist allows some host on:
+// 80 and 443 for any domain or wildcard entry, and each host:port
+// entry's port. A world carries connections ([Proxy.Carry]) on these.
+func (a *Allowlist) Ports() []int {
+	var ports []int
+	if a == nil {
+		return nil
+	}
+	for _, e := range a.entries {
+		if e.port == 0 {
+			ports = append(ports, 80, 443)
+		} else {
+			ports = append(ports, e.port)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
 // allowsName reports whether an entry allows host:port by name.
 func (a *Allowlist) allowsName(host string, port int) bool {
 	if a == nil {
@@ -153,6 +172,20 @@ func (a *Allowlist) allowsLoopback(host string, addr netip.Addr, port int) bool 
 			return true
 		}
 		if ea, err := netip.ParseAddr(e.host); err == nil && ea.Unmap() == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsHost reports whether an entry allows host by name, on any port.
+func (a *Allowlist) allowsHost(host string) bool {
+	if a == nil {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, e := range a.entries {
+		if e.wildcard && strings.HasSuffix(host, e.host) || !e.wildcard && host == e.host {
 			return true
 		}
 	}

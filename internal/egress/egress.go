@@ -4,6 +4,17 @@
 // resolves names itself, and refuses private, loopback, link-local and
 // metadata addresses unless the allowlist names that loopback host and
 // port exactly. It reports every decision.
+//
+// A world whose clients do not all read the proxy variables adds to the
+// same [Proxy], under the same policy: [Proxy.Resolve], a DNS server that
+// answers only allowed names, with an address the world routes to
+// [Proxy.Carry], listeners that take captured TCP connections to the
+// name in their TLS ClientHello (SNI) or HTTP Host header without
+// terminating TLS. A [Broker] (Policy.Broker) holds secrets for named
+// hosts: the sandbox sees placeholders, and the proxy terminates TLS for
+// those hosts only, with a per-conversation CA, to put the secrets in the
+// request headers. [Proxy.Report] counts the bytes and refusals per
+// destination across all of these.
 package egress
 
 import (
@@ -33,8 +44,10 @@ type Decision struct {
 	// Reason says why not ("not in the allowlist", "resolves to a private
 	// address", ...), or the address it went to.
 	Reason string
-	// Method is CONNECT for a tunnel, or the HTTP method of a plain
-	// request.
+	// Method is CONNECT for a tunnel, TLS for a carried TLS connection
+	// ([Proxy.Carry]), DNS for a name the resolver refused
+	// ([Proxy.Resolve]; Port is then 0), or the HTTP method of a plain
+	// request, carried or not.
 	Method string
 }
 
@@ -46,27 +59,54 @@ type Policy struct {
 	// Log, when set, is told every decision (from the proxy's goroutines;
 	// it must be safe for concurrent use and must not block long).
 	Log func(Decision)
+	// Broker, when set, names the hosts whose TLS the proxy terminates to
+	// put their secrets in place of placeholders (see [Broker]); a broker
+	// host must also be allowed by Allow. Other hosts stay end-to-end.
+	Broker *Broker
 }
 
-// Proxy is the proxy serving one listener.
+// Proxy is the proxy serving one listener, and the resolver and carried
+// listeners a world adds to it (see [Proxy.Resolve], [Proxy.Carry]).
 type Proxy struct {
-	srv  *http.Server
-	l    *trackingListener
-	done chan error
+	srv    *http.Server
+	l      *trackingListener
+	done   chan error
+	d      *dialer
+	meter  *meter
+	report func(Decision)
+	broker *brokerServer // nil without a Policy.Broker
+
+	mu      sync.Mutex
+	closed  bool
+	extra   []func() error // stops resolvers and carried listeners
+	serving sync.WaitGroup // their goroutines
 }
 
 // Start serves the proxy on l, in a goroutine of its own, letting through
 // what policy allows, until [Proxy.Close].
 func Start(l net.Listener, policy Policy) *Proxy {
-	tl := &trackingListener{Listener: l, conns: map[net.Conn]struct{}{}}
+	tl := &trackingListener{Listener: l, t: &tracker{conns: map[net.Conn]struct{}{}}}
+	m := &meter{}
+	hear := policy.Log
 	p := &Proxy{
-		srv: &http.Server{
-			Handler:           newProxy(policy),
-			ReadHeaderTimeout: 30 * time.Second,
-			ErrorLog:          log.New(io.Discard, "", 0),
+		l:     tl,
+		done:  make(chan error, 1),
+		d:     &dialer{allow: policy.Allow, meter: m},
+		meter: m,
+		report: func(d Decision) {
+			m.decided(d)
+			if hear != nil {
+				hear(d)
+			}
 		},
-		l:    tl,
-		done: make(chan error, 1),
+	}
+	if policy.Broker != nil {
+		p.broker = newBrokerServer(policy.Broker, p.d)
+	}
+	p.srv = &http.Server{
+		Handler:           fullDuplex(newProxy(p)),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	go func() {
 		err := p.srv.Serve(tl)
@@ -78,21 +118,69 @@ func Start(l net.Listener, policy Policy) *Proxy {
 	return p
 }
 
+// Report is a snapshot of the flows so far: per destination the bytes
+// moved and the attempts refused, over CONNECT tunnels, plain HTTP,
+// carried and brokered connections and the resolver's refusals.
+func (p *Proxy) Report() Report { return p.meter.report() }
+
 // Close stops the proxy: it closes the listener and every connection it
 // accepted, tunnels included (their copying goroutines end on the closed
-// connection), and waits for the serving goroutine. It returns the error
-// that ended serving early, if any. Call it once.
+// connection), stops the resolver and carried listeners added to it, and
+// waits for the serving goroutines. It returns the error that ended
+// serving early, if any. Call it once.
 func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	extra := p.extra
+	p.mu.Unlock()
 	_ = p.l.Close()
-	p.l.closeAll()
-	return <-p.done
+	var errs []error
+	for _, stop := range extra {
+		if err := stop(); !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	p.l.t.closeAll()
+	if p.broker != nil {
+		p.broker.close()
+	}
+	p.serving.Wait()
+	errs = append(errs, <-p.done)
+	return errors.Join(errs...)
+}
+
+// fullDuplex lets h read a request's body after it began the response: a
+// proxy's transport may still be reading the body (to find its end) when
+// the destination has answered, and by default the server would close it
+// under the transport, which then drops the connection mid-response.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// add registers a stop function for Close; false if Close has begun.
+func (p *Proxy) add(stop func() error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.extra = append(p.extra, stop)
+	return true
 }
 
 // trackingListener remembers the connections it accepted until they are
 // closed, so that Close can end tunnels the HTTP server no longer tracks
-// (hijacked for CONNECT).
+// (hijacked for CONNECT) and carried connections. The listeners of one
+// proxy share a tracker.
 type trackingListener struct {
 	net.Listener
+	t *tracker
+}
+
+type tracker struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -107,41 +195,41 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	if !ok {
 		return c, nil
 	}
-	conn := &trackedConn{TCPConn: tc, l: l}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	conn := &trackedConn{TCPConn: tc, t: l.t}
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	if l.t.closed {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	l.conns[conn] = struct{}{}
+	l.t.conns[conn] = struct{}{}
 	return conn, nil
 }
 
-func (l *trackingListener) closeAll() {
-	l.mu.Lock()
-	l.closed = true
-	conns := l.conns
-	l.conns = nil
-	l.mu.Unlock()
+func (t *tracker) closeAll() {
+	t.mu.Lock()
+	t.closed = true
+	conns := t.conns
+	t.conns = nil
+	t.mu.Unlock()
 	for c := range conns {
 		c.Close()
 	}
 }
 
 // trackedConn is a *net.TCPConn (so the proxy can half-close tunnels)
-// that leaves its listener's set when closed.
+// that leaves its tracker's set when closed.
 type trackedConn struct {
 	*net.TCPConn
-	l    *trackingListener
+	t    *tracker
 	once sync.Once
 }
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
 	})
 	return c.TCPConn.Close()
 }
@@ -149,14 +237,10 @@ func (c *trackedConn) Close() error {
 // dialTimeout bounds a connection to a destination.
 const dialTimeout = 30 * time.Second
 
-func newProxy(policy Policy) *goproxy.ProxyHttpServer {
+func newProxy(px *Proxy) *goproxy.ProxyHttpServer {
 	p := goproxy.NewProxyHttpServer()
 	p.Logger = discard{}
-	report := policy.Log
-	if report == nil {
-		report = func(Decision) {}
-	}
-	d := &dialer{allow: policy.Allow}
+	report, d := px.report, px.d
 	p.Tr = &http.Transport{
 		Proxy:                 nil, // never another proxy from the environment
 		DialContext:           d.dialContext,
@@ -179,6 +263,15 @@ func newProxy(policy Policy) *goproxy.ProxyHttpServer {
 		report(dec)
 		if !dec.Allowed {
 			return rejectConnect(dec.Reason), hostport
+		}
+		if px.broker != nil && px.broker.b.brokers(host, port) {
+			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(req *http.Request, client net.Conn, ctx *goproxy.ProxyCtx) {
+				if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+					client.Close()
+					return
+				}
+				px.broker.serve(client, nil, host, port)
+			}}, hostport
 		}
 		ctx.UserData = dec
 		return goproxy.OkConnect, hostport
@@ -214,7 +307,13 @@ func rejectConnect(reason string) *goproxy.ConnectAction {
 }
 
 // refusal is the 403 response to a refused plain HTTP request.
+// It reads (up to 256 kB of) the request's body first, as net/http would
+// without full duplex, so that closing the connection does not reset it
+// under a client still sending.
 func refusal(r *http.Request, reason string) *http.Response {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
+	}
 	return goproxy.NewResponse(r, goproxy.ContentTypeText, http.StatusForbidden, "bashvisor egress proxy: "+reason+"\n")
 }
 
@@ -222,6 +321,7 @@ func refusal(r *http.Request, reason string) *http.Response {
 // addresses it allows.
 type dialer struct {
 	allow *Allowlist
+	meter *meter // counts the bytes of every connection dialed
 }
 
 // decide resolves host and says whether host:port may be reached; when it
@@ -277,8 +377,11 @@ func (d *dialer) dialContext(ctx context.Context, network, addr string) (net.Con
 	if !dec.Allowed {
 		return nil, errors.New(dec.Reason)
 	}
-	nd := net.Dialer{Timeout: dialTimeout}
-	return nd.DialContext(ctx, "tcp", dec.Reason)
+	c, err := d.dialAddr(ctx, host, port, dec.Reason)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // special reports addresses a sandbox must not reach unless allowed

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,7 +170,10 @@ func TestAllowlistMatching(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if (*Allowlist)(nil).allowsName("x.com", 443) || !(*Allowlist)(nil).Empty() {
+	if got := a.Ports(); !slices.Equal(got, []int{80, 443, 8443}) {
+		t.Errorf("ports %v", got)
+	}
+	if (*Allowlist)(nil).allowsName("x.com", 443) || !(*Allowlist)(nil).Empty() || (*Allowlist)(nil).Ports() != nil {
 		t.Error("a nil allowlist allows something")
 	}
 }
