@@ -67,8 +67,14 @@ func (l *Launched) Output() *truncate.Buffer { return l.out }
 // hundred µs, in which it forks nothing), and processes it forks later
 // inherit them. A restricted job gets them before it runs anything, as the
 // lower of these and the sandbox's own rlimits.
-func Launch(spec *Spec, res *Resources) (*Launched, error) {
+func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 	l := &Launched{start: time.Now(), applied: jobs.Applied{Limits: spec.Limits}}
+	// One cleanup, keyed on success (as os/exec's Cmd.Start): whatever
+	// was set up is released when Launch fails.
+	defer func() {
+		if err != nil {
+		}
+	}()
 	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
@@ -98,7 +104,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			l.applied.Processes = 0
 		}
 		if err := cg.SetLimits(pl); err != nil {
-			l.undo()
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 	} else {
@@ -129,7 +134,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		case p.Workspace:
 			roots, err := sandbox.WorkspaceRoots(spec.Dir)
 			if err != nil {
-				l.undo()
 				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 			}
 			opts.Roots = roots
@@ -139,7 +143,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		}
 		sc, err := sandbox.Prepare(opts)
 		if err != nil {
-			l.undo()
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return nil, err
 			}
@@ -171,17 +174,14 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		res.Log.Warn("dropped environment overrides", "names", dropped, "conversation", spec.Conversation)
 	}
 	ps.Env = env
-	var err error
 	if spec.Background {
-		f, ferr := truncate.CreateFile(spec.OutputFile, res.JobFileCap)
-		if ferr != nil {
-			l.undo()
-			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
+		f, err := truncate.CreateFile(spec.OutputFile, res.JobFileCap)
+		if err != nil {
+			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, err)
 		}
 		l.file = f
 	}
 	if l.p, err = proc.Start(ps); err != nil {
-		l.undo()
 		return nil, err
 	}
 	if l.cg == nil {
@@ -195,10 +195,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	l.stdin = l.p.Stdin
 	if spec.Sandbox == nil {
 		if err := l.setRlimits(lim, cpuSeconds); err != nil {
-			_ = l.p.SignalGroup(syscall.SIGKILL)
-			_, _ = l.p.Wait()
-			l.closePipes()
-			l.undo()
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 	}
@@ -250,8 +246,15 @@ func (l *Launched) closePipes() {
 	}
 }
 
-// undo releases what a failed Launch had set up.
+// undo releases what a failed Launch had set up: a process it started
+// is killed and reaped first.
 func (l *Launched) undo() {
+	if l.p != nil {
+		_ = l.p.SignalGroup(syscall.SIGKILL)
+		_, _ = l.p.Wait()
+		l.closePipes()
+		l.fz.Close()
+	}
 	if l.stdin != nil {
 		l.stdin.Close()
 	}
