@@ -126,5 +126,5 @@ func (e *Engine) timeout(mode Mode) time.Duration {
 
 // yieldSpec is what a yielding call's job becomes.
 func (e *Engine) yieldSpec(tc ToolContext) *jobs.Yield {
-	return &jobs.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: e.completionLine(tc, nil)}
+	return &jobs.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: e.completionLine(tc)}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
-	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -154,7 +153,7 @@ const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires
 
 // render turns a finished foreground job's outcome into its result; input
 // says that the job reads input (stdin "pipe" or a terminal).
-func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome, jt *jobTx) Result {
+func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -239,14 +238,12 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
-	if rep, err, ended := jt.result(); ended && o.Yielded == nil {
-		if rep != nil {
-			res.Changes, res.ChangesOmitted = changes(rep.Applied, tc.WorkingDir)
-			res.Refused = refusals(rep.Refused, tc.WorkingDir)
-		}
-		if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
-			res.Output = appendNote(res.Output, notes)
-		}
+	if rep := o.Changes.Report; rep != nil && o.Yielded == nil {
+		res.Changes, res.ChangesOmitted = changes(rep.Applied, tc.WorkingDir)
+		res.Refused = refusals(rep.Refused, tc.WorkingDir)
+	}
+	if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" && o.Yielded == nil {
+		res.Output = appendNote(res.Output, notes)
 	}
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
@@ -259,10 +256,11 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 // old.txt]", capped), one line per policy rule that refused changes,
 // naming them and saying what to do instead, the changes that could not
 // be applied, and why nothing was applied when nothing could be.
-func changeNotes(rep *transact.Report, err error, cwd string) string {
+func changeNotes(c jobs.Changes, cwd string) string {
+	rep := c.Report
 	var lines []string
-	if err != nil {
-		lines = append(lines, "[the command's changes to the workspace were not applied: "+err.Error()+"]")
+	if c.Err != nil {
+		lines = append(lines, "[the command's changes to the workspace were not applied: "+c.Err.Error()+"]")
 	}
 	if rep == nil {
 		return strings.Join(lines, "\n")
@@ -330,13 +328,11 @@ func plural(n int, one, many string) string {
 
 // completionLine is the line appended to a background job's output file
 // when it ends, with the egress proxy's refusals in a sandbox.
-func (e *Engine) completionLine(tc ToolContext, jt *jobTx) func(jobs.Outcome) string {
+func (e *Engine) completionLine(tc ToolContext) func(jobs.Outcome) string {
 	return func(o jobs.Outcome) string {
 		line := completionStatus(o)
-		if rep, err, _ := jt.result(); rep != nil || err != nil {
-			if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
-				line += "\n" + notes
-			}
+		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
+			line += "\n" + notes
 		}
 		if note := e.sandboxNote(tc, Result{}, o); note != "" {
 			line += "\n" + note

@@ -19,6 +19,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -31,6 +32,8 @@ type Launched struct {
 	cg      *proc.Cgroup     // nil: the process group is the unit
 	sbx     *sandbox.Command // restricted jobs
 	fz      *proc.Freezer    // a restricted job without a cgroup: its mount namespace
+	live    *proc.Handle     // reads and freezes it (cg, or fz)
+	tx      *transact.Tx     // Spec.Tx
 	proxy   *egress.Proxy    // restricted jobs with network
 	refused refusals         // what proxy refused
 	out     *truncate.Buffer // foreground output
@@ -125,12 +128,13 @@ func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 		opts := sandbox.Options{
 			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
-			World: p.World, WorldSize: p.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
+			World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
 		}
 		switch {
-		case p.Layer != nil:
+		case spec.Tx != nil:
 			// The layer's overlays replace protecting paths.
-			opts.Roots, opts.Layer = sandbox.Roots{Writable: slices.Clone(p.Roots)}, p.Layer
+			ls := spec.Tx.Spec()
+			opts.Roots, opts.Layer = sandbox.Roots{Writable: spec.Tx.Roots()}, &ls
 		case p.Workspace:
 			roots, err := sandbox.WorkspaceRoots(spec.Dir)
 			if err != nil {
@@ -204,6 +208,10 @@ func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 		if l.p.Stderr != nil {
 			l.errBuf = truncate.New(tc)
 		}
+	}
+	l.live = proc.NewHandle(l.cg, l.fz)
+	if l.tx = spec.Tx; l.tx != nil && spec.Background {
+		l.tx.Background(l.live.Freeze) // may wait for a checkpoint of a layer it joined
 	}
 	return l, nil
 }

@@ -8,14 +8,12 @@ package jobs
 
 import (
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/egress"
-	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -90,15 +88,6 @@ type Request struct {
 	// Completion renders the line appended to a background job's output
 	// file when it ends (two newlines are written before it).
 	Completion func(Outcome) string
-	// Finish, when set, is called once when the job has ended (never for
-	// one that did not start, nor one detached at shutdown), off the job's
-	// actor, after its cgroup was handed back and its sandbox cleaned up
-	// and before a background job's completion line is written and the
-	// outcome delivered: the engine applies a sandboxed job's layer there.
-	// gone says that every process of the job is known to be gone (its
-	// cgroup is empty; without cgroups: its process group is, and nothing
-	// was left running or survived).
-	Finish func(gone bool)
 	// Detached renders the line appended to a background job's output file
 	// when the engine stops reading its output for good while it runs on
 	// (shutdown with jobs left running): kept is how many more bytes of
@@ -128,33 +117,24 @@ type Yielded struct {
 type Profile struct {
 	// Workspace makes the job's working directory and its git
 	// directories writable, hooks and config protected (the
-	// workspace-write profile); otherwise only the world's /tmp and
-	// caches and Writable are.
+	// workspace-write profile); otherwise only its conversation's world
+	// (/tmp and caches: see sandbox.World, which the supervisor keeps
+	// per conversation) and Writable are.
 	Workspace bool
 	// Writable are more directories the job may write (absolute paths).
 	Writable []string
-	// World is the job's conversation's world (sandbox.World): its /tmp,
-	// caches and loopback network. Nil: the job gets a scratch directory
-	// and a network namespace of its own, and no caches.
-	World *sandbox.World
-	// WorldSize is what the world's file system may hold for this job's
-	// start (0: as it is): the conversation's quota less its job output
-	// files.
-	WorldSize uint64
+	// Layer runs a Workspace job over a copy-on-write layer of its
+	// writable roots (package transact), applied to the workspace when
+	// it ends (Outcome.Changes) and, for a background job, at
+	// checkpoints while it runs; without it the git directories' hooks
+	// and config are bound read-only instead.
+	Layer bool
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
 	Network *egress.Allowlist
 	// OnProxy, when set, is told each of the proxy's decisions, from the
 	// proxy's goroutines (it must be safe for concurrent use).
 	OnProxy func(egress.Decision)
-	// Layer, when set, is the job's copy-on-write layer over its
-	// writable roots (package layer): the sandbox mounts it instead of
-	// protecting paths of the git directories, and the engine applies
-	// what it holds once the job ended (Request.Finish).
-	Layer *layer.Spec
-	// Roots are the writable roots of a job with a Layer (the layer's
-	// roots); without one, Workspace finds them.
-	Roots []string
 }
 
 // Applied are the limits a job ran under, and how they were enforced. A
@@ -250,6 +230,9 @@ type Outcome struct {
 	Usage proc.Usage
 	// Limits are the limits the job ran under.
 	Limits Applied
+	// Changes is what a workspace-write job's layer did to the workspace
+	// (its commit's report), for a job that ran over one.
+	Changes Changes
 }
 
 // Status is the status of a job that ran and ended with this outcome (one
@@ -304,9 +287,25 @@ type State struct {
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage proc.Usage
-	// Live reads the running job's cgroup, and freezes it (nil: neither
-	// a cgroup nor a sandbox, or not yet running).
-	Live *LiveUsage
+	// Live reads the running job's cgroup, and freezes its processes
+	// (nil: not yet running; see proc.Handle).
+	Live *proc.Handle
+	// Dir is the job's working directory.
+	Dir string
+	// Changes is what a workspace-write job's layer did to the workspace
+	// so far: its last checkpoint's report while it runs, its commit's
+	// once it ended.
+	Changes Changes
+}
+
+// Changes is what a workspace-write job's layer (package transact) did
+// to the workspace. The zero value: nothing reported (no layer, or
+// nothing applied yet).
+type Changes struct {
+	// Report is the last report (transact.Tx.Last; nil: none).
+	Report *transact.Report
+	// Err says why the change set could not be computed or applied.
+	Err error
 }
 
 // Running reports whether the job has not ended yet.
@@ -320,66 +319,5 @@ func (s State) CurrentUsage() proc.Usage {
 	if !s.Running() || s.Live == nil {
 		return s.Usage
 	}
-	return s.Live.read()
-}
-
-// LiveUsage reads a running job's cgroup until the job ends; the job's
-// actor ends it before it hands the cgroup back, so a recycled cgroup is
-// never read for the wrong job. A sandboxed job without a cgroup has one
-// too, to freeze it (Frozen).
-type LiveUsage struct {
-	mu sync.Mutex
-	cg *proc.Cgroup  // nil once the job ended
-	fz *proc.Freezer // without a cgroup; nil once the job ended
-}
-
-// NewLiveUsage reads cg until End.
-func NewLiveUsage(cg *proc.Cgroup) *LiveUsage { return &LiveUsage{cg: cg} }
-
-// NewLiveFreezer freezes a job without a cgroup with fz until End; its
-// usage reads as zero.
-func NewLiveFreezer(fz *proc.Freezer) *LiveUsage { return &LiveUsage{fz: fz} }
-
-func (l *LiveUsage) read() proc.Usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cg == nil {
-		return proc.Usage{}
-	}
-	u, _ := l.cg.Usage()
-	return u
-}
-
-// Frozen runs f with every process of the running job frozen (its
-// cgroup's freezer; without a cgroup, SIGSTOP of the processes of its
-// mount namespace: see proc.Freezer), then thaws them; it reports false,
-// without running f, when it cannot (the job ended, neither a cgroup
-// nor a sandbox's mount namespace, the kernel did not freeze it). The
-// job's actor waits for it before it ends the job's use of the cgroup,
-// so keep f short.
-func (l *LiveUsage) Frozen(f func()) bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cg == nil {
-		return l.fz != nil && l.fz.Frozen(f)
-	}
-	if l.cg.Freeze(true) != nil {
-		return false
-	}
-	defer l.cg.Freeze(false)
-	f()
-	return true
-}
-
-// End stops reading the cgroup (nil-safe).
-func (l *LiveUsage) End() {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	l.cg, l.fz = nil, nil
-	l.mu.Unlock()
+	return s.Live.Usage()
 }

@@ -21,10 +21,12 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -83,6 +85,12 @@ type Supervisor struct {
 	pid       *actor.PID
 	outDir    string
 	caps      sandbox.Capabilities
+	sandbox   config.Sandbox
+	cacheRoot string // the conversations' world directories (Sandbox.CacheDir)
+	// tx makes workspace-write jobs' layers (nil: no layers on this
+	// host); each conversation's record holds its transact.Conv.
+	tx        *transact.Manager
+	closeErr  error         // closing the workspaces, set before done is closed
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
 	final     []jobs.State  // the records when it stopped
@@ -135,6 +143,20 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
+	s.sandbox, s.cacheRoot = cfg.Sandbox, cfg.Sandbox.CacheDir
+	if s.cacheRoot == "" {
+		s.cacheRoot = filepath.Join(cfg.OutputDir, "cache")
+	}
+	if s.caps.Available() && s.caps.Namespaces {
+		s.tx, err = transact.New(transact.Options{
+			Dir: filepath.Join(cfg.OutputDir, "transact"), UserXattr: s.caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
+			Premount: !s.caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
+		})
+		if err != nil {
+			log.Warn("no workspace layer: workspace-write calls fail", "err", err)
+			s.tx = nil
+		}
+	}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -151,6 +173,19 @@ func New(cfg Config) (*Supervisor, error) {
 	s.watching.Go(func() { s.watch(s.stopWatch, host, first) })
 	return s, nil
 }
+
+// undoLimits bound a conversation's undo store: the defaults of package
+// layer, and at most a quarter of the conversation's quota, which counts
+// what the store keeps.
+func undoLimits(l config.SandboxLimits) layer.StoreLimits {
+	q := l.WithDefaults().ScratchBytes
+	return layer.StoreLimits{Bytes: min(layer.DefaultStoreBytes, int64(q/4))}
+}
+
+// Layers reports whether workspace-write jobs run over layers here
+// (jobs.Profile.Layer): the host has private namespaces and the layers'
+// directory could be made.
+func (s *Supervisor) Layers() bool { return s.tx != nil }
 
 // Sandbox says what restricted mode enforces on this host.
 func (s *Supervisor) Sandbox() sandbox.Capabilities { return s.caps }
@@ -243,8 +278,16 @@ func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) 
 	if a.err != nil {
 		return nil, a.err
 	}
+	// The slow work of the conversation's workspace, off the actor.
+	if err := a.ws.prepare(a.spec); err != nil {
+		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
+		return nil, err
+	}
 	l, err := actors.Launch(a.spec, s.res)
 	if err != nil {
+		if a.spec.Tx != nil {
+			_ = a.spec.Tx.Abort()
+		}
 		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
 		return nil, err
 	}
@@ -373,14 +416,15 @@ func (s *Supervisor) list(m *listRequest) []jobs.State {
 // EndConversation ends conversation conv: its running jobs are ended with
 // the grace sequence (foreground calls answer "cancelled"), its queued
 // calls are refused, its ended jobs are forgotten and its output directory
-// is removed once its last job is gone. It returns the jobs it ended or
+// is removed once its last job is gone; its world is closed and its undo
+// store removed, in the calling goroutine. It returns the jobs it ended or
 // forgot.
 func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]jobs.State, error) {
-	reply := make(chan []jobs.State, 1)
+	reply := make(chan endedConversation, 1)
 	s.system.Root.Send(s.pid, &endConversationRequest{conv: conv, reply: reply})
 	select {
-	case states := <-reply:
-		return states, nil
+	case m := <-reply:
+		return m.states, m.ws.close()
 	case <-s.done:
 		return nil, ErrShutdown
 	case <-ctx.Done():
@@ -409,16 +453,25 @@ func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
 	s.system.Root.Send(s.pid, &shutdownRequest{leaveJobs: leaveJobs})
 	select {
 	case <-s.done:
-		return nil
+		return s.closeErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// finish stops the actor system and removes the cgroups once the
-// supervisor actor has stopped; it runs on its own goroutine (the actor
-// system cannot be shut down from inside one of its actors).
-func (s *Supervisor) finish() {
+// finish stops the actor system, closes the conversations' workspaces
+// (ws) and removes the cgroups once the supervisor actor has stopped; it
+// runs on its own goroutine (the actor system cannot be shut down from
+// inside one of its actors).
+func (s *Supervisor) finish(ws []*workspace) {
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, w.close())
+	}
+	if s.tx != nil {
+		errs = append(errs, s.tx.Close())
+	}
+	s.closeErr = errors.Join(errs...)
 	close(s.stopWatch)
 	s.watching.Wait()
 	s.system.Shutdown()
