@@ -409,10 +409,8 @@ func jobInfo(st jobs.State) JobInfo {
 	if j.Status == JobKilled && j.OOMKilled && st.Reason == jobs.ReasonNone {
 		j.Reason = "out of memory" // the OOM killer's SIGKILL
 	}
-	if rep := st.Changes.Report; rep != nil {
-		j.Changes, j.ChangesOmitted = changes(rep.Applied, st.Dir)
-		j.Refused = refusals(rep.Refused, st.Dir)
-	}
+	j.Changes, j.ChangesOmitted = changes(st.Changes, st.Dir)
+	j.Refused = refusals(st.Changes, st.Dir)
 	j.ChangeReport = changeNotes(st.Changes, st.Dir)
 	return j
 }

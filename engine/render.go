@@ -12,7 +12,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -238,9 +237,9 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
-	if rep := o.Changes.Report; rep != nil && o.Yielded == nil {
-		res.Changes, res.ChangesOmitted = changes(rep.Applied, tc.WorkingDir)
-		res.Refused = refusals(rep.Refused, tc.WorkingDir)
+	if o.Yielded == nil {
+		res.Changes, res.ChangesOmitted = changes(o.Changes, tc.WorkingDir)
+		res.Refused = refusals(o.Changes, tc.WorkingDir)
 	}
 	if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" && o.Yielded == nil {
 		res.Output = appendNote(res.Output, notes)
@@ -265,7 +264,7 @@ func changeNotes(c jobs.Changes, cwd string) string {
 	if rep == nil {
 		return strings.Join(lines, "\n")
 	}
-	if line := layer.Summary(rep.Applied, cwd, 0); line != "" {
+	if line := rep.Summary(cwd); line != "" {
 		lines = append(lines, line)
 	}
 	if rep.NotApplied != "" {
@@ -277,7 +276,7 @@ func changeNotes(c jobs.Changes, cwd string) string {
 	if n := len(rep.Failed); n > 0 {
 		var names []string
 		for _, f := range rep.Failed[:min(n, 3)] {
-			names = append(names, layer.Rel(cwd, f.Change.Path)+" ("+f.Err.Error()+")")
+			names = append(names, rel(cwd, f.Change.Path)+" ("+f.Err.Error()+")")
 		}
 		more := ""
 		if n > 3 {
@@ -291,12 +290,12 @@ func changeNotes(c jobs.Changes, cwd string) string {
 
 // undoText is Undo's text: "[undid the last 2 commands: changed 3
 // files: D b.txt, M a.txt, A old.txt]".
-func undoText(steps int, cs []layer.Change, cwd string) string {
+func undoText(steps int, undone jobs.Changes, cwd string) string {
 	what := "the last command"
 	if steps > 1 {
 		what = fmt.Sprintf("the last %d commands", steps)
 	}
-	line := layer.Summary(cs, cwd, 0)
+	line := undone.Report.Summary(cwd)
 	if line == "" {
 		return "[undid " + what + ": nothing to put back]"
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 
-	"github.com/bashvisor/bashvisor/internal/gitpolicy"
-	"github.com/bashvisor/bashvisor/internal/layer"
-	"github.com/bashvisor/bashvisor/internal/transact"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // A workspace-write command runs over a copy-on-write layer of its
@@ -49,35 +50,44 @@ type Refusal struct {
 	Reason string `json:"reason"`
 }
 
-// MaxChanges bounds Result.Changes and JobInfo.Changes; the rest is
+// maxChanges bounds Result.Changes and JobInfo.Changes; the rest is
 // counted in ChangesOmitted.
-const MaxChanges = 1000
+const maxChanges = 1000
 
 // changes converts applied changes for the API, relative to cwd, the
 // listed ones only (an added directory shows as its files), at most
-// MaxChanges; it returns how many it left out.
-func changes(cs []layer.Change, cwd string) ([]Change, int) {
-	listed := layer.Listed(cs)
+// maxChanges; it returns how many it left out.
+func changes(c jobs.Changes, cwd string) ([]Change, int) {
+	listed := c.Report.Listed()
 	if len(listed) == 0 {
 		return nil, 0
 	}
-	out := make([]Change, 0, min(len(listed), MaxChanges))
-	for _, c := range listed[:min(len(listed), MaxChanges)] {
+	out := make([]Change, 0, min(len(listed), maxChanges))
+	for _, c := range listed[:min(len(listed), maxChanges)] {
 		out = append(out, Change{Path: c.Display(cwd), Kind: string(c.Kind), Size: c.Size})
 	}
 	return out, len(listed) - len(out)
 }
 
 // refusals converts policy refusals for the API.
-func refusals(rs []gitpolicy.Refusal, cwd string) []Refusal {
-	if len(rs) == 0 {
+func refusals(c jobs.Changes, cwd string) []Refusal {
+	if c.Report == nil || len(c.Report.Refused) == 0 {
 		return nil
 	}
-	out := make([]Refusal, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, Refusal{Path: layer.Rel(cwd, r.Path), Rule: string(r.Rule), Reason: r.Reason})
+	out := make([]Refusal, 0, len(c.Report.Refused))
+	for _, r := range c.Report.Refused {
+		out = append(out, Refusal{Path: rel(cwd, r.Path), Rule: string(r.Rule), Reason: r.Reason})
 	}
 	return out
+}
+
+// rel is p relative to base when p is base or below it, p otherwise
+// (as the change lines write paths).
+func rel(base, p string) string {
+	if r, err := filepath.Rel(base, p); err == nil && base != "" && r != ".." && !strings.HasPrefix(r, "../") {
+		return r
+	}
+	return p
 }
 
 // UndoResult is what Undo did.
@@ -126,20 +136,20 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	if !e.sup.Layers() {
 		return UndoResult{}, fmt.Errorf("%w: this engine runs no workspace-write commands", ErrNothingToUndo)
 	}
-	cs, kept, err := e.sup.Undo(tc.ConversationID, steps)
+	undone, kept, err := e.sup.Undo(tc.ConversationID, steps)
 	if err != nil {
-		if errors.Is(err, transact.ErrUndoLive) {
+		if errors.Is(err, supervisor.ErrUndoLive) {
 			return UndoResult{}, fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
 		}
-		if errors.Is(err, layer.ErrNothingToUndo) {
+		if errors.Is(err, supervisor.ErrNothingToUndo) {
 			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
 		}
 		return UndoResult{}, public(err)
 	}
 	r := UndoResult{Steps: steps}
-	if r.Changes, r.ChangesOmitted = changes(cs, tc.WorkingDir); r.Changes == nil {
+	if r.Changes, r.ChangesOmitted = changes(undone, tc.WorkingDir); r.Changes == nil {
 		r.Changes = []Change{}
 	}
-	r.Report = undoText(steps, cs, tc.WorkingDir)
+	r.Report = undoText(steps, undone, tc.WorkingDir)
 	return r, nil
 }

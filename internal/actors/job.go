@@ -415,9 +415,9 @@ func (j *job) settle(ctx actor.Context) {
 	j.closePipes()
 	o := jobs.Outcome{
 		Reason:       j.reason,
-		Leftovers:    j.leftovers,
+		Leftovers:    members(j.leftovers),
 		LeftRunning:  j.leftRunning,
-		Survivors:    j.survivors,
+		Survivors:    members(j.survivors),
 		PipeHeld:     j.pipeHeld,
 		Duration:     time.Since(j.start),
 		Queued:       j.spec.Queued,
@@ -442,7 +442,7 @@ func (j *job) settle(ctx actor.Context) {
 		o.Stderr = &r
 		_ = j.l.errBuf.Close()
 	}
-	o.Usage, o.Limits = j.usage(), j.l.applied
+	o.Usage, o.Limits = jobs.Usage(j.usage()), j.l.applied
 	tx := j.l.tx
 	if tx == nil {
 		j.complete(o)
@@ -589,7 +589,7 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	}
 	j.enter(done)
 	st := j.jobState(nil)
-	st.Status, st.Reason, st.Ended, st.Usage = jobs.Detached, jobs.ReasonShutdown, time.Now(), usage
+	st.Status, st.Reason, st.Ended, st.Usage = jobs.Detached, jobs.ReasonShutdown, time.Now(), jobs.Usage(usage)
 	j.final = &st
 	j.answer(ctx, st)
 }
@@ -662,7 +662,7 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 		TTY: j.spec.TTY != nil, Dir: j.spec.Dir,
 	}
 	if j.l != nil {
-		st.Pid, st.Output, st.Live = j.l.p.Pid, j.l.file, j.l.live
+		st.Pid, st.Output, st.Live = j.l.p.Pid, j.l.file, liveUsage{j.l.live}
 	}
 	if o != nil {
 		st.Ended, st.Usage = time.Now(), o.Usage

@@ -76,13 +76,17 @@ func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 	// was set up is released when Launch fails.
 	defer func() {
 		if err != nil {
+			l.undo()
 		}
 	}()
 	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
 		SeparateStderr: res.SeparateStreams && !spec.Background && spec.TTY == nil && spec.Yield == nil,
-		Stdin:          spec.Stdin, TTY: spec.TTY,
+		Stdin:          spec.Stdin,
+	}
+	if spec.TTY != nil {
+		ps.TTY = (*proc.Winsize)(spec.TTY)
 	}
 	extra := spec.ExtraEnv
 	var memCtl, pidsCtl bool
@@ -116,55 +120,10 @@ func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 	l.applied.MemoryPerProcess = lim.Memory > 0 && !memCtl
 	l.applied.CPUPerProcess = lim.CPUTime > 0 && l.cg == nil
 	cpuSeconds := uint64((lim.CPUTime + time.Second - 1) / time.Second)
-	if p := spec.Sandbox; p != nil {
-		sl := res.Sandbox.Limits
-		def := sl.WithDefaults()
-		if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
-			sl.AddressSpace = uint64(lim.Memory)
-		}
-		if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
-			sl.CPUSeconds = cpuSeconds
-		}
-		opts := sandbox.Options{
-			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
-			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
-			World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
-		}
-		switch {
-		case spec.Tx != nil:
-			// The layer's overlays replace protecting paths.
-			ls := spec.Tx.Spec()
-			opts.Roots, opts.Layer = sandbox.Roots{Writable: spec.Tx.Roots()}, &ls
-		case p.Workspace:
-			roots, err := sandbox.WorkspaceRoots(spec.Dir)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
-			}
-			opts.Roots = roots
-			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
-		default:
-			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
-		}
-		sc, err := sandbox.Prepare(opts)
+	if spec.Sandbox != nil {
+		sc, err := l.sandboxed(spec, res, cpuSeconds, pidsCtl)
 		if err != nil {
-			if errors.Is(err, sandbox.ErrUnavailable) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
-		}
-		l.sbx = sc
-		if p.Network != nil {
-			l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
-				if !d.Allowed {
-					l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
-				}
-				if p.OnProxy != nil {
-					p.OnProxy(d)
-				}
-			}})
-		}
-		if pidsCtl {
-			l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
+			return nil, err
 		}
 		extra = append(extra[:len(extra):len(extra)], sc.Env...)
 		if res.Sandbox.Helper {
@@ -214,6 +173,64 @@ func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 		l.tx.Background(l.live.Freeze) // may wait for a checkpoint of a layer it joined
 	}
 	return l, nil
+}
+
+// sandboxed prepares a restricted job's sandbox (and its egress proxy):
+// its limits are the lower of the job's rlimit fallbacks and the
+// sandbox's own, its roots the layer of its transaction (Spec.Tx), or
+// the workspace's protected roots, or Writable only.
+func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pidsCtl bool) (*sandbox.Command, error) {
+	p, lim := spec.Sandbox, spec.Limits
+	sl := res.Sandbox.Limits
+	def := sl.WithDefaults()
+	if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
+		sl.AddressSpace = uint64(lim.Memory)
+	}
+	if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
+		sl.CPUSeconds = cpuSeconds
+	}
+	opts := sandbox.Options{
+		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
+		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
+		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
+	}
+	switch {
+	case spec.Tx != nil:
+		// The layer's overlays replace protecting paths.
+		ls := spec.Tx.Spec()
+		opts.Roots, opts.Layer = sandbox.Roots{Writable: spec.Tx.Roots()}, &ls
+	case p.Workspace:
+		roots, err := sandbox.WorkspaceRoots(spec.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		opts.Roots = roots
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+	default:
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+	}
+	sc, err := sandbox.Prepare(opts)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+	}
+	l.sbx = sc
+	if p.Network != nil {
+		l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
+			if !d.Allowed {
+				l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+			}
+			if p.OnProxy != nil {
+				p.OnProxy(d)
+			}
+		}})
+	}
+	if pidsCtl {
+		l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
+	}
+	return sc, nil
 }
 
 // bufferConfig is the configuration of a foreground job's output buffer:

@@ -8,11 +8,11 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/egress"
-	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
@@ -77,7 +77,7 @@ type Request struct {
 	// TTY, when set, runs the job on a pseudo-terminal of that size: its
 	// output is the terminal's byte stream, and writes send keys (^C is
 	// "\x03"); closing its input sends ^D.
-	TTY *proc.Winsize
+	TTY *Winsize
 	// Yield, when set, makes a foreground job that reaches Timeout a
 	// background job of its conversation instead of ending it: the
 	// supervisor gives it a job id and an output file, the caller gets the
@@ -201,10 +201,10 @@ type Outcome struct {
 	Stderr *truncate.Output
 	// Leftovers were still in the group after the shell exited and were
 	// ended, or left running (LeftRunning) with KeepLeftovers.
-	Leftovers   []proc.Member
+	Leftovers   []Member
 	LeftRunning bool
 	// Survivors were still alive after SIGKILL and CleanupWait.
-	Survivors []proc.Member
+	Survivors []Member
 	// PipeHeld: the output pipe was still open after the group was gone.
 	PipeHeld bool
 	// Duration is the job's wall time, from its start.
@@ -227,7 +227,7 @@ type Outcome struct {
 	// kept running or survived). It is zero for a job that never started.
 	// Where the job has no cgroup, CPU comes from the shell's own rusage
 	// (wait4): the time of the shell and of the descendants it waited for.
-	Usage proc.Usage
+	Usage Usage
 	// Limits are the limits the job ran under.
 	Limits Applied
 	// Changes is what a workspace-write job's layer did to the workspace
@@ -286,10 +286,10 @@ type State struct {
 	TTY bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
-	Usage proc.Usage
-	// Live reads the running job's cgroup, and freezes its processes
-	// (nil: not yet running; see proc.Handle).
-	Live *proc.Handle
+	Usage Usage
+	// Live reads what the running job has used so far (nil: not yet
+	// running).
+	Live UsageReader
 	// Dir is the job's working directory.
 	Dir string
 	// Changes is what a workspace-write job's layer did to the workspace
@@ -315,9 +315,42 @@ func (s State) Running() bool { return s.Status == Running }
 // and while it runs what its cgroup has accounted (a few µs: one pread per
 // counter; zero without a cgroup, or before the job's actor reported it
 // running).
-func (s State) CurrentUsage() proc.Usage {
+func (s State) CurrentUsage() Usage {
 	if !s.Running() || s.Live == nil {
 		return s.Usage
 	}
 	return s.Live.Usage()
+}
+
+// UsageReader reads what a running job has used so far (its cgroup's
+// counters, a few µs; zero without a cgroup or once the job ended).
+type UsageReader interface{ Usage() Usage }
+
+// Usage is what a job's processes used (see proc.Usage, whose counters
+// these are).
+type Usage struct {
+	// CPU is the user and system CPU time of its processes.
+	CPU time.Duration
+	// PeakMemory is the most memory charged to its cgroup at once, in
+	// bytes (0 without a memory controller).
+	PeakMemory int64
+	// Processes is the most processes and threads alive in its cgroup
+	// at once (0 without a pids controller).
+	Processes int
+	// OOMKills counts its processes killed by the kernel's OOM killer.
+	OOMKills int
+}
+
+// Member is a process of a job.
+type Member struct {
+	Pid  int
+	Comm string // the kernel's command name, at most 15 bytes
+}
+
+// String formats a member as "comm (pid N)".
+func (m Member) String() string { return fmt.Sprintf("%s (pid %d)", m.Comm, m.Pid) }
+
+// Winsize is a terminal's size, in characters.
+type Winsize struct {
+	Rows, Cols uint16
 }

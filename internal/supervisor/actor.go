@@ -530,7 +530,7 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 			f, err = truncate.CreateFile(name, sv.s.res.JobFileCap)
 		}
 		if err != nil {
-			refuse = fmt.Errorf("%w: output file: %w", proc.ErrStart, err)
+			refuse = own(fmt.Errorf("%w: output file: %w", proc.ErrStart, err))
 		}
 	}
 	if refuse != nil {

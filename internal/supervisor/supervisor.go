@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,9 @@ import (
 )
 
 // Errors returned by the Supervisor besides those of the job layer
-// (package jobs), of starting a process (proc.ErrStart) and of the sandbox
-// (sandbox.ErrUnavailable); test them with errors.Is.
+// (package jobs); test them with errors.Is. An error of a layer below
+// (proc, sandbox, layer, transact) matches the one here that names it,
+// with its own text, so that callers need not import those layers.
 var (
 	// ErrShutdown: the supervisor is shut down.
 	ErrShutdown = errors.New("engine is shut down")
@@ -41,7 +43,60 @@ var (
 	// ErrBusy: admission control refused a job (see config.Admission);
 	// the error is a *BusyError, which says what is full.
 	ErrBusy = errors.New("busy")
+	// ErrStart: the job's process could not be started (proc.ErrStart).
+	ErrStart = errors.New("could not start the command")
+	// ErrUnavailable: the sandbox cannot be set up on this host
+	// (sandbox.ErrUnavailable), or a workspace-write job cannot have a
+	// layer here.
+	ErrUnavailable = errors.New("the sandbox is unavailable")
+	// ErrNothingToUndo: fewer steps are kept than Undo asked for
+	// (layer.ErrNothingToUndo).
+	ErrNothingToUndo = errors.New("nothing to undo")
+	// ErrUndoLive: the steps to undo were applied from the layer of a
+	// background job that still runs (transact.ErrUndoLive).
+	ErrUndoLive = errors.New("the changes to undo are still in the layer of a background job that runs")
 )
+
+// UndoConflictError is Undo's refusal when something changed the paths
+// since (layer.ConflictError): nothing was undone.
+type UndoConflictError struct {
+	// Paths are the paths changed since, absolute and sorted.
+	Paths []string
+}
+
+func (e *UndoConflictError) Error() string {
+	return "undo refused: changed since: " + strings.Join(e.Paths, ", ")
+}
+
+// lowerErrors pair the errors of the layers below with the
+// supervisor's.
+var lowerErrors = [...]struct{ lower, own error }{
+	{proc.ErrStart, ErrStart},
+	{sandbox.ErrUnavailable, ErrUnavailable},
+	{layer.ErrNothingToUndo, ErrNothingToUndo},
+	{transact.ErrUndoLive, ErrUndoLive},
+}
+
+// own returns err so that it matches the supervisor's error for the
+// lower layer's it wraps (nil: nil).
+func own(err error) error {
+	var c *layer.ConflictError
+	if errors.As(err, &c) {
+		return &UndoConflictError{Paths: c.Paths}
+	}
+	for _, m := range lowerErrors {
+		if errors.Is(err, m.lower) {
+			return &ownError{err: err, own: m.own}
+		}
+	}
+	return err
+}
+
+// ownError is an error of a layer below that matches the supervisor's.
+type ownError struct{ err, own error }
+
+func (e *ownError) Error() string   { return e.err.Error() }
+func (e *ownError) Unwrap() []error { return []error{e.own, e.err} }
 
 // MaxEnded bounds the ended background jobs remembered; the oldest is
 // forgotten together with its output file.
@@ -259,6 +314,11 @@ func (j *Job) OutputSince(offset int64, limit int) (text string, skipped, next i
 // ErrSandboxUnavailable when the process could not start, and with ctx's
 // error when ctx is done before the job starts.
 func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) {
+	j, err := s.start(ctx, req)
+	return j, own(err)
+}
+
+func (s *Supervisor) start(ctx context.Context, req jobs.Request) (*Job, error) {
 	if s.closed.Load() {
 		return nil, ErrShutdown
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/transact"
@@ -118,7 +117,7 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 		return nil
 	}
 	if w.tx == nil {
-		return fmt.Errorf("%w: the workspace layer is unavailable", sandbox.ErrUnavailable)
+		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
 	roots, err := transact.Roots(spec.Dir)
 	if err != nil {
@@ -201,20 +200,28 @@ func (s *Supervisor) World(conv string) WorldUsage { return s.worldSize(conv, s.
 func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
 
 // Undo takes back the last steps changes of conversation conv to its
-// workspace (see transact.Conv.Undo) and returns what it changed, and
-// how many steps were kept before.
-func (s *Supervisor) Undo(conv string, steps int) ([]layer.Change, int, error) {
+// workspace (see transact.Conv.Undo), and returns what it changed (as
+// the report's Applied: an undone addition is a deletion) and how many
+// steps were kept before.
+//
+// Its errors match ErrNothingToUndo, ErrUndoLive, or are an
+// *UndoConflictError (nothing was undone then).
+func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
 	w := s.workspace(conv)
 	if w == nil || w.tx == nil {
-		if s.tx == nil {
-			return nil, 0, fmt.Errorf("%w: this engine runs no workspace-write commands", layer.ErrNothingToUndo)
-		}
-		return nil, 0, fmt.Errorf("%w: the conversation changed nothing", layer.ErrNothingToUndo)
+		return jobs.Changes{}, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
 	}
 	kept := len(w.tx.Steps())
 	cs, err := w.tx.Undo(steps)
-	return cs, kept, err
+	if err != nil {
+		return jobs.Changes{}, kept, own(err)
+	}
+	return jobs.Changes{Report: &transact.Report{Applied: cs}}, kept, nil
 }
+
+// SandboxMain runs the sandbox's helper and exits when the process was
+// started as one (sandbox.Main); otherwise it returns at once.
+func SandboxMain() { sandbox.Main() }
 
 // workspace returns conversation conv's workspace, nil when the
 // supervisor has no record of it.

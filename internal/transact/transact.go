@@ -322,6 +322,25 @@ type Report struct {
 	NotApplied string
 }
 
+// Listed are the applied changes a listing shows: an added directory
+// shows as its files (layer.Listed; nil-safe).
+func (r *Report) Listed() []layer.Change {
+	if r == nil {
+		return nil
+	}
+	return layer.Listed(r.Applied)
+}
+
+// Summary is the one line that says what was applied, relative to cwd
+// ("[changed 3 files: M src/a.go, A b.txt, D old.txt]", capped: see
+// layer.Summary); "" when nothing was (nil-safe).
+func (r *Report) Summary(cwd string) string {
+	if r == nil {
+		return ""
+	}
+	return layer.Summary(r.Applied, cwd, 0)
+}
+
 // Commit ends the command's transaction: when gone (every process of
 // the command is known to have ended), it computes the layer's change
 // set, checks it against policy, applies what is allowed (one undo
