@@ -1,9 +1,11 @@
-// Package jobs holds the data of a job that the engine's layers share:
-// what to run (Request), what happened to it (Outcome), the supervisor's
-// record of it (State), their statuses and reasons, and the errors of the
-// job layer. It has no behaviour beyond reading a running job's usage: the
-// supervisor (package supervisor) and the job actor (package actors) act
-// on this data, and the engine renders it.
+// Package jobs holds the data of a job that the engine and the layers
+// below it share: what to run (Request), what happened to it (Outcome,
+// with its Usage and its Changes), the supervisor's record of it
+// (State), their statuses and reasons, and the errors of the job layer.
+// It is data: the supervisor (package supervisor) and the job actor
+// (package actors) act on it, and the engine renders it. Its only
+// functions of a job are the renderers a Request carries (Completion,
+// Detached), which the engine supplies.
 package jobs
 
 import (

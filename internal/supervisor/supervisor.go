@@ -1,8 +1,14 @@
-// Package supervisor owns the jobs of one engine: it starts them, keeps
-// their records, routes cancellation and kills to them and shuts them
-// down, through one supervisor actor (protoactor-go) whose children are the
-// jobs' actors (package actors), stopped and never restarted: a restart
-// would lose the process, and re-running a command is not safe.
+// Package supervisor owns the jobs and the conversations of one engine:
+// it starts jobs, keeps their records, routes cancellation and kills to
+// them and shuts them down, through one supervisor actor (protoactor-go)
+// whose children are the jobs' actors (package actors), stopped and never
+// restarted: a restart would lose the process, and re-running a command is
+// not safe. Its record of a conversation owns what the conversation's
+// commands run in and change: its world (sandbox.World), its undo store
+// and its jobs' transactions (transact.Conv, transact.Tx). The slow work
+// on those (making the world, a layer's begin and checkpoints, undo, a
+// commit) runs in the caller's goroutine or off the job's actor, never on
+// the supervisor actor.
 package supervisor
 
 import (
