@@ -6,11 +6,11 @@ SHELL := /bin/bash
 .PHONY: demo test vet unit stress bench ci deps generate build install vm-deps vm-test vm-bench
 
 # The tour. It builds bin/demo first, saying so: a first build compiles
-# about 460 packages (the engine, the MCP server, the fleet's remote; not
+# about 475 packages (the engine, the MCP server, the fleet's remote; not
 # the Kubernetes or etcd clients), 1 to 2 minutes on two idle cores, and
 # prints every 25th; later builds take seconds and print nothing.
 demo:
-	@echo "building bin/demo (a first build compiles about 460 packages: 1-2 minutes on 2 idle cores; then seconds)"
+	@echo "building bin/demo (a first build compiles about 475 packages: 1-2 minutes on 2 idle cores; then seconds)"
 	@set -o pipefail; $(GO) build -v -o bin/demo ./cmd/demo 2>&1 | \
 		awk '/^[[:alnum:]_.~+-]+(\/[[:alnum:]_.~+-]+)*$$/ { if (++n % 25 == 0) printf "  %d packages compiled (%s)\n", n, $$0; next } { print }'
 	bin/demo tour
@@ -21,10 +21,30 @@ demo:
 build:
 	$(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o bin/ ./cmd/bashvisor ./cmd/bashvisor-fleet
 
-# bashvisor into $(go env GOBIN), or $(go env GOPATH)/bin.
+# bashvisor into BINDIR: by default $(go env GOBIN), or $(go env
+# GOPATH)/bin; `make install BINDIR=~/.local/bin` (or /usr/local/bin as
+# root) puts it there. Stripped, with the commit in `bashvisor version`;
+# built without -trimpath so that it reuses what `make demo` compiled.
+# It ends by saying whether your shell's PATH finds it, and if not, the
+# line that makes it.
+BINDIR ?=
 install:
-	$(GO) install -buildvcs=auto -trimpath -ldflags='-s -w' ./cmd/bashvisor
-	@d=$$($(GO) env GOBIN); echo "installed $${d:-$$($(GO) env GOPATH)/bin}/bashvisor"
+	@set -e; d="$(BINDIR)"; \
+	if [ -z "$$d" ]; then d=$$($(GO) env GOBIN); d=$${d:-$$($(GO) env GOPATH)/bin}; fi; \
+	case "$$d" in "~/"*) d="$$HOME/$${d#"~/"}";; esac; \
+	mkdir -p "$$d"; \
+	echo "building bashvisor into $$d"; \
+	$(GO) build -buildvcs=auto -ldflags='-s -w' -o "$$d/bashvisor" ./cmd/bashvisor; \
+	found=$$(command -v bashvisor || true); \
+	if [ "$$found" = "$$d/bashvisor" ]; then \
+		echo "installed $$d/bashvisor: on your PATH (bashvisor version)"; \
+	elif [ -n "$$found" ]; then \
+		echo "installed $$d/bashvisor, but your PATH finds $$found first: run $$d/bashvisor, or put $$d before it:"; \
+		echo "  export PATH=\"$$d:\$$PATH\"   # add this line to ~/.bashrc (or ~/.profile) to keep it"; \
+	else \
+		echo "installed $$d/bashvisor, which is NOT on your PATH: run it as $$d/bashvisor, or"; \
+		echo "  export PATH=\"\$$PATH:$$d\"   # add this line to ~/.bashrc (or ~/.profile) to keep it"; \
+	fi
 
 test: vet unit vm-test stress
 

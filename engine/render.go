@@ -240,9 +240,13 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	if o.Yielded == nil {
 		res.Changes, res.ChangesOmitted = changes(o.Changes, tc.WorkingDir)
 		res.Refused = refusals(o.Changes, tc.WorkingDir)
-	}
-	if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" && o.Yielded == nil {
-		res.Output = appendNote(res.Output, notes)
+		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
+			res.Output = appendNote(res.Output, notes)
+		}
+		rep := o.Changes.Report
+		if res.Status == StatusOK && (o.Changes.Err != nil || rep != nil && rep.Discarded) { // never lost under ok
+			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
+		}
 	}
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true

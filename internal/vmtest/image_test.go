@@ -55,3 +55,27 @@ func TestResolveModulesMissing(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestMaskedTop: a directory below a tmpfs the guest mounts is revealed
+// from the directory right below that mount (the clone's root, so that
+// tests reading ../README.md find it), and only below it.
+func TestMaskedTop(t *testing.T) {
+	masks := []string{"/tmp", "/run", "/dev/shm"}
+	cases := []struct {
+		dir, mask, top string
+		ok             bool
+	}{
+		{"/tmp/clone/internal/proc", "/tmp", "/tmp/clone", true},
+		{"/tmp/clone", "/tmp", "/tmp/clone", true},
+		{"/run/user/0/x/", "/run", "/run/user", true},
+		{"/tmp", "", "", false},
+		{"/tmpfoo/x", "", "", false},
+		{"/work/main/.vm/run", "", "", false},
+	}
+	for _, c := range cases {
+		mask, top, ok := maskedTop(c.dir, masks)
+		if mask != c.mask || top != c.top || ok != c.ok {
+			t.Errorf("maskedTop(%q) = %q, %q, %v; want %q, %q, %v", c.dir, mask, top, ok, c.mask, c.top, c.ok)
+		}
+	}
+}
