@@ -176,8 +176,8 @@ func decodeResult(p *clusterpb.Result) engine.Result {
 		OutputBytes: p.OutputBytes, FullOutputFile: p.FullOutputFile, DurationMS: p.DurationMs,
 		QueuedMS: p.QueuedMs, Command: p.Command, Display: p.Display, PID: int(p.Pid),
 		OutputFile: p.OutputFile, JobID: p.JobId, Err: decodeErr(p.ErrKind, p.Err),
-		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
-		Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused),
+		Usage:     engine.Usage{CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled},
+		ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused)},
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)
@@ -210,9 +210,9 @@ func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
 		JobID: p.JobId, PID: int(p.Pid), Command: p.Command, Display: p.Display,
 		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
 		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
-		CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled,
-		TTY: p.Tty, Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted),
-		Refused: decodeRefused(p.Refused), ChangeReport: p.ChangeReport,
+		Usage: engine.Usage{CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled},
+		TTY:   p.Tty, ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused)},
+		ChangeReport: p.ChangeReport,
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)

@@ -73,13 +73,14 @@ func TestBusyCrossesTheWire(t *testing.T) {
 func TestChangeReportCrossesTheWire(t *testing.T) {
 	code := 0
 	r := engine.Result{Status: engine.StatusOK, ExitCode: &code, Output: "[changed 2 files: M a.go, A b.txt]\n",
-		Changes:        []engine.Change{{Path: "a.go", Kind: "M", Size: 12}, {Path: "b.txt", Kind: "A", Size: 3}},
-		ChangesOmitted: 4,
-		Refused:        []engine.Refusal{{Path: ".git/config", Rule: "git-config", Reason: "a repository's configuration"}}}
+		ChangeSet: engine.ChangeSet{
+			Changes:        []engine.Change{{Path: "a.go", Kind: "M", Size: 12}, {Path: "b.txt", Kind: "A", Size: 3}},
+			ChangesOmitted: 4,
+			Refused:        []engine.Refusal{{Path: ".git/config", Rule: "git-config", Reason: "a repository's configuration"}}}}
 	if got := decodeResult(encodeResult(r)); !reflect.DeepEqual(got, r) {
 		t.Errorf("result:\n got %+v\nwant %+v", got, r)
 	}
-	j := engine.JobInfo{JobID: "job-1", Status: engine.JobRunning, Changes: r.Changes, ChangesOmitted: 1, Refused: r.Refused,
+	j := engine.JobInfo{JobID: "job-1", Status: engine.JobRunning, ChangeSet: engine.ChangeSet{Changes: r.Changes, ChangesOmitted: 1, Refused: r.Refused},
 		ChangeReport: "[changed 2 files: M a.go, A b.txt]"}
 	if got := decodeJob(encodeJob(j)); !reflect.DeepEqual(got, j) {
 		t.Errorf("job:\n got %+v\nwant %+v", got, j)

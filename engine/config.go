@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
@@ -14,7 +14,7 @@ import (
 // config.Sandbox.Helper: when the engine re-executes the program as the
 // sandbox helper, SandboxMain confines the process and execs the command
 // (it never returns); otherwise it returns at once.
-func SandboxMain() { sandbox.Main() }
+func SandboxMain() { supervisor.SandboxMain() }
 
 // OnTimeout says what happens to a foreground command at its timeout.
 type OnTimeout string

@@ -54,9 +54,14 @@
 // ("[killed processes left running after the shell exited: ...]"), the
 // full output's file, an incomplete cleanup. A background job's output
 // file ends with "[background process completed]", "[background process
-// failed: exit code N]" or "[background process killed: REASON]". All of
-// these texts are written in one file of this package (render.go) from the
-// data the lower layers return. The output itself reads as a terminal
+// failed: exit code N]" or "[background process killed: REASON]". These
+// texts are written by this package (render.go, and its notes.go for the
+// sandbox's) from the data the lower layers return; two lines of a
+// workspace-write command's change report come worded from below: the
+// summary of what was applied (package layer) and the policy's refusals
+// (package gitpolicy). The engine holds no state of a conversation: the
+// supervisor's record of it owns its jobs, its world, its undo store and
+// its commands' layers. The output itself reads as a terminal
 // shows it, escape sequences and control bytes rendered out, a terminal
 // job's as its screen and scrollback (see output.go and
 // config.Output.Raw); the files keep the raw bytes.
@@ -64,7 +69,7 @@
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per
 // call in ToolContext.Limits), and every result reports what it used:
-// Result.CPUMS, PeakMemoryBytes, Processes and OOMKilled, read from the
+// [Usage] (CPU time, peak memory, processes, OOM kills), read from the
 // kernel's accounting of the command's cgroup (each field says when it is
 // exact, approximate or absent).
 //

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,9 +14,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
-	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/safety"
 )
@@ -40,19 +37,9 @@ type Engine struct {
 	sup    *supervisor.Supervisor
 	outDir string
 	ownDir bool
-	// cacheRoot holds the conversations' world directories
-	// (Config.Sandbox.CacheDir).
-	cacheRoot string
-	worldsMu  sync.Mutex
-	worlds    map[string]*sandbox.World // by conversation; nil after Shutdown
 	// auditor writes the audit log; nil when none is configured.
 	auditor *auditor
 	metrics *metrics
-	// tx makes workspace-write commands' layers and keeps the
-	// conversations' undo stores (nil: no workspace layer here).
-	tx     *transact.Manager
-	txMu   sync.Mutex
-	txJobs map[string]map[string]*jobTx // background jobs' layers, by conversation and job id
 	// noLayer (benchmarks, export_test.go) runs workspace-write commands
 	// the old way: read-only binds of git's hooks and config, no layer.
 	noLayer bool
@@ -69,7 +56,7 @@ type Engine struct {
 // and the output directory.
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
-	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{}), worlds: map[string]*sandbox.World{}}
+	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{})}
 	var err error
 	if e.outDir == "" {
 		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {
@@ -85,9 +72,6 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.dropMissingBases()
-	if e.cacheRoot = cfg.Sandbox.CacheDir; e.cacheRoot == "" {
-		e.cacheRoot = filepath.Join(e.outDir, "cache")
-	}
 	e.sup, err = supervisor.New(supervisor.Config{
 		Env: cfg.Env, Cgroups: cfg.Cgroups, Lifecycle: cfg.Lifecycle, Output: cfg.Output,
 		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger,
@@ -97,15 +81,6 @@ func New(cfg Config) (*Engine, error) {
 			_ = os.RemoveAll(e.outDir)
 		}
 		return nil, err
-	}
-	if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
-		e.tx, err = transact.New(transact.Options{
-			Dir: filepath.Join(e.outDir, "transact"), UserXattr: caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
-			Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
-		})
-		if err != nil {
-			e.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
-		}
 	}
 	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
 	e.metrics = newMetrics(e)
@@ -220,15 +195,6 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if err != nil {
 		return errorResult(res, err), g
 	}
-	// What the conversation's background jobs changed so far reaches
-	// the workspace before this command starts.
-	e.checkpoint(tc.ConversationID)
-	var jt *jobTx
-	if profile != nil && profile.Workspace && !e.noLayer {
-		if jt, err = e.beginTx(tc, profile, res.Display); err != nil {
-			return errorResult(res, err), g
-		}
-	}
 	script := g.Run
 	req := jobs.Request{
 		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
@@ -236,7 +202,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {
-		req.Background, req.Completion = true, e.completionLine(tc, nil)
+		req.Background, req.Completion = true, e.completionLine(tc)
 	}
 	if yield > 0 {
 		req.Timeout, req.Yield = yield, e.yieldSpec(tc)
@@ -253,17 +219,10 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if e.cfg.Env.HomeIsWorkDir && e.cfg.Env.Policy == config.Allowlist {
 		req.ExtraEnv = append(req.ExtraEnv, "HOME="+tc.WorkingDir)
 	}
-	if jt != nil {
-		req.Finish = jt.commit
-		req.Completion = e.completionLine(tc, jt)
-		if req.Yield != nil {
-			req.Yield.Completion = req.Completion
-		}
-	}
+	// The supervisor checkpoints the conversation's background jobs'
+	// layers (what they changed so far reaches the workspace before this
+	// command starts) and begins this one's.
 	job, err := e.sup.Start(ctx, req)
-	if err != nil && jt != nil {
-		_ = jt.tx.Abort()
-	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()): // the caller gave up before it started
@@ -274,19 +233,16 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
-		if jt != nil {
-			e.track(tc.ConversationID, job.ID, jt)
-		}
 		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
 		res.Output = startedText(job.Pid, job.OutputFile)
 		return res, g
 	}
-	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res, jt), g
+	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g
 }
 
 // wait waits for a foreground job's outcome, reporting progress and
 // cancelling the job when ctx is done.
-func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result, jt *jobTx) Result {
+func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, timeout time.Duration, input bool, res Result) Result {
 	var tick <-chan time.Time
 	if tc.Progress != nil {
 		t := time.NewTicker(e.cfg.ProgressInterval)
@@ -310,10 +266,7 @@ func (e *Engine) wait(ctx context.Context, tc ToolContext, job *supervisor.Job, 
 					tc.Progress(p)
 				}
 			}
-			if o.Yielded != nil && jt != nil {
-				e.track(tc.ConversationID, o.Yielded.ID, jt)
-			}
-			return e.render(res, tc, timeout, input, o, jt)
+			return e.render(res, tc, timeout, input, o)
 		case <-done:
 			done = nil
 			e.sup.Cancel(job.Conversation, job.ID)
@@ -414,11 +367,7 @@ func (e *Engine) keepSpool(path string) {
 // (the most recent supervisor.MaxEnded), oldest first. A conversation sees
 // only its own jobs.
 func (e *Engine) Jobs(tc ToolContext) []JobInfo {
-	infos := jobInfos(e.sup.Jobs(tc.ConversationID))
-	for i := range infos {
-		e.withChanges(&infos[i])
-	}
-	return infos
+	return jobInfos(e.sup.Jobs(tc.ConversationID))
 }
 
 // AllJobs lists the background jobs of every conversation, for an
@@ -460,6 +409,9 @@ func jobInfo(st jobs.State) JobInfo {
 	if j.Status == JobKilled && j.OOMKilled && st.Reason == jobs.ReasonNone {
 		j.Reason = "out of memory" // the OOM killer's SIGKILL
 	}
+	j.Changes, j.ChangesOmitted = changes(st.Changes, st.Dir)
+	j.Refused = refusals(st.Changes, st.Dir)
+	j.ChangeReport = changeNotes(st.Changes, st.Dir)
 	return j
 }
 
@@ -468,9 +420,7 @@ func jobInfo(st jobs.State) JobInfo {
 func (e *Engine) Job(tc ToolContext, id string) (JobInfo, error) {
 	for _, st := range e.sup.Jobs(tc.ConversationID) {
 		if st.ID == id {
-			j := jobInfo(st)
-			e.withChanges(&j)
-			return j, nil
+			return jobInfo(st), nil
 		}
 	}
 	return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
@@ -487,9 +437,7 @@ func (e *Engine) Kill(ctx context.Context, tc ToolContext, id string) (JobInfo, 
 	case !ok:
 		return JobInfo{}, fmt.Errorf("%w: %q", ErrNoSuchJob, id)
 	}
-	j := jobInfo(st)
-	e.withChanges(&j)
-	return j, nil
+	return jobInfo(st), nil
 }
 
 // Load is how busy an engine is.
@@ -516,15 +464,8 @@ func (e *Engine) Load() Load {
 // records are forgotten and its output directory is removed once its last
 // job is gone. An MCP server calls it when a session closes.
 func (e *Engine) EndConversation(ctx context.Context, conversationID string) error {
-	if _, err := e.sup.EndConversation(ctx, conversationID); err != nil {
-		return public(err)
-	}
-	e.forgetTx(conversationID, nil)
-	var errs []error
-	if e.tx != nil {
-		errs = append(errs, e.tx.End(conversationID))
-	}
-	return errors.Join(append(errs, e.endWorld(conversationID))...)
+	_, err := e.sup.EndConversation(ctx, conversationID)
+	return public(err)
 }
 
 // Shutdown stops the engine: new calls fail with ErrShutdown, foreground
@@ -537,10 +478,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		go func() {
 			e.stopErr = public(e.sup.Shutdown(context.Background(), e.cfg.LeaveJobsRunning))
-			e.stopErr = errors.Join(e.stopErr, e.endWorlds())
-			if e.tx != nil {
-				e.stopErr = errors.Join(e.stopErr, e.tx.Close())
-			}
 			if e.ownDir && !e.cfg.KeepFiles && !e.cfg.LeaveJobsRunning {
 				e.stopErr = errors.Join(e.stopErr, os.RemoveAll(e.outDir))
 			}

@@ -820,8 +820,14 @@ func TestJobsLeftRunningStayIntact(t *testing.T) {
 	}
 	waitGone(t, r.PID, 5*time.Second)
 	// The file says where the engine stopped reading; what the job
-	// printed later is appended (the file's cap is far away).
-	b, _ := os.ReadFile(r.OutputFile)
+	// printed later is appended (the file's cap is far away), by the
+	// drain the job's output was handed to, which may write it a moment
+	// after the job's shell exited.
+	var b []byte
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ = os.ReadFile(r.OutputFile)
+		return strings.HasSuffix(string(b), "done\n")
+	}, "the job's later output never reached its file: %q", &b)
 	if !strings.HasPrefix(string(b), "\n\n[the engine stopped here: later output is appended as it comes, up to ") || !strings.HasSuffix(string(b), "]\ndone\n") {
 		t.Fatalf("job output %q: the job was disturbed", b)
 	}

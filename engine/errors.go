@@ -4,9 +4,6 @@ import (
 	"errors"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/layer"
-	"github.com/bashvisor/bashvisor/internal/proc"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
@@ -54,14 +51,14 @@ var layerErrors = [...]struct{ layer, public error }{
 	{supervisor.ErrShutdown, ErrShutdown},
 	{supervisor.ErrNoSuchJob, ErrNoSuchJob},
 	{supervisor.ErrBusy, ErrBusy},
-	{proc.ErrStart, ErrStart},
-	{sandbox.ErrUnavailable, ErrRestrictedMode},
+	{supervisor.ErrStart, ErrStart},
+	{supervisor.ErrUnavailable, ErrRestrictedMode},
 	{jobs.ErrActorFailed, ErrInternal},
 	{jobs.ErrNoStdin, ErrNoStdin},
 	{jobs.ErrEnded, ErrJobEnded},
 	{jobs.ErrStdinClosed, ErrStdinClosed},
 	{jobs.ErrStdinBusy, ErrStdinBusy},
-	{layer.ErrNothingToUndo, ErrNothingToUndo},
+	{supervisor.ErrNothingToUndo, ErrNothingToUndo},
 }
 
 // public returns err as the engine reports it: an error of a lower layer
@@ -75,7 +72,7 @@ func public(err error) error {
 	if errors.As(err, &b) {
 		return &busyError{b: b}
 	}
-	var c *layer.ConflictError
+	var c *supervisor.UndoConflictError
 	if errors.As(err, &c) {
 		return &UndoConflictError{Paths: c.Paths}
 	}

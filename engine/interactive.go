@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // Interactive jobs: a foreground command may yield (become a background
@@ -23,7 +22,7 @@ import (
 // hanging it up.
 
 // ttySize is the size of a job's terminal (Input.TTY).
-func ttySize() *proc.Winsize { return &proc.Winsize{Rows: 40, Cols: 120} }
+func ttySize() *jobs.Winsize { return &jobs.Winsize{Rows: 40, Cols: 120} }
 
 // maxWait bounds WaitOutput, and maxWriteBytes one Write.
 const (
@@ -126,5 +125,5 @@ func (e *Engine) timeout(mode Mode) time.Duration {
 
 // yieldSpec is what a yielding call's job becomes.
 func (e *Engine) yieldSpec(tc ToolContext) *jobs.Yield {
-	return &jobs.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: e.completionLine(tc, nil)}
+	return &jobs.Yield{Lifetime: e.cfg.BackgroundLifetime, Completion: e.completionLine(tc)}
 }

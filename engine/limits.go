@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/jobs"
 )
 
 // callLimits are a call's limits for its job: the engine's with the
@@ -29,7 +29,7 @@ type usageFields struct {
 
 // reportOf turns a job's usage into the report's fields: CPU time in
 // milliseconds, rounded up so that a command that ran never reads 0.
-func reportOf(u proc.Usage) usageFields {
+func reportOf(u jobs.Usage) usageFields {
 	return usageFields{
 		cpuMS:     int64((u.CPU + time.Millisecond - 1) / time.Millisecond),
 		peak:      u.PeakMemory,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -54,9 +55,9 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	out := res.Output
 	lim := e.cfg.Sandbox.Limits.WithDefaults()
 	switch {
-	case strings.Contains(out, "No space left on device") && e.worldFull(tc.ConversationID):
-		_, jobBytes, undoBytes := e.worldSize(tc.ConversationID)
-		used, _ := e.worldUsage(tc.ConversationID)
+	case strings.Contains(out, "No space left on device") && worldFull(e.sup.World(tc.ConversationID)):
+		w := e.sup.World(tc.ConversationID)
+		used, jobBytes, undoBytes := w.Used, w.JobBytes, w.UndoBytes
 		return "[sandbox: the conversation's quota of " + limitBytes(lim.ScratchBytes) + " is full: its /tmp and the changes to its build caches hold " +
 			truncate.Humanize(int64(used)) + ", its background jobs' output files " + truncate.Humanize(int64(jobBytes)) +
 			", its undo store " + truncate.Humanize(int64(undoBytes)) + "; remove files from /tmp (setting: Sandbox.Limits.ScratchBytes)]"
@@ -89,26 +90,10 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 }
 
 // worldFull reports whether the conversation's file system has less than
-// 5% (at most 16 MiB) left.
-func (e *Engine) worldFull(conversation string) bool {
-	used, size := e.worldUsage(conversation)
+// 1 MiB, or 5% of its size up to 16 MiB, free.
+func worldFull(w supervisor.WorldUsage) bool {
+	used, size := w.Used, w.Total
 	return size > 0 && size-used < max(min(size/20, 16<<20), 1<<20)
-}
-
-// worldUsage is what the conversation's file system holds, and its size
-// (0, 0 without a world).
-func (e *Engine) worldUsage(conversation string) (used, size uint64) {
-	e.worldsMu.Lock()
-	w := e.worlds[conversation]
-	e.worldsMu.Unlock()
-	if w == nil {
-		return 0, 0
-	}
-	used, size, err := w.Usage()
-	if err != nil {
-		return 0, 0
-	}
-	return used, size
 }
 
 // limitBytes formats a sandbox limit (config.Unlimited: "no limit").

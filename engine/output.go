@@ -62,7 +62,7 @@ const lookback = 64
 // last render.WindowBytes bytes and render.WindowLines lines (Offset then
 // says where the replay began).
 func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error) {
-	e.checkpoint(tc.ConversationID) // the job's changes so far, for its report
+	e.sup.Checkpoint(tc.ConversationID) // the job's changes so far, for its report
 	job, err := e.Job(tc, id)
 	if err != nil {
 		return JobOutput{}, err

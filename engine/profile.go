@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +8,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile
@@ -103,105 +99,12 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		}
 		p.Writable = s.Writable
 	}
-	w, err := e.world(tc.ConversationID)
-	if err != nil {
-		return nil, err
-	}
-	p.World = w
-	p.WorldSize, _, _ = e.worldSize(tc.ConversationID)
+	p.Layer = p.Workspace && !e.noLayer
 	if p.Network != nil && e.auditor != nil {
 		conv := tc.ConversationID
 		p.OnProxy = func(d egress.Decision) { e.auditor.Egress(conv, d) }
 	}
 	return p, nil
-}
-
-// world returns the conversation's world (see sandbox.World), making it
-// on first use: its /tmp and caches (one tmpfs of
-// Sandbox.Limits.ScratchBytes, on Sandbox.CacheDir/conversation-KEY), its
-// loopback network, and the engine's directories hidden from its commands
-// but for the conversation's own output directory. Each conversation has
-// its own: caches two conversations share would let one's commands plant
-// build outputs the other's builds then use.
-func (e *Engine) world(conversation string) (*sandbox.World, error) {
-	e.worldsMu.Lock()
-	defer e.worldsMu.Unlock()
-	if w := e.worlds[conversation]; w != nil {
-		return w, nil
-	}
-	if e.worlds == nil {
-		return nil, ErrShutdown
-	}
-	key := conversationKey(conversation)
-	lim := e.cfg.Sandbox.Limits
-	w, err := sandbox.NewWorld(sandbox.WorldOptions{
-		Dir: filepath.Join(e.cacheRoot, key), Bytes: lim.ScratchBytes, Files: lim.ScratchFiles,
-		BaseCaches: e.cfg.Sandbox.BaseCaches, Helper: e.cfg.Sandbox.HelperPath,
-		Hide: []string{e.outDir, e.cacheRoot}, Show: []string{filepath.Join(e.outDir, key)},
-	})
-	if err != nil {
-		if errors.Is(err, sandbox.ErrUnavailable) {
-			return nil, fmt.Errorf("%w: %w", ErrRestrictedMode, err)
-		}
-		return nil, fmt.Errorf("%w: the conversation's sandbox: %w", ErrStart, err)
-	}
-	e.worlds[conversation] = w
-	return w, nil
-}
-
-// worldSize is what the conversation's world may hold when its next
-// command starts: its quota (Sandbox.Limits.ScratchBytes) less what its
-// job output files hold on disk and what its undo store keeps (at least
-// 1 MiB), and those bytes.
-func (e *Engine) worldSize(conversation string) (size, jobBytes, undoBytes uint64) {
-	q := e.cfg.Sandbox.Limits.WithDefaults().ScratchBytes
-	for _, st := range e.sup.Jobs(conversation) {
-		if st.Output != nil {
-			jobBytes += uint64(st.Output.DiskSize())
-		}
-	}
-	if e.tx != nil {
-		undoBytes = uint64(e.tx.Bytes(conversation))
-	}
-	if jobBytes+undoBytes+1<<20 >= q {
-		return 1 << 20, jobBytes, undoBytes
-	}
-	return q - jobBytes - undoBytes, jobBytes, undoBytes
-}
-
-// endWorld closes a conversation's world (its commands have ended).
-func (e *Engine) endWorld(conversation string) error {
-	e.worldsMu.Lock()
-	w := e.worlds[conversation]
-	delete(e.worlds, conversation)
-	e.worldsMu.Unlock()
-	if w == nil {
-		return nil
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("close the conversation's sandbox: %w", err)
-	}
-	return nil
-}
-
-// endWorlds closes every world, for good (Shutdown).
-func (e *Engine) endWorlds() error {
-	e.worldsMu.Lock()
-	ws := e.worlds
-	e.worlds = nil
-	e.worldsMu.Unlock()
-	var errs []error
-	for _, w := range ws {
-		errs = append(errs, w.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// conversationKey names a conversation's directories: a hash, so any
-// conversation id makes a safe file name.
-func conversationKey(conversation string) string {
-	sum := sha256.Sum256([]byte(conversation))
-	return "conversation-" + hex.EncodeToString(sum[:8])
 }
 
 // profileName is a profile as logs and texts name it.

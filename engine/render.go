@@ -12,9 +12,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
-	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -154,7 +152,7 @@ const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires
 
 // render turns a finished foreground job's outcome into its result; input
 // says that the job reads input (stdin "pipe" or a terminal).
-func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome, jt *jobTx) Result {
+func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
 		return errorResult(res, public(o.Err))
@@ -239,15 +237,14 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	default:
 		res.Status, res.Output = StatusOK, body
 	}
-	if rep, err, ended := jt.result(); ended && o.Yielded == nil {
-		if rep != nil {
-			res.Changes, res.ChangesOmitted = changes(rep.Applied, tc.WorkingDir)
-			res.Refused = refusals(rep.Refused, tc.WorkingDir)
-		}
-		if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
+	if o.Yielded == nil {
+		res.Changes, res.ChangesOmitted = changes(o.Changes, tc.WorkingDir)
+		res.Refused = refusals(o.Changes, tc.WorkingDir)
+		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
 			res.Output = appendNote(res.Output, notes)
 		}
-		if res.Status == StatusOK && (err != nil || rep != nil && rep.Discarded) { // never lost under ok
+		rep := o.Changes.Report
+		if res.Status == StatusOK && (o.Changes.Err != nil || rep != nil && rep.Discarded) { // never lost under ok
 			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
 		}
 	}
@@ -262,15 +259,16 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 // old.txt]", capped), one line per policy rule that refused changes,
 // naming them and saying what to do instead, the changes that could not
 // be applied, and why nothing was applied when nothing could be.
-func changeNotes(rep *transact.Report, err error, cwd string) string {
+func changeNotes(c jobs.Changes, cwd string) string {
+	rep := c.Report
 	var lines []string
-	if err != nil {
-		lines = append(lines, "[the command's changes to the workspace were not applied: "+err.Error()+"]")
+	if c.Err != nil {
+		lines = append(lines, "[the command's changes to the workspace were not applied: "+c.Err.Error()+"]")
 	}
 	if rep == nil {
 		return strings.Join(lines, "\n")
 	}
-	if line := layer.Summary(rep.Applied, cwd, 0); line != "" {
+	if line := rep.Summary(cwd); line != "" {
 		lines = append(lines, line)
 	}
 	if rep.NotApplied != "" {
@@ -282,7 +280,7 @@ func changeNotes(rep *transact.Report, err error, cwd string) string {
 	if n := len(rep.Failed); n > 0 {
 		var names []string
 		for _, f := range rep.Failed[:min(n, 3)] {
-			names = append(names, layer.Rel(cwd, f.Change.Path)+" ("+f.Err.Error()+")")
+			names = append(names, rel(cwd, f.Change.Path)+" ("+f.Err.Error()+")")
 		}
 		more := ""
 		if n > 3 {
@@ -296,12 +294,12 @@ func changeNotes(rep *transact.Report, err error, cwd string) string {
 
 // undoText is Undo's text: "[undid the last 2 commands: changed 3
 // files: D b.txt, M a.txt, A old.txt]".
-func undoText(steps int, cs []layer.Change, cwd string) string {
+func undoText(steps int, undone jobs.Changes, cwd string) string {
 	what := "the last command"
 	if steps > 1 {
 		what = fmt.Sprintf("the last %d commands", steps)
 	}
-	line := layer.Summary(cs, cwd, 0)
+	line := undone.Report.Summary(cwd)
 	if line == "" {
 		return "[undid " + what + ": nothing to put back]"
 	}
@@ -333,13 +331,11 @@ func plural(n int, one, many string) string {
 
 // completionLine is the line appended to a background job's output file
 // when it ends, with the egress proxy's refusals in a sandbox.
-func (e *Engine) completionLine(tc ToolContext, jt *jobTx) func(jobs.Outcome) string {
+func (e *Engine) completionLine(tc ToolContext) func(jobs.Outcome) string {
 	return func(o jobs.Outcome) string {
 		line := completionStatus(o)
-		if rep, err, _ := jt.result(); rep != nil || err != nil {
-			if notes := changeNotes(rep, err, tc.WorkingDir); notes != "" {
-				line += "\n" + notes
-			}
+		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
+			line += "\n" + notes
 		}
 		if note := e.sandboxNote(tc, Result{}, o); note != "" {
 			line += "\n" + note

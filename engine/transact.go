@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
+	"path/filepath"
+	"strings"
 
-	"github.com/bashvisor/bashvisor/config"
-	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/layer"
-	"github.com/bashvisor/bashvisor/internal/transact"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // A workspace-write command runs over a copy-on-write layer of its
@@ -53,160 +50,44 @@ type Refusal struct {
 	Reason string `json:"reason"`
 }
 
-// MaxChanges bounds Result.Changes and JobInfo.Changes; the rest is
+// maxChanges bounds Result.Changes and JobInfo.Changes; the rest is
 // counted in ChangesOmitted.
-const MaxChanges = 1000
-
-// jobTx is a workspace-write job's transaction and its outcome.
-type jobTx struct {
-	tx  *transact.Tx
-	cwd string
-
-	mu  sync.Mutex
-	rep *transact.Report // the last report: the commit's once ended
-	err error
-	end bool // committed
-}
-
-// beginTx makes the layer of a workspace-write call before it starts:
-// its roots are the working directory, its git directories and
-// Sandbox.Writable.
-func (e *Engine) beginTx(tc ToolContext, p *jobs.Profile, label string) (*jobTx, error) {
-	if e.tx == nil {
-		return nil, fmt.Errorf("%w: the workspace layer is unavailable", ErrRestrictedMode)
-	}
-	roots, err := transact.Roots(tc.WorkingDir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStart, err)
-	}
-	tx, err := e.tx.Begin(tc.ConversationID, append(roots, p.Writable...), label)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStart, err)
-	}
-	spec := tx.Spec()
-	p.Layer, p.Roots = &spec, tx.Roots()
-	return &jobTx{tx: tx, cwd: tc.WorkingDir}, nil
-}
-
-// commit is the job's Request.Finish: it applies the layer.
-func (j *jobTx) commit(gone bool) {
-	rep, err := j.tx.Commit(gone)
-	j.mu.Lock()
-	j.rep, j.err, j.end = rep, err, true
-	j.mu.Unlock()
-}
-
-// result returns the job's last report and error.
-func (j *jobTx) result() (*transact.Report, error, bool) {
-	if j == nil {
-		return nil, nil, false
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.rep, j.err, j.end
-}
-
-// track remembers a background job's transaction (for checkpoints and
-// its report in JobInfo) until its conversation ends.
-func (e *Engine) track(conversation, id string, j *jobTx) {
-	j.tx.Background(e.freezer(conversation, id))
-	e.txMu.Lock()
-	defer e.txMu.Unlock()
-	if e.txJobs == nil {
-		e.txJobs = map[string]map[string]*jobTx{}
-	}
-	m := e.txJobs[conversation]
-	if m == nil {
-		m = map[string]*jobTx{}
-		e.txJobs[conversation] = m
-	}
-	m[id] = j
-}
-
-// freezer returns a function that runs its argument with the running
-// background job id frozen (jobs.LiveUsage.Frozen: its cgroup, or
-// without one the processes of its mount namespace), false when it
-// cannot: for the checkpoints of a layer the job shares.
-func (e *Engine) freezer(conversation, id string) func(func()) bool {
-	return func(f func()) bool {
-		for _, st := range e.sup.Jobs(conversation) {
-			if st.ID == id && st.Running() {
-				return st.Live.Frozen(f)
-			}
-		}
-		return false
-	}
-}
-
-// jobTxOf returns a background job's transaction (nil: none).
-func (e *Engine) jobTxOf(conversation, id string) *jobTx {
-	e.txMu.Lock()
-	defer e.txMu.Unlock()
-	return e.txJobs[conversation][id]
-}
-
-// forgetTx forgets a conversation's jobs' transactions, and those of
-// jobs the supervisor no longer lists.
-func (e *Engine) forgetTx(conversation string, keep func(id string) bool) {
-	e.txMu.Lock()
-	defer e.txMu.Unlock()
-	for id := range e.txJobs[conversation] {
-		if keep == nil || !keep(id) {
-			delete(e.txJobs[conversation], id)
-		}
-	}
-	if len(e.txJobs[conversation]) == 0 {
-		delete(e.txJobs, conversation)
-	}
-}
+const maxChanges = 1000
 
 // changes converts applied changes for the API, relative to cwd, the
 // listed ones only (an added directory shows as its files), at most
-// MaxChanges; it returns how many it left out.
-func changes(cs []layer.Change, cwd string) ([]Change, int) {
-	listed := layer.Listed(cs)
+// maxChanges; it returns how many it left out.
+func changes(c jobs.Changes, cwd string) ([]Change, int) {
+	listed := c.Report.Listed()
 	if len(listed) == 0 {
 		return nil, 0
 	}
-	out := make([]Change, 0, min(len(listed), MaxChanges))
-	for _, c := range listed[:min(len(listed), MaxChanges)] {
+	out := make([]Change, 0, min(len(listed), maxChanges))
+	for _, c := range listed[:min(len(listed), maxChanges)] {
 		out = append(out, Change{Path: c.Display(cwd), Kind: string(c.Kind), Size: c.Size})
 	}
 	return out, len(listed) - len(out)
 }
 
 // refusals converts policy refusals for the API.
-func refusals(rs []gitpolicy.Refusal, cwd string) []Refusal {
-	if len(rs) == 0 {
+func refusals(c jobs.Changes, cwd string) []Refusal {
+	if c.Report == nil || len(c.Report.Refused) == 0 {
 		return nil
 	}
-	out := make([]Refusal, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, Refusal{Path: layer.Rel(cwd, r.Path), Rule: string(r.Rule), Reason: r.Reason})
+	out := make([]Refusal, 0, len(c.Report.Refused))
+	for _, r := range c.Report.Refused {
+		out = append(out, Refusal{Path: rel(cwd, r.Path), Rule: string(r.Rule), Reason: r.Reason})
 	}
 	return out
 }
 
-// withChanges adds a background job's change report to its info.
-func (e *Engine) withChanges(j *JobInfo) {
-	jt := e.jobTxOf(j.ConversationID, j.JobID)
-	if jt == nil {
-		return
+// rel is p relative to base when p is base or below it, p otherwise
+// (as the change lines write paths).
+func rel(base, p string) string {
+	if r, err := filepath.Rel(base, p); err == nil && base != "" && r != ".." && !strings.HasPrefix(r, "../") {
+		return r
 	}
-	rep, err, _ := jt.result()
-	if rep != nil {
-		j.Changes, j.ChangesOmitted = changes(rep.Applied, jt.cwd)
-		j.Refused = refusals(rep.Refused, jt.cwd)
-	}
-	j.ChangeReport = changeNotes(rep, err, jt.cwd)
-}
-
-// undoLimits bound a conversation's undo store: the defaults of package
-// layer, and at most a quarter of the conversation's quota, which counts
-// what the store keeps.
-func undoLimits(l config.SandboxLimits) layer.StoreLimits {
-	q := l.WithDefaults().ScratchBytes
-	return layer.StoreLimits{Bytes: min(layer.DefaultStoreBytes, int64(q/4))}
+	return p
 }
 
 // UndoResult is what Undo did.
@@ -252,72 +133,23 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	if err := ctx.Err(); err != nil {
 		return UndoResult{}, err
 	}
-	if e.tx == nil {
+	if !e.sup.Layers() {
 		return UndoResult{}, fmt.Errorf("%w: this engine runs no workspace-write commands", ErrNothingToUndo)
 	}
-	kept := len(e.tx.Steps(tc.ConversationID))
-	cs, err := e.tx.Undo(tc.ConversationID, steps)
+	undone, kept, err := e.sup.Undo(tc.ConversationID, steps)
 	if err != nil {
-		if errors.Is(err, transact.ErrUndoLive) {
+		if errors.Is(err, supervisor.ErrUndoLive) {
 			return UndoResult{}, fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
 		}
-		if errors.Is(err, layer.ErrNothingToUndo) {
+		if errors.Is(err, supervisor.ErrNothingToUndo) {
 			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
 		}
 		return UndoResult{}, public(err)
 	}
 	r := UndoResult{Steps: steps}
-	if r.Changes, r.ChangesOmitted = changes(cs, tc.WorkingDir); r.Changes == nil {
+	if r.Changes, r.ChangesOmitted = changes(undone, tc.WorkingDir); r.Changes == nil {
 		r.Changes = []Change{}
 	}
-	r.Report = undoText(steps, cs, tc.WorkingDir)
+	r.Report = undoText(steps, undone, tc.WorkingDir)
 	return r, nil
-}
-
-// setLive records a checkpoint's report of a running job.
-func (j *jobTx) setLive(rep *transact.Report, err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.end {
-		j.rep, j.err = rep, err
-	}
-}
-
-// checkpoint applies what the conversation's running workspace-write
-// background jobs changed so far (transact.Tx.Checkpoint: each job is
-// frozen meanwhile), so that the conversation's next command, and
-// bash_output, see it. It forgets the transactions of ended jobs the
-// supervisor no longer lists.
-func (e *Engine) checkpoint(conversation string) {
-	e.txMu.Lock()
-	if len(e.txJobs[conversation]) == 0 {
-		e.txMu.Unlock()
-		return
-	}
-	ids := make([]string, 0, len(e.txJobs[conversation]))
-	for id := range e.txJobs[conversation] {
-		ids = append(ids, id)
-	}
-	e.txMu.Unlock()
-	live := map[string]*jobs.LiveUsage{}
-	listed := map[string]bool{}
-	for _, st := range e.sup.Jobs(conversation) {
-		listed[st.ID] = true
-		if st.Running() {
-			live[st.ID] = st.Live
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		jt := e.jobTxOf(conversation, id)
-		if jt == nil {
-			continue
-		}
-		if lu := live[id]; lu != nil {
-			if rep, err := jt.tx.Checkpoint(lu.Frozen); rep != nil || err != nil {
-				jt.setLive(rep, err)
-			}
-		}
-	}
-	e.forgetTx(conversation, func(id string) bool { return listed[id] })
 }

@@ -357,9 +357,14 @@ func TestREPLInWorkspace(t *testing.T) {
 	if r.Status != engine.StatusStarted {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
-	if err := e.Write(context.Background(), tc, r.JobID, []byte("print('read', open('in.txt').read().strip()); open('repl.txt', 'w').write('from repl\\n')\n"), false); err != nil {
+	if err := e.Write(context.Background(), tc, r.JobID, []byte("f = open('repl.txt', 'w'); f.write('from repl\\n'); f.close(); print('read', open('in.txt').read().strip())\n"), false); err != nil {
 		t.Fatal(err)
 	}
+	// "read data" comes after repl.txt is written and closed: an
+	// interactive python writes its output at once, so a line printed
+	// before the write could be read (and the next command run) before
+	// the file exists, and the next command's checkpoint would report the
+	// REPL's write as its own.
 	waitFor(t, e, tc, r.JobID, "read data")
 	next := e.Run(context.Background(), tc, engine.Input{Command: "cat repl.txt"})
 	if next.Status != engine.StatusOK || next.Output != "from repl\n" {

@@ -186,47 +186,12 @@ type Result struct {
 	JobID string `json:"job_id,omitempty"`
 
 	// The resource report, for a command that ran in the foreground (a
-	// background job's is in its JobInfo). The engine reads it from the
-	// kernel's accounting of the command's cgroup, where it has one.
-
-	// CPUMS is the CPU time (user and system) of the command's
-	// processes, in milliseconds, rounded up. With cgroups it is exact
-	// and counts every process, also those that left the process group;
-	// without, it is the shell's and that of the processes it waited for
-	// (rusage). Absent when the command did not run.
-	CPUMS int64 `json:"cpu_ms,omitempty"`
-	// PeakMemoryBytes is the most memory the command's processes held at
-	// once, in bytes, page cache they caused included (what Limits.Memory
-	// compares with), to the kernel's granularity of about 256 KiB per
-	// CPU; a reused cgroup adds what earlier commands left charged, at
-	// most 2 MiB. Absent when the command did not run, and
-	// without a memory controller: the kernel then keeps no figure for the
-	// whole command, and rusage's largest resident set counts the engine's
-	// own for a process it forked.
-	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
-	// Processes is the most processes and threads that were alive at once,
-	// the shell included (cgroup pids.peak). It is not a count of the
-	// processes started, which the kernel does not keep: a script that
-	// ran ten programs one after another reads 2. Where the pids limit
-	// lives in a cgroup v1 hierarchy (hybrid hosts) the engine thread that
-	// forks the shell counts until it leaves, microseconds after the fork:
-	// the value is at least 2 there, and on a busy machine may be one
-	// more than the command's own. Absent without a pids controller.
-	Processes int `json:"processes,omitempty"`
-	// OOMKilled reports that the kernel's OOM killer killed a process of
-	// the command (at its memory limit, or in a system-wide shortage).
-	// Known only with a memory controller.
-	OOMKilled bool `json:"oom_killed,omitempty"`
-
-	// Changes are what a workspace-write command changed in the
-	// workspace (applied once its processes were gone), at most
-	// MaxChanges; ChangesOmitted counts the rest. A command that yielded
-	// to the background reports them in its JobInfo.
-	Changes        []Change `json:"changes,omitempty"`
-	ChangesOmitted int      `json:"changes_omitted,omitempty"`
-	// Refused are the changes of a workspace-write command that policy
-	// kept out of the workspace (the text says why and what to do).
-	Refused []Refusal `json:"refused,omitempty"`
+	// background job's is in its JobInfo).
+	Usage
+	// What a workspace-write command changed in the workspace (applied
+	// once its processes were gone) and what policy kept out. A command
+	// that yielded to the background reports them in its JobInfo.
+	ChangeSet
 
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.
@@ -287,24 +252,65 @@ type JobInfo struct {
 	// TTY: it runs on a terminal (Input.TTY); its output reads as the
 	// terminal's text (see JobOutput).
 	TTY bool `json:"tty,omitempty"`
-	// CPUMS, PeakMemoryBytes, Processes and OOMKilled are its resource
-	// report, as in [Result]: so far while it runs (read from its cgroup
-	// at the call; absent without cgroups), final once it ended.
-	CPUMS           int64 `json:"cpu_ms,omitempty"`
-	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
-	Processes       int   `json:"processes,omitempty"`
-	OOMKilled       bool  `json:"oom_killed,omitempty"`
-	// Changes and Refused are what a workspace-write job changed in the
-	// workspace and what policy kept out, as in [Result]: so far while it
-	// runs (applied at checkpoints: before the conversation's next command
-	// starts and on JobOutput), all of it once it ended.
-	Changes        []Change  `json:"changes,omitempty"`
-	ChangesOmitted int       `json:"changes_omitted,omitempty"`
-	Refused        []Refusal `json:"refused,omitempty"`
+	// Its resource report, as in [Result]: so far while it runs (read
+	// from its cgroup at the call; absent without cgroups), final once it
+	// ended.
+	Usage
+	// What a workspace-write job changed in the workspace and what policy
+	// kept out, as in [Result]: so far while it runs (applied at
+	// checkpoints: before the conversation's next command starts and on
+	// JobOutput), all of it once it ended.
+	ChangeSet
 	// ChangeReport is the text of that report as the model reads it (a
 	// line of changes, a line per refused rule), which JobOutput's text
 	// ends with; empty when nothing changed.
 	ChangeReport string `json:"-"`
 
 	output *truncate.File // reads the output file by output offset
+}
+
+// Usage is the resource report of a command or a job, which the engine
+// reads from the kernel's accounting of its cgroup where it has one.
+type Usage struct {
+	// CPUMS is the CPU time (user and system) of the command's
+	// processes, in milliseconds, rounded up. With cgroups it is exact
+	// and counts every process, also those that left the process group;
+	// without, it is the shell's and that of the processes it waited for
+	// (rusage). Absent when the command did not run.
+	CPUMS int64 `json:"cpu_ms,omitempty"`
+	// PeakMemoryBytes is the most memory the command's processes held at
+	// once, in bytes, page cache they caused included (what Limits.Memory
+	// compares with), to the kernel's granularity of about 256 KiB per
+	// CPU; a reused cgroup adds what earlier commands left charged, at
+	// most 2 MiB. Absent when the command did not run, and
+	// without a memory controller: the kernel then keeps no figure for the
+	// whole command, and rusage's largest resident set counts the engine's
+	// own for a process it forked.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+	// Processes is the most processes and threads that were alive at once,
+	// the shell included (cgroup pids.peak). It is not a count of the
+	// processes started, which the kernel does not keep: a script that
+	// ran ten programs one after another reads 2. Where the pids limit
+	// lives in a cgroup v1 hierarchy (hybrid hosts) the engine thread that
+	// forks the shell counts until it leaves, microseconds after the fork:
+	// the value is at least 2 there, and on a busy machine may be one
+	// more than the command's own. Absent without a pids controller.
+	Processes int `json:"processes,omitempty"`
+	// OOMKilled reports that the kernel's OOM killer killed a process of
+	// the command (at its memory limit, or in a system-wide shortage).
+	// Known only with a memory controller.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+}
+
+// ChangeSet is what a workspace-write command or job changed in the
+// workspace, and what policy kept out.
+type ChangeSet struct {
+	// Changes are what the command changed in the workspace, at most
+	// 1000 (the listed changes: an added directory shows as its files);
+	// ChangesOmitted counts the rest.
+	Changes        []Change `json:"changes,omitempty"`
+	ChangesOmitted int      `json:"changes_omitted,omitempty"`
+	// Refused are the changes policy kept out of the workspace (the
+	// text says why and what to do).
+	Refused []Refusal `json:"refused,omitempty"`
 }

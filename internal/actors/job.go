@@ -14,6 +14,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/transact"
 )
 
 // pollInterval is how often an ending job checks whether its group is
@@ -93,7 +94,6 @@ type job struct {
 	waitErr error
 
 	timeout, wakeT, cpuT             *time.Timer
-	live                             *jobs.LiveUsage // the cgroup, for CurrentUsage; or the sandbox's freezer
 	killSent                         bool
 	graceEnd, cleanupEnd, groupGone  time.Time
 	leftovers, survivors             []proc.Member
@@ -125,7 +125,10 @@ type (
 	tick     struct{}
 	timedOut struct{}
 	cpuTick  struct{}
-	cleaned  struct{ errs error }
+	cleaned  struct {
+		errs    error
+		changes jobs.Changes // the transaction's commit
+	}
 )
 
 // Receive moves the job through its phases, one transition per message.
@@ -166,6 +169,7 @@ func (j *job) Receive(ctx actor.Context) {
 		if m.errs != nil && j.res.Log != nil {
 			j.res.Log.Warn("job cleanup", "job", j.spec.ID, "err", m.errs)
 		}
+		j.outcome.Changes = m.changes
 		j.deliver(ctx)
 	case *actor.Stopping:
 		j.emergency()
@@ -238,13 +242,8 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 	if j.spec.Timeout > 0 {
 		j.timeout = time.AfterFunc(j.spec.Timeout-time.Since(j.start), func() { j.send(timedOut{}) })
 	}
-	if l.cg != nil {
-		j.live = jobs.NewLiveUsage(l.cg)
-		if j.spec.Limits.CPUTime > 0 {
-			j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
-		}
-	} else if l.fz != nil {
-		j.live = jobs.NewLiveFreezer(l.fz)
+	if l.cg != nil && j.spec.Limits.CPUTime > 0 {
+		j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
 	}
 	if j.spec.Background {
 		j.report(ctx, j.jobState(nil))
@@ -416,9 +415,9 @@ func (j *job) settle(ctx actor.Context) {
 	j.closePipes()
 	o := jobs.Outcome{
 		Reason:       j.reason,
-		Leftovers:    j.leftovers,
+		Leftovers:    members(j.leftovers),
 		LeftRunning:  j.leftRunning,
-		Survivors:    j.survivors,
+		Survivors:    members(j.survivors),
 		PipeHeld:     j.pipeHeld,
 		Duration:     time.Since(j.start),
 		Queued:       j.spec.Queued,
@@ -443,13 +442,13 @@ func (j *job) settle(ctx actor.Context) {
 		o.Stderr = &r
 		_ = j.l.errBuf.Close()
 	}
-	o.Usage, o.Limits = j.usage(), j.l.applied
-	finish := j.spec.Finish
-	if finish == nil {
+	o.Usage, o.Limits = jobs.Usage(j.usage()), j.l.applied
+	tx := j.l.tx
+	if tx == nil {
 		j.complete(o)
 	}
 	j.outcome = o
-	j.live.End()
+	j.l.live.End()
 	gone := j.releaseCgroup()
 	if j.l.cg == nil {
 		// Leftovers that were ended are gone once nothing of the group or
@@ -457,12 +456,13 @@ func (j *job) settle(ctx actor.Context) {
 		gone = !j.leftRunning && len(j.survivors) == 0 && !j.pipeHeld && !j.anyAlive()
 		j.l.fz.Close()
 	}
-	if j.l.sbx == nil && !j.leftRunning && finish == nil {
+	if j.l.sbx == nil && !j.leftRunning && tx == nil {
 		j.deliver(ctx)
 		return
 	}
 	// Slow parts: removing a scratch directory full of files, moving kept
-	// processes out of the cgroup, applying a layer (Request.Finish).
+	// processes out of the cgroup, committing the job's transaction
+	// (Spec.Tx).
 	// Kept processes and survivors may still use the scratch directory.
 	l, cg, sbx, keep := j.l, j.l.cg, j.l.sbx, j.leftRunning
 	cleanSandbox := sbx != nil && !keep && len(j.survivors) == 0
@@ -476,12 +476,14 @@ func (j *job) settle(ctx actor.Context) {
 			l.closeProxy()
 			errs = append(errs, sbx.Cleanup(gone))
 		}
-		if finish != nil {
+		var changes jobs.Changes
+		if tx != nil {
+			changes.Report, changes.Err = tx.Commit(gone)
+			o.Changes = changes
 			// The actor is cleaning: nothing else writes the file now.
-			finish(gone)
 			j.complete(o)
 		}
-		j.send(cleaned{errs: errors.Join(errs...)})
+		j.send(cleaned{errs: errors.Join(errs...), changes: changes})
 	}()
 }
 
@@ -553,7 +555,11 @@ func (j *job) report(ctx actor.Context, st jobs.State) {
 		}
 		return
 	}
-	ctx.Send(j.parent, &Report{State: st})
+	var tx *transact.Tx
+	if j.l != nil {
+		tx = j.l.tx
+	}
+	ctx.Send(j.parent, &Report{State: st, Tx: tx})
 }
 
 // onDetach: any phase -> done, leaving the processes running.
@@ -581,14 +587,14 @@ func (j *job) onDetach(ctx actor.Context, m *Detach) {
 	j.closePipes()
 	j.closeFile()
 	usage := j.usage()
-	j.live.End()
+	j.l.live.End()
 	if j.l.cg != nil {
 		_ = j.l.cg.Release()
 		j.l.cg.Remove()
 	}
 	j.enter(done)
 	st := j.jobState(nil)
-	st.Status, st.Reason, st.Ended, st.Usage = jobs.Detached, jobs.ReasonShutdown, time.Now(), usage
+	st.Status, st.Reason, st.Ended, st.Usage = jobs.Detached, jobs.ReasonShutdown, time.Now(), jobs.Usage(usage)
 	j.final = &st
 	j.answer(ctx, st)
 }
@@ -609,7 +615,7 @@ func (j *job) emergency() {
 		j.l.fz.Close() // the command's mount namespace (settle's, otherwise)
 		j.closePipes()
 		j.closeFile()
-		j.live.End()
+		j.l.live.End()
 		if j.l.cg != nil {
 			j.l.cg.Remove()
 		}
@@ -658,19 +664,18 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 	st := jobs.State{
 		ID: j.spec.ID, Conversation: j.spec.Conversation, Command: j.spec.Command, Display: j.spec.Display,
 		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
-		TTY: j.spec.TTY != nil,
+		TTY: j.spec.TTY != nil, Dir: j.spec.Dir,
 	}
 	if j.l != nil {
-		st.Pid, st.Output = j.l.p.Pid, j.l.file
+		st.Pid, st.Output, st.Live = j.l.p.Pid, j.l.file, liveUsage{j.l.live}
 	}
-	st.Live = j.live
 	if o != nil {
 		st.Ended, st.Usage = time.Now(), o.Usage
 		if o.Exited {
 			code := o.ExitCode
 			st.ExitCode = &code
 		}
-		st.Status, st.Reason, st.Signal = o.Status(), o.Reason, o.Signal
+		st.Status, st.Reason, st.Signal, st.Changes = o.Status(), o.Reason, o.Signal, o.Changes
 	}
 	return st
 }

@@ -540,3 +540,25 @@ func TestPanicReleasesTheFreezer(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchFailureLeavesNothing: a Launch that fails after it set up
+// the job's cgroup and output file (here the fork: the working
+// directory is gone) releases both, in its one deferred cleanup.
+func TestLaunchFailureLeavesNothing(t *testing.T) {
+	h := newHarness(t, true, nil)
+	out := filepath.Join(t.TempDir(), "job-1.log")
+	spec := &Spec{ID: "job-launch-fails", OutputFile: out,
+		Request: jobs.Request{Script: "true", Command: "true", Dir: filepath.Join(t.TempDir(), "gone"), Background: true}}
+	l, err := Launch(spec, h.res)
+	if err == nil {
+		t.Fatalf("launched %d in a missing directory", l.Pid())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output file is left behind: %v", err)
+	}
+	cg := filepath.Join(h.res.Cgroups.Dir(), spec.ID)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		_, err := os.Stat(cg)
+		return os.IsNotExist(err)
+	}, "the job's cgroup %s is left behind", cg)
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -31,6 +32,8 @@ type Launched struct {
 	cg      *proc.Cgroup     // nil: the process group is the unit
 	sbx     *sandbox.Command // restricted jobs
 	fz      *proc.Freezer    // a restricted job without a cgroup: its mount namespace
+	live    *proc.Handle     // reads and freezes it (cg, or fz)
+	tx      *transact.Tx     // Spec.Tx
 	proxy   *egress.Proxy    // restricted jobs with network
 	refused refusals         // what proxy refused
 	out     *truncate.Buffer // foreground output
@@ -67,13 +70,23 @@ func (l *Launched) Output() *truncate.Buffer { return l.out }
 // hundred µs, in which it forks nothing), and processes it forks later
 // inherit them. A restricted job gets them before it runs anything, as the
 // lower of these and the sandbox's own rlimits.
-func Launch(spec *Spec, res *Resources) (*Launched, error) {
+func Launch(spec *Spec, res *Resources) (_ *Launched, err error) {
 	l := &Launched{start: time.Now(), applied: jobs.Applied{Limits: spec.Limits}}
+	// One cleanup, keyed on success (as os/exec's Cmd.Start): whatever
+	// was set up is released when Launch fails.
+	defer func() {
+		if err != nil {
+			l.undo()
+		}
+	}()
 	lim := spec.Limits
 	ps := proc.Spec{
 		Path: res.Bash, Args: []string{"bash", "-c", spec.Script}, Dir: spec.Dir,
 		SeparateStderr: res.SeparateStreams && !spec.Background && spec.TTY == nil && spec.Yield == nil,
-		Stdin:          spec.Stdin, TTY: spec.TTY,
+		Stdin:          spec.Stdin,
+	}
+	if spec.TTY != nil {
+		ps.TTY = (*proc.Winsize)(spec.TTY)
 	}
 	extra := spec.ExtraEnv
 	var memCtl, pidsCtl bool
@@ -98,7 +111,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			l.applied.Processes = 0
 		}
 		if err := cg.SetLimits(pl); err != nil {
-			l.undo()
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 	} else {
@@ -108,56 +120,10 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	l.applied.MemoryPerProcess = lim.Memory > 0 && !memCtl
 	l.applied.CPUPerProcess = lim.CPUTime > 0 && l.cg == nil
 	cpuSeconds := uint64((lim.CPUTime + time.Second - 1) / time.Second)
-	if p := spec.Sandbox; p != nil {
-		sl := res.Sandbox.Limits
-		def := sl.WithDefaults()
-		if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
-			sl.AddressSpace = uint64(lim.Memory)
-		}
-		if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
-			sl.CPUSeconds = cpuSeconds
-		}
-		opts := sandbox.Options{
-			Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
-			Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
-			World: p.World, WorldSize: p.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
-		}
-		switch {
-		case p.Layer != nil:
-			// The layer's overlays replace protecting paths.
-			opts.Roots, opts.Layer = sandbox.Roots{Writable: slices.Clone(p.Roots)}, p.Layer
-		case p.Workspace:
-			roots, err := sandbox.WorkspaceRoots(spec.Dir)
-			if err != nil {
-				l.undo()
-				return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
-			}
-			opts.Roots = roots
-			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
-		default:
-			opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
-		}
-		sc, err := sandbox.Prepare(opts)
+	if spec.Sandbox != nil {
+		sc, err := l.sandboxed(spec, res, cpuSeconds, pidsCtl)
 		if err != nil {
-			l.undo()
-			if errors.Is(err, sandbox.ErrUnavailable) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
-		}
-		l.sbx = sc
-		if p.Network != nil {
-			l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
-				if !d.Allowed {
-					l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
-				}
-				if p.OnProxy != nil {
-					p.OnProxy(d)
-				}
-			}})
-		}
-		if pidsCtl {
-			l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
+			return nil, err
 		}
 		extra = append(extra[:len(extra):len(extra)], sc.Env...)
 		if res.Sandbox.Helper {
@@ -171,17 +137,14 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 		res.Log.Warn("dropped environment overrides", "names", dropped, "conversation", spec.Conversation)
 	}
 	ps.Env = env
-	var err error
 	if spec.Background {
-		f, ferr := truncate.CreateFile(spec.OutputFile, res.JobFileCap)
-		if ferr != nil {
-			l.undo()
-			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, ferr)
+		f, err := truncate.CreateFile(spec.OutputFile, res.JobFileCap)
+		if err != nil {
+			return nil, fmt.Errorf("%w: output file: %w", proc.ErrStart, err)
 		}
 		l.file = f
 	}
 	if l.p, err = proc.Start(ps); err != nil {
-		l.undo()
 		return nil, err
 	}
 	if l.cg == nil {
@@ -195,10 +158,6 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 	l.stdin = l.p.Stdin
 	if spec.Sandbox == nil {
 		if err := l.setRlimits(lim, cpuSeconds); err != nil {
-			_ = l.p.SignalGroup(syscall.SIGKILL)
-			_, _ = l.p.Wait()
-			l.closePipes()
-			l.undo()
 			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
 		}
 	}
@@ -209,7 +168,69 @@ func Launch(spec *Spec, res *Resources) (*Launched, error) {
 			l.errBuf = truncate.New(tc)
 		}
 	}
+	l.live = proc.NewHandle(l.cg, l.fz)
+	if l.tx = spec.Tx; l.tx != nil && spec.Background {
+		l.tx.Background(l.live.Freeze) // may wait for a checkpoint of a layer it joined
+	}
 	return l, nil
+}
+
+// sandboxed prepares a restricted job's sandbox (and its egress proxy):
+// its limits are the lower of the job's rlimit fallbacks and the
+// sandbox's own, its roots the layer of its transaction (Spec.Tx), or
+// the workspace's protected roots, or Writable only.
+func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pidsCtl bool) (*sandbox.Command, error) {
+	p, lim := spec.Sandbox, spec.Limits
+	sl := res.Sandbox.Limits
+	def := sl.WithDefaults()
+	if l.applied.MemoryPerProcess && uint64(lim.Memory) < def.AddressSpace {
+		sl.AddressSpace = uint64(lim.Memory)
+	}
+	if l.applied.CPUPerProcess && cpuSeconds < def.CPUSeconds {
+		sl.CPUSeconds = cpuSeconds
+	}
+	opts := sandbox.Options{
+		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
+		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
+		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
+	}
+	switch {
+	case spec.Tx != nil:
+		// The layer's overlays replace protecting paths.
+		ls := spec.Tx.Spec()
+		opts.Roots, opts.Layer = sandbox.Roots{Writable: spec.Tx.Roots()}, &ls
+	case p.Workspace:
+		roots, err := sandbox.WorkspaceRoots(spec.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
+		opts.Roots = roots
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+	default:
+		opts.Roots.Writable = append(opts.Roots.Writable, p.Writable...)
+	}
+	sc, err := sandbox.Prepare(opts)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+	}
+	l.sbx = sc
+	if p.Network != nil {
+		l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
+			if !d.Allowed {
+				l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+			}
+			if p.OnProxy != nil {
+				p.OnProxy(d)
+			}
+		}})
+	}
+	if pidsCtl {
+		l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
+	}
+	return sc, nil
 }
 
 // bufferConfig is the configuration of a foreground job's output buffer:
@@ -250,8 +271,15 @@ func (l *Launched) closePipes() {
 	}
 }
 
-// undo releases what a failed Launch had set up.
+// undo releases what a failed Launch had set up: a process it started
+// is killed and reaped first.
 func (l *Launched) undo() {
+	if l.p != nil {
+		_ = l.p.SignalGroup(syscall.SIGKILL)
+		_, _ = l.p.Wait()
+		l.closePipes()
+		l.fz.Close()
+	}
 	if l.stdin != nil {
 		l.stdin.Close()
 	}

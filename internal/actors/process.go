@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -74,6 +75,23 @@ func (j *job) signalAll(sig syscall.Signal) {
 	}
 	cg.Signal(sig, skip)
 }
+
+// members converts processes for an outcome.
+func members(ms []proc.Member) []jobs.Member {
+	if ms == nil {
+		return nil
+	}
+	out := make([]jobs.Member, len(ms))
+	for i, m := range ms {
+		out[i] = jobs.Member(m)
+	}
+	return out
+}
+
+// liveUsage reads a running job's usage for its record (jobs.State.Live).
+type liveUsage struct{ h *proc.Handle }
+
+func (l liveUsage) Usage() jobs.Usage { return jobs.Usage(l.h.Usage()) }
 
 // usage reads what the job used from its cgroup, and its CPU time from the
 // shell's rusage without one (see proc.Usage).

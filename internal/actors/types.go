@@ -7,7 +7,9 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -32,6 +34,18 @@ type Spec struct {
 	// Done receives a foreground job's outcome, once. It must have room
 	// for one value: the actor never blocks on it.
 	Done chan<- jobs.Outcome
+	// World is a sandboxed job's conversation's world (nil: the job gets
+	// a scratch directory and a network namespace of its own, and no
+	// caches); WorldSize is what its file system may hold for this
+	// job's start (0: as it is). Set before Launch.
+	World     *sandbox.World
+	WorldSize uint64
+	// Tx, when set, is the job's transaction (Profile.Layer): the
+	// sandbox mounts its layer over the job's writable roots, a
+	// background job's freeze handle is given to it at Launch (or when
+	// it yields), and it is committed once the job ended, off the actor
+	// (Outcome.Changes). Set before Launch.
+	Tx *transact.Tx
 }
 
 // Resources are what every job of one engine shares.
@@ -121,5 +135,9 @@ type YieldRequest struct{ Conversation, ID string }
 // Report carries a job's state to its parent, the supervisor: once when a
 // background job is running, and once when any job ended (a final state,
 // Status != Running). The supervisor stops the actor when it receives the
-// final one.
-type Report struct{ State jobs.State }
+// final one. Tx is the job's transaction (Spec.Tx), whose last report
+// the supervisor lists while the job runs.
+type Report struct {
+	State jobs.State
+	Tx    *transact.Tx
+}

@@ -45,7 +45,18 @@ func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
 	// Report first: the supervisor then lists the job under its new id
 	// before the caller, who may use the id at once, has the result.
 	j.report(ctx, j.jobState(nil))
-	done <- o
+	if tx := j.l.tx; tx != nil {
+		// Its transaction takes the job's handle (checkpoints, joins)
+		// off the actor (it may wait for a checkpoint), before the
+		// caller hears.
+		live := j.l.live
+		go func() {
+			tx.Background(live.Freeze)
+			done <- o
+		}()
+	} else {
+		done <- o
+	}
 	j.step(ctx)
 }
 

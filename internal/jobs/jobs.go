@@ -1,21 +1,21 @@
-// Package jobs holds the data of a job that the engine's layers share:
-// what to run (Request), what happened to it (Outcome), the supervisor's
-// record of it (State), their statuses and reasons, and the errors of the
-// job layer. It has no behaviour beyond reading a running job's usage: the
-// supervisor (package supervisor) and the job actor (package actors) act
-// on this data, and the engine renders it.
+// Package jobs holds the data of a job that the engine and the layers
+// below it share: what to run (Request), what happened to it (Outcome,
+// with its Usage and its Changes), the supervisor's record of it
+// (State), their statuses and reasons, and the errors of the job layer.
+// It is data: the supervisor (package supervisor) and the job actor
+// (package actors) act on it, and the engine renders it. Its only
+// functions of a job are the renderers a Request carries (Completion,
+// Detached), which the engine supplies.
 package jobs
 
 import (
 	"errors"
-	"sync"
+	"fmt"
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/egress"
-	"github.com/bashvisor/bashvisor/internal/layer"
-	"github.com/bashvisor/bashvisor/internal/proc"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -79,7 +79,7 @@ type Request struct {
 	// TTY, when set, runs the job on a pseudo-terminal of that size: its
 	// output is the terminal's byte stream, and writes send keys (^C is
 	// "\x03"); closing its input sends ^D.
-	TTY *proc.Winsize
+	TTY *Winsize
 	// Yield, when set, makes a foreground job that reaches Timeout a
 	// background job of its conversation instead of ending it: the
 	// supervisor gives it a job id and an output file, the caller gets the
@@ -90,15 +90,6 @@ type Request struct {
 	// Completion renders the line appended to a background job's output
 	// file when it ends (two newlines are written before it).
 	Completion func(Outcome) string
-	// Finish, when set, is called once when the job has ended (never for
-	// one that did not start, nor one detached at shutdown), off the job's
-	// actor, after its cgroup was handed back and its sandbox cleaned up
-	// and before a background job's completion line is written and the
-	// outcome delivered: the engine applies a sandboxed job's layer there.
-	// gone says that every process of the job is known to be gone (its
-	// cgroup is empty; without cgroups: its process group is, and nothing
-	// was left running or survived).
-	Finish func(gone bool)
 	// Detached renders the line appended to a background job's output file
 	// when the engine stops reading its output for good while it runs on
 	// (shutdown with jobs left running): kept is how many more bytes of
@@ -128,33 +119,24 @@ type Yielded struct {
 type Profile struct {
 	// Workspace makes the job's working directory and its git
 	// directories writable, hooks and config protected (the
-	// workspace-write profile); otherwise only the world's /tmp and
-	// caches and Writable are.
+	// workspace-write profile); otherwise only its conversation's world
+	// (/tmp and caches: see sandbox.World, which the supervisor keeps
+	// per conversation) and Writable are.
 	Workspace bool
 	// Writable are more directories the job may write (absolute paths).
 	Writable []string
-	// World is the job's conversation's world (sandbox.World): its /tmp,
-	// caches and loopback network. Nil: the job gets a scratch directory
-	// and a network namespace of its own, and no caches.
-	World *sandbox.World
-	// WorldSize is what the world's file system may hold for this job's
-	// start (0: as it is): the conversation's quota less its job output
-	// files.
-	WorldSize uint64
+	// Layer runs a Workspace job over a copy-on-write layer of its
+	// writable roots (package transact), applied to the workspace when
+	// it ends (Outcome.Changes) and, for a background job, at
+	// checkpoints while it runs; without it the git directories' hooks
+	// and config are bound read-only instead.
+	Layer bool
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
 	Network *egress.Allowlist
 	// OnProxy, when set, is told each of the proxy's decisions, from the
 	// proxy's goroutines (it must be safe for concurrent use).
 	OnProxy func(egress.Decision)
-	// Layer, when set, is the job's copy-on-write layer over its
-	// writable roots (package layer): the sandbox mounts it instead of
-	// protecting paths of the git directories, and the engine applies
-	// what it holds once the job ended (Request.Finish).
-	Layer *layer.Spec
-	// Roots are the writable roots of a job with a Layer (the layer's
-	// roots); without one, Workspace finds them.
-	Roots []string
 }
 
 // Applied are the limits a job ran under, and how they were enforced. A
@@ -221,10 +203,10 @@ type Outcome struct {
 	Stderr *truncate.Output
 	// Leftovers were still in the group after the shell exited and were
 	// ended, or left running (LeftRunning) with KeepLeftovers.
-	Leftovers   []proc.Member
+	Leftovers   []Member
 	LeftRunning bool
 	// Survivors were still alive after SIGKILL and CleanupWait.
-	Survivors []proc.Member
+	Survivors []Member
 	// PipeHeld: the output pipe was still open after the group was gone.
 	PipeHeld bool
 	// Duration is the job's wall time, from its start.
@@ -247,9 +229,12 @@ type Outcome struct {
 	// kept running or survived). It is zero for a job that never started.
 	// Where the job has no cgroup, CPU comes from the shell's own rusage
 	// (wait4): the time of the shell and of the descendants it waited for.
-	Usage proc.Usage
+	Usage Usage
 	// Limits are the limits the job ran under.
 	Limits Applied
+	// Changes is what a workspace-write job's layer did to the workspace
+	// (its commit's report), for a job that ran over one.
+	Changes Changes
 }
 
 // Status is the status of a job that ran and ended with this outcome (one
@@ -303,10 +288,26 @@ type State struct {
 	TTY bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
-	Usage proc.Usage
-	// Live reads the running job's cgroup, and freezes it (nil: neither
-	// a cgroup nor a sandbox, or not yet running).
-	Live *LiveUsage
+	Usage Usage
+	// Live reads what the running job has used so far (nil: not yet
+	// running).
+	Live UsageReader
+	// Dir is the job's working directory.
+	Dir string
+	// Changes is what a workspace-write job's layer did to the workspace
+	// so far: its last checkpoint's report while it runs, its commit's
+	// once it ended.
+	Changes Changes
+}
+
+// Changes is what a workspace-write job's layer (package transact) did
+// to the workspace. The zero value: nothing reported (no layer, or
+// nothing applied yet).
+type Changes struct {
+	// Report is the last report (transact.Tx.Last; nil: none).
+	Report *transact.Report
+	// Err says why the change set could not be computed or applied.
+	Err error
 }
 
 // Running reports whether the job has not ended yet.
@@ -316,70 +317,42 @@ func (s State) Running() bool { return s.Status == Running }
 // and while it runs what its cgroup has accounted (a few µs: one pread per
 // counter; zero without a cgroup, or before the job's actor reported it
 // running).
-func (s State) CurrentUsage() proc.Usage {
+func (s State) CurrentUsage() Usage {
 	if !s.Running() || s.Live == nil {
 		return s.Usage
 	}
-	return s.Live.read()
+	return s.Live.Usage()
 }
 
-// LiveUsage reads a running job's cgroup until the job ends; the job's
-// actor ends it before it hands the cgroup back, so a recycled cgroup is
-// never read for the wrong job. A sandboxed job without a cgroup has one
-// too, to freeze it (Frozen).
-type LiveUsage struct {
-	mu sync.Mutex
-	cg *proc.Cgroup  // nil once the job ended
-	fz *proc.Freezer // without a cgroup; nil once the job ended
+// UsageReader reads what a running job has used so far (its cgroup's
+// counters, a few µs; zero without a cgroup or once the job ended).
+type UsageReader interface{ Usage() Usage }
+
+// Usage is what a job's processes used (see proc.Usage, whose counters
+// these are).
+type Usage struct {
+	// CPU is the user and system CPU time of its processes.
+	CPU time.Duration
+	// PeakMemory is the most memory charged to its cgroup at once, in
+	// bytes (0 without a memory controller).
+	PeakMemory int64
+	// Processes is the most processes and threads alive in its cgroup
+	// at once (0 without a pids controller).
+	Processes int
+	// OOMKills counts its processes killed by the kernel's OOM killer.
+	OOMKills int
 }
 
-// NewLiveUsage reads cg until End.
-func NewLiveUsage(cg *proc.Cgroup) *LiveUsage { return &LiveUsage{cg: cg} }
-
-// NewLiveFreezer freezes a job without a cgroup with fz until End; its
-// usage reads as zero.
-func NewLiveFreezer(fz *proc.Freezer) *LiveUsage { return &LiveUsage{fz: fz} }
-
-func (l *LiveUsage) read() proc.Usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cg == nil {
-		return proc.Usage{}
-	}
-	u, _ := l.cg.Usage()
-	return u
+// Member is a process of a job.
+type Member struct {
+	Pid  int
+	Comm string // the kernel's command name, at most 15 bytes
 }
 
-// Frozen runs f with every process of the running job frozen (its
-// cgroup's freezer; without a cgroup, SIGSTOP of the processes of its
-// mount namespace: see proc.Freezer), then thaws them; it reports false,
-// without running f, when it cannot (the job ended, neither a cgroup
-// nor a sandbox's mount namespace, the kernel did not freeze it). The
-// job's actor waits for it before it ends the job's use of the cgroup,
-// so keep f short.
-func (l *LiveUsage) Frozen(f func()) bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cg == nil {
-		return l.fz != nil && l.fz.Frozen(f)
-	}
-	if l.cg.Freeze(true) != nil {
-		return false
-	}
-	defer l.cg.Freeze(false)
-	f()
-	return true
-}
+// String formats a member as "comm (pid N)".
+func (m Member) String() string { return fmt.Sprintf("%s (pid %d)", m.Comm, m.Pid) }
 
-// End stops reading the cgroup (nil-safe).
-func (l *LiveUsage) End() {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	l.cg, l.fz = nil, nil
-	l.mu.Unlock()
+// Winsize is a terminal's size, in characters.
+type Winsize struct {
+	Rows, Cols uint16
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
@@ -32,6 +33,7 @@ type (
 		spec *actors.Spec
 		pid  *actor.PID
 		done <-chan jobs.Outcome
+		ws   *workspace // the job's conversation's
 		err  error
 	}
 	// withdrawRequest: a queued caller gives up; ack says whether it was
@@ -62,7 +64,17 @@ type (
 	}
 	endConversationRequest struct {
 		conv  string
-		reply chan<- []jobs.State
+		reply chan<- endedConversation
+	}
+	endedConversation struct {
+		states []jobs.State
+		ws     *workspace // to close, in the caller's goroutine
+	}
+	// workspaceRequest asks for a conversation's workspace (nil: no
+	// record of it).
+	workspaceRequest struct {
+		conv  string
+		reply chan<- *workspace
 	}
 	statsRequest struct{ reply chan<- Stats }
 	// heldRequest asks why a queued call still waits (nil: it does not).
@@ -101,14 +113,18 @@ type entry struct {
 	// ran; it is neither listed nor remembered when it ends, even if the
 	// conversation is used again meanwhile.
 	forgotten bool
+	// tx is its transaction (a workspace-write job's), whose last report
+	// a listing shows while it runs.
+	tx *transact.Tx
 }
 
 // conversation is the supervisor's bookkeeping of one conversation.
 type conversation struct {
 	account
-	jobSeq uint64 // its background "job-N" ids
-	dir    string // its 0700 output directory ("" until needed)
-	ending bool   // EndConversation: forget it when its last job ends
+	jobSeq uint64     // its background "job-N" ids
+	dir    string     // its 0700 output directory ("" until needed)
+	ending bool       // EndConversation: forget it when its last job ends
+	ws     *workspace // its world, undo store and layers (nil until needed)
 }
 
 type supervisor struct {
@@ -149,7 +165,13 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 	case *loadSample:
 		sv.sampled(ctx, m)
 	case *actors.Report:
-		sv.update(ctx, m.State)
+		sv.update(ctx, m)
+	case *workspaceRequest:
+		var w *workspace
+		if c := sv.convs[m.conv]; c != nil {
+			w = sv.workspace(m.conv, c)
+		}
+		m.reply <- w
 	case *actors.YieldRequest:
 		sv.yield(ctx, m)
 	case *writeRequest:
@@ -172,7 +194,11 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 		sv.shutdown(ctx, m.leaveJobs)
 	case *actor.Stopped:
 		sv.s.final = sv.list("", true)
-		go sv.s.finish()
+		var ws []*workspace
+		for _, c := range sv.convs {
+			ws = append(ws, c.ws)
+		}
+		go sv.s.finish(ws)
 	}
 }
 
@@ -183,6 +209,15 @@ func (sv *supervisor) conv(id string) *conversation {
 		sv.convs[id] = c
 	}
 	return c
+}
+
+// workspace returns conversation id's workspace (record c), made on
+// first use (cheap: the slow parts wait for their first use too).
+func (sv *supervisor) workspace(id string, c *conversation) *workspace {
+	if c.ws == nil {
+		c.ws = sv.s.newWorkspace(id)
+	}
+	return c.ws
 }
 
 // start records a new job and spawns its actor, which waits for its
@@ -228,7 +263,7 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	sv.charge(e, c, p, +1)
 	p.ref(c, +1)
 	sv.children[pid.Id] = k
-	return admitted{spec: spec, pid: pid, done: done}
+	return admitted{spec: spec, pid: pid, done: done, ws: sv.workspace(req.Conversation, c)}
 }
 
 // outputDir returns the conversation's own 0700 output directory, making
@@ -249,14 +284,18 @@ func (sv *supervisor) outputDir(conv string, c *conversation) (string, error) {
 
 // update records a job's state; a final state stops its actor and frees
 // its slot.
-func (sv *supervisor) update(ctx actor.Context, st jobs.State) {
+func (sv *supervisor) update(ctx actor.Context, m *actors.Report) {
+	st := m.State
 	k := key{st.Conversation, st.ID}
 	e, ok := sv.running[k]
 	if !ok {
 		if st.Running() && st.Background {
-			sv.yielded(ctx, k, st)
+			sv.yielded(ctx, k, st, m.Tx)
 		}
 		return
+	}
+	if m.Tx != nil {
+		e.tx = m.Tx
 	}
 	if !st.Running() {
 		sv.yieldFailed(k) // it ended before it could go on in the background
@@ -352,6 +391,10 @@ func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationReque
 		}
 		return false
 	})
+	var ws *workspace
+	if c := sv.convs[m.conv]; c != nil {
+		ws, c.ws = c.ws, nil // the caller closes it; a later job gets a new one
+	}
 	if c := sv.convs[m.conv]; c != nil && c.running == 0 && c.jobs == 0 && c.queued == 0 {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
@@ -360,7 +403,7 @@ func (sv *supervisor) endConversation(ctx actor.Context, m *endConversationReque
 	} else if c != nil {
 		c.ending = true // removed when its last job ends (see terminated)
 	}
-	m.reply <- out
+	m.reply <- endedConversation{states: out, ws: ws}
 }
 
 // terminated handles the end of a job's actor: one that stopped without a
@@ -390,6 +433,9 @@ func (sv *supervisor) terminated(ctx actor.Context, who *actor.PID) {
 	if c := sv.convs[k.conv]; c != nil && c.ending && c.running == 0 && c.jobs == 0 {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
+		}
+		if c.ws != nil { // the conversation was used again while it ended
+			go c.ws.close()
 		}
 		delete(sv.convs, k.conv)
 	}
@@ -432,7 +478,9 @@ func (sv *supervisor) list(conv string, all bool) []jobs.State {
 			continue // forgotten: being ended
 		}
 		if e.state.Background && (all || k.conv == conv) {
-			out = append(out, e.state)
+			st := e.state
+			st.Changes = changesOf(e.tx)
+			out = append(out, st)
 		}
 	}
 	for _, k := range sv.order {
@@ -482,7 +530,7 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 			f, err = truncate.CreateFile(name, sv.s.res.JobFileCap)
 		}
 		if err != nil {
-			refuse = fmt.Errorf("%w: output file: %w", proc.ErrStart, err)
+			refuse = own(fmt.Errorf("%w: output file: %w", proc.ErrStart, err))
 		}
 	}
 	if refuse != nil {
@@ -499,7 +547,7 @@ func (sv *supervisor) yield(ctx actor.Context, m *actors.YieldRequest) {
 
 // yielded moves a job that went on in the background (its first report
 // under its new id) from the foreground records to the background ones.
-func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State) {
+func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State, tx *transact.Tx) {
 	for old, y := range sv.yields {
 		if y.newKey != nk {
 			continue
@@ -508,6 +556,9 @@ func (sv *supervisor) yielded(ctx actor.Context, nk key, st jobs.State) {
 		e := sv.running[old]
 		delete(sv.running, old)
 		e.state = st
+		if tx != nil {
+			e.tx = tx
+		}
 		sv.running[nk] = e
 		sv.children[e.pid.Id] = nk
 		sv.s.track.rekey(old, nk)

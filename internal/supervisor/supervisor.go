@@ -1,8 +1,14 @@
-// Package supervisor owns the jobs of one engine: it starts them, keeps
-// their records, routes cancellation and kills to them and shuts them
-// down, through one supervisor actor (protoactor-go) whose children are the
-// jobs' actors (package actors), stopped and never restarted: a restart
-// would lose the process, and re-running a command is not safe.
+// Package supervisor owns the jobs and the conversations of one engine:
+// it starts jobs, keeps their records, routes cancellation and kills to
+// them and shuts them down, through one supervisor actor (protoactor-go)
+// whose children are the jobs' actors (package actors), stopped and never
+// restarted: a restart would lose the process, and re-running a command is
+// not safe. Its record of a conversation owns what the conversation's
+// commands run in and change: its world (sandbox.World), its undo store
+// and its jobs' transactions (transact.Conv, transact.Tx). The slow work
+// on those (making the world, a layer's begin and checkpoints, undo, a
+// commit) runs in the caller's goroutine or off the job's actor, never on
+// the supervisor actor.
 package supervisor
 
 import (
@@ -12,6 +18,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,16 +28,19 @@ import (
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/render"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/secret"
+	"github.com/bashvisor/bashvisor/internal/transact"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 )
 
 // Errors returned by the Supervisor besides those of the job layer
-// (package jobs), of starting a process (proc.ErrStart) and of the sandbox
-// (sandbox.ErrUnavailable); test them with errors.Is.
+// (package jobs); test them with errors.Is. An error of a layer below
+// (proc, sandbox, layer, transact) matches the one here that names it,
+// with its own text, so that callers need not import those layers.
 var (
 	// ErrShutdown: the supervisor is shut down.
 	ErrShutdown = errors.New("engine is shut down")
@@ -39,7 +49,60 @@ var (
 	// ErrBusy: admission control refused a job (see config.Admission);
 	// the error is a *BusyError, which says what is full.
 	ErrBusy = errors.New("busy")
+	// ErrStart: the job's process could not be started (proc.ErrStart).
+	ErrStart = errors.New("could not start the command")
+	// ErrUnavailable: the sandbox cannot be set up on this host
+	// (sandbox.ErrUnavailable), or a workspace-write job cannot have a
+	// layer here.
+	ErrUnavailable = errors.New("the sandbox is unavailable")
+	// ErrNothingToUndo: fewer steps are kept than Undo asked for
+	// (layer.ErrNothingToUndo).
+	ErrNothingToUndo = errors.New("nothing to undo")
+	// ErrUndoLive: the steps to undo were applied from the layer of a
+	// background job that still runs (transact.ErrUndoLive).
+	ErrUndoLive = errors.New("the changes to undo are still in the layer of a background job that runs")
 )
+
+// UndoConflictError is Undo's refusal when something changed the paths
+// since (layer.ConflictError): nothing was undone.
+type UndoConflictError struct {
+	// Paths are the paths changed since, absolute and sorted.
+	Paths []string
+}
+
+func (e *UndoConflictError) Error() string {
+	return "undo refused: changed since: " + strings.Join(e.Paths, ", ")
+}
+
+// lowerErrors pair the errors of the layers below with the
+// supervisor's.
+var lowerErrors = [...]struct{ lower, own error }{
+	{proc.ErrStart, ErrStart},
+	{sandbox.ErrUnavailable, ErrUnavailable},
+	{layer.ErrNothingToUndo, ErrNothingToUndo},
+	{transact.ErrUndoLive, ErrUndoLive},
+}
+
+// own returns err so that it matches the supervisor's error for the
+// lower layer's it wraps (nil: nil).
+func own(err error) error {
+	var c *layer.ConflictError
+	if errors.As(err, &c) {
+		return &UndoConflictError{Paths: c.Paths}
+	}
+	for _, m := range lowerErrors {
+		if errors.Is(err, m.lower) {
+			return &ownError{err: err, own: m.own}
+		}
+	}
+	return err
+}
+
+// ownError is an error of a layer below that matches the supervisor's.
+type ownError struct{ err, own error }
+
+func (e *ownError) Error() string   { return e.err.Error() }
+func (e *ownError) Unwrap() []error { return []error{e.own, e.err} }
 
 // MaxEnded bounds the ended background jobs remembered; the oldest is
 // forgotten together with its output file.
@@ -83,6 +146,12 @@ type Supervisor struct {
 	pid       *actor.PID
 	outDir    string
 	caps      sandbox.Capabilities
+	sandbox   config.Sandbox
+	cacheRoot string // the conversations' world directories (Sandbox.CacheDir)
+	// tx makes workspace-write jobs' layers (nil: no layers on this
+	// host); each conversation's record holds its transact.Conv.
+	tx        *transact.Manager
+	closeErr  error         // closing the workspaces, set before done is closed
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
 	final     []jobs.State  // the records when it stopped
@@ -135,6 +204,20 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
+	s.sandbox, s.cacheRoot = cfg.Sandbox, cfg.Sandbox.CacheDir
+	if s.cacheRoot == "" {
+		s.cacheRoot = filepath.Join(cfg.OutputDir, "cache")
+	}
+	if s.caps.Available() && s.caps.Namespaces {
+		s.tx, err = transact.New(transact.Options{
+			Dir: filepath.Join(cfg.OutputDir, "transact"), UserXattr: s.caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
+			Premount: !s.caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
+		})
+		if err != nil {
+			log.Warn("no workspace layer: workspace-write calls fail", "err", err)
+			s.tx = nil
+		}
+	}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
 	// just stopped) are expected and harmless; a short throttle interval
@@ -151,6 +234,19 @@ func New(cfg Config) (*Supervisor, error) {
 	s.watching.Go(func() { s.watch(s.stopWatch, host, first) })
 	return s, nil
 }
+
+// undoLimits bound a conversation's undo store: the defaults of package
+// layer, and at most a quarter of the conversation's quota, which counts
+// what the store keeps.
+func undoLimits(l config.SandboxLimits) layer.StoreLimits {
+	q := l.WithDefaults().ScratchBytes
+	return layer.StoreLimits{Bytes: min(layer.DefaultStoreBytes, int64(q/4))}
+}
+
+// Layers reports whether workspace-write jobs run over layers here
+// (jobs.Profile.Layer): the host has private namespaces and the layers'
+// directory could be made.
+func (s *Supervisor) Layers() bool { return s.tx != nil }
 
 // Sandbox says what restricted mode enforces on this host.
 func (s *Supervisor) Sandbox() sandbox.Capabilities { return s.caps }
@@ -224,6 +320,11 @@ func (j *Job) OutputSince(offset int64, limit int) (text string, skipped, next i
 // ErrSandboxUnavailable when the process could not start, and with ctx's
 // error when ctx is done before the job starts.
 func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) {
+	j, err := s.start(ctx, req)
+	return j, own(err)
+}
+
+func (s *Supervisor) start(ctx context.Context, req jobs.Request) (*Job, error) {
 	if s.closed.Load() {
 		return nil, ErrShutdown
 	}
@@ -243,8 +344,16 @@ func (s *Supervisor) Start(ctx context.Context, req jobs.Request) (*Job, error) 
 	if a.err != nil {
 		return nil, a.err
 	}
+	// The slow work of the conversation's workspace, off the actor.
+	if err := a.ws.prepare(a.spec); err != nil {
+		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
+		return nil, err
+	}
 	l, err := actors.Launch(a.spec, s.res)
 	if err != nil {
+		if a.spec.Tx != nil {
+			_ = a.spec.Tx.Abort()
+		}
 		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
 		return nil, err
 	}
@@ -373,14 +482,15 @@ func (s *Supervisor) list(m *listRequest) []jobs.State {
 // EndConversation ends conversation conv: its running jobs are ended with
 // the grace sequence (foreground calls answer "cancelled"), its queued
 // calls are refused, its ended jobs are forgotten and its output directory
-// is removed once its last job is gone. It returns the jobs it ended or
+// is removed once its last job is gone; its world is closed and its undo
+// store removed, in the calling goroutine. It returns the jobs it ended or
 // forgot.
 func (s *Supervisor) EndConversation(ctx context.Context, conv string) ([]jobs.State, error) {
-	reply := make(chan []jobs.State, 1)
+	reply := make(chan endedConversation, 1)
 	s.system.Root.Send(s.pid, &endConversationRequest{conv: conv, reply: reply})
 	select {
-	case states := <-reply:
-		return states, nil
+	case m := <-reply:
+		return m.states, m.ws.close()
 	case <-s.done:
 		return nil, ErrShutdown
 	case <-ctx.Done():
@@ -409,16 +519,25 @@ func (s *Supervisor) Shutdown(ctx context.Context, leaveJobs bool) error {
 	s.system.Root.Send(s.pid, &shutdownRequest{leaveJobs: leaveJobs})
 	select {
 	case <-s.done:
-		return nil
+		return s.closeErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// finish stops the actor system and removes the cgroups once the
-// supervisor actor has stopped; it runs on its own goroutine (the actor
-// system cannot be shut down from inside one of its actors).
-func (s *Supervisor) finish() {
+// finish stops the actor system, closes the conversations' workspaces
+// (ws) and removes the cgroups once the supervisor actor has stopped; it
+// runs on its own goroutine (the actor system cannot be shut down from
+// inside one of its actors).
+func (s *Supervisor) finish(ws []*workspace) {
+	var errs []error
+	for _, w := range ws {
+		errs = append(errs, w.close())
+	}
+	if s.tx != nil {
+		errs = append(errs, s.tx.Close())
+	}
+	s.closeErr = errors.Join(errs...)
 	close(s.stopWatch)
 	s.watching.Wait()
 	s.system.Shutdown()

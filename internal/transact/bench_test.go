@@ -59,11 +59,12 @@ func commit1000(b *testing.B, dir string) {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	c := m.Conversation()
 	const script = `for f in d*/f*.go; do echo "// $RANDOM" >> "$f"; done`
 	var commit, undo, raw, linkRename, renameOver, exchange time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		tx, err := m.Begin("c", []string{ws}, "edit")
+		tx, err := c.Begin([]string{ws}, "edit")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func commit1000(b *testing.B, dir string) {
 		settle()
 		b.StartTimer()
 		start = time.Now()
-		if cs, err := m.Undo("c", 1); err != nil || len(cs) != 1000 {
+		if cs, err := c.Undo(1); err != nil || len(cs) != 1000 {
 			b.Fatalf("undo: %v %d", err, len(cs))
 		}
 		undo += time.Since(start)

@@ -1,17 +1,21 @@
 // Package transact makes a conversation's workspace-write commands
 // transactions over the workspace: each command runs over a
 // copy-on-write layer of its writable roots (package layer), and once
-// its processes are gone the engine applies what policy (package
-// gitpolicy) allows, keeps what that replaced in the conversation's undo
-// store, and reports the changes and refusals. A [Manager] holds, per
-// conversation, that undo store; a [Tx] is one command's layer.
+// its processes are gone what policy (package gitpolicy) allows is
+// applied, what that replaced is kept in the conversation's undo store,
+// and the changes and refusals are reported. A [Manager] makes the
+// layers; a [Conv] ([Manager.Conversation]) is one conversation's undo
+// store and running background jobs, held by its owner (the
+// supervisor's record of the conversation); a [Tx] is one command's
+// layer.
 //
 // # Lifecycle of one command
 //
-//	tx, _ := m.Begin(conversation, roots, label) // before the command starts
-//	spec := tx.Spec()                             // to the sandbox (sandbox.Options.Layer)
+//	c := m.Conversation()                 // once per conversation
+//	tx, _ := c.Begin(roots, label)        // before the command starts
+//	spec := tx.Spec()                     // to the sandbox (sandbox.Options.Layer)
 //	// ... the command runs; its cgroup becomes empty ...
-//	rep := tx.Commit(gone)                        // diff, policy, apply, remove
+//	rep, err := tx.Commit(gone)           // diff, policy, apply, remove
 //
 // Commit applies only when every process of the command is known to be
 // gone (gone): a process that still runs over the layer could change a
@@ -24,11 +28,12 @@
 // A background job (or a command that yielded to the background) runs
 // over a layer for its whole life. So that what it writes (a watcher's
 // build output, a dev server's files) reaches the workspace while it
-// runs, the engine takes checkpoints ([Tx.Checkpoint]): before the
-// conversation's next command starts, on bash_output, and when the job
-// ends (then a Commit). A checkpoint freezes the job (the function
-// the engine passes: its cgroup's cgroup.freeze, or without a cgroup
-// SIGSTOP of the processes of its mount namespace, proc.Freezer) so
+// runs, its owner takes checkpoints ([Conv.Checkpoint], [Tx.Checkpoint]):
+// before the conversation's next command starts, on bash_output, and
+// when the job ends (then a Commit). A checkpoint freezes the job (the
+// function the job handed to [Tx.Background]: proc.Handle.Freeze, its
+// cgroup's cgroup.freeze, or without a cgroup SIGSTOP of the processes
+// of its mount namespace, proc.Freezer) so
 // that nothing changes under the diff, the policy check and the apply,
 // applies the allowed changes by copying them (the job still runs over
 // its upper layer, whose files must not move into the workspace), and
@@ -45,7 +50,7 @@
 // never ends: seen on Linux 6.18). So once the engine marks a command
 // as a background job ([Tx.Background], with the function that freezes
 // it), the conversation's later commands over the same roots join its
-// layer: [Manager.Begin] returns a Tx whose [Tx.Spec] mounts clones of
+// layer: [Conv.Begin] returns a Tx whose [Tx.Spec] mounts clones of
 // the job's overlay mounts (layer.Layer.Share: open_tree(2), the same
 // superblock), so that lookups, contents and inotify events agree
 // between the job and them. This needs the job's overlays held by this
@@ -106,12 +111,13 @@
 // what it replaced are exchanges and renames, not copies. They are
 // not on the conversation's world file system (a tmpfs mounted only in
 // the commands' namespaces, which the engine cannot write): the
-// engine counts what a conversation's store keeps ([Manager.Bytes])
+// engine counts what a conversation's store keeps ([Conv.Bytes])
 // against the conversation's quota, and bounds it by [Options.Limits]
 // (oldest steps dropped first). A command's upper layer holds what the
 // command wrote to the workspace, as the workspace itself would have
 // (the disk bounds it), only while the command runs. The store is
-// removed with the conversation ([Manager.End]).
+// removed with the conversation ([Conv.End]); [Manager.Close] removes
+// those of conversations not ended.
 //
 // # Cost
 //

@@ -55,6 +55,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	c := m.Conversation()
 	w, err := sandbox.NewWorld(sandbox.WorldOptions{Dir: filepath.Join(base, "world"), Hide: []string{filepath.Join(base, "state")}})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 	defer w.Close()
 	begin := func(label string) *transact.Tx {
 		t.Helper()
-		tx, err := m.Begin("c", []string{ws}, label)
+		tx, err := c.Begin([]string{ws}, label)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,10 @@ const (
 // (Options.Premount); otherwise they get layers of their own.
 func (t *Tx) Background(freeze func(func()) bool) {
 	sh := t.sh
+	// c.mu before sh.mu (as join): an end that begins meanwhile either
+	// finds t listed (and drops it) or is seen done here.
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
 	sh.mu.Lock()
 	if t.done {
 		sh.mu.Unlock()
@@ -49,12 +53,10 @@ func (t *Tx) Background(freeze func(func()) bool) {
 	}
 	t.freeze = freeze
 	sh.mu.Unlock()
-	if sh.key == "" {
-		return
+	if !slices.Contains(t.c.bg, t) {
+		t.c.bg = append(t.c.bg, t)
 	}
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	if !slices.Contains(t.c.shares, sh) {
+	if sh.key != "" && !slices.Contains(t.c.shares, sh) {
 		t.c.shares = append(t.c.shares, sh)
 	}
 }
@@ -63,7 +65,7 @@ func (t *Tx) Background(freeze func(func()) bool) {
 // over the same roots, nil when there is none to join: every command
 // that runs over it must be one that Checkpoint can freeze (a
 // background job), and the overlays must be held (layer.Layer.Share).
-func (m *Manager) join(c *conv, roots []string, label string) *Tx {
+func (m *Manager) join(c *Conv, roots []string, label string) *Tx {
 	k := key(roots)
 	if k == "" {
 		return nil
@@ -177,6 +179,7 @@ func frozen(fs []func(func()) bool, f func()) bool {
 // them frozen; the last member applies the rest (what members that
 // could not take a checkpoint left) and removes the layer.
 func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
+	defer t.c.dropBackground(t) // after t.done is set (see Background)
 	t.endOnce.Do(func() {
 		t.gone = gone
 		close(t.ending)
@@ -255,7 +258,7 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		return rep, nil
 	}
 	rep.Refused = gitpolicy.Check(s, sh.l.Roots(), s.Changes)
-	st, err := t.m.store(c)
+	st, err := c.storeMade()
 	if err != nil {
 		return nil, err
 	}
@@ -280,8 +283,15 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 
 // forget lets Undo take back the steps applied from sh (its last
 // member ended).
-func (sh *share) forget(c *conv) {
+func (sh *share) forget(c *Conv) {
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	maps.DeleteFunc(c.live, func(_ int, o *share) bool { return o == sh })
+}
+
+// dropBackground forgets t as a running background job.
+func (c *Conv) dropBackground(t *Tx) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bg = slices.DeleteFunc(c.bg, func(o *Tx) bool { return o == t })
 }

@@ -40,25 +40,30 @@ type Options struct {
 	Premount bool
 }
 
-// Manager holds the conversations' undo stores and makes their commands'
-// layers. It is safe for concurrent use.
+// Manager makes the layers of the commands of every conversation (see
+// [Manager.Conversation]). It is safe for concurrent use.
 type Manager struct {
 	opts   Options
 	mu     sync.Mutex
-	convs  map[string]*conv // nil after Close
+	closed bool
 	serial int
 	pool   *pool
 }
 
-// conv is one conversation's state: its store, made on first apply,
-// and the turn its commands take to apply.
-type conv struct {
+// Conv is one conversation's transactions: its undo store, made on
+// first apply, the turn its commands take to apply, and the layers of
+// its running background jobs. Its owner (the supervisor's record of
+// the conversation) removes it with [Conv.End]. It is safe for
+// concurrent use.
+type Conv struct {
+	m     *Manager
 	dir   string // the store's directory
 	apply sync.Mutex
 	store *layer.Store // nil until a command changed something
 
 	mu     sync.Mutex
 	shares []*share // layers of running background jobs, which later commands join
+	bg     []*Tx    // the running background jobs, oldest first (Checkpoint)
 	// live are the undo steps applied from layers still in use (by
 	// checkpoints), guarded by apply.
 	live map[int]*share
@@ -73,18 +78,26 @@ func New(opts Options) (*Manager, error) {
 	if err := layer.RemoveStale(opts.Dir); err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
-	entries, err := os.ReadDir(opts.Dir)
+	if err := removeStores(opts.Dir); err != nil {
+		return nil, err
+	}
+	return &Manager{opts: opts, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount)}, nil
+}
+
+// removeStores removes the undo stores' directories in dir.
+func removeStores(dir string) error {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("transact: %w", err)
+		return fmt.Errorf("transact: %w", err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), storePrefix) {
-			if err := os.RemoveAll(filepath.Join(opts.Dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("transact: stale undo store: %w", err)
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("transact: stale undo store: %w", err)
 			}
 		}
 	}
-	return &Manager{opts: opts, convs: map[string]*conv{}, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount)}, nil
+	return nil
 }
 
 // storePrefix starts the name of every store's directory.
@@ -93,30 +106,26 @@ const storePrefix = "undo-"
 // ErrClosed is returned after [Manager.Close].
 var ErrClosed = errors.New("transact: closed")
 
-// conversation returns a conversation's state, made on first use.
-func (m *Manager) conversation(id string) (*conv, error) {
+// Conversation returns the state of a new conversation, with a store
+// of its own.
+func (m *Manager) Conversation() *Conv {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.convs == nil {
-		return nil, ErrClosed
-	}
-	c := m.convs[id]
-	if c == nil {
-		m.serial++
-		c = &conv{dir: filepath.Join(m.opts.Dir, fmt.Sprintf("%s%d", storePrefix, m.serial))}
-		m.convs[id] = c
-	}
-	return c, nil
+	m.serial++
+	return &Conv{m: m, dir: filepath.Join(m.opts.Dir, fmt.Sprintf("%s%d", storePrefix, m.serial))}
 }
 
-// Begin makes the layer of a command of conversation over roots (the
-// directories it may write; see [Roots]); label names it in the undo
-// store (the command). Start the command with [Tx.Spec] mounted, then
-// call [Tx.Commit] (or [Tx.Abort] if it never started).
-func (m *Manager) Begin(conversation string, roots []string, label string) (*Tx, error) {
-	c, err := m.conversation(conversation)
-	if err != nil {
-		return nil, err
+// Begin makes the layer of a command of c over roots (the directories
+// it may write; see [Roots]); label names it in the undo store (the
+// command). Start the command with [Tx.Spec] mounted, then call
+// [Tx.Commit] (or [Tx.Abort] if it never started).
+func (c *Conv) Begin(roots []string, label string) (*Tx, error) {
+	m := c.m
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
 	if t := m.join(c, roots, label); t != nil {
 		return t, nil
@@ -130,10 +139,22 @@ func (m *Manager) Begin(conversation string, roots []string, label string) (*Tx,
 	return t, nil
 }
 
+// Checkpoint applies what each running background job of c changed so
+// far ([Tx.Checkpoint], with the freeze its [Tx.Background] was
+// given), oldest first; each job's report is then its [Tx.Last].
+func (c *Conv) Checkpoint() {
+	c.mu.Lock()
+	bg := slices.Clone(c.bg)
+	c.mu.Unlock()
+	for _, t := range bg {
+		_, _ = t.Checkpoint(t.freezer())
+	}
+}
+
 // store returns c's store, made on first use; c.apply is held.
-func (m *Manager) store(c *conv) (*layer.Store, error) {
+func (c *Conv) storeMade() (*layer.Store, error) {
 	if c.store == nil {
-		s, err := layer.NewStore(c.dir, m.opts.Limits)
+		s, err := layer.NewStore(c.dir, c.m.opts.Limits)
 		if err != nil {
 			return nil, fmt.Errorf("transact: undo store: %w", err)
 		}
@@ -142,26 +163,15 @@ func (m *Manager) store(c *conv) (*layer.Store, error) {
 	return c.store, nil
 }
 
-// lookup returns a conversation's state, nil when it has none.
-func (m *Manager) lookup(id string) *conv {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.convs[id]
-}
-
 // Undo puts the workspace back to before the last steps commands (and
-// checkpoints) of conversation that changed something. It fails with
-// a *layer.ConflictError naming the paths something changed since
-// (nothing is undone then), and with an error wrapping
-// layer.ErrNothingToUndo when fewer steps are kept. It returns what it
-// changed.
-func (m *Manager) Undo(conversation string, steps int) ([]layer.Change, error) {
+// checkpoints) of c that changed something. It fails with a
+// *layer.ConflictError naming the paths something changed since
+// (nothing is undone then), with [ErrUndoLive], and with an error
+// wrapping layer.ErrNothingToUndo when fewer steps are kept. It returns
+// what it changed.
+func (c *Conv) Undo(steps int) ([]layer.Change, error) {
 	if steps < 1 {
 		return nil, fmt.Errorf("transact: steps must be at least 1, not %d", steps)
-	}
-	c := m.lookup(conversation)
-	if c == nil {
-		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
 	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
@@ -183,12 +193,8 @@ func (m *Manager) Undo(conversation string, steps int) ([]layer.Change, error) {
 // layer, would go on seeing the changes, and apply them again.
 var ErrUndoLive = errors.New("transact: the changes to undo are still in the layer of a background job that runs: end the job first")
 
-// Steps lists the steps conversation can undo, oldest first.
-func (m *Manager) Steps(conversation string) []layer.StepInfo {
-	c := m.lookup(conversation)
-	if c == nil {
-		return nil
-	}
+// Steps lists the steps c can undo, oldest first.
+func (c *Conv) Steps() []layer.StepInfo {
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	if c.store == nil {
@@ -197,28 +203,19 @@ func (m *Manager) Steps(conversation string) []layer.StepInfo {
 	return c.store.Steps()
 }
 
-// Bytes is what conversation's undo store keeps, in bytes (what the
-// engine counts against the conversation's quota).
-func (m *Manager) Bytes(conversation string) int64 {
+// Bytes is what c's undo store keeps, in bytes (what the engine counts
+// against the conversation's quota).
+func (c *Conv) Bytes() int64 {
 	var n int64
-	for _, s := range m.Steps(conversation) {
+	for _, s := range c.Steps() {
 		n += s.Bytes
 	}
 	return n
 }
 
-// End removes conversation's undo store (the conversation ended). Its
+// End removes c's undo store (the conversation ended; nil-safe). Its
 // commands' layers are removed by their Commit or Abort.
-func (m *Manager) End(conversation string) error {
-	m.mu.Lock()
-	c := m.convs[conversation]
-	delete(m.convs, conversation)
-	m.mu.Unlock()
-	return c.remove()
-}
-
-// remove removes c's store (nil-safe).
-func (c *conv) remove() error {
+func (c *Conv) End() error {
 	if c == nil {
 		return nil
 	}
@@ -232,20 +229,16 @@ func (c *conv) remove() error {
 	return err
 }
 
-// Close removes every store, the layers made ahead of time and those
-// of committed commands that were still to be removed; later calls fail
-// with ErrClosed (a Commit or Abort after it removes its layer itself).
+// Close removes the layers made ahead of time, those of committed
+// commands that were still to be removed, and the stores of
+// conversations not ended; later Begins fail with ErrClosed (a Commit
+// or Abort after it removes its layer itself).
 func (m *Manager) Close() error {
 	m.mu.Lock()
-	convs := m.convs
-	m.convs = nil
+	m.closed = true
 	m.mu.Unlock()
 	m.pool.close()
-	var errs []error
-	for _, c := range convs {
-		errs = append(errs, c.remove())
-	}
-	return errors.Join(errs...)
+	return removeStores(m.opts.Dir)
 }
 
 // Tx is one command's layer, from before it starts until what it
@@ -253,7 +246,7 @@ func (m *Manager) Close() error {
 // the conversation (see the package doc, "Background jobs").
 type Tx struct {
 	m     *Manager
-	c     *conv
+	c     *Conv
 	sh    *share
 	spec  layer.Spec
 	label string
@@ -269,6 +262,37 @@ type Tx struct {
 	ending  chan struct{}
 	endOnce sync.Once
 	gone    bool
+
+	rmu     sync.Mutex
+	last    *Report // the last checkpoint's report, Commit's once ended
+	lastErr error
+	final   bool // Commit or Abort returned
+}
+
+// Last returns the report of t's last checkpoint that applied or failed
+// (nil, nil: none yet), or once t ended its Commit's.
+func (t *Tx) Last() (*Report, error) {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	return t.last, t.lastErr
+}
+
+// setLast records a report; a checkpoint's (final false) is dropped
+// once Commit recorded its own.
+func (t *Tx) setLast(rep *Report, err error, final bool) {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	if t.final {
+		return
+	}
+	t.last, t.lastErr, t.final = rep, err, final
+}
+
+// freezer returns the freeze t's Background was given (nil: none).
+func (t *Tx) freezer() func(func()) bool {
+	t.sh.mu.Lock()
+	defer t.sh.mu.Unlock()
+	return t.freeze
 }
 
 // Spec is what the sandbox mounts (sandbox.Options.Layer).
@@ -303,6 +327,25 @@ type Report struct {
 	Discarded bool
 }
 
+// Listed are the applied changes a listing shows: an added directory
+// shows as its files (layer.Listed; nil-safe).
+func (r *Report) Listed() []layer.Change {
+	if r == nil {
+		return nil
+	}
+	return layer.Listed(r.Applied)
+}
+
+// Summary is the one line that says what was applied, relative to cwd
+// ("[changed 3 files: M src/a.go, A b.txt, D old.txt]", capped: see
+// layer.Summary); "" when nothing was (nil-safe).
+func (r *Report) Summary(cwd string) string {
+	if r == nil {
+		return ""
+	}
+	return layer.Summary(r.Applied, cwd, 0)
+}
+
 // Commit ends the command's transaction: when gone (every process of
 // the command is known to have ended), it computes the layer's change
 // set, checks it against policy, applies what is allowed (one undo
@@ -315,7 +358,9 @@ type Report struct {
 // the layer is removed in every case, in the background (see the
 // package doc, "Cost").
 func (t *Tx) Commit(gone bool) (*Report, error) {
-	return t.sh.end(t, gone, false)
+	rep, err := t.sh.end(t, gone, false)
+	t.setLast(rep, err, true)
+	return rep, err
 }
 
 // Abort ends the transaction of a command that never started, without
@@ -323,6 +368,7 @@ func (t *Tx) Commit(gone bool) (*Report, error) {
 // background), unless other commands share it.
 func (t *Tx) Abort() error {
 	_, err := t.sh.end(t, true, true)
+	t.setLast(nil, nil, true)
 	return err
 }
 
@@ -331,7 +377,8 @@ func (t *Tx) Abort() error {
 // every change applied so far, Refused what this checkpoint refused.
 // freeze must run its argument with every process of the job frozen,
 // and report false when it cannot (the job has ended, or has no cgroup
-// to freeze); then Checkpoint does nothing and returns nil. The other
+// to freeze); then Checkpoint does nothing and returns nil. A report or
+// error is t's [Tx.Last] too. The other
 // commands sharing the layer are frozen too (see the package doc);
 // when one cannot be, Checkpoint does nothing either. The changes it
 // applied are in the report, and again in Commit's.
@@ -350,6 +397,9 @@ func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
 	if rep != nil {
 		t.checkpoints = append(t.checkpoints, rep.Applied...)
 		rep.Applied = slices.Clone(t.checkpoints)
+	}
+	if rep != nil || err != nil {
+		t.setLast(rep, err, false)
 	}
 	return rep, err
 }

@@ -27,6 +27,7 @@ var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "G
 type fixture struct {
 	ws  string
 	m   *transact.Manager
+	c   *transact.Conv // conversation "c"
 	env []string
 }
 
@@ -48,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	f.m = m
+	f.m, f.c = m, m.Conversation()
 	return f
 }
 
@@ -81,7 +82,7 @@ func (f *fixture) run(t *testing.T, script string) *transact.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := f.m.Begin("c", roots, script)
+	tx, err := f.c.Begin(roots, script)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,20 +178,20 @@ func TestUndo(t *testing.T) {
 	f := newFixture(t)
 	f.run(t, `echo one > a.txt`)
 	f.run(t, `echo two > a.txt && rm README`)
-	if n := len(f.m.Steps("c")); n != 2 {
+	if n := len(f.c.Steps()); n != 2 {
 		t.Fatalf("%d steps", n)
 	}
-	if f.m.Bytes("c") <= 0 {
+	if f.c.Bytes() <= 0 {
 		t.Fatal("the store counts no bytes")
 	}
-	if _, err := f.m.Undo("c", 1); err != nil {
+	if _, err := f.c.Undo(1); err != nil {
 		t.Fatal(err)
 	}
 	if f.read("a.txt") != "one\n" || f.read("README") != "hello\n" {
 		t.Fatalf("after undo: a.txt %q README %q", f.read("a.txt"), f.read("README"))
 	}
 	f.writeFile(t, "a.txt", "changed by the user\n")
-	_, err := f.m.Undo("c", 1)
+	_, err := f.c.Undo(1)
 	var conflict *layer.ConflictError
 	if !errors.As(err, &conflict) || !slices.Contains(conflict.Paths, filepath.Join(f.ws, "a.txt")) {
 		t.Fatalf("undo over a later change: %v", err)
@@ -198,13 +199,13 @@ func TestUndo(t *testing.T) {
 	if f.read("a.txt") != "changed by the user\n" {
 		t.Fatal("a refused undo changed the file")
 	}
-	if _, err := f.m.Undo("other", 1); !errors.Is(err, layer.ErrNothingToUndo) {
+	if _, err := f.m.Conversation().Undo(1); !errors.Is(err, layer.ErrNothingToUndo) {
 		t.Fatalf("another conversation: %v", err)
 	}
-	if err := f.m.End("c"); err != nil {
+	if err := f.c.End(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.m.Undo("c", 1); !errors.Is(err, layer.ErrNothingToUndo) {
+	if _, err := f.c.Undo(1); !errors.Is(err, layer.ErrNothingToUndo) {
 		t.Fatalf("after End: %v", err)
 	}
 }
@@ -212,7 +213,7 @@ func TestUndo(t *testing.T) {
 // Without gone nothing is applied: a process could still write.
 func TestCommitWithoutGoneAppliesNothing(t *testing.T) {
 	f := newFixture(t)
-	tx, err := f.m.Begin("c", []string{f.ws}, "x")
+	tx, err := f.c.Begin([]string{f.ws}, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,9 +308,10 @@ func TestJoinRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c := m.Conversation()
 		begin := func(dir string) *transact.Tx {
 			t.Helper()
-			tx, err := m.Begin("c", []string{dir}, "cmd")
+			tx, err := c.Begin([]string{dir}, "cmd")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,246 @@
+package supervisor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/proc"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/transact"
+)
+
+// workspace is what a conversation's commands run in and change: its
+// world (sandbox.World: /tmp, caches, loopback), made on first use, and
+// its transactions (transact.Conv: the undo store and the layers of its
+// running background jobs). The supervisor's record of the
+// conversation owns it; the slow work on it (making the world, the
+// layers' begin, checkpoints and undo) runs in the callers' goroutines,
+// never on the supervisor actor. It is safe for concurrent use.
+type workspace struct {
+	s   *Supervisor
+	key string // names its directories (conversationKey)
+
+	mu     sync.Mutex
+	world  *sandbox.World
+	tx     *transact.Conv // nil: no layers on this host
+	closed bool
+}
+
+func (s *Supervisor) newWorkspace(conv string) *workspace {
+	w := &workspace{s: s, key: conversationKey(conv)}
+	if s.tx != nil {
+		w.tx = s.tx.Conversation()
+	}
+	return w
+}
+
+// conversationKey names a conversation's directories: a hash, so any
+// conversation id makes a safe file name.
+func conversationKey(conv string) string {
+	sum := sha256.Sum256([]byte(conv))
+	return "conversation-" + hex.EncodeToString(sum[:8])
+}
+
+// getWorld returns the conversation's world, making it on first use:
+// its /tmp and caches (one tmpfs of Sandbox.Limits.ScratchBytes, on
+// Sandbox.CacheDir/conversation-KEY), its loopback network, and the
+// engine's directories hidden from its commands but for the
+// conversation's own output directory. Each conversation has its own:
+// caches two conversations share would let one's commands plant build
+// outputs the other's builds then use.
+func (w *workspace) getWorld() (*sandbox.World, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.world != nil {
+		return w.world, nil
+	}
+	if w.closed {
+		return nil, ErrShutdown
+	}
+	s := w.s
+	lim := s.sandbox.Limits
+	world, err := sandbox.NewWorld(sandbox.WorldOptions{
+		Dir: filepath.Join(s.cacheRoot, w.key), Bytes: lim.ScratchBytes, Files: lim.ScratchFiles,
+		BaseCaches: s.sandbox.BaseCaches, Helper: s.sandbox.HelperPath,
+		Hide: []string{s.outDir, s.cacheRoot}, Show: []string{filepath.Join(s.outDir, w.key)},
+	})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: the conversation's sandbox: %w", proc.ErrStart, err)
+	}
+	w.world = world
+	return world, nil
+}
+
+// checkpoint applies what the conversation's running workspace-write
+// background jobs changed so far (transact.Conv.Checkpoint), so that
+// its next command, and a read of a job's output, see it.
+func (w *workspace) checkpoint() {
+	if w != nil && w.tx != nil {
+		w.tx.Checkpoint()
+	}
+}
+
+// undoBytes is what the conversation's undo store keeps.
+func (w *workspace) undoBytes() uint64 {
+	if w == nil || w.tx == nil {
+		return 0
+	}
+	return uint64(w.tx.Bytes())
+}
+
+// prepare readies a job of the conversation before Launch, in the
+// caller's goroutine: the running background jobs' checkpoints, and for
+// a sandboxed job its world, the world's size for it, and with
+// Profile.Layer its transaction (Begin).
+func (w *workspace) prepare(spec *actors.Spec) error {
+	w.checkpoint()
+	p := spec.Sandbox
+	if p == nil {
+		return nil
+	}
+	world, err := w.getWorld()
+	if err != nil {
+		return err
+	}
+	spec.World = world
+	spec.WorldSize = w.s.worldSize(spec.Conversation, w).Size
+	if !p.Workspace || !p.Layer {
+		return nil
+	}
+	if w.tx == nil {
+		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
+	}
+	roots, err := transact.Roots(spec.Dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", proc.ErrStart, err)
+	}
+	tx, err := w.tx.Begin(append(roots, p.Writable...), spec.Display)
+	if err != nil {
+		return fmt.Errorf("%w: %w", proc.ErrStart, err)
+	}
+	spec.Tx = tx
+	return nil
+}
+
+// close closes the world and removes the undo store (the conversation
+// ended, or the engine stops).
+func (w *workspace) close() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	world := w.world
+	w.world, w.closed = nil, true
+	w.mu.Unlock()
+	var errs []error
+	if world != nil {
+		if err := world.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the conversation's sandbox: %w", err))
+		}
+	}
+	return errors.Join(append(errs, w.tx.End())...)
+}
+
+// WorldUsage is what a conversation's world holds against its quota
+// (Sandbox.Limits.ScratchBytes).
+type WorldUsage struct {
+	// Used and Total are what its file system holds and its size (0, 0
+	// without a world yet).
+	Used, Total uint64
+	// JobBytes is what its background jobs' output files hold on disk;
+	// UndoBytes what its undo store keeps.
+	JobBytes, UndoBytes uint64
+	// Size is what its world may hold when its next command starts: the
+	// quota less JobBytes and UndoBytes, at least 1 MiB.
+	Size uint64
+}
+
+// worldSize measures a conversation's quota (see WorldUsage).
+func (s *Supervisor) worldSize(conv string, w *workspace) WorldUsage {
+	var u WorldUsage
+	q := s.sandbox.Limits.WithDefaults().ScratchBytes
+	for _, st := range s.Jobs(conv) {
+		if st.Output != nil {
+			u.JobBytes += uint64(st.Output.DiskSize())
+		}
+	}
+	u.UndoBytes = w.undoBytes()
+	u.Size = 1 << 20
+	if u.JobBytes+u.UndoBytes+1<<20 < q {
+		u.Size = q - u.JobBytes - u.UndoBytes
+	}
+	if w != nil {
+		w.mu.Lock()
+		world := w.world
+		w.mu.Unlock()
+		if world != nil {
+			if used, total, err := world.Usage(); err == nil {
+				u.Used, u.Total = used, total
+			}
+		}
+	}
+	return u
+}
+
+// World returns what conversation conv's world holds against its quota.
+func (s *Supervisor) World(conv string) WorldUsage { return s.worldSize(conv, s.workspace(conv)) }
+
+// Checkpoint applies what conversation conv's running workspace-write
+// background jobs changed so far to its workspace (each job frozen
+// meanwhile), in the calling goroutine; their reports are then in Jobs.
+func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
+
+// Undo takes back the last steps changes of conversation conv to its
+// workspace (see transact.Conv.Undo), and returns what it changed (as
+// the report's Applied: an undone addition is a deletion) and how many
+// steps were kept before.
+//
+// Its errors match ErrNothingToUndo, ErrUndoLive, or are an
+// *UndoConflictError (nothing was undone then).
+func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
+	w := s.workspace(conv)
+	if w == nil || w.tx == nil {
+		return jobs.Changes{}, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
+	}
+	kept := len(w.tx.Steps())
+	cs, err := w.tx.Undo(steps)
+	if err != nil {
+		return jobs.Changes{}, kept, own(err)
+	}
+	return jobs.Changes{Report: &transact.Report{Applied: cs}}, kept, nil
+}
+
+// SandboxMain runs the sandbox's helper and exits when the process was
+// started as one (sandbox.Main); otherwise it returns at once.
+func SandboxMain() { sandbox.Main() }
+
+// workspace returns conversation conv's workspace, nil when the
+// supervisor has no record of it.
+func (s *Supervisor) workspace(conv string) *workspace {
+	reply := make(chan *workspace, 1)
+	s.system.Root.Send(s.pid, &workspaceRequest{conv: conv, reply: reply})
+	select {
+	case w := <-reply:
+		return w
+	case <-s.done:
+		return nil
+	}
+}
+
+// changesOf is a running job's last report.
+func changesOf(tx *transact.Tx) jobs.Changes {
+	if tx == nil {
+		return jobs.Changes{}
+	}
+	rep, err := tx.Last()
+	return jobs.Changes{Report: rep, Err: err}
+}
