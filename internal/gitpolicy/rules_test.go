@@ -98,13 +98,22 @@ func TestRuleGitmodules(t *testing.T) {
 }
 
 func TestRuleConfig(t *testing.T) {
-	t.Run("set", func(t *testing.T) { ruleCase(t, "", "git config user.name x", "git-config .git/config") })
+	t.Run("set", func(t *testing.T) { ruleCase(t, "", "git config core.pager less", "git-config .git/config") })
+	t.Run("include", func(t *testing.T) {
+		ruleCase(t, "", "git config include.path ../x.cfg", "git-config .git/config")
+	})
+	t.Run("keys that run nothing", func(t *testing.T) {
+		allowCase(t, "", "git config user.name x && git remote add o https://example.com/x.git && git config branch.main.remote o && git config rerere.enabled true")
+	})
+	t.Run("remote with a transport helper", func(t *testing.T) {
+		ruleCase(t, "", "git remote add o 'ext::sh -c touch% $SENT/ext'", "git-config .git/config")
+	})
 	t.Run("removed", func(t *testing.T) { ruleCase(t, "", "rm .git/config", "git-config .git/config") })
 	t.Run("config.worktree", func(t *testing.T) {
-		ruleCase(t, "", "echo '[core]' > .git/config.worktree", "git-config .git/config.worktree")
+		ruleCase(t, "", "printf '[core]\\n\\tfsmonitor = x\\n' > .git/config.worktree", "git-config .git/config.worktree")
 	})
 	t.Run("lock left behind", func(t *testing.T) {
-		ruleCase(t, "", "cp .git/config .git/config.lock", "git-config .git/config.lock")
+		ruleCase(t, "", "cp .git/config .git/config.lock && echo '\\thookspath = x' >> .git/config.lock", "git-config .git/config.lock")
 	})
 	t.Run("rewritten the same", func(t *testing.T) {
 		allowCase(t, "", "cp .git/config c && rm .git/config && cp c .git/config && rm c")
@@ -167,7 +176,7 @@ func TestRuleGitdir(t *testing.T) {
 func TestRuleModules(t *testing.T) {
 	ruleCase(t, "git init -q -b main lib && git -C lib commit -q --allow-empty -m l",
 		"git -c protocol.file.allow=always submodule add -q file://$PWD/lib sub",
-		"git-modules .git/modules/sub/config", "git-modules .git/modules/sub/HEAD", "git-gitfile sub/.git", "git-config .git/config")
+		"git-modules .git/modules/sub/config", "git-modules .git/modules/sub/HEAD", "git-gitfile sub/.git", "git-index .git/index")
 }
 
 func TestRuleWorktrees(t *testing.T) {
