@@ -434,4 +434,3 @@ func (k *checker) validateNew(g string) verdict {
 	k.valid[g] = vd
 	return vd
 }
-
