@@ -60,6 +60,33 @@ func TestWorkflows(t *testing.T) {
 			setup: "git init -q -b main . && git commit -q --allow-empty -m root && git worktree add -q -b wtb wt",
 			steps: []string{"cd wt && echo w > w && git add w && git commit -qm inwt"},
 			check: "git log --format=%s -1 wtb && git -C wt status --short", want: "inwt\n"},
+		{name: "linked worktree added",
+			setup: "git init -q -b main . && git commit -q --allow-empty -m root",
+			steps: []string{"git worktree add -q -b wtb wt", "cd wt && echo w > w && git add w && git commit -qm inwt"},
+			check: "git log --format=%s -1 wtb && git -C wt status --short && git worktree list | wc -l", want: "inwt\n2\n"},
+		{name: "cherry-pick with a conflict continued in the next command",
+			setup: "git init -q -b main . && echo 1 > f && git add f && git commit -qm base && git checkout -qb o && echo o > f && git commit -qam o && git checkout -q main && echo m > f && git commit -qam m",
+			steps: []string{"git cherry-pick o >/dev/null 2>&1; test -d .git/sequencer || test -f .git/CHERRY_PICK_HEAD",
+				"echo r > f && git add f && GIT_EDITOR=true git cherry-pick --continue >/dev/null"},
+			check: "git log --format=%s -1 && cat f", want: "o\nr\n"},
+		{name: "merge with a conflict and rerere",
+			setup: "git init -q -b main . && git config rerere.enabled true && echo 1 > f && git add f && git commit -qm base && git checkout -qb o && echo o > f && git commit -qam o && git checkout -q main && echo m > f && git commit -qam m",
+			steps: []string{"git merge o >/dev/null 2>&1; test -f .git/MERGE_HEAD",
+				"echo r > f && git add f && GIT_EDITOR=true git merge --continue >/dev/null && ls .git/rr-cache/*/postimage"},
+			check: "git log --format=%s -1 && cat f && ls .git/rr-cache | wc -l", want: "Merge branch 'o'\nr\n1\n"},
+		{name: "interactive rebase with a multi-pick sequence",
+			setup: "git init -q -b main . && for i in 1 2 3; do echo $i > f$i && git add f$i && git commit -qm c$i; done",
+			steps: []string{"GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -qi HEAD~2 >/dev/null 2>&1; test -d .git/rebase-merge",
+				"git commit -q --amend -m c2x && git rebase --continue >/dev/null 2>&1"},
+			check: "git log --format=%s", want: "c3\nc2x\nc1\n"},
+		{name: "stash with untracked files and a branch",
+			setup: "git init -q -b main . && echo a > a && git add a && git commit -qm a",
+			steps: []string{"echo u > u && echo b >> a && git stash -qu && git branch b2 && git stash list | wc -l"},
+			check: "git stash list | wc -l && git branch --format='%(refname:short)'", want: "1\nb2\nmain\n"},
+		{name: "repack, gc aggressive, commit-graph and pack-refs",
+			setup: "git init -q -b main . && for i in 1 2 3; do echo $i > f$i && git add f$i && git commit -qm c$i; done && git tag v1",
+			steps: []string{"git repack -qad && git gc -q --aggressive --prune=now && git commit-graph write --reachable && git pack-refs --all"},
+			check: "git log --format=%s | wc -l && git fsck --no-progress && git tag", want: "3\nv1\n"},
 		{name: "tags, gc and reflog",
 			setup: "git init -q -b main . && echo a > a && git add a && git commit -qm a",
 			steps: []string{"git tag -a v1 -m v1 && git gc -q && git reflog expire --expire=now --all"},
@@ -142,5 +169,5 @@ func TestUnprivilegedLocalClone(t *testing.T) {
 // TestUnprivileged runs the attacks and workflows again as a user
 // other than root (user namespaces, userxattr).
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflow|Rule|UnprivilegedLocalClone)")
+	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflow|Rule|UnprivilegedLocalClone|H1|H2|H5|M3|L2)")
 }

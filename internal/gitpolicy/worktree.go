@@ -15,6 +15,9 @@ func (k *checker) worktree(c layer.Change) verdict {
 	name := filepath.Base(c.Path)
 	switch {
 	case name == ".git":
+		if vd, ok := k.linkedDotGit(c); ok {
+			return vd
+		}
 		before, berr := k.v.Lstat(c.Path, false)
 		after, aerr := k.v.Lstat(c.Path, true)
 		if (berr == nil && !before.IsDir()) || (aerr == nil && !after.IsDir()) {
