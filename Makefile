@@ -86,6 +86,7 @@ vm-deps:
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
+	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 
 # Regenerate cluster/clusterpb from its .proto (the generated code is
 # committed): needs protoc (Debian's protobuf-compiler) and
