@@ -115,6 +115,9 @@ func (k *checker) repositories(dir, root string) {
 		}
 		k.seenDirs[d] = true
 		for _, after := range []bool{false, true} {
+			if !k.isDir(d, after) || !k.exists(d+"/.git", after) {
+				continue
+			}
 			if g := k.gitLink(d+"/.git", after); g != "" && !k.repos[g] {
 				k.repos[g] = true
 				k.repoConfig(g, k.code)

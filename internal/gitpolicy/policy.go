@@ -192,9 +192,13 @@ func Lines(refusals []Refusal, base string) []string {
 // are refused.
 func Check(v View, roots []string, changes []layer.Change) []Refusal {
 	refused := map[string]Refusal{}
+	index := make(map[string]int, len(changes))
+	for i, c := range changes {
+		index[c.Path] = i
+	}
 	var view View = v
 	for {
-		k := newChecker(view, roots)
+		k := newChecker(view, roots, changes, index)
 		for _, c := range changes {
 			if root := k.rootOf(c.Path); root != "" {
 				k.repositories(dirName(c.Path), root)
@@ -245,12 +249,16 @@ type checker struct {
 	seenDirs  map[string]bool    // directories searched for repositories
 	repos     map[string]bool    // git directories found
 	code      *code              // what their configurations name as code
+	dirs      map[dirView]bool // is a directory before, after
+	changes   []layer.Change
+	index     map[string]int // changes by path
+	near      map[string]*gitDirNode
 }
 
-func newChecker(v View, roots []string) *checker {
-	return &checker{v: v, roots: roots, gitDirs: map[string][2]bool{}, valid: map[string]verdict{},
+func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {
+	return &checker{v: v, roots: roots, changes: changes, index: index, gitDirs: map[string][2]bool{}, valid: map[string]verdict{},
 		hashSizes: map[string]int{}, packs: map[string]string{}, seenDirs: map[string]bool{}, repos: map[string]bool{},
-		code: &code{configs: map[string]bool{}}}
+		code: &code{configs: map[string]bool{}}, dirs: map[dirView]bool{}, near: map[string]*gitDirNode{}}
 }
 
 // gitDir is an enclosing git directory of a change.
@@ -266,11 +274,10 @@ type gitDir struct {
 // innermost one's rules; a change in no existing git directory also by
 // the working-tree rules.
 func (k *checker) judge(c layer.Change) verdict {
-	root := k.rootOf(c.Path)
-	for _, part := range strings.Split(strings.TrimPrefix(c.Path, root), "/") {
-		if part != ".git" && isDotGit(part) {
-			return refuse(DotGit, "a name git reads as .git")
-		}
+	// Each entry the command named is a change of its own: its last
+	// component is the one to check.
+	if name := baseName(c.Path); name != ".git" && isDotGit(name) {
+		return refuse(DotGit, "a name git reads as .git")
 	}
 	// Only a directory can be a git directory: a changed file starts
 	// the search at its parent.
@@ -342,14 +349,34 @@ func (k *checker) chain(p, root string) []gitDir {
 		return nil
 	}
 	var out []gitDir
-	for d := p; ; d = filepath.Dir(d) {
-		if g := k.isGitDir(d); g[0] || g[1] {
-			out = append(out, gitDir{path: d, existed: g[0]})
-		}
-		if d == root || len(d) <= len(root) {
-			return out
-		}
+	for n := k.nearest(p, root); n != nil; n = n.up {
+		out = append(out, n.g)
 	}
+	return out
+}
+
+// gitDirNode is a git directory and the next one above it.
+type gitDirNode struct {
+	g  gitDir
+	up *gitDirNode
+}
+
+// nearest returns the innermost git directory at or above d (up to
+// root), each directory looked at once per Check.
+func (k *checker) nearest(d, root string) *gitDirNode {
+	if n, ok := k.near[d]; ok {
+		return n
+	}
+	var up *gitDirNode
+	if d != root && len(d) > len(root) {
+		up = k.nearest(filepath.Dir(d), root)
+	}
+	n := up
+	if g := k.isGitDir(d); g[0] || g[1] {
+		n = &gitDirNode{g: gitDir{path: d, existed: g[0]}, up: up}
+	}
+	k.near[d] = n
+	return n
 }
 
 // isGitDir reports whether d is a git directory before and after the
@@ -363,26 +390,70 @@ func (k *checker) isGitDir(d string) [2]bool {
 	}
 	var g [2]bool
 	for i, after := range []bool{false, true} {
-		fi, err := k.v.Lstat(d, after)
-		if err != nil || !fi.IsDir() {
-			continue
-		}
-		if isDotGit(filepath.Base(d)) {
+		switch {
+		case !k.isDir(d, after):
+		case isDotGit(filepath.Base(d)):
 			g[i] = true
-			continue
+		case k.exists(d+"/HEAD", after):
+			g[i] = k.exists(d+"/commondir", after) || (k.exists(d+"/objects", after) && k.exists(d+"/refs", after))
 		}
-		if !k.exists(d+"/HEAD", after) {
-			continue
-		}
-		g[i] = k.exists(d+"/commondir", after) || (k.exists(d+"/objects", after) && k.exists(d+"/refs", after))
 	}
 	k.gitDirs[d] = g
 	return g
 }
 
+// isDir reports whether d is a directory before or after the command
+// (once per directory: not when its parent is not one).
+func (k *checker) isDir(d string, after bool) bool {
+	key := dirView{d, after}
+	if v, ok := k.dirs[key]; ok {
+		return v
+	}
+	v := false
+	if c, ok := k.listed(d); ok {
+		v = after && c != nil && c.Kind != layer.Deleted && c.Mode.IsDir()
+	} else if p := dirName(d); p == d || k.rootOf(d) == d || k.rootOf(p) == "" || k.isDir(p, after) {
+		fi, err := k.v.Lstat(d, after)
+		v = err == nil && fi.IsDir()
+	}
+	k.dirs[key] = v
+	return v
+}
+
+type dirView struct {
+	path  string
+	after bool
+}
+
 func (k *checker) exists(p string, after bool) bool {
+	if c, ok := k.listed(p); ok {
+		return after && c != nil && c.Kind != layer.Deleted
+	}
 	_, err := k.v.Lstat(p, after)
 	return err == nil
+}
+
+// listed returns the change at p when p lies in a directory the
+// command added: everything there is a change, so the change list says
+// what exists (without a lookup in the layer, which costs the depth of
+// the path).
+// It returns nil when p is not there.
+func (k *checker) listed(p string) (*layer.Change, bool) {
+	d := dirName(p)
+	if i, ok := k.index[d]; !ok || k.changes[i].Kind != layer.Added || !k.changes[i].Mode.IsDir() || k.asBefore(d) {
+		return nil, false
+	}
+	if i, ok := k.index[p]; ok {
+		return &k.changes[i], true
+	}
+	return nil, true
+}
+
+// asBefore reports whether the view shows p as before the command (a
+// refused change).
+func (k *checker) asBefore(p string) bool {
+	pv, ok := k.v.(*projected)
+	return ok && pv.asBefore(p)
 }
 
 // maxNewRepoEntries bounds the entries of a new git directory that are

@@ -180,9 +180,17 @@ func TestRuleModules(t *testing.T) {
 }
 
 func TestRuleWorktrees(t *testing.T) {
-	t.Run("new worktree", func(t *testing.T) {
-		ruleCase(t, "", "git worktree add -q wt2", "git-worktrees .git/worktrees/wt2/HEAD", "git-worktrees .git/worktrees/wt2/commondir",
-			"git-worktrees .git/worktrees/wt2/gitdir", "git-gitfile wt2/.git")
+	t.Run("new worktree", func(t *testing.T) { allowCase(t, "", "git worktree add -q wt2") })
+	t.Run("new worktree with another commondir", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && echo ../../.. > .git/worktrees/wt2/commondir",
+			"git-commondir .git/worktrees/wt2/commondir", "git-commondir wt2/.git")
+	})
+	t.Run("new worktree whose gitdir names another .git", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && mkdir o && echo \"$PWD/o/.git\" > .git/worktrees/wt2/gitdir",
+			"git-gitdir .git/worktrees/wt2/gitdir", "git-gitfile wt2/.git")
+	})
+	t.Run("admin directory without its worktree", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && rm wt2/.git", "git-gitdir .git/worktrees/wt2/gitdir", "git-gitdir .git/worktrees/wt2/HEAD")
 	})
 	t.Run("lock", func(t *testing.T) {
 		ruleCase(t, "git worktree add -q wt", "git worktree lock wt", "git-worktrees .git/worktrees/wt/locked")
