@@ -249,7 +249,7 @@ type checker struct {
 	seenDirs  map[string]bool    // directories searched for repositories
 	repos     map[string]bool    // git directories found
 	code      *code              // what their configurations name as code
-	dirs      map[dirView]bool // is a directory before, after
+	dirs      map[dirView]bool   // is a directory before, after
 	changes   []layer.Change
 	index     map[string]int // changes by path
 	near      map[string]*gitDirNode
