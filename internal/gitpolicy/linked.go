@@ -19,12 +19,19 @@ import (
 // admin directory is judged as a new git directory (around the change).
 func (k *checker) worktreesEntry(e entry) verdict {
 	switch {
-	case len(e.parts) == 1 && e.dir:
-		return allowed
+	case len(e.parts) == 1 && e.dir, e.kind == layer.Deleted:
+		return allowed // git worktree prune and remove delete admin directories
 	case len(e.parts) >= 2 && e.g.existed && k.newAdmin(e.g.path+"/worktrees/"+e.parts[1]):
 		return allowed
 	}
 	return refuse(Worktrees, "a linked worktree's admin files")
+}
+
+// isAdmin reports whether p is a linked worktree's admin directory
+// (worktrees/ID of a git directory).
+func (k *checker) isAdmin(p string) bool {
+	parent := dirName(p)
+	return baseName(parent) == "worktrees" && k.isGitDir(dirName(parent))[0]
 }
 
 // newAdmin reports whether p is a linked worktree's admin directory

@@ -33,13 +33,13 @@ func (k *checker) objectsEntry(e entry) verdict {
 		return k.objectsDir(e)
 	case len(e.parts) == 3 && len(e.parts[1]) == 2 && isHex(e.parts[1]) && isHex(e.parts[2]):
 		return k.file(e, Object, maxDataFile, looseObject)
+	case r == "objects/info/commit-graph" || r == "objects/pack/multi-pack-index" ||
+		(len(e.parts) == 4 && e.parts[2] == "commit-graphs" && strings.HasSuffix(e.name, ".graph")):
+		return k.file(e, Object, maxDataFile, checksummed)
 	case len(e.parts) == 3 && e.parts[1] == "pack":
 		return k.packFile(e)
 	case r == "objects/info/packs":
 		return k.file(e, Object, maxCheckedFile, anyText)
-	case r == "objects/info/commit-graph" || r == "objects/pack/multi-pack-index" ||
-		(len(e.parts) == 4 && e.parts[2] == "commit-graphs" && strings.HasSuffix(e.name, ".graph")):
-		return k.file(e, Object, maxDataFile, checksummed)
 	case len(e.parts) == 4 && e.parts[2] == "commit-graphs" && e.name == "commit-graph-chain":
 		return k.file(e, Object, maxCheckedFile, oidLines)
 	}
@@ -94,6 +94,9 @@ func looseObject(k *checker, e entry, b []byte) string {
 // the object counts.
 func (k *checker) packFile(e entry) verdict {
 	base, ext, _ := strings.Cut(e.name, ".")
+	if h, ok := strings.CutPrefix(base, "multi-pack-index-"); ok && isHex(h) && (ext == "bitmap" || ext == "rev") {
+		return k.file(e, Object, maxDataFile, checksummed)
+	}
 	switch {
 	case !strings.HasPrefix(base, "pack-") || !isHex(base[5:]):
 		return refuse(Object, "a file git does not write in objects/pack/")

@@ -294,6 +294,9 @@ func (k *checker) judge(c layer.Change) verdict {
 		}
 		r := strings.TrimPrefix(strings.TrimPrefix(c.Path, g.path), "/")
 		if r == "" {
+			if c.Kind == layer.Deleted && k.isAdmin(g.path) {
+				return allowed // git worktree prune and remove
+			}
 			if c.Kind == layer.Deleted || (c.Kind == layer.TypeChanged && !c.Mode.IsDir()) {
 				return refuse(Structure, "a repository's git directory")
 			}
