@@ -110,7 +110,7 @@
 // into working trees (include.path = ../.gitconfig). A change of any of
 // these files applies only when it stays a regular file that parses
 // and every variable it holds afterwards that it did not hold before is
-// a key that runs nothing with a value of its kind (safeKeys: user.*,
+// a key that runs nothing with a value of its kind (user.*,
 // author.*, committer.*, remote.*.url and pushurl without a transport
 // helper or a leading -, remote.*.fetch, branch.*, submodule.*.url and
 // active, core.repositoryformatversion, core.filemode, core.bare,
