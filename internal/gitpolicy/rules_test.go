@@ -296,7 +296,7 @@ func TestRuleObject(t *testing.T) {
 	t.Run("corrupt pack", func(t *testing.T) {
 		w := newWorld(t)
 		w.repo(t)
-		o := w.run(t, "git repack -qad && p=$(ls .git/objects/pack/*.pack) && printf 'PACK\\0\\0\\0\\2\\0\\0\\0\\7' | dd of=$p bs=1 seek=0 conv=notrunc 2>/dev/null")
+		o := w.run(t, "git repack -qad && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && printf 'PACK\\0\\0\\0\\2\\0\\0\\0\\7' | dd of=$p bs=1 seek=0 conv=notrunc 2>/dev/null")
 		if !slices.ContainsFunc(o.refusals, func(r gitpolicy.Refusal) bool {
 			return r.Rule == gitpolicy.Object && strings.HasSuffix(r.Path, ".pack")
 		}) {
