@@ -71,6 +71,10 @@ git rev-parse HEAD > .git/rebase-merge/orig-head && touch .git/rebase-merge/inte
 	{"nested repo", "mkdir -p sub && cd sub && git init -q && git config core.fsmonitor 'touch $SENT/planted; false'"},
 	{"alternates", "mkdir -p .git/objects/info && echo /tmp > .git/objects/info/alternates"},
 	{"info attributes", "mkdir -p .git/info && echo '* filter=f' > .git/info/attributes"},
+	// Index entries git restore . writes (made by writeIndex).
+	{"index hook", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/hook .git/index"},
+	{"index absolute", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/abs .git/index"},
+	{"index dotdot", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/dotdot .git/index"},
 	// Refs and state files with odd content.
 	{"ref to a path", "echo 'ref: ../../x' > .git/refs/heads/odd"},
 	{"HEAD detached odd", "echo 'ref: refs/heads/../../x' > .git/HEAD"},
@@ -92,9 +96,18 @@ git rev-parse HEAD > .git/rebase-merge/orig-head && touch .git/rebase-merge/inte
 // -rapid.checks (100 by default).
 func TestPropertyOracle(t *testing.T) {
 	start, cases := time.Now(), 0
+	// Indexes with an entry for the payload at a hook, an absolute path
+	// and ../ (the same blobs in every case's repository).
+	idx, outside := t.TempDir(), t.TempDir()+"/abs"
+	w0 := newWorld(t)
+	w0.repo(t)
+	for name, path := range map[string]string{"hook": ".git/hooks/pre-commit", "abs": outside, "dotdot": "../escape"} {
+		writeIndexOf(t, w0, idx+"/"+name, path, payload)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		cases++
 		w := newWorld(t)
+		w.env = append(w.env, "IDX="+idx)
 		w.repo(t)
 		w.sh(t, "git checkout -qb other && echo o > o && git add o && git commit -qm o1 && echo p > o && git commit -qam o2 && git checkout -q main")
 		if rapid.Bool().Draw(rt, "include ../.gitconfig") {
@@ -123,6 +136,9 @@ func TestPropertyOracle(t *testing.T) {
 		if s := w.sentinels(t); len(s) > 0 {
 			rt.Fatalf("planted code ran: %v", s)
 		}
+		if w.exists("../escape") || fileExists(outside) {
+			rt.Fatalf("the user's git wrote outside the workspace")
+		}
 	})
 	t.Logf("%d cases in %v", cases, time.Since(start).Round(time.Millisecond))
 }
@@ -134,4 +150,9 @@ func (w *world) clearSentinels(t testing.TB) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }

@@ -172,7 +172,13 @@ func TestH5IndexPaths(t *testing.T) {
 // entry at path for the hook blob (mode 100755).
 func writeIndex(t *testing.T, w *world, dst, path string) {
 	t.Helper()
-	hook := strings.TrimSpace(w.sh(t, "printf '#!/bin/sh\\ntouch $SENT/hook\\n' | git hash-object --stdin"))
+	writeIndexOf(t, w, dst, path, `#!/bin/sh\ntouch $SENT/hook\n`)
+}
+
+// writeIndexOf is writeIndex for the blob printf makes of content.
+func writeIndexOf(t *testing.T, w *world, dst, path, content string) {
+	t.Helper()
+	hook := strings.TrimSpace(w.sh(t, "printf '"+content+"' | git hash-object --stdin"))
 	readme := strings.TrimSpace(w.sh(t, "git rev-parse HEAD:README"))
 	type ent struct {
 		name, oid string
