@@ -102,10 +102,12 @@ vm-deps:
 # .ci/run sets); npm for mcpserver's conformance and TypeScript client
 # tests, which npm ci the packages pinned in mcpserver/testdata/node
 # (skipped without npm or the registry unless REQUIRE_TOOLS=1, which
-# .ci/run sets).
+# .ci/run sets); strace for gitpolicy's oracle, which traces the user's
+# git commands (skipped without it unless REQUIRE_TOOLS=1).
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
+	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 
 # Regenerate cluster/clusterpb from its .proto (the generated code is
 # committed): needs protoc (Debian's protobuf-compiler) and

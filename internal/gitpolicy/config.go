@@ -6,7 +6,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
+
+	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
 // configEntry is one variable of a git config file.
@@ -303,79 +306,119 @@ func isBool(e configEntry) bool {
 	return false
 }
 
-// safeKey checks one variable of a new repository's config: only what
-// git init and git clone write (and a few keys that hold data, such as
-// user.name), with values that run nothing. It returns why not, or "".
-func safeKey(e configEntry) string {
-	oneOf := func(vals ...string) string {
+// A key rule checks a value; sub says whether the key has a
+// subsection (remote.NAME.url) or not (core.bare).
+type keyRule struct {
+	sub   bool
+	check func(configEntry) string
+}
+
+func anyValue(e configEntry) string {
+	if strings.ContainsFunc(e.Value, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "value " + quote(e.Value) + " holds control characters"
+	}
+	return ""
+}
+
+func boolean(e configEntry) string {
+	if isBool(e) {
+		return ""
+	}
+	return "value " + quote(e.Value) + " is not a boolean"
+}
+
+func number(e configEntry) string {
+	if isNumber(strings.TrimPrefix(e.Value, "-")) {
+		return ""
+	}
+	return "value " + quote(e.Value) + " is not a number"
+}
+
+// oneOf accepts the values, and booleans when withBool.
+func oneOf(withBool bool, vals ...string) func(configEntry) string {
+	return func(e configEntry) string {
+		if withBool && isBool(e) {
+			return ""
+		}
 		for _, v := range vals {
 			if strings.EqualFold(e.Value, v) {
 				return ""
 			}
 		}
-		return "value " + quote(e.Value) + " is not one git init or clone writes"
+		return "value " + quote(e.Value) + " is not one of " + strings.Join(vals, ", ")
 	}
-	boolean := func() string {
-		if isBool(e) {
-			return ""
-		}
-		return "value " + quote(e.Value) + " is not a boolean"
+}
+
+func urlValue(e configEntry) string { return safeURL(e.Value) }
+
+func sharedValue(e configEntry) string {
+	if isBool(e) || validShared(e.Value) {
+		return ""
 	}
-	switch e.Section + "." + e.Key {
-	case "core.repositoryformatversion":
-		if e.Sub == "" {
-			return oneOf("0", "1")
-		}
-	case "core.filemode", "core.bare", "core.ignorecase", "core.precomposeunicode", "core.symlinks",
-		"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse", "user.useconfigonly":
-		if e.Sub == "" {
-			return boolean()
-		}
-	case "core.logallrefupdates":
-		if e.Sub == "" && (isBool(e) || strings.EqualFold(e.Value, "always")) {
-			return ""
-		}
-		return "value " + quote(e.Value) + " is not a boolean or always"
-	case "core.autocrlf":
-		if e.Sub == "" && (isBool(e) || strings.EqualFold(e.Value, "input")) {
-			return ""
-		}
-		return "value " + quote(e.Value) + " is not a boolean or input"
-	case "core.sharedrepository":
-		if e.Sub == "" && (isBool(e) || validShared(e.Value)) {
-			return ""
-		}
-		return "value " + quote(e.Value) + " is not a sharing mode"
-	case "extensions.objectformat":
-		if e.Sub == "" {
-			return oneOf("sha1", "sha256")
-		}
-	case "extensions.refstorage":
-		if e.Sub == "" {
-			return oneOf("files", "reftable")
-		}
-	case "extensions.partialclone", "user.name", "user.email":
-		if e.Sub == "" {
-			return ""
-		}
-	case "remote.url":
-		if e.Sub != "" {
-			return safeURL(e.Value)
-		}
-	case "remote.fetch", "remote.partialclonefilter", "branch.remote", "branch.merge":
-		if e.Sub != "" {
-			return ""
-		}
-	case "remote.mirror", "remote.promisor":
-		if e.Sub != "" {
-			return boolean()
-		}
-	case "remote.tagopt":
-		if e.Sub != "" {
-			return oneOf("--no-tags", "--tags")
-		}
+	return "value " + quote(e.Value) + " is not a sharing mode"
+}
+
+// safeKeys are the keys that run nothing and name no file git reads as
+// code, with their values' checks: what git init, git clone, git remote,
+// git branch, git submodule init and git config user.* write, and
+// settings of git's own behaviour. Every other key (core.fsmonitor,
+// core.hooksPath, core.pager, core.editor, core.sshCommand,
+// core.worktree, include.*, alias.*, filter, diff and merge drivers,
+// credential helpers, gpg.program, remote.*.uploadpack, ...) is refused.
+var safeKeys = map[string]keyRule{
+	"core.repositoryformatversion": {check: oneOf(false, "0", "1")},
+	"core.filemode":                {check: boolean}, "core.bare": {check: boolean},
+	"core.ignorecase": {check: boolean}, "core.precomposeunicode": {check: boolean},
+	"core.symlinks": {check: boolean}, "core.sparsecheckout": {check: boolean},
+	"core.sparsecheckoutcone": {check: boolean}, "core.quotepath": {check: boolean},
+	"core.trustctime": {check: boolean}, "core.splitindex": {check: boolean},
+	"core.untrackedcache":   {check: oneOf(true, "keep")},
+	"core.logallrefupdates": {check: oneOf(true, "always")},
+	"core.autocrlf":         {check: oneOf(true, "input")},
+	"core.safecrlf":         {check: oneOf(true, "warn")},
+	"core.eol":              {check: oneOf(false, "lf", "crlf", "native")},
+	"core.sharedrepository": {check: sharedValue},
+	"core.abbrev":           {check: anyValue},
+	"index.sparse":          {check: boolean}, "index.version": {check: oneOf(false, "2", "3", "4")},
+	"extensions.objectformat":   {check: oneOf(false, "sha1", "sha256")},
+	"extensions.worktreeconfig": {check: boolean},
+	"extensions.partialclone":   {check: anyValue},
+	"user.name":                 {check: anyValue}, "user.email": {check: anyValue},
+	"user.useconfigonly": {check: boolean}, "user.signingkey": {check: anyValue},
+	"author.name": {check: anyValue}, "author.email": {check: anyValue},
+	"committer.name": {check: anyValue}, "committer.email": {check: anyValue},
+	"init.defaultbranch": {check: anyValue},
+	"rerere.enabled":     {check: boolean}, "rerere.autoupdate": {check: boolean},
+	"gc.auto": {check: number}, "gc.autopacklimit": {check: number}, "maintenance.auto": {check: boolean},
+	"pull.rebase":  {check: oneOf(true, "merges", "interactive")},
+	"pull.ff":      {check: oneOf(true, "only")},
+	"push.default": {check: oneOf(false, "nothing", "current", "upstream", "tracking", "simple", "matching")},
+	"fetch.prune":  {check: boolean}, "merge.conflictstyle": {check: oneOf(false, "merge", "diff3", "zdiff3")},
+	"color.ui":   {check: oneOf(true, "auto", "always", "never")},
+	"remote.url": {sub: true, check: urlValue}, "remote.pushurl": {sub: true, check: urlValue},
+	"remote.fetch": {sub: true, check: anyValue}, "remote.push": {sub: true, check: anyValue},
+	"remote.partialclonefilter": {sub: true, check: anyValue},
+	"remote.mirror":             {sub: true, check: boolean}, "remote.promisor": {sub: true, check: boolean},
+	"remote.prune": {sub: true, check: boolean}, "remote.skipdefaultupdate": {sub: true, check: boolean},
+	"remote.tagopt": {sub: true, check: oneOf(false, "--no-tags", "--tags")},
+	"branch.remote": {sub: true, check: anyValue}, "branch.merge": {sub: true, check: anyValue},
+	"branch.pushremote": {sub: true, check: anyValue}, "branch.description": {sub: true, check: anyValue},
+	"branch.rebase":        {sub: true, check: oneOf(true, "merges", "interactive")},
+	"submodule.url":        {sub: true, check: urlValue},
+	"submodule.active":     {sub: true, check: boolean},
+	"submodule.update":     {sub: true, check: oneOf(false, "checkout", "rebase", "merge", "none")},
+	"submodule.branch":     {sub: true, check: anyValue},
+	"worktree.guessremote": {check: boolean},
+}
+
+// safeKey checks one variable against safeKeys. It returns why it is
+// not safe, or "".
+func safeKey(e configEntry) string {
+	r, ok := safeKeys[e.Section+"."+e.Key]
+	if !ok || r.sub != (e.Sub != "") {
+		return "it is not among the keys that run nothing"
 	}
-	return "it is not among the keys git init and git clone write"
+	return r.check(e)
 }
 
 // validShared reports whether v is a core.sharedRepository mode.
@@ -418,4 +461,69 @@ func quote(s string) string {
 		s = s[:60] + "…"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// configEntry judges config and config.worktree at the top of a git
+// directory.
+func (k *checker) configEntry(e entry) verdict {
+	switch {
+	case len(e.parts) > 1:
+		return refuse(Unknown, "a file git does not write")
+	case !e.g.existed && e.kind != layer.Deleted && e.mode.IsRegular():
+		return k.newConfig(e.path)
+	}
+	return k.configFileChange(e.path, e.kind, e.mode, "a repository's configuration")
+}
+
+// newConfig checks a new repository's config file: every key is safe.
+func (k *checker) newConfig(p string) verdict {
+	b, why := k.read(p)
+	if why != "" {
+		return refuse(NewConfig, "config "+why)
+	}
+	entries, err := parseConfig(b)
+	if err != nil {
+		return refuse(NewConfig, "config that does not parse: "+err.Error())
+	}
+	for _, e := range entries {
+		if why := safeKey(e); why != "" {
+			return refuse(NewConfig, "sets "+e.name()+": "+why)
+		}
+	}
+	return allowed
+}
+
+// configFileChange judges a change of an existing configuration file
+// (what, for the reason): it must remain a regular file that parses,
+// and every variable it has after and not before must be safe.
+func (k *checker) configFileChange(p string, kind layer.Kind, mode fs.FileMode, what string) verdict {
+	if kind == layer.Deleted || !mode.IsRegular() {
+		return refuse(Config, what+" removed or replaced")
+	}
+	after, why := k.read(p)
+	if why != "" {
+		return refuse(Config, what+" "+why)
+	}
+	ae, err := parseConfig(after)
+	if err != nil {
+		return refuse(Config, what+" that does not parse: "+err.Error())
+	}
+	var be []configEntry
+	if before, err := k.v.ReadFile(p, false, maxCheckedFile+1); err == nil {
+		be, _ = parseConfig(before)
+	}
+	had := map[configEntry]int{}
+	for _, e := range be {
+		had[e]++
+	}
+	for _, e := range ae {
+		if had[e] > 0 {
+			had[e]--
+			continue
+		}
+		if why := safeKey(e); why != "" {
+			return refuse(Config, what+" sets "+e.name()+": "+why)
+		}
+	}
+	return allowed
 }

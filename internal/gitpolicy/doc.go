@@ -1,68 +1,160 @@
 // Package gitpolicy decides which changes of a sandboxed command may
 // reach the real workspace, so that nothing the command leaves behind
 // makes git run a program later, outside the sandbox (when the user's
-// shell prompt or editor runs git status), or points git at files the
-// command chose. It judges a change set ([layer.Set]) as a whole,
-// before and after the command, instead of protecting a list of paths
-// that exist when the command starts: what matters is what the tree
-// holds afterwards.
+// shell prompt or editor runs git status, or the user runs git commit,
+// git restore . or git rebase --continue), or points git at files the
+// command chose. It judges a change set ([layer.Set]) as a whole, and
+// returns the changes that are not applied on their own ([Refusal],
+// one rule and a one-line reason each).
 //
-// # Git directories
+// # The tree apply will produce
 //
-// A git directory is found by content, in the tree before or after the
-// command, at any depth below the layer's roots: a directory named .git
-// (or a name git reads as .git on some file system), or one that git's
-// discovery would take for one — HEAD, and commondir, or objects and
-// refs. That covers a working tree's .git, bare repositories (also
-// ones planted in a working tree: git uses them when the user cds
-// there), submodules' git directories below modules/, linked worktrees'
-// admin directories below worktrees/, and directories that only become
-// git directories in this command.
+// Every change is judged against the tree as it will be after apply,
+// not as the command left it: once some changes are refused, the whole
+// set is judged again with them left out (a refused deletion keeps
+// what it would have removed, a refused addition is absent), until no
+// more are refused. A directory that becomes a repository only because
+// a deletion in it was refused is therefore judged as one.
 //
-// A change is judged by the innermost git directory around it that
-// existed before the command. Inside it, only git's data may change:
-// objects (but not objects/info/alternates), refs, reftable, logs, the
-// index and its lock and split files, HEAD and the other state files
-// (ORIG_HEAD, FETCH_HEAD, MERGE_*, CHERRY_PICK_HEAD, BISECT_*,
-// COMMIT_EDITMSG, any X_HEAD pseudo-ref, packed-refs, shallow,
-// description, gc.*, info/refs), the states of rebase, am and the sequencer
-// (without exec lines or a foreign merge strategy), hooks/*.sample
-// (git never runs them), and lock files of all these. Everything else
-// is refused with the rule that names it: config and config.worktree
-// ([Config]), hooks ([Hooks]), commondir ([Commondir]), gitdir
-// ([Gitdir]), modules/ ([Modules]), worktrees/ admin files
-// ([Worktrees]), info/ ([Info]), alternates ([Alternates]), symlinks
-// ([Symlink]), the removal of the repository, its HEAD, objects or
-// refs ([Structure]), and anything git does not write ([Unknown]) —
-// creations, changes and removals alike (a config rewritten with the
-// same bytes is no change).
+// # Repositories
+//
+// Repositories are found by content, as git's discovery finds them, in
+// the tree before and after, at any depth below the layer's roots: a
+// directory named .git (or a name git reads as .git on some file
+// system), a directory holding HEAD and either commondir or objects and
+// refs (a bare repository, also one planted in a working tree; a
+// linked worktree's admin directory; a submodule's git directory), and
+// the git directory a .git file names ("gitdir: ...").
+//
+// # Inside a git directory: inert data only
+//
+// A change inside a git directory applies on its own only when it is
+// provably inert data, each kind checked by content, not by name:
+//
+//   - objects: a loose object must inflate to "type size\0" and content
+//     whose hash (SHA-1, or SHA-256 when extensions.objectFormat says
+//     so) is its name; a pack and its index must verify as git
+//     verify-pack checks their integrity (the index's signature and
+//     checksum, the pack's signature, version, object count and
+//     trailer, and the index's copy of that trailer); commit-graph,
+//     multi-pack-index, .rev, .bitmap and .mtimes files their signature
+//     and checksum; .keep and .promisor files, info/packs are text.
+//     Objects are data whatever they hold: git never runs an object.
+//     The checks parse the files here rather than run git index-pack:
+//     the engine need not have git, and git reading the command's files
+//     is what the policy guards against.
+//   - refs/ and packed-refs: names that pass git's check_refname_format,
+//     contents an object id or "ref: refs/..." (packed-refs: its header,
+//     "<id> <ref>" and "^<id>" lines); logs/: reflog lines of two object
+//     ids; HEAD, NOTES_MERGE_REF and any other upper-case X_HEAD: an
+//     object id or a symbolic ref below refs/; ORIG_HEAD, MERGE_HEAD,
+//     CHERRY_PICK_HEAD, REVERT_HEAD, REBASE_HEAD, AUTO_MERGE,
+//     BISECT_HEAD, shallow and similar: object ids; FETCH_HEAD: git's
+//     lines; info/refs: "<id>\t<ref>" lines.
+//   - the index and every split, shared or temporary index: parsed
+//     (versions 2 to 4, checksum, extensions: an unknown required one
+//     is refused); every path of its entries and of its resolve-undo
+//     extension passes git's verify_path with the NTFS and HFS+ checks
+//     on (no absolute path, no drive letter, no empty, . or ..
+//     component, no .git component in any spelling: case, trailing dots
+//     and spaces, git~1, "::$INDEX_ALLOCATION" streams, code points
+//     HFS+ ignores, backslashes as separators; no symlink named
+//     .gitmodules), and no gitlink names a directory whose repository
+//     is new. MERGE_RR's paths (rerere writes them) pass verify_path
+//     too; rr-cache/ holds rerere's images.
+//   - the states of rebase, am and the sequencer: each file git writes
+//     there, checked: todo lists hold comments and git's commands but
+//     exec (update-ref with a valid ref name); merge strategies are
+//     git's (ort, recursive, resolve, octopus, ours, subtree) and
+//     their options git's (-X ours, theirs, subtree, renormalize, ...,
+//     no value with .. or a leading /); sequencer/opts parses as config
+//     with only the keys git writes there (no gpg-sign: signing runs
+//     gpg); am's apply-opt only git apply's options; the rest are
+//     object ids, messages, numbers and author scripts git parses
+//     itself.
+//   - messages and other files git reads as text or as its own
+//     arguments: COMMIT_EDITMSG, MERGE_MSG, SQUASH_MSG, TAG_EDITMSG,
+//     description, BISECT_* logs and terms, gc.pid, gc.log.
+//   - hooks/*.sample (git never runs them); an empty hooks/, info/ and
+//     branches/ and info/exclude with comments only in a new repository.
+//   - config and config.worktree: see Configuration.
+//   - a linked worktree's admin directory that git worktree add makes:
+//     a new directory below worktrees/ whose commondir is "../.." and
+//     whose gitdir names a new .git file below the roots that names it
+//     back; it is checked whole like any new git directory.
+//
+// Everything else in a git directory is refused, with the rule that
+// names it: hooks ([Hooks]), commondir ([Commondir]) and gitdir
+// ([Gitdir]) files but git worktree add's, modules/ ([Modules]),
+// worktrees/ admin files ([Worktrees]), info/ ([Info]), alternates
+// ([Alternates]), symlinks ([Symlink]), removing the repository, its
+// HEAD, objects or refs ([Structure]), content that fails its check
+// ([Index], [Ref], [Object], [RebaseExec]), and any file git does not
+// write there, reftable/ and remotes/ included ([Unknown]) — creations,
+// changes and removals alike.
 //
 // A git directory that is new (not one before the command) is checked
 // whole, as it is afterwards, not only what the command changed: it
-// may hold only what git init and git clone make — the same data, a
-// config with known-safe keys and values only (parsed with git's
-// syntax; [NewConfig] lists what is refused), hooks/*.sample,
-// info/exclude with comments only, empty hooks/, info/ and branches/
-// directories. If anything in it is refused, every change in it is,
-// so it does not become a repository in the real tree; where it sits
-// is then judged by the git directory around it (a new one below
-// modules/ or worktrees/ is refused there). So git init, git clone of
-// a local or remote repository, commits, branches, stashes, merges and
-// rebases work in the sandbox, while the two attacks of the 2026-11-24
-// review fail: a commondir pointing at a planted config is refused as
-// a commondir; a nested repository whose config sets core.fsmonitor is
-// refused as a new config, so registering it as a submodule
-// (.gitmodules and a gitlink, both data) runs nothing.
+// may have been filled while it was not yet a git directory. If
+// anything in it is refused, every change in it is, so it does not
+// become a repository in the real tree; where it sits is then judged by
+// the git directory around it (a new one below modules/ is refused
+// there).
 //
-// In working trees (outside every git directory) the rules are: a
-// .git that is not a directory — a "gitdir:" file or a symlink — may
-// not be created, changed or removed ([GitFile]); no entry may be
-// named what git reads as .git elsewhere ([DotGit]); a .gitmodules
-// must parse and have no update = !command, URL that reads as an option
-// or names a transport helper, or name or path that leaves the tree
+// # Configuration
+//
+// A repository's effective configuration is its config and
+// config.worktree (also its common directory's) and every file they
+// include, with include.path and includeIf.*.path resolved relative to
+// the including file and every includeIf condition taken as true, also
+// into working trees (include.path = ../.gitconfig). A change of any of
+// these files applies only when it stays a regular file that parses
+// and every variable it holds afterwards that it did not hold before is
+// a key that runs nothing with a value of its kind (user.*,
+// author.*, committer.*, remote.*.url and pushurl without a transport
+// helper or a leading -, remote.*.fetch, branch.*, submodule.*.url and
+// active, core.repositoryformatversion, core.filemode, core.bare,
+// core.logallrefupdates, core.ignorecase, core.precomposeunicode,
+// core.autocrlf, extensions.objectformat, rerere.enabled, pull.rebase,
+// ...); every other key — core.fsmonitor, core.hooksPath, core.pager,
+// core.editor, core.sshCommand, core.worktree, include.*, alias.*,
+// filter, diff and merge drivers, credential helpers, gpg.program,
+// remote.*.uploadpack, ... — refuses it ([Config]; [NewConfig] for a
+// new repository's config, all of whose keys must run nothing).
+//
+// What an effective configuration names as code is protected like the
+// git directory's own: files in the core.hooksPath directory like hooks
+// ([Hooks]), included files and core.attributesFile like the config
+// ([Config]), and, when it defines a filter, diff or merge driver, the
+// .gitattributes files of its working tree, which select drivers
+// ([Config]). Configurations are read for every repository around a
+// change (the directories above it and their .git) before and after the
+// command. The user's global configuration is not read: it lies outside
+// the layer and the command cannot change it.
+//
+// # Working trees
+//
+// Outside every git directory: a .git that is not a directory — a
+// "gitdir:" file or a symlink — may not be created, changed or removed
+// ([GitFile]), but for the one git worktree add writes; no entry may be
+// named what git reads as .git elsewhere ([DotGit]); a .gitmodules must
+// parse and have no update = !command, URL that reads as an option or
+// names a transport helper, or name or path that leaves the tree
 // ([Gitmodules]); a directory that holds a repository may not be
-// removed or replaced ([Structure]). Working-tree files git reads but that run nothing
-// without config (.gitattributes, .gitignore, .mailmap) are data.
+// removed or replaced ([Structure]). Working-tree files git reads but
+// that run nothing without configuration (.gitattributes, .gitignore,
+// .mailmap) are data.
+//
+// # Limits
+//
+// A small file checked by content (a ref, a state file, a config) is
+// read up to 1 MiB, an index, object or pack up to 128 MiB; a larger
+// one is refused, as is a new repository of more than 200,000 entries
+// and a removed directory of more than 1,000,000 searched for
+// repositories. Each directory above a change is looked at once per
+// judgement, and entries of directories the command added are known
+// from the change list, so the cost grows with the number of changes,
+// not with the depth of the tree.
 //
 // Not covered: files that other tools run (Makefiles, package.json
 // scripts, .envrc, editor settings) are the project's code, which the

@@ -3,8 +3,6 @@
 package gitpolicy
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -45,16 +43,21 @@ const (
 	// option, uses a transport helper, or leaves the tree (.. or an
 	// absolute path).
 	Gitmodules Rule = "git-gitmodules"
-	// Config: an existing repository's config, config.worktree (or
-	// their lock files).
+	// Config: a change of an existing repository's config or
+	// config.worktree, or of a file its effective configuration
+	// includes or names as attributes, that sets a key outside the
+	// keys that run nothing, does not parse or removes the file; a
+	// .gitattributes in a working tree whose configuration defines
+	// drivers (programs the attributes select).
 	Config Rule = "git-config"
-	// NewConfig: a new repository's config sets a key that git init or
-	// git clone do not write, or a value they do not write (an include,
+	// NewConfig: a new repository's config sets a key outside the keys
+	// that run nothing, or a value they do not take (an include,
 	// core.fsmonitor, core.hooksPath, core.sshCommand, core.pager,
 	// core.editor, core.worktree, filter, diff and merge drivers,
 	// aliases, ...), or does not parse.
 	NewConfig Rule = "git-new-config"
-	// Hooks: anything in hooks/ but the *.sample files git never runs.
+	// Hooks: anything in hooks/ but the *.sample files git never runs,
+	// and anything in a directory core.hooksPath names.
 	Hooks Rule = "git-hooks"
 	// Commondir: a commondir file (it moves the config, hooks, objects
 	// and refs elsewhere).
@@ -76,9 +79,25 @@ const (
 	Alternates Rule = "git-alternates"
 	// Symlink: a symlink inside a git directory.
 	Symlink Rule = "git-symlink"
-	// RebaseExec: an exec line in a rebase or sequencer todo list, or a
-	// merge strategy that is not one of git's.
+	// RebaseExec: a file of a rebase's, am's or the sequencer's state
+	// that git does not write there, or whose content is not git's own:
+	// an exec line or another command in a todo list, a merge strategy
+	// or strategy option that is not git's (or names a path), an opts
+	// key git does not write, signing (gpg).
 	RebaseExec Rule = "git-rebase-exec"
+	// Index: an index (or a split or shared index) that does not parse,
+	// or has an entry git must not write (verify_path: absolute, .. or
+	// .git in any spelling, NTFS and HFS+ included), or a gitlink to a
+	// repository that is new.
+	Index Rule = "git-index"
+	// Ref: a ref, HEAD or another state file whose name or content is
+	// not git's grammar (an object id, "ref: refs/...", packed-refs
+	// and reflog lines).
+	Ref Rule = "git-ref"
+	// Object: a loose object whose content does not hash to its name, a
+	// pack and index whose checksums do not verify, or another file in
+	// objects/ git does not write.
+	Object Rule = "git-object"
 	// Structure: an existing repository's git directory, HEAD, objects/
 	// or refs/ is removed or replaced.
 	Structure Rule = "git-structure"
@@ -92,8 +111,8 @@ var advice = map[Rule]string{
 	DotGit:     "git treats the name as .git on other file systems; use another name",
 	GitFile:    "a .git file or symlink points git at another directory; set up worktrees and submodules outside the sandbox",
 	Gitmodules: "fix the .gitmodules entry, or ask the user to add the submodule",
-	Config:     "git's configuration cannot change from the sandbox; pass settings for one command with git -c key=value (identity: GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL), or ask the user",
-	NewConfig:  "a new repository keeps only the config git init and git clone write; pass other settings with git -c key=value",
+	Config:     "only settings that run nothing (user.*, remote.*.url, branch.*, ...) can change from the sandbox; pass others for one command with git -c key=value, or ask the user",
+	NewConfig:  "a new repository keeps only settings that run nothing; pass others with git -c key=value",
 	Hooks:      "hooks are programs git runs later outside the sandbox; ask the user to install them",
 	Commondir:  "it would move the repository's config and hooks elsewhere; set up worktrees outside the sandbox",
 	Gitdir:     "it links a worktree or submodule to its git directory; set them up outside the sandbox",
@@ -105,6 +124,9 @@ var advice = map[Rule]string{
 	RebaseExec: "exec lines run commands when the rebase goes on outside the sandbox; run the commands yourself",
 	Structure:  "removing a repository or its HEAD, objects or refs is not applied; ask the user",
 	Unknown:    "git does not write this in its directory",
+	Index:      "git would write files outside the working tree or into .git from this index; rebuild it with git read-tree or git reset",
+	Ref:        "write refs with git update-ref, git branch or git tag",
+	Object:     "write objects with git itself (git hash-object -w, git commit, git fetch)",
 }
 
 // Refusal is one change that policy does not let through.
@@ -163,13 +185,45 @@ func Lines(refusals []Refusal, base string) []string {
 }
 
 // Check judges every change of a command below roots (the layer's
-// roots) and returns the refused ones, in the order of changes.
+// roots) and returns the refused ones, in the order of changes. It
+// judges the tree that apply will produce: once some changes are
+// refused, everything is judged again on the tree with those left out
+// (a refused deletion keeps what it would have removed), until no more
+// are refused.
 func Check(v View, roots []string, changes []layer.Change) []Refusal {
-	k := &checker{v: v, roots: roots, gitDirs: map[string][2]bool{}, valid: map[string]verdict{}}
+	refused := map[string]Refusal{}
+	index := make(map[string]int, len(changes))
+	for i, c := range changes {
+		index[c.Path] = i
+	}
+	var view View = v
+	for {
+		k := newChecker(view, roots, changes, index)
+		for _, c := range changes {
+			if root := k.rootOf(c.Path); root != "" {
+				k.repositories(dirName(c.Path), root)
+			}
+		}
+		p, _ := view.(*projected)
+		more := false
+		for _, c := range changes {
+			if _, ok := refused[c.Path]; ok || (p != nil && p.covered(c.Path)) {
+				continue
+			}
+			if vd := k.judge(c); vd.rule != "" {
+				refused[c.Path] = Refusal{Path: c.Path, Rule: vd.rule, Reason: vd.reason}
+				more = true
+			}
+		}
+		if !more {
+			break
+		}
+		view = project(v, changes, refused)
+	}
 	var out []Refusal
 	for _, c := range changes {
-		if vd := k.judge(c); vd.rule != "" {
-			out = append(out, Refusal{Path: c.Path, Rule: vd.rule, Reason: vd.reason})
+		if r, ok := refused[c.Path]; ok {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -186,10 +240,25 @@ var allowed verdict
 func refuse(r Rule, reason string) verdict { return verdict{rule: r, reason: reason} }
 
 type checker struct {
-	v       View
-	roots   []string
-	gitDirs map[string][2]bool // is a git directory before, after
-	valid   map[string]verdict // new git directories checked whole
+	v         View
+	roots     []string
+	gitDirs   map[string][2]bool // is a git directory before, after
+	valid     map[string]verdict // new git directories checked whole
+	hashSizes map[string]int     // object id sizes by git directory
+	packs     map[string]string  // packs checked, by path without extension
+	seenDirs  map[string]bool    // directories searched for repositories
+	repos     map[string]bool    // git directories found
+	code      *code              // what their configurations name as code
+	dirs      map[dirView]bool   // is a directory before, after
+	changes   []layer.Change
+	index     map[string]int // changes by path
+	near      map[string]*gitDirNode
+}
+
+func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {
+	return &checker{v: v, roots: roots, changes: changes, index: index, gitDirs: map[string][2]bool{}, valid: map[string]verdict{},
+		hashSizes: map[string]int{}, packs: map[string]string{}, seenDirs: map[string]bool{}, repos: map[string]bool{},
+		code: &code{configs: map[string]bool{}}, dirs: map[dirView]bool{}, near: map[string]*gitDirNode{}}
 }
 
 // gitDir is an enclosing git directory of a change.
@@ -205,11 +274,10 @@ type gitDir struct {
 // innermost one's rules; a change in no existing git directory also by
 // the working-tree rules.
 func (k *checker) judge(c layer.Change) verdict {
-	root := k.rootOf(c.Path)
-	for _, part := range strings.Split(strings.TrimPrefix(c.Path, root), "/") {
-		if part != ".git" && isDotGit(part) {
-			return refuse(DotGit, "a name git reads as .git")
-		}
+	// Each entry the command named is a change of its own: its last
+	// component is the one to check.
+	if name := baseName(c.Path); name != ".git" && isDotGit(name) {
+		return refuse(DotGit, "a name git reads as .git")
 	}
 	// Only a directory can be a git directory: a changed file starts
 	// the search at its parent.
@@ -226,6 +294,9 @@ func (k *checker) judge(c layer.Change) verdict {
 		}
 		r := strings.TrimPrefix(strings.TrimPrefix(c.Path, g.path), "/")
 		if r == "" {
+			if c.Kind == layer.Deleted && k.isAdmin(g.path) {
+				return allowed // git worktree prune and remove
+			}
 			if c.Kind == layer.Deleted || (c.Kind == layer.TypeChanged && !c.Mode.IsDir()) {
 				return refuse(Structure, "a repository's git directory")
 			}
@@ -237,6 +308,9 @@ func (k *checker) judge(c layer.Change) verdict {
 		return k.fresh(fresh, c)
 	}
 	if vd := k.fresh(fresh, c); vd.rule != "" {
+		return vd
+	}
+	if vd := k.codeFile(c); vd.rule != "" {
 		return vd
 	}
 	return k.worktree(c)
@@ -278,14 +352,34 @@ func (k *checker) chain(p, root string) []gitDir {
 		return nil
 	}
 	var out []gitDir
-	for d := p; ; d = filepath.Dir(d) {
-		if g := k.isGitDir(d); g[0] || g[1] {
-			out = append(out, gitDir{path: d, existed: g[0]})
-		}
-		if d == root || len(d) <= len(root) {
-			return out
-		}
+	for n := k.nearest(p, root); n != nil; n = n.up {
+		out = append(out, n.g)
 	}
+	return out
+}
+
+// gitDirNode is a git directory and the next one above it.
+type gitDirNode struct {
+	g  gitDir
+	up *gitDirNode
+}
+
+// nearest returns the innermost git directory at or above d (up to
+// root), each directory looked at once per Check.
+func (k *checker) nearest(d, root string) *gitDirNode {
+	if n, ok := k.near[d]; ok {
+		return n
+	}
+	var up *gitDirNode
+	if d != root && len(d) > len(root) {
+		up = k.nearest(filepath.Dir(d), root)
+	}
+	n := up
+	if g := k.isGitDir(d); g[0] || g[1] {
+		n = &gitDirNode{g: gitDir{path: d, existed: g[0]}, up: up}
+	}
+	k.near[d] = n
+	return n
 }
 
 // isGitDir reports whether d is a git directory before and after the
@@ -299,26 +393,70 @@ func (k *checker) isGitDir(d string) [2]bool {
 	}
 	var g [2]bool
 	for i, after := range []bool{false, true} {
-		fi, err := k.v.Lstat(d, after)
-		if err != nil || !fi.IsDir() {
-			continue
-		}
-		if isDotGit(filepath.Base(d)) {
+		switch {
+		case !k.isDir(d, after):
+		case isDotGit(filepath.Base(d)):
 			g[i] = true
-			continue
+		case k.exists(d+"/HEAD", after):
+			g[i] = k.exists(d+"/commondir", after) || (k.exists(d+"/objects", after) && k.exists(d+"/refs", after))
 		}
-		if !k.exists(d+"/HEAD", after) {
-			continue
-		}
-		g[i] = k.exists(d+"/commondir", after) || (k.exists(d+"/objects", after) && k.exists(d+"/refs", after))
 	}
 	k.gitDirs[d] = g
 	return g
 }
 
+// isDir reports whether d is a directory before or after the command
+// (once per directory: not when its parent is not one).
+func (k *checker) isDir(d string, after bool) bool {
+	key := dirView{d, after}
+	if v, ok := k.dirs[key]; ok {
+		return v
+	}
+	v := false
+	if c, ok := k.listed(d); ok {
+		v = after && c != nil && c.Kind != layer.Deleted && c.Mode.IsDir()
+	} else if p := dirName(d); p == d || k.rootOf(d) == d || k.rootOf(p) == "" || k.isDir(p, after) {
+		fi, err := k.v.Lstat(d, after)
+		v = err == nil && fi.IsDir()
+	}
+	k.dirs[key] = v
+	return v
+}
+
+type dirView struct {
+	path  string
+	after bool
+}
+
 func (k *checker) exists(p string, after bool) bool {
+	if c, ok := k.listed(p); ok {
+		return after && c != nil && c.Kind != layer.Deleted
+	}
 	_, err := k.v.Lstat(p, after)
 	return err == nil
+}
+
+// listed returns the change at p when p lies in a directory the
+// command added: everything there is a change, so the change list says
+// what exists (without a lookup in the layer, which costs the depth of
+// the path).
+// It returns nil when p is not there.
+func (k *checker) listed(p string) (*layer.Change, bool) {
+	d := dirName(p)
+	if i, ok := k.index[d]; !ok || k.changes[i].Kind != layer.Added || !k.changes[i].Mode.IsDir() || k.asBefore(d) {
+		return nil, false
+	}
+	if i, ok := k.index[p]; ok {
+		return &k.changes[i], true
+	}
+	return nil, true
+}
+
+// asBefore reports whether the view shows p as before the command (a
+// refused change).
+func (k *checker) asBefore(p string) bool {
+	pv, ok := k.v.(*projected)
+	return ok && pv.asBefore(p)
 }
 
 // maxNewRepoEntries bounds the entries of a new git directory that are
@@ -369,395 +507,4 @@ func (k *checker) validateNew(g string) verdict {
 	walk(g, "")
 	k.valid[g] = vd
 	return vd
-}
-
-// dataFiles are the files at the top of a git directory that hold only
-// git's data (states of operations, messages, the index).
-var dataFiles = []string{
-	"HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_RR", "MERGE_AUTOSTASH",
-	"CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "AUTO_MERGE", "BISECT_HEAD", "BISECT_LOG", "BISECT_TERMS",
-	"BISECT_NAMES", "BISECT_START", "BISECT_EXPECTED_REV", "BISECT_ANCESTORS_OK", "BISECT_FIRST_PARENT",
-	"COMMIT_EDITMSG", "SQUASH_MSG", "TAG_EDITMSG", "NOTES_EDITMSG", "NOTES_MERGE_PARTIAL", "NOTES_MERGE_REF",
-	"index", "packed-refs", "shallow", "description", "gc.pid", "gc.log",
-}
-
-// dataFile reports whether name, at the top of a git directory, is one
-// of git's data files.
-func dataFile(name string) bool {
-	if slices.Contains(dataFiles, name) {
-		return true
-	}
-	for _, p := range []string{"index.", "sharedindex.", "next-index-"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// entry is a path inside a git directory being judged.
-type entry struct {
-	g     gitDir
-	r     string   // relative, slash-separated
-	parts []string // r's components
-	name  string   // the last one, without a .lock suffix
-	top   string   // the first one (name for a top-level entry)
-	kind  layer.Kind
-	mode  fs.FileMode // after the change (before it for Deleted)
-	dir   bool        // a directory after the change
-	path  string      // absolute
-}
-
-// gitPath judges the path r (relative, slash-separated) inside the git
-// directory g, whose state after the change has mode (kind Deleted:
-// mode before).
-func (k *checker) gitPath(g gitDir, r string, kind layer.Kind, mode fs.FileMode) verdict {
-	e := entry{g: g, r: r, parts: strings.Split(r, "/"), kind: kind, mode: mode, path: g.path + "/" + r}
-	e.name = strings.TrimSuffix(e.parts[len(e.parts)-1], ".lock")
-	e.top = e.parts[0]
-	if len(e.parts) == 1 {
-		e.top = e.name
-	}
-	e.dir = mode.IsDir() && kind != layer.Deleted
-	switch {
-	case kind != layer.Deleted && mode&fs.ModeSymlink != 0:
-		return refuse(Symlink, "a symlink in a git directory")
-	case kind != layer.Deleted && !mode.IsDir() && !mode.IsRegular():
-		return refuse(Unknown, "a special file in a git directory")
-	}
-	if rule, ok := topRules[e.top]; ok {
-		return rule(k, e)
-	}
-	return topFile(e)
-}
-
-// topRules judge the entries of a git directory by their first
-// component.
-var topRules = map[string]func(*checker, entry) verdict{
-	"config":          (*checker).configEntry,
-	"config.worktree": (*checker).configEntry,
-	"hooks":           func(_ *checker, e entry) verdict { return hooksEntry(e) },
-	"commondir":       func(*checker, entry) verdict { return refuse(Commondir, "a commondir file") },
-	"gitdir":          func(*checker, entry) verdict { return refuse(Gitdir, "a gitdir file") },
-	"modules":         func(*checker, entry) verdict { return refuse(Modules, "a new submodule's git directory") },
-	"worktrees":       func(*checker, entry) verdict { return refuse(Worktrees, "a linked worktree's admin files") },
-	"locked":          func(*checker, entry) verdict { return refuse(Worktrees, "a linked worktree's admin files") },
-	"info":            (*checker).infoEntry,
-	"objects":         func(_ *checker, e entry) verdict { return objectsEntry(e) },
-	"refs":            func(_ *checker, e entry) verdict { return structural(e, "a repository's refs directory") },
-	"reftable":        func(_ *checker, e entry) verdict { return structural(e, "a repository's reftable directory") },
-	"logs":            func(*checker, entry) verdict { return allowed },
-	"rebase-merge":    (*checker).rebaseState,
-	"rebase-apply":    (*checker).rebaseState,
-	"sequencer":       (*checker).rebaseState,
-	"branches": func(_ *checker, e entry) verdict {
-		if !e.g.existed && len(e.parts) == 1 && e.dir {
-			return allowed // the template's empty directory
-		}
-		return refuse(Unknown, "branches/ (remote configuration)")
-	},
-	"remotes": func(*checker, entry) verdict { return refuse(Unknown, "remotes/ (remote configuration)") },
-}
-
-func (k *checker) configEntry(e entry) verdict {
-	switch {
-	case len(e.parts) > 1:
-		return refuse(Unknown, "a file git does not write")
-	case !e.g.existed && e.r == "config" && e.mode.IsRegular():
-		return k.newConfig(e.path)
-	case e.g.existed && e.r == "config" && k.sameContent(e.path):
-		return allowed // rewritten as it was (git branch -d does that)
-	}
-	return refuse(Config, "a repository's configuration")
-}
-
-func hooksEntry(e entry) verdict {
-	switch {
-	case len(e.parts) == 1 && e.dir:
-		return allowed
-	case len(e.parts) == 2 && strings.HasSuffix(e.name, ".sample") && (e.kind == layer.Deleted || e.mode.IsRegular()):
-		return allowed // git never runs a *.sample hook
-	}
-	return refuse(Hooks, "a hook (a program git runs)")
-}
-
-func (k *checker) infoEntry(e entry) verdict {
-	newRepo := !e.g.existed
-	switch {
-	case e.r == "info/refs" && (e.kind == layer.Deleted || e.mode.IsRegular()):
-		return allowed // refs for dumb HTTP, which git repack writes
-	case newRepo && len(e.parts) == 1 && e.dir:
-		return allowed
-	case newRepo && e.r == "info/exclude" && e.mode.IsRegular():
-		if k.commentsOnly(e.path) {
-			return allowed
-		}
-		return refuse(Info, "info/exclude of a new repository holds patterns")
-	}
-	return refuse(Info, "info/ (what git ignores and reads)")
-}
-
-func objectsEntry(e entry) verdict {
-	switch strings.TrimSuffix(e.r, ".lock") {
-	case "objects/info/alternates", "objects/info/http-alternates":
-		return refuse(Alternates, "an alternates file")
-	}
-	return structural(e, "a repository's objects directory")
-}
-
-// structural refuses removing or replacing one of an existing
-// repository's top directories (objects, refs).
-func structural(e entry, what string) verdict {
-	if len(e.parts) == 1 && e.g.existed && !e.dir {
-		return refuse(Structure, what)
-	}
-	return allowed
-}
-
-// topFile judges a file at the top of a git directory that no rule of
-// topRules covers.
-func topFile(e entry) verdict {
-	if len(e.parts) != 1 {
-		return refuse(Unknown, "a file git does not write")
-	}
-	if dataFile(e.name) {
-		if e.name == "HEAD" && e.g.existed && (e.kind == layer.Deleted || !e.mode.IsRegular()) {
-			return refuse(Structure, "a repository's HEAD")
-		}
-		return allowed
-	}
-	if strings.HasSuffix(e.name, "_HEAD") && strings.ToUpper(e.name) == e.name {
-		return allowed // another pseudo-ref
-	}
-	return refuse(Unknown, "a file git does not write")
-}
-
-// maxCheckedFile bounds what is read of a file to check its content; a
-// larger one is refused.
-const maxCheckedFile = 1 << 20
-
-// read returns the content of p after the command, or why it cannot be
-// checked.
-func (k *checker) read(p string) ([]byte, string) {
-	b, err := k.v.ReadFile(p, true, maxCheckedFile+1)
-	switch {
-	case err != nil:
-		return nil, "unreadable: " + err.Error()
-	case len(b) > maxCheckedFile:
-		return nil, "larger than 1 MiB"
-	}
-	return b, ""
-}
-
-// newConfig checks a new repository's config file.
-func (k *checker) newConfig(p string) verdict {
-	b, why := k.read(p)
-	if why != "" {
-		return refuse(NewConfig, "config "+why)
-	}
-	entries, err := parseConfig(b)
-	if err != nil {
-		return refuse(NewConfig, "config that does not parse: "+err.Error())
-	}
-	for _, e := range entries {
-		if why := safeKey(e); why != "" {
-			return refuse(NewConfig, "sets "+e.name()+": "+why)
-		}
-	}
-	return allowed
-}
-
-// sameContent reports whether the regular file p holds the same bytes
-// before and after the command.
-func (k *checker) sameContent(p string) bool {
-	b, why := k.read(p)
-	if why != "" {
-		return false
-	}
-	a, err := k.v.ReadFile(p, false, maxCheckedFile+1)
-	return err == nil && bytes.Equal(a, b)
-}
-
-// commentsOnly reports whether the file p holds only comments and blank
-// lines.
-func (k *checker) commentsOnly(p string) bool {
-	b, why := k.read(p)
-	if why != "" {
-		return false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
-			return false
-		}
-	}
-	return sc.Err() == nil
-}
-
-// strategies are git's merge strategies (a rebase's state may name
-// one; git runs git-merge-NAME for any other name).
-var strategies = []string{"ort", "recursive", "resolve", "octopus", "ours", "subtree"}
-
-// rebaseState judges a file of a rebase's, am's or sequencer's state.
-func (k *checker) rebaseState(e entry) verdict {
-	if !e.mode.IsRegular() || len(e.parts) != 2 {
-		return allowed
-	}
-	switch e.name {
-	case "git-rebase-todo", "git-rebase-todo.backup", "todo", "done":
-		b, why := k.read(e.path)
-		if why != "" {
-			return refuse(RebaseExec, "a todo list "+why)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(nil, maxCheckedFile)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) > 0 && (f[0] == "exec" || f[0] == "x") {
-				return refuse(RebaseExec, "an exec line in a todo list")
-			}
-		}
-		if sc.Err() != nil {
-			return refuse(RebaseExec, "a todo list that does not read")
-		}
-	case "strategy":
-		b, why := k.read(e.path)
-		if why != "" || !slices.Contains(strategies, strings.TrimSpace(string(b))) {
-			return refuse(RebaseExec, "a merge strategy that is not git's")
-		}
-	}
-	return allowed
-}
-
-// worktree judges a change outside every git directory: .git names and
-// .gitmodules.
-func (k *checker) worktree(c layer.Change) verdict {
-	name := filepath.Base(c.Path)
-	switch {
-	case name == ".git":
-		before, berr := k.v.Lstat(c.Path, false)
-		after, aerr := k.v.Lstat(c.Path, true)
-		if (berr == nil && !before.IsDir()) || (aerr == nil && !after.IsDir()) {
-			return refuse(GitFile, "a .git file or symlink")
-		}
-	case isDotGitmodules(name) && c.Kind != layer.Deleted:
-		return k.gitmodules(c.Path)
-	}
-	if c.Kind == layer.Deleted || c.Kind == layer.TypeChanged {
-		return k.removedRepos(c.Path)
-	}
-	return allowed
-}
-
-// maxRemovedEntries bounds the entries of a removed directory searched
-// for repositories; a larger one is refused.
-const maxRemovedEntries = 1_000_000
-
-// removedRepos refuses removing (or replacing) a directory that holds a
-// repository's git directory.
-func (k *checker) removedRepos(p string) verdict {
-	fi, err := k.v.Lstat(p, false)
-	if err != nil || !fi.IsDir() {
-		return allowed
-	}
-	n := 0
-	vd := allowed
-	var walk func(dir string) bool
-	walk = func(dir string) bool {
-		names, err := k.v.ReadDir(dir, false)
-		if err != nil {
-			return true
-		}
-		for _, name := range names {
-			child := dir + "/" + name
-			if n++; n > maxRemovedEntries {
-				vd = refuse(Structure, "a directory too large to check for repositories")
-				return false
-			}
-			fi, err := k.v.Lstat(child, false)
-			if err != nil || !fi.IsDir() {
-				continue
-			}
-			if k.isGitDir(child)[0] {
-				vd = refuse(Structure, "a directory that holds a repository ("+layer.Rel(p, child)+")")
-				return false
-			}
-			if !walk(child) {
-				return false
-			}
-		}
-		return true
-	}
-	walk(p)
-	return vd
-}
-
-// gitmodules checks a .gitmodules file after the command.
-func (k *checker) gitmodules(p string) verdict {
-	fi, err := k.v.Lstat(p, true)
-	if err != nil {
-		return allowed
-	}
-	if !fi.Mode().IsRegular() {
-		return refuse(Gitmodules, ".gitmodules that is not a regular file")
-	}
-	b, why := k.read(p)
-	if why != "" {
-		return refuse(Gitmodules, ".gitmodules "+why)
-	}
-	entries, err := parseConfig(b)
-	if err != nil {
-		return refuse(Gitmodules, ".gitmodules that does not parse: "+err.Error())
-	}
-	for _, e := range entries {
-		if why := submoduleEntry(e); why != "" {
-			return refuse(Gitmodules, e.name()+": "+why)
-		}
-	}
-	return allowed
-}
-
-// submoduleEntry checks one .gitmodules variable.
-func submoduleEntry(e configEntry) string {
-	if e.Section != "submodule" {
-		return ""
-	}
-	if bad := badSubmodulePath(e.Sub); bad != "" {
-		return "the submodule's name " + bad
-	}
-	switch e.Key {
-	case "update":
-		if strings.HasPrefix(strings.TrimSpace(e.Value), "!") {
-			return "update = !command runs a program"
-		}
-	case "url":
-		return safeURL(e.Value)
-	case "path":
-		if bad := badSubmodulePath(e.Value); bad != "" {
-			return "the path " + bad
-		}
-	}
-	return ""
-}
-
-// badSubmodulePath says what is wrong with a submodule's name or path
-// (it leaves the tree, reads as an option, or passes through .git).
-func badSubmodulePath(p string) string {
-	switch {
-	case p == "":
-		return "is empty"
-	case strings.HasPrefix(p, "-"):
-		return "starts with -"
-	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, "\\"):
-		return "is absolute"
-	}
-	for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if part == ".." {
-			return "leaves the tree (..)"
-		}
-		if isDotGit(part) {
-			return "passes through .git"
-		}
-	}
-	return ""
 }

@@ -4,6 +4,7 @@ package gitpolicy_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
@@ -98,13 +99,22 @@ func TestRuleGitmodules(t *testing.T) {
 }
 
 func TestRuleConfig(t *testing.T) {
-	t.Run("set", func(t *testing.T) { ruleCase(t, "", "git config user.name x", "git-config .git/config") })
+	t.Run("set", func(t *testing.T) { ruleCase(t, "", "git config core.pager less", "git-config .git/config") })
+	t.Run("include", func(t *testing.T) {
+		ruleCase(t, "", "git config include.path ../x.cfg", "git-config .git/config")
+	})
+	t.Run("keys that run nothing", func(t *testing.T) {
+		allowCase(t, "", "git config user.name x && git remote add o https://example.com/x.git && git config branch.main.remote o && git config rerere.enabled true")
+	})
+	t.Run("remote with a transport helper", func(t *testing.T) {
+		ruleCase(t, "", "git remote add o 'ext::sh -c touch% $SENT/ext'", "git-config .git/config")
+	})
 	t.Run("removed", func(t *testing.T) { ruleCase(t, "", "rm .git/config", "git-config .git/config") })
 	t.Run("config.worktree", func(t *testing.T) {
-		ruleCase(t, "", "echo '[core]' > .git/config.worktree", "git-config .git/config.worktree")
+		ruleCase(t, "", "printf '[core]\\n\\tfsmonitor = x\\n' > .git/config.worktree", "git-config .git/config.worktree")
 	})
 	t.Run("lock left behind", func(t *testing.T) {
-		ruleCase(t, "", "cp .git/config .git/config.lock", "git-config .git/config.lock")
+		ruleCase(t, "", "cp .git/config .git/config.lock && echo '\\thookspath = x' >> .git/config.lock", "git-config .git/config.lock")
 	})
 	t.Run("rewritten the same", func(t *testing.T) {
 		allowCase(t, "", "cp .git/config c && rm .git/config && cp c .git/config && rm c")
@@ -167,13 +177,21 @@ func TestRuleGitdir(t *testing.T) {
 func TestRuleModules(t *testing.T) {
 	ruleCase(t, "git init -q -b main lib && git -C lib commit -q --allow-empty -m l",
 		"git -c protocol.file.allow=always submodule add -q file://$PWD/lib sub",
-		"git-modules .git/modules/sub/config", "git-modules .git/modules/sub/HEAD", "git-gitfile sub/.git", "git-config .git/config")
+		"git-modules .git/modules/sub/config", "git-modules .git/modules/sub/HEAD", "git-gitfile sub/.git", "git-index .git/index")
 }
 
 func TestRuleWorktrees(t *testing.T) {
-	t.Run("new worktree", func(t *testing.T) {
-		ruleCase(t, "", "git worktree add -q wt2", "git-worktrees .git/worktrees/wt2/HEAD", "git-worktrees .git/worktrees/wt2/commondir",
-			"git-worktrees .git/worktrees/wt2/gitdir", "git-gitfile wt2/.git")
+	t.Run("new worktree", func(t *testing.T) { allowCase(t, "", "git worktree add -q wt2") })
+	t.Run("new worktree with another commondir", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && echo ../../.. > .git/worktrees/wt2/commondir",
+			"git-commondir .git/worktrees/wt2/commondir", "git-commondir wt2/.git")
+	})
+	t.Run("new worktree whose gitdir names another .git", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && mkdir o && echo \"$PWD/o/.git\" > .git/worktrees/wt2/gitdir",
+			"git-gitdir .git/worktrees/wt2/gitdir", "git-gitfile wt2/.git")
+	})
+	t.Run("admin directory without its worktree", func(t *testing.T) {
+		ruleCase(t, "", "git worktree add -q wt2 && rm wt2/.git", "git-gitdir .git/worktrees/wt2/gitdir", "git-gitdir .git/worktrees/wt2/HEAD")
 	})
 	t.Run("lock", func(t *testing.T) {
 		ruleCase(t, "git worktree add -q wt", "git worktree lock wt", "git-worktrees .git/worktrees/wt/locked")
@@ -232,4 +250,60 @@ func TestRuleStructure(t *testing.T) {
 func TestRuleUnknown(t *testing.T) {
 	ruleCase(t, "", "echo x > .git/foo && mkdir -p .git/remotes && echo 'URL: ext::x' > .git/remotes/origin",
 		"git-unknown .git/foo", "git-unknown .git/remotes/origin", "git-unknown .git/remotes")
+}
+
+func TestRuleIndex(t *testing.T) {
+	t.Run("garbage", func(t *testing.T) { ruleCase(t, "", "echo x > .git/index", "git-index .git/index") })
+	t.Run("bad checksum", func(t *testing.T) {
+		ruleCase(t, "", "printf 'xxxx' | dd of=.git/index bs=1 seek=$(($(stat -c %s .git/index)-4)) conv=notrunc 2>/dev/null",
+			"git-index .git/index")
+	})
+	t.Run("split index", func(t *testing.T) {
+		allowCase(t, "", "git update-index --split-index && echo y >> README && git add README && git commit -qm s")
+	})
+	t.Run("index version 4", func(t *testing.T) {
+		allowCase(t, "", "git update-index --index-version 4 && mkdir -p a/b && echo z > a/b/c && git add a && git commit -qm v4")
+	})
+	t.Run("resolve-undo after a conflict", func(t *testing.T) {
+		allowCase(t, "git checkout -qb o && echo o > README && git commit -qam o && git checkout -q main && echo m > README && git commit -qam m",
+			"git merge o >/dev/null 2>&1; echo r > README && git add README")
+	})
+}
+
+func TestRuleRef(t *testing.T) {
+	t.Run("ref holding a path", func(t *testing.T) {
+		ruleCase(t, "", "echo 'ref: ../../x' > .git/refs/heads/odd", "git-ref .git/refs/heads/odd")
+	})
+	t.Run("ref name", func(t *testing.T) {
+		ruleCase(t, "", "git rev-parse HEAD > '.git/refs/heads/a..b'", "git-ref .git/refs/heads/a..b")
+	})
+	t.Run("HEAD", func(t *testing.T) {
+		ruleCase(t, "", "echo 'ref: refs/heads/x y' > .git/HEAD", "git-ref .git/HEAD")
+	})
+	t.Run("packed-refs", func(t *testing.T) {
+		ruleCase(t, "", "git pack-refs --all && echo 'junk' >> .git/packed-refs", "git-ref .git/packed-refs")
+	})
+	t.Run("MERGE_RR path", func(t *testing.T) {
+		ruleCase(t, "", "printf '0123abcd\\t../x\\0' > .git/MERGE_RR", "git-ref .git/MERGE_RR")
+	})
+}
+
+func TestRuleObject(t *testing.T) {
+	t.Run("loose object under another name", func(t *testing.T) {
+		ruleCase(t, "", "o=$(echo x | git hash-object -w --stdin) && mkdir -p .git/objects/00 && cp .git/objects/${o:0:2}/${o:2} .git/objects/00/$(printf '0%.0s' $(seq 38))",
+			"git-object .git/objects/00/"+strings.Repeat("0", 38))
+	})
+	t.Run("corrupt pack", func(t *testing.T) {
+		w := newWorld(t)
+		w.repo(t)
+		o := w.run(t, "git repack -qad && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && printf 'PACK\\0\\0\\0\\2\\0\\0\\0\\7' | dd of=$p bs=1 seek=0 conv=notrunc 2>/dev/null")
+		if !slices.ContainsFunc(o.refusals, func(r gitpolicy.Refusal) bool {
+			return r.Rule == gitpolicy.Object && strings.HasSuffix(r.Path, ".pack")
+		}) {
+			t.Errorf("the corrupt pack was not refused: %v", w.refused(o))
+		}
+	})
+	t.Run("unknown file", func(t *testing.T) {
+		ruleCase(t, "", "echo x > .git/objects/notes.txt", "git-object .git/objects/notes.txt")
+	})
 }

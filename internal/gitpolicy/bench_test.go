@@ -1,0 +1,59 @@
+//go:build linux
+
+package gitpolicy_test
+
+import (
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+)
+
+// BenchmarkCheck judges 1,000 modified files of a repository's working
+// tree, and a commit of them (the index, objects, refs, logs) beside
+// the Diff that finds the changes, in one run: Check over Diff is the
+// policy's share of what every workspace-write command pays.
+func BenchmarkCheck(b *testing.B) {
+	for _, tc := range []struct{ name, script string }{
+		{"1000 modified", "for i in $(seq 1000); do echo y >> d/f$i; done"},
+		{"1000 modified and committed", "for i in $(seq 1000); do echo y >> d/f$i; done; git add -A && git commit -qm c"},
+		{"a new tree 900 deep", "mkdir -p $(printf 'a/%.0s' $(seq 900))"},
+	} {
+		w := newWorld(b)
+		w.sh(b, "git init -q -b main . && mkdir d && for i in $(seq 1000); do echo x > d/f$i; done && git add -A && git commit -qm init")
+		l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: w.state, UserXattr: layertest.Unprivileged()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out, err := layertest.Run(b, l.Spec(), w.ws, w.env, tc.script); err != nil {
+			b.Fatal(err, out)
+		}
+		var s *layer.Set
+		b.Run(tc.name+"/diff", func(b *testing.B) {
+			for b.Loop() {
+				if s != nil {
+					s.Close()
+				}
+				if s, err = l.Diff(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		if s == nil {
+			if s, err = l.Diff(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(tc.name+"/check", func(b *testing.B) {
+			for b.Loop() {
+				if r := gitpolicy.Check(s, l.Roots(), s.Changes); len(r) > 0 {
+					b.Fatal(r)
+				}
+			}
+			b.ReportMetric(float64(len(s.Changes)), "changes")
+		})
+		s.Close()
+		l.Remove()
+	}
+}

@@ -1,0 +1,184 @@
+//go:build linux
+
+package gitpolicy
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/bashvisor/bashvisor/internal/layer"
+)
+
+// A repository's effective configuration is its config, config.worktree
+// and every file they include (include.path and includeIf.*.path, all
+// conditions taken as true), also files in a working tree
+// (include.path = ../.gitconfig). What it names as code is protected:
+// included files like the config itself, the core.hooksPath directory
+// like hooks/, core.attributesFile, and, when it defines a filter, diff
+// or merge driver, the attribute files that select drivers.
+
+// maxIncludes bounds the files of one effective configuration.
+const maxIncludes = 32
+
+// code is what the effective configurations around a change set name
+// as code.
+type code struct {
+	configs    map[string]bool // included files and attribute files of core.attributesFile
+	hooks      []string        // core.hooksPath directories
+	attributes []string        // working trees whose .gitattributes select configured drivers
+}
+
+// repoConfig is what one repository's effective configuration names.
+func (k *checker) repoConfig(gitdir string, c *code) {
+	for _, after := range []bool{false, true} {
+		files := []string{gitdir + "/config", gitdir + "/config.worktree"}
+		if b, err := k.v.ReadFile(gitdir+"/commondir", after, 4096); err == nil {
+			d := strings.TrimSpace(string(b))
+			if !strings.HasPrefix(d, "/") {
+				d = gitdir + "/" + d
+			}
+			files = append(files, filepath.Clean(d)+"/config")
+		}
+		seen := map[string]bool{}
+		for i := 0; i < len(files) && i < maxIncludes; i++ {
+			f := files[i]
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			b, err := k.v.ReadFile(f, after, maxCheckedFile)
+			if err != nil {
+				continue
+			}
+			entries, _ := parseConfig(b)
+			files = append(files, k.named(gitdir, f, entries, c)...)
+		}
+	}
+}
+
+// named records what the entries of the config file f (of gitdir) name
+// as code, and returns the files f includes.
+func (k *checker) named(gitdir, f string, entries []configEntry, c *code) []string {
+	var incs []string
+	wt := dirName(gitdir)
+	for _, e := range entries {
+		switch {
+		case (e.Section == "include" || e.Section == "includeif") && e.Key == "path":
+			if p := resolve(dirName(f), e.Value); p != "" {
+				incs = append(incs, p)
+				c.configs[p] = true
+			}
+		case e.Section == "core" && e.Sub == "" && e.Key == "hookspath":
+			if p := resolve(wt, e.Value); p != "" {
+				c.hooks = append(c.hooks, p)
+			}
+		case e.Section == "core" && e.Sub == "" && e.Key == "attributesfile":
+			if p := resolve(wt, e.Value); p != "" {
+				c.configs[p] = true
+			}
+		case e.Sub != "" && driverKey(e.Section, e.Key):
+			c.attributes = append(c.attributes, wt)
+		}
+	}
+	return incs
+}
+
+// driverKey reports whether section.*.key defines a driver that runs a
+// program, which .gitattributes selects.
+func driverKey(section, key string) bool {
+	switch section + "." + key {
+	case "filter.clean", "filter.smudge", "filter.process", "diff.command", "diff.textconv", "merge.driver":
+		return true
+	}
+	return false
+}
+
+// resolve makes the path p of a config file absolute (relative to dir);
+// "" for ~ paths, which name the user's home, outside the layer.
+func resolve(dir, p string) string {
+	switch {
+	case p == "" || strings.HasPrefix(p, "~"):
+		return ""
+	case strings.HasPrefix(p, "/"):
+		return filepath.Clean(p)
+	}
+	return filepath.Clean(dir + "/" + p)
+}
+
+// repositories finds the repositories git would use around dir: at
+// dir and each directory above it (up to root), a .git (directory, or a
+// gitdir: file) or the directory itself as a git directory.
+func (k *checker) repositories(dir, root string) {
+	for d := dir; ; d = dirName(d) {
+		if k.seenDirs[d] {
+			return
+		}
+		k.seenDirs[d] = true
+		for _, after := range []bool{false, true} {
+			if !k.isDir(d, after) || !k.exists(d+"/.git", after) {
+				continue
+			}
+			if g := k.gitLink(d+"/.git", after); g != "" && !k.repos[g] {
+				k.repos[g] = true
+				k.repoConfig(g, k.code)
+			}
+		}
+		if g := k.isGitDir(d); (g[0] || g[1]) && !k.repos[d] {
+			k.repos[d] = true
+			k.repoConfig(d, k.code)
+		}
+		if d == root || len(d) <= len(root) {
+			return
+		}
+	}
+}
+
+// gitLink returns the git directory that p (a .git) names: p itself
+// when it is a directory, the target of a "gitdir:" file, or "".
+func (k *checker) gitLink(p string, after bool) string {
+	fi, err := k.v.Lstat(p, after)
+	switch {
+	case err != nil:
+		return ""
+	case fi.IsDir():
+		return p
+	case !fi.Mode().IsRegular():
+		return ""
+	}
+	b, err := k.v.ReadFile(p, after, 4096)
+	if err != nil {
+		return ""
+	}
+	d, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok {
+		return ""
+	}
+	return resolve(dirName(p), d)
+}
+
+// codeFile judges a change to a file that an effective configuration
+// names as code.
+func (k *checker) codeFile(c layer.Change) verdict {
+	p := c.Path
+	for _, h := range k.code.hooks {
+		if p == h || strings.HasPrefix(p, h+"/") {
+			return refuse(Hooks, "a hook in the core.hooksPath directory (a program git runs)")
+		}
+	}
+	if k.code.configs[p] {
+		return k.configFileChange(p, c.Kind, c.Mode, "a file the repository's configuration includes")
+	}
+	if isGitattributes(baseName(p)) {
+		for _, wt := range k.code.attributes {
+			if strings.HasPrefix(p, wt+"/") {
+				return refuse(Config, ".gitattributes selects drivers (programs) the repository's configuration defines")
+			}
+		}
+	}
+	return allowed
+}
+
+func isGitattributes(name string) bool {
+	n := strings.TrimRight(strings.ToLower(stripHFSIgnorable(name)), ". ")
+	return n == ".gitattributes" || strings.HasPrefix(n, "gi7d29~")
+}

@@ -1,0 +1,158 @@
+//go:build linux
+
+package gitpolicy_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// plant is one item of the grammar of change sets: a shell snippet run
+// in the sandbox. Most plant code for the user's later git; some are
+// what real work writes.
+type plant struct {
+	name, script string
+}
+
+const payload = `#!/bin/sh\ntouch $SENT/planted\n`
+
+func hook(path string) string {
+	return "mkdir -p " + path[:strings.LastIndexByte(path, '/')] + " && printf '" + payload + "' > " + path + " && chmod +x " + path
+}
+
+func bareRepo(dir, key string) string {
+	return "mkdir -p " + dir + "/objects " + dir + "/refs/heads && echo 'ref: refs/heads/main' > " + dir + "/HEAD && " +
+		`printf '[core]\n\tbare = false\n\tworktree = ..\n\t` + key + ` = "touch $SENT/planted; false"\n' > ` + dir + "/config"
+}
+
+var plants = []plant{
+	// Hooks, in every place git looks for them.
+	{"hook pre-commit", hook(".git/hooks/pre-commit")},
+	{"hook reference-transaction", hook(".git/hooks/reference-transaction")},
+	{"hook post-index-change", hook(".git/hooks/post-index-change")},
+	{"hook post-checkout", hook(".git/hooks/post-checkout")},
+	{"hook commit-msg", hook(".git/hooks/commit-msg")},
+	{"hook symlink", "mkdir -p hk && printf '" + payload + "' > hk/h && chmod +x hk/h && ln -sf ../../hk/h .git/hooks/pre-commit"},
+	{"hooksPath dir", hook(".husky/pre-commit")},
+	// Configuration.
+	{"config fsmonitor", `git config core.fsmonitor "touch $SENT/planted; false"`},
+	{"config hooksPath", "git config core.hooksPath .husky"},
+	{"config include", "git config include.path ../inc.cfg"},
+	{"included file", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > inc.cfg`},
+	{"worktree gitconfig", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > .gitconfig`},
+	{"config diff.external", `git config diff.external "sh -c 'touch $SENT/planted'"`},
+	{"config filter", `git config filter.f.clean "sh -c 'touch $SENT/planted; cat'" && echo '* filter=f' > .gitattributes`},
+	{"attributes only", "echo '* filter=f diff=f' > .gitattributes"},
+	{"config.worktree", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > .git/config.worktree && git config extensions.worktreeConfig true`},
+	{"config safe keys", "git config user.name u && git remote add o https://example.com/r.git && git config branch.main.remote o"},
+	{"config remote ext", "git remote add e 'ext::sh -c touch% $SENT/planted'"},
+	// Sequencer and rebase state.
+	{"sequencer strategy path", `mkdir -p .git/sequencer git-merge-x && printf '` + payload + `' > evil.sh && chmod +x evil.sh &&
+printf "pick $(git rev-parse other~1)\npick $(git rev-parse other)\n" > .git/sequencer/todo &&
+git rev-parse HEAD | tee .git/sequencer/head > .git/sequencer/abort-safety &&
+printf "[options]\n\tstrategy = x/../evil.sh\n" > .git/sequencer/opts`},
+	{"sequencer exec", `mkdir -p .git/sequencer && printf "exec touch $SENT/planted\npick $(git rev-parse other)\n" > .git/sequencer/todo &&
+git rev-parse HEAD | tee .git/sequencer/head > .git/sequencer/abort-safety && touch .git/CHERRY_PICK_HEAD`},
+	{"rebase exec", `mkdir -p .git/rebase-merge && printf "exec touch $SENT/planted\n" > .git/rebase-merge/git-rebase-todo &&
+echo refs/heads/main > .git/rebase-merge/head-name && git rev-parse HEAD > .git/rebase-merge/onto &&
+git rev-parse HEAD > .git/rebase-merge/orig-head && touch .git/rebase-merge/interactive`},
+	{"rebase strategy", `mkdir -p .git/rebase-merge && echo 'x/../evil.sh' > .git/rebase-merge/strategy`},
+	// Repositories that appear, and the ways to reach them.
+	{"bare repo in sub", bareRepo("sub", "fsmonitor")},
+	{"objects and refs in sub", "mkdir -p sub/objects/k/.git sub/refs/k/.git"},
+	{"delete sub objects", "rm -rf sub/objects sub/refs"},
+	{"gitdir file", bareRepo("evil", "fsmonitor") + " && mkdir -p x && echo 'gitdir: ../evil' > x/.git"},
+	{"commondir", attackCommondir},
+	{"nested repo", "mkdir -p sub && cd sub && git init -q && git config core.fsmonitor 'touch $SENT/planted; false'"},
+	{"alternates", "mkdir -p .git/objects/info && echo /tmp > .git/objects/info/alternates"},
+	{"info attributes", "mkdir -p .git/info && echo '* filter=f' > .git/info/attributes"},
+	// Index entries git restore . writes (made by writeIndex).
+	{"index hook", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/hook .git/index"},
+	{"index absolute", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/abs .git/index"},
+	{"index dotdot", "printf '" + payload + "' | git hash-object -w --stdin >/dev/null && cp $IDX/dotdot .git/index"},
+	// Refs and state files with odd content.
+	{"ref to a path", "echo 'ref: ../../x' > .git/refs/heads/odd"},
+	{"HEAD detached odd", "echo 'ref: refs/heads/../../x' > .git/HEAD"},
+	{"delete HEAD", "rm -f .git/HEAD"},
+	{"delete hooks", "rm -rf .git/hooks"},
+	// What real work writes.
+	{"commit", "echo w >> README && git commit -qam work"},
+	{"branch and stash", "git branch b1 && echo s >> README && git stash -q"},
+	{"worktree add", "git worktree add -q -b wtb wt"},
+	{"gc", "git gc -q"},
+	{"cherry-pick conflict", "git cherry-pick other >/dev/null 2>&1 || true"},
+}
+
+// TestPropertyOracle draws random change sets (one or two sandboxed
+// commands of one to three plants each, the repository with and
+// without a config that includes ../.gitconfig and a core.hooksPath),
+// applies what the policy lets through and runs the oracle: the user's
+// git runs nothing but git. The number of cases is rapid's
+// -rapid.checks (100 by default).
+func TestPropertyOracle(t *testing.T) {
+	start, cases := time.Now(), 0
+	// Indexes with an entry for the payload at a hook, an absolute path
+	// and ../ (the same blobs in every case's repository).
+	idx, outside := t.TempDir(), t.TempDir()+"/abs"
+	w0 := newWorld(t)
+	w0.repo(t)
+	for name, path := range map[string]string{"hook": ".git/hooks/pre-commit", "abs": outside, "dotdot": "../escape"} {
+		writeIndexOf(t, w0, idx+"/"+name, path, payload)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		cases++
+		w := newWorld(t)
+		w.env = append(w.env, "IDX="+idx)
+		w.repo(t)
+		w.sh(t, "git checkout -qb other && echo o > o && git add o && git commit -qm o1 && echo p > o && git commit -qam o2 && git checkout -q main")
+		if rapid.Bool().Draw(rt, "include ../.gitconfig") {
+			w.sh(t, "git config include.path ../.gitconfig")
+		}
+		if rapid.Bool().Draw(rt, "hooksPath .husky") {
+			w.sh(t, "git config core.hooksPath .husky")
+		}
+		steps := rapid.SliceOfN(rapid.SliceOfN(rapid.SampledFrom(plants), 1, 3), 1, 2).Draw(rt, "steps")
+		for _, step := range steps {
+			var parts []string
+			for _, p := range step {
+				parts = append(parts, "("+p.script+") >/dev/null 2>&1")
+			}
+			o := w.run(t, strings.Join(parts, "; ")+"; true")
+			for _, l := range w.refused(o) {
+				rt.Log(l)
+			}
+			// What the command's own git ran in the sandbox touched
+			// the sentinel directory, which is not in the layer.
+			w.clearSentinels(t)
+		}
+		if bad := w.oracle(t, ".", "sub", "x", "wt"); len(bad) > 0 {
+			rt.Fatalf("the user's git ran what is not git's:\n%s", strings.Join(bad, "\n"))
+		}
+		if s := w.sentinels(t); len(s) > 0 {
+			rt.Fatalf("planted code ran: %v", s)
+		}
+		if w.exists("../escape") || fileExists(outside) {
+			rt.Fatalf("the user's git wrote outside the workspace")
+		}
+	})
+	t.Logf("%d cases in %v", cases, time.Since(start).Round(time.Millisecond))
+}
+
+func (w *world) clearSentinels(t testing.TB) {
+	t.Helper()
+	for _, s := range w.sentinels(t) {
+		if err := os.Remove(filepath.Join(w.sent, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
