@@ -327,6 +327,23 @@ func (s *Store) Undo(n int) ([]Change, error) {
 	sel := s.steps[len(s.steps)-n:]
 	u := &undoer{s: s, trees: map[string]*tree{}}
 	defer u.close()
+	var fds []int
+	for _, st := range sel {
+		for _, e := range st.entries {
+			t, err := u.tree(e.Root)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(fds, t.fd) {
+				fds = append(fds, t.fd)
+			}
+		}
+	}
+	unlock, err := lockRoots(fds) // applies and undos on a workspace take turns
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := u.check(sel); err != nil {
 		return nil, err
 	}
@@ -580,18 +597,18 @@ func (u *undoer) restore(st *step, e *entry) error {
 	c := Change{Path: e.path(), Kind: TypeChanged, Mode: fileMode(e.Before.Mode), Size: e.Before.Size}
 	switch {
 	case e.After.isDir() && e.Before.isDir():
-		// Only its permissions or owner changed.
-		d, name := split(e.Rel)
-		fd, err := t.dir(d)
+		// Only its permissions or owner changed: through a descriptor
+		// of the directory the step changed.
+		f, cur, err := t.openEntry(e.Rel)
 		if err != nil {
 			return err
 		}
-		if name == "" {
-			fd, name = t.fd, "."
+		defer f.Close()
+		if cur.Mode&unix.S_IFMT != unix.S_IFDIR || cur.Ino != e.After.Ino {
+			return &os.PathError{Op: "undo", Path: e.path(), Err: errChanged}
 		}
-		_ = unix.Fchownat(fd, name, int(e.Before.Uid), int(e.Before.Gid), unix.AT_SYMLINK_NOFOLLOW)
-		if err := unix.Fchmodat(fd, name, e.Before.Mode&0o7777, 0); err != nil {
-			return &os.PathError{Op: "chmod", Path: e.path(), Err: err}
+		if err := t.chownChmod(e.Rel, f, &cur, e.Before.Uid, e.Before.Gid, e.Before.Mode); err != nil {
+			return err
 		}
 	default:
 		if err := u.putBack(st, e, t); err != nil {

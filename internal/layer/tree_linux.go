@@ -220,12 +220,37 @@ func isWhiteout(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 }
 
-// Overlayfs's private xattrs, in the trusted namespace as root and in
-// the user namespace with userxattr.
-var ovlPrefixes = []string{"trusted.overlay.", "user.overlay."}
+// Overlayfs keeps its marks (opaque directories, whiteouts, the
+// origin of a copied-up file, ...) in xattrs of the upper layer whose
+// names start with its namespace's prefix: trusted.overlay. as root,
+// user.overlay. with the userxattr option. Only that namespace is the
+// mount's: the command cannot set it through the overlay (overlayfs
+// refuses, or stores what a command sets there escaped, as
+// <prefix>overlay.NAME). Any other *.overlay.* xattr in the upper layer
+// (user.overlay.opaque on a trusted.overlay mount, or an escaped one)
+// was set by the command, and is refused rather than read as a mark.
 
-// ovlXattrs returns the overlayfs xattrs of the upper entry at path.
-func ovlXattrs(path string) []string {
+// ovlPrefix returns the overlay's own xattr prefix.
+func ovlPrefix(userXattr bool) string {
+	if userXattr {
+		return "user.overlay."
+	}
+	return "trusted.overlay."
+}
+
+// xattrs are the overlay xattrs of one upper entry: the mount's own
+// marks and the ones the command set (forged).
+type xattrs struct {
+	own, forged []string
+	opaque      bool // the own opaque mark is set
+	xwhiteouts  bool // opaque is "x": entries may be xattr whiteouts
+	whiteout    bool // the own whiteout mark is set
+}
+
+// readXattrs lists the overlay xattrs of the upper entry at path, and
+// reads the marks the overlay itself set (prefix: see ovlPrefix).
+func readXattrs(path, prefix string) (xattrs, error) {
+	var x xattrs
 	buf := make([]byte, 1024)
 	n, err := unix.Llistxattr(path, buf)
 	if errors.Is(err, unix.ERANGE) {
@@ -234,28 +259,37 @@ func ovlXattrs(path string) []string {
 			n, err = unix.Llistxattr(path, buf)
 		}
 	}
-	if err != nil || n <= 0 {
-		return nil
+	if errors.Is(err, unix.ENOTSUP) {
+		return x, nil
 	}
-	var out []string
+	if err != nil {
+		return x, &fs.PathError{Op: "listxattr", Path: path, Err: err}
+	}
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		for _, p := range ovlPrefixes {
-			if strings.HasPrefix(name, p) {
-				out = append(out, name)
+		switch {
+		case strings.HasPrefix(name, prefix+"overlay."):
+			x.forged = append(x.forged, name) // escaped: the command's
+		case strings.HasPrefix(name, prefix):
+			x.own = append(x.own, name)
+			switch strings.TrimPrefix(name, prefix) {
+			case "opaque":
+				x.opaque = true
+				v := make([]byte, 4)
+				if n, err := unix.Lgetxattr(path, name, v); err == nil && string(v[:n]) == "x" {
+					x.xwhiteouts = true
+				}
+			case "whiteout":
+				x.whiteout = true
 			}
+		case isOverlayXattr(name):
+			x.forged = append(x.forged, name)
 		}
 	}
-	return out
+	return x, nil
 }
 
-// ovlXattr returns the value of overlayfs's xattr name ("opaque",
-// "whiteout") on path, in either namespace ("" if unset).
-func ovlXattr(path, name string) string {
-	buf := make([]byte, 16)
-	for _, p := range ovlPrefixes {
-		if n, err := unix.Lgetxattr(path, p+name, buf); err == nil {
-			return string(buf[:n])
-		}
-	}
-	return ""
+// isOverlayXattr reports whether name is "NAMESPACE.overlay.ANY".
+func isOverlayXattr(name string) bool {
+	ns, rest, ok := strings.Cut(name, ".")
+	return ok && ns != "" && strings.HasPrefix(rest, "overlay.")
 }
