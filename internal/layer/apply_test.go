@@ -89,6 +89,7 @@ mkdir -p rb && echo 'exec touch SENT' > rb/git-rebase-todo && echo data > rb/don
 `+setx(t, "rb", ns+".overlay.opaque", "x")+` || true
 `+setx(t, "rb/git-rebase-todo", ns+".overlay.whiteout", "y")+` || true
 `+setx(t, "old", ns+".overlay.opaque", "y")+` || true`)
+			t.Logf("changes:\n%s", w.kinds(s.Changes))
 			if got := w.kinds(s.Changes); !strings.Contains(got, "A rb/git-rebase-todo") {
 				t.Errorf("the file is hidden from the change set:\n%s", got)
 			}
