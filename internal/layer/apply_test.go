@@ -193,3 +193,37 @@ func TestPermissionChangeThroughSwappedSymlink(t *testing.T) {
 		t.Errorf("applied %v, failed %v", res.Applied, res.Failed)
 	}
 }
+
+// deepScript makes a new tree n levels deep below d (d/d/.../d/f: n
+// entries deep, the file included).
+func deepScript(n int) string {
+	return fmt.Sprintf(`p=$(printf 'd/%%.0s' $(seq %d)); mkdir -p "$p" && echo f > "${p}f"`, n-1)
+}
+
+// TestDepthBound: a new tree as deep as MaxDepth is applied; one level
+// deeper, it is not walked below the limit, not applied, and the result
+// says so (the outermost new directory, refused with ErrTooDeep).
+func TestDepthBound(t *testing.T) {
+	for _, depth := range []int{layer.MaxDepth, layer.MaxDepth + 1, 900} {
+		t.Run(fmt.Sprint(depth), func(t *testing.T) {
+			w := newWorld(t)
+			_, s := w.run(t, deepScript(depth))
+			res, err := s.Apply(nil, nil, "")
+			if err != nil || len(res.Failed) > 0 {
+				t.Fatal(err, res.Failed)
+			}
+			if depth <= layer.MaxDepth {
+				if len(res.Applied) != depth || len(res.Refused) != 0 || !w.exists(strings.Repeat("d/", depth-1)+"f") {
+					t.Errorf("%d applied, refused %v", len(res.Applied), res.Refused)
+				}
+				return
+			}
+			if len(s.Changes) != 1 || len(res.Applied) != 0 || len(res.Refused) != 1 || !errors.Is(res.Refused[0].Err, layer.ErrTooDeep) {
+				t.Errorf("%d changes, applied %v, refused %v", len(s.Changes), res.Applied, res.Refused)
+			}
+			if w.exists("d") {
+				t.Error("a tree deeper than MaxDepth was applied")
+			}
+		})
+	}
+}

@@ -318,3 +318,52 @@ func BenchmarkRaw1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeepTree is what the engine does after a command that made a
+// new tree of a given depth (Diff, the git policy, Apply, the report;
+// the command is not timed): 900 levels (refused as deeper than
+// MaxDepth: the review's 25.7 s) and MaxDepth levels (applied), beside
+// "raw", the same command run unrestricted in the workspace (bash, mkdir
+// -p and echo), which the engine's work adds to.
+func BenchmarkDeepTree(b *testing.B) {
+	for _, depth := range []int{900, layer.MaxDepth} {
+		b.Run(fmt.Sprintf("%d/layer", depth), func(b *testing.B) {
+			w := newWorld(b)
+			for i := 0; i < b.N; i++ {
+				l := changed(b, w, w.state, deepScript(depth), 1)
+				s, err := l.Diff()
+				if err != nil {
+					b.Fatal(err)
+				}
+				refused := gitpolicy.Check(s, l.Roots(), s.Changes)
+				res, err := s.Apply(gitpolicy.Paths(refused), nil, "")
+				if err != nil || len(res.Failed) > 0 || len(refused) > 0 {
+					b.Fatal(err, res.Failed, refused)
+				}
+				_ = layer.Summary(res.Applied, w.ws, 0)
+				s.Close()
+				b.StopTimer()
+				if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Remove(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+		b.Run(fmt.Sprintf("%d/raw", depth), func(b *testing.B) {
+			w := newWorld(b)
+			for i := 0; i < b.N; i++ {
+				if out, err := execCommand(w, deepScript(depth)).CombinedOutput(); err != nil {
+					b.Fatal(err, string(out))
+				}
+				b.StopTimer()
+				if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

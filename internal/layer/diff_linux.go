@@ -65,9 +65,9 @@ type Set struct {
 	l     *Layer
 	upper []*tree
 	real  []*tree
-	// hidden caches, per root, whether the real entries below an upper
-	// directory are hidden in the command's view (see Set.hiddenAt).
-	hid []map[string]bool
+	// views keeps, per root, what each directory looked up is in the
+	// view after the command (see Set.afterDir).
+	views []map[string]view
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -98,7 +98,7 @@ func (l *Layer) Diff() (*Set, error) {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
 		s.real = append(s.real, re)
-		s.hid = append(s.hid, map[string]bool{})
+		s.views = append(s.views, map[string]view{})
 		d := differ{s: s, root: i, up: up, re: re, prefix: ovlPrefix(l.userXattr)}
 		if err := d.top(); err != nil {
 			s.Close()
@@ -520,7 +520,8 @@ func (s *Set) rel(path string) (int, string, error) {
 // find returns the tree that holds path in the chosen view. A path that
 // does not exist in the view comes back with the real tree and a
 // relative path that does not exist there either, or an error for which
-// fs.ErrNotExist holds.
+// fs.ErrNotExist holds. Its cost does not grow with the path's depth:
+// what each directory is in the view after is kept (Set.afterDir).
 func (s *Set) find(path string, after bool) (*tree, string, error) {
 	i, rel, err := s.rel(path)
 	if err != nil {
@@ -532,47 +533,74 @@ func (s *Set) find(path string, after bool) (*tree, string, error) {
 		}
 		return s.real[i], rel, nil
 	}
-	up := s.upper[i]
-	parts := strings.Split(rel, "/")
-	hidden := false
-	for k := 1; k <= len(parts); k++ {
-		p := strings.Join(parts[:k], "/")
-		st, ok, err := up.lstat(p)
-		if err != nil {
-			return nil, "", err
-		}
-		notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
-		switch {
-		case !ok && hidden:
-			return nil, "", notExist
-		case !ok:
-			return s.real[i], rel, nil
-		case isWhiteout(&st):
-			return nil, "", notExist
-		case k == len(parts):
-			return up, rel, nil
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return nil, "", notExist
-		}
-		hidden = hidden || s.hiddenAt(i, p)
+	notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+	d, _ := split(rel)
+	switch v := s.afterDir(i, d); {
+	case v.missing:
+		return nil, "", notExist
+	case !v.upper:
+		return s.real[i], rel, nil
+	case v.hidden && !s.inUpper(i, rel):
+		return nil, "", notExist
+	case !v.hidden && !s.inUpper(i, rel):
+		return s.real[i], rel, nil
 	}
-	return up, rel, nil
+	if st, _, err := s.upper[i].lstat(rel); err != nil {
+		return nil, "", err
+	} else if isWhiteout(&st) {
+		return nil, "", notExist
+	}
+	return s.upper[i], rel, nil
+}
+
+// inUpper reports whether root i's upper layer has an entry at rel.
+func (s *Set) inUpper(i int, rel string) bool {
+	_, ok, _ := s.upper[i].lstat(rel)
+	return ok
+}
+
+// view is what a directory is in the view after the command.
+type view struct {
+	missing bool // not there (or not a directory)
+	upper   bool // in the upper layer (else only in the real tree)
+	hidden  bool // in the upper layer, and the real entries below it are hidden
+}
+
+// afterDir returns what the directory rel of root i is in the view
+// after the command, from its parent's (kept per directory).
+func (s *Set) afterDir(i int, rel string) view {
+	if rel == "" {
+		return view{upper: true}
+	}
+	if v, ok := s.views[i][rel]; ok {
+		return v
+	}
+	d, _ := split(rel)
+	v := s.afterDir(i, d)
+	switch st, ok, err := s.upper[i].lstat(rel); {
+	case v.missing || !v.upper:
+		// The parent is missing, or only real: so is rel.
+	case err != nil || !ok:
+		v = view{missing: v.hidden}
+	case isWhiteout(&st) || st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		v = view{missing: true}
+	default:
+		v.hidden = v.hidden || s.hiddenAt(i, rel)
+	}
+	s.views[i][rel] = v
+	return v
 }
 
 // hiddenAt reports whether the upper directory p hides the real entries
-// below it by itself: it is opaque, or there is no real directory there.
+// below it by itself: it is opaque (in the overlay's own xattr
+// namespace), or there is no real directory there.
 func (s *Set) hiddenAt(i int, p string) bool {
-	if h, ok := s.hid[i][p]; ok {
-		return h
-	}
 	x, _ := readXattrs(s.upper[i].path(p), ovlPrefix(s.l.userXattr))
-	h := x.opaque
-	if !h {
-		st, ok, _ := s.real[i].lstat(p)
-		h = !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
+	if x.opaque {
+		return true
 	}
-	s.hid[i][p] = h
-	return h
+	st, ok, _ := s.real[i].lstat(p)
+	return !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
 }
 
 // hidden reports whether the real entries below the upper directory rel
@@ -581,13 +609,7 @@ func (s *Set) hidden(i int, rel string) bool {
 	if rel == "" {
 		return false
 	}
-	parts := strings.Split(rel, "/")
-	for k := 1; k <= len(parts); k++ {
-		if s.hiddenAt(i, strings.Join(parts[:k], "/")) {
-			return true
-		}
-	}
-	return false
+	return s.afterDir(i, rel).hidden
 }
 
 // fileInfo is an fs.FileInfo from a stat.

@@ -40,6 +40,9 @@ func (t *tree) close() {
 }
 
 // dir returns an O_PATH descriptor of the directory rel ("" = the root).
+// It opens rel from its parent's descriptor when that is cached (as it
+// is while a walk goes down), so that reaching a directory costs one
+// lookup, not one per level.
 func (t *tree) dir(rel string) (int, error) {
 	if rel == "" {
 		return t.fd, nil
@@ -50,9 +53,15 @@ func (t *tree) dir(rel string) (int, error) {
 	if len(t.dirs) >= maxCachedDirs {
 		t.forget("")
 	}
-	fd, err := unix.Openat2(t.fd, rel, &unix.OpenHow{
+	base, name := t.fd, rel
+	if d, n := split(rel); d != "" {
+		if fd, ok := t.dirs[d]; ok {
+			base, name = fd, n
+		}
+	}
+	fd, err := unix.Openat2(base, name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		Resolve: resolve,
 	})
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
@@ -92,6 +101,9 @@ func split(rel string) (string, string) {
 func join(dir, name string) string {
 	if dir == "" {
 		return name
+	}
+	if name == "" {
+		return dir
 	}
 	return dir + "/" + name
 }
