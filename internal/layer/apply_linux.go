@@ -44,8 +44,11 @@ type Failure struct {
 // new is renamed into place; when the upper layer is on another file
 // system, or cannot exchange, each is copied next to its real path and
 // renamed into place. An added directory is renamed into place whole
-// when nothing below it is refused; a deleted one is moved aside whole.
-// Overlayfs's private xattrs are removed from what moves.
+// when its upper directory holds exactly the changes listed below it
+// and none of them is refused (else it is made and filled entry by
+// entry); a deleted one is moved aside whole. Overlayfs's private
+// xattrs are removed from what moves. Changes the layer refuses itself
+// (see [Result.Refused]) are never applied, whatever refused says.
 //
 // Whatever a change replaces or removes is kept in st as one undo step
 // labelled label: the upper layer, which now holds the replaced files,
@@ -56,7 +59,10 @@ type Failure struct {
 //
 // Paths in the real tree are resolved beneath their root without
 // following symlinks or crossing mounts: a change below a symlink or a
-// mount point in the real tree fails rather than write elsewhere.
+// mount point in the real tree fails rather than write elsewhere, and
+// so does a change whose real entry is no longer the one Diff saw
+// (device, inode, type). Applies and undos on one workspace take turns
+// (see "What is applied" in the package doc).
 // Apply consumes the upper layers; call it once, then [Layer.Remove].
 func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) {
 	return s.apply(refused, st, label, false)
