@@ -88,7 +88,7 @@ func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Re
 	}
 	fds := make([]int, len(s.real))
 	for i, t := range s.real {
-		fds[i] = t.fd
+		fds[i] = t.fd.Int()
 	}
 	unlock, err := lockRoots(fds)
 	if err != nil {

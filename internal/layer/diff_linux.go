@@ -188,10 +188,10 @@ func (d *differ) partial() {
 // upper layer.
 func (d *differ) top() error {
 	var ust, rst unix.Stat_t
-	if err := unix.Fstat(d.up.fd, &ust); err != nil {
+	if err := unix.Fstat(d.up.fd.Int(), &ust); err != nil {
 		return err
 	}
-	if err := unix.Fstat(d.re.fd, &rst); err != nil {
+	if err := unix.Fstat(d.re.fd.Int(), &rst); err != nil {
 		return err
 	}
 	if attrsDiffer(&ust, &rst) {

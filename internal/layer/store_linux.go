@@ -163,7 +163,7 @@ func (st *step) keep(re *tree, rel string, before print, remove bool) (string, e
 		return "", err
 	}
 	if remove {
-		err = unix.Renameat(fd, name, st.t.fd, blob)
+		err = unix.Renameat(fd, name, st.t.fd.Int(), blob)
 		if err == nil {
 			re.forget(rel)
 		} else if errors.Is(err, unix.EXDEV) {
@@ -172,7 +172,7 @@ func (st *step) keep(re *tree, rel string, before print, remove bool) (string, e
 			}
 		}
 	} else {
-		err = unix.Linkat(fd, name, st.t.fd, blob, 0)
+		err = unix.Linkat(fd, name, st.t.fd.Int(), blob, 0)
 		if err != nil {
 			err = copyEntry(re, rel, st.t, blob)
 		}
@@ -334,8 +334,8 @@ func (s *Store) Undo(n int) ([]Change, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !slices.Contains(fds, t.fd) {
-				fds = append(fds, t.fd)
+			if !slices.Contains(fds, t.fd.Int()) {
+				fds = append(fds, t.fd.Int())
 			}
 		}
 	}
@@ -446,8 +446,8 @@ func (u *undoer) takeOut(t *tree, rel string, replaced bool) error {
 	tr, tname, err := u.trashName()
 	if err == nil {
 		if replaced {
-			err = unix.Linkat(fd, name, tr.fd, tname, 0)
-		} else if err = unix.Renameat(fd, name, tr.fd, tname); err == nil {
+			err = unix.Linkat(fd, name, tr.fd.Int(), tname, 0)
+		} else if err = unix.Renameat(fd, name, tr.fd.Int(), tname); err == nil {
 			t.forget(rel)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // tree is a directory tree reached only beneath its root: every lookup
@@ -19,63 +21,64 @@ import (
 // outside it. Directory descriptors are cached by relative path.
 type tree struct {
 	root string
-	fd   int
-	dirs map[string]int
+	fd   *fd.FD
+	dirs map[string]*fd.FD
 }
 
 // maxCachedDirs bounds the open directory descriptors of a tree.
 const maxCachedDirs = 256
 
 func openTree(root string) (*tree, error) {
-	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	f, err := fd.Open(root, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+		return nil, err
 	}
-	return &tree{root: root, fd: fd, dirs: map[string]int{}}, nil
+	return &tree{root: root, fd: f, dirs: map[string]*fd.FD{}}, nil
 }
 
 func (t *tree) close() {
 	t.forget("")
-	_ = unix.Close(t.fd)
+	_ = t.fd.Close()
 }
 
-// dir returns an O_PATH descriptor of the directory rel ("" = the root).
+// dir returns an O_PATH descriptor of the directory rel ("" = the root),
+// which the tree owns (until forget).
 // It opens rel from its parent's descriptor when that is cached (as it
 // is while a walk goes down), so that reaching a directory costs one
 // lookup, not one per level.
 func (t *tree) dir(rel string) (int, error) {
 	if rel == "" {
-		return t.fd, nil
+		return t.fd.Int(), nil
 	}
-	if fd, ok := t.dirs[rel]; ok {
-		return fd, nil
+	if f, ok := t.dirs[rel]; ok {
+		return f.Int(), nil
 	}
 	if len(t.dirs) >= maxCachedDirs {
 		t.forget("")
 	}
 	base, name := t.fd, rel
 	if d, n := split(rel); d != "" {
-		if fd, ok := t.dirs[d]; ok {
-			base, name = fd, n
+		if f, ok := t.dirs[d]; ok {
+			base, name = f, n
 		}
 	}
-	fd, err := unix.Openat2(base, name, &unix.OpenHow{
+	n, err := unix.Openat2(base.Int(), name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: resolve,
 	})
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	t.dirs[rel] = fd
-	return fd, nil
+	t.dirs[rel] = fd.New(n)
+	return n, nil
 }
 
 // forget drops the cached descriptors of rel and everything below it
 // ("" = all), after rel was moved or removed.
 func (t *tree) forget(rel string) {
-	for k, fd := range t.dirs {
+	for k, f := range t.dirs {
 		if rel == "" || k == rel || strings.HasPrefix(k, rel+"/") {
-			_ = unix.Close(fd)
+			_ = f.Close()
 			delete(t.dirs, k)
 		}
 	}
@@ -112,7 +115,7 @@ func join(dir, name string) string {
 // false when it does not exist (or a parent is not a directory).
 func (t *tree) lstat(rel string) (st unix.Stat_t, ok bool, err error) {
 	if rel == "" {
-		if err := unix.Fstat(t.fd, &st); err != nil {
+		if err := unix.Fstat(t.fd.Int(), &st); err != nil {
 			return st, false, &fs.PathError{Op: "stat", Path: t.root, Err: err}
 		}
 		return st, true, nil
@@ -145,15 +148,15 @@ func missing(err error) bool {
 
 // names lists the directory rel (unsorted).
 func (t *tree) names(rel string) ([]string, error) {
-	fd, err := t.dir(rel)
+	dir, err := t.dir(rel)
 	if err != nil {
 		return nil, err
 	}
-	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	n, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	f := os.NewFile(uintptr(dfd), t.path(rel))
+	f := fd.New(n).File(t.path(rel))
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
@@ -165,15 +168,15 @@ func (t *tree) names(rel string) ([]string, error) {
 // open opens the file rel for reading (not following a final symlink).
 func (t *tree) open(rel string) (*os.File, error) {
 	d, name := split(rel)
-	fd, err := t.dir(d)
+	dir, err := t.dir(d)
 	if err != nil {
 		return nil, err
 	}
-	ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	n, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	return os.NewFile(uintptr(ffd), t.path(rel)), nil
+	return fd.New(n).File(t.path(rel)), nil
 }
 
 // readlink returns the target of the symlink rel.
