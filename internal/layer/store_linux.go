@@ -63,7 +63,7 @@ func NewStore(dir string, lim StoreLimits) (*Store, error) {
 	if lim.Steps <= 0 {
 		lim.Steps = DefaultStoreSteps
 	}
-	if err := removeAll(dir); err != nil {
+	if err := RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("layer: store: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -105,7 +105,7 @@ func (s *Store) Remove() error {
 	}
 	s.steps, s.bytes = nil, 0
 	s.sweep.wait()
-	if err := removeAll(s.dir); err != nil {
+	if err := RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("layer: store: %w", err)
 	}
 	return nil

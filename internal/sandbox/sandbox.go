@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -727,19 +726,10 @@ func selfPath() string {
 	return selfExe
 }
 
-// removeScratch removes the scratch dir, first making directories the
-// command created without permissions (mkdir -m 000) removable again.
+// removeScratch removes the scratch dir (layer.RemoveAll: also what the
+// command left without permissions).
 func removeScratch(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil {
+	if err := layer.RemoveAll(dir); err != nil {
 		return fmt.Errorf("sandbox: remove scratch dir: %w", err)
 	}
 	return nil
