@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
 )
 
@@ -114,12 +115,13 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 func (c *Command) place(pid, cgroupFD int) error {
 	p := []byte(strconv.Itoa(pid))
 	if cgroupFD >= 0 {
-		fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		n, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
 		}
-		_, err = unix.Write(fd, p)
-		unix.Close(fd)
+		procs := fd.New(n)
+		_, err = unix.Write(procs.Int(), p)
+		_ = procs.Close()
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
@@ -42,9 +43,8 @@ func (c *Command) Freezer(pid int) *proc.Freezer {
 		return nil // closed: the command cannot have started
 	}
 	z := proc.NewFreezer(pid, st.Ino)
-	if c.nsSock >= 0 {
-		z.Told(c.nsSock)
-		c.nsSock = -1
+	if c.nsSock.Valid() {
+		z.Told(c.nsSock.Release())
 	}
 	return z
 }
@@ -60,7 +60,7 @@ func (c *Command) setNamespaceReport(cfg *helperConfig) error {
 		return fmt.Errorf("sandbox: namespace socket: %w", err)
 	}
 	cfg.NamespaceFD = 3 + len(c.extraFiles())
-	c.nsSock, c.nsChild = sp[0], os.NewFile(uintptr(sp[1]), "namespace-report")
+	c.nsSock, c.nsChild = fd.New(sp[0]), os.NewFile(uintptr(sp[1]), "namespace-report")
 	return nil
 }
 
@@ -70,22 +70,20 @@ func (c *Command) closeNamespaceReport() {
 		_ = c.nsChild.Close()
 		c.nsChild = nil
 	}
-	if c.nsSock >= 0 {
-		_ = unix.Close(c.nsSock)
-		c.nsSock = -1
-	}
+	_ = c.nsSock.Close()
 }
 
 // reportNamespace, in the helper, sends the engine a descriptor of its
 // (the command's) mount namespace on fd, and closes fd.
-func reportNamespace(fd int) error {
-	defer unix.Close(fd)
-	ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func reportNamespace(n int) error {
+	sock := fd.New(n)
+	defer sock.Close()
+	ns, err := fd.Open("/proc/self/ns/mnt", unix.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("tell the mount namespace: %w", err)
 	}
-	defer unix.Close(ns)
-	if err := unix.Sendmsg(fd, []byte{0}, unix.UnixRights(ns), nil, 0); err != nil {
+	defer ns.Close()
+	if err := unix.Sendmsg(sock.Int(), []byte{0}, unix.UnixRights(ns.Int()), nil, 0); err != nil {
 		return fmt.Errorf("tell the mount namespace: %w", err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
@@ -98,11 +99,13 @@ func putNetns(fd int) {
 // loopbackUp sets the calling thread's network namespace's lo interface
 // up.
 func loopbackUp() error {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	n, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
 	}
-	defer unix.Close(s)
+	sock := fd.New(n)
+	defer sock.Close()
+	s := sock.Int()
 	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
@@ -234,7 +235,7 @@ type Command struct {
 	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
 	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
 	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
-	nsSock      int        // the engine's end (-1: none, or given to a Freezer)
+	nsSock      *fd.FD     // the engine's end (none, or released to a Freezer)
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -365,7 +366,7 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd := &Command{
 		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
-		ns: noNetns(), cgroup: opts.Cgroup, world: w, nsSock: -1,
+		ns: noNetns(), cgroup: opts.Cgroup, world: w,
 	}
 	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
 		if err = cmd.setNetwork(&cfg, caps, opts); err == nil {

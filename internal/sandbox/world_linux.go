@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
 )
 
@@ -64,20 +65,21 @@ func (c *worldConfig) resize() error {
 	if c.Size == 0 {
 		return nil
 	}
-	fd, err := unix.Fspick(unix.AT_FDCWD, c.Dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT)
+	n, err := unix.Fspick(unix.AT_FDCWD, c.Dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT)
 	if err != nil {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
-	defer unix.Close(fd)
+	fsctx := fd.New(n)
+	defer fsctx.Close()
 	var st unix.Statfs_t
 	size := c.Size
 	if err := unix.Statfs(c.Dir, &st); err == nil {
 		size = max(size, (st.Blocks-st.Bfree)*uint64(st.Bsize)+1<<20)
 	}
-	if err := unix.FsconfigSetString(fd, "size", strconv.FormatUint(size, 10)); err != nil {
+	if err := unix.FsconfigSetString(fsctx.Int(), "size", strconv.FormatUint(size, 10)); err != nil {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
-	if err := unix.FsconfigReconfigure(fd); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := unix.FsconfigReconfigure(fsctx.Int()); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
 	return nil
