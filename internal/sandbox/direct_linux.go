@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // StartDirect is the fast alternative to starting [Command.Path] with

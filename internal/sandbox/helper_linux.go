@@ -18,8 +18,8 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // presets are go-landlock's configurations, index = ABI version - 1. The

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // world is a World's state: the descriptors of its namespaces and of its
