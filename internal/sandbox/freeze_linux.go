@@ -35,8 +35,8 @@ func (c *Command) Freezer(pid int) *proc.Freezer {
 	c.world.mu.Lock()
 	var st unix.Stat_t
 	var err error = unix.EBADF
-	if c.world.mntns >= 0 {
-		err = unix.Fstat(c.world.mntns, &st)
+	if c.world.mntns.Valid() {
+		err = unix.Fstat(c.world.mntns.Int(), &st)
 	}
 	c.world.mu.Unlock()
 	if err != nil {

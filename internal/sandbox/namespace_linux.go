@@ -246,20 +246,18 @@ func mountView(cfg *helperConfig) error {
 	// The helper joins its cgroups in v1 hierarchies inside the namespace,
 	// before Landlock denies the write.
 	roots = append(roots, cfg.CgroupDirs...)
-	trees := make([]int, 0, len(roots))
+	trees := make([]*fd.FD, 0, len(roots))
 	defer func() {
-		for _, fd := range trees {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
+		for _, t := range trees {
+			_ = t.Close() // once moved: closed already
 		}
 	}()
 	for _, r := range roots {
-		fd, err := cloneTree(r, true)
+		t, err := cloneTree(r, true)
 		if err != nil {
 			return err
 		}
-		trees = append(trees, fd)
+		trees = append(trees, t)
 	}
 	overlays := cfg.mounts
 	if cfg.Layer != nil && overlays == nil {
@@ -293,7 +291,6 @@ func mountView(cfg *helperConfig) error {
 		if err := moveTree(trees[i], r); err != nil {
 			return fmt.Errorf("writable root: %w", err)
 		}
-		trees[i] = -1
 	}
 	if overlays != nil {
 		if err := attachLayer(cfg.Layer, overlays); err != nil {

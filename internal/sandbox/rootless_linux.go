@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Rootless worlds. An engine that is not root can have namespaces only in
@@ -112,12 +114,12 @@ func (w *world) makeRootless(spec worldSpec) error {
 	werr := cmd.Wait()
 	<-stderrDone
 	if rerr != nil || werr != nil {
-		for _, fd := range fds {
-			unix.Close(fd)
+		for _, n := range fds {
+			_ = fd.New(n).Close()
 		}
 		return fmt.Errorf("sandbox: world: %w", errors.Join(rerr, werr, errors.New(strings.TrimSpace(stderr.String()))))
 	}
-	w.userns, w.netns, w.mntns, w.root = fds[0], fds[1], fds[2], fds[3]
+	w.userns, w.netns, w.mntns, w.root = fd.New(fds[0]), fd.New(fds[1]), fd.New(fds[2]), fd.New(fds[3])
 	return nil
 }
 
@@ -533,10 +535,10 @@ const maxExtra = 3
 func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mntns < 0 {
+	if !w.mntns.Valid() {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, extra...)
+	return rawStart(cmd, [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, extra...)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread
