@@ -227,3 +227,17 @@ func TestDepthBound(t *testing.T) {
 		})
 	}
 }
+
+// TestRootPermissionChange: a change of the root's own permissions is
+// applied through the root's descriptor.
+func TestRootPermissionChange(t *testing.T) {
+	w := newWorld(t)
+	_, s := w.run(t, "chmod 0750 .")
+	res, err := s.Apply(nil, nil, "")
+	if err != nil || len(res.Failed) > 0 || len(res.Applied) != 1 {
+		t.Fatal(err, res.Applied, res.Failed)
+	}
+	if fi, err := os.Stat(w.ws); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("root mode %v, %v", fi.Mode(), err)
+	}
+}
