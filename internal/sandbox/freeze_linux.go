@@ -30,7 +30,9 @@ func (c *Command) Freezer(pid int) *proc.Freezer {
 		return nil
 	}
 	if c.world == nil || !c.world.rootless {
-		return proc.NewFreezer(pid)
+		z := proc.NewFreezer(pid)
+		c.tellNamespace(z)
+		return z
 	}
 	c.world.mu.Lock()
 	var st unix.Stat_t
@@ -64,8 +66,35 @@ func (c *Command) setNamespaceReport(cfg *helperConfig) error {
 	return nil
 }
 
-// closeNamespaceReport closes what is left of the socket.
+// tellNamespace hands z the command's mount namespace, which the
+// thread that forked the command (into it) kept (enterNamespaces): one
+// message on a socket, as a rootless helper sends it (proc.Freezer.Told),
+// so that z knows it however soon the shell ends. Without it, z looks
+// it up from the shell's pid while the shell runs.
+func (c *Command) tellNamespace(z *proc.Freezer) {
+	ns := c.mntns
+	c.mntns = nil
+	defer ns.Close()
+	if !ns.Valid() {
+		return
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	send, recv := fd.New(sp[0]), fd.New(sp[1])
+	defer send.Close()
+	if unix.Sendmsg(send.Int(), []byte{0}, unix.UnixRights(ns.Int()), nil, 0) != nil {
+		_ = recv.Close()
+		return
+	}
+	z.Told(recv.Release())
+}
+
+// closeNamespaceReport closes what is left of the socket, and of the
+// command's mount namespace.
 func (c *Command) closeNamespaceReport() {
+	_ = c.mntns.Close()
 	if c.nsChild != nil {
 		_ = c.nsChild.Close()
 		c.nsChild = nil

@@ -166,7 +166,16 @@ func (c *Command) enterNamespaces() error {
 	} else if err := unix.Setns(c.ns.fd, unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("setns(net): %w", err)
 	}
-	return makeView(&c.cfg)
+	if err := makeView(&c.cfg); err != nil {
+		return err
+	}
+	// The command's mount namespace, for its Freezer: a shell that ends
+	// at once may be gone before the Freezer could read it from /proc.
+	if ns, err := fd.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY, 0); err == nil {
+		_ = c.mntns.Close()
+		c.mntns = ns
+	}
+	return nil
 }
 
 // makeView gives the calling thread new IPC and mount namespaces and makes
@@ -420,6 +429,7 @@ func probeNamespaces() error {
 		}
 		return nil
 	})
+	_ = c.mntns.Close()
 	if err != nil {
 		_ = unix.Close(fd)
 		return err

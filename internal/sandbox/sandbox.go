@@ -236,6 +236,7 @@ type Command struct {
 	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
 	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
 	nsSock      *fd.FD     // the engine's end (none, or released to a Freezer)
+	mntns       *fd.FD     // as root, the command's mount namespace, until its Freezer takes it
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
