@@ -16,8 +16,10 @@ import (
 // command pid's processes when it has no cgroup (proc.Freezer: the
 // processes of its mount namespace, which none of them can leave), nil
 // for a command without namespaces (it has no mount namespace of its
-// own). As root the command is forked into its namespace, so the
-// Freezer finds it at once. A rootless command's helper starts in its
+// own). As root the command is forked into its namespace from a thread
+// of the engine, which keeps a descriptor of it for the Freezer
+// (tellNamespace), so the namespace is known however quickly the shell
+// ends (even once it was reaped). A rootless command's helper starts in its
 // world's mount namespace (never taken for the command's) and makes
 // the command's own there (makeView): it then sends the engine a
 // descriptor of it over a socket (helperConfig.NamespaceFD) before it
