@@ -79,8 +79,12 @@ func setx(t testing.TB, path, name, value string) string {
 // applied. Unprivileged, overlayfs refuses the command's setxattr (the
 // names are its own there); the oracle holds all the same.
 func TestForgedOverlayXattrs(t *testing.T) {
-	for _, ns := range []string{"user", "trusted"} {
-		t.Run(ns, func(t *testing.T) {
+	for _, tc := range []struct {
+		ns     string
+		copies bool // ApplyCopies, a background job's checkpoint
+	}{{"user", false}, {"trusted", false}, {"user", true}, {"trusted", true}} {
+		ns := tc.ns
+		t.Run(fmt.Sprintf("%s,copies=%v", tc.ns, tc.copies), func(t *testing.T) {
 			w := newWorld(t)
 			w.write(t, map[string]string{"old/keep": "k"})
 			before := entries(t, w.ws)
@@ -93,7 +97,11 @@ mkdir -p rb && echo 'exec touch SENT' > rb/git-rebase-todo && echo data > rb/don
 			if got := w.kinds(s.Changes); !strings.Contains(got, "A rb/git-rebase-todo") {
 				t.Errorf("the file is hidden from the change set:\n%s", got)
 			}
-			res, err := s.Apply(nil, nil, "")
+			apply := s.Apply
+			if tc.copies {
+				apply = s.ApplyCopies
+			}
+			res, err := apply(nil, nil, "")
 			if err != nil {
 				t.Fatal(err)
 			}
