@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -189,10 +190,10 @@ func lockRoots(fds []int) (func(), error) {
 		keys = append(keys, [2]uint64{st.Dev, st.Ino})
 	}
 	slices.SortFunc(keys, func(a, b [2]uint64) int {
-		if a[0] != b[0] {
-			return compareU(a[0], b[0])
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
+			return c
 		}
-		return compareU(a[1], b[1])
+		return cmp.Compare(a[1], b[1])
 	})
 	keys = slices.Compact(keys)
 	held := make([]*rootLock, len(keys))
@@ -222,14 +223,4 @@ func lockRoots(fds []int) (func(), error) {
 		}
 		roots.mu.Unlock()
 	}, nil
-}
-
-func compareU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
