@@ -367,3 +367,37 @@ func BenchmarkDeepTree(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJudge1000 is the engine's judging of a command that modified
+// 1,000 files: the change set from the upper layer (Diff) and the git
+// policy, without applying it; beside "raw", the same command run
+// unrestricted in the workspace (what the judging adds to).
+func BenchmarkJudge1000(b *testing.B) {
+	const script = "for f in src/d*/*.go; do echo '// x' >> $f; done"
+	b.Run("layer", func(b *testing.B) {
+		w := newWorld(b)
+		thousand(b, w)
+		l := changed(b, w, w.state, script, 1000)
+		for i := 0; i < b.N; i++ {
+			s, err := l.Diff()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if refused := gitpolicy.Check(s, l.Roots(), s.Changes); len(s.Changes) != 1000 || len(refused) > 0 {
+				b.Fatal(len(s.Changes), refused)
+			}
+			s.Close()
+		}
+		b.StopTimer()
+		_ = l.Remove()
+	})
+	b.Run("raw", func(b *testing.B) {
+		w := newWorld(b)
+		thousand(b, w)
+		for i := 0; i < b.N; i++ {
+			if out, err := execCommand(w, script).CombinedOutput(); err != nil {
+				b.Fatal(err, string(out))
+			}
+		}
+	})
+}
