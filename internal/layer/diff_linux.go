@@ -535,28 +535,23 @@ func (s *Set) find(path string, after bool) (*tree, string, error) {
 	}
 	notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
 	d, _ := split(rel)
-	switch v := s.afterDir(i, d); {
+	v := s.afterDir(i, d)
+	switch {
 	case v.missing:
 		return nil, "", notExist
 	case !v.upper:
 		return s.real[i], rel, nil
-	case v.hidden && !s.inUpper(i, rel):
+	}
+	st, ok, err := s.upper[i].lstat(rel)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case !ok && v.hidden, ok && isWhiteout(&st):
 		return nil, "", notExist
-	case !v.hidden && !s.inUpper(i, rel):
+	case !ok:
 		return s.real[i], rel, nil
 	}
-	if st, _, err := s.upper[i].lstat(rel); err != nil {
-		return nil, "", err
-	} else if isWhiteout(&st) {
-		return nil, "", notExist
-	}
 	return s.upper[i], rel, nil
-}
-
-// inUpper reports whether root i's upper layer has an entry at rel.
-func (s *Set) inUpper(i int, rel string) bool {
-	_, ok, _ := s.upper[i].lstat(rel)
-	return ok
 }
 
 // view is what a directory is in the view after the command.
