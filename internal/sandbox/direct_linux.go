@@ -175,7 +175,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if c.cfg.OwnNamespaces {
 		return c.startOwnNamespaces(cmd)
 	}
-	if c.ns.fd < 0 && c.world == nil {
+	if !c.ns.fd.Valid() && c.world == nil {
 		return cmd.Start()
 	}
 	return onThrowawayThread(func() error {
@@ -187,7 +187,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 }
 
 func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
-	if c.ns.fd >= 0 || c.world != nil {
+	if c.ns.fd.Valid() || c.world != nil {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}

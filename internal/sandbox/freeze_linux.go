@@ -28,7 +28,7 @@ import (
 // fails before ends without running the command. Call it once, after
 // the command started.
 func (c *Command) Freezer(pid int) *proc.Freezer {
-	if c.world == nil && (c.ns == nil || c.ns.fd < 0) && !c.cfg.OwnNamespaces {
+	if c.world == nil && (c.ns == nil || !c.ns.fd.Valid()) && !c.cfg.OwnNamespaces {
 		return nil
 	}
 	if c.world == nil || !c.world.rootless {
