@@ -5,7 +5,6 @@ package layer
 import (
 	"errors"
 	"os"
-	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,6 +18,11 @@ type Result struct {
 	// changed meanwhile, a mount or a symlink now stands in the way,
 	// the disk is full); the real paths are as they were.
 	Failed []Failure
+	// Refused are changes the layer itself does not apply, whatever
+	// the caller allows: their error is [ErrOverlayXattr] or
+	// [ErrTooDeep] (wrapped). A refused added directory takes
+	// everything below it along (listed once).
+	Refused []Failure
 	// Step is the undo step that holds what the changes replaced (see
 	// [Store.Undo]); 0 when nothing was applied or no store was given,
 	// or when the step was too large for the store's bounds.
@@ -40,8 +44,11 @@ type Failure struct {
 // new is renamed into place; when the upper layer is on another file
 // system, or cannot exchange, each is copied next to its real path and
 // renamed into place. An added directory is renamed into place whole
-// when nothing below it is refused; a deleted one is moved aside whole.
-// Overlayfs's private xattrs are removed from what moves.
+// when its upper directory holds exactly the changes listed below it
+// and none of them is refused (else it is made and filled entry by
+// entry); a deleted one is moved aside whole. Overlayfs's private
+// xattrs are removed from what moves. Changes the layer refuses itself
+// (see [Result.Refused]) are never applied, whatever refused says.
 //
 // Whatever a change replaces or removes is kept in st as one undo step
 // labelled label: the upper layer, which now holds the replaced files,
@@ -52,7 +59,10 @@ type Failure struct {
 //
 // Paths in the real tree are resolved beneath their root without
 // following symlinks or crossing mounts: a change below a symlink or a
-// mount point in the real tree fails rather than write elsewhere.
+// mount point in the real tree fails rather than write elsewhere, and
+// so does a change whose real entry is no longer the one Diff saw
+// (device, inode, type). Applies and undos on one workspace take turns
+// (see "What is applied" in the package doc).
 // Apply consumes the upper layers; call it once, then [Layer.Remove].
 func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) {
 	return s.apply(refused, st, label, false)
@@ -71,16 +81,28 @@ func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, e
 }
 
 func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Result, error) {
-	a := &applier{s: s, refused: refused, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies}
+	a := &applier{s: s, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
+	}
+	fds := make([]int, len(s.real))
+	for i, t := range s.real {
+		fds[i] = t.fd.Int()
+	}
+	unlock, err := lockRoots(fds)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if st != nil {
 		step, err := st.begin(label)
 		if err != nil {
 			return nil, err
 		}
 		a.step = step
 	}
+	a.plan(refused)
 	for i := range s.l.roots {
 		// Directories are looked up afresh: the real tree may have
 		// changed since Diff.
@@ -98,14 +120,20 @@ func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Re
 }
 
 type applier struct {
-	s       *Set
-	refused []string
-	res     *Result
-	step    *step
-	trees   []pending // added directories made entry by entry
-	copies  bool      // ApplyCopies: the upper layer stays as it is
-	whole   string    // rel of the added directory last renamed whole
-	failed  string    // rel of the added directory last failed
+	s      *Set
+	res    *Result
+	step   *step
+	trees  []pending // added directories made entry by entry
+	copies bool      // ApplyCopies: the upper layer stays as it is
+	// end[k] is the index in s.Changes past change k's subtree (the
+	// changes below a directory follow it); refused[k] says whether k
+	// is refused itself, nRefused[k] how many before k are.
+	end      []int
+	refused  []bool
+	nRefused []int
+	// Changes before these indices are inside an added directory that
+	// was refused, moved whole, failed, or is made entry by entry.
+	coverEnd, wholeEnd, failedEnd, pendingEnd int
 	// exch: the root's replaced files are exchanged; moveUpper: some
 	// were, so its upper layer goes into the step (see exchange).
 	exch, moveUpper bool
@@ -122,50 +150,66 @@ type pending struct {
 	rel string
 }
 
-// isRefused reports whether c is refused, or below a refused added
-// directory.
-func (a *applier) isRefused(c *Change) bool {
-	for _, r := range a.refused {
-		if r == c.Path {
-			return true
+// plan finds each change's subtree and which changes are refused: by
+// the caller (refused paths), or by the layer (Change.refuse). Its cost
+// is linear in the changes.
+func (a *applier) plan(paths []string) {
+	cs := a.s.Changes
+	n := len(cs)
+	a.end, a.refused, a.nRefused = make([]int, n), make([]bool, n), make([]int, n+1)
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[p] = true
+	}
+	var stack []int
+	for k := range cs {
+		for len(stack) > 0 && !below(cs[k].Path, cs[stack[len(stack)-1]].Path) {
+			a.end[stack[len(stack)-1]] = k
+			stack = stack[:len(stack)-1]
 		}
-		if below(c.Path, r) {
-			if i, ok := slices.BinarySearchFunc(a.s.Changes, r, func(x Change, p string) int { return comparePaths(x.Path, p) }); ok {
-				if pc := a.s.Changes[i]; pc.newTree || pc.Kind == Deleted {
-					return true
-				}
-			}
+		stack = append(stack, k)
+		a.refused[k] = set[cs[k].Path] || cs[k].refuse != nil
+		a.nRefused[k+1] = a.nRefused[k]
+		if a.refused[k] {
+			a.nRefused[k+1]++
 		}
 	}
-	return false
+	for _, k := range stack {
+		a.end[k] = n
+	}
 }
 
-// hasRefusedBelow reports whether a refused path lies below c.
-func (a *applier) hasRefusedBelow(c *Change) bool {
-	return slices.ContainsFunc(a.refused, func(r string) bool { return below(r, c.Path) })
-}
+// refusedBelow reports whether a change below change k is refused.
+func (a *applier) refusedBelow(k int) bool { return a.nRefused[a.end[k]]-a.nRefused[k+1] > 0 }
 
 func (a *applier) root(i int) {
 	up, re := a.s.upper[i], a.s.real[i]
-	a.whole, a.failed, a.trees = "", "", nil
+	a.coverEnd, a.wholeEnd, a.failedEnd, a.pendingEnd, a.trees = 0, 0, 0, 0, nil
 	a.exch, a.moveUpper = a.exchanges(i), false
 	for k := range a.s.Changes {
 		c := &a.s.Changes[k]
-		if c.root != i || a.isRefused(c) {
+		switch {
+		case c.root != i || k < a.coverEnd:
+			continue // another root's, or below a refused directory
+		case a.refused[k]:
+			if c.refuse != nil {
+				a.res.Refused = append(a.res.Refused, Failure{Change: *c, Err: c.refuse})
+			}
+			if c.newTree || c.Kind == Deleted {
+				a.coverEnd = a.end[k]
+			}
 			continue
-		}
-		if a.whole != "" && below(c.rel, a.whole) {
+		case k < a.wholeEnd:
 			a.res.Applied = append(a.res.Applied, *c) // moved with its directory
 			continue
-		}
-		if a.failed != "" && below(c.rel, a.failed) {
+		case k < a.failedEnd:
 			a.res.Failed = append(a.res.Failed, Failure{Change: *c, Err: errParentFailed})
 			continue
 		}
-		if err := a.change(c, up, re); err != nil {
+		if err := a.change(k, c, up, re); err != nil {
 			a.res.Failed = append(a.res.Failed, Failure{Change: *c, Err: err})
 			if c.newTree {
-				a.failed = c.rel // nothing below it can go in
+				a.failedEnd = a.end[k] // nothing below it can go in
 			}
 			continue
 		}
@@ -179,30 +223,32 @@ func (a *applier) root(i int) {
 	}
 }
 
-// inPending reports whether rel lies below an added directory made
-// entry by entry (its undo entry covers rel).
-func (a *applier) inPending(rel string) bool {
-	return slices.ContainsFunc(a.trees, func(p pending) bool { return below(rel, p.rel) })
-}
-
-// change applies one change.
-func (a *applier) change(c *Change, up, re *tree) error {
+// change applies change k (c), after checking that its real entry is
+// the one Diff compared it with.
+func (a *applier) change(k int, c *Change, up, re *tree) error {
 	var e *entry
-	if a.step != nil && !a.inPending(c.rel) {
+	if a.step != nil && k >= a.pendingEnd {
 		e = &entry{Root: re.root, Rel: c.rel}
 	}
-	before, err := statPrint(re, c.rel)
+	st, ok, err := re.lstat(c.rel)
 	if err != nil {
 		return err
+	}
+	if c.Kind == Deleted && !ok {
+		return nil // gone already
+	}
+	if idOf(&st, ok) != c.was {
+		return &os.PathError{Op: "apply", Path: c.Path, Err: errChanged}
+	}
+	var before print
+	if ok {
+		before = printOf(&st)
 	}
 	if e != nil {
 		e.Before = before
 	}
 	switch {
 	case c.Kind == Deleted:
-		if !before.exists() {
-			return nil // gone already
-		}
 		if err := a.save(e, re, c.rel, before, true); err != nil {
 			return err
 		}
@@ -230,15 +276,15 @@ func (a *applier) change(c *Change, up, re *tree) error {
 				return err
 			}
 		}
-		if c.newTree && a.hasRefusedBelow(c) {
-			return a.mkdir(c, e, up, re)
+		if c.newTree && (c.partial || a.refusedBelow(k)) {
+			return a.mkdir(k, c, e, up, re)
 		}
-		if err := a.put(c, up, re); err != nil {
+		if err := a.put(k, c, up, re); err != nil {
 			a.restore(e, re)
 			return err
 		}
 		if c.newTree {
-			a.whole = c.rel
+			a.wholeEnd = a.end[k]
 		}
 	}
 	if e == nil {
@@ -253,56 +299,55 @@ func (a *applier) change(c *Change, up, re *tree) error {
 	return nil
 }
 
-// mkdir makes an added directory whose entries are applied one by one.
-func (a *applier) mkdir(c *Change, e *entry, up, re *tree) error {
-	st, _, err := up.lstat(c.rel)
+// mkdir makes an added directory (change k) whose entries are applied
+// one by one: something below it is refused, or its upper directory
+// holds more than the changes below it.
+func (a *applier) mkdir(k int, c *Change, e *entry, up, re *tree) error {
+	ust, _, err := up.lstat(c.rel)
 	if err != nil {
 		return err
 	}
 	d, name := split(c.rel)
-	fd, err := re.dir(d)
+	dir, err := re.dir(d)
 	if err != nil {
 		return err
 	}
-	if err := unix.Mkdirat(fd, name, 0o700); err != nil {
+	if err := unix.Mkdirat(dir, name, 0o700); err != nil {
 		return &os.PathError{Op: "mkdir", Path: c.Path, Err: err}
 	}
-	if err := setAttrs(fd, name, &st); err != nil {
+	f, cur, err := re.openEntry(c.rel)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := re.setAttrs(c.rel, f, &cur, &ust); err != nil {
 		return err
 	}
 	if e != nil {
 		a.trees = append(a.trees, pending{e: e, rel: c.rel})
+		a.pendingEnd = a.end[k]
 		a.step.add(e)
 	}
 	return nil
 }
 
 // dirAttrs gives an existing directory the upper one's permissions and
-// owner.
+// owner, through a descriptor of the directory Diff saw.
 func (a *applier) dirAttrs(c *Change, up, re *tree) error {
-	st, _, err := up.lstat(c.rel)
+	ust, _, err := up.lstat(c.rel)
 	if err != nil {
 		return err
 	}
-	d, name := split(c.rel)
-	fd, err := re.dir(d)
+	f, cur, err := re.openSame(c.rel, c.was)
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		fd, name = re.fd, "."
-	}
-	if err := unix.Fchownat(fd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.EPERM) {
-		return &os.PathError{Op: "chown", Path: c.Path, Err: err}
-	}
-	if err := unix.Fchmodat(fd, name, st.Mode&0o7777, 0); err != nil {
-		return &os.PathError{Op: "chmod", Path: c.Path, Err: err}
-	}
-	return nil
+	defer f.Close()
+	return re.chownChmod(c.rel, f, &cur, ust.Uid, ust.Gid, ust.Mode)
 }
 
 // put moves (or copies) the upper entry of c over its real path.
-func (a *applier) put(c *Change, up, re *tree) error {
+func (a *applier) put(k int, c *Change, up, re *tree) error {
 	if a.copies {
 		// A copy carries no xattrs, overlayfs's included.
 		return copyEntry(up, c.rel, re, c.rel)
@@ -313,12 +358,9 @@ func (a *applier) put(c *Change, up, re *tree) error {
 	if c.newTree {
 		// Below an added directory, only directories carry overlayfs's
 		// marks (opaque, impure); each is a change of its own.
-		for k := range a.s.Changes {
-			b := &a.s.Changes[k]
-			if b.root == c.root && below(b.rel, c.rel) {
-				for _, x := range b.ovl {
-					_ = unix.Lremovexattr(up.path(b.rel), x)
-				}
+		for _, b := range a.s.Changes[k+1 : a.end[k]] {
+			for _, x := range b.ovl {
+				_ = unix.Lremovexattr(up.path(b.rel), x)
 			}
 		}
 	}

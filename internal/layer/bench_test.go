@@ -318,3 +318,86 @@ func BenchmarkRaw1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeepTree is what the engine does after a command that made a
+// new tree of a given depth (Diff, the git policy, Apply, the report;
+// the command is not timed): 900 levels (refused as deeper than
+// MaxDepth: the review's 25.7 s) and MaxDepth levels (applied), beside
+// "raw", the same command run unrestricted in the workspace (bash, mkdir
+// -p and echo), which the engine's work adds to.
+func BenchmarkDeepTree(b *testing.B) {
+	for _, depth := range []int{900, layer.MaxDepth} {
+		b.Run(fmt.Sprintf("%d/layer", depth), func(b *testing.B) {
+			w := newWorld(b)
+			for i := 0; i < b.N; i++ {
+				l := changed(b, w, w.state, deepScript(depth), 1)
+				s, err := l.Diff()
+				if err != nil {
+					b.Fatal(err)
+				}
+				refused := gitpolicy.Check(s, l.Roots(), s.Changes)
+				res, err := s.Apply(gitpolicy.Paths(refused), nil, "")
+				if err != nil || len(res.Failed) > 0 || len(refused) > 0 {
+					b.Fatal(err, res.Failed, refused)
+				}
+				_ = layer.Summary(res.Applied, w.ws, 0)
+				s.Close()
+				b.StopTimer()
+				if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Remove(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+		b.Run(fmt.Sprintf("%d/raw", depth), func(b *testing.B) {
+			w := newWorld(b)
+			for i := 0; i < b.N; i++ {
+				if out, err := execCommand(w, deepScript(depth)).CombinedOutput(); err != nil {
+					b.Fatal(err, string(out))
+				}
+				b.StopTimer()
+				if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkJudge1000 is the engine's judging of a command that modified
+// 1,000 files: the change set from the upper layer (Diff) and the git
+// policy, without applying it; beside "raw", the same command run
+// unrestricted in the workspace (what the judging adds to).
+func BenchmarkJudge1000(b *testing.B) {
+	const script = "for f in src/d*/*.go; do echo '// x' >> $f; done"
+	b.Run("layer", func(b *testing.B) {
+		w := newWorld(b)
+		thousand(b, w)
+		l := changed(b, w, w.state, script, 1000)
+		for i := 0; i < b.N; i++ {
+			s, err := l.Diff()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if refused := gitpolicy.Check(s, l.Roots(), s.Changes); len(s.Changes) != 1000 || len(refused) > 0 {
+				b.Fatal(len(s.Changes), refused)
+			}
+			s.Close()
+		}
+		b.StopTimer()
+		_ = l.Remove()
+	})
+	b.Run("raw", func(b *testing.B) {
+		w := newWorld(b)
+		thousand(b, w)
+		for i := 0; i < b.N; i++ {
+			if out, err := execCommand(w, script).CombinedOutput(); err != nil {
+				b.Fatal(err, string(out))
+			}
+		}
+	})
+}

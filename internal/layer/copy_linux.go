@@ -135,7 +135,12 @@ func copyAs(src *tree, srel string, st *unix.Stat_t, dst *tree, drel string) err
 	default:
 		return &os.PathError{Op: "copy", Path: src.path(srel), Err: errors.New("not a file, directory, symlink or FIFO")}
 	}
-	return setAttrs(dfd, name, st)
+	f, cur, err := dst.openEntry(drel)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return dst.setAttrs(drel, f, &cur, st)
 }
 
 // copyFile copies the regular file src/srel to a new file dfd/name.
@@ -160,30 +165,6 @@ func copyFile(src *tree, srel string, dfd int, name string, perm uint32) error {
 	return nil
 }
 
-// setAttrs gives dfd/name the permissions, owner (when the engine may
-// set it) and modification time of st.
-func setAttrs(dfd int, name string, st *unix.Stat_t) error {
-	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-		if err := unix.Fchmodat(dfd, name, st.Mode&0o7777, 0); err != nil {
-			return &os.PathError{Op: "chmod", Path: name, Err: err}
-		}
-	}
-	var cur unix.Stat_t
-	if err := unix.Fstatat(dfd, name, &cur, unix.AT_SYMLINK_NOFOLLOW); err == nil && (cur.Uid != st.Uid || cur.Gid != st.Gid) {
-		// Only root may give a file away; an unprivileged engine's files
-		// are its own anyway.
-		_ = unix.Fchownat(dfd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
-		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			_ = unix.Fchmodat(dfd, name, st.Mode&0o7777, 0) // chown cleared them
-		}
-	}
-	ts := []unix.Timespec{st.Atim, st.Mtim}
-	if err := unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &os.PathError{Op: "utimes", Path: name, Err: err}
-	}
-	return nil
-}
-
 // removeEntry removes t/rel, a directory with everything below it.
 func removeEntry(t *tree, rel string) error {
 	d, name := split(rel)
@@ -198,10 +179,14 @@ func removeEntry(t *tree, rel string) error {
 	if !errors.Is(err, unix.EISDIR) {
 		return &os.PathError{Op: "remove", Path: t.path(rel), Err: err}
 	}
-	// A directory: open it beneath the tree (never through a symlink)
-	// and empty it.
-	// Made writable and searchable first: what is in it goes too.
-	_ = unix.Fchmodat(fd, name, 0o700, 0)
+	// A directory: made writable and searchable first, through a
+	// descriptor of it (never through a symlink), then emptied.
+	if f, cur, err := t.openEntry(rel); err == nil {
+		if cur.Mode&unix.S_IFMT == unix.S_IFDIR {
+			_ = t.chmod(rel, f, &cur, 0o700)
+		}
+		_ = f.Close()
+	}
 	names, err := t.names(rel)
 	if err != nil {
 		return err

@@ -48,8 +48,11 @@ type Change struct {
 
 	root    int
 	rel     string
-	ovl     []string // overlayfs xattrs on the upper entry, stripped before it is applied
+	ovl     []string // the overlay's own xattrs on the upper entry, stripped before it is applied
 	newTree bool     // an added directory: everything below it is new
+	partial bool     // an added directory whose upper subtree holds more than its changes
+	was     id       // the real entry Diff compared with (none for an added path)
+	refuse  error    // the layer's own refusal (ErrOverlayXattr, ErrTooDeep)
 }
 
 // Set is what one command changed below its layer's roots, computed by
@@ -62,9 +65,9 @@ type Set struct {
 	l     *Layer
 	upper []*tree
 	real  []*tree
-	// hidden caches, per root, whether the real entries below an upper
-	// directory are hidden in the command's view (see Set.hiddenAt).
-	hid []map[string]bool
+	// views keeps, per root, what each directory looked up is in the
+	// view after the command (see Set.afterDir).
+	views []map[string]view
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -95,8 +98,8 @@ func (l *Layer) Diff() (*Set, error) {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
 		s.real = append(s.real, re)
-		s.hid = append(s.hid, map[string]bool{})
-		d := differ{s: s, root: i, up: up, re: re}
+		s.views = append(s.views, map[string]view{})
+		d := differ{s: s, root: i, up: up, re: re, prefix: ovlPrefix(l.userXattr)}
 		if err := d.top(); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("layer: %w", err)
@@ -139,28 +142,62 @@ type differ struct {
 	s      *Set
 	root   int
 	up, re *tree
+	prefix string // the overlay's own xattr prefix
+	// fresh are the indices in s.Changes of the added directories
+	// being walked, outermost first.
+	fresh []int
 }
 
-func (d *differ) add(c Change, rel string) {
+// MaxDepth bounds how deep below its root a change may lie: an entry
+// deeper than that is not walked by [Layer.Diff] and not applied (the
+// added directory around it is refused whole with [ErrTooDeep]), so
+// that the cost of a change set stays linear in its entries.
+const MaxDepth = 256
+
+// ErrTooDeep is the error of a change that [Set.Apply] refuses
+// because it holds entries deeper than [MaxDepth].
+var ErrTooDeep = fmt.Errorf("layer: a tree deeper than %d levels is not applied", MaxDepth)
+
+// ErrOverlayXattr is the error of a change that [Set.Apply] refuses
+// because its upper entry carries overlayfs xattrs that the command
+// set (names beginning with trusted.overlay. or user.overlay. other
+// than the mount's own): only overlayfs may mark what is a whiteout or
+// opaque, so they are neither applied nor read.
+var ErrOverlayXattr = errors.New("layer: the command set overlayfs's private xattrs")
+
+// errTooDeep unwinds the walk of an added directory that is too deep.
+var errTooDeep = errors.New("too deep")
+
+func (d *differ) add(c Change, rel string) int {
 	c.root, c.rel = d.root, rel
 	c.Path = d.re.path(rel)
 	d.s.Changes = append(d.s.Changes, c)
+	return len(d.s.Changes) - 1
+}
+
+// partial notes that the innermost added directory being walked holds
+// an upper entry that is not a change of its own (a whiteout): it is
+// not moved into place whole.
+func (d *differ) partial() {
+	if n := len(d.fresh); n > 0 {
+		d.s.Changes[d.fresh[n-1]].partial = true
+	}
 }
 
 // top compares the roots themselves (permissions, owner) and walks the
 // upper layer.
 func (d *differ) top() error {
 	var ust, rst unix.Stat_t
-	if err := unix.Fstat(d.up.fd, &ust); err != nil {
+	if err := unix.Fstat(d.up.fd.Int(), &ust); err != nil {
 		return err
 	}
-	if err := unix.Fstat(d.re.fd, &rst); err != nil {
+	if err := unix.Fstat(d.re.fd.Int(), &rst); err != nil {
 		return err
 	}
 	if attrsDiffer(&ust, &rst) {
-		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode)}, "")
+		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true)}, "")
 	}
-	return d.dir("", false, false, false)
+	return d.dir("", 1, false, false, false)
 }
 
 // attrsDiffer reports whether permissions or owner differ.
@@ -169,19 +206,20 @@ func attrsDiffer(a, b *unix.Stat_t) bool {
 	return a.Mode&perm != b.Mode&perm || a.Uid != b.Uid || a.Gid != b.Gid
 }
 
-// dir walks the upper directory rel. hidden: the real directory's
-// entries are not part of the command's view (an opaque directory, or
-// one below it), so those missing in the upper layer were deleted.
-// fresh: there is no real directory at rel. xwh: the directory may hold
-// xattr whiteouts (its opaque xattr is "x").
-func (d *differ) dir(rel string, hidden, fresh, xwh bool) error {
+// dir walks the upper directory rel, whose entries lie at depth.
+// hidden: the real directory's entries are not part of the command's
+// view (an opaque directory, or one below it), so those missing in the
+// upper layer were deleted. fresh: there is no real directory at rel.
+// xwh: the directory may hold xattr whiteouts (its opaque xattr is
+// "x").
+func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 	names, err := d.up.names(rel)
 	if err != nil {
 		return err
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if err := d.entry(join(rel, name), fresh, xwh); err != nil {
+		if err := d.entry(join(rel, name), depth, fresh, xwh); err != nil {
 			return err
 		}
 	}
@@ -213,18 +251,44 @@ func (d *differ) dir(rel string, hidden, fresh, xwh bool) error {
 }
 
 func deleted(st unix.Stat_t) Change {
-	c := Change{Kind: Deleted, Mode: fileMode(st.Mode)}
+	c := Change{Kind: Deleted, Mode: fileMode(st.Mode), was: idOf(&st, true)}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = st.Size
 	}
 	return c
 }
 
+// newTree walks the added directory c (at rel), which it lists first.
+// A tree deeper than MaxDepth is dropped from the change set but for
+// its outermost added directory, which is refused.
+func (d *differ) newTree(c Change, rel string, depth int, xwh bool) error {
+	k := d.add(c, rel)
+	d.fresh = append(d.fresh, k)
+	err := d.dir(rel, depth+1, true, true, xwh)
+	d.fresh = d.fresh[:len(d.fresh)-1]
+	if errors.Is(err, errTooDeep) && len(d.fresh) == 0 {
+		d.s.Changes = d.s.Changes[:k+1]
+		d.s.Changes[k].refuse = ErrTooDeep
+		return nil
+	}
+	if err == nil && d.s.Changes[k].partial && len(d.fresh) > 0 {
+		d.partial() // moved whole, the outer directory would carry it too
+	}
+	return err
+}
+
 // entry compares one upper entry with the real one.
-func (d *differ) entry(rel string, fresh, xwh bool) error {
+func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 	ust, ok, err := d.up.lstat(rel)
 	if err != nil || !ok {
 		return err
+	}
+	if depth > MaxDepth {
+		if len(d.fresh) > 0 {
+			return errTooDeep
+		}
+		d.add(Change{Kind: Modified, Mode: fileMode(ust.Mode), refuse: ErrTooDeep}, rel)
+		return nil
 	}
 	var rst unix.Stat_t
 	var rok bool
@@ -233,39 +297,44 @@ func (d *differ) entry(rel string, fresh, xwh bool) error {
 			return err
 		}
 	}
-	upath := d.up.path(rel)
-	if isWhiteout(&ust) || (xwh && ust.Mode&unix.S_IFMT == unix.S_IFREG && ovlXattr(upath, "whiteout") != "") {
+	x, err := readXattrs(d.up.path(rel), d.prefix)
+	if err != nil {
+		return err
+	}
+	if isWhiteout(&ust) || (xwh && ust.Mode&unix.S_IFMT == unix.S_IFREG && x.whiteout) {
 		if rok {
 			d.add(deleted(rst), rel)
+		} else {
+			d.partial()
 		}
 		return nil
 	}
-	c := Change{Mode: fileMode(ust.Mode)}
+	c := Change{Mode: fileMode(ust.Mode), ovl: x.own, was: idOf(&rst, rok)}
 	if ust.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = ust.Size
 	}
-	c.ovl = ovlXattrs(upath)
+	if len(x.forged) > 0 {
+		c.refuse = fmt.Errorf("%w (%s)", ErrOverlayXattr, strings.Join(x.forged, ", "))
+	}
 	if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
-		opaque := ovlXattr(upath, "opaque")
 		if rok && rst.Mode&unix.S_IFMT == unix.S_IFDIR {
 			if _, err := d.re.dir(rel); errors.Is(err, unix.EXDEV) {
 				// A mount point: not part of the layer (the overlay showed
 				// the directory under it). What the command wrote there is
 				// listed as added, and fails to apply.
-				return d.dir(rel, true, true, opaque == "x")
+				return d.dir(rel, depth+1, true, true, x.xwhiteouts)
 			}
-			if attrsDiffer(&ust, &rst) {
+			if attrsDiffer(&ust, &rst) || c.refuse != nil {
 				c.Kind = TypeChanged
 				d.add(c, rel)
 			}
-			return d.dir(rel, opaque != "", false, opaque == "x")
+			return d.dir(rel, depth+1, x.opaque, false, x.xwhiteouts)
 		}
 		c.Kind, c.newTree = Added, true
 		if rok {
 			c.Kind = TypeChanged
 		}
-		d.add(c, rel)
-		return d.dir(rel, true, true, opaque == "x")
+		return d.newTree(c, rel, depth, x.xwhiteouts)
 	}
 	switch {
 	case !rok:
@@ -280,7 +349,7 @@ func (d *differ) entry(rel string, fresh, xwh bool) error {
 		switch {
 		case changed:
 			c.Kind = Modified
-		case attrsDiffer(&ust, &rst) && ust.Mode&unix.S_IFMT != unix.S_IFLNK:
+		case attrsDiffer(&ust, &rst) && ust.Mode&unix.S_IFMT != unix.S_IFLNK, c.refuse != nil:
 			c.Kind = TypeChanged
 		default:
 			return nil // copied up, unchanged
@@ -451,7 +520,8 @@ func (s *Set) rel(path string) (int, string, error) {
 // find returns the tree that holds path in the chosen view. A path that
 // does not exist in the view comes back with the real tree and a
 // relative path that does not exist there either, or an error for which
-// fs.ErrNotExist holds.
+// fs.ErrNotExist holds. Its cost does not grow with the path's depth:
+// what each directory is in the view after is kept (Set.afterDir).
 func (s *Set) find(path string, after bool) (*tree, string, error) {
 	i, rel, err := s.rel(path)
 	if err != nil {
@@ -463,46 +533,69 @@ func (s *Set) find(path string, after bool) (*tree, string, error) {
 		}
 		return s.real[i], rel, nil
 	}
-	up := s.upper[i]
-	parts := strings.Split(rel, "/")
-	hidden := false
-	for k := 1; k <= len(parts); k++ {
-		p := strings.Join(parts[:k], "/")
-		st, ok, err := up.lstat(p)
-		if err != nil {
-			return nil, "", err
-		}
-		notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
-		switch {
-		case !ok && hidden:
-			return nil, "", notExist
-		case !ok:
-			return s.real[i], rel, nil
-		case isWhiteout(&st):
-			return nil, "", notExist
-		case k == len(parts):
-			return up, rel, nil
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return nil, "", notExist
-		}
-		hidden = hidden || s.hiddenAt(i, p)
+	notExist := &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+	d, _ := split(rel)
+	v := s.afterDir(i, d)
+	switch {
+	case v.missing:
+		return nil, "", notExist
+	case !v.upper:
+		return s.real[i], rel, nil
 	}
-	return up, rel, nil
+	st, ok, err := s.upper[i].lstat(rel)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case !ok && v.hidden, ok && isWhiteout(&st):
+		return nil, "", notExist
+	case !ok:
+		return s.real[i], rel, nil
+	}
+	return s.upper[i], rel, nil
+}
+
+// view is what a directory is in the view after the command.
+type view struct {
+	missing bool // not there (or not a directory)
+	upper   bool // in the upper layer (else only in the real tree)
+	hidden  bool // in the upper layer, and the real entries below it are hidden
+}
+
+// afterDir returns what the directory rel of root i is in the view
+// after the command, from its parent's (kept per directory).
+func (s *Set) afterDir(i int, rel string) view {
+	if rel == "" {
+		return view{upper: true}
+	}
+	if v, ok := s.views[i][rel]; ok {
+		return v
+	}
+	d, _ := split(rel)
+	v := s.afterDir(i, d)
+	switch st, ok, err := s.upper[i].lstat(rel); {
+	case v.missing || !v.upper:
+		// The parent is missing, or only real: so is rel.
+	case err != nil || !ok:
+		v = view{missing: v.hidden}
+	case isWhiteout(&st) || st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		v = view{missing: true}
+	default:
+		v.hidden = v.hidden || s.hiddenAt(i, rel)
+	}
+	s.views[i][rel] = v
+	return v
 }
 
 // hiddenAt reports whether the upper directory p hides the real entries
-// below it by itself: it is opaque, or there is no real directory there.
+// below it by itself: it is opaque (in the overlay's own xattr
+// namespace), or there is no real directory there.
 func (s *Set) hiddenAt(i int, p string) bool {
-	if h, ok := s.hid[i][p]; ok {
-		return h
+	x, _ := readXattrs(s.upper[i].path(p), ovlPrefix(s.l.userXattr))
+	if x.opaque {
+		return true
 	}
-	h := ovlXattr(s.upper[i].path(p), "opaque") != ""
-	if !h {
-		st, ok, _ := s.real[i].lstat(p)
-		h = !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
-	}
-	s.hid[i][p] = h
-	return h
+	st, ok, _ := s.real[i].lstat(p)
+	return !ok || st.Mode&unix.S_IFMT != unix.S_IFDIR
 }
 
 // hidden reports whether the real entries below the upper directory rel
@@ -511,13 +604,7 @@ func (s *Set) hidden(i int, rel string) bool {
 	if rel == "" {
 		return false
 	}
-	parts := strings.Split(rel, "/")
-	for k := 1; k <= len(parts); k++ {
-		if s.hiddenAt(i, strings.Join(parts[:k], "/")) {
-			return true
-		}
-	}
-	return false
+	return s.afterDir(i, rel).hidden
 }
 
 // fileInfo is an fs.FileInfo from a stat.

@@ -42,23 +42,9 @@
 // mounted from a thread of the engine: as root; [Layer.Hold] elsewhere,
 // see "Held layers" in hand_linux.go), checks them just before use
 // ([Layer.Stale]) and removes them after the result is sent, off the
-// command's path (package transact). Measured side by side on this
-// machine (2 shared cores, ext4 mounted with discard, load 1.2–2.6;
-// BenchmarkEmptyCommand, 300 runs each): a command that changes nothing
-// took 1.61–1.64 ms in a bare mount namespace; with a layer made,
-// mounted, diffed and removed on its path 1.74–1.79 ms with Dir on a
-// tmpfs and 2.68–2.71 ms with it on the disk; with the layer premade
-// and premounted, what is left on the path (Stale, attaching, Diff of
-// the empty upper layer) took 1.53–1.62 ms (tmpfs) and 1.64–1.71 ms
-// (disk) in all. Applying 1,000 modified files to a workspace on that
-// disk, with Diff, policy and the report (BenchmarkApply1000, load
-// 2.2–3.8), took 34–40 ms with the layer on the disk (1,000 added
-// files 41–45 ms, a new tree of 1,000 38–40 ms), against 148–162 ms for
-// the raw link, rename and rename back of the same files
-// (BenchmarkRaw1000), and 340–510 ms with the layer on a tmpfs (each
-// file is created anew on the disk). So Dir belongs on the workspace's
-// file system; a tmpfs suits small change sets only (and bounds the
-// command's writes).
+// command's path (package transact). Dir belongs on the workspace's
+// file system; a tmpfs suits small change sets only (each file is
+// copied at apply time; it bounds the command's writes).
 //
 // # Unprivileged
 //
@@ -102,8 +88,47 @@
 // times are not either. Renaming a directory that exists in the real
 // tree fails inside the command with EXDEV (overlayfs's
 // redirect_dir=nofollow) and mv falls back to copying; new directories
-// rename freely. Overlayfs's own xattrs are stripped from what is
-// applied.
+// rename freely.
+//
+// # What is applied
+//
+// [Set.Apply] applies the listed changes and nothing else: each entry
+// that reaches the real tree is one of [Set.Changes], less those the
+// caller refuses (policy) and those the layer refuses itself
+// ([Result.Refused]). An added directory is renamed into place whole
+// only when its upper directory holds exactly the changes listed below
+// it and none of them is refused; otherwise it is made anew and its
+// entries are applied one by one.
+//
+// Overlay marks belong to the mount: Diff reads whiteouts and opaque
+// directories only from the xattr namespace its overlay uses
+// (trusted.overlay.* as root, user.overlay.* with [Options.UserXattr]),
+// which a command cannot set. Any other *.overlay.* xattr in the upper
+// layer (user.overlay.* on a root overlay, or one overlayfs stored
+// escaped for the command) was set by the command: it hides nothing,
+// and the entry that carries it is refused ([ErrOverlayXattr]; an added
+// directory with everything below it). The overlay's own xattrs are
+// stripped from what is applied.
+//
+// Depth is bounded: Diff does not walk an upper entry deeper than
+// [MaxDepth] below its root; the outermost added directory around it is
+// refused whole ([ErrTooDeep]). Diff, the lookups policy makes
+// ([Set.Lstat], [Set.ReadDir], [Set.ReadFile]) and Apply cost time
+// linear in the entries of the change set, not in their depth.
+//
+// Apply reaches every entry of the real tree through descriptors
+// opened beneath the root's descriptor (openat2 with RESOLVE_BENEATH,
+// RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV), so
+// a symlink or a mount put into the real tree cannot redirect it, and
+// before it changes an entry it checks that it is the one Diff compared
+// the change with (device, inode and type; absent for an added path):
+// otherwise the change fails ([Result.Failed]) and the path is left as
+// it is. Permissions, owner and times are set through an O_PATH
+// descriptor of the entry itself (fchmodat2, fchownat and utimensat
+// with AT_EMPTY_PATH), never by name. Applies and undos on one
+// workspace take turns across all sets and stores of the process (a
+// lock per root, keyed by its device and inode), so between the check
+// and the change no other apply moves the entry.
 //
 // # Undo
 //

@@ -34,7 +34,7 @@ func (a *applier) exchanges(i int) bool {
 		return true
 	}
 	var u, s unix.Stat_t
-	if unix.Fstat(a.s.upper[i].fd, &u) != nil || unix.Fstat(a.step.t.fd, &s) != nil {
+	if unix.Fstat(a.s.upper[i].fd.Int(), &u) != nil || unix.Fstat(a.step.t.fd.Int(), &s) != nil {
 		return false
 	}
 	return u.Dev == s.Dev
@@ -92,7 +92,7 @@ func (a *applier) keepUpper(i int) error {
 			keep = append(keep, rel)
 		}
 	}
-	if err := unix.Renameat(unix.AT_FDCWD, up.root, a.step.t.fd, name); err == nil {
+	if err := unix.Renameat(unix.AT_FDCWD, up.root, a.step.t.fd.Int(), name); err == nil {
 		a.step.prune = append(a.step.prune, prune{dir: name, keep: keep})
 		return nil
 	}
@@ -106,7 +106,7 @@ func (a *applier) keepUpper(i int) error {
 		d, n := split(rel)
 		fd, err := up.dir(d)
 		if err == nil {
-			err = unix.Linkat(fd, n, a.step.t.fd, blob, 0)
+			err = unix.Linkat(fd, n, a.step.t.fd.Int(), blob, 0)
 		}
 		if err != nil {
 			err = copyEntry(up, rel, a.step.t, blob)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Held layers. An engine that is not root cannot make overlays (nor
@@ -92,7 +94,7 @@ func (s Spec) Exchange(sock int) error {
 			return errors.New("layer: the overlays to join were taken or closed")
 		}
 		defer closeAll(fds)
-		if err := unix.Sendmsg(sock, []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+		if err := unix.Sendmsg(sock, []byte{0}, unix.UnixRights(ints(fds)...), nil, 0); err != nil {
 			return fmt.Errorf("layer: send the overlays to join: %w", err)
 		}
 	case s.hold != nil:
@@ -117,7 +119,7 @@ func (s Spec) handOver(m *Mounts) {
 		return
 	}
 	if s.Hand > 0 {
-		err = unix.Sendmsg(s.Hand, []byte{0}, unix.UnixRights(m.fds...), nil, 0)
+		err = unix.Sendmsg(s.Hand, []byte{0}, unix.UnixRights(ints(m.fds)...), nil, 0)
 		closeAll(m.fds) // sent (the message holds them), or not shared
 	} else if !s.hold.put(m.fds, false) {
 		closeAll(m.fds)
@@ -128,7 +130,7 @@ func (s Spec) handOver(m *Mounts) {
 
 // cloned returns Mounts of clones of held overlays fds, which it
 // closes.
-func (s Spec) cloned(fds []int) (*Mounts, error) {
+func (s Spec) cloned(fds []*fd.FD) (*Mounts, error) {
 	defer closeAll(fds)
 	clones, err := cloneMounts(fds)
 	if err != nil {
@@ -138,10 +140,10 @@ func (s Spec) cloned(fds []int) (*Mounts, error) {
 }
 
 // dupMounts duplicates mount descriptors (close-on-exec).
-func dupMounts(fds []int) ([]int, error) {
-	out := make([]int, 0, len(fds))
-	for _, fd := range fds {
-		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+func dupMounts(fds []*fd.FD) ([]*fd.FD, error) {
+	out := make([]*fd.FD, 0, len(fds))
+	for _, f := range fds {
+		d, err := f.Dup()
 		if err != nil {
 			closeAll(out)
 			return nil, fmt.Errorf("layer: %w", err)
@@ -151,15 +153,24 @@ func dupMounts(fds []int) ([]int, error) {
 	return out, nil
 }
 
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		_ = unix.Close(fd)
+func closeAll(fds []*fd.FD) {
+	for _, f := range fds {
+		_ = f.Close()
 	}
+}
+
+// ints returns the descriptors' numbers (the FDs keep them).
+func ints(fds []*fd.FD) []int {
+	out := make([]int, len(fds))
+	for i, f := range fds {
+		out[i] = f.Int()
+	}
+	return out
 }
 
 // recvMounts receives one message carrying n descriptors on the socket
 // sock, waiting at most timeout.
-func recvMounts(sock, n int, timeout time.Duration) ([]int, error) {
+func recvMounts(sock, n int, timeout time.Duration) ([]*fd.FD, error) {
 	if sock <= 0 {
 		return nil, errors.New("no socket to receive them on")
 	}
@@ -174,10 +185,12 @@ func recvMounts(sock, n int, timeout time.Duration) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
-	var fds []int
+	var fds []*fd.FD
 	for i := range msgs {
 		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, got...)
+			for _, n := range got {
+				fds = append(fds, fd.New(n))
+			}
 		}
 	}
 	if len(msgs) != 1 || len(fds) != n {

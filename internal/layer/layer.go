@@ -197,26 +197,10 @@ func below(p, dir string) bool {
 // and [Set.Apply] (if any) returned.
 func (l *Layer) Remove() error {
 	l.closePremount()
-	if err := removeAll(l.dir); err != nil {
+	if err := RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
 	return nil
-}
-
-// removeAll removes dir, first making directories without permissions
-// (overlayfs's work/work is mode 000, and so may be what a command made)
-// removable.
-func removeAll(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }
 
 // RemoveStale removes what layers of engines that are no longer running
@@ -230,7 +214,7 @@ func RemoveStale(dir string) error {
 	var errs []error
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), dirPrefix) {
-			errs = append(errs, removeAll(filepath.Join(dir, e.Name())))
+			errs = append(errs, RemoveAll(filepath.Join(dir, e.Name())))
 		}
 	}
 	return errors.Join(errs...)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // owner returns the uid and gid of fi.
@@ -39,7 +41,7 @@ func (l *Layer) Spec() Spec {
 // namespace read-only in between (see [Spec.Open]).
 type Mounts struct {
 	spec Spec
-	fds  []int
+	fds  []*fd.FD
 }
 
 // Mount makes the layer's overlays and attaches each over its root, in
@@ -90,7 +92,7 @@ func (s Spec) Mount() error {
 // over Hand). It closes Hand.
 func (s Spec) Open() (*Mounts, error) {
 	if s.Hand > 0 {
-		defer unix.Close(s.Hand)
+		defer fd.New(s.Hand).Close() // the number is this process's to close
 	}
 	if fds := s.pre.take(); fds != nil {
 		if s.Join {
@@ -107,12 +109,12 @@ func (s Spec) Open() (*Mounts, error) {
 	}
 	m := &Mounts{spec: s}
 	for _, o := range s.Overlays {
-		fd, err := o.make(s.UserXattr)
+		f, err := o.make(s.UserXattr)
 		if err != nil {
 			m.Close()
 			return nil, fmt.Errorf("layer: overlay over %s: %w", o.Root, err)
 		}
-		m.fds = append(m.fds, fd)
+		m.fds = append(m.fds, f)
 	}
 	if s.hold != nil || s.Hand > 0 {
 		s.handOver(m)
@@ -217,23 +219,19 @@ var ErrNotShared = errors.New("layer: the layer's overlays are not held (not pre
 // command is to join l any more (before the final [Layer.Diff], so that
 // no overlay of l outlives its last command); Remove calls it.
 func (l *Layer) Unshare() {
-	for _, fd := range l.shared.take() {
-		_ = unix.Close(fd)
-	}
+	closeAll(l.shared.take())
 }
 
 // cloneMounts clones detached mounts (open_tree(2), OPEN_TREE_CLONE).
-func cloneMounts(fds []int) ([]int, error) {
-	out := make([]int, 0, len(fds))
-	for _, fd := range fds {
-		c, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+func cloneMounts(fds []*fd.FD) ([]*fd.FD, error) {
+	out := make([]*fd.FD, 0, len(fds))
+	for _, f := range fds {
+		c, err := unix.OpenTree(f.Int(), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 		if err != nil {
-			for _, c := range out {
-				_ = unix.Close(c)
-			}
+			closeAll(out)
 			return nil, fmt.Errorf("layer: clone the overlay mount: %w", err)
 		}
-		out = append(out, c)
+		out = append(out, fd.New(c))
 	}
 	return out, nil
 }
@@ -246,27 +244,25 @@ func (s Spec) Close() {
 	if s.pre == nil || !s.own {
 		return
 	}
-	for _, fd := range s.pre.take() {
-		_ = unix.Close(fd)
-	}
+	closeAll(s.pre.take())
 }
 
 // closePremount closes premade overlays that no Open took, and those
 // kept for Share.
 func (l *Layer) closePremount() {
-	for _, fd := range l.pre.take() {
-		_ = unix.Close(fd)
-	}
+	closeAll(l.pre.take())
 	l.Unshare()
 }
 
 // overlay makes one detached overlay mount.
-func (o Overlay) make(userXattr bool) (int, error) {
-	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+func (o Overlay) make(userXattr bool) (*fd.FD, error) {
+	n, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
-		return -1, fmt.Errorf("fsopen: %w", err)
+		return nil, fmt.Errorf("fsopen: %w", err)
 	}
-	defer unix.Close(fsfd)
+	fsctx := fd.New(n)
+	defer fsctx.Close()
+	fsfd := fsctx.Int()
 	set := func(key, value string) error {
 		if err := unix.FsconfigSetString(fsfd, key, value); err != nil {
 			return fmt.Errorf("%s=%s: %w%s", key, value, err, fsError(fsfd))
@@ -277,7 +273,7 @@ func (o Overlay) make(userXattr bool) (int, error) {
 	// ':' as a separator and needs it escaped.
 	if err := unix.FsconfigSetString(fsfd, "lowerdir+", o.Root); err != nil {
 		if err := set("lowerdir", escapeLower(o.Root)); err != nil {
-			return -1, err
+			return nil, err
 		}
 	}
 	for _, kv := range [][2]string{
@@ -285,7 +281,7 @@ func (o Overlay) make(userXattr bool) (int, error) {
 		{"redirect_dir", "nofollow"}, {"metacopy", "off"}, {"index", "off"},
 	} {
 		if err := set(kv[0], kv[1]); err != nil {
-			return -1, err
+			return nil, err
 		}
 	}
 	flags := []string{"volatile"}
@@ -294,17 +290,17 @@ func (o Overlay) make(userXattr bool) (int, error) {
 	}
 	for _, f := range flags {
 		if err := unix.FsconfigSetFlag(fsfd, f); err != nil {
-			return -1, fmt.Errorf("%s: %w%s", f, err, fsError(fsfd))
+			return nil, fmt.Errorf("%s: %w%s", f, err, fsError(fsfd))
 		}
 	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return -1, fmt.Errorf("create: %w%s", err, fsError(fsfd))
+		return nil, fmt.Errorf("create: %w%s", err, fsError(fsfd))
 	}
 	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return -1, fmt.Errorf("fsmount: %w", err)
+		return nil, fmt.Errorf("fsmount: %w", err)
 	}
-	return mfd, nil
+	return fd.New(mfd), nil
 }
 
 // fsError reads the message overlayfs left in its fs context's log
@@ -350,9 +346,9 @@ func escapeLower(p string) string {
 func (m *Mounts) Attach() error {
 	wd, _ := unix.Getwd()
 	again := false
-	for i, fd := range m.fds {
+	for i, f := range m.fds {
 		p := m.spec.Overlays[i].Root
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if err := unix.MoveMount(f.Int(), "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("layer: attach overlay over %s: %w", p, err)
 		}
 		again = again || wd == p || below(wd, p)
@@ -368,8 +364,6 @@ func (m *Mounts) Attach() error {
 // Close closes the mount descriptors. Overlays that were attached stay
 // mounted (until the mount namespace ends); the others are gone.
 func (m *Mounts) Close() {
-	for _, fd := range m.fds {
-		_ = unix.Close(fd)
-	}
+	closeAll(m.fds)
 	m.fds = nil
 }

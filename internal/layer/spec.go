@@ -1,6 +1,10 @@
 package layer
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
+)
 
 // The types a process other than the engine needs to mount a layer. They
 // are declared on every platform, so that a configuration can carry them
@@ -39,13 +43,13 @@ type Spec struct {
 // Unshare.
 type handoff struct {
 	mu      sync.Mutex
-	fds     []int
+	fds     []*fd.FD
 	closed  bool // taken: put refuses
 	foreign bool // the fds came from a process in another user namespace (Spec.Exchange)
 }
 
 // take returns the descriptors once (nil-safe); later puts are refused.
-func (h *handoff) take() []int {
+func (h *handoff) take() []*fd.FD {
 	if h == nil {
 		return nil
 	}
@@ -58,7 +62,7 @@ func (h *handoff) take() []int {
 
 // put keeps fds unless h was taken or holds some already; it reports
 // whether it did (otherwise the caller still owns them).
-func (h *handoff) put(fds []int, foreign bool) bool {
+func (h *handoff) put(fds []*fd.FD, foreign bool) bool {
 	if h == nil {
 		return false
 	}

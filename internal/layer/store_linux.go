@@ -63,7 +63,7 @@ func NewStore(dir string, lim StoreLimits) (*Store, error) {
 	if lim.Steps <= 0 {
 		lim.Steps = DefaultStoreSteps
 	}
-	if err := removeAll(dir); err != nil {
+	if err := RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("layer: store: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -105,7 +105,7 @@ func (s *Store) Remove() error {
 	}
 	s.steps, s.bytes = nil, 0
 	s.sweep.wait()
-	if err := removeAll(s.dir); err != nil {
+	if err := RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("layer: store: %w", err)
 	}
 	return nil
@@ -163,7 +163,7 @@ func (st *step) keep(re *tree, rel string, before print, remove bool) (string, e
 		return "", err
 	}
 	if remove {
-		err = unix.Renameat(fd, name, st.t.fd, blob)
+		err = unix.Renameat(fd, name, st.t.fd.Int(), blob)
 		if err == nil {
 			re.forget(rel)
 		} else if errors.Is(err, unix.EXDEV) {
@@ -172,7 +172,7 @@ func (st *step) keep(re *tree, rel string, before print, remove bool) (string, e
 			}
 		}
 	} else {
-		err = unix.Linkat(fd, name, st.t.fd, blob, 0)
+		err = unix.Linkat(fd, name, st.t.fd.Int(), blob, 0)
 		if err != nil {
 			err = copyEntry(re, rel, st.t, blob)
 		}
@@ -327,6 +327,23 @@ func (s *Store) Undo(n int) ([]Change, error) {
 	sel := s.steps[len(s.steps)-n:]
 	u := &undoer{s: s, trees: map[string]*tree{}}
 	defer u.close()
+	var fds []int
+	for _, st := range sel {
+		for _, e := range st.entries {
+			t, err := u.tree(e.Root)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(fds, t.fd.Int()) {
+				fds = append(fds, t.fd.Int())
+			}
+		}
+	}
+	unlock, err := lockRoots(fds) // applies and undos on a workspace take turns
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := u.check(sel); err != nil {
 		return nil, err
 	}
@@ -429,8 +446,8 @@ func (u *undoer) takeOut(t *tree, rel string, replaced bool) error {
 	tr, tname, err := u.trashName()
 	if err == nil {
 		if replaced {
-			err = unix.Linkat(fd, name, tr.fd, tname, 0)
-		} else if err = unix.Renameat(fd, name, tr.fd, tname); err == nil {
+			err = unix.Linkat(fd, name, tr.fd.Int(), tname, 0)
+		} else if err = unix.Renameat(fd, name, tr.fd.Int(), tname); err == nil {
 			t.forget(rel)
 		}
 	}
@@ -580,18 +597,18 @@ func (u *undoer) restore(st *step, e *entry) error {
 	c := Change{Path: e.path(), Kind: TypeChanged, Mode: fileMode(e.Before.Mode), Size: e.Before.Size}
 	switch {
 	case e.After.isDir() && e.Before.isDir():
-		// Only its permissions or owner changed.
-		d, name := split(e.Rel)
-		fd, err := t.dir(d)
+		// Only its permissions or owner changed: through a descriptor
+		// of the directory the step changed.
+		f, cur, err := t.openEntry(e.Rel)
 		if err != nil {
 			return err
 		}
-		if name == "" {
-			fd, name = t.fd, "."
+		defer f.Close()
+		if cur.Mode&unix.S_IFMT != unix.S_IFDIR || cur.Ino != e.After.Ino {
+			return &os.PathError{Op: "undo", Path: e.path(), Err: errChanged}
 		}
-		_ = unix.Fchownat(fd, name, int(e.Before.Uid), int(e.Before.Gid), unix.AT_SYMLINK_NOFOLLOW)
-		if err := unix.Fchmodat(fd, name, e.Before.Mode&0o7777, 0); err != nil {
-			return &os.PathError{Op: "chmod", Path: e.path(), Err: err}
+		if err := t.chownChmod(e.Rel, f, &cur, e.Before.Uid, e.Before.Gid, e.Before.Mode); err != nil {
+			return err
 		}
 	default:
 		if err := u.putBack(st, e, t); err != nil {

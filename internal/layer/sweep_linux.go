@@ -17,7 +17,7 @@ type sweeper struct {
 }
 
 // add queues dir for removal.
-func (w *sweeper) add(dir string) { w.do(func() { _ = removeAll(dir) }) }
+func (w *sweeper) add(dir string) { w.do(func() { _ = RemoveAll(dir) }) }
 
 // do queues f.
 func (w *sweeper) do(f func()) {

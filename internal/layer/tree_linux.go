@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // tree is a directory tree reached only beneath its root: every lookup
@@ -19,54 +21,64 @@ import (
 // outside it. Directory descriptors are cached by relative path.
 type tree struct {
 	root string
-	fd   int
-	dirs map[string]int
+	fd   *fd.FD
+	dirs map[string]*fd.FD
 }
 
 // maxCachedDirs bounds the open directory descriptors of a tree.
 const maxCachedDirs = 256
 
 func openTree(root string) (*tree, error) {
-	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	f, err := fd.Open(root, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+		return nil, err
 	}
-	return &tree{root: root, fd: fd, dirs: map[string]int{}}, nil
+	return &tree{root: root, fd: f, dirs: map[string]*fd.FD{}}, nil
 }
 
 func (t *tree) close() {
 	t.forget("")
-	_ = unix.Close(t.fd)
+	_ = t.fd.Close()
 }
 
-// dir returns an O_PATH descriptor of the directory rel ("" = the root).
+// dir returns an O_PATH descriptor of the directory rel ("" = the root),
+// which the tree owns (until forget).
+// It opens rel from its parent's descriptor when that is cached (as it
+// is while a walk goes down), so that reaching a directory costs one
+// lookup, not one per level.
 func (t *tree) dir(rel string) (int, error) {
 	if rel == "" {
-		return t.fd, nil
+		return t.fd.Int(), nil
 	}
-	if fd, ok := t.dirs[rel]; ok {
-		return fd, nil
+	if f, ok := t.dirs[rel]; ok {
+		return f.Int(), nil
 	}
 	if len(t.dirs) >= maxCachedDirs {
 		t.forget("")
 	}
-	fd, err := unix.Openat2(t.fd, rel, &unix.OpenHow{
+	base, name := t.fd, rel
+	if d, n := split(rel); d != "" {
+		if f, ok := t.dirs[d]; ok {
+			base, name = f, n
+		}
+	}
+	n, err := unix.Openat2(base.Int(), name, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		Resolve: resolve,
 	})
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	t.dirs[rel] = fd
-	return fd, nil
+	t.dirs[rel] = fd.New(n)
+	return n, nil
 }
 
 // forget drops the cached descriptors of rel and everything below it
 // ("" = all), after rel was moved or removed.
 func (t *tree) forget(rel string) {
-	for k, fd := range t.dirs {
+	for k, f := range t.dirs {
 		if rel == "" || k == rel || strings.HasPrefix(k, rel+"/") {
-			_ = unix.Close(fd)
+			_ = f.Close()
 			delete(t.dirs, k)
 		}
 	}
@@ -93,6 +105,9 @@ func join(dir, name string) string {
 	if dir == "" {
 		return name
 	}
+	if name == "" {
+		return dir
+	}
 	return dir + "/" + name
 }
 
@@ -100,7 +115,7 @@ func join(dir, name string) string {
 // false when it does not exist (or a parent is not a directory).
 func (t *tree) lstat(rel string) (st unix.Stat_t, ok bool, err error) {
 	if rel == "" {
-		if err := unix.Fstat(t.fd, &st); err != nil {
+		if err := unix.Fstat(t.fd.Int(), &st); err != nil {
 			return st, false, &fs.PathError{Op: "stat", Path: t.root, Err: err}
 		}
 		return st, true, nil
@@ -133,15 +148,15 @@ func missing(err error) bool {
 
 // names lists the directory rel (unsorted).
 func (t *tree) names(rel string) ([]string, error) {
-	fd, err := t.dir(rel)
+	dir, err := t.dir(rel)
 	if err != nil {
 		return nil, err
 	}
-	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	n, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	f := os.NewFile(uintptr(dfd), t.path(rel))
+	f := fd.New(n).File(t.path(rel))
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
@@ -153,15 +168,15 @@ func (t *tree) names(rel string) ([]string, error) {
 // open opens the file rel for reading (not following a final symlink).
 func (t *tree) open(rel string) (*os.File, error) {
 	d, name := split(rel)
-	fd, err := t.dir(d)
+	dir, err := t.dir(d)
 	if err != nil {
 		return nil, err
 	}
-	ffd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	n, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
 	}
-	return os.NewFile(uintptr(ffd), t.path(rel)), nil
+	return fd.New(n).File(t.path(rel)), nil
 }
 
 // readlink returns the target of the symlink rel.
@@ -220,12 +235,37 @@ func isWhiteout(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 }
 
-// Overlayfs's private xattrs, in the trusted namespace as root and in
-// the user namespace with userxattr.
-var ovlPrefixes = []string{"trusted.overlay.", "user.overlay."}
+// Overlayfs keeps its marks (opaque directories, whiteouts, the
+// origin of a copied-up file, ...) in xattrs of the upper layer whose
+// names start with its namespace's prefix: trusted.overlay. as root,
+// user.overlay. with the userxattr option. Only that namespace is the
+// mount's: the command cannot set it through the overlay (overlayfs
+// refuses, or stores what a command sets there escaped, as
+// <prefix>overlay.NAME). Any other *.overlay.* xattr in the upper layer
+// (user.overlay.opaque on a trusted.overlay mount, or an escaped one)
+// was set by the command, and is refused rather than read as a mark.
 
-// ovlXattrs returns the overlayfs xattrs of the upper entry at path.
-func ovlXattrs(path string) []string {
+// ovlPrefix returns the overlay's own xattr prefix.
+func ovlPrefix(userXattr bool) string {
+	if userXattr {
+		return "user.overlay."
+	}
+	return "trusted.overlay."
+}
+
+// xattrs are the overlay xattrs of one upper entry: the mount's own
+// marks and the ones the command set (forged).
+type xattrs struct {
+	own, forged []string
+	opaque      bool // the own opaque mark is set
+	xwhiteouts  bool // opaque is "x": entries may be xattr whiteouts
+	whiteout    bool // the own whiteout mark is set
+}
+
+// readXattrs lists the overlay xattrs of the upper entry at path, and
+// reads the marks the overlay itself set (prefix: see ovlPrefix).
+func readXattrs(path, prefix string) (xattrs, error) {
+	var x xattrs
 	buf := make([]byte, 1024)
 	n, err := unix.Llistxattr(path, buf)
 	if errors.Is(err, unix.ERANGE) {
@@ -234,28 +274,37 @@ func ovlXattrs(path string) []string {
 			n, err = unix.Llistxattr(path, buf)
 		}
 	}
-	if err != nil || n <= 0 {
-		return nil
+	if errors.Is(err, unix.ENOTSUP) {
+		return x, nil
 	}
-	var out []string
+	if err != nil {
+		return x, &fs.PathError{Op: "listxattr", Path: path, Err: err}
+	}
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		for _, p := range ovlPrefixes {
-			if strings.HasPrefix(name, p) {
-				out = append(out, name)
+		switch {
+		case strings.HasPrefix(name, prefix+"overlay."):
+			x.forged = append(x.forged, name) // escaped: the command's
+		case strings.HasPrefix(name, prefix):
+			x.own = append(x.own, name)
+			switch strings.TrimPrefix(name, prefix) {
+			case "opaque":
+				x.opaque = true
+				v := make([]byte, 4)
+				if n, err := unix.Lgetxattr(path, name, v); err == nil && string(v[:n]) == "x" {
+					x.xwhiteouts = true
+				}
+			case "whiteout":
+				x.whiteout = true
 			}
+		case isOverlayXattr(name):
+			x.forged = append(x.forged, name)
 		}
 	}
-	return out
+	return x, nil
 }
 
-// ovlXattr returns the value of overlayfs's xattr name ("opaque",
-// "whiteout") on path, in either namespace ("" if unset).
-func ovlXattr(path, name string) string {
-	buf := make([]byte, 16)
-	for _, p := range ovlPrefixes {
-		if n, err := unix.Lgetxattr(path, p+name, buf); err == nil {
-			return string(buf[:n])
-		}
-	}
-	return ""
+// isOverlayXattr reports whether name is "NAMESPACE.overlay.ANY".
+func isOverlayXattr(name string) bool {
+	ns, rest, ok := strings.Cut(name, ".")
+	return ok && ns != "" && strings.HasPrefix(rest, "overlay.")
 }

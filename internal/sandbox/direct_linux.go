@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // StartDirect is the fast alternative to starting [Command.Path] with
@@ -114,12 +115,13 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 func (c *Command) place(pid, cgroupFD int) error {
 	p := []byte(strconv.Itoa(pid))
 	if cgroupFD >= 0 {
-		fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		n, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
 		}
-		_, err = unix.Write(fd, p)
-		unix.Close(fd)
+		procs := fd.New(n)
+		_, err = unix.Write(procs.Int(), p)
+		_ = procs.Close()
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
 		}
@@ -173,7 +175,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if c.cfg.OwnNamespaces {
 		return c.startOwnNamespaces(cmd)
 	}
-	if c.ns.fd < 0 && c.world == nil {
+	if !c.ns.fd.Valid() && c.world == nil {
 		return cmd.Start()
 	}
 	return onThrowawayThread(func() error {
@@ -185,7 +187,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 }
 
 func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
-	if c.ns.fd >= 0 || c.world != nil {
+	if c.ns.fd.Valid() || c.world != nil {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // layerHand is the socket over which the helper of a command in a
@@ -18,7 +20,7 @@ import (
 // a descriptor after the proxy's (see Prepare), and closes it before
 // it execs bash.
 type layerHand struct {
-	sock  int      // the engine's end (-1: closed)
+	sock  *fd.FD   // the engine's end
 	child *os.File // the helper's end, until the helper started
 	join  bool
 	spec  func(sock int) error // the Spec's Exchange
@@ -39,7 +41,7 @@ func (cmd *Command) setLayerHand(cfg *helperConfig) error {
 	spec := *cfg.Layer
 	spec.Hand = 3 + len(cmd.extraFiles())
 	cfg.Layer = &spec
-	cmd.hand = &layerHand{sock: sp[0], child: os.NewFile(uintptr(sp[1]), "layer-hand"), join: spec.Join, spec: spec.Exchange}
+	cmd.hand = &layerHand{sock: fd.New(sp[0]), child: os.NewFile(uintptr(sp[1]), "layer-hand"), join: spec.Join, spec: spec.Exchange}
 	return nil
 }
 
@@ -66,7 +68,7 @@ func (h *layerHand) beforeStart() error {
 	if h == nil || !h.join {
 		return nil
 	}
-	if err := h.spec(h.sock); err != nil {
+	if err := h.spec(h.sock.Int()); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil
@@ -83,7 +85,7 @@ func (h *layerHand) afterStart(started bool) {
 	_ = h.child.Close()
 	h.child = nil
 	if started && !h.join {
-		_ = h.spec(h.sock)
+		_ = h.spec(h.sock.Int())
 	}
 	h.close()
 }
@@ -97,8 +99,5 @@ func (h *layerHand) close() {
 		_ = h.child.Close()
 		h.child = nil
 	}
-	if h.sock >= 0 {
-		_ = unix.Close(h.sock)
-		h.sock = -1
-	}
+	_ = h.sock.Close()
 }

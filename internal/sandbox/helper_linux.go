@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // presets are go-landlock's configurations, index = ABI version - 1. The
@@ -362,11 +363,12 @@ func applyLandlock(cfg helperConfig) error {
 		// conversation's loopback (and the proxy there).
 		attr.HandledAccessNet = 0
 	}
-	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	n, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset (ABI %d): %w", abi, err)
 	}
-	defer unix.Close(fd)
+	ruleset := fd.New(n)
+	defer ruleset.Close()
 	const (
 		read  = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
 		file  = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
@@ -394,15 +396,15 @@ func applyLandlock(cfg helperConfig) error {
 		rules = append(rules, rule{w, handled &^ nodev, false})
 	}
 	for _, r := range rules {
-		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		parent, err := fd.Open(r.path, unix.O_PATH, 0)
 		if err != nil {
 			if r.optional && errors.Is(err, unix.ENOENT) {
 				continue
 			}
 			return fmt.Errorf("landlock rule %s: %w", r.path, err)
 		}
-		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{ParentFd: pfd, AllowedAccess: r.access & handled}, 0)
-		unix.Close(pfd)
+		err = ll.LandlockAddPathBeneathRule(ruleset.Int(), &ll.PathBeneathAttr{ParentFd: parent.Int(), AllowedAccess: r.access & handled}, 0)
+		_ = parent.Close()
 		if err != nil {
 			return fmt.Errorf("landlock rule %s: %w", r.path, err)
 		}
@@ -410,7 +412,7 @@ func applyLandlock(cfg helperConfig) error {
 	if cfg.ProxyPort != 0 && attr.HandledAccessNet&ll.AccessNetConnectTCP != 0 {
 		// The proxy's port is the only one to connect to (its namespace
 		// has nothing else either); binding stays denied.
-		err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(cfg.ProxyPort)}, 0)
+		err := ll.LandlockAddNetPortRule(ruleset.Int(), &ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(cfg.ProxyPort)}, 0)
 		if err != nil {
 			return fmt.Errorf("landlock rule for port %d: %w", cfg.ProxyPort, err)
 		}
@@ -418,7 +420,7 @@ func applyLandlock(cfg helperConfig) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
-	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+	if err := ll.LandlockRestrictSelf(ruleset.Int(), 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self (ABI %d): %w", abi, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
@@ -49,23 +50,23 @@ import (
 // descriptors), at most maxIdleNetns.
 var netnsPool struct {
 	sync.Mutex
-	idle []int
+	idle []*fd.FD
 }
 
 const maxIdleNetns = 32
 
 // getNetns returns a network namespace for one command: an idle one, or a
 // new one with the loopback interface up.
-func getNetns() (int, error) {
+func getNetns() (*fd.FD, error) {
 	netnsPool.Lock()
 	if n := len(netnsPool.idle); n > 0 {
-		fd := netnsPool.idle[n-1]
+		ns := netnsPool.idle[n-1]
 		netnsPool.idle = netnsPool.idle[:n-1]
 		netnsPool.Unlock()
-		return fd, nil
+		return ns, nil
 	}
 	netnsPool.Unlock()
-	var fd int
+	var ns *fd.FD
 	err := onThrowawayThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
@@ -74,35 +75,37 @@ func getNetns() (int, error) {
 			return err
 		}
 		var err error
-		fd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		ns, err = fd.Open("/proc/thread-self/ns/net", unix.O_RDONLY, 0)
 		return err
 	})
 	if err != nil {
-		return -1, fmt.Errorf("sandbox: network namespace: %w", err)
+		return nil, fmt.Errorf("sandbox: network namespace: %w", err)
 	}
-	return fd, nil
+	return ns, nil
 }
 
 // putNetns hands a namespace whose processes are all gone back for reuse.
-func putNetns(fd int) {
+func putNetns(ns *fd.FD) {
 	netnsPool.Lock()
 	if len(netnsPool.idle) < maxIdleNetns {
-		netnsPool.idle = append(netnsPool.idle, fd)
+		netnsPool.idle = append(netnsPool.idle, ns)
 		netnsPool.Unlock()
 		return
 	}
 	netnsPool.Unlock()
-	_ = unix.Close(fd)
+	_ = ns.Close()
 }
 
 // loopbackUp sets the calling thread's network namespace's lo interface
 // up.
 func loopbackUp() error {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	n, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
 	}
-	defer unix.Close(s)
+	sock := fd.New(n)
+	defer sock.Close()
+	s := sock.Int()
 	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return err
@@ -123,31 +126,31 @@ func loopbackUp() error {
 // reused.
 type netnsHandle struct {
 	mu sync.Mutex
-	fd int // -1 once released
+	fd *fd.FD // nil once released
 }
 
-func noNetns() *netnsHandle { return &netnsHandle{fd: -1} }
+func noNetns() *netnsHandle { return &netnsHandle{} }
 
 func newNetnsHandle() (*netnsHandle, error) {
-	fd, err := getNetns()
+	ns, err := getNetns()
 	if err != nil {
 		return nil, err
 	}
-	return &netnsHandle{fd: fd}, nil
+	return &netnsHandle{fd: ns}, nil
 }
 
 // release gives the namespace back for reuse, or closes it.
 func (h *netnsHandle) release(reuse bool) {
 	h.mu.Lock()
-	fd := h.fd
-	h.fd = -1
+	ns := h.fd
+	h.fd = nil
 	h.mu.Unlock()
 	switch {
-	case fd < 0:
+	case !ns.Valid():
 	case reuse:
-		putNetns(fd)
+		putNetns(ns)
 	default:
-		_ = unix.Close(fd)
+		_ = ns.Close()
 	}
 }
 
@@ -160,10 +163,19 @@ func (c *Command) enterNamespaces() error {
 		if err := c.world.enter(); err != nil {
 			return err
 		}
-	} else if err := unix.Setns(c.ns.fd, unix.CLONE_NEWNET); err != nil {
+	} else if err := unix.Setns(c.ns.fd.Int(), unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("setns(net): %w", err)
 	}
-	return makeView(&c.cfg)
+	if err := makeView(&c.cfg); err != nil {
+		return err
+	}
+	// The command's mount namespace, for its Freezer: a shell that ends
+	// at once may be gone before the Freezer could read it from /proc.
+	if ns, err := fd.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY, 0); err == nil {
+		_ = c.mntns.Close()
+		c.mntns = ns
+	}
+	return nil
 }
 
 // makeView gives the calling thread new IPC and mount namespaces and makes
@@ -243,20 +255,18 @@ func mountView(cfg *helperConfig) error {
 	// The helper joins its cgroups in v1 hierarchies inside the namespace,
 	// before Landlock denies the write.
 	roots = append(roots, cfg.CgroupDirs...)
-	trees := make([]int, 0, len(roots))
+	trees := make([]*fd.FD, 0, len(roots))
 	defer func() {
-		for _, fd := range trees {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
+		for _, t := range trees {
+			_ = t.Close() // once moved: closed already
 		}
 	}()
 	for _, r := range roots {
-		fd, err := cloneTree(r, true)
+		t, err := cloneTree(r, true)
 		if err != nil {
 			return err
 		}
-		trees = append(trees, fd)
+		trees = append(trees, t)
 	}
 	overlays := cfg.mounts
 	if cfg.Layer != nil && overlays == nil {
@@ -290,7 +300,6 @@ func mountView(cfg *helperConfig) error {
 		if err := moveTree(trees[i], r); err != nil {
 			return fmt.Errorf("writable root: %w", err)
 		}
-		trees[i] = -1
 	}
 	if overlays != nil {
 		if err := attachLayer(cfg.Layer, overlays); err != nil {
@@ -367,7 +376,7 @@ func outermost(roots []string) []string {
 // listen makes a TCP listener on 127.0.0.1 inside the namespace: socket(2)
 // creates a socket in the network namespace of the calling thread, and the
 // socket stays there wherever it is used from.
-func (h *netnsHandle) listen() (net.Listener, error) { return listenIn(h.fd) }
+func (h *netnsHandle) listen() (net.Listener, error) { return listenIn(h.fd.Int()) }
 
 // listenIn makes a TCP listener on 127.0.0.1 in network namespace netns.
 func listenIn(netns int) (net.Listener, error) {
@@ -402,11 +411,11 @@ func probeNamespaces() error {
 		return err
 	}
 	defer os.Remove(dir)
-	fd, err := getNetns()
+	ns, err := getNetns()
 	if err != nil {
 		return err
 	}
-	c := &Command{Scratch: dir, ns: &netnsHandle{fd: fd}, cfg: helperConfig{Scratch: dir, ScratchBytes: 1 << 20, ScratchFiles: 16}}
+	c := &Command{Scratch: dir, ns: &netnsHandle{fd: ns}, cfg: helperConfig{Scratch: dir, ScratchBytes: 1 << 20, ScratchFiles: 16}}
 	err = onThrowawayThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return err
@@ -420,11 +429,12 @@ func probeNamespaces() error {
 		}
 		return nil
 	})
+	_ = c.mntns.Close()
 	if err != nil {
-		_ = unix.Close(fd)
+		_ = ns.Close()
 		return err
 	}
-	putNetns(fd)
+	putNetns(ns)
 	// The thread's cache dir is on its tmpfs: the engine must not see it.
 	if _, err := os.Stat(dir + "/.cache"); err == nil {
 		_ = os.Remove(dir + "/.cache")

@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
@@ -266,4 +268,76 @@ func TestCleanupKillsEscapees(t *testing.T) {
 	}
 	defer syscall.Kill(pid, syscall.SIGKILL)
 	testenv.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "setsid escapee %d survived Cleanup", pid)
+}
+
+// TestFreezerAfterQuickShell (issue 32 item 6, the quick shell of the
+// engine's TestSandboxEscapeesWithoutCgroups): a shell that leaves a
+// setsid escapee and ends before the engine asks for the command's
+// Freezer (on a loaded machine the engine's goroutine may run only after
+// the shell exited and was reaped) still has its escapee found, and
+// killed, through its mount namespace: as root the thread that forked
+// the command kept it; in a rootless world the helper sent it. Without
+// cgroups, with either launcher, in a world and not (an unprivileged
+// engine runs commands in rootless worlds, with the helper).
+func TestFreezerAfterQuickShell(t *testing.T) {
+	requireNamespaces(t)
+	type tc struct{ world, direct bool }
+	cases := []tc{{true, false}}
+	if os.Geteuid() == 0 {
+		cases = append(cases, tc{true, true}, tc{false, false}, tc{false, true})
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("world=%v,direct=%v", c.world, c.direct), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := sandbox.Options{Bash: bashPath(t), Command: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`}
+			if c.world {
+				opts.World, opts.Dir = newWorld(t, sandbox.WorldOptions{}), dir
+			}
+			sc, err := sandbox.Prepare(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sc.Cleanup(false) })
+			cmd := exec.Command(sc.Path, sc.Args[1:]...)
+			cmd.Args[0], cmd.Dir, cmd.Env = sc.Args[0], dir, withEnv(os.Environ(), sc.Env)
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close()
+			cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = devNull(t), pw, pw, &syscall.SysProcAttr{Setsid: true}
+			if c.direct {
+				err = sc.StartDirect(cmd)
+			} else {
+				err = sc.StartHelper(cmd)
+			}
+			pw.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(pr)
+			if err := cmd.Wait(); err != nil { // the shell is gone, and reaped
+				t.Fatal(err, string(out))
+			}
+			escapee, err := strconv.Atoi(strings.TrimSpace(string(out)))
+			if err != nil {
+				t.Fatalf("%v: %q", err, out)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(escapee, syscall.SIGKILL) })
+			z := sc.Freezer(cmd.Process.Pid)
+			if z == nil {
+				t.Fatal("no Freezer for a command with namespaces")
+			}
+			defer z.Close()
+			var found bool
+			for _, m := range z.Members() {
+				found = found || m.Pid == escapee
+			}
+			if !found {
+				t.Fatalf("escapee %d not among the command's processes %v", escapee, z.Members())
+			}
+			z.Signal(syscall.SIGKILL)
+			testenv.Eventually(t, 10*time.Second, func() bool { return !alive(escapee) }, "escapee %d survived", escapee)
+		})
+	}
 }

@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // Rootless worlds. An engine that is not root can have namespaces only in
@@ -80,7 +82,8 @@ func (w *world) makeRootless(spec worldSpec) error {
 		return fmt.Errorf("sandbox: world: %w", err)
 	}
 	child := os.NewFile(uintptr(sp[1]), "world-child")
-	defer unix.Close(sp[0])
+	parent := fd.New(sp[0])
+	defer parent.Close()
 	enc, err := json.Marshal(spec)
 	if err != nil {
 		child.Close()
@@ -105,28 +108,28 @@ func (w *world) makeRootless(spec worldSpec) error {
 	}
 	stderrDone := make(chan struct{})
 	go func() { _, _ = stderr.ReadFrom(errR); errR.Close(); close(stderrDone) }()
-	fds, rerr := recvFDs(sp[0], 4, 30*time.Second)
+	fds, rerr := recvFDs(parent.Int(), 4, 30*time.Second)
 	if rerr != nil {
 		_ = cmd.Process.Kill()
 	}
 	werr := cmd.Wait()
 	<-stderrDone
 	if rerr != nil || werr != nil {
-		for _, fd := range fds {
-			unix.Close(fd)
+		for _, n := range fds {
+			_ = fd.New(n).Close()
 		}
 		return fmt.Errorf("sandbox: world: %w", errors.Join(rerr, werr, errors.New(strings.TrimSpace(stderr.String()))))
 	}
-	w.userns, w.netns, w.mntns, w.root = fds[0], fds[1], fds[2], fds[3]
+	w.userns, w.netns, w.mntns, w.root = fd.New(fds[0]), fd.New(fds[1]), fd.New(fds[2]), fd.New(fds[3])
 	return nil
 }
 
-// recvFDs receives one message carrying n descriptors on the socket fd.
-func recvFDs(fd, n int, timeout time.Duration) ([]int, error) {
+// recvFDs receives one message carrying n descriptors on the socket sock.
+func recvFDs(sock, n int, timeout time.Duration) ([]int, error) {
 	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	_ = unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	oob := make([]byte, unix.CmsgSpace(n*4))
-	_, oobn, _, _, err := unix.Recvmsg(fd, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	_, oobn, _, _, err := unix.Recvmsg(sock, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("receive descriptors: %w", err)
 	}
@@ -137,7 +140,7 @@ func recvFDs(fd, n int, timeout time.Duration) ([]int, error) {
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != n {
 		for _, f := range fds {
-			unix.Close(f)
+			_ = fd.New(f).Close()
 		}
 		return nil, fmt.Errorf("receive descriptors: got %d, want %d (%v)", len(fds), n, err)
 	}
@@ -211,13 +214,14 @@ func newPassedListener() (*passedListener, *os.File, error) {
 		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
 	}
 	f := os.NewFile(uintptr(sp[0]), "proxy-handover")
+	child := os.NewFile(uintptr(sp[1]), "proxy-handover-child")
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
-		unix.Close(sp[1])
+		child.Close()
 		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
 	}
-	return &passedListener{conn: c.(*net.UnixConn)}, os.NewFile(uintptr(sp[1]), "proxy-handover-child"), nil
+	return &passedListener{conn: c.(*net.UnixConn)}, child, nil
 }
 
 func (p *passedListener) receive() {
@@ -274,7 +278,9 @@ func (p *passedListener) Addr() net.Addr {
 
 // handOverProxy is the helper's side: it makes the proxy listener in the
 // world's network, hands it to the engine on fd and returns its port.
-func handOverProxy(fd int) (int, error) {
+func handOverProxy(n int) (int, error) {
+	sock := fd.New(n)
+	defer sock.Close()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("proxy listener: %w", err)
@@ -285,10 +291,9 @@ func handOverProxy(fd int) (int, error) {
 		return 0, fmt.Errorf("proxy listener: %w", err)
 	}
 	defer f.Close()
-	if err := unix.Sendmsg(fd, []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+	if err := unix.Sendmsg(sock.Int(), []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
 		return 0, fmt.Errorf("hand the proxy listener over: %w", err)
 	}
-	unix.Close(fd)
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -533,10 +538,10 @@ const maxExtra = 3
 func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mntns < 0 {
+	if !w.mntns.Valid() {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns, w.netns, w.mntns}, extra...)
+	return rawStart(cmd, [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, extra...)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread

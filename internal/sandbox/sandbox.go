@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
 )
@@ -235,7 +235,8 @@ type Command struct {
 	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
 	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
 	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
-	nsSock      int        // the engine's end (-1: none, or given to a Freezer)
+	nsSock      *fd.FD     // the engine's end (none, or released to a Freezer)
+	mntns       *fd.FD     // as root, the command's mount namespace, until its Freezer takes it
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -366,7 +367,7 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd := &Command{
 		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
-		ns: noNetns(), cgroup: opts.Cgroup, world: w, nsSock: -1,
+		ns: noNetns(), cgroup: opts.Cgroup, world: w,
 	}
 	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
 		if err = cmd.setNetwork(&cfg, caps, opts); err == nil {
@@ -727,19 +728,10 @@ func selfPath() string {
 	return selfExe
 }
 
-// removeScratch removes the scratch dir, first making directories the
-// command created without permissions (mkdir -m 000) removable again.
+// removeScratch removes the scratch dir (layer.RemoveAll: also what the
+// command left without permissions).
 func removeScratch(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if err := os.RemoveAll(dir); err != nil {
+	if err := layer.RemoveAll(dir); err != nil {
 		return fmt.Errorf("sandbox: remove scratch dir: %w", err)
 	}
 	return nil

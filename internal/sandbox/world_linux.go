@@ -16,10 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/config"
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
 // world is a World's state: the descriptors of its namespaces and of its
-// file system's root, -1 once closed (or, for userns, as root).
+// file system's root, which hold nothing once closed (nor, for userns,
+// as root).
 type world struct {
 	dir        string
 	rootless   bool
@@ -28,7 +30,7 @@ type world struct {
 	helper     string // the program that starts a rootless world's commands
 
 	mu                         sync.Mutex
-	userns, netns, mntns, root int
+	userns, netns, mntns, root *fd.FD
 }
 
 // worldSpec is what building a world's mount namespace takes (JSON: a
@@ -64,20 +66,21 @@ func (c *worldConfig) resize() error {
 	if c.Size == 0 {
 		return nil
 	}
-	fd, err := unix.Fspick(unix.AT_FDCWD, c.Dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT)
+	n, err := unix.Fspick(unix.AT_FDCWD, c.Dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT)
 	if err != nil {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
-	defer unix.Close(fd)
+	fsctx := fd.New(n)
+	defer fsctx.Close()
 	var st unix.Statfs_t
 	size := c.Size
 	if err := unix.Statfs(c.Dir, &st); err == nil {
 		size = max(size, (st.Blocks-st.Bfree)*uint64(st.Bsize)+1<<20)
 	}
-	if err := unix.FsconfigSetString(fd, "size", strconv.FormatUint(size, 10)); err != nil {
+	if err := unix.FsconfigSetString(fsctx.Int(), "size", strconv.FormatUint(size, 10)); err != nil {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
-	if err := unix.FsconfigReconfigure(fd); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := unix.FsconfigReconfigure(fsctx.Int()); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("resize the world's file system: %w", err)
 	}
 	return nil
@@ -133,8 +136,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		}
 		return out
 	}
-	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: map[string]bool{},
-		userns: -1, netns: -1, mntns: -1, root: -1}
+	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: map[string]bool{}}
 	for name := range spec.Bases {
 		w.bases[name] = true
 	}
@@ -174,7 +176,7 @@ func (w *world) makeRoot(spec worldSpec) error {
 		if err != nil {
 			return fmt.Errorf("sandbox: world: %w", err)
 		}
-		w.netns, w.mntns, w.root = fds[1], fds[2], fds[3]
+		w.netns, w.mntns, w.root = fd.New(fds[1]), fd.New(fds[2]), fd.New(fds[3])
 		return nil
 	})
 }
@@ -192,16 +194,14 @@ func openWorldFDs(dir string, withUser bool) ([4]int, error) {
 		if i == 3 {
 			flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
 		}
-		fd, err := unix.Open(p, flags, 0)
+		n, err := unix.Open(p, flags, 0)
 		if err != nil {
 			for _, f := range fds {
-				if f >= 0 {
-					unix.Close(f)
-				}
+				_ = fd.New(f).Close()
 			}
 			return fds, fmt.Errorf("open %s: %w", p, err)
 		}
-		fds[i] = fd
+		fds[i] = n
 	}
 	return fds, nil
 }
@@ -265,16 +265,16 @@ func overlayEscape(p string) string {
 func (w *world) enter() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mntns < 0 {
+	if !w.mntns.Valid() {
 		return errors.New("the conversation's world was closed")
 	}
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare(CLONE_FS): %w", err)
 	}
-	if err := unix.Setns(w.mntns, unix.CLONE_NEWNS); err != nil {
+	if err := unix.Setns(w.mntns.Int(), unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("setns(world mnt): %w", err)
 	}
-	if err := unix.Setns(w.netns, unix.CLONE_NEWNET); err != nil {
+	if err := unix.Setns(w.netns.Int(), unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("setns(world net): %w", err)
 	}
 	return nil
@@ -284,10 +284,10 @@ func (w *world) enter() error {
 func (w *world) listen() (net.Listener, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.netns < 0 {
+	if !w.netns.Valid() {
 		return nil, errors.New("sandbox: the conversation's world was closed")
 	}
-	return listenIn(w.netns)
+	return listenIn(w.netns.Int())
 }
 
 // Usage returns how many bytes the world's file system holds, and its
@@ -295,11 +295,11 @@ func (w *world) listen() (net.Listener, error) {
 func (w *World) Usage() (used, size uint64, err error) {
 	w.w.mu.Lock()
 	defer w.w.mu.Unlock()
-	if w.w.root < 0 {
+	if !w.w.root.Valid() {
 		return 0, 0, errors.New("sandbox: world closed")
 	}
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(w.w.root, &st); err != nil {
+	if err := unix.Fstatfs(w.w.root.Int(), &st); err != nil {
 		return 0, 0, fmt.Errorf("sandbox: world: %w", err)
 	}
 	bs := uint64(st.Bsize)
@@ -310,7 +310,7 @@ func (w *World) Usage() (used, size uint64, err error) {
 func (w *world) closed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.mntns < 0
+	return !w.mntns.Valid()
 }
 
 // Close gives the world's namespaces up and removes its directory.
@@ -327,11 +327,8 @@ func (w *World) Close() error {
 func (w *world) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, fd := range []*int{&w.userns, &w.netns, &w.mntns, &w.root} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
+	for _, f := range []*fd.FD{w.userns, w.netns, w.mntns, w.root} {
+		_ = f.Close()
 	}
 }
 
@@ -340,28 +337,28 @@ func (w *world) close() {
 // The world's cache directory is one of the command's writable roots.
 type worldTrees struct {
 	cfg       *worldConfig
-	tmp       int
-	show      []int
+	tmp       *fd.FD
+	show      []*fd.FD
 	showPaths []string
 	masks     []string
 }
 
-func cloneTree(path string, recursive bool) (int, error) {
+func cloneTree(path string, recursive bool) (*fd.FD, error) {
 	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC
 	if recursive {
 		flags |= unix.AT_RECURSIVE
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, uint(flags))
+	n, err := unix.OpenTree(unix.AT_FDCWD, path, uint(flags))
 	if err != nil {
-		return -1, fmt.Errorf("clone mount tree of %s: %w", path, err)
+		return nil, fmt.Errorf("clone mount tree of %s: %w", path, err)
 	}
-	return fd, nil
+	return fd.New(n), nil
 }
 
 // cloneWorld clones the world's tmp directory and the shown directories
 // (made read-only).
 func cloneWorld(cfg *worldConfig) (*worldTrees, error) {
-	t := &worldTrees{cfg: cfg, tmp: -1}
+	t := &worldTrees{cfg: cfg}
 	var err error
 	if t.tmp, err = cloneTree(cfg.Dir+"/tmp", false); err != nil {
 		return t, err
@@ -371,12 +368,12 @@ func cloneWorld(cfg *worldConfig) (*worldTrees, error) {
 		if _, err := os.Stat(s); err != nil {
 			continue
 		}
-		fd, err := cloneTree(s, true)
+		tree, err := cloneTree(s, true)
 		if err != nil {
 			return t, err
 		}
-		t.show, t.showPaths = append(t.show, fd), append(t.showPaths, s)
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, ro); err != nil {
+		t.show, t.showPaths = append(t.show, tree), append(t.showPaths, s)
+		if err := unix.MountSetattr(tree.Int(), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, ro); err != nil {
 			return t, fmt.Errorf("make %s read-only: %w", s, err)
 		}
 	}
@@ -384,10 +381,9 @@ func cloneWorld(cfg *worldConfig) (*worldTrees, error) {
 }
 
 func (t *worldTrees) close() {
-	for _, fd := range append([]int{t.tmp}, t.show...) {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	_ = t.tmp.Close()
+	for _, f := range t.show {
+		_ = f.Close()
 	}
 }
 
@@ -398,7 +394,6 @@ func (t *worldTrees) attachTmp() error {
 	if err := moveTree(t.tmp, "/tmp"); err != nil {
 		return err
 	}
-	t.tmp = -1
 	for _, h := range t.cfg.Hide {
 		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
 			continue // gone with the host's /tmp, or not there
@@ -413,11 +408,10 @@ func (t *worldTrees) attachTmp() error {
 
 // attachShown puts the shown directories at their paths.
 func (t *worldTrees) attachShown() error {
-	for i, fd := range t.show {
-		if err := moveTree(fd, t.showPaths[i]); err != nil {
+	for i, f := range t.show {
+		if err := moveTree(f, t.showPaths[i]); err != nil {
 			return err
 		}
-		t.show[i] = -1
 	}
 	return nil
 }
@@ -435,13 +429,13 @@ func (t *worldTrees) sealMasks() error {
 
 // moveTree attaches a cloned tree at path, making the mount point first
 // where it is missing (inside the world's /tmp or a hiding mount).
-func moveTree(fd int, path string) error {
+func moveTree(tree *fd.FD, path string) error {
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return fmt.Errorf("mount point %s: %w", path, err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	if err := unix.MoveMount(tree.Int(), "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mount %s: %w", path, err)
 	}
-	unix.Close(fd)
+	_ = tree.Close()
 	return nil
 }

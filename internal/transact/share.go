@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -272,6 +273,9 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
+	for _, f := range res.Refused { // the layer's own: forged overlay xattrs, too deep
+		rep.Refused = append(rep.Refused, gitpolicy.Refusal{Path: f.Change.Path, Rule: "layer", Reason: strings.TrimPrefix(f.Err.Error(), "layer: ")})
+	}
 	if live && res.Step != 0 {
 		if c.live == nil {
 			c.live = map[int]*share{}

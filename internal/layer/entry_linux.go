@@ -1,0 +1,226 @@
+//go:build linux
+
+package layer
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
+)
+
+// Changing an entry of the real tree. Apply and Undo reach every entry
+// through descriptors opened beneath the root's descriptor
+// (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
+// RESOLVE_NO_MAGICLINKS|RESOLVE_NO_XDEV), check that the entry is the
+// one the change set was computed from (device, inode and type: [id])
+// before they change it, and set permissions, owner and times through
+// an O_PATH descriptor of the entry itself (fchmodat2, fchownat and
+// utimensat with AT_EMPTY_PATH), never by name: a symlink put in its
+// place is never followed. Applies and undos of every conversation on
+// one workspace take turns (lockRoots), so no other apply changes an
+// entry between the check and the change.
+
+// id identifies a real entry: its device, inode and type. The zero id
+// is no entry.
+type id struct {
+	dev, ino uint64
+	typ      uint32
+}
+
+// idOf returns st's id, or none when ok is false.
+func idOf(st *unix.Stat_t, ok bool) id {
+	if !ok {
+		return id{}
+	}
+	return id{dev: st.Dev, ino: st.Ino, typ: st.Mode & unix.S_IFMT}
+}
+
+// errChanged is the failure of a change whose real entry is not the one
+// the change set was computed from (another apply, or the user,
+// changed it since).
+var errChanged = errors.New("it changed after the command's changes were read")
+
+// resolve are the openat2 flags of every lookup in a tree.
+const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// openEntry opens rel (not following it when it is a symlink) with
+// O_PATH beneath t, and returns it with its status. rel "" is the
+// root.
+func (t *tree) openEntry(rel string) (*fd.FD, unix.Stat_t, error) {
+	var st unix.Stat_t
+	d, name := split(rel)
+	if rel == "" {
+		d, name = "", "."
+	}
+	dir, err := t.dir(d)
+	if err != nil {
+		return nil, st, err
+	}
+	n, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve})
+	if err != nil {
+		return nil, st, &fs.PathError{Op: "open", Path: t.path(rel), Err: err}
+	}
+	f := fd.New(n)
+	if err := unix.Fstat(f.Int(), &st); err != nil {
+		_ = f.Close()
+		return nil, st, &fs.PathError{Op: "stat", Path: t.path(rel), Err: err}
+	}
+	return f, st, nil
+}
+
+// openSame is openEntry, failing with errChanged unless the entry is
+// want.
+func (t *tree) openSame(rel string, want id) (*fd.FD, unix.Stat_t, error) {
+	f, st, err := t.openEntry(rel)
+	if err != nil {
+		if missing(err) {
+			return nil, st, &fs.PathError{Op: "open", Path: t.path(rel), Err: errChanged}
+		}
+		return nil, st, err
+	}
+	if idOf(&st, true) != want {
+		_ = f.Close()
+		return nil, st, &fs.PathError{Op: "open", Path: t.path(rel), Err: errChanged}
+	}
+	return f, st, nil
+}
+
+// setAttrs gives the entry rel of t, open as f (an O_PATH descriptor of
+// it, not of a symlink's target; its status cur), the permissions,
+// owner (when the engine may set it) and times of st.
+func (t *tree) setAttrs(rel string, f *fd.FD, cur, st *unix.Stat_t) error {
+	if cur.Uid != st.Uid || cur.Gid != st.Gid {
+		// Only root may give a file away; an unprivileged engine's files
+		// are its own anyway.
+		_ = unix.Fchownat(f.Int(), "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		// After chown, which clears setuid and setgid.
+		if err := t.chmod(rel, f, cur, st.Mode&0o7777); err != nil {
+			return err
+		}
+	}
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	if err := unix.UtimesNanoAt(f.Int(), "", ts, unix.AT_EMPTY_PATH); err != nil {
+		return &fs.PathError{Op: "utimes", Path: t.path(rel), Err: err}
+	}
+	return nil
+}
+
+// chmod sets the permissions of the entry rel, open as f (O_PATH; its
+// status cur): with fchmodat2(AT_EMPTY_PATH) on f (Linux 6.6), else
+// with fchmod on the entry opened again for reading, once it is found
+// to be the same entry (opening it needs read permission: a directory
+// the engine may not read keeps its mode on older kernels).
+func (t *tree) chmod(rel string, f *fd.FD, cur *unix.Stat_t, mode uint32) error {
+	err := unix.Fchmodat(f.Int(), "", mode, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		err = t.fchmod(rel, idOf(cur, true), mode)
+	}
+	if err != nil {
+		return &fs.PathError{Op: "chmod", Path: t.path(rel), Err: err}
+	}
+	return nil
+}
+
+// fchmod opens the entry rel (which must be want) for reading and sets
+// its permissions.
+func (t *tree) fchmod(rel string, want id, mode uint32) error {
+	d, name := split(rel)
+	if rel == "" {
+		d, name = "", "."
+	}
+	dir, err := t.dir(d)
+	if err != nil {
+		return err
+	}
+	n, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC, Resolve: resolve})
+	if err != nil {
+		return err
+	}
+	f := fd.New(n)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(f.Int(), &st); err != nil {
+		return err
+	}
+	if idOf(&st, true) != want {
+		return errChanged
+	}
+	return unix.Fchmod(f.Int(), mode)
+}
+
+// chownChmod gives the directory rel, open as f (its status cur), an
+// owner and permissions (a permission change, and its undo).
+func (t *tree) chownChmod(rel string, f *fd.FD, cur *unix.Stat_t, uid, gid, mode uint32) error {
+	if err := unix.Fchownat(f.Int(), "", int(uid), int(gid), unix.AT_EMPTY_PATH); err != nil && !errors.Is(err, unix.EPERM) {
+		return &fs.PathError{Op: "chown", Path: t.path(rel), Err: err}
+	}
+	return t.chmod(rel, f, cur, mode&0o7777)
+}
+
+// Applies take turns per workspace: a lock per real root, keyed by its
+// device and inode, shared by every Set and Store of the process.
+var roots = struct {
+	mu sync.Mutex
+	m  map[[2]uint64]*rootLock
+}{m: map[[2]uint64]*rootLock{}}
+
+type rootLock struct {
+	sync.Mutex
+	users int
+}
+
+// lockRoots takes the locks of the directories fds (O_PATH descriptors
+// of real roots), in one order, and returns what releases them.
+func lockRoots(fds []int) (func(), error) {
+	var keys [][2]uint64
+	for _, n := range fds {
+		var st unix.Stat_t
+		if err := unix.Fstat(n, &st); err != nil {
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		keys = append(keys, [2]uint64{st.Dev, st.Ino})
+	}
+	slices.SortFunc(keys, func(a, b [2]uint64) int {
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[1], b[1])
+	})
+	keys = slices.Compact(keys)
+	held := make([]*rootLock, len(keys))
+	roots.mu.Lock()
+	for i, k := range keys {
+		l := roots.m[k]
+		if l == nil {
+			l = &rootLock{}
+			roots.m[k] = l
+		}
+		l.users++
+		held[i] = l
+	}
+	roots.mu.Unlock()
+	for _, l := range held {
+		l.Lock()
+	}
+	return func() {
+		for _, l := range held {
+			l.Unlock()
+		}
+		roots.mu.Lock()
+		for i, k := range keys {
+			if held[i].users--; held[i].users == 0 {
+				delete(roots.m, k)
+			}
+		}
+		roots.mu.Unlock()
+	}, nil
+}
