@@ -183,7 +183,8 @@ func TestRefusalTexts(t *testing.T) {
 		{locked, "ls && rm -r build", engine.StatusDenied,
 			"[command denied: permission profile \"locked\" allows only the commands it lists, and `rm -r build` is not one of them. " +
 				"Do not retry it or work around it; tell the user what you needed it for.]"},
-		{locked, "echo hi > notes.txt", engine.StatusDenied, "[command denied: permission profile \"locked\" does not allow `echo hi > notes.txt`."},
+		{locked, "echo hi > notes.txt", engine.StatusDenied,
+			"[command denied: permission profile \"locked\" allows only the commands it lists, and `echo hi > notes.txt` is not one of them."},
 	} {
 		e := newEngine(t, func(cfg *engine.Config) { cfg.Permissions = c.profile })
 		r := e.Run(context.Background(), engine.ToolContext{WorkingDir: t.TempDir()}, engine.Input{Command: c.command})
