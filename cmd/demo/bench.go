@@ -146,6 +146,20 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	var rows []benchRow
+	step := func(s string) { fmt.Fprintf(log, "bench: %s...\n", s) }
+	// First, before this process makes an engine: an engine drops
+	// capabilities from the bounding set of every program the process
+	// starts from then on (proc.ProtectEngine), and the CLI processes
+	// must start as a user's shell starts them.
+	if o.want("cli") {
+		step(fmt.Sprintf("one CLI process per command, %d rounds", o.cliRounds))
+		r, err := benchCLI(o, dir)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
 	e, err := engine.New(benchConfig(o))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -156,8 +170,6 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		_ = e.Shutdown(ctx)
 	}()
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "bench"}
-	var rows []benchRow
-	step := func(s string) { fmt.Fprintf(log, "bench: %s...\n", s) }
 
 	if o.want("serial") {
 		step("serial bash -c true")
@@ -206,14 +218,6 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 	if o.want("mcp") {
 		step(fmt.Sprintf("MCP stdio: %dx%d serial calls, %dx%d at c=%d", o.mcpRounds, o.mcpCalls, o.mcpConcRounds, o.concN, o.conc))
 		r, err := benchMCP(o, dir, log)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, r...)
-	}
-	if o.want("cli") {
-		step(fmt.Sprintf("one CLI process per command, %d rounds", o.cliRounds))
-		r, err := benchCLI(o, dir)
 		if err != nil {
 			return nil, err
 		}
