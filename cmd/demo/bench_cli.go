@@ -123,7 +123,10 @@ func benchCLI(o benchOpts, dir string) ([]benchRow, error) {
 			ratio: fmt.Sprintf("%.2fx, %+.3f ms", float64(med[v.label])/float64(med[raw.label]),
 				float64(med[v.label]-med[raw.label])/1e6)}
 		if v.base != "" {
-			r.target = fmt.Sprintf("<= +%.0f ms over %s", float64(v.maxOver)/1e6, strings.Fields(v.base)[0])
+			r.target = "<= " + strings.Fields(v.base)[0]
+			if v.maxOver > 0 {
+				r.target = fmt.Sprintf("<= %s +%.0f ms", strings.Fields(v.base)[0], float64(v.maxOver)/1e6)
+			}
 			r.ok = pass(med[v.label]-med[v.base] <= v.maxOver)
 		}
 		rows = append(rows, r)
