@@ -48,6 +48,9 @@ type benchOpts struct {
 	mcpVariants   string
 	ts            bool
 	tsDir         string
+
+	cliRounds int
+	cliBins   string
 }
 
 // benchRow is one line of the report.
@@ -68,7 +71,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.sleepers, "sleepers", 1000, "concurrent sleep commands for the per-command memory case")
 	fs.IntVar(&o.admSleepers, "admission-sleepers", 100, "admission case: parallel `sleep 2` in one conversation")
 	fs.DurationVar(&o.admWindow, "admission-window", 8*time.Second, "admission case: how long two principals compete for the CPU")
-	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,admission,mcp (default all)")
+	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,admission,mcp,cli (default all)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
@@ -80,6 +83,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.mcpConcRounds, "mcp-conc-rounds", 3, "mcp case: throughput rounds of -conc-n calls at -c in flight")
 	fs.StringVar(&o.mcpVariants, "mcp-variants", "", "mcp case: more servers for the Go client, separated by ';', each `ENV=V ... [bin=PATH]` (e.g. 'GOGC=100 GOMAXPROCS=2')")
 	fs.BoolVar(&o.ts, "ts", true, "mcp case: also measure the official TypeScript SDK client (node; npm installs it, else it is skipped)")
+	fs.IntVar(&o.cliRounds, "cli-rounds", 20, "cli case: rounds of one process per command (bash -c true, bwrap, BIN version, BIN run [-sandbox …] -- true)")
+	fs.StringVar(&o.cliBins, "cli-bins", "", "cli case: the bashvisor `binaries` to measure, comma-separated, side by side (default: this program, whose run is bashvisor's)")
 	fs.StringVar(&o.tsDir, "ts-dir", "", "mcp case: npm install directory for the TypeScript SDK, reused when present (default: a temporary one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -141,6 +146,20 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	var rows []benchRow
+	step := func(s string) { fmt.Fprintf(log, "bench: %s...\n", s) }
+	// First, before this process makes an engine: an engine drops
+	// capabilities from the bounding set of every program the process
+	// starts from then on (proc.ProtectEngine), and the CLI processes
+	// must start as a user's shell starts them.
+	if o.want("cli") {
+		step(fmt.Sprintf("one CLI process per command, %d rounds", o.cliRounds))
+		r, err := benchCLI(o, dir)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
 	e, err := engine.New(benchConfig(o))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -151,8 +170,6 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		_ = e.Shutdown(ctx)
 	}()
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "bench"}
-	var rows []benchRow
-	step := func(s string) { fmt.Fprintf(log, "bench: %s...\n", s) }
 
 	if o.want("serial") {
 		step("serial bash -c true")

@@ -18,7 +18,7 @@ import (
 func TestBenchSmall(t *testing.T) {
 	r := demo(t, nil, "bench", "-serial", "5", "-conc-n", "20", "-c", "8", "-flood", "8MiB", "-timeouts", "5", "-sleepers", "20", "-inproc",
 		"-admission-sleepers", "10", "-admission-window", "1s",
-		"-mcp-rounds", "2", "-mcp-calls", "3", "-mcp-conc-rounds", "1", "-mcp-variants", "GOGC=100 GOMAXPROCS=2", "-ts=false")
+		"-mcp-rounds", "2", "-mcp-calls", "3", "-mcp-conc-rounds", "1", "-mcp-variants", "GOGC=100 GOMAXPROCS=2", "-ts=false", "-cli-rounds", "2")
 	if r.code != 0 {
 		t.Fatal(r)
 	}
@@ -27,7 +27,8 @@ func TestBenchSmall(t *testing.T) {
 		"MCP stdio `true`, Go client: median (2x3)", "MCP throughput at c=8, Go client (1x20)",
 		"MCP stdio `true`, Go client, GOGC=100 GOMAXPROCS=2: median", "server CPU/call, GCs per 1000 calls, peak RSS",
 		"10 parallel `sleep 2`, one conversation", "CPU share of A, 48 of A's and 16 of B's busy loops, 1s",
-		"another principal's `echo` next to 12 commands + 32 jobs"} {
+		"another principal's `echo` next to 12 commands + 32 jobs",
+		"CLI per command: bash -c true, median of 2", "CLI per command: demo run -sandbox workspace-write -- true"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("missing %q in\n%s", want, r.stdout)
 		}

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStressSmall runs a small mix in three conversations and expects
@@ -54,5 +55,29 @@ func TestStressNoCgroups(t *testing.T) {
 	r := demo(t, nil, "stress", "-n", "60", "-c", "8", "-seed", "11", "-no-cgroups", "-no-progress")
 	if r.code != 0 || !strings.Contains(r.stdout, "leaked fds:         0") {
 		t.Fatal(r)
+	}
+}
+
+// TestSharesCheck: the fair-shares check fails a victim slowed by the
+// heavy principal (every echo 10x slower, or the engine's CPU per echo
+// grown by milliseconds) or refused busy.
+func TestSharesCheck(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * 1e6) }
+	alone := sharesSample{echo: ms(1), cpu: ms(0.3)}
+	for _, c := range []struct {
+		name   string
+		loaded sharesSample
+		busy   int
+		want   bool
+	}{
+		{"unchanged", alone, 0, true},
+		{"within twice and the slack", sharesSample{echo: ms(3.9), cpu: ms(1.5)}, 0, true},
+		{"echo 10x slower", sharesSample{echo: ms(10.3), cpu: ms(0.4)}, 0, false},
+		{"engine CPU +2 ms per echo", sharesSample{echo: ms(1), cpu: ms(2.3)}, 0, false},
+		{"refused busy", alone, 1, false},
+	} {
+		if got := (sharesReport{alone: alone, loaded: c.loaded, busy: c.busy}).ok(); got != c.want {
+			t.Errorf("%s: ok() = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -4,11 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/egress"
 )
@@ -31,7 +29,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.allowNet, "allow-net", "let sandboxed commands reach these `hosts` through the egress proxy: domains, *.domains, host:port, presets npm, pypi, go, crates, debian, github (comma-separated, repeatable; default: no network)")
 	fs.Var(&f.writable, "writable", "another `dir`ectory workspace-write may write (repeatable)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "make each conversation's sandbox directory (its /tmp and build caches are mounted there) under `dir` (default: in the engine's output directory)")
-	fs.BoolVar(&f.baseCaches, "base-caches", true, "start every conversation's Go build and module caches and npm cache from this user's (go env GOCACHE GOMODCACHE, npm config get cache), read-only")
+	fs.BoolVar(&f.baseCaches, "base-caches", true, "start every conversation's Go build and module caches and npm cache from this user's, read-only (where go env GOCACHE GOMODCACHE and npm config get cache would name them: found by the tools' rules, without running them)")
 }
 
 // sandbox returns the engine sandbox the flags describe.
@@ -83,7 +81,8 @@ func (f *sandboxFlags) sandbox() (engine.Sandbox, error) {
 // apply sets the engine configuration's cache directory and base caches.
 func (f *sandboxFlags) apply(c *engine.Config) error {
 	if p, err := f.sandbox(); f.baseCaches && err == nil && p.On() {
-		c.Sandbox.BaseCaches = userCaches()
+		dir, _ := os.Getwd()
+		c.Sandbox.BaseCaches = userCaches(dir)
 	}
 	if f.cacheDir == "" {
 		return nil
@@ -94,24 +93,4 @@ func (f *sandboxFlags) apply(c *engine.Config) error {
 	}
 	c.Sandbox.CacheDir = abs
 	return nil
-}
-
-// userCaches finds this user's Go and npm caches, those that exist.
-func userCaches() config.BaseCaches {
-	var b config.BaseCaches
-	ask := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).Output()
-		if err != nil {
-			return ""
-		}
-		dir := strings.TrimSpace(string(out))
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || !filepath.IsAbs(dir) {
-			return ""
-		}
-		return dir
-	}
-	b.GoBuild = ask("go", "env", "GOCACHE")
-	b.GoMod = ask("go", "env", "GOMODCACHE")
-	b.Npm = ask("npm", "config", "get", "cache")
-	return b
 }
