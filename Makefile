@@ -103,11 +103,13 @@ vm-deps:
 # tests, which npm ci the packages pinned in mcpserver/testdata/node
 # (skipped without npm or the registry unless REQUIRE_TOOLS=1, which
 # .ci/run sets); strace for gitpolicy's oracle, which traces the user's
-# git commands (skipped without it unless REQUIRE_TOOLS=1).
+# git commands, and dig for egress's resolver test (each skipped without
+# it unless REQUIRE_TOOLS=1).
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
+	command -v dig >/dev/null || (apt-get update -qq && apt-get install -y -qq bind9-dnsutils)
 
 # Regenerate cluster/clusterpb from its .proto (the generated code is
 # committed): needs protoc (Debian's protobuf-compiler) and
