@@ -42,6 +42,18 @@ func TestReadOnlyGrammar(t *testing.T) {
 		{"cat < /dev/tcp/example.com/80", Deny}, {`cat < "$f"`, Deny}, {"cat < //dev/udp/h/53", Deny},
 		{"echo $(( x + $y ))", Allow}, {`echo $(( 'a[$(touch S)]' ))`, Deny}, {`echo ${x:'a[$(touch S)]'}`, Deny},
 		{`echo "${a['b[$(touch S)]']}"`, Deny}, {`echo $(( $(cat f) ))`, Deny}, {`echo "${a[@]}" ${x:1:2}`, Allow},
+		// what surrounds the simple commands: compound commands'
+		// redirections, arithmetic outside a simple command, and values
+		// the text binds that arithmetic evaluates in turn
+		{"{ echo hi; } > out", Deny}, {"(ls) >> out", Deny}, {"for i in 1; do echo; done > out", Deny},
+		{"if true; then cat f; fi > out", Deny}, {"{ ls; cat f; } 2>/dev/null", Allow}, {"(cd src && ls)", Allow},
+		{`for (( i = 'a[$(touch S)]'; 0; )); do echo; done`, Deny}, {`for i in $(( 'a[$(touch S)]' )); do echo; done`, Deny},
+		{`for x in 'a[$(touch S)]'; do echo $((x)); done`, Deny}, {`for x in 'b[$(touch S)]'; do echo ${a[x]}; done`, Deny},
+		{`for x in 'b[$(touch S)]'; do echo ${a:x}; done`, Deny}, {`for r in 'a[$(touch S)]'; do echo $((USER)); done`, Deny},
+		{`echo 'a[$(touch S)]'; echo $((_))`, Deny}, {`echo $(( $_ ))`, Deny}, {`echo ${x:='a[$(touch S)]'}; echo $((x))`, Deny},
+		{`printf -v x %s 'a[$(touch S)]'; echo $((x))`, Deny}, {`cat() { echo $(($1)); }; cat 'a[$(touch S)]'`, Deny},
+		{`for i in 1 2 {3..5}; do echo $((i+1)); done`, Allow}, {`for f in *.go; do wc -l "$f"; done`, Allow},
+		{`echo $((${#x}+$#))`, Allow},
 	} {
 		if got, _ := locked.Evaluate(tc.cmd); got != tc.want {
 			t.Errorf("locked.Evaluate(%q) = %s, want %s", tc.cmd, got, tc.want)

@@ -215,6 +215,7 @@ type part struct {
 	hdoc bool   // the body of a heredoc nested in it lies after its text
 
 	stmt        *syntax.Stmt // the statement, for readOnly
+	src         *source      // the text it is part of, for readOnly
 	ro, roKnown bool         // readOnly's answer, once known
 }
 
@@ -223,9 +224,20 @@ type part struct {
 func (pt *part) readOnly() bool {
 	if !pt.roKnown {
 		pt.roKnown = true
-		pt.ro = pt.call && pt.stmt != nil && readOnlyStmt(pt.stmt)
+		pt.ro = pt.call && pt.stmt != nil && pt.src.readOnlyFrame() && readOnlyStmt(pt.stmt)
 	}
 	return pt.ro
+}
+
+// readOnlyFrame reports whether what surrounds the simple commands of
+// the text only reads (see readOnlyFrame), once per text.
+func (s *source) readOnlyFrame() bool {
+	if !s.frameKnown {
+		s.frameKnown = true
+		f, err := s.tree()
+		s.frameRO = err == nil && readOnlyFrame(f)
+	}
+	return s.frameRO
 }
 
 // commandParts returns every simple command of the text (see part) in the
@@ -281,7 +293,7 @@ func (s *source) commandParts() []part {
 		}
 		if start >= 0 && start <= end && end <= len(command) {
 			open[len(open)-1] = len(s.parts)
-			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call, stmt: st})
+			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call, stmt: st, src: s})
 		}
 		return true
 	})
