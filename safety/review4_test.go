@@ -69,6 +69,9 @@ func TestReview4Stdin(t *testing.T) {
 		{"read-bash-script", `read -r l; bash "$l"`},
 		{"read-python-script", `read -r l; python3 "$l"`},
 		{"xargs-find", "xargs find"},
+		// an argument read from the input (l='-c alias.x=!cmd x')
+		{"read-git-args", `read -r l; git $l`},
+		{"read-git-c", `read -r l; git -c "$l" status`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,8 @@ import "strings"
 // arguments, so they ask unless that program takes only data (argsAreData:
 // never env or another wrapper, an interpreter, awk, sed, git, find, sort,
 // printf or test); a tool told to read the input as a file (git -c
-// include.path=/dev/stdin, java /dev/stdin) asks; an interpreter's -c/-e
+// include.path=/dev/stdin, java /dev/stdin) or an argument read from it
+// (read -r l; git $l) asks; an interpreter's -c/-e
 // text that reads stdin and evaluates asks; package runners (npx, npm
 // exec, uvx, ...) are judged by the program they run; and a value read
 // with read or mapfile asks where bash evaluates it (see rules_arith.go).
@@ -319,6 +320,17 @@ func isStdinPath(s string) bool {
 	return false
 }
 
+// taintedArg reports whether an argument holds a value read at run time
+// (read, mapfile).
+func taintedArg(args []field) bool {
+	for _, f := range args[1:] {
+		if f.taint {
+			return true
+		}
+	}
+	return false
+}
+
 // stdinGate checks a program that reads stdin in: code read from a pipe
 // of unknown text asks (pipe-to-shell), and a program reading the job's
 // input sent later asks unless it is a known data reader.
@@ -335,6 +347,10 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
 			Reason:      name + " is given the job's input as a file (" + "/dev/stdin or the like" + "), where it may read configuration or code sent later",
 			Alternative: "give it a file written in the command, or its input in a heredoc"})
+	case promptTool(name) && taintedArg(args):
+		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
+			Reason:      name + " is given a value read at run time from the job's input as an argument, where an option (git -c alias.x=!cmd, -c core.fsmonitor=cmd) runs code sent later",
+			Alternative: "write the arguments out in the command, or check the value first in a separate step"})
 	case c.terminal && ttyEscapes[name]:
 		c.report(Verdict{Decision: Ask, Rule: "stdin-tty",
 			Reason:      name + " runs commands typed on its terminal (shell escapes such as !cmd), and the job's terminal takes input sent later",
