@@ -103,6 +103,14 @@ func TestReview4Misses(t *testing.T) {
 		{`declare 'x[$(rm -rf /)]=1'`, Block, "rm-critical"},
 		{`v='x[$(rm -rf /)]'; echo $(( v ))`, Block, "rm-critical"},
 		{`mapfile -C 'rm -rf /' -c 1 a < f`, Block, "rm-critical"},
+		// values the text binds in other ways: $_, ${x:=v}, printf -v, and
+		// a variable of the environment whose value may name one of them
+		{`echo 'a[$(rm -rf ~)]'; echo $((_))`, Ask, "dynamic-eval"},
+		{`echo 'a[$(rm -rf ~)]'; echo $(( $_ + 1 ))`, Ask, "dynamic-eval"},
+		{`echo ${x:='a[$(rm -rf ~)]'}; echo $((x))`, Block, "rm-critical"},
+		{`printf -v x %s 'a[$(rm -rf ~)]'; echo $((x))`, Block, "rm-critical"},
+		{`for r in 'a[$(rm -rf ~)]'; do echo $((USER)); done`, Block, "rm-critical"},
+		{`printf -v n %d 3; echo $((n + 1))`, Allow, ""},
 		{`unset 'a[$(rm -rf ~)]'`, Block, "rm-critical"},
 		// values read at run time, where bash evaluates them
 		{`read -r n < f; echo $(( n + 1 ))`, Ask, "dynamic-eval"},
