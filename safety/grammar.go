@@ -156,7 +156,7 @@ var grammars = []grammar{
 		long: "alias all-fqdns domain fqdn long ip-address all-ip-addresses short yp nis"},
 	{name: "id", closed: true, ops: -1},
 	{name: "jq", closed: true, ops: -1},
-	{name: "less", flags: "aBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWX~", vals: "bhjkpPtTxyz", ops: -1, check: noPlusWords,
+	{name: "less", flags: "aBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWX~", vals: "bhjpPtTxyz", ops: -1, check: noPlusWords,
 		long: "quit-at-eof QUIT-AT-EOF quit-if-one-screen ignore-case IGNORE-CASE LINE-NUMBERS line-numbers " +
 			"RAW-CONTROL-CHARS raw-control-chars chop-long-lines no-init squeeze-blank-lines status-column tabs= " +
 			"quiet silent pattern= jump-target= shift= mouse wheel-lines= use-color color= no-histdups incsearch"},

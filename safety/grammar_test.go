@@ -29,7 +29,7 @@ func TestReadOnlyGrammar(t *testing.T) {
 		{"sort --compress-program=sh f", Deny}, {"sort -T /tmp f", Deny},
 		{"find . | xargs grep -l x", Allow}, {"xargs rg x", Deny}, {"xargs -I{} sh -c {}", Deny}, {"xargs sort -o x", Deny},
 		{"uniq -c f", Allow}, {"uniq a b", Deny}, {"tree -L 2", Allow}, {"tree -o x", Deny}, {"file -C -m x", Deny},
-		{"less -N f", Allow}, {"less '+!touch S' f", Deny}, {"less -o log f", Deny},
+		{"less -N f", Allow}, {"less '+!touch S' f", Deny}, {"less -o log f", Deny}, {"less -k keys f", Deny},
 		{"date +%s", Allow}, {"date -d yesterday", Allow}, {"date -u +%F", Allow}, {"date 0101", Deny}, {"date -s x", Deny},
 		{"hostname", Allow}, {"hostname -f", Allow}, {"hostname x", Deny}, {"hostname -F f", Deny}, {"hostname -b x", Deny},
 		{"printf -v x '%s' y", Allow}, {"printf -v 'x[0]' y", Deny}, {`printf "$fmt" y`, Deny}, {`printf '%s' "$y"`, Allow},
