@@ -60,3 +60,19 @@ func TestReadOnlyGrammar(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyFramePart: what a profile objects to in a text whose simple
+// commands read but whose frame writes or runs code is the whole text,
+// not a simple command it would allow alone.
+func TestReadOnlyFramePart(t *testing.T) {
+	locked, _ := Preset("locked")
+	for _, cmd := range []string{"{ echo hi; } > out", `for x in 'a[$(touch S)]'; do echo $((x)); done`} {
+		a := Analyze(cmd, Options{Profile: locked})
+		if a.Outcome.Decision != Deny || a.Part != cmd {
+			t.Errorf("locked on %q: %s, part %q; want deny of the whole text", cmd, a.Outcome.Decision, a.Part)
+		}
+	}
+	if a := Analyze("ls; rm x", Options{Profile: locked}); a.Part != "rm x" {
+		t.Errorf("locked on %q: part %q, want rm x", "ls; rm x", a.Part)
+	}
+}

@@ -182,9 +182,17 @@ func (p *Profile) evalOne(part string, readOnly func() bool) (Decision, *Rule) {
 // about when sudo is. One with a heredoc, whose body is not part of its
 // text, is matched by its text alone, as Evaluate matches a text that does
 // not parse (so no ReadOnly rule matches it); the commands nested in it
-// are then matched on their own.
+// are then matched on their own. When the profile has ReadOnly rules and
+// what surrounds the simple commands is not proven read-only (see
+// readOnlyFrame), it is the whole command.
 func (p *Profile) decidingPart(src *source, d Decision) string {
 	compiled := p.Compile() == nil
+	if compiled && p.hasReadOnly() && !src.readOnlyFrame() {
+		// what surrounds the simple commands ({ ...; } > f, a loop
+		// binding what arithmetic evaluates) is what no ReadOnly rule
+		// proves: the whole text is the answer
+		return src.text
+	}
 	parts := src.commandParts()
 	for i, pt := range parts {
 		if !pt.call {
@@ -204,6 +212,16 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 		}
 	}
 	return src.text
+}
+
+// hasReadOnly reports whether a rule of p is ReadOnly.
+func (p *Profile) hasReadOnly() bool {
+	for _, r := range p.Rules {
+		if r.ReadOnly {
+			return true
+		}
+	}
+	return false
 }
 
 // A part is one simple command of a command's text.
