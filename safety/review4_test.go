@@ -72,6 +72,11 @@ func TestReview4Stdin(t *testing.T) {
 		// an argument read from the input (l='-c alias.x=!cmd x')
 		{"read-git-args", `read -r l; git $l`},
 		{"read-git-c", `read -r l; git -c "$l" status`},
+		// a file written from the input, then run
+		{"cat-then-bash", "cat > s.sh; bash s.sh"},
+		{"tee-then-source", "tee s.sh >/dev/null && . ./s.sh"},
+		{"dd-then-exec", "dd of=s.sh; chmod +x s.sh; ./s.sh"},
+		{"cat-then-python", "cat > s.py; python3 s.py"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
