@@ -27,10 +27,13 @@
 // that input asks unless it is known to treat it as data; xargs and
 // parallel ask unless the program they run takes only data as
 // arguments; an interpreter's -c text that reads stdin and evaluates
-// asks; a value read at run time asks where bash evaluates it. Limit:
-// "known to treat it as data" is a table of programs, and a data
-// reader's output may still reach a program that runs it later, outside
-// this command.
+// asks; a value read at run time asks where bash evaluates it; a file
+// written from that input and run in the same command (cat > s.sh; bash
+// s.sh) asks. Limit: "known to treat it as data" is a table of programs,
+// a file written from the input is followed only by its literal name and
+// only to a shell, an interpreter or its own execution (not to make), and
+// a data reader's output may still reach a program that runs it later,
+// outside this command.
 //
 // The permission profiles (Profile, Preset) decide by rules matched
 // against each simple command; a rule with ReadOnly set matches only

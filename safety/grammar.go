@@ -156,7 +156,7 @@ var grammars = []grammar{
 		long: "alias all-fqdns domain fqdn long ip-address all-ip-addresses short yp nis"},
 	{name: "id", closed: true, ops: -1},
 	{name: "jq", closed: true, ops: -1},
-	{name: "less", flags: "aBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWX~", vals: "bhjkpPtTxyz", ops: -1, check: noPlusWords,
+	{name: "less", flags: "aBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWX~", vals: "bhjpPtTxyz", ops: -1, check: noPlusWords,
 		long: "quit-at-eof QUIT-AT-EOF quit-if-one-screen ignore-case IGNORE-CASE LINE-NUMBERS line-numbers " +
 			"RAW-CONTROL-CHARS raw-control-chars chop-long-lines no-init squeeze-blank-lines status-column tabs= " +
 			"quiet silent pattern= jump-target= shift= mouse wheel-lines= use-color color= no-histdups incsearch"},
@@ -689,7 +689,8 @@ func versionOnly(name string) bool {
 // a program of the table with harmless words, harmless variables, and no
 // redirection that writes (to anything but /dev/null, /dev/stdout,
 // /dev/stderr or a descriptor). Words are expanded statically without
-// context: a variable is only known at run time.
+// context: a variable is only known at run time. What surrounds the
+// simple commands of a text is readOnlyFrame's to judge.
 func readOnlyStmt(st *syntax.Stmt) bool {
 	x, ok := st.Cmd.(*syntax.CallExpr)
 	if !ok || len(x.Args) == 0 {
@@ -700,6 +701,30 @@ func readOnlyStmt(st *syntax.Stmt) bool {
 			return false
 		}
 	}
+	if !readOnlyRedirs(st) {
+		return false
+	}
+	var scan arithScan
+	if scan.stmt(st); !scan.plain() {
+		return false
+	}
+	var r resolver
+	var args []field
+	for i, w := range x.Args {
+		args = r.resolveWord(w, i, args)
+	}
+	if len(args) == 0 {
+		return false
+	}
+	if _, ok := grammarOrGit(base(args[0].s)); ok {
+		args[0].s = base(args[0].s)
+	}
+	return readOnlyArgv(args)
+}
+
+// readOnlyRedirs reports whether st's redirections only read or write to
+// /dev/null, /dev/stdout, /dev/stderr or a descriptor.
+func readOnlyRedirs(st *syntax.Stmt) bool {
 	var r resolver
 	for _, rd := range st.Redirs {
 		switch rd.Op {
@@ -722,69 +747,5 @@ func readOnlyStmt(st *syntax.Stmt) bool {
 		}
 		return false
 	}
-	if !plainArithIn(st) {
-		return false
-	}
-	var args []field
-	for i, w := range x.Args {
-		args = r.resolveWord(w, i, args)
-	}
-	if len(args) == 0 {
-		return false
-	}
-	if _, ok := grammarOrGit(base(args[0].s)); ok {
-		args[0].s = base(args[0].s)
-	}
-	return readOnlyArgv(args)
-}
-
-// plainArithIn reports whether every arithmetic in st ($((...)), a
-// subscript, an offset) is plain: numbers, names and $NAME. Bash
-// evaluates the text of anything else, and runs the $(...) of a
-// subscript in it: echo $(( 'a[$(cmd)]' )) runs cmd.
-func plainArithIn(st *syntax.Stmt) bool {
-	plain := true
-	check := func(x syntax.ArithmExpr) {
-		if x == nil {
-			return
-		}
-		syntax.Walk(x, func(n syntax.Node) bool {
-			switch n := n.(type) {
-			case *syntax.Word:
-				for _, p := range n.Parts {
-					switch p := p.(type) {
-					case *syntax.Lit:
-					case *syntax.ParamExp:
-						if p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Excl {
-							plain = false
-						}
-					default:
-						plain = false
-					}
-				}
-				return false
-			}
-			return plain
-		})
-	}
-	syntax.Walk(st, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.ArithmExp:
-			check(n.X)
-		case *syntax.ParamExp:
-			if n.Index != nil {
-				if w, ok := n.Index.(*syntax.Word); !ok || w.Lit() != "@" && w.Lit() != "*" {
-					check(n.Index)
-				}
-			}
-			if n.Slice != nil {
-				check(n.Slice.Offset)
-				check(n.Slice.Length)
-			}
-		case *syntax.CmdSubst, *syntax.ProcSubst:
-			return false // parts of their own
-		}
-		return plain
-	})
-	return plain
+	return true
 }

@@ -29,7 +29,7 @@ func TestReadOnlyGrammar(t *testing.T) {
 		{"sort --compress-program=sh f", Deny}, {"sort -T /tmp f", Deny},
 		{"find . | xargs grep -l x", Allow}, {"xargs rg x", Deny}, {"xargs -I{} sh -c {}", Deny}, {"xargs sort -o x", Deny},
 		{"uniq -c f", Allow}, {"uniq a b", Deny}, {"tree -L 2", Allow}, {"tree -o x", Deny}, {"file -C -m x", Deny},
-		{"less -N f", Allow}, {"less '+!touch S' f", Deny}, {"less -o log f", Deny},
+		{"less -N f", Allow}, {"less '+!touch S' f", Deny}, {"less -o log f", Deny}, {"less -k keys f", Deny},
 		{"date +%s", Allow}, {"date -d yesterday", Allow}, {"date -u +%F", Allow}, {"date 0101", Deny}, {"date -s x", Deny},
 		{"hostname", Allow}, {"hostname -f", Allow}, {"hostname x", Deny}, {"hostname -F f", Deny}, {"hostname -b x", Deny},
 		{"printf -v x '%s' y", Allow}, {"printf -v 'x[0]' y", Deny}, {`printf "$fmt" y`, Deny}, {`printf '%s' "$y"`, Allow},
@@ -42,9 +42,37 @@ func TestReadOnlyGrammar(t *testing.T) {
 		{"cat < /dev/tcp/example.com/80", Deny}, {`cat < "$f"`, Deny}, {"cat < //dev/udp/h/53", Deny},
 		{"echo $(( x + $y ))", Allow}, {`echo $(( 'a[$(touch S)]' ))`, Deny}, {`echo ${x:'a[$(touch S)]'}`, Deny},
 		{`echo "${a['b[$(touch S)]']}"`, Deny}, {`echo $(( $(cat f) ))`, Deny}, {`echo "${a[@]}" ${x:1:2}`, Allow},
+		// what surrounds the simple commands: compound commands'
+		// redirections, arithmetic outside a simple command, and values
+		// the text binds that arithmetic evaluates in turn
+		{"{ echo hi; } > out", Deny}, {"(ls) >> out", Deny}, {"for i in 1; do echo; done > out", Deny},
+		{"if true; then cat f; fi > out", Deny}, {"{ ls; cat f; } 2>/dev/null", Allow}, {"(cd src && ls)", Allow},
+		{`for (( i = 'a[$(touch S)]'; 0; )); do echo; done`, Deny}, {`for i in $(( 'a[$(touch S)]' )); do echo; done`, Deny},
+		{`for x in 'a[$(touch S)]'; do echo $((x)); done`, Deny}, {`for x in 'b[$(touch S)]'; do echo ${a[x]}; done`, Deny},
+		{`for x in 'b[$(touch S)]'; do echo ${a:x}; done`, Deny}, {`for r in 'a[$(touch S)]'; do echo $((USER)); done`, Deny},
+		{`echo 'a[$(touch S)]'; echo $((_))`, Deny}, {`echo $(( $_ ))`, Deny}, {`echo ${x:='a[$(touch S)]'}; echo $((x))`, Deny},
+		{`printf -v x %s 'a[$(touch S)]'; echo $((x))`, Deny}, {`cat() { echo $(($1)); }; cat 'a[$(touch S)]'`, Deny},
+		{`for i in 1 2 {3..5}; do echo $((i+1)); done`, Allow}, {`for f in *.go; do wc -l "$f"; done`, Allow},
+		{`echo $((${#x}+$#))`, Allow},
 	} {
 		if got, _ := locked.Evaluate(tc.cmd); got != tc.want {
 			t.Errorf("locked.Evaluate(%q) = %s, want %s", tc.cmd, got, tc.want)
 		}
+	}
+}
+
+// TestReadOnlyFramePart: what a profile objects to in a text whose simple
+// commands read but whose frame writes or runs code is the whole text,
+// not a simple command it would allow alone.
+func TestReadOnlyFramePart(t *testing.T) {
+	locked, _ := Preset("locked")
+	for _, cmd := range []string{"{ echo hi; } > out", `for x in 'a[$(touch S)]'; do echo $((x)); done`} {
+		a := Analyze(cmd, Options{Profile: locked})
+		if a.Outcome.Decision != Deny || a.Part != cmd {
+			t.Errorf("locked on %q: %s, part %q; want deny of the whole text", cmd, a.Outcome.Decision, a.Part)
+		}
+	}
+	if a := Analyze("ls; rm x", Options{Profile: locked}); a.Part != "rm x" {
+		t.Errorf("locked on %q: part %q, want rm x", "ls; rm x", a.Part)
 	}
 }

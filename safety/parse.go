@@ -72,17 +72,19 @@ func parse(src string, zsh bool) (*syntax.File, error) {
 // time an analysis asks for it and then shared by all of them. It is not
 // safe for concurrent use; each call analyses its own source.
 type source struct {
-	text     string
-	stdinFed bool   // see Options.StdinFed
-	terminal bool   // see Options.Terminal
-	workDir  string // see Options.WorkDir
-	file     *syntax.File
-	err      error
-	parsed   bool
-	parts    []part // simple commands, see commandParts
-	split    bool   // parts is set
-	holes    []hole // heredoc bodies cut out of the parsed text (see cutBodies)
-	whole    bool   // parse the whole text, cutting nothing (for tests)
+	text       string
+	stdinFed   bool   // see Options.StdinFed
+	terminal   bool   // see Options.Terminal
+	workDir    string // see Options.WorkDir
+	file       *syntax.File
+	err        error
+	parsed     bool
+	parts      []part // simple commands, see commandParts
+	split      bool   // parts is set
+	frameRO    bool   // see readOnlyFrame, once frameKnown
+	frameKnown bool
+	holes      []hole // heredoc bodies cut out of the parsed text (see cutBodies)
+	whole      bool   // parse the whole text, cutting nothing (for tests)
 }
 
 // tree returns the text's syntax tree, or the parse error. Positions in

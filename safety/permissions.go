@@ -182,9 +182,17 @@ func (p *Profile) evalOne(part string, readOnly func() bool) (Decision, *Rule) {
 // about when sudo is. One with a heredoc, whose body is not part of its
 // text, is matched by its text alone, as Evaluate matches a text that does
 // not parse (so no ReadOnly rule matches it); the commands nested in it
-// are then matched on their own.
+// are then matched on their own. When the profile has ReadOnly rules and
+// what surrounds the simple commands is not proven read-only (see
+// readOnlyFrame), it is the whole command.
 func (p *Profile) decidingPart(src *source, d Decision) string {
 	compiled := p.Compile() == nil
+	if compiled && p.hasReadOnly() && !src.readOnlyFrame() {
+		// what surrounds the simple commands ({ ...; } > f, a loop
+		// binding what arithmetic evaluates) is what no ReadOnly rule
+		// proves: the whole text is the answer
+		return src.text
+	}
 	parts := src.commandParts()
 	for i, pt := range parts {
 		if !pt.call {
@@ -206,6 +214,16 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 	return src.text
 }
 
+// hasReadOnly reports whether a rule of p is ReadOnly.
+func (p *Profile) hasReadOnly() bool {
+	for _, r := range p.Rules {
+		if r.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
 // A part is one simple command of a command's text.
 type part struct {
 	text string // its original text, with its redirections
@@ -215,6 +233,7 @@ type part struct {
 	hdoc bool   // the body of a heredoc nested in it lies after its text
 
 	stmt        *syntax.Stmt // the statement, for readOnly
+	src         *source      // the text it is part of, for readOnly
 	ro, roKnown bool         // readOnly's answer, once known
 }
 
@@ -223,9 +242,20 @@ type part struct {
 func (pt *part) readOnly() bool {
 	if !pt.roKnown {
 		pt.roKnown = true
-		pt.ro = pt.call && pt.stmt != nil && readOnlyStmt(pt.stmt)
+		pt.ro = pt.call && pt.stmt != nil && pt.src.readOnlyFrame() && readOnlyStmt(pt.stmt)
 	}
 	return pt.ro
+}
+
+// readOnlyFrame reports whether what surrounds the simple commands of
+// the text only reads (see readOnlyFrame), once per text.
+func (s *source) readOnlyFrame() bool {
+	if !s.frameKnown {
+		s.frameKnown = true
+		f, err := s.tree()
+		s.frameRO = err == nil && readOnlyFrame(f)
+	}
+	return s.frameRO
 }
 
 // commandParts returns every simple command of the text (see part) in the
@@ -281,7 +311,7 @@ func (s *source) commandParts() []part {
 		}
 		if start >= 0 && start <= end && end <= len(command) {
 			open[len(open)-1] = len(s.parts)
-			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call, stmt: st})
+			s.parts = append(s.parts, part{text: command[start:end], end: end, call: call, stmt: st, src: s})
 		}
 		return true
 	})

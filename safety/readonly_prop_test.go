@@ -2,6 +2,7 @@ package safety
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -40,13 +41,24 @@ var (
 		"&& touch S", "; ./w.sh", "-c core.pager=./w.sh", "--pre ./w.sh", "--pre=./w.sh", "-C out",
 		"-R", "--files0-from=f", "-r f", "+w", "-O out", "--log-file=out",
 		"$(( 'a[$(touch S)]' ))", "\"${x:'a[$(./w.sh)]'}\"", "${a['b[$(touch S)]']}", "$(( $(cat f) ))",
+		"$((x))", "$((_))", "$(( $1 ))", "${a[x]}", "${a:x}", "$(( USER ))",
+	}
+	// propFrames surround the commands: compound commands with
+	// redirections, and texts that bind a variable (or $_, $1) to a
+	// value bash runs code from when it is evaluated as arithmetic.
+	propFrames = []string{
+		"%s", "%s", "%s", "{ %s; } > out", "(%s) >> ../outside/victim", "for i in 1; do %s; done > out",
+		"for x in 'a[$(touch S)]'; do %s; done", "for root in 'a[$(touch S)]'; do %s; done",
+		"echo 'a[$(touch S)]'; %s", "printf -v x %%s 'a[$(touch S)]'; %s", "echo ${x:='a[$(touch S)]'}; %s",
+		"f() { %s; }; f 'a[$(touch S)]'", "for (( i = 'a[$(touch S)]'; 0; )); do echo; done; %s",
+		"for i in $(( 'a[$(touch S)]' )); do %s; done",
 	}
 	propWrappers = []string{"", "", "", "env ", "command ", "nice ", "timeout 5 ", "builtin ", "eval ", "X=1 ", "GIT_PAGER=./w.sh ", "LC_ALL=C "}
 	propTails    = []string{"", " f", " -- f", " f f", " \"$F\"", " $F", " ."}
 )
 
 // propCommand builds a command from a wrapper, a program, options that may
-// write and operands, sometimes two of them joined.
+// write and operands, sometimes two of them joined, in a frame.
 func propCommand() *rapid.Generator[string] {
 	one := rapid.Custom(func(t *rapid.T) string {
 		var b strings.Builder
@@ -77,7 +89,7 @@ func propCommand() *rapid.Generator[string] {
 		if rapid.IntRange(0, 3).Draw(t, "join") == 0 {
 			cmd += rapid.SampledFrom([]string{" | ", " && ", "; "}).Draw(t, "op") + one.Draw(t, "second")
 		}
-		return cmd
+		return fmt.Sprintf(rapid.SampledFrom(propFrames).Draw(t, "frame"), cmd)
 	})
 }
 
@@ -120,7 +132,7 @@ func TestLockedAllowsOnlyReads(t *testing.T) {
 		defer cancel()
 		c := exec.CommandContext(ctx, bash, "-c", cmd)
 		c.Dir = work
-		c.Env = []string{"HOME=" + work, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "TMPDIR=" + root}
+		c.Env = []string{"USER=root", "HOME=" + work, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "TMPDIR=" + root}
 		c.WaitDelay = time.Second
 		out, _ := c.CombinedOutput()
 		if after := snapshot(rt, root); after != before {

@@ -69,6 +69,14 @@ func TestReview4Stdin(t *testing.T) {
 		{"read-bash-script", `read -r l; bash "$l"`},
 		{"read-python-script", `read -r l; python3 "$l"`},
 		{"xargs-find", "xargs find"},
+		// an argument read from the input (l='-c alias.x=!cmd x')
+		{"read-git-args", `read -r l; git $l`},
+		{"read-git-c", `read -r l; git -c "$l" status`},
+		// a file written from the input, then run
+		{"cat-then-bash", "cat > s.sh; bash s.sh"},
+		{"tee-then-source", "tee s.sh >/dev/null && . ./s.sh"},
+		{"dd-then-exec", "dd of=s.sh; chmod +x s.sh; ./s.sh"},
+		{"cat-then-python", "cat > s.py; python3 s.py"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +108,14 @@ func TestReview4Misses(t *testing.T) {
 		{`declare 'x[$(rm -rf /)]=1'`, Block, "rm-critical"},
 		{`v='x[$(rm -rf /)]'; echo $(( v ))`, Block, "rm-critical"},
 		{`mapfile -C 'rm -rf /' -c 1 a < f`, Block, "rm-critical"},
+		// values the text binds in other ways: $_, ${x:=v}, printf -v, and
+		// a variable of the environment whose value may name one of them
+		{`echo 'a[$(rm -rf ~)]'; echo $((_))`, Ask, "dynamic-eval"},
+		{`echo 'a[$(rm -rf ~)]'; echo $(( $_ + 1 ))`, Ask, "dynamic-eval"},
+		{`echo ${x:='a[$(rm -rf ~)]'}; echo $((x))`, Block, "rm-critical"},
+		{`printf -v x %s 'a[$(rm -rf ~)]'; echo $((x))`, Block, "rm-critical"},
+		{`for r in 'a[$(rm -rf ~)]'; do echo $((USER)); done`, Block, "rm-critical"},
+		{`printf -v n %d 3; echo $((n + 1))`, Allow, ""},
 		{`unset 'a[$(rm -rf ~)]'`, Block, "rm-critical"},
 		// values read at run time, where bash evaluates them
 		{`read -r n < f; echo $(( n + 1 ))`, Ask, "dynamic-eval"},

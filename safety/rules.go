@@ -241,6 +241,10 @@ func (c *checker) interpreter(name string, args []field, in stdinSrc) {
 			c.report(askFedShell(name, true))
 			return
 		}
+		if c.fedFile(f) {
+			c.report(askFedFile(f.s))
+			return
+		}
 	}
 	for _, f := range programArgs(name, args) {
 		if f.sub || f.dyn && strings.Trim(f.s, dynMark) == "" {

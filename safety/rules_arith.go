@@ -11,8 +11,11 @@ import (
 // turn and runs the $(...) of a subscript in it (x[$(cmd)]); a variable
 // name with a subscript (test -v, printf -v, declare, read, unset,
 // ${!x}) does the same; mapfile -C runs its callback. A value read at run
-// time (read, mapfile: the job's input or a file) asks; a literal one is
-// analysed like $(...).
+// time (read, mapfile: the job's input or a file) asks; a literal one
+// (assigned, a for loop's, ${x:=v}'s, printf -v's) is analysed like
+// $(...), also when arithmetic evaluates a variable the text did not set
+// (its value may name one the text did); $_ (the previous command's last
+// argument) asks.
 
 // The rules of the builtins that evaluate names and callbacks (found by
 // ruleFor without a map entry, which would cost at package init).
@@ -114,13 +117,37 @@ func (c *checker) printfBuiltin(args []field) {
 		switch {
 		case a.s == "-v" && i+1 < len(args):
 			c.nameOperand("printf -v", args[i+1])
-			i++
+			c.printfSets(args[i+1].s, args[i+2:])
+			return
 		case strings.HasPrefix(a.s, "-v") && !a.dyn:
 			c.nameOperand("printf -v", field{s: a.s[2:]})
+			c.printfSets(a.s[2:], args[i+1:])
+			return
 		case a.s == "--", !strings.HasPrefix(a.s, "-"):
 			return
 		}
 	}
+}
+
+// printfSets records what printf -v NAME [--] FORMAT ARGS... assigns:
+// the format and its arguments run together (which holds what %s would
+// put there), as text arithmetic may later evaluate.
+func (c *checker) printfSets(name string, rest []field) {
+	if !isParamName(name) || isDigits(name) {
+		return
+	}
+	if len(rest) > 0 && rest[0].s == "--" {
+		rest = rest[1:]
+	}
+	var b strings.Builder
+	for _, f := range rest {
+		if f.dyn {
+			c.setVar(name, "", false)
+			return
+		}
+		b.WriteString(f.s)
+	}
+	c.setVar(name, b.String(), true)
 }
 
 // nameArgs checks the NAME operands of declare, local, unset and the
@@ -155,13 +182,33 @@ func (c *checker) arithm(x syntax.ArithmExpr) {
 // time asks; a known value or literal text with a substitution is
 // analysed.
 func (c *checker) arithWord(what string, w *syntax.Word) {
-	if name := w.Lit(); isParamName(name) && !isDigits(name) {
-		st := c.vars[name]
+	name := w.Lit()
+	if p, ok := soleParam(w); ok {
+		name = p
+	}
+	if name == "_" {
+		// the last word of the previous command, whatever the text
+		// wrote there (echo 'a[$(cmd)]'; echo $((_)) runs cmd)
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-eval",
+			Reason:      what + " evaluates $_, the previous command's last argument, as arithmetic: a subscript such as x[$(cmd)] in it runs cmd",
+			Alternative: "use a variable with a number in it"})
+		return
+	}
+	if isParamName(name) && !isDigits(name) {
+		st, ok := c.vars[name]
 		switch {
 		case st.taint:
 			c.report(askEvalInput(what, field{s: name}))
 		case st.known && !st.array && hasExpansion(st.val):
 			c.evaluated(st.val)
+		case !ok:
+			// a variable the text did not set (the environment's) may
+			// name one it did: bash evaluates that one's value in turn
+			for _, v := range c.vars {
+				if v.known && !v.array && hasExpansion(v.val) {
+					c.evaluated(v.val)
+				}
+			}
 		}
 		return
 	}
@@ -187,6 +234,18 @@ func (c *checker) evaluated(text string) {
 	c.extracted(": "+text, stdinSrc{})
 }
 
+// soleParam returns the name of w when w is a plain $NAME or ${NAME}.
+func soleParam(w *syntax.Word) (string, bool) {
+	if len(w.Parts) != 1 {
+		return "", false
+	}
+	p, ok := w.Parts[0].(*syntax.ParamExp)
+	if !ok || p.Param == nil || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Excl || p.Length {
+		return "", false
+	}
+	return p.Param.Value, true
+}
+
 // paramCode checks the arithmetic of a parameter expansion (a subscript,
 // an offset) and ${!x}, which expands the variable x names, subscript
 // included.
@@ -202,6 +261,14 @@ func (c *checker) paramCode(p *syntax.ParamExp) {
 	}
 	if p.Excl && c.taintedParam(p) {
 		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
+	}
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil && isParamName(p.Param.Value) {
+		// ${x:=v} assigns v to x when x is unset (or empty): what
+		// arithmetic later evaluates
+		if st, ok := c.vars[p.Param.Value]; !ok || !st.known || st.val == "" {
+			val, known := c.literal(p.Exp.Word)
+			c.setVar(p.Param.Value, val, known)
+		}
 	}
 }
 

@@ -217,6 +217,8 @@ func (c *checker) shell(name string, args []field, in stdinSrc) {
 // heredoc on stdin); a file is not ours to read.
 func (c *checker) script(name string, f field, in stdinSrc) {
 	switch {
+	case c.fedFile(f):
+		c.report(askFedFile(f.s))
 	case f.proc:
 		c.report(askFedShell(name, true))
 	case isStdinPath(f.s):

@@ -1,6 +1,10 @@
 package safety
 
-import "strings"
+import (
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
 
 // The stdin gate. A job started with a stdin pipe or a terminal
 // (Options.StdinFed) takes input sent after the analysis; a program that
@@ -22,7 +26,9 @@ import "strings"
 // arguments, so they ask unless that program takes only data (argsAreData:
 // never env or another wrapper, an interpreter, awk, sed, git, find, sort,
 // printf or test); a tool told to read the input as a file (git -c
-// include.path=/dev/stdin, java /dev/stdin) asks; an interpreter's -c/-e
+// include.path=/dev/stdin, java /dev/stdin) or an argument read from it
+// (read -r l; git $l) asks; a file written from it and run in the same
+// command (cat > s.sh; bash s.sh) asks; an interpreter's -c/-e
 // text that reads stdin and evaluates asks; package runners (npx, npm
 // exec, uvx, ...) are judged by the program they run; and a value read
 // with read or mapfile asks where bash evaluates it (see rules_arith.go).
@@ -319,6 +325,75 @@ func isStdinPath(s string) bool {
 	return false
 }
 
+// Files written from the job's input: a command reading the input sent
+// later that writes a file (cat > s.sh, tee s.sh, dd of=s.sh) makes that
+// file code nobody has seen, and running it later in the same command
+// (bash s.sh, . ./s.sh, ./s.sh) asks as running the input would. Limit:
+// the names must be literal, and a program that reads the file as
+// configuration (make, a Makefile written so) is not followed.
+
+// fedRedirs records the files a statement reading the input sent later
+// writes by redirection.
+func (c *checker) fedRedirs(rs []*syntax.Redirect) {
+	for _, r := range rs {
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrAllClob, syntax.AppAllClob:
+			if t, ok := c.wordLit(r.Word); ok {
+				c.markFed(t)
+			}
+		}
+	}
+}
+
+// fedArgs records the files tee and dd write from the input sent later.
+func (c *checker) fedArgs(args []field) {
+	switch base(args[0].s) {
+	case "tee":
+		for _, f := range args[1:] {
+			if !strings.HasPrefix(f.s, "-") {
+				c.markFed(f.s)
+			}
+		}
+	case "dd":
+		for _, f := range args[1:] {
+			if v, ok := strings.CutPrefix(f.s, "of="); ok {
+				c.markFed(v)
+			}
+		}
+	}
+}
+
+func (c *checker) markFed(path string) {
+	if c.fedFiles == nil {
+		c.fedFiles = make(map[string]bool, 2)
+	}
+	c.fedFiles[cleanPath(path)] = true
+}
+
+// fedFile reports whether f names a file written from the input sent
+// later.
+func (c *checker) fedFile(f field) bool {
+	return !f.dyn && len(c.fedFiles) > 0 && c.fedFiles[cleanPath(f.s)]
+}
+
+// askFedFile is the verdict on running a file written from the input.
+func askFedFile(path string) Verdict {
+	return Verdict{Decision: Ask, Rule: "stdin-program",
+		Reason:      "runs " + path + ", a file written from the job's input sent later: code nobody has seen",
+		Alternative: "write the script in the command (a heredoc), or run it in a separate step after reading it"}
+}
+
+// taintedArg reports whether an argument holds a value read at run time
+// (read, mapfile).
+func taintedArg(args []field) bool {
+	for _, f := range args[1:] {
+		if f.taint {
+			return true
+		}
+	}
+	return false
+}
+
 // stdinGate checks a program that reads stdin in: code read from a pipe
 // of unknown text asks (pipe-to-shell), and a program reading the job's
 // input sent later asks unless it is a known data reader.
@@ -335,6 +410,10 @@ func (c *checker) stdinGate(name string, args []field, in stdinSrc) {
 		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
 			Reason:      name + " is given the job's input as a file (" + "/dev/stdin or the like" + "), where it may read configuration or code sent later",
 			Alternative: "give it a file written in the command, or its input in a heredoc"})
+	case promptTool(name) && taintedArg(args):
+		c.report(Verdict{Decision: Ask, Rule: "stdin-program",
+			Reason:      name + " is given a value read at run time from the job's input as an argument, where an option (git -c alias.x=!cmd, -c core.fsmonitor=cmd) runs code sent later",
+			Alternative: "write the arguments out in the command, or check the value first in a separate step"})
 	case c.terminal && ttyEscapes[name]:
 		c.report(Verdict{Decision: Ask, Rule: "stdin-tty",
 			Reason:      name + " runs commands typed on its terminal (shell escapes such as !cmd), and the job's terminal takes input sent later",

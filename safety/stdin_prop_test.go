@@ -33,6 +33,9 @@ var (
 		"awk '{print}'", "awk -f -", "sed -f -", "python3 -c 'import sys; print(sys.stdin.read())'",
 		"python3 -c 'import sys; exec(sys.stdin.read())'", "perl -ne 'print'", "perl -e 'eval <STDIN>'",
 		"git -c include.path=/dev/stdin status", "GIT_CONFIG_GLOBAL=/dev/stdin git status", "env",
+		"cat > s.sh; bash s.sh", "tee s.sh > /dev/null; . ./s.sh", "cat > w; chmod +x w; ./w",
+		"cat > s.py; python3 s.py", "cat > notes; wc -l notes",
+		"read -r l; git $l", "read -r l; git -c \"$l\" status", "read -r l; curl $l",
 		"python3 -", "node -", "cat | sh", "tee log | sh", "cat > notes", "sort -o out", "uniq",
 	}
 	stdinPayloads = []string{
@@ -41,6 +44,7 @@ var (
 		"-c alias.x=!touch\\ S x", "[alias]\n\tx = !touch S", "e touch S", "1e touch S",
 		"--pre=./w.sh", "y[`touch S`]", "require(\"child_process\").execSync(\"touch S\")",
 		"touch S\ntouch S", "$(touch S)", "[core]\n\tfsmonitor = touch S",
+		"-c alias.x=!touch>S x", "core.fsmonitor=touch>S",
 	}
 )
 

@@ -29,6 +29,7 @@ type checker struct {
 	lenient    bool                  // nested code that does not parse asks (see extracted)
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
 	arithSeen  map[string]bool       // texts evaluated as arithmetic already analysed (see evaluated)
+	fedFiles   map[string]bool       // files written from the job's input sent later (see fedFile)
 
 	// A blind git add (git add -A) is judged by what follows it.
 	addAll      string // its offending argument, "" if none yet
@@ -178,6 +179,9 @@ func (c *checker) stmtIn(s *syntax.Stmt, piped stdinSrc) {
 	}
 	if c.done() {
 		return
+	}
+	if _, ok := s.Cmd.(*syntax.CallExpr); ok && in.piped && in.later {
+		c.fedRedirs(s.Redirs)
 	}
 	switch x := s.Cmd.(type) {
 	case *syntax.CallExpr:
@@ -459,6 +463,12 @@ func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	copy(argv, fields)
 	if body, ok := c.funcs[argv[0].s]; ok && !argv[0].dyn {
 		c.callFunc(body, argv, in)
+	}
+	if in.piped && in.later {
+		c.fedArgs(argv)
+	}
+	if c.fedFile(argv[0]) {
+		c.report(askFedFile(argv[0].s))
 	}
 	c.argv(argv, in)
 }

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,7 +34,11 @@ const peekMax = 64 << 10
 // checked like a CONNECT's (the allowlist, then the addresses it resolves
 // to, private ranges refused), reported as a Decision (Method "TLS", or
 // the request's method), and the connection is spliced to it, bytes as
-// they came; a broker host's TLS is terminated as through CONNECT. A
+// they came; a broker host's TLS is terminated as through CONNECT. Plain
+// HTTP is carried request by request instead, each request naming the
+// first one's host: one that names another ends the connection (the
+// upstream is the first host's server, whose other virtual hosts the
+// allowlist never judged), and so do a ws:// upgrade's frames. A
 // connection without a name (no SNI, no Host), or that has not said it
 // within 64 kB and 10 s, is refused. The port is
 // the world's to say because a captured connection's own local port may
@@ -97,6 +103,10 @@ func (p *Proxy) carry(c net.Conn, port int) {
 		refuseCarried(c, method, err.Error())
 		return
 	}
+	if method != "TLS" {
+		carryHTTP(c, up, rec.buf, host)
+		return
+	}
 	if _, err := up.Write(rec.buf); err != nil {
 		c.Close()
 		up.Close()
@@ -104,6 +114,56 @@ func (p *Proxy) carry(c net.Conn, port int) {
 	}
 	splice(c, up)
 }
+
+// carryHTTP carries plain HTTP from c (prefix: what was read of it
+// already) to up, request by request: each must name host, as the first
+// did. A request naming another host (another virtual host of the same
+// server, which the allowlist never judged), or bytes that are no
+// request (a ws:// upgrade's frames), end the requests: up is told no
+// more come, answers what it was sent, and both connections close.
+// Requests are written on as net/http reads them (re-framed; no
+// User-Agent added).
+func carryHTTP(c net.Conn, up *countedConn, prefix []byte, host string) {
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		_, _ = io.Copy(c, up)
+		c.Close() // the upstream is done: no later request can be answered
+	}()
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(prefix), c), 4096)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				up.Close() // c closed (Proxy.Close) or broken: nothing is waited for
+			}
+			break
+		}
+		h, _, err := splitHostPort(req.Host, 80)
+		if err != nil || !strings.EqualFold(strings.TrimSuffix(h, "."), host) {
+			req.Body.Close()
+			break
+		}
+		if _, ok := req.Header["User-Agent"]; !ok {
+			req.Header["User-Agent"] = []string{""} // Write adds Go's otherwise
+		}
+		if err := req.Write(up); err != nil {
+			break
+		}
+	}
+	_ = up.CloseWrite()
+	select {
+	case <-answered:
+	case <-time.After(answerWait):
+	}
+	c.Close()
+	up.Close()
+	<-answered
+}
+
+// answerWait bounds how long a carried HTTP upstream may take to answer
+// once it was sent its last request.
+const answerWait = 5 * time.Minute
 
 // destination reads the name a carried connection goes to: the SNI of a
 // TLS ClientHello, or the Host of an HTTP request; method is "TLS" or the

@@ -204,3 +204,36 @@ func TestCarryOracle(t *testing.T) {
 		}
 	})
 }
+
+// TestCarryHTTPOneHost: a carried plain HTTP connection carries requests
+// for the host its first request named only: a later request on it that
+// names another host (for another virtual host of the same server) never
+// reaches the upstream, and the connection ends.
+func TestCarryHTTPOneHost(t *testing.T) {
+	hosts := make(chan string, 8)
+	up := newUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hosts <- r.Host
+		io.WriteString(w, "hello "+r.Host)
+	}))
+	p, _ := startProxy(t, Policy{Allow: allow(t, up.hostport())})
+	addr := carrier(t, p, up.port)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "GET /1 HTTP/1.1\r\nHost: %s\r\n\r\nGET /2 HTTP/1.1\r\nHost: %s\r\n\r\nGET /3 HTTP/1.1\r\nHost: evil.example\r\n\r\n", up.hostport(), up.hostport())
+	got, _ := io.ReadAll(conn)
+	close(hosts)
+	var seen []string
+	for h := range hosts {
+		seen = append(seen, h)
+	}
+	if len(seen) != 2 || seen[0] != up.hostport() || seen[1] != up.hostport() {
+		t.Errorf("the upstream saw requests for %q, want two for %s", seen, up.hostport())
+	}
+	if n := strings.Count(string(got), "hello "+up.hostport()); n != 2 {
+		t.Errorf("%d answers, want 2: %q", n, got)
+	}
+}

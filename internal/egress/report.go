@@ -13,7 +13,10 @@ import (
 
 // Flow is what one destination saw of a proxy's connections.
 type Flow struct {
-	// Host is the name (or address) the command asked for, lower case.
+	// Host is the name (or address) the command asked for, lower case;
+	// "(other hosts)" for the destinations beyond the first 1024 (a
+	// command looking up random names cannot grow the report without
+	// bound).
 	Host string
 	// Port is the destination port; 0 for a name the resolver refused.
 	Port int
@@ -26,6 +29,14 @@ type Flow struct {
 	// lookups).
 	Denied int
 }
+
+// flowsMax bounds the destinations a proxy counts one by one; the rest
+// are counted together under Host otherHosts, Port 0.
+const flowsMax = 1024
+
+// otherHosts is the Host of the flow that counts the destinations beyond
+// flowsMax.
+const otherHosts = "(other hosts)"
 
 // Report is a proxy's flows, the busiest first.
 type Report []Flow
@@ -134,6 +145,10 @@ func (m *meter) get(host string, port int) *counters {
 		m.flows = map[flowKey]*counters{}
 	}
 	c, ok := m.flows[k]
+	if !ok && len(m.flows) >= flowsMax {
+		k = flowKey{otherHosts, 0}
+		c, ok = m.flows[k]
+	}
 	if !ok {
 		c = &counters{}
 		m.flows[k] = c

@@ -167,3 +167,30 @@ func TestResolverWithGetent(t *testing.T) {
 		t.Errorf("report %q", s)
 	}
 }
+
+// TestReportBoundedByDestinations: a command looking up ever new names
+// (each refused, each a destination of the report) grows the report to
+// flowsMax destinations and one that counts the rest.
+func TestReportBoundedByDestinations(t *testing.T) {
+	p, _, addr, _ := resolverFor(t, nil, "registry.npmjs.org")
+	c := &dns.Client{Net: "udp"}
+	extra := 50
+	for i := range flowsMax + extra {
+		q := new(dns.Msg).SetQuestion(fmt.Sprintf("n%d.evil.org.", i), dns.TypeA)
+		m, _, err := c.Exchange(q, addr)
+		if err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+		if m.Rcode != dns.RcodeNameError {
+			t.Fatalf("query %d: rcode %d, want NXDOMAIN", i, m.Rcode)
+		}
+	}
+	r := p.Report()
+	if len(r) != flowsMax+1 {
+		t.Fatalf("%d destinations in the report, want %d", len(r), flowsMax+1)
+	}
+	i := slices.IndexFunc(r, func(f Flow) bool { return f.Host == otherHosts })
+	if i < 0 || r[i].Denied != extra || r[i].Port != 0 {
+		t.Fatalf("no %q flow with %d refusals: %+v", otherHosts, extra, r[len(r)-1])
+	}
+}
