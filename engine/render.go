@@ -268,11 +268,11 @@ func changeNotes(c jobs.Changes, cwd string) string {
 	if rep == nil {
 		return strings.Join(lines, "\n")
 	}
-	if line := rep.Summary(cwd); line != "" {
+	if line := changeLine(c, cwd, false); line != "" {
 		lines = append(lines, line)
 	}
 	if rep.NotApplied != "" {
-		lines = append(lines, "[the command's changes to the workspace were not applied: "+rep.NotApplied+"]")
+		lines = append(lines, notAppliedLine(rep.NotApplied, rep.Discarded))
 	}
 	for _, l := range gitpolicy.Lines(rep.Refused, cwd) {
 		lines = append(lines, "["+l+"]")
@@ -299,7 +299,7 @@ func undoText(steps int, undone jobs.Changes, cwd string) string {
 	if steps > 1 {
 		what = fmt.Sprintf("the last %d commands", steps)
 	}
-	line := undone.Report.Summary(cwd)
+	line := changeLine(undone, cwd, true)
 	if line == "" {
 		return "[undid " + what + ": nothing to put back]"
 	}
@@ -576,7 +576,9 @@ func (o JobOutput) Text() string {
 	if !o.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
 	}
-	if o.Job.ChangeReport != "" {
+	if o.Job.ChangeReport != "" && !strings.Contains(o.Data, o.Job.ChangeReport) {
+		// An ended job's report is in its output file, on the line
+		// after its completion: shown there once.
 		what := "[the job's changes so far, applied to the workspace:]\n"
 		if o.Job.Status != JobRunning {
 			what = ""
