@@ -44,7 +44,7 @@
 //	denied          [command denied: ...] (a permission profile; never executed)
 //	needs_approval  [command needs approval: ...] (ToolContext.Approved lets it run)
 //	error           [error: MESSAGE]: bad input, bad working directory, cannot start
-//	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: kill -9 -PID</reminder>
+//	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: bash_kill job_id=ID</reminder>
 //	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only; see [LostText])
 //
 // Output over Config.Output.Max is cut in the middle with the header

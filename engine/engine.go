@@ -234,7 +234,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
 		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
-		res.Output = startedText(job.Pid, job.OutputFile)
+		res.Output = startedText(job.Pid, job.ID, job.OutputFile)
 		return res, g
 	}
 	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g

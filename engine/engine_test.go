@@ -550,7 +550,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo hi; sleep 0.2", Mode: engine.ModeBackground})
-	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>", r.PID, r.OutputFile, r.PID)
+	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>", r.PID, r.OutputFile, r.JobID)
 	if r.Status != engine.StatusStarted || r.Output != want || r.JobID == "" || r.IsError() {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}

@@ -114,10 +114,14 @@ func busyText(b *supervisor.BusyError) string {
 	return "busy: " + why + "; " + then
 }
 
-// startedText is a background job's result text.
-func startedText(pid int, outputFile string) string {
-	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
-		pid, outputFile, pid)
+// startedText is a background job's result text. Its reminder names the
+// job tool, which stops the job with the grace sequence and records why:
+// a kill from a later command would bypass that record, and in a sandbox
+// the kernel refuses it (each command's processes are out of reach of the
+// next command's).
+func startedText(pid int, id, outputFile string) string {
+	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>",
+		pid, outputFile, id)
 }
 
 // LostText is the result text of a call whose executor machine stopped
@@ -684,5 +688,6 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	} else {
 		b.WriteString("No other network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")
 	}
+	b.WriteString(e.homeDescription(tc))
 	return b.String()
 }

@@ -279,7 +279,7 @@ func TestBackgroundJobs(t *testing.T) {
 	if r.Status != engine.StatusStarted || r.JobID == "" {
 		t.Fatalf("%+v", r)
 	}
-	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>", r.PID, r.OutputFile, r.PID)
+	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>", r.PID, r.OutputFile, r.JobID)
 	if r.Output != want {
 		t.Errorf("background text %q, want %q", r.Output, want)
 	}
