@@ -452,7 +452,7 @@ func TestTruncationAndSpool(t *testing.T) {
 	if !r.Truncated || r.OutputBytes != 307200 || r.FullOutputFile == "" {
 		t.Fatalf("truncated=%v bytes=%d file=%q", r.Truncated, r.OutputBytes, r.FullOutputFile)
 	}
-	head := "[output truncated in middle: got 300.0 KiB, max is 128 KiB]\n" + strings.Repeat("a", 4096) + "\n\n[snip]\n\n" + strings.Repeat("a", 4096)
+	head := "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]\n" + strings.Repeat("a", 32<<10) + "\n\n[snip]\n\n" + strings.Repeat("a", 96<<10)
 	if r.Output != head+"\n[full output: "+r.FullOutputFile+"]" {
 		t.Fatalf("output %q...", r.Output[:100])
 	}
