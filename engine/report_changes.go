@@ -229,7 +229,10 @@ func gitSummary(changes []string, undo bool) string {
 			parts = append(parts, "branch "+b+" moved")
 		}
 	}
-	if head && !ini {
+	switch {
+	case head && message && len(moved) == 0 && !undo:
+		parts = append(parts, "committed on a detached HEAD")
+	case head && !ini:
 		parts = append(parts, "HEAD switched")
 	}
 	if stash {

@@ -35,6 +35,8 @@ func TestChangeReportSummarisesGit(t *testing.T) {
 		{`git branch feature`, "[git: branch feature created]"},
 		{`git checkout -q feature`, "[git: HEAD switched, index updated]"},
 		{`git checkout -q main && echo y > b.txt && git add b.txt`, "[changed 1 file: A b.txt; git: HEAD switched, index updated]"},
+		{`git checkout -q --detach && git commit -q --allow-empty -m detached`, "[git: committed on a detached HEAD, index updated]"},
+		{`git checkout -q main`, "[changed 1 file: D b.txt; git: HEAD switched, index updated]"},
 		{`git init -q sub`, "[git: repository created]"},
 	} {
 		r := run(c.cmd)
@@ -59,7 +61,7 @@ func TestChangeReportSummarisesGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Text() != "[undid the last 2 commands: changed 2 files: D b.txt, D sub/; git: HEAD switched, index updated]" {
+	if u.Text() != "[undid the last 2 commands: changed 2 files: A b.txt, D sub/; git: HEAD switched, index updated]" {
 		t.Errorf("undo: %q", u.Text())
 	}
 }
