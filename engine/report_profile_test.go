@@ -63,3 +63,26 @@ func TestProfilesRunReadsSandboxed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLockedRead measures what the kernel's enforcement costs a read
+// under the locked profile: the same command with no profile (as the
+// analyser alone allowed it before) and under locked (in the read-only
+// sandbox), side by side.
+func BenchmarkLockedRead(b *testing.B) {
+	needNamespaces(b)
+	for _, name := range []string{"none", "locked"} {
+		b.Run(name, func(b *testing.B) {
+			e := newEngine(b, func(c *engine.Config) {
+				if name == "locked" {
+					c.Permissions, _ = safety.Preset("locked")
+				}
+			})
+			tc := engine.ToolContext{WorkingDir: b.TempDir(), ConversationID: "bench"}
+			for b.Loop() {
+				if r := e.Run(context.Background(), tc, engine.Input{Command: "cat /etc/hostname"}); r.Status != engine.StatusOK {
+					b.Fatalf("%s %q", r.Status, r.Output)
+				}
+			}
+		})
+	}
+}
