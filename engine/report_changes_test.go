@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,55 @@ func TestJobReportOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A background job that ends while a later command runs over its layer
+// cannot apply its changes then (the command cannot be frozen): its
+// report says once that they are not in the workspace yet, never that
+// they were not applied, and the later command's end applies and lists
+// them.
+func TestJobEndingDuringALaterCommand(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	job := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Stdin: engine.StdinPipe,
+		Command: `read _; echo a > a.txt`})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("%s %q", job.Status, job.Output)
+	}
+	later := make(chan engine.Result, 1)
+	go func() {
+		later <- e.Run(context.Background(), tc, engine.Input{Command: `echo started; sleep 3.17; echo b > b.txt`})
+	}()
+	testenv.Eventually(t, 20*time.Second, func() bool { return running("sleep\x003.17\x00") }, "the later command did not start")
+	if err := e.Write(context.Background(), tc, job.JobID, []byte("\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	jobEnded(t, e, tc, job.JobID)
+	r := <-later
+	if r.Status != engine.StatusOK || !strings.Contains(r.Output, "A a.txt") || !strings.Contains(r.Output, "A b.txt") {
+		t.Fatalf("later command: %s %q", r.Status, r.Output)
+	}
+	out, err := e.JobOutput(tc, job.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := out.Text()
+	t.Logf("job output:\n%s", text)
+	if strings.Contains(text, "were not applied") || strings.Count(text, "not in the workspace yet") != 1 {
+		t.Fatalf("job output:\n%s", text)
+	}
+}
+
+// running reports whether a process with this command line (its
+// arguments, each ended by NUL) runs.
+func running(cmdline string) bool {
+	ds, _ := os.ReadDir("/proc")
+	for _, d := range ds {
+		if b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline"); err == nil && string(b) == cmdline {
+			return true
+		}
+	}
+	return false
 }
