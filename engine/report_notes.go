@@ -2,6 +2,7 @@ package engine
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/config"
@@ -91,4 +92,25 @@ func (e *Engine) homeDescription(tc ToolContext) string {
 		return ""
 	}
 	return "\nHOME (" + h + ") is below the host's /tmp, so the sandbox hides it: its files (git identity, ssh keys, tool settings) are not there."
+}
+
+// outputBudget is the description's sentence on how much output a result
+// shows: "Output over 128 KiB is cut in the middle: the result shows its
+// first 32 KiB and last 96 KiB, and names a file with all of it." (the
+// shares of Max that package truncate keeps by default).
+func (e *Engine) outputBudget() string {
+	o := e.cfg.Output
+	limit := int64(o.Max)
+	spool := ", and names a file with all of it."
+	if o.SpoolCap < 0 {
+		spool = "."
+	}
+	switch o.Truncation {
+	case config.TruncateHead:
+		return "Output over " + humanBytes(limit) + " is cut: the result shows its first " + humanBytes(limit) + spool
+	case config.TruncateTail:
+		return "Output over " + strconv.FormatInt(limit, 10) + " characters is cut: the result shows its last " + strconv.FormatInt(limit, 10) + " characters" + spool
+	}
+	head := max(limit/4, 1)
+	return "Output over " + humanBytes(limit) + " is cut in the middle:\nthe result shows its first " + humanBytes(head) + " and last " + humanBytes(limit-head) + spool
 }

@@ -87,3 +87,20 @@ func TestStartedReminderWorksInSandbox(t *testing.T) {
 		t.Fatalf("bash_kill: %v %+v", err, j)
 	}
 }
+
+// The description states the output budget the engine applies: the
+// middle cut's shares of Output.Max.
+func TestDescriptionStatesOutputBudget(t *testing.T) {
+	tc := engine.ToolContext{WorkingDir: t.TempDir()}
+	if d := newEngine(t).Description(tc); !strings.Contains(d, "Output over 128 KiB is cut in the middle:\nthe result shows its first 32 KiB and last 96 KiB, and names a file with all of it.") {
+		t.Fatalf("description:\n%s", d)
+	}
+	e := newEngine(t, func(c *engine.Config) { c.Output.Max = 40 << 10 })
+	if d := e.Description(tc); !strings.Contains(d, "Output over 40 KiB is cut in the middle:\nthe result shows its first 10 KiB and last 30 KiB") {
+		t.Fatalf("description:\n%s", d)
+	}
+	r := e.Run(context.Background(), tc, engine.Input{Command: "head -c 100000 /dev/zero | tr '\\0' a"})
+	if !strings.HasPrefix(r.Output, "[output truncated in middle: got 97.7 KiB, showing the first 10 KiB and the last 30 KiB]\n") {
+		t.Fatalf("%.120q", r.Output)
+	}
+}
