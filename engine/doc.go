@@ -44,11 +44,12 @@
 //	denied          [command denied: ...] (a permission profile; never executed)
 //	needs_approval  [command needs approval: ...] (ToolContext.Approved lets it run)
 //	error           [error: MESSAGE]: bad input, bad working directory, cannot start
-//	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: kill -9 -PID</reminder>
+//	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: bash_kill job_id=ID</reminder>
 //	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only; see [LostText])
 //
 // Output over Config.Output.Max is cut in the middle with the header
-// "[output truncated in middle: got 300.0 KiB, max is 128 KiB]" and the
+// "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]"
+// (the first quarter and the last three quarters of Max) and the
 // complete output is kept in a file the result names. Notes on lines of
 // their own follow the output: processes the shell left running were ended
 // ("[killed processes left running after the shell exited: ...]"), the

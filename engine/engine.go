@@ -183,6 +183,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
+	tc.Sandbox = e.kernelProfile(tc, in.Command, g)
 	if caps := e.sup.Sandbox(); tc.Sandbox.On() && caps.Available() && !caps.Namespaces {
 		return errorResult(res, fmt.Errorf("%w: %s; as a user other than root it needs user namespaces (and a program that calls engine.SandboxMain first); the command did not run",
 			ErrRestrictedMode, caps.Reason)), g
@@ -234,7 +235,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	res.PID, res.QueuedMS = job.Pid, job.Queued.Milliseconds()
 	if req.Background {
 		res.Status, res.JobID, res.OutputFile = StatusStarted, job.ID, job.OutputFile
-		res.Output = startedText(job.Pid, job.OutputFile)
+		res.Output = startedText(job.Pid, job.ID, job.OutputFile)
 		return res, g
 	}
 	return e.wait(ctx, tc, job, req.Timeout, req.Stdin || req.TTY != nil, res), g

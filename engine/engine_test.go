@@ -452,7 +452,7 @@ func TestTruncationAndSpool(t *testing.T) {
 	if !r.Truncated || r.OutputBytes != 307200 || r.FullOutputFile == "" {
 		t.Fatalf("truncated=%v bytes=%d file=%q", r.Truncated, r.OutputBytes, r.FullOutputFile)
 	}
-	head := "[output truncated in middle: got 300.0 KiB, max is 128 KiB]\n" + strings.Repeat("a", 4096) + "\n\n[snip]\n\n" + strings.Repeat("a", 4096)
+	head := "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]\n" + strings.Repeat("a", 32<<10) + "\n\n[snip]\n\n" + strings.Repeat("a", 96<<10)
 	if r.Output != head+"\n[full output: "+r.FullOutputFile+"]" {
 		t.Fatalf("output %q...", r.Output[:100])
 	}
@@ -550,7 +550,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	e := newEngine(t)
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo hi; sleep 0.2", Mode: engine.ModeBackground})
-	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>", r.PID, r.OutputFile, r.PID)
+	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>", r.PID, r.OutputFile, r.JobID)
 	if r.Status != engine.StatusStarted || r.Output != want || r.JobID == "" || r.IsError() {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}

@@ -27,6 +27,11 @@ import (
 //   - a socket refused (EPERM next to "socket"): only TCP is allowed, on
 //     the conversation's loopback and through the proxy; no setting allows
 //     UDP, ICMP, raw or unix sockets;
+//   - a connection to a loopback address refused: the loopback is the
+//     conversation's own, a host's service is reached when allow-net
+//     names its host:port;
+//   - HOME below the host's /tmp, which the sandbox hides, when the
+//     output names it (or git's missing identity);
 //   - a name that does not resolve or a network that is unreachable:
 //     without an allowlist there is no network but the conversation's
 //     loopback (setting: allow-net); with one, only clients that use the
@@ -69,6 +74,10 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	case socketRefused(out):
 		return "[sandbox: only TCP sockets are allowed (the conversation's own loopback, and hosts the allowlist names through the egress proxy); " +
 			"UDP, ICMP (ping), raw, netlink and unix sockets are denied by the sandbox's seccomp filter, and no setting allows them: run the command unrestricted (sandbox profile none)]"
+	case loopbackNote(out) != "":
+		return loopbackNote(out)
+	case e.homeNote(tc, out) != "":
+		return e.homeNote(tc, out)
 	case mentions(out, networkErrors) && len(sbx.Network) == 0:
 		return "[sandbox: no network but the conversation's own loopback; hosts can be allowed through the egress proxy (setting: allow-net)]"
 	case mentions(out, networkErrors):

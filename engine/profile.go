@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // Profile names a sandbox profile: what a command may write. Every profile
@@ -128,4 +130,65 @@ func (e *Engine) dropMissingBases() {
 			*f = ""
 		}
 	}
+}
+
+// readsOnly is the profile that allows only what the analyser proves
+// reads (the "locked" preset): a command it allows is one a read-only
+// rule let through.
+var readsOnly = sync.OnceValue(func() *safety.Profile {
+	p, err := safety.Preset("locked")
+	if err != nil {
+		panic(err) // a built-in preset
+	}
+	if err := p.Compile(); err != nil {
+		panic(err)
+	}
+	return p
+})
+
+// kernelProfile returns the sandbox a command runs in under the
+// permission profile: when the profile allowed it through a read-only
+// rule (Rule.ReadOnly: the analyser proved that it only reads, as every
+// command the "locked" preset and the reads the "guarded" preset allow
+// without asking) and the engine can sandbox, the read-only sandbox, with
+// the call's network allowlist, so that a command the analyser wrongly
+// allows still cannot change anything; tc's sandbox otherwise (a command
+// a rule allows by name, such as guarded's builds, or one a person
+// approved, runs as the call says).
+func (e *Engine) kernelProfile(tc ToolContext, command string, a safety.Analysis) Sandbox {
+	p := e.cfg.Permissions
+	if p == nil || a.Outcome.Decision != safety.Allow || tc.Sandbox.Profile == ReadOnly || !readRules(p) {
+		return tc.Sandbox
+	}
+	if c := e.sup.Sandbox(); !c.Available() || !c.Namespaces {
+		return tc.Sandbox // the analyser's word alone (see docs/sandbox.md)
+	}
+	if !onlyReads(p) && safety.Gate(command, readsOnly()).Decision != safety.Allow {
+		return tc.Sandbox
+	}
+	return Sandbox{Profile: ReadOnly, Network: tc.Sandbox.Network}
+}
+
+// onlyReads reports whether p allows nothing but through read-only rules
+// (as "locked" does), so that whatever it allowed only reads.
+func onlyReads(p *safety.Profile) bool {
+	if p.Default == safety.Allow {
+		return false
+	}
+	for _, r := range p.Rules {
+		if r.Decision == safety.Allow && !r.ReadOnly {
+			return false
+		}
+	}
+	return true
+}
+
+// readRules reports whether p allows anything through a read-only rule.
+func readRules(p *safety.Profile) bool {
+	for _, r := range p.Rules {
+		if r.ReadOnly && r.Decision == safety.Allow {
+			return true
+		}
+	}
+	return false
 }

@@ -114,10 +114,14 @@ func busyText(b *supervisor.BusyError) string {
 	return "busy: " + why + "; " + then
 }
 
-// startedText is a background job's result text.
-func startedText(pid int, outputFile string) string {
-	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>",
-		pid, outputFile, pid)
+// startedText is a background job's result text. Its reminder names the
+// job tool, which stops the job with the grace sequence and records why:
+// a kill from a later command would bypass that record, and in a sandbox
+// the kernel refuses it (each command's processes are out of reach of the
+// next command's).
+func startedText(pid int, id, outputFile string) string {
+	return fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>",
+		pid, outputFile, id)
 }
 
 // LostText is the result text of a call whose executor machine stopped
@@ -268,11 +272,11 @@ func changeNotes(c jobs.Changes, cwd string) string {
 	if rep == nil {
 		return strings.Join(lines, "\n")
 	}
-	if line := rep.Summary(cwd); line != "" {
+	if line := changeLine(c, cwd, false); line != "" {
 		lines = append(lines, line)
 	}
 	if rep.NotApplied != "" {
-		lines = append(lines, "[the command's changes to the workspace were not applied: "+rep.NotApplied+"]")
+		lines = append(lines, notAppliedLine(rep.NotApplied, rep.Discarded))
 	}
 	for _, l := range gitpolicy.Lines(rep.Refused, cwd) {
 		lines = append(lines, "["+l+"]")
@@ -299,7 +303,7 @@ func undoText(steps int, undone jobs.Changes, cwd string) string {
 	if steps > 1 {
 		what = fmt.Sprintf("the last %d commands", steps)
 	}
-	line := undone.Report.Summary(cwd)
+	line := changeLine(undone, cwd, true)
 	if line == "" {
 		return "[undid " + what + ": nothing to put back]"
 	}
@@ -576,7 +580,9 @@ func (o JobOutput) Text() string {
 	if !o.EOF {
 		fmt.Fprintf(&b, "\n[more output: call bash_output with offset=%d]", end)
 	}
-	if o.Job.ChangeReport != "" {
+	if o.Job.ChangeReport != "" && !strings.Contains(o.Data, o.Job.ChangeReport) {
+		// An ended job's report is in its output file, on the line
+		// after its completion: shown there once.
 		what := "[the job's changes so far, applied to the workspace:]\n"
 		if o.Job.Status != JobRunning {
 			what = ""
@@ -634,8 +640,7 @@ Stdin is /dev/null and there is no terminal unless you ask: with mode=background
 or yield_ms, stdin="pipe" takes input sent later with bash_write, and tty=true
 adds a terminal (REPLs, prompts; bash_write sends keys, "\u0003" is Ctrl-C).
 yield_ms returns after that many ms with the output so far; the command runs on as a job.
-Editors and pagers do not work. Output over 128 KiB is cut in the middle
-(the full output is saved to a file named in the result).
+Editors and pagers do not work. ` + e.outputBudget() + `
 
 IMPORTANT: Keep commands concise. The command input must be less than 60k tokens.
 For complex scripts, write them to a file first and then execute the file.
@@ -682,5 +687,6 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	} else {
 		b.WriteString("No other network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")
 	}
+	b.WriteString(e.homeDescription(tc))
 	return b.String()
 }

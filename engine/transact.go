@@ -58,15 +58,11 @@ const maxChanges = 1000
 // listed ones only (an added directory shows as its files), at most
 // maxChanges; it returns how many it left out.
 func changes(c jobs.Changes, cwd string) ([]Change, int) {
-	listed := c.Report.Listed()
-	if len(listed) == 0 {
-		return nil, 0
+	listed := listedChanges(c, cwd)
+	if len(listed) > maxChanges {
+		return listed[:maxChanges], len(listed) - maxChanges
 	}
-	out := make([]Change, 0, min(len(listed), maxChanges))
-	for _, c := range listed[:min(len(listed), maxChanges)] {
-		out = append(out, Change{Path: c.Display(cwd), Kind: string(c.Kind), Size: c.Size})
-	}
-	return out, len(listed) - len(out)
+	return listed, 0
 }
 
 // refusals converts policy refusals for the API.

@@ -71,7 +71,7 @@ func TestWorkspaceWriteEditBuildTestCommit(t *testing.T) {
 		t.Fatalf("build: %q", r.Output)
 	}
 	r = run(`git add src b.txt build.out && git commit -qm "agent work" && git log --format=%s -1`)
-	if !strings.HasPrefix(r.Output, "agent work\n[changed ") || !strings.Contains(r.Output, ".git/") {
+	if r.Output != "agent work\n[git: committed on main, index updated]" {
 		t.Fatalf("commit: %q", r.Output)
 	}
 	if got := gitOutside(t, dir, "log", "--format=%s", "-1"); got != "agent work\n" {

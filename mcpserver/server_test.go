@@ -190,7 +190,7 @@ func TestTruncation(t *testing.T) {
 	if r.Status != engine.StatusOK || !r.Truncated || r.OutputBytes != 300005 {
 		t.Fatalf("status %s truncated %v bytes %d", r.Status, r.Truncated, r.OutputBytes)
 	}
-	if !strings.HasPrefix(r.Output, "[output truncated in middle: got 293.0 KiB, max is 128 KiB]\naaaa") || !strings.Contains(r.Output, "a\nEND\n") {
+	if !strings.HasPrefix(r.Output, "[output truncated in middle: got 293.0 KiB, showing the first 32 KiB and the last 96 KiB]\naaaa") || !strings.Contains(r.Output, "a\nEND\n") {
 		t.Errorf("output head %q tail %q", r.Output[:80], r.Output[len(r.Output)-20:])
 	}
 	if len(r.Output) > 128<<10+200 {
@@ -279,7 +279,7 @@ func TestBackgroundJobs(t *testing.T) {
 	if r.Status != engine.StatusStarted || r.JobID == "" {
 		t.Fatalf("%+v", r)
 	}
-	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: kill -9 -%d</reminder>", r.PID, r.OutputFile, r.PID)
+	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>", r.PID, r.OutputFile, r.JobID)
 	if r.Output != want {
 		t.Errorf("background text %q, want %q", r.Output, want)
 	}

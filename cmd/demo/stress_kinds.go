@@ -47,7 +47,7 @@ func (s *stresser) flood(i int, dir string) error {
 	if err := expect(r, engine.StatusOK, 0); err != nil {
 		return err
 	}
-	if !r.Truncated || r.OutputBytes != size || !strings.HasPrefix(r.Output, "[output truncated in middle: got 10.0 MiB, max is 128 KiB]\n") {
+	if !r.Truncated || r.OutputBytes != size || !strings.HasPrefix(r.Output, "[output truncated in middle: got 10.0 MiB, showing the first 32 KiB and the last 96 KiB]\n") {
 		return fmt.Errorf("flood: truncated=%v bytes=%d %.80q", r.Truncated, r.OutputBytes, r.Output)
 	}
 	return nil

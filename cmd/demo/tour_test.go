@@ -14,7 +14,7 @@ var tourWants = map[string][]string{
 	"a success": {"status ok, exit 0", "| hello from bash", "| Linux"},
 	"a failure with its exit code, stderr interleaved":                         {"status failed, exit 2", "| [command failed: exit code 2]", "| compiling\n   | error: missing semicolon"},
 	"a timeout: partial output kept, process group ended":                      {"status timed_out", "| [command timed out after 2s]", "| working"},
-	"a flood of 10 MiB: middle cut, full output spooled":                       {"10485760 bytes, truncated true", "| [output truncated in middle: got 10.0 MiB, max is 128 KiB]", "| [full output: /"},
+	"a flood of 10 MiB: middle cut, full output spooled":                       {"10485760 bytes, truncated true", "| [output truncated in middle: got 10.0 MiB, showing the first 32 KiB and the last 96 KiB]", "| [full output: /"},
 	"a grandchild holding the pipe: returns promptly, leftover named":          {"status ok, exit 0", "| server started", "| [killed processes left running after the shell exited: sleep (pid "},
 	"a SIGTERM-ignoring tree past its timeout: SIGKILL after the grace period": {"status timed_out, exit 137, SIGKILL", "| stubborn"},
 	"secrets filtered from the environment":                                    {"| GITHUB_TOKEN=<unset> PATH is set"},

@@ -65,7 +65,7 @@ func effective(c truncate.Config) truncate.Config {
 }
 
 var (
-	middleHeader = regexp.MustCompile(`^\[output truncated in middle: got ([0-9.]+ [KMGT]?i?B), max is ([0-9.]+ [KMGT]?i?B)\]\n`)
+	middleHeader = regexp.MustCompile(`^\[output truncated in middle: got ([0-9.]+ [KMGT]?i?B), showing the first ([0-9.]+ [KMGT]?i?B) and the last ([0-9.]+ [KMGT]?i?B)\]\n`)
 	headHeader   = regexp.MustCompile(`^\[output truncated: showing first ([0-9]+) of ([0-9]+) bytes\]\n`)
 	tailHeader   = regexp.MustCompile(`^\[Output truncated: showing last ([0-9]+) chars of ([0-9]+) chars\]\n`)
 )

@@ -21,7 +21,7 @@ func ExampleNew() {
 	// Output:
 	// 160 line 20
 	// true 160
-	// [output truncated in middle: got 160 B, max is 64 B]
+	// [output truncated in middle: got 160 B, showing the first 15 B and the last 16 B]
 	// line 01
 	// line 02
 	//

@@ -28,7 +28,7 @@ func TestRenderedResult(t *testing.T) {
 	}
 	out := b.Result()
 	head, tail, ok := strings.Cut(out.Text, "\n\n[snip]\n\n")
-	if !out.Truncated || !ok || !strings.HasPrefix(head, "[output truncated in middle: got 3.4 KiB, max is 1000 B]\nline 0\nline 1\n") ||
+	if !out.Truncated || !ok || !strings.HasPrefix(head, "[output truncated in middle: got 3.4 KiB, showing the first 250 B and the last 250 B]\nline 0\nline 1\n") ||
 		!strings.HasSuffix(tail, "line 198\nline 199\n") || strings.Contains(out.Text, "\x1b") {
 		t.Errorf("%q", out.Text)
 	}

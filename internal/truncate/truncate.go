@@ -15,13 +15,16 @@
 // middle (the default). If the output has at most Max bytes it is returned
 // whole. Otherwise the text is exactly
 //
-//	[output truncated in middle: got 300.0 KiB, max is 128 KiB]\nHEAD\n\n[snip]\n\nTAIL
+//	[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]\nHEAD\n\n[snip]\n\nTAIL
 //
 // where HEAD is (at most) the first Head bytes and TAIL (at most) the last
 // Tail bytes. "got" is the total number of bytes the command produced,
-// formatted by [Humanize]; "max" is Max, formatted the same way except that a
-// whole number of the unit is printed without decimals (131072 → "128 KiB",
-// 1536 → "1.5 KiB", 900 → "900 B").
+// formatted by [Humanize]; the sizes shown are Head and Tail, formatted the
+// same way except that a whole number of the unit is printed without
+// decimals (32768 → "32 KiB", 1536 → "1.5 KiB", 900 → "900 B"). By default
+// Head and Tail fill Max (a quarter and three quarters), so the text's size
+// grows steadily with the output's up to Max and stays there: a longer
+// output is never shown shorter than a shorter one.
 //
 // head. The first Max bytes with the header
 //
@@ -79,11 +82,10 @@ import (
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
-// Defaults used for zero (or negative) Config fields.
+// Defaults used for zero (or negative) Config fields (Head and Tail
+// default to parts of Max: see Config).
 const (
 	DefaultMax      = 128 << 10
-	DefaultHead     = 4 << 10
-	DefaultTail     = 4 << 10
 	DefaultSpoolCap = 64 << 20
 )
 
@@ -102,10 +104,11 @@ type Config struct {
 	// strategy it is the most chars returned.
 	Max int
 	// Head is the number of bytes kept from the start by the middle
-	// strategy (default 4096).
+	// strategy (default: a quarter of Max, or what Tail leaves of it).
 	Head int
 	// Tail is the number of bytes kept from the end by the middle strategy
-	// (default 4096). If Head+Tail exceeds Max both are scaled down to fit.
+	// (default: the rest of Max). If Head+Tail exceeds Max both are scaled
+	// down to fit.
 	Tail int
 	// SpoolDir is where the full output is written once it passes the
 	// limit; "" means no spool.
@@ -126,13 +129,13 @@ type Config struct {
 }
 
 // DefaultConfig returns the default configuration: middle strategy, 128 KiB
-// max, 4 KiB head and tail, 64 MiB spool cap, no spool directory.
+// max, 32 KiB head and 96 KiB tail, 64 MiB spool cap, no spool directory.
 func DefaultConfig() Config {
 	return Config{
 		Strategy: config.TruncateMiddle,
 		Max:      DefaultMax,
-		Head:     DefaultHead,
-		Tail:     DefaultTail,
+		Head:     DefaultMax / 4,
+		Tail:     DefaultMax - DefaultMax/4,
 		SpoolCap: DefaultSpoolCap,
 	}
 }
@@ -148,11 +151,14 @@ func (c Config) normalize() Config {
 	if c.Max <= 0 {
 		c.Max = d.Max
 	}
-	if c.Head <= 0 {
-		c.Head = d.Head
-	}
-	if c.Tail <= 0 {
-		c.Tail = d.Tail
+	switch {
+	case c.Head <= 0 && c.Tail <= 0:
+		c.Head = max(c.Max/4, 1)
+		c.Tail = max(c.Max-c.Head, 1)
+	case c.Head <= 0:
+		c.Head = max(c.Max-c.Tail, 1)
+	case c.Tail <= 0:
+		c.Tail = max(c.Max-c.Head, 1)
 	}
 	if c.SpoolCap <= 0 {
 		c.SpoolCap = d.SpoolCap
@@ -334,8 +340,10 @@ func middle(total int64, c Config, head, tail []byte) string {
 	sb.Grow(80 + len(head) + len(tail))
 	sb.WriteString("[output truncated in middle: got ")
 	sb.WriteString(Humanize(total))
-	sb.WriteString(", max is ")
-	sb.WriteString(humanizeLimit(int64(c.Max)))
+	sb.WriteString(", showing the first ")
+	sb.WriteString(humanizeLimit(int64(c.Head)))
+	sb.WriteString(" and the last ")
+	sb.WriteString(humanizeLimit(int64(c.Tail)))
 	sb.WriteString("]\n")
 	sb.Write(head)
 	sb.WriteString("\n\n[snip]\n\n")

@@ -79,8 +79,8 @@ func TestHumanize(t *testing.T) {
 
 func TestMiddleExactFormat300KiB(t *testing.T) {
 	data := logLines(300 << 10)
-	want := "[output truncated in middle: got 300.0 KiB, max is 128 KiB]\n" +
-		string(data[:4096]) + "\n\n[snip]\n\n" + string(data[len(data)-4096:])
+	want := "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]\n" +
+		string(data[:32<<10]) + "\n\n[snip]\n\n" + string(data[len(data)-96<<10:])
 	for _, chunk := range chunkSizes {
 		b := New(Config{})
 		feed(t, b, data, chunk)
@@ -109,8 +109,9 @@ func TestMiddleBoundaries(t *testing.T) {
 				}
 				continue
 			}
-			want := "[output truncated in middle: got 128.0 KiB, max is 128 KiB]\n" +
-				string(data[:4096]) + "\n\n[snip]\n\n" + string(data[n-4096:])
+			// Steady: one byte over Max shows Max bytes.
+			want := "[output truncated in middle: got 128.0 KiB, showing the first 32 KiB and the last 96 KiB]\n" +
+				string(data[:32<<10]) + "\n\n[snip]\n\n" + string(data[n-96<<10:])
 			if !out.Truncated || out.Text != want {
 				t.Fatalf("n=%d chunk=%d: unexpected text %q", n, chunk, out.Text[:80])
 			}
@@ -137,7 +138,7 @@ func TestMiddleUTF8Straddle(t *testing.T) {
 	tail := append([]byte("€"), bytes.Repeat([]byte("t"), 4094)...) // cut falls on its 2nd byte
 	data := slicesConcat(head, mid, tail)
 	for _, chunk := range chunkSizes {
-		out := resultOf(t, Config{}, data, chunk)
+		out := resultOf(t, Config{Head: 4096, Tail: 4096}, data, chunk)
 		h, tl := sections(t, out.Text)
 		if h != strings.Repeat("h", 4095) {
 			t.Fatalf("chunk %d: head cut not moved back: ...%q", chunk, h[len(h)-5:])
@@ -148,7 +149,7 @@ func TestMiddleUTF8Straddle(t *testing.T) {
 	}
 	// A 4-byte rune starting one byte before the head cut.
 	data = slicesConcat(bytes.Repeat([]byte("h"), 4095), []byte("😀"), mid)
-	h, _ := sections(t, resultOf(t, Config{}, data, 0).Text)
+	h, _ := sections(t, resultOf(t, Config{Head: 4096, Tail: 4096}, data, 0).Text)
 	if len(h) != 4095 {
 		t.Fatalf("head len %d, want 4095", len(h))
 	}
@@ -184,7 +185,7 @@ func TestInvalidUTF8(t *testing.T) {
 	}{
 		{"ff small", ff(10), "\uFFFD", false},
 		{"ff max", ff(DefaultMax), "\uFFFD", false},
-		{"ff over", ff(300 << 10), "[output truncated in middle: got 300.0 KiB, max is 128 KiB]\n\uFFFD\n\n[snip]\n\n\uFFFD", true},
+		{"ff over", ff(300 << 10), "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]\n\uFFFD\n\n[snip]\n\n\uFFFD", true},
 		{"alternating grows past max", alt, "", true},
 		{"truncated lone lead at end", []byte("ok\xe2\x82"), "ok\uFFFD", false},
 		{"valid U+FFFD kept", []byte("a\uFFFDb"), "a\uFFFDb", false},
@@ -204,7 +205,7 @@ func TestInvalidUTF8(t *testing.T) {
 	}
 	// The alternating case: HEAD and TAIL are cut from the sanitised text.
 	h, tl := sections(t, renderOut(Config{}, alt).Text)
-	if len(h) > 4096 || len(tl) > 4096 || !strings.HasPrefix(h, "\uFFFDa\uFFFDa") || !strings.HasSuffix(tl, "\uFFFDa") {
+	if len(h) > 32<<10 || len(tl) > 96<<10 || !strings.HasPrefix(h, "\uFFFDa\uFFFDa") || !strings.HasSuffix(tl, "\uFFFDa") {
 		t.Fatalf("bad sections: head %d bytes %q..., tail %d bytes", len(h), h[:8], len(tl))
 	}
 }
@@ -293,12 +294,12 @@ func TestEmpty(t *testing.T) {
 
 func TestClampHeadTail(t *testing.T) {
 	data := logLines(1000)
-	out := renderOut(Config{Max: 100}, data)
+	out := renderOut(Config{Max: 100, Head: 4096, Tail: 4096}, data)
 	h, tl := sections(t, out.Text)
 	if h != string(data[:50]) || tl != string(data[950:]) {
 		t.Fatalf("head %q tail %q", h, tl)
 	}
-	if !strings.HasPrefix(out.Text, "[output truncated in middle: got 1000 B, max is 100 B]\n") {
+	if !strings.HasPrefix(out.Text, "[output truncated in middle: got 1000 B, showing the first 50 B and the last 50 B]\n") {
 		t.Fatalf("header: %q", out.Text)
 	}
 }
@@ -687,5 +688,28 @@ func TestSince(t *testing.T) {
 	}
 	if text, skipped, next := big.Since(big.Total(), 10); text != "" || skipped != 0 || next != big.Total() {
 		t.Fatalf("nothing new: %q %d %d", text, skipped, next)
+	}
+}
+
+// The middle strategy's budget is steady: the text shown grows with the
+// output up to Max and stays there (a longer output is never shown
+// shorter than a shorter one), and the header says what is shown.
+func TestMiddleSteadyBudget(t *testing.T) {
+	prev := 0
+	for _, n := range []int{DefaultMax - 1, DefaultMax, DefaultMax + 1, DefaultMax + 4096, 164 << 10, 1 << 20} {
+		data := bytes.Repeat([]byte("x"), n)
+		out := resultOf(t, Config{}, data, 0)
+		shown := len(out.Text)
+		if out.Truncated {
+			h, tl := sections(t, out.Text)
+			shown = len(h) + len(tl)
+			if !strings.HasPrefix(out.Text, "[output truncated in middle: got "+Humanize(int64(n))+", showing the first 32 KiB and the last 96 KiB]\n") {
+				t.Fatalf("n=%d: header %q", n, out.Text[:100])
+			}
+		}
+		if shown < prev || shown > DefaultMax {
+			t.Fatalf("n=%d: %d bytes shown after %d (max %d)", n, shown, prev, DefaultMax)
+		}
+		prev = shown
 	}
 }
