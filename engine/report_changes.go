@@ -188,23 +188,10 @@ func gitSummary(changes []string, undo bool) string {
 		case p == "refs/stash":
 			stash = true
 		case strings.HasPrefix(p, "refs/heads/"), strings.HasPrefix(p, "refs/tags/"):
-			what, name := "branch", strings.TrimPrefix(p, "refs/heads/")
-			if strings.HasPrefix(p, "refs/tags/") {
-				what, name = "tag", strings.TrimPrefix(p, "refs/tags/")
-			}
-			switch {
-			case kind == "A" && !undo, kind == "D" && undo:
-				if undo {
-					parts = append(parts, what+" "+name+" restored")
-				} else {
-					parts = append(parts, what+" "+name+" created")
-				}
-			case kind == "D" && !undo, kind == "A" && undo:
-				parts = append(parts, what+" "+name+" deleted")
-			case what == "branch":
-				moved = append(moved, name)
-			default:
-				parts = append(parts, what+" "+name+" moved")
+			if line, branch := refLine(kind, p, undo); branch != "" {
+				moved = append(moved, branch)
+			} else {
+				parts = append(parts, line)
 			}
 		case strings.HasPrefix(p, "logs/"), p == "ORIG_HEAD", p == "FETCH_HEAD", p == "packed-refs",
 			strings.HasSuffix(p, ".lock"):
@@ -248,6 +235,30 @@ func gitSummary(changes []string, undo bool) string {
 		parts = append(parts, fmt.Sprintf("%d other %s", other, plural(other, "file", "files")))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// refLine says what a change of kind to the branch or tag ref p did
+// ("branch x created", "tag v1 deleted", …), or, for a branch that
+// moved, returns its name instead (gitSummary words it with the rest).
+func refLine(kind, p string, undo bool) (line, moved string) {
+	what, name := "branch", strings.TrimPrefix(p, "refs/heads/")
+	if strings.HasPrefix(p, "refs/tags/") {
+		what, name = "tag", strings.TrimPrefix(p, "refs/tags/")
+	}
+	switch {
+	case kind == "A" && undo, kind == "D" && undo:
+		if kind == "D" {
+			return what + " " + name + " restored", ""
+		}
+		return what + " " + name + " deleted", ""
+	case kind == "A":
+		return what + " " + name + " created", ""
+	case kind == "D":
+		return what + " " + name + " deleted", ""
+	case what == "branch":
+		return "", name
+	}
+	return what + " " + name + " moved", ""
 }
 
 // notAppliedLine says why a command's changes are not in the workspace:
