@@ -152,6 +152,7 @@ var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-
 func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	start := time.Now()
 	res, a := e.run(ctx, tc, in)
+	e.onHeld(ctx, tc, &res)
 	e.audit(tc, in, res, a, start)
 	e.metrics.observe(tc, in, res)
 	return res
@@ -194,6 +195,11 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	profile, err := e.profile(tc)
 	if err != nil {
 		return errorResult(res, err), g
+	}
+	if profile != nil && profile.Layer {
+		if profile.Hold, err = e.hold(tc); err != nil {
+			return errorResult(res, err), g
+		}
 	}
 	script := g.Run
 	req := jobs.Request{
@@ -346,7 +352,7 @@ func checkDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("%w: %s: %w", ErrWorkDirMissing, dir, err)
 	case !fi.IsDir():
-		return fmt.Errorf("%w: %s", ErrWorkDirNotDir, dir)
+		return fmt.Errorf("%w: working directory is not a directory: %s", ErrBadInput, dir)
 	}
 	return nil
 }
@@ -411,6 +417,7 @@ func jobInfo(st jobs.State) JobInfo {
 	}
 	j.Changes, j.ChangesOmitted = changes(st.Changes, st.Dir)
 	j.Refused = refusals(st.Changes, st.Dir)
+	j.Held = heldOfChanges(st.Changes, st.Dir)
 	j.ChangeReport = changeNotes(st.Changes, st.Dir)
 	return j
 }

@@ -67,7 +67,7 @@ func TestChangesNotAppliedFail(t *testing.T) {
 			if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
 				defer waitGone(t, pid, 10*time.Second)
 			}
-			if r.Status != engine.StatusFailed || !r.IsError() ||
+			if r.Status != engine.StatusFailed ||
 				!strings.HasPrefix(r.Output, "[command failed: its changes to the workspace were not applied]\nstarted ") ||
 				!strings.Contains(r.Output, "[the command's changes to the workspace were not applied: ") ||
 				!strings.Contains(r.Output, "mode=background") {

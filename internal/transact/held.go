@@ -114,6 +114,24 @@ func (h *Held) pick(all []layer.Change) []layer.Change {
 	return out
 }
 
+// Listed are the held changes a listing shows: an added directory
+// shows as its files (layer.Listed).
+func (h *Held) Listed() []layer.Change { return layer.Listed(h.Changes) }
+
+// Reason is why path is held: its own reason, or that of the held path
+// it is below or above.
+func (h *Held) Reason(path string) string {
+	if r, ok := h.Reasons[path]; ok {
+		return r
+	}
+	for _, p := range h.paths {
+		if strings.HasPrefix(path, p+"/") || strings.HasPrefix(p, path+"/") {
+			return h.Reasons[p]
+		}
+	}
+	return ""
+}
+
 func (h *Held) clone() *Held {
 	out := *h
 	out.Changes = slices.Clone(h.Changes)
