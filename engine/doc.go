@@ -66,6 +66,30 @@
 // job's as its screen and scrollback (see output.go and
 // config.Output.Raw); the files keep the raw bytes.
 //
+// # Held changes and review
+//
+// A workspace-write command runs over a copy-on-write layer; once its
+// processes are gone, what policy allows is applied to the workspace
+// (and kept for [Engine.Undo]). What is not applied is held, not
+// dropped: the changes policy refused, every change set in the "hold"
+// review mode, and the changes of a command that left processes running
+// over its layer. The result names each held path and why, one line
+// each ("[held: A .git/hooks/pre-commit (policy: git-hooks: ...)]"),
+// then how to review them ("[these changes are held, not applied: a
+// person reviews them (bash_review, id 3, digest ...); accepting
+// applies exactly them]"), and carries them in ChangeSet.Held.
+// [Engine.Held] lists a conversation's held change sets as they are
+// now, each with a digest of its content; [Engine.Review] accepts one
+// (applies exactly what the digest names, as one undo step, and refuses
+// with ErrBadInput, applying nothing, when the changes are not those any
+// more) or rejects it. Accepting is a person's decision (or the
+// embedding program's): policy is not asked again. Held changes are
+// discarded when the conversation ends. The review mode is "apply" (the
+// default) or "hold", per engine (Config.Review) and per conversation
+// (ToolContext.Review, from that call on); Config.OnHeld lets an
+// embedding program decide on each held change set before Run returns.
+// A fleet (cluster) does not carry held changes yet.
+//
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per
 // call in ToolContext.Limits), and every result reports what it used:
