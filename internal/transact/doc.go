@@ -126,7 +126,8 @@
 // with the conversation ([Conv.End]) and by [Manager.Close], and what
 // they hold counts against the conversation ([Conv.HeldBytes]).
 // Changes a checkpoint refused are not held: they stay in the running
-// job's layer, and the job's Commit holds them.
+// job's layer, and the job's Commit holds them. In hold mode checkpoints
+// apply nothing: the last Commit of the layer holds everything.
 //
 // # Where layers and stores live
 //

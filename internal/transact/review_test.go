@@ -156,3 +156,32 @@ func TestHoldAll(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// In hold mode a background job's checkpoint applies nothing; its
+// Commit holds everything.
+func TestHoldAllCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	f.c.SetHoldAll(true)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo j > j.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	ran := func(f func()) bool { f(); return true } // the job's process has exited
+	if rep, err := tx.Checkpoint(ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
+		t.Fatalf("checkpoint in hold mode: %+v %v", rep, err)
+	}
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil || f.exists("j.txt") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("j.txt") != "j\n" {
+		t.Fatal(err)
+	}
+}

@@ -269,6 +269,12 @@ func (sh *share) checkpoint(t *Tx) (*Report, error) {
 // it is applied to.
 func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	c := t.c
+	if live && c.holdsAll() {
+		return &Report{}, nil // held when the layer's last command ends
+	}
+	if live && c.holdsAll() {
+		return &Report{}, nil // held when the layer's last command ends
+	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
