@@ -90,6 +90,16 @@
 // embedding program decide on each held change set before Run returns.
 // A fleet (cluster) does not carry held changes yet.
 //
+// The result is approved, not the command: a workspace-write command the
+// safety analyser would ask about runs without asking when none of its
+// effects can leave its layer and the conversation's world (a layer, no
+// network grant, no writable roots besides the workspace, signals
+// scoped by Landlock); what it changed is judged as any command's
+// change set, and what is not proven harmless is held for review. A
+// permission profile's ask still asks, and so does every ask of a
+// command with a network grant or other writable roots, or outside
+// workspace-write.
+//
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per
 // call in ToolContext.Limits), and every result reports what it used:

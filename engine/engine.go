@@ -180,6 +180,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
 	res.Display = g.Display
+	if e.contained(tc, g, in.Command) {
+		tc.Approved = true // the result is reviewed instead of the command
+	}
 	res, ok := e.gate(res, tc, g)
 	if !ok {
 		return res, g

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // What a workspace-write command changed that is not applied is held
@@ -180,4 +181,31 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 	res.Held = nil
 	res.Changes = append(res.Changes, r.Changes...)
 	res.Output = appendNote(res.Output, r.Output)
+}
+
+// contained reports whether command, which the safety analyser asks
+// about, may run without asking because whatever it changes is judged
+// after it ran: a workspace-write command over a layer (its changes to
+// the workspace are applied only when policy proves them harmless, the
+// rest held for review), with no network, no writable roots besides the
+// workspace, and signals scoped to it (Landlock), so that none of its
+// effects leaves the layer and the conversation's world. A permission
+// profile's ask still asks, as does every ask elsewhere.
+func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) bool {
+	if a.Outcome.Decision != safety.Ask || a.Part != "" || tc.Approved {
+		return false
+	}
+	s := tc.Sandbox
+	if s.Profile != WorkspaceWrite || e.noLayer || len(s.Network) > 0 || len(s.Writable) > 0 || !e.sup.Layers() {
+		return false
+	}
+	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
+		return false
+	}
+	if p := e.cfg.Permissions; p != nil {
+		if d, _ := p.Evaluate(command); d != safety.Allow {
+			return false
+		}
+	}
+	return true
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 const plantHook = `echo a > a.txt && printf '#!/bin/sh\necho hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`
@@ -123,4 +125,34 @@ func TestHoldModeAndCallback(t *testing.T) {
 			t.Fatalf("declined by the callback: %+v", r)
 		}
 	})
+}
+
+// Approve the result, not the command: in workspace-write, a command the
+// safety analyser asks about (here one that writes a git hook) runs
+// without asking when none of its effects can leave the layer, and what
+// policy does not prove harmless is held for review; with a network
+// grant, or writable roots besides the workspace, it still asks, as it
+// does outside workspace-write.
+func TestContainedAskRunsAndIsReviewed(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: plantHook})
+	if r.Status != engine.StatusOK || r.Held == nil || !exists(dir, "a.txt") || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("contained: %s %q %+v", r.Status, r.Output, r.Held)
+	}
+	net := tc
+	net.Sandbox.Network = []string{"example.com"}
+	other := t.TempDir()
+	wr := tc
+	wr.Sandbox.Writable = []string{other}
+	plain := engine.ToolContext{WorkingDir: dir, ConversationID: "plain"}
+	for name, tc := range map[string]engine.ToolContext{"network": net, "writable": wr, "unrestricted": plain} {
+		if r := e.Run(ctx, tc, engine.Input{Command: plantHook}); r.Status != engine.StatusNeedsApproval {
+			t.Errorf("%s: %s %q", name, r.Status, r.Output)
+		}
+	}
 }
