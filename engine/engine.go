@@ -57,6 +57,9 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	if _, err := e.hold(ToolContext{}); err != nil {
+		return nil, fmt.Errorf("bashvisor: Config.Review: %w", err)
+	}
 	var err error
 	if e.outDir == "" {
 		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {

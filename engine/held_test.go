@@ -156,3 +156,15 @@ func TestContainedAskRunsAndIsReviewed(t *testing.T) {
 		}
 	}
 }
+
+// An unknown Config.Review is refused at New.
+func TestReviewModeChecked(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.Review = "later"
+	if e, err := engine.New(cfg); err == nil || !errors.Is(err, engine.ErrBadInput) {
+		if e != nil {
+			e.Shutdown(context.Background())
+		}
+		t.Fatalf("New with Review %q: %v", cfg.Review, err)
+	}
+}

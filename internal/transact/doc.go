@@ -124,7 +124,8 @@
 // still change a file between Accept's check of the digest and the
 // copy (the undo step takes it back). Held change sets are removed
 // with the conversation ([Conv.End]) and by [Manager.Close], and what
-// they hold counts against the conversation ([Conv.HeldBytes]).
+// they hold counts against the conversation ([Conv.HeldBytes]); a
+// conversation holds at most 64 (holding one more discards the oldest).
 // Changes a checkpoint refused are not held: they stay in the running
 // job's layer, and the job's Commit holds them. In hold mode checkpoints
 // apply nothing: the last Commit of the layer holds everything.

@@ -43,6 +43,10 @@ type Held struct {
 	stray bool     // processes of the command may still run over the layer
 }
 
+// maxHeld bounds a conversation's held change sets: holding one more
+// discards the oldest.
+const maxHeld = 64
+
 // Reasons given for held paths.
 const (
 	holdMode     = "the conversation's review mode holds every change set until it is accepted"
@@ -91,6 +95,9 @@ func (c *Conv) hold(l *layer.Layer, s *layer.Set, label string, reasons map[stri
 		return nil
 	}
 	h.Digest = digest(s, h.Changes)
+	if len(c.held) >= maxHeld {
+		c.dropHeld(0)
+	}
 	c.heldN++
 	h.ID = c.heldN
 	c.held = append(c.held, h)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -183,5 +184,19 @@ func TestHoldAllCheckpoint(t *testing.T) {
 	}
 	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("j.txt") != "j\n" {
 		t.Fatal(err)
+	}
+}
+
+// A conversation holds at most 64 change sets: one more discards the
+// oldest.
+func TestHeldBounded(t *testing.T) {
+	f := newFixture(t)
+	f.c.SetHoldAll(true)
+	for i := range 65 {
+		f.run(t, "echo x > f"+strconv.Itoa(i))
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 64 || hs[0].ID != 2 || hs[63].ID != 65 {
+		t.Fatalf("%d held, %v", len(hs), err)
 	}
 }
