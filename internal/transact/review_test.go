@@ -200,3 +200,32 @@ func TestHeldBounded(t *testing.T) {
 		t.Fatalf("%d held, %v", len(hs), err)
 	}
 }
+
+// A held change below a new directory (a new repository whose config
+// runs code): the rest of the directory applies, the repository is
+// held, and accepting it applies exactly what was held.
+func TestHeldBelowNewDirectory(t *testing.T) {
+	f := newFixture(t)
+	rep := f.run(t, `git init -q sub && git -C sub config core.fsmonitor 'touch pwned' && echo x > sub/f`)
+	cfg := filepath.Join(f.ws, "sub/.git/config")
+	if rep.Held == nil || rep.Held.Reasons[cfg] == "" || !f.exists("sub/f") || f.exists("sub/.git/config") {
+		t.Fatalf("held %+v; sub/f %v", rep.Held, f.exists("sub/f"))
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	held := kinds(f.ws, hs[0].Changes)
+	if !strings.Contains(held, "A sub/.git/config") || strings.Contains(held, "sub/f") {
+		t.Fatalf("held changes: %s", held)
+	}
+	for _, c := range hs[0].Changes {
+		if !strings.HasPrefix(c.Path, filepath.Join(f.ws, "sub/.git")) {
+			t.Errorf("held outside the new repository: %s", c.Path)
+		}
+	}
+	res, err := f.c.Accept(hs[0].ID, hs[0].Digest)
+	if err != nil || !strings.Contains(f.read("sub/.git/config"), "fsmonitor") || kinds(f.ws, res.Applied) != held {
+		t.Fatalf("%v; applied %s", err, kinds(f.ws, res.Applied))
+	}
+}
