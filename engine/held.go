@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -81,19 +83,21 @@ func heldOfChanges(c jobs.Changes, cwd string) *HeldChanges {
 const maxHeldLines = 20
 
 // heldNotes are the lines of a change report about held changes: one
-// per held path with its reason, and how to review them ("" when none).
+// per held path (a refused directory is one path) with its reason, and
+// how to review them ("" when none).
 func heldNotes(c jobs.Changes, cwd string) string {
-	h := heldOfChanges(c, cwd)
-	if h == nil {
+	if c.Report == nil || c.Report.Held == nil {
 		return ""
 	}
+	h := c.Report.Held
+	paths := slices.Sorted(maps.Keys(h.Reasons))
 	var lines []string
-	for i, ch := range h.Changes {
+	for i, p := range paths {
 		if i == maxHeldLines {
-			lines = append(lines, fmt.Sprintf("[held: %d more]", len(h.Changes)-i+h.ChangesOmitted))
+			lines = append(lines, fmt.Sprintf("[held: %d more paths]", len(paths)-i))
 			break
 		}
-		lines = append(lines, "[held: "+ch.Kind+" "+ch.Path+" ("+ch.Reason+")]")
+		lines = append(lines, "[held: "+rel(cwd, p)+" ("+h.Reasons[p]+")]")
 	}
 	lines = append(lines, "[these changes are held, not applied: a person reviews them (bash_review, id "+strconv.Itoa(h.ID)+", digest "+h.Digest+"); accepting applies exactly them]")
 	return strings.Join(lines, "\n")

@@ -47,7 +47,7 @@ func TestReviewTool(t *testing.T) {
 	s := newSetup(t, holdMode, Options{WorkingDir: dir, Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}})
 	ctx := context.Background()
 	r := bash(t, ctx, s.cs, map[string]any{"command": "echo b > b.txt"})
-	if r.Status != engine.StatusOK || r.Held == nil || fileExists(filepath.Join(dir, "b.txt")) || !strings.Contains(r.Output, "[held: A b.txt (") {
+	if r.Status != engine.StatusOK || r.Held == nil || fileExists(filepath.Join(dir, "b.txt")) || !strings.Contains(r.Output, "[held: b.txt (") {
 		t.Fatalf("%s %q %+v", r.Status, r.Output, r.Held)
 	}
 	hs, txt := listHeld(t, ctx, s.cs)
