@@ -37,7 +37,8 @@
 //	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output;
 //	                [command failed: out of memory (limit 4 GiB)] or [command failed: CPU time limit exceeded (limit 10m)]
 //	                when a resource limit ended it; [command failed: its changes to the workspace were not applied]
-//	                when a workspace-write command that ended well had its changes discarded (a note says why)
+//	                when a workspace-write command that ended well could not have its changes applied (a note says why;
+//	                when they are held for review, the held lines say how to review them)
 //	timed_out       [command timed out after 30s], then the partial output
 //	cancelled       [command cancelled], then the partial output
 //	blocked         [command blocked: REASON; instead: ALTERNATIVE] (never executed)

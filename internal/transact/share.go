@@ -29,7 +29,7 @@ type share struct {
 
 // notGone and deferred are Report.NotApplied's reasons.
 const (
-	notGone  = "processes of the command were still running over its layer, so they were discarded; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
+	notGone  = "processes of the command were still running over its layer; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
 	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
 )
 

@@ -334,11 +334,11 @@ type Report struct {
 	// command's processes were not known to be gone, or it shares its
 	// layer with a command that runs on and cannot be frozen.
 	NotApplied string
-	// Discarded reports that the command's changes are lost: they were
-	// not applied and never will be (processes not known to be gone).
-	// A deferred apply (the shared layer's last command applies them)
-	// is not discarded. When Held is set they are held for review
-	// instead, and applied only if accepted.
+	// Discarded reports that the command's changes were not applied and
+	// will not be on their own (processes not known to be gone): they
+	// are held for review (Held), or lost when there was nothing to
+	// hold or the layer could not be diffed. A deferred apply (the
+	// shared layer's last command applies them) is not discarded.
 	Discarded bool
 	// Held is the part of the change set kept for review instead of
 	// applied (nil: none): what policy refused, everything in the
