@@ -118,7 +118,9 @@ const fenceWindow = 2 * time.Minute
 
 var (
 	_ engine.Runner = (*Client)(nil)
-	_ engine.Undoer = (*Client)(nil)
+	_ interface {   // mcpserver's bash_undo
+		Undo(context.Context, engine.ToolContext, int) (engine.UndoResult, error)
+	} = (*Client)(nil)
 )
 
 // NewClient starts a front. Call [Client.WaitExecutors] before serving

@@ -316,7 +316,7 @@ func (c *Client) ReadFullOutput(tc engine.ToolContext, id string, offset, length
 	}
 }
 
-// Undo implements engine.Undoer: the executor that holds the
+// Undo is engine.Engine's Undo: the executor that holds the
 // conversation undoes its last steps workspace-write commands there (its
 // engine keeps the conversation's undo store), and its answer and errors
 // reach the caller as the engine gave them (an *engine.UndoConflictError

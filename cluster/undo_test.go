@@ -32,7 +32,7 @@ func needWorkspaceWrite(t *testing.T) {
 type undoSide struct {
 	r interface {
 		engine.Runner
-		engine.Undoer
+		Undo(context.Context, engine.ToolContext, int) (engine.UndoResult, error)
 	}
 	dir string
 }

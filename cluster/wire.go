@@ -19,7 +19,6 @@ var errKinds = []struct {
 	err  error
 }{
 	{"workdir_missing", engine.ErrWorkDirMissing},
-	{"workdir_not_dir", engine.ErrWorkDirNotDir},
 	{"bad_input", engine.ErrBadInput},
 	{"shutdown", engine.ErrShutdown},
 	{"no_such_job", engine.ErrNoSuchJob},

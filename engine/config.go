@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"time"
@@ -107,6 +108,16 @@ type Config struct {
 	Permissions *safety.Profile
 	// Audit receives the audit log: one JSON line per call (nil: none).
 	Audit io.Writer
+	// Review is the review mode of workspace-write commands when a call
+	// gives none (ToolContext.Review): "apply" (the default: what policy
+	// allows is applied, the rest is held for review) or "hold" (every
+	// change set is held until accepted).
+	Review string
+	// OnHeld, when set, is offered each change set a foreground
+	// workspace-write command leaves held, before Run returns, in the
+	// calling goroutine: returning true accepts it (Review), and the
+	// result reports it applied; false leaves it held (Held, Review).
+	OnHeld func(ctx context.Context, tc ToolContext, held HeldChanges) bool
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.
 	Logger *slog.Logger

@@ -37,7 +37,8 @@
 //	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output;
 //	                [command failed: out of memory (limit 4 GiB)] or [command failed: CPU time limit exceeded (limit 10m)]
 //	                when a resource limit ended it; [command failed: its changes to the workspace were not applied]
-//	                when a workspace-write command that ended well had its changes discarded (a note says why)
+//	                when a workspace-write command that ended well could not have its changes applied (a note says why;
+//	                when they are held for review, the held lines say how to review them)
 //	timed_out       [command timed out after 30s], then the partial output
 //	cancelled       [command cancelled], then the partial output
 //	blocked         [command blocked: REASON; instead: ALTERNATIVE] (never executed)
@@ -66,6 +67,40 @@
 // shows it, escape sequences and control bytes rendered out, a terminal
 // job's as its screen and scrollback (see output.go and
 // config.Output.Raw); the files keep the raw bytes.
+//
+// # Held changes and review
+//
+// A workspace-write command runs over a copy-on-write layer; once its
+// processes are gone, what policy allows is applied to the workspace
+// (and kept for [Engine.Undo]). What is not applied is held, not
+// dropped: the changes policy refused, every change set in the "hold"
+// review mode, and the changes of a command that left processes running
+// over its layer. The result names each held path and why, one line
+// each ("[held: A .git/hooks/pre-commit (policy: git-hooks: ...)]"),
+// then how to review them ("[these changes are held, not applied: a
+// person reviews them (bash_review, id 3, digest ...); accepting
+// applies exactly them]"), and carries them in ChangeSet.Held.
+// [Engine.Held] lists a conversation's held change sets as they are
+// now, each with a digest of its content; [Engine.Review] accepts one
+// (applies exactly what the digest names, as one undo step, and refuses
+// with ErrBadInput, applying nothing, when the changes are not those any
+// more) or rejects it. Accepting is a person's decision (or the
+// embedding program's): policy is not asked again. Held changes are
+// discarded when the conversation ends. The review mode is "apply" (the
+// default) or "hold", per engine (Config.Review) and per conversation
+// (ToolContext.Review, from that call on); Config.OnHeld lets an
+// embedding program decide on each held change set before Run returns.
+// A fleet (cluster) does not carry held changes yet.
+//
+// The result is approved, not the command: a workspace-write command the
+// safety analyser would ask about runs without asking when none of its
+// effects can leave its layer and the conversation's world (a layer, no
+// network grant, no writable roots besides the workspace, signals
+// scoped by Landlock); what it changed is judged as any command's
+// change set, and what is not proven harmless is held for review. A
+// permission profile's ask still asks, and so does every ask of a
+// command with a network grant or other writable roots, or outside
+// workspace-write.
 //
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per

@@ -57,6 +57,9 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg = withDefaults(cfg)
 	e := &Engine{cfg: cfg, log: cfg.Logger, outDir: cfg.OutputDir, stopped: make(chan struct{})}
+	if _, err := e.hold(ToolContext{}); err != nil {
+		return nil, fmt.Errorf("bashvisor: Config.Review: %w", err)
+	}
 	var err error
 	if e.outDir == "" {
 		if e.outDir, err = os.MkdirTemp("", "bashvisor-"); err != nil {
@@ -152,6 +155,7 @@ var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-
 func (e *Engine) Run(ctx context.Context, tc ToolContext, in Input) Result {
 	start := time.Now()
 	res, a := e.run(ctx, tc, in)
+	e.onHeld(ctx, tc, &res)
 	e.audit(tc, in, res, a, start)
 	e.metrics.observe(tc, in, res)
 	return res
@@ -179,6 +183,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
 	res.Display = g.Display
+	if e.contained(tc, g, in.Command) {
+		tc.Approved = true // the result is reviewed instead of the command
+	}
 	res, ok := e.gate(res, tc, g)
 	if !ok {
 		return res, g
@@ -195,6 +202,11 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	profile, err := e.profile(tc)
 	if err != nil {
 		return errorResult(res, err), g
+	}
+	if profile != nil && profile.Layer {
+		if profile.Hold, err = e.hold(tc); err != nil {
+			return errorResult(res, err), g
+		}
 	}
 	script := g.Run
 	req := jobs.Request{
@@ -347,7 +359,7 @@ func checkDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("%w: %s: %w", ErrWorkDirMissing, dir, err)
 	case !fi.IsDir():
-		return fmt.Errorf("%w: %s", ErrWorkDirNotDir, dir)
+		return fmt.Errorf("%w: working directory is not a directory: %s", ErrBadInput, dir)
 	}
 	return nil
 }
@@ -412,6 +424,7 @@ func jobInfo(st jobs.State) JobInfo {
 	}
 	j.Changes, j.ChangesOmitted = changes(st.Changes, st.Dir)
 	j.Refused = refusals(st.Changes, st.Dir)
+	j.Held = heldOfChanges(st.Changes, st.Dir)
 	j.ChangeReport = changeNotes(st.Changes, st.Dir)
 	return j
 }

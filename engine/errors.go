@@ -11,7 +11,6 @@ import (
 // with errors.Is.
 var (
 	ErrWorkDirMissing = errors.New("working directory does not exist")
-	ErrWorkDirNotDir  = errors.New("working directory is not a directory")
 	ErrBadInput       = errors.New("bad input")
 	ErrShutdown       = errors.New("engine is shut down")
 	ErrNoSuchJob      = errors.New("no such job")

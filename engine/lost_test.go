@@ -16,7 +16,4 @@ func TestLostText(t *testing.T) {
 	if got := engine.LostText("x", -time.Second); got != "[command lost: executor x stopped answering 0.0s into the command; it may have finished or may still be running; it was not re-run]" {
 		t.Errorf("negative duration: %q", got)
 	}
-	if !(engine.Result{Status: engine.StatusLost}).IsError() {
-		t.Error("a lost result must be an error for the model")
-	}
 }

@@ -53,8 +53,9 @@ func TestLeftoversKilledChangesApply(t *testing.T) {
 // When a command's changes cannot be applied (here: its leftovers are
 // kept running on purpose, Lifecycle.KeepLeftovers, so they still write
 // over its layer), the call does not report ok: it fails with a status
-// line, and the note says the changes were discarded, why and what to
-// do instead; nothing reaches the workspace.
+// line, and the note says the changes were not applied, why and what
+// to do instead; nothing reaches the workspace: the changes are held
+// for review.
 func TestChangesNotAppliedFail(t *testing.T) {
 	needNamespaces(t)
 	for _, off := range cgroupModes(t) {
@@ -67,7 +68,7 @@ func TestChangesNotAppliedFail(t *testing.T) {
 			if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
 				defer waitGone(t, pid, 10*time.Second)
 			}
-			if r.Status != engine.StatusFailed || !r.IsError() ||
+			if r.Status != engine.StatusFailed ||
 				!strings.HasPrefix(r.Output, "[command failed: its changes to the workspace were not applied]\nstarted ") ||
 				!strings.Contains(r.Output, "[the command's changes to the workspace were not applied: ") ||
 				!strings.Contains(r.Output, "mode=background") {
@@ -75,6 +76,9 @@ func TestChangesNotAppliedFail(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(dir, "h.txt")); !os.IsNotExist(err) {
 				t.Fatalf("h.txt reached the workspace: %v", err)
+			}
+			if r.Held == nil || !strings.Contains(r.Output, "[held: h.txt (processes of the command were still running over its layer)]") {
+				t.Fatalf("not held: %+v %q", r.Held, r.Output)
 			}
 		})
 	}

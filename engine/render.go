@@ -244,6 +244,7 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	if o.Yielded == nil {
 		res.Changes, res.ChangesOmitted = changes(o.Changes, tc.WorkingDir)
 		res.Refused = refusals(o.Changes, tc.WorkingDir)
+		res.Held = heldOfChanges(o.Changes, tc.WorkingDir)
 		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
 			res.Output = appendNote(res.Output, notes)
 		}
@@ -280,6 +281,9 @@ func changeNotes(c jobs.Changes, cwd string) string {
 	}
 	for _, l := range gitpolicy.Lines(rep.Refused, cwd) {
 		lines = append(lines, "["+l+"]")
+	}
+	if h := heldNotes(c, cwd); h != "" {
+		lines = append(lines, h)
 	}
 	if n := len(rep.Failed); n > 0 {
 		var names []string

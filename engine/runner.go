@@ -39,14 +39,9 @@ type Runner interface {
 
 var _ Runner = (*Engine)(nil)
 
-// Undoer is a Runner that can take back what the last workspace-write
-// commands of a conversation changed (Engine; a fleet's cluster.Client,
-// which forwards it to the executor that holds the conversation).
-// mcpserver offers the bash_undo tool for one.
-type Undoer interface {
-	// Undo restores the workspace to before the last steps commands of
-	// tc's conversation that changed it.
-	Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error)
-}
-
-var _ Undoer = (*Engine)(nil)
+// A Runner may also take back what the last workspace-write commands of
+// a conversation changed, with Engine's Undo method (Engine; a fleet's
+// cluster.Client, which forwards it to the executor that holds the
+// conversation): mcpserver offers the bash_undo tool for one. One with
+// Engine's Held and Review methods (Engine) holds change sets for
+// review: mcpserver offers bash_review.

@@ -36,6 +36,10 @@ type Change struct {
 	// Size is a regular file's size in bytes after the change (before it
 	// for "D").
 	Size int64 `json:"size,omitempty"`
+	// Reason says why a held change is held (HeldChanges only): the
+	// policy rule and what is wrong, the hold review mode, or processes
+	// left running over the command's layer.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Refusal is a change of a workspace-write command that policy kept out

@@ -79,6 +79,11 @@ type ToolContext struct {
 	// so a permission rule answering "ask" lets it run. Safety blocks and
 	// "deny" rules still apply.
 	Approved bool
+	// Review sets the review mode of the conversation's workspace-write
+	// commands, from this call on: "apply" (what policy proves harmless
+	// is applied, the rest held for review), "hold" (every change set is
+	// held until accepted: review everything); "" is Config.Review.
+	Review string
 	// Progress, when set, is called about every ProgressInterval while a
 	// foreground command runs, from the calling goroutine of [Engine.Run].
 	Progress func(Progress)
@@ -121,7 +126,8 @@ const progressOutputMax = 16 << 10
 // Status is the outcome class of a call.
 type Status string
 
-// The statuses of [Result.Status].
+// The statuses of [Result.Status]. Every status but "ok" and "started"
+// is an error for the model (MCP isError).
 const (
 	StatusOK            Status = "ok"
 	StatusFailed        Status = "failed"
@@ -201,10 +207,6 @@ type Result struct {
 	// denied: the result ends with a sandbox note (metrics).
 	denied bool
 }
-
-// IsError reports whether the result is an error for the model (MCP
-// isError): anything but "ok" and "started".
-func (r Result) IsError() bool { return r.Status != StatusOK && r.Status != StatusStarted }
 
 // JobStatus is the state of a background job.
 type JobStatus string
@@ -313,4 +315,7 @@ type ChangeSet struct {
 	// Refused are the changes policy kept out of the workspace (the
 	// text says why and what to do).
 	Refused []Refusal `json:"refused,omitempty"`
+	// Held is what is held for review instead of applied (nil: nothing):
+	// see Engine.Held and Engine.Review.
+	Held *HeldChanges `json:"held,omitempty"`
 }

@@ -4,7 +4,7 @@
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
 // [New] returns an *mcp.Server with six tools (bash_undo only when the
-// Runner is an [engine.Undoer] and [Options.Sandbox] is workspace-write:
+// Runner has engine.Engine's Undo method and [Options.Sandbox] is workspace-write:
 // other commands keep no undo steps). Every result's text content is the text
 // the engine designed for the model; its fields come as structuredContent
 // only when asked for (see "What the model reads"):

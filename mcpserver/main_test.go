@@ -217,7 +217,7 @@ func decode(t testing.TB, res *mcp.CallToolResult, out any) string {
 }
 
 // bash runs one bash call and checks the invariants every result keeps:
-// text == structured output, isError == Result.IsError(), structured
+// text == structured output, isError == (status not ok or started), structured
 // content valid against the output schema.
 func bash(t testing.TB, ctx context.Context, cs *mcp.ClientSession, args any) engine.Result {
 	t.Helper()

@@ -31,7 +31,8 @@ const resultOutputSchema = `{
     "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the command (at its memory limit or in a system-wide shortage)."},
     "changes": {"type": "array", "items": ` + changeSchema + `, "description": "workspace-write: what the command changed in the workspace (applied when it ended)."},
     "changes_omitted": {"type": "integer", "minimum": 0, "description": "Changes left out of changes (it lists at most 1000)."},
-    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace (git configuration, hooks, ...)."}
+    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace (git configuration, hooks, ...)."},
+    "held": ` + heldSchema + `
   },
   "required": ["status", "output"]
 }`
@@ -59,7 +60,8 @@ const jobInfoSchema = `{
     "oom_killed": {"type": "boolean", "description": "The kernel's OOM killer killed a process of the job."},
     "changes": {"type": "array", "items": ` + changeSchema + `, "description": "workspace-write: what the job changed in the workspace so far (applied at checkpoints while it runs)."},
     "changes_omitted": {"type": "integer", "minimum": 0},
-    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace."}
+    "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace."},
+    "held": ` + heldSchema + `
   },
   "required": ["job_id", "status"]
 }`

@@ -147,7 +147,7 @@ type runFunc func(context.Context, engine.ToolContext, engine.Input) engine.Resu
 
 // New returns an MCP server exposing r (an *engine.Engine, or any
 // engine.Runner) as the tools bash, bash_jobs, bash_output, bash_write
-// and bash_kill, and bash_undo when r is an [engine.Undoer] and
+// and bash_kill, and bash_undo when r has Engine's Undo method and
 // opts.Sandbox is workspace-write (the only commands that keep undo
 // steps). Serve it with [mcp.Server.Run] over
 // [StdioTransport] (stdin and stdout) or over HTTP with [Handler]. One
@@ -239,9 +239,10 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 			"up to yield_ms (default 250, at most 30000) for its output to settle and return the new output and the job's status.",
 		writeInputSchema, outputOutputSchema, mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, handle(s, parseWriteArgs, s.write))
 	// Only workspace-write commands keep undo steps.
-	if u, ok := e.(engine.Undoer); ok && opts.Sandbox.Profile == engine.WorkspaceWrite {
+	if u, ok := e.(undoer); ok && opts.Sandbox.Profile == engine.WorkspaceWrite {
 		s.addUndo(ms, u)
 	}
+	s.addReview(ms, e, opts)
 	s.addResources(ms)
 	return s, ms
 }
@@ -460,7 +461,7 @@ func (s *server) finish(c *toolCall, in engine.Input, r engine.Result) *mcp.Call
 		links = append(links, outputLink(c.sc, id, r))
 	}
 	res := s.reply(c, r.Output, r, links...)
-	res.IsError = r.IsError()
+	res.IsError = r.Status != engine.StatusOK && r.Status != engine.StatusStarted
 	return res
 }
 

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 
@@ -11,11 +12,16 @@ import (
 
 // toolUndo is the tool that takes back what the last workspace-write
 // commands of the conversation changed; [New] registers it when its
-// engine.Runner is an [engine.Undoer].
+// engine.Runner has Engine's Undo method (undoer).
 const toolUndo = "bash_undo"
 
+// undoer is a Runner that undoes (engine.Engine, cluster.Client).
+type undoer interface {
+	Undo(ctx context.Context, tc engine.ToolContext, steps int) (engine.UndoResult, error)
+}
+
 // addUndo registers bash_undo.
-func (s *server) addUndo(ms *mcp.Server, u engine.Undoer) {
+func (s *server) addUndo(ms *mcp.Server, u undoer) {
 	yes := true
 	s.addTool(ms, toolUndo, "Undo the last commands' changes",
 		"Restore the workspace to before the last `steps` (default 1) sandboxed commands of this conversation "+
@@ -67,7 +73,8 @@ const changeSchema = `{
   "properties": {
     "path": {"type": "string", "description": "Relative to the working directory when below it, else absolute; a directory's ends in /."},
     "kind": {"type": "string", "enum": ["A", "M", "D", "T"], "description": "A added, M modified, D deleted, T type, permissions or owner changed."},
-    "size": {"type": "integer", "minimum": 0, "description": "A regular file's size after the change (before it for D)."}
+    "size": {"type": "integer", "minimum": 0, "description": "A regular file's size after the change (before it for D)."},
+    "reason": {"type": "string", "description": "Held changes only: why the change is held for review."}
   },
   "required": ["path", "kind"]
 }`

@@ -61,6 +61,11 @@ var (
 	// ErrUndoLive: the steps to undo were applied from the layer of a
 	// background job that still runs (transact.ErrUndoLive).
 	ErrUndoLive = errors.New("the changes to undo are still in the layer of a background job that runs")
+	// ErrNoHeld: Review named no held change set of the conversation
+	// (transact.ErrNoHeld); ErrDigest: the held changes are not those
+	// the digest names any more (transact.ErrDigest).
+	ErrNoHeld = errors.New("no held change set has that id")
+	ErrDigest = errors.New("the held changes do not match the digest")
 )
 
 // UndoConflictError is Undo's refusal when something changed the paths
@@ -81,6 +86,8 @@ var lowerErrors = [...]struct{ lower, own error }{
 	{sandbox.ErrUnavailable, ErrUnavailable},
 	{layer.ErrNothingToUndo, ErrNothingToUndo},
 	{transact.ErrUndoLive, ErrUndoLive},
+	{transact.ErrNoHeld, ErrNoHeld},
+	{transact.ErrDigest, ErrDigest},
 }
 
 // own returns err so that it matches the supervisor's error for the

@@ -97,6 +97,14 @@ func (w *workspace) undoBytes() uint64 {
 	return uint64(w.tx.Bytes())
 }
 
+// heldBytes is what the conversation's held change sets hold.
+func (w *workspace) heldBytes() uint64 {
+	if w == nil || w.tx == nil {
+		return 0
+	}
+	return uint64(w.tx.HeldBytes())
+}
+
 // prepare readies a job of the conversation before Launch, in the
 // caller's goroutine: the running background jobs' checkpoints, and for
 // a sandboxed job its world, the world's size for it, and with
@@ -119,6 +127,7 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if w.tx == nil {
 		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
+	w.tx.SetHoldAll(p.Hold)
 	roots, err := transact.Roots(spec.Dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
@@ -157,7 +166,7 @@ type WorldUsage struct {
 	// without a world yet).
 	Used, Total uint64
 	// JobBytes is what its background jobs' output files hold on disk;
-	// UndoBytes what its undo store keeps.
+	// UndoBytes what its undo store and its held change sets keep.
 	JobBytes, UndoBytes uint64
 	// Size is what its world may hold when its next command starts: the
 	// quota less JobBytes and UndoBytes, at least 1 MiB.
@@ -173,7 +182,7 @@ func (s *Supervisor) worldSize(conv string, w *workspace) WorldUsage {
 			u.JobBytes += uint64(st.Output.DiskSize())
 		}
 	}
-	u.UndoBytes = w.undoBytes()
+	u.UndoBytes = w.undoBytes() + w.heldBytes()
 	u.Size = 1 << 20
 	if u.JobBytes+u.UndoBytes+1<<20 < q {
 		u.Size = q - u.JobBytes - u.UndoBytes
@@ -217,6 +226,44 @@ func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
 		return jobs.Changes{}, kept, own(err)
 	}
 	return jobs.Changes{Report: &transact.Report{Applied: cs}}, kept, nil
+}
+
+// Held lists conversation conv's change sets held for review, oldest
+// first, as they are now (transact.Conv.Held), each as the Held of a
+// report.
+func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
+	w := s.workspace(conv)
+	if w == nil || w.tx == nil {
+		return nil, nil
+	}
+	hs, err := w.tx.Held()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]jobs.Changes, 0, len(hs))
+	for i := range hs {
+		out = append(out, jobs.Changes{Report: &transact.Report{Held: &hs[i]}})
+	}
+	return out, nil
+}
+
+// Review accepts (transact.Conv.Accept, with the digest of the held
+// changes as listed) or rejects held change set id of conversation
+// conv, and returns what accepting applied. Its errors match
+// ErrNoHeld or ErrDigest when it applied nothing.
+func (s *Supervisor) Review(conv string, id int, digest string, accept bool) (jobs.Changes, error) {
+	w := s.workspace(conv)
+	if w == nil || w.tx == nil {
+		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
+	}
+	if !accept {
+		return jobs.Changes{}, own(w.tx.Reject(id))
+	}
+	rep, err := w.tx.Accept(id, digest)
+	if err != nil {
+		return jobs.Changes{}, own(err)
+	}
+	return jobs.Changes{Report: rep}, nil
 }
 
 // SandboxMain runs the sandbox's helper and exits when the process was

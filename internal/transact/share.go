@@ -30,7 +30,7 @@ type share struct {
 
 // notGone and deferred are Report.NotApplied's reasons.
 const (
-	notGone  = "processes of the command were still running over its layer, so they were discarded; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
+	notGone  = "processes of the command were still running over its layer; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
 	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
 )
 
@@ -207,19 +207,42 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 	t.c.mu.Lock()
 	t.c.shares = slices.DeleteFunc(t.c.shares, func(o *share) bool { return o == sh })
 	t.c.mu.Unlock()
-	defer t.m.pool.remove(sh.l)
 	defer sh.forget(t.c)
-	if abort && !sh.joined {
-		return &Report{}, nil
+	var rep *Report
+	var err error
+	switch {
+	case abort && !sh.joined:
+		rep = &Report{}
+	case sh.stray:
+		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true, Held: sh.holdStray(t)}
+	default:
+		rep, err = sh.apply(t, false)
+		if rep != nil && len(t.checkpoints) > 0 {
+			rep.Applied = append(t.checkpoints, rep.Applied...)
+		}
 	}
-	if sh.stray {
-		return &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}, nil
-	}
-	rep, err := sh.apply(t, false)
-	if rep != nil && len(t.checkpoints) > 0 {
-		rep.Applied = append(t.checkpoints, rep.Applied...)
+	if rep == nil || rep.Held == nil {
+		t.m.pool.remove(sh.l) // a held change set keeps its layer until reviewed
 	}
 	return rep, err
+}
+
+// holdStray holds what the layer of a command that left processes
+// running holds, for review (nil: nothing, or it could not be
+// computed).
+func (sh *share) holdStray(t *Tx) *Held {
+	c := t.c
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	s, err := sh.l.Diff()
+	if err != nil {
+		return nil
+	}
+	defer s.Close()
+	if len(s.Changes) == 0 {
+		return nil
+	}
+	return c.hold(sh.l, s, t.label, allReasons(s.Changes, heldNotGone), true)
 }
 
 // checkpoint applies, for member t that just ended, what the layer's
@@ -247,6 +270,12 @@ func (sh *share) checkpoint(t *Tx) (*Report, error) {
 // it is applied to.
 func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	c := t.c
+	if live && c.holdsAll() {
+		return &Report{}, nil // held when the layer's last command ends
+	}
+	if live && c.holdsAll() {
+		return &Report{}, nil // held when the layer's last command ends
+	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
@@ -258,15 +287,27 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if len(s.Changes) == 0 {
 		return rep, nil
 	}
+	if !live && c.holdsAll() {
+		rep.Held = c.hold(sh.l, s, t.label, allReasons(s.Changes, holdMode), false)
+		return rep, nil
+	}
 	rep.Refused = gitpolicy.Check(s, sh.l.Roots(), s.Changes)
 	st, err := c.storeMade()
 	if err != nil {
 		return nil, err
 	}
 	var res *layer.Result
-	if live {
+	switch {
+	case !live && len(rep.Refused) > 0:
+		// The refused changes are held: the layer stays as it is for
+		// them, the rest applied by copying.
 		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
-	} else {
+		if err == nil {
+			rep.Held = c.hold(sh.l, s, t.label, heldReasons(rep.Refused), false)
+		}
+	case live:
+		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
+	default:
 		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
 	}
 	if err != nil {

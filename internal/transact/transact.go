@@ -48,6 +48,7 @@ type Manager struct {
 	closed bool
 	serial int
 	pool   *pool
+	held   map[*layer.Layer]bool // layers of held change sets (Close removes them)
 }
 
 // Conv is one conversation's transactions: its undo store, made on
@@ -67,6 +68,12 @@ type Conv struct {
 	// live are the undo steps applied from layers still in use (by
 	// checkpoints), guarded by apply.
 	live map[int]*share
+	// held are the change sets kept for review, oldest first; heldN
+	// numbers them. Guarded by apply.
+	held  []*Held
+	heldN int
+	// holdAll holds every change set (SetHoldAll), guarded by mu.
+	holdAll bool
 }
 
 // New makes a Manager, removing what an earlier engine left in
@@ -213,7 +220,8 @@ func (c *Conv) Bytes() int64 {
 	return n
 }
 
-// End removes c's undo store (the conversation ended; nil-safe). Its
+// End removes c's undo store and its held change sets (the
+// conversation ended; nil-safe). Its
 // commands' layers are removed by their Commit or Abort.
 func (c *Conv) End() error {
 	if c == nil {
@@ -221,6 +229,7 @@ func (c *Conv) End() error {
 	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
+	c.dropAllHeld()
 	if c.store == nil {
 		return nil
 	}
@@ -236,8 +245,13 @@ func (c *Conv) End() error {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
+	held := m.held
+	m.held = nil
 	m.mu.Unlock()
 	m.pool.close()
+	for l := range held {
+		_ = l.Remove()
+	}
 	return removeStores(m.opts.Dir)
 }
 
@@ -320,11 +334,17 @@ type Report struct {
 	// command's processes were not known to be gone, or it shares its
 	// layer with a command that runs on and cannot be frozen.
 	NotApplied string
-	// Discarded reports that the command's changes are lost: they were
-	// not applied and never will be (processes not known to be gone).
-	// A deferred apply (the shared layer's last command applies them)
-	// is not discarded.
+	// Discarded reports that the command's changes were not applied and
+	// will not be on their own (processes not known to be gone): they
+	// are held for review (Held), or lost when there was nothing to
+	// hold or the layer could not be diffed. A deferred apply (the
+	// shared layer's last command applies them) is not discarded.
 	Discarded bool
+	// Held is the part of the change set kept for review instead of
+	// applied (nil: none): what policy refused, everything in the
+	// conversation's hold mode ([Conv.SetHoldAll]), or a Discarded
+	// change set. See [Conv.Accept].
+	Held *Held
 }
 
 // Listed are the applied changes a listing shows: an added directory

@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/supervisor"
+	"github.com/bashvisor/bashvisor/safety"
+)
+
+// What a workspace-write command changed that is not applied is held
+// for review, not dropped: what policy refused (package gitpolicy), in
+// the hold review mode everything, and the changes of a command that
+// left processes running over its layer. The result says which paths
+// are held and why (ChangeSet.Held, and a line each in the text) and
+// how to review them; Held lists a conversation's held change sets with
+// a digest, and Review accepts (applies exactly what the digest names,
+// as one undo step) or rejects one. An ended conversation's held
+// changes are discarded.
+
+// HeldChanges is a change set of a workspace-write command held for
+// review instead of applied.
+type HeldChanges struct {
+	// ID names it for Review, in its conversation.
+	ID int `json:"id"`
+	// Digest is the SHA-256 (hex) of the held changes as listed (their
+	// paths, kinds, modes and contents): Review accepts only with it,
+	// and refuses once they changed.
+	Digest string `json:"digest"`
+	// Command is the command that made them.
+	Command string `json:"command"`
+	// Changes are the held changes, each with its Reason (at most 1000;
+	// ChangesOmitted counts the rest).
+	Changes        []Change `json:"changes"`
+	ChangesOmitted int      `json:"changes_omitted,omitempty"`
+}
+
+// The values of Config.Review and ToolContext.Review.
+const (
+	reviewApply = "apply"
+	reviewHold  = "hold"
+)
+
+// hold reports whether tc's commands are held in full (the hold review
+// mode), or an error for an unknown mode.
+func (e *Engine) hold(tc ToolContext) (bool, error) {
+	mode := tc.Review
+	if mode == "" {
+		mode = e.cfg.Review
+	}
+	switch mode {
+	case "", reviewApply:
+		return false, nil
+	case reviewHold:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: review mode must be %q or %q, not %q", ErrBadInput, reviewApply, reviewHold, mode)
+}
+
+// heldOfChanges converts the held change set of a job's changes for
+// the API, paths relative to cwd (nil: none).
+func heldOfChanges(c jobs.Changes, cwd string) *HeldChanges {
+	if c.Report == nil || c.Report.Held == nil {
+		return nil
+	}
+	h := c.Report.Held
+	out := &HeldChanges{ID: h.ID, Digest: h.Digest, Command: h.Label, Changes: []Change{}}
+	listed := h.Listed()
+	for _, c := range listed[:min(len(listed), maxChanges)] {
+		out.Changes = append(out.Changes, Change{Path: c.Display(cwd), Kind: string(c.Kind), Size: c.Size, Reason: h.Reason(c.Path)})
+	}
+	out.ChangesOmitted = len(listed) - len(out.Changes)
+	return out
+}
+
+// maxHeldLines bounds the held paths a result's text names.
+const maxHeldLines = 20
+
+// heldNotes are the lines of a change report about held changes: one
+// per held path (a refused directory is one path) with its reason, and
+// how to review them ("" when none).
+func heldNotes(c jobs.Changes, cwd string) string {
+	if c.Report == nil || c.Report.Held == nil {
+		return ""
+	}
+	h := c.Report.Held
+	paths := slices.Sorted(maps.Keys(h.Reasons))
+	var lines []string
+	for i, p := range paths {
+		if i == maxHeldLines {
+			lines = append(lines, fmt.Sprintf("[held: %d more paths]", len(paths)-i))
+			break
+		}
+		lines = append(lines, "[held: "+rel(cwd, p)+" ("+h.Reasons[p]+")]")
+	}
+	lines = append(lines, "[these changes are held, not applied: a person reviews them (bash_review, id "+strconv.Itoa(h.ID)+", digest "+h.Digest+"); accepting applies exactly them]")
+	return strings.Join(lines, "\n")
+}
+
+// Held lists the change sets of tc's conversation held for review,
+// oldest first, as they are now (each digest taken afresh).
+func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !e.sup.Layers() {
+		return []HeldChanges{}, nil
+	}
+	hs, err := e.sup.Held(tc.ConversationID)
+	if err != nil {
+		return nil, public(err)
+	}
+	out := make([]HeldChanges, 0, len(hs))
+	for _, c := range hs {
+		out = append(out, *heldOfChanges(c, tc.WorkingDir))
+	}
+	return out, nil
+}
+
+// Review accepts or rejects held change set id of tc's conversation.
+// Accepting applies exactly the changes digest names (HeldChanges.Digest
+// of a listing: when they changed since, it refuses, matching
+// ErrBadInput, and applies nothing) as one undo step; the result's
+// Changes and text say what it applied. Rejecting discards them. An id
+// that names no held change set (reviewed already, or of an ended
+// conversation) matches ErrBadInput too.
+func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest string, accept bool) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if !e.sup.Layers() {
+		return Result{}, fmt.Errorf("%w: this engine holds no changes", ErrBadInput)
+	}
+	command := ""
+	if hs, err := e.sup.Held(tc.ConversationID); err == nil {
+		for _, c := range hs {
+			if c.Report.Held.ID == id {
+				command = c.Report.Held.Label
+			}
+		}
+	}
+	applied, err := e.sup.Review(tc.ConversationID, id, digest, accept)
+	switch {
+	case errors.Is(err, supervisor.ErrNoHeld):
+		return Result{}, fmt.Errorf("%w: no held change set %d in this conversation (reviewed already, or never held)", ErrBadInput, id)
+	case errors.Is(err, supervisor.ErrDigest):
+		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
+	case err != nil:
+		return Result{}, public(err)
+	}
+	res := Result{Status: StatusOK, Command: command, Display: command}
+	if !accept {
+		res.Output = fmt.Sprintf("[rejected held change set %d: its changes are discarded]", id)
+		return res, nil
+	}
+	res.Changes, res.ChangesOmitted = changes(applied, tc.WorkingDir)
+	res.Output = fmt.Sprintf("[accepted held change set %d]", id)
+	if notes := changeNotes(applied, tc.WorkingDir); notes != "" {
+		res.Output += "\n" + notes
+	}
+	return res, nil
+}
+
+// onHeld offers a result's held change set to Config.OnHeld, and
+// applies it when that accepts; the result then reports it.
+func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
+	if e.cfg.OnHeld == nil || res.Held == nil {
+		return
+	}
+	h := *res.Held
+	if !e.cfg.OnHeld(ctx, tc, h) {
+		return
+	}
+	r, err := e.Review(ctx, tc, h.ID, h.Digest, true)
+	if err != nil {
+		res.Output = appendNote(res.Output, "[the held changes were accepted but not applied: "+err.Error()+"]")
+		return
+	}
+	res.Held = nil
+	res.Changes = append(res.Changes, r.Changes...)
+	res.Output = appendNote(res.Output, r.Output)
+}
+
+// contained reports whether command, which the safety analyser asks
+// about, may run without asking because whatever it changes is judged
+// after it ran: a workspace-write command over a layer (its changes to
+// the workspace are applied only when policy proves them harmless, the
+// rest held for review), with no network, no writable roots besides the
+// workspace, and signals scoped to it (Landlock), so that none of its
+// effects leaves the layer and the conversation's world. A permission
+// profile's ask still asks, as does every ask elsewhere.
+func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) bool {
+	if a.Outcome.Decision != safety.Ask || a.Part != "" || tc.Approved {
+		return false
+	}
+	s := tc.Sandbox
+	if s.Profile != WorkspaceWrite || e.noLayer || len(s.Network) > 0 || len(s.Writable) > 0 || !e.sup.Layers() {
+		return false
+	}
+	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
+		return false
+	}
+	if p := e.cfg.Permissions; p != nil {
+		if d, _ := p.Evaluate(command); d != safety.Allow {
+			return false
+		}
+	}
+	return true
+}

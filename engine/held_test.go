@@ -1,0 +1,170 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+const plantHook = `echo a > a.txt && printf '#!/bin/sh\necho hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`
+
+func exists(dir, rel string) bool {
+	_, err := os.Lstat(filepath.Join(dir, rel))
+	return err == nil
+}
+
+// runHeld runs plantHook and checks that the hook is held, named with
+// its reason in the text, and a.txt applied.
+func runHeld(t *testing.T, e *engine.Engine, tc engine.ToolContext) engine.HeldChanges {
+	t.Helper()
+	tc.Approved = true // the analyser asks for a hook written by name
+	r := e.Run(context.Background(), tc, engine.Input{Command: plantHook})
+	if r.Held == nil || len(r.Held.Changes) != 1 || r.Held.Changes[0].Path != ".git/hooks/pre-commit" || !strings.Contains(r.Held.Changes[0].Reason, "git-hooks") {
+		t.Fatalf("held: %+v\n%s", r.Held, r.Output)
+	}
+	if !strings.Contains(r.Output, "[held: .git/hooks/pre-commit (policy: git-hooks") || !strings.Contains(r.Output, "digest "+r.Held.Digest) {
+		t.Fatalf("text: %q", r.Output)
+	}
+	if !exists(tc.WorkingDir, "a.txt") || exists(tc.WorkingDir, ".git/hooks/pre-commit") {
+		t.Fatal("a.txt not applied, or the hook applied")
+	}
+	hs, err := e.Held(context.Background(), tc)
+	if err != nil || len(hs) != 1 || hs[0].Digest != r.Held.Digest {
+		t.Fatalf("listed %+v %v", hs, err)
+	}
+	return hs[0]
+}
+
+// A hook policy refuses is held: a wrong digest applies nothing,
+// accepting with the listed digest applies it (and Undo takes it
+// back), rejecting discards it, and ending the conversation discards
+// what is held.
+func TestHeldChangesReview(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	h := runHeld(t, e, tc)
+	if _, err := e.Review(ctx, tc, h.ID, strings.Repeat("0", 64), true); !errors.Is(err, engine.ErrBadInput) || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("a wrong digest: %v", err)
+	}
+	r, err := e.Review(ctx, tc, h.ID, h.Digest, true)
+	if err != nil || !exists(dir, ".git/hooks/pre-commit") || len(r.Changes) != 1 || !strings.Contains(r.Output, "[accepted held change set") {
+		t.Fatalf("accept: %+v %v", r, err)
+	}
+	if _, err := e.Undo(ctx, tc, 1); err != nil || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("undo of the accept: %v", err)
+	}
+	h = runHeld(t, e, tc)
+	if _, err := e.Review(ctx, tc, h.ID, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Review(ctx, tc, h.ID, h.Digest, true); !errors.Is(err, engine.ErrBadInput) || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("accept after reject: %v", err)
+	}
+	h = runHeld(t, e, tc)
+	if err := e.EndConversation(ctx, tc.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := e.Held(ctx, tc); err != nil || len(hs) != 0 {
+		t.Fatalf("after the conversation ended: %+v %v", hs, err)
+	}
+	if _, err := e.Review(ctx, tc, h.ID, h.Digest, true); !errors.Is(err, engine.ErrBadInput) || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("accept after the conversation ended: %v", err)
+	}
+}
+
+// In the hold review mode nothing is applied until accepted; a callback
+// (Config.OnHeld) that accepts applies the held changes before Run
+// returns.
+func TestHoldModeAndCallback(t *testing.T) {
+	needNamespaces(t)
+	ctx := context.Background()
+	t.Run("hold", func(t *testing.T) {
+		e := newEngine(t)
+		dir := repo(t)
+		tc := workspaceWrite(dir)
+		tc.Review = "hold"
+		r := e.Run(ctx, tc, engine.Input{Command: "echo b > b.txt"})
+		if r.Status != engine.StatusOK || r.Held == nil || len(r.Changes) != 0 || exists(dir, "b.txt") {
+			t.Fatalf("%+v", r)
+		}
+		if _, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true); err != nil || !exists(dir, "b.txt") {
+			t.Fatal(err)
+		}
+		tc.Review = "sometimes"
+		if r := e.Run(ctx, tc, engine.Input{Command: "true"}); !errors.Is(r.Err, engine.ErrBadInput) {
+			t.Fatalf("an unknown mode: %+v", r)
+		}
+	})
+	t.Run("callback", func(t *testing.T) {
+		var offered []engine.HeldChanges
+		e := newEngine(t, func(c *engine.Config) {
+			c.Review = "hold"
+			c.OnHeld = func(_ context.Context, _ engine.ToolContext, h engine.HeldChanges) bool {
+				offered = append(offered, h)
+				return strings.Contains(h.Command, "yes")
+			}
+		})
+		dir := repo(t)
+		tc := workspaceWrite(dir)
+		r := e.Run(ctx, tc, engine.Input{Command: "echo yes > yes.txt"})
+		if r.Held != nil || !exists(dir, "yes.txt") || len(r.Changes) != 1 || !strings.Contains(r.Output, "[accepted held change set") {
+			t.Fatalf("accepted by the callback: %+v", r)
+		}
+		r = e.Run(ctx, tc, engine.Input{Command: "echo no > no.txt"})
+		if r.Held == nil || exists(dir, "no.txt") || len(offered) != 2 {
+			t.Fatalf("declined by the callback: %+v", r)
+		}
+	})
+}
+
+// Approve the result, not the command: in workspace-write, a command the
+// safety analyser asks about (here one that writes a git hook) runs
+// without asking when none of its effects can leave the layer, and what
+// policy does not prove harmless is held for review; with a network
+// grant, or writable roots besides the workspace, it still asks, as it
+// does outside workspace-write.
+func TestContainedAskRunsAndIsReviewed(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: plantHook})
+	if r.Status != engine.StatusOK || r.Held == nil || !exists(dir, "a.txt") || exists(dir, ".git/hooks/pre-commit") {
+		t.Fatalf("contained: %s %q %+v", r.Status, r.Output, r.Held)
+	}
+	net := tc
+	net.Sandbox.Network = []string{"example.com"}
+	other := t.TempDir()
+	wr := tc
+	wr.Sandbox.Writable = []string{other}
+	plain := engine.ToolContext{WorkingDir: dir, ConversationID: "plain"}
+	for name, tc := range map[string]engine.ToolContext{"network": net, "writable": wr, "unrestricted": plain} {
+		if r := e.Run(ctx, tc, engine.Input{Command: plantHook}); r.Status != engine.StatusNeedsApproval {
+			t.Errorf("%s: %s %q", name, r.Status, r.Output)
+		}
+	}
+}
+
+// An unknown Config.Review is refused at New.
+func TestReviewModeChecked(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	cfg.Review = "later"
+	if e, err := engine.New(cfg); err == nil || !errors.Is(err, engine.ErrBadInput) {
+		if e != nil {
+			e.Shutdown(context.Background())
+		}
+		t.Fatalf("New with Review %q: %v", cfg.Review, err)
+	}
+}

@@ -1,0 +1,231 @@
+//go:build linux
+
+package transact_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/transact"
+)
+
+// hookScript writes a file policy allows and a hook it refuses.
+const hookScript = `echo a > a.txt && printf '#!/bin/sh\necho hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`
+
+func (f *fixture) exists(rel string) bool {
+	_, err := os.Lstat(filepath.Join(f.ws, rel))
+	return err == nil
+}
+
+// held runs hookScript and checks that the hook is held, with its
+// reason, and the rest applied; it returns the held set as listed.
+func (f *fixture) held(t *testing.T) transact.Held {
+	t.Helper()
+	rep := f.run(t, hookScript)
+	hook := filepath.Join(f.ws, ".git/hooks/pre-commit")
+	if rep.Held == nil || !strings.Contains(rep.Held.Reasons[hook], "git-hooks") {
+		t.Fatalf("not held: %+v", rep.Held)
+	}
+	if !f.exists("a.txt") || f.exists(".git/hooks/pre-commit") {
+		t.Fatalf("a.txt applied %v, hook applied %v", f.exists("a.txt"), f.exists(".git/hooks/pre-commit"))
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 || hs[0].ID != rep.Held.ID || hs[0].Digest != rep.Held.Digest {
+		t.Fatalf("listed %+v, %v; held %+v", hs, err, rep.Held)
+	}
+	if got := kinds(f.ws, hs[0].Changes); got != "A .git/hooks/pre-commit" {
+		t.Fatalf("held changes: %s", got)
+	}
+	return hs[0]
+}
+
+// What policy refuses is held, not dropped: accepting it with the
+// digest of the listing applies exactly it (one undo step), and a wrong
+// digest applies nothing.
+func TestHeldAccepted(t *testing.T) {
+	f := newFixture(t)
+	h := f.held(t)
+	if _, err := f.c.Accept(h.ID, strings.Repeat("0", 64)); !errors.Is(err, transact.ErrDigest) {
+		t.Fatalf("a wrong digest: %v", err)
+	}
+	if f.exists(".git/hooks/pre-commit") {
+		t.Fatal("a refused accept applied")
+	}
+	steps := len(f.c.Steps())
+	rep, err := f.c.Accept(h.ID, h.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(f.ws, rep.Applied); got != "A .git/hooks/pre-commit" || !strings.Contains(f.read(".git/hooks/pre-commit"), "echo hook") {
+		t.Fatalf("accepted: %s; hook %q", got, f.read(".git/hooks/pre-commit"))
+	}
+	if len(f.c.Steps()) != steps+1 {
+		t.Fatal("the accept is not an undo step")
+	}
+	if hs, _ := f.c.Held(); len(hs) != 0 {
+		t.Fatalf("still held: %+v", hs)
+	}
+	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
+		t.Fatalf("accepted twice: %v", err)
+	}
+	if _, err := f.c.Undo(1); err != nil || f.exists(".git/hooks/pre-commit") {
+		t.Fatalf("undo of the accept: %v", err)
+	}
+}
+
+// A held change that changes after it was listed (here written in its
+// layer, as a process left running over it could) is refused with the
+// old digest; listed again, its new digest applies the new content.
+func TestHeldDigestMismatch(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "stray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(false)
+	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	upper := tx.Spec().Overlays[0].Upper
+	if err := os.WriteFile(filepath.Join(upper, "x.txt"), []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) || f.exists("x.txt") {
+		t.Fatalf("accept of changed content: %v", err)
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 || hs[0].Digest == rep.Held.Digest {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	if _, err := f.c.Accept(hs[0].ID, hs[0].Digest); err != nil || f.read("x.txt") != "two\n" {
+		t.Fatalf("%v %q", err, f.read("x.txt"))
+	}
+}
+
+// A rejected held change set is gone, as are those of an ended
+// conversation, and their layers with them.
+func TestHeldRejectedAndEnded(t *testing.T) {
+	f := newFixture(t)
+	h := f.held(t)
+	if err := f.c.Reject(h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) || f.exists(".git/hooks/pre-commit") {
+		t.Fatalf("accept after reject: %v", err)
+	}
+	h = f.held(t)
+	if f.c.HeldBytes() <= 0 {
+		t.Fatal("held bytes not counted")
+	}
+	if err := f.c.End(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
+		t.Fatalf("accept after End: %v", err)
+	}
+	f.m.Close()
+	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(f.ws), "state"))
+	for _, e := range entries {
+		t.Errorf("left in the state directory: %s", e.Name())
+	}
+}
+
+// In hold mode nothing is applied until it is accepted.
+func TestHoldAll(t *testing.T) {
+	f := newFixture(t)
+	f.c.SetHoldAll(true)
+	rep := f.run(t, `echo b > b.txt && echo more >> README`)
+	if len(rep.Applied) != 0 || rep.Held == nil || f.exists("b.txt") || f.read("README") != "hello\n" {
+		t.Fatalf("applied %v, held %+v", rep.Applied, rep.Held)
+	}
+	if got := kinds(f.ws, rep.Held.Changes); got != "M README, A b.txt" {
+		t.Fatalf("held: %s", got)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("b.txt") != "b\n" || f.read("README") != "hello\nmore\n" {
+		t.Fatalf("%v", err)
+	}
+}
+
+// In hold mode a background job's checkpoint applies nothing; its
+// Commit holds everything.
+func TestHoldAllCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	f.c.SetHoldAll(true)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo j > j.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	ran := func(f func()) bool { f(); return true } // the job's process has exited
+	if rep, err := tx.Checkpoint(ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
+		t.Fatalf("checkpoint in hold mode: %+v %v", rep, err)
+	}
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil || f.exists("j.txt") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("j.txt") != "j\n" {
+		t.Fatal(err)
+	}
+}
+
+// A conversation holds at most 64 change sets: one more discards the
+// oldest.
+func TestHeldBounded(t *testing.T) {
+	f := newFixture(t)
+	f.c.SetHoldAll(true)
+	for i := range 65 {
+		f.run(t, "echo x > f"+strconv.Itoa(i))
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 64 || hs[0].ID != 2 || hs[63].ID != 65 {
+		t.Fatalf("%d held, %v", len(hs), err)
+	}
+}
+
+// A held change below a new directory (a new repository whose config
+// runs code): the rest of the directory applies, the repository is
+// held, and accepting it applies exactly what was held.
+func TestHeldBelowNewDirectory(t *testing.T) {
+	f := newFixture(t)
+	rep := f.run(t, `git init -q sub && git -C sub config core.fsmonitor 'touch pwned' && echo x > sub/f`)
+	cfg := filepath.Join(f.ws, "sub/.git/config")
+	if rep.Held == nil || rep.Held.Reasons[cfg] == "" || !f.exists("sub/f") || f.exists("sub/.git/config") {
+		t.Fatalf("held %+v; sub/f %v", rep.Held, f.exists("sub/f"))
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	held := kinds(f.ws, hs[0].Changes)
+	if !strings.Contains(held, "A sub/.git/config") || strings.Contains(held, "sub/f") {
+		t.Fatalf("held changes: %s", held)
+	}
+	for _, c := range hs[0].Changes {
+		if !strings.HasPrefix(c.Path, filepath.Join(f.ws, "sub/.git")) {
+			t.Errorf("held outside the new repository: %s", c.Path)
+		}
+	}
+	res, err := f.c.Accept(hs[0].ID, hs[0].Digest)
+	if err != nil || !strings.Contains(f.read("sub/.git/config"), "fsmonitor") || kinds(f.ws, res.Applied) != held {
+		t.Fatalf("%v; applied %s", err, kinds(f.ws, res.Applied))
+	}
+}
