@@ -83,14 +83,25 @@ func heldOfChanges(c jobs.Changes, cwd string) *HeldChanges {
 const maxHeldLines = 20
 
 // heldNotes are the lines of a change report about held changes: one
-// per held path (a refused directory is one path) with its reason, and
+// per held path (a refused directory is one path) with its reason,
+// except the refused ones, whose refused lines name them already, and
 // how to review them ("" when none).
 func heldNotes(c jobs.Changes, cwd string) string {
 	if c.Report == nil || c.Report.Held == nil {
 		return ""
 	}
 	h := c.Report.Held
-	paths := slices.Sorted(maps.Keys(h.Reasons))
+	// A refused path has its line already, with the rule and what to do.
+	named := map[string]bool{}
+	for _, r := range c.Report.Refused {
+		named[r.Path] = true
+	}
+	var paths []string
+	for _, p := range slices.Sorted(maps.Keys(h.Reasons)) {
+		if !named[p] {
+			paths = append(paths, p)
+		}
+	}
 	var lines []string
 	for i, p := range paths {
 		if i == maxHeldLines {
@@ -99,7 +110,14 @@ func heldNotes(c jobs.Changes, cwd string) string {
 		}
 		lines = append(lines, "[held: "+rel(cwd, p)+" ("+h.Reasons[p]+")]")
 	}
-	lines = append(lines, "[these changes are held, not applied: a person reviews them (bash_review, id "+strconv.Itoa(h.ID)+", digest "+h.Digest+"); accepting applies exactly them]")
+	what := "these changes are"
+	if len(named) > 0 {
+		what = "the refused changes are"
+		if len(paths) > 0 {
+			what = "these and the refused changes are"
+		}
+	}
+	lines = append(lines, "["+what+" held, not applied: a person reviews them (bash_review, id "+strconv.Itoa(h.ID)+", digest "+h.Digest+"); accepting applies exactly them]")
 	return strings.Join(lines, "\n")
 }
 

@@ -29,7 +29,10 @@ func runHeld(t *testing.T, e *engine.Engine, tc engine.ToolContext) engine.HeldC
 	if r.Held == nil || len(r.Held.Changes) != 1 || r.Held.Changes[0].Path != ".git/hooks/pre-commit" || !strings.Contains(r.Held.Changes[0].Reason, "git-hooks") {
 		t.Fatalf("held: %+v\n%s", r.Held, r.Output)
 	}
-	if !strings.Contains(r.Output, "[held: .git/hooks/pre-commit (policy: git-hooks") || !strings.Contains(r.Output, "digest "+r.Held.Digest) {
+	// The refused line names the hook; the held line says it waits for
+	// review, and no path is named twice.
+	if !strings.Contains(r.Output, "[refused .git/hooks/pre-commit (git-hooks)") || strings.Contains(r.Output, "[held: .git/hooks/pre-commit") ||
+		!strings.Contains(r.Output, "[the refused changes are held, not applied") || !strings.Contains(r.Output, "digest "+r.Held.Digest) {
 		t.Fatalf("text: %q", r.Output)
 	}
 	if !exists(tc.WorkingDir, "a.txt") || exists(tc.WorkingDir, ".git/hooks/pre-commit") {
