@@ -3,9 +3,10 @@
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
-// [New] returns an *mcp.Server with six tools (bash_undo only when the
-// Runner has engine.Engine's Undo method and [Options.Sandbox] is workspace-write:
-// other commands keep no undo steps). Every result's text content is the text
+// [New] returns an *mcp.Server with up to seven tools (bash_undo and
+// bash_review only when the Runner has engine.Engine's Undo, Held and
+// Review methods and [Options.Sandbox] is workspace-write: other commands
+// keep no undo steps and hold nothing). Every result's text content is the text
 // the engine designed for the model; its fields come as structuredContent
 // only when asked for (see "What the model reads"):
 //
@@ -42,6 +43,10 @@
 //     (default 1) workspace-write commands of the conversation that
 //     changed it, or refuses, changing nothing, naming the files changed
 //     again since (fields: [engine.UndoResult]).
+//   - bash_review {action, id?, digest?}: lists the conversation's change
+//     sets held for review (list), applies one exactly as its digest names
+//     it (accept; after the user approves it through elicitation when the
+//     client supports it) or discards it (reject).
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
 // `bashvisor mcp` serves it over stdio or, with -http, at /mcp (and
