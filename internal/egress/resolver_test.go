@@ -23,13 +23,23 @@ func resolverFor(t *testing.T, addrs []netip.Addr, entries ...string) (*Proxy, *
 	t.Helper()
 	ds := &decisions{}
 	p, _ := startProxy(t, Policy{Allow: allow(t, entries...), Log: ds.add})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
+	// The same port for UDP and TCP, as on :53: a free UDP port's TCP
+	// twin may be taken by another test's connection, so try a few.
+	var (
+		pc  net.PacketConn
+		l   net.Listener
+		err error
+	)
+	for range 20 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
 		pc.Close()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Resolve(pc, l, addrs...); err != nil {

@@ -229,7 +229,8 @@ func TestTruncationDefaultsLarge(t *testing.T) {
 		if clean := strings.ToValidUTF8(string(data), "\uFFFD"); out.Truncated != (len(clean) > 131072) {
 			t.Fatalf("size %d (sanitised %d) truncated=%v", size, len(clean), out.Truncated)
 		}
-		if out.Truncated && len(out.Text) > 131072+100 {
+		// Max, plus the header and the snip marker.
+		if out.Truncated && len(out.Text) > 131072+128 {
 			t.Fatalf("text %d bytes", len(out.Text))
 		}
 	})
