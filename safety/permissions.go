@@ -456,10 +456,10 @@ func presetRules(name string) (*Profile, bool) {
 //     publishing or deploying (git push, npm/cargo/gem/twine publish,
 //     docker push, kubectl apply/delete, helm install, terraform
 //     apply/destroy), losing work (git reset --hard, git clean -f,
-//     git rebase, git branch -D, git checkout/restore .) and system changes
-//     (systemctl, service, crontab, mount, firewall, chmod/chown -R,
-//     apt/dnf/pacman/brew install or remove); denies shutdown, reboot,
-//     halt, poweroff and init, also behind sudo.
+//     git rebase, git branch -D, git checkout/restore ., chmod/chown -R;
+//     these asks are Contained) and system changes (systemctl, service,
+//     crontab, mount, firewall, apt/dnf/pacman/brew install or remove);
+//     denies shutdown, reboot, halt, poweroff and init, also behind sudo.
 //   - guarded (review everything that changes things): asks by default;
 //     allows what the argument grammars prove only reads (see
 //     Rule.ReadOnly: ls, cat, grep, rg, sed -n, nl, head, tail, wc, find
@@ -469,13 +469,19 @@ func presetRules(name string) (*Profile, bool) {
 //     commands (go, make, cargo build/test, npm/yarn/pnpm test/run,
 //     pytest, tox, linters, sphinx-build, Django's runtests.py), unless
 //     they redirect output to a file; denies privilege escalation and
-//     shutdown. Builds and tests run the project's code: guarded reviews
-//     what the agent changes, it does not contain what the project runs.
+//     shutdown; asks before standard's publishing, deploying and system
+//     changes. Its other asks (a redirection to a file, losing work, and
+//     its default: sed -i, rm, cp, mv, mkdir, running the agent's own
+//     scripts, python -c) are Contained: in workspace-write the engine runs
+//     them and holds what they changed for review. Builds and tests run
+//     the project's code: guarded reviews what the agent changes, it does
+//     not contain what the project runs.
 //   - locked (read-only): denies everything but what the argument
 //     grammars prove only reads (the guarded list without builds and
-//     tests). The analyser's proof covers the command's text; what the
-//     programs read (the repository's configuration, a project's
-//     .ripgreprc named by the environment) is the kernel's to contain.
+//     tests); it never asks, so nothing is Contained. The analyser's
+//     proof covers the command's text; what the programs read (the
+//     repository's configuration, a project's .ripgreprc named by the
+//     environment) is the kernel's to contain.
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {
