@@ -145,7 +145,8 @@ func corpusCommands(t *testing.T) map[string][]string {
 // and the real agents' (BASHVISOR_AGENT_CORPUS): the analyser's asks
 // (safety.Analyze) beside the engine's (its analysis and gate, nothing
 // run), where an ask whose effects stay in the layer runs and is
-// reviewed. Under guarded the engine asks at most 10 times per 100 real
+// reviewed, before (only the safety rules' asks of a command the profile
+// allows ran so) and now. Under guarded the engine asks at most 10 times per 100 real
 // commands; whatever it lets through without asking that the analysis
 // asked about is held whenever the profile asked; locked asks nothing
 // and denies exactly what the analysis denies.
@@ -164,12 +165,18 @@ func TestAsksPer100Effective(t *testing.T) {
 			if len(cmds) == 0 {
 				continue
 			}
-			var analyser, asks, denied, held int
+			// before: the engine converted only the safety rules' asks
+			// of a command the profile allows
+			var analyser, before, asks, denied, held int
 			for _, c := range cmds {
 				o := safety.Analyze(c, safety.Options{WorkDir: tc.WorkingDir, Profile: p}).Outcome
 				status, hold := engine.Admit(e, tc, c)
+				d, _ := p.Evaluate(c)
 				if o.Decision == safety.Ask {
 					analyser++
+					if d != safety.Allow {
+						before++
+					}
 				}
 				switch status {
 				case engine.StatusNeedsApproval:
@@ -181,7 +188,7 @@ func TestAsksPer100Effective(t *testing.T) {
 					held++
 				}
 				if o.Decision == safety.Ask && status == engine.StatusOK {
-					if d, _ := p.Evaluate(c); d == safety.Ask && !hold {
+					if d == safety.Ask && !hold {
 						t.Errorf("%s: %q ran without asking and without holding its changes", name, c)
 					}
 				}
@@ -190,8 +197,8 @@ func TestAsksPer100Effective(t *testing.T) {
 				}
 			}
 			per := func(k int) float64 { return 100 * float64(k) / float64(len(cmds)) }
-			t.Logf("%s corpus, %s, workspace-write: %d commands: analyser %.1f asks per 100, engine %.1f asks per 100 (%.1f held in full), %.1f denials",
-				label, name, len(cmds), per(analyser), per(asks), per(held), per(denied))
+			t.Logf("%s corpus, %s, workspace-write: %d commands: analyser %.1f asks per 100; engine before %.1f, now %.1f asks per 100 (%.1f held in full); %.1f denials",
+				label, name, len(cmds), per(analyser), per(before), per(asks), per(held), per(denied))
 			if label == "agent" && name == "guarded" && per(asks) > 10 {
 				t.Errorf("guarded asks %.1f times per 100 real commands in workspace-write, want at most 10", per(asks))
 			}
