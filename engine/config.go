@@ -104,7 +104,9 @@ type Config struct {
 	// options), once, without changing anything else. Off by default.
 	CoAuthor string
 	// Permissions is the permission profile checked after the safety rules
-	// (nil: none). See safety.Preset.
+	// (nil: none). See safety.Preset. In workspace-write its asks marked
+	// safety.Rule.Contained run contained and what they changed is held
+	// for review (see the package doc); its other asks ask first.
 	Permissions *safety.Profile
 	// Audit receives the audit log: one JSON line per call (nil: none).
 	Audit io.Writer

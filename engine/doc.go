@@ -92,14 +92,23 @@
 // embedding program decide on each held change set before Run returns.
 // A fleet (cluster) does not carry held changes yet.
 //
-// The result is approved, not the command: a workspace-write command the
-// safety analyser would ask about runs without asking when none of its
+// The result is approved, not the command: a workspace-write command
+// asked about only for what it does in the workspace
+// (safety.Outcome.Contained: every safety-rule ask, and a permission
+// profile's asks through rules marked safety.Rule.Contained, such as
+// guarded's file writes, file operations and the agent's own code, and
+// standard's git reset --hard) runs without asking when none of its
 // effects can leave its layer and the conversation's world (a layer, no
 // network grant, no writable roots besides the workspace, signals
-// scoped by Landlock); what it changed is judged as any command's
-// change set, and what is not proven harmless is held for review. A
-// permission profile's ask still asks, and so does every ask of a
-// command with a network grant or other writable roots, or outside
+// scoped by Landlock). When only the safety rules asked, what it changed
+// is judged as any command's change set, and what is not proven harmless
+// is held for review; when a permission profile asked, everything it
+// changed is held (the hold review mode for that command) until a person
+// accepts it, so later commands do not see it before then. A profile's
+// ask for what leaves the workspace (publishing, deploying, the system's
+// services and packages; safety.Rule.Contained unset) still asks, a
+// denial stays a denial (locked is unchanged), and so does every ask of
+// a command with a network grant or other writable roots, or outside
 // workspace-write.
 //
 // Every command runs under resource limits of all its processes together

@@ -178,15 +178,8 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	// One parse of the command answers everything: display, safety rules,
 	// permission profile, co-author trailer, log text.
-	g := safety.Analyze(in.Command, safety.Options{
-		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
-		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
-	})
-	res.Display = g.Display
-	if e.contained(tc, g, in.Command) {
-		tc.Approved = true // the result is reviewed instead of the command
-	}
-	res, ok := e.gate(res, tc, g)
+	g := e.analyze(tc, in)
+	res, holdAll, ok := e.admit(res, tc, in, g)
 	if !ok {
 		return res, g
 	}
@@ -207,6 +200,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		if profile.Hold, err = e.hold(tc); err != nil {
 			return errorResult(res, err), g
 		}
+		profile.Hold = profile.Hold || holdAll
 	}
 	script := g.Run
 	req := jobs.Request{

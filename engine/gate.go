@@ -6,6 +6,28 @@ import (
 	"github.com/bashvisor/bashvisor/safety"
 )
 
+// analyze analyses in's command: one parse answers everything (display,
+// safety rules, permission profile, co-author trailer, log text).
+func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
+	return safety.Analyze(in.Command, safety.Options{
+		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
+		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
+	})
+}
+
+// admit decides whether in's command, analysed as a, runs: an ask that
+// contained answers runs without asking (the result is reviewed instead
+// of the command; holdAll says its changes are all held), then gate.
+func (e *Engine) admit(res Result, tc ToolContext, in Input, a safety.Analysis) (_ Result, holdAll, ok bool) {
+	res.Display = a.Display
+	run, holdAll := e.contained(tc, a, in.Command)
+	if run {
+		tc.Approved = true
+	}
+	res, ok = e.gate(res, tc, a)
+	return res, holdAll && ok, ok
+}
+
 // gate applies the analysis's decision: the safety rules, then the
 // permission profile. It returns the result to give instead of running the
 // command, or ok when the command may run. A person's approval

@@ -205,29 +205,38 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 	res.Output = appendNote(res.Output, r.Output)
 }
 
-// contained reports whether command, which the safety analyser asks
-// about, may run without asking because whatever it changes is judged
-// after it ran: a workspace-write command over a layer (its changes to
-// the workspace are applied only when policy proves them harmless, the
-// rest held for review), with no network, no writable roots besides the
-// workspace, and signals scoped to it (Landlock), so that none of its
-// effects leaves the layer and the conversation's world. A permission
-// profile's ask still asks, as does every ask elsewhere.
-func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) bool {
-	if a.Outcome.Decision != safety.Ask || a.Part != "" || tc.Approved {
-		return false
+// contained reports whether command, which the analysis asks about,
+// may run without asking because whatever it changes is reviewed after
+// it ran (approve the result, not the command), and whether all it
+// changes is then held for review. It may when every ask is one for what
+// the command does in the workspace (safety.Outcome.Contained: the safety
+// rules' asks, and a permission profile's Contained rules, such as
+// guarded's writes, file operations and the agent's own code) and the
+// command runs in workspace-write over a layer with no network
+// allowlist, no writable roots besides the workspace, and signals scoped
+// to it (Landlock), so that none of its effects leaves the layer and the
+// conversation's world. When a permission profile asked, everything it
+// changed is held (the hold review mode for that command): a person
+// reviews the result instead of the command. When only the safety rules
+// asked, the change set is judged like any other (what policy proves
+// inert applies, the rest is held). Everything else asks as before: a
+// profile's rule that is not Contained (publishing, deploying, the
+// system, privilege), any ask outside workspace-write, a denial, a block.
+func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) (run, hold bool) {
+	if a.Outcome.Decision != safety.Ask || !a.Outcome.Contained || tc.Approved {
+		return false, false
 	}
 	s := tc.Sandbox
 	if s.Profile != WorkspaceWrite || e.noLayer || len(s.Network) > 0 || len(s.Writable) > 0 || !e.sup.Layers() {
-		return false
+		return false, false
 	}
 	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
-		return false
+		return false, false
 	}
 	if p := e.cfg.Permissions; p != nil {
 		if d, _ := p.Evaluate(command); d != safety.Allow {
-			return false
+			return true, true
 		}
 	}
-	return true
+	return true, false
 }

@@ -22,11 +22,14 @@ type readShape struct{ not, yes *regexp.Regexp }
 func (r readShape) MatchString(s string) bool { return r.yes.MatchString(s) && !r.not.MatchString(s) }
 
 // profileTally counts the outcomes of the commands under one profile.
-type profileTally struct{ n, allow, ask, deny, block int }
+// An ask not Contained is one that asks before the command runs even in
+// workspace-write (where package engine runs a contained one and reviews
+// what it changed).
+type profileTally struct{ n, allow, ask, leave, deny, block int }
 
 func (t profileTally) String() string {
 	per := func(k int) float64 { return 100 * float64(k) / float64(max(t.n, 1)) }
-	return fmt.Sprintf("%d commands: %.1f asks, %.1f denials, %.1f blocks per 100", t.n, per(t.ask), per(t.deny), per(t.block))
+	return fmt.Sprintf("%d commands: %.1f asks (%.1f not contained), %.1f denials, %.1f blocks per 100", t.n, per(t.ask), per(t.leave), per(t.deny), per(t.block))
 }
 
 // writtenCommands loads testdata/agent-commands.jsonl.
@@ -60,6 +63,9 @@ func tally(cmds []string, p *Profile, each func(cmd string, o Outcome)) profileT
 			t.allow++
 		case Ask:
 			t.ask++
+			if !o.Contained {
+				t.leave++
+			}
 		case Deny:
 			t.deny++
 		case Block:
@@ -125,6 +131,9 @@ func TestAsksPer100(t *testing.T) {
 			switch o.Decision {
 			case Ask:
 				weighted.ask += w
+				if !o.Contained {
+					weighted.leave += w
+				}
 			case Deny:
 				weighted.deny += w
 			case Block:

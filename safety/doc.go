@@ -44,4 +44,21 @@
 // the programs read (configuration files, the environment the engine
 // gives them); running locked and guarded commands in a read-only sandbox
 // is what makes a wrong answer harmless.
+//
+// An ask says why it asks (Outcome.Contained): for what the command does
+// in the workspace, or for what leaves it. Every safety-rule ask is of
+// the first kind; a profile's ask is when every rule that asked has
+// Rule.Contained set (Profile.DefaultContained for its default).
+// Guarded's writes (a redirection to a file) and its default (sed -i,
+// rm, mkdir, cp, mv, python3 script.py, python -c: whatever it does not
+// prove a read or list as a build) are, and so are standard's asks before
+// losing work (git reset --hard, git clean -f, git rebase, git branch
+// -D, git checkout/restore ., chmod -R); the asks before publishing,
+// deploying, the system's services, mounts, firewall and packages, and
+// privilege, are not. Where the command's effects cannot leave the
+// workspace (package engine: workspace-write over a layer, no network,
+// no other writable roots, signals scoped), a contained ask runs and
+// what it changed is reviewed instead. Limit: what stays in the sandbox
+// but outside the workspace (its scratch $TMPDIR, the conversation's
+// build caches) is not reviewed.
 package safety

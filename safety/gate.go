@@ -15,6 +15,17 @@ type Outcome struct {
 	Message string `json:"message,omitempty"`
 	// Verdict is the safety analyser's verdict.
 	Verdict Verdict `json:"verdict"`
+	// Contained reports, for Ask, that the command is asked about only
+	// for what it does in the workspace: the safety rules' asks all are
+	// (staging everything, rm -rf in the working directory, code only
+	// known at run time: what such code reaches outside the workspace is
+	// the sandbox's to contain), and so is a profile's ask when every
+	// rule that asked is Rule.Contained (its default when
+	// Profile.DefaultContained). Package
+	// engine runs such a command in workspace-write over a layer without
+	// asking, when nothing it does can leave the layer, and reviews what
+	// it changed instead.
+	Contained bool `json:"contained,omitempty"`
 }
 
 // Gate checks command with the safety rules first and then, unless they
@@ -27,14 +38,18 @@ func Gate(command string, p *Profile) Outcome {
 // gate is Gate on a source that other analyses share.
 func gate(src *source, p *Profile) Outcome {
 	v, _ := checkSource(src)
-	out := Outcome{Decision: v.Decision, Rule: v.Rule, Message: v.Message(), Verdict: v}
+	out := Outcome{Decision: v.Decision, Rule: v.Rule, Message: v.Message(), Verdict: v, Contained: v.Decision == Ask}
 	if v.Decision == Block || p == nil {
 		return out
 	}
-	d, r := p.evaluate(src)
+	d, r, contained := p.evaluate(src)
+	if d == Ask && !contained {
+		out.Contained = false // the profile asks for what leaves the workspace
+	}
 	if d.severity() <= v.Decision.severity() {
 		return out
 	}
+	out.Contained = d == Ask && contained
 	rule := "default"
 	if r != nil {
 		rule = r.Pattern

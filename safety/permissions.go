@@ -33,6 +33,19 @@ type Rule struct {
 	// as any option, except for programs none of whose options write or
 	// run anything (cat, grep, ls, ...).
 	ReadOnly bool `json:"read_only,omitempty"`
+	// Contained marks an Ask rule that asks only because the command
+	// changes the workspace or runs code the agent wrote there (a file
+	// written by a redirection, sed -i, rm, python3 script.py, git reset
+	// --hard), not because its effects leave the workspace (publishing,
+	// deploying, privilege, the system's services and packages, a
+	// cluster). Where the command runs contained, such an ask is answered
+	// by reviewing the result instead: in workspace-write over a layer,
+	// with no network allowlist, no writable roots besides the workspace
+	// and signals scoped to the sandbox, the engine runs it and holds
+	// everything it changed until a person accepts it (see
+	// Outcome.Contained). Elsewhere it asks like any Ask rule. It means
+	// nothing on an Allow or Deny rule: a denial stays a denial.
+	Contained bool `json:"contained,omitempty"`
 }
 
 // Profile is an ordered list of permission rules: for each command the first
@@ -43,6 +56,11 @@ type Profile struct {
 	Name    string   `json:"name"`
 	Rules   []Rule   `json:"rules"`
 	Default Decision `json:"default"`
+	// DefaultContained is Rule.Contained for Default: an Ask default
+	// asks only because the command changes the workspace or runs code
+	// the agent wrote (guarded's, whose rules ask first for what leaves
+	// the workspace).
+	DefaultContained bool `json:"default_contained,omitempty"`
 }
 
 // reCache holds compiled rule patterns by source.
@@ -111,29 +129,40 @@ func (p *Profile) Compile() error {
 // When the command does not parse, it is matched as a whole. A nil profile
 // allows everything. Invalid patterns or decisions fail closed: Deny.
 func (p *Profile) Evaluate(command string) (Decision, *Rule) {
-	return p.evaluate(&source{text: command})
+	d, r, _ := p.evaluate(&source{text: command})
+	return d, r
 }
 
-// evaluate is Evaluate on a source that other analyses share.
-func (p *Profile) evaluate(src *source) (Decision, *Rule) {
+// evaluate is Evaluate on a source that other analyses share; contained
+// reports, for Ask, whether every rule that asked is Contained (the
+// default when DefaultContained).
+func (p *Profile) evaluate(src *source) (Decision, *Rule, bool) {
 	if p == nil {
-		return Allow, nil
+		return Allow, nil, false
 	}
 	if err := p.Compile(); err != nil {
-		return Deny, nil
+		return Deny, nil, false
 	}
 	if strings.TrimSpace(src.text) == "" {
-		return p.evalOne(src.text, nil)
+		d, r := p.evalOne(src.text, nil)
+		return d, r, d == Ask && p.contained(r)
 	}
 	return p.evalParts(src.commandParts(), src.text)
 }
 
 // evalParts decides parts, the simple commands of whole (the whole text
-// alone when there are none), as Evaluate describes. p compiles.
-func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
-	best, bestRule := Decision(""), (*Rule)(nil)
+// alone when there are none), as Evaluate describes, and whether every
+// rule that asked is Contained. p compiles.
+func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule, bool) {
+	best, bestRule, contained := Decision(""), (*Rule)(nil), true
+	asked := func(d Decision, r *Rule) {
+		if d == Ask && !p.contained(r) {
+			contained = false
+		}
+	}
 	for i := range parts {
 		d, r := p.evalOne(parts[i].text, func() bool { return parts[i].readOnly() })
+		asked(d, r)
 		if best == "" || d.severity() > best.severity() {
 			best, bestRule = d, r
 		}
@@ -142,16 +171,30 @@ func (p *Profile) evalParts(parts []part, whole string) (Decision, *Rule) {
 		}
 	}
 	if best == "" {
-		return p.evalOne(whole, nil)
+		d, r := p.evalOne(whole, nil)
+		return d, r, d == Ask && p.contained(r)
 	}
 	if len(parts) > 1 && best != Deny {
 		// The whole text may tighten the result (a rule written for a
-		// pipeline), never loosen it.
-		if d, r := p.evalOne(whole, nil); r != nil && d.severity() > best.severity() {
-			best, bestRule = d, r
+		// pipeline), never loosen it; an Ask rule written for it that
+		// is not Contained keeps the ask.
+		d, r := p.evalOne(whole, nil)
+		if r != nil {
+			asked(d, r)
+			if d.severity() > best.severity() {
+				best, bestRule = d, r
+			}
 		}
 	}
-	return best, bestRule
+	return best, bestRule, best == Ask && contained
+}
+
+// contained reports whether rule r (nil: the default) is Contained.
+func (p *Profile) contained(r *Rule) bool {
+	if r == nil {
+		return p.DefaultContained
+	}
+	return r.Contained
 }
 
 // evalOne decides one part (or the whole text); readOnly says whether it
@@ -205,7 +248,7 @@ func (p *Profile) decidingPart(src *source, d Decision) string {
 			// after it): matched whole, it is proven nothing
 			got, _ = p.evalOne(pt.text, nil)
 		case compiled:
-			got, _ = p.evalParts(parts[i:pt.last], pt.text)
+			got, _, _ = p.evalParts(parts[i:pt.last], pt.text)
 		}
 		if got == d {
 			return pt.text
@@ -339,12 +382,37 @@ var presetNames = []string{"open", "standard", "guarded", "locked"}
 func Presets() []string { return append([]string(nil), presetNames...) }
 
 var (
-	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), "", false}
+	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), "", false, false}
 	rulesShutdown = Rule{`(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*` +
 		`(?:(?:\S*/)?(?:sudo|doas|env|nohup|command|exec|systemctl)(?:\s+-\S+)*\s+)*` +
-		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny, false}
+		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny, false, false}
 	// readsOnly matches every command; its rules are ReadOnly.
 	readsOnly = `^tool:bash:`
+
+	// rulesLeave ask before what reaches beyond the workspace:
+	// publishing, deploying, the system's services, mounts, firewall and
+	// packages. Not Contained: a person approves the command itself.
+	rulesLeave = []Rule{
+		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+push\b.*$`), Ask, false, false},
+		{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask, false, false},
+		{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask, false, false},
+		{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask, false, false},
+		{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask, false, false},
+		{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask, false, false},
+		{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask, false, false},
+	}
+	// rulesLoseWork ask before what may lose work in the workspace:
+	// git reset --hard, clean -f, rebase, branch -D, checkout/restore .
+	// and recursive permission changes. Contained: what the command
+	// changed is what a person reviews.
+	rulesLoseWork = []Rule{
+		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+rebase\b.*$`), Ask, false, true},
+		{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask, false, true},
+		{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask, false, true},
+		{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask, false, true},
+		{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask, false, true},
+		{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask, false, true},
+	}
 )
 
 func presetRules(name string) (*Profile, bool) {
@@ -354,39 +422,25 @@ func presetRules(name string) (*Profile, bool) {
 		return &Profile{Name: name, Default: Allow}, true
 	case "standard":
 		priv.Decision = Ask
-		return &Profile{Name: name, Default: Allow, Rules: []Rule{
-			rulesShutdown,
-			priv,
-			{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+(?:push|rebase)\b.*$`), Ask, false},
-			{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask, false},
-			{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask, false},
-			{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask, false},
-			{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask, false},
-			{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask, false},
-			{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask, false},
-			{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask, false},
-			{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask, false},
-			{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask, false},
-			{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask, false},
-			{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask, false},
-		}}, true
+		return &Profile{Name: name, Default: Allow, Rules: append(append([]Rule{rulesShutdown, priv}, rulesLeave...), rulesLoseWork...)}, true
 	case "guarded":
 		priv.Decision = Deny
-		return &Profile{Name: name, Default: Ask, Rules: []Rule{
-			rulesShutdown,
-			priv,
-			{readsOnly, Allow, true},
-			{writeRedirect, Ask, false},
-			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow, false},
-			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|py\.test|tox|nox|ruff|mypy|pylint|eslint|tsc|prettier|black|flake8|isort|gofmt|shellcheck|sphinx-build`, anyArgs), Allow, false},
-			{cmdRe(`(?:python[0-9.]*\s+)?(?:\S*/)?runtests\.py`, anyArgs), Allow, false},
-			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow, false},
-			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|ls|list|outdated|audit)(?:\s.*)?$`), Allow, false},
-			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow, false},
-		}}, true
+		rules := []Rule{rulesShutdown, priv, {readsOnly, Allow, true, false}}
+		rules = append(rules, rulesLeave...)
+		rules = append(rules, []Rule{
+			{writeRedirect, Ask, false, true},
+			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow, false, false},
+			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|py\.test|tox|nox|ruff|mypy|pylint|eslint|tsc|prettier|black|flake8|isort|gofmt|shellcheck|sphinx-build`, anyArgs), Allow, false, false},
+			{cmdRe(`(?:python[0-9.]*\s+)?(?:\S*/)?runtests\.py`, anyArgs), Allow, false, false},
+			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow, false, false},
+			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|ls|list|outdated|audit)(?:\s.*)?$`), Allow, false, false},
+			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow, false, false},
+		}...)
+		rules = append(rules, rulesLoseWork...)
+		return &Profile{Name: name, Default: Ask, DefaultContained: true, Rules: rules}, true
 	case "locked":
 		return &Profile{Name: name, Default: Deny, Rules: []Rule{
-			{readsOnly, Allow, true},
+			{readsOnly, Allow, true, false},
 		}}, true
 	}
 	return nil, false
@@ -402,10 +456,10 @@ func presetRules(name string) (*Profile, bool) {
 //     publishing or deploying (git push, npm/cargo/gem/twine publish,
 //     docker push, kubectl apply/delete, helm install, terraform
 //     apply/destroy), losing work (git reset --hard, git clean -f,
-//     git rebase, git branch -D, git checkout/restore .) and system changes
-//     (systemctl, service, crontab, mount, firewall, chmod/chown -R,
-//     apt/dnf/pacman/brew install or remove); denies shutdown, reboot,
-//     halt, poweroff and init, also behind sudo.
+//     git rebase, git branch -D, git checkout/restore ., chmod/chown -R;
+//     these asks are Contained) and system changes (systemctl, service,
+//     crontab, mount, firewall, apt/dnf/pacman/brew install or remove);
+//     denies shutdown, reboot, halt, poweroff and init, also behind sudo.
 //   - guarded (review everything that changes things): asks by default;
 //     allows what the argument grammars prove only reads (see
 //     Rule.ReadOnly: ls, cat, grep, rg, sed -n, nl, head, tail, wc, find
@@ -415,13 +469,19 @@ func presetRules(name string) (*Profile, bool) {
 //     commands (go, make, cargo build/test, npm/yarn/pnpm test/run,
 //     pytest, tox, linters, sphinx-build, Django's runtests.py), unless
 //     they redirect output to a file; denies privilege escalation and
-//     shutdown. Builds and tests run the project's code: guarded reviews
-//     what the agent changes, it does not contain what the project runs.
+//     shutdown; asks before standard's publishing, deploying and system
+//     changes. Its other asks (a redirection to a file, losing work, and
+//     its default: sed -i, rm, cp, mv, mkdir, running the agent's own
+//     scripts, python -c) are Contained: in workspace-write the engine runs
+//     them and holds what they changed for review. Builds and tests run
+//     the project's code: guarded reviews what the agent changes, it does
+//     not contain what the project runs.
 //   - locked (read-only): denies everything but what the argument
 //     grammars prove only reads (the guarded list without builds and
-//     tests). The analyser's proof covers the command's text; what the
-//     programs read (the repository's configuration, a project's
-//     .ripgreprc named by the environment) is the kernel's to contain.
+//     tests); it never asks, so nothing is Contained. The analyser's
+//     proof covers the command's text; what the programs read (the
+//     repository's configuration, a project's .ripgreprc named by the
+//     environment) is the kernel's to contain.
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {

@@ -107,3 +107,63 @@ func TestProfileOrderAndRule(t *testing.T) {
 		t.Errorf("unparseable command: %s", d)
 	}
 }
+
+// An ask says whether it is only for what the command does in the
+// workspace (Outcome.Contained): the safety rules' asks are, guarded's
+// writes and default and standard's losing-work asks are, and the asks
+// before publishing, deploying, the system and privilege are not, alone
+// or beside a contained one; nothing but an ask is ever Contained, and
+// locked contains nothing.
+func TestOutcomeContained(t *testing.T) {
+	for _, c := range []struct {
+		profile, command string
+		want             Decision
+		contained        bool
+	}{
+		{"none", "git add -A", Ask, true},
+		{"guarded", "git add -A", Ask, true},
+		{"guarded", "sed -i s/a/b/ f.py", Ask, true},
+		{"guarded", "cat > f.py <<'EOF'\nx = 1\nEOF", Ask, true},
+		{"guarded", "echo x > f.txt", Ask, true},
+		{"guarded", "python3 reproduce.py", Ask, true},
+		{"guarded", "rm -rf build && mkdir build", Ask, true},
+		{"guarded", "git reset --hard HEAD~1", Ask, true},
+		{"guarded", "git push origin main", Ask, false},
+		{"guarded", "sed -i s/a/b/ f && git push", Ask, false},
+		{"guarded", "npm publish", Ask, false},
+		{"guarded", "kubectl apply -f x.yaml", Ask, false},
+		{"guarded", "systemctl restart nginx", Ask, false},
+		{"guarded", "apt-get install -y jq", Ask, false},
+		{"guarded", "sudo rm x", Deny, false},
+		{"guarded", "cat README.md", Allow, false},
+		{"standard", "git reset --hard", Ask, true},
+		{"standard", "git rebase main", Ask, true},
+		{"standard", "git push", Ask, false},
+		{"standard", "sudo make install", Ask, false},
+		{"standard", "rm -rf build", Allow, false},
+		{"locked", "sed -i s/a/b/ f.py", Deny, false},
+		{"locked", "git add -A", Deny, false},
+		{"locked", "ls", Allow, false},
+	} {
+		var p *Profile
+		if c.profile != "none" {
+			p, _ = Preset(c.profile)
+		}
+		o := Gate(c.command, p)
+		if o.Decision != c.want || o.Contained != c.contained {
+			t.Errorf("%s: %q: %s contained %v, want %s contained %v (%s)", c.profile, c.command, o.Decision, o.Contained, c.want, c.contained, o.Message)
+		}
+	}
+	var cmds []string
+	for _, r := range writtenCommands(t) {
+		cmds = append(cmds, r.Command)
+	}
+	for _, name := range append([]string{"none"}, Presets()...) {
+		p, _ := Preset(name)
+		tally(cmds, p, func(cmd string, o Outcome) {
+			if o.Contained && (o.Decision != Ask || name == "locked") {
+				t.Errorf("%s: %q: %s and contained", name, cmd, o.Decision)
+			}
+		})
+	}
+}
