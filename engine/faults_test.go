@@ -125,7 +125,10 @@ func TestCgroupEscapees(t *testing.T) {
 		dir := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { waitFileQuiet(filepath.Join(dir, "pid-b"), 5*time.Second); cancel() }()
-		r := e.Run(ctx, engine.ToolContext{WorkingDir: dir}, engine.Input{Command: escapees + "; sleep 60"})
+		// Slow mode: on a loaded machine (or the emulated VM) setting up
+		// the escapees may take longer than the 2 s timeout; the cancel
+		// must come first.
+		r := e.Run(ctx, engine.ToolContext{WorkingDir: dir}, engine.Input{Command: escapees + "; sleep 60", Mode: engine.ModeSlow})
 		if r.Status != engine.StatusCancelled {
 			t.Fatalf("got %s %q", r.Status, r.Output)
 		}
