@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -390,7 +391,11 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd.Args = []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command}
 	cmd.cfg = cfg
-	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, w != nil && w.bases["go-mod"])
+	var bases map[string]string
+	if w != nil {
+		bases = w.bases
+	}
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, bases)
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
@@ -597,6 +602,12 @@ func (opts Options) roots() (Roots, error) {
 	if opts.CacheDir != "" {
 		w = append(slices.Clip(w), opts.CacheDir)
 	}
+	if opts.World != nil {
+		// The world's caches at the user's own paths (see World).
+		for _, name := range slices.Sorted(maps.Keys(opts.World.w.bases)) {
+			w = append(slices.Clip(w), opts.World.w.bases[name])
+		}
+	}
 	if r.Writable, err = clean(w); err != nil {
 		return Roots{}, err
 	}
@@ -621,11 +632,15 @@ func within(path, root string) bool {
 }
 
 // environment is what a command's environment gains in the sandbox: its
-// scratch directory (a world's /tmp) as TMPDIR, the build and package
-// caches in cacheDir (or the scratch directory), and with network the
-// proxy's address (when its port is known here: a rootless helper adds
-// it, see handOverProxy).
-func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect, goModBase bool) []string {
+// scratch directory (a world's /tmp) as TMPDIR, the variables of the build
+// and package caches that are not at the user's own paths (bases: name →
+// path, the world's caches mounted where the user's tools look; those need
+// no variable), pointing into cacheDir (or the scratch directory), and
+// with network the proxy's address (when its port is known here: a
+// rootless helper adds it, see handOverProxy). Nothing else: no variable
+// changes where a tool writes its output (./target, __pycache__) or what
+// it builds.
+func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect bool, bases map[string]string) []string {
 	cache := cacheDir
 	if cache == "" {
 		cache = filepath.Join(scratch, ".cache")
@@ -634,26 +649,26 @@ func environment(scratch, cacheDir string, network bool, proxyPort int, loopback
 		"TMPDIR=" + scratch,
 		"TMP=" + scratch,
 		"TEMP=" + scratch,
-		"XDG_CACHE_HOME=" + cache,
-		"GOCACHE=" + filepath.Join(cache, "go-build"),
 		"GOTMPDIR=" + scratch,
-		"npm_config_cache=" + filepath.Join(cache, "npm"),
-		"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
-		"PYTHONDONTWRITEBYTECODE=1",
-		"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
 		"BASHVISOR_SANDBOX=1",
 	}
-	if goModBase {
-		// A module cache on a base (config.BaseCaches): offline builds
-		// find the base's modules there.
-		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
+	if len(bases) == 0 {
+		// No cache at the user's paths: every tool's cache in ours.
+		env = append(env, "XDG_CACHE_HOME="+cache)
+	}
+	for _, c := range []struct{ name, variable string }{
+		{"go-build", "GOCACHE"}, {"npm", "npm_config_cache"}, {"pip", "PIP_CACHE_DIR"},
+	} {
+		if bases[c.name] == "" {
+			env = append(env, c.variable+"="+filepath.Join(cache, c.name))
+		}
 	}
 	if !network {
 		// Without network the module caches of the engine's user are read
 		// as they are (an offline go build finds its modules there).
 		return env
 	}
-	if !goModBase {
+	if bases["go-mod"] == "" {
 		// Downloads need writable module caches.
 		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
 	}

@@ -221,8 +221,11 @@ func TestWorldWorkspaceWrite(t *testing.T) {
 	}
 }
 
-// TestWorldBaseCache: a cache with a base sees the base's files, adds
-// its own on the world's file system, and never changes the base.
+// TestWorldBaseCache: a cache with a base is at the base's own path in
+// the world (no variable points elsewhere): it sees the base's files,
+// adds its own on the world's file system, keeps them for the world's
+// next command, and never changes the base (which another world and
+// the host see as it was).
 func TestWorldBaseCache(t *testing.T) {
 	base := t.TempDir()
 	if err := os.WriteFile(filepath.Join(base, "warm"), []byte("from base\n"), 0o644); err != nil {
@@ -230,9 +233,17 @@ func TestWorldBaseCache(t *testing.T) {
 	}
 	w := newWorld(t, sandbox.WorldOptions{BaseCaches: config.BaseCaches{GoBuild: base}})
 	dir := t.TempDir()
-	r := runWorld(t, w, sandbox.Options{}, dir, `cat "$GOCACHE/warm" && echo new > "$GOCACHE/added" && echo changed > "$GOCACHE/warm" && rm "$GOCACHE/warm" && ls "$GOCACHE"`)
-	if r.code != 0 || r.out != "from base\nadded\n" {
+	c := base
+	r := runWorld(t, w, sandbox.Options{}, dir, `echo "GOCACHE=${GOCACHE-unset} XDG_CACHE_HOME=${XDG_CACHE_HOME-unset}"; cat `+c+`/warm && echo new > `+c+`/added && echo changed > `+c+`/warm && rm `+c+`/warm && ls `+c)
+	if r.code != 0 || r.out != "GOCACHE=unset XDG_CACHE_HOME=unset\nfrom base\nadded\n" {
 		t.Fatalf("%d %q", r.code, r.out)
+	}
+	if r := runWorld(t, w, sandbox.Options{}, dir, `ls `+c); r.code != 0 || r.out != "added\n" {
+		t.Fatalf("the next command's cache: %d %q", r.code, r.out)
+	}
+	other := newWorld(t, sandbox.WorldOptions{BaseCaches: config.BaseCaches{GoBuild: base}})
+	if r := runWorld(t, other, sandbox.Options{}, dir, `ls `+c); r.code != 0 || r.out != "warm\n" {
+		t.Fatalf("another world's cache: %d %q", r.code, r.out)
 	}
 	if b, err := os.ReadFile(filepath.Join(base, "warm")); err != nil || string(b) != "from base\n" {
 		t.Fatalf("the base changed: %q %v", b, err)
