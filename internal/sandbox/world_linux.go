@@ -121,6 +121,11 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		spec.Files = def.ScratchFiles
 	}
 	for name, base := range opts.BaseCaches.Dirs() {
+		// A cache the user's tool has not made yet is made as the tool
+		// would (empty), to hold the conversation's at its path.
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
+		}
 		b, err := filepath.EvalSymlinks(base)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,24 +20,27 @@ import (
 // $GOROOT/go.env, npm's .npmrc files) and the working directory; what
 // they do not follow is listed at each function.
 
-// userCaches finds this user's Go, npm and pip caches, those that exist,
-// as `go env GOCACHE GOMODCACHE`, `npm config get cache` and `pip cache
-// dir` run in dir would name them.
+// userCaches finds this user's Go, npm and pip caches as `go env GOCACHE
+// GOMODCACHE`, `npm config get cache` and `pip cache dir` run in dir
+// would name them: those that exist, and those the tool, found on PATH,
+// would make (the sandbox makes them, empty).
 func userCaches(dir string) config.BaseCaches {
 	e := newToolEnv(os.Environ(), dir)
 	build, mod := e.goCaches()
-	return config.BaseCaches{GoBuild: existingDir(build), GoMod: existingDir(mod), Npm: existingDir(e.npmCache()), Pip: existingDir(e.pipCache())}
+	goCmd, npm, pip := e.lookPath("go") != "", e.lookPath("npm") != "", e.lookPath("pip") != "" || e.lookPath("pip3") != ""
+	return config.BaseCaches{GoBuild: cacheDir(build, goCmd), GoMod: cacheDir(mod, goCmd), Npm: cacheDir(e.npmCache(), npm), Pip: cacheDir(e.pipCache(), pip)}
 }
 
-// existingDir returns dir if it is an absolute path to a directory, else "".
-func existingDir(dir string) string {
+// cacheDir returns dir if it is an absolute path to a directory, or to
+// nothing yet when the tool is installed; else "".
+func cacheDir(dir string, tool bool) string {
 	if !filepath.IsAbs(dir) {
 		return ""
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return ""
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || errors.Is(err, fs.ErrNotExist) && tool {
+		return dir
 	}
-	return dir
+	return ""
 }
 
 // toolEnv is what the rules read besides files: an environment (as

@@ -174,15 +174,32 @@ func TestPipCacheAsPipCacheDir(t *testing.T) {
 	}
 }
 
-// TestUserCachesExist: only existing absolute directories are bases.
+// TestUserCachesExist: existing absolute directories are bases, and
+// missing ones of an installed tool (made when a sandbox starts); not a
+// relative path, a file, or a missing one of a tool not on PATH.
 func TestUserCachesExist(t *testing.T) {
 	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
 	t.Setenv("GOCACHE", root)
 	t.Setenv("GOMODCACHE", filepath.Join(root, "missing"))
-	t.Setenv("npm_config_cache", "") // npm ignores an empty value
-	t.Setenv("NPM_CONFIG_CACHE", "")
+	t.Setenv("npm_config_cache", filepath.Join(root, "missing-npm")) // npm is not on PATH
+	t.Setenv("PIP_CACHE_DIR", filepath.Join(root, "file"))
 	b := userCaches(root)
-	if b.GoBuild != root || b.GoMod != "" {
+	if b.GoBuild != root || b.GoMod != filepath.Join(root, "missing") || b.Npm != "" || b.Pip != "" {
 		t.Errorf("got %+v", b)
+	}
+	t.Setenv("GOCACHE", "relative")
+	if b := userCaches(root); b.GoBuild != "" {
+		t.Errorf("relative GOCACHE: got %+v", b)
 	}
 }
