@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,59 @@ func TestCargoTargetInTheWorkspace(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "target", "debug", "hello")); err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("no target/debug/hello in the workspace: %v", err)
+	}
+}
+
+// BenchmarkGoBuildWarm: go build of a module with dependencies (see
+// goModule), warm cache, unrestricted and in workspace-write, alternating
+// in one run (-benchtime=Nx: N builds of each); it reports each one's
+// median and the ratio of the medians.
+func BenchmarkGoBuildWarm(b *testing.B) {
+	needNamespaces(b)
+	goCmd := testenv.NeedsTool(b, "go")[0]
+	vars := map[string]string{"GOFLAGS": "-mod=mod -buildvcs=true", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+	env := os.Environ()
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range gitEnv {
+		vars[k] = v
+	}
+	caches := goEnv(b, goCmd, env, "GOCACHE", "GOMODCACHE")
+	dir := goModule(b, goCmd, env)
+	e := newEngine(b, func(c *engine.Config) {
+		c.SlowTimeout = 10 * time.Minute
+		c.Sandbox.BaseCaches.GoBuild, c.Sandbox.BaseCaches.GoMod = caches[0], caches[1]
+	})
+	run := func(tc engine.ToolContext, out string) time.Duration {
+		tc.Env = vars
+		start := time.Now()
+		r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeSlow, Command: `rm -f out/` + out + ` && go build -o out/` + out + ` .`})
+		if r.Status != engine.StatusOK {
+			b.Fatalf("go build: %s %q", r.Status, r.Output)
+		}
+		return time.Since(start)
+	}
+	u := engine.ToolContext{WorkingDir: dir, ConversationID: "u"}
+	run(u, "u") // fills the user's cache for this module
+	var ut, st []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ut = append(ut, run(u, "u"))
+		st = append(st, run(workspaceWrite(dir), "s"))
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	mu, ms := median(ut), median(st)
+	b.ReportMetric(float64(mu.Milliseconds()), "unrestricted-ms")
+	b.ReportMetric(float64(ms.Milliseconds()), "workspace-write-ms")
+	b.ReportMetric(float64(ms)/float64(mu), "ratio")
+	u1, _ := os.ReadFile(filepath.Join(dir, "out", "u"))
+	s1, _ := os.ReadFile(filepath.Join(dir, "out", "s"))
+	if !bytes.Equal(u1, s1) {
+		b.Fatal("the binaries differ")
 	}
 }
