@@ -142,8 +142,8 @@ type Options struct {
 	// CacheDir, when set, is a directory the command may write whose
 	// subdirectories hold the build and package caches (GOCACHE,
 	// npm_config_cache, PIP_CACHE_DIR, XDG_CACHE_HOME; and with Network
-	// also GOMODCACHE and CARGO_HOME), so they outlive the command and the
-	// next build starts warm. The caller owns it: it must exist, and it
+	// also GOMODCACHE and CARGO_HOME; in a World only those without a
+	// base), so they outlive the command and the next build starts warm. The caller owns it: it must exist, and it
 	// should belong to one conversation (a cache shared with commands
 	// that should not influence each other lets one poison the other's
 	// builds). Empty: the caches live in the scratch directory and die
@@ -216,8 +216,9 @@ type Command struct {
 	// Args is the helper's full argv: Path, HelperArg, the encoded
 	// config, "--", the bash path, "-c", the command.
 	Args []string
-	// Env holds the additions to the command's environment (TMPDIR, caches
-	// pointed into the scratch dir). Append them after the engine's env.
+	// Env holds the additions to the command's environment (TMPDIR, the
+	// caches that are not at the user's paths, the proxy; see
+	// "Caches" in the package doc). Append them after the engine's env.
 	Env []string
 	// Scratch is the private per-command scratch directory (0700), the only
 	// writable place inside the sandbox besides /dev/null and the roots;
