@@ -54,9 +54,10 @@ type Sandbox struct {
 // CARGO_HOME). A base changed while conversations use it (the host
 // builds too) is seen by them, file by file, as overlayfs allows; a
 // conversation that started before a file appeared may still see its
-// older view of a directory. A base below a workspace is the
-// workspace's in workspace-write (written through its layer): give
-// caches outside the workspace.
+// older view of a directory. A base below a workspace stays the
+// conversation's cache in workspace-write too (mounted over the
+// workspace's layer: what a command writes there is no change of the
+// workspace's).
 type BaseCaches struct {
 	// GoBuild is the Go build cache (`go env GOCACHE`).
 	GoBuild string

@@ -256,3 +256,30 @@ func BenchmarkGoBuildWarm(b *testing.B) {
 		b.Fatal("the binaries differ")
 	}
 }
+
+// TestCacheInsideTheWorkspace: a base cache below the workspace (a
+// workspace-write conversation in the user's home) stays the
+// conversation's cache over the workspace's layer: what a command writes
+// there is kept for the next command and is no change of the workspace's
+// (not in the change report, not applied to the user's cache).
+func TestCacheInsideTheWorkspace(t *testing.T) {
+	needNamespaces(t)
+	dir := repo(t)
+	cache := filepath.Join(dir, "cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(cache, "warm"), []byte("base\n"), 0o644)
+	e := newEngine(t, func(c *engine.Config) { c.Sandbox.BaseCaches.GoBuild = cache })
+	tc := workspaceWrite(dir)
+	r := e.Run(context.Background(), tc, engine.Input{Command: `cat cache/warm && echo new > cache/added && echo edit > f`})
+	if r.Status != engine.StatusOK || r.Output != "base\n[changed 1 file: A f]" {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "added")); err == nil {
+		t.Fatal("the cache write reached the user's cache")
+	}
+	if r := e.Run(context.Background(), tc, engine.Input{Command: `cat cache/added`}); r.Status != engine.StatusOK || r.Output != "new\n" {
+		t.Fatalf("the next command's cache: %s %q", r.Status, r.Output)
+	}
+}

@@ -289,6 +289,9 @@ type helperConfig struct {
 	NamespaceFD int `json:"ns_fd,omitempty"`
 	// World is the command's world (nil: none).
 	World *worldConfig `json:"world,omitempty"`
+	// Caches are the paths of the world's caches with a base (writable
+	// roots too), which mountView attaches over a Layer's overlays.
+	Caches []string `json:"caches,omitempty"`
 	// OwnNamespaces: the helper was started in new user and network
 	// namespaces of its own (a rootless command without a world): it sets
 	// loopback up and makes its mount namespace itself.
@@ -362,6 +365,11 @@ func Prepare(opts Options) (*Command, error) {
 		Protected:    roots.Protected,
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
+	}
+	if w != nil {
+		for _, name := range slices.Sorted(maps.Keys(w.bases)) {
+			cfg.Caches = append(cfg.Caches, w.bases[name])
+		}
 	}
 	scratch, err := cfg.setScratch(w, opts, roots)
 	if err != nil {
