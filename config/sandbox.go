@@ -25,41 +25,47 @@ type Sandbox struct {
 	ScratchRoot string
 	// CacheDir is where each conversation's world directory is made
 	// (CacheDir/conversation-KEY): the mount point of its own file system,
-	// which holds its /tmp and its build and package caches (GOCACHE, npm,
-	// pip, XDG_CACHE_HOME below CacheDir/conversation-KEY/cache;
-	// GOMODCACHE and CARGO_HOME too when the command has network or a
-	// module cache base), so that a conversation's second build is warm and
-	// no conversation's commands can plant build outputs another's use.
-	// The engine sees empty directories there; the caches live in memory
-	// (a tmpfs, swappable) and are gone with the conversation. Sandboxed
-	// commands see only their own conversation's directory here. It must
-	// not be inside a workspace. Empty: a directory in the output
-	// directory.
+	// which holds its /tmp and what its build and package caches add to
+	// their bases (see BaseCaches), so that a conversation's second build
+	// is warm and no conversation's commands can plant build outputs
+	// another's use. The engine sees empty directories there; the caches
+	// live in memory (a tmpfs, swappable) and are gone with the
+	// conversation. Sandboxed commands see only their own conversation's
+	// directory here. It must not be inside a workspace. Empty: a
+	// directory in the output directory.
 	CacheDir string
 	// BaseCaches are read-only starting points of every conversation's
 	// build and package caches (see BaseCaches); empty: they start empty.
 	BaseCaches BaseCaches
 }
 
-// BaseCaches are read-only starting points of the caches of sandboxed
-// commands, such as the engine user's own caches: each conversation's
-// cache is an overlay whose lower layer is the base and whose upper layer
-// holds what the conversation adds, so its first `go build` finds the
-// standard library and the host's modules compiled, and nothing it
-// writes reaches the base. Empty fields: that cache starts empty. A base
-// changed while conversations use it (the host builds too) is seen by
-// them, file by file, as overlayfs allows; a conversation that started
-// before a file appeared may still see its older view of a directory.
+// BaseCaches are the user's build and package caches, which sandboxed
+// commands find at their own paths: in each conversation the cache at a
+// set field's path is an overlay whose lower layer is the user's
+// directory and whose upper layer holds what the conversation adds (on
+// its file system, within its quota), so its first `go build` finds the
+// user's modules and packages compiled at the paths they were compiled
+// at (the build cache keys on them), and nothing it writes reaches the
+// user's cache or another conversation. The commands' environment is
+// the user's: no variable moves a cache that has a base. A cache whose
+// field is empty starts empty in the conversation's cache directory,
+// named by its variable (GOCACHE, npm_config_cache, PIP_CACHE_DIR; and
+// with no base at all XDG_CACHE_HOME; with network GOMODCACHE and
+// CARGO_HOME). A base changed while conversations use it (the host
+// builds too) is seen by them, file by file, as overlayfs allows; a
+// conversation that started before a file appeared may still see its
+// older view of a directory. A base below a workspace stays the
+// conversation's cache in workspace-write too (mounted over the
+// workspace's layer: what a command writes there is no change of the
+// workspace's).
 type BaseCaches struct {
-	// GoBuild is a Go build cache (`go env GOCACHE`), under GOCACHE.
+	// GoBuild is the Go build cache (`go env GOCACHE`).
 	GoBuild string
-	// GoMod is a Go module cache (`go env GOMODCACHE`), under GOMODCACHE
-	// (then set for every sandboxed command, with network or not).
+	// GoMod is the Go module cache (`go env GOMODCACHE`).
 	GoMod string
-	// Npm is an npm cache (`npm config get cache`), under
-	// npm_config_cache.
+	// Npm is the npm cache (`npm config get cache`).
 	Npm string
-	// Pip is a pip cache (`pip cache dir`), under PIP_CACHE_DIR.
+	// Pip is the pip cache (`pip cache dir`).
 	Pip string
 }
 

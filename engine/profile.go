@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,15 +119,16 @@ func profileName(s Sandbox) string {
 	return string(s.Profile)
 }
 
-// dropMissingBases leaves out the base caches that are not directories,
-// saying so in the log: a conversation's cache then starts empty.
+// dropMissingBases leaves out the base caches that are not directories
+// (a missing one is made when a conversation's sandbox starts), saying so
+// in the log: a conversation's cache then starts empty.
 func (e *Engine) dropMissingBases() {
 	b := &e.cfg.Sandbox.BaseCaches
 	for _, f := range []*string{&b.GoBuild, &b.GoMod, &b.Npm, &b.Pip} {
 		if *f == "" {
 			continue
 		}
-		if fi, err := os.Stat(*f); err != nil || !fi.IsDir() || !filepath.IsAbs(*f) {
+		if fi, err := os.Stat(*f); !filepath.IsAbs(*f) || err == nil && !fi.IsDir() || err != nil && !errors.Is(err, fs.ErrNotExist) {
 			e.log.Warn("base cache left out: not an absolute path of a directory", "dir", *f)
 			*f = ""
 		}

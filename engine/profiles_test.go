@@ -136,7 +136,8 @@ echo edit >> README && git add README && git commit -qm "from the sandbox" && gi
 	}
 }
 
-// The build caches live in the conversation's cache directory: the second
+// Without base caches the build caches live in the conversation's cache
+// directory, named by GOCACHE and the other caches' variables: the second
 // go build in a sandbox is warm, whatever the scratch directory.
 func TestSandboxBuildCacheShared(t *testing.T) {
 	needLandlock(t)
@@ -322,11 +323,12 @@ func TestBadNetworkAllowlist(t *testing.T) {
 	}
 }
 
-// TestBaseCachesWarmTheFirstBuild: with a base Go build cache
-// (Sandbox.BaseCaches.GoBuild) a conversation's first sandboxed go build
-// finds the standard library compiled: measured side by side with the
-// cold build that filled the base (the same module, unrestricted, from an
-// empty cache), it is much faster; and nothing it writes reaches the base.
+// TestBaseCachesWarmTheFirstBuild: with the user's Go build cache as a
+// base (Sandbox.BaseCaches.GoBuild, the user's GOCACHE) a conversation's
+// first sandboxed go build finds the standard library compiled at the
+// user's GOCACHE: measured side by side with the cold build that filled
+// the base (the same module, unrestricted, from an empty cache), it is
+// much faster; and nothing it writes reaches the base.
 func TestBaseCachesWarmTheFirstBuild(t *testing.T) {
 	needNamespaces(t)
 	goBin := testenv.NeedsTool(t, "go")[0]
@@ -334,7 +336,7 @@ func TestBaseCachesWarmTheFirstBuild(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"net/http\"\n\nfunc main() { _ = http.ListenAndServe }\n"), 0o644)
-	env := map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	env := map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOCACHE": base}
 	e := newEngine(t, func(c *engine.Config) {
 		c.SlowTimeout = 10 * time.Minute
 		c.Sandbox.BaseCaches.GoBuild = base
@@ -349,7 +351,7 @@ func TestBaseCachesWarmTheFirstBuild(t *testing.T) {
 		return time.Duration(r.DurationMS) * time.Millisecond
 	}
 	cold := build(engine.ToolContext{WorkingDir: dir, ConversationID: "base-fill"},
-		`GOCACHE=`+base+` go build -o /dev/null . && echo built`)
+		`go build -o /dev/null . && echo built`)
 	before, _ := filepath.Glob(filepath.Join(base, "*", "*"))
 	warm := build(restricted(dir), `go build -o "$TMPDIR/hello" . && echo built`)
 	t.Logf("go build of a module importing net/http: cold (filling the base) %v, first sandboxed build on the base %v (%.2fx)",

@@ -667,7 +667,11 @@ For complex scripts, write them to a file first and then execute the file.
 func (e *Engine) sandboxDescription(tc ToolContext) string {
 	c := e.sup.Sandbox()
 	lim := e.cfg.Sandbox.Limits.WithDefaults()
-	scratch := "/tmp ($TMPDIR: this conversation's own, kept between its commands) and the build caches (GOCACHE, npm, pip), together at most " +
+	caches := "the build caches (GOCACHE, npm, pip)"
+	if len(e.cfg.Sandbox.BaseCaches.Dirs()) > 0 {
+		caches = "the user's build caches at their own paths (the conversation's copy: the user's stay unchanged)"
+	}
+	scratch := "/tmp ($TMPDIR: this conversation's own, kept between its commands) and " + caches + ", together at most " +
 		truncate.Humanize(int64(lim.ScratchBytes))
 	var b strings.Builder
 	sbx := tc.Sandbox

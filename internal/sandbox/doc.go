@@ -100,6 +100,39 @@
 // layers ahead of time, and as root mounts them ahead too, and removes
 // them after the result): what remains is measured there.
 //
+// # Caches
+//
+// A command sees the user's build and package caches at the user's own
+// paths: in a [World], each cache with a base ([config.BaseCaches]: the
+// Go build and module caches, npm's and pip's, wherever the user's
+// environment and the tools' files put them) is the conversation's
+// overlay on the user's directory, mounted over that directory and
+// writable there, as root and rootless alike. So the command's
+// environment is the user's: nothing in it moves a cache, and a go build
+// compiles the same packages from the same paths as an unrestricted one,
+// hits the build cache that one warmed (its keys include the paths of
+// the module sources) and links the same bytes. The sandbox adds TMPDIR,
+// TMP, TEMP, GOTMPDIR, BASHVISOR_SANDBOX and, with network, the proxy's
+// variables and GOMODCACHE and CARGO_HOME for caches without a base;
+// only a cache without a base (none configured, or no world) is moved,
+// into [Options.CacheDir], by its variable (GOCACHE, npm_config_cache,
+// PIP_CACHE_DIR; and with no base at all XDG_CACHE_HOME). A command
+// that points a tool at another cache finds it read-only, as any path
+// outside its roots.
+//
+// Nothing redirects what a tool writes next to its sources: cargo's
+// target/, Python's __pycache__, node_modules, a go build -o in the
+// workspace are written where the tool writes them, in workspace-write
+// through the layer (they appear in the change set and stay for the next
+// command, which finds ./target/debug/… and loads the bytecode), and in
+// read-only nowhere: the kernel refuses the write (EROFS, with the
+// read-only note), as any write to the workspace; such a build needs
+// its output in $TMPDIR (CARGO_TARGET_DIR=$TMPDIR/target) or
+// workspace-write. Version stamping works as unrestricted: the
+// repository is readable and git runs as the same user (rootless, the
+// engine's uid is mapped to itself), so go build -buildvcs stamps the
+// same commit.
+//
 // # Boundary
 //
 // Denied inside, with the kernel's error (EACCES, EPERM, ENOSPC, ENOSYS):

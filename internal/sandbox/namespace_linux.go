@@ -236,7 +236,10 @@ func makeView(cfg *helperConfig) error {
 //     mount points first where they are missing (inside the world's /tmp
 //     or a hiding mount, which is then made read-only), then the layer's
 //     overlays over theirs (layer.Mounts.Attach; the calling thread
-//     enters its working directory again, so that it is the overlay's);
+//     enters its working directory again, so that it is the overlay's),
+//     then the world's caches that lie below an overlay over it (a
+//     workspace holding the user's caches: they stay the world's, not
+//     the layer's);
 //   - without a layer, each pinned directory is bind-mounted onto itself
 //     and each protected path onto itself read-only: a mount point can be
 //     neither removed nor renamed (EBUSY), and nothing below a read-only
@@ -246,15 +249,19 @@ func makeView(cfg *helperConfig) error {
 // tens of microseconds without a layer (see the package benchmarks).
 func mountView(cfg *helperConfig) error {
 	roots := outermost(cfg.Writable)
+	var late []string // the world's caches below an overlay: attached over it
 	if cfg.Layer != nil {
 		// The overlays cover the roots at or below theirs.
-		roots = slices.DeleteFunc(roots, func(r string) bool {
+		covered := func(r string) bool {
 			return slices.ContainsFunc(cfg.Layer.Overlays, func(o layer.Overlay) bool { return within(r, o.Root) })
-		})
+		}
+		roots = slices.DeleteFunc(roots, covered)
+		late = slices.DeleteFunc(slices.Clone(cfg.Caches), func(c string) bool { return !covered(c) })
 	}
 	// The helper joins its cgroups in v1 hierarchies inside the namespace,
 	// before Landlock denies the write.
 	roots = append(roots, cfg.CgroupDirs...)
+	roots = append(roots, late...)
 	trees := make([]*fd.FD, 0, len(roots))
 	defer func() {
 		for _, t := range trees {
@@ -296,7 +303,8 @@ func mountView(cfg *helperConfig) error {
 			return err
 		}
 	}
-	for i, r := range roots {
+	early := len(roots) - len(late)
+	for i, r := range roots[:early] {
 		if err := moveTree(trees[i], r); err != nil {
 			return fmt.Errorf("writable root: %w", err)
 		}
@@ -304,6 +312,11 @@ func mountView(cfg *helperConfig) error {
 	if overlays != nil {
 		if err := attachLayer(cfg.Layer, overlays); err != nil {
 			return err
+		}
+	}
+	for i, r := range late {
+		if err := moveTree(trees[early+i], r); err != nil {
+			return fmt.Errorf("cache: %w", err)
 		}
 	}
 	if wt != nil {

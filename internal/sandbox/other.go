@@ -39,7 +39,7 @@ func (c *Command) closeNamespaceReport() {}
 type world struct {
 	dir      string
 	rootless bool
-	bases    map[string]bool
+	bases    map[string]string
 	hide     []string
 	show     []string
 }

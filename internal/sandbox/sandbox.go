@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -141,8 +142,8 @@ type Options struct {
 	// CacheDir, when set, is a directory the command may write whose
 	// subdirectories hold the build and package caches (GOCACHE,
 	// npm_config_cache, PIP_CACHE_DIR, XDG_CACHE_HOME; and with Network
-	// also GOMODCACHE and CARGO_HOME), so they outlive the command and the
-	// next build starts warm. The caller owns it: it must exist, and it
+	// also GOMODCACHE and CARGO_HOME; in a World only those without a
+	// base), so they outlive the command and the next build starts warm. The caller owns it: it must exist, and it
 	// should belong to one conversation (a cache shared with commands
 	// that should not influence each other lets one poison the other's
 	// builds). Empty: the caches live in the scratch directory and die
@@ -215,8 +216,9 @@ type Command struct {
 	// Args is the helper's full argv: Path, HelperArg, the encoded
 	// config, "--", the bash path, "-c", the command.
 	Args []string
-	// Env holds the additions to the command's environment (TMPDIR, caches
-	// pointed into the scratch dir). Append them after the engine's env.
+	// Env holds the additions to the command's environment (TMPDIR, the
+	// caches that are not at the user's paths, the proxy; see
+	// "Caches" in the package doc). Append them after the engine's env.
 	Env []string
 	// Scratch is the private per-command scratch directory (0700), the only
 	// writable place inside the sandbox besides /dev/null and the roots;
@@ -287,6 +289,9 @@ type helperConfig struct {
 	NamespaceFD int `json:"ns_fd,omitempty"`
 	// World is the command's world (nil: none).
 	World *worldConfig `json:"world,omitempty"`
+	// Caches are the paths of the world's caches with a base (writable
+	// roots too), which mountView attaches over a Layer's overlays.
+	Caches []string `json:"caches,omitempty"`
 	// OwnNamespaces: the helper was started in new user and network
 	// namespaces of its own (a rootless command without a world): it sets
 	// loopback up and makes its mount namespace itself.
@@ -361,6 +366,11 @@ func Prepare(opts Options) (*Command, error) {
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
 	}
+	if w != nil {
+		for _, name := range slices.Sorted(maps.Keys(w.bases)) {
+			cfg.Caches = append(cfg.Caches, w.bases[name])
+		}
+	}
 	scratch, err := cfg.setScratch(w, opts, roots)
 	if err != nil {
 		return nil, err
@@ -390,7 +400,11 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd.Args = []string{exe, HelperArg, string(enc), "--", opts.Bash, "-c", opts.Command}
 	cmd.cfg = cfg
-	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, w != nil && w.bases["go-mod"])
+	var bases map[string]string
+	if w != nil {
+		bases = w.bases
+	}
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, bases)
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
@@ -597,6 +611,12 @@ func (opts Options) roots() (Roots, error) {
 	if opts.CacheDir != "" {
 		w = append(slices.Clip(w), opts.CacheDir)
 	}
+	if opts.World != nil {
+		// The world's caches at the user's own paths (see World).
+		for _, name := range slices.Sorted(maps.Keys(opts.World.w.bases)) {
+			w = append(slices.Clip(w), opts.World.w.bases[name])
+		}
+	}
 	if r.Writable, err = clean(w); err != nil {
 		return Roots{}, err
 	}
@@ -621,11 +641,15 @@ func within(path, root string) bool {
 }
 
 // environment is what a command's environment gains in the sandbox: its
-// scratch directory (a world's /tmp) as TMPDIR, the build and package
-// caches in cacheDir (or the scratch directory), and with network the
-// proxy's address (when its port is known here: a rootless helper adds
-// it, see handOverProxy).
-func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect, goModBase bool) []string {
+// scratch directory (a world's /tmp) as TMPDIR, the variables of the build
+// and package caches that are not at the user's own paths (bases: name →
+// path, the world's caches mounted where the user's tools look; those need
+// no variable), pointing into cacheDir (or the scratch directory), and
+// with network the proxy's address (when its port is known here: a
+// rootless helper adds it, see handOverProxy). Nothing else: no variable
+// changes where a tool writes its output (./target, __pycache__) or what
+// it builds.
+func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect bool, bases map[string]string) []string {
 	cache := cacheDir
 	if cache == "" {
 		cache = filepath.Join(scratch, ".cache")
@@ -634,26 +658,26 @@ func environment(scratch, cacheDir string, network bool, proxyPort int, loopback
 		"TMPDIR=" + scratch,
 		"TMP=" + scratch,
 		"TEMP=" + scratch,
-		"XDG_CACHE_HOME=" + cache,
-		"GOCACHE=" + filepath.Join(cache, "go-build"),
 		"GOTMPDIR=" + scratch,
-		"npm_config_cache=" + filepath.Join(cache, "npm"),
-		"PIP_CACHE_DIR=" + filepath.Join(cache, "pip"),
-		"PYTHONDONTWRITEBYTECODE=1",
-		"CARGO_TARGET_DIR=" + filepath.Join(scratch, "cargo-target"),
 		"BASHVISOR_SANDBOX=1",
 	}
-	if goModBase {
-		// A module cache on a base (config.BaseCaches): offline builds
-		// find the base's modules there.
-		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
+	if len(bases) == 0 {
+		// No cache at the user's paths: every tool's cache in ours.
+		env = append(env, "XDG_CACHE_HOME="+cache)
+	}
+	for _, c := range []struct{ name, variable string }{
+		{"go-build", "GOCACHE"}, {"npm", "npm_config_cache"}, {"pip", "PIP_CACHE_DIR"},
+	} {
+		if bases[c.name] == "" {
+			env = append(env, c.variable+"="+filepath.Join(cache, c.name))
+		}
 	}
 	if !network {
 		// Without network the module caches of the engine's user are read
 		// as they are (an offline go build finds its modules there).
 		return env
 	}
-	if !goModBase {
+	if bases["go-mod"] == "" {
 		// Downloads need writable module caches.
 		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
 	}

@@ -27,11 +27,14 @@ import (
 //     holds the build and package caches ([World.CacheDir]): it persists
 //     across the conversation's commands, fills up with ENOSPC, and is
 //     gone with the world (its memory is freed when the last command that
-//     still runs in it ends). A cache may start from a read-only base
-//     ([config.BaseCaches], such as the host's Go build cache): it is an
-//     overlay whose lower layer is the base and whose upper layer is on the
-//     world's file system, so a conversation's first go build is warm and
-//     what it adds costs the world's quota;
+//     still runs in it ends). A cache with a base ([config.BaseCaches]:
+//     the user's own caches, such as `go env GOCACHE`) is an overlay
+//     whose lower layer is the base and whose upper layer is on the
+//     world's file system, mounted at the base's own path in the world,
+//     so the commands' tools find it where the user's environment says,
+//     a conversation's first go build is warm (the build cache keys on
+//     those paths), and what it adds costs the world's quota; see
+//     "Caches" in the package doc;
 //   - what it does not see: the engine's state ([WorldOptions.Hide], the
 //     engine's output root with every conversation's job files, the cache
 //     root, the layer and undo directories) is covered in every command's
@@ -81,9 +84,11 @@ type WorldOptions struct {
 	Helper string
 }
 
-// CacheDir is the directory of the world's caches, the one the commands'
-// GOCACHE, npm_config_cache, PIP_CACHE_DIR and XDG_CACHE_HOME point into.
-// Only the world's commands see what it holds.
+// CacheDir is the directory of the world's caches: those with a base
+// are mounted again at the base's path, those without are where the
+// commands' GOCACHE, npm_config_cache, PIP_CACHE_DIR (and, with no base
+// at all, XDG_CACHE_HOME) point. Only the world's commands see what it
+// holds.
 func (w *World) CacheDir() string { return w.w.dir + "/cache" }
 
 // Rootless reports whether the world's namespaces belong to a user

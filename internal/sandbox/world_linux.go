@@ -25,7 +25,7 @@ import (
 type world struct {
 	dir        string
 	rootless   bool
-	bases      map[string]bool // the caches that have a base
+	bases      map[string]string // the caches that have a base: name → the base's path, where commands see it
 	hide, show []string
 	helper     string // the program that starts a rootless world's commands
 
@@ -121,6 +121,11 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		spec.Files = def.ScratchFiles
 	}
 	for name, base := range opts.BaseCaches.Dirs() {
+		// A cache the user's tool has not made yet is made as the tool
+		// would (empty), to hold the conversation's at its path.
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
+		}
 		b, err := filepath.EvalSymlinks(base)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
@@ -136,10 +141,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		}
 		return out
 	}
-	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: map[string]bool{}}
-	for name := range spec.Bases {
-		w.bases[name] = true
-	}
+	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: spec.Bases}
 	w.helper = selfExe
 	if rootless {
 		w.helper = selfPath()
@@ -210,7 +212,9 @@ func openWorldFDs(dir string, withUser bool) ([4]int, error) {
 // host mounts propagate into it (slave), the world's tmpfs is mounted on
 // spec.Dir with tmp/ (the commands' /tmp, mode 1777) and cache/ in it, and
 // each base cache is an overlay on cache/NAME whose upper and work
-// directories are in .base/NAME on the tmpfs.
+// directories are in .base/NAME on the tmpfs, bound again over the base's
+// own path: the commands find the conversation's cache where the user's
+// tools look for theirs.
 func buildWorld(spec worldSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts slaves: %w", err)
@@ -248,6 +252,9 @@ func buildWorld(spec worldSpec) error {
 		}
 		if err := unix.Mount("overlay", mnt, "overlay", unix.MS_NOSUID|unix.MS_NODEV, o); err != nil {
 			return fmt.Errorf("mount the %s cache over its base %s: %w", name, spec.Bases[name], err)
+		}
+		if err := unix.Mount(mnt, spec.Bases[name], "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mount the %s cache at %s: %w", name, spec.Bases[name], err)
 		}
 	}
 	return nil

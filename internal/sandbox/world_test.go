@@ -221,24 +221,52 @@ func TestWorldWorkspaceWrite(t *testing.T) {
 	}
 }
 
-// TestWorldBaseCache: a cache with a base sees the base's files, adds
-// its own on the world's file system, and never changes the base.
+// TestWorldBaseCache: each cache with a base (Go build and module, npm,
+// pip) is at the base's own path in the world (no variable points
+// elsewhere): it sees the base's files, adds its own on the world's file
+// system, keeps them for the world's next command, and never changes the
+// base (which another world and the host see as it was). A base that
+// does not exist yet is made, empty.
 func TestWorldBaseCache(t *testing.T) {
-	base := t.TempDir()
-	if err := os.WriteFile(filepath.Join(base, "warm"), []byte("from base\n"), 0o644); err != nil {
-		t.Fatal(err)
+	var b config.BaseCaches
+	fields := []*string{&b.GoBuild, &b.GoMod, &b.Npm, &b.Pip}
+	for _, f := range fields {
+		*f = t.TempDir()
+		if err := os.WriteFile(filepath.Join(*f, "warm"), []byte("from base\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	w := newWorld(t, sandbox.WorldOptions{BaseCaches: config.BaseCaches{GoBuild: base}})
+	b.Pip = filepath.Join(b.Pip, "not", "made", "yet")
+	w := newWorld(t, sandbox.WorldOptions{BaseCaches: b})
 	dir := t.TempDir()
-	r := runWorld(t, w, sandbox.Options{}, dir, `cat "$GOCACHE/warm" && echo new > "$GOCACHE/added" && echo changed > "$GOCACHE/warm" && rm "$GOCACHE/warm" && ls "$GOCACHE"`)
-	if r.code != 0 || r.out != "from base\nadded\n" {
-		t.Fatalf("%d %q", r.code, r.out)
+	r := runWorld(t, w, sandbox.Options{}, dir, `env | grep -E '^(GOCACHE|GOMODCACHE|npm_config_cache|PIP_CACHE_DIR|XDG_CACHE_HOME)='; echo end`)
+	if r.code != 0 || r.out != "end\n" {
+		t.Fatalf("the environment names caches: %d %q", r.code, r.out)
 	}
-	if b, err := os.ReadFile(filepath.Join(base, "warm")); err != nil || string(b) != "from base\n" {
-		t.Fatalf("the base changed: %q %v", b, err)
+	for _, c := range []string{b.GoBuild, b.GoMod, b.Npm} {
+		r := runWorld(t, w, sandbox.Options{}, dir, `cat `+c+`/warm && echo new > `+c+`/added && echo changed > `+c+`/warm && rm `+c+`/warm && ls `+c)
+		if r.code != 0 || r.out != "from base\nadded\n" {
+			t.Fatalf("%s: %d %q", c, r.code, r.out)
+		}
+		if r := runWorld(t, w, sandbox.Options{}, dir, `ls `+c); r.code != 0 || r.out != "added\n" {
+			t.Fatalf("%s: the next command's cache: %d %q", c, r.code, r.out)
+		}
+		if b, err := os.ReadFile(filepath.Join(c, "warm")); err != nil || string(b) != "from base\n" {
+			t.Fatalf("%s: the base changed: %q %v", c, b, err)
+		}
+		if _, err := os.Stat(filepath.Join(c, "added")); err == nil {
+			t.Fatalf("%s: a file reached the base", c)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(base, "added")); err == nil {
-		t.Fatal("a file reached the base")
+	if r := runWorld(t, w, sandbox.Options{}, dir, `echo new > `+b.Pip+`/added && ls `+b.Pip); r.code != 0 || r.out != "added\n" {
+		t.Fatalf("the pip cache made for the world: %d %q", r.code, r.out)
+	}
+	if entries, err := os.ReadDir(b.Pip); err != nil || len(entries) != 0 {
+		t.Fatalf("the pip base made on the host: %v %v", entries, err)
+	}
+	other := newWorld(t, sandbox.WorldOptions{BaseCaches: b})
+	if r := runWorld(t, other, sandbox.Options{}, dir, `ls `+b.GoBuild); r.code != 0 || r.out != "warm\n" {
+		t.Fatalf("another world's cache: %d %q", r.code, r.out)
 	}
 }
 

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,24 +20,27 @@ import (
 // $GOROOT/go.env, npm's .npmrc files) and the working directory; what
 // they do not follow is listed at each function.
 
-// userCaches finds this user's Go and npm caches, those that exist, as
-// `go env GOCACHE GOMODCACHE` and `npm config get cache` run in dir
-// would name them.
+// userCaches finds this user's Go, npm and pip caches as `go env GOCACHE
+// GOMODCACHE`, `npm config get cache` and `pip cache dir` run in dir
+// would name them: those that exist, and those the tool, found on PATH,
+// would make (the sandbox makes them, empty).
 func userCaches(dir string) config.BaseCaches {
 	e := newToolEnv(os.Environ(), dir)
 	build, mod := e.goCaches()
-	return config.BaseCaches{GoBuild: existingDir(build), GoMod: existingDir(mod), Npm: existingDir(e.npmCache())}
+	goCmd, npm, pip := e.lookPath("go") != "", e.lookPath("npm") != "", e.lookPath("pip") != "" || e.lookPath("pip3") != ""
+	return config.BaseCaches{GoBuild: cacheDir(build, goCmd), GoMod: cacheDir(mod, goCmd), Npm: cacheDir(e.npmCache(), npm), Pip: cacheDir(e.pipCache(), pip)}
 }
 
-// existingDir returns dir if it is an absolute path to a directory, else "".
-func existingDir(dir string) string {
+// cacheDir returns dir if it is an absolute path to a directory, or to
+// nothing yet when the tool is installed; else "".
+func cacheDir(dir string, tool bool) string {
 	if !filepath.IsAbs(dir) {
 		return ""
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return ""
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || errors.Is(err, fs.ErrNotExist) && tool {
+		return dir
 	}
-	return dir
+	return ""
 }
 
 // toolEnv is what the rules read besides files: an environment (as
@@ -312,4 +317,74 @@ func expandNpmEnv(s string, vars map[string]string) string {
 		}
 		return esc[len(esc)/2:] + val
 	})
+}
+
+// pipCache returns what `pip cache dir` prints: $PIP_CACHE_DIR (when not
+// empty), else cache-dir in the [global] section of the last config file
+// that sets it ($PIP_CONFIG_FILE, else /etc/xdg/pip/pip.conf,
+// /etc/pip.conf, ~/.pip/pip.conf, os.UserConfigDir()/pip/pip.conf, and
+// $VIRTUAL_ENV/pip.conf, later ones first), else os.UserCacheDir()/pip.
+// Not followed: the site file of a Python not in a virtual environment
+// (sys.prefix/pip.conf) and [install]'s cache-dir.
+func (e toolEnv) pipCache() string {
+	if v := e.get("PIP_CACHE_DIR"); v != "" {
+		return v
+	}
+	files := []string{"/etc/xdg/pip/pip.conf", "/etc/pip.conf"}
+	if h := e.get("HOME"); h != "" {
+		files = append(files, filepath.Join(h, ".pip", "pip.conf"))
+	}
+	if d := e.userDir("XDG_CONFIG_HOME", ".config"); d != "" {
+		files = append(files, filepath.Join(d, "pip", "pip.conf"))
+	}
+	if v := e.get("VIRTUAL_ENV"); v != "" {
+		files = append(files, filepath.Join(v, "pip.conf"))
+	}
+	if f := e.get("PIP_CONFIG_FILE"); f != "" {
+		files = []string{f}
+	}
+	dir := ""
+	for _, f := range files {
+		if v := readIniKey(f, "global", "cache-dir"); v != "" {
+			dir = v
+		}
+	}
+	if dir != "" {
+		if rest, ok := strings.CutPrefix(dir, "~/"); ok && e.get("HOME") != "" {
+			return filepath.Join(e.get("HOME"), rest)
+		}
+		return os.Expand(dir, e.get)
+	}
+	if d := e.userDir("XDG_CACHE_HOME", ".cache"); d != "" {
+		return filepath.Join(d, "pip")
+	}
+	return ""
+}
+
+// readIniKey returns key's value in section of an ini file (Python's
+// configparser: `key = value` or `key: value`, `#` and `;` comments; the
+// key's _ and - alike), "" when absent.
+func readIniKey(file, section, key string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	in, val := false, ""
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[':
+			in = strings.TrimSpace(strings.Trim(line, "[]")) == section
+		case in:
+			k, v, ok := strings.Cut(line, "=")
+			if i := strings.IndexByte(line, ':'); i >= 0 && (!ok || i < len(k)) {
+				k, v, ok = line[:i], line[i+1:], true
+			}
+			if ok && strings.ReplaceAll(strings.TrimSpace(k), "_", "-") == key {
+				val = strings.TrimSpace(v)
+			}
+		}
+	}
+	return val
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,15 +133,73 @@ func TestNpmCacheAsNpmConfig(t *testing.T) {
 	}
 }
 
-// TestUserCachesExist: only existing absolute directories are bases.
+// TestPipCacheAsPipCacheDir: the pip cache found without running pip is
+// what `pip cache dir` prints, by default, with PIP_CACHE_DIR, XDG
+// directories, the user's config files (the later over the earlier),
+// PIP_CONFIG_FILE and a virtual environment's file.
+func TestPipCacheAsPipCacheDir(t *testing.T) {
+	py := testenv.NeedsTool(t, "python3")[0]
+	// The interpreter itself: a version manager's shim may need the real
+	// HOME.
+	out, err := exec.Command(py, "-c", "import sys, pip; print(sys.executable)").Output()
+	if err != nil {
+		testenv.Need(t, testenv.Tools, fmt.Errorf("python3 with pip: %w", err))
+	}
+	py = strings.TrimSpace(string(out))
+	for _, c := range []cacheCase{
+		{name: "default"},
+		{name: "variable", env: []string{"PIP_CACHE_DIR=ROOT/pc"}},
+		{name: "XDG", env: []string{"XDG_CACHE_HOME=ROOT/xc", "XDG_CONFIG_HOME=ROOT/xg"}, files: map[string]string{"xg/pip/pip.conf": "[global]\ncache-dir = ROOT/xdg-conf\n"}},
+		{name: "user files", files: map[string]string{"home/.pip/pip.conf": "[global]\ncache-dir = ROOT/legacy\n",
+			"home/.config/pip/pip.conf": "# c\n[install]\ncache-dir = ROOT/not-global\n[global]\ncache_dir: ROOT/new\n"}},
+		{name: "legacy file alone", files: map[string]string{"home/.pip/pip.conf": "[global]\ncache-dir = ROOT/legacy\n"}},
+		{name: "variable over file", env: []string{"PIP_CACHE_DIR=ROOT/env"}, files: map[string]string{"home/.config/pip/pip.conf": "[global]\ncache-dir = ROOT/file\n"}},
+		{name: "PIP_CONFIG_FILE", env: []string{"PIP_CONFIG_FILE=ROOT/my.conf"}, files: map[string]string{"my.conf": "[global]\ncache-dir = ROOT/mine\n"}},
+		{name: "virtual environment", env: []string{"VIRTUAL_ENV=ROOT/venv"}, files: map[string]string{"venv/pip.conf": "[global]\ncache-dir = ROOT/venv-c\n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env, dir := c.setup(t)
+			py := py
+			if c.name == "virtual environment" {
+				// An activated one: its python's sys.prefix is $VIRTUAL_ENV.
+				venv := strings.TrimPrefix(env[len(env)-1], "VIRTUAL_ENV=")
+				tool(t, env, dir, py, "-m", "venv", "--without-pip", "--system-site-packages", venv)
+				py = filepath.Join(venv, "bin", "python")
+			}
+			want := tool(t, env, dir, py, "-m", "pip", "cache", "dir")
+			if got := newToolEnv(env, dir).pipCache(); len(want) != 1 || got != want[0] {
+				t.Errorf("found %q; pip cache dir says %q", got, want)
+			}
+		})
+	}
+}
+
+// TestUserCachesExist: existing absolute directories are bases, and
+// missing ones of an installed tool (made when a sandbox starts); not a
+// relative path, a file, or a missing one of a tool not on PATH.
 func TestUserCachesExist(t *testing.T) {
 	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
 	t.Setenv("GOCACHE", root)
 	t.Setenv("GOMODCACHE", filepath.Join(root, "missing"))
-	t.Setenv("npm_config_cache", "") // npm ignores an empty value
-	t.Setenv("NPM_CONFIG_CACHE", "")
+	t.Setenv("npm_config_cache", filepath.Join(root, "missing-npm")) // npm is not on PATH
+	t.Setenv("PIP_CACHE_DIR", filepath.Join(root, "file"))
 	b := userCaches(root)
-	if b.GoBuild != root || b.GoMod != "" {
+	if b.GoBuild != root || b.GoMod != filepath.Join(root, "missing") || b.Npm != "" || b.Pip != "" {
 		t.Errorf("got %+v", b)
+	}
+	t.Setenv("GOCACHE", "relative")
+	if b := userCaches(root); b.GoBuild != "" {
+		t.Errorf("relative GOCACHE: got %+v", b)
 	}
 }
