@@ -107,43 +107,62 @@ func (s *Store) TurnSteps(turn string) []int {
 	return out
 }
 
-// UndoPaths undoes, of the newest kept step that changed any of paths
-// (absolute; a directory stands for what the step changed below it),
-// only what it changed at those paths; the step keeps the rest. It
-// fails wrapping ErrNothingToUndo, undoing nothing, when no step
-// changed them or that step did not change every one; it returns the
-// step's number.
-func (s *Store) UndoPaths(paths []string) ([]Change, int, error) {
+// PathsStep returns the number of the newest kept step that changed
+// any of paths (absolute; a directory stands for what the step changed
+// below it). It fails wrapping ErrNothingToUndo when none did, or that
+// step did not change every one.
+func (s *Store) PathsStep(paths []string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	picks := func(e *entry, p string) bool {
-		ep := e.path()
-		return ep == p || strings.HasPrefix(ep, strings.TrimSuffix(p, "/")+"/")
+	st, err := s.pathsStep(paths)
+	if err != nil {
+		return 0, err
 	}
+	return st.n, nil
+}
+
+// picks reports whether e is at p or below it.
+func picks(e *entry, p string) bool {
+	ep := e.path()
+	return ep == p || strings.HasPrefix(ep, strings.TrimSuffix(p, "/")+"/")
+}
+
+// pathsStep is PathsStep's step. s.mu is held.
+func (s *Store) pathsStep(paths []string) (*step, error) {
 	for i := len(s.steps) - 1; i >= 0; i-- {
 		st := s.steps[i]
 		var missing []string
-		found := false
 		for _, p := range paths {
-			if slices.ContainsFunc(st.entries, func(e *entry) bool { return picks(e, p) }) {
-				found = true
-			} else {
+			if !slices.ContainsFunc(st.entries, func(e *entry) bool { return picks(e, p) }) {
 				missing = append(missing, p)
 			}
 		}
-		if !found {
+		switch {
+		case len(missing) == len(paths):
 			continue
+		case len(missing) > 0:
+			return nil, fmt.Errorf("%w: step %d did not change %s", ErrNothingToUndo, st.n, strings.Join(missing, ", "))
 		}
-		if len(missing) > 0 {
-			return nil, 0, fmt.Errorf("%w: step %d did not change %s", ErrNothingToUndo, st.n, strings.Join(missing, ", "))
-		}
-		pick := func(e *entry) bool {
-			return slices.ContainsFunc(paths, func(p string) bool { return picks(e, p) })
-		}
-		out, err := s.undo([]*step{st}, pick)
-		return out, st.n, err
+		return st, nil
 	}
-	return nil, 0, fmt.Errorf("%w: no kept step changed %s", ErrNothingToUndo, strings.Join(paths, ", "))
+	return nil, fmt.Errorf("%w: no kept step changed %s", ErrNothingToUndo, strings.Join(paths, ", "))
+}
+
+// UndoPaths undoes, of the step PathsStep names, only what it changed
+// at paths, as Undo (all or nothing); the step keeps the rest. It
+// returns what it changed and the step's number.
+func (s *Store) UndoPaths(paths []string) ([]Change, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.pathsStep(paths)
+	if err != nil {
+		return nil, 0, err
+	}
+	pick := func(e *entry) bool {
+		return slices.ContainsFunc(paths, func(p string) bool { return picks(e, p) })
+	}
+	out, err := s.undo([]*step{st}, pick)
+	return out, st.n, err
 }
 
 // RedoSteps returns the numbers of the steps Redo would put back.
