@@ -150,7 +150,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId, Principal: p.Principal,
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
-		Turn: p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo,
+		Turn:    p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo,
 	}
 	tc.Sandbox.Network = p.AllowNet
 	if l := p.Limits; l != nil {
