@@ -9,7 +9,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
-	"github.com/bashvisor/bashvisor/internal/transact"
 )
 
 // Turns: a client names its turn (ToolContext.Turn); each undo step
@@ -17,7 +16,7 @@ import (
 // (ToolContext.UndoTurn, UndoPaths, Redo).
 
 // selection is what Undo takes back for tc and steps.
-func selection(tc ToolContext, steps int) (transact.Selection, error) {
+func selection(tc ToolContext, steps int) (supervisor.Selection, error) {
 	n := 0
 	for _, set := range []bool{tc.UndoTurn != "", len(tc.UndoPaths) > 0, tc.Redo} {
 		if set {
@@ -26,31 +25,31 @@ func selection(tc ToolContext, steps int) (transact.Selection, error) {
 	}
 	switch {
 	case n > 1:
-		return transact.Selection{}, fmt.Errorf("%w: set at most one of UndoTurn, UndoPaths and Redo", ErrBadInput)
+		return supervisor.Selection{}, fmt.Errorf("%w: set at most one of UndoTurn, UndoPaths and Redo", ErrBadInput)
 	case tc.UndoTurn != "":
-		return transact.Selection{Turn: tc.UndoTurn}, nil
+		return supervisor.Selection{Turn: tc.UndoTurn}, nil
 	case tc.Redo:
-		return transact.Selection{Redo: true}, nil
+		return supervisor.Selection{Redo: true}, nil
 	case len(tc.UndoPaths) > 0:
 		var paths []string
 		for _, p := range tc.UndoPaths {
 			if p == "" {
-				return transact.Selection{}, fmt.Errorf("%w: an empty path to undo", ErrBadInput)
+				return supervisor.Selection{}, fmt.Errorf("%w: an empty path to undo", ErrBadInput)
 			}
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(tc.WorkingDir, p)
 			}
 			paths = append(paths, filepath.Clean(p))
 		}
-		return transact.Selection{Paths: paths}, nil
+		return supervisor.Selection{Paths: paths}, nil
 	case steps < 1:
-		return transact.Selection{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
+		return supervisor.Selection{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
 	}
-	return transact.Selection{Steps: steps}, nil
+	return supervisor.Selection{Steps: steps}, nil
 }
 
 // revertError words Undo's refusals.
-func revertError(err error, sel transact.Selection, kept int) error {
+func revertError(err error, sel supervisor.Selection, kept int) error {
 	switch {
 	case errors.Is(err, supervisor.ErrUndoLive):
 		return fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
@@ -69,7 +68,7 @@ func revertError(err error, sel transact.Selection, kept int) error {
 // revertText is the model's text of an undo or redo: "[undid turn t3
 // (steps 4, 5, 7): changed 2 files: …]", "[undid a.txt of step 7: …]",
 // "[redid step 7: …]".
-func revertText(sel transact.Selection, ns []int, undone jobs.Changes, cwd string) string {
+func revertText(sel supervisor.Selection, ns []int, undone jobs.Changes, cwd string) string {
 	what := "the last command"
 	switch {
 	case sel.Redo:

@@ -221,6 +221,13 @@ func (s *Store) dropRedoGroup(i int) {
 	s.redo = slices.Delete(s.redo, i, i+1)
 }
 
+// RedoBytes is what the undos kept for Redo keep, in bytes.
+func (s *Store) RedoBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redoBytes
+}
+
 // dropRedo forgets every undo kept for Redo.
 func (s *Store) dropRedo() {
 	for len(s.redo) > 0 {

@@ -264,12 +264,17 @@ func (c *Conv) Steps() []layer.StepInfo {
 	return c.store.Steps()
 }
 
-// Bytes is what c's undo store keeps, in bytes (what the engine counts
-// against the conversation's quota).
+// Bytes is what c's undo store keeps, in bytes, for undo and redo
+// (what the engine counts against the conversation's quota).
 func (c *Conv) Bytes() int64 {
 	var n int64
 	for _, s := range c.Steps() {
 		n += s.Bytes
+	}
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	if c.store != nil {
+		n += c.store.RedoBytes()
 	}
 	return n
 }
