@@ -145,6 +145,15 @@ func (s *Store) pathsStep(paths []string) (*step, error) {
 		}
 		return st, nil
 	}
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		for _, e := range s.steps[i].entries {
+			for _, p := range paths {
+				if _, ok := e.Tree[strings.TrimPrefix(p, e.path()+"/")]; ok && strings.HasPrefix(p, e.path()+"/") {
+					return nil, fmt.Errorf("%w: step %d added %s with its new directory %s: undo the directory", ErrNothingToUndo, s.steps[i].n, p, e.path())
+				}
+			}
+		}
+	}
 	return nil, fmt.Errorf("%w: no kept step changed %s", ErrNothingToUndo, strings.Join(paths, ", "))
 }
 

@@ -141,4 +141,8 @@ func TestUndoPaths(t *testing.T) {
 	if _, err := st.Undo(2); err != nil || w.read(t, "a") != "0" || w.read(t, "b") != "0" || w.exists("n") || w.exists("d") {
 		t.Errorf("undo of the rest and the redone paths: %v", err)
 	}
+	w.step(t, st, "mkdir n2 && echo 1 > n2/f")
+	if _, _, err := st.UndoPaths([]string{filepath.Join(w.ws, "n2/f")}); !errors.Is(err, layer.ErrNothingToUndo) || !strings.Contains(err.Error(), "with its new directory") || !w.exists("n2/f") {
+		t.Errorf("undo of a file of a new directory: %v", err)
+	}
 }
