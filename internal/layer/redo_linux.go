@@ -202,7 +202,7 @@ func (s *Store) Redo() ([]Change, []int, error) {
 		return nil, nil, ErrNothingToRedo
 	}
 	g := s.redo[len(s.redo)-1]
-	out, back, err := s.revert(g)
+	out, back, err := s.revert(g, true)
 	if err != nil && back == nil && len(out) == 0 {
 		return nil, nil, err
 	}
@@ -225,7 +225,9 @@ func (s *Store) Redo() ([]Change, []int, error) {
 func (s *Store) dropRedoGroup(i int) {
 	for _, st := range s.redo[i] {
 		s.redoBytes -= st.bytes
-		s.drop(st)
+		if !st.moved {
+			s.drop(st)
+		}
 	}
 	s.redo = slices.Delete(s.redo, i, i+1)
 }

@@ -47,6 +47,16 @@ func TestRedo(t *testing.T) {
 	if _, _, err := st.Redo(); !errors.Is(err, layer.ErrNothingToRedo) {
 		t.Errorf("second redo: %v", err)
 	}
+	for i := range 3 { // what each undo and redo keeps is named apart
+		if _, err := st.Undo(2); err != nil {
+			t.Fatalf("undo %d: %v", i, err)
+		}
+		check("after undo again", before)
+		if _, _, err := st.Redo(); err != nil {
+			t.Fatalf("redo %d: %v", i, err)
+		}
+		check("after redo again", last)
+	}
 	if _, err := st.Undo(1); err != nil {
 		t.Fatal(err)
 	}

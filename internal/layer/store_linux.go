@@ -134,6 +134,9 @@ type step struct {
 	orig    int
 	partial bool
 	blobs   int
+	// moved: the step's directory went to the step that takes back its
+	// undo (which removes it).
+	moved bool
 }
 
 // entry is one path of a step: its state before and after, and the
@@ -367,7 +370,7 @@ func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
 			views[i] = &v
 		}
 	}
-	out, inv, err := s.revert(views)
+	out, inv, err := s.revert(views, pick == nil)
 	if err != nil && len(out) == 0 {
 		return nil, err
 	}
@@ -377,7 +380,9 @@ func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
 			continue
 		}
 		s.bytes -= st.bytes
-		s.drop(st)
+		if !st.moved {
+			s.drop(st)
+		}
 		s.steps = slices.DeleteFunc(s.steps, func(o *step) bool { return o == st })
 	}
 	if inv != nil {
@@ -395,9 +400,12 @@ func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
 
 // revert restores the steps sel (oldest first) as one (see Undo) and
 // returns what it changed and the steps that take back the revert
-// itself (nil when what it took out could not all be kept).
-func (s *Store) revert(sel []*step) ([]Change, []*step, error) {
-	u := &undoer{s: s, trees: map[string]*tree{}}
+// itself (nil when what it took out could not all be kept). With whole,
+// sel are kept steps undone whole: each step's directory goes to the
+// step that takes back its undo (what an exchange put back leaves
+// there stays in place).
+func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
+	u := &undoer{s: s, trees: map[string]*tree{}, whole: whole}
 	defer u.close()
 	var fds []int
 	for _, st := range sel {
@@ -458,6 +466,7 @@ type undoer struct {
 	inv    []*step
 	cur    *step
 	broken bool // something taken out could not be kept: no redo
+	whole  bool // Store.revert's
 }
 
 func (u *undoer) close() {
@@ -468,10 +477,16 @@ func (u *undoer) close() {
 
 // begin starts the step that takes back the undo of st.
 func (u *undoer) begin(st *step) error {
-	inv, err := u.s.begin(st.label)
-	if err != nil {
-		u.broken = true
-		return err
+	var inv *step
+	if u.whole {
+		inv = &step{n: st.n, label: st.label, t: st.t, blobs: st.blobs}
+		st.moved = true
+	} else {
+		var err error
+		if inv, err = u.s.begin(st.label); err != nil {
+			u.broken = true
+			return err
+		}
 	}
 	inv.turn, inv.orig = st.turn, st.n
 	u.inv = append(u.inv, inv)
@@ -516,6 +531,9 @@ func (u *undoer) putBack(st *step, e *entry, t *tree) (string, error) {
 		if ok, err := st.swap(e, t); ok || err != nil {
 			if err != nil || u.cur == nil {
 				return "", err
+			}
+			if u.cur.t == st.t {
+				return e.Blob, nil // the command's file is now the blob, in place
 			}
 			// The command's file is now the blob: it goes to the step
 			// being made.
