@@ -317,22 +317,29 @@ func (c *Client) ReadFullOutput(tc engine.ToolContext, id string, offset, length
 }
 
 // Undo is engine.Engine's Undo: the executor that holds the
-// conversation undoes its last steps workspace-write commands there (its
-// engine keeps the conversation's undo store), and its answer and errors
+// conversation undoes its last steps workspace-write commands there, or
+// what tc's UndoTurn, UndoPaths or Redo choose (its engine keeps the
+// conversation's undo store and what it can redo), and its answer and errors
 // reach the caller as the engine gave them (an *engine.UndoConflictError
 // with its paths). A conversation that runs on no executor has nothing
 // to undo: one that never ran a command, and one whose executor was lost
 // (its store went with it; with SharedDirs the conversation's next
 // executor starts a new one).
 func (c *Client) Undo(ctx context.Context, tc engine.ToolContext, steps int) (engine.UndoResult, error) {
-	if steps < 1 {
+	chosen := tc.UndoTurn != "" || len(tc.UndoPaths) > 0 || tc.Redo
+	if steps < 1 && !chosen {
 		return engine.UndoResult{}, fmt.Errorf("%w: steps must be at least 1", engine.ErrBadInput)
 	}
 	_, r, err := c.convQuery(ctx, tc.ConversationID, "", &clusterpb.Query{Op: "undo", Tc: encodeTC(tc, ""), Steps: int64(steps)})
 	switch {
 	case errors.Is(err, errNotPlaced):
 		what := "1 step"
-		if steps > 1 {
+		switch {
+		case tc.Redo:
+			what = "a redo"
+		case chosen:
+			what = "its steps"
+		case steps > 1:
 			what = strconv.Itoa(steps) + " steps"
 		}
 		if lost := c.lostExecutor(tc.ConversationID); lost != "" {

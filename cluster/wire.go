@@ -107,11 +107,19 @@ func decodeReplyErr(r *clusterpb.QueryReply) error {
 // encodeUndo puts an undo's result into a query reply.
 func encodeUndo(r *clusterpb.QueryReply, u engine.UndoResult) {
 	r.Steps, r.Changes, r.ChangesOmitted, r.Text = int64(u.Steps), encodeChanges(u.Changes), int64(u.ChangesOmitted), u.Report
+	r.Turn, r.Redo = u.Turn, u.Redo
+	for _, n := range u.StepNumbers {
+		r.StepNumbers = append(r.StepNumbers, int64(n))
+	}
 }
 
 // decodeUndo is encodeUndo's reverse; Changes is never nil, as Undo's.
 func decodeUndo(r *clusterpb.QueryReply) engine.UndoResult {
-	u := engine.UndoResult{Steps: int(r.Steps), Changes: decodeChanges(r.Changes), ChangesOmitted: int(r.ChangesOmitted), Report: r.Text}
+	u := engine.UndoResult{Steps: int(r.Steps), Changes: decodeChanges(r.Changes), ChangesOmitted: int(r.ChangesOmitted), Report: r.Text,
+		Turn: r.Turn, Redo: r.Redo}
+	for _, n := range r.StepNumbers {
+		u.StepNumbers = append(u.StepNumbers, int(n))
+	}
 	if u.Changes == nil {
 		u.Changes = []engine.Change{}
 	}
@@ -123,6 +131,7 @@ func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID, Principal: tc.Principal,
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
 		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
+		Turn: tc.Turn, UndoTurn: tc.UndoTurn, UndoPaths: tc.UndoPaths, Redo: tc.Redo,
 	}
 	if l := tc.Limits; l != nil {
 		p.Limits = &clusterpb.Limits{Memory: l.Memory, CpuTimeNs: int64(l.CPUTime), Processes: int64(l.Processes)}
@@ -141,6 +150,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId, Principal: p.Principal,
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
+		Turn:    p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo,
 	}
 	tc.Sandbox.Network = p.AllowNet
 	if l := p.Limits; l != nil {

@@ -205,7 +205,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	script := g.Run
 	req := jobs.Request{
 		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
-		Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
+		Turn: tc.Turn, Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {

@@ -274,7 +274,7 @@ func changeNotes(c jobs.Changes, cwd string) string {
 		return strings.Join(lines, "\n")
 	}
 	if line := changeLine(c, cwd, false); line != "" {
-		lines = append(lines, line)
+		lines = append(lines, line+stepNote(c))
 	}
 	if rep.NotApplied != "" {
 		lines = append(lines, notAppliedLine(rep.NotApplied, rep.Discarded))
@@ -298,20 +298,6 @@ func changeNotes(c jobs.Changes, cwd string) string {
 			n, plural(n, "change", "changes"), strings.Join(names, ", "), more))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// undoText is Undo's text: "[undid the last 2 commands: changed 3
-// files: D b.txt, M a.txt, A old.txt]".
-func undoText(steps int, undone jobs.Changes, cwd string) string {
-	what := "the last command"
-	if steps > 1 {
-		what = fmt.Sprintf("the last %d commands", steps)
-	}
-	line := changeLine(undone, cwd, true)
-	if line == "" {
-		return "[undid " + what + ": nothing to put back]"
-	}
-	return "[undid " + what + ": " + strings.TrimPrefix(line, "[")
 }
 
 // Text is what the model reads of an undo (Report).

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/supervisor"
 )
 
 // A workspace-write command runs over a copy-on-write layer of its
@@ -93,8 +91,14 @@ func rel(base, p string) string {
 // UndoResult is what Undo did.
 type UndoResult struct {
 	// Steps is the number of commands (and background checkpoints)
-	// whose changes were taken back.
-	Steps int `json:"steps"`
+	// whose changes were taken back (or, for a redo, put back);
+	// StepNumbers are their steps' numbers, as change lines name them.
+	Steps       int   `json:"steps"`
+	StepNumbers []int `json:"step_numbers,omitempty"`
+	// Turn is the turn undone (ToolContext.UndoTurn); Redo reports a
+	// redo (ToolContext.Redo).
+	Turn string `json:"turn,omitempty"`
+	Redo bool   `json:"redo,omitempty"`
 	// Changes are what the undo changed in the workspace, as in Result
 	// (an undone addition is "D", an undone deletion "A").
 	Changes        []Change `json:"changes"`
@@ -119,16 +123,20 @@ func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
 // Undo restores the workspace to before the last steps commands of tc's
 // conversation that changed it (workspace-write commands, and the
 // checkpoints of its background jobs; commands that changed nothing do
-// not count), newest first. It refuses with an *UndoConflictError,
-// changing nothing, when something changed those paths since, and with
+// not count), newest first; with tc.UndoTurn, UndoPaths or Redo set it
+// takes back a turn's steps, one step's paths, or the last undo instead
+// (see ToolContext). It refuses with an *UndoConflictError, changing
+// nothing, when something changed those paths since, and with
 // ErrNothingToUndo when fewer steps are kept (the store keeps the last
-// ones within its bounds, and is removed with the conversation). It
-// refuses too, matching ErrUndoConflict, to undo changes applied from
-// the layer of a background job that still runs (its checkpoints, and
-// the commands that joined its layer: see transact.ErrUndoLive).
+// ones within its bounds, and is removed with the conversation), or
+// there is nothing to redo. It refuses too, matching ErrUndoConflict,
+// to undo changes applied from the layer of a background job that
+// still runs (its checkpoints, and the commands that joined its layer:
+// see transact.ErrUndoLive).
 func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
-	if steps < 1 {
-		return UndoResult{}, fmt.Errorf("%w: steps must be at least 1", ErrBadInput)
+	sel, err := selection(tc, steps)
+	if err != nil {
+		return UndoResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return UndoResult{}, err
@@ -136,20 +144,14 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	if !e.sup.Layers() {
 		return UndoResult{}, fmt.Errorf("%w: this engine runs no workspace-write commands", ErrNothingToUndo)
 	}
-	undone, kept, err := e.sup.Undo(tc.ConversationID, steps)
+	undone, ns, kept, err := e.sup.Revert(tc.ConversationID, sel)
 	if err != nil {
-		if errors.Is(err, supervisor.ErrUndoLive) {
-			return UndoResult{}, fmt.Errorf("%w: the changes to undo are still in the layer of a background job that runs (it, and the commands that join its layer, would go on seeing them and apply them again): end the job (bash_kill) first", ErrUndoConflict)
-		}
-		if errors.Is(err, supervisor.ErrNothingToUndo) {
-			return UndoResult{}, fmt.Errorf("%w: %d %s asked for, %d kept", ErrNothingToUndo, steps, plural(steps, "step", "steps"), kept)
-		}
-		return UndoResult{}, public(err)
+		return UndoResult{}, revertError(err, sel, kept)
 	}
-	r := UndoResult{Steps: steps}
+	r := UndoResult{Steps: len(ns), StepNumbers: ns, Turn: sel.Turn, Redo: sel.Redo}
 	if r.Changes, r.ChangesOmitted = changes(undone, tc.WorkingDir); r.Changes == nil {
 		r.Changes = []Change{}
 	}
-	r.Report = undoText(steps, undone, tc.WorkingDir)
+	r.Report = revertText(sel, ns, undone, tc.WorkingDir)
 	return r, nil
 }

@@ -87,6 +87,26 @@ type ToolContext struct {
 	// Progress, when set, is called about every ProgressInterval while a
 	// foreground command runs, from the calling goroutine of [Engine.Run].
 	Progress func(Progress)
+	// Turn names the client's turn: the calls that answer one message of
+	// the user (mcpserver takes it from a request's _meta key
+	// "bashvisor/turn"). The undo step a workspace-write command makes
+	// records it, its change line names it ("(step 7, turn t3)"), and
+	// Undo can take back a turn's steps (UndoTurn). Empty: none.
+	Turn string
+	// UndoTurn, UndoPaths and Redo are read by Engine.Undo only, and
+	// choose what it takes back instead of the last steps (at most one of
+	// them is set; steps is then ignored). UndoTurn takes back every step
+	// of that turn, newest first, as one: all, or nothing when any of
+	// their paths changed since. UndoPaths takes back only these paths
+	// (relative to WorkingDir, or absolute; a directory stands for what
+	// is below it) of the newest step that changed them, all of which it
+	// must have changed; the step keeps its other paths. Redo puts back
+	// what the conversation's last undo took back (all of its steps, as
+	// one); an undo can be redone until the conversation's next change
+	// lands, as in an editor.
+	UndoTurn  string
+	UndoPaths []string
+	Redo      bool
 	// CallID identifies this tool call for idempotency: the model's
 	// tool-use id ("toolu_…", "call_…") or an MCP session plus its
 	// request id. A Runner that forwards calls to other machines

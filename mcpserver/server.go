@@ -348,6 +348,9 @@ func handle[A any](s *server, parse func(json.RawMessage) (A, error), body func(
 		}
 		defer leave()
 		c := &toolCall{ctx: ctx, req: req, sc: sc, tc: s.toolContext(sc)}
+		if c.tc.Turn, err = turnOf(req.Params.Meta); err != nil {
+			return errorResult(err), nil
+		}
 		if n, ok := any(a).(jobNamer); ok {
 			if c.job, err = s.e.Job(c.tc, n.job()); err != nil {
 				return errorResult(engine.JobError(n.job(), err)), nil

@@ -47,6 +47,9 @@ type Request struct {
 	Command string
 	// Display is the command as shown (see safety.Display).
 	Display string
+	// Turn is the client's turn (engine.ToolContext.Turn), recorded with
+	// the undo step of a workspace-write job (transact.Tx.SetTurn).
+	Turn string
 	// Script is what bash -c runs: Command after the engine's rewrites.
 	Script string
 	// Dir is the working directory. It must exist.

@@ -34,8 +34,9 @@ func printOf(st *unix.Stat_t) print {
 	return p
 }
 
-func (p print) exists() bool { return p.Mode != 0 }
-func (p print) isDir() bool  { return p.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (p print) exists() bool    { return p.Mode != 0 }
+func (p print) isDir() bool     { return p.Mode&unix.S_IFMT == unix.S_IFDIR }
+func (p print) isRegular() bool { return p.Mode&unix.S_IFMT == unix.S_IFREG }
 
 // statPrint returns the print of rel in t (zero if it does not exist).
 func statPrint(t *tree, rel string) (print, error) {

@@ -142,9 +142,16 @@
 // by a later command that is not undone with them: every write, rename
 // or chmod moves a file's change time), and otherwise puts every path
 // back: a replaced file by exchanging it back, anything else by moving
-// what is there into a trash and renaming what was there back. Nothing
+// what is there aside and renaming what was there back. What an undo
+// moves aside is kept as the steps that take the undo back
+// ([Store.Redo]), until the next step is added (as in an editor). A
+// step records the client's turn ([Store.SetTurn]); [Store.UndoTurn]
+// undoes a turn's steps and [Store.UndoPaths] some paths of one step,
+// each as one check and one undo. [Store.SetCanon] lets a change that
+// leaves a file's canonical form as it was (git's index after a stat
+// refresh) be no step, and undo take such a file for unchanged. Nothing
 // is removed (and so freed) on an apply's or an undo's path: dropped
-// steps, pruned upper layers and the trash are removed by one
+// steps, pruned upper layers and undos no longer kept are removed by one
 // background goroutine per store, which [Store.Remove] waits for;
 // freeing blocks is the slowest thing these do on a disk mounted with
 // discard. Undoing one step at a time works like undoing several at

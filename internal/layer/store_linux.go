@@ -52,7 +52,11 @@ type Store struct {
 	steps []*step // oldest first
 	bytes int64
 	sweep sweeper // removes dropped steps and undone entries
-	trash int     // numbers the undos' trash directories
+	// redo holds, per undo (newest last), the steps that put back what
+	// it took out (see Redo); a new step empties it.
+	redo      [][]*step
+	redoBytes int64
+	canon     func(path string, read func() ([]byte, error)) string
 }
 
 // NewStore makes a store in dir (created; what it held is removed).
@@ -82,6 +86,8 @@ type StepInfo struct {
 	Paths int
 	// Bytes is what the step keeps.
 	Bytes int64
+	// Turn is the turn [Store.SetTurn] gave it ("": none).
+	Turn string
 }
 
 // Steps lists the steps that can be undone, oldest first.
@@ -90,7 +96,7 @@ func (s *Store) Steps() []StepInfo {
 	defer s.mu.Unlock()
 	out := make([]StepInfo, len(s.steps))
 	for i, st := range s.steps {
-		out[i] = StepInfo{N: st.n, Label: st.label, Paths: len(st.entries), Bytes: st.bytes}
+		out[i] = StepInfo{N: st.n, Label: st.label, Paths: len(st.entries), Bytes: st.bytes, Turn: st.turn}
 	}
 	return out
 }
@@ -103,6 +109,7 @@ func (s *Store) Remove() error {
 	for _, st := range s.steps {
 		st.t.close()
 	}
+	s.dropRedo()
 	s.steps, s.bytes = nil, 0
 	s.sweep.wait()
 	if err := RemoveAll(s.dir); err != nil {
@@ -115,11 +122,21 @@ func (s *Store) Remove() error {
 type step struct {
 	n       int
 	label   string
+	turn    string
 	t       *tree // the step's directory
 	entries []*entry
 	bytes   int64
 	prune   []prune // upper layers taken over, to empty but for the blobs
 	broken  bool    // what some change replaced could not be kept
+	// A step that takes back an undo: orig is the undone step's number,
+	// partial says it took back only some of its paths, blobs numbers
+	// what it keeps.
+	orig    int
+	partial bool
+	blobs   int
+	// moved: the step's directory went to the step that takes back its
+	// undo (which removes it).
+	moved bool
 }
 
 // entry is one path of a step: its state before and after, and the
@@ -130,6 +147,10 @@ type entry struct {
 	Before, After print
 	Blob          string
 	Tree          map[string]print // an added directory: what is below it
+	// Canon is the store's canonical form of the file After was (see
+	// Store.SetCanon; "": none): a file whose print differs but whose
+	// canonical form is the same is as the step left it.
+	Canon string
 }
 
 func (e *entry) path() string {
@@ -213,6 +234,7 @@ func (st *step) putBack(e *entry, re *tree) error {
 // commit files a finished step under the store's bounds and returns
 // its number (0 if it was not kept).
 func (s *Store) commit(st *step) (int, error) {
+	s.canonEntries(st)
 	if len(st.entries) == 0 {
 		s.drop(st)
 		return 0, nil
@@ -225,24 +247,30 @@ func (s *Store) commit(st *step) (int, error) {
 		s.drop(st)
 		return 0, nil
 	}
+	s.dropRedo() // a new change: what was undone can no longer be redone
 	s.steps = append(s.steps, st)
 	s.bytes += st.bytes
 	for _, p := range st.prune {
 		dir := s.dir + "/" + strconv.Itoa(st.n)
 		s.sweep.do(func() { p.run(dir) })
 	}
+	s.bound()
+	return st.n, nil
+}
+
+// bound drops the oldest steps past the store's bounds.
+func (s *Store) bound() {
 	for len(s.steps) > s.lim.Steps || s.bytes > s.lim.Bytes {
 		s.bytes -= s.steps[0].bytes
 		s.drop(s.steps[0])
 		s.steps = s.steps[1:]
 	}
-	return st.n, nil
 }
 
 // drop forgets st; its directory is removed in the background.
 func (s *Store) drop(st *step) {
 	st.t.close()
-	s.sweep.add(s.dir + "/" + strconv.Itoa(st.n))
+	s.sweep.add(st.t.root)
 }
 
 // treeBytes sums the sizes of the regular files below t/rel.
@@ -324,15 +352,67 @@ func (s *Store) Undo(n int) ([]Change, error) {
 	if n <= 0 || n > len(s.steps) {
 		return nil, fmt.Errorf("%w: %d asked, %d kept", ErrNothingToUndo, n, len(s.steps))
 	}
-	sel := s.steps[len(s.steps)-n:]
-	u := &undoer{s: s, trees: map[string]*tree{}}
+	return s.undo(slices.Clone(s.steps[len(s.steps)-n:]), nil)
+}
+
+// undo takes back the entries pick selects (nil: all) of the kept
+// steps sel (oldest first), as one: it refuses, changing nothing, when
+// a path is not as they left it. A step left with no entries is
+// forgotten; the steps that would put back what the undo took out are
+// kept for Redo. s.mu is held.
+func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
+	views := make([]*step, len(sel))
+	for i, st := range sel {
+		views[i] = st
+		if pick != nil {
+			v := *st
+			v.entries = slices.DeleteFunc(slices.Clone(st.entries), func(e *entry) bool { return !pick(e) })
+			views[i] = &v
+		}
+	}
+	out, inv, err := s.revert(views, pick == nil)
+	if err != nil && len(out) == 0 {
+		return nil, err
+	}
+	for i, st := range sel {
+		if pick != nil && len(views[i].entries) < len(st.entries) {
+			st.entries = slices.DeleteFunc(st.entries, pick)
+			continue
+		}
+		s.bytes -= st.bytes
+		if !st.moved {
+			s.drop(st)
+		}
+		s.steps = slices.DeleteFunc(s.steps, func(o *step) bool { return o == st })
+	}
+	if inv != nil {
+		for _, st := range inv {
+			st.partial = st.partial || pick != nil
+			s.redoBytes += st.bytes
+		}
+		s.redo = append(s.redo, inv)
+		for len(s.redo) > s.lim.Steps || s.redoBytes > s.lim.Bytes {
+			s.dropRedoGroup(0)
+		}
+	}
+	return out, err
+}
+
+// revert restores the steps sel (oldest first) as one (see Undo) and
+// returns what it changed and the steps that take back the revert
+// itself (nil when what it took out could not all be kept). With whole,
+// sel are kept steps undone whole: each step's directory goes to the
+// step that takes back its undo (what an exchange put back leaves
+// there stays in place).
+func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
+	u := &undoer{s: s, trees: map[string]*tree{}, whole: whole}
 	defer u.close()
 	var fds []int
 	for _, st := range sel {
 		for _, e := range st.entries {
 			t, err := u.tree(e.Root)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !slices.Contains(fds, t.fd.Int()) {
 				fds = append(fds, t.fd.Int())
@@ -341,124 +421,178 @@ func (s *Store) Undo(n int) ([]Change, error) {
 	}
 	unlock, err := lockRoots(fds) // applies and undos on a workspace take turns
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer unlock()
 	if err := u.check(sel); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var errs []error
 	for i := len(sel) - 1; i >= 0; i-- {
 		st := sel[i]
+		if err := u.begin(st); err != nil {
+			errs = append(errs, err)
+		}
 		for k := len(st.entries) - 1; k >= 0; k-- {
 			if err := u.restore(st, st.entries[k]); err != nil {
 				errs = append(errs, err)
+				u.broken = true
 			}
 		}
 	}
-	for _, st := range sel {
-		s.bytes -= st.bytes
-		s.drop(st)
-	}
-	s.steps = s.steps[:len(s.steps)-n]
-	u.reprint(sel, s.steps)
+	kept := slices.DeleteFunc(slices.Clone(s.steps), func(o *step) bool { return slices.Contains(sel, o) })
+	u.reprint(sel, kept)
+	u.chain()
 	out := u.done
 	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
-	return out, errors.Join(errs...)
+	if u.broken || len(errs) > 0 {
+		for _, st := range u.inv {
+			s.drop(st)
+		}
+		u.inv = nil
+	}
+	return out, u.inv, errors.Join(errs...)
 }
 
 type undoer struct {
 	s     *Store
 	trees map[string]*tree
 	done  []Change
-	// trash receives what the undo takes out of the real trees (moved
-	// there, or linked before a rename replaces it), so that nothing is
-	// removed on the undo's path; it is removed in the background.
-	trash  *tree
-	trashN int // names in trash
+	// inv are the steps that take back what the undo did, one per step
+	// undone, in the order undone; cur is the one being made: what the
+	// undo takes out of the real trees goes there (moved, or linked
+	// before a rename replaces it), so that nothing is removed on the
+	// undo's path.
+	inv    []*step
+	cur    *step
+	broken bool // something taken out could not be kept: no redo
+	whole  bool // Store.revert's
 }
 
 func (u *undoer) close() {
 	for _, t := range u.trees {
 		t.close()
 	}
-	if u.trash != nil {
-		u.trash.close()
-		u.s.sweep.add(u.trash.root)
+}
+
+// begin starts the step that takes back the undo of st.
+func (u *undoer) begin(st *step) error {
+	var inv *step
+	if u.whole {
+		inv = &step{n: st.n, label: st.label, t: st.t, blobs: st.blobs}
+		st.moved = true
+	} else {
+		var err error
+		if inv, err = u.s.begin(st.label); err != nil {
+			u.broken = true
+			return err
+		}
+	}
+	inv.turn, inv.orig = st.turn, st.n
+	u.inv = append(u.inv, inv)
+	u.cur = inv
+	return nil
+}
+
+// chain makes each step being made expect, for a path a later one
+// changes too, what the later one found (the state between them), as
+// the steps a command makes do.
+func (u *undoer) chain() {
+	next := map[string]print{}
+	for j := len(u.inv) - 1; j >= 0; j-- {
+		for _, e := range u.inv[j].entries {
+			if p, ok := next[e.path()]; ok {
+				e.After = p
+			}
+		}
+		for _, e := range u.inv[j].entries {
+			next[e.path()] = e.Before
+		}
 	}
 }
 
-// trashName returns the trash directory (made on first use) and a new
-// name in it.
-func (u *undoer) trashName() (*tree, string, error) {
-	if u.trash == nil {
-		u.s.trash++
-		dir := u.s.dir + "/t" + strconv.Itoa(u.s.trash)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return nil, "", fmt.Errorf("layer: store: %w", err)
-		}
-		t, err := openTree(dir)
-		if err != nil {
-			_ = os.Remove(dir)
-			return nil, "", fmt.Errorf("layer: store: %w", err)
-		}
-		u.trash = t
+// keepName returns the step being made and a new name in it (nil: none
+// is being made).
+func (u *undoer) keepName() (*tree, string) {
+	if u.cur == nil {
+		return nil, ""
 	}
-	u.trashN++
-	return u.trash, strconv.Itoa(u.trashN), nil
+	u.cur.blobs++
+	return u.cur.t, "r" + strconv.Itoa(u.cur.blobs)
 }
 
 // putBack puts e's path back as it was before st: a file that replaced
 // one is exchanged with it; anything else is taken out (see takeOut)
-// and the blob, if any, renamed into place.
-func (u *undoer) putBack(st *step, e *entry, t *tree) error {
+// and the blob, if any, renamed into place. It returns where in the
+// step being made what it took out went ("": nowhere).
+func (u *undoer) putBack(st *step, e *entry, t *tree) (string, error) {
 	replaced := e.Blob != "" && e.After.exists() && !e.After.isDir() && !e.Before.isDir()
 	if replaced {
 		if ok, err := st.swap(e, t); ok || err != nil {
-			return err
+			if err != nil || u.cur == nil {
+				return "", err
+			}
+			if u.cur.t == st.t {
+				return e.Blob, nil // the command's file is now the blob, in place
+			}
+			// The command's file is now the blob: it goes to the step
+			// being made.
+			tr, name := u.keepName()
+			bd, bn := split(e.Blob)
+			bfd, err := st.t.dir(bd)
+			if err == nil {
+				err = unix.Renameat(bfd, bn, tr.fd.Int(), name)
+			}
+			if err != nil {
+				u.broken = true
+				return "", nil
+			}
+			return name, nil
 		}
 	}
+	var kept string
 	if e.After.exists() {
 		// A file replaced by a file stays until the blob's rename
 		// replaces it.
-		if err := u.takeOut(t, e.Rel, replaced); err != nil {
-			return err
+		var err error
+		if kept, err = u.takeOut(t, e.Rel, replaced); err != nil {
+			return "", err
 		}
 	}
 	if e.Blob != "" {
-		return st.putBack(e, t)
+		return kept, st.putBack(e, t)
 	}
-	return nil
+	return kept, nil
 }
 
 // takeOut takes the real entry rel out of the way of what an undo puts
-// back. A file that a blob replaces is linked into the trash and left
-// in place (the blob's rename then replaces it atomically, and nothing
-// is freed on the undo's path); anything else is moved into the trash
-// (a directory whole). Where the trash is on another file system, or
-// the link is not allowed, it is removed.
-func (u *undoer) takeOut(t *tree, rel string, replaced bool) error {
+// back, into the step being made. A file that a blob replaces is
+// linked there and left in place (the blob's rename then replaces it
+// atomically, and nothing is freed on the undo's path); anything else
+// is moved there (a directory whole). Where that is not possible
+// (another file system, a link not allowed), it is removed.
+func (u *undoer) takeOut(t *tree, rel string, replaced bool) (string, error) {
 	d, name := split(rel)
 	fd, err := t.dir(d)
 	if err != nil {
-		return err
+		return "", err
 	}
-	tr, tname, err := u.trashName()
-	if err == nil {
+	if tr, kn := u.keepName(); tr != nil {
 		if replaced {
-			err = unix.Linkat(fd, name, tr.fd.Int(), tname, 0)
-		} else if err = unix.Renameat(fd, name, tr.fd.Int(), tname); err == nil {
+			err = unix.Linkat(fd, name, tr.fd.Int(), kn, 0)
+		} else if err = unix.Renameat(fd, name, tr.fd.Int(), kn); err == nil {
 			t.forget(rel)
 		}
+		if err == nil {
+			return kn, nil
+		}
 	}
-	if err == nil {
-		return nil
-	}
+	u.broken = true
 	if err := removeEntry(t, rel); err != nil {
-		return err
+		return "", err
 	}
 	t.forget(rel)
-	return nil
+	return "", nil
 }
 
 func (u *undoer) tree(root string) (*tree, error) {
@@ -565,7 +699,7 @@ func (u *undoer) matches(t *tree, e *entry, expect map[string]print) bool {
 		}
 		return p
 	}
-	if !samePrint(state(e.Rel), e.After) {
+	if !samePrint(state(e.Rel), e.After) && !u.sameCanon(t, e, expect) {
 		return false
 	}
 	if e.Tree == nil {
@@ -595,6 +729,7 @@ func (u *undoer) restore(st *step, e *entry) error {
 		return err
 	}
 	c := Change{Path: e.path(), Kind: TypeChanged, Mode: fileMode(e.Before.Mode), Size: e.Before.Size}
+	var kept string
 	switch {
 	case e.After.isDir() && e.Before.isDir():
 		// Only its permissions or owner changed: through a descriptor
@@ -611,7 +746,7 @@ func (u *undoer) restore(st *step, e *entry) error {
 			return err
 		}
 	default:
-		if err := u.putBack(st, e, t); err != nil {
+		if kept, err = u.putBack(st, e, t); err != nil {
 			return err
 		}
 		switch {
@@ -627,5 +762,34 @@ func (u *undoer) restore(st *step, e *entry) error {
 		c.Size = 0
 	}
 	u.done = append(u.done, c)
+	u.inverse(t, e, kept)
 	return nil
+}
+
+// inverse adds to the step being made the entry that takes back the
+// undo of e (what it took out is kept as blob).
+func (u *undoer) inverse(t *tree, e *entry, blob string) {
+	if u.cur == nil {
+		return
+	}
+	ie := &entry{Root: e.Root, Rel: e.Rel, Before: e.After, Blob: blob}
+	if e.After.exists() && !(e.After.isDir() && e.Before.isDir()) && blob == "" {
+		u.broken = true // what the step made is gone
+	}
+	now, err := statPrint(t, e.Rel)
+	if err != nil {
+		u.broken = true
+	}
+	ie.After = now
+	if now.isDir() && !e.After.isDir() {
+		ie.After, ie.Tree = treePrints(t, e.Rel)
+	}
+	if blob != "" {
+		if e.After.isDir() {
+			u.cur.bytes += treeBytes(u.cur.t, blob)
+		} else {
+			u.cur.bytes += e.After.Size
+		}
+	}
+	u.cur.add(ie)
 }

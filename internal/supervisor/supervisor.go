@@ -85,6 +85,7 @@ var lowerErrors = [...]struct{ lower, own error }{
 	{proc.ErrStart, ErrStart},
 	{sandbox.ErrUnavailable, ErrUnavailable},
 	{layer.ErrNothingToUndo, ErrNothingToUndo},
+	{layer.ErrNothingToRedo, ErrNothingToUndo},
 	{transact.ErrUndoLive, ErrUndoLive},
 	{transact.ErrNoHeld, ErrNoHeld},
 	{transact.ErrDigest, ErrDigest},

@@ -136,6 +136,7 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
+	tx.SetTurn(spec.Turn)
 	spec.Tx = tx
 	return nil
 }
@@ -216,16 +217,36 @@ func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
 // Its errors match ErrNothingToUndo, ErrUndoLive, or are an
 // *UndoConflictError (nothing was undone then).
 func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
+	c, _, kept, err := s.Revert(conv, Selection{Steps: steps})
+	return c, kept, err
+}
+
+// Selection chooses what Revert takes back (transact.Selection): the
+// last Steps steps, a Turn's, one step's Paths, or the last undo
+// (Redo).
+type Selection struct {
+	Steps int
+	Turn  string
+	Paths []string
+	Redo  bool
+}
+
+// Revert takes back what sel chooses of conversation conv's changes
+// (transact.Conv.Revert: the last steps, a turn's, one step's paths,
+// or the last undo), and returns what it changed, the numbers of the
+// steps it undid or put back, and how many steps were kept before. Its
+// errors are Undo's (nothing to redo matches ErrNothingToUndo).
+func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, int, error) {
 	w := s.workspace(conv)
 	if w == nil || w.tx == nil {
-		return jobs.Changes{}, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
+		return jobs.Changes{}, nil, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
 	}
 	kept := len(w.tx.Steps())
-	cs, err := w.tx.Undo(steps)
+	cs, ns, err := w.tx.Revert(transact.Selection(sel))
 	if err != nil {
-		return jobs.Changes{}, kept, own(err)
+		return jobs.Changes{}, nil, kept, own(err)
 	}
-	return jobs.Changes{Report: &transact.Report{Applied: cs}}, kept, nil
+	return jobs.Changes{Report: &transact.Report{Applied: cs}}, ns, kept, nil
 }
 
 // Held lists conversation conv's change sets held for review, oldest

@@ -103,6 +103,17 @@
 // in use cannot be undone ([ErrUndoLive]): the layer keeps the changes,
 // and would apply them again.
 //
+// # Turns, undo and redo
+//
+// A command's undo step records the client's turn ([Tx.SetTurn]).
+// [Conv.Revert] takes back the last steps, every step of a turn, or
+// some paths of one step, each all or nothing, and redoes the last
+// undo until the next change. A rewrite of git's index that changes
+// only the stat data git caches (a read-only git status) is applied
+// but is no step, and undo takes such a rewrite for no change: the
+// index is compared parsed (every entry's path, mode, object id, stage
+// and flags, and the extensions that are not caches).
+//
 // # Held changes
 //
 // What is not applied is held, not dropped: the part of a command's

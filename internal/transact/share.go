@@ -273,9 +273,6 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if live && c.holdsAll() {
 		return &Report{}, nil // held when the layer's last command ends
 	}
-	if live && c.holdsAll() {
-		return &Report{}, nil // held when the layer's last command ends
-	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
@@ -314,6 +311,10 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	rep.Applied, rep.Failed, rep.Step = res.Applied, res.Failed, res.Step
+	if res.Step != 0 && t.turn != "" {
+		st.SetTurn(res.Step, t.turn)
+		rep.Turn = t.turn
+	}
 	for _, f := range res.Refused { // the layer's own: forged overlay xattrs, too deep
 		rep.Refused = append(rep.Refused, gitpolicy.Refusal{Path: f.Change.Path, Rule: "layer", Reason: strings.TrimPrefix(f.Err.Error(), "layer: ")})
 	}

@@ -165,6 +165,7 @@ func (c *Conv) storeMade() (*layer.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("transact: undo store: %w", err)
 		}
+		s.SetCanon(indexCanon)
 		c.store = s
 	}
 	return c.store, nil
@@ -177,21 +178,74 @@ func (c *Conv) storeMade() (*layer.Store, error) {
 // wrapping layer.ErrNothingToUndo when fewer steps are kept. It returns
 // what it changed.
 func (c *Conv) Undo(steps int) ([]layer.Change, error) {
-	if steps < 1 {
-		return nil, fmt.Errorf("transact: steps must be at least 1, not %d", steps)
+	cs, _, err := c.Revert(Selection{Steps: steps})
+	return cs, err
+}
+
+// Selection chooses what [Conv.Revert] takes back: one of its fields
+// is set.
+type Selection struct {
+	// Steps takes back the last Steps steps.
+	Steps int
+	// Turn takes back every kept step of the turn, as one.
+	Turn string
+	// Paths takes back these paths (absolute; a directory stands for
+	// what is below it) of the newest step that changed them; the step
+	// keeps its other paths.
+	Paths []string
+	// Redo takes back the last undo (layer.Store.Redo).
+	Redo bool
+}
+
+// Revert takes back what sel chooses (see [Conv.Undo] for its errors;
+// a redo with nothing to redo wraps layer.ErrNothingToRedo) and returns
+// what it changed and the numbers of the steps it undid or put back.
+func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
+	if sel.Steps < 0 || sel.Steps == 0 && sel.Turn == "" && len(sel.Paths) == 0 && !sel.Redo {
+		return nil, nil, fmt.Errorf("transact: steps must be at least 1, not %d", sel.Steps)
 	}
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	if c.store == nil {
-		return nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
+		if sel.Redo {
+			return nil, nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToRedo)
+		}
+		return nil, nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
+	}
+	if sel.Redo {
+		return c.store.Redo()
 	}
 	kept := c.store.Steps()
-	for _, s := range kept[max(0, len(kept)-steps):] {
-		if c.live[s.N] != nil {
-			return nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
+	var ns []int
+	switch {
+	case sel.Turn != "":
+		ns = c.store.TurnSteps(sel.Turn)
+	case len(sel.Paths) > 0:
+		n, err := c.store.PathsStep(sel.Paths)
+		if err != nil {
+			return nil, nil, err
+		}
+		ns = []int{n}
+	default:
+		for _, s := range kept[max(0, len(kept)-sel.Steps):] {
+			ns = append(ns, s.N)
 		}
 	}
-	return c.store.Undo(steps)
+	for _, s := range kept {
+		if c.live[s.N] != nil && slices.Contains(ns, s.N) {
+			return nil, nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
+		}
+	}
+	switch {
+	case sel.Turn != "":
+		cs, err := c.store.UndoTurn(sel.Turn)
+		return cs, ns, err
+	case len(sel.Paths) > 0:
+		cs, n, err := c.store.UndoPaths(sel.Paths)
+		return cs, []int{n}, err
+	}
+	cs, err := c.store.Undo(sel.Steps)
+	return cs, ns, err
 }
 
 // ErrUndoLive is Undo's refusal to take back a step applied from the
@@ -210,12 +264,17 @@ func (c *Conv) Steps() []layer.StepInfo {
 	return c.store.Steps()
 }
 
-// Bytes is what c's undo store keeps, in bytes (what the engine counts
-// against the conversation's quota).
+// Bytes is what c's undo store keeps, in bytes, for undo and redo
+// (what the engine counts against the conversation's quota).
 func (c *Conv) Bytes() int64 {
 	var n int64
 	for _, s := range c.Steps() {
 		n += s.Bytes
+	}
+	c.apply.Lock()
+	defer c.apply.Unlock()
+	if c.store != nil {
+		n += c.store.RedoBytes()
 	}
 	return n
 }
@@ -264,6 +323,7 @@ type Tx struct {
 	sh    *share
 	spec  layer.Spec
 	label string
+	turn  string // the client's turn (SetTurn), recorded with its undo steps
 	// freeze freezes the command's processes (Tx.Background; nil: a
 	// foreground command). Guarded by sh.mu, as are the fields below.
 	freeze func(func()) bool
@@ -309,6 +369,10 @@ func (t *Tx) freezer() func(func()) bool {
 	return t.freeze
 }
 
+// SetTurn names the client's turn of t's command (before it starts):
+// the undo steps its changes make record it (layer.Store.SetTurn).
+func (t *Tx) SetTurn(turn string) { t.turn = turn }
+
 // Spec is what the sandbox mounts (sandbox.Options.Layer).
 func (t *Tx) Spec() layer.Spec { return t.spec }
 
@@ -328,8 +392,10 @@ type Report struct {
 	// Failed are changes that could not be applied (the workspace
 	// changed meanwhile, the disk is full).
 	Failed []layer.Failure
-	// Step is the undo step that holds what Applied replaced (0: none).
+	// Step is the undo step that holds what Applied replaced (0: none);
+	// Turn is the turn it records ([Tx.SetTurn]).
 	Step int
+	Turn string
 	// NotApplied says why nothing was applied ("" when it was): the
 	// command's processes were not known to be gone, or it shares its
 	// layer with a command that runs on and cannot be frozen.
