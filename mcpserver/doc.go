@@ -3,8 +3,8 @@
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
-// [New] returns an *mcp.Server with up to seven tools (bash_undo and
-// bash_review only when the Runner has engine.Engine's Undo, Held and
+// [New] returns an *mcp.Server with up to eight tools (bash_undo,
+// bash_redo and bash_review only when the Runner has engine.Engine's Undo, Held and
 // Review methods and [Options.Sandbox] is workspace-write: other commands
 // keep no undo steps and hold nothing). Every result's text content is the text
 // the engine designed for the model; its fields come as structuredContent
@@ -39,10 +39,14 @@
 //   - bash_kill {job_id}: terminates a job's process group with the grace
 //     sequence (needed in restricted mode, where one command cannot signal
 //     another's processes) and returns its final state.
-//   - bash_undo {steps?}: restores the workspace to before the last steps
-//     (default 1) workspace-write commands of the conversation that
-//     changed it, or refuses, changing nothing, naming the files changed
-//     again since (fields: [engine.UndoResult]).
+//   - bash_undo {steps? | turn? | paths?}: restores the workspace to before
+//     the last steps (default 1) workspace-write commands of the
+//     conversation that changed it, every command of a turn (a call's
+//     _meta "bashvisor/turn" names its turn), or the given files of the
+//     last command that changed them; or refuses, changing nothing,
+//     naming the files changed again since (fields: [engine.UndoResult]).
+//   - bash_redo {}: puts back what the last undo took, until a new change
+//     lands.
 //   - bash_review {action, id?, digest?}: lists the conversation's change
 //     sets held for review (list), applies one exactly as its digest names
 //     it (accept; after the user approves it through elicitation when the
