@@ -158,6 +158,11 @@ func (p *passedListener) get() (net.Listener, error) {
 			l, err = net.FileListener(f)
 			f.Close()
 		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			// What waits on it (an accept loop) stops, as on a closed
+			// listener.
+			err = fmt.Errorf("%w: %w", net.ErrClosed, err)
+		}
 		p.mu.Lock()
 		p.l, p.err = l, err
 		if p.closed && l != nil {
@@ -224,6 +229,9 @@ func (p *passedPacketConn) get() (net.PacketConn, error) {
 		if err == nil {
 			pc, err = net.FilePacketConn(f)
 			f.Close()
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			err = fmt.Errorf("%w: %w", net.ErrClosed, err)
 		}
 		p.mu.Lock()
 		p.pc, p.err = pc, err

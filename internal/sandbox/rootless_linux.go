@@ -68,9 +68,11 @@ var mainCalled atomic.Bool
 
 // worldCaps are the capabilities a rootless world's child and a command's
 // helper keep until they exec: mounting (SYS_ADMIN), setting loopback up
-// (NET_ADMIN), and the file capabilities overlayfs uses in its upper layer
-// on its mounter's behalf (see package layer).
-var worldCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
+// (NET_ADMIN), binding the resolver's port 53 and carried ports below 1024
+// (NET_BIND_SERVICE, see capture_linux.go), and the file capabilities
+// overlayfs uses in its upper layer on its mounter's behalf (see package
+// layer).
+var worldCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
 	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_FSETID}
 
 // makeRootless makes the world's namespaces in a child (see above).
@@ -208,7 +210,7 @@ type forkSpec struct {
 	ctty       int               // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
-	ambient    [7]uintptr
+	ambient    [8]uintptr
 	nAmbient   int
 	errPipe    int
 	sigOld     uint64
