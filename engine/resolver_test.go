@@ -154,3 +154,25 @@ func testSandboxResolverAndCarry(t *testing.T, mod func(*engine.Config)) {
 		t.Errorf("without network: %s %q %+v, want the host's resolv.conf %q", r.Status, r.Output, r.Network, host)
 	}
 }
+
+// Two commands with network that run at once in one conversation each
+// have a resolver and capture address of their own (the second on
+// 127.0.1.x): neither takes the other's ports, and each report is its own.
+func TestSandboxResolverSlots(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "getent")
+	e := newEngine(t)
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "slots",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"registry.npmjs.org"}}}
+	ctx := context.Background()
+	job := e.Run(ctx, tc, engine.Input{Mode: engine.ModeBackground, Command: "getent hosts registry.npmjs.org; sleep 600"})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("background: %s %q", job.Status, job.Output)
+	}
+	defer func() { _, _ = e.Kill(ctx, tc, job.JobID) }()
+	r := e.Run(ctx, tc, engine.Input{Command: "cat /etc/resolv.conf; getent hosts registry.npmjs.org; getent hosts other.example"})
+	want := "nameserver 127.0.1.1\noptions use-vc\n127.0.1.2       registry.npmjs.org\n"
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, want) || !strings.Contains(r.Output, "[network: refused: other.example]") {
+		t.Errorf("second command: %s %q, want %q and the refusal", r.Status, r.Output, want)
+	}
+}
