@@ -94,10 +94,17 @@ func BenchmarkCarried(b *testing.B) {
 // BenchmarkSandboxNoNetwork is a sandboxed command without network (read
 // only, in the conversation's world): the resolver and carried listeners
 // are made only for commands with network, so this costs what it did.
-func BenchmarkSandboxNoNetwork(b *testing.B) {
+func BenchmarkSandboxNoNetwork(b *testing.B) { benchSandboxTrue(b, nil) }
+
+// BenchmarkSandboxWithNetwork is the same command with an allowlist: its
+// start now makes the resolver, the carried listeners (80, 443) and the
+// resolv.conf mount besides the proxy.
+func BenchmarkSandboxWithNetwork(b *testing.B) { benchSandboxTrue(b, []string{"registry.npmjs.org"}) }
+
+func benchSandboxTrue(b *testing.B, network []string) {
 	needNamespaces(b)
 	e := newEngine(b)
-	tc := engine.ToolContext{WorkingDir: b.TempDir(), ConversationID: "bench", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
+	tc := engine.ToolContext{WorkingDir: b.TempDir(), ConversationID: "bench", Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: network}}
 	var d []time.Duration
 	for b.Loop() {
 		start := time.Now()
