@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/testenv"
@@ -101,13 +104,17 @@ func testSandboxResolverAndCarry(t *testing.T, mod func(*engine.Config)) {
 	// Names: an allowed one resolves to the capture address, another is
 	// refused; resolv.conf names the world's resolver.
 	r := run(`cat /etc/resolv.conf; getent hosts registry.npmjs.org; getent hosts denied.example.com; echo "rc=$?"`)
-	want := "nameserver 127.0.0.1\noptions use-vc\n127.0.0.2       registry.npmjs.org\nrc=2\n[network: refused: denied.example.com]\n" +
+	wantOut := "nameserver 127.0.0.1\noptions use-vc\n127.0.0.2       registry.npmjs.org\nrc=2\n[network: refused: denied.example.com]\n" +
 		"[sandbox: the egress proxy refused denied.example.com: not in the network allowlist (setting: allow-net)]"
-	if r.Status != engine.StatusOK || r.Output != want {
-		t.Fatalf("resolve: %s %q, want %q", r.Status, r.Output, want)
+	if r.Status != engine.StatusOK || r.Output != wantOut {
+		t.Fatalf("resolve: %s %q, want %q", r.Status, r.Output, wantOut)
 	}
 	if len(r.Network) != 1 || r.Network[0].Host != "denied.example.com" || r.Network[0].Port != 0 || r.Network[0].Denied == 0 {
 		t.Errorf("Network = %+v, want the refused name", r.Network)
+	}
+	denied := 0
+	for _, f := range r.Network {
+		denied += f.Denied
 	}
 
 	// A client that ignores the proxy variables reaches the upstream by
@@ -126,6 +133,20 @@ func testSandboxResolverAndCarry(t *testing.T, mod func(*engine.Config)) {
 		r.Network[0].BytesOut != up.read.Load() || r.Network[0].BytesIn != up.written.Load() {
 		t.Errorf("Network = %+v, want localhost:%s with %d bytes out and %d in (what the upstream read and wrote)",
 			r.Network, port, up.read.Load(), up.written.Load())
+	}
+
+	// The metrics count the bytes and the refusals so far.
+	want := fmt.Sprintf(`
+# HELP bashvisor_network_bytes_total Bytes sandboxed foreground commands moved through their egress proxy, by direction (out: acknowledged by the destination; in: received from it).
+# TYPE bashvisor_network_bytes_total counter
+bashvisor_network_bytes_total{direction="in"} %d
+bashvisor_network_bytes_total{direction="out"} %d
+# HELP bashvisor_network_refused_total Egress attempts (connections, requests, name lookups) refused to sandboxed foreground commands.
+# TYPE bashvisor_network_refused_total counter
+bashvisor_network_refused_total %d
+`, up.written.Load(), up.read.Load(), denied)
+	if err := testutil.CollectAndCompare(e.Metrics(), strings.NewReader(want), "bashvisor_network_bytes_total", "bashvisor_network_refused_total"); err != nil {
+		t.Error(err)
 	}
 
 	// A name the allowlist does not name is refused on the carried
