@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -195,5 +196,26 @@ func TestSandboxResolverSlots(t *testing.T) {
 	want := "nameserver 127.0.1.1\noptions use-vc\n127.0.1.2       registry.npmjs.org\n"
 	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, want) || !strings.Contains(r.Output, "[network: refused: other.example]") {
 		t.Errorf("second command: %s %q, want %q and the refusal", r.Status, r.Output, want)
+	}
+}
+
+// A TLS client that ignores the proxy variables is carried by its
+// ClientHello's server name, without the proxy terminating TLS: it sees
+// the upstream's own certificate (httptest's, self-signed: OpenSSL's
+// verify result 18).
+func TestSandboxCarriedTLS(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "curl")
+	testenv.NeedsTool(t, "getent")
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "over tls\n") }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	e := newEngine(t)
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "tls",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"localhost:" + port}}}
+	r := e.Run(context.Background(), tc, engine.Input{Command: `a=$(getent -s dns hosts localhost | cut -d' ' -f1); ` + noProxy +
+		`curl -sS -k --max-time 20 -w '%{ssl_verify_result} %{remote_ip}\n' --resolve localhost:` + port + `:"$a" https://localhost:` + port + `/`})
+	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "over tls\n18 127.0.0.2\n[network: localhost ") {
+		t.Fatalf("carried TLS: %s %q", r.Status, r.Output)
 	}
 }
