@@ -11,6 +11,8 @@ type metrics struct {
 	queued   prometheus.Histogram
 	bytes    prometheus.Counter
 	denials  prometheus.Counter
+	network  *prometheus.CounterVec // egress bytes by direction
+	refused  prometheus.Counter     // egress attempts refused
 	load     []prometheus.Collector // gauges read from the supervisor at scrape time
 }
 
@@ -37,6 +39,14 @@ func newMetrics(e *Engine) *metrics {
 		denials: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bashvisor_sandbox_denials_total",
 			Help: "Sandboxed commands whose result ends with a sandbox note: a write, a network call or a destination the sandbox refused.",
+		}),
+		network: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bashvisor_network_bytes_total",
+			Help: "Bytes sandboxed foreground commands moved through their egress proxy, by direction (out: acknowledged by the destination; in: received from it).",
+		}, []string{"direction"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bashvisor_network_refused_total",
+			Help: "Egress attempts (connections, requests, name lookups) refused to sandboxed foreground commands.",
 		}),
 	}
 	gauge := func(name, help string, f func(Load) int) prometheus.Collector {
@@ -68,6 +78,11 @@ func (m *metrics) observe(tc ToolContext, in Input, r Result) {
 	if r.denied {
 		m.denials.Inc()
 	}
+	for _, f := range r.Network {
+		m.network.WithLabelValues("out").Add(float64(f.BytesOut))
+		m.network.WithLabelValues("in").Add(float64(f.BytesIn))
+		m.refused.Add(float64(f.Denied))
+	}
 }
 
 // Describe implements prometheus.Collector.
@@ -85,14 +100,15 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.commands, m.duration, m.queued, m.bytes, m.denials}, m.load...)
+	return append([]prometheus.Collector{m.commands, m.duration, m.queued, m.bytes, m.denials, m.network, m.refused}, m.load...)
 }
 
 // Metrics returns the engine's Prometheus metrics as one collector, to
 // register with a prometheus.Registry and serve from the embedding
 // program's /metrics: bashvisor_commands_total{status},
 // bashvisor_command_duration_seconds{mode}, bashvisor_queue_wait_seconds,
-// bashvisor_output_bytes_total, bashvisor_sandbox_denials_total, and the
+// bashvisor_output_bytes_total, bashvisor_sandbox_denials_total,
+// bashvisor_network_bytes_total{direction}, bashvisor_network_refused_total, and the
 // gauges bashvisor_commands_running, bashvisor_jobs_running and
 // bashvisor_calls_queued (read when scraped).
 func (e *Engine) Metrics() prometheus.Collector { return e.metrics }

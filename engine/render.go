@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/supervisor"
@@ -253,10 +255,28 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
 		}
 	}
+	if o.Yielded == nil {
+		setNetwork(&res, o.Network)
+		if line := o.Network.String(); line != "" {
+			res.Output = appendNote(res.Output, line)
+		}
+	}
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
 	}
 	return res
+}
+
+// setNetwork puts a command's egress report into res.Network.
+func setNetwork(res *Result, r egress.Report) {
+	if r == nil {
+		return
+	}
+	res.Network = slices.Grow(res.Network[:0], len(r))[:len(r)]
+	for i, f := range r {
+		n := &res.Network[i]
+		n.Host, n.Port, n.BytesOut, n.BytesIn, n.Denied = f.Host, f.Port, f.BytesOut, f.BytesIn, f.Denied
+	}
 }
 
 // changeNotes are the lines of a workspace-write command's change

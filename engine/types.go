@@ -218,6 +218,21 @@ type Result struct {
 	// once its processes were gone) and what policy kept out. A command
 	// that yielded to the background reports them in its JobInfo.
 	ChangeSet
+	// Network is what a sandboxed command with network (allow-net) did
+	// through its egress, per destination, the busiest first: the name
+	// (or address) and port it asked for, the bytes the destination
+	// acknowledged and sent on the proxy's connections (as the kernel
+	// counts them, TLS records included; Linux only), and the attempts
+	// refused (Port 0: a name the conversation's resolver refused). At
+	// most 1025 entries (the rest as Host "(other hosts)"). Nil without
+	// network; a command that yielded to the background has none.
+	Network []struct {
+		Host     string `json:"host"`
+		Port     int    `json:"port"`
+		BytesOut int64  `json:"bytes_out"`
+		BytesIn  int64  `json:"bytes_in"`
+		Denied   int    `json:"denied,omitempty"`
+	} `json:"network,omitempty"`
 
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.

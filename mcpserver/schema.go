@@ -32,7 +32,12 @@ const resultOutputSchema = `{
     "changes": {"type": "array", "items": ` + changeSchema + `, "description": "workspace-write: what the command changed in the workspace (applied when it ended)."},
     "changes_omitted": {"type": "integer", "minimum": 0, "description": "Changes left out of changes (it lists at most 1000)."},
     "refused": {"type": "array", "items": ` + refusalSchema + `, "description": "workspace-write: changes policy kept out of the workspace (git configuration, hooks, ...)."},
-    "held": ` + heldSchema + `
+    "held": ` + heldSchema + `,
+    "network": {"type": "array", "description": "Sandbox with allow-net: per destination, what the command did through its egress, the busiest first (port 0: a name the resolver refused).", "items": {"type": "object", "properties": {
+      "host": {"type": "string"}, "port": {"type": "integer", "minimum": 0},
+      "bytes_out": {"type": "integer", "minimum": 0, "description": "Bytes the destination acknowledged."},
+      "bytes_in": {"type": "integer", "minimum": 0, "description": "Bytes received from it."},
+      "denied": {"type": "integer", "minimum": 0, "description": "Attempts refused."}}, "required": ["host", "port", "bytes_out", "bytes_in"]}}
   },
   "required": ["status", "output"]
 }`

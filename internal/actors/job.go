@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/transact"
@@ -127,7 +128,8 @@ type (
 	cpuTick  struct{}
 	cleaned  struct {
 		errs    error
-		changes jobs.Changes // the transaction's commit
+		changes jobs.Changes  // the transaction's commit
+		network egress.Report // the closed proxy's report (nil: none closed)
 	}
 )
 
@@ -170,6 +172,9 @@ func (j *job) Receive(ctx actor.Context) {
 			j.res.Log.Warn("job cleanup", "job", j.spec.ID, "err", m.errs)
 		}
 		j.outcome.Changes = m.changes
+		if m.network != nil {
+			j.outcome.Network = m.network
+		}
 		j.deliver(ctx)
 	case *actor.Stopping:
 		j.emergency()
@@ -423,6 +428,7 @@ func (j *job) settle(ctx actor.Context) {
 		Queued:       j.spec.Queued,
 		Refused:      j.l.refused.get(),
 		YieldRefused: j.yieldRefused,
+		Network:      j.l.network(), // a snapshot: final once the proxy closed (cleaned)
 	}
 	if o.Reason == jobs.ReasonLeftovers {
 		o.Reason = jobs.ReasonNone // the shell itself ended on its own
@@ -472,18 +478,22 @@ func (j *job) settle(ctx actor.Context) {
 			errs = append(errs, cg.Release())
 			cg.Remove()
 		}
+		var network egress.Report
 		if cleanSandbox {
-			l.closeProxy()
+			network = l.closeProxy()
 			errs = append(errs, sbx.Cleanup(gone))
 		}
 		var changes jobs.Changes
 		if tx != nil {
 			changes.Report, changes.Err = tx.Commit(gone)
 			o.Changes = changes
+			if network != nil {
+				o.Network = network
+			}
 			// The actor is cleaning: nothing else writes the file now.
 			j.complete(o)
 		}
-		j.send(cleaned{errs: errors.Join(errs...), changes: changes})
+		j.send(cleaned{errs: errors.Join(errs...), changes: changes, network: network})
 	}()
 }
 

@@ -193,6 +193,7 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
+		Carry: p.Network.Ports(),
 	}
 	switch {
 	case spec.Tx != nil:
@@ -220,12 +221,19 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 	if p.Network != nil {
 		l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
 			if !d.Allowed {
-				l.refused.add(net.JoinHostPort(d.Host, strconv.Itoa(d.Port)))
+				dest := d.Host // a name the resolver refused
+				if d.Port != 0 {
+					dest = net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
+				}
+				l.refused.add(dest)
 			}
 			if p.OnProxy != nil {
 				p.OnProxy(d)
 			}
 		}})
+		if err := l.serveCapture(sc); err != nil {
+			return nil, fmt.Errorf("%w: %w", proc.ErrStart, err)
+		}
 	}
 	if pidsCtl {
 		l.applied.Processes = l.cg.Limits().Pids // the stricter of the two
@@ -296,13 +304,46 @@ func (l *Launched) undo() {
 	}
 }
 
-// closeProxy stops a restricted job's egress proxy (its processes are
-// gone, or about to be).
-func (l *Launched) closeProxy() {
-	if l.proxy != nil {
-		_ = l.proxy.Close()
-		l.proxy = nil
+// serveCapture adds to the job's proxy the resolver and carried
+// listeners of its world (sandbox.Options.Carry): names the allowlist
+// allows resolve to the capture address, whose listeners carry what
+// clients that ignore the proxy variables send there.
+func (l *Launched) serveCapture(sc *sandbox.Command) error {
+	if sc.Resolver == nil && sc.ResolverTCP == nil {
+		return nil
 	}
+	if err := l.proxy.Resolve(sc.Resolver, sc.ResolverTCP, sc.Capture); err != nil {
+		return err
+	}
+	for port, cl := range sc.Carried {
+		if err := l.proxy.Carry(cl, port); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeProxy stops a restricted job's egress proxy (its processes are
+// gone, or about to be) and returns its final report (nil without one).
+func (l *Launched) closeProxy() egress.Report {
+	if l.proxy == nil {
+		return nil
+	}
+	_ = l.proxy.Close()
+	r := l.proxy.Report()
+	l.proxy = nil
+	if r == nil {
+		r = egress.Report{}
+	}
+	return r
+}
+
+// network is a snapshot of the job's egress report (nil without network).
+func (l *Launched) network() egress.Report {
+	if l == nil || l.proxy == nil {
+		return nil
+	}
+	return l.proxy.Report()
 }
 
 // maxRefused bounds the destinations an outcome lists as refused.

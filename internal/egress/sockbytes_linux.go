@@ -11,6 +11,7 @@ import (
 const (
 	tcpFinWait2 = 5
 	tcpTimeWait = 6
+	tcpClose    = 7
 	tcpClosWait = 8
 	tcpLastAck  = 9
 	tcpClosing  = 11
@@ -19,7 +20,11 @@ const (
 // sockBytes is the kernel's count of a dialled TCP connection's data
 // bytes: out, those the peer acknowledged; in, those received from it.
 // The kernel's counters include the sequence number the SYN takes, and
-// each FIN's, which are taken off by the connection's state.
+// each FIN's, which are taken off by the connection's state. A connection
+// both sides closed is in state CLOSE once its FINs were exchanged (the
+// kernel moves the socket there when it hands the rest to a time-wait
+// socket): both FINs are taken off (after a reset, which closes it too
+// without FINs, each count is then one short).
 func sockBytes(c *net.TCPConn) (out, in int64) {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -35,11 +40,11 @@ func sockBytes(c *net.TCPConn) (out, in int64) {
 			out-- // the SYN
 		}
 		switch info.State {
-		case tcpFinWait2, tcpTimeWait:
+		case tcpFinWait2, tcpTimeWait, tcpClose:
 			out-- // our FIN, acknowledged
 		}
 		switch info.State {
-		case tcpTimeWait, tcpClosWait, tcpLastAck, tcpClosing:
+		case tcpTimeWait, tcpClosWait, tcpLastAck, tcpClosing, tcpClose:
 			in-- // the peer's FIN
 		}
 		out, in = max(out, 0), max(in, 0)

@@ -229,9 +229,14 @@ type Outcome struct {
 	// instead (a background job cap: an admission refusal, which the
 	// engine words).
 	YieldRefused error
-	// Refused lists the destinations ("host:port") the egress proxy
-	// refused the job, the first few of them.
+	// Refused lists the destinations ("host:port", or a name the
+	// resolver refused) the egress proxy refused the job, the first few
+	// of them.
 	Refused []string
+	// Network is the job's egress report, per destination (nil: the job
+	// had no network): final when its proxy closed as it ended, a
+	// snapshot when processes were kept running.
+	Network egress.Report
 	// Usage is what the job's processes used, read when the job ended
 	// (final once its cgroup is empty; a snapshot when processes were
 	// kept running or survived). It is zero for a job that never started.

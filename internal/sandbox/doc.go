@@ -33,7 +33,12 @@
 //     UDP, raw or unix sockets, and (without a world) Landlock lets TCP
 //     connect to that port only. It costs nothing when no network is
 //     allowed. In a [World] the namespace is the conversation's, shared by
-//     its commands, which may use TCP on its loopback (see World).
+//     its commands, which may use TCP on its loopback (see World); there
+//     a command with [Options.Carry] also gets a resolver and carried
+//     listeners in that namespace, for the same proxy to serve, and its
+//     /etc/resolv.conf names the resolver (so names resolve for clients
+//     that ignore the proxy variables; they still reach only what the
+//     proxy lets through).
 //
 // With private namespaces and any writable root (the workspace, the
 // cache), every mount of the command's mount namespace is read-only but

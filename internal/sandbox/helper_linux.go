@@ -167,7 +167,7 @@ func helper(args []string) error {
 			return fmt.Errorf("working directory: %w", err)
 		}
 		if cfg.ProxyFD != 0 {
-			port, err := handOverProxy(cfg.ProxyFD)
+			port, err := handOverProxy(&cfg)
 			if err != nil {
 				return err
 			}

@@ -202,6 +202,11 @@ func makeView(cfg *helperConfig) error {
 			return err
 		}
 	}
+	if cfg.Resolver != "" {
+		if err := maskResolvConf(cfg.Resolver); err != nil {
+			return err
+		}
+	}
 	if cfg.World != nil {
 		return nil
 	}

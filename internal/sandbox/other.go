@@ -53,7 +53,21 @@ type worldConfig struct {
 
 func (w *world) listen() (net.Listener, error) { return nil, unavailable("not Linux") }
 
-func newPassedListener() (net.Listener, *os.File, error) { return nil, nil, unavailable("not Linux") }
+type handover struct{}
+
+type passedListener struct {
+	net.Listener
+	h    *handover
+	i    int
+	addr net.Addr
+}
+
+func newHandover(int) (*handover, *os.File, error) { return nil, nil, unavailable("not Linux") }
+
+func (cmd *Command) setCapture(*helperConfig, []int, *handover) error {
+	return unavailable("not Linux")
+}
+func (cmd *Command) freeCapture() {}
 
 type layerHand struct{}
 

@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,9 +68,11 @@ var mainCalled atomic.Bool
 
 // worldCaps are the capabilities a rootless world's child and a command's
 // helper keep until they exec: mounting (SYS_ADMIN), setting loopback up
-// (NET_ADMIN), and the file capabilities overlayfs uses in its upper layer
-// on its mounter's behalf (see package layer).
-var worldCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
+// (NET_ADMIN), binding the resolver's port 53 and carried ports below 1024
+// (NET_BIND_SERVICE, see capture_linux.go), and the file capabilities
+// overlayfs uses in its upper layer on its mounter's behalf (see package
+// layer).
+var worldCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH,
 	unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_FSETID}
 
 // makeRootless makes the world's namespaces in a child (see above).
@@ -195,108 +195,6 @@ func worldChild(args []string) error {
 	return unix.Sendmsg(3, []byte{0}, unix.UnixRights(fds[:]...), nil, 0)
 }
 
-// passedListener is the proxy's listener of a command in a rootless world:
-// the helper makes it in the world's network and hands it over (on
-// helperConfig.ProxyFD); until then Accept waits for it.
-type passedListener struct {
-	conn *net.UnixConn
-	once sync.Once
-	mu   sync.Mutex
-	l    net.Listener
-	err  error
-}
-
-// newPassedListener returns the listener and the helper's end of its
-// socket, which the helper gets as descriptor 3.
-func newPassedListener() (*passedListener, *os.File, error) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
-	}
-	f := os.NewFile(uintptr(sp[0]), "proxy-handover")
-	child := os.NewFile(uintptr(sp[1]), "proxy-handover-child")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		child.Close()
-		return nil, nil, fmt.Errorf("sandbox: proxy socket: %w", err)
-	}
-	return &passedListener{conn: c.(*net.UnixConn)}, child, nil
-}
-
-func (p *passedListener) receive() {
-	oob := make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := p.conn.ReadMsgUnix(make([]byte, 1), oob)
-	var l net.Listener
-	if err == nil {
-		err = errors.New("sandbox: the helper handed over no listener")
-		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil && len(msgs) == 1 {
-			if fds, perr := unix.ParseUnixRights(&msgs[0]); perr == nil && len(fds) == 1 {
-				f := os.NewFile(uintptr(fds[0]), "proxy")
-				l, err = net.FileListener(f)
-				f.Close()
-			}
-		}
-	}
-	p.mu.Lock()
-	p.l, p.err = l, err
-	p.mu.Unlock()
-}
-
-// Accept waits for the helper's listener, then accepts on it.
-func (p *passedListener) Accept() (net.Conn, error) {
-	p.once.Do(p.receive)
-	p.mu.Lock()
-	l, err := p.l, p.err
-	p.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return l.Accept()
-}
-
-// Close closes the listener (and stops waiting for it).
-func (p *passedListener) Close() error {
-	err := p.conn.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		err = p.l.Close()
-	}
-	return err
-}
-
-// Addr is the listener's address once the helper handed it over.
-func (p *passedListener) Addr() net.Addr {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		return p.l.Addr()
-	}
-	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
-}
-
-// handOverProxy is the helper's side: it makes the proxy listener in the
-// world's network, hands it to the engine on fd and returns its port.
-func handOverProxy(n int) (int, error) {
-	sock := fd.New(n)
-	defer sock.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("proxy listener: %w", err)
-	}
-	defer l.Close()
-	f, err := l.(*net.TCPListener).File()
-	if err != nil {
-		return 0, fmt.Errorf("proxy listener: %w", err)
-	}
-	defer f.Close()
-	if err := unix.Sendmsg(sock.Int(), []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
-		return 0, fmt.Errorf("hand the proxy listener over: %w", err)
-	}
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // cloneArgs is struct clone_args (CLONE_ARGS_SIZE_VER2).
 type cloneArgs struct {
 	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
@@ -312,7 +210,7 @@ type forkSpec struct {
 	ctty       int               // the child's descriptor to make its controlling terminal (-1: none)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
-	ambient    [7]uintptr
+	ambient    [8]uintptr
 	nAmbient   int
 	errPipe    int
 	sigOld     uint64

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -181,6 +182,14 @@ type Options struct {
 	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
 	// private namespaces ([Capabilities.Namespaces]).
 	Network bool
+	// Carry, with Network in a World, are the ports to carry for clients
+	// that ignore the proxy variables: the command also gets a resolver
+	// in the world's network ([Command.Resolver], [Command.ResolverTCP],
+	// named by its /etc/resolv.conf) and a listener on [Command.Capture]
+	// for each port ([Command.Carried]), for the caller to serve (package
+	// egress: Proxy.Resolve, Proxy.Carry). Empty, or outside a World: the
+	// proxy only.
+	Carry []int
 	// Layer, when set, is the copy-on-write layer of the command's
 	// writable roots (package layer, made by the caller with layer.New
 	// and mounted once: for one command): in the command's mount
@@ -224,7 +233,19 @@ type Command struct {
 	// writable place inside the sandbox besides /dev/null and the roots;
 	// "" for a command in a World (its /tmp is the world's).
 	Scratch string
+	// Resolver and ResolverTCP, with [Options.Carry], are the UDP and TCP
+	// sockets on port 53 of the address the command's /etc/resolv.conf
+	// names, in its world's network (nil: none); Capture is the address
+	// its allowed names should resolve to, and Carried has a listener on
+	// it for each port of Options.Carry (but one the conversation already
+	// listens on). In a rootless world they are handed over by the helper
+	// once it starts: their calls wait for it. Cleanup closes them.
+	Resolver    net.PacketConn
+	ResolverTCP net.Listener
+	Capture     netip.Addr
+	Carried     map[int]net.Listener
 
+	slot        int    // the world's slot of Resolver (-1: none)
 	world       *world // nil: no world
 	cleanupOnce sync.Once
 	cleanupErr  error
@@ -282,6 +303,12 @@ type helperConfig struct {
 	// descriptor on which it hands the engine the proxy listener it made
 	// in the world's network (0: none).
 	ProxyFD int `json:"proxy_fd,omitempty"`
+	// Resolver, Capture and Carry are Command.Resolver's address (masked
+	// in as /etc/resolv.conf), Command.Capture and Options.Carry; a
+	// rootless helper makes their sockets and hands them over.
+	Resolver string `json:"resolver,omitempty"`
+	Capture  string `json:"capture,omitempty"`
+	Carry    []int  `json:"carry,omitempty"`
 	// NamespaceFD, in a rootless world, is the helper's descriptor on
 	// which it sends the engine a descriptor of the command's mount
 	// namespace once it made it, before it execs bash (0: none; see
@@ -377,7 +404,7 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cmd := &Command{
 		Path: exe, Scratch: scratch, bash: opts.Bash, command: opts.Command,
-		ns: noNetns(), cgroup: opts.Cgroup, world: w,
+		ns: noNetns(), cgroup: opts.Cgroup, world: w, slot: -1,
 	}
 	if err := cfg.setCgroup(opts.Cgroup, lim); err == nil {
 		if err = cmd.setNetwork(&cfg, caps, opts); err == nil {
@@ -550,17 +577,27 @@ func (cmd *Command) setNetwork(cfg *helperConfig, caps Capabilities, opts Option
 	case (w != nil && w.rootless || w == nil && caps.Rootless) && opts.Network:
 		// The helper makes the listener in the command's network and
 		// hands it over (see passedListener).
-		l, fd, err := newPassedListener()
+		carry := len(opts.Carry)
+		if w == nil {
+			carry = 0
+		}
+		h, fd, err := newHandover(carry)
 		if err != nil {
 			return err
 		}
-		cmd.proxy, cmd.proxyChild, cfg.ProxyFD = l, fd, 3
+		cmd.proxy, cmd.proxyChild, cfg.ProxyFD = &passedListener{h: h, addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}, fd, 3
+		if carry > 0 {
+			return cmd.setCapture(cfg, opts.Carry, h)
+		}
 	case w != nil:
 		if opts.Network {
 			if cmd.proxy, err = w.listen(); err != nil {
 				return err
 			}
 			cfg.ProxyPort = cmd.proxy.Addr().(*net.TCPAddr).Port
+			if len(opts.Carry) > 0 {
+				return cmd.setCapture(cfg, opts.Carry, nil)
+			}
 		}
 	case caps.Rootless: // the helper makes its namespaces
 	case caps.Namespaces:
@@ -716,6 +753,7 @@ func (c *Command) Cleanup(gone bool) error {
 		if c.proxy != nil {
 			_ = c.proxy.Close()
 		}
+		c.freeCapture()
 		c.hand.close()
 		c.closeNamespaceReport()
 		c.ns.release(gone)

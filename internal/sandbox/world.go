@@ -18,7 +18,12 @@ import (
 //     UDP, raw, packet, netlink or unix sockets: seccomp). A command with
 //     [Options.Network] gets its egress proxy's listener in this network,
 //     and NO_PROXY names loopback so that its local servers are reached
-//     directly. Since commands share the network, a command can use the
+//     directly. With [Options.Carry] it also gets, while it runs, a slot
+//     of the network of its own: a resolver on 127.0.n.1:53 (UDP and TCP;
+//     its /etc/resolv.conf reads "nameserver 127.0.n.1" and "options
+//     use-vc", no search domains) and a listener on 127.0.n.2 for each
+//     carried port, n the lowest slot no other running command of the
+//     conversation holds (0 for the first: 127.0.0.1:53 and 127.0.0.2). Since commands share the network, a command can use the
 //     proxy of another command of the same conversation while that one
 //     runs, and so reach what its allowlist allows: the allowlist is the
 //     conversation's, in effect;

@@ -31,6 +31,7 @@ type world struct {
 
 	mu                         sync.Mutex
 	userns, netns, mntns, root *fd.FD
+	slots                      [maxSlots]bool // taken by commands with a resolver (see setCapture)
 }
 
 // worldSpec is what building a world's mount namespace takes (JSON: a
