@@ -42,8 +42,23 @@ func (c cacheCase) setup(t *testing.T) (env []string, dir string) {
 		}
 	}
 	env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+	config := filepath.Join(home, ".config")
 	for _, kv := range c.env {
-		env = append(env, strings.ReplaceAll(kv, "ROOT", root))
+		kv = strings.ReplaceAll(kv, "ROOT", root)
+		if v, ok := strings.CutPrefix(kv, "XDG_CONFIG_HOME="); ok {
+			config = v
+		}
+		env = append(env, kv)
+	}
+	// Go's telemetry off in this HOME: otherwise go writes counters there
+	// (from a child that outlives it), racing the temporary directory's
+	// removal.
+	mode := filepath.Join(config, "go", "telemetry", "mode")
+	if err := os.MkdirAll(filepath.Dir(mode), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mode, []byte("off"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return env, filepath.Join(root, c.dir)
 }
