@@ -127,12 +127,15 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if w.tx == nil {
 		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
-	w.tx.SetHoldAll(p.Hold)
 	roots, err := transact.Roots(spec.Dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
-	tx, err := w.tx.Begin(append(roots, p.Writable...), spec.Display)
+	begin := w.tx.Begin
+	if p.Hold {
+		begin = w.tx.BeginHeld
+	}
+	tx, err := begin(append(roots, p.Writable...), spec.Display)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}

@@ -119,7 +119,7 @@
 // What is not applied is held, not dropped: the part of a command's
 // change set that policy refused (its Commit applies the rest by
 // copying, leaving the layer as it is), every change set of a
-// conversation in hold mode ([Conv.SetHoldAll]: nothing applied), and
+// command begun in hold mode ([Conv.BeginHeld]: nothing applied), and
 // the change set of a command whose processes were not known to be
 // gone ([Report.Discarded]). Its layer is kept, unmounted by the
 // engine, as a [Held] ([Report.Held]), until the conversation's owner

@@ -49,7 +49,7 @@ const maxHeld = 64
 
 // Reasons given for held paths.
 const (
-	holdMode     = "the conversation's review mode holds every change set until it is accepted"
+	holdMode     = "the command's review mode holds every change set until it is accepted"
 	heldNotGone  = "processes of the command were still running over its layer"
 	policyReason = "policy: " // before a gitpolicy rule and reason
 )
@@ -64,19 +64,13 @@ var (
 	ErrDigest = errors.New("transact: the held changes do not match the digest: list them again and review what they are now")
 )
 
-// SetHoldAll sets c's mode: all true holds every change set of its
-// commands for review, nothing applied until it is accepted; false (the
-// default) applies what policy allows and holds the rest.
-func (c *Conv) SetHoldAll(all bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holdAll = all
-}
-
-func (c *Conv) holdsAll() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holdAll
+// BeginHeld is [Conv.Begin] for a command whose change sets are all
+// held for review, nothing applied until accepted (not even by a
+// checkpoint). Hold belongs to the command: it joins only a layer whose
+// commands hold too, and a command begun with Begin never joins its
+// layer.
+func (c *Conv) BeginHeld(roots []string, label string) (*Tx, error) {
+	return c.begin(roots, label, true)
 }
 
 // hold keeps the layer of a change set with held paths for review;
