@@ -147,7 +147,9 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 // ErrBadInput, and applies nothing) as one undo step; the result's
 // Changes and text say what it applied. Rejecting discards them. An id
 // that names no held change set (reviewed already, or of an ended
-// conversation) matches ErrBadInput too.
+// conversation) matches ErrBadInput too, as does accepting the held
+// changes of a command that left processes running (they may still
+// change: reject them, or run the command again).
 func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest string, accept bool) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -167,6 +169,8 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 	switch {
 	case errors.Is(err, supervisor.ErrNoHeld):
 		return Result{}, fmt.Errorf("%w: no held change set %d in this conversation (reviewed already, or never held)", ErrBadInput, id)
+	case errors.Is(err, supervisor.ErrStray):
+		return Result{}, fmt.Errorf("%w: held change set %d is of a command that left processes running, which may still change it, so it cannot be accepted: reject it, or run the command again; nothing was applied", ErrBadInput, id)
 	case errors.Is(err, supervisor.ErrDigest):
 		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
 	case err != nil:

@@ -79,7 +79,7 @@ func TestHeldAccepted(t *testing.T) {
 }
 
 // A held change that changes after it was listed (here written in its
-// layer, as a process left running over it could) is refused with the
+// layer) is refused with the
 // old digest; listed again, its new digest applies the new content.
 func TestHeldDigestMismatch(t *testing.T) {
 	f := newFixture(t)
@@ -87,15 +87,15 @@ func TestHeldDigestMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := f.c.Begin(roots, "stray")
+	tx, err := f.c.BeginHeld(roots, "held")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(false)
-	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil || f.exists("x.txt") {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	upper := tx.Spec().Overlays[0].Upper
@@ -280,5 +280,75 @@ func TestHoldJoin(t *testing.T) {
 	rep, err := held.Commit(true)
 	if err != nil || rep.Held == nil || f.exists("j.txt") {
 		t.Fatalf("the held job: %+v %v", rep, err)
+	}
+}
+
+// The held changes of a command that left processes running (which may
+// still write its layer) are refused, nothing applied; they can be
+// rejected.
+func TestHeldStrayRefused(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "stray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(false)
+	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrStray) || f.exists("x.txt") {
+		t.Fatalf("accept of a stray set: %v", err)
+	}
+	if err := f.c.Reject(rep.Held.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A held symlink's digest covers its target: retargeted after it was
+// listed (same size), the old digest is refused and the new one applies
+// the new target.
+func TestHeldDigestSymlink(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.BeginHeld(roots, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `ln -s aaaa link`); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	link := filepath.Join(tx.Spec().Overlays[0].Upper, "link")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("bbbb", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) {
+		t.Fatalf("accept of a retargeted symlink: %v", err)
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	if _, err := f.c.Accept(hs[0].ID, hs[0].Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(f.ws, "link")); err != nil || got != "bbbb" {
+		t.Fatalf("%q %v", got, err)
 	}
 }
