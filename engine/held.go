@@ -217,7 +217,8 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 // rules' asks, and a permission profile's Contained rules, such as
 // guarded's writes, file operations and the agent's own code) and the
 // command runs in workspace-write over a layer with no network
-// allowlist, no writable roots besides the workspace, and signals scoped
+// allowlist (and no job of its conversation with one running: the
+// world's network namespace is shared), no writable roots besides the workspace, and signals scoped
 // to it (Landlock), so that none of its effects leaves the layer and the
 // conversation's world. When a permission profile asked, everything it
 // changed is held (the hold review mode for that command): a person
@@ -236,6 +237,15 @@ func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) (r
 	}
 	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
 		return false, false
+	}
+	// The world's network namespace is the conversation's: while a job
+	// with a network grant runs, it holds that job's egress proxy,
+	// resolver and carried listeners, which a contained command must
+	// not reach. It asks instead.
+	for _, j := range e.sup.Jobs(tc.ConversationID) {
+		if j.Running() && j.Network {
+			return false, false
+		}
 	}
 	if p := e.cfg.Permissions; p != nil {
 		if d, _ := p.Evaluate(command); d != safety.Allow {

@@ -299,6 +299,10 @@ type State struct {
 	Output *truncate.File
 	// TTY: the job runs on a terminal (Request.TTY).
 	TTY bool
+	// Network: the job may reach the network (its Request.Sandbox's
+	// Network is set), so its world's network namespace holds its egress
+	// proxy, resolver and carried listeners while it runs.
+	Network bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage Usage
