@@ -147,7 +147,9 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 // ErrBadInput, and applies nothing) as one undo step; the result's
 // Changes and text say what it applied. Rejecting discards them. An id
 // that names no held change set (reviewed already, or of an ended
-// conversation) matches ErrBadInput too.
+// conversation) matches ErrBadInput too, as does accepting the held
+// changes of a command that left processes running (they may still
+// change: reject them, or run the command again).
 func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest string, accept bool) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -167,6 +169,8 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 	switch {
 	case errors.Is(err, supervisor.ErrNoHeld):
 		return Result{}, fmt.Errorf("%w: no held change set %d in this conversation (reviewed already, or never held)", ErrBadInput, id)
+	case errors.Is(err, supervisor.ErrStray):
+		return Result{}, fmt.Errorf("%w: held change set %d is of a command that left processes running, which may still change it, so it cannot be accepted: reject it, or run the command again; nothing was applied", ErrBadInput, id)
 	case errors.Is(err, supervisor.ErrDigest):
 		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
 	case err != nil:
@@ -213,7 +217,8 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 // rules' asks, and a permission profile's Contained rules, such as
 // guarded's writes, file operations and the agent's own code) and the
 // command runs in workspace-write over a layer with no network
-// allowlist, no writable roots besides the workspace, and signals scoped
+// allowlist (and no job of its conversation with one running: the
+// world's network namespace is shared), no writable roots besides the workspace, and signals scoped
 // to it (Landlock), so that none of its effects leaves the layer and the
 // conversation's world. When a permission profile asked, everything it
 // changed is held (the hold review mode for that command): a person
@@ -232,6 +237,15 @@ func (e *Engine) contained(tc ToolContext, a safety.Analysis, command string) (r
 	}
 	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
 		return false, false
+	}
+	// The world's network namespace is the conversation's: while a job
+	// with a network grant runs, it holds that job's egress proxy,
+	// resolver and carried listeners, which a contained command must
+	// not reach. It asks instead.
+	for _, j := range e.sup.Jobs(tc.ConversationID) {
+		if j.Running() && j.Network {
+			return false, false
+		}
 	}
 	if p := e.cfg.Permissions; p != nil {
 		if d, _ := p.Evaluate(command); d != safety.Allow {

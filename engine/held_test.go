@@ -171,3 +171,31 @@ func TestReviewModeChecked(t *testing.T) {
 		t.Fatalf("New with Review %q: %v", cfg.Review, err)
 	}
 }
+
+// A contained command asks while a job of its conversation with a
+// network grant runs (the world's network namespace then holds that
+// job's egress proxy, resolver and carried listeners); once the job
+// ended it runs and is reviewed again.
+func TestContainedAsksWhileNetworkJobRuns(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	net := tc
+	net.Sandbox = engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"example.com"}}
+	job := e.Run(ctx, net, engine.Input{Mode: engine.ModeBackground, Command: "sleep 600"})
+	if job.Status != engine.StatusStarted {
+		t.Fatalf("background: %s %q", job.Status, job.Output)
+	}
+	if r := e.Run(ctx, tc, engine.Input{Command: plantHook}); r.Status != engine.StatusNeedsApproval || exists(dir, "a.txt") {
+		t.Fatalf("contained beside a network job: %s %q", r.Status, r.Output)
+	}
+	if _, err := e.Kill(ctx, net, job.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run(ctx, tc, engine.Input{Command: plantHook}); r.Status != engine.StatusOK || r.Held == nil || !exists(dir, "a.txt") {
+		t.Fatalf("contained after the network job: %s %q %+v", r.Status, r.Output, r.Held)
+	}
+}

@@ -100,10 +100,9 @@ func (s *server) decideReview(c *toolCall, rv reviewer, a reviewArgs) (*mcp.Call
 }
 
 // askReview asks the user whether to accept held change set a.id. It
-// returns the call's result when it has one (the accept's, or a
-// multi-round-trip input request), or the user's answer ("" when the
-// client could not be asked: the call then proceeds as without
-// elicitation).
+// returns the call's result when it has one (the accept's, a refusal
+// when the set cannot be listed or is not the one named, or a
+// multi-round-trip input request), or the user's answer.
 func (s *server) askReview(c *toolCall, rv reviewer, a reviewArgs) (*mcp.CallToolResult, string) {
 	in := engine.Input{Command: toolReview + " accept " + strconv.Itoa(a.id) + " " + a.digest}
 	if res, _ := c.req.Params.InputResponses[approvalKey].(*mcp.ElicitResult); res != nil {
@@ -112,9 +111,11 @@ func (s *server) askReview(c *toolCall, rv reviewer, a reviewArgs) (*mcp.CallToo
 		}
 		return s.answered(c, rv, a, res.Action)
 	}
+	// Never accept without the user's answer: a set that cannot be
+	// listed, or is not the one named, is refused without asking.
 	hs, err := rv.Held(c.ctx, c.tc)
 	if err != nil {
-		return nil, ""
+		return errorResult(fmt.Errorf("the held change sets could not be listed, so the user was not asked; nothing was applied: %w", err)), "decline"
 	}
 	var held *engine.HeldChanges
 	for i := range hs {
@@ -123,7 +124,7 @@ func (s *server) askReview(c *toolCall, rv reviewer, a reviewArgs) (*mcp.CallToo
 		}
 	}
 	if held == nil {
-		return nil, "" // Review refuses with the reason
+		return errorResult(fmt.Errorf("%w: no held change set %d has digest %s (list them again and review what they are now); nothing was applied", engine.ErrBadInput, a.id, a.digest)), "decline"
 	}
 	params := &mcp.ElicitParams{
 		Mode:            "form",

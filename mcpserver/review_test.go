@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +128,67 @@ func TestReviewByElicitation(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// With elicitation, an accept naming a set that is not held (a wrong
+// digest, an unknown id) is refused without asking and applies nothing.
+func TestReviewByElicitationUnknown(t *testing.T) {
+	dir := needLayer(t)
+	e := newEngine(t, holdMode)
+	srv := New(e, Options{WorkingDir: dir, Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}})
+	el := &elicitor{action: "accept"}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Wait()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+		Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx := context.Background()
+	r := bash(t, ctx, cs, map[string]any{"command": "echo b > b.txt"})
+	if r.Held == nil {
+		t.Fatalf("not held: %q", r.Output)
+	}
+	for _, args := range []map[string]any{
+		{"action": "accept", "id": r.Held.ID, "digest": strings.Repeat("0", 64)},
+		{"action": "accept", "id": r.Held.ID + 1, "digest": r.Held.Digest},
+	} {
+		res, txt := call(t, ctx, cs, toolReview, args, nil)
+		if !res.IsError || !strings.HasPrefix(txt, "[error: bad input: ") || len(el.asked) != 0 || fileExists(filepath.Join(dir, "b.txt")) {
+			t.Fatalf("%v: %q, asked %q", args, txt, el.asked)
+		}
+	}
+	if hs, _ := listHeld(t, ctx, cs); len(hs) != 1 {
+		t.Fatalf("held %+v", hs)
+	}
+}
+
+// failingLister is a reviewer whose list fails and whose Review would
+// accept: askReview must refuse without reaching Review.
+type failingLister struct{ reviewed bool }
+
+func (f *failingLister) Held(context.Context, engine.ToolContext) ([]engine.HeldChanges, error) {
+	return nil, errors.New("list failed")
+}
+
+func (f *failingLister) Review(context.Context, engine.ToolContext, int, string, bool) (engine.Result, error) {
+	f.reviewed = true
+	return engine.Result{Status: engine.StatusOK}, nil
+}
+
+// With elicitation, an accept whose held sets cannot be listed is
+// refused: the user could not be asked, so nothing is accepted.
+func TestAskReviewListFails(t *testing.T) {
+	rv := &failingLister{}
+	c := &toolCall{ctx: context.Background(), req: &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: toolReview}}}
+	res, answer := (&server{}).askReview(c, rv, reviewArgs{action: "accept", id: 1, digest: strings.Repeat("0", 64)})
+	if rv.reviewed || answer == "" || res == nil || !res.IsError {
+		t.Fatalf("accepted without asking: reviewed %v, answer %q, result %+v", rv.reviewed, answer, res)
 	}
 }

@@ -674,7 +674,7 @@ func (j *job) jobState(o *jobs.Outcome) jobs.State {
 	st := jobs.State{
 		ID: j.spec.ID, Conversation: j.spec.Conversation, Command: j.spec.Command, Display: j.spec.Display,
 		Background: j.spec.Background, Started: j.start, Status: jobs.Running, OutputFile: j.spec.OutputFile,
-		TTY: j.spec.TTY != nil, Dir: j.spec.Dir,
+		TTY: j.spec.TTY != nil, Dir: j.spec.Dir, Network: j.spec.Sandbox != nil && j.spec.Sandbox.Network != nil,
 	}
 	if j.l != nil {
 		st.Pid, st.Output, st.Live = j.l.p.Pid, j.l.file, liveUsage{j.l.live}

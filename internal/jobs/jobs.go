@@ -134,10 +134,10 @@ type Profile struct {
 	// checkpoints while it runs; without it the git directories' hooks
 	// and config are bound read-only instead.
 	Layer bool
-	// Hold puts the job's conversation in hold mode, from this job on:
-	// every change set of its commands is held for review, none applied
-	// until it is accepted (transact.Conv.SetHoldAll); false puts it back
-	// in the default mode (what policy allows applies, the rest is held).
+	// Hold puts the job in hold mode: every change set of its layer is
+	// held for review, none applied until it is accepted
+	// (transact.Conv.BeginHeld); false: what policy allows applies, the
+	// rest is held. It is the job's own, not its conversation's.
 	Hold bool
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
@@ -299,6 +299,10 @@ type State struct {
 	Output *truncate.File
 	// TTY: the job runs on a terminal (Request.TTY).
 	TTY bool
+	// Network: the job may reach the network (its Request.Sandbox's
+	// Network is set), so its world's network namespace holds its egress
+	// proxy, resolver and carried listeners while it runs.
+	Network bool
 	// Usage is what the job used, once it ended (see Outcome.Usage);
 	// CurrentUsage reads it while the job runs.
 	Usage Usage

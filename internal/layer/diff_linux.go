@@ -453,6 +453,16 @@ func (s *Set) ReadFile(path string, after bool, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
+// Readlink returns the target of the symlink path before or after the
+// command.
+func (s *Set) Readlink(path string, after bool) (string, error) {
+	t, rel, err := s.find(path, after)
+	if err != nil {
+		return "", err
+	}
+	return t.readlink(rel)
+}
+
 // ReadDir returns the sorted names in the directory path before or
 // after the command.
 func (s *Set) ReadDir(path string, after bool) ([]string, error) {

@@ -258,6 +258,7 @@ func (sv *supervisor) start(ctx actor.Context, req jobs.Request, queuedSince tim
 	e := &entry{pid: pid, p: pk, starting: !sv.s.countOnly || !req.Background, state: jobs.State{
 		ID: spec.ID, Conversation: spec.Conversation, Command: spec.Command, Display: spec.Display,
 		Background: spec.Background, Status: jobs.Running, OutputFile: spec.OutputFile, Started: time.Now(),
+		Network: req.Sandbox != nil && req.Sandbox.Network != nil,
 	}}
 	sv.running[k] = e
 	sv.charge(e, c, p, +1)

@@ -63,9 +63,12 @@ var (
 	ErrUndoLive = errors.New("the changes to undo are still in the layer of a background job that runs")
 	// ErrNoHeld: Review named no held change set of the conversation
 	// (transact.ErrNoHeld); ErrDigest: the held changes are not those
-	// the digest names any more (transact.ErrDigest).
+	// the digest names any more (transact.ErrDigest); ErrStray: the
+	// held changes' command left processes that may still write them
+	// (transact.ErrStray).
 	ErrNoHeld = errors.New("no held change set has that id")
 	ErrDigest = errors.New("the held changes do not match the digest")
+	ErrStray  = errors.New("the held changes' command left processes that may still change them")
 )
 
 // UndoConflictError is Undo's refusal when something changed the paths
@@ -89,6 +92,7 @@ var lowerErrors = [...]struct{ lower, own error }{
 	{transact.ErrUndoLive, ErrUndoLive},
 	{transact.ErrNoHeld, ErrNoHeld},
 	{transact.ErrDigest, ErrDigest},
+	{transact.ErrStray, ErrStray},
 }
 
 // own returns err so that it matches the supervisor's error for the

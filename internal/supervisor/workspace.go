@@ -127,12 +127,15 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if w.tx == nil {
 		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
-	w.tx.SetHoldAll(p.Hold)
 	roots, err := transact.Roots(spec.Dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
-	tx, err := w.tx.Begin(append(roots, p.Writable...), spec.Display)
+	begin := w.tx.Begin
+	if p.Hold {
+		begin = w.tx.BeginHeld
+	}
+	tx, err := begin(append(roots, p.Writable...), spec.Display)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
@@ -271,7 +274,7 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 // Review accepts (transact.Conv.Accept, with the digest of the held
 // changes as listed) or rejects held change set id of conversation
 // conv, and returns what accepting applied. Its errors match
-// ErrNoHeld or ErrDigest when it applied nothing.
+// ErrNoHeld, ErrDigest or ErrStray when it applied nothing.
 func (s *Supervisor) Review(conv string, id int, digest string, accept bool) (jobs.Changes, error) {
 	w := s.workspace(conv)
 	if w == nil || w.tx == nil {

@@ -119,21 +119,19 @@
 // What is not applied is held, not dropped: the part of a command's
 // change set that policy refused (its Commit applies the rest by
 // copying, leaving the layer as it is), every change set of a
-// conversation in hold mode ([Conv.SetHoldAll]: nothing applied), and
+// command begun in hold mode ([Conv.BeginHeld]: nothing applied), and
 // the change set of a command whose processes were not known to be
 // gone ([Report.Discarded]). Its layer is kept, unmounted by the
 // engine, as a [Held] ([Report.Held]), until the conversation's owner
 // accepts ([Conv.Accept]) or rejects ([Conv.Reject]) it; [Conv.Held]
 // lists them as they are now, each with the reason for each path and a
 // digest of the held changes (paths, kinds, modes, sizes, the upper
-// entries' inodes and change times, and files' contents). Accept
-// applies only when the digest still matches, so what is applied is
-// exactly what was listed: it is one undo step, and the policy is not
-// asked again (accepting is the decision). The held changes of a
-// command that left processes running are applied by copying, so that
-// none of its files moves into the workspace; such a process could
-// still change a file between Accept's check of the digest and the
-// copy (the undo step takes it back). Held change sets are removed
+// entries' inodes and change times, files' contents and symlinks'
+// targets). Accept applies only when the digest still matches, so what
+// is applied is exactly what was listed: it is one undo step, and the
+// policy is not asked again (accepting is the decision). The held
+// changes of a command that left processes running cannot be accepted
+// ([ErrStray]): such a process may still write its layer. Held change sets are removed
 // with the conversation ([Conv.End]) and by [Manager.Close], and what
 // they hold counts against the conversation ([Conv.HeldBytes]); a
 // conversation holds at most 64 (holding one more discards the oldest).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -49,7 +50,7 @@ const maxHeld = 64
 
 // Reasons given for held paths.
 const (
-	holdMode     = "the conversation's review mode holds every change set until it is accepted"
+	holdMode     = "the command's review mode holds every change set until it is accepted"
 	heldNotGone  = "processes of the command were still running over its layer"
 	policyReason = "policy: " // before a gitpolicy rule and reason
 )
@@ -62,21 +63,19 @@ var (
 	// ErrDigest: the held changes are no longer those the digest was
 	// taken of (or the digest is wrong); nothing was applied.
 	ErrDigest = errors.New("transact: the held changes do not match the digest: list them again and review what they are now")
+	// ErrStray: the held change set is of a command that left
+	// processes running over its layer, which may still write it; it
+	// cannot be accepted: reject it, or run the command again.
+	ErrStray = errors.New("transact: the held change set's command left processes that may still change it: reject it, or run the command again")
 )
 
-// SetHoldAll sets c's mode: all true holds every change set of its
-// commands for review, nothing applied until it is accepted; false (the
-// default) applies what policy allows and holds the rest.
-func (c *Conv) SetHoldAll(all bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holdAll = all
-}
-
-func (c *Conv) holdsAll() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holdAll
+// BeginHeld is [Conv.Begin] for a command whose change sets are all
+// held for review, nothing applied until accepted (not even by a
+// checkpoint). Hold belongs to the command: it joins only a layer whose
+// commands hold too, and a command begun with Begin never joins its
+// layer.
+func (c *Conv) BeginHeld(roots []string, label string) (*Tx, error) {
+	return c.begin(roots, label, true)
 }
 
 // hold keeps the layer of a change set with held paths for review;
@@ -166,6 +165,13 @@ func digest(s *layer.Set, changes []layer.Change) string {
 				binary.LittleEndian.PutUint64(n[:], uint64(st.Ctim.Nano()))
 				d.Write(n[:])
 			}
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				target, err := s.Readlink(ch.Path, true)
+				if err != nil {
+					target = "unreadable: " + err.Error()
+				}
+				field(d, []byte(target))
+			}
 			if fi.Mode().IsRegular() {
 				b, err := s.ReadFile(ch.Path, true, fi.Size()+1)
 				if err != nil {
@@ -234,6 +240,12 @@ func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 		return nil, fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
 	h := c.held[i]
+	if h.stray {
+		// A process may still write the layer (nothing recorded can
+		// tell whether it is gone): its digest and copies could be of
+		// half-written files.
+		return nil, fmt.Errorf("%w (held change set %d)", ErrStray, id)
+	}
 	s, err := h.layer.Diff()
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
@@ -253,14 +265,7 @@ func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var res *layer.Result
-	if h.stray {
-		// A process may still run over the layer: copies, so that none
-		// of its files moves into the workspace.
-		res, err = s.ApplyCopies(others, st, h.Label)
-	} else {
-		res, err = s.Apply(others, st, h.Label)
-	}
+	res, err := s.Apply(others, st, h.Label)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}

@@ -79,7 +79,7 @@ func TestHeldAccepted(t *testing.T) {
 }
 
 // A held change that changes after it was listed (here written in its
-// layer, as a process left running over it could) is refused with the
+// layer) is refused with the
 // old digest; listed again, its new digest applies the new content.
 func TestHeldDigestMismatch(t *testing.T) {
 	f := newFixture(t)
@@ -87,15 +87,15 @@ func TestHeldDigestMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := f.c.Begin(roots, "stray")
+	tx, err := f.c.BeginHeld(roots, "held")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(false)
-	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil || f.exists("x.txt") {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	upper := tx.Spec().Overlays[0].Upper
@@ -145,7 +145,7 @@ func TestHeldRejectedAndEnded(t *testing.T) {
 // In hold mode nothing is applied until it is accepted.
 func TestHoldAll(t *testing.T) {
 	f := newFixture(t)
-	f.c.SetHoldAll(true)
+	f.hold = true
 	rep := f.run(t, `echo b > b.txt && echo more >> README`)
 	if len(rep.Applied) != 0 || rep.Held == nil || f.exists("b.txt") || f.read("README") != "hello\n" {
 		t.Fatalf("applied %v, held %+v", rep.Applied, rep.Held)
@@ -162,12 +162,12 @@ func TestHoldAll(t *testing.T) {
 // Commit holds everything.
 func TestHoldAllCheckpoint(t *testing.T) {
 	f := newFixture(t)
-	f.c.SetHoldAll(true)
+	f.hold = true
 	roots, err := transact.Roots(f.ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := f.c.Begin(roots, "job")
+	tx, err := f.c.BeginHeld(roots, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestHoldAllCheckpoint(t *testing.T) {
 // oldest.
 func TestHeldBounded(t *testing.T) {
 	f := newFixture(t)
-	f.c.SetHoldAll(true)
+	f.hold = true
 	for i := range 65 {
 		f.run(t, "echo x > f"+strconv.Itoa(i))
 	}
@@ -227,5 +227,128 @@ func TestHeldBelowNewDirectory(t *testing.T) {
 	res, err := f.c.Accept(hs[0].ID, hs[0].Digest)
 	if err != nil || !strings.Contains(f.read("sub/.git/config"), "fsmonitor") || kinds(f.ws, res.Applied) != held {
 		t.Fatalf("%v; applied %s", err, kinds(f.ws, res.Applied))
+	}
+}
+
+// Hold belongs to the command: a command begun without it never joins a
+// held job's layer (nor a held command an ordinary job's), so the
+// ordinary command's checkpoint cannot apply the held job's changes.
+func TestHoldJoin(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("layers are premounted (and so joined) by a root engine only")
+	}
+	f := newFixture(t)
+	m, err := transact.New(transact.Options{Dir: filepath.Join(t.TempDir(), "state"), Premount: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := m.Conversation()
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(g func()) bool { g(); return true }
+	held, err := c.BeginHeld(roots, "held job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, held.Spec(), f.ws, f.env, `echo j > j.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	held.Background(run)
+	fg, err := c.Begin(roots, "ordinary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg.Shared() {
+		t.Fatal("an ordinary command joined a held job's layer")
+	}
+	if rep, err := fg.Commit(true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
+		t.Fatalf("the ordinary command applied the held job's changes: %+v %v", rep, err)
+	}
+	same, err := c.BeginHeld(roots, "held too")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same.Shared() {
+		t.Fatal("a held command did not join a held job's layer")
+	}
+	if rep, err := same.Commit(true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
+		t.Fatalf("the held command applied: %+v %v", rep, err)
+	}
+	rep, err := held.Commit(true)
+	if err != nil || rep.Held == nil || f.exists("j.txt") {
+		t.Fatalf("the held job: %+v %v", rep, err)
+	}
+}
+
+// The held changes of a command that left processes running (which may
+// still write its layer) are refused, nothing applied; they can be
+// rejected.
+func TestHeldStrayRefused(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "stray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(false)
+	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrStray) || f.exists("x.txt") {
+		t.Fatalf("accept of a stray set: %v", err)
+	}
+	if err := f.c.Reject(rep.Held.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A held symlink's digest covers its target: retargeted after it was
+// listed (same size), the old digest is refused and the new one applies
+// the new target.
+func TestHeldDigestSymlink(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.BeginHeld(roots, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `ln -s aaaa link`); err != nil {
+		t.Fatal(err, out)
+	}
+	rep, err := tx.Commit(true)
+	if err != nil || rep.Held == nil {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	link := filepath.Join(tx.Spec().Overlays[0].Upper, "link")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("bbbb", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) {
+		t.Fatalf("accept of a retargeted symlink: %v", err)
+	}
+	hs, err := f.c.Held()
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	if _, err := f.c.Accept(hs[0].ID, hs[0].Digest); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(filepath.Join(f.ws, "link")); err != nil || got != "bbbb" {
+		t.Fatalf("%q %v", got, err)
 	}
 }

@@ -26,6 +26,7 @@ type share struct {
 	joined bool       // a command joined the layer
 	stray  bool       // a member ended with processes left: nothing more is applied
 	ended  bool       // the last member ended: the layer is being removed
+	hold   bool       // its members were begun with BeginHeld (all or none)
 }
 
 // notGone and deferred are Report.NotApplied's reasons.
@@ -66,7 +67,7 @@ func (t *Tx) Background(freeze func(func()) bool) {
 // over the same roots, nil when there is none to join: every command
 // that runs over it must be one that Checkpoint can freeze (a
 // background job), and the overlays must be held (layer.Layer.Share).
-func (m *Manager) join(c *Conv, roots []string, label string) *Tx {
+func (m *Manager) join(c *Conv, roots []string, label string, hold bool) *Tx {
 	k := key(roots)
 	if k == "" {
 		return nil
@@ -78,7 +79,7 @@ func (m *Manager) join(c *Conv, roots []string, label string) *Tx {
 			continue
 		}
 		sh.mu.Lock()
-		if sh.ended || sh.stray || !sh.joinable() {
+		if sh.ended || sh.stray || sh.hold != hold || !sh.joinable() {
 			sh.mu.Unlock()
 			continue
 		}
@@ -270,7 +271,7 @@ func (sh *share) checkpoint(t *Tx) (*Report, error) {
 // it is applied to.
 func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	c := t.c
-	if live && c.holdsAll() {
+	if live && sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
 	}
 	c.apply.Lock()
@@ -284,7 +285,7 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if len(s.Changes) == 0 {
 		return rep, nil
 	}
-	if !live && c.holdsAll() {
+	if !live && sh.hold {
 		rep.Held = c.hold(sh.l, s, t.label, allReasons(s.Changes, holdMode), false)
 		return rep, nil
 	}

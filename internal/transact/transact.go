@@ -72,8 +72,6 @@ type Conv struct {
 	// numbers them. Guarded by apply.
 	held  []*Held
 	heldN int
-	// holdAll holds every change set (SetHoldAll), guarded by mu.
-	holdAll bool
 }
 
 // New makes a Manager, removing what an earlier engine left in
@@ -127,6 +125,10 @@ func (m *Manager) Conversation() *Conv {
 // command). Start the command with [Tx.Spec] mounted, then call
 // [Tx.Commit] (or [Tx.Abort] if it never started).
 func (c *Conv) Begin(roots []string, label string) (*Tx, error) {
+	return c.begin(roots, label, false)
+}
+
+func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 	m := c.m
 	m.mu.Lock()
 	closed := m.closed
@@ -134,7 +136,7 @@ func (c *Conv) Begin(roots []string, label string) (*Tx, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	if t := m.join(c, roots, label); t != nil {
+	if t := m.join(c, roots, label, hold); t != nil {
 		return t, nil
 	}
 	l, err := m.pool.layer(roots)
@@ -142,7 +144,7 @@ func (c *Conv) Begin(roots []string, label string) (*Tx, error) {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	t := &Tx{m: m, c: c, label: label, spec: l.Spec(), ending: make(chan struct{})}
-	t.sh = &share{l: l, key: key(roots), live: []*Tx{t}}
+	t.sh = &share{l: l, key: key(roots), live: []*Tx{t}, hold: hold}
 	return t, nil
 }
 
@@ -408,7 +410,7 @@ type Report struct {
 	Discarded bool
 	// Held is the part of the change set kept for review instead of
 	// applied (nil: none): what policy refused, everything in the
-	// conversation's hold mode ([Conv.SetHoldAll]), or a Discarded
+	// command's hold mode ([Conv.BeginHeld]), or a Discarded
 	// change set. See [Conv.Accept].
 	Held *Held
 }

@@ -29,6 +29,8 @@ type fixture struct {
 	m   *transact.Manager
 	c   *transact.Conv // conversation "c"
 	env []string
+	// hold begins f.run's commands with BeginHeld.
+	hold bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -82,7 +84,11 @@ func (f *fixture) run(t *testing.T, script string) *transact.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := f.c.Begin(roots, script)
+	begin := f.c.Begin
+	if f.hold {
+		begin = f.c.BeginHeld
+	}
+	tx, err := begin(roots, script)
 	if err != nil {
 		t.Fatal(err)
 	}
