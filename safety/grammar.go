@@ -444,18 +444,11 @@ func sedReads(args []field) bool {
 // runs a command.
 func sedScriptReads(script string) bool {
 	p := sedParser{s: script}
-	for p.i < len(p.s) {
-		p.skip(" \t\n;")
-		if p.i >= len(p.s) {
+	for {
+		cmd, ok := p.command()
+		if !ok {
 			break
 		}
-		p.address()
-		p.skip(" \t!")
-		if p.i >= len(p.s) {
-			break
-		}
-		cmd := p.s[p.i]
-		p.i++
 		switch cmd {
 		case '{', '}', '=', 'd', 'D', 'g', 'G', 'h', 'H', 'l', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
 		case 'a', 'i', 'c':

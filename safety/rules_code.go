@@ -223,18 +223,11 @@ func sedExecs(script string) []string {
 	}
 	var out []string
 	p := sedParser{s: script}
-	for p.i < len(p.s) {
-		p.skip(" \t\n;")
-		if p.i >= len(p.s) {
+	for {
+		cmd, ok := p.command()
+		if !ok {
 			break
 		}
-		p.address()
-		p.skip(" \t!")
-		if p.i >= len(p.s) {
-			break
-		}
-		cmd := p.s[p.i]
-		p.i++
 		switch cmd {
 		case '{', '}', '=', 'd', 'D', 'g', 'G', 'h', 'H', 'l', 'n', 'N', 'p', 'P', 'x', 'z', 'F':
 		case 'a', 'i', 'c':
@@ -259,6 +252,22 @@ func sedExecs(script string) []string {
 type sedParser struct {
 	s string
 	i int
+}
+
+// command skips to the next command, past its address, and returns the
+// command's letter; false at the end of the script.
+func (p *sedParser) command() (byte, bool) {
+	p.skip(" \t\n;")
+	if p.i >= len(p.s) {
+		return 0, false
+	}
+	p.address()
+	p.skip(" \t!")
+	if p.i >= len(p.s) {
+		return 0, false
+	}
+	p.i++
+	return p.s[p.i-1], true
 }
 
 func (p *sedParser) skip(chars string) {
