@@ -13,8 +13,6 @@ package config
 import (
 	"runtime"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Env says how a command's environment is derived from the engine's.
@@ -225,16 +223,6 @@ type Limits struct {
 
 // defaultProcesses is the default of [Limits.Processes].
 const defaultProcesses = 4096
-
-// defaultMemoryLimit is the default of [Limits.Memory]: half of the
-// physical memory, at most 16 GiB (4 GiB if the size cannot be read).
-func defaultMemoryLimit() int64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
-		return 4 << 30
-	}
-	return min(int64(si.Totalram)*int64(si.Unit)/2, 16<<30)
-}
 
 // WithDefaults returns l with its zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
