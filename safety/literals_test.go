@@ -51,9 +51,10 @@ func TestPrefilterNeverSkipsAMatch(t *testing.T) {
 		pre prefilter
 	}
 	var pats []pattern
-	for _, r := range redactRules {
+	for _, r := range redactRules() {
 		pats = append(pats, pattern{r.re, r.pre})
 	}
+	configSetRe, configSetPre := configSet()
 	pats = append(pats, pattern{configSetRe, configSetPre})
 	for _, name := range Presets() {
 		p, err := Preset(name)

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -56,7 +57,7 @@ func redactWith(src *source, full bool) string {
 		return src.text
 	}
 	out := redactAssignNodes(src)
-	for _, r := range redactRules {
+	for _, r := range redactRules() {
 		out = r.apply(out, full)
 	}
 	return redactConfigSet(out, full)
@@ -131,13 +132,7 @@ type redactRule struct {
 	local  bool
 	near   func(line string) bool
 	span   int
-	pre    prefilter // set by init from re
-}
-
-func init() {
-	for i := range redactRules {
-		redactRules[i].pre = newPrefilter(redactRules[i].re.String(), "")
-	}
+	pre    prefilter // set by redactRules from re
 }
 
 // apply redacts s; full runs the expression on the whole text, as the
@@ -174,7 +169,7 @@ func (r redactRule) replace(b *strings.Builder, s string, off int, window string
 				break
 			}
 		}
-		if start < 0 || start < last || start == end || paramRef.MatchString(s[start:end]) {
+		if start < 0 || start < last || start == end || paramRef().MatchString(s[start:end]) {
 			continue // nothing, or a reference ($TOKEN) that reveals nothing
 		}
 		if r.ok != nil {
@@ -352,7 +347,9 @@ func nearSecretFlag(line string) bool {
 }
 
 // paramRef matches a value that only refers to a variable.
-var paramRef = regexp.MustCompile(`^["']?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?["']?$`)
+var paramRef = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^["']?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?["']?$`)
+})
 
 // Pieces of the patterns: a shell word value (quoted or bare), the rest of
 // a simple command (no separator), and a value that is not a flag.
@@ -386,51 +383,62 @@ func secretHeader(name string) bool {
 	return secret.IsSecret(name)
 }
 
-var redactRules = []redactRule{
-	// PEM private keys, whole.
-	{re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----((?s:.*?))(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), groups: []int{1}},
-	// NAME=value with a secret NAME.
-	{re: regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + wordValue + `)`), groups: []int{2},
-		ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretAssign},
-	// JSON members: "password": "x", also as \"password\":\"x\".
-	{re: regexp.MustCompile(`\\?"([A-Za-z0-9_.-]+)\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)\\?"`), groups: []int{2},
-		ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretKey, span: 1},
-	// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
-	{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
-		ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader},
-	// Cookie: the whole value.
-	{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, near: nearCookie},
-	// --flag=value, --flag value, -flag value with a secret flag name.
-	{re: regexp.MustCompile(`(?:^|[\s"'])--?([A-Za-z0-9][A-Za-z0-9-]*)(?:=(` + wordValue + `)|[ \t]+(` + argValue + `))`), groups: []int{2, 3},
-		ok: func(m []string) bool { return secretFlag(m[1]) }, local: true, near: nearSecretFlag},
-	// mysql -pX (attached only: -p alone prompts, -P is the port).
-	{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true},
-	// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
-	{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true},
-	// curl/httpie/wget -u user:X: the password.
-	{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true},
-	// openssl pass:X; keytool -storepass X.
-	{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
-	{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true},
-	// URL credentials: scheme://user:X@ and http(s)://X@.
-	{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true},
-	{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true},
-	// Provider keys, anywhere; the prefix stays.
-	{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}, local: true},
-	{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}, local: true},
-	{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}, local: true},
-	{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}, local: true},
-}
+// redactRules are the patterns RedactSecrets applies, compiled on first
+// use: a command-line start that never redacts (no audit log, no command
+// log) does not pay the ~0.5–1 ms of compiling them.
+var redactRules = sync.OnceValue(func() []redactRule {
+	rules := []redactRule{
+		// PEM private keys, whole.
+		{re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----((?s:.*?))(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), groups: []int{1}},
+		// NAME=value with a secret NAME.
+		{re: regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + wordValue + `)`), groups: []int{2},
+			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretAssign},
+		// JSON members: "password": "x", also as \"password\":\"x\".
+		{re: regexp.MustCompile(`\\?"([A-Za-z0-9_.-]+)\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)\\?"`), groups: []int{2},
+			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretKey, span: 1},
+		// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
+		{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
+			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader},
+		// Cookie: the whole value.
+		{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, near: nearCookie},
+		// --flag=value, --flag value, -flag value with a secret flag name.
+		{re: regexp.MustCompile(`(?:^|[\s"'])--?([A-Za-z0-9][A-Za-z0-9-]*)(?:=(` + wordValue + `)|[ \t]+(` + argValue + `))`), groups: []int{2, 3},
+			ok: func(m []string) bool { return secretFlag(m[1]) }, local: true, near: nearSecretFlag},
+		// mysql -pX (attached only: -p alone prompts, -P is the port).
+		{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true},
+		// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
+		{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true},
+		// curl/httpie/wget -u user:X: the password.
+		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true},
+		// openssl pass:X; keytool -storepass X.
+		{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true},
+		// URL credentials: scheme://user:X@ and http(s)://X@.
+		{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true},
+		// Provider keys, anywhere; the prefix stays.
+		{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}, local: true},
+	}
+	for i := range rules {
+		rules[i].pre = newPrefilter(rules[i].re.String(), "")
+	}
+	return rules
+})
 
 // configSetRe finds tools' "config set KEY VALUE" commands.
-var (
-	configSetRe  = regexp.MustCompile(`\b(?:aws\s+configure\s+set|(?:npm|pnpm|yarn|git|poetry|pip|composer|gh)\s+config(?:\s+set)?)\s`)
-	configSetPre = newPrefilter(configSetRe.String(), "")
-)
+// Compiled on first use, as redactRules.
+var configSet = sync.OnceValues(func() (*regexp.Regexp, prefilter) {
+	re := regexp.MustCompile(`\b(?:aws\s+configure\s+set|(?:npm|pnpm|yarn|git|poetry|pip|composer|gh)\s+config(?:\s+set)?)\s`)
+	return re, newPrefilter(re.String(), "")
+})
 
 // redactConfigSet replaces VALUE in `aws configure set KEY VALUE` and the
 // like when a part of KEY (split at '.', ':' and '/') is a secret name.
 func redactConfigSet(s string, full bool) string {
+	configSetRe, configSetPre := configSet()
 	if !configSetPre.pass(s) {
 		return s
 	}

@@ -156,18 +156,22 @@ func (m *Cgroups) selfTest() error {
 		cg.Remove()
 		return fmt.Errorf("start into a cgroup: %w", err)
 	}
-	defer p.Wait()
 	pids := cg.Pids()
 	if len(pids) != 1 || pids[0] != p.Pid {
 		_ = p.SignalGroup(syscall.SIGKILL)
+		p.Wait()
 		cg.Remove()
 		return fmt.Errorf("started process not found in %s (found %v)", cg.Dir(), pids)
 	}
 	if err := cg.Kill(); err != nil {
 		_ = p.SignalGroup(syscall.SIGKILL)
+		p.Wait()
 		cg.Remove()
 		return err
 	}
+	// Reaped before the removal, so that the cgroup is empty at the first
+	// rmdir instead of after a poll (2.4 ms of every engine's start).
+	p.Wait()
 	if err := cg.removeNow(time.Second); err != nil {
 		return err
 	}
