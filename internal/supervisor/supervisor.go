@@ -190,6 +190,12 @@ func New(cfg Config) (*Supervisor, error) {
 	if err := proc.ProtectEngine(!cfg.Env.KeepCapabilities); err != nil {
 		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
 	}
+	// The sandbox's probe (namespaces made and dropped on a thread of its
+	// own) runs beside the cgroup probe and the watchdog's start, which
+	// mostly wait for processes: a one-shot CLI pays the longer of them,
+	// not their sum.
+	probed := make(chan sandbox.Capabilities, 1)
+	go func() { probed <- sandbox.Probe() }()
 	env := proc.NewEnv(cfg.Env)
 	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap,
 		Render: render.Clean, Redactor: env.Redactor()}
@@ -214,7 +220,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
 		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)
 	}
-	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: sandbox.Probe(), done: make(chan struct{}),
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: <-probed, done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
 	s.sandbox, s.cacheRoot = cfg.Sandbox, cfg.Sandbox.CacheDir
 	if s.cacheRoot == "" {
