@@ -102,14 +102,21 @@ func StartWatchdog(bash string, cg *Cgroups) (*Watchdog, error) {
 	}
 	_ = unix.SetNonblock(n, true)
 	wd := &Watchdog{fd: fd.New(n), cmd: cmd}
-	if cg != nil {
-		dirs := cg.Dirs()
-		wd.send("cg " + dirs[0])
-		for _, d := range dirs[1:] {
-			wd.send("v1 " + d)
-		}
-	}
+	wd.Watch(cg)
 	return wd, nil
+}
+
+// Watch tells the watchdog the engine's cgroups (a watchdog started with
+// none, before they were probed). Nil does nothing.
+func (w *Watchdog) Watch(cg *Cgroups) {
+	if w == nil || cg == nil {
+		return
+	}
+	dirs := cg.Dirs()
+	w.send("cg " + dirs[0])
+	for _, d := range dirs[1:] {
+		w.send("v1 " + d)
+	}
 }
 
 // Pid is the watchdog's process id.

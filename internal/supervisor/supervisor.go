@@ -196,6 +196,15 @@ func New(cfg Config) (*Supervisor, error) {
 	// not their sum.
 	probed := make(chan sandbox.Capabilities, 1)
 	go func() { probed <- sandbox.Probe() }()
+	type started struct {
+		wd  *proc.Watchdog
+		err error
+	}
+	watchdog := make(chan started, 1)
+	go func() {
+		wd, err := proc.StartWatchdog(bash, nil) // told the cgroups below
+		watchdog <- started{wd, err}
+	}()
 	env := proc.NewEnv(cfg.Env)
 	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap,
 		Render: render.Clean, Redactor: env.Redactor()}
@@ -217,8 +226,11 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if note := res.Cgroups.ControllersNote(); note != "" {
 		log.Warn("no job-wide memory or process limits: memory limits bind each process (rlimits), processes are not limited", "why", note)
 	}
-	if res.Watchdog, err = proc.StartWatchdog(bash, res.Cgroups); err != nil {
-		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", err)
+	if w := <-watchdog; w.err == nil {
+		res.Watchdog = w.wd
+		res.Watchdog.Watch(res.Cgroups)
+	} else {
+		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", w.err)
 	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: <-probed, done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
