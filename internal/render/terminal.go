@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -64,10 +65,20 @@ func WindowStart(src []byte, atStart bool) int {
 // down to the last one that is not blank or holds the cursor; trailing
 // blanks are trimmed, except up to the cursor on a line that has text (a
 // prompt keeps its space).
-func AppendTerminal(dst, src []byte, sz Size, from int) []byte {
+//
+// Should the emulator fail on some input (it has panicked on scroll regions
+// and reverse index at a region's edge), the text is src[from:] rendered
+// by [AppendClean] instead: a command's output never takes the engine down.
+func AppendTerminal(dst, src []byte, sz Size, from int) (out []byte) {
 	if sz.Cols <= 0 || sz.Rows <= 0 {
 		sz = Size{Cols: 80, Rows: 24}
 	}
+	whole, start := src, max(0, min(from, len(src)))
+	defer func() {
+		if recover() != nil {
+			out, _ = AppendClean(dst, whole, CleanOptions{From: start})
+		}
+	}()
 	e := vt.NewEmulator(sz.Cols, sz.Rows)
 	e.SetScrollbackSize(scrollbackLines)
 	if pw, ok := e.InputPipe().(*io.PipeWriter); ok {
@@ -88,11 +99,11 @@ func AppendTerminal(dst, src []byte, sz Size, from int) []byte {
 	}
 	var before string
 	if from > 0 && from <= len(src) {
-		feed(e, src[:from])
+		feed(e, src[:from], sz.Rows)
 		before = screenText(e)
 		src = src[from:]
 	}
-	feed(e, src)
+	feed(e, src, sz.Rows)
 	after := screenText(e)
 	k := commonPrefix(before, after)
 	if k < len(before) {
@@ -101,21 +112,61 @@ func AppendTerminal(dst, src []byte, sz Size, from int) []byte {
 	return append(dst, after[k:]...)
 }
 
-// feed sends p to e. Erase in display (CSI 2 J) is sent as save cursor,
+// feed sends p to e, a terminal of rows lines. Two control sequences are
+// changed on the way. Erase in display (CSI 2 J) is sent as save cursor,
 // home, erase below, restore cursor: the same screen, but the lines are
 // not pushed to the scrollback first (xterm does not; the emulator would,
-// and a program that clears and redraws would fill it with its frames).
-func feed(e *vt.Emulator, p []byte) {
+// and a program that clears and redraws would fill it with its frames). A
+// scroll region (CSI top ; bottom r) whose bottom is below the screen
+// ends at the screen's last line, as xterm does (the emulator indexes past
+// its lines and panics).
+func feed(e *vt.Emulator, p []byte, rows int) {
 	for len(p) > 0 {
-		i := bytes.Index(p, []byte("\x1b[2J"))
+		i := bytes.Index(p, []byte("\x1b["))
 		if i < 0 {
 			_, _ = e.Write(p)
 			return
 		}
+		j := i + 2
+		for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == ';') {
+			j++
+		}
+		if j == len(p) {
+			_, _ = e.Write(p)
+			return
+		}
+		var repl []byte
+		switch params := string(p[i+2 : j]); {
+		case p[j] == 'J' && params == "2":
+			repl = []byte("\x1b7\x1b[H\x1b[J\x1b8")
+		case p[j] == 'r':
+			repl = []byte("\x1b[" + clampRegion(params, rows) + "r")
+		default:
+			_, _ = e.Write(p[:j+1])
+			p = p[j+1:]
+			continue
+		}
 		_, _ = e.Write(p[:i])
-		_, _ = e.Write([]byte("\x1b7\x1b[H\x1b[J\x1b8"))
-		p = p[i+len("\x1b[2J"):]
+		_, _ = e.Write(repl)
+		p = p[j+1:]
 	}
+}
+
+// clampRegion returns the parameters of a scroll region (DECSTBM) with
+// its bottom at most rows.
+func clampRegion(params string, rows int) string {
+	top, bottom, ok := strings.Cut(params, ";")
+	if !ok {
+		return params
+	}
+	b, err := strconv.Atoi(bottom)
+	if err != nil || b <= rows {
+		return params
+	}
+	if t, err := strconv.Atoi(top); err == nil && t >= rows {
+		return "" // top at or below the last line: no region (xterm ignores it; this resets it)
+	}
+	return top + ";" + strconv.Itoa(rows)
 }
 
 // screenText is e's text (see AppendTerminal), valid UTF-8.

@@ -134,3 +134,28 @@ func TestTerminalProperties(t *testing.T) {
 		}
 	})
 }
+
+// A scroll region whose bottom is below the screen ends at the last line,
+// as in xterm (the emulator alone indexed past its lines and panicked).
+func TestTerminalScrollRegionBeyondScreen(t *testing.T) {
+	body := "a\nb\nc\nd\ne\nf\ng\nh"
+	sz := Size{Cols: 20, Rows: 5}
+	got := string(AppendTerminal(nil, []byte("\x1b[3;7r"+body), sz, 0))
+	want := string(AppendTerminal(nil, []byte("\x1b[3;5r"+body), sz, 0))
+	if got != want || !strings.Contains(got, "h") {
+		t.Fatalf("region 3;7 on 5 rows: %q, want %q (region 3;5)", got, want)
+	}
+}
+
+// Input on which the emulator panics renders as clean text instead.
+func TestTerminalEmulatorPanicFallsBack(t *testing.T) {
+	// Found by TestTerminalProperties: from = 1 cuts the region's sequence,
+	// so it reaches the emulator unclamped; the reverse index (C1 0x8d) at
+	// the region's edge then indexed past the screen.
+	in := []byte("\x1b[3;7rhello\x00hello\x00hellohello\t\t\r\x00" + strings.Repeat("hello", 11) +
+		"\u65e5\u672c\U0001f680\x00\t\t\t\t\x8d" + strings.Repeat("hello", 5) + "\x1b[31mhello\x00")
+	out := string(AppendTerminal(nil, in, Size{Cols: 20, Rows: 5}, 1))
+	if !isClean(out) || !strings.Contains(out, "hello") {
+		t.Fatalf("%q -> %q", in, out)
+	}
+}
