@@ -286,10 +286,13 @@ func TestHTTPSessionCap(t *testing.T) {
 func TestHTTPIdleSessionClosed(t *testing.T) {
 	s := newSessServer(t, nil, Options{}, HTTPOptions{NoAuth: true, SessionTimeout: time.Second, MaxSessions: 1})
 	cs := s.client(t, "")
-	_, pid := bgJob(t, cs)
+	// The session's last request starts now: the idle second runs from
+	// its end, so the job cannot end sooner than a second from here (time
+	// taken after the reply would miss how long the reply took to come).
 	start := time.Now()
+	_, pid := bgJob(t, cs)
 	waitDead(t, 20*time.Second, pid)
-	t.Logf("job ended %v after the session's last request", time.Since(start))
+	t.Logf("job ended %v after the session's last request began", time.Since(start))
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("job ended after %v, before the session was idle 1s", d)
 	}
