@@ -58,7 +58,9 @@
 // privilege, are not. Where the command's effects cannot leave the
 // workspace (package engine: workspace-write over a layer, no network,
 // no other writable roots, signals scoped), a contained ask runs and
-// what it changed is reviewed instead. Limit: what stays in the sandbox
-// but outside the workspace (its scratch $TMPDIR, the conversation's
-// build caches) is not reviewed.
+// what it changed is reviewed instead; in the read-only sandbox, where a
+// person's approval would not let it write either, it runs and its
+// writes fail. Limit: what stays in the sandbox but outside the workspace
+// (its scratch $TMPDIR, the conversation's build caches) is not
+// reviewed.
 package safety
