@@ -37,6 +37,11 @@ var (
 		"cat > s.py; python3 s.py", "cat > notes; wc -l notes",
 		"read -r l; git $l", "read -r l; git -c \"$l\" status", "read -r l; curl $l",
 		"python3 -", "node -", "cat | sh", "tee log | sh", "cat > notes", "sort -o out", "uniq",
+		// a file written from the input, read as code without its name
+		"cat > Makefile; make", "tee Makefile > /dev/null; make -s", "cat > m.mk; make -f m.mk",
+		"mkdir -p d; cat > d/Makefile; make -C d", "while read -r l; do echo \"$l\" >> Makefile; done; make",
+		"cat > x.py; python3 -c 'import x'", "cat > .git/config; git status", "f=Makefile; cat > $f; make",
+		"make -v > /dev/null; cat > Makefile", "cat > notes; make -f /dev/null -s --eval 'all: ; @true'",
 	}
 	stdinPayloads = []string{
 		"touch S", "x[$(touch S)]", "a[$(touch S)]=1", "touch S;:", "-exec touch S ;", "/dev/stdin",
@@ -44,7 +49,7 @@ var (
 		"-c alias.x=!touch\\ S x", "[alias]\n\tx = !touch S", "e touch S", "1e touch S",
 		"--pre=./w.sh", "y[`touch S`]", "require(\"child_process\").execSync(\"touch S\")",
 		"touch S\ntouch S", "$(touch S)", "[core]\n\tfsmonitor = touch S",
-		"-c alias.x=!touch>S x", "core.fsmonitor=touch>S",
+		"-c alias.x=!touch>S x", "core.fsmonitor=touch>S", "all:\n\ttouch S", ".DEFAULT_GOAL := x\nx:\n\t@touch S",
 	}
 )
 
