@@ -39,7 +39,9 @@ func (e *Engine) admit(res Result, tc ToolContext, in Input, a safety.Analysis) 
 // read. It runs without asking, as a contained ask in workspace-write
 // does, under the same conditions: no network grant, Landlock signal
 // scoping, and no job of the conversation with a network grant running
-// (the world's network namespace is shared).
+// (the world's network namespace is shared). An unsandboxed call still
+// asks: running such a command in the read-only sandbox instead would
+// make the write the agent meant fail, with no way left to approve it.
 func (e *Engine) keptReadOnly(tc ToolContext, a safety.Analysis) bool {
 	s := tc.Sandbox
 	if a.Outcome.Decision != safety.Ask || !a.Outcome.Contained || tc.Approved || s.Profile != ReadOnly || len(s.Network) > 0 {
