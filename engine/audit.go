@@ -22,7 +22,7 @@ type auditRecord struct {
 	Rule         string   // the safety or permission rule that decided, if any
 	Reason       string   // one-line reason for a block/ask/deny (redacted when logged)
 	Mode         string   // default, slow, background
-	Sandbox      string   // the sandbox profile: none, read-only, workspace-write
+	Sandbox      string   // the sandbox profile it ran in (kernelProfile): none, read-only, workspace-write
 	Status       string   // result status: ok, failed, timed_out, blocked, ...
 	ExitCode     *int     // the shell's exit code, when it exited
 	DurationMS   int64    // wall time in milliseconds
@@ -114,7 +114,10 @@ func (a *auditor) Log(rec auditRecord) {
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
 }
 
-// audit writes the audit record of one call (nil auditor: nothing).
+// audit writes the audit record of one call (nil auditor: nothing). Its
+// sandbox is the one enforced, not the one the call asked for: a read a
+// permission profile proved runs in the read-only sandbox whatever the
+// call's (see kernelProfile).
 func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, start time.Time) {
 	if e.auditor == nil {
 		return
@@ -139,7 +142,7 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 		Rule:         g.Rule,
 		Reason:       g.Message,
 		Mode:         mode,
-		Sandbox:      profileName(tc.Sandbox),
+		Sandbox:      profileName(e.kernelProfile(tc, in.Command, a)),
 		Status:       string(res.Status),
 		ExitCode:     res.ExitCode,
 		DurationMS:   max(res.DurationMS, time.Since(start).Milliseconds()),

@@ -109,7 +109,9 @@
 // services and packages; safety.Rule.Contained unset) still asks, a
 // denial stays a denial (locked is unchanged), and so does every ask of
 // a command with a network grant or other writable roots, or outside
-// workspace-write.
+// workspace-write, except in the read-only sandbox: there a contained ask
+// runs without asking under the same conditions, since approving it would
+// not lift the sandbox (its writes fail).
 //
 // Every command runs under resource limits of all its processes together
 // ([config.Limits]: memory, CPU time, processes; per engine in Config.Limits, per

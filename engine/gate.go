@@ -17,15 +17,45 @@ func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
 
 // admit decides whether in's command, analysed as a, runs: an ask that
 // contained answers runs without asking (the result is reviewed instead
-// of the command; holdAll says its changes are all held), then gate.
+// of the command; holdAll says its changes are all held), and so does one
+// the read-only sandbox answers (see keptReadOnly); then gate.
 func (e *Engine) admit(res Result, tc ToolContext, in Input, a safety.Analysis) (_ Result, holdAll, ok bool) {
 	res.Display = a.Display
 	run, holdAll := e.contained(tc, a, in.Command)
-	if run {
+	if run || e.keptReadOnly(tc, a) {
 		tc.Approved = true
 	}
 	res, ok = e.gate(res, tc, a)
 	return res, holdAll && ok, ok
+}
+
+// keptReadOnly reports whether an ask is one the kernel answers: a
+// contained ask (safety.Outcome.Contained: asked only for what the command
+// does in the workspace or for running code the agent wrote) of a call in
+// the read-only sandbox. Approving it would change nothing the kernel lets
+// it do: a person's approval does not lift the call's sandbox, so its
+// writes fail whether asked or not (only its scratch $TMPDIR and the build
+// caches are writable), and what it reads it could read as an allowed
+// read. It runs without asking, as a contained ask in workspace-write
+// does, under the same conditions: no network grant, Landlock signal
+// scoping, and no job of the conversation with a network grant running
+// (the world's network namespace is shared). An unsandboxed call still
+// asks: running such a command in the read-only sandbox instead would
+// make the write the agent meant fail, with no way left to approve it.
+func (e *Engine) keptReadOnly(tc ToolContext, a safety.Analysis) bool {
+	s := tc.Sandbox
+	if a.Outcome.Decision != safety.Ask || !a.Outcome.Contained || tc.Approved || s.Profile != ReadOnly || len(s.Network) > 0 {
+		return false
+	}
+	if caps := e.sup.Sandbox(); !caps.Available() || !caps.Namespaces || !caps.Scoping {
+		return false
+	}
+	for _, j := range e.sup.Jobs(tc.ConversationID) {
+		if j.Running() && j.Network {
+			return false
+		}
+	}
+	return true
 }
 
 // gate applies the analysis's decision: the safety rules, then the

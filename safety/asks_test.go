@@ -2,10 +2,14 @@ package safety
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -141,5 +145,93 @@ func TestAsksPer100(t *testing.T) {
 			}
 		})
 		t.Logf("agent corpus, %s: distinct %v; occurrences %v", name, tl, weighted)
+	}
+}
+
+// askKind sorts the simple command a guarded ask objects to by what it
+// does.
+func askKind(part string, r *Rule) string {
+	f := strings.Fields(part)
+	for len(f) > 1 && strings.Contains(f[0], "=") && !strings.HasPrefix(f[0], "=") {
+		f = f[1:] // NAME=value prefixes
+	}
+	name := ""
+	if len(f) > 0 {
+		name = f[0][strings.LastIndexByte(f[0], '/')+1:]
+	}
+	switch {
+	case r != nil && r.Pattern == writeRedirect:
+		return "writes a file (redirection)"
+	case (name == "sed" || name == "perl") && len(f) > 1 && strings.HasPrefix(f[1], "-i"):
+		return "edits a file in place (sed -i)"
+	case slices.Contains([]string{"rm", "rmdir", "mv", "cp", "mkdir", "touch", "chmod", "ln", "patch", "ed", "truncate", "tee"}, name):
+		return "changes files (rm, mv, cp, mkdir, touch, patch)"
+	case strings.HasPrefix(name, "python") || slices.Contains([]string{"bash", "sh", "node", "perl", "ruby", "django-admin", "sphinx-quickstart", "sphinx-apidoc", "timeout", "export", "kill"}, name) ||
+		strings.HasPrefix(f[0], "./") || strings.HasPrefix(name, "PID="):
+		return "runs code the agent wrote (python x.py, python -c, ./x.sh)"
+	case name == "git":
+		return "changes the repository (git checkout, add)"
+	case name == "pip" || name == "pip3" || name == "apt-get":
+		return "installs"
+	}
+	return "other"
+}
+
+// TestGuardedAskShapes: what guarded still asks about in real agent
+// sessions (BASHVISOR_AGENT_CORPUS), by the simple command it objects to:
+// the 30 most frequent, and the kinds per 100 commands. Asks that are
+// neither writes nor runs of the agent's code stay under 1 per 100, and
+// so do asks for what leaves the workspace (apt-get install).
+func TestGuardedAskShapes(t *testing.T) {
+	corpus := agentCorpus(t)
+	guarded, _ := Preset("guarded")
+	shapes, kinds := map[string]int{}, map[string]int{}
+	example := map[string]string{}
+	leave := 0 // asks for what leaves the workspace
+	for _, rec := range corpus {
+		o := Analyze(rec.Command, Options{WorkDir: "/testbed", Profile: guarded}).Outcome
+		if o.Decision != Ask {
+			continue
+		}
+		if !o.Contained {
+			leave++
+		}
+		src := &source{text: rec.Command}
+		parts := src.commandParts()
+		kind := "other"
+		for i, pt := range parts {
+			d, r, _ := guarded.evalParts(parts[i:i+1], pt.text)
+			if d != Ask {
+				continue
+			}
+			f := strings.Fields(pt.text)
+			shape := f[0]
+			if len(f) > 1 && strings.HasPrefix(f[1], "-") {
+				shape += " " + f[1]
+			}
+			shapes[shape]++
+			if example[shape] == "" {
+				example[shape] = pt.text
+			}
+			if k := askKind(pt.text, r); kind == "other" {
+				kind = k
+			}
+		}
+		kinds[kind]++
+	}
+	top := slices.SortedFunc(maps.Keys(shapes), func(a, b string) int { return cmp.Or(shapes[b]-shapes[a], strings.Compare(a, b)) })
+	for i, s := range top[:min(30, len(top))] {
+		t.Logf("%2d. %5d  %-16s e.g. %q", i+1, shapes[s], s, clip(example[s]))
+	}
+	per := func(k int) float64 { return 100 * float64(k) / float64(len(corpus)) }
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		t.Logf("%.1f per 100: %s", per(kinds[k]), k)
+	}
+	t.Logf("%.2f per 100 ask for what leaves the workspace", per(leave))
+	if per(leave) >= 1 {
+		t.Errorf("guarded asks %.1f times per 100 real commands for what leaves the workspace", per(leave))
+	}
+	if per(kinds["other"]) >= 1 {
+		t.Errorf("guarded asks %.1f times per 100 real commands about what neither writes nor runs the agent's code", per(kinds["other"]))
 	}
 }

@@ -299,12 +299,13 @@ func checkSource(src *source) (Verdict, int) {
 	if err != nil {
 		return finish(parseErrorVerdict(err)), len(command)
 	}
-	c := checker{terminal: src.terminal, workDir: src.workDir}
+	c := checker{terminal: src.terminal, workDir: src.workDir, fed: fedRun{on: src.stdinFed}}
 	c.work = len(command)
 	c.v.Decision = Allow
 	c.stmts(f.Stmts, stdinSrc{piped: src.stdinFed, later: src.stdinFed})
 	if !c.done() {
 		c.addAllVerdict()
+		c.report(c.fed.verdict())
 	}
 	return finish(c.v), c.work
 }

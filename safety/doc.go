@@ -29,11 +29,12 @@
 // arguments; an interpreter's -c text that reads stdin and evaluates
 // asks; a value read at run time asks where bash evaluates it; a file
 // written from that input and run in the same command (cat > s.sh; bash
-// s.sh) asks. Limit: "known to treat it as data" is a table of programs,
-// a file written from the input is followed only by its literal name and
-// only to a shell, an interpreter or its own execution (not to make), and
-// a data reader's output may still reach a program that runs it later,
-// outside this command.
+// s.sh) asks, and so does any program but a plain data filter in a
+// command that writes a file from that input (cat > Makefile; make: make,
+// python, git or a test runner may read it as code without being given
+// its name). Limit: "known to treat it as data" is a table of programs,
+// and a data reader's output (or a file it writes) may still reach a
+// program that runs it later, outside this command.
 //
 // The permission profiles (Profile, Preset) decide by rules matched
 // against each simple command; a rule with ReadOnly set matches only
@@ -58,7 +59,9 @@
 // privilege, are not. Where the command's effects cannot leave the
 // workspace (package engine: workspace-write over a layer, no network,
 // no other writable roots, signals scoped), a contained ask runs and
-// what it changed is reviewed instead. Limit: what stays in the sandbox
-// but outside the workspace (its scratch $TMPDIR, the conversation's
-// build caches) is not reviewed.
+// what it changed is reviewed instead; in the read-only sandbox, where a
+// person's approval would not let it write either, it runs and its
+// writes fail. Limit: what stays in the sandbox but outside the workspace
+// (its scratch $TMPDIR, the conversation's build caches) is not
+// reviewed.
 package safety

@@ -24,7 +24,8 @@ type Outcome struct {
 	// Profile.DefaultContained). Package
 	// engine runs such a command in workspace-write over a layer without
 	// asking, when nothing it does can leave the layer, and reviews what
-	// it changed instead.
+	// it changed instead; in the read-only sandbox it runs it without
+	// asking too, as approving it would not let it write.
 	Contained bool `json:"contained,omitempty"`
 }
 

@@ -473,7 +473,9 @@ func presetRules(name string) (*Profile, bool) {
 //     changes. Its other asks (a redirection to a file, losing work, and
 //     its default: sed -i, rm, cp, mv, mkdir, running the agent's own
 //     scripts, python -c) are Contained: in workspace-write the engine runs
-//     them and holds what they changed for review. Builds and tests run
+//     them and holds what they changed for review, and in the read-only
+//     sandbox it runs them (approving them would not lift the sandbox):
+//     their writes fail. Builds and tests run
 //     the project's code: guarded reviews what the agent changes, it does
 //     not contain what the project runs.
 //   - locked (read-only): denies everything but what the argument

@@ -328,9 +328,11 @@ func isStdinPath(s string) bool {
 // Files written from the job's input: a command reading the input sent
 // later that writes a file (cat > s.sh, tee s.sh, dd of=s.sh) makes that
 // file code nobody has seen, and running it later in the same command
-// (bash s.sh, . ./s.sh, ./s.sh) asks as running the input would. Limit:
-// the names must be literal, and a program that reads the file as
-// configuration (make, a Makefile written so) is not followed.
+// (bash s.sh, . ./s.sh, ./s.sh) asks as running the input would. The
+// names must be literal for that message; any file written from the
+// input, by any name, makes every other program of the command that is
+// not a plain data filter ask (see fedRun: make reads a Makefile without
+// being given it).
 
 // fedRedirs records the files a statement reading the input sent later
 // writes by redirection.
@@ -604,4 +606,129 @@ func xargsWords(s string, sep byte) []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// A file written from the job's input may be read as code by a program
+// that is not given it by name: make reads a Makefile (and what it
+// includes), python imports a module of its directory, git reads its
+// configuration and hooks, a test runner its conftest.py. So once a
+// command fed later writes a file from that input (a redirection of a
+// statement that may read it, tee, dd: any name, also one only known at
+// run time), every other program it runs, before or after (a loop or a
+// background job may run it later), asks unless it is a plain data filter
+// (pureData). The writer itself may run: python3 app.py > log writes what
+// it read, but runs nothing from log.
+
+// maxFedRunners bounds the programs fedRun remembers.
+const maxFedRunners = 64
+
+// fedRun records, in a command fed later, the simple commands that write
+// a file from the input and those that run a program other than a plain
+// data filter.
+type fedRun struct {
+	on      bool                      // the command is fed later (Options.StdinFed)
+	wrote   bool                      // some statement writes a file from the input
+	writers map[*syntax.CallExpr]bool // the simple commands that do
+	runners []fedRunner               // programs run that may read such a file as code
+	more    bool                      // more than maxFedRunners of them
+}
+
+type fedRunner struct {
+	call *syntax.CallExpr
+	name string
+}
+
+// redirs records that statement s, which may read the input sent later,
+// writes a file by redirection (not /dev/null, /dev/stdout, /dev/stderr
+// or a descriptor).
+func (f *fedRun) redirs(s *syntax.Stmt) {
+	if !f.on {
+		return
+	}
+	var r resolver
+	for _, rd := range s.Redirs {
+		switch rd.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrAllClob, syntax.AppAllClob:
+			if t, ok := r.wordLit(rd.Word); ok && (t == "/dev/null" || t == "/dev/stdout" || t == "/dev/stderr") {
+				continue
+			}
+			f.writer(s.Cmd)
+		}
+	}
+}
+
+// args records that a simple command reading the input sent later writes
+// files named by its arguments (tee FILE, dd of=FILE).
+func (f *fedRun) args(x *syntax.CallExpr, argv []field) {
+	switch base(argv[0].s) {
+	case "tee":
+		for _, a := range argv[1:] {
+			if a.dyn || !strings.HasPrefix(a.s, "-") && a.s != "/dev/null" {
+				f.writer(x)
+			}
+		}
+	case "dd":
+		for _, a := range argv[1:] {
+			if a.dyn || strings.HasPrefix(a.s, "of=") && a.s != "of=/dev/null" {
+				f.writer(x)
+			}
+		}
+	}
+}
+
+// writer records a command that writes a file from the input sent later;
+// a compound command's redirection writes what any command in it prints.
+func (f *fedRun) writer(cmd syntax.Command) {
+	f.wrote = true
+	if x, ok := cmd.(*syntax.CallExpr); ok {
+		if f.writers == nil {
+			f.writers = make(map[*syntax.CallExpr]bool, 2)
+		}
+		f.writers[x] = true
+	}
+}
+
+// ran records the program of simple command x unless it is a plain data
+// filter.
+func (f *fedRun) ran(x *syntax.CallExpr, prog field) {
+	if !prog.dyn && pureData(base(prog.s)) {
+		return
+	}
+	if len(f.runners) == maxFedRunners {
+		f.more = true
+		return
+	}
+	f.runners = append(f.runners, fedRunner{x, prog.s})
+}
+
+// verdict asks when a program other than the writer may read a file
+// written from the input sent later as code.
+func (f *fedRun) verdict() Verdict {
+	if !f.wrote {
+		return Verdict{}
+	}
+	name := ""
+	for _, r := range f.runners {
+		if !f.writers[r.call] {
+			name = r.name
+			break
+		}
+	}
+	if name == "" && f.more {
+		name = "a program"
+	}
+	if name == "" {
+		return Verdict{}
+	}
+	return Verdict{Decision: Ask, Rule: "stdin-program",
+		Reason: "the job writes a file from its input sent later, and " + name +
+			" may read it as code (a Makefile, a module, a configuration) without being given it by name",
+		Alternative: "write files in a separate job from the one that builds or runs them, or give the file's content in the command (a heredoc)"}
+}
+
+// pureData reports whether name is a plain data filter: a data reader
+// that reads no configuration, script or makefile of its own (unlike git,
+// make, npm or a test runner) and is no shell or interpreter.
+func pureData(name string) bool {
+	return dataReaders[name] && !promptTool(name)
 }

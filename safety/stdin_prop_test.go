@@ -37,6 +37,11 @@ var (
 		"cat > s.py; python3 s.py", "cat > notes; wc -l notes",
 		"read -r l; git $l", "read -r l; git -c \"$l\" status", "read -r l; curl $l",
 		"python3 -", "node -", "cat | sh", "tee log | sh", "cat > notes", "sort -o out", "uniq",
+		// a file written from the input, read as code without its name
+		"cat > Makefile; make", "tee Makefile > /dev/null; make -s", "cat > m.mk; make -f m.mk",
+		"mkdir -p d; cat > d/Makefile; make -C d", "while read -r l; do echo \"$l\" >> Makefile; done; make",
+		"cat > x.py; python3 -c 'import x'", "cat > .git/config; git status", "f=Makefile; cat > $f; make",
+		"make -v > /dev/null; cat > Makefile", "cat > notes; make -f /dev/null -s --eval 'all: ; @true'",
 	}
 	stdinPayloads = []string{
 		"touch S", "x[$(touch S)]", "a[$(touch S)]=1", "touch S;:", "-exec touch S ;", "/dev/stdin",
@@ -44,7 +49,7 @@ var (
 		"-c alias.x=!touch\\ S x", "[alias]\n\tx = !touch S", "e touch S", "1e touch S",
 		"--pre=./w.sh", "y[`touch S`]", "require(\"child_process\").execSync(\"touch S\")",
 		"touch S\ntouch S", "$(touch S)", "[core]\n\tfsmonitor = touch S",
-		"-c alias.x=!touch>S x", "core.fsmonitor=touch>S",
+		"-c alias.x=!touch>S x", "core.fsmonitor=touch>S", "all:\n\ttouch S", ".DEFAULT_GOAL := x\nx:\n\t@touch S",
 	}
 )
 
@@ -52,20 +57,35 @@ var (
 // later run without approval, given any payload on its stdin, creates no
 // sentinel: run for real by bash in a temporary directory (its working
 // and home directory), with the payload written to its stdin after it
-// starts.
+// starts. A job the gate does not allow is not a check (rapid draws
+// another); in CI (CI=true) it runs rounds like TestLockedAllowsOnlyReads,
+// up to half as many checks and half the time.
 func TestStdinFedRunsNoCodeSentLater(t *testing.T) {
 	bash := testenv.NeedsTool(t, "bash")[0]
 	allowed := 0
-	rapid.Check(t, func(rt *rapid.T) {
+	start := time.Now()
+	for round := 0; round == 0 || ciRounds() && allowed < propCIChecks/2 && time.Since(start) < propCIBudget/2; round++ {
+		rapid.Check(t, stdinFedRunsNothing(t, bash, &allowed))
+	}
+	t.Logf("%d allowed jobs run in %v", allowed, time.Since(start).Round(time.Millisecond))
+	if allowed == 0 {
+		t.Error("no generated job was allowed: the property was never checked")
+	}
+}
+
+// stdinFedRunsNothing is TestStdinFedRunsNoCodeSentLater's property; it
+// counts the allowed jobs it ran in allowed.
+func stdinFedRunsNothing(t *testing.T, bash string, allowed *int) func(*rapid.T) {
+	return func(rt *rapid.T) {
 		cmd := rapid.SampledFrom(stdinReaders).Draw(rt, "reader")
 		if rapid.IntRange(0, 3).Draw(rt, "pipe") == 0 {
 			cmd = rapid.SampledFrom([]string{"cat", "head -5", "tee copy"}).Draw(rt, "first") + " | " + cmd
 		}
 		payload := rapid.SampledFrom(stdinPayloads).Draw(rt, "payload")
 		if Analyze(cmd, Options{StdinFed: true}).Outcome.Decision != Allow {
-			return
+			rt.Skip("not allowed")
 		}
-		allowed++
+		*allowed++
 		work := t.TempDir()
 		for name, content := range map[string]string{
 			"f":           "1\n",
@@ -97,9 +117,5 @@ func TestStdinFedRunsNoCodeSentLater(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(work, "S")); err == nil {
 			rt.Fatalf("%q, allowed with stdin fed later, ran the payload %q: %s", cmd, payload, out)
 		}
-	})
-	t.Logf("%d allowed jobs run", allowed)
-	if allowed == 0 {
-		t.Error("no generated job was allowed: the property was never checked")
 	}
 }

@@ -30,6 +30,7 @@ type checker struct {
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
 	arithSeen  map[string]bool       // texts evaluated as arithmetic already analysed (see evaluated)
 	fedFiles   map[string]bool       // files written from the job's input sent later (see fedFile)
+	fed        fedRun                // files written from the input sent later, and what may run them (see fedRun)
 
 	// A blind git add (git add -A) is judged by what follows it.
 	addAll      string // its offending argument, "" if none yet
@@ -179,6 +180,9 @@ func (c *checker) stmtIn(s *syntax.Stmt, piped stdinSrc) {
 	}
 	if c.done() {
 		return
+	}
+	if in.piped && in.later {
+		c.fed.redirs(s)
 	}
 	if _, ok := s.Cmd.(*syntax.CallExpr); ok && in.piped && in.later {
 		c.fedRedirs(s.Redirs)
@@ -466,6 +470,10 @@ func (c *checker) call(x *syntax.CallExpr, in stdinSrc) {
 	}
 	if in.piped && in.later {
 		c.fedArgs(argv)
+		c.fed.args(x, argv)
+	}
+	if c.fed.on && c.funcs[argv[0].s] == nil {
+		c.fed.ran(x, argv[0])
 	}
 	if c.fedFile(argv[0]) {
 		c.report(askFedFile(argv[0].s))

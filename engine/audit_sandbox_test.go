@@ -1,0 +1,56 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/safety"
+)
+
+// TestAuditRecordsEnforcedSandbox: the audit log records the sandbox a
+// command ran in, not the one its call asked for: a read locked or guarded
+// proved runs in the read-only sandbox from an unsandboxed call, and its
+// line says read-only; a command guarded allows by name (make) runs as the
+// call says, and its line says none.
+func TestAuditRecordsEnforcedSandbox(t *testing.T) {
+	needNamespaces(t)
+	for _, c := range []struct{ profile, command, want string }{
+		{"locked", "grep Seccomp: /proc/self/status", "read-only"},
+		{"guarded", "grep Seccomp: /proc/self/status", "read-only"},
+		{"guarded", "make -f /dev/null -s --eval 'all: ; @grep Seccomp: /proc/self/status'", "none"},
+		{"", "grep Seccomp: /proc/self/status", "none"},
+	} {
+		t.Run(c.profile+"-"+strings.Fields(c.command)[0], func(t *testing.T) {
+			var audit bytes.Buffer
+			var mu sync.Mutex
+			e := newEngine(t, func(cfg *engine.Config) {
+				if c.profile != "" {
+					cfg.Permissions, _ = safety.Preset(c.profile)
+				}
+				cfg.Audit = &lockedWriter{w: &audit, mu: &mu}
+			})
+			tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "audit"}
+			r := e.Run(context.Background(), tc, engine.Input{Command: c.command})
+			if r.Status != engine.StatusOK {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			if ran := strings.Contains(r.Output, "Seccomp:\t2"); ran != (c.want != "none") {
+				t.Fatalf("sandboxed %v, want %s: %q", ran, c.want, r.Output)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var line struct{ Msg, Sandbox string }
+			if err := json.Unmarshal(bytes.TrimSpace(audit.Bytes()), &line); err != nil {
+				t.Fatalf("%v: %s", err, audit.Bytes())
+			}
+			if line.Msg != "bash" || line.Sandbox != c.want {
+				t.Errorf("audit line says sandbox %q, want %q: %s", line.Sandbox, c.want, audit.Bytes())
+			}
+		})
+	}
+}
