@@ -35,18 +35,39 @@ import (
 // (or the directory BASHVISOR_CLIENTS names); without them the test
 // skips, or fails when REQUIRE_CLIENTS=1 (CI).
 
-// clientCalls are the commands each client's model runs, in order: a 22
-// KB heredoc whose output is one line, 108,894 bytes of output (whole in
-// the engine's text), 168,894 bytes (which the engine truncates), 13,893
-// and 8,893 bytes, and a failure.
-func clientCalls() []string {
+// clientCall is one tool call the fake model makes.
+type clientCall struct {
+	tool string // toolBash, toolJobs, …
+	args map[string]any
+}
+
+func (c clientCall) String() string {
+	if cmd, ok := c.args["command"].(string); ok {
+		return fmt.Sprintf("%s %.30q", c.tool, cmd)
+	}
+	return fmt.Sprintf("%s %v", c.tool, c.args)
+}
+
+// clientCalls are the calls each client's model makes, in order: a 22 KB
+// heredoc whose output is one line, 108,894 bytes of output (whole in the
+// engine's text), 168,894 bytes (which the engine truncates), 13,893 and
+// 8,893 bytes, a failure, and a background job listed, read and killed.
+func clientCalls() []clientCall {
 	var heredoc strings.Builder
 	heredoc.WriteString("cat > big.txt <<'EOF'\n")
 	for i := range 600 {
 		fmt.Fprintf(&heredoc, "line %03d of a file the model writes..\n", i)
 	}
 	heredoc.WriteString("EOF\nwc -l big.txt")
-	return []string{heredoc.String(), "seq 1 20000", "seq 1 30000", "seq 1 3000", "seq 1 2000", "ls /nonexistent-dir"}
+	var calls []clientCall
+	for _, cmd := range []string{heredoc.String(), "seq 1 20000", "seq 1 30000", "seq 1 3000", "seq 1 2000", "ls /nonexistent-dir"} {
+		calls = append(calls, clientCall{toolBash, map[string]any{"command": cmd}})
+	}
+	return append(calls,
+		clientCall{toolBash, map[string]any{"command": "echo serving; sleep 300", "mode": "background"}},
+		clientCall{toolJobs, map[string]any{}},
+		clientCall{toolOutput, map[string]any{"job_id": "job-1", "wait_ms": 2000}},
+		clientCall{toolKill, map[string]any{"job_id": "job-1"}})
 }
 
 // clientBins returns the directory holding the clients' node_modules/.bin.
@@ -74,7 +95,7 @@ func clientBins(t *testing.T) string {
 // bash tool once per command and then end its turn. It keeps every
 // request body.
 type fakeModel struct {
-	calls []string
+	calls []clientCall
 	ts    *httptest.Server
 
 	mu       sync.Mutex
@@ -87,7 +108,7 @@ type modelRequest struct {
 	body []byte
 }
 
-func newFakeModel(t *testing.T, calls []string) *fakeModel {
+func newFakeModel(t *testing.T, calls []clientCall) *fakeModel {
 	m := &fakeModel{calls: calls}
 	m.ts = httptest.NewServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.ts.Close)
@@ -127,18 +148,18 @@ func (m *fakeModel) anthropic(w http.ResponseWriter, body []byte) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	tool := ""
+	prefix := "" // Claude Code names an MCP server's tools mcp__SERVER__TOOL
 	for _, tl := range req.Tools {
-		if strings.HasSuffix(tl.Name, "__bash") {
-			tool = tl.Name
+		if p, ok := strings.CutSuffix(tl.Name, "__"+toolBash); ok {
+			prefix = p + "__"
 		}
 	}
 	done := bytes.Count(body, []byte(`"type":"tool_result"`))
 	var block map[string]any
 	stop := "end_turn"
-	if tool != "" && done < len(m.calls) {
-		block = map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", done+1), "name": tool,
-			"input": map[string]any{"command": m.calls[done]}}
+	if prefix != "" && done < len(m.calls) {
+		block = map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", done+1), "name": prefix + m.calls[done].tool,
+			"input": m.calls[done].args}
 		stop = "tool_use"
 	} else {
 		block = map[string]any{"type": "text", "text": "done"}
@@ -159,7 +180,7 @@ func (m *fakeModel) anthropic(w http.ResponseWriter, body []byte) {
 	if block["type"] == "tool_use" {
 		input, _ := json.Marshal(block["input"])
 		events = append(events,
-			map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": tool, "input": map[string]any{}}},
+			map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": block["id"], "name": block["name"], "input": map[string]any{}}},
 			map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 	} else {
 		events = append(events,
@@ -192,7 +213,7 @@ func (m *fakeModel) responses(w http.ResponseWriter, body []byte) {
 	}
 	namespace := ""
 	for _, tl := range req.Tools {
-		if tl.Type == "namespace" && slices.ContainsFunc(tl.Tools, func(f struct{ Name string }) bool { return f.Name == "bash" }) {
+		if tl.Type == "namespace" && slices.ContainsFunc(tl.Tools, func(f struct{ Name string }) bool { return f.Name == toolBash }) {
 			namespace = tl.Name
 		}
 	}
@@ -200,9 +221,9 @@ func (m *fakeModel) responses(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	var item map[string]any
 	if namespace != "" && done < len(m.calls) {
-		args, _ := json.Marshal(map[string]any{"command": m.calls[done]})
+		args, _ := json.Marshal(m.calls[done].args)
 		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", done+1), "call_id": fmt.Sprintf("call_%d", done+1),
-			"namespace": namespace, "name": "bash", "arguments": string(args)}
+			"namespace": namespace, "name": m.calls[done].tool, "arguments": string(args)}
 	} else {
 		item = map[string]any{"type": "message", "role": "assistant", "id": "msg_1",
 			"content": []any{map[string]any{"type": "output_text", "text": "done"}}}
@@ -267,8 +288,12 @@ func designedTexts(t *testing.T, wire string) []string {
 
 // handedResult is one tool result as a client hands it to the model.
 type handedResult struct {
-	text    string // every text the result carries, the client's framing excluded
+	text    string // every text the result carries but the two below
 	framing string // what the client adds of its own (Codex: "Wall time: …\nOutput:")
+	// links is what the client makes of the result's resource links
+	// (the server's, beside the designed text): Claude Code a text
+	// "[Resource link: NAME] URI (DESCRIPTION)", Codex the link's JSON.
+	links string
 }
 
 // lastRequest is the body of the last request the model got on a path
@@ -307,7 +332,7 @@ func anthropicResults(t *testing.T, body []byte) []handedResult {
 		}
 		for _, b := range blocks {
 			if b.Type == "tool_result" {
-				out = append(out, handedResult{text: contentText(b.Content)})
+				out = append(out, handed(b.Content))
 			}
 		}
 	}
@@ -315,8 +340,7 @@ func anthropicResults(t *testing.T, body []byte) []handedResult {
 }
 
 // responsesResults are the function_call_output items of a Responses API
-// request, in order. Codex puts a first text of its own before the
-// tool's content: "Wall time: 0.0151 seconds\nOutput:".
+// request, in order.
 func responsesResults(t *testing.T, body []byte) []handedResult {
 	t.Helper()
 	var req struct {
@@ -330,43 +354,47 @@ func responsesResults(t *testing.T, body []byte) []handedResult {
 	}
 	var out []handedResult
 	for _, item := range req.Input {
-		if item.Type != "function_call_output" {
-			continue
+		if item.Type == "function_call_output" {
+			out = append(out, handed(item.Output))
 		}
-		var parts []struct{ Type, Text string }
-		if json.Unmarshal(item.Output, &parts) == nil && len(parts) > 1 && codexFraming.MatchString(parts[0].Text) {
-			rest, _ := json.Marshal(parts[1:])
-			out = append(out, handedResult{text: contentText(rest), framing: parts[0].Text})
-			continue
-		}
-		out = append(out, handedResult{text: contentText(item.Output)})
 	}
 	return out
 }
 
+// codexFraming is the text Codex puts before an MCP tool's content.
 var codexFraming = regexp.MustCompile(`^Wall time: [0-9.]+ seconds\nOutput:$`)
 
-// contentText is a tool result's content as text: a string, or the texts
-// of an array of content parts joined, each other part as its JSON.
-func contentText(raw json.RawMessage) string {
+// handed sorts a tool result's content (a string, or content parts: their
+// texts, any other part as its JSON) into the text, the client's framing
+// and the resource links.
+func handed(raw json.RawMessage) handedResult {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return handedResult{text: s}
 	}
 	var parts []json.RawMessage
 	if json.Unmarshal(raw, &parts) != nil {
-		return string(raw)
+		return handedResult{text: string(raw)}
 	}
-	var b strings.Builder
+	var text, framing, links strings.Builder
 	for _, p := range parts {
 		var part struct{ Type, Text string }
-		if json.Unmarshal(p, &part) == nil && strings.HasSuffix(part.Type, "text") {
-			b.WriteString(part.Text)
-		} else {
-			b.Write(p)
+		if json.Unmarshal(p, &part) != nil || !strings.HasSuffix(part.Type, "text") {
+			text.Write(p)
+			continue
+		}
+		var link struct{ Type string }
+		switch {
+		case codexFraming.MatchString(part.Text):
+			framing.WriteString(part.Text)
+		case strings.HasPrefix(part.Text, "[Resource link: "),
+			json.Unmarshal([]byte(part.Text), &link) == nil && link.Type == "resource_link":
+			links.WriteString(part.Text)
+		default:
+			text.WriteString(part.Text)
 		}
 	}
-	return b.String()
+	return handedResult{text: text.String(), framing: framing.String(), links: links.String()}
 }
 
 // jsLen is JavaScript's length of s: what the clients count.
@@ -427,7 +455,7 @@ func runClaude(t *testing.T, bins, modelURL, work, server string) {
 		"ANTHROPIC_API_KEY=dummy", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 	runClient(t, clientTimeout, env, work, filepath.Join(bins, "claude"), "-p", "run the commands",
-		"--mcp-config", string(cfg), "--strict-mcp-config", "--allowedTools", "mcp__bashvisor__bash")
+		"--mcp-config", string(cfg), "--strict-mcp-config", "--allowedTools", "mcp__bashvisor")
 }
 
 // runCodex: `codex exec` with the fake model as a custom provider
@@ -465,7 +493,7 @@ const clientTimeout = 60 * time.Second
 // capture runs c against a fake model that has it run calls through a
 // recorded stdio server with flags; it returns the server's texts and
 // what the client handed the model, one each per call.
-func capture(t *testing.T, c agentClient, bins string, calls []string, flags ...string) (designed []string, handed []handedResult) {
+func capture(t *testing.T, c agentClient, bins string, calls []clientCall, flags ...string) (designed []string, handed []handedResult) {
 	t.Helper()
 	m := newFakeModel(t, calls)
 	work := t.TempDir()
@@ -483,9 +511,12 @@ func capture(t *testing.T, c agentClient, bins string, calls []string, flags ...
 // designed text, within 10 % for each call whose text is within the
 // client's own budget for a tool result (agentClient.budget): a 22 KB
 // heredoc printing one line, outputs of 8,893 and 13,893 bytes, and a
-// failure. Beyond it (108,894 bytes whole, 168,894 bytes the engine
-// truncates to 128 KiB, and for Codex 13,893) what the client hands
-// instead is measured and logged. With the server's -structured flag the
+// failure, and a background job's start, listing, output and kill.
+// Beyond it (108,894 bytes whole, 168,894 bytes the engine truncates to
+// 128 KiB, and for Codex 13,893) what the client hands instead is
+// measured and logged, and so are what the client adds of its own and
+// what it makes of the resource links beside the text (a job's start and
+// bash_output: Claude Code 138 chars, Codex 236). With the server's -structured flag the
 // model is handed JSON instead (the measurement sees the difference).
 func TestClientsHandTheModelTheText(t *testing.T) {
 	needDemo(t)
@@ -497,24 +528,24 @@ func TestClientsHandTheModelTheText(t *testing.T) {
 				designed, handed := capture(t, c, bins, calls)
 				for i, call := range calls {
 					d, h := jsLen(designed[i]), jsLen(handed[i].text)
-					t.Logf("%.30q: designed text %d chars, handed to the model %d (+%d of the client's own: %q)",
-						call, d, h, jsLen(handed[i].framing), handed[i].framing)
+					t.Logf("%s: designed text %d chars, handed to the model %d, +%d of the client's own (%q), +%d of resource links: %.300s",
+						call, d, h, jsLen(handed[i].framing), handed[i].framing, jsLen(handed[i].links), handed[i].links)
 					if d > c.budget {
 						t.Logf("beyond the client's budget (%d chars), it hands the model instead:\n%.700s\n…\n%s", c.budget, handed[i].text, tail(handed[i].text, 300))
 						continue
 					}
 					if math.Abs(float64(h-d)) > 0.1*float64(d) {
-						t.Errorf("%.30q: the model is handed %d chars for a designed text of %d:\n%.300s", call, h, d, handed[i].text)
+						t.Errorf("%s: the model is handed %d chars for a designed text of %d:\n%.300s", call, h, d, handed[i].text)
 					}
 				}
-				if !strings.HasPrefix(handed[0].text, "600 big.txt") {
-					t.Errorf("the heredoc's result: %.300q", handed[0].text)
+				if !strings.HasPrefix(handed[0].text, "600 big.txt") || !strings.Contains(handed[8].text, "serving") {
+					t.Errorf("the heredoc's result: %.300q; the job's output: %.300q", handed[0].text, handed[8].text)
 				}
 			})
 			t.Run("structured", func(t *testing.T) {
 				designed, handed := capture(t, c, bins, calls[:1], "-structured")
 				d, h := jsLen(designed[0]), jsLen(handed[0].text)
-				t.Logf("-structured %.30q: designed text %d chars, handed to the model %d: %.200s", calls[0], d, h, handed[0].text)
+				t.Logf("-structured %s: designed text %d chars, handed to the model %d: %.200s", calls[0], d, h, handed[0].text)
 				if h < 10*d || !strings.Contains(handed[0].text, `"exit_code"`) {
 					t.Errorf("with -structured the model is handed %d chars for a designed text of %d: %.300q", h, d, handed[0].text)
 				}
