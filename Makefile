@@ -3,7 +3,7 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 SHELL := /bin/bash
 
-.PHONY: demo test vet unit stress bench ci deps generate build install vm-deps vm-test vm-bench
+.PHONY: demo test vet unit stress bench ci deps clients generate build install vm-deps vm-test vm-bench
 
 # The tour. It builds bin/demo first, saying so: a first build compiles
 # about 475 packages (the engine, the MCP server, the fleet's remote; not
@@ -110,6 +110,20 @@ deps:
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	command -v dig >/dev/null || (apt-get update -qq && apt-get install -y -qq bind9-dnsutils)
+
+# The agent clients whose model-facing text mcpserver's
+# TestClientsHandTheModelTheText captures (Claude Code and Codex, pinned
+# in mcpserver/testdata/clients), installed with npm ci into .clients
+# (about 660 MB; again only when the lock file changes). Without them the
+# test skips, unless REQUIRE_CLIENTS=1 (.ci/run), which makes it fail.
+clients:
+	@set -e; if cmp -s mcpserver/testdata/clients/package-lock.json .clients/package-lock.json && \
+		[ -x .clients/node_modules/.bin/claude ] && [ -x .clients/node_modules/.bin/codex ]; then \
+		echo "clients: installed in .clients"; exit 0; fi; \
+	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm); \
+	rm -rf .clients && mkdir -p .clients && cp mcpserver/testdata/clients/package.json mcpserver/testdata/clients/package-lock.json .clients/; \
+	npm ci --prefix .clients --no-audit --no-fund --fetch-retries=2; \
+	.clients/node_modules/.bin/claude --version; .clients/node_modules/.bin/codex --version
 
 # Regenerate cluster/clusterpb from its .proto (the generated code is
 # committed): needs protoc (Debian's protobuf-compiler) and

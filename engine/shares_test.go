@@ -70,29 +70,36 @@ func busyLoop(d time.Duration) string {
 
 // TestCPUSharedFairlyBetweenPrincipals: 64 CPU-bound commands in flight,
 // 48 of principal A (in three conversations) and 16 of principal B, share
-// the CPU fairly between A and B (each within 20% of half of the CPU time
-// their commands got, from the results' cpu_ms), where the scheduler alone
-// (every command running at once) would give A three quarters.
+// the CPU fairly between A and B, where the scheduler alone (every command
+// running at once) would give A three quarters: A's share of the CPU time
+// their commands got (from the results' cpu_ms) is nearer half than three
+// quarters (37.5 % to 62.5 %). Quiet, the share is 0.48-0.52; at load 16
+// to 33 on 2 cores it was 0.48-0.58 (the bound was 40-60 % and failed
+// once at 61 %).
 func TestCPUSharedFairlyBetweenPrincipals(t *testing.T) { eachMeasure(t, fairCPU) }
 
 func fairCPU(t *testing.T, off bool) {
 	e := newEngine(t, func(c *engine.Config) { c.Timeout, c.Cgroups.Off = time.Minute, off })
 	dir := t.TempDir()
-	const window = 8 * time.Second
+	const window = 10 * time.Second
 	var cpuA, cpuB, busyN atomic.Int64
 	var wg sync.WaitGroup
 	// Only the time both compete counts: calls still waiting or running
 	// when the window closes are cancelled (once B's stop, A would have
-	// the CPU to itself, rightly).
+	// the CPU to itself, rightly), and the CPU time the cancelled ones had
+	// counts too: on a loaded machine only a score of calls may end in the
+	// window, and leaving out the ones in flight would skew the shares by
+	// whole calls. Short calls (200 ms) make the measure finer.
 	ctx, cancel := context.WithTimeout(context.Background(), window)
 	defer cancel()
 	worker := func(tc engine.ToolContext, cpu *atomic.Int64) {
 		for ctx.Err() == nil {
-			r := e.Run(ctx, tc, engine.Input{Command: busyLoop(500 * time.Millisecond)})
+			r := e.Run(ctx, tc, engine.Input{Command: busyLoop(200 * time.Millisecond)})
 			switch {
 			case errors.Is(r.Err, engine.ErrBusy):
 				busyN.Add(1)
 			case r.Status == engine.StatusCancelled:
+				cpu.Add(r.CPUMS)
 				return
 			case r.Status != engine.StatusOK:
 				t.Errorf("%s: %s %q", tc.ConversationID, r.Status, r.Output)
@@ -116,8 +123,8 @@ func fairCPU(t *testing.T, off bool) {
 	if busyN.Load() > 0 {
 		t.Errorf("%d calls were refused as busy", busyN.Load())
 	}
-	if a+b == 0 || share < 0.4 || share > 0.6 {
-		t.Errorf("A got %.0f%% of the CPU time, want 40%% to 60%%", 100*share)
+	if a+b == 0 || share < 0.375 || share > 0.625 {
+		t.Errorf("A got %.1f%% of the CPU time, want 37.5%% to 62.5%% (nearer half than the scheduler's 75%%)", 100*share)
 	}
 }
 

@@ -402,7 +402,9 @@ func testJobSeesLaterFiles(t *testing.T, mod func(*engine.Config)) {
 	for _, tt := range []struct {
 		name, before, job, change, want, line string
 	}{
-		{name: "created", job: `test -f ready; echo waiting; while [ ! -f ready ]; do sleep 0.05; done; echo "saw $(cat ready)"`,
+		// The job waits for the content, not the name: `echo x > ready`
+		// creates the file before it writes x.
+		{name: "created", job: `test -f ready; echo waiting; until [ "$(cat ready 2>/dev/null)" = x ]; do sleep 0.05; done; echo "saw $(cat ready)"`,
 			change: `echo x > ready`, want: "saw x", line: "[changed 1 file: A ready]"},
 		{name: "rewritten", before: `echo v1 > f`,
 			job:    `last=; while :; do c=$(cat f); [ "$c" != "$last" ] && echo "waiting: $c"; last=$c; [ "$c" = v2 ] && exit 0; sleep 0.05; done`,

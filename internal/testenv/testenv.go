@@ -38,6 +38,9 @@ const (
 	// fixture needs root (switching users, mounting) skip there: they ran
 	// in the first pass.
 	Unprivileged = "REQUIRE_UNPRIVILEGED"
+	// Clients: the agent clients (Claude Code, Codex) whose model-facing
+	// text mcpserver's tests capture, installed by `make clients`.
+	Clients = "REQUIRE_CLIENTS"
 )
 
 // CgroupParent is where tests create their engines' cgroups (proc.ProbeCgroups,
