@@ -61,7 +61,7 @@ type Sandbox struct {
 	// allow through the engine's egress proxy, and nothing else: domains
 	// ("registry.npmjs.org", ports 80 and 443), wildcards
 	// ("*.example.com"), host:port pairs and presets (npm, pypi, go,
-	// crates, debian, github). The command's network namespace has no
+	// crates, debian, github, playwright). The command's network namespace has no
 	// other way out, and its HTTP_PROXY, HTTPS_PROXY and package managers'
 	// proxy settings point at the proxy. The proxy resolves names itself,
 	// refuses private, loopback, link-local and metadata addresses unless

@@ -266,3 +266,30 @@ func TestCloseEndsTunnels(t *testing.T) {
 		t.Fatalf("the server side of the tunnel is still open after Close: %v", err)
 	}
 }
+
+// The presets name the hosts their tools download from, not only their
+// indexes: PyPI's file host, GitHub's object storage and archives, the
+// crates' static host and index, Go's checksum database and Playwright's
+// browser CDNs; each allows HTTP and HTTPS only.
+func TestPresetsNameTheirFileHosts(t *testing.T) {
+	for preset, hosts := range map[string][]string{
+		"pypi":       {"pypi.org", "files.pythonhosted.org"},
+		"github":     {"github.com", "objects.githubusercontent.com", "codeload.github.com"},
+		"playwright": {"playwright.azureedge.net", "cdn.playwright.dev"},
+		"crates":     {"static.crates.io", "index.crates.io"},
+		"go":         {"proxy.golang.org", "sum.golang.org"},
+	} {
+		a, err := ParseAllowlist([]string{preset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hosts {
+			if !a.allowsName(h, 443) || !a.allowsName(h, 80) || a.allowsName(h, 22) {
+				t.Errorf("preset %s: %s not allowed on 80 and 443 alone", preset, h)
+			}
+		}
+		if a.allowsName("example.com", 443) {
+			t.Errorf("preset %s allows example.com", preset)
+		}
+	}
+}

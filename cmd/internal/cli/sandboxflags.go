@@ -26,7 +26,7 @@ type sandboxFlags struct {
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.profile, "sandbox", "none", "sandbox `profile`: none, read-only (write only $TMPDIR and build caches) or workspace-write (also the working directory and its git directory; hooks and config stay read-only)")
 	fs.BoolVar(&f.restricted, "restricted", false, "same as -sandbox read-only")
-	fs.Var(&f.allowNet, "allow-net", "let sandboxed commands reach these `hosts` through the egress proxy: domains, *.domains, host:port, presets npm, pypi, go, crates, debian, github (comma-separated, repeatable; default: no network)")
+	fs.Var(&f.allowNet, "allow-net", "let sandboxed commands reach these `hosts` through the egress proxy: domains, *.domains, host:port, presets npm, pypi, go, crates, debian, github, playwright (comma-separated, repeatable; default: no network)")
 	fs.Var(&f.writable, "writable", "another `dir`ectory workspace-write may write (repeatable)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "make each conversation's sandbox directory (its /tmp and build caches are mounted there) under `dir` (default: in the engine's output directory)")
 	fs.BoolVar(&f.baseCaches, "base-caches", true, "give sandboxed commands this user's Go build and module caches, npm cache and pip cache at their own paths (where go env GOCACHE GOMODCACHE, npm config get cache and pip cache dir would name them: found by the tools' rules, without running them), each the conversation's overlay on the user's, which it never changes; false: those caches start empty, elsewhere, named by GOCACHE, npm_config_cache, PIP_CACHE_DIR and XDG_CACHE_HOME")
