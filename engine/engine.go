@@ -75,9 +75,16 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.dropMissingBases()
+	broker, err := newBroker(cfg)
+	if err != nil {
+		if e.ownDir {
+			_ = os.RemoveAll(e.outDir)
+		}
+		return nil, err
+	}
 	e.sup, err = supervisor.New(supervisor.Config{
 		Env: cfg.Env, Cgroups: cfg.Cgroups, Lifecycle: cfg.Lifecycle, Output: cfg.Output,
-		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger,
+		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger, Broker: broker,
 	})
 	if err != nil {
 		if e.ownDir {

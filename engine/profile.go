@@ -93,7 +93,7 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: network allowlist: %w", ErrBadInput, err)
 		}
-		p.Network = allow
+		p.Network, p.ProxyEnv = allow, e.proxyEnv()
 	}
 	if p.Workspace {
 		for _, w := range s.Writable {
