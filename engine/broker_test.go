@@ -221,3 +221,46 @@ require("https").get({host: process.env.A, servername: "localhost", port: ` + po
 		}
 	}
 }
+
+// The proxy variables are not exported to a command whose clients the
+// world's resolver carries: only when Config.ProxyEnv asks, when the
+// allowlist names a loopback server of the host (reachable only through
+// the proxy), and when the engine's own environment has a proxy variable
+// (which would otherwise send the command's clients there).
+func TestProxyVariablesOnlyWhenNeeded(t *testing.T) {
+	needNamespaces(t)
+	const show = `echo "${HTTPS_PROXY-unset} ${http_proxy-unset} ${npm_config_proxy-unset} ${NO_PROXY-unset}"`
+	run := func(e *engine.Engine, network ...string) string {
+		t.Helper()
+		tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "proxy-env",
+			Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: network}}
+		r := e.Run(context.Background(), tc, engine.Input{Command: show})
+		if r.Status != engine.StatusOK {
+			t.Fatalf("%s %q", r.Status, r.Output)
+		}
+		return strings.TrimSpace(r.Output)
+	}
+	noHostProxy := func(c *engine.Config) {
+		for _, kv := range os.Environ() {
+			if name, _, _ := strings.Cut(kv, "="); !strings.HasSuffix(strings.ToUpper(name), "_PROXY") {
+				c.Env.Environ = append(c.Env.Environ, kv)
+			}
+		}
+	}
+	e := newEngine(t, noHostProxy)
+	if got := run(e, "registry.npmjs.org"); got != "unset unset unset unset" {
+		t.Errorf("carried: %q, want no proxy variables", got)
+	}
+	if got := run(e, "localhost:8080"); !strings.HasPrefix(got, "http://127.0.0.1:") {
+		t.Errorf("a loopback server of the host: %q, want the proxy", got)
+	}
+	if got := run(newEngine(t, noHostProxy, func(c *engine.Config) { c.ProxyEnv = true }), "registry.npmjs.org"); !strings.HasPrefix(got, "http://127.0.0.1:") {
+		t.Errorf("Config.ProxyEnv: %q, want the proxy", got)
+	}
+	hostProxy := newEngine(t, noHostProxy, func(c *engine.Config) {
+		c.Env.Environ = append(c.Env.Environ, "HTTPS_PROXY=http://proxy.corp.example:3128")
+	})
+	if got := run(hostProxy, "registry.npmjs.org"); !strings.HasPrefix(got, "http://127.0.0.1:") {
+		t.Errorf("the engine's own HTTPS_PROXY: %q, want the egress proxy", got)
+	}
+}
