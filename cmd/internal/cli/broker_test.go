@@ -15,7 +15,7 @@ func TestRunBroker(t *testing.T) {
 	const secret = "ghp_CliS3cretT0kenNotInTheSandbox0123456"
 	dir := t.TempDir()
 	for _, bad := range [][]string{
-		{"-broker", "example.com=env:BV_CLI_TOKEN"},                                           // no sandbox
+		{"-broker", "example.com=env:BV_CLI_TOKEN"},                                            // no sandbox
 		{"-sandbox", "read-only", "-allow-net", "example.com", "-broker", "example.com"},       // no ref
 		{"-sandbox", "read-only", "-allow-net", "example.com", "-broker", "=env:BV_CLI_TOKEN"}, // no host
 	} {
