@@ -87,6 +87,8 @@ func testBrokerEndToEnd(t *testing.T, mod func(*engine.Config)) {
 	// Not a name the environment policy treats as a secret: the engine's
 	// environment passes it, and the placeholder must win.
 	t.Setenv("BVTEST_GH", secret)
+	t.Setenv("BVTEST_GH_COPY", secret)       // the same secret under another name
+	t.Setenv("BVTEST_FILE_COPY", fileSecret) // the file's secret in a variable
 
 	repos := t.TempDir()
 	var authorized, unauthorized atomic.Int64
@@ -202,7 +204,8 @@ require("https").get({host: process.env.A, servername: "localhost", port: ` + po
 	// engine's: the sandbox must not read it at all).
 	r = run(`env; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'; cat ` + secretFile + ` /etc/ssl/certs/ca-certificates.crt 2>/dev/null | tail -3; ` +
 		`if cat /proc/` + strconv.Itoa(os.Getpid()) + `/environ >/dev/null 2>&1; then echo engine-environ-readable; fi`)
-	if r.Status != engine.StatusOK || strings.Contains(r.Output, "engine-environ-readable") || !strings.Contains(r.Output, "BVTEST_GH="+ph[0]) {
+	if r.Status != engine.StatusOK || strings.Contains(r.Output, "engine-environ-readable") || !strings.Contains(r.Output, "BVTEST_GH="+ph[0]) ||
+		!strings.Contains(r.Output, "BVTEST_GH_COPY="+ph[0]) || !strings.Contains(r.Output, "BVTEST_FILE_COPY="+ph[1]) {
 		t.Errorf("sandbox view: %s %q", r.Status, r.Output)
 	}
 	if authorized.Load() == 0 {

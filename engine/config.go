@@ -142,7 +142,9 @@ type Config struct {
 	// is missing or too short (fewer than 8 letters and digits). Each
 	// conversation gets its own placeholders (random, of the secret's
 	// shape and token prefix) and its own CA; a sandboxed command sees
-	// the placeholder in the variable NAME and over the file PATH, and,
+	// the placeholder in the variable NAME (and any other variable holding
+	// the secret) and over the file PATH (a hard link elsewhere is not
+	// covered), and,
 	// with network, trusts the CA (the system's CA bundle, with the CA
 	// added, is mounted over the system's; NODE_EXTRA_CA_CERTS and
 	// REQUESTS_CA_BUNDLE name it). For these hosts only, the proxy

@@ -189,6 +189,20 @@ func (b *Broker) Env() []string {
 	return env
 }
 
+// PlaceholderOf returns the placeholder of value when it is one of the
+// secrets held (for a sandbox's environment: a variable that holds a
+// secret under another name gets its placeholder too).
+func (b *Broker) PlaceholderOf(value string) (string, bool) {
+	for _, ss := range b.secrets {
+		for _, s := range ss {
+			if s.secret == value {
+				return s.placeholder, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Grants lists the secrets held, without them.
 func (b *Broker) Grants() []Grant { return append([]Grant(nil), b.grants...) }
 

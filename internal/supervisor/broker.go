@@ -28,7 +28,8 @@ var systemBundles = []string{
 // convBroker is a conversation's broker (egress.Broker.ForConversation:
 // its own CA and placeholders) and what its sandboxed jobs get from it:
 // the placeholders of the secrets read from variables, in those
-// variables; each secret file's placeholder over the file; and, with
+// variables (and any other holding one); each secret file's placeholder
+// over the file; and, with
 // network, the CA bundle (the system's and the broker's CA) over the
 // system's bundles, named by NODE_EXTRA_CA_CERTS and REQUESTS_CA_BUNDLE
 // for Node and Python's requests, which do not read the system's.
@@ -42,13 +43,22 @@ type convBroker struct {
 }
 
 // newConvBroker makes a conversation's broker and writes its files in dir
-// (created; the caller removes it).
-func newConvBroker(b *egress.Broker, dir string) (*convBroker, error) {
+// (created; the caller removes it). The jobs' environment gets the
+// placeholders in the variables the secrets were read from, and in every
+// variable of base (the environment policy's) that holds one of them.
+func newConvBroker(b *egress.Broker, dir string, base []string) (*convBroker, error) {
 	cb, err := b.ForConversation()
 	if err != nil {
 		return nil, err
 	}
 	c := &convBroker{b: cb, dir: dir, env: cb.Env()}
+	for _, kv := range base {
+		if name, value, _ := strings.Cut(kv, "="); value != "" {
+			if ph, ok := cb.PlaceholderOf(value); ok {
+				c.env = append(c.env, name+"="+ph)
+			}
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -120,7 +130,8 @@ func (w *workspace) getBroker() (*convBroker, error) {
 		return nil, ErrShutdown
 	}
 	dir := filepath.Join(w.s.outDir, w.key+".broker")
-	cb, err := newConvBroker(w.s.broker, dir)
+	base, _ := w.s.res.Env.With(nil, nil)
+	cb, err := newConvBroker(w.s.broker, dir, base)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("the conversation's credential broker: %w", err)
