@@ -144,10 +144,9 @@ type Config struct {
 	// shape and token prefix) and its own CA; a sandboxed command sees
 	// the placeholder in the variable NAME (and any other variable holding
 	// the secret) and over the file PATH (a hard link elsewhere is not
-	// covered), and,
-	// with network, trusts the CA (the system's CA bundle, with the CA
-	// added, is mounted over the system's; NODE_EXTRA_CA_CERTS and
-	// REQUESTS_CA_BUNDLE name it). For these hosts only, the proxy
+	// covered), and, with network, trusts the CA (the system's CA bundle,
+	// with the CA added, is mounted over the system's; NODE_EXTRA_CA_CERTS
+	// and REQUESTS_CA_BUNDLE name it). For these hosts only, the proxy
 	// terminates TLS and puts the secret in place of its placeholder in
 	// request headers (also inside Basic credentials), never in URLs or
 	// bodies; a response header carrying the secret gets the placeholder
