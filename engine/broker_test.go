@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"math/big"
 	"net"
 	"net/http"
@@ -31,7 +32,7 @@ import (
 // upstreamPKI is a CA of the test's and a TLS listener on loopback with
 // its certificate for "localhost": a host of the internet the engine
 // trusts (Config.BrokerRoots) and the sandbox does not.
-func upstreamPKI(t *testing.T, h http.Handler) (roots *x509.CertPool, port string) {
+func upstreamPKI(t testing.TB, h http.Handler) (roots *x509.CertPool, caPEM []byte, port string) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test upstream CA"},
@@ -60,7 +61,7 @@ func upstreamPKI(t *testing.T, h http.Handler) (roots *x509.CertPool, port strin
 	roots = x509.NewCertPool()
 	roots.AddCert(ca)
 	_, port, _ = net.SplitHostPort(l.Addr().String())
-	return roots, port
+	return roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), port
 }
 
 // A brokered secret reaches its host from real clients in the sandbox —
@@ -122,7 +123,7 @@ func testBrokerEndToEnd(t *testing.T, mod func(*engine.Config)) {
 		}
 		w.Write([]byte("authorized\n"))
 	})
-	roots, port := upstreamPKI(t, handler)
+	roots, _, port := upstreamPKI(t, handler)
 	host := "localhost:" + port
 	var audit bytes.Buffer
 	var mu sync.Mutex
