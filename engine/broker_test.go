@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -266,5 +267,51 @@ func TestProxyVariablesOnlyWhenNeeded(t *testing.T) {
 	})
 	if got := run(hostProxy, "registry.npmjs.org"); !strings.HasPrefix(got, "http://127.0.0.1:") {
 		t.Errorf("the engine's own HTTPS_PROXY: %q, want the egress proxy", got)
+	}
+}
+
+// A call asking for a host its sandbox's allowlist lacks (Input.Network)
+// needs approval and names the host, without running; approved, it runs
+// with the host allowed; a host the allowlist covers asks nothing; the
+// engine remembers no grant (the caller passes it on later calls).
+func TestNetworkAskNeedsApproval(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "curl")
+	up := startCounted(t, "reached\n")
+	_, port, _ := net.SplitHostPort(up.addr)
+	host := "localhost:" + port
+	e := newEngine(t)
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "ask-net",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"pypi"}}}
+	in := engine.Input{Command: `curl -sS --fail --max-time 20 http://` + host + `/`, Network: []string{host, "files.pythonhosted.org"}}
+
+	r := e.Run(context.Background(), tc, in)
+	if r.Status != engine.StatusNeedsApproval || !strings.Contains(r.Output, "network access to "+host+",") ||
+		strings.Contains(r.Output, "pythonhosted") || up.hits.Load() != 0 {
+		t.Fatalf("unapproved: %s %q (%d hits)", r.Status, r.Output, up.hits.Load())
+	}
+	approved := tc
+	approved.Approved = true
+	if r = e.Run(context.Background(), approved, in); r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "reached\n") || up.hits.Load() != 1 {
+		t.Fatalf("approved: %s %q", r.Status, r.Output)
+	}
+	// No grant kept: the next call without the host has no way to it.
+	if r = e.Run(context.Background(), tc, engine.Input{Command: in.Command}); r.Status == engine.StatusOK || up.hits.Load() != 1 {
+		t.Errorf("a later call without the host: %s %q", r.Status, r.Output)
+	}
+	// Covered entries ask nothing.
+	if r = e.Run(context.Background(), tc, engine.Input{Command: "true", Network: []string{"files.pythonhosted.org", "pypi"}}); r.Status != engine.StatusOK {
+		t.Errorf("covered: %s %q", r.Status, r.Output)
+	}
+	for _, c := range []struct {
+		tc engine.ToolContext
+		in []string
+	}{
+		{engine.ToolContext{WorkingDir: tc.WorkingDir}, []string{"example.com"}}, // no sandbox
+		{tc, []string{"http://example.com"}},                                     // not an entry
+	} {
+		if r = e.Run(context.Background(), c.tc, engine.Input{Command: "true", Network: c.in}); r.Status != engine.StatusError || !errors.Is(r.Err, engine.ErrBadInput) {
+			t.Errorf("%v: %s %q, want bad input", c.in, r.Status, r.Output)
+		}
 	}
 }

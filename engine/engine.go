@@ -190,6 +190,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
+	if res, ok = e.askNetwork(res, &tc, in); !ok {
+		return res, g
+	}
 	tc.Sandbox = e.kernelProfile(tc, in.Command, g)
 	if caps := e.sup.Sandbox(); tc.Sandbox.On() && caps.Available() && !caps.Namespaces {
 		return errorResult(res, fmt.Errorf("%w: %s; as a user other than root it needs user namespaces (and a program that calls engine.SandboxMain first); the command did not run",

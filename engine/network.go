@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/egress"
@@ -41,4 +42,43 @@ func newBroker(cfg Config) (*egress.Broker, error) {
 		b.VerifyWith(cfg.BrokerRoots)
 	}
 	return b, nil
+}
+
+// askNetwork lets a call reach the hosts in.Network asks for beyond its
+// allowlist only with a person's approval (see Input.Network): without
+// it the result needs approval and names them; with it tc's allowlist
+// gains them.
+func (e *Engine) askNetwork(res Result, tc *ToolContext, in Input) (Result, bool) {
+	if len(in.Network) == 0 {
+		return res, true
+	}
+	if !tc.Sandbox.On() {
+		return errorResult(res, fmt.Errorf("%w: network hosts need a sandbox profile: unrestricted commands have the host's network", ErrBadInput)), false
+	}
+	have, err := egress.ParseAllowlist(tc.Sandbox.Network)
+	if err != nil {
+		return errorResult(res, fmt.Errorf("%w: network allowlist: %w", ErrBadInput, err)), false
+	}
+	asked, err := egress.ParseAllowlist(in.Network)
+	if err != nil {
+		return errorResult(res, fmt.Errorf("%w: network: %w", ErrBadInput, err)), false
+	}
+	var missing []string
+	for _, entry := range asked.Entries() {
+		if !have.Covers(entry) && !slices.Contains(missing, entry) {
+			missing = append(missing, entry)
+		}
+	}
+	if len(missing) == 0 {
+		return res, true
+	}
+	if !tc.Approved {
+		why := "network access to " + strings.Join(missing, ", ") + ", which the sandbox's allowlist does not name"
+		res.Status, res.Err = StatusNeedsApproval, fmt.Errorf("%w: %s", ErrNeedsApproval, why)
+		res.Output = approvalText(why)
+		e.log.Info("network asked", "hosts", missing, "conversation", tc.ConversationID)
+		return res, false
+	}
+	tc.Sandbox.Network = append(slices.Clip(tc.Sandbox.Network), missing...)
+	return res, true
 }

@@ -88,6 +88,35 @@ func presetNames() []string {
 	return names
 }
 
+// Covers reports whether the allowlist already allows all that raw
+// (one allowlist entry, as ParseAllowlist takes it) would: a preset's
+// hosts, a domain on ports 80 and 443, a host:port, or a wildcard that
+// one of its own wildcards covers. An entry that does not parse is not
+// covered.
+func (a *Allowlist) Covers(raw string) bool {
+	one, err := ParseAllowlist([]string{raw})
+	if a == nil || err != nil || one.Empty() {
+		return false
+	}
+	for _, e := range one.entries {
+		covered := false
+		switch {
+		case e.wildcard:
+			covered = slices.ContainsFunc(a.entries, func(o entry) bool {
+				return o.wildcard && o.port == e.port && strings.HasSuffix(e.host, o.host)
+			})
+		case e.port != 0:
+			covered = a.allowsName(e.host, e.port)
+		default:
+			covered = a.allowsName(e.host, 80) && a.allowsName(e.host, 443)
+		}
+		if !covered {
+			return false
+		}
+	}
+	return true
+}
+
 // Empty reports whether the allowlist allows nothing.
 func (a *Allowlist) Empty() bool { return a == nil || len(a.entries) == 0 }
 

@@ -293,3 +293,26 @@ func TestPresetsNameTheirFileHosts(t *testing.T) {
 		}
 	}
 }
+
+// Covers says whether an entry would add nothing to an allowlist: a
+// call asking for a covered host needs no approval.
+func TestAllowlistCovers(t *testing.T) {
+	a, err := ParseAllowlist([]string{"pypi", "*.example.com", "git.example.org:8443", "api.github.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for entry, want := range map[string]bool{
+		"pypi": true, "files.pythonhosted.org": true, "files.pythonhosted.org:443": true,
+		"a.example.com": true, "*.b.example.com": true, "*.example.com": true,
+		"git.example.org:8443": true, "api.github.com": true, "API.GitHub.com:80": true,
+		"github": false, "example.com": false, "*.org": false, "git.example.org": false,
+		"git.example.org:22": false, "npm": false, "bad host": false,
+	} {
+		if got := a.Covers(entry); got != want {
+			t.Errorf("Covers(%q) = %v, want %v", entry, got, want)
+		}
+	}
+	if (*Allowlist)(nil).Covers("pypi") {
+		t.Error("a nil allowlist covers pypi")
+	}
+}
