@@ -176,9 +176,9 @@ type Options struct {
 	// made inside its private network namespace ([Command.Proxy], on
 	// 127.0.0.1), to be served by the caller's proxy, whose address the
 	// command finds in HTTP_PROXY, HTTPS_PROXY and the package managers'
-	// proxy settings (see ProxyEnv). The command may create TCP sockets (not UDP, not
-	// AF_UNIX: a unix socket could connect to any socket file of the
-	// host) and connect, but its namespace has nothing else to reach, and
+	// proxy settings (see ProxyEnv). The command may create TCP sockets
+	// (not UDP, not AF_UNIX: a unix socket could connect to any socket
+	// file of the host) and connect, but its namespace has nothing else to reach, and
 	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
 	// private namespaces ([Capabilities.Namespaces]).
 	Network bool
