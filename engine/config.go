@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"time"
@@ -120,6 +121,47 @@ type Config struct {
 	// calling goroutine: returning true accepts it (Review), and the
 	// result reports it applied; false leaves it held (Held, Review).
 	OnHeld func(ctx context.Context, tc ToolContext, held HeldChanges) bool
+	// ProxyEnv exports the proxy variables (HTTP_PROXY, HTTPS_PROXY, their
+	// lower-case forms, NO_PROXY, the npm, pip and cargo settings) to
+	// every sandboxed command with network. By default a command whose
+	// conversation's resolver carries its connections (see
+	// Sandbox.Network) gets none, because clients work without them and
+	// some behave differently with them set; they are still exported to
+	// a command that got no resolver (a conversation running many network
+	// commands at once), whose allowlist names a loopback server of the
+	// host (reachable only through the proxy), and when the engine's own
+	// environment holds one of them (which would otherwise send the
+	// command's clients to the engine's proxy).
+	ProxyEnv bool
+	// Broker names secrets the egress proxy puts into sandboxed commands'
+	// requests, so that the commands hold only placeholders: each
+	// "host=env:NAME" (the engine's environment variable NAME),
+	// "host=file:PATH" (the file's content, white space trimmed) or
+	// "host=REF" (resolved by BrokerLookup), with "host:port=" for a port
+	// other than 443. Secrets are read once, by New, which fails when one
+	// is missing or too short (fewer than 8 letters and digits). Each
+	// conversation gets its own placeholders (random, of the secret's
+	// shape and token prefix) and its own CA; a sandboxed command sees
+	// the placeholder in the variable NAME (and any other variable holding
+	// the secret) and over the file PATH (a hard link elsewhere is not
+	// covered), and, with network, trusts the CA (the system's CA bundle,
+	// with the CA added, is mounted over the system's; NODE_EXTRA_CA_CERTS
+	// and REQUESTS_CA_BUNDLE name it). For these hosts only, the proxy
+	// terminates TLS and puts the secret in place of its placeholder in
+	// request headers (also inside Basic credentials), never in URLs or
+	// bodies; a response header carrying the secret gets the placeholder
+	// back. A broker host must also be in the command's allowlist
+	// (Sandbox.Network); other hosts stay end-to-end TLS. Unrestricted
+	// commands get the engine's environment as the environment policy
+	// says, secrets included.
+	Broker []string
+	// BrokerLookup resolves Broker's references other than env: and file:
+	// (the embedding program's secret store), once, in New; nil refuses
+	// them.
+	BrokerLookup func(ref string) (string, error)
+	// BrokerRoots are the roots the proxy verifies broker hosts'
+	// certificates against (nil: the system's).
+	BrokerRoots *x509.CertPool
 	// Logger receives the engine's and protoactor's logs (default: discard).
 	// Nothing is ever written to stdout.
 	Logger *slog.Logger

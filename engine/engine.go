@@ -75,9 +75,16 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.dropMissingBases()
+	broker, err := newBroker(cfg)
+	if err != nil {
+		if e.ownDir {
+			_ = os.RemoveAll(e.outDir)
+		}
+		return nil, err
+	}
 	e.sup, err = supervisor.New(supervisor.Config{
 		Env: cfg.Env, Cgroups: cfg.Cgroups, Lifecycle: cfg.Lifecycle, Output: cfg.Output,
-		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger,
+		Sandbox: cfg.Sandbox, Admission: cfg.Admission, OutputDir: e.outDir, Logger: cfg.Logger, Broker: broker,
 	})
 	if err != nil {
 		if e.ownDir {
@@ -181,6 +188,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	g := e.analyze(tc, in)
 	res, holdAll, ok := e.admit(res, tc, in, g)
 	if !ok {
+		return res, g
+	}
+	if res, ok = e.askNetwork(res, &tc, in); !ok {
 		return res, g
 	}
 	tc.Sandbox = e.kernelProfile(tc, in.Command, g)

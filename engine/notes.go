@@ -81,8 +81,8 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 	case mentions(out, networkErrors) && len(sbx.Network) == 0:
 		return "[sandbox: no network but the conversation's own loopback; hosts can be allowed through the egress proxy (setting: allow-net)]"
 	case mentions(out, networkErrors):
-		return "[sandbox: the network is reached only through the egress proxy (HTTP_PROXY, HTTPS_PROXY), for the hosts the allowlist names: " +
-			"a client that does not use the proxy, or a host not named, cannot connect (setting: allow-net)]"
+		return "[sandbox: the network is reached only through the egress proxy, for the hosts the allowlist names: " +
+			"a host not named does not resolve and cannot be connected to (setting: allow-net)]"
 	case missingInTmp(out):
 		return "[sandbox: /tmp is the conversation's own, kept from one sandboxed command to the next: files that unrestricted commands or the host put in /tmp are not there]"
 	case mentions(out, writeErrors):

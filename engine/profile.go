@@ -61,9 +61,12 @@ type Sandbox struct {
 	// allow through the engine's egress proxy, and nothing else: domains
 	// ("registry.npmjs.org", ports 80 and 443), wildcards
 	// ("*.example.com"), host:port pairs and presets (npm, pypi, go,
-	// crates, debian, github). The command's network namespace has no
-	// other way out, and its HTTP_PROXY, HTTPS_PROXY and package managers'
-	// proxy settings point at the proxy. The proxy resolves names itself,
+	// crates, debian, github, playwright). The command's network
+	// namespace has no other way out: its resolver answers the allowed
+	// names with an address whose listeners carry connections to the
+	// proxy, and its HTTP_PROXY, HTTPS_PROXY and package managers' proxy
+	// settings point at the proxy where Config.ProxyEnv says they are
+	// needed. The proxy resolves names itself,
 	// refuses private, loopback, link-local and metadata addresses unless
 	// an entry names that host:port exactly, and every decision goes to
 	// the audit log. Empty: no network. An entry that does not parse
@@ -93,7 +96,7 @@ func (e *Engine) profile(tc ToolContext) (*jobs.Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: network allowlist: %w", ErrBadInput, err)
 		}
-		p.Network = allow
+		p.Network, p.ProxyEnv = allow, e.proxyEnv()
 	}
 	if p.Workspace {
 		for _, w := range s.Writable {

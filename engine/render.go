@@ -696,7 +696,7 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	}
 	b.WriteString("Loopback is this conversation's own: a server started in the background (mode=background) is reachable from the next commands on localhost, and from nothing else. ")
 	if len(sbx.Network) > 0 && c.Namespaces {
-		b.WriteString("Network only through the egress proxy set in HTTP_PROXY/HTTPS_PROXY, to " + strings.Join(sbx.Network, ", ") +
+		b.WriteString("Network only through the engine's egress proxy (clients connect as usual: allowed names resolve to it), to " + strings.Join(sbx.Network, ", ") +
 			"; everything else is refused. Processes outside are out of reach; say what a denied command needs instead of working around it.")
 	} else {
 		b.WriteString("No other network (downloads and installs fail), processes outside are out of reach; say what a denied command needs instead of working around it.")

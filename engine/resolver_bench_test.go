@@ -101,9 +101,9 @@ func BenchmarkSandboxNoNetwork(b *testing.B) { benchSandboxTrue(b, nil) }
 // resolv.conf mount besides the proxy.
 func BenchmarkSandboxWithNetwork(b *testing.B) { benchSandboxTrue(b, []string{"registry.npmjs.org"}) }
 
-func benchSandboxTrue(b *testing.B, network []string) {
+func benchSandboxTrue(b *testing.B, network []string, mod ...func(*engine.Config)) {
 	needNamespaces(b)
-	e := newEngine(b)
+	e := newEngine(b, mod...)
 	tc := engine.ToolContext{WorkingDir: b.TempDir(), ConversationID: "bench", Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: network}}
 	var d []time.Duration
 	for b.Loop() {

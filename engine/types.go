@@ -41,6 +41,15 @@ type Input struct {
 	// timeout: the result has status "started", the output so far and the
 	// job's id, and the command runs on as that job.
 	YieldMS int64 `json:"yield_ms,omitempty"`
+	// Network asks for hosts the call's sandbox allowlist
+	// (ToolContext.Sandbox.Network) lacks, as allowlist entries: such a
+	// call needs a person's approval (status needs_approval, naming them),
+	// and ToolContext.Approved runs it with them added. The engine
+	// remembers no grant: a caller granting them for the conversation
+	// adds them to its later calls' Sandbox.Network. Entries the allowlist
+	// already covers ask nothing. Needs a sandbox; an entry that does not
+	// parse fails the call with ErrBadInput.
+	Network []string `json:"network,omitempty"`
 }
 
 // ToolContext is the per-call execution context. The engine keeps no

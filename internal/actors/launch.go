@@ -193,7 +193,7 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
-		Carry: p.Network.Ports(),
+		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks,
 	}
 	switch {
 	case spec.Tx != nil:
@@ -219,7 +219,7 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 	}
 	l.sbx = sc
 	if p.Network != nil {
-		l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Log: func(d egress.Decision) {
+		l.proxy = egress.Start(sc.Proxy(), egress.Policy{Allow: p.Network, Broker: p.Broker, Log: func(d egress.Decision) {
 			if !d.Allowed {
 				dest := d.Host // a name the resolver refused
 				if d.Port != 0 {

@@ -40,6 +40,10 @@ type Spec struct {
 	// job's start (0: as it is). Set before Launch.
 	World     *sandbox.World
 	WorldSize uint64
+	// Masks are files a sandboxed job sees in place of the host's (its
+	// conversation's broker CA bundle, placeholders of brokered secret
+	// files; see sandbox.Mask). Set before Launch.
+	Masks []sandbox.Mask
 	// Tx, when set, is the job's transaction (Profile.Layer): the
 	// sandbox mounts its layer over the job's writable roots, a
 	// background job's freeze handle is given to it at Launch (or when

@@ -10,14 +10,19 @@ import (
 )
 
 // Presets are the allowlist entries that stand for a package ecosystem's
-// hosts (HTTPS, port 443).
+// hosts (HTTP and HTTPS: ports 80 and 443): the index and the host its
+// files come from (PyPI's files.pythonhosted.org, GitHub's release and
+// archive storage objects.githubusercontent.com and codeload.github.com,
+// the crates' static.crates.io, Go's checksum database sum.golang.org),
+// and for playwright the CDNs its browsers download from.
 var Presets = map[string][]string{
-	"npm":    {"registry.npmjs.org", "registry.yarnpkg.com"},
-	"pypi":   {"pypi.org", "files.pythonhosted.org"},
-	"go":     {"proxy.golang.org", "sum.golang.org", "storage.googleapis.com"},
-	"crates": {"crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org"},
-	"debian": {"deb.debian.org", "security.debian.org"},
-	"github": {"github.com", "api.github.com", "codeload.github.com", "objects.githubusercontent.com", "raw.githubusercontent.com"},
+	"npm":        {"registry.npmjs.org", "registry.yarnpkg.com"},
+	"pypi":       {"pypi.org", "files.pythonhosted.org"},
+	"go":         {"proxy.golang.org", "sum.golang.org", "storage.googleapis.com"},
+	"crates":     {"crates.io", "index.crates.io", "static.crates.io", "static.rust-lang.org"},
+	"debian":     {"deb.debian.org", "security.debian.org"},
+	"github":     {"github.com", "api.github.com", "codeload.github.com", "objects.githubusercontent.com", "raw.githubusercontent.com"},
+	"playwright": {"cdn.playwright.dev", "playwright.azureedge.net", "playwright.download.prss.microsoft.com"},
 }
 
 // Allowlist says which destinations a sandboxed command may reach. Its
@@ -81,6 +86,35 @@ func presetNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Covers reports whether the allowlist already allows all that raw
+// (one allowlist entry, as ParseAllowlist takes it) would: a preset's
+// hosts, a domain on ports 80 and 443, a host:port, or a wildcard that
+// one of its own wildcards covers. An entry that does not parse is not
+// covered.
+func (a *Allowlist) Covers(raw string) bool {
+	one, err := ParseAllowlist([]string{raw})
+	if a == nil || err != nil || one.Empty() {
+		return false
+	}
+	for _, e := range one.entries {
+		covered := false
+		switch {
+		case e.wildcard:
+			covered = slices.ContainsFunc(a.entries, func(o entry) bool {
+				return o.wildcard && o.port == e.port && strings.HasSuffix(e.host, o.host)
+			})
+		case e.port != 0:
+			covered = a.allowsName(e.host, e.port)
+		default:
+			covered = a.allowsName(e.host, 80) && a.allowsName(e.host, 443)
+		}
+		if !covered {
+			return false
+		}
+	}
+	return true
 }
 
 // Empty reports whether the allowlist allows nothing.

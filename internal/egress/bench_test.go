@@ -75,7 +75,9 @@ func BenchmarkCarried(b *testing.B) {
 // BenchmarkBroker: an HTTPS request on a new client connection through
 // CONNECT to a host spliced end to end, and to a broker host whose TLS the
 // proxy terminates (its own connection to the host is kept alive, as it
-// is in use; "brokered-cold" makes a new one per request), interleaved.
+// is in use; "brokered-cold" makes a new one per request), and the same
+// two carried (a client that ignores the proxy variables: "carried" is
+// spliced, "carried-brokered" terminated), interleaved.
 func BenchmarkBroker(b *testing.B) {
 	spliced, brokeredUp := newUpstream(b, true, okHandler()), newUpstream(b, true, okHandler())
 	b.Setenv("BASHVISOR_TEST_TOKEN", testSecret)
@@ -84,7 +86,8 @@ func BenchmarkBroker(b *testing.B) {
 		b.Fatal(err)
 	}
 	bk.roots = pkiOnce().pool
-	_, addr := startProxy(b, Policy{Allow: allow(b, spliced.hostport(), brokeredUp.hostport()), Broker: bk})
+	p, addr := startProxy(b, Policy{Allow: allow(b, spliced.hostport(), brokeredUp.hostport()), Broker: bk})
+	carriedSpliced, carriedBrokered := carrier(b, p, spliced.port), carrier(b, p, brokeredUp.port)
 	cold, coldAddr := startProxy(b, Policy{Allow: allow(b, brokeredUp.hostport()), Broker: bk})
 	cold.broker.tr.DisableKeepAlives = true // a new connection to the host per request too
 	pool := pkiOnce().pool.Clone()
@@ -94,5 +97,15 @@ func BenchmarkBroker(b *testing.B) {
 		variant{"spliced", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: proxy}, "https://" + spliced.hostport() + "/"},
 		variant{"brokered", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: proxy}, "https://" + brokeredUp.hostport() + "/"},
 		variant{"brokered-cold", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: coldAddr})},
-			"https://" + brokeredUp.hostport() + "/"})
+			"https://" + brokeredUp.hostport() + "/"},
+		variant{"carried", &http.Transport{DialTLS: func(_, _ string) (net.Conn, error) {
+			return tls.Dial("tcp", carriedSpliced, &tls.Config{ServerName: "localhost", RootCAs: pool})
+		}}, "https://" + spliced.hostport() + "/"},
+		variant{"carried-brokered", &http.Transport{DialTLS: func(_, _ string) (net.Conn, error) {
+			c, err := tls.Dial("tcp", carriedBrokered, &tls.Config{ServerName: "localhost", RootCAs: pool})
+			if err == nil && c.ConnectionState().PeerCertificates[0].Issuer.CommonName != bk.ca.Subject.CommonName {
+				b.Fatal("carried-brokered: the proxy did not terminate TLS")
+			}
+			return c, err
+		}}, "https://" + brokeredUp.hostport() + "/"})
 }

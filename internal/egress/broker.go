@@ -150,6 +150,59 @@ func checkSecret(s string) error {
 	return nil
 }
 
+// ForConversation returns a broker with b's secrets (not read again), its
+// own CA and its own placeholders, and b's roots: one per conversation,
+// so that no two conversations share a CA or a placeholder.
+func (b *Broker) ForConversation() (*Broker, error) {
+	c := &Broker{secrets: map[flowKey][]swap{}, leaves: map[string]*tls.Certificate{}, roots: b.roots}
+	for _, g := range b.grants {
+		k := flowKey{g.Host, g.Port}
+		for _, s := range b.secrets[k] {
+			if s.placeholder == g.Placeholder {
+				g.Placeholder = Placeholder(s.secret)
+				c.secrets[k] = append(c.secrets[k], swap{g.Placeholder, s.secret})
+				break
+			}
+		}
+		c.grants = append(c.grants, g)
+	}
+	if err := c.makeCA(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// VerifyWith makes the broker verify its hosts' certificates against
+// roots instead of the system's (a private CA of the hosts); call it
+// before the broker is used.
+func (b *Broker) VerifyWith(roots *x509.CertPool) { b.roots = roots }
+
+// Env is the placeholders of the secrets read from environment
+// variables, as "NAME=placeholder" entries for the sandbox's environment.
+func (b *Broker) Env() []string {
+	var env []string
+	for _, g := range b.grants {
+		if name, ok := strings.CutPrefix(g.Ref, "env:"); ok {
+			env = append(env, name+"="+g.Placeholder)
+		}
+	}
+	return env
+}
+
+// PlaceholderOf returns the placeholder of value when it is one of the
+// secrets held (for a sandbox's environment: a variable that holds a
+// secret under another name gets its placeholder too).
+func (b *Broker) PlaceholderOf(value string) (string, bool) {
+	for _, ss := range b.secrets {
+		for _, s := range ss {
+			if s.secret == value {
+				return s.placeholder, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Grants lists the secrets held, without them.
 func (b *Broker) Grants() []Grant { return append([]Grant(nil), b.grants...) }
 

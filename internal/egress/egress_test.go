@@ -266,3 +266,53 @@ func TestCloseEndsTunnels(t *testing.T) {
 		t.Fatalf("the server side of the tunnel is still open after Close: %v", err)
 	}
 }
+
+// The presets name the hosts their tools download from, not only their
+// indexes: PyPI's file host, GitHub's object storage and archives, the
+// crates' static host and index, Go's checksum database and Playwright's
+// browser CDNs; each allows HTTP and HTTPS only.
+func TestPresetsNameTheirFileHosts(t *testing.T) {
+	for preset, hosts := range map[string][]string{
+		"pypi":       {"pypi.org", "files.pythonhosted.org"},
+		"github":     {"github.com", "objects.githubusercontent.com", "codeload.github.com"},
+		"playwright": {"playwright.azureedge.net", "cdn.playwright.dev"},
+		"crates":     {"static.crates.io", "index.crates.io"},
+		"go":         {"proxy.golang.org", "sum.golang.org"},
+	} {
+		a, err := ParseAllowlist([]string{preset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hosts {
+			if !a.allowsName(h, 443) || !a.allowsName(h, 80) || a.allowsName(h, 22) {
+				t.Errorf("preset %s: %s not allowed on 80 and 443 alone", preset, h)
+			}
+		}
+		if a.allowsName("example.com", 443) {
+			t.Errorf("preset %s allows example.com", preset)
+		}
+	}
+}
+
+// Covers says whether an entry would add nothing to an allowlist: a
+// call asking for a covered host needs no approval.
+func TestAllowlistCovers(t *testing.T) {
+	a, err := ParseAllowlist([]string{"pypi", "*.example.com", "git.example.org:8443", "api.github.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for entry, want := range map[string]bool{
+		"pypi": true, "files.pythonhosted.org": true, "files.pythonhosted.org:443": true,
+		"a.example.com": true, "*.b.example.com": true, "*.example.com": true,
+		"git.example.org:8443": true, "api.github.com": true, "API.GitHub.com:80": true,
+		"github": false, "example.com": false, "*.org": false, "git.example.org": false,
+		"git.example.org:22": false, "npm": false, "bad host": false,
+	} {
+		if got := a.Covers(entry); got != want {
+			t.Errorf("Covers(%q) = %v, want %v", entry, got, want)
+		}
+	}
+	if (*Allowlist)(nil).Covers("pypi") {
+		t.Error("a nil allowlist covers pypi")
+	}
+}

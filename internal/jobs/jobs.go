@@ -142,6 +142,14 @@ type Profile struct {
 	// Network, when set, lets the job reach what it allows through the
 	// egress proxy (package egress) and nothing else; nil: no network.
 	Network *egress.Allowlist
+	// ProxyEnv exports the proxy variables to a job whose clients are
+	// carried (see sandbox.Options.ProxyEnv).
+	ProxyEnv bool
+	// Broker, with Network, holds the conversation's brokered secrets:
+	// the job's proxy puts them into requests to their hosts, and the job
+	// sees their placeholders and trusts the broker's CA (see
+	// egress.Broker); nil: none.
+	Broker *egress.Broker
 	// OnProxy, when set, is told each of the proxy's decisions, from the
 	// proxy's goroutines (it must be safe for concurrent use).
 	OnProxy func(egress.Decision)

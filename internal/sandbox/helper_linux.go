@@ -172,7 +172,9 @@ func helper(args []string) error {
 				return err
 			}
 			cfg.ProxyPort = port
-			env = withEnv(env, proxyEnv(port, cfg.LoopbackDirect))
+			if cfg.ProxyEnv {
+				env = withEnv(env, proxyEnv(port, cfg.LoopbackDirect))
+			}
 		}
 	}
 	if cfg.Namespaces {

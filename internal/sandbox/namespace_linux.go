@@ -197,6 +197,10 @@ func makeView(cfg *helperConfig) error {
 			return err
 		}
 	}
+	masks, err := readMasks(cfg.Masks) // before mountView hides their sources
+	if err != nil {
+		return err
+	}
 	if cfg.readOnlyMounts() {
 		if err := mountView(cfg); err != nil {
 			return err
@@ -206,6 +210,9 @@ func makeView(cfg *helperConfig) error {
 		if err := maskResolvConf(cfg.Resolver); err != nil {
 			return err
 		}
+	}
+	if err := maskFiles(masks); err != nil {
+		return err
 	}
 	if cfg.World != nil {
 		return nil

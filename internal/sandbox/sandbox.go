@@ -176,9 +176,9 @@ type Options struct {
 	// made inside its private network namespace ([Command.Proxy], on
 	// 127.0.0.1), to be served by the caller's proxy, whose address the
 	// command finds in HTTP_PROXY, HTTPS_PROXY and the package managers'
-	// proxy settings. The command may create TCP sockets (not UDP, not
-	// AF_UNIX: a unix socket could connect to any socket file of the
-	// host) and connect, but its namespace has nothing else to reach, and
+	// proxy settings (see ProxyEnv). The command may create TCP sockets
+	// (not UDP, not AF_UNIX: a unix socket could connect to any socket
+	// file of the host) and connect, but its namespace has nothing else to reach, and
 	// Landlock (ABI 4+) lets it connect to the proxy's port only. Needs
 	// private namespaces ([Capabilities.Namespaces]).
 	Network bool
@@ -190,6 +190,17 @@ type Options struct {
 	// egress: Proxy.Resolve, Proxy.Carry). Empty, or outside a World: the
 	// proxy only.
 	Carry []int
+	// ProxyEnv exports the proxy variables (HTTP_PROXY, HTTPS_PROXY, their
+	// lower-case forms, NO_PROXY, the npm, pip and cargo settings) to a
+	// command that got a resolver (see Carry), whose clients are carried
+	// without them. They are always exported to a command without a
+	// resolver (outside a World, or when no slot was free) and with
+	// LoopbackViaProxy: the proxy is then its only way to the hosts.
+	ProxyEnv bool
+	// Masks show the command files of the caller's in place of the
+	// host's (see [Mask]); with private namespaces only (without, they
+	// are left out).
+	Masks []Mask
 	// Layer, when set, is the copy-on-write layer of the command's
 	// writable roots (package layer, made by the caller with layer.New
 	// and mounted once: for one command): in the command's mount
@@ -299,6 +310,10 @@ type helperConfig struct {
 	ProxyPort int `json:"proxy,omitempty"`
 	// LoopbackDirect: NO_PROXY names loopback (see proxyEnv).
 	LoopbackDirect bool `json:"loopback_direct,omitempty"`
+	// ProxyEnv: the proxy variables are exported (see Options.ProxyEnv).
+	ProxyEnv bool `json:"proxy_env,omitempty"`
+	// Masks are Options.Masks (made by makeView).
+	Masks []Mask `json:"masks,omitempty"`
 	// ProxyFD, in a rootless world with network, is the helper's
 	// descriptor on which it hands the engine the proxy listener it made
 	// in the world's network (0: none).
@@ -393,6 +408,9 @@ func Prepare(opts Options) (*Command, error) {
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
 	}
+	if caps.Namespaces {
+		cfg.Masks = opts.Masks
+	}
 	if w != nil {
 		for _, name := range slices.Sorted(maps.Keys(w.bases)) {
 			cfg.Caches = append(cfg.Caches, w.bases[name])
@@ -421,6 +439,7 @@ func Prepare(opts Options) (*Command, error) {
 	}
 	cfg.OwnNamespaces = w == nil && caps.Rootless
 	cfg.LoopbackDirect = w != nil && !opts.LoopbackViaProxy
+	cfg.ProxyEnv = opts.Network && (opts.ProxyEnv || cfg.Resolver == "" || opts.LoopbackViaProxy)
 	enc, err := json.Marshal(cfg)
 	if err != nil {
 		panic(err) // cannot happen: plain strings and integers
@@ -431,7 +450,11 @@ func Prepare(opts Options) (*Command, error) {
 	if w != nil {
 		bases = w.bases
 	}
-	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, cfg.ProxyPort, cfg.LoopbackDirect, bases)
+	proxyPort := cfg.ProxyPort
+	if !cfg.ProxyEnv {
+		proxyPort = 0 // its clients are carried (see Options.ProxyEnv)
+	}
+	cmd.Env = environment(cfg.Scratch, opts.CacheDir, opts.Network, proxyPort, cfg.LoopbackDirect, bases)
 	// A command dropped without Cleanup (processes left running on purpose)
 	// still gives its namespace descriptor back to the kernel.
 	runtime.AddCleanup(cmd, func(h *netnsHandle) { h.release(false) }, cmd.ns)
@@ -675,73 +698,6 @@ func (opts Options) roots() (Roots, error) {
 // within reports whether path is root or below it.
 func within(path, root string) bool {
 	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
-}
-
-// environment is what a command's environment gains in the sandbox: its
-// scratch directory (a world's /tmp) as TMPDIR, the variables of the build
-// and package caches that are not at the user's own paths (bases: name →
-// path, the world's caches mounted where the user's tools look; those need
-// no variable), pointing into cacheDir (or the scratch directory), and
-// with network the proxy's address (when its port is known here: a
-// rootless helper adds it, see handOverProxy). Nothing else: no variable
-// changes where a tool writes its output (./target, __pycache__) or what
-// it builds.
-func environment(scratch, cacheDir string, network bool, proxyPort int, loopbackDirect bool, bases map[string]string) []string {
-	cache := cacheDir
-	if cache == "" {
-		cache = filepath.Join(scratch, ".cache")
-	}
-	env := []string{
-		"TMPDIR=" + scratch,
-		"TMP=" + scratch,
-		"TEMP=" + scratch,
-		"GOTMPDIR=" + scratch,
-		"BASHVISOR_SANDBOX=1",
-	}
-	if len(bases) == 0 {
-		// No cache at the user's paths: every tool's cache in ours.
-		env = append(env, "XDG_CACHE_HOME="+cache)
-	}
-	for _, c := range []struct{ name, variable string }{
-		{"go-build", "GOCACHE"}, {"npm", "npm_config_cache"}, {"pip", "PIP_CACHE_DIR"},
-	} {
-		if bases[c.name] == "" {
-			env = append(env, c.variable+"="+filepath.Join(cache, c.name))
-		}
-	}
-	if !network {
-		// Without network the module caches of the engine's user are read
-		// as they are (an offline go build finds its modules there).
-		return env
-	}
-	if bases["go-mod"] == "" {
-		// Downloads need writable module caches.
-		env = append(env, "GOMODCACHE="+filepath.Join(cache, "go-mod"))
-	}
-	env = append(env, "CARGO_HOME="+filepath.Join(cache, "cargo"))
-	if proxyPort != 0 {
-		env = append(env, proxyEnv(proxyPort, loopbackDirect)...)
-	}
-	return env
-}
-
-// proxyEnv points the HTTP clients and package managers at the proxy on
-// port. With loopbackDirect (in a world), loopback is reached directly (the
-// conversation's own servers); otherwise everything goes through the
-// proxy.
-func proxyEnv(port int, loopbackDirect bool) []string {
-	proxy := "http://127.0.0.1:" + strconv.Itoa(port)
-	noProxy := ""
-	if loopbackDirect {
-		noProxy = "localhost,127.0.0.1,::1"
-	}
-	return []string{
-		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
-		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
-		"npm_config_proxy=" + proxy, "npm_config_https_proxy=" + proxy, "npm_config_noproxy=" + noProxy,
-		"PIP_PROXY=" + proxy,
-		"CARGO_HTTP_PROXY=" + proxy,
-	}
 }
 
 // Cleanup removes the scratch dir and gives up the command's network

@@ -27,6 +27,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/actors"
+	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/proc"
@@ -137,6 +138,10 @@ type Config struct {
 	Sandbox config.Sandbox
 	// Admission bounds what runs at once (admission control).
 	Admission config.Admission
+	// Broker, when set, holds the secrets the egress proxy puts into
+	// sandboxed jobs' requests; each conversation gets its own CA and
+	// placeholders from it (egress.Broker.ForConversation).
+	Broker *egress.Broker
 	// OutputDir holds the conversations' output directories: background
 	// jobs' output files (job-N.log) and foreground jobs' full outputs.
 	OutputDir string
@@ -159,7 +164,8 @@ type Supervisor struct {
 	outDir    string
 	caps      sandbox.Capabilities
 	sandbox   config.Sandbox
-	cacheRoot string // the conversations' world directories (Sandbox.CacheDir)
+	cacheRoot string         // the conversations' world directories (Sandbox.CacheDir)
+	broker    *egress.Broker // Config.Broker
 	// tx makes workspace-write jobs' layers (nil: no layers on this
 	// host); each conversation's record holds its transact.Conv.
 	tx        *transact.Manager
@@ -234,7 +240,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: <-probed, done: make(chan struct{}),
 		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
-	s.sandbox, s.cacheRoot = cfg.Sandbox, cfg.Sandbox.CacheDir
+	s.sandbox, s.cacheRoot, s.broker = cfg.Sandbox, cfg.Sandbox.CacheDir, cfg.Broker
 	if s.cacheRoot == "" {
 		s.cacheRoot = filepath.Join(cfg.OutputDir, "cache")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -28,6 +29,7 @@ type workspace struct {
 
 	mu     sync.Mutex
 	world  *sandbox.World
+	broker *convBroker    // made on first use (nil: none yet, or no Config.Broker)
 	tx     *transact.Conv // nil: no layers on this host
 	closed bool
 }
@@ -121,6 +123,13 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	}
 	spec.World = world
 	spec.WorldSize = w.s.worldSize(spec.Conversation, w).Size
+	cb, err := w.getBroker()
+	if err != nil {
+		return fmt.Errorf("%w: %w", proc.ErrStart, err)
+	}
+	if cb != nil {
+		cb.apply(spec)
+	}
 	if !p.Workspace || !p.Layer {
 		return nil
 	}
@@ -151,10 +160,13 @@ func (w *workspace) close() error {
 		return nil
 	}
 	w.mu.Lock()
-	world := w.world
-	w.world, w.closed = nil, true
+	world, cb := w.world, w.broker
+	w.world, w.broker, w.closed = nil, nil, true
 	w.mu.Unlock()
 	var errs []error
+	if cb != nil {
+		errs = append(errs, os.RemoveAll(cb.dir))
+	}
 	if world != nil {
 		if err := world.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close the conversation's sandbox: %w", err))
