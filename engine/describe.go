@@ -29,6 +29,12 @@ const inputSchema = `{
       "type": "integer",
       "minimum": 1,
       "description": "Return after this many ms with the output so far; the command keeps running as a background job"
+    },
+    "network": {
+      "type": "array",
+      "items": {"type": "string"},
+      "maxItems": 16,
+      "description": "Hosts (host or host:port) a sandboxed command needs beyond its network allowlist; the user is asked once, then they stay granted for the conversation"
     }
   },
   "required": ["command"],
@@ -36,6 +42,6 @@ const inputSchema = `{
 }`
 
 // InputSchema returns the JSON schema of [Input]: command (required),
-// mode (default, slow or background), and the optional stdin, tty and
-// yield_ms of interactive jobs.
+// mode (default, slow or background), the optional stdin, tty and
+// yield_ms of interactive jobs, and network (hosts to ask for).
 func InputSchema() []byte { return []byte(inputSchema) }

@@ -22,8 +22,8 @@ import (
 // servers may not send requests; the call instead returns an
 // input-required result whose input request asks the same question, and the
 // client retries the call with the answer and the opaque request state. The
-// state is an HMAC (key random per server) over the exact command, mode and
-// working directory plus an expiry, so an answer cannot be replayed for
+// state is an HMAC (key random per server) over the exact command, mode,
+// working directory and hosts asked for (Input.Network) plus an expiry, so an answer cannot be replayed for
 // another command or after approvalTTL.
 
 const (
@@ -61,6 +61,9 @@ func (s *server) elicitParams(tc engine.ToolContext, in engine.Input, r engine.R
 	var b strings.Builder
 	b.WriteString("The bash tool wants to run a command that needs your approval.\n\n")
 	fmt.Fprintf(&b, "Command (mode %s, in %s):\n\n%s\n", mode, tc.WorkingDir, in.Command)
+	if len(in.Network) > 0 {
+		fmt.Fprintf(&b, "\nNetwork it asks for, granted for the rest of the conversation: %s\n", strings.Join(in.Network, ", "))
+	}
 	// The reason without the result text's advice to the agent.
 	if r.Err != nil {
 		why := strings.TrimPrefix(r.Err.Error(), engine.ErrNeedsApproval.Error()+": ")
@@ -137,7 +140,7 @@ func (s *server) mac(tc engine.ToolContext, in engine.Input, expiry int64, nonce
 	binary.BigEndian.PutUint64(buf[:], uint64(expiry))
 	h.Write(buf[:])
 	h.Write(nonce)
-	for _, part := range []string{tc.ConversationID, tc.WorkingDir, string(in.Mode), in.Command} {
+	for _, part := range append([]string{tc.ConversationID, tc.WorkingDir, string(in.Mode), in.Command}, in.Network...) {
 		binary.BigEndian.PutUint64(buf[:], uint64(len(part)))
 		h.Write(buf[:])
 		h.Write([]byte(part))

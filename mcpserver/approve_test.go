@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,5 +166,62 @@ func TestApprovalStateIsVerified(t *testing.T) {
 	decode(t, res, &r)
 	if r.Status != engine.StatusNeedsApproval {
 		t.Errorf("replayed approval: %+v", r)
+	}
+}
+
+// A call that asks for hosts (Input.Network) names them in the question;
+// once a person accepts, they are in the conversation's later calls'
+// Sandbox.Network without asking again; declined, they are not.
+func TestNetworkGrantedForTheConversation(t *testing.T) {
+	e := newEngine(t, nil)
+	for _, proto := range []string{"", "2025-11-25"} {
+		for _, action := range []string{"accept", "decline"} {
+			t.Run(proto+"/"+action, func(t *testing.T) {
+				var mu sync.Mutex
+				var seen [][]string // Sandbox.Network of each run
+				run := func(ctx context.Context, tc engine.ToolContext, in engine.Input) engine.Result {
+					mu.Lock()
+					seen = append(seen, tc.Sandbox.Network)
+					mu.Unlock()
+					for _, h := range in.Network {
+						if !tc.Approved && !slices.Contains(tc.Sandbox.Network, h) {
+							return engine.Result{Status: engine.StatusNeedsApproval, Output: "[command needs approval: network " + h + "]",
+								Command: in.Command, Display: in.Command, Err: engine.ErrNeedsApproval}
+						}
+					}
+					in.Network = nil
+					return e.Run(ctx, tc, in)
+				}
+				srv := newServer(e, Options{WorkingDir: t.TempDir(), Structured: true}, run)
+				el := &elicitor{action: action}
+				st, ct := mcp.NewInMemoryTransports()
+				ss, err := srv.Connect(context.Background(), st, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ss.Wait()
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+					Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				bash(t, context.Background(), cs, map[string]any{"command": "echo a", "network": []string{"pypi.org"}})
+				if len(el.asked) != 1 || !strings.Contains(el.asked[0], "pypi.org") {
+					t.Fatalf("asked %q, want one question naming pypi.org", el.asked)
+				}
+				bash(t, context.Background(), cs, map[string]any{"command": "echo b"})
+				mu.Lock()
+				last := seen[len(seen)-1]
+				mu.Unlock()
+				if granted := slices.Contains(last, "pypi.org"); granted != (action == "accept") {
+					t.Fatalf("%s: the next call's network %q", action, last)
+				}
+				r := bash(t, context.Background(), cs, map[string]any{"command": "echo c", "network": []string{"pypi.org"}})
+				if want := map[string]int{"accept": 1, "decline": 2}[action]; len(el.asked) != want {
+					t.Errorf("%s: %d questions after asking again (%s), want %d", action, len(el.asked), r.Status, want)
+				}
+			})
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,13 +146,36 @@ func (s *server) conversationID(p string, overHTTP bool, name string) string {
 
 // toolContext is the context of a call in scope sc.
 func (s *server) toolContext(sc scope) engine.ToolContext {
-	return engine.ToolContext{
+	tc := engine.ToolContext{
 		WorkingDir:     s.o.WorkingDir,
 		ConversationID: sc.conv,
 		Principal:      sc.principal,
 		Sandbox:        s.o.Sandbox,
 		Env:            s.o.Env,
 	}
+	s.grantsMu.Lock()
+	if g := s.grants[sc.conv]; len(g) > 0 {
+		tc.Sandbox.Network = append(slices.Clip(tc.Sandbox.Network), g...)
+	}
+	s.grantsMu.Unlock()
+	return tc
+}
+
+// grant adds hosts a person approved to conversation conv's network for
+// its later calls (see server.grants).
+func (s *server) grant(conv string, hosts []string) {
+	s.grantsMu.Lock()
+	defer s.grantsMu.Unlock()
+	if s.grants == nil {
+		s.grants = map[string][]string{}
+	}
+	g := slices.Clone(s.grants[conv]) // toolContext's copies share no array with it
+	for _, h := range hosts {
+		if !slices.Contains(g, h) {
+			g = append(g, h)
+		}
+	}
+	s.grants[conv] = g
 }
 
 // conversations tracks the conversations that end without the engine
@@ -270,6 +294,9 @@ const endConversationWait = time.Minute
 // full outputs.
 func (s *server) endConversation(conv, why string) {
 	s.outputs.forget(conv)
+	s.grantsMu.Lock()
+	delete(s.grants, conv)
+	s.grantsMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), endConversationWait)
 	defer cancel()
 	if err := s.e.EndConversation(ctx, conv); err != nil && !errors.Is(err, engine.ErrShutdown) {

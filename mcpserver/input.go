@@ -115,7 +115,7 @@ func intField(m map[string]json.RawMessage, name string) (n int64, present bool,
 // decoded (the command cut to 1 KiB), for the error result.
 func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 	var in engine.Input
-	m, err := decodeObject(raw, "command", "mode", "stdin", "tty", "yield_ms")
+	m, err := decodeObject(raw, "command", "mode", "stdin", "tty", "yield_ms", "network")
 	if err != nil {
 		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
 	}
@@ -149,7 +149,11 @@ func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 	if hasYield && yield == 0 {
 		return in, fmt.Errorf(`%w: field "yield_ms" must be at least 1`, engine.ErrBadInput)
 	}
-	full := engine.Input{Command: cmd, Mode: engine.Mode(mode), Stdin: stdin, TTY: tty, YieldMS: yield}
+	network, err := stringsField(m, "network")
+	if err != nil {
+		return in, fmt.Errorf("%w: %w", engine.ErrBadInput, err)
+	}
+	full := engine.Input{Command: cmd, Mode: engine.Mode(mode), Stdin: stdin, TTY: tty, YieldMS: yield, Network: network}
 	if err := engine.ValidateInput(full); err != nil {
 		return in, err
 	}
@@ -157,6 +161,22 @@ func parseBashInput(raw json.RawMessage) (engine.Input, error) {
 }
 
 // boolField decodes m[name] as a boolean.
+// stringsField decodes m[name] as an array of at most 16 strings.
+func stringsField(m map[string]json.RawMessage, name string) ([]string, error) {
+	raw, ok := m[name]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var v []string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("field %q must be an array of strings, got %s", name, jsonType(raw))
+	}
+	if len(v) > 16 {
+		return nil, fmt.Errorf("field %q has %d entries, at most 16", name, len(v))
+	}
+	return v, nil
+}
+
 func boolField(m map[string]json.RawMessage, name string) (b, present bool, err error) {
 	raw, ok := m[name]
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {

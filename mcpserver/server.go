@@ -139,6 +139,11 @@ type server struct {
 	convs conversations
 	// outputs holds the full outputs served as resources.
 	outputs fullOutputs
+	// grants holds the hosts a person granted each conversation (an
+	// approved call's Input.Network), added to its later calls'
+	// Sandbox.Network until the conversation ends.
+	grantsMu sync.Mutex
+	grants   map[string][]string
 }
 
 // runFunc is [engine.Runner.Run]; tests substitute it to reach statuses the
@@ -406,7 +411,12 @@ func (s *server) bash(c *toolCall, a bashArgs) (*mcp.CallToolResult, error) {
 			defer p.stop()
 			tc.Progress = p.update
 		}
-		return s.run(ctx, tc, in)
+		r := s.run(ctx, tc, in)
+		if approved && len(in.Network) > 0 && r.Status != engine.StatusNeedsApproval && r.Status != engine.StatusDenied &&
+			!errors.Is(r.Err, engine.ErrBadInput) {
+			s.grant(tc.ConversationID, in.Network)
+		}
+		return r
 	}
 
 	// The second round of an approval asked through a multi-round-trip
