@@ -51,16 +51,23 @@
 //     CHERRY_PICK_HEAD, REVERT_HEAD, REBASE_HEAD, AUTO_MERGE,
 //     BISECT_HEAD, shallow and similar: object ids; FETCH_HEAD: git's
 //     lines; info/refs: "<id>\t<ref>" lines.
-//   - the index and every split, shared or temporary index: parsed
-//     (versions 2 to 4, checksum, extensions: an unknown required one
-//     is refused); every path of its entries and of its resolve-undo
-//     extension passes git's verify_path with the NTFS and HFS+ checks
-//     on (no absolute path, no drive letter, no empty, . or ..
+//   - the index and every split, shared or temporary index: parsed as
+//     git reads it (package gitindex: versions 2 to 4, checksum, name
+//     lengths as the flags give them, git's varint, and every extension
+//     git knows: the cache tree, resolve-undo, the split index's link,
+//     the untracked cache, fsmonitor's token and bitmap, the offsets of
+//     EOIE and IEOT agreeing with the entries, so that git's threaded
+//     loader reads what the serial one does; an unknown required one is
+//     refused); every path of its entries, of its resolve-undo
+//     extension, of its cache tree's directories and of its untracked
+//     cache's directories and files passes git's verify_path with the
+//     NTFS and HFS+ checks on (no absolute path, no drive letter, no empty, . or ..
 //     component, no .git component in any spelling: case, trailing dots
 //     and spaces, git~1, "::$INDEX_ALLOCATION" streams, code points
 //     HFS+ ignores, backslashes as separators; no symlink named
 //     .gitmodules), and no gitlink names a directory whose repository
-//     is new. MERGE_RR's paths (rerere writes them) pass verify_path
+//     is new; the untracked cache's exclude file is .gitignore.
+//     MERGE_RR's paths (rerere writes them) pass verify_path
 //     too; rr-cache/ holds rerere's images.
 //   - the states of rebase, am and the sequencer: each file git writes
 //     there, checked: todo lists hold comments and git's commands but

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/internal/gitindex"
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
@@ -154,20 +155,20 @@ func isIndexName(name string) bool {
 	return false
 }
 
-// indexFile checks an index: it parses, and every path in it is one git
-// may write (verify_path), and no gitlink points into a repository that
-// is new.
+// indexFile checks an index: it parses as git reads it, every path in
+// it is one git may write (indexPaths), and no gitlink points into a
+// repository that is new.
 func indexFile(k *checker, e entry, b []byte) string {
-	ix, err := parseIndex(b, k.hashSize(e.g))
+	ix, err := gitindex.Parse(b, k.hashSize(e.g))
 	if err != nil {
 		return "an index that does not parse: " + err.Error()
 	}
-	for _, x := range ix.entries {
-		if why := badIndexEntry(x, ix.shared != ""); why != "" {
-			return "an index entry git must not write: " + why
-		}
-		if x.mode == modeGitlink && k.newRepoAt(e.g, x.name) {
-			return "an index entry " + quote(x.name) + " links a repository that is new"
+	if why := indexPaths(ix); why != "" {
+		return why
+	}
+	for _, x := range slices.Concat(ix.Entries, ix.Undo) {
+		if x.Mode == modeGitlink && k.newRepoAt(e.g, x.Name) {
+			return "an index entry " + quote(x.Name) + " links a repository that is new"
 		}
 	}
 	return ""
