@@ -34,11 +34,14 @@
 //   - objects: a loose object must inflate to "type size\0" and content
 //     whose hash (SHA-1, or SHA-256 when extensions.objectFormat says
 //     so) is its name; a pack and its index must verify as git
-//     verify-pack checks their integrity (the index's signature and
-//     checksum, the pack's signature, version, object count and
-//     trailer, and the index's copy of that trailer); commit-graph,
-//     multi-pack-index, .rev, .bitmap and .mtimes files their signature
-//     and checksum; .keep and .promisor files, info/packs are text.
+//     verify-pack checks their integrity (the index's signature,
+//     fan-out, size and checksum, the pack's signature, version, object
+//     count and trailer, and the index's copy of that trailer);
+//     commit-graph, multi-pack-index, .rev, .bitmap and .mtimes files
+//     their signature and checksum; .keep and .promisor files,
+//     info/packs are text. Packs and checksummed files are read once
+//     through their hash, in constant memory, whatever their size, and
+//     loose objects inflated through theirs.
 //     Objects are data whatever they hold: git never runs an object.
 //     The checks parse the files here rather than run git index-pack:
 //     the engine need not have git, and git reading the command's files
@@ -155,7 +158,8 @@
 // # Limits
 //
 // A small file checked by content (a ref, a state file, a config) is
-// read up to 1 MiB, an index, object or pack up to 128 MiB; a larger
+// read up to 1 MiB, an index, a reflog or a loose object's content up
+// to 128 MiB (packs have no limit: a clone's pack applies); a larger
 // one is refused, as is a new repository of more than 200,000 entries
 // and a removed directory of more than 1,000,000 searched for
 // repositories. Each directory above a change is looked at once per

@@ -280,9 +280,11 @@ func rerereImage(name string) bool {
 // content; a larger one is refused.
 const maxCheckedFile = 1 << 20
 
-// maxDataFile bounds what is read of an index, an object or a pack to
-// check it; a larger one is refused.
-const maxDataFile = 128 << 20
+// maxDataFile bounds what is read of an index, a reflog or the content
+// of a loose object to check it; a larger one is refused. Packs and the
+// files git ends with their checksum are read through their hash, in
+// constant memory, whatever their size. A variable for tests.
+var maxDataFile int64 = 128 << 20
 
 // read returns the content of p after the command, or why it cannot be
 // checked.

@@ -14,12 +14,6 @@ import (
 // (git restore ., git checkout .) without checking the paths again, so
 // an index is data only when every path in it passes git's verify_path.
 
-// checkTrailer checks that b ends with the hash of what comes before
-// (hsz bytes: SHA-1 or SHA-256) or with zeros.
-func checkTrailer(b []byte, hsz int) error { return gitindex.CheckTrailer(b, hsz) }
-
-func hashOf(hsz int, b []byte) []byte { return gitindex.Sum(hsz, b) }
-
 // indexPaths checks what git reads as paths in an index (parsed by
 // package gitindex, which checks the structure of every part): every
 // entry and resolve-undo path passes verify_path with its mode, and so
