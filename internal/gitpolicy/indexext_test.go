@@ -96,7 +96,9 @@ func TestIndexExtensionsOfGit(t *testing.T) {
 		"untracked cache": "echo u > u.txt && git -c core.untrackedCache=true update-index --untracked-cache && git -c core.untrackedCache=true status --short",
 		"offset tables": "mkdir d && for i in $(seq 1 1100); do echo $i > d/f$i; done && git add d && " +
 			"git -c index.threads=2 -c index.recordOffsetTable=true -c index.recordEndOfIndexEntries=true commit -qm many",
-		"split index": "git update-index --split-index && echo y >> README && git add README && git commit -qm s",
+		// The split index's cache tree counts the shared index's entries.
+		"split index": "for i in $(seq 1 30); do echo $i > f$i; done && touch -d 2020-01-01 f* && git add . && git commit -qm i && " +
+			"git update-index --split-index && echo 2 > f3 && git add f3 && git commit -qm s",
 	} {
 		t.Run(name, func(t *testing.T) { allowCase(t, "", script) })
 	}
