@@ -86,11 +86,8 @@ type fileCheck func(k *checker, e entry, b []byte) string
 // place is not, and what it holds after must pass check (read up to
 // limit bytes).
 func (k *checker) file(e entry, rule Rule, limit int64, check fileCheck) verdict {
-	switch {
-	case e.kind == layer.Deleted:
-		return allowed
-	case e.dir:
-		return refuse(Unknown, "a directory where git keeps a file")
+	if v, done := notAFile(e); done {
+		return v
 	}
 	b, why := k.readLimit(e.path, limit)
 	if why == "" {
@@ -100,6 +97,19 @@ func (k *checker) file(e entry, rule Rule, limit int64, check fileCheck) verdict
 		return refuse(rule, why)
 	}
 	return allowed
+}
+
+// notAFile judges a data file's entry when it is not a file to check:
+// removing it is allowed, a directory in its place is not; done is
+// false when its content is to be checked.
+func notAFile(e entry) (v verdict, done bool) {
+	switch {
+	case e.kind == layer.Deleted:
+		return allowed, true
+	case e.dir:
+		return refuse(Unknown, "a directory where git keeps a file"), true
+	}
+	return allowed, false
 }
 
 // anyText is the check of files git reads as a message or as its own

@@ -63,11 +63,8 @@ func (k *checker) objectsDir(e entry) verdict {
 // whose hash is the object's name, inflated through the hash (content
 // up to maxDataFile bytes).
 func (k *checker) looseObject(e entry) verdict {
-	switch {
-	case e.kind == layer.Deleted:
-		return allowed
-	case e.dir:
-		return refuse(Unknown, "a directory where git keeps a file")
+	if v, done := notAFile(e); done {
+		return v
 	}
 	if why := k.inflateObject(e); why != "" {
 		return refuse(Object, why)
@@ -274,11 +271,8 @@ func (t *trailing) Write(p []byte) (int, error) {
 // (commit-graph, multi-pack-index, .rev, .bitmap, .mtimes), read
 // through its hash whatever its size.
 func (k *checker) checksummed(e entry) verdict {
-	switch {
-	case e.kind == layer.Deleted:
-		return allowed
-	case e.dir:
-		return refuse(Unknown, "a directory where git keeps a file")
+	if v, done := notAFile(e); done {
+		return v
 	}
 	s, why := k.stream(e.path, k.hashSize(e.g), 4, 0)
 	switch {
