@@ -18,9 +18,10 @@ import (
 // package gitindex, which checks the structure of every part): every
 // entry and resolve-undo path passes verify_path with its mode, and so
 // does every directory of the cache tree and every directory and file
-// of the untracked cache (git clean and git add read those as the
-// working tree's untracked files); the untracked cache names no exclude
-// file but .gitignore. It says what is wrong, or "".
+// of the untracked cache (git status lists those as the working tree's
+// untracked files: a forged ../x shows as "?? ../x"); the untracked
+// cache names no exclude file but .gitignore. It says what is wrong, or
+// "".
 func indexPaths(ix *gitindex.Index) string {
 	for _, x := range ix.Entries {
 		if why := badIndexEntry(x, ix.Shared != ""); why != "" {
