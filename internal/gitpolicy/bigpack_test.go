@@ -20,7 +20,7 @@ import (
 // pack over 128 MiB takes longer to make than this test may) is
 // verified by reading it through its hash, and applies; judging it
 // allocates less than the pack's size. A pack whose last byte is
-// changed, however large, is refused.
+// changed, however large, is refused, and so is one with holes, unread.
 func TestLargePackStreamed(t *testing.T) {
 	defer gitpolicy.SetMaxDataFile(1 << 20)()
 	const repack = "head -c 3M /dev/urandom > big && git add big && git commit -qm big && git -c pack.compression=0 repack -adq"
@@ -43,6 +43,18 @@ func TestLargePackStreamed(t *testing.T) {
 			t.Errorf("judging a pack of %d bytes allocated %d", fi.Size(), alloc)
 		}
 		t.Logf("judging a pack of %d bytes allocated %d", fi.Size(), alloc)
+	})
+	t.Run("holes", func(t *testing.T) {
+		// 2 GiB of holes cost the command nothing; hashing them would
+		// cost the engine seconds.
+		w := newWorld(t)
+		w.repo(t)
+		refused, _ := w.judge(t, repack+" && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && truncate -s +2G $p")
+		if !slices.ContainsFunc(refused, func(r gitpolicy.Refusal) bool {
+			return r.Rule == gitpolicy.Object && strings.HasSuffix(r.Path, ".pack") && strings.Contains(r.Reason, "holes")
+		}) {
+			t.Errorf("the pack with holes was not refused as such: %v", refused)
+		}
 	})
 	t.Run("last byte changed", func(t *testing.T) {
 		w := newWorld(t)

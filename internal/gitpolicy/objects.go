@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/bashvisor/bashvisor/internal/gitindex"
 	"github.com/bashvisor/bashvisor/internal/layer"
@@ -228,6 +230,9 @@ func (k *checker) stream(p string, hsz, head, tail int) (streamed, string) {
 		return streamed{}, "unreadable: " + err.Error()
 	}
 	defer f.Close()
+	if sparse(f) {
+		return streamed{}, "with holes (git writes none): its size is not data"
+	}
 	w := &trailing{h: gitindex.NewHash(hsz), keep: max(tail, hsz)}
 	r := io.TeeReader(f, w)
 	s := streamed{head: make([]byte, head)}
@@ -246,6 +251,22 @@ func (k *checker) stream(p string, hsz, head, tail int) (streamed, string) {
 	s.summed = !bytes.Equal(sum, make([]byte, hsz)) && bytes.Equal(w.h.Sum(nil), sum)
 	s.tail, s.size = w.tail[len(w.tail)-tail:], w.n
 	return s, ""
+}
+
+// sparse reports whether f (an open file) has more than 1 MiB fewer
+// bytes allocated than its size: a hole costs its maker nothing, but
+// reading it through a hash costs the engine as much as data.
+func sparse(f io.Reader) bool {
+	s, ok := f.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return false
+	}
+	fi, err := s.Stat()
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Size() > st.Blocks*512+1<<20
 }
 
 // trailing hashes what is written to it but its last keep bytes, which
