@@ -40,7 +40,8 @@
 //     commit-graph, multi-pack-index, .rev, .bitmap and .mtimes files
 //     their signature and checksum; .keep and .promisor files,
 //     info/packs are text. Packs and checksummed files are read once
-//     through their hash, in constant memory, whatever their size, and
+//     through their hash, in constant memory, whatever their size (one
+//     with holes, which git never writes, is refused unread), and
 //     loose objects inflated through theirs.
 //     Objects are data whatever they hold: git never runs an object.
 //     The checks parse the files here rather than run git index-pack:
