@@ -5,14 +5,11 @@ package gitpolicy_test
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
-	"github.com/bashvisor/bashvisor/internal/layer"
-	"github.com/bashvisor/bashvisor/internal/layer/layertest"
 )
 
 // TestLargePackStreamed: a pack larger than what policy reads of a
@@ -27,7 +24,8 @@ func TestLargePackStreamed(t *testing.T) {
 	t.Run("applies", func(t *testing.T) {
 		w := newWorld(t)
 		w.repo(t)
-		refused, alloc := w.judge(t, repack)
+		o := w.run(t, repack)
+		refused, alloc := o.refusals, o.alloc
 		if len(refused) > 0 {
 			t.Fatalf("refused: %v", refused)
 		}
@@ -49,7 +47,7 @@ func TestLargePackStreamed(t *testing.T) {
 		// cost the engine seconds.
 		w := newWorld(t)
 		w.repo(t)
-		refused, _ := w.judge(t, repack+" && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && truncate -s +2G $p")
+		refused := w.run(t, repack+" && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && truncate -s +2G $p").refusals
 		if !slices.ContainsFunc(refused, func(r gitpolicy.Refusal) bool {
 			return r.Rule == gitpolicy.Object && strings.HasSuffix(r.Path, ".pack") && strings.Contains(r.Reason, "holes")
 		}) {
@@ -59,39 +57,11 @@ func TestLargePackStreamed(t *testing.T) {
 	t.Run("last byte changed", func(t *testing.T) {
 		w := newWorld(t)
 		w.repo(t)
-		refused, _ := w.judge(t, repack+" && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && printf x | dd of=$p bs=1 seek=$(($(stat -c %s $p)-1)) conv=notrunc 2>/dev/null")
+		refused := w.run(t, repack+" && p=$(ls .git/objects/pack/*.pack) && chmod u+w $p && printf x | dd of=$p bs=1 seek=$(($(stat -c %s $p)-1)) conv=notrunc 2>/dev/null").refusals
 		if !slices.ContainsFunc(refused, func(r gitpolicy.Refusal) bool {
 			return r.Rule == gitpolicy.Object && strings.HasSuffix(r.Path, ".pack")
 		}) {
 			t.Errorf("the corrupt pack was not refused: %v", refused)
 		}
 	})
-}
-
-// judge runs script over a layer and returns what policy refuses and
-// the bytes it allocated to judge the change set, then applies the
-// rest.
-func (w *world) judge(t *testing.T, script string) ([]gitpolicy.Refusal, uint64) {
-	t.Helper()
-	l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: w.state, UserXattr: layertest.Unprivileged()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Remove()
-	if out, err := layertest.Run(t, l.Spec(), w.ws, w.env, script); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
-	s, err := l.Diff()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	refused := gitpolicy.Check(s, l.Roots(), s.Changes)
-	runtime.ReadMemStats(&after)
-	if _, err := s.Apply(gitpolicy.Paths(refused), nil, script); err != nil {
-		t.Fatal(err)
-	}
-	return refused, after.TotalAlloc - before.TotalAlloc
 }
