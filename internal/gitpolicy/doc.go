@@ -34,11 +34,15 @@
 //   - objects: a loose object must inflate to "type size\0" and content
 //     whose hash (SHA-1, or SHA-256 when extensions.objectFormat says
 //     so) is its name; a pack and its index must verify as git
-//     verify-pack checks their integrity (the index's signature and
-//     checksum, the pack's signature, version, object count and
-//     trailer, and the index's copy of that trailer); commit-graph,
-//     multi-pack-index, .rev, .bitmap and .mtimes files their signature
-//     and checksum; .keep and .promisor files, info/packs are text.
+//     verify-pack checks their integrity (the index's signature,
+//     fan-out, size and checksum, the pack's signature, version, object
+//     count and trailer, and the index's copy of that trailer);
+//     commit-graph, multi-pack-index, .rev, .bitmap and .mtimes files
+//     their signature and checksum; .keep and .promisor files,
+//     info/packs are text. Packs and checksummed files are read once
+//     through their hash, in constant memory, whatever their size (one
+//     with holes, which git never writes, is refused unread), and
+//     loose objects inflated through theirs.
 //     Objects are data whatever they hold: git never runs an object.
 //     The checks parse the files here rather than run git index-pack:
 //     the engine need not have git, and git reading the command's files
@@ -51,16 +55,23 @@
 //     CHERRY_PICK_HEAD, REVERT_HEAD, REBASE_HEAD, AUTO_MERGE,
 //     BISECT_HEAD, shallow and similar: object ids; FETCH_HEAD: git's
 //     lines; info/refs: "<id>\t<ref>" lines.
-//   - the index and every split, shared or temporary index: parsed
-//     (versions 2 to 4, checksum, extensions: an unknown required one
-//     is refused); every path of its entries and of its resolve-undo
-//     extension passes git's verify_path with the NTFS and HFS+ checks
-//     on (no absolute path, no drive letter, no empty, . or ..
+//   - the index and every split, shared or temporary index: parsed as
+//     git reads it (package gitindex: versions 2 to 4, checksum, name
+//     lengths as the flags give them, git's varint, and every extension
+//     git knows: the cache tree, resolve-undo, the split index's link,
+//     the untracked cache, fsmonitor's token and bitmap, the offsets of
+//     EOIE and IEOT agreeing with the entries, so that git's threaded
+//     loader reads what the serial one does; an unknown required one is
+//     refused); every path of its entries, of its resolve-undo
+//     extension, of its cache tree's directories and of its untracked
+//     cache's directories and files passes git's verify_path with the
+//     NTFS and HFS+ checks on (no absolute path, no drive letter, no empty, . or ..
 //     component, no .git component in any spelling: case, trailing dots
 //     and spaces, git~1, "::$INDEX_ALLOCATION" streams, code points
 //     HFS+ ignores, backslashes as separators; no symlink named
 //     .gitmodules), and no gitlink names a directory whose repository
-//     is new. MERGE_RR's paths (rerere writes them) pass verify_path
+//     is new; the untracked cache's exclude file is .gitignore.
+//     MERGE_RR's paths (rerere writes them) pass verify_path
 //     too; rr-cache/ holds rerere's images.
 //   - the states of rebase, am and the sequencer: each file git writes
 //     there, checked: todo lists hold comments and git's commands but
@@ -148,7 +159,8 @@
 // # Limits
 //
 // A small file checked by content (a ref, a state file, a config) is
-// read up to 1 MiB, an index, object or pack up to 128 MiB; a larger
+// read up to 1 MiB, an index, a reflog or a loose object's content up
+// to 128 MiB (packs have no limit: a clone's pack applies); a larger
 // one is refused, as is a new repository of more than 200,000 entries
 // and a removed directory of more than 1,000,000 searched for
 // repositories. Each directory above a change is looked at once per

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bashvisor/bashvisor/internal/gitindex"
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
@@ -85,11 +86,8 @@ type fileCheck func(k *checker, e entry, b []byte) string
 // place is not, and what it holds after must pass check (read up to
 // limit bytes).
 func (k *checker) file(e entry, rule Rule, limit int64, check fileCheck) verdict {
-	switch {
-	case e.kind == layer.Deleted:
-		return allowed
-	case e.dir:
-		return refuse(Unknown, "a directory where git keeps a file")
+	if v, done := notAFile(e); done {
+		return v
 	}
 	b, why := k.readLimit(e.path, limit)
 	if why == "" {
@@ -99,6 +97,19 @@ func (k *checker) file(e entry, rule Rule, limit int64, check fileCheck) verdict
 		return refuse(rule, why)
 	}
 	return allowed
+}
+
+// notAFile judges a data file's entry when it is not a file to check:
+// removing it is allowed, a directory in its place is not; done is
+// false when its content is to be checked.
+func notAFile(e entry) (v verdict, done bool) {
+	switch {
+	case e.kind == layer.Deleted:
+		return allowed, true
+	case e.dir:
+		return refuse(Unknown, "a directory where git keeps a file"), true
+	}
+	return allowed, false
 }
 
 // anyText is the check of files git reads as a message or as its own
@@ -154,20 +165,20 @@ func isIndexName(name string) bool {
 	return false
 }
 
-// indexFile checks an index: it parses, and every path in it is one git
-// may write (verify_path), and no gitlink points into a repository that
-// is new.
+// indexFile checks an index: it parses as git reads it, every path in
+// it is one git may write (indexPaths), and no gitlink points into a
+// repository that is new.
 func indexFile(k *checker, e entry, b []byte) string {
-	ix, err := parseIndex(b, k.hashSize(e.g))
+	ix, err := gitindex.Parse(b, k.hashSize(e.g))
 	if err != nil {
 		return "an index that does not parse: " + err.Error()
 	}
-	for _, x := range ix.entries {
-		if why := badIndexEntry(x, ix.shared != ""); why != "" {
-			return "an index entry git must not write: " + why
-		}
-		if x.mode == modeGitlink && k.newRepoAt(e.g, x.name) {
-			return "an index entry " + quote(x.name) + " links a repository that is new"
+	if why := indexPaths(ix); why != "" {
+		return why
+	}
+	for _, x := range slices.Concat(ix.Entries, ix.Undo) {
+		if x.Mode == modeGitlink && k.newRepoAt(e.g, x.Name) {
+			return "an index entry " + quote(x.Name) + " links a repository that is new"
 		}
 	}
 	return ""
@@ -279,9 +290,11 @@ func rerereImage(name string) bool {
 // content; a larger one is refused.
 const maxCheckedFile = 1 << 20
 
-// maxDataFile bounds what is read of an index, an object or a pack to
-// check it; a larger one is refused.
-const maxDataFile = 128 << 20
+// maxDataFile bounds what is read of an index, a reflog or the content
+// of a loose object to check it; a larger one is refused. Packs and the
+// files git ends with their checksum are read through their hash, in
+// constant memory, whatever their size. A variable for tests.
+var maxDataFile int64 = 128 << 20
 
 // read returns the content of p after the command, or why it cannot be
 // checked.

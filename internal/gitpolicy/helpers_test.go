@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,7 @@ type outcome struct {
 	refusals []gitpolicy.Refusal
 	res      *layer.Result
 	out      string
+	alloc    uint64 // bytes the process allocated while Check ran
 }
 
 // run runs script over a layer, checks the changes and applies what
@@ -96,7 +98,11 @@ func (w *world) runIn(t testing.TB, dir string, roots []string, script string) *
 	}
 	defer s.Close()
 	o := &outcome{set: s, out: out}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	o.refusals = gitpolicy.Check(s, l.Roots(), s.Changes)
+	runtime.ReadMemStats(&after)
+	o.alloc = after.TotalAlloc - before.TotalAlloc
 	if o.res, err = s.Apply(gitpolicy.Paths(o.refusals), nil, script); err != nil {
 		t.Fatal(err)
 	}

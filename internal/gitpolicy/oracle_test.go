@@ -4,6 +4,7 @@ package gitpolicy_test
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,28 +29,54 @@ var oracleCommands = []string{
 	"rebase --continue", "merge --continue", "stash", "submodule status",
 }
 
-var execveRe = regexp.MustCompile(`execve\("([^"]*)", .*\) = 0`)
+var execveRe = regexp.MustCompile(`execve\("([^"]*)", (.*)\) = 0`)
 
-// traceExecs runs git args in dir under strace and returns the
-// programs executed.
-func traceExecs(t testing.TB, dir string, env []string, args string) []string {
+// oracleMark is the argument of the marker program (/usr/bin/true) run
+// after each traced command.
+const oracleMark = "oracle-mark-"
+
+// traceExecs runs git with each of cmds in dir, one after another in
+// one shell under one strace (starting strace takes longer than most
+// of these commands), and returns the programs each executed. After
+// each command the shell runs /usr/bin/true with a marker argument:
+// what is executed before it and after the previous one is the
+// command's, but for the shell itself (the first program) and the
+// markers.
+func traceExecs(t testing.TB, dir string, env []string, cmds []string) map[string][]string {
 	t.Helper()
+	var script strings.Builder
+	for i, c := range cmds {
+		fmt.Fprintf(&script, "git %s </dev/null >/dev/null 2>&1; /usr/bin/true %s%d\n", c, oracleMark, i)
+	}
 	out := filepath.Join(t.TempDir(), "strace")
-	cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "trace=execve", "-o", out, "git"}, strings.Fields(args)...)...)
+	cmd := exec.Command("strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-o", out, "bash", "-c", script.String())
 	cmd.Dir, cmd.Env = dir, append(slices.Clone(env), "GIT_EDITOR=:", "GIT_SEQUENCE_EDITOR=:", "GIT_PAGER=cat", "PAGER=cat")
-	_ = cmd.Run() // the command may fail: no operation in progress
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("strace: %v\n%s", err, b)
+	}
 	f, err := os.Open(out)
 	if err != nil {
 		t.Fatalf("strace: %v", err)
 	}
 	defer f.Close()
-	var progs []string
+	progs := map[string][]string{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
+	first, i := true, 0
 	for sc.Scan() {
-		if m := execveRe.FindStringSubmatch(sc.Text()); m != nil && !slices.Contains(progs, m[1]) {
-			progs = append(progs, m[1])
+		m := execveRe.FindStringSubmatch(sc.Text())
+		switch {
+		case m == nil:
+		case first:
+			first = false
+		case m[1] == "/usr/bin/true" && strings.Contains(m[2], `"`+oracleMark):
+			i++
+		case i < len(cmds) && !slices.Contains(progs[cmds[i]], m[1]):
+			progs[cmds[i]] = append(progs[cmds[i]], m[1])
 		}
+	}
+	if i != len(cmds) {
+		t.Fatalf("strace saw %d of %d markers", i, len(cmds))
 	}
 	return progs
 }
@@ -66,10 +93,7 @@ func cleanBaseline(t testing.TB) map[string][]string {
 	baselineOnce.Do(func() {
 		w := newWorld(t)
 		w.repo(t)
-		baseline = map[string][]string{}
-		for _, c := range oracleCommands {
-			baseline[c] = traceExecs(t, w.ws, w.env, c)
-		}
+		baseline = traceExecs(t, w.ws, w.env, oracleCommands)
 	})
 	return baseline
 }
@@ -99,8 +123,9 @@ func (w *world) oracle(t testing.TB, dirs ...string) []string {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue
 		}
+		progs := traceExecs(t, dir, w.env, oracleCommands)
 		for _, c := range oracleCommands {
-			for _, p := range traceExecs(t, dir, w.env, c) {
+			for _, p := range progs[c] {
 				script := c == "submodule status" && slices.Contains(scriptTools, p)
 				if !isGits(p) && !slices.Contains(base[c], p) && !script {
 					bad = append(bad, "git "+c+" in "+d+" ran "+p)

@@ -4,6 +4,7 @@ package gitpolicy
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,9 @@ type View interface {
 	Lstat(path string, after bool) (fs.FileInfo, error)
 	// ReadFile returns up to limit bytes of the regular file path.
 	ReadFile(path string, after bool, limit int64) ([]byte, error)
+	// Open opens the regular file path for reading (packs are read
+	// through it, whatever their size); the caller closes it.
+	Open(path string, after bool) (io.ReadCloser, error)
 	// ReadDir returns the sorted names in the directory path.
 	ReadDir(path string, after bool) ([]string, error)
 }

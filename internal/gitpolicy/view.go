@@ -3,6 +3,7 @@
 package gitpolicy
 
 import (
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,10 @@ func (p *projected) Lstat(path string, after bool) (fs.FileInfo, error) {
 
 func (p *projected) ReadFile(path string, after bool, limit int64) ([]byte, error) {
 	return p.View.ReadFile(path, after && !p.asBefore(path), limit)
+}
+
+func (p *projected) Open(path string, after bool) (io.ReadCloser, error) {
+	return p.View.Open(path, after && !p.asBefore(path))
 }
 
 func (p *projected) ReadDir(path string, after bool) ([]string, error) {

@@ -438,6 +438,17 @@ func (s *Set) Lstat(path string, after bool) (fs.FileInfo, error) {
 // ReadFile returns up to limit bytes of the regular file path before or
 // after the command (it does not follow a final symlink).
 func (s *Set) ReadFile(path string, after bool, limit int64) ([]byte, error) {
+	f, err := s.Open(path, after)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// Open opens the regular file path before or after the command for
+// reading (it does not follow a final symlink); the caller closes it.
+func (s *Set) Open(path string, after bool) (io.ReadCloser, error) {
 	t, rel, err := s.find(path, after)
 	if err != nil {
 		return nil, err
@@ -449,8 +460,7 @@ func (s *Set) ReadFile(path string, after bool, limit int64) ([]byte, error) {
 		}
 		return nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	return f, nil
 }
 
 // Readlink returns the target of the symlink path before or after the

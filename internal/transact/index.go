@@ -3,13 +3,14 @@
 package transact
 
 import (
-	"bytes"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"path/filepath"
 	"strings"
+
+	"github.com/bashvisor/bashvisor/internal/gitindex"
 )
 
 // indexCanon is the undo store's canonical form of git's index
@@ -52,88 +53,32 @@ func isIndex(path string) bool {
 var refreshed = map[string]bool{"TREE": true, "UNTR": true, "FSMN": true, "EOIE": true, "IEOT": true}
 
 // canonIndex digests index b with a hsz-byte hash; false when b is not
-// such an index (its trailer is not its hash, or it does not parse).
+// such an index (package gitindex does not parse it).
 func canonIndex(b []byte, hsz int) (string, bool) {
-	if len(b) < 12+hsz || string(b[:4]) != "DIRC" {
-		return "", false
-	}
-	body := b[:len(b)-hsz]
-	sum := sha1.Sum(body)
-	want := sum[:]
-	if hsz == sha256.Size {
-		s := sha256.Sum256(body)
-		want = s[:]
-	}
-	if !bytes.Equal(want, b[len(body):]) && (hsz != sha1.Size || !bytes.Equal(b[len(body):], make([]byte, hsz))) { // index.skipHash writes zeros
-		return "", false
-	}
-	ver := binary.BigEndian.Uint32(b[4:])
-	if ver < 2 || ver > 4 {
+	ix, err := gitindex.Parse(b, hsz)
+	if err != nil {
 		return "", false
 	}
 	h := sha256.New()
 	h.Write(b[4:12]) // version, entries
-	p := 12
-	prev := ""
-	for range binary.BigEndian.Uint32(b[8:]) {
-		// ctime, mtime, dev, ino (24 bytes), mode, uid, gid, size, oid,
-		// flags: mode, oid and flags count.
-		fixed := 40 + hsz + 2
-		if p+fixed > len(body) {
-			return "", false
+	var u [4]byte
+	for _, e := range ix.Entries {
+		// The stat data (times, device, inode, owner, size) is left out.
+		h.Write(binary.BigEndian.AppendUint32(u[:0], e.Mode))
+		h.Write(e.OID)
+		h.Write(binary.BigEndian.AppendUint16(u[:0], e.Flags))
+		if e.Flags&0x4000 != 0 {
+			h.Write(binary.BigEndian.AppendUint16(u[:0], e.Extended))
 		}
-		h.Write(b[p+24 : p+28])
-		h.Write(b[p+40 : p+fixed])
-		flags := binary.BigEndian.Uint16(b[p+40+hsz:])
-		q := p + fixed
-		if flags&0x4000 != 0 {
-			if q+2 > len(body) {
-				return "", false
-			}
-			h.Write(b[q : q+2])
-			q += 2
-		}
-		var name string
-		if ver == 4 {
-			strip, k := binary.Uvarint(body[q:])
-			if k <= 0 || strip > uint64(len(prev)) {
-				return "", false
-			}
-			q += k
-			end := bytes.IndexByte(body[q:], 0)
-			if end < 0 {
-				return "", false
-			}
-			name = prev[:len(prev)-int(strip)] + string(body[q:q+end])
-			p = q + end + 1
-		} else {
-			end := bytes.IndexByte(body[q:], 0)
-			if end < 0 {
-				return "", false
-			}
-			name = string(body[q : q+end])
-			p += (q - p + end + 8) &^ 7 // NUL-padded to a multiple of 8
-			if p > len(body) {
-				return "", false
-			}
-		}
-		h.Write([]byte(name))
+		h.Write([]byte(e.Name))
 		h.Write([]byte{0})
-		prev = name
 	}
-	for p < len(body) {
-		if p+8 > len(body) {
-			return "", false
+	for _, x := range ix.Extensions {
+		if !refreshed[x.Sig] {
+			h.Write([]byte(x.Sig))
+			h.Write(binary.BigEndian.AppendUint32(u[:0], uint32(len(x.Data))))
+			h.Write(x.Data)
 		}
-		sig := string(body[p : p+4])
-		n := int(binary.BigEndian.Uint32(body[p+4:]))
-		if n < 0 || p+8+n > len(body) {
-			return "", false
-		}
-		if !refreshed[sig] {
-			h.Write(body[p : p+8+n])
-		}
-		p += 8 + n
 	}
 	return hex.EncodeToString(h.Sum(nil)), true
 }
