@@ -413,6 +413,10 @@ type Report struct {
 	// command's hold mode ([Conv.BeginHeld]), or a Discarded
 	// change set. See [Conv.Accept].
 	Held *Held
+	// Unheld says why changes that would have been held were discarded
+	// instead ("" when none were): the conversation holds as many change
+	// sets as it may (see maxHeld). Discarded is set then too.
+	Unheld string
 }
 
 // Listed are the applied changes a listing shows: an added directory
