@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
@@ -256,4 +257,37 @@ func TestHeldLimitSaid(t *testing.T) {
 	if hs, err := e.Held(ctx, tc); err != nil || len(hs) != 64 || hs[0].ID != 1 {
 		t.Fatalf("%d held, %v", len(hs), err)
 	}
+}
+
+// The engine's CPU time spent on a principal's change set counts against
+// its share: once a command with a large change set ended (held for
+// review: its digest reads every byte), the engine counts a busy CPU
+// (Load.BusyCPUs) while nothing runs, for a bounded time (as long as
+// that work took).
+func TestChangeSetCPUCharged(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	tc.Principal, tc.Review = "big", "hold"
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: "head -c 128M /dev/zero > big && seq -f 'f%g' 1000 | xargs touch"})
+	if r.Status != engine.StatusOK || r.Held == nil {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	charged, start := false, time.Now()
+	for time.Since(start) < 30*time.Second {
+		l := e.Load()
+		if l.Running == 0 && l.Jobs == 0 && l.BusyCPUs > 0 {
+			charged = true
+		}
+		if charged && l.BusyCPUs == 0 {
+			return // charged, and the charge ran out
+		}
+		if !charged && l.Running == 0 && time.Since(start) > 10*time.Second {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("charged %v; load now %+v", charged, e.Load())
 }

@@ -351,6 +351,17 @@ func (c *Conv) HeldBytes() int64 {
 func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 	c.apply.Lock()
 	defer c.apply.Unlock()
+	var rep *Report
+	var err error
+	cpu := threadCPU(func() { rep, err = c.accept(id, digestHex) })
+	if rep != nil {
+		rep.CPU = cpu
+	}
+	return rep, err
+}
+
+// accept is Accept's work; c.apply is held.
+func (c *Conv) accept(id int, digestHex string) (*Report, error) {
 	i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id })
 	if i < 0 {
 		return nil, fmt.Errorf("%w: %d", ErrNoHeld, id)

@@ -464,3 +464,20 @@ func TestHeldDigestSymlink(t *testing.T) {
 		t.Fatalf("%q %v", got, err)
 	}
 }
+
+// The engine's CPU time spent on a change set is measured: a large
+// one's Commit and Accept report it (Report.CPU), the engine charges it
+// to the principal.
+func TestChangeSetCPU(t *testing.T) {
+	f := newFixture(t)
+	f.hold = true
+	rep := f.run(t, `mkdir d && cd d && seq -f 'f%g' 2000 | xargs touch`)
+	if rep.Held == nil || rep.CPU <= 0 {
+		t.Fatalf("held %v, cpu %v", rep.Held != nil, rep.CPU)
+	}
+	acc, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	if err != nil || acc.CPU <= 0 || !f.exists("d/f2000") {
+		t.Fatalf("accept: %v, cpu %v", err, acc)
+	}
+	t.Logf("2000 new files: held in %v of CPU, accepted in %v", rep.CPU, acc.CPU)
+}
