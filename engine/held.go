@@ -22,7 +22,11 @@ import (
 // how to review them; Held lists a conversation's held change sets with
 // a digest, and Review accepts (applies exactly what the digest names,
 // as one undo step) or rejects one. An ended conversation's held
-// changes are discarded.
+// changes are discarded. A conversation holds at most 64 change sets:
+// a command whose changes would be one more is not held, its result
+// says so (and is not ok). Accepting never overwrites what changed in
+// the workspace since the command ran: it applies nothing then, naming
+// the paths.
 
 // HeldChanges is a change set of a workspace-write command held for
 // review instead of applied.

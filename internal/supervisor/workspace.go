@@ -274,7 +274,10 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 // Review accepts (transact.Conv.Accept, with the digest of the held
 // changes as listed) or rejects held change set id of conversation
 // conv, and returns what accepting applied. Its errors match
-// ErrNoHeld, ErrDigest or ErrStray when it applied nothing.
+// ErrNoHeld, ErrDigest or ErrStray when it applied nothing, or are an
+// *UndoConflictError naming the held paths that changed in the
+// workspace since the command ran (transact.ErrConflict; nothing
+// applied either).
 func (s *Supervisor) Review(conv string, id int, digest string, accept bool) (jobs.Changes, error) {
 	w := s.workspace(conv)
 	if w == nil || w.tx == nil {
