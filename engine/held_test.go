@@ -263,7 +263,7 @@ func TestHeldLimitSaid(t *testing.T) {
 // its share: once a command with a large change set ended (held for
 // review: its digest reads every byte), the engine counts a busy CPU
 // (Load.BusyCPUs) while nothing runs, for a bounded time (as long as
-// that work took).
+// that work took); so does accepting it (the digest is read again).
 func TestChangeSetCPUCharged(t *testing.T) {
 	needNamespaces(t)
 	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
@@ -275,6 +275,17 @@ func TestChangeSetCPUCharged(t *testing.T) {
 	if r.Status != engine.StatusOK || r.Held == nil {
 		t.Fatalf("%s %q", r.Status, r.Output)
 	}
+	chargedOnce(t, e, "the command")
+	if _, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true); err != nil || !exists(dir, "big") {
+		t.Fatal(err)
+	}
+	chargedOnce(t, e, "the accept")
+}
+
+// chargedOnce waits until the engine counts a busy CPU while nothing
+// runs, and then until that charge ran out.
+func chargedOnce(t *testing.T, e *engine.Engine, what string) {
+	t.Helper()
 	charged, start := false, time.Now()
 	for time.Since(start) < 30*time.Second {
 		l := e.Load()
@@ -289,5 +300,5 @@ func TestChangeSetCPUCharged(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("charged %v; load now %+v", charged, e.Load())
+	t.Fatalf("%s: charged %v; load now %+v", what, charged, e.Load())
 }

@@ -166,6 +166,10 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 		sv.sampled(ctx, m)
 	case *engineDue:
 		sv.engineDue(ctx, m.k)
+	case *engineCharge:
+		if c := sv.convs[m.conv]; c != nil && !sv.stopping {
+			sv.chargeEngine(ctx, c, m.pk, m.cpu)
+		}
 	case *actors.Report:
 		sv.update(ctx, m)
 	case *workspaceRequest:

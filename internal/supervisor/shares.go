@@ -400,8 +400,8 @@ func (sv *supervisor) stats() Stats {
 // conversation and principal count one more busy CPU (as does the
 // engine) for as long as that work took, after what they owe already,
 // as a job of theirs that had run that long on one CPU would have. A
-// background job's checkpoints are charged when it ends; accepting a
-// held change set is not charged.
+// background job's checkpoints are charged when it ends, accepting a
+// held change set when it is applied (engineCharge).
 
 // owedKey names who owes the engine's work: a conversation and its
 // principal.
@@ -415,6 +415,14 @@ type owed struct {
 	p     *principal
 	until time.Time
 	timer *time.Timer // sends engineDue at until
+}
+
+// engineCharge asks the supervisor actor to charge the engine's CPU
+// time cpu to conversation conv of principal pk (an accept's).
+type engineCharge struct {
+	conv string
+	pk   pkey
+	cpu  time.Duration
 }
 
 // engineDue tells the supervisor actor that charge k may have run out.
