@@ -413,7 +413,9 @@ type Report struct {
 	// Discarded reports that the command's changes were not applied and
 	// will not be on their own (processes not known to be gone): they
 	// are held for review (Held), or lost when there was nothing to
-	// hold or the layer could not be diffed. A deferred apply (the
+	// hold or the layer could not be diffed. It is set too when
+	// changes that would have been held were discarded (Unheld; what
+	// policy allowed may have been applied then). A deferred apply (the
 	// shared layer's last command applies them) is not discarded.
 	Discarded bool
 	// Held is the part of the change set kept for review instead of
