@@ -53,6 +53,6 @@
 // is placed and never moved ([Client]), what survives an executor's loss
 // ([ClientOptions.SharedDirs]), how a call id is run at most once
 // ([Executor]), when an executor fences itself ([ExecutorOptions.FenceAfter],
-// [Executor.Fence]), how membership is found ([Static], [Provider]) and
+// [Executor.FenceDone]), how membership is found ([Static], [Provider]) and
 // how the fleet authenticates ([ExecutorOptions.Token]).
 package cluster

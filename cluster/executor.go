@@ -159,16 +159,17 @@ func (x *Executor) ID() string { return x.selfID }
 // Addr is the address fronts reach it at.
 func (x *Executor) Addr() string { return x.node.address() }
 
-// Name is its display name.
-func (x *Executor) Name() string { return x.nameOf() }
-
 func (x *Executor) nameOf() string {
 	s, _ := x.name.Load().(string)
 	return s
 }
 
 // FenceDone is closed once the executor fenced itself and ended its
-// commands and jobs.
+// commands and jobs. It fences itself when its process did not run for
+// longer than ExecutorOptions.FenceAfter, when the membership no longer
+// lists it or blocked it, and when a front declared it lost: from then
+// on it refuses every request, its running calls are cancelled and its
+// background jobs killed (the grace sequence).
 func (x *Executor) FenceDone() <-chan struct{} { return x.fenceDone }
 
 // FenceReason says why it fenced ("" when it did not).
@@ -177,9 +178,9 @@ func (x *Executor) FenceReason() string {
 	return s
 }
 
-// Fence makes the executor refuse every request from now on, cancels its
+// fence makes the executor refuse every request from now on, cancels its
 // running calls and kills its background jobs (the grace sequence).
-func (x *Executor) Fence(reason string) {
+func (x *Executor) fence(reason string) {
 	x.fenceOnce.Do(func() {
 		x.fenceWhy.Store(reason)
 		close(x.fenced)
@@ -241,7 +242,7 @@ func (x *Executor) beat() { x.lastBeat.Store(int64(time.Since(x.start))) }
 // has not run yet.
 func (x *Executor) checkFrozen() {
 	if gap := time.Since(x.start) - time.Duration(x.lastBeat.Load()); gap > x.o.FenceAfter {
-		x.Fence(fmt.Sprintf("the process did not run for %.1fs (frozen?), longer than the fence bound %s", gap.Seconds(), x.o.FenceAfter))
+		x.fence(fmt.Sprintf("the process did not run for %.1fs (frozen?), longer than the fence bound %s", gap.Seconds(), x.o.FenceAfter))
 	}
 }
 
@@ -250,7 +251,7 @@ func (x *Executor) topology(t *pacluster.ClusterTopology) {
 	self := x.selfID
 	for _, id := range t.Blocked {
 		if memberID(id) == self {
-			x.Fence("the cluster blocked this member")
+			x.fence("the cluster blocked this member")
 			return
 		}
 	}
@@ -261,7 +262,7 @@ func (x *Executor) topology(t *pacluster.ClusterTopology) {
 		}
 	}
 	if x.seenSelf.Load() {
-		x.Fence("the cluster membership no longer lists this member")
+		x.fence("the cluster membership no longer lists this member")
 	}
 }
 
@@ -374,7 +375,7 @@ func (a *execActor) Receive(ctx actor.Context) {
 		})
 	case *clusterpb.Fence:
 		if m.ExecutorId == x.ID() {
-			x.Fence("a front declared this executor lost: " + m.Reason)
+			x.fence("a front declared this executor lost: " + m.Reason)
 		}
 	case *clusterpb.RunCall:
 		a.run(ctx, m)
@@ -607,6 +608,8 @@ func (a *execActor) answer(x *Executor, tc engine.ToolContext, m *clusterpb.Quer
 		if u, err = x.eng.Undo(x.runCtx, tc, int(m.Steps)); err == nil {
 			encodeUndo(reply, u)
 		}
+	case "held", "review":
+		err = x.answerReview(tc, m, reply)
 	case "end":
 		ectx, cancel := context.WithTimeout(context.Background(), x.cfg.Lifecycle.Grace+x.cfg.Lifecycle.CleanupWait+5*time.Second)
 		err = x.eng.EndConversation(ectx, tc.ConversationID)

@@ -131,7 +131,7 @@ func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 		WorkingDir: tc.WorkingDir, ConversationId: tc.ConversationID, Principal: tc.Principal,
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
 		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
-		Turn: tc.Turn, UndoTurn: tc.UndoTurn, UndoPaths: tc.UndoPaths, Redo: tc.Redo,
+		Turn: tc.Turn, UndoTurn: tc.UndoTurn, UndoPaths: tc.UndoPaths, Redo: tc.Redo, Review: tc.Review,
 	}
 	if l := tc.Limits; l != nil {
 		p.Limits = &clusterpb.Limits{Memory: l.Memory, CpuTimeNs: int64(l.CPUTime), Processes: int64(l.Processes)}
@@ -150,7 +150,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		WorkingDir: p.WorkingDir, ConversationID: p.ConversationId, Principal: p.Principal,
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
-		Turn:    p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo,
+		Turn:    p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo, Review: p.Review,
 	}
 	tc.Sandbox.Network = p.AllowNet
 	if l := p.Limits; l != nil {
@@ -168,6 +168,7 @@ func encodeResult(r engine.Result) *clusterpb.Result {
 		OutputFile: r.OutputFile, JobId: r.JobID, ErrKind: kind, Err: text,
 		CpuMs: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes, Processes: int64(r.Processes), OomKilled: r.OOMKilled,
 		Changes: encodeChanges(r.Changes), ChangesOmitted: int64(r.ChangesOmitted), Refused: encodeRefused(r.Refused),
+		Held: encodeHeld(r.Held),
 	}
 	if r.ExitCode != nil {
 		c := int64(*r.ExitCode)
@@ -185,8 +186,9 @@ func decodeResult(p *clusterpb.Result) engine.Result {
 		OutputBytes: p.OutputBytes, FullOutputFile: p.FullOutputFile, DurationMS: p.DurationMs,
 		QueuedMS: p.QueuedMs, Command: p.Command, Display: p.Display, PID: int(p.Pid),
 		OutputFile: p.OutputFile, JobID: p.JobId, Err: decodeErr(p.ErrKind, p.Err),
-		Usage:     engine.Usage{CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled},
-		ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused)},
+		Usage: engine.Usage{CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled},
+		ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused),
+			Held: decodeHeld(p.Held)},
 	}
 	if p.ExitCode != nil {
 		c := int(*p.ExitCode)
@@ -202,7 +204,7 @@ func encodeJob(j engine.JobInfo) *clusterpb.JobInfo {
 		StartedUnixNs: unixNano(j.Started), EndedUnixNs: unixNano(j.Ended), Bytes: j.Bytes, OutputFile: j.OutputFile,
 		CpuMs: j.CPUMS, PeakMemoryBytes: j.PeakMemoryBytes, Processes: int64(j.Processes), OomKilled: j.OOMKilled,
 		Tty: j.TTY, Changes: encodeChanges(j.Changes), ChangesOmitted: int64(j.ChangesOmitted),
-		Refused: encodeRefused(j.Refused), ChangeReport: j.ChangeReport,
+		Refused: encodeRefused(j.Refused), ChangeReport: j.ChangeReport, Held: encodeHeld(j.Held),
 	}
 	if j.ExitCode != nil {
 		c := int64(*j.ExitCode)
@@ -220,7 +222,8 @@ func decodeJob(p *clusterpb.JobInfo) engine.JobInfo {
 		ConversationID: p.ConversationId, Status: engine.JobStatus(p.Status), Reason: p.Reason,
 		Started: fromUnixNano(p.StartedUnixNs), Ended: fromUnixNano(p.EndedUnixNs), Bytes: p.Bytes, OutputFile: p.OutputFile,
 		Usage: engine.Usage{CPUMS: p.CpuMs, PeakMemoryBytes: p.PeakMemoryBytes, Processes: int(p.Processes), OOMKilled: p.OomKilled},
-		TTY:   p.Tty, ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused)},
+		TTY:   p.Tty, ChangeSet: engine.ChangeSet{Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted), Refused: decodeRefused(p.Refused),
+			Held: decodeHeld(p.Held)},
 		ChangeReport: p.ChangeReport,
 	}
 	if p.ExitCode != nil {
@@ -247,7 +250,7 @@ func fromUnixNano(ns int64) time.Time {
 func encodeChanges(cs []engine.Change) []*clusterpb.Change {
 	var out []*clusterpb.Change
 	for _, c := range cs {
-		out = append(out, &clusterpb.Change{Path: c.Path, Kind: c.Kind, Size: c.Size})
+		out = append(out, &clusterpb.Change{Path: c.Path, Kind: c.Kind, Size: c.Size, Reason: c.Reason})
 	}
 	return out
 }
@@ -255,7 +258,7 @@ func encodeChanges(cs []engine.Change) []*clusterpb.Change {
 func decodeChanges(cs []*clusterpb.Change) []engine.Change {
 	var out []engine.Change
 	for _, c := range cs {
-		out = append(out, engine.Change{Path: c.Path, Kind: c.Kind, Size: c.Size})
+		out = append(out, engine.Change{Path: c.Path, Kind: c.Kind, Size: c.Size, Reason: c.Reason})
 	}
 	return out
 }
@@ -274,4 +277,25 @@ func decodeRefused(rs []*clusterpb.Refusal) []engine.Refusal {
 		out = append(out, engine.Refusal{Path: r.Path, Rule: r.Rule, Reason: r.Reason})
 	}
 	return out
+}
+
+// encodeHeld is a held change set on the wire (nil: none).
+func encodeHeld(h *engine.HeldChanges) *clusterpb.Held {
+	if h == nil {
+		return nil
+	}
+	return &clusterpb.Held{Id: int64(h.ID), Digest: h.Digest, Command: h.Command, Changes: encodeChanges(h.Changes), ChangesOmitted: int64(h.ChangesOmitted)}
+}
+
+// decodeHeld is encodeHeld's reverse; Changes is never nil, as the
+// engine's.
+func decodeHeld(p *clusterpb.Held) *engine.HeldChanges {
+	if p == nil {
+		return nil
+	}
+	h := &engine.HeldChanges{ID: int(p.Id), Digest: p.Digest, Command: p.Command, Changes: decodeChanges(p.Changes), ChangesOmitted: int(p.ChangesOmitted)}
+	if h.Changes == nil {
+		h.Changes = []engine.Change{}
+	}
+	return h
 }

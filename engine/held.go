@@ -22,7 +22,11 @@ import (
 // how to review them; Held lists a conversation's held change sets with
 // a digest, and Review accepts (applies exactly what the digest names,
 // as one undo step) or rejects one. An ended conversation's held
-// changes are discarded.
+// changes are discarded. A conversation holds at most 64 change sets:
+// a command whose changes would be one more is not held, its result
+// says so (and is not ok). Accepting never overwrites what changed in
+// the workspace since the command ran: it applies nothing then, naming
+// the paths.
 
 // HeldChanges is a change set of a workspace-write command held for
 // review instead of applied.
@@ -87,6 +91,9 @@ const maxHeldLines = 20
 // except the refused ones, whose refused lines name them already, and
 // how to review them ("" when none).
 func heldNotes(c jobs.Changes, cwd string) string {
+	if c.Report != nil && c.Report.Unheld != "" {
+		return "[the changes to hold were not held, and are discarded: " + c.Report.Unheld + " (bash_review)]"
+	}
 	if c.Report == nil || c.Report.Held == nil {
 		return ""
 	}
@@ -149,7 +156,10 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 // that names no held change set (reviewed already, or of an ended
 // conversation) matches ErrBadInput too, as does accepting the held
 // changes of a command that left processes running (they may still
-// change: reject them, or run the command again).
+// change: reject them, or run the command again), and accepting held
+// changes whose paths changed in the workspace since the command ran (a
+// later edit, which accepting would overwrite: nothing is applied;
+// reject them, or put the paths back and accept again).
 func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest string, accept bool) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -165,7 +175,8 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 			}
 		}
 	}
-	applied, err := e.sup.Review(tc.ConversationID, id, digest, accept)
+	applied, err := e.sup.Review(tc.ConversationID, tc.Principal, id, digest, accept)
+	var conflict *supervisor.UndoConflictError // the held paths changed since
 	switch {
 	case errors.Is(err, supervisor.ErrNoHeld):
 		return Result{}, fmt.Errorf("%w: no held change set %d in this conversation (reviewed already, or never held)", ErrBadInput, id)
@@ -173,6 +184,8 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 		return Result{}, fmt.Errorf("%w: held change set %d is of a command that left processes running, which may still change it, so it cannot be accepted: reject it, or run the command again; nothing was applied", ErrBadInput, id)
 	case errors.Is(err, supervisor.ErrDigest):
 		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
+	case errors.As(err, &conflict):
+		return Result{}, fmt.Errorf("%w: held change set %d: the workspace changed since the command ran at %s; accepting would overwrite that, so nothing was applied: reject it, or put those paths back and accept it again", ErrBadInput, id, conflictNames(conflict.Paths, tc.WorkingDir))
 	case err != nil:
 		return Result{}, public(err)
 	}
@@ -187,6 +200,18 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 		res.Output += "\n" + notes
 	}
 	return res, nil
+}
+
+// conflictNames names paths relative to cwd, at most five.
+func conflictNames(paths []string, cwd string) string {
+	var names []string
+	for _, p := range paths[:min(len(paths), 5)] {
+		names = append(names, rel(cwd, p))
+	}
+	if len(paths) > 5 {
+		names = append(names, fmt.Sprintf("and %d more", len(paths)-5))
+	}
+	return strings.Join(names, ", ")
 }
 
 // onHeld offers a result's held change set to Config.OnHeld, and

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
@@ -198,4 +200,105 @@ func TestContainedAsksWhileNetworkJobRuns(t *testing.T) {
 	if r := e.Run(ctx, tc, engine.Input{Command: plantHook}); r.Status != engine.StatusOK || r.Held == nil || !exists(dir, "a.txt") {
 		t.Fatalf("contained after the network job: %s %q %+v", r.Status, r.Output, r.Held)
 	}
+}
+
+// Accepting does not overwrite a later edit: a held file the user wrote
+// in the workspace after the command ran refuses the accept, naming it,
+// and nothing is applied; the set stays held and can be rejected.
+func TestHeldAcceptAfterUserEdit(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	tc.Review = "hold"
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: "echo command > b.txt && echo command >> README"})
+	if r.Held == nil || exists(dir, "b.txt") {
+		t.Fatalf("%+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("the user's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
+	if !errors.Is(err, engine.ErrBadInput) || !strings.Contains(err.Error(), "changed since the command ran at README;") {
+		t.Fatalf("accept over the user's edit: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "README")); string(b) != "the user's\n" || exists(dir, "b.txt") {
+		t.Fatalf("applied: README %q, b.txt %v", b, exists(dir, "b.txt"))
+	}
+	if hs, err := e.Held(ctx, tc); err != nil || len(hs) != 1 {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	if _, err := e.Review(ctx, tc, r.Held.ID, "", false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A conversation holds at most 64 change sets: the next command's
+// result says its changes were not held but discarded, and what to do;
+// it is not ok.
+func TestHeldLimitSaid(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	tc.Review = "hold"
+	ctx := context.Background()
+	for i := range 64 {
+		if r := e.Run(ctx, tc, engine.Input{Command: "echo x > f" + strconv.Itoa(i)}); r.Held == nil {
+			t.Fatalf("command %d not held: %+v", i, r)
+		}
+	}
+	r := e.Run(ctx, tc, engine.Input{Command: "echo x > last"})
+	if r.Held != nil || r.Status == engine.StatusOK || exists(dir, "last") ||
+		!strings.Contains(r.Output, "[the changes to hold were not held, and are discarded: the conversation holds 64 change sets for review already") {
+		t.Fatalf("%+v", r)
+	}
+	if hs, err := e.Held(ctx, tc); err != nil || len(hs) != 64 || hs[0].ID != 1 {
+		t.Fatalf("%d held, %v", len(hs), err)
+	}
+}
+
+// The engine's CPU time spent on a principal's change set counts against
+// its share: once a command with a large change set ended (held for
+// review: its digest reads every byte), the engine counts a busy CPU
+// (Load.BusyCPUs) while nothing runs, for a bounded time (as long as
+// that work took); so does accepting it (the digest is read again).
+func TestChangeSetCPUCharged(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t, func(c *engine.Config) { c.Timeout = time.Minute })
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	tc.Principal, tc.Review = "big", "hold"
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: "head -c 128M /dev/zero > big && seq -f 'f%g' 1000 | xargs touch"})
+	if r.Status != engine.StatusOK || r.Held == nil {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	chargedOnce(t, e, "the command")
+	if _, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true); err != nil || !exists(dir, "big") {
+		t.Fatal(err)
+	}
+	chargedOnce(t, e, "the accept")
+}
+
+// chargedOnce waits until the engine counts a busy CPU while nothing
+// runs, and then until that charge ran out.
+func chargedOnce(t *testing.T, e *engine.Engine, what string) {
+	t.Helper()
+	charged, start := false, time.Now()
+	for time.Since(start) < 30*time.Second {
+		l := e.Load()
+		if l.Running == 0 && l.Jobs == 0 && l.BusyCPUs > 0 {
+			charged = true
+		}
+		if charged && l.BusyCPUs == 0 {
+			return // charged, and the charge ran out
+		}
+		if !charged && l.Running == 0 && time.Since(start) > 10*time.Second {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%s: charged %v; load now %+v", what, charged, e.Load())
 }

@@ -54,52 +54,86 @@ func (h *handover) receive() {
 	if h.ports > 0 {
 		want = 3 + h.ports
 	}
-	data := make([]byte, 1+h.ports)
-	oob := make([]byte, unix.CmsgSpace(4*want))
-	n, oobn, _, _, err := h.conn.ReadMsgUnix(data, oob)
-	var fds []int
-	if err == nil {
-		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil && len(msgs) == 1 {
-			fds, _ = unix.ParseUnixRights(&msgs[0])
-		}
-	}
-	files := make([]*os.File, want)
-	for i, fdn := range fds {
-		f := os.NewFile(uintptr(fdn), "handed-over")
-		if i >= want {
-			f.Close()
-			continue
-		}
-		files[i] = f
-	}
-	if err == nil && (len(fds) == 0 || n != len(data)) {
-		err = errors.New("sandbox: the helper handed over no listener")
-	}
-	if err == nil && h.ports > 0 {
-		// fds holds proxy, udp, tcp and the bound ports, in order; place
-		// each bound port's at its position.
-		bound := files[3:]
-		placed := make([]*os.File, h.ports)
-		next := 0
-		for i := 0; i < h.ports; i++ {
-			if data[1+i] == 1 && next < len(bound) {
-				placed[i], bound[next] = bound[next], nil
-				next++
-			}
-		}
-		copy(files[3:], placed)
-	}
+	files, err := h.read(want)
 	h.mu.Lock()
 	h.files, h.err, h.taken = files, err, make([]bool, want)
 	if h.shut {
-		for _, f := range files {
-			if f != nil {
-				f.Close()
-			}
-		}
+		closeFiles(files)
 		h.files, h.err = nil, net.ErrClosed
 	}
 	h.mu.Unlock()
+}
+
+// read receives the handover's message: want descriptors by position
+// (see handover.files). Every descriptor received is closed on every
+// error (none returned then), and so is every one the message carried
+// beyond those it places: more than want, in a control message of its
+// own, or a carried port's that the data does not say was bound.
+func (h *handover) read(want int) ([]*os.File, error) {
+	data := make([]byte, 1+h.ports)
+	oob := make([]byte, unix.CmsgSpace(4*want))
+	n, oobn, flags, _, err := h.conn.ReadMsgUnix(data, oob)
+	var fds []int
+	if oobn > 0 {
+		// Every SCM_RIGHTS message is parsed, whatever else came, so
+		// that none of its descriptors is left open.
+		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+		for i := range msgs {
+			if more, rerr := unix.ParseUnixRights(&msgs[i]); rerr == nil {
+				fds = append(fds, more...)
+			}
+		}
+		if err == nil && (perr != nil || len(msgs) != 1) {
+			err = errors.New("sandbox: the helper's handover has unexpected control messages")
+		}
+	}
+	switch {
+	case err != nil:
+	case flags&unix.MSG_CTRUNC != 0:
+		err = errors.New("sandbox: the helper handed over more descriptors than asked for")
+	case len(fds) == 0 || n != len(data):
+		err = errors.New("sandbox: the helper handed over no listener")
+	}
+	files := make([]*os.File, 0, len(fds))
+	for _, fdn := range fds {
+		files = append(files, os.NewFile(uintptr(fdn), "handed-over"))
+	}
+	if err != nil {
+		closeFiles(files)
+		return nil, err
+	}
+	if len(files) > want {
+		closeFiles(files[want:])
+		files = files[:want]
+	}
+	out := make([]*os.File, want)
+	copy(out, files)
+	if h.ports == 0 {
+		return out, nil
+	}
+	// files holds proxy, udp, tcp and the bound ports, in order; place
+	// each bound port's at its position, and close what is left over.
+	bound := out[3:]
+	placed := make([]*os.File, h.ports)
+	next := 0
+	for i := 0; i < h.ports; i++ {
+		if data[1+i] == 1 && next < len(bound) {
+			placed[i], bound[next] = bound[next], nil
+			next++
+		}
+	}
+	closeFiles(bound)
+	copy(out[3:], placed)
+	return out, nil
+}
+
+// closeFiles closes each file of fs that is not nil.
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // take waits for the handover and returns descriptor i (once; nil when

@@ -150,7 +150,7 @@ func props(s *Supervisor, host hostState) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &supervisor{s: s, running: map[key]*entry{}, ended: map[key]jobs.State{}, children: map[string]key{},
 			killers: map[key][]chan<- jobs.State{}, convs: map[string]*conversation{}, yields: map[key]*pendingYield{},
-			shares: shares{principals: map[pkey]*principal{}, host: host}}
+			shares: shares{principals: map[pkey]*principal{}, owed: map[owedKey]*owed{}, host: host}}
 	}, actor.WithSupervisor(stop), actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
@@ -164,6 +164,12 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 		m.ack <- sv.heldWaiter(m.reply)
 	case *loadSample:
 		sv.sampled(ctx, m)
+	case *engineDue:
+		sv.engineDue(ctx, m.k)
+	case *engineCharge:
+		if c := sv.convs[m.conv]; c != nil && !sv.stopping {
+			sv.chargeEngine(ctx, c, m.pk, m.cpu)
+		}
 	case *actors.Report:
 		sv.update(ctx, m)
 	case *workspaceRequest:
@@ -193,6 +199,9 @@ func (sv *supervisor) Receive(ctx actor.Context) {
 	case *shutdownRequest:
 		sv.shutdown(ctx, m.leaveJobs)
 	case *actor.Stopped:
+		for _, o := range sv.owed {
+			o.timer.Stop()
+		}
 		sv.s.final = sv.list("", true)
 		var ws []*workspace
 		for _, c := range sv.convs {
@@ -304,6 +313,9 @@ func (sv *supervisor) update(ctx actor.Context, m *actors.Report) {
 	if st.Running() {
 		e.state = st
 		return
+	}
+	if rep := st.Changes.Report; rep != nil {
+		sv.chargeEngine(ctx, sv.conv(k.conv), e.p, rep.CPU)
 	}
 	sv.release(ctx, k, e)
 	if c := sv.convs[k.conv]; st.Background && st.Status != jobs.Errored && !e.forgotten && (c == nil || !c.ending) {

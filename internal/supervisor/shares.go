@@ -90,6 +90,7 @@ type shares struct {
 	units      int      // CPUs wanted by the measured busy jobs, engine-wide
 	served     uint64   // admissions from the queue so far
 	active     int      // principals that run something that counts, or wait
+	owed       map[owedKey]*owed
 	host       hostState
 }
 
@@ -391,4 +392,87 @@ func (sv *supervisor) sampled(ctx actor.Context, m *loadSample) {
 func (sv *supervisor) stats() Stats {
 	return Stats{Running: sv.fg, Jobs: sv.bg, Queued: len(sv.queue), Busy: sv.units, Starting: sv.starting,
 		MemoryShort: sv.host.memShort, ProcessesShort: sv.host.pidsShort}
+}
+
+// The engine's own CPU time spent on a conversation's change sets
+// (diffing, judging and applying them: transact.Report.CPU) counts
+// against its principal's share: once a job's change set is done, its
+// conversation and principal count one more busy CPU (as does the
+// engine) for as long as that work took, after what they owe already,
+// as a job of theirs that had run that long on one CPU would have. A
+// background job's checkpoints are charged when it ends, accepting a
+// held change set when it is applied (engineCharge).
+
+// owedKey names who owes the engine's work: a conversation and its
+// principal.
+type owedKey struct {
+	c  *conversation
+	pk pkey
+}
+
+// owed is a charge for the engine's work: one busy CPU until until.
+type owed struct {
+	p     *principal
+	until time.Time
+	timer *time.Timer // sends engineDue at until
+}
+
+// engineCharge asks the supervisor actor to charge the engine's CPU
+// time cpu to conversation conv of principal pk (an accept's).
+type engineCharge struct {
+	conv string
+	pk   pkey
+	cpu  time.Duration
+}
+
+// engineDue tells the supervisor actor that charge k may have run out.
+type engineDue struct{ k owedKey }
+
+// chargeEngine charges d of the engine's CPU time to conversation c of
+// principal pk.
+func (sv *supervisor) chargeEngine(ctx actor.Context, c *conversation, pk pkey, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	k, now := owedKey{c: c, pk: pk}, time.Now()
+	o := sv.owed[k]
+	if o == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		o = &owed{p: sv.principal(pk), until: now, timer: time.AfterFunc(d, func() { root.Send(self, &engineDue{k: k}) })}
+		sv.owed[k] = o
+		c.units++
+		o.p.units++
+		sv.units++
+		sv.activity(o.p)
+	}
+	o.until = later(o.until, now).Add(d)
+	o.timer.Reset(o.until.Sub(now))
+}
+
+// engineDue ends charge k once it ran out, and admits what waited for
+// it.
+func (sv *supervisor) engineDue(ctx actor.Context, k owedKey) {
+	o := sv.owed[k]
+	if o == nil {
+		return
+	}
+	if d := time.Until(o.until); d > 0 {
+		o.timer.Reset(d)
+		return
+	}
+	delete(sv.owed, k)
+	k.c.units--
+	o.p.units--
+	sv.units--
+	sv.activity(o.p)
+	sv.tidy(k.pk)
+	sv.dequeue(ctx)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

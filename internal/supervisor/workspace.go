@@ -286,8 +286,15 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 // Review accepts (transact.Conv.Accept, with the digest of the held
 // changes as listed) or rejects held change set id of conversation
 // conv, and returns what accepting applied. Its errors match
-// ErrNoHeld, ErrDigest or ErrStray when it applied nothing.
-func (s *Supervisor) Review(conv string, id int, digest string, accept bool) (jobs.Changes, error) {
+// ErrNoHeld, ErrDigest or ErrStray when it applied nothing, or are an
+// *UndoConflictError naming the held paths that changed in the
+// workspace since the command ran (transact.ErrConflict; nothing
+// applied either).
+//
+// The engine's CPU time an accept spent is charged to principal (a
+// call's Principal: "" for the conversation's own), as a job's change
+// set is (see chargeEngine).
+func (s *Supervisor) Review(conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
 	w := s.workspace(conv)
 	if w == nil || w.tx == nil {
 		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
@@ -299,6 +306,7 @@ func (s *Supervisor) Review(conv string, id int, digest string, accept bool) (jo
 	if err != nil {
 		return jobs.Changes{}, own(err)
 	}
+	s.system.Root.Send(s.pid, &engineCharge{conv: conv, pk: principalKey(jobs.Request{Conversation: conv, Principal: principal}), cpu: rep.CPU})
 	return jobs.Changes{Report: rep}, nil
 }
 

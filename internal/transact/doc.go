@@ -134,7 +134,12 @@
 // ([ErrStray]): such a process may still write its layer. Held change sets are removed
 // with the conversation ([Conv.End]) and by [Manager.Close], and what
 // they hold counts against the conversation ([Conv.HeldBytes]); a
-// conversation holds at most 64 (holding one more discards the oldest).
+// conversation holds at most 64: a command whose changes would be one
+// more is not held, and its report says so ([Report.Unheld]). Accepting
+// applies nothing when a held path changed in the workspace since the
+// change set was held ([ErrConflict]). In hold mode and for a command
+// that left processes running, what policy refuses carries its reason,
+// as in apply mode.
 // Changes a checkpoint refused are not held: they stay in the running
 // job's layer, and the job's Commit holds them. In hold mode checkpoints
 // apply nothing: the last Commit of the layer holds everything.

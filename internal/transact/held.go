@@ -42,11 +42,25 @@ type Held struct {
 	layer *layer.Layer
 	paths []string // the held paths, sorted
 	stray bool     // processes of the command may still run over the layer
+	// was are the held changes as held, and seen what the real path of
+	// each was then: Accept applies nothing when one of them changed
+	// since (a later edit of the user's is not overwritten).
+	was  []layer.Change
+	seen []mark
 }
 
-// maxHeld bounds a conversation's held change sets: holding one more
-// discards the oldest.
+// maxHeld bounds a conversation's held change sets. A command whose
+// changes would be the next one held once maxHeld wait is not held: its
+// changes that would have been are discarded (what its policy allows is
+// still applied, outside hold mode), and its report says so
+// ([Report.Unheld]), with what to do: review or reject the held change
+// sets, then run it again. The held ones are kept as they were: a
+// person may be reviewing them, and those shown are never discarded to
+// make room.
 const maxHeld = 64
+
+// unheldFull is Report.Unheld once maxHeld change sets are held.
+var unheldFull = fmt.Sprintf("the conversation holds %d change sets for review already, the most it may: review or reject them, then run the command again", maxHeld)
 
 // Reasons given for held paths.
 const (
@@ -63,6 +77,12 @@ var (
 	// ErrDigest: the held changes are no longer those the digest was
 	// taken of (or the digest is wrong); nothing was applied.
 	ErrDigest = errors.New("transact: the held changes do not match the digest: list them again and review what they are now")
+	// ErrConflict: something changed a held change's path in the
+	// workspace since the change set was held (the user edited the
+	// file, another command or an undo changed it); accepting would
+	// overwrite that, so nothing was applied. The error is a
+	// *layer.ConflictError naming the paths, wrapped with ErrConflict.
+	ErrConflict = errors.New("transact: the workspace changed at held paths since the command ran")
 	// ErrStray: the held change set is of a command that left
 	// processes running over its layer, which may still write it; it
 	// cannot be accepted: reject it, or run the command again.
@@ -78,11 +98,12 @@ func (c *Conv) BeginHeld(roots []string, label string) (*Tx, error) {
 	return c.begin(roots, label, true)
 }
 
-// hold keeps the layer of a change set with held paths for review;
-// c.apply is held. It returns nil when nothing is held.
-func (c *Conv) hold(l *layer.Layer, s *layer.Set, label string, reasons map[string]string, stray bool) *Held {
+// hold keeps the layer of a change set with held paths for review, as
+// rep.Held (or, when maxHeld are held already, says in rep.Unheld that
+// it could not); c.apply is held. It does nothing when nothing is held.
+func (c *Conv) hold(rep *Report, l *layer.Layer, s *layer.Set, label string, reasons map[string]string, stray bool) {
 	if len(reasons) == 0 {
-		return nil
+		return
 	}
 	h := &Held{Label: label, Reasons: reasons, layer: l, stray: stray}
 	for p := range reasons {
@@ -91,17 +112,104 @@ func (c *Conv) hold(l *layer.Layer, s *layer.Set, label string, reasons map[stri
 	slices.Sort(h.paths)
 	h.Changes = h.pick(s.Changes)
 	if len(h.Changes) == 0 {
-		return nil
+		return
+	}
+	if len(c.held) >= maxHeld {
+		rep.Unheld, rep.Discarded = unheldFull, true
+		return
 	}
 	h.Digest = digest(s, h.Changes)
-	if len(c.held) >= maxHeld {
-		c.dropHeld(0)
+	h.was = slices.Clone(h.Changes)
+	h.seen = make([]mark, len(h.was))
+	for i, ch := range h.was {
+		h.seen[i] = markOf(s, ch)
 	}
 	c.heldN++
 	h.ID = c.heldN
 	c.held = append(c.held, h)
 	c.m.track(l, true)
-	return h.clone()
+	rep.Held = h.clone()
+}
+
+// holdAll holds every change of s for review (the hold mode, or a
+// command whose processes were not known to be gone: stray), as
+// rep.Held, with the policy's reasons, as in apply mode, for what it
+// refuses (rep.Refused) and reason for the rest; c.apply is held.
+func (c *Conv) holdAll(rep *Report, l *layer.Layer, s *layer.Set, label, reason string, stray bool) {
+	rep.Refused = gitpolicy.Check(s, l.Roots(), s.Changes)
+	reasons := heldReasons(rep.Refused)
+	if reasons == nil {
+		reasons = make(map[string]string, len(s.Changes))
+	}
+	for _, ch := range s.Changes {
+		if !refusedAt(reasons, ch.Path) {
+			reasons[ch.Path] = reason
+		}
+	}
+	c.hold(rep, l, s, label, reasons, stray)
+}
+
+// refusedAt reports whether path or a directory above it has a reason
+// in reasons (which holds only refusals so far).
+func refusedAt(reasons map[string]string, path string) bool {
+	for p := path; ; {
+		if _, ok := reasons[p]; ok {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i <= 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+// mark is what a real path was for [Conv.Accept]'s check that nothing
+// changed it since the change set was held: its identity, type,
+// permissions and owner, and for anything but a directory its size and
+// modification and change times (any write changes the change time).
+// A deleted directory's modification time is in it too (an entry made
+// or removed in it). The zero mark is no entry.
+type mark struct {
+	dev, ino         uint64
+	mode, uid, gid   uint32
+	size, mtim, ctim int64
+	err              string // it could not be read
+}
+
+// markOf returns the mark of ch's real path in s, as it is now.
+func markOf(s *layer.Set, ch layer.Change) mark {
+	fi, err := s.Lstat(ch.Path, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return mark{}
+	}
+	if err != nil {
+		return mark{err: err.Error()}
+	}
+	st, ok := fi.Sys().(*unix.Stat_t)
+	if !ok {
+		return mark{err: "no status"}
+	}
+	m := mark{dev: st.Dev, ino: st.Ino, mode: st.Mode, uid: st.Uid, gid: st.Gid}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		m.size, m.ctim = st.Size, st.Ctim.Nano()
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || ch.Kind == layer.Deleted {
+		m.mtim = st.Mtim.Nano()
+	}
+	return m
+}
+
+// conflicts returns the paths of h's changes whose real path is not
+// what it was when h was held, sorted.
+func (h *Held) conflicts(s *layer.Set) []string {
+	var out []string
+	for i, ch := range h.was {
+		if markOf(s, ch) != h.seen[i] {
+			out = append(out, ch.Path)
+		}
+	}
+	return out
 }
 
 // pick returns the changes of h: each held path, what is below it,
@@ -232,9 +340,28 @@ func (c *Conv) HeldBytes() int64 {
 // the command, and removes it from the held ones. The policy is not
 // asked again: accepting is the decision. The report's Applied are what
 // it applied.
+//
+// Accepting is all or nothing: when something changed the real path of
+// a held change since the change set was held (a file the user edited
+// meanwhile, one made where the command added one, a permission
+// changed; see mark), Accept applies none of it and fails with
+// [ErrConflict] (a *layer.ConflictError naming the paths), so that no
+// later edit is overwritten. The change set stays held: reject it, or
+// put the paths back as they were and accept it again.
 func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 	c.apply.Lock()
 	defer c.apply.Unlock()
+	var rep *Report
+	var err error
+	cpu := threadCPU(func() { rep, err = c.accept(id, digestHex) })
+	if rep != nil {
+		rep.CPU = cpu
+	}
+	return rep, err
+}
+
+// accept is Accept's work; c.apply is held.
+func (c *Conv) accept(id int, digestHex string) (*Report, error) {
 	i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id })
 	if i < 0 {
 		return nil, fmt.Errorf("%w: %d", ErrNoHeld, id)
@@ -251,6 +378,12 @@ func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	defer s.Close()
+	// A change in the workspace below a held path changes the diff (a
+	// path the command added that the user made too is modified now),
+	// so it is looked for first: it is what to tell.
+	if paths := h.conflicts(s); len(paths) > 0 {
+		return nil, fmt.Errorf("%w (held change set %d): %w", ErrConflict, id, &layer.ConflictError{Paths: paths})
+	}
 	changes := h.pick(s.Changes)
 	if len(changes) == 0 || digest(s, changes) != digestHex {
 		return nil, fmt.Errorf("%w (held change set %d)", ErrDigest, id)
@@ -323,15 +456,6 @@ func heldReasons(refused []gitpolicy.Refusal) map[string]string {
 	out := make(map[string]string, len(refused))
 	for _, r := range refused {
 		out[r.Path] = policyReason + string(r.Rule) + ": " + r.Reason
-	}
-	return out
-}
-
-// allReasons gives every change's path reason.
-func allReasons(changes []layer.Change, reason string) map[string]string {
-	out := make(map[string]string, len(changes))
-	for _, ch := range changes {
-		out[ch.Path] = reason
 	}
 	return out
 }

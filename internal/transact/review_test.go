@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
 	"github.com/bashvisor/bashvisor/internal/transact"
 )
@@ -187,17 +188,128 @@ func TestHoldAllCheckpoint(t *testing.T) {
 	}
 }
 
-// A conversation holds at most 64 change sets: one more discards the
-// oldest.
+// A conversation holds at most 64 change sets: the command whose
+// changes would be one more is not held, and its report says so; the
+// held ones stay as they were, and once one is reviewed the next
+// command is held again.
 func TestHeldBounded(t *testing.T) {
 	f := newFixture(t)
 	f.hold = true
-	for i := range 65 {
-		f.run(t, "echo x > f"+strconv.Itoa(i))
+	for i := range 64 {
+		if rep := f.run(t, "echo x > f"+strconv.Itoa(i)); rep.Held == nil || rep.Unheld != "" {
+			t.Fatalf("command %d: held %+v, unheld %q", i, rep.Held, rep.Unheld)
+		}
+	}
+	rep := f.run(t, "echo x > f64")
+	if rep.Held != nil || !rep.Discarded || !strings.Contains(rep.Unheld, "64 change sets") || f.exists("f64") {
+		t.Fatalf("the 65th: held %+v, discarded %v, unheld %q", rep.Held, rep.Discarded, rep.Unheld)
 	}
 	hs, err := f.c.Held()
-	if err != nil || len(hs) != 64 || hs[0].ID != 2 || hs[63].ID != 65 {
+	if err != nil || len(hs) != 64 || hs[0].ID != 1 || hs[63].ID != 64 {
 		t.Fatalf("%d held, %v", len(hs), err)
+	}
+	if err := f.c.Reject(1); err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.run(t, "echo x > f65"); rep.Held == nil || rep.Held.ID != 65 {
+		t.Fatalf("after a reject: held %+v, unheld %q", rep.Held, rep.Unheld)
+	}
+}
+
+// Accepting does not overwrite what changed in the workspace since the
+// command ran: a held file the user edited in place, or a path the user
+// made where the command added one, refuses the accept whole (a
+// *layer.ConflictError naming them, nothing applied, still held); an
+// edit elsewhere does not.
+func TestHeldAcceptConflict(t *testing.T) {
+	f := newFixture(t)
+	f.hold = true
+	rep := f.run(t, `echo command >> README && echo b > b.txt`)
+	if rep.Held == nil {
+		t.Fatalf("not held: %+v", rep)
+	}
+	f.writeFile(t, "other.txt", "unrelated\n")
+	fh, err := os.OpenFile(filepath.Join(f.ws, "README"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteString("user\n"); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	_, err = f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	var conflict *layer.ConflictError
+	if !errors.Is(err, transact.ErrConflict) || !errors.As(err, &conflict) || strings.Join(conflict.Paths, " ") != filepath.Join(f.ws, "README") {
+		t.Fatalf("accept over a user's edit: %v", err)
+	}
+	if f.read("README") != "hello\nuser\n" || f.exists("b.txt") {
+		t.Fatalf("a refused accept applied: README %q, b.txt %v", f.read("README"), f.exists("b.txt"))
+	}
+	if hs, err := f.c.Held(); err != nil || len(hs) != 1 {
+		t.Fatalf("no longer held: %+v %v", hs, err)
+	}
+	if err := f.c.Reject(rep.Held.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	rep = f.run(t, `echo new > new.txt`)
+	f.writeFile(t, "new.txt", "the user's\n")
+	_, err = f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	if !errors.As(err, &conflict) || strings.Join(conflict.Paths, " ") != filepath.Join(f.ws, "new.txt") || f.read("new.txt") != "the user's\n" {
+		t.Fatalf("accept over a user's new file: %v; %q", err, f.read("new.txt"))
+	}
+
+	rep = f.run(t, `echo c > c.txt`)
+	f.writeFile(t, "other.txt", "edited again\n")
+	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("c.txt") != "c\n" {
+		t.Fatalf("an edit elsewhere refused the accept: %v", err)
+	}
+}
+
+// Hold mode and a command that left processes running hold everything,
+// and what policy refuses carries the policy's reason there too, as in
+// apply mode (and is in Refused); the rest carries the mode's reason.
+func TestHeldReasonsEveryMode(t *testing.T) {
+	for _, mode := range []string{"hold", "stray"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t)
+			roots, err := transact.Roots(f.ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			begin, why := f.c.BeginHeld, "review mode"
+			if mode == "stray" {
+				begin, why = f.c.Begin, "still running"
+			}
+			tx, err := begin(roots, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, hookScript); err != nil {
+				t.Fatal(err, out)
+			}
+			rep, err := tx.Commit(mode == "hold")
+			if err != nil || rep.Held == nil {
+				t.Fatalf("%+v %v", rep, err)
+			}
+			hook, a := filepath.Join(f.ws, ".git/hooks/pre-commit"), filepath.Join(f.ws, "a.txt")
+			if r := rep.Held.Reason(hook); !strings.HasPrefix(r, "policy: git-hooks") {
+				t.Errorf("the hook's reason: %q", r)
+			}
+			if r := rep.Held.Reason(a); !strings.Contains(r, why) {
+				t.Errorf("a.txt's reason: %q", r)
+			}
+			if len(rep.Refused) != 1 || rep.Refused[0].Path != hook {
+				t.Errorf("refused: %+v", rep.Refused)
+			}
+			if f.exists("a.txt") || f.exists(".git/hooks/pre-commit") {
+				t.Error("applied")
+			}
+			hs, err := f.c.Held()
+			if err != nil || len(hs) != 1 || !strings.HasPrefix(hs[0].Reason(hook), "policy: git-hooks") {
+				t.Fatalf("listed: %+v %v", hs, err)
+			}
+		})
 	}
 }
 
@@ -351,4 +463,21 @@ func TestHeldDigestSymlink(t *testing.T) {
 	if got, err := os.Readlink(filepath.Join(f.ws, "link")); err != nil || got != "bbbb" {
 		t.Fatalf("%q %v", got, err)
 	}
+}
+
+// The engine's CPU time spent on a change set is measured: a large
+// one's Commit and Accept report it (Report.CPU), the engine charges it
+// to the principal.
+func TestChangeSetCPU(t *testing.T) {
+	f := newFixture(t)
+	f.hold = true
+	rep := f.run(t, `mkdir d && cd d && seq -f 'f%g' 2000 | xargs touch`)
+	if rep.Held == nil || rep.CPU <= 0 {
+		t.Fatalf("held %v, cpu %v", rep.Held != nil, rep.CPU)
+	}
+	acc, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	if err != nil || acc.CPU <= 0 || !f.exists("d/f2000") {
+		t.Fatalf("accept: %v, cpu %v", err, acc)
+	}
+	t.Logf("2000 new files: held in %v of CPU, accepted in %v", rep.CPU, acc.CPU)
 }

@@ -215,7 +215,8 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 	case abort && !sh.joined:
 		rep = &Report{}
 	case sh.stray:
-		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true, Held: sh.holdStray(t)}
+		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}
+		sh.holdStray(t, rep)
 	default:
 		rep, err = sh.apply(t, false)
 		if rep != nil && len(t.checkpoints) > 0 {
@@ -229,21 +230,21 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 }
 
 // holdStray holds what the layer of a command that left processes
-// running holds, for review (nil: nothing, or it could not be
-// computed).
-func (sh *share) holdStray(t *Tx) *Held {
+// running holds, for review, in rep (nothing held: nothing changed, or
+// it could not be computed).
+func (sh *share) holdStray(t *Tx, rep *Report) {
 	c := t.c
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
 	if err != nil {
-		return nil
+		return
 	}
 	defer s.Close()
 	if len(s.Changes) == 0 {
-		return nil
+		return
 	}
-	return c.hold(sh.l, s, t.label, allReasons(s.Changes, heldNotGone), true)
+	c.holdAll(rep, sh.l, s, t.label, heldNotGone, true)
 }
 
 // checkpoint applies, for member t that just ended, what the layer's
@@ -286,7 +287,7 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		return rep, nil
 	}
 	if !live && sh.hold {
-		rep.Held = c.hold(sh.l, s, t.label, allReasons(s.Changes, holdMode), false)
+		c.holdAll(rep, sh.l, s, t.label, holdMode, false)
 		return rep, nil
 	}
 	rep.Refused = gitpolicy.Check(s, sh.l.Roots(), s.Changes)
@@ -301,7 +302,7 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		// them, the rest applied by copying.
 		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
 		if err == nil {
-			rep.Held = c.hold(sh.l, s, t.label, heldReasons(rep.Refused), false)
+			c.hold(rep, sh.l, s, t.label, heldReasons(rep.Refused), false)
 		}
 	case live:
 		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/layer"
@@ -339,6 +343,10 @@ type Tx struct {
 	endOnce sync.Once
 	gone    bool
 
+	// cpu is the engine's CPU time spent on t's change sets so far (its
+	// checkpoints'), guarded by sh.mu.
+	cpu time.Duration
+
 	rmu     sync.Mutex
 	last    *Report // the last checkpoint's report, Commit's once ended
 	lastErr error
@@ -405,7 +413,9 @@ type Report struct {
 	// Discarded reports that the command's changes were not applied and
 	// will not be on their own (processes not known to be gone): they
 	// are held for review (Held), or lost when there was nothing to
-	// hold or the layer could not be diffed. A deferred apply (the
+	// hold or the layer could not be diffed. It is set too when
+	// changes that would have been held were discarded (Unheld; what
+	// policy allowed may have been applied then). A deferred apply (the
 	// shared layer's last command applies them) is not discarded.
 	Discarded bool
 	// Held is the part of the change set kept for review instead of
@@ -413,6 +423,16 @@ type Report struct {
 	// command's hold mode ([Conv.BeginHeld]), or a Discarded
 	// change set. See [Conv.Accept].
 	Held *Held
+	// CPU is the engine's CPU time spent on the change set: diffing it,
+	// judging it (policy), applying or holding it, for a command's
+	// Commit its checkpoints' too (measured on the working thread:
+	// getrusage RUSAGE_THREAD; waiting for a lock or a freeze is not
+	// counted). The engine charges it to the command's principal.
+	CPU time.Duration
+	// Unheld says why changes that would have been held were discarded
+	// instead ("" when none were): the conversation holds as many change
+	// sets as it may (see maxHeld). Discarded is set then too.
+	Unheld string
 }
 
 // Listed are the applied changes a listing shows: an added directory
@@ -446,9 +466,36 @@ func (r *Report) Summary(cwd string) string {
 // the layer is removed in every case, in the background (see the
 // package doc, "Cost").
 func (t *Tx) Commit(gone bool) (*Report, error) {
-	rep, err := t.sh.end(t, gone, false)
+	var rep *Report
+	var err error
+	cpu := threadCPU(func() { rep, err = t.sh.end(t, gone, false) })
+	if rep != nil {
+		t.sh.mu.Lock()
+		t.cpu += cpu
+		rep.CPU = t.cpu
+		t.sh.mu.Unlock()
+	}
 	t.setLast(rep, err, true)
 	return rep, err
+}
+
+// threadCPU runs f on a locked OS thread and returns the CPU time that
+// thread spent (user and system: getrusage RUSAGE_THREAD), which is
+// f's own unless f waits for other goroutines' work. Zero when it
+// cannot be read.
+func threadCPU(f func()) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	errBefore := unix.Getrusage(unix.RUSAGE_THREAD, &before)
+	f()
+	if errBefore != nil || unix.Getrusage(unix.RUSAGE_THREAD, &after) != nil {
+		return 0
+	}
+	used := func(r *unix.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return max(0, used(&after)-used(&before))
 }
 
 // Abort ends the transaction of a command that never started, without
@@ -479,7 +526,9 @@ func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
 	}
 	var rep *Report
 	var err error
-	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() { rep, err = sh.apply(t, true) }) {
+	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
+		t.cpu += threadCPU(func() { rep, err = sh.apply(t, true) })
+	}) {
 		return nil, nil
 	}
 	if rep != nil {

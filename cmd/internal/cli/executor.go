@@ -187,7 +187,11 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, errPrefix("executor"), err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "bashvisor executor %s serving at %s (id %s)\n", x.Name(), x.Addr(), x.ID())
+	name := ea.name
+	if name == "" {
+		name = x.Addr()
+	}
+	fmt.Fprintf(stderr, "bashvisor executor %s serving at %s (id %s)\n", name, x.Addr(), x.ID())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
