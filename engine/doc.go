@@ -37,6 +37,8 @@
 //	failed          [command failed: exit code N] or [command failed: killed by SIGNAME], then the output;
 //	                [command failed: out of memory (limit 4 GiB)] or [command failed: CPU time limit exceeded (limit 10m)]
 //	                when a resource limit ended it; [command failed: its changes to the workspace were not applied]
+//	                (or [command failed: not all of its changes to the workspace were applied], when only its inert
+//	                part was and the rest could not be held)
 //	                when a workspace-write command that ended well could not have its changes applied (a note says why;
 //	                when they are held for review, the held lines say how to review them)
 //	timed_out       [command timed out after 30s], then the partial output

@@ -251,6 +251,7 @@ func TestHeldLimitSaid(t *testing.T) {
 	}
 	r := e.Run(ctx, tc, engine.Input{Command: "echo x > last"})
 	if r.Held != nil || r.Status == engine.StatusOK || exists(dir, "last") ||
+		!strings.HasPrefix(r.Output, "[command failed: not all of its changes to the workspace were applied]\n") ||
 		!strings.Contains(r.Output, "[the changes to hold were not held, and are discarded: the conversation holds 64 change sets for review already") {
 		t.Fatalf("%+v", r)
 	}

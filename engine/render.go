@@ -251,7 +251,14 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 			res.Output = appendNote(res.Output, notes)
 		}
 		rep := o.Changes.Report
-		if res.Status == StatusOK && (o.Changes.Err != nil || rep != nil && rep.Discarded) { // never lost under ok
+		switch { // never lost under ok
+		case res.Status != StatusOK:
+		case o.Changes.Err != nil:
+			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
+		case rep != nil && rep.Discarded && rep.Unheld != "" && rep.NotApplied == "":
+			// What policy allowed applied; what needed review could not be kept.
+			res.Status, res.Output = StatusFailed, "[command failed: not all of its changes to the workspace were applied]\n"+res.Output
+		case rep != nil && rep.Discarded:
 			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
 		}
 	}
