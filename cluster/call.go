@@ -55,7 +55,7 @@ func (c *Client) Run(ctx context.Context, tc engine.ToolContext, in engine.Input
 func (c *Client) runOn(ctx context.Context, st *execState, a assignment, placing bool, tc engine.ToolContext, in engine.Input, callID string) (res engine.Result, notHeld bool) {
 	res = engine.Result{Command: in.Command, Display: in.Command}
 	msg := &clusterpb.RunCall{ExecutorId: st.id, Tc: encodeTC(tc, callID), Command: in.Command, Mode: string(in.Mode),
-		Stdin: in.Stdin, Tty: in.TTY, YieldMs: in.YieldMS}
+		Stdin: in.Stdin, Tty: in.TTY, YieldMs: in.YieldMS, Network: in.Network}
 	if placing {
 		msg.Place = a.pb()
 	}

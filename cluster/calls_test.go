@@ -152,6 +152,26 @@ func TestCallIDRunsOnce(t *testing.T) {
 
 // TestJobsRouted: background jobs are listed, read and killed through the
 // front, scoped by conversation like the local engine.
+// A call asking for hosts (Input.Network) reaches the executor with them:
+// through a front it asks as a local engine does, and approved it runs.
+func TestNetworkAskRouted(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "net-ask",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"pypi"}}}
+	in := engine.Input{Command: "echo ran", Network: []string{"example.invalid:8443"}}
+	if r := c.Run(context.Background(), tc, in); r.Status != engine.StatusNeedsApproval || !strings.Contains(r.Output, "example.invalid:8443") {
+		t.Fatalf("through the front: %s %q, want needs_approval naming example.invalid:8443", r.Status, r.Output)
+	}
+	tc.Approved = true
+	if r := c.Run(context.Background(), tc, in); r.Status != engine.StatusOK || r.Output != "ran\n" {
+		t.Errorf("approved: %s %q", r.Status, r.Output)
+	}
+	shutdown(t, c)
+}
+
 func TestJobsRouted(t *testing.T) {
 	if inFreshProcess(t) {
 		return

@@ -443,7 +443,7 @@ func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
 			Reason: fmt.Sprintf("this executor does not hold conversation %q", tc.ConversationID)})
 		return
 	}
-	in := engine.Input{Command: m.Command, Mode: engine.Mode(m.Mode), Stdin: m.Stdin, TTY: m.Tty, YieldMS: m.YieldMs}
+	in := engine.Input{Command: m.Command, Mode: engine.Mode(m.Mode), Stdin: m.Stdin, TTY: m.Tty, YieldMS: m.YieldMs, Network: m.Network}
 	backstop := a.backstop(in.Mode)
 	if c := a.calls[tc.CallID]; c != nil {
 		if c.command != m.Command || c.mode != m.Mode || c.conversation != tc.ConversationID {
