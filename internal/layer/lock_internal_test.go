@@ -37,15 +37,15 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 	go func() {
 		u, err := lockRoots([]int{b})
 		if err == nil {
+			u() // before saying so: the test then finds no lock kept
 			got <- "same workspace"
-			u()
 		}
 	}()
 	go func() {
 		u, err := lockRoots([]int{c})
 		if err == nil {
+			u() // before saying so: the test then finds no lock kept
 			got <- "other workspace"
-			u()
 		}
 	}()
 	if first := <-got; first != "other workspace" {
