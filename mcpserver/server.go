@@ -121,6 +121,15 @@ type Options struct {
 	// grace sequence). Use it to stop quickly at shutdown, since closing an
 	// MCP session waits for in-flight calls.
 	BaseContext context.Context
+	// Forward offers the tool bash_forward (with a Runner that has
+	// Engine's Forward method), which gives the user a URL for a port a
+	// server of the conversation listens on in its sandbox: a path of the
+	// server's HTTP port that [Handler] serves as a reverse proxy into the
+	// conversation's network, behind the same authentication, when it is
+	// mounted at "/forward/" as well as "/mcp" (see the package
+	// documentation, "Forwarding"). Over stdio the tool answers that it
+	// needs HTTP.
+	Forward bool
 	// OnResult, when set, is called with the result of every bash call
 	// before it is sent, including results the client will not read
 	// because it cancelled the call. It must not block.
@@ -243,6 +252,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		s.addUndo(ms, u)
 	}
 	s.addReview(ms, e, opts)
+	s.addForward(ms, e)
 	s.addResources(ms)
 	return s, ms
 }

@@ -1,0 +1,151 @@
+package mcpserver
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// echoServer is a command that serves, on localhost:3000 of its
+// conversation, a page that names the conversation (word), the path, and
+// the headers the forward path sets or must drop.
+const echoServer = `cat > /tmp/echo.py <<'EOF'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(s):
+        b = ("%s %s auth=%s host=%s prefix=%s\n" % (sys.argv[1], s.path, s.headers.get("Authorization"),
+             s.headers.get("Host"), s.headers.get("X-Forwarded-Prefix"))).encode()
+        s.send_response(200); s.send_header("Content-Length", str(len(b))); s.end_headers(); s.wfile.write(b)
+    def log_message(s, *a): pass
+http.server.HTTPServer(("127.0.0.1", 3000), H).serve_forever()
+EOF
+exec python3 /tmp/echo.py `
+
+// TestForwardHTTP: two sessions (two conversations) of alice each serve
+// on port 3000 of their sandbox; bash_forward gives each a URL of the
+// MCP server's HTTP port that reaches its own server, with alice's token
+// only: without it the answer is 401, bob's token finds no such
+// conversation, and the forwarded request carries no Authorization
+// header. A port nothing listens on is an error result of bash_forward
+// and 502 on the path.
+func TestForwardHTTP(t *testing.T) {
+	needLandlock(t)
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
+	testenv.NeedsTool(t, "python3", "curl")
+	e := newEngine(t, nil)
+	tokens := map[string]string{"tok-alice-0123456789": "alice", "tok-bob-0123456789ab": "bob"}
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if p, ok := tokens[token]; ok {
+			return &auth.TokenInfo{UserID: p, Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}
+	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: true})
+	h := Handler(srv, HTTPOptions{Verifier: verify})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.Handle(forwardPrefix, h)
+	ts := httptest.NewServer(mux)
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		tr.CloseIdleConnections()
+	})
+	hs := &httpSetup{ts: ts, tr: tr, url: ts.URL + "/mcp"}
+	get := func(u, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	ctx := context.Background()
+	urls := map[string]string{}
+	for _, word := range []string{"first", "second"} {
+		cs := hs.client(t, "tok-alice-0123456789")
+		if r := bash(t, ctx, cs, map[string]any{"command": echoServer + word, "mode": "background"}); r.Status != engine.StatusStarted {
+			t.Fatalf("server: %+v", r)
+		}
+		r := bash(t, ctx, cs, map[string]any{"command": "for i in $(seq 200); do curl -sf localhost:3000/up && exit 0; sleep 0.1; done; exit 7"})
+		if r.Status != engine.StatusOK || len(r.Listening) != 1 || r.Listening[0].Port != 3000 || !strings.Contains(r.Output, "[listening: 3000 (job-1)]") {
+			t.Fatalf("the conversation's server: %+v", r)
+		}
+		var fr forwardReply
+		res, text := call(t, ctx, cs, toolForward, map[string]any{"port": 3000}, &fr)
+		if res.IsError || !strings.HasPrefix(fr.URL, ts.URL+"/forward/~") || !strings.HasSuffix(fr.URL, "/3000/") || !strings.HasPrefix(text, fr.URL+"\n") {
+			t.Fatalf("bash_forward: %v %q %+v", res.IsError, text, fr)
+		}
+		urls[word] = fr.URL
+		res, text = call(t, ctx, cs, toolForward, map[string]any{"port": 3001}, nil)
+		if !res.IsError || !strings.Contains(text, "nothing listens on port 3001") {
+			t.Errorf("bash_forward to a port nothing listens on: %v %q", res.IsError, text)
+		}
+	}
+	if urls["first"] == urls["second"] {
+		t.Fatalf("two conversations got one URL: %s", urls["first"])
+	}
+	for word, u := range urls {
+		prefix := strings.TrimSuffix(strings.TrimPrefix(u, ts.URL), "/")
+		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + "\n"
+		if code, body := get(u+"a/b%20c?q=1", "tok-alice-0123456789"); code != 200 || body != want {
+			t.Errorf("GET %s: %d %q, want %q", u, code, body, want)
+		}
+		if code, body := get(u+"a", ""); code != http.StatusUnauthorized {
+			t.Errorf("without a token: %d %q", code, body)
+		}
+		if code, body := get(u+"a", "tok-bob-0123456789ab"); code != http.StatusNotFound || strings.Contains(body, word) {
+			t.Errorf("another principal's token: %d %q", code, body)
+		}
+		if code, _ := get(strings.TrimSuffix(u, "/"), "tok-alice-0123456789"); code != http.StatusPermanentRedirect {
+			t.Errorf("without the trailing slash: %d, want a redirect", code)
+		}
+		if code, body := get(strings.Replace(u, "/3000/", "/3001/", 1), "tok-alice-0123456789"); code != http.StatusBadGateway || !strings.Contains(body, "nothing listens on port 3001") {
+			t.Errorf("a port nothing listens on: %d %q", code, body)
+		}
+	}
+	if code, _ := get(ts.URL+"/forward/nope/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
+		t.Errorf("a conversation that does not exist: %d", code)
+	}
+	if code, _ := get(ts.URL+"/forward/..%2f/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
+		t.Errorf("a malformed conversation name: %d", code)
+	}
+}
+
+// TestForwardNeedsHTTP: without Options.Forward there is no bash_forward;
+// with it, over stdio (no HTTP port to forward on), the tool says so.
+func TestForwardNeedsHTTP(t *testing.T) {
+	s := newSetup(t, nil, Options{})
+	lt, err := s.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range lt.Tools {
+		if tool.Name == toolForward {
+			t.Error("bash_forward offered without Options.Forward")
+		}
+	}
+	s = newSetup(t, nil, Options{Forward: true})
+	res, text := call(t, context.Background(), s.cs, toolForward, map[string]any{"port": 3000}, nil)
+	if !res.IsError || !strings.Contains(text, "needs the MCP server served over HTTP") {
+		t.Errorf("bash_forward without HTTP: %v %q", res.IsError, text)
+	}
+}
