@@ -73,20 +73,78 @@ func (w *world) netnsIno() uint64 {
 }
 
 // Listening lists the TCP sockets listening in the world's network, by
-// port (one per port), with a process of the world that holds each: read
-// from /proc/PID/net/tcp and tcp6 of a process in the world's network
+// port (one per port), with a process of the world that holds each. As
+// root the kernel is asked (sock_diag, from a socket made in the world's
+// network: about the listening sockets alone); a rootless world's are
+// read from /proc/PID/net/tcp and tcp6 of a process in its network
 // namespace, tried first among hint (the pids of the conversation's
-// running commands, say), else found in /proc; the owners are then found
-// by the socket inodes in the file descriptors of the world's processes
-// (only when something listens). Nothing runs in the world: nil. The
-// engine's own sockets there (the egress proxy's, a resolver's and its
-// carried listeners) are not listed.
+// running commands, say), else found in /proc (a read that walks every
+// TCP socket of the host). The owners are then found by the sockets'
+// inodes among the file descriptors of the world's processes, only when
+// something listens. The engine's own sockets there (the egress proxy's,
+// a resolver's and its carried listeners), which no process of the
+// world holds, are not listed.
 func (w *World) Listening(hint []int) ([]Socket, error) {
 	ino := w.w.netnsIno()
 	if ino == 0 {
 		return nil, errors.New("sandbox: the conversation's world was closed")
 	}
 	in := func(pid int) bool { return netnsOf(pid) == ino }
+	socks := map[uint64]Socket{}
+	var members []int
+	var err error
+	if w.w.rootless {
+		members = procListening(in, hint, socks)
+	} else {
+		err = w.w.diagListening(socks)
+	}
+	if err != nil || len(socks) == 0 {
+		return nil, err
+	}
+	if !ownSockets(descendants(hint), socks) {
+		// Some socket's owner left the jobs' trees (a daemon that forked
+		// twice), or it is the engine's: look through the whole world.
+		if members == nil {
+			members = procsWhere(in)
+		}
+		ownSockets(members, socks)
+	}
+	out := make([]Socket, 0, len(socks))
+	for _, s := range socks {
+		if s.Pid != 0 { // else the engine's, or its holder just exited
+			out = append(out, s)
+		}
+	}
+	return sortSockets(out), nil
+}
+
+// diagListening asks the kernel for the sockets listening in the world's
+// network (root).
+func (w *world) diagListening(socks map[uint64]Socket) error {
+	fd := -1
+	err := onThrowawayThread(func() error {
+		if err := w.joinNetwork(); err != nil {
+			return err
+		}
+		var err error
+		fd, err = diagSocket()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := diagListening(fd, socks); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	return nil
+}
+
+// procListening reads the listening sockets from /proc/PID/net/tcp{,6}
+// of a process in the world's network (in): the first of hint that is,
+// else the first found in /proc, whose processes in the world it then
+// returns (nil when it did not scan).
+func procListening(in func(int) bool, hint []int, socks map[uint64]Socket) (members []int) {
 	pid := 0
 	for _, p := range hint {
 		if p > 0 && in(p) {
@@ -94,15 +152,12 @@ func (w *World) Listening(hint []int) ([]Socket, error) {
 			break
 		}
 	}
-	var members []int
 	if pid == 0 {
-		members = procsWhere(in)
-		if len(members) == 0 {
-			return nil, nil
+		if members = procsWhere(in); len(members) == 0 {
+			return members
 		}
 		pid = members[0]
 	}
-	socks := map[uint64]Socket{}
 	for _, t := range []string{"tcp", "tcp6"} {
 		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/net/" + t)
 		if err != nil {
@@ -111,20 +166,7 @@ func (w *World) Listening(hint []int) ([]Socket, error) {
 		parseListening(f, socks)
 		f.Close()
 	}
-	if len(socks) == 0 {
-		return nil, nil
-	}
-	if members == nil {
-		members = procsWhere(in)
-	}
-	ownSockets(members, socks)
-	out := make([]Socket, 0, len(socks))
-	for _, s := range socks {
-		if s.Pid != 0 { // else the engine's, or its holder just exited
-			out = append(out, s)
-		}
-	}
-	return sortSockets(out), nil
+	return members
 }
 
 // netnsOf is the inode of process pid's network namespace (0: unknown).
@@ -153,10 +195,53 @@ func procsWhere(keep func(pid int) bool) []int {
 	return out
 }
 
-// ownSockets fills in the owner of each socket of socks (by inode): the
-// first of pids with a file descriptor on it, and its process group.
-func ownSockets(pids []int, socks map[uint64]Socket) {
-	left := len(socks)
+// maxDescendants bounds the processes descendants walks.
+const maxDescendants = 4096
+
+// descendants lists pids and their descendants (read from
+// /proc/PID/task/TID/children), at most maxDescendants.
+func descendants(pids []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for queue := pids; len(queue) > 0 && len(out) < maxDescendants; queue = queue[1:] {
+		p := queue[0]
+		if p <= 0 || seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, p)
+		dir := "/proc/" + strconv.Itoa(p) + "/task/"
+		d, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		tids, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, tid := range tids {
+			b, _ := os.ReadFile(dir + tid + "/children")
+			for _, f := range bytes.Fields(b) {
+				if c, err := strconv.Atoi(string(f)); err == nil {
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ownSockets fills in the owner of each socket of socks (by inode) that
+// has none yet: the first of pids with a file descriptor on it, and its
+// process group. It reports whether every socket has one.
+func ownSockets(pids []int, socks map[uint64]Socket) bool {
+	left := 0
+	for _, s := range socks {
+		if s.Pid == 0 {
+			left++
+		}
+	}
+	if left == 0 {
+		return true
+	}
 	buf := make([]byte, 64)
 	for _, pid := range pids {
 		dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
@@ -182,8 +267,9 @@ func ownSockets(pids []int, socks map[uint64]Socket) {
 			}
 			socks[ino] = s
 			if left--; left == 0 {
-				return
+				return true
 			}
 		}
 	}
+	return false
 }
