@@ -18,16 +18,21 @@ import (
 
 // Dial connects to port on the world's loopback (127.0.0.1), as a
 // command of the world would: the socket is made in the world's network
-// namespace, on a throwaway thread of the engine (root). The connection
-// then belongs to the caller, and outlives the world if it is still open
-// when the world closes. A rootless world fails with [ErrUnavailable]:
-// the engine cannot join its network namespace.
+// namespace, on a throwaway thread of the engine (root), or by the
+// world's connector, a helper process in its namespaces that hands each
+// connected socket over (rootless; see connectArg). The connection then
+// belongs to the caller, and outlives the world if it is still open when
+// the world closes. Nothing listening is ECONNREFUSED.
 func (w *World) Dial(ctx context.Context, port int) (net.Conn, error) {
 	if port <= 0 || port > 65535 {
 		return nil, fmt.Errorf("sandbox: port %d out of range", port)
 	}
 	if w.w.rootless {
-		return nil, unavailable("connecting into a rootless world is not supported")
+		c, err := w.w.dialConnector(ctx, port)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		return c, nil
 	}
 	var c net.Conn
 	err := onThrowawayThread(func() error {

@@ -1,0 +1,227 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A rootless world's network namespace belongs to the world's user
+// namespace, which no thread of the engine can join (setns of a user
+// namespace needs a single-threaded process). World.Dial then asks the
+// world's connector: the helper program, started in the world's
+// namespaces with connectArg (as commands are: rawStart), which connects
+// to 127.0.0.1:PORT there for each request on a SOCK_SEQPACKET socket
+// (the port, 2 bytes big endian) and answers with the errno of its
+// connect (4 bytes, host order) and, when 0, the connected socket
+// (SCM_RIGHTS). It runs without confinement (it is the engine's own
+// code and does nothing else), one per world, started on the world's
+// first Dial and ended when the world closes (its socket's end; it also
+// exits when the engine dies, on the same EOF).
+const connectArg = "__bashvisor_connect"
+
+// errConnector: the connector did not answer (it died, or the socket
+// failed); another may be started.
+var errConnector = errors.New("the world's connector did not answer")
+
+// connectTimeout bounds one connect of the connector (SO_SNDTIMEO): a
+// listener whose backlog is full leaves the SYN unanswered.
+const connectTimeout = 10 * time.Second
+
+// connectMain is the connector's loop on descriptor 3; it returns the
+// exit status.
+func connectMain() int {
+	const sock = 3
+	req := make([]byte, 2)
+	for {
+		n, _, _, _, err := unix.Recvmsg(sock, req, nil, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n != 2 {
+			return 0 // the engine closed its end
+		}
+		fd, errno := connectLoopback(int(binary.BigEndian.Uint16(req)))
+		resp := binary.NativeEndian.AppendUint32(nil, uint32(errno))
+		var oob []byte
+		if fd >= 0 {
+			oob = unix.UnixRights(fd)
+		}
+		err = unix.Sendmsg(sock, resp, oob, nil, 0)
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// connectLoopback connects a TCP socket to 127.0.0.1:port of the calling
+// process's network namespace.
+func connectLoopback(port int) (int, syscall.Errno) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	tv := unix.NsecToTimeval(connectTimeout.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	for {
+		err = unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, errnoOf(err)
+	}
+	return fd, 0
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
+
+// connector is the engine's side of a world's connector.
+type connector struct {
+	mu   sync.Mutex // one request at a time
+	conn *net.UnixConn
+	proc *os.Process
+	done chan struct{} // closed once the helper was waited for
+}
+
+// connectors holds the running connectors, by world.
+var connectors = struct {
+	sync.Mutex
+	m map[*world]*connector
+}{m: map[*world]*connector{}}
+
+// dialConnector connects to port of the rootless world w through its
+// connector, starting one where none runs (or the last one died).
+func (w *world) dialConnector(ctx context.Context, port int) (net.Conn, error) {
+	for try := 0; ; try++ {
+		c, err := w.connector()
+		if err != nil {
+			return nil, err
+		}
+		conn, err := c.dial(ctx, port)
+		if !errors.Is(err, errConnector) || ctx.Err() != nil || try > 0 {
+			return conn, err
+		}
+		// The connector died (something of the world killed it): start
+		// another.
+		stopConnector(w, c)
+	}
+}
+
+// connector returns w's running connector, starting it if needed.
+func (w *world) connector() (*connector, error) {
+	connectors.Lock()
+	defer connectors.Unlock()
+	if c := connectors.m[w]; c != nil {
+		return c, nil
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("connector socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "connector"), os.NewFile(uintptr(fds[1]), "connector-child")
+	defer theirs.Close()
+	defer ours.Close()
+	fc, err := net.FileConn(ours)
+	if err != nil {
+		return nil, fmt.Errorf("connector socket: %w", err)
+	}
+	cmd := &exec.Cmd{Path: w.helper, Args: []string{w.helper, connectArg}, Dir: "/", Env: []string{}}
+	if err := w.startInWorld(cmd, theirs); err != nil {
+		fc.Close()
+		return nil, fmt.Errorf("start the world's connector: %w", err)
+	}
+	c := &connector{conn: fc.(*net.UnixConn), proc: cmd.Process, done: make(chan struct{})}
+	go func() {
+		_, _ = c.proc.Wait()
+		close(c.done)
+	}()
+	connectors.m[w] = c
+	return c, nil
+}
+
+// dial asks the connector for one connection.
+func (c *connector) dial(ctx context.Context, port int) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(connectTimeout + 5*time.Second)
+	}
+	_ = c.conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := c.conn.Write(binary.BigEndian.AppendUint16(nil, uint16(port))); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConnector, err)
+	}
+	resp, oob := make([]byte, 4), make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.conn.ReadMsgUnix(resp, oob)
+	if err != nil || n != 4 {
+		return nil, fmt.Errorf("%w: %v", errConnector, err)
+	}
+	fd := -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			fd = fds[0]
+		}
+	}
+	if errno := syscall.Errno(binary.NativeEndian.Uint32(resp)); errno != 0 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+	}
+	if fd < 0 {
+		return nil, errors.New("the world's connector answered without a socket")
+	}
+	f := os.NewFile(uintptr(fd), "forwarded")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// stopConnector ends w's connector (c, or whichever runs when c is nil):
+// closing its socket ends it; it is killed if it has not exited after a
+// second.
+func stopConnector(w *world, c *connector) {
+	connectors.Lock()
+	cur := connectors.m[w]
+	if c == nil {
+		c = cur
+	}
+	if c != nil && cur == c {
+		delete(connectors.m, w)
+	}
+	connectors.Unlock()
+	if c == nil {
+		return
+	}
+	c.conn.Close()
+	select {
+	case <-c.done:
+	case <-time.After(time.Second):
+		_ = c.proc.Kill()
+		<-c.done
+	}
+}
