@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,15 @@ const (
 	// request's own origin ("http://127.0.0.1:8765"): Handler sets it on
 	// every request it serves (deleting one a client sent).
 	baseHeader = "Bashvisor-Http-Base"
+	// A browser cannot send the Authorization header: a forward path's
+	// request without one may carry the token in the query parameter
+	// forwardTokenParam, once, and is then redirected to the same URL
+	// without it, with the token in the cookie forwardCookie (HttpOnly,
+	// SameSite=Lax, Path the forward path's prefix), which later requests
+	// of that prefix carry instead. Neither reaches the conversation's
+	// server.
+	forwardTokenParam = "bashvisor_token"
+	forwardCookie     = "bashvisor_forward"
 )
 
 // forwarder is a Runner that connects into its conversations' sandboxed
@@ -152,6 +162,53 @@ func forwardError(port int, err error) error {
 	return err
 }
 
+// forwardCredentials gives a request for a forward path without an
+// Authorization header the bearer token of its forwardTokenParam or its
+// forwardCookie as one (before authentication).
+func forwardCredentials(r *http.Request) {
+	if r.Header.Get("Authorization") != "" {
+		return
+	}
+	if t := r.URL.Query().Get(forwardTokenParam); t != "" {
+		r.Header.Set("Authorization", "Bearer "+t)
+		return
+	}
+	if c, err := r.Cookie(forwardCookie); err == nil {
+		if t, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(t) > 0 {
+			r.Header.Set("Authorization", "Bearer "+string(t))
+		}
+	}
+}
+
+// setForwardCookie answers an authenticated request that carried its
+// token in the query: the cookie, and a redirect to the URL without it.
+func setForwardCookie(w http.ResponseWriter, r *http.Request, prefix string) {
+	q := r.URL.Query()
+	tok := q.Get(forwardTokenParam)
+	q.Del(forwardTokenParam)
+	http.SetCookie(w, &http.Cookie{Name: forwardCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(tok)),
+		Path: prefix + "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	u := *r.URL
+	u.RawQuery = q.Encode()
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+}
+
+// dropForwardCookie removes forwardCookie from a forwarded request.
+func dropForwardCookie(h http.Header) {
+	cs := (&http.Request{Header: h}).Cookies()
+	h.Del("Cookie")
+	var keep []string
+	for _, c := range cs {
+		if c.Name != forwardCookie {
+			keep = append(keep, c.String())
+		}
+	}
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
 // serveForward serves a request for forwardPrefix + NAME/PORT/PATH of
 // principal: see forwardPrefix.
 func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, principal string) {
@@ -173,6 +230,10 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		http.Redirect(w, r, prefix+"/"+u.String(), http.StatusPermanentRedirect)
 		return
 	}
+	if r.URL.Query().Has(forwardTokenParam) {
+		setForwardCookie(w, r, prefix)
+		return
+	}
 	srv := h.server(r)
 	v, ok := servers.Load(srv)
 	var f forwarder
@@ -192,6 +253,7 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 			pr.Out.URL.Path, _ = url.PathUnescape(pr.Out.URL.RawPath)
 			pr.Out.Host = target
 			pr.Out.Header.Del("Authorization")
+			dropForwardCookie(pr.Out.Header)
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 		},

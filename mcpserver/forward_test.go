@@ -23,8 +23,8 @@ const echoServer = `cat > /tmp/echo.py <<'EOF'
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(s):
-        b = ("%s %s auth=%s host=%s prefix=%s\n" % (sys.argv[1], s.path, s.headers.get("Authorization"),
-             s.headers.get("Host"), s.headers.get("X-Forwarded-Prefix"))).encode()
+        b = ("%s %s auth=%s host=%s prefix=%s cookie=%s\n" % (sys.argv[1], s.path, s.headers.get("Authorization"),
+             s.headers.get("Host"), s.headers.get("X-Forwarded-Prefix"), s.headers.get("Cookie"))).encode()
         s.send_response(200); s.send_header("Content-Length", str(len(b))); s.end_headers(); s.wfile.write(b)
     def log_message(s, *a): pass
 http.server.HTTPServer(("127.0.0.1", 3000), H).serve_forever()
@@ -63,11 +63,14 @@ func TestForwardHTTP(t *testing.T) {
 		tr.CloseIdleConnections()
 	})
 	hs := &httpSetup{ts: ts, tr: tr, url: ts.URL + "/mcp"}
-	get := func(u, token string) (int, string) {
+	do := func(u, token, cookie string) (*http.Response, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
 		}
 		resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
@@ -76,7 +79,12 @@ func TestForwardHTTP(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return resp, string(b)
+	}
+	get := func(u, token string) (int, string) {
+		t.Helper()
+		resp, body := do(u, token, "")
+		return resp.StatusCode, body
 	}
 	ctx := context.Background()
 	urls := map[string]string{}
@@ -105,12 +113,32 @@ func TestForwardHTTP(t *testing.T) {
 	}
 	for word, u := range urls {
 		prefix := strings.TrimSuffix(strings.TrimPrefix(u, ts.URL), "/")
-		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + "\n"
+		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=None\n"
 		if code, body := get(u+"a/b%20c?q=1", "tok-alice-0123456789"); code != 200 || body != want {
 			t.Errorf("GET %s: %d %q, want %q", u, code, body, want)
 		}
 		if code, body := get(u+"a", ""); code != http.StatusUnauthorized {
 			t.Errorf("without a token: %d %q", code, body)
+		}
+		// A browser: the token once in the query, then the cookie.
+		resp, _ := do(u+"a?x=1&"+forwardTokenParam+"=tok-alice-0123456789", "", "")
+		var cookie *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == forwardCookie {
+				cookie = c
+			}
+		}
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != prefix+"/a?x=1" || cookie == nil ||
+			!cookie.HttpOnly || cookie.Path != prefix+"/" || strings.Contains(cookie.Value, "tok-alice") {
+			t.Errorf("the token in the query: %d %q %+v", resp.StatusCode, loc, cookie)
+		} else {
+			want := word + " /a?x=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=theme=dark\n"
+			if resp, body := do(ts.URL+prefix+"/a?x=1", "", "theme=dark; "+cookie.Name+"="+cookie.Value); resp.StatusCode != 200 || body != want {
+				t.Errorf("with the cookie: %d %q, want %q", resp.StatusCode, body, want)
+			}
+		}
+		if resp, _ := do(u+"a", "", forwardCookie+"=bm90LWEtdG9rZW4"); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("with a cookie of another token: %d", resp.StatusCode)
 		}
 		if code, body := get(u+"a", "tok-bob-0123456789ab"); code != http.StatusNotFound || strings.Contains(body, word) {
 			t.Errorf("another principal's token: %d %q", code, body)

@@ -267,6 +267,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
+		forwardCredentials(r) // a browser's (see forwardTokenParam)
+	}
 	h.authn.ServeHTTP(w, r)
 }
 
