@@ -25,7 +25,9 @@ import (
 // to 127.0.0.1:PORT there for each request on a SOCK_SEQPACKET socket
 // (the port, 2 bytes big endian) and answers with the errno of its
 // connect (4 bytes, host order) and, when 0, the connected socket
-// (SCM_RIGHTS). It runs without confinement (it is the engine's own
+// (SCM_RIGHTS); port 0 asks for a sock_diag socket made there instead
+// (see diagSocket), which the engine keeps for World.Listening. It runs
+// without confinement (it is the engine's own
 // code and does nothing else), one per world, started on the world's
 // first Dial and ended when the world closes (its socket's end; it also
 // exits when the engine dies, on the same EOF).
@@ -52,7 +54,15 @@ func connectMain() int {
 		if err != nil || n != 2 {
 			return 0 // the engine closed its end
 		}
-		fd, errno := connectLoopback(int(binary.BigEndian.Uint16(req)))
+		var fd int
+		var errno syscall.Errno
+		if port := int(binary.BigEndian.Uint16(req)); port == 0 {
+			if fd, err = diagSocket(); err != nil {
+				fd, errno = -1, errnoOf(err)
+			}
+		} else {
+			fd, errno = connectLoopback(port)
+		}
 		resp := binary.NativeEndian.AppendUint32(nil, uint32(errno))
 		var oob []byte
 		if fd >= 0 {
@@ -98,12 +108,15 @@ func errnoOf(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// connector is the engine's side of a world's connector.
+// connector is the engine's side of a world's connector (rootless), and
+// the world's sock_diag socket (kept once made; as root it is made on a
+// throwaway thread, and the entry has no helper).
 type connector struct {
-	mu   sync.Mutex // one request at a time
+	mu   sync.Mutex // one request, or one sock_diag dump, at a time
 	conn *net.UnixConn
 	proc *os.Process
 	done chan struct{} // closed once the helper was waited for
+	diag int           // -1: not made yet
 }
 
 // connectors holds the running connectors, by world.
@@ -153,7 +166,7 @@ func (w *world) connector() (*connector, error) {
 		fc.Close()
 		return nil, fmt.Errorf("start the world's connector: %w", err)
 	}
-	c := &connector{conn: fc.(*net.UnixConn), proc: cmd.Process, done: make(chan struct{})}
+	c := &connector{conn: fc.(*net.UnixConn), proc: cmd.Process, done: make(chan struct{}), diag: -1}
 	go func() {
 		_, _ = c.proc.Wait()
 		close(c.done)
@@ -166,6 +179,18 @@ func (w *world) connector() (*connector, error) {
 func (c *connector) dial(ctx context.Context, port int) (net.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	fd, err := c.ask(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "forwarded")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// ask sends one request (c.mu held) and returns the descriptor of the
+// answer.
+func (c *connector) ask(ctx context.Context, port int) (int, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(connectTimeout + 5*time.Second)
@@ -174,12 +199,12 @@ func (c *connector) dial(ctx context.Context, port int) (net.Conn, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Now()) })
 	defer stop()
 	if _, err := c.conn.Write(binary.BigEndian.AppendUint16(nil, uint16(port))); err != nil {
-		return nil, fmt.Errorf("%w: %w", errConnector, err)
+		return -1, fmt.Errorf("%w: %w", errConnector, err)
 	}
 	resp, oob := make([]byte, 4), make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := c.conn.ReadMsgUnix(resp, oob)
 	if err != nil || n != 4 {
-		return nil, fmt.Errorf("%w: %v", errConnector, err)
+		return -1, fmt.Errorf("%w: %v", errConnector, err)
 	}
 	fd := -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
@@ -191,14 +216,63 @@ func (c *connector) dial(ctx context.Context, port int) (net.Conn, error) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
+		return -1, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}
 	}
 	if fd < 0 {
-		return nil, errors.New("the world's connector answered without a socket")
+		return -1, errors.New("the world's connector answered without a socket")
 	}
-	f := os.NewFile(uintptr(fd), "forwarded")
-	defer f.Close()
-	return net.FileConn(f)
+	return fd, nil
+}
+
+// withDiag runs f with the world's sock_diag socket, made on first use:
+// as root on a throwaway thread in the world's network, rootless by its
+// connector.
+func (w *world) withDiag(f func(fd int) error) error {
+	var c *connector
+	var err error
+	if w.rootless {
+		c, err = w.connector()
+	} else {
+		c = w.diagEntry()
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.diag < 0 {
+		if w.rootless {
+			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+			c.diag, err = c.ask(ctx, 0)
+			cancel()
+		} else {
+			err = onThrowawayThread(func() error {
+				if err := w.joinNetwork(); err != nil {
+					return err
+				}
+				var err error
+				c.diag, err = diagSocket()
+				return err
+			})
+		}
+		if err != nil {
+			c.diag = -1
+			return err
+		}
+	}
+	return f(c.diag)
+}
+
+// diagEntry returns the entry of a root world, which has no helper.
+func (w *world) diagEntry() *connector {
+	connectors.Lock()
+	defer connectors.Unlock()
+	c := connectors.m[w]
+	if c == nil {
+		c = &connector{diag: -1}
+		connectors.m[w] = c
+	}
+	return c
 }
 
 // stopConnector ends w's connector (c, or whichever runs when c is nil):
@@ -215,6 +289,15 @@ func stopConnector(w *world, c *connector) {
 	}
 	connectors.Unlock()
 	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.diag >= 0 {
+		unix.Close(c.diag)
+		c.diag = -1
+	}
+	c.mu.Unlock()
+	if c.proc == nil {
 		return
 	}
 	c.conn.Close()

@@ -39,6 +39,7 @@ func diagSocket() (int, error) {
 // network namespace of sock_diag socket fd to out, by inode, the engine's
 // capture slots left out (see parseListening).
 func diagListening(fd int, out map[uint64]Socket) error {
+	buf := make([]byte, 16<<10) // NLMSG_GOODSIZE is at most 8 KiB
 	for seq, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		req := make([]byte, diagRequestSizeTotal)
 		ne := binary.NativeEndian
@@ -52,7 +53,7 @@ func diagListening(fd int, out map[uint64]Socket) error {
 		if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 			return fmt.Errorf("sock_diag request: %w", err)
 		}
-		if err := diagReceive(fd, family, out); err != nil {
+		if err := diagReceive(fd, buf, family, out); err != nil {
 			return err
 		}
 	}
@@ -60,8 +61,7 @@ func diagListening(fd int, out map[uint64]Socket) error {
 }
 
 // diagReceive reads one dump's answer into out.
-func diagReceive(fd int, family uint8, out map[uint64]Socket) error {
-	buf := make([]byte, 32<<10)
+func diagReceive(fd int, buf []byte, family uint8, out map[uint64]Socket) error {
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {

@@ -78,15 +78,18 @@ func (w *world) netnsIno() uint64 {
 }
 
 // Listening lists the TCP sockets listening in the world's network, by
-// port (one per port), with a process of the world that holds each. As
-// root the kernel is asked (sock_diag, from a socket made in the world's
-// network: about the listening sockets alone); a rootless world's are
-// read from /proc/PID/net/tcp and tcp6 of a process in its network
-// namespace, tried first among hint (the pids of the conversation's
-// running commands, say), else found in /proc (a read that walks every
-// TCP socket of the host). The owners are then found by the sockets'
-// inodes among the file descriptors of the world's processes, only when
-// something listens. The engine's own sockets there (the egress proxy's,
+// port (one per port), with a process of the world that holds each. The
+// kernel is asked (sock_diag, about the listening sockets alone) from a
+// socket made in the world's network once and kept with the world: as
+// root on a throwaway thread, rootless by the world's connector (see
+// connectArg). Where that fails rootless, they are read from
+// /proc/PID/net/tcp and tcp6 of a process in the world's network
+// namespace, the first of hint that is (the pids of the conversation's
+// running commands, say), else one found in /proc (a read that walks
+// every TCP socket of the host). The owners are then found by the
+// sockets' inodes among the file descriptors of hint's processes and
+// their descendants, then, for sockets still without one, of every
+// process of the world: only when something listens. The engine's own sockets there (the egress proxy's,
 // a resolver's and its carried listeners), which no process of the
 // world holds, are not listed.
 func (w *World) Listening(hint []int) ([]Socket, error) {
@@ -98,10 +101,9 @@ func (w *World) Listening(hint []int) ([]Socket, error) {
 	socks := map[uint64]Socket{}
 	var members []int
 	var err error
-	if w.w.rootless {
-		members = procListening(in, hint, socks)
-	} else {
-		err = w.w.diagListening(socks)
+	if err = w.w.withDiag(func(fd int) error { return diagListening(fd, socks) }); err != nil && w.w.rootless {
+		// No connector (the helper could not start): read the tables.
+		members, err = procListening(in, hint, socks), nil
 	}
 	if err != nil || len(socks) == 0 {
 		return nil, err
@@ -121,28 +123,6 @@ func (w *World) Listening(hint []int) ([]Socket, error) {
 		}
 	}
 	return sortSockets(out), nil
-}
-
-// diagListening asks the kernel for the sockets listening in the world's
-// network (root).
-func (w *world) diagListening(socks map[uint64]Socket) error {
-	fd := -1
-	err := onThrowawayThread(func() error {
-		if err := w.joinNetwork(); err != nil {
-			return err
-		}
-		var err error
-		fd, err = diagSocket()
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := diagListening(fd, socks); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	return nil
 }
 
 // procListening reads the listening sockets from /proc/PID/net/tcp{,6}
