@@ -141,7 +141,7 @@ func (s *server) forward(c *toolCall, f forwarder, port int) (*mcp.CallToolResul
 	conn.Close()
 	u := base + forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
 	text := u + "\nserves localhost:" + strconv.Itoa(port) + " of this conversation to the user, with the MCP server's credentials " +
-		"(Authorization: Bearer …), while the server runs."
+		"(Authorization: Bearer …; in a browser, open it once with ?" + forwardTokenParam + "=TOKEN appended), while the server runs."
 	return s.reply(c, text, forwardReply{URL: u, Port: port}), nil
 }
 

@@ -1,8 +1,11 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
@@ -31,14 +35,11 @@ http.server.HTTPServer(("127.0.0.1", 3000), H).serve_forever()
 EOF
 exec python3 /tmp/echo.py `
 
-// TestForwardHTTP: two sessions (two conversations) of alice each serve
-// on port 3000 of their sandbox; bash_forward gives each a URL of the
-// MCP server's HTTP port that reaches its own server, with alice's token
-// only: without it the answer is 401, bob's token finds no such
-// conversation, and the forwarded request carries no Authorization
-// header. A port nothing listens on is an error result of bash_forward
-// and 502 on the path.
-func TestForwardHTTP(t *testing.T) {
+// newForwardSetup serves a read-only sandboxed server with Forward on
+// /mcp and /forward/ of a test HTTP server, for the principals alice
+// (token tok-alice-0123456789) and bob (tok-bob-0123456789ab).
+func newForwardSetup(t *testing.T) (*httptest.Server, *http.Transport, *httpSetup) {
+	t.Helper()
 	needLandlock(t)
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
 	testenv.NeedsTool(t, "python3", "curl")
@@ -63,6 +64,35 @@ func TestForwardHTTP(t *testing.T) {
 		tr.CloseIdleConnections()
 	})
 	hs := &httpSetup{ts: ts, tr: tr, url: ts.URL + "/mcp"}
+	return ts, tr, hs
+}
+
+// startServing runs command in the background in a new session of alice
+// and waits until the conversation's port 3000 answers; it returns the
+// session.
+func startServing(t *testing.T, hs *httpSetup, command string) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	cs := hs.client(t, "tok-alice-0123456789")
+	if r := bash(t, ctx, cs, map[string]any{"command": command, "mode": "background"}); r.Status != engine.StatusStarted {
+		t.Fatalf("server: %+v", r)
+	}
+	r := bash(t, ctx, cs, map[string]any{"command": "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exit 0; sleep 0.1; done; exit 7"})
+	if r.Status != engine.StatusOK || len(r.Listening) != 1 || r.Listening[0].Port != 3000 || !strings.Contains(r.Output, "[listening: 3000 (job-1)]") {
+		t.Fatalf("the conversation's server: %+v", r)
+	}
+	return cs
+}
+
+// TestForwardHTTP: two sessions (two conversations) of alice each serve
+// on port 3000 of their sandbox; bash_forward gives each a URL of the
+// MCP server's HTTP port that reaches its own server, with alice's token
+// only: without it the answer is 401, bob's token finds no such
+// conversation, and the forwarded request carries no Authorization
+// header. A port nothing listens on is an error result of bash_forward
+// and 502 on the path.
+func TestForwardHTTP(t *testing.T) {
+	ts, tr, hs := newForwardSetup(t)
 	do := func(u, token, cookie string) (*http.Response, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, u, nil)
@@ -89,14 +119,7 @@ func TestForwardHTTP(t *testing.T) {
 	ctx := context.Background()
 	urls := map[string]string{}
 	for _, word := range []string{"first", "second"} {
-		cs := hs.client(t, "tok-alice-0123456789")
-		if r := bash(t, ctx, cs, map[string]any{"command": echoServer + word, "mode": "background"}); r.Status != engine.StatusStarted {
-			t.Fatalf("server: %+v", r)
-		}
-		r := bash(t, ctx, cs, map[string]any{"command": "for i in $(seq 200); do curl -sf localhost:3000/up && exit 0; sleep 0.1; done; exit 7"})
-		if r.Status != engine.StatusOK || len(r.Listening) != 1 || r.Listening[0].Port != 3000 || !strings.Contains(r.Output, "[listening: 3000 (job-1)]") {
-			t.Fatalf("the conversation's server: %+v", r)
-		}
+		cs := startServing(t, hs, echoServer+word)
 		var fr forwardReply
 		res, text := call(t, ctx, cs, toolForward, map[string]any{"port": 3000}, &fr)
 		if res.IsError || !strings.HasPrefix(fr.URL, ts.URL+"/forward/~") || !strings.HasSuffix(fr.URL, "/3000/") || !strings.HasPrefix(text, fr.URL+"\n") {
@@ -175,5 +198,58 @@ func TestForwardNeedsHTTP(t *testing.T) {
 	res, text := call(t, context.Background(), s.cs, toolForward, map[string]any{"port": 3000}, nil)
 	if !res.IsError || !strings.Contains(text, "needs the MCP server served over HTTP") {
 		t.Errorf("bash_forward without HTTP: %v %q", res.IsError, text)
+	}
+}
+
+// upgradeServer answers an Upgrade request on localhost:3000 with 101 and
+// then echoes what it reads, upper-cased (a WebSocket's hot reload, in
+// its shape).
+const upgradeServer = `cat > /tmp/up.py <<'EOF'
+import socket
+l = socket.create_server(("127.0.0.1", 3000))
+while True:
+    c, _ = l.accept()
+    req = b"x"
+    while req and b"\r\n\r\n" not in req:
+        d = c.recv(4096)
+        req = req + d if d else b""
+    if not req:
+        c.close()
+        continue
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+    while True:
+        d = c.recv(4096)
+        if not d: break
+        c.sendall(d.upper())
+    c.close()
+EOF
+exec python3 /tmp/up.py`
+
+// TestForwardUpgrade: a forward path carries a protocol upgrade (a dev
+// server's WebSocket) both ways.
+func TestForwardUpgrade(t *testing.T) {
+	ts, _, hs := newForwardSetup(t)
+	cs := startServing(t, hs, upgradeServer)
+	var fr forwardReply
+	if res, text := call(t, context.Background(), cs, toolForward, map[string]any{"port": 3000}, &fr); res.IsError {
+		t.Fatal(text)
+	}
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok-alice-0123456789\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+		strings.TrimPrefix(fr.URL, ts.URL)+"hmr", ts.Listener.Addr())
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprint(c, "reload please")
+	got := make([]byte, len("RELOAD PLEASE"))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "RELOAD PLEASE" {
+		t.Errorf("after the upgrade: %q %v", got, err)
 	}
 }
