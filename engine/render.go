@@ -261,10 +261,10 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 			res.Output = appendNote(res.Output, line)
 		}
 	}
-	e.listening(tc, &res)
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
 	}
+	e.listening(tc, &res)
 	return res
 }
 
