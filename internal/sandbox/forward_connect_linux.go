@@ -108,88 +108,114 @@ func errnoOf(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// connector is the engine's side of a world's connector (rootless), and
-// the world's sock_diag socket (kept once made; as root it is made on a
-// throwaway thread, and the entry has no helper).
+// connector is what the engine keeps of a world's network, by world
+// (connectors): its sock_diag socket, made on first use and kept (see
+// World.Listening), and, rootless, its running connector helper, if any.
 type connector struct {
-	mu   sync.Mutex // one request, or one sock_diag dump, at a time
-	conn *net.UnixConn
+	mu   sync.Mutex    // one request, or one sock_diag dump, at a time; guards the rest
+	conn *net.UnixConn // the helper's socket; nil: none runs
 	proc *os.Process
 	done chan struct{} // closed once the helper was waited for
 	diag int           // -1: not made yet
 }
 
-// connectors holds the running connectors, by world.
+// connectors holds the worlds' entries.
 var connectors = struct {
 	sync.Mutex
 	m map[*world]*connector
 }{m: map[*world]*connector{}}
 
-// dialConnector connects to port of the rootless world w through its
-// connector, starting one where none runs (or the last one died).
-func (w *world) dialConnector(ctx context.Context, port int) (net.Conn, error) {
-	for try := 0; ; try++ {
-		c, err := w.connector()
-		if err != nil {
-			return nil, err
-		}
-		conn, err := c.dial(ctx, port)
-		if !errors.Is(err, errConnector) || ctx.Err() != nil || try > 0 {
-			return conn, err
-		}
-		// The connector died (something of the world killed it): start
-		// another.
-		stopConnector(w, c)
-	}
-}
-
-// connector returns w's running connector, starting it if needed.
-func (w *world) connector() (*connector, error) {
+// entry returns w's entry, made if needed; none for a closed world
+// (stopConnector removes an entry once the world's descriptors are
+// closed, so none is left behind).
+func (w *world) entry() (*connector, error) {
 	connectors.Lock()
 	defer connectors.Unlock()
 	if c := connectors.m[w]; c != nil {
 		return c, nil
 	}
+	if w.closed() {
+		return nil, errors.New("the conversation's world was closed")
+	}
+	c := &connector{diag: -1}
+	connectors.m[w] = c
+	return c, nil
+}
+
+// dialConnector connects to port of the rootless world w through its
+// connector helper, starting one where none runs (or the last one died).
+func (w *world) dialConnector(ctx context.Context, port int) (net.Conn, error) {
+	c, err := w.entry()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for try := 0; ; try++ {
+		if err := c.start(w); err != nil {
+			return nil, err
+		}
+		fd, err := c.ask(ctx, port)
+		if errors.Is(err, errConnector) && ctx.Err() == nil && try == 0 {
+			c.stopHelper() // something of the world killed it: start another
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), "forwarded")
+		defer f.Close()
+		return net.FileConn(f)
+	}
+}
+
+// start starts w's connector helper unless one runs (c.mu held).
+func (c *connector) start(w *world) error {
+	if c.conn != nil {
+		return nil
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("connector socket: %w", err)
+		return fmt.Errorf("connector socket: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "connector"), os.NewFile(uintptr(fds[1]), "connector-child")
 	defer theirs.Close()
 	defer ours.Close()
 	fc, err := net.FileConn(ours)
 	if err != nil {
-		return nil, fmt.Errorf("connector socket: %w", err)
+		return fmt.Errorf("connector socket: %w", err)
 	}
 	cmd := &exec.Cmd{Path: w.helper, Args: []string{w.helper, connectArg}, Dir: "/", Env: []string{}}
 	if err := w.startInWorld(cmd, theirs); err != nil {
 		fc.Close()
-		return nil, fmt.Errorf("start the world's connector: %w", err)
+		return fmt.Errorf("start the world's connector: %w", err)
 	}
-	c := &connector{conn: fc.(*net.UnixConn), proc: cmd.Process, done: make(chan struct{}), diag: -1}
-	go func() {
-		_, _ = c.proc.Wait()
-		close(c.done)
-	}()
-	connectors.m[w] = c
-	return c, nil
+	c.conn, c.proc, c.done = fc.(*net.UnixConn), cmd.Process, make(chan struct{})
+	go func(p *os.Process, done chan struct{}) {
+		_, _ = p.Wait()
+		close(done)
+	}(c.proc, c.done)
+	return nil
 }
 
-// dial asks the connector for one connection.
-func (c *connector) dial(ctx context.Context, port int) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fd, err := c.ask(ctx, port)
-	if err != nil {
-		return nil, err
+// stopHelper ends the connector helper, if one runs (c.mu held): closing
+// its socket ends it; it is killed if it has not exited after a second.
+func (c *connector) stopHelper() {
+	if c.conn == nil {
+		return
 	}
-	f := os.NewFile(uintptr(fd), "forwarded")
-	defer f.Close()
-	return net.FileConn(f)
+	c.conn.Close()
+	select {
+	case <-c.done:
+	case <-time.After(time.Second):
+		_ = c.proc.Kill()
+		<-c.done
+	}
+	c.conn, c.proc, c.done = nil, nil, nil
 }
 
-// ask sends one request (c.mu held) and returns the descriptor of the
-// answer.
+// ask sends one request to the helper (c.mu held) and returns the
+// descriptor it answered with.
 func (c *connector) ask(ctx context.Context, port int) (int, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -225,37 +251,18 @@ func (c *connector) ask(ctx context.Context, port int) (int, error) {
 }
 
 // withDiag runs f with the world's sock_diag socket, made on first use:
-// as root on a throwaway thread in the world's network, rootless by its
-// connector.
+// as root on a throwaway thread in the world's network; rootless by its
+// connector helper, which is ended again unless it was running already
+// (for forwarding).
 func (w *world) withDiag(f func(fd int) error) error {
-	var c *connector
-	var err error
-	if w.rootless {
-		c, err = w.connector()
-	} else {
-		c = w.diagEntry()
-	}
+	c, err := w.entry()
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.diag < 0 {
-		if w.rootless {
-			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-			c.diag, err = c.ask(ctx, 0)
-			cancel()
-		} else {
-			err = onThrowawayThread(func() error {
-				if err := w.joinNetwork(); err != nil {
-					return err
-				}
-				var err error
-				c.diag, err = diagSocket()
-				return err
-			})
-		}
-		if err != nil {
+		if c.diag, err = w.makeDiag(c); err != nil {
 			c.diag = -1
 			return err
 		}
@@ -263,48 +270,47 @@ func (w *world) withDiag(f func(fd int) error) error {
 	return f(c.diag)
 }
 
-// diagEntry returns the entry of a root world, which has no helper.
-func (w *world) diagEntry() *connector {
-	connectors.Lock()
-	defer connectors.Unlock()
-	c := connectors.m[w]
-	if c == nil {
-		c = &connector{diag: -1}
-		connectors.m[w] = c
+// makeDiag makes the world's sock_diag socket (c.mu held).
+func (w *world) makeDiag(c *connector) (int, error) {
+	if !w.rootless {
+		fd := -1
+		err := onThrowawayThread(func() error {
+			if err := w.joinNetwork(); err != nil {
+				return err
+			}
+			var err error
+			fd, err = diagSocket()
+			return err
+		})
+		return fd, err
 	}
-	return c
+	running := c.conn != nil
+	if err := c.start(w); err != nil {
+		return -1, err
+	}
+	if !running {
+		defer c.stopHelper()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	return c.ask(ctx, 0)
 }
 
-// stopConnector ends w's connector (c, or whichever runs when c is nil):
-// closing its socket ends it; it is killed if it has not exited after a
-// second.
-func stopConnector(w *world, c *connector) {
+// stopConnector forgets w's entry (world.close): its sock_diag socket is
+// closed, its helper ended.
+func stopConnector(w *world) {
 	connectors.Lock()
-	cur := connectors.m[w]
-	if c == nil {
-		c = cur
-	}
-	if c != nil && cur == c {
-		delete(connectors.m, w)
-	}
+	c := connectors.m[w]
+	delete(connectors.m, w)
 	connectors.Unlock()
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.diag >= 0 {
 		unix.Close(c.diag)
 		c.diag = -1
 	}
-	c.mu.Unlock()
-	if c.proc == nil {
-		return
-	}
-	c.conn.Close()
-	select {
-	case <-c.done:
-	case <-time.After(time.Second):
-		_ = c.proc.Kill()
-		<-c.done
-	}
+	c.stopHelper()
 }
