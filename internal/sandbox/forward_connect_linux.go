@@ -10,9 +10,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +47,7 @@ const connectTimeout = 10 * time.Second
 // exit status.
 func connectMain() int {
 	const sock = 3
+	dropPrivileges()
 	req := make([]byte, 2)
 	for {
 		n, _, _, _, err := unix.Recvmsg(sock, req, nil, 0)
@@ -76,6 +79,23 @@ func connectMain() int {
 			return 0
 		}
 	}
+}
+
+// dropPrivileges makes the connector non-dumpable (a process of the
+// world without CAP_SYS_PTRACE over it can neither trace it nor read its
+// memory) and gives up the capabilities rawStart gave it (making and
+// connecting sockets needs none): on the calling thread, which the
+// connector's goroutine keeps (it is locked to it), and on every other
+// thread where the runtime can change them all (not with cgo: those
+// threads then keep them, running only the runtime).
+func dropPrivileges() {
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	_ = unix.Capset(&hdr, &data[0])
+	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 }
 
 // connectLoopback connects a TCP socket to 127.0.0.1:port of the calling
