@@ -236,10 +236,13 @@ type Result struct {
 	// Listening lists the TCP ports something of the conversation listens
 	// on in its sandbox's loopback network (which [Engine.Forward]
 	// reaches), by port: a process that holds the socket, and the
-	// background job whose process group it is in ("" for none). Read
-	// when the command ended, and only while a command or job of the
-	// conversation runs (nothing else can hold a socket there); nil when
-	// nothing listens, and without the sandbox.
+	// background job whose process group it is in ("" for none). A
+	// sandboxed foreground command's result has it (also one that moved
+	// to the background), read when the command ended and only while a
+	// command or job of the conversation runs (nothing else can hold a
+	// socket there); nil when nothing listens, for a background start
+	// and without the sandbox. The text's last line names them: see the
+	// package documentation.
 	Listening []struct {
 		Port int    `json:"port"`
 		PID  int    `json:"pid"`
