@@ -32,7 +32,9 @@ import (
 // forwarded request loses its Authorization header (the sandbox never
 // sees the token) and gains X-Forwarded-For, -Host, -Proto and
 // X-Forwarded-Prefix (forwardPrefix + NAME/PORT); its Host is
-// localhost:PORT, which dev servers' host checks accept.
+// localhost:PORT, which dev servers' host checks accept. The response's
+// redirects to absolute paths and its cookies' paths are moved below
+// the prefix (see underPrefix).
 const (
 	toolForward   = "bash_forward"
 	forwardPrefix = "/forward/"
@@ -263,6 +265,10 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 			},
 			DisableKeepAlives: true, // one transport per request
 		},
+		ModifyResponse: func(resp *http.Response) error {
+			underPrefix(resp.Header, prefix)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			code := http.StatusBadGateway
 			if errors.Is(err, engine.ErrBadInput) && !errors.Is(err, syscall.ECONNREFUSED) {
@@ -272,6 +278,33 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// underPrefix keeps a forwarded response within its forward path: a
+// redirect to an absolute path of the server (Location: /login) goes to
+// that path below prefix, and a cookie the server sets for a path (Path=/
+// by default in effect) is set for that path below prefix, so that it
+// never reaches another conversation's server, nor another port's.
+func underPrefix(h http.Header, prefix string) {
+	if loc := h.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
+		h.Set("Location", prefix+loc)
+	}
+	cookies := (&http.Response{Header: h}).Cookies()
+	if len(cookies) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, c := range cookies {
+		if c.Name == forwardCookie {
+			continue // the server cannot replace the credentials' cookie
+		}
+		p := c.Path
+		if !strings.HasPrefix(p, "/") {
+			p = "/"
+		}
+		c.Path = prefix + p
+		h.Add("Set-Cookie", c.String())
+	}
 }
 
 // validName reports whether name can name a conversation within a

@@ -27,6 +27,9 @@ const echoServer = `cat > /tmp/echo.py <<'EOF'
 import http.server, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(s):
+        if s.path == "/login":
+            s.send_response(302); s.send_header("Location", "/home"); s.send_header("Set-Cookie", "sid=1; Path=/")
+            s.send_header("Set-Cookie", "bashvisor_forward=forged"); s.send_header("Content-Length", "0"); s.end_headers(); return
         b = ("%s %s auth=%s host=%s prefix=%s cookie=%s\n" % (sys.argv[1], s.path, s.headers.get("Authorization"),
              s.headers.get("Host"), s.headers.get("X-Forwarded-Prefix"), s.headers.get("Cookie"))).encode()
         s.send_response(200); s.send_header("Content-Length", str(len(b))); s.end_headers(); s.wfile.write(b)
@@ -90,7 +93,8 @@ func startServing(t *testing.T, hs *httpSetup, command string) *mcp.ClientSessio
 // only: without it the answer is 401, bob's token finds no such
 // conversation, and the forwarded request carries no Authorization
 // header. A port nothing listens on is an error result of bash_forward
-// and 502 on the path.
+// and 502 on the path. The server's redirects and cookies stay below its
+// forward path.
 func TestForwardHTTP(t *testing.T) {
 	ts, tr, hs := newForwardSetup(t)
 	do := func(u, token, cookie string) (*http.Response, string) {
@@ -139,6 +143,10 @@ func TestForwardHTTP(t *testing.T) {
 		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=None\n"
 		if code, body := get(u+"a/b%20c?q=1", "tok-alice-0123456789"); code != 200 || body != want {
 			t.Errorf("GET %s: %d %q, want %q", u, code, body, want)
+		}
+		if resp, _ := do(u+"login", "tok-alice-0123456789", ""); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != prefix+"/home" ||
+			len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != "sid" || resp.Cookies()[0].Path != prefix+"/" {
+			t.Errorf("a redirect and a cookie of the server: %d %q %v", resp.StatusCode, resp.Header.Get("Location"), resp.Header["Set-Cookie"])
 		}
 		if code, body := get(u+"a", ""); code != http.StatusUnauthorized {
 			t.Errorf("without a token: %d %q", code, body)
