@@ -59,8 +59,9 @@ type forwarder interface {
 	Forward(ctx context.Context, conversationID string, port int) (net.Conn, error)
 }
 
-// servers maps each *mcp.Server that build made to its *server, for
-// Handler's forward paths.
+// servers maps each *mcp.Server that build made with Options.Forward to
+// its *server, for Handler's forward paths. It keeps them (a program
+// makes a few: one per working directory, say).
 var servers sync.Map
 
 // forwardInputSchema is bash_forward's input schema.
@@ -92,11 +93,11 @@ type forwardReply struct {
 // addForward registers bash_forward when opts.Forward asks for it and r
 // has Engine's Forward method.
 func (s *server) addForward(ms *mcp.Server, r engine.Runner) {
-	servers.Store(ms, s)
 	f, ok := r.(forwarder)
 	if !ok || !s.o.Forward {
 		return
 	}
+	servers.Store(ms, s)
 	s.addTool(ms, toolForward, "Show a port to the user",
 		"Give the user a URL for a server this conversation runs in its sandbox (its commands' localhost is private to the "+
 			"conversation: the user cannot open localhost:PORT). Start the server first (mode \"background\"); the URL "+
@@ -236,17 +237,14 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		setForwardCookie(w, r, prefix)
 		return
 	}
-	srv := h.server(r)
-	v, ok := servers.Load(srv)
-	var f forwarder
-	if ok {
-		f, ok = v.(*server).e.(forwarder)
-	}
-	if !ok || !v.(*server).o.Forward {
+	v, ok := servers.Load(h.server(r))
+	if !ok {
 		http.Error(w, "Not Found: this server does not forward ports", http.StatusNotFound)
 		return
 	}
-	conv := v.(*server).conversationID(principal, true, name)
+	sv := v.(*server)
+	f := sv.e.(forwarder) // addForward checked
+	conv := sv.conversationID(principal, true, name)
 	target := "localhost:" + portText
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -189,8 +189,9 @@ func TestForwardHTTP(t *testing.T) {
 	}
 }
 
-// TestForwardNeedsHTTP: without Options.Forward there is no bash_forward;
-// with it, over stdio (no HTTP port to forward on), the tool says so.
+// TestForwardNeedsHTTP: without Options.Forward there is no bash_forward,
+// and Handler serves no forward path; with it, over stdio (no HTTP port
+// to forward on), the tool says so.
 func TestForwardNeedsHTTP(t *testing.T) {
 	s := newSetup(t, nil, Options{})
 	lt, err := s.cs.ListTools(context.Background(), nil)
@@ -201,6 +202,22 @@ func TestForwardNeedsHTTP(t *testing.T) {
 		if tool.Name == toolForward {
 			t.Error("bash_forward offered without Options.Forward")
 		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle(forwardPrefix, Handler(s.srv, HTTPOptions{Token: "tok-0123456789abcdef"}))
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/forward/mcp/3000/", nil)
+	req.Header.Set("Authorization", "Bearer tok-0123456789abcdef")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a forward path of a server without Forward: %d, want 404", resp.StatusCode)
 	}
 	s = newSetup(t, nil, Options{Forward: true})
 	res, text := call(t, context.Background(), s.cs, toolForward, map[string]any{"port": 3000}, nil)
