@@ -39,8 +39,7 @@ func (w *World) Dial(ctx context.Context, port int) (net.Conn, error) {
 		if err := w.w.joinNetwork(); err != nil {
 			return err
 		}
-		// The socket is made here, in the world's network; connecting
-		// may then wait on the poller, off this thread's namespace.
+		// The socket is made on this thread: in the world's network.
 		var d net.Dialer
 		var err error
 		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -89,9 +88,9 @@ func (w *world) netnsIno() uint64 {
 // every TCP socket of the host). The owners are then found by the
 // sockets' inodes among the file descriptors of hint's processes and
 // their descendants, then, for sockets still without one, of every
-// process of the world: only when something listens. The engine's own sockets there (the egress proxy's,
-// a resolver's and its carried listeners), which no process of the
-// world holds, are not listed.
+// process of the world: only when something listens. The engine's own
+// sockets there (the egress proxy's, a resolver's and its carried
+// listeners), which no process of the world holds, are not listed.
 func (w *World) Listening(hint []int) ([]Socket, error) {
 	ino := w.w.netnsIno()
 	if ino == 0 {
