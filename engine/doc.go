@@ -56,7 +56,9 @@
 // complete output is kept in a file the result names. Notes on lines of
 // their own follow the output: processes the shell left running were ended
 // ("[killed processes left running after the shell exited: ...]"), the
-// full output's file, an incomplete cleanup. A background job's output
+// full output's file, an incomplete cleanup, and last, for a sandboxed
+// command, the ports its conversation listens on ("[listening: 3000
+// (job-1), 5173 (pid 812)]", see [Result.Listening] and [Engine.Forward]). A background job's output
 // file ends with "[background process completed]", "[background process
 // failed: exit code N]" or "[background process killed: REASON]". These
 // texts are written by this package (render.go, and its notes.go for the

@@ -271,6 +271,7 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 	if note := e.sandboxNote(tc, res, o); note != "" {
 		res.Output, res.denied = appendNote(res.Output, note), true
 	}
+	e.listening(tc, &res)
 	return res
 }
 

@@ -242,6 +242,21 @@ type Result struct {
 		BytesIn  int64  `json:"bytes_in"`
 		Denied   int    `json:"denied,omitempty"`
 	} `json:"network,omitempty"`
+	// Listening lists the TCP ports something of the conversation listens
+	// on in its sandbox's loopback network (which [Engine.Forward]
+	// reaches), by port: a process that holds the socket, and the
+	// background job whose process group it is in ("" for none). A
+	// sandboxed foreground command's result has it (also one that moved
+	// to the background), read when the command ended and only while a
+	// command or job of the conversation runs (nothing else can hold a
+	// socket there); nil when nothing listens, for a background start
+	// and without the sandbox. The text's last line names them: see the
+	// package documentation.
+	Listening []struct {
+		Port int    `json:"port"`
+		PID  int    `json:"pid"`
+		Job  string `json:"job,omitempty"`
+	} `json:"listening,omitempty"`
 
 	// Err is the Go error behind a status of "error", "blocked", "denied"
 	// or "needs_approval"; test it with errors.Is against the Err* values.

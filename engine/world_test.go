@@ -53,7 +53,7 @@ func TestConversationLoopback(t *testing.T) {
 		}
 	})
 	serve(a, "from a\n")
-	if r := e.Run(context.Background(), a, engine.Input{Command: get}); r.Status != engine.StatusOK || r.Output != "from a\n" {
+	if r := e.Run(context.Background(), a, engine.Input{Command: get}); r.Status != engine.StatusOK || r.Output != "from a\n[listening: "+port+" (job-1)]" {
 		t.Fatalf("the conversation's next command: %s %q", r.Status, r.Output)
 	}
 	if r := e.Run(context.Background(), b, engine.Input{Command: "curl -sS --max-time 5 http://localhost:" + port + "/index.html"}); r.Status == engine.StatusOK {
@@ -64,7 +64,7 @@ func TestConversationLoopback(t *testing.T) {
 		t.Fatal("the host reached the conversation's server")
 	}
 	serve(b, "from b\n")
-	if r := e.Run(context.Background(), b, engine.Input{Command: get}); r.Status != engine.StatusOK || r.Output != "from b\n" {
+	if r := e.Run(context.Background(), b, engine.Input{Command: get}); r.Status != engine.StatusOK || r.Output != "from b\n[listening: "+port+" (job-1)]" {
 		t.Fatalf("b on the same port: %s %q", r.Status, r.Output)
 	}
 	if err := e.EndConversation(context.Background(), a.ConversationID); err != nil {

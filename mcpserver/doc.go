@@ -3,10 +3,11 @@
 // (github.com/modelcontextprotocol/go-sdk), so that any MCP client (Claude
 // Desktop, Codex, Cursor, the MCP Inspector, agent frameworks) can use it.
 //
-// [New] returns an *mcp.Server with up to eight tools (bash_undo,
+// [New] returns an *mcp.Server with up to nine tools (bash_undo,
 // bash_redo and bash_review only when the Runner has engine.Engine's Undo, Held and
 // Review methods and [Options.Sandbox] is workspace-write: other commands
-// keep no undo steps and hold nothing). Every result's text content is the text
+// keep no undo steps and hold nothing; bash_forward only with
+// [Options.Forward] and a Runner with engine.Engine's Forward method). Every result's text content is the text
 // the engine designed for the model; its fields come as structuredContent
 // only when asked for (see "What the model reads"):
 //
@@ -51,6 +52,10 @@
 //     sets held for review (list), applies one exactly as its digest names
 //     it (accept; after the user approves it through elicitation when the
 //     client supports it) or discards it (reject).
+//   - bash_forward {port}: checks that something listens on the port in
+//     the conversation's sandbox and returns a URL of the server's HTTP
+//     port, /forward/NAME/PORT/, which [Handler] serves as a reverse
+//     proxy to it for the conversation's principal (see [Options.Forward]).
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
 // `bashvisor mcp` serves it over stdio or, with -http, at /mcp (and

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -168,6 +169,7 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	if getServer == nil {
 		getServer = func(*http.Request) *mcp.Server { return s }
 	}
+	h.server = getServer
 	h.instrument(s)
 	pick := func(r *http.Request) *mcp.Server {
 		srv := getServer(r)
@@ -210,9 +212,10 @@ const (
 
 // httpHandler is [Handler]'s http.Handler.
 type httpHandler struct {
-	sessionful http.Handler // the go-sdk's, for protocol versions with sessions
-	stateless  http.Handler // the go-sdk's stateless one: 2026-07-28, and requests without a session
-	authn      http.Handler // authenticates, then serve
+	sessionful http.Handler                    // the go-sdk's, for protocol versions with sessions
+	stateless  http.Handler                    // the go-sdk's stateless one: 2026-07-28, and requests without a session
+	authn      http.Handler                    // authenticates, then serve
+	server     func(*http.Request) *mcp.Server // GetServer, or s
 	opts       HTTPOptions
 
 	// calls holds the requests being served (call id → *httpCall), for
@@ -264,6 +267,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
+		forwardCredentials(r) // a browser's (see forwardTokenParam)
+	}
 	h.authn.ServeHTTP(w, r)
 }
 
@@ -273,6 +279,10 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.opts.Logger.Error("refused a request", "err", err)
 		http.Error(w, "Internal Server Error: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
+		h.serveForward(w, r, principal)
 		return
 	}
 	var body []byte
@@ -298,6 +308,7 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	r.Header.Del(callHeader) // only this handler sets it
+	r.Header.Set(baseHeader, requestBase(r))
 	sid := r.Header.Get(sessionIDHeader)
 	if sid != "" && !h.owns(sid, principal) {
 		// Another principal's session is answered like one that does

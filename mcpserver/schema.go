@@ -37,7 +37,10 @@ const resultOutputSchema = `{
       "host": {"type": "string"}, "port": {"type": "integer", "minimum": 0},
       "bytes_out": {"type": "integer", "minimum": 0, "description": "Bytes the destination acknowledged."},
       "bytes_in": {"type": "integer", "minimum": 0, "description": "Bytes received from it."},
-      "denied": {"type": "integer", "minimum": 0, "description": "Attempts refused."}}, "required": ["host", "port", "bytes_out", "bytes_in"]}}
+      "denied": {"type": "integer", "minimum": 0, "description": "Attempts refused."}}, "required": ["host", "port", "bytes_out", "bytes_in"]}},
+    "listening": {"type": "array", "description": "Sandbox: the TCP ports the conversation's commands and jobs listen on in its loopback network (bash_forward reaches them).", "items": {"type": "object", "properties": {
+      "port": {"type": "integer", "minimum": 1}, "pid": {"type": "integer", "description": "A process holding the socket."},
+      "job": {"type": "string", "description": "The background job whose process group holds it."}}, "required": ["port", "pid"]}}
   },
   "required": ["status", "output"]
 }`

@@ -121,6 +121,18 @@ type Options struct {
 	// grace sequence). Use it to stop quickly at shutdown, since closing an
 	// MCP session waits for in-flight calls.
 	BaseContext context.Context
+	// Forward offers the tool bash_forward (with a Runner that has
+	// Engine's Forward method), which gives the user a URL for a port a
+	// server of the conversation listens on in its sandbox:
+	// /forward/NAME/PORT/ on the server's HTTP port, which [Handler]
+	// serves as a reverse proxy into that conversation's network, for its
+	// principal only (the same authentication as /mcp; a browser passes
+	// the token once as ?bashvisor_token=, then holds it in an HttpOnly
+	// cookie of that path), when Handler is mounted at "/forward/" as well
+	// as "/mcp". Neither the token nor the cookie reaches the
+	// conversation's server. Over stdio the tool answers that it needs
+	// HTTP.
+	Forward bool
 	// OnResult, when set, is called with the result of every bash call
 	// before it is sent, including results the client will not read
 	// because it cancelled the call. It must not block.
@@ -248,6 +260,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 		s.addUndo(ms, u)
 	}
 	s.addReview(ms, e, opts)
+	s.addForward(ms, e)
 	s.addResources(ms)
 	return s, ms
 }

@@ -11,7 +11,16 @@ type Options struct {
 	// nil: none.
 	Profile *Profile
 	// CoAuthor is "Name <email>" to add as a Co-authored-by trailer to
-	// the command's git commits (see AddCoAuthor); "": none.
+	// the command's git commits (Analysis.Run); "": none. The trailer is
+	// inserted as ` --trailer "Co-authored-by: TRAILER"` right after the
+	// `commit` word of every real `git … commit` invocation (after git's
+	// global options and wrappers such as sudo or env; `git show commit`
+	// or `echo git commit` are not commits). An invocation that already
+	// carries that trailer is left alone, so re-running a rewritten
+	// command adds nothing. Nothing else in the text changes. The command
+	// is unchanged when it cannot be parsed or contains no commit.
+	// Commits inside nested shell strings (bash -c '...') are not
+	// rewritten.
 	CoAuthor string
 	// Secrets holds the known secret values (those stripped from the
 	// command's environment) that Log must not show; nil: none.
@@ -64,7 +73,7 @@ type Analysis struct {
 // strings (bash -c '...', eval, heredocs fed to a shell) is parsed on its
 // own when the safety rules examine it. Each field equals what the
 // separate function gives: Display(command, opts.WorkDir),
-// Gate(command, opts.Profile), AddCoAuthor(command, opts.CoAuthor) and,
+// Gate(command, opts.Profile) and,
 // with opts.Log, RedactSecrets of the command with opts.Secrets replaced.
 //
 // A command that does not parse is blocked (rule "parse-error"); its

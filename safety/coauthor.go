@@ -7,23 +7,12 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// AddCoAuthor inserts ` --trailer "Co-authored-by: TRAILER"` right after
-// the `commit` word of every real `git … commit` invocation in command
-// (after git's global options and wrappers such as sudo or env; `git show
-// commit` or `echo git commit` are not commits). trailer is "Name <email>".
-// An invocation that already carries that trailer is left alone, so
-// re-running a rewritten command adds nothing. Nothing else in the text
-// changes. The command is returned unchanged when trailer is empty, the
-// command cannot be parsed or contains no commit. Commits inside nested
-// shell strings (bash -c '...') are not rewritten.
-//
-// The trailer goes right after the `commit` word rather than at the end, so
-// it stays before any `--` and pathspecs.
-func AddCoAuthor(command, trailer string) string {
-	return addCoAuthor(&source{text: command}, trailer)
-}
-
-// addCoAuthor is AddCoAuthor on a source that other analyses share.
+// addCoAuthor inserts ` --trailer "Co-authored-by: TRAILER"` right after
+// the `commit` word of every real `git … commit` invocation in the
+// source's command (Options.CoAuthor; Analysis.Run is the result). See
+// Options.CoAuthor for what counts as a commit. The trailer goes right
+// after the `commit` word rather than at the end, so it stays before any
+// `--` and pathspecs.
 func addCoAuthor(src *source, trailer string) string {
 	command := src.text
 	trailer = strings.TrimSpace(trailer)

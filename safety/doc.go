@@ -3,8 +3,9 @@
 // commits, the permission profile's decision and the redaction of secrets
 // for logs are all analyses of the same text, parsed once as bash with
 // mvdan.cc/sh/v3/syntax: Analyze gives them all from one parse, and Check,
-// Display, Gate, AddCoAuthor, Profile.Evaluate and RedactSecrets give one
-// each. Nothing here executes the command.
+// Display, Gate, Profile.Evaluate and RedactSecrets give one each (the
+// co-author rewrite is Analyze's alone: Options.CoAuthor). Nothing here
+// executes the command.
 //
 // # The gates, their promise and their limit
 //

@@ -350,8 +350,9 @@ func decidingPart(command string, p *safety.Profile, d safety.Decision) string {
 }
 
 // TestAnalyzeIsTheSeparateCalls: Analyze answers exactly what Display,
-// Gate, AddCoAuthor, RedactSecrets (after the known secret values) and the
-// engine's decidingPart answer one by one, each parsing the command again.
+// Gate, RedactSecrets (after the known secret values), the engine's
+// decidingPart and Analyze with the co-author alone (its rewrite has no
+// function of its own) answer one by one, each parsing the command again.
 func TestAnalyzeIsTheSeparateCalls(t *testing.T) {
 	work := t.TempDir()
 	profiles := []*safety.Profile{nil}
@@ -376,7 +377,7 @@ func TestAnalyzeIsTheSeparateCalls(t *testing.T) {
 		want := safety.Analysis{
 			Display: safety.Display(cmd, opts.WorkDir),
 			Outcome: safety.Gate(cmd, opts.Profile),
-			Run:     safety.AddCoAuthor(cmd, opts.CoAuthor),
+			Run:     safety.Analyze(cmd, safety.Options{CoAuthor: opts.CoAuthor}).Run,
 		}
 		if opts.Log {
 			want.Log = safety.RedactSecrets(opts.Secrets.String(cmd))

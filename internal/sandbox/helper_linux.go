@@ -84,6 +84,9 @@ func probe() Capabilities {
 // exits with status 126 (the command never runs unconfined). In every other
 // case Main returns at once.
 func Main() {
+	if len(os.Args) == 2 && os.Args[1] == connectArg {
+		os.Exit(connectMain()) // a world's connector (see connectArg)
+	}
 	if len(os.Args) >= 2 && (os.Args[1] == worldArg || os.Args[1] == worldChildArg) {
 		runtime.LockOSThread()
 		var err error

@@ -130,6 +130,9 @@ func recvFDs(sock, n int, timeout time.Duration) ([]int, error) {
 	_ = unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	oob := make([]byte, unix.CmsgSpace(n*4))
 	_, oobn, _, _, err := unix.Recvmsg(sock, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	for errors.Is(err, unix.EINTR) { // the runtime's preemption signal
+		_, oobn, _, _, err = unix.Recvmsg(sock, make([]byte, 1), oob, unix.MSG_CMSG_CLOEXEC)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("receive descriptors: %w", err)
 	}

@@ -333,6 +333,7 @@ func (w *World) Close() error {
 }
 
 func (w *world) close() {
+	defer stopConnector(w) // once w.mu is released (see world.entry)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range []*fd.FD{w.userns, w.netns, w.mntns, w.root} {

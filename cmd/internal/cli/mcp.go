@@ -66,6 +66,7 @@ type mcpFlags struct {
 	rawOutput   bool
 	structured  bool
 	fleet       fleetFlags // -executors, -cluster: see executor.go
+	forward     bool       // see forward.go
 }
 
 // stringList is a repeatable string flag.
@@ -111,6 +112,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.BoolVar(&f.structured, "structured", false, "give every tool result its fields (status, exit code, command, usage, …) as structuredContent, with output schemas, for programs; off by default because Claude Code and Codex then hand the model that JSON instead of the text (one call gets them with _meta \"bashvisor/structured\": true)")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	f.fleet.define(fs)
+	f.defineForward(fs)
 	return f, fs
 }
 
@@ -153,6 +155,9 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	}
 	if f.metrics && f.httpAddr == "" {
 		return errors.New("-metrics needs -http")
+	}
+	if err := f.checkForward(); err != nil {
+		return err
 	}
 	if f.maxSessions < 0 || f.maxConns < 0 || f.sessionIdle < 0 || f.connIdle <= 0 {
 		return errors.New("-max-sessions, -max-conns and -session-idle must not be negative, -conn-idle must be positive")
@@ -285,6 +290,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
+		Forward:          f.forward,
 	}
 	if f.fleet.on() && f.httpAddr == "" {
 		opts.ConversationID = newConversationID() // a stdio front's own
@@ -350,7 +356,9 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 	hopts.MaxSessions = cmp.Or(f.maxSessions, -1)
 	hopts.SessionTimeout = cmp.Or(f.sessionIdle, -1)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpserver.Handler(srv, hopts))
+	mh := mcpserver.Handler(srv, hopts)
+	mux.Handle("/mcp", mh)
+	f.handleForward(mux, mh)
 	if a.prm != nil {
 		mux.Handle(a.prmPath, a.prm)
 	}
