@@ -158,6 +158,22 @@ const rebaseGuard = `GIT_SEQUENCE_EDITOR=f() { echo "interactive rebase requires
 
 // render turns a finished foreground job's outcome into its result; input
 // says that the job reads input (stdin "pipe" or a terminal).
+// unappliedLine is the status line of a command that ended well but whose
+// changes did not all reach the workspace ("" when they did).
+func unappliedLine(c jobs.Changes) string {
+	rep := c.Report
+	switch {
+	case c.Err != nil:
+		return "[command failed: its changes to the workspace were not applied]"
+	case rep != nil && rep.Discarded && rep.Unheld != "" && rep.NotApplied == "":
+		// What policy allowed applied; what needed review could not be kept.
+		return "[command failed: not all of its changes to the workspace were applied]"
+	case rep != nil && rep.Discarded:
+		return "[command failed: its changes to the workspace were not applied]"
+	}
+	return ""
+}
+
 func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input bool, o jobs.Outcome) Result {
 	res.DurationMS = o.Duration.Milliseconds()
 	if o.Err != nil && !errors.Is(o.Err, jobs.ErrActorFailed) {
@@ -250,16 +266,8 @@ func (e *Engine) render(res Result, tc ToolContext, timeout time.Duration, input
 		if notes := changeNotes(o.Changes, tc.WorkingDir); notes != "" {
 			res.Output = appendNote(res.Output, notes)
 		}
-		rep := o.Changes.Report
-		switch { // never lost under ok
-		case res.Status != StatusOK:
-		case o.Changes.Err != nil:
-			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
-		case rep != nil && rep.Discarded && rep.Unheld != "" && rep.NotApplied == "":
-			// What policy allowed applied; what needed review could not be kept.
-			res.Status, res.Output = StatusFailed, "[command failed: not all of its changes to the workspace were applied]\n"+res.Output
-		case rep != nil && rep.Discarded:
-			res.Status, res.Output = StatusFailed, "[command failed: its changes to the workspace were not applied]\n"+res.Output
+		if line := unappliedLine(o.Changes); res.Status == StatusOK && line != "" { // never lost under ok
+			res.Status, res.Output = StatusFailed, line+"\n"+res.Output
 		}
 	}
 	if o.Yielded == nil {
