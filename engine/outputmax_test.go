@@ -11,9 +11,13 @@ import (
 
 // A call's ToolContext.OutputMax shows less than Config.Output.Max (the
 // middle cut's head and tail are its shares, the header says so, the full
-// output is kept whole); above Config.Output.Max, or 0, it is the engine's.
+// output is kept whole), and the tool description says so; above
+// Config.Output.Max, or 0, it is the engine's.
 func TestToolContextOutputMax(t *testing.T) {
 	e := newEngine(t)
+	if d := e.Description(engine.ToolContext{WorkingDir: t.TempDir(), OutputMax: 10000}); !strings.Contains(d, "Output over 9.8 KiB is cut in the middle:\nthe result shows its first 2.4 KiB and last 7.3 KiB, and names a file with all of it.") {
+		t.Errorf("the description with OutputMax 10000:\n%s", d)
+	}
 	cmd := engine.Input{Command: `head -c 307200 /dev/zero | tr '\0' a`}
 	call := tc(t)
 	call.OutputMax = 10000

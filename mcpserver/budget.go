@@ -1,6 +1,10 @@
 package mcpserver
 
-import "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
 
 // Output budgets per client: what the clients people use pass on to the
 // model of a tool result, so that the model reads the engine's own cut
@@ -29,7 +33,7 @@ var clientOutputMax = map[string]int{
 // outputMax is the output budget of a call in session ss
 // ([engine.ToolContext.OutputMax]): Options.OutputMax when set, else the
 // budget of the client that initialized the session, else 0 (the
-// engine's). A stateless request has no initialize request: the engine's.
+// engine's), as for a session without clientInfo.
 func (s *server) outputMax(ss *mcp.ServerSession) int {
 	if s.o.OutputMax != 0 {
 		return max(s.o.OutputMax, 0)
@@ -41,4 +45,39 @@ func (s *server) outputMax(ss *mcp.ServerSession) int {
 		return clientOutputMax[p.ClientInfo.Name]
 	}
 	return 0
+}
+
+// describeBudgets makes tools/list state the session's output budget in
+// the bash tool's description ("Output over 9.8 KiB is cut in the
+// middle…"), when it is not the engine's. Such a list is the session's
+// own: cacheable privately only.
+func (s *server) describeBudgets(ms *mcp.Server) {
+	ms.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			list, ok := res.(*mcp.ListToolsResult)
+			if method != "tools/list" || err != nil || !ok {
+				return res, err
+			}
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			limit := s.outputMax(ss)
+			if limit <= 0 {
+				return res, nil
+			}
+			tc := s.toolContext(scope{principal: s.o.Principal, conv: s.o.ConversationID})
+			tc.OutputMax = limit
+			own := *list
+			own.Tools = make([]*mcp.Tool, len(list.Tools))
+			for i, tl := range list.Tools {
+				if tl.Name == toolBash {
+					bash := *tl
+					bash.Description = s.e.Description(tc)
+					tl = &bash
+				}
+				own.Tools[i] = tl
+			}
+			own.Cacheable = privateCache
+			return &own, nil
+		}
+	})
 }

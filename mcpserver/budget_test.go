@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 )
+
+// budgetKiB is how the description names each budget.
+var budgetKiB = map[int]string{codexOutputMax: "9.8 KiB", claudeOutputMax: "39.1 KiB", 20_000: "19.5 KiB"}
 
 // connectAsClient connects to srv in memory as a client named name.
 func connectAsClient(t *testing.T, srv *mcp.Server, name string) *mcp.ClientSession {
@@ -54,6 +58,19 @@ func TestOutputBudgetPerClient(t *testing.T) {
 	} {
 		srv := New(e, Options{WorkingDir: t.TempDir(), OutputMax: tc.outputMax})
 		cs := connectAsClient(t, srv, tc.client)
+		// The bash tool's description states the budget.
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDesc := "Output over 128 KiB is cut"
+		if tc.budget > 0 {
+			shares := strings.Replace(strings.TrimSuffix(strings.TrimPrefix(tc.want, "showing the first "), "]"), "and the last", "and last", 1)
+			wantDesc = "Output over " + budgetKiB[tc.budget] + " is cut in the middle:\nthe result shows its first " + shares
+		}
+		if i := slices.IndexFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == toolBash }); i < 0 || !strings.Contains(tools.Tools[i].Description, wantDesc) {
+			t.Errorf("%s, OutputMax %d: the bash tool's description does not say %q", tc.client, tc.outputMax, wantDesc)
+		}
 		res, got := call(t, ctx, cs, toolBash, map[string]any{"command": "seq 1 20000"}, nil)
 		if tc.want == "" {
 			if len(got) != 108894 || len(res.Content) != 1 {

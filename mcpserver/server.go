@@ -256,6 +256,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	}
 	s.addReview(ms, e, opts)
 	s.addResources(ms)
+	s.describeBudgets(ms)
 	return s, ms
 }
 
