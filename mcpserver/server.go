@@ -108,7 +108,9 @@ type Options struct {
 	// would read an escaped copy of the output beside the command, twice,
 	// and usage figures, in place of the designed text. Without it a call
 	// still gets its result's fields when its request's _meta has
-	// "bashvisor/structured": true (the model never sees _meta).
+	// "bashvisor/structured": true (the model never sees _meta). The
+	// resource links to a job's output and to a truncated result's whole
+	// output come with the fields, never without them.
 	Structured bool
 	// OutputMax bounds the output a bash result shows, in bytes (cut as
 	// the engine's Config.Output says, never beyond its Output.Max; the
@@ -119,8 +121,9 @@ type Options struct {
 	// ("codex-mcp-client"), which passes on about 12,000 characters, gets
 	// 10,000; Claude Code ("claude-code"), which replaces a result over
 	// 25,000 tokens with an error, 40,000; any other client, and a
-	// stateless request, the engine's. Negative: the engine's for every
-	// client.
+	// session without clientInfo, the engine's. The bash tool's
+	// description in tools/list states the session's. Negative: the
+	// engine's for every client.
 	OutputMax int
 	// DisableElicitation returns "needs_approval" results as they are, even
 	// to clients that support elicitation.
