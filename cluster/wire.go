@@ -132,6 +132,7 @@ func encodeTC(tc engine.ToolContext, callID string) *clusterpb.ToolContext {
 		Env: tc.Env, Approved: tc.Approved, Progress: tc.Progress != nil, CallId: callID,
 		SandboxProfile: string(tc.Sandbox.Profile), Writable: tc.Sandbox.Writable, AllowNet: tc.Sandbox.Network,
 		Turn: tc.Turn, UndoTurn: tc.UndoTurn, UndoPaths: tc.UndoPaths, Redo: tc.Redo, Review: tc.Review,
+		OutputMax: int64(tc.OutputMax),
 	}
 	if l := tc.Limits; l != nil {
 		p.Limits = &clusterpb.Limits{Memory: l.Memory, CpuTimeNs: int64(l.CPUTime), Processes: int64(l.Processes)}
@@ -151,6 +152,7 @@ func decodeTC(p *clusterpb.ToolContext) (engine.ToolContext, error) {
 		Env: p.Env, Approved: p.Approved, CallID: p.CallId,
 		Sandbox: engine.Sandbox{Profile: engine.Profile(p.SandboxProfile), Writable: p.Writable},
 		Turn:    p.Turn, UndoTurn: p.UndoTurn, UndoPaths: p.UndoPaths, Redo: p.Redo, Review: p.Review,
+		OutputMax: int(p.OutputMax),
 	}
 	tc.Sandbox.Network = p.AllowNet
 	if l := p.Limits; l != nil {

@@ -17,13 +17,14 @@ import (
 )
 
 // A call's principal, sandbox, limits and review mode cross the wire unchanged: an executor never
-// runs a command with less confinement than its front was asked for.
+// runs a command with less confinement than its front was asked for. Its
+// output budget crosses too.
 func TestToolContextRoundTrip(t *testing.T) {
 	allow := []string{"npm", "127.0.0.1:8080", "*.example.com"}
 	in := engine.ToolContext{
 		WorkingDir: "/w", ConversationID: "c", Principal: "alice", Env: map[string]string{"A": "1"}, Approved: true, CallID: "id", Review: "hold",
 		Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite, Writable: []string{"/extra"}, Network: allow},
-		Limits:  &config.Limits{Memory: 1 << 30, CPUTime: 90 * time.Second, Processes: 64},
+		Limits:  &config.Limits{Memory: 1 << 30, CPUTime: 90 * time.Second, Processes: 64}, OutputMax: 10000,
 	}
 	out, err := decodeTC(encodeTC(in, "id"))
 	if err != nil {

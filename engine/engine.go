@@ -216,6 +216,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	req := jobs.Request{
 		Conversation: tc.ConversationID, Principal: tc.Principal, Command: in.Command, Display: res.Display, Script: script,
 		Turn: tc.Turn, Dir: tc.WorkingDir, Env: tc.Env, Sandbox: profile, Limits: e.callLimits(tc), Detached: detachedLine,
+		OutputMax: tc.OutputMax,
 	}
 	req.Timeout = e.timeout(mode)
 	if mode == ModeBackground {

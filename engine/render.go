@@ -666,7 +666,7 @@ Stdin is /dev/null and there is no terminal unless you ask: with mode=background
 or yield_ms, stdin="pipe" takes input sent later with bash_write, and tty=true
 adds a terminal (REPLs, prompts; bash_write sends keys, "\u0003" is Ctrl-C).
 yield_ms returns after that many ms with the output so far; the command runs on as a job.
-Editors and pagers do not work. ` + e.outputBudget() + `
+Editors and pagers do not work. ` + e.outputBudget(tc) + `
 
 IMPORTANT: Keep commands concise. The command input must be less than 60k tokens.
 For complex scripts, write them to a file first and then execute the file.

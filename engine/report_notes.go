@@ -97,10 +97,14 @@ func (e *Engine) homeDescription(tc ToolContext) string {
 // outputBudget is the description's sentence on how much output a result
 // shows: "Output over 128 KiB is cut in the middle: the result shows its
 // first 32 KiB and last 96 KiB, and names a file with all of it." (the
-// shares of Max that package truncate keeps by default).
-func (e *Engine) outputBudget() string {
+// shares of Max that package truncate keeps by default), or of
+// tc.OutputMax when it is smaller.
+func (e *Engine) outputBudget(tc ToolContext) string {
 	o := e.cfg.Output
 	limit := int64(o.Max)
+	if tc.OutputMax > 0 && tc.OutputMax < o.Max {
+		limit = int64(tc.OutputMax)
+	}
 	spool := ", and names a file with all of it."
 	if o.SpoolCap < 0 {
 		spool = "."

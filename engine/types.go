@@ -124,6 +124,13 @@ type ToolContext struct {
 	// Runner makes one up (no idempotency across retries). The local
 	// Engine ignores it.
 	CallID string
+	// OutputMax, when positive and below Config.Output.Max, is the most
+	// output this call's result shows, for a client that passes on less
+	// than the engine's bound (mcpserver sets it per client): the output
+	// is cut as Config.Output.Truncation says, with the head and tail
+	// shares of OutputMax, and the header says what is shown. 0 (or
+	// more): Config.Output.Max.
+	OutputMax int
 }
 
 // Progress is a snapshot of a running foreground command.

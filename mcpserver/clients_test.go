@@ -258,15 +258,14 @@ func recordedServer(t *testing.T, dir, wire string, flags ...string) string {
 }
 
 // designedTexts are the text contents of the tools/call responses the
-// server sent, in order.
-func designedTexts(t *testing.T, wire string) []string {
+// server sent, in order, and the number of resource links each carried.
+func designedTexts(t *testing.T, wire string) (texts []string, links []int) {
 	t.Helper()
 	f, err := os.Open(wire)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var texts []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -279,11 +278,18 @@ func designedTexts(t *testing.T, wire string) []string {
 			continue
 		}
 		texts = append(texts, msg.Result.Content[0].Text)
+		n := 0
+		for _, c := range msg.Result.Content {
+			if c.Type == "resource_link" {
+				n++
+			}
+		}
+		links = append(links, n)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return texts
+	return texts, links
 }
 
 // handedResult is one tool result as a client hands it to the model.
@@ -432,18 +438,22 @@ type agentClient struct {
 	name string
 	path string // the request path ending that carries tool results
 	// budget is the longest tool result (characters) the client hands
-	// the model whole; beyond it the client cuts the text or replaces it,
-	// and the test logs what it hands instead. Claude Code: 25,000 tokens
-	// (MAX_MCP_OUTPUT_TOKENS; the fake model counts 4 bytes a token);
-	// Codex: about 12,000 characters (measured: 11,984 of 13,893 handed).
-	budget  int
-	run     func(t *testing.T, bins, modelURL, work, server string)
-	results func(t *testing.T, body []byte) []handedResult
+	// the model whole; beyond it the client cuts the text or replaces it.
+	// Claude Code: 25,000 tokens (MAX_MCP_OUTPUT_TOKENS; the fake model
+	// counts 4 bytes a token, real digit-heavy output about 2); Codex:
+	// about 12,000 characters (measured: 11,984 of 13,893 handed). The
+	// server's output budget for the client (clientOutputMax) keeps every
+	// designed text under it.
+	budget int
+	// outputMax is the server's output budget for the client.
+	outputMax int
+	run       func(t *testing.T, bins, modelURL, work, server string)
+	results   func(t *testing.T, body []byte) []handedResult
 }
 
 var agentClients = []agentClient{
-	{name: "claude-code", path: "/v1/messages", budget: 100_000, run: runClaude, results: anthropicResults},
-	{name: "codex", path: "/v1/responses", budget: 12_000, run: runCodex, results: responsesResults},
+	{name: "claude-code", path: "/v1/messages", budget: 100_000, outputMax: claudeOutputMax, run: runClaude, results: anthropicResults},
+	{name: "codex", path: "/v1/responses", budget: 12_000, outputMax: codexOutputMax, run: runCodex, results: responsesResults},
 }
 
 // runClaude: `claude -p` with the server in --mcp-config and its bash
@@ -491,33 +501,35 @@ default_tools_approval_mode = "approve"
 const clientTimeout = 60 * time.Second
 
 // capture runs c against a fake model that has it run calls through a
-// recorded stdio server with flags; it returns the server's texts and
-// what the client handed the model, one each per call.
-func capture(t *testing.T, c agentClient, bins string, calls []clientCall, flags ...string) (designed []string, handed []handedResult) {
+// recorded stdio server with flags; it returns the server's texts, the
+// resource links beside each, and what the client handed the model, one
+// each per call.
+func capture(t *testing.T, c agentClient, bins string, calls []clientCall, flags ...string) (designed []string, links []int, handed []handedResult) {
 	t.Helper()
 	m := newFakeModel(t, calls)
 	work := t.TempDir()
 	wire := filepath.Join(t.TempDir(), "wire.jsonl")
 	c.run(t, bins, m.ts.URL, work, recordedServer(t, work, wire, flags...))
-	designed = designedTexts(t, wire)
+	designed, links = designedTexts(t, wire)
 	handed = c.results(t, m.lastRequest(c.path))
 	if len(designed) != len(calls) || len(handed) != len(calls) {
 		t.Fatalf("%d calls: the server answered %d, the client handed the model %d", len(calls), len(designed), len(handed))
 	}
-	return designed, handed
+	return designed, links, handed
 }
 
 // What Claude Code and Codex hand the model of bash results is the
-// designed text, within 10 % for each call whose text is within the
-// client's own budget for a tool result (agentClient.budget): a 22 KB
-// heredoc printing one line, outputs of 8,893 and 13,893 bytes, and a
-// failure, and a background job's start, listing, output and kill.
-// Beyond it (108,894 bytes whole, 168,894 bytes the engine truncates to
-// 128 KiB, and for Codex 13,893) what the client hands instead is
-// measured and logged, and so are what the client adds of its own and
-// what it makes of the resource links beside the text (a job's start and
-// bash_output: Claude Code 138 chars, Codex 236). With the server's -structured flag the
-// model is handed JSON instead (the measurement sees the difference).
+// designed text, within 10 % for every call: a 22 KB heredoc printing one
+// line, outputs of 108,894 and 168,894 bytes, which the server cuts to
+// the client's output budget (Options.OutputMax: Codex 10,000 bytes,
+// Claude Code 40,000) so that the model reads the engine's cut and its
+// header rather than the client's cut or error, 13,893 and 8,893 bytes,
+// a failure, and a background job's start, listing, output and kill. No
+// result carries a resource link (Claude Code renders one as 138 chars of
+// text, Codex as 236 of JSON); what the client adds of its own is logged.
+// With -output-max -1 the engine's 128 KiB applies again; with the
+// server's -structured flag the model is handed JSON instead, and the
+// results carry their links.
 func TestClientsHandTheModelTheText(t *testing.T) {
 	needDemo(t)
 	bins := clientBins(t)
@@ -525,29 +537,47 @@ func TestClientsHandTheModelTheText(t *testing.T) {
 	for _, c := range agentClients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Run("text", func(t *testing.T) {
-				designed, handed := capture(t, c, bins, calls)
+				designed, links, handed := capture(t, c, bins, calls)
 				for i, call := range calls {
 					d, h := jsLen(designed[i]), jsLen(handed[i].text)
 					t.Logf("%s: designed text %d chars, handed to the model %d, +%d of the client's own (%q), +%d of resource links: %.300s",
 						call, d, h, jsLen(handed[i].framing), handed[i].framing, jsLen(handed[i].links), handed[i].links)
 					if d > c.budget {
-						t.Logf("beyond the client's budget (%d chars), it hands the model instead:\n%.700s\n…\n%s", c.budget, handed[i].text, tail(handed[i].text, 300))
-						continue
+						t.Errorf("%s: a designed text of %d chars, beyond the client's budget (%d chars)", call, d, c.budget)
 					}
 					if math.Abs(float64(h-d)) > 0.1*float64(d) {
-						t.Errorf("%s: the model is handed %d chars for a designed text of %d:\n%.300s", call, h, d, handed[i].text)
+						t.Errorf("%s: the model is handed %d chars for a designed text of %d:\n%.300s\n…\n%s", call, h, d, handed[i].text, tail(handed[i].text, 300))
+					}
+					if links[i] != 0 || handed[i].links != "" {
+						t.Errorf("%s: %d resource links, handed as %q", call, links[i], handed[i].links)
+					}
+				}
+				for _, i := range []int{1, 2} { // seq 1 20000, seq 1 30000
+					if !strings.HasPrefix(designed[i], "[output truncated in middle: got ") || len(designed[i]) < c.outputMax || len(designed[i]) > c.outputMax+1000 {
+						t.Errorf("%s: the server's text (%d bytes) is not cut to the client's budget of %d: %.200q", calls[i], len(designed[i]), c.outputMax, designed[i])
 					}
 				}
 				if !strings.HasPrefix(handed[0].text, "600 big.txt") || !strings.Contains(handed[8].text, "serving") {
 					t.Errorf("the heredoc's result: %.300q; the job's output: %.300q", handed[0].text, handed[8].text)
 				}
 			})
+			t.Run("output-max", func(t *testing.T) {
+				designed, _, handed := capture(t, c, bins, calls[1:2], "-output-max", "-1")
+				t.Logf("-output-max -1 %s: designed text %d chars, handed to the model %d", calls[1], jsLen(designed[0]), jsLen(handed[0].text))
+				if len(designed[0]) != 108894 {
+					t.Errorf("with -output-max -1 the server's text is %d bytes, not the whole 108,894: %.200q", len(designed[0]), designed[0])
+				}
+			})
 			t.Run("structured", func(t *testing.T) {
-				designed, handed := capture(t, c, bins, calls[:1], "-structured")
+				started := clientCall{toolBash, map[string]any{"command": "echo serving", "mode": "background"}}
+				designed, links, handed := capture(t, c, bins, []clientCall{calls[0], started}, "-structured")
 				d, h := jsLen(designed[0]), jsLen(handed[0].text)
 				t.Logf("-structured %s: designed text %d chars, handed to the model %d: %.200s", calls[0], d, h, handed[0].text)
 				if h < 10*d || !strings.Contains(handed[0].text, `"exit_code"`) {
 					t.Errorf("with -structured the model is handed %d chars for a designed text of %d: %.300q", h, d, handed[0].text)
+				}
+				if links[0] != 0 || links[1] != 1 {
+					t.Errorf("with -structured the results carry %v resource links, want [0 1] (the job's output)", links)
 				}
 			})
 		})

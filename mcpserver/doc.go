@@ -24,7 +24,7 @@
 //   - bash_output {job_id, tail_bytes?, offset?, limit?, wait_ms?}: a slice
 //     of a job's output and its status. Without tail_bytes or offset/limit
 //     it returns the last 32 KiB; at most 128 KiB per
-//     call. The text starts with a status line naming the byte range shown
+//     call (Options.OutputMax: less for Codex and Claude Code). The text starts with a status line naming the byte range shown
 //     and, when more follows, ends with the offset to continue from.
 //     wait_ms (at most 30 s) is a long poll: it first waits until the job
 //     has output past offset (without offset: past its size when the call
@@ -60,8 +60,8 @@
 // [Handler] serves a server over streamable HTTP for mounting on any mux;
 // `bashvisor mcp` serves it over stdio or, with -http, at /mcp (and
 // /metrics with -metrics). The results of bash, bash_output and
-// bash_write link the full output as an MCP resource (see "Full outputs
-// as resources").
+// bash_write link the full output as an MCP resource when the call asks
+// for the result's fields (see "Full outputs as resources").
 //
 // # What the model reads
 //
@@ -209,7 +209,8 @@
 // client: approvals use the input-required result (see Approval), and
 // progress notifications travel on the call's own response stream.
 //
-// Full outputs as resources: a truncated bash result carries, after its
+// Full outputs as resources: when the call asks for the result's fields
+// (Options.Structured), a truncated bash result carries, after its
 // text, a resource link to the whole output
 // (bashvisor://conversation/NAME/outputs/ID, on a fleet readable
 // through any front), and every result about a
@@ -271,7 +272,8 @@
 //     between the conversations of a principal, or gets a "busy" result
 //     naming the cap of its conversation, its principal or the host that
 //     it reached, with the counts;
-//   - bash_output and bash_write return at most 128 KiB a call, a
+//   - bash_output and bash_write return at most 128 KiB a call (less
+//     for Codex and Claude Code: Options.OutputMax), a
 //     resource read at most 4 MiB;
 //   - with [LimitListener], connections over the cap get 503.
 //

@@ -38,9 +38,13 @@ func (s *server) output(c *toolCall, a outputArgs) (*mcp.CallToolResult, error) 
 	return s.jobOutput(c, a.jobID, a.tail, a.offset, a.limit)
 }
 
-// jobOutput is bash_output's and bash_write's result: the slice's text and
-// a resource link to the job's whole output.
+// jobOutput is bash_output's and bash_write's result: the slice's text
+// (at most the call's output budget, Options.OutputMax) and, when the call
+// asks for the fields, a resource link to the job's whole output.
 func (s *server) jobOutput(c *toolCall, id string, tail, offset, limit int64) (*mcp.CallToolResult, error) {
+	if b := int64(c.tc.OutputMax); b > 0 {
+		tail, limit = min(tail, b), min(limit, b)
+	}
 	jo, err := s.e.JobOutput(c.tc, id, tail, offset, limit)
 	if err != nil {
 		return nil, engine.JobError(id, err)

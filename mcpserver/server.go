@@ -108,8 +108,23 @@ type Options struct {
 	// would read an escaped copy of the output beside the command, twice,
 	// and usage figures, in place of the designed text. Without it a call
 	// still gets its result's fields when its request's _meta has
-	// "bashvisor/structured": true (the model never sees _meta).
+	// "bashvisor/structured": true (the model never sees _meta). The
+	// resource links to a job's output and to a truncated result's whole
+	// output come with the fields, never without them.
 	Structured bool
+	// OutputMax bounds the output a bash result shows, in bytes (cut as
+	// the engine's Config.Output says, never beyond its Output.Max; the
+	// result's header says what is shown), and what bash_output and
+	// bash_write return a call. 0 (the default) fits it to the client that
+	// initialized the session (its clientInfo.name), so that the model
+	// reads the engine's cut, not the client's: Codex
+	// ("codex-mcp-client"), which passes on about 12,000 characters, gets
+	// 10,000; Claude Code ("claude-code"), which replaces a result over
+	// 25,000 tokens with an error, 40,000; any other client, and a
+	// session without clientInfo, the engine's. The bash tool's
+	// description in tools/list states the session's. Negative: the
+	// engine's for every client.
+	OutputMax int
 	// DisableElicitation returns "needs_approval" results as they are, even
 	// to clients that support elicitation.
 	DisableElicitation bool
@@ -262,6 +277,7 @@ func build(e engine.Runner, opts Options, run runFunc) (*server, *mcp.Server) {
 	s.addReview(ms, e, opts)
 	s.addForward(ms, e)
 	s.addResources(ms)
+	s.describeBudgets(ms)
 	return s, ms
 }
 
@@ -366,6 +382,7 @@ func handle[A any](s *server, parse func(json.RawMessage) (A, error), body func(
 		}
 		defer leave()
 		c := &toolCall{ctx: ctx, req: req, sc: sc, tc: s.toolContext(sc)}
+		c.tc.OutputMax = s.outputMax(req.Session)
 		if c.tc.Turn, err = turnOf(req.Params.Meta); err != nil {
 			return errorResult(err), nil
 		}
@@ -386,13 +403,16 @@ func handle[A any](s *server, parse func(json.RawMessage) (A, error), body func(
 // fields as structuredContent ([Options.Structured] asks for every call's).
 const metaStructured = "bashvisor/structured"
 
-// reply is a tool's result: text for the model, then links; v, the
-// result's fields, as structured content only when the call asked for it
-// (see [Options.Structured]).
+// reply is a tool's result: text for the model; v, the result's fields,
+// as structured content, and the resource links after the text only when
+// the call asked for them (see [Options.Structured]): Claude Code and
+// Codex hand the model a link as text ("[Resource link: …]", or its
+// JSON), as long as a short result again.
 func (s *server) reply(c *toolCall, text string, v any, links ...mcp.Content) *mcp.CallToolResult {
-	res := &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: text}}, links...)}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 	if asked, _ := c.req.Params.Meta[metaStructured].(bool); s.o.Structured || asked {
 		res.StructuredContent = v
+		res.Content = append(res.Content, links...)
 	}
 	return res
 }

@@ -242,9 +242,12 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 }
 
 // bufferConfig is the configuration of a foreground job's output buffer:
-// its own spool directory, and a terminal's byte stream shown as its
-// screen.
+// its own spool directory, its own smaller output bound (head and tail
+// then parts of it), and a terminal's byte stream shown as its screen.
 func bufferConfig(spec *Spec, tc truncate.Config) truncate.Config {
+	if spec.OutputMax > 0 && (tc.Max <= 0 || spec.OutputMax < tc.Max) {
+		tc.Max, tc.Head, tc.Tail = spec.OutputMax, 0, 0
+	}
 	if spec.SpoolDir != "" && tc.SpoolDir != "" {
 		tc.SpoolDir = spec.SpoolDir
 	}

@@ -63,6 +63,10 @@ type Request struct {
 	// caller; a foreground job's output is kept in a bounded buffer and
 	// its outcome is sent to its caller.
 	Background bool
+	// OutputMax, when positive and below the engine's Output.Max, is the
+	// most bytes of output a foreground job's result shows (the engine's
+	// truncation strategy, its head and tail parts of this).
+	OutputMax int
 	// Sandbox, when set, runs the job in the sandbox (package sandbox)
 	// with this profile; nil runs it unrestricted.
 	Sandbox *Profile

@@ -65,6 +65,7 @@ type mcpFlags struct {
 	onTimeout   string
 	rawOutput   bool
 	structured  bool
+	outputMax   int
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 	forward     bool       // see forward.go
 }
@@ -110,6 +111,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.DurationVar(&f.connIdle, "conn-idle", 30*time.Second, "-http: close keep-alive connections idle this long")
 	fs.StringVar(&f.onTimeout, "on-timeout", string(engine.OnTimeoutKill), "what happens to a default or slow command at its timeout: kill, or background (it keeps running as a background job; the result has the output so far and the job id)")
 	fs.BoolVar(&f.structured, "structured", false, "give every tool result its fields (status, exit code, command, usage, …) as structuredContent, with output schemas, for programs; off by default because Claude Code and Codex then hand the model that JSON instead of the text (one call gets them with _meta \"bashvisor/structured\": true)")
+	fs.IntVar(&f.outputMax, "output-max", 0, "the most bytes of output a result shows (never beyond the engine's 128 KiB); 0 fits it to the client: Codex 10000, Claude Code 40000 (what they pass on to the model whole), others 128 KiB; negative: 128 KiB for all")
 	fs.BoolVar(&f.metrics, "metrics", false, "-http: serve Prometheus metrics at /metrics (behind the same token)")
 	f.fleet.define(fs)
 	f.defineForward(fs)
@@ -287,6 +289,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		BaseContext:        base,
 		SharedConversation: f.shared,
 		Structured:         f.structured,
+		OutputMax:          f.outputMax,
 		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
