@@ -1,0 +1,83 @@
+//go:build linux
+
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Reset makes l again what [New] makes for its roots, in the same
+// directories: each upper and work directory is emptied (what the
+// command wrote and did not apply, overlayfs's work directories and
+// their volatile marks), the upper directories get their roots' mode
+// and owner again, the roots' identity is read again, and what
+// [Layer.Premount] or [Layer.Hold] kept is closed, so that l can be
+// premounted and mounted for another command. Reusing a layer instead
+// of removing it and making a new one saves its directories' creation
+// and removal (on ext4 with the discard option, the removal of each
+// directory frees a block the disk is told about at once).
+//
+// Call it only when nothing can still have l's overlays mounted: the
+// command's processes are all gone (an overlay still mounted over an
+// upper directory that a new overlay uses is undefined behaviour in
+// overlayfs). It fails, and l must then be removed, when a root is gone
+// or no longer a directory, or when a directory of l cannot be emptied
+// or is gone; a failed Reset leaves l unfit for use ([Layer.Stale]).
+func (l *Layer) Reset() error {
+	l.closePremount()
+	l.pre, l.shared = nil, nil
+	for i := range l.roots {
+		r := &l.roots[i]
+		fi, err := os.Lstat(r.path)
+		if err != nil || !fi.IsDir() {
+			r.dev, r.ino = 0, 0 // stale
+			return fmt.Errorf("layer: root %s is gone or not a directory", r.path)
+		}
+		for j, d := range []string{r.upper, r.work, filepath.Join(l.dir, "p"+strconv.Itoa(i))} {
+			if err := emptyDir(d, j == 2); err != nil {
+				r.dev, r.ino = 0, 0
+				return fmt.Errorf("layer: reset: %w", err)
+			}
+		}
+		if err := fitUpper(r.upper, fi, false); err != nil {
+			r.dev, r.ino = 0, 0
+			return fmt.Errorf("layer: reset: %w", err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		r.dev, r.ino = st.Dev, st.Ino
+	}
+	return nil
+}
+
+// emptyDir removes everything in directory d, which must exist unless
+// mayLack (a premount work directory is made by the first Premount).
+func emptyDir(d string, mayLack bool) error {
+	f, err := os.Open(d)
+	if mayLack && errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(64)
+		for _, n := range names {
+			if err := RemoveAll(filepath.Join(d, n)); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
