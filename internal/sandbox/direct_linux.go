@@ -90,7 +90,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
 		cmd.SysProcAttr = &sys
 	}
-	err = onThrowawayThread(func() error { return c.confineThreadAndStart(cmd) })
+	err = onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
 	gateR.Close()
 	if err != nil {
 		return err
@@ -178,12 +178,12 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if !c.ns.fd.Valid() && c.world == nil {
 		return cmd.Start()
 	}
-	return onThrowawayThread(func() error {
+	return onCommandThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		return cmd.Start()
-	})
+	}, c.keepThread())
 }
 
 func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {

@@ -255,11 +255,25 @@ type Command struct {
 	command     string
 	ns          *netnsHandle // the pooled network namespace (none without Namespaces, or in a world)
 	proxy       net.Listener
-	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
-	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
-	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
-	nsSock      *fd.FD     // the engine's end (none, or released to a Freezer)
-	mntns       *fd.FD     // as root, the command's mount namespace, until its Freezer takes it
+	proxyChild  *os.File       // a rootless helper's end of passedListener's socket
+	hand        *layerHand     // a rootless helper's socket for its layer's overlays (nil: none)
+	nsChild     *os.File       // a rootless helper's end of the socket it tells its mount namespace on
+	nsSock      *fd.FD         // the engine's end (none, or released to a Freezer)
+	mntns       *fd.FD         // as root, the command's mount namespace, until its Freezer takes it
+	release     *threadRelease // lets the thread that started the command end (see keep_linux.go)
+}
+
+// threadRelease lets a parked thread end, once.
+type threadRelease struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// close lets the thread end (nil-safe).
+func (r *threadRelease) close() {
+	if r != nil {
+		r.once.Do(func() { close(r.ch) })
+	}
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
@@ -756,6 +770,7 @@ func (c *Command) Cleanup(gone bool) error {
 		c.freeCapture()
 		c.hand.close()
 		c.closeNamespaceReport()
+		c.release.close()
 		c.ns.release(gone)
 		if c.Scratch != "" {
 			c.cleanupErr = removeScratch(c.Scratch)
