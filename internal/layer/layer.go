@@ -51,6 +51,7 @@ type Layer struct {
 	userXattr bool
 	pre       *handoff // Premount's overlays, until Spec.Open takes them
 	shared    *handoff // Premount's overlays again, for Share, until Unshare
+	uses      *threads // threads whose exit unmounts its overlays (Spec.MountedBy)
 }
 
 // root is one overlay: the real directory and its upper and work dirs,
@@ -89,7 +90,7 @@ func New(opts Options) (*Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	l := &Layer{dir: dir, userXattr: opts.UserXattr}
+	l := &Layer{dir: dir, userXattr: opts.UserXattr, uses: &threads{}}
 	for i, p := range roots {
 		fi, err := os.Stat(p)
 		if err != nil {

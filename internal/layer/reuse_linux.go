@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Reset makes l again what [New] makes for its roots, in the same
@@ -26,10 +27,14 @@ import (
 // Call it only when nothing can still have l's overlays mounted: the
 // command's processes are all gone (an overlay still mounted over an
 // upper directory that a new overlay uses is undefined behaviour in
-// overlayfs). It fails, and l must then be removed, when a root is gone
+// overlayfs). It first waits, at most resetWait, for the threads that
+// [Spec.MountedBy] named to end. It fails, and l must then be removed, when a root is gone
 // or no longer a directory, or when a directory of l cannot be emptied
 // or is gone; a failed Reset leaves l unfit for use ([Layer.Stale]).
 func (l *Layer) Reset() error {
+	if err := l.uses.wait(resetWait); err != nil {
+		return err
+	}
 	l.closePremount()
 	l.pre, l.shared = nil, nil
 	for i := range l.roots {
@@ -80,4 +85,45 @@ func emptyDir(d string, mayLack bool) error {
 			return err
 		}
 	}
+}
+
+// resetWait bounds how long Reset waits for the threads of
+// [Spec.MountedBy] to end.
+const resetWait = 2 * time.Second
+
+// MountedBy tells the layer that the calling process's thread tid is in
+// a mount namespace where s's overlays are attached, and that the
+// namespace, with the overlays, ends when the thread exits (the sandbox
+// keeps the thread that made a command's namespace, so that the shell's
+// exit does not wait for the namespace's teardown): [Layer.Reset] waits
+// for it. It does nothing for a Spec that no [Layer] of this process
+// made (a copy in another process).
+func (s Spec) MountedBy(tid int) {
+	if s.uses == nil {
+		return
+	}
+	s.uses.mu.Lock()
+	s.uses.tids = append(s.uses.tids, tid)
+	s.uses.mu.Unlock()
+}
+
+// wait waits until every thread of t ended (nil-safe), at most d.
+func (t *threads) wait(d time.Duration) error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	deadline := time.Now().Add(d)
+	for len(t.tids) > 0 {
+		if _, err := os.Lstat("/proc/self/task/" + strconv.Itoa(t.tids[0])); errors.Is(err, os.ErrNotExist) {
+			t.tids = t.tids[1:]
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("layer: thread %d still has the overlays mounted", t.tids[0])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }

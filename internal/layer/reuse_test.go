@@ -4,7 +4,11 @@ package layer_test
 
 import (
 	"os"
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
 )
@@ -70,5 +74,40 @@ func TestResetLayerIsNew(t *testing.T) {
 	}
 	if !l.Stale() {
 		t.Error("not stale after a failed Reset")
+	}
+}
+
+// Reset waits for the threads that Spec.MountedBy named (a parked
+// thread whose exit unmounts the layer's overlays) to end, and for no
+// other.
+func TestResetWaitsForMountingThread(t *testing.T) {
+	w := newWorld(t)
+	l := w.layer(t)
+	release, named := make(chan struct{}), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		l.Spec().MountedBy(unix.Gettid())
+		close(named)
+		<-release
+	}()
+	<-named
+	reset := make(chan error, 1)
+	go func() { reset <- l.Reset() }()
+	select {
+	case err := <-reset:
+		t.Fatalf("Reset returned while the thread lives: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-reset:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reset still waits after the thread ended")
+	}
+	if err := l.Reset(); err != nil { // nothing to wait for
+		t.Fatal(err)
 	}
 }

@@ -90,7 +90,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
 		cmd.SysProcAttr = &sys
 	}
-	err = onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
+	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
 	gateR.Close()
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if !c.ns.fd.Valid() && c.world == nil {
 		return cmd.Start()
 	}
-	return onCommandThread(func() error {
+	return c.onCommandThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}

@@ -25,7 +25,9 @@ import (
 // At most maxKept threads are parked at once (a parked thread is an OS
 // thread of the engine, a few KiB, and counts in its pids limit); past
 // it a thread ends at once, as before, and its command pays the
-// teardown.
+// teardown. A layer's overlays are unmounted with the namespace, so
+// the layer is reset for another command (package transact) only once
+// the thread ended (layer.Spec.MountedBy).
 
 // maxKept bounds the parked threads.
 const maxKept = 64
@@ -34,23 +36,29 @@ const maxKept = 64
 var kept atomic.Int32
 
 // onCommandThread runs f as [onThrowawayThread] does; when f succeeded
-// the thread is parked until release is closed (at most maxKept), then
-// ends. It returns f's error once f returned.
-func onCommandThread(f func() error, release <-chan struct{}) error {
+// and release is not nil, the thread is parked until release is closed
+// (at most maxKept at once), then ends. A parked thread of a command
+// with a layer tells the layer (layer.Spec.MountedBy), whose reuse waits
+// for it to end. It returns f's error once f returned.
+func (c *Command) onCommandThread(f func() error, release <-chan struct{}) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {
-			errc <- onCommandThread(f, release)
+			errc <- c.onCommandThread(f, release)
 			runtime.UnlockOSThread() // the main thread was never changed
 			return
 		}
 		err := f()
-		errc <- err
-		if err == nil && release != nil && kept.Add(1) <= maxKept {
-			<-release
+		park := err == nil && release != nil
+		if park && c.cfg.Layer != nil {
+			c.cfg.Layer.MountedBy(unix.Gettid()) // before the command can end
 		}
-		if err == nil && release != nil {
+		errc <- err
+		if park {
+			if kept.Add(1) <= maxKept {
+				<-release
+			}
 			kept.Add(-1)
 		}
 		// Return still locked: the runtime terminates this thread.
@@ -59,14 +67,8 @@ func onCommandThread(f func() error, release <-chan struct{}) error {
 }
 
 // keepThread returns what the thread that starts c waits on before it
-// ends: nil (it ends at once) for a command with a layer, whose overlays
-// must be gone once the command is (package transact resets the
-// layer's directories for another command), else c's release, which
-// Cleanup closes (made once).
+// ends: c's release, which Cleanup closes (made once).
 func (c *Command) keepThread() <-chan struct{} {
-	if c.cfg.Layer != nil {
-		return nil
-	}
 	if c.release == nil {
 		r := &threadRelease{ch: make(chan struct{})}
 		c.release = r
