@@ -59,7 +59,8 @@ func parseIdle(s string) ([]time.Duration, error) {
 // idleVariants returns the idle case's variants: raw os/exec, the engine
 // for every profile in one conversation (workspace-write in a git
 // repository), and with -peers bwrap, `codex sandbox` and srt where they
-// are installed (nil labels for those that are not, in missing).
+// are installed (the labels of those that are not, or do not work
+// here, in missing).
 func idleVariants(o benchOpts, e *engine.Engine, dir string) (vs []idleVariant, missing []string, err error) {
 	repo := filepath.Join(dir, "idle-ws")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
@@ -78,7 +79,7 @@ func idleVariants(o benchOpts, e *engine.Engine, dir string) (vs []idleVariant, 
 			engine.Sandbox{Profile: engine.WorkspaceWrite})), restricted: true},
 	}
 	if !o.peers {
-		return vs, nil, nil
+		return keepWorking(vs)
 	}
 	home := filepath.Join(dir, "peer-home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
@@ -105,19 +106,24 @@ func idleVariants(o benchOpts, e *engine.Engine, dir string) (vs []idleVariant, 
 	peer("bwrap --unshare-all", "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "bash", "-c", "true")
 	peer("codex sandbox", "codex", "sandbox", "--", "bash", "-c", "true")
 	peer("srt", "srt", "bash -c true")
-	// A peer that fails here (not set up for this machine) is reported,
-	// not measured.
-	kept := vs[:0]
+	kept, failed, err := keepWorking(vs)
+	return kept, append(missing, failed...), err
+}
+
+// keepWorking runs each restricted variant and peer once: one that
+// fails here (a sandbox this machine cannot give, a peer not set up for
+// it) is reported, not measured.
+func keepWorking(vs []idleVariant) (kept []idleVariant, failed []string, err error) {
 	for _, v := range vs {
-		if v.peer {
+		if v.peer || v.restricted {
 			if err := v.run(); err != nil {
-				missing = append(missing, v.label+" ("+err.Error()+")")
+				failed = append(failed, v.label+" ("+firstLine(err.Error())+")")
 				continue
 			}
 		}
 		kept = append(kept, v)
 	}
-	return kept, missing, nil
+	return kept, failed, nil
 }
 
 // benchIdle runs every variant at each spacing of -idle: the variants
@@ -166,7 +172,7 @@ func benchIdle(o benchOpts, e *engine.Engine, dir string) ([]benchRow, error) {
 		rows = append(rows, idleRows(o, gap, vs, samples)...)
 	}
 	for _, m := range missing {
-		rows = append(rows, benchRow{name: "idle: peer " + m, raw: "n/a", eng: "n/a", ratio: "n/a: not installed or not working"})
+		rows = append(rows, benchRow{name: "idle: not measured: " + m, raw: "n/a", eng: "n/a", ratio: "n/a: not installed or not working"})
 	}
 	return rows, nil
 }
