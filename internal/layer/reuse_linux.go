@@ -32,7 +32,7 @@ import (
 // or no longer a directory, or when a directory of l cannot be emptied
 // or is gone; a failed Reset leaves l unfit for use ([Layer.Stale]).
 func (l *Layer) Reset() error {
-	if err := l.uses.wait(resetWait); err != nil {
+	if err := l.WaitUnmounted(resetWait); err != nil {
 		return err
 	}
 	l.closePremount()
@@ -90,6 +90,11 @@ func emptyDir(d string, mayLack bool) error {
 // resetWait bounds how long Reset waits for the threads of
 // [Spec.MountedBy] to end.
 const resetWait = 2 * time.Second
+
+// WaitUnmounted waits, at most d, until the threads that
+// [Spec.MountedBy] named ended (at once when there are none), so that
+// [Layer.Reset] will not wait. It fails when one still runs after d.
+func (l *Layer) WaitUnmounted(d time.Duration) error { return l.uses.wait(d) }
 
 // MountedBy tells the layer that the calling process's thread tid is in
 // a mount namespace where s's overlays are attached, and that the

@@ -164,8 +164,9 @@
 // premounted with [Options.Premount] (layer.Layer.Premount), which
 // Begin takes when it still fits its roots (layer.Layer.Stale) and
 // refills in the background; a committed or aborted layer is reset in
-// the background after Commit returns (layer.Layer.Reset: emptied, not
-// removed) and its directories are the next spare of its roots, so that
+// the background after Commit returns, once its command's mount
+// namespace ended (layer.Layer.Reset: emptied, not removed), and its
+// directories are the next spare of its roots, so that
 // a conversation's commands in one workspace cycle two layers and make
 // or remove no directory; a layer whose command left processes running
 // (its overlays may still be mounted) or that cannot be reset is

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
@@ -28,20 +29,23 @@ const (
 // takes the spare layer made for the same roots (one per set of
 // roots, refilled after each take) and a committed layer is removed
 // after its report is returned, or, when its command's processes are
-// all gone, reset (layer.Layer.Reset) and kept to be the next spare of
-// its roots instead of a new one: a conversation's commands in one
-// workspace then cycle two layers' directories, and no directory is
-// made or removed per command. One goroutine does the work, in order;
+// all gone, reset (layer.Layer.Reset, once the thread that kept the
+// command's mount namespace ended) and kept to be the next spare of its
+// roots instead of a new one (a refill then leaves the spare to it): a
+// conversation's commands in one workspace then cycle two layers'
+// directories, and no directory is made or removed per command. One goroutine does the work, in order;
 // close waits for it, removing every queued, spare and free layer.
 type pool struct {
 	opts     layer.Options // Dir and UserXattr
 	premount bool          // Options.Premount
 	work     chan func()
 	done     chan struct{}
+	waiters  sync.WaitGroup // recycles waiting for their command's namespace to end
 	mu       sync.Mutex
 	spare    map[string]*layer.Layer // by key (see key)
 	free     map[string]*layer.Layer // reset layers, by key: the next spare's directories
 	keyOf    map[*layer.Layer]string // the key each layer the pool made was made for
+	pending  map[string]int          // recycles under way, by key
 	keys     []string                // keys recently asked for, least recently used first
 	closed   bool
 }
@@ -55,6 +59,7 @@ func newPool(dir string, userXattr, premount bool) *pool {
 		spare:    map[string]*layer.Layer{},
 		free:     map[string]*layer.Layer{},
 		keyOf:    map[*layer.Layer]string{},
+		pending:  map[string]int{},
 	}
 	go p.run()
 	return p
@@ -202,7 +207,10 @@ func (p *pool) refill(k string, roots []string) {
 	}
 	roots = slices.Clone(roots)
 	p.queue(func() {
-		if p.has(k) {
+		p.mu.Lock()
+		skip := p.spare[k] != nil || p.pending[k] > 0 // a recycle will fill it
+		p.mu.Unlock()
+		if skip {
 			return
 		}
 		l, err := p.newLayer(k, roots)
@@ -243,27 +251,80 @@ func (p *pool) remove(l *layer.Layer) {
 // removed (on the caller's path when the queue is full or the pool
 // closed).
 func (p *pool) recycle(l *layer.Layer) {
+	// The command's parked thread may still be tearing its mount
+	// namespace down (layer.Spec.MountedBy): wait for it here, not on
+	// the pool's goroutine, whose refills must not wait behind it.
+	p.mu.Lock()
+	k, known := p.keyOf[l]
+	closed := p.closed
+	if !closed && known { // under the lock: before close's Wait
+		p.pending[k]++
+		p.waiters.Go(func() {
+			if l.WaitUnmounted(recycleWait) != nil {
+				p.drop(l)
+				p.done1(k)
+				return
+			}
+			p.reset(l, k)
+		})
+	}
+	p.mu.Unlock()
+	if closed || !known {
+		p.drop(l)
+	}
+}
+
+// done1 counts a recycle of key k as done.
+func (p *pool) done1(k string) {
+	p.mu.Lock()
+	if p.pending[k]--; p.pending[k] <= 0 {
+		delete(p.pending, k)
+	}
+	p.mu.Unlock()
+}
+
+// recycleWait bounds how long a layer being recycled waits for its
+// command's mount namespace to end.
+const recycleWait = 5 * time.Second
+
+// reset resets l, of key k, on the pool's goroutine and keeps it: as
+// the key's spare (prepared) when it has none, a refill having left it
+// to this recycle, else as its free layer (see recycle).
+func (p *pool) reset(l *layer.Layer, k string) {
 	ok := p.queue(func() {
+		defer p.done1(k)
 		p.mu.Lock()
-		k, known := p.keyOf[l]
-		want := known && !p.closed && p.free[k] == nil && slices.Contains(p.keys, k)
+		inUse := !p.closed && slices.Contains(p.keys, k)
+		asSpare := inUse && p.spare[k] == nil
+		asFree := inUse && !asSpare && p.free[k] == nil
 		p.mu.Unlock()
-		if !want || l.Reset() != nil {
+		if !(asSpare || asFree) || l.Reset() != nil {
 			p.drop(l)
 			return
 		}
+		if asSpare {
+			p.prepare(l)
+		}
 		p.mu.Lock()
-		keep := !p.closed && p.free[k] == nil
-		if keep {
+		kept := true
+		switch {
+		case p.closed:
+			kept = false
+		case asSpare && p.spare[k] == nil:
+			p.spare[k] = l
+		case !asSpare && p.free[k] == nil:
 			p.free[k] = l
+		default:
+			kept = false
 		}
 		p.mu.Unlock()
-		if !keep {
+		if !kept {
 			p.drop(l)
 		}
 	})
 	if !ok {
 		p.drop(l)
+		p.done1(k)
 	}
 }
 
@@ -291,6 +352,7 @@ func (p *pool) close() {
 	close(p.work)
 	p.mu.Unlock()
 	<-p.done
+	p.waiters.Wait() // they find the pool closed: each removes its layer
 	for _, l := range spare {
 		p.drop(l)
 	}
