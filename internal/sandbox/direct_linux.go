@@ -32,11 +32,12 @@ import (
 // enters the command's namespaces (see [Capabilities.Namespaces]), drops
 // the thread's capabilities, applies Landlock and the seccomp filter to the
 // thread, and calls cmd.Start there, so bash is forked from the confined
-// thread and inherits its confinement. The goroutine then exits without
-// unlocking, which makes the Go runtime terminate the thread; the runtime
-// never runs other goroutines on a locked thread and creates new threads
-// from a clean template thread, so nothing else of the engine ever runs
-// confined.
+// thread and inherits its confinement. The goroutine then waits, parked,
+// until Cleanup (so that the command's mount namespace is torn down off
+// its path, see keep_linux.go), and exits without unlocking, which makes
+// the Go runtime terminate the thread; the runtime never runs other
+// goroutines on a locked thread and creates new threads from a clean
+// template thread, so nothing else of the engine ever runs confined.
 //
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
 // process leave its cgroup, so the thread forks with plain clone and the
