@@ -263,22 +263,8 @@ type Command struct {
 	release     *threadRelease // lets the thread that started the command end (see keep_linux.go)
 }
 
-// threadRelease lets a parked thread end, once.
-type threadRelease struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-// close lets the thread end (nil-safe).
-func (r *threadRelease) close() {
-	if r != nil {
-		r.once.Do(func() { close(r.ch) })
-	}
-}
-
 // Proxy is the listener made for [Options.Network] inside the command's
-// network namespace (nil without): serve an HTTP proxy on it. [Command.Cleanup]
-// closes it.
+// network namespace (nil without): serve an HTTP proxy on it; Cleanup closes it.
 func (c *Command) Proxy() net.Listener { return c.proxy }
 
 // helperConfig is what Prepare hands to the helper in argv[2].
@@ -769,8 +755,7 @@ func (c *Command) Cleanup(gone bool) error {
 		}
 		c.freeCapture()
 		c.hand.close()
-		c.closeNamespaceReport()
-		c.release.close()
+		c.closeNamespaceReport() // and lets the command's thread end
 		c.ns.release(gone)
 		if c.Scratch != "" {
 			c.cleanupErr = removeScratch(c.Scratch)
