@@ -104,12 +104,15 @@ vm-deps:
 # (skipped without npm or the registry unless REQUIRE_TOOLS=1, which
 # .ci/run sets); strace for gitpolicy's oracle, which traces the user's
 # git commands, and dig for egress's resolver test (each skipped without
-# it unless REQUIRE_TOOLS=1).
+# it unless REQUIRE_TOOLS=1); bubblewrap for `demo bench -peers`, which
+# runs bwrap beside the engine (a peer not installed is reported, not
+# measured).
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	command -v dig >/dev/null || (apt-get update -qq && apt-get install -y -qq bind9-dnsutils)
+	command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
 
 # The agent clients whose model-facing text mcpserver's
 # TestClientsHandTheModelTheText captures (Claude Code and Codex, pinned

@@ -11,6 +11,7 @@
 package config
 
 import (
+	"math"
 	"runtime"
 	"time"
 )
@@ -301,8 +302,10 @@ type Admission struct {
 	// watched, only the available memory).
 	MemoryPressure float64
 	// MaxRunning bounds the foreground commands running at once,
-	// engine-wide, however idle (default 64 per CPU, at least 256). Over it
-	// a call waits.
+	// engine-wide, however idle: a backstop far above what the measured
+	// load admits (default 1,024 per CPU, at most one per 8 of the
+	// process's open-file limit, which a running command uses about 7 of,
+	// and at least 256). Over it a call waits.
 	MaxRunning int
 	// MaxRunningPerPrincipal bounds those of one principal (default
 	// three quarters of MaxRunning, rounded up, and at least
@@ -338,7 +341,7 @@ type Admission struct {
 func (a Admission) WithDefaults() Admission {
 	cpus := runtime.NumCPU()
 	if a.MaxRunning <= 0 {
-		a.MaxRunning = max(64*cpus, 256)
+		a.MaxRunning = max(min(1024*cpus, openFiles()/8), 256)
 	}
 	if a.MaxRunningPerPrincipal <= 0 {
 		a.MaxRunningPerPrincipal = max(threeQuarters(a.MaxRunning), min(a.MaxRunningPerConversation, a.MaxRunning))
@@ -371,6 +374,17 @@ func (a Admission) WithDefaults() Admission {
 		a.MaxJobsPerPrincipal = max(threeQuarters(a.MaxJobs), min(a.MaxJobsPerConversation, a.MaxJobs))
 	}
 	return a
+}
+
+// openFiles is the process's soft limit on open files (the Go runtime
+// raises it to the hard limit at start), or a large number when it cannot
+// be read or is unlimited.
+func openFiles() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(rl.Cur)
 }
 
 // threeQuarters is the default of a per-principal cap: three quarters of

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/config"
 )
@@ -34,7 +35,11 @@ func TestAdmissionDefaults(t *testing.T) {
 	}
 	// The defaults of an engine with none set.
 	d := config.Admission{}.WithDefaults()
-	if d.MaxRunning != max(64*cpus, 256) || d.MaxRunningPerConversation != d.MaxRunningPerPrincipal || d.MaxRunningPerPrincipal != (3*d.MaxRunning+3)/4 {
+	var nofile unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile); err != nil {
+		t.Fatal(err)
+	}
+	if d.MaxRunning != max(min(1024*cpus, int(min(nofile.Cur, 1<<31-1))/8), 256) || d.MaxRunningPerConversation != d.MaxRunningPerPrincipal || d.MaxRunningPerPrincipal != (3*d.MaxRunning+3)/4 {
 		t.Fatalf("defaults %+v", d)
 	}
 	// A conversation cap set alone lifts its principal's to it.

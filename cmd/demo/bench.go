@@ -51,6 +51,10 @@ type benchOpts struct {
 
 	cliRounds int
 	cliBins   string
+
+	idle  string // spacings of the idle case
+	idleN int
+	peers bool
 }
 
 // benchRow is one line of the report.
@@ -71,7 +75,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.sleepers, "sleepers", 1000, "concurrent sleep commands for the per-command memory case")
 	fs.IntVar(&o.admSleepers, "admission-sleepers", 100, "admission case: parallel `sleep 2` in one conversation")
 	fs.DurationVar(&o.admWindow, "admission-window", 8*time.Second, "admission case: how long two principals compete for the CPU")
-	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,admission,mcp,cli (default all)")
+	fs.StringVar(&o.only, "only", "", "comma-separated cases to run: serial,conc,flood,timeout,restricted,limits,sleepers,admission,mcp,cli,idle (default all but idle)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.BoolVar(&o.inproc, "inproc", false, "measure the flood cases in this process (peak RSS then mixes)")
 	fs.BoolVar(&o.noCgroups, "no-cgroups", false, "run the engine without per-command cgroups")
@@ -85,6 +89,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.ts, "ts", true, "mcp case: also measure the official TypeScript SDK client (node; npm installs it, else it is skipped)")
 	fs.IntVar(&o.cliRounds, "cli-rounds", 20, "cli case: rounds of one process per command (bash -c true, bwrap, BIN version, BIN run [-sandbox …] -- true)")
 	fs.StringVar(&o.cliBins, "cli-bins", "", "cli case: the bashvisor `binaries` to measure, comma-separated, side by side (default: this program, whose run is bashvisor's)")
+	fs.StringVar(&o.idle, "idle", "", "idle case: `spacings` between commands, comma-separated (0: back to back); setting it runs the case (default with -only idle: 0,20ms,1s)")
+	fs.IntVar(&o.idleN, "idle-n", 40, "idle case: samples per variant and spacing")
+	fs.BoolVar(&o.peers, "peers", false, "idle case: also run bwrap, `codex sandbox` and srt where installed")
 	fs.StringVar(&o.tsDir, "ts-dir", "", "mcp case: npm install directory for the TypeScript SDK, reused when present (default: a temporary one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -198,6 +205,17 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 	if o.want("timeout") {
 		step("timeout-to-return latency")
 		r, err := benchTimeout(o, dir)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if o.idle != "" || (o.only != "" && o.want("idle")) {
+		if o.idle == "" {
+			o.idle = "0,20ms,1s"
+		}
+		step(fmt.Sprintf("idle spacing %s, %d samples per variant", o.idle, o.idleN))
+		r, err := benchIdle(o, e, dir)
 		if err != nil {
 			return nil, err
 		}

@@ -112,3 +112,24 @@ npm error A complete log of this run can be found in: /root/.npm/_logs/x.log
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestBenchIdle runs the idle case at a tiny size: every variant has a
+// row at each spacing (or a row saying why it was not measured).
+func TestBenchIdle(t *testing.T) {
+	r := demo(t, nil, "bench", "-only", "idle", "-idle", "0,5ms", "-idle-n", "2", "-peers")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	for _, sp := range []string{"idle 0s: ", "idle 5ms: "} {
+		for _, v := range []string{"raw os/exec, p50 / mean of 2", "unrestricted, p50 / mean of 2"} {
+			if !strings.Contains(r.stdout, sp+v) {
+				t.Errorf("missing %q in\n%s", sp+v, r.stdout)
+			}
+		}
+	}
+	for _, v := range []string{"read-only", "workspace-write", "bwrap --unshare-all", "codex sandbox", "srt"} {
+		if !strings.Contains(r.stdout, "idle 0s: "+v+", p50") && !strings.Contains(r.stdout, "idle: not measured: "+v) {
+			t.Errorf("neither a row nor a reason for %s in\n%s", v, r.stdout)
+		}
+	}
+}

@@ -51,6 +51,7 @@ type Layer struct {
 	userXattr bool
 	pre       *handoff // Premount's overlays, until Spec.Open takes them
 	shared    *handoff // Premount's overlays again, for Share, until Unshare
+	uses      *threads // threads whose exit unmounts its overlays (Spec.MountedBy)
 }
 
 // root is one overlay: the real directory and its upper and work dirs,
@@ -89,7 +90,7 @@ func New(opts Options) (*Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	l := &Layer{dir: dir, userXattr: opts.UserXattr}
+	l := &Layer{dir: dir, userXattr: opts.UserXattr, uses: &threads{}}
 	for i, p := range roots {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -152,13 +153,36 @@ func makeUpper(p string, root fs.FileInfo) error {
 	if err := os.Mkdir(p, 0o700); err != nil {
 		return err
 	}
+	return fitUpper(p, root, true)
+}
+
+// fitUpper gives upper directory p the mode and owner of its root; made
+// (just now, by this process), or else only what differs.
+func fitUpper(p string, root fs.FileInfo, made bool) error {
+	const bits = fs.ModePerm | fs.ModeSticky | fs.ModeSetgid
 	uid, gid := owner(root)
-	if uid != os.Geteuid() || gid != os.Getegid() {
+	chown, chmod := uid != os.Geteuid() || gid != os.Getegid(), true
+	if !made {
+		ufi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !ufi.IsDir() {
+			return fmt.Errorf("upper directory %s is not a directory", p)
+		}
+		uu, ug := owner(ufi)
+		chown = uu != uid || ug != gid
+		chmod = chown || ufi.Mode()&bits != root.Mode()&bits // chown may clear set-id bits
+	}
+	if chown {
 		if err := os.Lchown(p, uid, gid); err != nil {
 			return err
 		}
 	}
-	return os.Chmod(p, root.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetgid))
+	if !chmod {
+		return nil
+	}
+	return os.Chmod(p, root.Mode()&bits)
 }
 
 // outermost returns the roots, absolute with symlinks resolved, that

@@ -25,7 +25,7 @@ func owner(fi fs.FileInfo) (int, int) {
 
 // Spec returns what mounting l takes.
 func (l *Layer) Spec() Spec {
-	s := Spec{UserXattr: l.userXattr, pre: l.pre}
+	s := Spec{UserXattr: l.userXattr, pre: l.pre, uses: l.uses}
 	if l.pre == nil {
 		s.hold = l.shared // Hold: the mounting process hands its overlays over
 	}

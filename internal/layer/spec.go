@@ -36,6 +36,14 @@ type Spec struct {
 	pre  *handoff
 	own  bool     // pre is this Spec's own (Layer.Share), for Close
 	hold *handoff // where the overlays go once made (Layer.Hold)
+	uses *threads // the layer's: threads whose exit unmounts its overlays (Spec.MountedBy)
+}
+
+// threads are the threads of this process whose exit ends a mount
+// namespace with a layer's overlays in it (see [Spec.MountedBy]).
+type threads struct {
+	mu   sync.Mutex
+	tids []int
 }
 
 // handoff passes mount descriptors from one owner to the next: premade

@@ -486,7 +486,7 @@ func TestPremountStale(t *testing.T) {
 // TestUnprivileged runs the layer's tests again as a user other than
 // root, in user namespaces with userxattr.
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoOneStepAtATime|StepKeepsOnlyReplaced|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails)$")
+	layertest.RerunUnprivileged(t, "^Test(DiffKinds|View|Apply|ApplyCopy|Undo|UndoSteps|UndoOneStepAtATime|StepKeepsOnlyReplaced|UndoRefusesChangedOutside|UndoRefusesLaterCommand|StoreBounds|ApplyRefused|ApplyRefusedBelowNewDir|ApplySiblingTrees|ApplyThroughSymlinkFails|ResetLayerIsNew)$")
 }
 
 // inThread runs cmd on a locked throwaway thread with a mount namespace

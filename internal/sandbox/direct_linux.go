@@ -32,11 +32,12 @@ import (
 // enters the command's namespaces (see [Capabilities.Namespaces]), drops
 // the thread's capabilities, applies Landlock and the seccomp filter to the
 // thread, and calls cmd.Start there, so bash is forked from the confined
-// thread and inherits its confinement. The goroutine then exits without
-// unlocking, which makes the Go runtime terminate the thread; the runtime
-// never runs other goroutines on a locked thread and creates new threads
-// from a clean template thread, so nothing else of the engine ever runs
-// confined.
+// thread and inherits its confinement. The goroutine then waits, parked,
+// until Cleanup (so that the command's mount namespace is torn down off
+// its path, see keep_linux.go), and exits without unlocking, which makes
+// the Go runtime terminate the thread; the runtime never runs other
+// goroutines on a locked thread and creates new threads from a clean
+// template thread, so nothing else of the engine ever runs confined.
 //
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
 // process leave its cgroup, so the thread forks with plain clone and the
@@ -90,7 +91,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
 		cmd.SysProcAttr = &sys
 	}
-	err = onThrowawayThread(func() error { return c.confineThreadAndStart(cmd) })
+	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
 	gateR.Close()
 	if err != nil {
 		return err
@@ -178,12 +179,12 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if !c.ns.fd.Valid() && c.world == nil {
 		return cmd.Start()
 	}
-	return onThrowawayThread(func() error {
+	return c.onCommandThread(func() error {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 		return cmd.Start()
-	})
+	}, c.keepThread())
 }
 
 func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {

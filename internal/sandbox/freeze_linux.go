@@ -95,8 +95,10 @@ func (c *Command) tellNamespace(z *proc.Freezer) {
 }
 
 // closeNamespaceReport closes what is left of the socket, and of the
-// command's mount namespace.
+// command's mount namespace, and lets the thread that started the
+// command end (keep_linux.go).
 func (c *Command) closeNamespaceReport() {
+	c.release.close()
 	_ = c.mntns.Close()
 	if c.nsChild != nil {
 		_ = c.nsChild.Close()

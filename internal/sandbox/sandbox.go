@@ -266,16 +266,16 @@ type Command struct {
 	command     string
 	ns          *netnsHandle // the pooled network namespace (none without Namespaces, or in a world)
 	proxy       net.Listener
-	proxyChild  *os.File   // a rootless helper's end of passedListener's socket
-	hand        *layerHand // a rootless helper's socket for its layer's overlays (nil: none)
-	nsChild     *os.File   // a rootless helper's end of the socket it tells its mount namespace on
-	nsSock      *fd.FD     // the engine's end (none, or released to a Freezer)
-	mntns       *fd.FD     // as root, the command's mount namespace, until its Freezer takes it
+	proxyChild  *os.File       // a rootless helper's end of passedListener's socket
+	hand        *layerHand     // a rootless helper's socket for its layer's overlays (nil: none)
+	nsChild     *os.File       // a rootless helper's end of the socket it tells its mount namespace on
+	nsSock      *fd.FD         // the engine's end (none, or released to a Freezer)
+	mntns       *fd.FD         // as root, the command's mount namespace, until its Freezer takes it
+	release     *threadRelease // lets the thread that started the command end (see keep_linux.go)
 }
 
 // Proxy is the listener made for [Options.Network] inside the command's
-// network namespace (nil without): serve an HTTP proxy on it. [Command.Cleanup]
-// closes it.
+// network namespace (nil without): serve an HTTP proxy on it; Cleanup closes it.
 func (c *Command) Proxy() net.Listener { return c.proxy }
 
 // helperConfig is what Prepare hands to the helper in argv[2].
@@ -711,7 +711,7 @@ func (c *Command) Cleanup(gone bool) error {
 		}
 		c.freeCapture()
 		c.hand.close()
-		c.closeNamespaceReport()
+		c.closeNamespaceReport() // and lets the command's thread end
 		c.ns.release(gone)
 		if c.Scratch != "" {
 			c.cleanupErr = removeScratch(c.Scratch)

@@ -168,11 +168,17 @@
 // (the conversation's workspace), one layer made ahead of time, and
 // premounted with [Options.Premount] (layer.Layer.Premount), which
 // Begin takes when it still fits its roots (layer.Layer.Stale) and
-// refills in the background; a committed or aborted layer is removed
-// in the background after Commit returns. One goroutine does that work,
+// refills in the background; a committed or aborted layer is reset in
+// the background after Commit returns, once its command's mount
+// namespace ended (layer.Layer.Reset: emptied, not removed), and its
+// directories are the next spare of its roots, so that
+// a conversation's commands in one workspace cycle two layers and make
+// or remove no directory; a layer whose command left processes running
+// (its overlays may still be mounted) or that cannot be reset is
+// removed instead. One goroutine does that work,
 // in order, with at most 64 tasks queued (past that a removal is done
 // on the caller's path and a refill skipped); Close waits for it and
-// removes the spare layers, and New removes what a killed engine left.
+// removes the spare and reset layers, and New removes what a killed engine left.
 // At most 16 sets of roots have a spare (the least recently used is
 // removed first). A premounted spare holds its roots' file system (its
 // overlay keeps private clones of their mounts) until it is used,

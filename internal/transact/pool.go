@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 )
@@ -27,15 +28,24 @@ const (
 // in the background, so that neither is on a command's path: Begin
 // takes the spare layer made for the same roots (one per set of
 // roots, refilled after each take) and a committed layer is removed
-// after its report is returned. One goroutine does the work, in order;
-// close waits for it, removing every queued and spare layer.
+// after its report is returned, or, when its command's processes are
+// all gone, reset (layer.Layer.Reset, once the thread that kept the
+// command's mount namespace ended) and kept to be the next spare of its
+// roots instead of a new one (a refill then leaves the spare to it): a
+// conversation's commands in one workspace then cycle two layers'
+// directories, and no directory is made or removed per command. One goroutine does the work, in order;
+// close waits for it, removing every queued, spare and free layer.
 type pool struct {
 	opts     layer.Options // Dir and UserXattr
 	premount bool          // Options.Premount
 	work     chan func()
 	done     chan struct{}
+	waiters  sync.WaitGroup // recycles waiting for their command's namespace to end
 	mu       sync.Mutex
 	spare    map[string]*layer.Layer // by key (see key)
+	free     map[string]*layer.Layer // reset layers, by key: the next spare's directories
+	keyOf    map[*layer.Layer]string // the key each layer the pool made was made for
+	pending  map[string]int          // recycles under way, by key
 	keys     []string                // keys recently asked for, least recently used first
 	closed   bool
 }
@@ -47,6 +57,9 @@ func newPool(dir string, userXattr, premount bool) *pool {
 		work:     make(chan func(), maxQueued),
 		done:     make(chan struct{}),
 		spare:    map[string]*layer.Layer{},
+		free:     map[string]*layer.Layer{},
+		keyOf:    map[*layer.Layer]string{},
+		pending:  map[string]int{},
 	}
 	go p.run()
 	return p
@@ -112,14 +125,49 @@ func (p *pool) layer(roots []string) (*layer.Layer, error) {
 			p.remove(l)
 		}
 	}
-	opts := p.opts
-	opts.Roots = roots
-	l, err := layer.New(opts)
+	l, err := p.newLayer(k, roots)
 	if err == nil {
 		// On the command's path, where the sandbox would make the
 		// overlays otherwise; held here, later commands can join them
 		// (Tx.Background).
 		p.prepare(l)
+	}
+	return l, err
+}
+
+// made records that l was made for key k ("": none), for recycle.
+func (p *pool) made(l *layer.Layer, k string) {
+	if k == "" {
+		return
+	}
+	p.mu.Lock()
+	p.keyOf[l] = k
+	p.mu.Unlock()
+}
+
+// newLayer returns the free (reset) layer of key k when it still fits
+// its roots, else a new layer over roots.
+func (p *pool) newLayer(k string, roots []string) (*layer.Layer, error) {
+	if k == "" {
+		opts := p.opts
+		opts.Roots = roots
+		return layer.New(opts)
+	}
+	p.mu.Lock()
+	l := p.free[k]
+	delete(p.free, k)
+	p.mu.Unlock()
+	if l != nil && !l.Stale() {
+		return l, nil
+	}
+	if l != nil {
+		p.drop(l)
+	}
+	opts := p.opts
+	opts.Roots = roots
+	l, err := layer.New(opts)
+	if err == nil {
+		p.made(l, k)
 	}
 	return l, err
 }
@@ -145,6 +193,10 @@ func (p *pool) refill(k string, roots []string) {
 		p.keys = p.keys[1:]
 		drop = p.spare[old]
 		delete(p.spare, old)
+		if f := p.free[old]; f != nil {
+			delete(p.free, old)
+			defer p.remove(f)
+		}
 	}
 	p.mu.Unlock()
 	if drop != nil {
@@ -155,12 +207,13 @@ func (p *pool) refill(k string, roots []string) {
 	}
 	roots = slices.Clone(roots)
 	p.queue(func() {
-		if p.has(k) {
+		p.mu.Lock()
+		skip := p.spare[k] != nil || p.pending[k] > 0 // a recycle will fill it
+		p.mu.Unlock()
+		if skip {
 			return
 		}
-		opts := p.opts
-		opts.Roots = roots
-		l, err := layer.New(opts)
+		l, err := p.newLayer(k, roots)
 		if err != nil {
 			return // Begin makes one on its path, and reports the error
 		}
@@ -172,7 +225,7 @@ func (p *pool) refill(k string, roots []string) {
 		}
 		p.mu.Unlock()
 		if !keep {
-			_ = l.Remove()
+			p.drop(l)
 		}
 	})
 }
@@ -187,9 +240,100 @@ func (p *pool) has(k string) bool {
 // remove removes l in the background (on the caller's path when the
 // queue is full or the pool closed).
 func (p *pool) remove(l *layer.Layer) {
-	if !p.queue(func() { _ = l.Remove() }) {
-		_ = l.Remove()
+	if !p.queue(func() { p.drop(l) }) {
+		p.drop(l)
 	}
+}
+
+// recycle takes back l, whose command's processes are all gone: in the
+// background it is reset and kept as its key's free layer, when the
+// pool made it for a key still in use that has none; otherwise it is
+// removed (on the caller's path when the queue is full or the pool
+// closed).
+func (p *pool) recycle(l *layer.Layer) {
+	// The command's parked thread may still be tearing its mount
+	// namespace down (layer.Spec.MountedBy): wait for it here, not on
+	// the pool's goroutine, whose refills must not wait behind it.
+	p.mu.Lock()
+	k, known := p.keyOf[l]
+	closed := p.closed
+	if !closed && known { // under the lock: before close's Wait
+		p.pending[k]++
+		p.waiters.Go(func() {
+			if l.WaitUnmounted(recycleWait) != nil {
+				p.drop(l)
+				p.done1(k)
+				return
+			}
+			p.reset(l, k)
+		})
+	}
+	p.mu.Unlock()
+	if closed || !known {
+		p.drop(l)
+	}
+}
+
+// done1 counts a recycle of key k as done.
+func (p *pool) done1(k string) {
+	p.mu.Lock()
+	if p.pending[k]--; p.pending[k] <= 0 {
+		delete(p.pending, k)
+	}
+	p.mu.Unlock()
+}
+
+// recycleWait bounds how long a layer being recycled waits for its
+// command's mount namespace to end.
+const recycleWait = 5 * time.Second
+
+// reset resets l, of key k, on the pool's goroutine and keeps it: as
+// the key's spare (prepared) when it has none, a refill having left it
+// to this recycle, else as its free layer (see recycle).
+func (p *pool) reset(l *layer.Layer, k string) {
+	ok := p.queue(func() {
+		defer p.done1(k)
+		p.mu.Lock()
+		inUse := !p.closed && slices.Contains(p.keys, k)
+		asSpare := inUse && p.spare[k] == nil
+		asFree := inUse && !asSpare && p.free[k] == nil
+		p.mu.Unlock()
+		if !(asSpare || asFree) || l.Reset() != nil {
+			p.drop(l)
+			return
+		}
+		if asSpare {
+			p.prepare(l)
+		}
+		p.mu.Lock()
+		kept := true
+		switch {
+		case p.closed:
+			kept = false
+		case asSpare && p.spare[k] == nil:
+			p.spare[k] = l
+		case !asSpare && p.free[k] == nil:
+			p.free[k] = l
+		default:
+			kept = false
+		}
+		p.mu.Unlock()
+		if !kept {
+			p.drop(l)
+		}
+	})
+	if !ok {
+		p.drop(l)
+		p.done1(k)
+	}
+}
+
+// drop removes l and forgets its key.
+func (p *pool) drop(l *layer.Layer) {
+	p.mu.Lock()
+	delete(p.keyOf, l)
+	p.mu.Unlock()
+	_ = l.Remove()
 }
 
 // close removes the spare layers and waits until the queued work is
@@ -203,12 +347,16 @@ func (p *pool) close() {
 		return
 	}
 	p.closed = true
-	spare := p.spare
-	p.spare, p.keys = map[string]*layer.Layer{}, nil
+	spare, free := p.spare, p.free
+	p.spare, p.free, p.keys = map[string]*layer.Layer{}, map[string]*layer.Layer{}, nil
 	close(p.work)
 	p.mu.Unlock()
 	<-p.done
+	p.waiters.Wait() // they find the pool closed: each removes its layer
 	for _, l := range spare {
-		_ = l.Remove()
+		p.drop(l)
+	}
+	for _, l := range free {
+		p.drop(l)
 	}
 }

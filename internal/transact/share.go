@@ -223,8 +223,12 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 			rep.Applied = append(t.checkpoints, rep.Applied...)
 		}
 	}
-	if rep == nil || rep.Held == nil {
-		t.m.pool.remove(sh.l) // a held change set keeps its layer until reviewed
+	switch {
+	case rep != nil && rep.Held != nil: // a held change set keeps its layer until reviewed
+	case sh.stray:
+		t.m.pool.remove(sh.l)
+	default: // every process is gone: nothing has its overlays mounted
+		t.m.pool.recycle(sh.l)
 	}
 	return rep, err
 }

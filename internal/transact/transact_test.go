@@ -259,28 +259,40 @@ func TestRoots(t *testing.T) {
 	}
 }
 
-// The next command's layer is made while the last one is committed; a
-// layer made ahead of time is not used once its root's permissions
+// The next command's layer is made while the last one is committed, and
+// the last one's, reset, is the directories of the one after (two
+// layers cycle); a layer made ahead of time is not used once its root's permissions
 // changed (the command would see the old ones, and the commit would
 // report them as its change).
 func TestSpareLayerFollowsTheRoot(t *testing.T) {
 	f := newFixture(t)
 	state := filepath.Join(filepath.Dir(f.ws), "state")
+	seen := map[string]bool{}
 	layers := func() int {
 		entries, _ := os.ReadDir(state)
 		n := 0
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), "layer-") {
 				n++
+				seen[e.Name()] = true
 			}
 		}
 		return n
 	}
-	if rep := f.run(t, "true"); len(rep.Applied) > 0 {
-		t.Fatalf("true applied %v", rep.Applied)
+	for range 5 {
+		if rep := f.run(t, "echo x > f; true"); len(rep.Applied) != 1 {
+			t.Fatalf("applied %v", rep.Applied)
+		}
+		if err := os.Remove(filepath.Join(f.ws, "f")); err != nil {
+			t.Fatal(err)
+		}
+		// A spare stays, and the used layer, reset, is the next spare's
+		// directories: the commands cycle two layers.
+		testenv.Eventually(t, 30*time.Second, func() bool { return layers() == 2 }, "a spare and a free layer")
 	}
-	// The used layer goes, a spare one stays.
-	testenv.Eventually(t, 30*time.Second, func() bool { return layers() == 1 }, "one spare layer")
+	if len(seen) != 2 {
+		t.Errorf("5 commands used %d layer directories, want 2: %v", len(seen), seen)
+	}
 	for _, mode := range []os.FileMode{0o750, 0o755} {
 		if err := os.Chmod(f.ws, mode); err != nil {
 			t.Fatal(err)

@@ -94,7 +94,7 @@ func parseExecutor(args []string, stdout, stderr io.Writer) (ea *executorArgs, c
 	fs.DurationVar(&ea.timeout, "timeout", d.Timeout, "timeout of default mode")
 	fs.DurationVar(&ea.slow, "slow-timeout", d.SlowTimeout, "timeout of slow mode")
 	fs.DurationVar(&ea.grace, "grace", d.Lifecycle.Grace, "time between SIGTERM and SIGKILL")
-	fs.IntVar(&ea.maxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 64 per CPU, at least 256; see docs/limits.md)")
+	fs.IntVar(&ea.maxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 1024 per CPU, at most 1 per 8 open files, at least 256; see docs/limits.md)")
 	fs.BoolVar(&ea.verbose, "v", false, "debug logs on stderr")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return nil, code, false

@@ -101,7 +101,7 @@ func newMCPFlags() (*mcpFlags, *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "debug logs on stderr")
 	fs.BoolVar(&f.rawOutput, "raw-output", false, "give the model output as written (escape sequences, control bytes, a terminal's byte stream); by default it is rendered as a terminal shows it")
 	fs.IntVar(&f.admission.MaxBusy, "max-busy", 0, "CPUs' worth of busy commands (measured) before new ones wait (default 4 per CPU); idle ones (sleeping, waiting) do not count")
-	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 64 per CPU, at least 256; a principal may use three quarters); more wait")
+	fs.IntVar(&f.admission.MaxRunning, "max-running", 0, "backstop: foreground commands running at once, however idle (default 1024 per CPU, at most 1 per 8 open files, at least 256; a principal may use three quarters); more wait")
 	fs.IntVar(&f.admission.MaxJobsPerConversation, "max-jobs", 0, "background jobs running at once per conversation (default 16); more are refused")
 	fs.IntVar(&f.admission.MaxQueue, "max-queue", 0, "calls that may wait to run (default 4 * -max-running; a principal may use three quarters); more are refused")
 	fs.BoolVar(&f.shared, "shared-conversation", false, "-http: all sessions share one conversation (every client sees and can kill every job); by default each session is its own, ended with the session")
