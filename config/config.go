@@ -11,7 +11,6 @@
 package config
 
 import (
-	"math"
 	"runtime"
 	"time"
 )
@@ -374,17 +373,6 @@ func (a Admission) WithDefaults() Admission {
 		a.MaxJobsPerPrincipal = max(threeQuarters(a.MaxJobs), min(a.MaxJobsPerConversation, a.MaxJobs))
 	}
 	return a
-}
-
-// openFiles is the process's soft limit on open files (the Go runtime
-// raises it to the hard limit at start), or a large number when it cannot
-// be read or is unlimited.
-func openFiles() int {
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int(rl.Cur)
 }
 
 // threeQuarters is the default of a per-principal cap: three quarters of
