@@ -178,7 +178,13 @@ func startNode(opts nodeOptions) (n *node, err error) {
 	n = &node{sys: sys, log: log}
 	// An endpoint that connects after stop (a late reply or dead letter
 	// that had to go out) is ended at once, so that no connection outlives
-	// the node.
+	// the node. Ended from another goroutine, after this event's other
+	// handlers ran: protoactor's endpoint manager, which Remote.Shutdown(false)
+	// leaves subscribed, answers a connected event by making the address's
+	// endpoint if it has none, so ending it within the event made a new one
+	// that connected and was ended again, in a loop (thousands of
+	// reconnections a second, and a front's goroutines alive minutes after
+	// Shutdown).
 	sys.EventStream.Subscribe(func(evt any) {
 		e, ok := evt.(*remote.EndpointConnectedEvent)
 		if !ok {
@@ -186,7 +192,7 @@ func startNode(opts nodeOptions) (n *node, err error) {
 		}
 		n.connected.Store(e.Address, true)
 		if n.stopping.Load() {
-			sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: e.Address})
+			go sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: e.Address})
 		}
 	})
 	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised)...)
