@@ -186,11 +186,12 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	// One parse of the command answers everything: display, safety rules,
 	// permission profile, co-author trailer, log text.
 	g := e.analyze(tc, in)
-	res, holdAll, ok := e.admit(res, tc, in, g)
+	res, ok := e.askNetwork(res, &tc, in, g)
 	if !ok {
 		return res, g
 	}
-	if res, ok = e.askNetwork(res, &tc, in); !ok {
+	res, holdAll, ok := e.admit(res, tc, in, g)
+	if !ok {
 		return res, g
 	}
 	tc.Sandbox = e.kernelProfile(tc, in.Command, g)

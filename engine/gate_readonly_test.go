@@ -160,3 +160,29 @@ func TestAsksPer100ReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkAskNamesTheContainedAsk: a command guarded would run unasked
+// in the read-only sandbox (its writes fail there) is no longer contained
+// once it asks for a host: the one question names the host and what the
+// command is otherwise asked about, and a person's approval of it runs the
+// command with both. Before, the question named only the host and the
+// approval silently covered the write too.
+func TestNetworkAskNamesTheContainedAsk(t *testing.T) {
+	needScoping(t)
+	e := profiled(t, "guarded")
+	dir := repo(t)
+	tc := readOnlyCall(dir)
+	in := engine.Input{Command: `rm README`, Network: []string{"example.invalid:8443"}}
+	r := e.Run(context.Background(), tc, in)
+	if r.Status != engine.StatusNeedsApproval || !strings.Contains(r.Output, "example.invalid:8443") || !strings.Contains(r.Output, "; and, with that network, ") {
+		t.Fatalf("unapproved: %s %q, want one question naming the host and the command's own ask", r.Status, r.Output)
+	}
+	// Without the host the same command is contained: it runs unasked.
+	if r := e.Run(context.Background(), tc, engine.Input{Command: in.Command}); r.Status == engine.StatusNeedsApproval {
+		t.Fatalf("without network: %s %q", r.Status, r.Output)
+	}
+	// A command guarded denies is denied, host or not.
+	if r := e.Run(context.Background(), tc, engine.Input{Command: "sudo true", Network: in.Network}); r.Status != engine.StatusDenied {
+		t.Errorf("sudo with a host: %s %q, want denied", r.Status, r.Output)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/egress"
+	"github.com/bashvisor/bashvisor/safety"
 )
 
 // proxyNames are the proxy variables whose presence in the engine's
@@ -47,8 +48,13 @@ func newBroker(cfg Config) (*egress.Broker, error) {
 // askNetwork lets a call reach the hosts in.Network asks for beyond its
 // allowlist only with a person's approval (see Input.Network): without
 // it the result needs approval and names them; with it tc's allowlist
-// gains them.
-func (e *Engine) askNetwork(res Result, tc *ToolContext, in Input) (Result, bool) {
+// gains them. It runs before the gate, which then judges the command with
+// the hosts: a command the agent may run unasked without network (an ask
+// contained in the sandbox) is no longer contained with them, so the one
+// question names both the hosts and what the command would otherwise have
+// been asked about, and a single approval covers what the person was
+// shown. A command the gate blocks or denies is refused as such.
+func (e *Engine) askNetwork(res Result, tc *ToolContext, in Input, a safety.Analysis) (Result, bool) {
 	if len(in.Network) == 0 {
 		return res, true
 	}
@@ -72,13 +78,22 @@ func (e *Engine) askNetwork(res Result, tc *ToolContext, in Input) (Result, bool
 	if len(missing) == 0 {
 		return res, true
 	}
-	if !tc.Approved {
-		why := "network access to " + strings.Join(missing, ", ") + ", which the sandbox's allowlist does not name"
-		res.Status, res.Err = StatusNeedsApproval, fmt.Errorf("%w: %s", ErrNeedsApproval, why)
-		res.Output = approvalText(why)
-		e.log.Info("network asked", "hosts", missing, "conversation", tc.ConversationID)
-		return res, false
+	withHosts := *tc
+	withHosts.Sandbox.Network = append(slices.Clip(tc.Sandbox.Network), missing...)
+	if tc.Approved {
+		*tc = withHosts
+		return res, true
 	}
-	tc.Sandbox.Network = append(slices.Clip(tc.Sandbox.Network), missing...)
-	return res, true
+	res.Display = a.Display
+	why := "network access to " + strings.Join(missing, ", ") + ", which the sandbox's allowlist does not name"
+	if r, _, ok := e.admit(res, withHosts, in, a); !ok {
+		if r.Status != StatusNeedsApproval {
+			return r, false // blocked or denied whatever the network
+		}
+		why += "; and, with that network, " + strings.TrimPrefix(r.Err.Error(), ErrNeedsApproval.Error()+": ")
+	}
+	res.Status, res.Err = StatusNeedsApproval, fmt.Errorf("%w: %s", ErrNeedsApproval, why)
+	res.Output = approvalText(why)
+	e.log.Info("network asked", "hosts", missing, "conversation", tc.ConversationID)
+	return res, false
 }

@@ -445,9 +445,11 @@ func (s *server) bash(c *toolCall, a bashArgs) (*mcp.CallToolResult, error) {
 			tc.Progress = p.update
 		}
 		r := s.run(ctx, tc, in)
-		if approved && len(in.Network) > 0 && r.Status != engine.StatusNeedsApproval && r.Status != engine.StatusDenied &&
-			!errors.Is(r.Err, engine.ErrBadInput) {
-			s.grant(tc.ConversationID, in.Network)
+		switch r.Status { // granted once the command ran with them, not when refused or not started
+		case engine.StatusOK, engine.StatusFailed, engine.StatusTimedOut, engine.StatusCancelled, engine.StatusStarted:
+			if approved && len(in.Network) > 0 {
+				s.grant(tc.ConversationID, in.Network)
+			}
 		}
 		return r
 	}
