@@ -23,6 +23,7 @@ type auditRecord struct {
 	Reason       string   // one-line reason for a block/ask/deny (redacted when logged)
 	Mode         string   // default, slow, background
 	Sandbox      string   // the sandbox profile it ran in (kernelProfile): none, read-only, workspace-write
+	Network      []string // hosts the call asked for beyond its allowlist (Input.Network)
 	Status       string   // result status: ok, failed, timed_out, blocked, ...
 	ExitCode     *int     // the shell's exit code, when it exited
 	DurationMS   int64    // wall time in milliseconds
@@ -38,7 +39,8 @@ type auditRecord struct {
 
 // auditor writes the audit log: one JSON line per call through slog's
 // JSON handler ("msg":"bash", plus time, conversation, command, display,
-// decision, rule, reason, mode, sandbox, status, exit_code,
+// decision, rule, reason, mode, sandbox, network (the hosts a call asked
+// for, when it did), status, exit_code,
 // duration_ms, bytes, truncated, killed, and for a command that ran in the
 // foreground cpu_ms, peak_memory_bytes, processes and oom_killed as in
 // Result), one line per decision of the egress proxy ("msg":"egress",
@@ -87,8 +89,11 @@ func (a *auditor) Log(rec auditRecord) {
 	}
 	attrs = append(attrs,
 		slog.String("mode", rec.Mode),
-		slog.String("sandbox", rec.Sandbox),
-		slog.String("status", rec.Status))
+		slog.String("sandbox", rec.Sandbox))
+	if len(rec.Network) > 0 {
+		attrs = append(attrs, slog.Any("network", rec.Network))
+	}
+	attrs = append(attrs, slog.String("status", rec.Status))
 	if rec.ExitCode != nil {
 		attrs = append(attrs, slog.Int("exit_code", *rec.ExitCode))
 	}
@@ -129,6 +134,14 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 	} else if g.Decision == safety.Ask && tc.Approved {
 		decision = "approved"
 	}
+	if len(in.Network) > 0 && g.Decision == safety.Allow { // the hosts asked for were the question
+		switch {
+		case res.Status == StatusNeedsApproval:
+			decision = "ask"
+		case tc.Approved:
+			decision = "approved"
+		}
+	}
 	mode := string(in.Mode)
 	if mode == "" {
 		mode = string(ModeDefault)
@@ -143,6 +156,7 @@ func (e *Engine) audit(tc ToolContext, in Input, res Result, a safety.Analysis, 
 		Reason:       g.Message,
 		Mode:         mode,
 		Sandbox:      profileName(e.kernelProfile(tc, in.Command, a)),
+		Network:      in.Network,
 		Status:       string(res.Status),
 		ExitCode:     res.ExitCode,
 		DurationMS:   max(res.DurationMS, time.Since(start).Milliseconds()),

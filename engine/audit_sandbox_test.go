@@ -54,3 +54,33 @@ func TestAuditRecordsEnforcedSandbox(t *testing.T) {
 		})
 	}
 }
+
+// A call asking for hosts is audited with them: "ask" while a person has
+// not approved them (the command itself allowed), "approved" once they have.
+func TestAuditRecordsNetworkAsks(t *testing.T) {
+	needNamespaces(t)
+	var audit bytes.Buffer
+	var mu sync.Mutex
+	e := newEngine(t, func(cfg *engine.Config) { cfg.Audit = &lockedWriter{w: &audit, mu: &mu} })
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "audit-net", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
+	in := engine.Input{Command: "true", Network: []string{"example.invalid:8443"}}
+	for _, approved := range []bool{false, true} {
+		tc.Approved = approved
+		r := e.Run(context.Background(), tc, in)
+		mu.Lock()
+		last := bytes.TrimSpace(audit.Bytes())
+		if i := bytes.LastIndexByte(last, '\n'); i >= 0 {
+			last = last[i+1:]
+		}
+		var line struct {
+			Decision string
+			Network  []string
+		}
+		err := json.Unmarshal(last, &line)
+		mu.Unlock()
+		want := map[bool]string{false: "ask", true: "approved"}[approved]
+		if err != nil || line.Decision != want || len(line.Network) != 1 || line.Network[0] != "example.invalid:8443" {
+			t.Errorf("approved %v (%s): audit %s, want decision %s with the host (%v)", approved, r.Status, last, want, err)
+		}
+	}
+}
