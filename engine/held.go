@@ -185,7 +185,7 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 	case errors.Is(err, supervisor.ErrDigest):
 		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
 	case errors.As(err, &conflict):
-		return Result{}, fmt.Errorf("%w: held change set %d: the workspace changed since the command ran at %s; accepting would overwrite that, so nothing was applied: reject it, or put those paths back and accept it again", ErrBadInput, id, conflictNames(conflict.Paths, tc.WorkingDir))
+		return Result{}, fmt.Errorf("%w: held change set %d: the workspace changed since the command ran at %s; accepting would overwrite that, so nothing was applied: reject it (and run the command again if its changes are still wanted)", ErrBadInput, id, conflictNames(conflict.Paths, tc.WorkingDir))
 	case err != nil:
 		return Result{}, public(err)
 	}

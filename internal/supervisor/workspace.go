@@ -303,10 +303,12 @@ func (s *Supervisor) Review(conv, principal string, id int, digest string, accep
 		return jobs.Changes{}, own(w.tx.Reject(id))
 	}
 	rep, err := w.tx.Accept(id, digest)
+	if rep != nil && rep.CPU > 0 { // a refused accept's work counts too
+		s.system.Root.Send(s.pid, &engineCharge{conv: conv, pk: principalKey(jobs.Request{Conversation: conv, Principal: principal}), cpu: rep.CPU})
+	}
 	if err != nil {
 		return jobs.Changes{}, own(err)
 	}
-	s.system.Root.Send(s.pid, &engineCharge{conv: conv, pk: principalKey(jobs.Request{Conversation: conv, Principal: principal}), cpu: rep.CPU})
 	return jobs.Changes{Report: rep}, nil
 }
 

@@ -354,9 +354,13 @@ func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 	var rep *Report
 	var err error
 	cpu := threadCPU(func() { rep, err = c.accept(id, digestHex) })
-	if rep != nil {
-		rep.CPU = cpu
+	if rep == nil {
+		// A refused accept (a conflict, a digest that no longer matches)
+		// diffed the layer too: its report carries only that CPU, to be
+		// charged as an applied one's is.
+		rep = &Report{}
 	}
+	rep.CPU = cpu
 	return rep, err
 }
 

@@ -475,6 +475,12 @@ func TestChangeSetCPU(t *testing.T) {
 	if rep.Held == nil || rep.CPU <= 0 {
 		t.Fatalf("held %v, cpu %v", rep.Held != nil, rep.CPU)
 	}
+	// A refused accept (a wrong digest) diffed the layer too: its CPU is
+	// reported, for the engine to charge.
+	bad, err := f.c.Accept(rep.Held.ID, strings.Repeat("0", 64))
+	if !errors.Is(err, transact.ErrDigest) || bad == nil || bad.CPU <= 0 || f.exists("d/f1") {
+		t.Fatalf("wrong digest: %v, report %+v", err, bad)
+	}
 	acc, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
 	if err != nil || acc.CPU <= 0 || !f.exists("d/f2000") {
 		t.Fatalf("accept: %v, cpu %v", err, acc)
