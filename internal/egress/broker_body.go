@@ -1,0 +1,107 @@
+package egress
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// errUnreadable refuses a brokered response whose body the proxy cannot
+// scrub.
+var errUnreadable = errors.New("the broker host's response cannot be checked for the secret")
+
+// scrubResponse turns the secrets of ss (its host's, and the base64 of
+// the request's Basic credentials) back into their placeholders in resp:
+// its headers now, its body as it is read, its trailers at the body's
+// end. It refuses an upgrade (101) and an encoded body.
+func scrubResponse(ss []swap, resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return fmt.Errorf("%w: a protocol upgrade", errUnreadable)
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fmt.Errorf("%w: Content-Encoding %q", errUnreadable, ce)
+	}
+	scrub(ss, resp.Header)
+	if len(ss) == 0 || resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	resp.Body = &scrubBody{rc: resp.Body, swaps: ss, buf: make([]byte, 32<<10), eof: func() {
+		scrub(ss, resp.Trailer)
+	}}
+	return nil
+}
+
+// scrubBody replaces secrets with their placeholders (of the same
+// length) in a stream. It holds back only a tail that begins a secret,
+// so a secret split across reads is caught and a stream's events are not
+// delayed.
+type scrubBody struct {
+	rc    io.ReadCloser
+	swaps []swap
+	eof   func() // at the end of the body (the trailers are in)
+	buf   []byte // read from rc
+	held  []byte // read, scrubbed, not yet passed: a secret's beginning
+	out   []byte // scrubbed, to pass from off
+	off   int
+	err   error // rc's, once out is drained
+}
+
+func (s *scrubBody) Read(p []byte) (int, error) {
+	for s.off == len(s.out) {
+		if s.err != nil {
+			return 0, s.err
+		}
+		n, err := s.rc.Read(s.buf)
+		held := append(s.held, s.buf[:n]...)
+		for _, sw := range s.swaps {
+			replaceSame(held, sw.secret, sw.placeholder)
+		}
+		keep := 0
+		if err == nil {
+			keep = s.secretStart(held)
+		} else {
+			s.err = err
+			if err == io.EOF {
+				s.eof()
+			}
+		}
+		cut := len(held) - keep
+		s.out, s.off = append(s.out[:0], held[:cut]...), 0
+		s.held = append(held[:0], held[cut:]...)
+	}
+	n := copy(p, s.out[s.off:])
+	s.off += n
+	return n, nil
+}
+
+// secretStart is the length of the longest tail of b that is a proper
+// beginning of a secret.
+func (s *scrubBody) secretStart(b []byte) int {
+	keep := 0
+	for _, sw := range s.swaps {
+		for k := min(len(sw.secret)-1, len(b)); k > keep; k-- {
+			if bytes.HasSuffix(b, []byte(sw.secret[:k])) {
+				keep = k
+				break
+			}
+		}
+	}
+	return keep
+}
+
+func (s *scrubBody) Close() error { return s.rc.Close() }
+
+// replaceSame replaces old with new (of the same length) in b, in place.
+func replaceSame(b []byte, old, new string) {
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(old))
+		if j < 0 {
+			return
+		}
+		copy(b[i+j:], new)
+		i += j + len(new)
+	}
+}
