@@ -28,51 +28,53 @@ func scrubResponse(ss []swap, resp *http.Response) error {
 	if len(ss) == 0 || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	resp.Body = &scrubBody{rc: resp.Body, swaps: ss, buf: make([]byte, 32<<10), eof: func() {
+	size := 32 << 10 // beside the longest tail held back
+	for _, sw := range ss {
+		size = max(size, 32<<10+len(sw.secret))
+	}
+	resp.Body = &scrubBody{rc: resp.Body, swaps: ss, buf: make([]byte, size), eof: func() {
 		scrub(ss, resp.Trailer)
 	}}
 	return nil
 }
 
 // scrubBody replaces secrets with their placeholders (of the same
-// length) in a stream. It holds back only a tail that begins a secret,
-// so a secret split across reads is caught and a stream's events are not
-// delayed.
+// length) in a stream, in place in its buffer. It holds back only a tail
+// that begins a secret, so a secret split across reads is caught and a
+// stream's events are not delayed.
 type scrubBody struct {
 	rc    io.ReadCloser
 	swaps []swap
 	eof   func() // at the end of the body (the trailers are in)
-	buf   []byte // read from rc
-	held  []byte // read, scrubbed, not yet passed: a secret's beginning
-	out   []byte // scrubbed, to pass from off
+	buf   []byte // buf[off:cut] scrubbed, to pass; buf[cut:n] held back
 	off   int
-	err   error // rc's, once out is drained
+	cut   int
+	n     int
+	err   error // rc's, once buf[off:cut] is passed
 }
 
 func (s *scrubBody) Read(p []byte) (int, error) {
-	for s.off == len(s.out) {
+	for s.off == s.cut {
 		if s.err != nil {
 			return 0, s.err
 		}
-		n, err := s.rc.Read(s.buf)
-		held := append(s.held, s.buf[:n]...)
+		held := copy(s.buf, s.buf[s.cut:s.n])
+		m, err := s.rc.Read(s.buf[held:])
+		s.n, s.off = held+m, 0
 		for _, sw := range s.swaps {
-			replaceSame(held, sw.secret, sw.placeholder)
+			replaceSame(s.buf[:s.n], sw.secret, sw.placeholder)
 		}
-		keep := 0
+		s.cut = s.n
 		if err == nil {
-			keep = s.secretStart(held)
+			s.cut -= s.secretStart(s.buf[:s.n])
 		} else {
 			s.err = err
 			if err == io.EOF {
 				s.eof()
 			}
 		}
-		cut := len(held) - keep
-		s.out, s.off = append(s.out[:0], held[:cut]...), 0
-		s.held = append(held[:0], held[cut:]...)
 	}
-	n := copy(p, s.out[s.off:])
+	n := copy(p, s.buf[s.off:s.cut])
 	s.off += n
 	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -251,5 +252,50 @@ func TestNewBrokerRefs(t *testing.T) {
 		if _, err := NewBroker([]string{bad}, nil); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// BenchmarkBrokerBody: a 4 MiB response body over a kept-alive
+// connection through CONNECT, from a host spliced end to end and from a
+// broker host (terminated, the body scrubbed), interleaved; each
+// variant's median in ms.
+func BenchmarkBrokerBody(b *testing.B) {
+	body := bytes.Repeat([]byte("0123456789abcdef ghp_ placeholder-free text\n"), 4<<20/45)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+	spliced, brokeredUp := newUpstream(b, true, h), newUpstream(b, true, h)
+	b.Setenv("BASHVISOR_TEST_TOKEN", testSecret)
+	bk, err := NewBroker([]string{brokeredUp.hostport() + "=env:BASHVISOR_TEST_TOKEN"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bk.roots = pkiOnce().pool
+	_, addr := startProxy(b, Policy{Allow: allow(b, spliced.hostport(), brokeredUp.hostport()), Broker: bk})
+	pool := pkiOnce().pool.Clone()
+	pool.AppendCertsFromPEM(bk.CA())
+	names, urls := []string{"spliced", "brokered"}, []string{"https://" + spliced.hostport() + "/", "https://" + brokeredUp.hostport() + "/"}
+	samples, clients := make([][]float64, len(names)), make([]*http.Client, len(names))
+	for i := range names {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}
+		b.Cleanup(tr.CloseIdleConnections)
+		clients[i] = &http.Client{Transport: tr}
+	}
+	for b.Loop() {
+		for i := range names {
+			start := time.Now()
+			resp, err := clients[i].Get(urls[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || n != int64(len(body)) {
+				b.Fatalf("%s: %d, %d bytes", names[i], resp.StatusCode, n)
+			}
+			samples[i] = append(samples[i], float64(time.Since(start).Nanoseconds())/1e6)
+		}
+	}
+	for i, name := range names {
+		slices.Sort(samples[i])
+		b.ReportMetric(samples[i][len(samples[i])/2], name+"-ms")
 	}
 }
