@@ -21,7 +21,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -471,8 +470,9 @@ type brokerServer struct {
 
 type destKey struct{}
 
-// encodedKey holds the swaps of a request's Basic credentials.
-type encodedKey struct{}
+// swapsKey holds what a brokered response gets scrubbed of: its host's
+// swaps and its request's Basic credentials' (see [Broker.swapIn]).
+type swapsKey struct{}
 
 // brokeredConn is a terminated connection and where it goes.
 type brokeredConn struct {
@@ -496,20 +496,9 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = net.JoinHostPort(dest.host, strconv.Itoa(dest.port))
 			pr.Out.Host = ""
-			if encoded := b.swapIn(dest.host, dest.port, pr.Out.Header); encoded != nil {
-				pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), encodedKey{}, encoded))
-			}
-			// The transport asks for gzip and decodes it: the body is
-			// read as sent.
-			pr.Out.Header.Del("Accept-Encoding")
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			ctx := resp.Request.Context()
-			ss := b.secrets[ctx.Value(destKey{}).(flowKey)]
-			if encoded, ok := ctx.Value(encodedKey{}).([]swap); ok {
-				ss = append(slices.Clip(ss), encoded...)
-			}
-			return scrubResponse(ss, resp)
+			return scrubResponse(resp.Request.Context().Value(swapsKey{}).([]swap), resp)
 		},
 		Transport: bs.tr,
 		ErrorLog:  log.New(io.Discard, "", 0),
@@ -518,7 +507,7 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 		},
 	}
 	bs.srv = &http.Server{
-		Handler:           fullDuplex(rp),
+		Handler:           fullDuplex(b.swapping(rp)),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -2,16 +2,50 @@ package egress
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
 // errUnreadable refuses a brokered response whose body the proxy cannot
 // scrub.
 var errUnreadable = errors.New("the broker host's response cannot be checked for the secret")
+
+// swapping puts the secrets of a request's host into its headers (see
+// [Broker.swapIn]) before h (the reverse proxy) sends it on, and scrubs
+// the headers h writes back, 1xx responses' too (the proxy forwards those
+// without ModifyResponse).
+func (b *Broker) swapping(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dest := r.Context().Value(destKey{}).(flowKey)
+		ss := b.secrets[dest]
+		if encoded := b.swapIn(dest.host, dest.port, r.Header); encoded != nil {
+			ss = append(slices.Clip(ss), encoded...)
+		}
+		// The transport asks for gzip and decodes it: the body is read
+		// as sent.
+		r.Header.Del("Accept-Encoding")
+		h.ServeHTTP(&scrubWriter{ResponseWriter: w, swaps: ss}, r.WithContext(context.WithValue(r.Context(), swapsKey{}, ss)))
+	})
+}
+
+// scrubWriter scrubs the headers of each response written, 1xx ones too.
+type scrubWriter struct {
+	http.ResponseWriter
+	swaps []swap
+}
+
+func (w *scrubWriter) WriteHeader(code int) {
+	scrub(w.swaps, w.Header())
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *scrubWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // scrubResponse turns the secrets of ss (its host's, and the base64 of
 // the request's Basic credentials) back into their placeholders in resp:

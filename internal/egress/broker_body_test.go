@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,12 +45,15 @@ func echoBroker(t *testing.T, h http.HandlerFunc) (*http.Client, *upstream, stri
 // headers back (GitHub quotes X-GitHub-Api-Version in its error body)
 // gets the secret only in Authorization and the header the grant names;
 // the placeholder in any other header stays a placeholder; and whatever
-// the host echoes — body, headers, trailers — reaches the client with
+// the host echoes — body, headers, a 103's headers, trailers — reaches the client with
 // the placeholder in place of the secret.
 func TestBrokerReflectedHeaderKeepsSecret(t *testing.T) {
 	var got http.Header
 	c, up, ph := echoBroker(t, func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
+		w.Header().Set("Link", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
 		w.Header().Set("Trailer", "X-Echo")
 		w.WriteHeader(http.StatusBadRequest)
 		json.NewEncoder(w).Encode(r.Header)
@@ -59,6 +64,11 @@ func TestBrokerReflectedHeaderKeepsSecret(t *testing.T) {
 	req.Header.Set("X-Api-Key", ph)
 	req.Header.Set("X-GitHub-Api-Version", ph)
 	req.Header.Set("Cookie", "t="+ph)
+	var early []string
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		early = append(early, h.Get("Link"))
+		return nil
+	}}))
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +83,9 @@ func TestBrokerReflectedHeaderKeepsSecret(t *testing.T) {
 	}
 	if bytes.Contains(body, []byte(testSecret)) || !bytes.Contains(body, []byte("Bearer "+ph)) {
 		t.Errorf("the client read %s", body)
+	}
+	if len(early) != 1 || early[0] != "Bearer "+ph {
+		t.Errorf("103 headers %q", early)
 	}
 	if resp.Trailer.Get("X-Echo") != "Bearer "+ph {
 		t.Errorf("trailer %q", resp.Trailer.Get("X-Echo"))
