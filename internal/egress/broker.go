@@ -40,9 +40,12 @@ import (
 // sends the request on over TLS it verifies against the system's roots.
 // The boundary: the secret goes only to its host and only in those
 // headers (not in other headers, URLs or bodies, nor over plain HTTP).
-// Whatever the host sends back has every secret turned back into its
-// placeholder: response headers, trailers and the body, streamed (the
-// placeholder has the secret's length, so Content-Length holds). To read
+// Whatever the host sends back has every secret (and the base64 of a
+// Basic credential it was put in) turned back into its placeholder:
+// response headers, 1xx responses' headers, trailers and the body,
+// streamed (the placeholder has the secret's length, so Content-Length
+// holds). A secret the host sends transformed (URL-escaped, say) is not
+// caught. To read
 // bodies as sent, the proxy asks the host for gzip or nothing (the
 // client's Accept-Encoding is dropped; gzip is decoded) and answers 502
 // to a response in another encoding, and to a protocol upgrade
