@@ -55,12 +55,12 @@ func scrubResponse(ss []swap, resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return fmt.Errorf("%w: a protocol upgrade", errUnreadable)
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return fmt.Errorf("%w: Content-Encoding %q", errUnreadable, ce)
-	}
 	scrub(ss, resp.Header)
 	if len(ss) == 0 || resp.Body == nil || resp.Body == http.NoBody {
-		return nil
+		return nil // HEAD, 204, 304: whatever Content-Encoding says
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fmt.Errorf("%w: Content-Encoding %q", errUnreadable, ce)
 	}
 	size := 32 << 10 // beside the longest tail held back
 	for _, sw := range ss {

@@ -96,7 +96,7 @@ func TestBrokerReflectedHeaderKeepsSecret(t *testing.T) {
 // host's writes split it, the body keeps its Content-Length, a gzip body
 // is decoded to be read (the client's Accept-Encoding is not passed), and
 // a body in an encoding the proxy cannot read, or a protocol upgrade, is
-// refused.
+// refused (a HEAD's headers naming an encoding are not).
 func TestBrokerScrubsBody(t *testing.T) {
 	c, up, ph := echoBroker(t, func(w http.ResponseWriter, r *http.Request) {
 		body := []byte("before " + r.Header.Get("Authorization") + " after")
@@ -150,6 +150,12 @@ func TestBrokerScrubsBody(t *testing.T) {
 	}
 	if resp, body := get("/gzip", "Accept-Encoding", "br"); resp.StatusCode != 200 || body != want {
 		t.Errorf("gzip: %d %q", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest("HEAD", "https://"+up.hostport()+"/br", nil)
+	if resp, err := c.Do(req); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != 200 {
+		t.Errorf("HEAD of a br body: %d", resp.StatusCode)
 	}
 	for _, path := range []string{"/br", "/upgrade"} {
 		resp, body := get(path, "Connection", "Upgrade", "Upgrade", "websocket")
