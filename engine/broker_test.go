@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -68,9 +69,10 @@ func upstreamPKI(t testing.TB, h http.Handler) (roots *x509.CertPool, caPEM []by
 // A brokered secret reaches its host from real clients in the sandbox —
 // curl through the proxy and carried, Python's urllib, Node's https, a
 // git clone over https with the token in its URL — while the sandbox
-// holds only a placeholder of the secret's shape: in the variable, over
-// the secret's file, and nowhere else (its environment, its output, the
-// audit log). Those clients verify the host's certificate (the
+// holds only a placeholder of the secret's shape: in the variable (in
+// place of the secret inside any value, overrides included), over the
+// secret's file, and nowhere else (its environment, its output, a host's
+// echo of a request header, the audit log). Those clients verify the host's certificate (the
 // conversation's CA is in the system bundle mounted over the host's); a
 // request to the host without the placeholder gets no secret.
 func TestBrokerEndToEnd(t *testing.T) { bothLaunchers(t, testBrokerEndToEnd) }
@@ -89,8 +91,9 @@ func testBrokerEndToEnd(t *testing.T, mod func(*engine.Config)) {
 	// Not a name the environment policy treats as a secret: the engine's
 	// environment passes it, and the placeholder must win.
 	t.Setenv("BVTEST_GH", secret)
-	t.Setenv("BVTEST_GH_COPY", secret)       // the same secret under another name
-	t.Setenv("BVTEST_FILE_COPY", fileSecret) // the file's secret in a variable
+	t.Setenv("BVTEST_GH_COPY", secret)                      // the same secret under another name
+	t.Setenv("BVTEST_FILE_COPY", fileSecret)                // the file's secret in a variable
+	t.Setenv("BVTEST_URL", "https://x:"+secret+"@example/") // inside a value
 
 	repos := t.TempDir()
 	var authorized, unauthorized atomic.Int64
@@ -118,6 +121,10 @@ func testBrokerEndToEnd(t *testing.T, mod func(*engine.Config)) {
 			return
 		}
 		authorized.Add(1)
+		if r.URL.Path == "/echo" { // a host quoting the request back (GitHub's 400s)
+			fmt.Fprintf(w, "version=%s auth=%s\n", r.Header.Get("X-Github-Api-Version"), a)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/repo.git") && git != nil {
 			git.ServeHTTP(w, r)
 			return
@@ -163,6 +170,20 @@ func testBrokerEndToEnd(t *testing.T, mod func(*engine.Config)) {
 	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "authorized\n") {
 		t.Fatalf("curl with the file's placeholder: %s %q", r.Status, r.Output)
 	}
+	// The secret goes only into Authorization; what the host quotes back
+	// reaches the sandbox as the placeholder.
+	r = run(`curl -sS --fail --max-time 30 -H "X-GitHub-Api-Version: $BVTEST_GH" -H "Authorization: Bearer $BVTEST_GH" https://` + host + `/echo`)
+	if want := "version=" + ph[0] + " auth=Bearer " + ph[0] + "\n"; r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, want) {
+		t.Errorf("echo: %s %q, want %q", r.Status, r.Output, want)
+	}
+	// The caller's overrides get the placeholder too.
+	over := tc
+	over.Env = map[string]string{"BVTEST_OVERRIDE": "Bearer " + secret}
+	r = e.Run(context.Background(), over, engine.Input{Command: `printf '%s\n' "$BVTEST_OVERRIDE"`})
+	outputs = append(outputs, r.Output)
+	if r.Status != engine.StatusOK || r.Output != "Bearer "+ph[0]+"\n" {
+		t.Errorf("override: %s %q", r.Status, r.Output)
+	}
 	// Carried: a client that ignores the proxy variables, by the
 	// resolver's answer.
 	r = run(`a=$(getent -s dns hosts localhost | cut -d' ' -f1); ` + noProxy +
@@ -207,7 +228,8 @@ require("https").get({host: process.env.A, servername: "localhost", port: ` + po
 	r = run(`env; cat /proc/*/environ 2>/dev/null | tr '\0' '\n'; cat ` + secretFile + ` /etc/ssl/certs/ca-certificates.crt 2>/dev/null | tail -3; ` +
 		`if cat /proc/` + strconv.Itoa(os.Getpid()) + `/environ >/dev/null 2>&1; then echo engine-environ-readable; fi`)
 	if r.Status != engine.StatusOK || strings.Contains(r.Output, "engine-environ-readable") || !strings.Contains(r.Output, "BVTEST_GH="+ph[0]) ||
-		!strings.Contains(r.Output, "BVTEST_GH_COPY="+ph[0]) || !strings.Contains(r.Output, "BVTEST_FILE_COPY="+ph[1]) {
+		!strings.Contains(r.Output, "BVTEST_GH_COPY="+ph[0]) || !strings.Contains(r.Output, "BVTEST_FILE_COPY="+ph[1]) ||
+		!strings.Contains(r.Output, "BVTEST_URL=https://x:"+ph[0]+"@example/") {
 		t.Errorf("sandbox view: %s %q", r.Status, r.Output)
 	}
 	if authorized.Load() == 0 {

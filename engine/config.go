@@ -147,11 +147,17 @@ type Config struct {
 	// covered), and, with network, trusts the CA (the system's CA bundle,
 	// with the CA added, is mounted over the system's; NODE_EXTRA_CA_CERTS
 	// and REQUESTS_CA_BUNDLE name it). For these hosts only, the proxy
-	// terminates TLS and puts the secret in place of its placeholder in
-	// request headers (also inside Basic credentials), never in URLs or
-	// bodies; a response header carrying the secret gets the placeholder
-	// back. A broker host must also be in the command's allowlist
-	// (Sandbox.Network); other hosts stay end-to-end TLS. Unrestricted
+	// terminates TLS and puts the secret in place of its placeholder only
+	// in Authorization (also inside Basic credentials) and the headers a
+	// grant names (",header=NAME" at its end), never in other headers,
+	// URLs or bodies; whatever the host sends back (headers, body,
+	// trailers) has the secret turned back into the placeholder (a body in
+	// an encoding other than gzip, or an upgrade, is refused with 502).
+	// The placeholder also replaces the secret inside any value of the
+	// command's environment, overrides included; a relative file: PATH is
+	// the working directory's. A broker host must also be in the
+	// command's allowlist (Sandbox.Network); other hosts stay end-to-end
+	// TLS. Unrestricted
 	// commands get the engine's environment as the environment policy
 	// says, secrets included.
 	Broker []string

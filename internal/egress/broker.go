@@ -20,6 +20,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,16 +32,24 @@ import (
 // certificate authority the sandbox trusts for those hosts alone.
 //
 // For a broker host (Policy.Broker) the proxy terminates TLS with a
-// certificate of that CA (through CONNECT or carried), and in each
-// request's headers replaces the host's placeholders with their secrets:
-// in any header value that contains one, and inside a "Basic"
-// credential (base64 "user:token", as git sends a token). It then sends the request
-// on over TLS it verifies against the system's roots. The boundary: the
-// secret goes only to its host and only in request headers (not in URLs
-// or bodies, nor over plain HTTP); responses come back as the host sent
-// them, except that a response header carrying a secret has it turned
-// back into its placeholder. A body that echoes the request's headers is
-// the host's to send and is passed as is. Decisions and the [Report]
+// certificate of that CA (through CONNECT or carried), and replaces the
+// host's placeholders with their secrets only in the request headers
+// that carry credentials: Authorization (any scheme: "Bearer", "token",
+// and inside a "Basic" credential, base64 "user:token" as git sends a
+// token), and the headers a grant names (",header=X-Api-Key"). It then
+// sends the request on over TLS it verifies against the system's roots.
+// The boundary: the secret goes only to its host and only in those
+// headers (not in other headers, URLs or bodies, nor over plain HTTP).
+// Whatever the host sends back has every secret (and the base64 of a
+// Basic credential it was put in) turned back into its placeholder:
+// response headers, 1xx responses' headers, trailers and the body,
+// streamed (the placeholder has the secret's length, so Content-Length
+// holds). A secret the host sends transformed (URL-escaped, say) is not
+// caught. To read
+// bodies as sent, the proxy asks the host for gzip or nothing (the
+// client's Accept-Encoding is dropped; gzip is decoded) and answers 502
+// to a response in another encoding, and to a protocol upgrade
+// (WebSocket), whose stream it cannot read. Decisions and the [Report]
 // never hold header values.
 type Broker struct {
 	grants  []Grant
@@ -69,18 +78,28 @@ type Grant struct {
 	Placeholder string
 }
 
-type swap struct{ placeholder, secret string }
+// swap is one secret of a host: its placeholder, and the headers besides
+// Authorization it is put into (canonical names).
+type swap struct {
+	placeholder, secret string
+	headers             []string
+}
 
 // NewBroker reads the secrets named by grants, each "host=ref" or
 // "host:port=ref" ("github.com=env:GITHUB_TOKEN"): ref "env:NAME" is the
 // environment variable NAME, "file:PATH" the file's content (surrounding
-// white space trimmed), and any other ref is passed to lookup (the
-// embedding program's callback; nil refuses such refs). Secrets are read
+// white space trimmed; a relative PATH is made absolute against the
+// current directory, and Grant.Ref holds it so), and any other ref is
+// passed to lookup (the embedding program's callback; nil refuses such
+// refs). A ref may end with ",header=NAME" (repeatable): the secret also
+// goes into request header NAME, besides Authorization. Secrets are read
 // once, here. A secret must be printable ASCII with at least 8 letters or
-// digits after a known token prefix. It makes a fresh CA whose name
-// constraints permit only the grants' hosts.
+// digits after a known token prefix; grants of the same secret share its
+// placeholder. It makes a fresh CA whose name constraints permit only the
+// grants' hosts.
 func NewBroker(grants []string, lookup func(ref string) (string, error)) (*Broker, error) {
 	b := &Broker{secrets: map[flowKey][]swap{}, leaves: map[string]*tls.Certificate{}}
+	phs := map[string]string{} // secret -> placeholder
 	for _, g := range grants {
 		hostport, ref, ok := strings.Cut(strings.TrimSpace(g), "=")
 		if !ok || ref == "" {
@@ -90,6 +109,16 @@ func NewBroker(grants []string, lookup func(ref string) (string, error)) (*Broke
 		if err != nil || host == "" || strings.ContainsAny(host, "/ *@=") {
 			return nil, fmt.Errorf("broker grant %q: bad host", g)
 		}
+		ref, headers, err := cutHeaders(ref)
+		if err != nil {
+			return nil, fmt.Errorf("broker grant %q: %w", g, err)
+		}
+		if path, ok := strings.CutPrefix(ref, "file:"); ok {
+			if path, err = filepath.Abs(path); err != nil {
+				return nil, fmt.Errorf("broker grant %q: %w", g, err)
+			}
+			ref = "file:" + path
+		}
 		secret, err := readSecret(ref, lookup)
 		if err != nil {
 			return nil, fmt.Errorf("broker grant %q: %w", g, err)
@@ -97,15 +126,42 @@ func NewBroker(grants []string, lookup func(ref string) (string, error)) (*Broke
 		if err := checkSecret(secret); err != nil {
 			return nil, fmt.Errorf("broker grant %q: %w", g, err)
 		}
-		ph := Placeholder(secret)
+		ph, ok := phs[secret]
+		if !ok {
+			ph = Placeholder(secret)
+			phs[secret] = ph
+		}
 		b.grants = append(b.grants, Grant{Host: host, Port: port, Ref: ref, Placeholder: ph})
 		k := flowKey{host, port}
-		b.secrets[k] = append(b.secrets[k], swap{ph, secret})
+		b.secrets[k] = append(b.secrets[k], swap{ph, secret, headers})
 	}
 	if err := b.makeCA(); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// cutHeaders splits the ",header=NAME" suffixes off ref.
+func cutHeaders(ref string) (string, []string, error) {
+	var headers []string
+	for {
+		i := strings.LastIndex(ref, ",header=")
+		if i < 0 {
+			return ref, headers, nil
+		}
+		name := ref[i+len(",header="):]
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return !isTokenChar(r) }) >= 0 {
+			return "", nil, fmt.Errorf("bad header name %q", name)
+		}
+		headers = append(headers, http.CanonicalHeaderKey(name))
+		ref = ref[:i]
+	}
+}
+
+// isTokenChar reports whether r may appear in a header name (RFC 9110
+// token).
+func isTokenChar(r rune) bool {
+	return r < 0x7f && r > 0x20 && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }
 
 func readSecret(ref string, lookup func(string) (string, error)) (string, error) {
@@ -155,15 +211,19 @@ func checkSecret(s string) error {
 // so that no two conversations share a CA or a placeholder.
 func (b *Broker) ForConversation() (*Broker, error) {
 	c := &Broker{secrets: map[flowKey][]swap{}, leaves: map[string]*tls.Certificate{}, roots: b.roots}
-	for _, g := range b.grants {
-		k := flowKey{g.Host, g.Port}
-		for _, s := range b.secrets[k] {
-			if s.placeholder == g.Placeholder {
-				g.Placeholder = Placeholder(s.secret)
-				c.secrets[k] = append(c.secrets[k], swap{g.Placeholder, s.secret})
-				break
+	phs := map[string]string{} // old placeholder -> new
+	for k, ss := range b.secrets {
+		for _, s := range ss {
+			ph, ok := phs[s.placeholder]
+			if !ok {
+				ph = Placeholder(s.secret)
+				phs[s.placeholder] = ph
 			}
+			c.secrets[k] = append(c.secrets[k], swap{ph, s.secret, s.headers})
 		}
+	}
+	for _, g := range b.grants {
+		g.Placeholder = phs[g.Placeholder]
 		c.grants = append(c.grants, g)
 	}
 	if err := c.makeCA(); err != nil {
@@ -189,18 +249,16 @@ func (b *Broker) Env() []string {
 	return env
 }
 
-// PlaceholderOf returns the placeholder of value when it is one of the
-// secrets held (for a sandbox's environment: a variable that holds a
-// secret under another name gets its placeholder too).
-func (b *Broker) PlaceholderOf(value string) (string, bool) {
+// Hide returns s with every secret the broker holds replaced by its
+// placeholder, wherever it appears (for a sandbox's environment:
+// "URL=https://x:SECRET@host/" gets the placeholder too).
+func (b *Broker) Hide(s string) string {
 	for _, ss := range b.secrets {
-		for _, s := range ss {
-			if s.secret == value {
-				return s.placeholder, true
-			}
+		for _, sw := range ss {
+			s = strings.ReplaceAll(s, sw.secret, sw.placeholder)
 		}
 	}
-	return "", false
+	return s
 }
 
 // Grants lists the secrets held, without them.
@@ -363,27 +421,37 @@ func (b *Broker) leaf(host string) (*tls.Certificate, error) {
 	return c, nil
 }
 
-// swapIn puts host:port's secrets in place of their placeholders in h.
-func (b *Broker) swapIn(host string, port int, h http.Header) {
+// swapIn puts host:port's secrets in place of their placeholders in h's
+// Authorization and the headers their grants name (also inside a Basic
+// credential there), and nowhere else. It returns the swaps of the Basic
+// credentials it rewrote (their base64 with the placeholder and with the
+// secret), for the response to get them back.
+func (b *Broker) swapIn(host string, port int, h http.Header) []swap {
+	var encoded []swap
 	for _, s := range b.secrets[flowKey{host, port}] {
-		for _, vs := range h {
+		for _, name := range append([]string{"Authorization"}, s.headers...) {
+			vs := h[name]
 			for i, v := range vs {
 				switch {
 				case strings.Contains(v, s.placeholder):
 					vs[i] = strings.ReplaceAll(v, s.placeholder, s.secret)
 				case len(v) > 6 && strings.EqualFold(v[:6], "basic "):
-					if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[6:])); err == nil && strings.Contains(string(raw), s.placeholder) {
-						vs[i] = v[:6] + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.placeholder, s.secret)))
+					in := strings.TrimSpace(v[6:])
+					if raw, err := base64.StdEncoding.DecodeString(in); err == nil && strings.Contains(string(raw), s.placeholder) {
+						out := base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.placeholder, s.secret)))
+						vs[i] = v[:6] + out
+						encoded = append(encoded, swap{placeholder: in, secret: out})
 					}
 				}
 			}
 		}
 	}
+	return encoded
 }
 
-// scrub turns host:port's secrets in h back into their placeholders.
-func (b *Broker) scrub(host string, port int, h http.Header) {
-	for _, s := range b.secrets[flowKey{host, port}] {
+// scrub turns the secrets of ss in h back into their placeholders.
+func scrub(ss []swap, h http.Header) {
+	for _, s := range ss {
 		for _, vs := range h {
 			for i, v := range vs {
 				vs[i] = strings.ReplaceAll(v, s.secret, s.placeholder)
@@ -404,6 +472,10 @@ type brokerServer struct {
 }
 
 type destKey struct{}
+
+// swapsKey holds what a brokered response gets scrubbed of: its host's
+// swaps and its request's Basic credentials' (see [Broker.swapIn]).
+type swapsKey struct{}
 
 // brokeredConn is a terminated connection and where it goes.
 type brokeredConn struct {
@@ -427,12 +499,9 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = net.JoinHostPort(dest.host, strconv.Itoa(dest.port))
 			pr.Out.Host = ""
-			b.swapIn(dest.host, dest.port, pr.Out.Header)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			dest := resp.Request.Context().Value(destKey{}).(flowKey)
-			b.scrub(dest.host, dest.port, resp.Header)
-			return nil
+			return scrubResponse(resp.Request.Context().Value(swapsKey{}).([]swap), resp)
 		},
 		Transport: bs.tr,
 		ErrorLog:  log.New(io.Discard, "", 0),
@@ -441,7 +510,7 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 		},
 	}
 	bs.srv = &http.Server{
-		Handler:           fullDuplex(rp),
+		Handler:           fullDuplex(b.swapping(rp)),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

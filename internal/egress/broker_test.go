@@ -73,12 +73,11 @@ func (bk *brokered) pool() *x509.CertPool {
 	return pool
 }
 
-func (bk *brokered) request(t *testing.T, c *http.Client, u string) (*http.Response, []byte) {
+func (bk *brokered) request(t *testing.T, c *http.Client, u, auth string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", u, nil)
-	req.Header.Set("Authorization", "Bearer "+bk.ph)
+	req.Header.Set("Authorization", auth)
 	req.Header.Set("X-Token", "token="+bk.ph+";")
-	req.Header.Set("Proxy-Basic", "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+bk.ph)))
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +92,11 @@ func (bk *brokered) request(t *testing.T, c *http.Client, u string) (*http.Respo
 
 // TestBrokerSwapsPlaceholders: through CONNECT and through the carried
 // listener, a client trusting the broker's CA sends the placeholder; the
-// upstream sees the real secret in Authorization and in any header
-// holding the placeholder (Basic credentials too); the client never
-// receives the secret, and gets Set-Cookie as sent. A host not brokered
-// is spliced: the client sees the upstream's own certificate and the
-// upstream sees the placeholder.
+// upstream sees the real secret in Authorization (as a Bearer token and
+// inside Basic credentials) and the placeholder in any other header; the
+// client never receives the secret, and gets Set-Cookie as sent. A host
+// not brokered is spliced: the client sees the upstream's own certificate
+// and the upstream sees the placeholder.
 func TestBrokerSwapsPlaceholders(t *testing.T) {
 	bk := newBrokered(t)
 	if len(bk.ph) != len(testSecret) || !strings.HasPrefix(bk.ph, "ghp_") || bk.ph == testSecret {
@@ -111,33 +110,33 @@ func TestBrokerSwapsPlaceholders(t *testing.T) {
 		},
 	}}
 	defer viaCarry.CloseIdleConnections()
-	basic := func(h http.Header) string {
-		raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(h.Get("Proxy-Basic"), "Basic "))
-		return string(raw)
-	}
+	basic := func(user string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+bk.ph)) }
 	for name, c := range map[string]*http.Client{"CONNECT": viaConnect, "carried": viaCarry} {
-		resp, dump := bk.request(t, c, "https://"+bk.up.hostport()+"/")
-		if resp.TLS == nil || resp.TLS.PeerCertificates[0].Issuer.CommonName != "bashvisor egress broker CA" {
-			t.Errorf("%s: not terminated by the broker", name)
-		}
-		bk.mu.Lock()
-		got := bk.got[len(bk.got)-1]
-		bk.mu.Unlock()
-		if got.Get("Authorization") != "Bearer "+testSecret || got.Get("X-Token") != "token="+testSecret+";" {
-			t.Errorf("%s: upstream got %v", name, got)
-		}
-		if basic(got) != "x-access-token:"+testSecret {
-			t.Errorf("%s: Basic %q", name, basic(got))
-		}
-		if bytes.Contains(dump, []byte(testSecret)) {
-			t.Errorf("%s: the client received the secret:\n%s", name, dump)
-		}
-		if resp.Header.Get("X-Echo") != "Bearer "+bk.ph || resp.Header.Get("Set-Cookie") != "session=abc; Secure" {
-			t.Errorf("%s: response headers %v", name, resp.Header)
+		for _, auth := range []string{"Bearer " + bk.ph, basic("x-access-token")} {
+			resp, dump := bk.request(t, c, "https://"+bk.up.hostport()+"/", auth)
+			if resp.TLS == nil || resp.TLS.PeerCertificates[0].Issuer.CommonName != "bashvisor egress broker CA" {
+				t.Errorf("%s: not terminated by the broker", name)
+			}
+			bk.mu.Lock()
+			got := bk.got[len(bk.got)-1]
+			bk.mu.Unlock()
+			want := strings.ReplaceAll(auth, bk.ph, testSecret)
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(auth, "Basic ")); err == nil {
+				want = "Basic " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), bk.ph, testSecret)))
+			}
+			if got.Get("Authorization") != want || got.Get("X-Token") != "token="+bk.ph+";" {
+				t.Errorf("%s: upstream got %v", name, got)
+			}
+			if bytes.Contains(dump, []byte(testSecret)) {
+				t.Errorf("%s: the client received the secret:\n%s", name, dump)
+			}
+			if resp.Header.Get("X-Echo") != auth || resp.Header.Get("Set-Cookie") != "session=abc; Secure" {
+				t.Errorf("%s: response headers %v", name, resp.Header)
+			}
 		}
 	}
 
-	resp, _ := bk.request(t, viaConnect, "https://"+bk.plain.hostport()+"/")
+	resp, _ := bk.request(t, viaConnect, "https://"+bk.plain.hostport()+"/", "Bearer "+bk.ph)
 	if !bytes.Equal(resp.TLS.PeerCertificates[0].Raw, pkiOnce().cert.Certificate[0]) {
 		t.Error("a host not brokered was intercepted")
 	}

@@ -28,9 +28,11 @@ var systemBundles = []string{
 // convBroker is a conversation's broker (egress.Broker.ForConversation:
 // its own CA and placeholders) and what its sandboxed jobs get from it:
 // the placeholders of the secrets read from variables, in those
-// variables (and any other holding one); each secret file's placeholder
-// over the file; and, with
-// network, the CA bundle (the system's and the broker's CA) over the
+// variables, and in place of every secret wherever it appears in any
+// value of their final environment (the policy's, the engine's extra
+// variables and the caller's overrides: "AUTH=Bearer SECRET" too); each
+// secret file's placeholder over the file (a relative file: grant was
+// made absolute by egress.NewBroker); and, with network, the CA bundle (the system's and the broker's CA) over the
 // system's bundles, named by NODE_EXTRA_CA_CERTS and REQUESTS_CA_BUNDLE
 // for Node and Python's requests, which do not read the system's.
 type convBroker struct {
@@ -45,7 +47,8 @@ type convBroker struct {
 // newConvBroker makes a conversation's broker and writes its files in dir
 // (created; the caller removes it). The jobs' environment gets the
 // placeholders in the variables the secrets were read from, and in every
-// variable of base (the environment policy's) that holds one of them.
+// variable of base (the environment policy's) that holds one of them,
+// in place of the secret.
 func newConvBroker(b *egress.Broker, dir string, base []string) (*convBroker, error) {
 	cb, err := b.ForConversation()
 	if err != nil {
@@ -53,10 +56,8 @@ func newConvBroker(b *egress.Broker, dir string, base []string) (*convBroker, er
 	}
 	c := &convBroker{b: cb, dir: dir, env: cb.Env()}
 	for _, kv := range base {
-		if name, value, _ := strings.Cut(kv, "="); value != "" {
-			if ph, ok := cb.PlaceholderOf(value); ok {
-				c.env = append(c.env, name+"="+ph)
-			}
+		if hidden := cb.Hide(kv); hidden != kv {
+			c.env = append(c.env, hidden)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -64,7 +65,7 @@ func newConvBroker(b *egress.Broker, dir string, base []string) (*convBroker, er
 	}
 	for i, g := range cb.Grants() {
 		path, ok := strings.CutPrefix(g.Ref, "file:")
-		if !ok || !filepath.IsAbs(path) {
+		if !ok {
 			continue
 		}
 		src := filepath.Join(dir, "placeholder-"+strconv.Itoa(i))
@@ -103,10 +104,22 @@ func newConvBroker(b *egress.Broker, dir string, base []string) (*convBroker, er
 	return c, nil
 }
 
-// apply gives a sandboxed job the conversation's placeholders, and with
-// network its broker and CA bundle.
+// apply gives a sandboxed job the conversation's placeholders (in its
+// extra variables and overrides too), and with network its broker and CA
+// bundle.
 func (c *convBroker) apply(spec *actors.Spec) {
-	spec.ExtraEnv = append(slices.Clip(spec.ExtraEnv), c.env...)
+	extra := make([]string, 0, len(spec.ExtraEnv)+len(c.env)+len(c.trustEnv))
+	for _, kv := range spec.ExtraEnv {
+		extra = append(extra, c.b.Hide(kv))
+	}
+	spec.ExtraEnv = append(extra, c.env...)
+	if len(spec.Env) > 0 {
+		env := make(map[string]string, len(spec.Env))
+		for k, v := range spec.Env {
+			env[k] = c.b.Hide(v)
+		}
+		spec.Env = env
+	}
 	spec.Masks = c.files
 	if spec.Sandbox.Network != nil {
 		spec.Sandbox.Broker = c.b
