@@ -221,7 +221,7 @@ func TestMalformedArguments(t *testing.T) {
 		"empty command":  {map[string]any{"command": "  "}, `command is empty`},
 		"unknown mode":   {map[string]any{"command": "ls", "mode": "fast"}, `unknown mode "fast" (want default, slow or background)`},
 		"mode number":    {map[string]any{"command": "ls", "mode": 2}, `field "mode" must be a string, got a number`},
-		"unknown field":  {map[string]any{"command": "ls", "timeout": 600}, `unknown field "timeout": the tool accepts only "command", "mode", "stdin", "tty" and "yield_ms"`},
+		"unknown field":  {map[string]any{"command": "ls", "timeout": 600}, `unknown field "timeout": the tool accepts only "command", "mode", "stdin", "tty", "yield_ms" and "network"`},
 		"1 MiB command":  {map[string]any{"command": big}, "command is 1.0 MiB (1048576 bytes), over the limit of 131071 bytes"},
 		"one byte over":  {map[string]any{"command": strings.Repeat("x", engine.MaxCommandBytes+1)}, "command is 128.0 KiB (131072 bytes), over the limit of 131071 bytes"},
 		"NUL byte":       {map[string]any{"command": "echo a\x00b"}, "command contains a NUL byte (at byte 6)"},
