@@ -261,14 +261,15 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Also bounds net/http's discarding of a body left unread.
 		_ = rc.SetReadDeadline(time.Now().Add(h.opts.ReadTimeout))
 	}
+	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
+		h.serveForwardPath(w, r) // checks of its own
+		return
+	}
 	if !originAllowed(r, h.opts.AllowedOrigins) {
 		h.opts.Logger.Warn("rejected request from foreign origin", "origin", r.Header.Get("Origin"), "host", r.Host)
 		w.Header().Set("Connection", "close")
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
-	}
-	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
-		forwardCredentials(r) // a browser's (see forwardTokenParam)
 	}
 	h.authn.ServeHTTP(w, r)
 }
@@ -308,7 +309,6 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	r.Header.Del(callHeader) // only this handler sets it
-	r.Header.Set(baseHeader, requestBase(r))
 	sid := r.Header.Get(sessionIDHeader)
 	if sid != "" && !h.owns(sid, principal) {
 		// Another principal's session is answered like one that does
