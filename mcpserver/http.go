@@ -149,6 +149,9 @@ var defaultSessionRate = Rate{PerSecond: 4, Burst: 64}
 // DELETE ending a session cancels the session's calls in flight first
 // (closing a session waits for them).
 //
+// Requests of forward paths ("/forward/", see [Options.Forward]) have
+// their own checks and credentials instead.
+//
 // Handler adds a receiving middleware to s (and to every server GetServer
 // returns) that hands each request's principal to the tool handlers.
 func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {

@@ -53,6 +53,10 @@ func (f *mcpFlags) listenForward() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("-forward-addr: %w", err)
 	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
+		ln.Close()
+		return "", fmt.Errorf("-forward-addr %s: name the address browsers reach (127.0.0.1:8766, 192.0.2.7:8766), not every interface: it is the forward URLs' origin", f.forwardAddr)
+	}
 	f.forwardLn = ln
 	return "http://" + ln.Addr().String(), nil
 }

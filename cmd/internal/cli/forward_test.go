@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,7 +17,7 @@ import (
 )
 
 // TestMCPForwardFlag: -forward needs -http, the sandbox and a local
-// engine.
+// engine; -forward-addr must name an address browsers reach.
 func TestMCPForwardFlag(t *testing.T) {
 	t.Setenv(tokenEnv, "")
 	for _, c := range []struct {
@@ -33,6 +34,16 @@ func TestMCPForwardFlag(t *testing.T) {
 	}
 	if f, err := parseMCPFlags([]string{"-forward", "-forward-addr", ":0", "-http", ":0", "-no-auth", "-sandbox", "workspace-write"}); err != nil || !f.forward || f.forwardAddr != ":0" {
 		t.Errorf("-forward -http -sandbox: %+v %v", f, err)
+	}
+	for addr, want := range map[string]string{"0.0.0.0:0": "name the address browsers reach", ":0": "http://127.0.0.1:"} {
+		f := &mcpFlags{forward: true, forwardAddr: addr}
+		base, err := f.listenForward()
+		if f.forwardLn != nil {
+			f.forwardLn.Close()
+		}
+		if got := base + fmt.Sprint(err); !strings.Contains(got, want) {
+			t.Errorf("-forward-addr %s: %q, want %q", addr, got, want)
+		}
 	}
 }
 
