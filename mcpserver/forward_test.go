@@ -62,6 +62,7 @@ func newForwardSetup(t *testing.T) (ts, fts *httptest.Server, tr *http.Transport
 	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: "http://" + fts.Listener.Addr().String()})
 	h := Handler(srv, HTTPOptions{Verifier: verify})
 	fmux.Handle(forwardPrefix, h)
+	fmux.Handle("/mcp", h) // a mistake Handler refuses
 	fts.Start()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
@@ -249,7 +250,7 @@ func TestForwardHTTP(t *testing.T) {
 // opens the forward; a code sent beside an Authorization header sets no
 // cookie (a cookie is only ever the server's own grant) and never reaches
 // the conversation's server; a forwarded page cannot call /mcp (another
-// origin).
+// origin), nor /mcp mounted at the forward origin by mistake.
 func TestForwardBrowserAttacks(t *testing.T) {
 	ts, fts, tr, hs := newForwardSetup(t)
 	fc := forwardClient{t, tr}
@@ -284,19 +285,25 @@ func TestForwardBrowserAttacks(t *testing.T) {
 	if resp, body := fc.do(u, "", append(nav, "Cookie: "+forwardCookie+"="+cookie.Value)...); resp.StatusCode != 200 || !strings.HasPrefix(body, "page / ") {
 		t.Errorf("the redirected cross-site navigation: %d %q", resp.StatusCode, body)
 	}
-	// The forwarded page's script calling /mcp.
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-	req.Header.Set("Origin", fts.URL)
-	req.Header.Set("Sec-Fetch-Site", "same-site")
-	req.Header.Set("Authorization", "Bearer "+alice) // even with the token
-	req.Header.Set("Content-Type", "application/json")
-	r2, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2.Body.Close()
-	if r2.StatusCode != http.StatusForbidden {
-		t.Errorf("a forwarded page calling /mcp: %d", r2.StatusCode)
+	// The forwarded page's script calling /mcp, at /mcp's origin and at
+	// its own (where /mcp is mounted by mistake).
+	for _, origin := range []string{ts.URL, fts.URL} {
+		req, _ := http.NewRequest(http.MethodPost, origin+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Origin", fts.URL)
+		req.Header.Set("Sec-Fetch-Site", map[bool]string{true: "same-origin", false: "same-site"}[origin == fts.URL])
+		req.Header.Set("Authorization", "Bearer "+alice) // even with the token
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(protocolVersionHeader, "2025-11-25")
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a forwarded page calling %s/mcp: %d %.100q", origin, resp.StatusCode, b)
+		}
 	}
 }
 

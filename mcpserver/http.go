@@ -173,6 +173,9 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 		getServer = func(*http.Request) *mcp.Server { return s }
 	}
 	h.server = getServer
+	if v, ok := servers.Load(s); ok {
+		h.forwardHost = v.(*forwarding).host
+	}
 	h.instrument(s)
 	pick := func(r *http.Request) *mcp.Server {
 		srv := getServer(r)
@@ -219,6 +222,9 @@ type httpHandler struct {
 	stateless  http.Handler                    // the go-sdk's stateless one: 2026-07-28, and requests without a session
 	authn      http.Handler                    // authenticates, then serve
 	server     func(*http.Request) *mcp.Server // GetServer, or s
+	// forwardHost is the Host of s's forward origin (Options.Forward),
+	// which serves forward paths only.
+	forwardHost string
 	opts       HTTPOptions
 
 	// calls holds the requests being served (call id → *httpCall), for
@@ -266,6 +272,12 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
 		h.serveForwardPath(w, r) // checks of its own
+		return
+	}
+	if h.forwardHost != "" && strings.EqualFold(r.Host, h.forwardHost) {
+		// /mcp mounted at the forward origin too: its pages could call it.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "Forbidden: the forward origin serves forward paths only", http.StatusForbidden)
 		return
 	}
 	if !originAllowed(r, h.opts.AllowedOrigins) {
