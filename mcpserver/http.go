@@ -225,7 +225,7 @@ type httpHandler struct {
 	// forwardHost is the Host of s's forward origin (Options.Forward),
 	// which serves forward paths only.
 	forwardHost string
-	opts       HTTPOptions
+	opts        HTTPOptions
 
 	// calls holds the requests being served (call id → *httpCall), for
 	// the middleware that gives their principal and cancellation to the
