@@ -53,8 +53,9 @@
 //     it (accept; after the user approves it through elicitation when the
 //     client supports it) or discards it (reject).
 //   - bash_forward {port}: checks that something listens on the port in
-//     the conversation's sandbox and returns a URL of the server's HTTP
-//     port, /forward/NAME/PORT/, which [Handler] serves as a reverse
+//     the conversation's sandbox and returns a URL of the forward origin
+//     (another listener than /mcp's), /forward/NAME/PORT/ with a
+//     one-time code for a browser, which [Handler] serves as a reverse
 //     proxy to it for the conversation's principal (see [Options.Forward]).
 //
 // [Handler] serves a server over streamable HTTP for mounting on any mux;

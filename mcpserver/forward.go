@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,35 +21,31 @@ import (
 )
 
 // A person opens a server that a conversation's command runs on the
-// conversation's sandboxed loopback (a dev server on :3000) through the
-// MCP server's own HTTP port: Handler, mounted at forwardPrefix too,
-// serves forwardPrefix + NAME/PORT/PATH as a reverse proxy to
+// conversation's sandboxed loopback (a dev server on :3000) through a
+// forward origin of the MCP server, apart from /mcp's (Options.Forward,
+// another port): Handler, mounted at forwardPrefix of that origin's
+// listener, serves forwardPrefix + NAME/PORT/PATH as a reverse proxy to
 // localhost:PORT/PATH in conversation NAME of the request's principal
 // (the name bash_forward's URL gives: the conversation's name within the
-// principal, as in resource URIs), behind the same authentication as
-// /mcp. Two conversations that both listen on :3000 are two URLs. The
-// forwarded request loses its Authorization header (the sandbox never
-// sees the token) and gains X-Forwarded-For, -Host, -Proto and
+// principal, as in resource URIs). A program authenticates as for /mcp
+// (Authorization); a browser with the one-time code of bash_forward's
+// URL, then a cookie (see forwardCodeParam). Two conversations that both
+// listen on :3000 are two URLs. The forwarded request loses its
+// Authorization header and the grant's cookie (the sandbox never sees
+// either) and gains X-Forwarded-For, -Host, -Proto and
 // X-Forwarded-Prefix (forwardPrefix + NAME/PORT); its Host is
 // localhost:PORT, which dev servers' host checks accept. The response's
 // redirects to absolute paths and its cookies' paths are moved below
-// the prefix (see underPrefix).
+// the prefix (see underPrefix), and it loses Service-Worker-Allowed.
+//
+// Forwarded pages are another origin than /mcp, so that a page cannot
+// call /mcp as the person (the Origin check refuses it), and they see no
+// bearer token: not in the URL, not in the cookie. Pages of two forwards
+// share the forward origin; the grants' cookies are HttpOnly and bound to
+// one path each, and no page may install a service worker.
 const (
 	toolForward   = "bash_forward"
 	forwardPrefix = "/forward/"
-	// baseHeader carries, from Handler to bash_forward, the URL of the
-	// request's own origin ("http://127.0.0.1:8765"): Handler sets it on
-	// every request it serves (deleting one a client sent).
-	baseHeader = "Bashvisor-Http-Base"
-	// A browser cannot send the Authorization header: a forward path's
-	// request without one may carry the token in the query parameter
-	// forwardTokenParam, once, and is then redirected to the same URL
-	// without it, with the token in the cookie forwardCookie (HttpOnly,
-	// SameSite=Lax, Path the forward path's prefix), which later requests
-	// of that prefix carry instead. Neither reaches the conversation's
-	// server.
-	forwardTokenParam = "bashvisor_token"
-	forwardCookie     = "bashvisor_forward"
 )
 
 // forwarder is a Runner that connects into its conversations' sandboxed
@@ -60,9 +55,20 @@ type forwarder interface {
 }
 
 // servers maps each *mcp.Server that build made with Options.Forward to
-// its *server, for Handler's forward paths. It keeps them (a program
+// its *forwarding, for Handler's forward paths. It keeps them (a program
 // makes a few: one per working directory, say).
 var servers sync.Map
+
+// forwarding is a server with Options.Forward: its forwarder, host (the
+// forward origin's host and port, the only Host its forward paths answer)
+// and grants.
+type forwarding struct {
+	s      *server
+	f      forwarder
+	base   string // Options.Forward without a trailing slash
+	host   string
+	grants forwardGrants
+}
 
 // forwardInputSchema is bash_forward's input schema.
 const forwardInputSchema = `{
@@ -94,18 +100,25 @@ type forwardReply struct {
 // has Engine's Forward method.
 func (s *server) addForward(ms *mcp.Server, r engine.Runner) {
 	f, ok := r.(forwarder)
-	if !ok || !s.o.Forward {
+	if !ok || s.o.Forward == "" {
 		return
 	}
-	servers.Store(ms, s)
+	base := strings.TrimSuffix(s.o.Forward, "/")
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
+		panic(fmt.Sprintf("mcpserver.New: Options.Forward %q is not an origin's URL (http://HOST:PORT)", s.o.Forward))
+	}
+	fw := &forwarding{s: s, f: f, base: base, host: u.Host}
+	servers.Store(ms, fw)
 	s.addTool(ms, toolForward, "Show a port to the user",
 		"Give the user a URL for a server this conversation runs in its sandbox (its commands' localhost is private to the "+
 			"conversation: the user cannot open localhost:PORT). Start the server first (mode \"background\"); the URL "+
-			"forwards to localhost:PORT of this conversation only, for the user's browser or tools, with the MCP server's "+
-			"authentication. An app that links to absolute paths (\"/assets/…\") needs its base path set to the URL's path.",
+			"forwards to localhost:PORT of this conversation only, for the user's browser (the link works once, within 10 minutes: "+
+			"call again for a new one) or tools (with the MCP server's Authorization header). An app that links to absolute paths "+
+			"(\"/assets/…\") needs its base path set to the URL's path.",
 		forwardInputSchema, forwardOutputSchema, mcp.ToolAnnotations{},
 		handle(s, parseForwardArgs, func(c *toolCall, port int) (*mcp.CallToolResult, error) {
-			return s.forward(c, f, port)
+			return fw.forward(c, port)
 		}))
 }
 
@@ -128,32 +141,23 @@ func parseForwardArgs(raw json.RawMessage) (int, error) {
 }
 
 // forward is bash_forward: it checks that something listens on the port,
-// and returns the URL of its forward path.
-func (s *server) forward(c *toolCall, f forwarder, port int) (*mcp.CallToolResult, error) {
-	var base string
-	if extra := c.req.GetExtra(); extra != nil && extra.Header != nil {
-		base = extra.Header.Get(baseHeader)
+// and returns the URL of its forward path with a new one-time code.
+func (fw *forwarding) forward(c *toolCall, port int) (*mcp.CallToolResult, error) {
+	if extra := c.req.GetExtra(); extra == nil || extra.Header.Get(callHeader) == "" {
+		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP (by Handler, whose forward paths serve its URLs)", engine.ErrBadInput)
 	}
-	if base == "" {
-		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP (its URLs are paths of the server's HTTP port)", engine.ErrBadInput)
-	}
-	conn, err := f.Forward(c.ctx, c.tc.ConversationID, port)
+	conn, err := fw.f.Forward(c.ctx, c.tc.ConversationID, port)
 	if err != nil {
 		return nil, forwardError(port, err)
 	}
 	conn.Close()
-	u := base + forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
-	text := u + "\nserves localhost:" + strconv.Itoa(port) + " of this conversation to the user, with the MCP server's credentials " +
-		"(Authorization: Bearer …; in a browser, open it once with ?" + forwardTokenParam + "=TOKEN appended), while the server runs."
-	return s.reply(c, text, forwardReply{URL: u, Port: port}), nil
-}
-
-// requestBase is the URL of r's own origin.
-func requestBase(r *http.Request) string {
-	if r.TLS != nil {
-		return "https://" + r.Host
-	}
-	return "http://" + r.Host
+	u := fw.base + forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
+	code := fw.grants.code(forwardGrant{principal: c.sc.principal, name: c.sc.name, port: port}, time.Now())
+	u += "?" + forwardCodeParam + "=" + code
+	text := u + "\nserves localhost:" + strconv.Itoa(port) + " of this conversation to the user, while the server runs. " +
+		"Give the user this link: it opens in a browser once, within " + forwardCodeTTL.String() + " (call bash_forward again for another). " +
+		"Programs use the URL without ?" + forwardCodeParam + " and with the MCP server's Authorization header."
+	return fw.s.reply(c, text, forwardReply{URL: u, Port: port}), nil
 }
 
 // forwardError says why port of a conversation cannot be reached.
@@ -163,38 +167,6 @@ func forwardError(port int, err error) error {
 			engine.ErrBadInput, port)
 	}
 	return err
-}
-
-// forwardCredentials gives a request for a forward path without an
-// Authorization header the bearer token of its forwardTokenParam or its
-// forwardCookie as one (before authentication).
-func forwardCredentials(r *http.Request) {
-	if r.Header.Get("Authorization") != "" {
-		return
-	}
-	if t := r.URL.Query().Get(forwardTokenParam); t != "" {
-		r.Header.Set("Authorization", "Bearer "+t)
-		return
-	}
-	if c, err := r.Cookie(forwardCookie); err == nil {
-		if t, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(t) > 0 {
-			r.Header.Set("Authorization", "Bearer "+string(t))
-		}
-	}
-}
-
-// setForwardCookie answers an authenticated request that carried its
-// token in the query: the cookie, and a redirect to the URL without it.
-func setForwardCookie(w http.ResponseWriter, r *http.Request, prefix string) {
-	q := r.URL.Query()
-	tok := q.Get(forwardTokenParam)
-	q.Del(forwardTokenParam)
-	http.SetCookie(w, &http.Cookie{Name: forwardCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(tok)),
-		Path: prefix + "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
-	u := *r.URL
-	u.RawQuery = q.Encode()
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 }
 
 // dropForwardCookie removes forwardCookie from a forwarded request.
@@ -212,8 +184,26 @@ func dropForwardCookie(h http.Header) {
 	}
 }
 
+// serveForwardPath serves a request of a forward path, before
+// authentication: see forwardPrefix. A request with an Authorization
+// header is authenticated as for /mcp; one without it needs a one-time
+// code or a grant's cookie.
+func (h *httpHandler) serveForwardPath(w http.ResponseWriter, r *http.Request) {
+	if why := forwardRefusal(r, h.opts.AllowedOrigins); why != "" {
+		h.opts.Logger.Warn("refused a forward request", "why", why, "origin", r.Header.Get("Origin"), "host", r.Host)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "Forbidden: "+why, http.StatusForbidden)
+		return
+	}
+	if r.Header.Get("Authorization") != "" {
+		h.authn.ServeHTTP(w, r) // then serve, then serveForward
+		return
+	}
+	h.serveForward(w, r, "")
+}
+
 // serveForward serves a request for forwardPrefix + NAME/PORT/PATH of
-// principal: see forwardPrefix.
+// principal, or of a browser's code or grant when principal is "".
 func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, principal string) {
 	// A forwarded response may stream for as long as the server sends.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
@@ -233,18 +223,28 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		http.Redirect(w, r, prefix+"/"+u.String(), http.StatusPermanentRedirect)
 		return
 	}
-	if r.URL.Query().Has(forwardTokenParam) {
-		setForwardCookie(w, r, prefix)
-		return
-	}
 	v, ok := servers.Load(h.server(r))
 	if !ok {
 		http.Error(w, "Not Found: this server does not forward ports", http.StatusNotFound)
 		return
 	}
-	sv := v.(*server)
-	f := sv.e.(forwarder) // addForward checked
-	conv := sv.conversationID(principal, true, name)
+	fw := v.(*forwarding)
+	if !strings.EqualFold(r.Host, fw.host) {
+		// Only at the forward origin: never /mcp's.
+		http.Error(w, "Forbidden: forward paths are served at "+fw.base+" only", http.StatusForbidden)
+		return
+	}
+	if principal == "" {
+		if r.URL.Query().Has(forwardCodeParam) {
+			exchangeCode(w, r, fw, prefix, name, port)
+			return
+		}
+		if principal, ok = fw.grants.principal(r, name, port, time.Now()); !ok {
+			unauthorized(w, "open the link bash_forward gave (it works once), or send the Authorization header")
+			return
+		}
+	}
+	conv := fw.s.conversationID(principal, true, name)
 	target := "localhost:" + portText
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -253,18 +253,23 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 			pr.Out.URL.Path, _ = url.PathUnescape(pr.Out.URL.RawPath)
 			pr.Out.Host = target
 			pr.Out.Header.Del("Authorization")
+			if q := pr.Out.URL.Query(); q.Has(forwardCodeParam) {
+				q.Del(forwardCodeParam)
+				pr.Out.URL.RawQuery = q.Encode()
+			}
 			dropForwardCookie(pr.Out.Header)
 			pr.SetXForwarded()
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return f.Forward(ctx, conv, port)
+				return fw.f.Forward(ctx, conv, port)
 			},
 			DisableKeepAlives: true, // one transport per request
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			underPrefix(resp.Header, prefix)
+			resp.Header.Del("Service-Worker-Allowed")
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {

@@ -32,16 +32,19 @@ class H(http.server.BaseHTTPRequestHandler):
             s.send_header("Set-Cookie", "bashvisor_forward=forged"); s.send_header("Content-Length", "0"); s.end_headers(); return
         b = ("%s %s auth=%s host=%s prefix=%s cookie=%s\n" % (sys.argv[1], s.path, s.headers.get("Authorization"),
              s.headers.get("Host"), s.headers.get("X-Forwarded-Prefix"), s.headers.get("Cookie"))).encode()
-        s.send_response(200); s.send_header("Content-Length", str(len(b))); s.end_headers(); s.wfile.write(b)
+        s.send_response(200); s.send_header("Content-Length", str(len(b))); s.send_header("Service-Worker-Allowed", "/")
+        s.end_headers(); s.wfile.write(b)
     def log_message(s, *a): pass
 http.server.HTTPServer(("127.0.0.1", 3000), H).serve_forever()
 EOF
 exec python3 /tmp/echo.py `
 
 // newForwardSetup serves a read-only sandboxed server with Forward on
-// /mcp and /forward/ of a test HTTP server, for the principals alice
-// (token tok-alice-0123456789) and bob (tok-bob-0123456789ab).
-func newForwardSetup(t *testing.T) (*httptest.Server, *http.Transport, *httpSetup) {
+// /mcp of one test HTTP server and /forward/ of another (the forward
+// origin), for the principals alice (token tok-alice-0123456789) and bob
+// (tok-bob-0123456789ab). The first serves /forward/ too, which must
+// refuse: it is not the forward origin.
+func newForwardSetup(t *testing.T) (ts, fts *httptest.Server, tr *http.Transport, hs *httpSetup) {
 	t.Helper()
 	needLandlock(t)
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
@@ -54,20 +57,27 @@ func newForwardSetup(t *testing.T) (*httptest.Server, *http.Transport, *httpSetu
 		}
 		return nil, auth.ErrInvalidToken
 	}
-	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: true})
+	fmux := http.NewServeMux()
+	fts = httptest.NewUnstartedServer(fmux)
+	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: "http://" + fts.Listener.Addr().String()})
 	h := Handler(srv, HTTPOptions{Verifier: verify})
+	fmux.Handle(forwardPrefix, h)
+	fmux.Handle("/mcp", h) // a mistake Handler refuses
+	fts.Start()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle(forwardPrefix, h)
-	ts := httptest.NewServer(mux)
-	tr := &http.Transport{}
+	ts = httptest.NewServer(mux)
+	tr = &http.Transport{}
 	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
+		for _, s := range []*httptest.Server{ts, fts} {
+			s.CloseClientConnections()
+			s.Close()
+		}
 		tr.CloseIdleConnections()
 	})
-	hs := &httpSetup{ts: ts, tr: tr, url: ts.URL + "/mcp"}
-	return ts, tr, hs
+	hs = &httpSetup{ts: ts, tr: tr, url: ts.URL + "/mcp"}
+	return ts, fts, tr, hs
 }
 
 // startServing runs command in the background in a new session of alice
@@ -87,89 +97,125 @@ func startServing(t *testing.T, hs *httpSetup, command string) *mcp.ClientSessio
 	return cs
 }
 
+// forwardClient does requests of the forward tests without following
+// redirects.
+type forwardClient struct {
+	t  *testing.T
+	tr *http.Transport
+}
+
+// do sends a GET of u with token's Authorization header (none when ""),
+// and the headers hdr ("Name: value" each), and returns the response and
+// its body.
+func (fc forwardClient) do(u, token string, hdr ...string) (*http.Response, string) {
+	fc.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for _, h := range hdr {
+		k, v, _ := strings.Cut(h, ": ")
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := (&http.Client{Transport: fc.tr, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		fc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// forwardURL calls bash_forward for port 3000 in cs and returns its URL
+// without the code, and the code.
+func forwardURL(t *testing.T, cs *mcp.ClientSession, fts *httptest.Server) (u, code string) {
+	t.Helper()
+	var fr forwardReply
+	res, text := call(t, context.Background(), cs, toolForward, map[string]any{"port": 3000}, &fr)
+	u, code, _ = strings.Cut(fr.URL, "?"+forwardCodeParam+"=")
+	if res.IsError || !strings.HasPrefix(u, fts.URL+"/forward/~") || !strings.HasSuffix(u, "/3000/") || len(code) < 20 ||
+		!strings.HasPrefix(text, fr.URL+"\n") || strings.Contains(text, "tok-alice") {
+		t.Fatalf("bash_forward: %v %q %+v", res.IsError, text, fr)
+	}
+	return u, code
+}
+
+// grantCookie returns the forwardCookie resp sets, or nil.
+func grantCookie(resp *http.Response) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == forwardCookie {
+			return c
+		}
+	}
+	return nil
+}
+
 // TestForwardHTTP: two sessions (two conversations) of alice each serve
 // on port 3000 of their sandbox; bash_forward gives each a URL of the
-// MCP server's HTTP port that reaches its own server, with alice's token
-// only: without it the answer is 401, bob's token finds no such
+// forward origin (not /mcp's) that reaches its own server, with alice's
+// token only: without it the answer is 401, bob's token finds no such
 // conversation, and the forwarded request carries no Authorization
-// header. A port nothing listens on is an error result of bash_forward
-// and 502 on the path. The server's redirects and cookies stay below its
-// forward path.
+// header. A browser opens the URL's one-time code once and gets a random
+// grant's cookie for that path only. A port nothing listens on is an
+// error result of bash_forward and 502 on the path. The server's
+// redirects and cookies stay below its forward path. /mcp's origin
+// serves no forward path.
 func TestForwardHTTP(t *testing.T) {
-	ts, tr, hs := newForwardSetup(t)
-	do := func(u, token, cookie string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, u, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
+	ts, fts, tr, hs := newForwardSetup(t)
+	fc := forwardClient{t, tr}
 	get := func(u, token string) (int, string) {
 		t.Helper()
-		resp, body := do(u, token, "")
+		resp, body := fc.do(u, token)
 		return resp.StatusCode, body
 	}
 	ctx := context.Background()
-	urls := map[string]string{}
+	urls, grants := map[string]string{}, map[string]*http.Cookie{}
 	for _, word := range []string{"first", "second"} {
 		cs := startServing(t, hs, echoServer+word)
-		var fr forwardReply
-		res, text := call(t, ctx, cs, toolForward, map[string]any{"port": 3000}, &fr)
-		if res.IsError || !strings.HasPrefix(fr.URL, ts.URL+"/forward/~") || !strings.HasSuffix(fr.URL, "/3000/") || !strings.HasPrefix(text, fr.URL+"\n") {
-			t.Fatalf("bash_forward: %v %q %+v", res.IsError, text, fr)
-		}
-		urls[word] = fr.URL
-		res, text = call(t, ctx, cs, toolForward, map[string]any{"port": 3001}, nil)
+		u, code := forwardURL(t, cs, fts)
+		urls[word] = u
+		res, text := call(t, ctx, cs, toolForward, map[string]any{"port": 3001}, nil)
 		if !res.IsError || !strings.Contains(text, "nothing listens on port 3001") {
 			t.Errorf("bash_forward to a port nothing listens on: %v %q", res.IsError, text)
 		}
-	}
-	if urls["first"] == urls["second"] {
-		t.Fatalf("two conversations got one URL: %s", urls["first"])
-	}
-	for word, u := range urls {
-		prefix := strings.TrimSuffix(strings.TrimPrefix(u, ts.URL), "/")
+		prefix := strings.TrimSuffix(strings.TrimPrefix(u, fts.URL), "/")
 		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=None\n"
 		if code, body := get(u+"a/b%20c?q=1", "tok-alice-0123456789"); code != 200 || body != want {
 			t.Errorf("GET %s: %d %q, want %q", u, code, body, want)
 		}
-		if resp, _ := do(u+"login", "tok-alice-0123456789", ""); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != prefix+"/home" ||
+		if code, body := get(ts.URL+prefix+"/", "tok-alice-0123456789"); code != http.StatusForbidden {
+			t.Errorf("a forward path at /mcp's origin: %d %q", code, body)
+		}
+		if resp, _ := fc.do(u+"login", "tok-alice-0123456789"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != prefix+"/home" ||
 			len(resp.Cookies()) != 1 || resp.Cookies()[0].Name != "sid" || resp.Cookies()[0].Path != prefix+"/" {
 			t.Errorf("a redirect and a cookie of the server: %d %q %v", resp.StatusCode, resp.Header.Get("Location"), resp.Header["Set-Cookie"])
 		}
 		if code, body := get(u+"a", ""); code != http.StatusUnauthorized {
 			t.Errorf("without a token: %d %q", code, body)
 		}
-		// A browser: the token once in the query, then the cookie.
-		resp, _ := do(u+"a?x=1&"+forwardTokenParam+"=tok-alice-0123456789", "", "")
-		var cookie *http.Cookie
-		for _, c := range resp.Cookies() {
-			if c.Name == forwardCookie {
-				cookie = c
-			}
-		}
+		// A browser: the code once, then the cookie.
+		resp, _ := fc.do(u+"a?x=1&"+forwardCodeParam+"="+code, "")
+		cookie := grantCookie(resp)
 		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != prefix+"/a?x=1" || cookie == nil ||
-			!cookie.HttpOnly || cookie.Path != prefix+"/" || strings.Contains(cookie.Value, "tok-alice") {
-			t.Errorf("the token in the query: %d %q %+v", resp.StatusCode, loc, cookie)
-		} else {
-			want := word + " /a?x=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=theme=dark\n"
-			if resp, body := do(ts.URL+prefix+"/a?x=1", "", "theme=dark; "+cookie.Name+"="+cookie.Value); resp.StatusCode != 200 || body != want {
-				t.Errorf("with the cookie: %d %q, want %q", resp.StatusCode, body, want)
-			}
+			!cookie.HttpOnly || cookie.Path != prefix+"/" || cookie.SameSite != http.SameSiteLaxMode || cookie.Value == code ||
+			strings.Contains(cookie.Value, "tok-alice") {
+			t.Fatalf("the code: %d %q %+v", resp.StatusCode, loc, cookie)
 		}
-		if resp, _ := do(u+"a", "", forwardCookie+"=bm90LWEtdG9rZW4"); resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("with a cookie of another token: %d", resp.StatusCode)
+		grants[word] = cookie
+		if resp, _ := fc.do(u+"?"+forwardCodeParam+"="+code, ""); resp.StatusCode != http.StatusUnauthorized || grantCookie(resp) != nil {
+			t.Errorf("the code a second time: %d %v", resp.StatusCode, resp.Header["Set-Cookie"])
+		}
+		want = word + " /a?x=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=theme=dark\n"
+		if resp, body := fc.do(fts.URL+prefix+"/a?x=1", "", "Cookie: theme=dark; "+cookie.Name+"="+cookie.Value); resp.StatusCode != 200 || body != want {
+			t.Errorf("with the cookie: %d %q, want %q", resp.StatusCode, body, want)
+		}
+		if resp, _ := fc.do(u+"a", "", "Cookie: "+forwardCookie+"=tok-alice-0123456789"); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("with the token as the cookie: %d", resp.StatusCode)
 		}
 		if code, body := get(u+"a", "tok-bob-0123456789ab"); code != http.StatusNotFound || strings.Contains(body, word) {
 			t.Errorf("another principal's token: %d %q", code, body)
@@ -181,11 +227,129 @@ func TestForwardHTTP(t *testing.T) {
 			t.Errorf("a port nothing listens on: %d %q", code, body)
 		}
 	}
-	if code, _ := get(ts.URL+"/forward/nope/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
+	if urls["first"] == urls["second"] {
+		t.Fatalf("two conversations got one URL: %s", urls["first"])
+	}
+	// A grant opens its own forward only.
+	if resp, body := fc.do(urls["second"], "", "Cookie: "+forwardCookie+"="+grants["first"].Value); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the first forward's cookie on the second: %d %q", resp.StatusCode, body)
+	}
+	if code, _ := get(fts.URL+"/forward/nope/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
 		t.Errorf("a conversation that does not exist: %d", code)
 	}
-	if code, _ := get(ts.URL+"/forward/..%2f/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
+	if code, _ := get(fts.URL+"/forward/..%2f/3000/", "tok-alice-0123456789"); code != http.StatusNotFound {
 		t.Errorf("a malformed conversation name: %d", code)
+	}
+}
+
+// TestForwardBrowserAttacks: what a web page (a forwarded one, or
+// another site) may try against a forward: a Host of its own (DNS
+// rebinding) is refused 403, as is a service worker's script, and the
+// response's Service-Worker-Allowed is dropped; a cross-site fetch is
+// refused while a cross-site link (a top-level navigation) with a code
+// opens the forward; a code sent beside an Authorization header sets no
+// cookie (a cookie is only ever the server's own grant) and never reaches
+// the conversation's server; a forwarded page cannot call /mcp (another
+// origin), nor /mcp mounted at the forward origin by mistake.
+func TestForwardBrowserAttacks(t *testing.T) {
+	ts, fts, tr, hs := newForwardSetup(t)
+	fc := forwardClient{t, tr}
+	cs := startServing(t, hs, echoServer+"page")
+	u, code := forwardURL(t, cs, fts)
+	const alice = "tok-alice-0123456789"
+	host := strings.TrimPrefix(fts.URL, "http://")
+	for _, c := range []struct {
+		what string
+		hdr  []string
+	}{
+		{"another Host", []string{"Host: evil.example" + host[strings.Index(host, ":"):]}},
+		{"a service worker's script", []string{"Service-Worker: script"}},
+		{"a cross-site fetch", []string{"Origin: http://evil.example", "Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"}},
+		{"a cross-site frame", []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: iframe"}},
+	} {
+		if resp, body := fc.do(u+"sw.js", alice, c.hdr...); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d %q", c.what, resp.StatusCode, body)
+		}
+	}
+	resp, body := fc.do(u+"?"+forwardCodeParam+"=attacker-chosen", alice)
+	if resp.StatusCode != 200 || resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Service-Worker-Allowed") != "" ||
+		!strings.HasPrefix(body, "page / auth=None") {
+		t.Errorf("a code beside the Authorization header: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	nav := []string{"Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: document"}
+	resp, _ = fc.do(u+"?"+forwardCodeParam+"="+code, "", nav...)
+	cookie := grantCookie(resp)
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("a cross-site link: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, body := fc.do(u, "", append(nav, "Cookie: "+forwardCookie+"="+cookie.Value)...); resp.StatusCode != 200 || !strings.HasPrefix(body, "page / ") {
+		t.Errorf("the redirected cross-site navigation: %d %q", resp.StatusCode, body)
+	}
+	// The forwarded page's script calling /mcp, at /mcp's origin and at
+	// its own (where /mcp is mounted by mistake).
+	for _, origin := range []string{ts.URL, fts.URL} {
+		req, _ := http.NewRequest(http.MethodPost, origin+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Origin", fts.URL)
+		req.Header.Set("Sec-Fetch-Site", map[bool]string{true: "same-origin", false: "same-site"}[origin == fts.URL])
+		req.Header.Set("Authorization", "Bearer "+alice) // even with the token
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(protocolVersionHeader, "2025-11-25")
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a forwarded page calling %s/mcp: %d %.100q", origin, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestForwardGrants: a code is good once, for its conversation and port,
+// until forwardCodeTTL; a grant for its own, until forwardGrantTTL; the
+// codes kept are bounded.
+func TestForwardGrants(t *testing.T) {
+	var f forwardGrants
+	now := time.Now()
+	g := forwardGrant{principal: "alice", name: "~a", port: 3000}
+	withCookie := func(v string) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		r.AddCookie(&http.Cookie{Name: forwardCookie, Value: v})
+		return r
+	}
+	if _, _, ok := f.exchange(f.code(g, now), "~a", 3001, now); ok {
+		t.Error("a code for another port")
+	}
+	if _, _, ok := f.exchange(f.code(g, now), "~a", 3000, now.Add(forwardCodeTTL)); ok {
+		t.Error("an expired code")
+	}
+	c := f.code(g, now)
+	cookie, p, ok := f.exchange(c, "~a", 3000, now)
+	if !ok || p != "alice" || cookie == c {
+		t.Fatalf("a code: %q %q %v", cookie, p, ok)
+	}
+	if _, _, ok := f.exchange(c, "~a", 3000, now); ok {
+		t.Error("a code twice")
+	}
+	if p, ok := f.principal(withCookie(cookie), "~a", 3000, now.Add(forwardGrantTTL-time.Second)); !ok || p != "alice" {
+		t.Errorf("the grant: %q %v", p, ok)
+	}
+	for _, c := range []struct {
+		name string
+		port int
+		at   time.Duration
+	}{{"~b", 3000, 0}, {"~a", 3001, 0}, {"~a", 3000, forwardGrantTTL}} {
+		if _, ok := f.principal(withCookie(cookie), c.name, c.port, now.Add(c.at)); ok {
+			t.Errorf("the grant for %s/%d after %v", c.name, c.port, c.at)
+		}
+	}
+	for range maxForwardGrants + 10 {
+		f.code(g, now)
+	}
+	if n := len(f.codes); n != maxForwardGrants {
+		t.Errorf("%d codes kept, want %d", n, maxForwardGrants)
 	}
 }
 
@@ -219,7 +383,7 @@ func TestForwardNeedsHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a forward path of a server without Forward: %d, want 404", resp.StatusCode)
 	}
-	s = newSetup(t, nil, Options{Forward: true})
+	s = newSetup(t, nil, Options{Forward: "http://127.0.0.1:1"})
 	res, text := call(t, context.Background(), s.cs, toolForward, map[string]any{"port": 3000}, nil)
 	if !res.IsError || !strings.Contains(text, "needs the MCP server served over HTTP") {
 		t.Errorf("bash_forward without HTTP: %v %q", res.IsError, text)
@@ -253,7 +417,7 @@ exec python3 /tmp/up.py`
 // TestForwardUpgrade: a forward path carries a protocol upgrade (a dev
 // server's WebSocket) both ways.
 func TestForwardUpgrade(t *testing.T) {
-	ts, _, hs := newForwardSetup(t)
+	_, ts, _, hs := newForwardSetup(t)
 	cs := startServing(t, hs, upgradeServer)
 	var fr forwardReply
 	if res, text := call(t, context.Background(), cs, toolForward, map[string]any{"port": 3000}, &fr); res.IsError {
@@ -266,7 +430,7 @@ func TestForwardUpgrade(t *testing.T) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok-alice-0123456789\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
-		strings.TrimPrefix(fr.URL, ts.URL)+"hmr", ts.Listener.Addr())
+		strings.TrimPrefix(strings.Split(fr.URL, "?")[0], ts.URL)+"hmr", ts.Listener.Addr())
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {

@@ -149,6 +149,9 @@ var defaultSessionRate = Rate{PerSecond: 4, Burst: 64}
 // DELETE ending a session cancels the session's calls in flight first
 // (closing a session waits for them).
 //
+// Requests of forward paths ("/forward/", see [Options.Forward]) have
+// their own checks and credentials instead.
+//
 // Handler adds a receiving middleware to s (and to every server GetServer
 // returns) that hands each request's principal to the tool handlers.
 func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
@@ -170,6 +173,9 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 		getServer = func(*http.Request) *mcp.Server { return s }
 	}
 	h.server = getServer
+	if v, ok := servers.Load(s); ok {
+		h.forwardHost = v.(*forwarding).host
+	}
 	h.instrument(s)
 	pick := func(r *http.Request) *mcp.Server {
 		srv := getServer(r)
@@ -216,7 +222,10 @@ type httpHandler struct {
 	stateless  http.Handler                    // the go-sdk's stateless one: 2026-07-28, and requests without a session
 	authn      http.Handler                    // authenticates, then serve
 	server     func(*http.Request) *mcp.Server // GetServer, or s
-	opts       HTTPOptions
+	// forwardHost is the Host of s's forward origin (Options.Forward),
+	// which serves forward paths only.
+	forwardHost string
+	opts        HTTPOptions
 
 	// calls holds the requests being served (call id → *httpCall), for
 	// the middleware that gives their principal and cancellation to the
@@ -261,14 +270,21 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Also bounds net/http's discarding of a body left unread.
 		_ = rc.SetReadDeadline(time.Now().Add(h.opts.ReadTimeout))
 	}
+	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
+		h.serveForwardPath(w, r) // checks of its own
+		return
+	}
+	if h.forwardHost != "" && strings.EqualFold(r.Host, h.forwardHost) {
+		// /mcp mounted at the forward origin too: its pages could call it.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "Forbidden: the forward origin serves forward paths only", http.StatusForbidden)
+		return
+	}
 	if !originAllowed(r, h.opts.AllowedOrigins) {
 		h.opts.Logger.Warn("rejected request from foreign origin", "origin", r.Header.Get("Origin"), "host", r.Host)
 		w.Header().Set("Connection", "close")
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
-	}
-	if strings.HasPrefix(r.URL.Path, forwardPrefix) {
-		forwardCredentials(r) // a browser's (see forwardTokenParam)
 	}
 	h.authn.ServeHTTP(w, r)
 }
@@ -308,7 +324,6 @@ func (h *httpHandler) serve(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	r.Header.Del(callHeader) // only this handler sets it
-	r.Header.Set(baseHeader, requestBase(r))
 	sid := r.Header.Get(sessionIDHeader)
 	if sid != "" && !h.owns(sid, principal) {
 		// Another principal's session is answered like one that does

@@ -136,18 +136,24 @@ type Options struct {
 	// grace sequence). Use it to stop quickly at shutdown, since closing an
 	// MCP session waits for in-flight calls.
 	BaseContext context.Context
-	// Forward offers the tool bash_forward (with a Runner that has
-	// Engine's Forward method), which gives the user a URL for a port a
-	// server of the conversation listens on in its sandbox:
-	// /forward/NAME/PORT/ on the server's HTTP port, which [Handler]
-	// serves as a reverse proxy into that conversation's network, for its
-	// principal only (the same authentication as /mcp; a browser passes
-	// the token once as ?bashvisor_token=, then holds it in an HttpOnly
-	// cookie of that path), when Handler is mounted at "/forward/" as well
-	// as "/mcp". Neither the token nor the cookie reaches the
+	// Forward, when set, is the URL of the forward origin
+	// ("http://127.0.0.1:8766"): another listener than /mcp's, where
+	// [Handler] is mounted at "/forward/" (and nothing else). It offers
+	// the tool bash_forward (with a Runner that has Engine's Forward
+	// method), which gives the user a URL for a port a server of the
+	// conversation listens on in its sandbox: Forward +
+	// /forward/NAME/PORT/?bashvisor_code=CODE, which Handler serves as a
+	// reverse proxy into that conversation's network, for its principal
+	// only. A program sends the same Authorization header as for /mcp; a
+	// browser opens the URL once (the code is random, single-use, good
+	// for 10 minutes and for that port only) and then holds a random
+	// grant, not the token, in an HttpOnly cookie of that path. Forward
+	// paths answer only requests whose Host is Forward's, so that
+	// forwarded pages are never of /mcp's origin (where they could call
+	// /mcp as the person). Neither token, code nor cookie reaches the
 	// conversation's server. Over stdio the tool answers that it needs
-	// HTTP.
-	Forward bool
+	// HTTP. New panics when Forward is not an http or https origin.
+	Forward string
 	// OnResult, when set, is called with the result of every bash call
 	// before it is sent, including results the client will not read
 	// because it cancelled the call. It must not block.

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 )
 
 // TestMCPForwardFlag: -forward needs -http, the sandbox and a local
-// engine.
+// engine; -forward-addr must name an address browsers reach.
 func TestMCPForwardFlag(t *testing.T) {
 	t.Setenv(tokenEnv, "")
 	for _, c := range []struct {
@@ -30,8 +32,18 @@ func TestMCPForwardFlag(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", c.args, err, c.err)
 		}
 	}
-	if f, err := parseMCPFlags([]string{"-forward", "-http", ":0", "-no-auth", "-sandbox", "workspace-write"}); err != nil || !f.forward {
+	if f, err := parseMCPFlags([]string{"-forward", "-forward-addr", ":0", "-http", ":0", "-no-auth", "-sandbox", "workspace-write"}); err != nil || !f.forward || f.forwardAddr != ":0" {
 		t.Errorf("-forward -http -sandbox: %+v %v", f, err)
+	}
+	for addr, want := range map[string]string{"0.0.0.0:0": "name the address browsers reach", ":0": "http://127.0.0.1:"} {
+		f := &mcpFlags{forward: true, forwardAddr: addr}
+		base, err := f.listenForward()
+		if f.forwardLn != nil {
+			f.forwardLn.Close()
+		}
+		if got := base + fmt.Sprint(err); !strings.Contains(got, want) {
+			t.Errorf("-forward-addr %s: %q, want %q", addr, got, want)
+		}
 	}
 }
 
@@ -48,9 +60,11 @@ func (b withBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestMCPForward: `mcp -http -sandbox read-only -forward` offers
-// bash_forward, whose URL (a path of the same port) serves the server a
-// background command runs on the conversation's localhost, with the
-// token only.
+// bash_forward, whose URL (a path of another loopback port than -http's:
+// another origin) serves the server a background command runs on the
+// conversation's localhost, with the token, or to a browser once with
+// its one-time code and then with the cookie it got. The forward origin
+// serves no /mcp.
 func TestMCPForward(t *testing.T) {
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
 	testenv.NeedsTool(t, "python3", "curl")
@@ -85,22 +99,49 @@ func TestMCPForward(t *testing.T) {
 		t.Fatalf("the conversation's next command: %q", out)
 	}
 	u, _, _ := strings.Cut(text("bash_forward", map[string]any{"port": 3000}), "\n")
-	if !strings.HasPrefix(u, "http://"+addr+"/forward/") {
-		t.Fatalf("bash_forward's URL %q is not a path of http://%s", u, addr)
+	clean, code, _ := strings.Cut(u, "?bashvisor_code=")
+	origin, _, _ := strings.Cut(strings.TrimPrefix(clean, "http://"), "/")
+	if !strings.HasPrefix(origin, "127.0.0.1:") || origin == addr || !strings.HasPrefix(clean, "http://"+origin+"/forward/") || code == "" ||
+		strings.Contains(u, token) {
+		t.Fatalf("bash_forward's URL %q is not a one-time link of a loopback origin apart from http://%s", u, addr)
 	}
-	for tok, want := range map[string]string{token: "200 served-from-the-sandbox\n", "": "401 "} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"index.html", nil)
+	get := func(c *http.Client, u, tok string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
-		resp, err := (&http.Client{Transport: tr}).Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if got := resp.Status[:4] + string(b); !strings.HasPrefix(got, want) {
-			t.Errorf("GET %s with token %q: %q, want %q", u, tok, got, want)
+		return resp.Status[:4] + string(b)
+	}
+	plain := &http.Client{Transport: tr}
+	for tok, want := range map[string]string{token: "200 served-from-the-sandbox\n", "": "401 "} {
+		if got := get(plain, clean+"index.html", tok); !strings.HasPrefix(got, want) {
+			t.Errorf("GET %s with token %q: %q, want %q", clean, tok, got, want)
 		}
+	}
+	// A browser: the link once, then its cookie.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Transport: tr, Jar: jar}
+	if got := get(browser, u, ""); got != "200 served-from-the-sandbox\n" {
+		t.Errorf("a browser opening %s: %q", u, got)
+	}
+	if got := get(browser, clean+"index.html", ""); got != "200 served-from-the-sandbox\n" {
+		t.Errorf("the browser's next request: %q", got)
+	}
+	if got := get(plain, u, ""); !strings.HasPrefix(got, "401 ") {
+		t.Errorf("the link a second time: %q", got)
+	}
+	// The forward origin serves no /mcp, and /mcp's serves no forward.
+	if got := get(plain, "http://"+origin+"/mcp", token); !strings.HasPrefix(got, "404 ") {
+		t.Errorf("/mcp at the forward origin: %q", got)
+	}
+	if got := get(plain, "http://"+addr+strings.TrimPrefix(clean, "http://"+origin), token); !strings.HasPrefix(got, "404 ") {
+		t.Errorf("the forward path at /mcp's origin: %q", got)
 	}
 }

@@ -68,6 +68,8 @@ type mcpFlags struct {
 	outputMax   int
 	fleet       fleetFlags // -executors, -cluster: see executor.go
 	forward     bool       // see forward.go
+	forwardAddr string
+	forwardLn   net.Listener // -forward-addr's, once listenForward opened it
 }
 
 // stringList is a repeatable string flag.
@@ -272,6 +274,14 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	if audit != nil {
 		auditW = audit
 	}
+	forwardBase, err := f.listenForward()
+	if err != nil {
+		fmt.Fprintln(stderr, errPrefix("mcp"), err)
+		return 1
+	}
+	if f.forwardLn != nil {
+		defer f.forwardLn.Close()
+	}
 	e, err := f.fleet.runner(f.engineConfig(log, auditW), log, f.httpAddr != "")
 	if err != nil {
 		fmt.Fprintln(stderr, errPrefix("mcp"), err)
@@ -293,7 +303,7 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 		Version:            moduleVersion(),
 		// One idle bound for sessions and named conversations.
 		ConversationIdle: cmp.Or(f.sessionIdle, -1),
-		Forward:          f.forward,
+		Forward:          forwardBase,
 	}
 	if f.fleet.on() && f.httpAddr == "" {
 		opts.ConversationID = newConversationID() // a stdio front's own
@@ -361,7 +371,7 @@ func serveHTTP(ctx context.Context, srv *mcp.Server, e engine.Runner, f *mcpFlag
 	mux := http.NewServeMux()
 	mh := mcpserver.Handler(srv, hopts)
 	mux.Handle("/mcp", mh)
-	f.handleForward(mux, mh)
+	defer f.serveForward(mh, log, stderr)()
 	if a.prm != nil {
 		mux.Handle(a.prmPath, a.prm)
 	}
