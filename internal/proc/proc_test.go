@@ -272,7 +272,14 @@ func TestTTY(t *testing.T) {
 	for !strings.Contains(out.String(), "ready") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond) // bash has exec'd sleep
+	// Until bash has exec'd sleep (the last command: same pid): a ^C
+	// before that is caught by bash's own handler, which then execs sleep
+	// anyway (seen once in CI: sleep ran its 30 s).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.Pid)); string(comm) == "sleep\n" {
+			break
+		}
+	}
 	start := time.Now()
 	if _, err := p.Stdin.Write([]byte{3}); err != nil { // ^C
 		t.Fatal(err)
