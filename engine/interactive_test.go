@@ -197,6 +197,10 @@ func TestTTYJob(t *testing.T) {
 
 	r = e.Run(context.Background(), tc, engine.Input{Command: "echo ready; sleep 60; echo after:$?", Mode: engine.ModeBackground, TTY: true})
 	waitFor(t, e, tc, r.JobID, "ready")
+	// Until bash runs sleep: a ^C before that is caught by bash's own
+	// handler, which then runs sleep anyway (seen once in CI's
+	// unprivileged pass: the job still ran 10 s later).
+	waitChild(t, r.PID, "sleep")
 	start := time.Now()
 	if err := e.Write(context.Background(), tc, r.JobID, []byte("\x03"), false); err != nil {
 		t.Fatal(err)
@@ -205,6 +209,27 @@ func TestTTYJob(t *testing.T) {
 	if time.Since(start) > 20*time.Second || j.Status == engine.JobRunning {
 		t.Fatalf("Ctrl-C did not interrupt sleep: %+v after %v", j, time.Since(start))
 	}
+}
+
+// waitChild waits (at most 10 s) until process pid has a child named
+// comm.
+func waitChild(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			i := strings.LastIndexByte(string(b), ')')
+			if err != nil || i < 0 {
+				continue
+			}
+			name := string(b[strings.IndexByte(string(b), '(')+1 : i])
+			if fields := strings.Fields(string(b[i+1:])); len(fields) > 1 && fields[1] == fmt.Sprint(pid) && name == comm {
+				return
+			}
+		}
+	}
+	t.Logf("no child %s of %d after 10 s", comm, pid)
 }
 
 // waitFor waits until a job's output contains want.
