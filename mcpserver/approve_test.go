@@ -44,6 +44,26 @@ func (el *elicitor) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 	return &mcp.ElicitResult{Action: el.action, Content: map[string]any{}}, nil
 }
 
+// elicitingClient connects a client to srv in memory, with protocol
+// version proto ("" for the newest) and el answering its elicitations;
+// the client closes, and the server's session is waited for, at cleanup.
+func elicitingClient(t *testing.T, srv *mcp.Server, el *elicitor, proto string) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Wait() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+		Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
 func TestApprovalByElicitation(t *testing.T) {
 	e := newEngine(t, nil)
 	for _, proto := range []string{"", "2025-11-25", "2025-06-18"} {
@@ -63,18 +83,7 @@ func TestApprovalByElicitation(t *testing.T) {
 			t.Run(name+"/"+c.action, func(t *testing.T) {
 				srv := newServer(e, Options{WorkingDir: t.TempDir(), Structured: true}, askRunner(e))
 				el := &elicitor{action: c.action}
-				st, ct := mcp.NewInMemoryTransports()
-				ss, err := srv.Connect(context.Background(), st, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ss.Wait()
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
-					Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cs.Close()
+				cs := elicitingClient(t, srv, el, proto)
 				r := bash(t, context.Background(), cs, map[string]any{"command": "ask:echo approved"})
 				if r.Status != c.status || r.Output != c.output {
 					t.Errorf("got %s %q, want %s %q", r.Status, r.Output, c.status, c.output)
@@ -194,18 +203,7 @@ func TestNetworkGrantedForTheConversation(t *testing.T) {
 				}
 				srv := newServer(e, Options{WorkingDir: t.TempDir(), Structured: true}, run)
 				el := &elicitor{action: action}
-				st, ct := mcp.NewInMemoryTransports()
-				ss, err := srv.Connect(context.Background(), st, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ss.Wait()
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
-					Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cs.Close()
+				cs := elicitingClient(t, srv, el, proto)
 				bash(t, context.Background(), cs, map[string]any{"command": "echo a", "network": []string{"pypi.org"}})
 				if len(el.asked) != 1 || !strings.Contains(el.asked[0], "pypi.org") {
 					t.Fatalf("asked %q, want one question naming pypi.org", el.asked)

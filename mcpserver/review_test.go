@@ -95,18 +95,7 @@ func TestReviewByElicitation(t *testing.T) {
 				e := newEngine(t, holdMode)
 				srv := New(e, Options{WorkingDir: ws, Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}})
 				el := &elicitor{action: action}
-				st, ct := mcp.NewInMemoryTransports()
-				ss, err := srv.Connect(context.Background(), st, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ss.Wait()
-				cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
-					Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: proto})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cs.Close()
+				cs := elicitingClient(t, srv, el, proto)
 				ctx := context.Background()
 				r := bash(t, ctx, cs, map[string]any{"command": "echo b > b.txt"})
 				if r.Held == nil {
