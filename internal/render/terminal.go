@@ -121,34 +121,36 @@ func AppendTerminal(dst, src []byte, sz Size, from int) (out []byte) {
 // ends at the screen's last line, as xterm does (the emulator indexes past
 // its lines and panics).
 func feed(e *vt.Emulator, p []byte, rows int) {
-	for len(p) > 0 {
-		i := bytes.Index(p, []byte("\x1b["))
+	from := 0 // p[from:] is still to be written
+	for at := 0; ; {
+		i := bytes.Index(p[at:], []byte("\x1b["))
 		if i < 0 {
-			_, _ = e.Write(p)
-			return
+			break
 		}
+		i += at
 		j := i + 2
 		for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == ';') {
 			j++
 		}
 		if j == len(p) {
-			_, _ = e.Write(p)
-			return
+			break
 		}
+		at = j + 1
 		var repl []byte
-		switch params := string(p[i+2 : j]); {
-		case p[j] == 'J' && params == "2":
+		switch params := p[i+2 : j]; {
+		case p[j] == 'J' && string(params) == "2":
 			repl = []byte("\x1b7\x1b[H\x1b[J\x1b8")
 		case p[j] == 'r':
-			repl = []byte("\x1b[" + clampRegion(params, rows) + "r")
+			repl = []byte("\x1b[" + clampRegion(string(params), rows) + "r")
 		default:
-			_, _ = e.Write(p[:j+1])
-			p = p[j+1:]
-			continue
+			continue // written with what follows
 		}
-		_, _ = e.Write(p[:i])
+		_, _ = e.Write(p[from:i])
 		_, _ = e.Write(repl)
-		p = p[j+1:]
+		from = at
+	}
+	if from < len(p) {
+		_, _ = e.Write(p[from:])
 	}
 }
 
