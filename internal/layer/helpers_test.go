@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"golang.org/x/sys/unix"
 )
 
 var fixedTime = time.Date(2020, 2, 2, 0, 0, 0, 0, time.UTC)
@@ -132,4 +134,24 @@ func execCommand(w *world, script string) *exec.Cmd {
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir, cmd.Env = w.ws, w.env
 	return cmd
+}
+
+// onThrowawayThread runs f on a goroutine locked to an OS thread that
+// ends with it (it is never unlocked), so that what f does to the thread
+// (a mount namespace) stays there. The runtime keeps a main thread that
+// ends locked instead of ending it, so when the goroutine lands on the
+// main thread it holds it while f runs on another goroutine, which then
+// cannot land there.
+func onThrowawayThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			started := make(chan struct{})
+			onThrowawayThread(func() { close(started); f() })
+			<-started
+			runtime.UnlockOSThread()
+			return
+		}
+		f()
+	}()
 }

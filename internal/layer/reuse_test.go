@@ -4,7 +4,6 @@ package layer_test
 
 import (
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
@@ -84,23 +83,11 @@ func TestResetWaitsForMountingThread(t *testing.T) {
 	w := newWorld(t)
 	l := w.layer(t)
 	release, named := make(chan struct{}), make(chan struct{})
-	var mounting func()
-	mounting = func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if unix.Gettid() == unix.Getpid() {
-			// The runtime keeps a main thread that ends locked instead of
-			// ending it: hold it while another goroutine, which then
-			// cannot land on it, plays the mounting thread.
-			go mounting()
-			<-named
-			runtime.UnlockOSThread()
-			return
-		}
+	onThrowawayThread(func() {
 		l.Spec().MountedBy(unix.Gettid())
 		close(named)
 		<-release
-	}
-	go mounting()
+	})
 	<-named
 	reset := make(chan error, 1)
 	go func() { reset <- l.Reset() }()

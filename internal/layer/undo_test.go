@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -396,8 +395,7 @@ func mountInThread(t *testing.T, premount bool) {
 		w.write(t, map[string]string{"c": "c"})
 	}
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	onThrowawayThread(func() {
 		errc <- func() error {
 			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 				return err
@@ -414,7 +412,7 @@ func mountInThread(t *testing.T, premount bool) {
 			}
 			return execCommand(w, script).Run()
 		}()
-	}()
+	})
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -494,8 +492,7 @@ func TestUnprivileged(t *testing.T) {
 // does), and returns its error once it ends.
 func inThread(spec layer.Spec, cmd *exec.Cmd) <-chan error {
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	onThrowawayThread(func() {
 		errc <- func() error {
 			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 				return err
@@ -508,7 +505,7 @@ func inThread(spec layer.Spec, cmd *exec.Cmd) <-chan error {
 			}
 			return cmd.Run()
 		}()
-	}()
+	})
 	return errc
 }
 
