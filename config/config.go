@@ -256,7 +256,9 @@ func (l Limits) WithDefaults() Limits {
 // fewer, a principal may have MaxBusy unmeasured commands at once, four
 // times as many each time all of its newly measured ones turned out idle
 // (a slow start: 100 parallel `sleep 2` all start within half a second, 64
-// CPU-bound commands do not). Otherwise, or while memory or processes are
+// CPU-bound commands do not); while another principal runs or waits, its
+// slow start stops at twice its share (below), since commands too short to
+// be measured on a starved host stay unmeasured all their life. Otherwise, or while memory or processes are
 // short on the host, the call waits in the queue, its timeout not yet
 // started. Memory is short when the host's memory pressure (PSI "some",
 // averaged by the kernel over 10 s) reaches MemoryPressure or less than
