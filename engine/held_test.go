@@ -203,8 +203,10 @@ func TestContainedAsksWhileNetworkJobRuns(t *testing.T) {
 }
 
 // Accepting does not overwrite a later edit: a held file the user wrote
-// in the workspace after the command ran refuses the accept, naming it,
-// and nothing is applied; the set stays held and can be rejected.
+// in the workspace after the command ran refuses the accept, naming it
+// (an *UndoConflictError, matching ErrUndoConflict as well as
+// ErrBadInput: the refusal's identity survives the supervisor), and
+// nothing is applied; the set stays held and can be rejected.
 func TestHeldAcceptAfterUserEdit(t *testing.T) {
 	needNamespaces(t)
 	e := newEngine(t)
@@ -220,8 +222,10 @@ func TestHeldAcceptAfterUserEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
-	if !errors.Is(err, engine.ErrBadInput) || !strings.Contains(err.Error(), "changed since the command ran at README;") {
-		t.Fatalf("accept over the user's edit: %v", err)
+	var conflict *engine.UndoConflictError
+	if !errors.Is(err, engine.ErrBadInput) || !strings.Contains(err.Error(), "changed since the command ran at README;") ||
+		!errors.Is(err, engine.ErrUndoConflict) || !errors.As(err, &conflict) || len(conflict.Paths) != 1 || filepath.Base(conflict.Paths[0]) != "README" {
+		t.Fatalf("accept over the user's edit: %v (conflict %+v)", err, conflict)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "README")); string(b) != "the user's\n" || exists(dir, "b.txt") {
 		t.Fatalf("applied: README %q, b.txt %v", b, exists(dir, "b.txt"))
@@ -302,4 +306,33 @@ func chargedOnce(t *testing.T, e *engine.Engine, what string) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("%s: charged %v; load now %+v", what, charged, e.Load())
+}
+
+// Accepting the held changes of a command whose processes were kept
+// running over its layer (Lifecycle.KeepLeftovers) is refused with an
+// error that matches ErrStray (and ErrBadInput) through the engine,
+// nothing applied; rejecting them works.
+func TestHeldStrayThroughEngine(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	r := e.Run(ctx, tc, engine.Input{Command: `echo edit > h.txt; sleep 1 & echo "started $!"`})
+	if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
+		defer waitGone(t, pid, 10*time.Second)
+	}
+	if r.Held == nil {
+		t.Fatalf("not held: %s %q", r.Status, r.Output)
+	}
+	_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
+	if !errors.Is(err, engine.ErrStray) || !errors.Is(err, engine.ErrBadInput) || exists(dir, "h.txt") {
+		t.Fatalf("accept of a stray set: %v (h.txt applied %v)", err, exists(dir, "h.txt"))
+	}
+	if errors.Is(err, engine.ErrUndoConflict) {
+		t.Fatalf("a stray set's refusal matches ErrUndoConflict: %v", err)
+	}
+	if _, err := e.Review(ctx, tc, r.Held.ID, "", false); err != nil {
+		t.Fatal(err)
+	}
 }
