@@ -336,3 +336,50 @@ func TestHeldStrayThroughEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A contained command is checked for running jobs with a network grant
+// only when it starts (TestContainedAsksWhileNetworkJobRuns); one that
+// starts while it runs shares the conversation's network with it. The
+// contained command has no TCP there (Landlock denies bind and
+// connect), so a listener of the network job gives it nothing; before,
+// it connected.
+func TestContainedNoTCPAfterNetworkJobStarts(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	testenv.NeedsTool(t, "python3")
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	contained := e.Run(ctx, tc, engine.Input{Mode: engine.ModeBackground, Command: plantHook +
+		` && echo waiting && while [ ! -e /tmp/listening ]; do sleep 0.05; done; ` +
+		`if (exec 3<>/dev/tcp/127.0.0.1/18765) 2>/dev/null; then echo CONNECTED; else echo REFUSED; fi`})
+	if contained.Status != engine.StatusStarted {
+		t.Fatalf("contained: %s %q", contained.Status, contained.Output)
+	}
+	waitFor(t, e, tc, contained.JobID, "waiting")
+	net := tc
+	net.Sandbox = engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"example.com"}}
+	srv := e.Run(ctx, net, engine.Input{Mode: engine.ModeBackground, Command: `python3 -c '
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 18765))
+s.listen()
+open("/tmp/listening", "w").close()
+print("listening", flush=True)
+time.sleep(60)
+'`})
+	if srv.Status != engine.StatusStarted {
+		t.Fatalf("network job: %s %q", srv.Status, srv.Output)
+	}
+	defer func() { _, _ = e.Kill(ctx, net, srv.JobID) }()
+	waitFor(t, e, net, srv.JobID, "listening")
+	waitJob(t, e, contained.JobID, tc.ConversationID)
+	out, err := e.JobOutput(tc, contained.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Data, "REFUSED") || strings.Contains(out.Data, "CONNECTED") {
+		t.Fatalf("the contained command reached the network job's listener: %q", out.Data)
+	}
+}

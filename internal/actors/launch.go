@@ -193,7 +193,7 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
-		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks,
+		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks, NoTCP: p.Contained,
 	}
 	switch {
 	case spec.Tx != nil:

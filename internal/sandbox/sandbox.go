@@ -197,6 +197,14 @@ type Options struct {
 	// resolver (outside a World, or when no slot was free) and with
 	// LoopbackViaProxy: the proxy is then its only way to the hosts.
 	ProxyEnv bool
+	// NoTCP, in a World, denies the command TCP bind and connect
+	// (Landlock, ABI 4+), as outside one: the world's network is the
+	// conversation's, shared with its other commands' proxies, resolvers,
+	// carried and local listeners, which a command that runs contained
+	// (it asked, and runs because its result is reviewed) must not reach
+	// even when such a command starts after it. Its own local servers
+	// over TCP fail too (EACCES); UDP and unix sockets are not Landlock's.
+	NoTCP bool
 	// Masks show the command files of the caller's in place of the
 	// host's (see [Mask]); with private namespaces only (without, they
 	// are left out).
@@ -331,6 +339,8 @@ type helperConfig struct {
 	NamespaceFD int `json:"ns_fd,omitempty"`
 	// World is the command's world (nil: none).
 	World *worldConfig `json:"world,omitempty"`
+	// NoTCP keeps TCP denied in a World (Options.NoTCP).
+	NoTCP bool `json:"no_tcp,omitempty"`
 	// Caches are the paths of the world's caches with a base (writable
 	// roots too), which mountView attaches over a Layer's overlays.
 	Caches []string `json:"caches,omitempty"`
@@ -407,6 +417,7 @@ func Prepare(opts Options) (*Command, error) {
 		Protected:    roots.Protected,
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
+		NoTCP:        opts.NoTCP,
 	}
 	if caps.Namespaces {
 		cfg.Masks = opts.Masks
