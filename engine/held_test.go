@@ -383,3 +383,63 @@ time.sleep(60)
 		t.Fatalf("the contained command reached the network job's listener: %q", out.Data)
 	}
 }
+
+// A command that runs without asking because its result is reviewed
+// (contained, in workspace-write; in read-only, because the kernel
+// answers its ask) or whose every change is held (hold mode) sees the
+// conversation's build caches warm, and may write them, but what it
+// writes there is its own: a later ordinary command does not see it (a
+// planted GOCACHE entry would run in the user's later build,
+// unreviewed). An ordinary command's cache writes stay for the next
+// command. With and without a base cache (the user's GOCACHE, under the
+// world's overlay).
+func TestCachesThrowawayForReviewedCommands(t *testing.T) {
+	needNamespaces(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	for _, withBase := range []bool{false, true} {
+		t.Run(map[bool]string{false: "world cache", true: "base cache"}[withBase], func(t *testing.T) {
+			base := t.TempDir()
+			e := newEngine(t, func(c *engine.Config) {
+				if withBase {
+					c.Sandbox.BaseCaches.GoBuild = base
+				}
+			})
+			cache := `"$GOCACHE"`
+			if withBase {
+				cache = base
+			}
+			dir := repo(t)
+			tc := workspaceWrite(dir)
+			ctx := context.Background()
+			ordinary := tc
+			ordinary.Approved = true
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "mkdir -p " + cache + " && echo warm > " + cache + "/warm"}); r.Status != engine.StatusOK {
+				t.Fatalf("ordinary: %s %q", r.Status, r.Output)
+			}
+			hold := tc
+			hold.Review = "hold"
+			ro := tc
+			ro.Sandbox.Profile = engine.ReadOnly
+			for name, c := range map[string]struct {
+				tc      engine.ToolContext
+				command string
+			}{
+				"contained": {tc, plantHook + " && "},
+				"hold":      {hold, ""},
+				"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
+			} {
+				r := e.Run(ctx, c.tc, engine.Input{Command: c.command + "cat " + cache + "/warm && echo poison > " + cache + "/" + name + " && cat " + cache + "/" + name})
+				if r.Status != engine.StatusOK || !strings.Contains(r.Output, "warm\npoison\n") {
+					t.Fatalf("%s: %s %q", name, r.Status, r.Output)
+				}
+			}
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "echo two > " + cache + "/two && ls " + cache}); r.Status != engine.StatusOK ||
+				strings.Contains(r.Output, "contained") || strings.Contains(r.Output, "hold") || strings.Contains(r.Output, "read-only") || !strings.Contains(r.Output, "warm") {
+				t.Fatalf("a later ordinary command: %s %q", r.Status, r.Output)
+			}
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "cat " + cache + "/two"}); r.Status != engine.StatusOK || !strings.Contains(r.Output, "two") {
+				t.Fatalf("an ordinary command's cache write did not stay: %s %q", r.Status, r.Output)
+			}
+		})
+	}
+}

@@ -205,6 +205,20 @@ type Options struct {
 	// even when such a command starts after it. Its own local servers
 	// over TCP fail too (EACCES); UDP and unix sockets are not Landlock's.
 	NoTCP bool
+	// ThrowawayCaches, in a World, gives the command a view of the
+	// world's build and package caches that only it sees: it reads
+	// what the conversation's other commands cached (warm hits) and may
+	// write them, and what it writes is discarded when it ends (an
+	// overlay on the caches whose upper layer is a tmpfs of its own
+	// mount namespace). For a command that ran without the person's
+	// approval because its result is reviewed, or the read-only sandbox
+	// answered its ask (contained), and for one whose every change is
+	// reviewed (hold mode): a GOCACHE entry or module-cache file it
+	// planted would otherwise run in a later ordinary build, unreviewed.
+	// What such a command compiles or fetches is compiled or fetched
+	// again by the next. Ordinary commands, read-only ones too, write
+	// the caches (no review is skipped: they were allowed as they are).
+	ThrowawayCaches bool
 	// Masks show the command files of the caller's in place of the
 	// host's (see [Mask]); with private namespaces only (without, they
 	// are left out).
@@ -341,6 +355,8 @@ type helperConfig struct {
 	World *worldConfig `json:"world,omitempty"`
 	// NoTCP keeps TCP denied in a World (Options.NoTCP).
 	NoTCP bool `json:"no_tcp,omitempty"`
+	// ThrowawayCaches: see Options.ThrowawayCaches.
+	ThrowawayCaches bool `json:"throwaway_caches,omitempty"`
 	// Caches are the paths of the world's caches with a base (writable
 	// roots too), which mountView attaches over a Layer's overlays.
 	Caches []string `json:"caches,omitempty"`
@@ -418,6 +434,8 @@ func Prepare(opts Options) (*Command, error) {
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
 		NoTCP:        opts.NoTCP,
+
+		ThrowawayCaches: opts.ThrowawayCaches && opts.World != nil,
 	}
 	if caps.Namespaces {
 		cfg.Masks = opts.Masks
