@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -441,5 +442,64 @@ func TestCachesThrowawayForReviewedCommands(t *testing.T) {
 				t.Fatalf("an ordinary command's cache write did not stay: %s %q", r.Status, r.Output)
 			}
 		})
+	}
+}
+
+// Real tool workflows in workspace-write apply without being held or
+// refused (issue 28's "real workflows stay unasked", beyond git's own in
+// gitpolicy's TestWorkflows): go build, pip install -e . into a
+// virtual environment of the workspace, npm ci with a local dependency.
+func TestToolWorkflowsApplyUnheld(t *testing.T) {
+	needNamespaces(t)
+	goBin := testenv.NeedsTool(t, "go")[0]
+	testenv.NeedsTool(t, "npm")
+	if err := exec.Command("/usr/bin/python3", "-c", "import setuptools, pip, venv").Run(); err != nil {
+		testenv.Needf(t, testenv.Tools, false, "python3 with pip, setuptools and venv: %v", err)
+	}
+	gocache, err := exec.Command(goBin, "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test user's warm build cache as the base: the build compiles
+	// only the program.
+	e := newEngine(t, func(c *engine.Config) {
+		c.SlowTimeout = 5 * time.Minute
+		c.Sandbox.BaseCaches.GoBuild = strings.TrimSpace(string(gocache))
+	})
+	dir := repo(t)
+	for name, body := range map[string]string{
+		"go.mod":            "module hello\n\ngo 1.21\n",
+		"main.go":           "package main\n\nfunc main() { println(\"hello\") }\n",
+		"setup.py":          "from setuptools import setup\nsetup(name=\"demo\", version=\"0.1\", packages=[\"demo\"])\n",
+		"demo/__init__.py":  "",
+		"package.json":      `{"name":"app","version":"1.0.0","dependencies":{"dep":"file:dep"}}` + "\n",
+		"dep/package.json":  `{"name":"dep","version":"1.0.0"}` + "\n",
+		"package-lock.json": `{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"app","version":"1.0.0","dependencies":{"dep":"file:dep"}},"dep":{"version":"1.0.0"},"node_modules/dep":{"resolved":"dep","link":true}}}` + "\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := workspaceWrite(dir)
+	tc.Approved = true // ordinary commands: what they change is judged, not asked about
+	tc.Env = map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	for k, v := range gitEnv {
+		tc.Env[k] = v
+	}
+	for _, c := range []struct{ command, made string }{
+		{`go build -o hello . && ./hello`, "hello"},
+		{`python3 -m venv --system-site-packages --without-pip .venv && python3 -m pip --python .venv/bin/python install -q --no-build-isolation --no-index --no-deps --no-use-pep517 -e . && cd / && ` + dir + `/.venv/bin/python -c "import demo; print(demo.__file__)"`, ".venv/bin/python"},
+		{`npm ci --offline --no-audit --no-fund`, "node_modules/dep"},
+	} {
+		r := e.Run(context.Background(), tc, engine.Input{Command: c.command, Mode: engine.ModeSlow})
+		if r.Status != engine.StatusOK || r.Held != nil || len(r.Refused) > 0 || strings.Contains(r.Output, "refused") {
+			t.Fatalf("%s: %s held %+v refused %+v\n%s", c.command, r.Status, r.Held, r.Refused, r.Output)
+		}
+		if !exists(dir, c.made) {
+			t.Fatalf("%s: %s not applied:\n%s", c.command, c.made, r.Output)
+		}
 	}
 }
