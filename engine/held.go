@@ -253,7 +253,10 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 // allowlist (and no job of its conversation with one running: the
 // world's network namespace is shared), no writable roots besides the workspace, and signals scoped
 // to it (Landlock), so that none of its effects leaves the layer and the
-// conversation's world. When a permission profile asked, everything it
+// conversation's world. Such a command (jobs.Profile.Contained) also
+// gets no TCP in the world's shared network, so a network job started
+// after it gives it nothing, and a throwaway view of the build caches
+// (sandbox.Options.NoTCP, ThrowawayCaches). When a permission profile asked, everything it
 // changed is held (the hold review mode for that command): a person
 // reviews the result instead of the command. When only the safety rules
 // asked, the change set is judged like any other (what policy proves
