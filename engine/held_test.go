@@ -503,3 +503,23 @@ func TestToolWorkflowsApplyUnheld(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkThrowawayCaches: a command in hold mode (a throwaway view of
+// the caches: an overlay per cache on a tmpfs of its own) beside the
+// same command without it, in workspace-write, side by side.
+func BenchmarkThrowawayCaches(b *testing.B) {
+	needNamespaces(b)
+	e := newEngine(b)
+	dir := repo(b)
+	for _, mode := range []string{"apply", "hold"} {
+		b.Run(mode, func(b *testing.B) {
+			tc := workspaceWrite(dir)
+			tc.Review = mode
+			for b.Loop() {
+				if r := e.Run(context.Background(), tc, engine.Input{Command: `mkdir -p "$GOCACHE" && ls "$GOCACHE" >/dev/null`}); r.Status != engine.StatusOK {
+					b.Fatalf("%s %q", r.Status, r.Output)
+				}
+			}
+		})
+	}
+}
