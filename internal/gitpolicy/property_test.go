@@ -175,10 +175,14 @@ func TestPropertyOracle(t *testing.T) {
 
 // propertyChecks is the number of cases of TestPropertyOracle:
 // -rapid.checks, or RAPID_CHECKS; without either, 2000 when CI=true.
-// 2000 cases took 5m38s with -race, four side by side, on 2 cores at
-// load 24 (other tests running beside it), 0.17 s a case; a case took
-// 1.8 s at load 32 when the oracle started strace for each command and
-// each case made its own repository.
+// 2004 cases took 7m02s with -race, eight side by side, on 2 cores at
+// load 23-25 (other tests beside it), and 291 s of CPU (the test, git,
+// strace and the sandbox): on 2 idle cores about 145 s. Most of that
+// CPU is the user's 11 git commands themselves (git submodule status,
+// a shell script, is two thirds of it); strace adds little (a seccomp
+// user-notification tracer cost the same). A case took 1.8 s at load
+// 32 when the oracle started strace for each command and each case
+// made its own repository.
 func propertyChecks() int {
 	f := flag.Lookup("rapid.checks")
 	n, _ := strconv.Atoi(f.Value.String())
