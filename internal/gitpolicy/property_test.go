@@ -179,7 +179,7 @@ func TestPropertyOracle(t *testing.T) {
 // load 23-25 (other tests beside it), and 291 s of CPU (the test, git,
 // strace and the sandbox): on 2 idle cores about 145 s. Most of that
 // CPU is the user's 11 git commands themselves (git submodule status,
-// a shell script, is two thirds of it); strace adds little (a seccomp
+// a shell script, is nearly half of it); strace adds little (a seccomp
 // user-notification tracer cost the same). A case took 1.8 s at load
 // 32 when the oracle started strace for each command and each case
 // made its own repository.
