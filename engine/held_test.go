@@ -312,29 +312,33 @@ func chargedOnce(t *testing.T, e *engine.Engine, what string) {
 // Accepting the held changes of a command whose processes were kept
 // running over its layer (Lifecycle.KeepLeftovers) is refused with an
 // error that matches ErrStray (and ErrBadInput) through the engine,
-// nothing applied; rejecting them works.
+// nothing applied; rejecting them works. With and without cgroups.
 func TestHeldStrayThroughEngine(t *testing.T) {
 	needNamespaces(t)
-	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
-	dir := repo(t)
-	tc := workspaceWrite(dir)
-	ctx := context.Background()
-	r := e.Run(ctx, tc, engine.Input{Command: `echo edit > h.txt; sleep 1 & echo "started $!"`})
-	if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
-		defer waitGone(t, pid, 10*time.Second)
-	}
-	if r.Held == nil {
-		t.Fatalf("not held: %s %q", r.Status, r.Output)
-	}
-	_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
-	if !errors.Is(err, engine.ErrStray) || !errors.Is(err, engine.ErrBadInput) || exists(dir, "h.txt") {
-		t.Fatalf("accept of a stray set: %v (h.txt applied %v)", err, exists(dir, "h.txt"))
-	}
-	if errors.Is(err, engine.ErrUndoConflict) {
-		t.Fatalf("a stray set's refusal matches ErrUndoConflict: %v", err)
-	}
-	if _, err := e.Review(ctx, tc, r.Held.ID, "", false); err != nil {
-		t.Fatal(err)
+	for _, off := range cgroupModes(t) {
+		t.Run(cgroupsName(off), func(t *testing.T) {
+			e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off, c.Lifecycle.KeepLeftovers = off, true })
+			dir := repo(t)
+			tc := workspaceWrite(dir)
+			ctx := context.Background()
+			r := e.Run(ctx, tc, engine.Input{Command: `echo edit > h.txt; sleep 1 & echo "started $!"`})
+			if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
+				defer waitGone(t, pid, 10*time.Second)
+			}
+			if r.Held == nil {
+				t.Fatalf("not held: %s %q", r.Status, r.Output)
+			}
+			_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
+			if !errors.Is(err, engine.ErrStray) || !errors.Is(err, engine.ErrBadInput) || exists(dir, "h.txt") {
+				t.Fatalf("accept of a stray set: %v (h.txt applied %v)", err, exists(dir, "h.txt"))
+			}
+			if errors.Is(err, engine.ErrUndoConflict) {
+				t.Fatalf("a stray set's refusal matches ErrUndoConflict: %v", err)
+			}
+			if _, err := e.Review(ctx, tc, r.Held.ID, "", false); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
