@@ -139,8 +139,10 @@ func TestReviewThroughFront(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a := review(hs2, true, true); !errors.Is(a[0].err, engine.ErrBadInput) || !strings.Contains(a[0].err.Error(), "changed since the command ran at a.txt;") || exists(sides[0], "c.txt") {
-		t.Fatalf("accept over the user's edit through the front: %v", a[0].err)
+	var conflict *engine.UndoConflictError // the refusal's identity crosses the wire
+	if a := review(hs2, true, true); !errors.Is(a[0].err, engine.ErrBadInput) || !strings.Contains(a[0].err.Error(), "changed since the command ran at a.txt;") || exists(sides[0], "c.txt") ||
+		!errors.Is(a[0].err, engine.ErrUndoConflict) || !errors.As(a[0].err, &conflict) || len(conflict.Paths) != 1 || filepath.Base(conflict.Paths[0]) != "a.txt" {
+		t.Fatalf("accept over the user's edit through the front: %v (%+v)", a[0].err, conflict)
 	}
 	if a := review(hs2, false, false); a[0].err != nil || !strings.Contains(a[0].r.Output, "[rejected held change set 2") {
 		t.Fatalf("reject through the front: %+v %v", a[0].r, a[0].err)

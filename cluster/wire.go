@@ -35,6 +35,7 @@ var errKinds = []struct {
 	{"stdin_busy", engine.ErrStdinBusy},
 	{"nothing_to_undo", engine.ErrNothingToUndo},
 	{"undo_conflict", engine.ErrUndoConflict},
+	{"stray", engine.ErrStray},
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
 	{"not_exist", fs.ErrNotExist},

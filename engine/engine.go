@@ -190,6 +190,8 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
+	run, _ := e.contained(tc, g, in.Command)
+	contained := run || e.keptReadOnly(tc, g)
 	res, holdAll, ok := e.admit(res, tc, in, g)
 	if !ok {
 		return res, g
@@ -206,6 +208,9 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	profile, err := e.profile(tc)
 	if err != nil {
 		return errorResult(res, err), g
+	}
+	if profile != nil {
+		profile.Contained = contained // no TCP in the shared network
 	}
 	if profile != nil && profile.Layer {
 		if profile.Hold, err = e.hold(tc); err != nil {

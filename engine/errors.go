@@ -40,7 +40,8 @@ var (
 	// Errors of Undo: fewer steps are kept than asked for (commands that
 	// changed nothing are no steps; the store keeps the last ones, within
 	// its bounds); something changed the paths since (the error is an
-	// *UndoConflictError, which names them).
+	// *UndoConflictError, which names them; Review's refused accept of
+	// held changes whose paths changed is one too).
 	ErrNothingToUndo = errors.New("nothing to undo")
 	ErrUndoConflict  = errors.New("undo refused")
 )

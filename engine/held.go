@@ -148,6 +148,12 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 	return out, nil
 }
 
+// ErrStray: [Engine.Review] cannot accept held changes of a command that
+// left processes running over its layer (they may still change them):
+// reject them, or run the command again. The error matches ErrBadInput
+// too.
+var ErrStray = errors.New("the held changes' command left processes that may still change them")
+
 // Review accepts or rejects held change set id of tc's conversation.
 // Accepting applies exactly the changes digest names (HeldChanges.Digest
 // of a listing: when they changed since, it refuses, matching
@@ -156,10 +162,12 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 // that names no held change set (reviewed already, or of an ended
 // conversation) matches ErrBadInput too, as does accepting the held
 // changes of a command that left processes running (they may still
-// change: reject them, or run the command again), and accepting held
-// changes whose paths changed in the workspace since the command ran (a
-// later edit, which accepting would overwrite: nothing is applied;
-// reject them, or put the paths back and accept again).
+// change: reject them, or run the command again; it matches ErrStray
+// too), and accepting held changes whose paths changed in the workspace
+// since the command ran (a later edit, which accepting would overwrite:
+// nothing is applied; reject them, or put the paths back and accept
+// again): that error is also an *UndoConflictError naming the paths,
+// and matches ErrUndoConflict, as a refused undo does.
 func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest string, accept bool) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -181,11 +189,11 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 	case errors.Is(err, supervisor.ErrNoHeld):
 		return Result{}, fmt.Errorf("%w: no held change set %d in this conversation (reviewed already, or never held)", ErrBadInput, id)
 	case errors.Is(err, supervisor.ErrStray):
-		return Result{}, fmt.Errorf("%w: held change set %d is of a command that left processes running, which may still change it, so it cannot be accepted: reject it, or run the command again; nothing was applied", ErrBadInput, id)
+		return Result{}, &layerError{public: ErrStray, err: fmt.Errorf("%w: held change set %d is of a command that left processes running, which may still change it, so it cannot be accepted: reject it, or run the command again; nothing was applied", ErrBadInput, id)}
 	case errors.Is(err, supervisor.ErrDigest):
 		return Result{}, fmt.Errorf("%w: held change set %d is not what the digest names any more: list it again and review what it is now; nothing was applied", ErrBadInput, id)
 	case errors.As(err, &conflict):
-		return Result{}, fmt.Errorf("%w: held change set %d: the workspace changed since the command ran at %s; accepting would overwrite that, so nothing was applied: reject it (and run the command again if its changes are still wanted)", ErrBadInput, id, conflictNames(conflict.Paths, tc.WorkingDir))
+		return Result{}, &layerError{public: &UndoConflictError{Paths: conflict.Paths}, err: fmt.Errorf("%w: held change set %d: the workspace changed since the command ran at %s; accepting would overwrite that, so nothing was applied: reject it (and run the command again if its changes are still wanted)", ErrBadInput, id, conflictNames(conflict.Paths, tc.WorkingDir))}
 	case err != nil:
 		return Result{}, public(err)
 	}
@@ -245,7 +253,10 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 // allowlist (and no job of its conversation with one running: the
 // world's network namespace is shared), no writable roots besides the workspace, and signals scoped
 // to it (Landlock), so that none of its effects leaves the layer and the
-// conversation's world. When a permission profile asked, everything it
+// conversation's world. Such a command (jobs.Profile.Contained) also
+// gets no TCP in the world's shared network, so a network job started
+// after it gives it nothing, and a throwaway view of the build caches
+// (sandbox.Options.NoTCP, ThrowawayCaches). When a permission profile asked, everything it
 // changed is held (the hold review mode for that command): a person
 // reviews the result instead of the command. When only the safety rules
 // asked, the change set is judged like any other (what policy proves

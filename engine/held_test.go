@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -203,8 +204,10 @@ func TestContainedAsksWhileNetworkJobRuns(t *testing.T) {
 }
 
 // Accepting does not overwrite a later edit: a held file the user wrote
-// in the workspace after the command ran refuses the accept, naming it,
-// and nothing is applied; the set stays held and can be rejected.
+// in the workspace after the command ran refuses the accept, naming it
+// (an *UndoConflictError, matching ErrUndoConflict as well as
+// ErrBadInput: the refusal's identity survives the supervisor), and
+// nothing is applied; the set stays held and can be rejected.
 func TestHeldAcceptAfterUserEdit(t *testing.T) {
 	needNamespaces(t)
 	e := newEngine(t)
@@ -220,8 +223,10 @@ func TestHeldAcceptAfterUserEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
-	if !errors.Is(err, engine.ErrBadInput) || !strings.Contains(err.Error(), "changed since the command ran at README;") {
-		t.Fatalf("accept over the user's edit: %v", err)
+	var conflict *engine.UndoConflictError
+	if !errors.Is(err, engine.ErrBadInput) || !strings.Contains(err.Error(), "changed since the command ran at README;") ||
+		!errors.Is(err, engine.ErrUndoConflict) || !errors.As(err, &conflict) || len(conflict.Paths) != 1 || filepath.Base(conflict.Paths[0]) != "README" {
+		t.Fatalf("accept over the user's edit: %v (conflict %+v)", err, conflict)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "README")); string(b) != "the user's\n" || exists(dir, "b.txt") {
 		t.Fatalf("applied: README %q, b.txt %v", b, exists(dir, "b.txt"))
@@ -302,4 +307,223 @@ func chargedOnce(t *testing.T, e *engine.Engine, what string) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("%s: charged %v; load now %+v", what, charged, e.Load())
+}
+
+// Accepting the held changes of a command whose processes were kept
+// running over its layer (Lifecycle.KeepLeftovers) is refused with an
+// error that matches ErrStray (and ErrBadInput) through the engine,
+// nothing applied; rejecting them works. With and without cgroups.
+func TestHeldStrayThroughEngine(t *testing.T) {
+	needNamespaces(t)
+	for _, off := range cgroupModes(t) {
+		t.Run(cgroupsName(off), func(t *testing.T) {
+			e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off, c.Lifecycle.KeepLeftovers = off, true })
+			dir := repo(t)
+			tc := workspaceWrite(dir)
+			ctx := context.Background()
+			r := e.Run(ctx, tc, engine.Input{Command: `echo edit > h.txt; sleep 1 & echo "started $!"`})
+			if pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(r.Output, "\n", 3)[1], "started "))); err == nil {
+				defer waitGone(t, pid, 10*time.Second)
+			}
+			if r.Held == nil {
+				t.Fatalf("not held: %s %q", r.Status, r.Output)
+			}
+			_, err := e.Review(ctx, tc, r.Held.ID, r.Held.Digest, true)
+			if !errors.Is(err, engine.ErrStray) || !errors.Is(err, engine.ErrBadInput) || exists(dir, "h.txt") {
+				t.Fatalf("accept of a stray set: %v (h.txt applied %v)", err, exists(dir, "h.txt"))
+			}
+			if errors.Is(err, engine.ErrUndoConflict) {
+				t.Fatalf("a stray set's refusal matches ErrUndoConflict: %v", err)
+			}
+			if _, err := e.Review(ctx, tc, r.Held.ID, "", false); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A contained command is checked for running jobs with a network grant
+// only when it starts (TestContainedAsksWhileNetworkJobRuns); one that
+// starts while it runs shares the conversation's network with it. The
+// contained command has no TCP there (Landlock denies bind and
+// connect), so a listener of the network job gives it nothing; before,
+// it connected.
+func TestContainedNoTCPAfterNetworkJobStarts(t *testing.T) {
+	needNamespaces(t)
+	e := newEngine(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	testenv.NeedsTool(t, "python3")
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	contained := e.Run(ctx, tc, engine.Input{Mode: engine.ModeBackground, Command: plantHook +
+		` && echo waiting && while [ ! -e /tmp/listening ]; do sleep 0.05; done; ` +
+		`if (exec 3<>/dev/tcp/127.0.0.1/18765) 2>/dev/null; then echo CONNECTED; else echo REFUSED; fi`})
+	if contained.Status != engine.StatusStarted {
+		t.Fatalf("contained: %s %q", contained.Status, contained.Output)
+	}
+	waitFor(t, e, tc, contained.JobID, "waiting")
+	net := tc
+	net.Sandbox = engine.Sandbox{Profile: engine.ReadOnly, Network: []string{"example.com"}}
+	srv := e.Run(ctx, net, engine.Input{Mode: engine.ModeBackground, Command: `python3 -c '
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 18765))
+s.listen()
+open("/tmp/listening", "w").close()
+print("listening", flush=True)
+time.sleep(60)
+'`})
+	if srv.Status != engine.StatusStarted {
+		t.Fatalf("network job: %s %q", srv.Status, srv.Output)
+	}
+	defer func() { _, _ = e.Kill(ctx, net, srv.JobID) }()
+	waitFor(t, e, net, srv.JobID, "listening")
+	waitJob(t, e, contained.JobID, tc.ConversationID)
+	out, err := e.JobOutput(tc, contained.JobID, 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Data, "REFUSED") || strings.Contains(out.Data, "CONNECTED") {
+		t.Fatalf("the contained command reached the network job's listener: %q", out.Data)
+	}
+}
+
+// A command that runs without asking because its result is reviewed
+// (contained, in workspace-write; in read-only, because the kernel
+// answers its ask) or whose every change is held (hold mode) sees the
+// conversation's build caches warm, and may write them, but what it
+// writes there is its own: a later ordinary command does not see it (a
+// planted GOCACHE entry would run in the user's later build,
+// unreviewed). An ordinary command's cache writes stay for the next
+// command. With and without a base cache (the user's GOCACHE, under the
+// world's overlay).
+func TestCachesThrowawayForReviewedCommands(t *testing.T) {
+	needNamespaces(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	for _, withBase := range []bool{false, true} {
+		t.Run(map[bool]string{false: "world cache", true: "base cache"}[withBase], func(t *testing.T) {
+			base := t.TempDir()
+			e := newEngine(t, func(c *engine.Config) {
+				if withBase {
+					c.Sandbox.BaseCaches.GoBuild = base
+				}
+			})
+			cache := `"$GOCACHE"`
+			if withBase {
+				cache = base
+			}
+			dir := repo(t)
+			tc := workspaceWrite(dir)
+			ctx := context.Background()
+			ordinary := tc
+			ordinary.Approved = true
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "mkdir -p " + cache + " && echo warm > " + cache + "/warm"}); r.Status != engine.StatusOK {
+				t.Fatalf("ordinary: %s %q", r.Status, r.Output)
+			}
+			hold := tc
+			hold.Review = "hold"
+			ro := tc
+			ro.Sandbox.Profile = engine.ReadOnly
+			for name, c := range map[string]struct {
+				tc      engine.ToolContext
+				command string
+			}{
+				"contained": {tc, plantHook + " && "},
+				"hold":      {hold, ""},
+				"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
+			} {
+				r := e.Run(ctx, c.tc, engine.Input{Command: c.command + "cat " + cache + "/warm && echo poison > " + cache + "/" + name + " && cat " + cache + "/" + name})
+				if r.Status != engine.StatusOK || !strings.Contains(r.Output, "warm\npoison\n") {
+					t.Fatalf("%s: %s %q", name, r.Status, r.Output)
+				}
+			}
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "echo two > " + cache + "/two && ls " + cache}); r.Status != engine.StatusOK ||
+				strings.Contains(r.Output, "contained") || strings.Contains(r.Output, "hold") || strings.Contains(r.Output, "read-only") || !strings.Contains(r.Output, "warm") {
+				t.Fatalf("a later ordinary command: %s %q", r.Status, r.Output)
+			}
+			if r := e.Run(ctx, ordinary, engine.Input{Command: "cat " + cache + "/two"}); r.Status != engine.StatusOK || !strings.Contains(r.Output, "two") {
+				t.Fatalf("an ordinary command's cache write did not stay: %s %q", r.Status, r.Output)
+			}
+		})
+	}
+}
+
+// Real tool workflows in workspace-write apply without being held or
+// refused (issue 28's "real workflows stay unasked", beyond git's own in
+// gitpolicy's TestWorkflows): go build, pip install -e . into a
+// virtual environment of the workspace, npm ci with a local dependency.
+func TestToolWorkflowsApplyUnheld(t *testing.T) {
+	needNamespaces(t)
+	goBin := testenv.NeedsTool(t, "go")[0]
+	testenv.NeedsTool(t, "npm")
+	if err := exec.Command("/usr/bin/python3", "-c", "import setuptools, pip, venv").Run(); err != nil {
+		testenv.Needf(t, testenv.Tools, false, "python3 with pip, setuptools and venv: %v", err)
+	}
+	gocache, err := exec.Command(goBin, "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test user's warm build cache as the base: the build compiles
+	// only the program.
+	e := newEngine(t, func(c *engine.Config) {
+		c.SlowTimeout = 5 * time.Minute
+		c.Sandbox.BaseCaches.GoBuild = strings.TrimSpace(string(gocache))
+	})
+	dir := repo(t)
+	for name, body := range map[string]string{
+		"go.mod":            "module hello\n\ngo 1.21\n",
+		"main.go":           "package main\n\nfunc main() { println(\"hello\") }\n",
+		"setup.py":          "from setuptools import setup\nsetup(name=\"demo\", version=\"0.1\", packages=[\"demo\"])\n",
+		"demo/__init__.py":  "",
+		"package.json":      `{"name":"app","version":"1.0.0","dependencies":{"dep":"file:dep"}}` + "\n",
+		"dep/package.json":  `{"name":"dep","version":"1.0.0"}` + "\n",
+		"package-lock.json": `{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"app","version":"1.0.0","dependencies":{"dep":"file:dep"}},"dep":{"version":"1.0.0"},"node_modules/dep":{"resolved":"dep","link":true}}}` + "\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := workspaceWrite(dir)
+	tc.Approved = true // ordinary commands: what they change is judged, not asked about
+	tc.Env = map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+	for k, v := range gitEnv {
+		tc.Env[k] = v
+	}
+	for _, c := range []struct{ command, made string }{
+		{`go build -o hello . && ./hello`, "hello"},
+		{`python3 -m venv --system-site-packages --without-pip .venv && python3 -m pip --python .venv/bin/python install -q --no-build-isolation --no-index --no-deps --no-use-pep517 -e . && cd / && ` + dir + `/.venv/bin/python -c "import demo; print(demo.__file__)"`, ".venv/bin/python"},
+		{`npm ci --offline --no-audit --no-fund`, "node_modules/dep"},
+	} {
+		r := e.Run(context.Background(), tc, engine.Input{Command: c.command, Mode: engine.ModeSlow})
+		if r.Status != engine.StatusOK || r.Held != nil || len(r.Refused) > 0 || strings.Contains(r.Output, "refused") {
+			t.Fatalf("%s: %s held %+v refused %+v\n%s", c.command, r.Status, r.Held, r.Refused, r.Output)
+		}
+		if !exists(dir, c.made) {
+			t.Fatalf("%s: %s not applied:\n%s", c.command, c.made, r.Output)
+		}
+	}
+}
+
+// BenchmarkThrowawayCaches: a command in hold mode (a throwaway view of
+// the caches: an overlay per cache on a tmpfs of its own) beside the
+// same command without it, in workspace-write, side by side.
+func BenchmarkThrowawayCaches(b *testing.B) {
+	needNamespaces(b)
+	e := newEngine(b)
+	dir := repo(b)
+	for _, mode := range []string{"apply", "hold"} {
+		b.Run(mode, func(b *testing.B) {
+			tc := workspaceWrite(dir)
+			tc.Review = mode
+			for b.Loop() {
+				if r := e.Run(context.Background(), tc, engine.Input{Command: `mkdir -p "$GOCACHE" && ls "$GOCACHE" >/dev/null`}); r.Status != engine.StatusOK {
+					b.Fatalf("%s %q", r.Status, r.Output)
+				}
+			}
+		})
+	}
 }

@@ -529,10 +529,6 @@ func approvalText(why string) string {
 		"the exact command; otherwise they can run it themselves. Do not rephrase the command to get past this check.]"
 }
 
-// DeclinedText is the result text of a command a person declined to
-// approve.
-const DeclinedText = "[command denied: the user declined to approve it]"
-
 // profileRefusal says in words what a permission profile objected to: the
 // simple command it matched, never the rule's regular expression (the
 // audit log records the rule).

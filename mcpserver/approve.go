@@ -14,6 +14,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// declinedText is the result text of a command a person declined to
+// approve.
+const declinedText = "[command denied: the user declined to approve it]"
+
 // Approval of "ask" commands (permission profiles) through MCP
 // elicitation.
 //
@@ -126,7 +130,7 @@ func (s *server) decide(res *mcp.ElicitResult, r engine.Result, run func(bool) e
 			return r
 		}
 		r.Status = engine.StatusDenied
-		r.Output = engine.DeclinedText
+		r.Output = declinedText
 		r.Err = engine.ErrDenied
 		return r
 	default:

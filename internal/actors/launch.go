@@ -193,7 +193,11 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 		Limits: sl, Bash: res.Bash, Command: spec.Script, Cgroup: l.cg,
 		Helper: res.Sandbox.HelperPath, ScratchRoot: res.Sandbox.ScratchRoot,
 		World: spec.World, WorldSize: spec.WorldSize, Dir: spec.Dir, Network: p.Network != nil, LoopbackViaProxy: p.Network.NamesLoopback(),
-		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks,
+		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks, NoTCP: p.Contained,
+		// A command that runs because its result is reviewed (or the
+		// read-only sandbox answers its ask), or whose every change is
+		// reviewed, writes caches no later command reads.
+		ThrowawayCaches: p.Contained || p.Hold,
 	}
 	switch {
 	case spec.Tx != nil:

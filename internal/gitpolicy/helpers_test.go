@@ -3,6 +3,8 @@
 package gitpolicy_test
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,4 +191,65 @@ func (w *world) userGit(t testing.TB, dirs ...string) {
 func (w *world) exists(rel string) bool {
 	_, err := os.Lstat(filepath.Join(w.ws, rel))
 	return err == nil
+}
+
+// copyTree copies the tree at src into dst (an existing directory) as
+// cp -a does, modes and modification times kept, without starting a
+// process: directories, regular files and symlinks.
+func copyTree(src, dst string) error {
+	var dirs []string // set their times last: copying into them changes them
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch mode := fi.Mode(); {
+		case mode.IsDir():
+			if rel != "." {
+				if err := os.Mkdir(to, mode.Perm()); err != nil {
+					return err
+				}
+			}
+			dirs = append(dirs, rel)
+			return nil
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case mode.IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(to, b, mode.Perm()); err != nil {
+				return err
+			}
+			return os.Chtimes(to, fi.ModTime(), fi.ModTime())
+		default:
+			return fmt.Errorf("copy %s: %v is not copied", p, mode.Type())
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, rel := range slices.Backward(dirs) {
+		fi, err := os.Stat(filepath.Join(src, rel))
+		if err != nil {
+			return err
+		}
+		if err := os.Chtimes(filepath.Join(dst, rel), fi.ModTime(), fi.ModTime()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

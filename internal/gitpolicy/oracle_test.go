@@ -35,22 +35,25 @@ var execveRe = regexp.MustCompile(`execve\("([^"]*)", (.*)\) = 0`)
 // after each traced command.
 const oracleMark = "oracle-mark-"
 
-// traceExecs runs git with each of cmds in dir, one after another in
-// one shell under one strace (starting strace takes longer than most
-// of these commands), and returns the programs each executed. After
-// each command the shell runs /usr/bin/true with a marker argument:
-// what is executed before it and after the previous one is the
-// command's, but for the shell itself (the first program) and the
-// markers.
-func traceExecs(t testing.TB, dir string, env []string, cmds []string) map[string][]string {
+// traceExecs runs git with each of cmds in each of dirs, one after
+// another in one shell under one strace (starting strace and the shell
+// costs more than most of these commands), and returns the programs
+// each command executed in each directory. After each command the
+// shell runs /usr/bin/true with a marker argument: what is executed
+// before it and after the previous one is the command's, but for the
+// shell itself (the first program) and the markers.
+func traceExecs(t testing.TB, dirs []string, env []string, cmds []string) map[string]map[string][]string {
 	t.Helper()
 	var script strings.Builder
-	for i, c := range cmds {
-		fmt.Fprintf(&script, "git %s </dev/null >/dev/null 2>&1; /usr/bin/true %s%d\n", c, oracleMark, i)
+	for _, d := range dirs {
+		fmt.Fprintf(&script, "cd '%s' || exit 1\n", strings.ReplaceAll(d, "'", `'\''`))
+		for i, c := range cmds {
+			fmt.Fprintf(&script, "git %s </dev/null >/dev/null 2>&1; /usr/bin/true %s%d\n", c, oracleMark, i)
+		}
 	}
 	out := filepath.Join(t.TempDir(), "strace")
 	cmd := exec.Command("strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-o", out, "bash", "-c", script.String())
-	cmd.Dir, cmd.Env = dir, append(slices.Clone(env), "GIT_EDITOR=:", "GIT_SEQUENCE_EDITOR=:", "GIT_PAGER=cat", "PAGER=cat")
+	cmd.Env = append(slices.Clone(env), "GIT_EDITOR=:", "GIT_SEQUENCE_EDITOR=:", "GIT_PAGER=cat", "PAGER=cat")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("strace: %v\n%s", err, b)
 	}
@@ -59,10 +62,13 @@ func traceExecs(t testing.TB, dir string, env []string, cmds []string) map[strin
 		t.Fatalf("strace: %v", err)
 	}
 	defer f.Close()
-	progs := map[string][]string{}
+	progs := map[string]map[string][]string{}
+	for _, d := range dirs {
+		progs[d] = map[string][]string{}
+	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
-	first, i := true, 0
+	first, i, n := true, 0, len(dirs)*len(cmds)
 	for sc.Scan() {
 		m := execveRe.FindStringSubmatch(sc.Text())
 		switch {
@@ -71,12 +77,15 @@ func traceExecs(t testing.TB, dir string, env []string, cmds []string) map[strin
 			first = false
 		case m[1] == "/usr/bin/true" && strings.Contains(m[2], `"`+oracleMark):
 			i++
-		case i < len(cmds) && !slices.Contains(progs[cmds[i]], m[1]):
-			progs[cmds[i]] = append(progs[cmds[i]], m[1])
+		case i < n:
+			p, c := progs[dirs[i/len(cmds)]], cmds[i%len(cmds)]
+			if !slices.Contains(p[c], m[1]) {
+				p[c] = append(p[c], m[1])
+			}
 		}
 	}
-	if i != len(cmds) {
-		t.Fatalf("strace saw %d of %d markers", i, len(cmds))
+	if i != n {
+		t.Fatalf("strace saw %d of %d markers", i, n)
 	}
 	return progs
 }
@@ -93,7 +102,7 @@ func cleanBaseline(t testing.TB) map[string][]string {
 	baselineOnce.Do(func() {
 		w := newWorld(t)
 		w.repo(t)
-		baseline = traceExecs(t, w.ws, w.env, oracleCommands)
+		baseline = traceExecs(t, []string{w.ws}, w.env, oracleCommands)[w.ws]
 	})
 	return baseline
 }
@@ -117,18 +126,22 @@ func (w *world) oracle(t testing.TB, dirs ...string) []string {
 	if len(dirs) == 0 {
 		dirs = []string{"."}
 	}
-	var bad []string
+	var abs []string
 	for _, d := range dirs {
 		dir := filepath.Join(w.ws, d)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			continue
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			abs = append(abs, dir)
 		}
-		progs := traceExecs(t, dir, w.env, oracleCommands)
+	}
+	progs := traceExecs(t, abs, w.env, oracleCommands)
+	var bad []string
+	for _, dir := range abs {
 		for _, c := range oracleCommands {
-			for _, p := range progs[c] {
+			for _, p := range progs[dir][c] {
 				script := c == "submodule status" && slices.Contains(scriptTools, p)
 				if !isGits(p) && !slices.Contains(base[c], p) && !script {
-					bad = append(bad, "git "+c+" in "+d+" ran "+p)
+					rel, _ := filepath.Rel(w.ws, dir)
+					bad = append(bad, "git "+c+" in "+rel+" ran "+p)
 				}
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,7 +103,7 @@ git rev-parse HEAD > .git/rebase-merge/orig-head && touch .git/rebase-merge/inte
 // -rapid.checks (100 by default, 2000 when CI=true: propertyChecks),
 // drawn by propertyShards checks running side by side.
 func TestPropertyOracle(t *testing.T) {
-	start, cases := time.Now(), atomic.Int64{}
+	start, cpu0, cases := time.Now(), cpuTime(), atomic.Int64{}
 	// Indexes with an entry for the payload at a hook, an absolute path
 	// and ../ (the same blobs in every case's repository), and the
 	// repository every case starts from (copied: making it takes a dozen
@@ -119,7 +120,9 @@ func TestPropertyOracle(t *testing.T) {
 		w := newWorld(t)
 		defer os.RemoveAll(filepath.Dir(w.ws)) // now, not all at the end
 		w.env = append(w.env, "IDX="+idx)
-		w.sh(t, "cp -a "+tmpl.ws+"/. .")
+		if err := copyTree(tmpl.ws, w.ws); err != nil {
+			t.Fatal(err)
+		}
 		if rapid.Bool().Draw(rt, "include ../.gitconfig") {
 			w.appendConfig(t, "[include]\n\tpath = ../.gitconfig\n")
 		}
@@ -156,7 +159,8 @@ func TestPropertyOracle(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_ = flag.Set("rapid.checks", strconv.Itoa(n))
-		t.Logf("%d cases in %v (%d checks side by side)", cases.Load(), time.Since(start).Round(time.Millisecond), shards)
+		t.Logf("%d cases in %v, %v CPU (the test and its processes; %d checks side by side)",
+			cases.Load(), time.Since(start).Round(time.Millisecond), cpuTime()-cpu0, shards)
 	})
 	// Not t.Parallel: -test.parallel (GOMAXPROCS) would run only as
 	// many at once as there are cores.
@@ -171,10 +175,14 @@ func TestPropertyOracle(t *testing.T) {
 
 // propertyChecks is the number of cases of TestPropertyOracle:
 // -rapid.checks, or RAPID_CHECKS; without either, 2000 when CI=true.
-// 2000 cases took 5m38s with -race, four side by side, on 2 cores at
-// load 24 (other tests running beside it), 0.17 s a case; a case took
-// 1.8 s at load 32 when the oracle started strace for each command and
-// each case made its own repository.
+// 2004 cases took 7m02s with -race, eight side by side, on 2 cores at
+// load 23-25 (other tests beside it), and 291 s of CPU (the test, git,
+// strace and the sandbox): on 2 idle cores about 145 s. Most of that
+// CPU is the user's 11 git commands themselves (git submodule status,
+// a shell script, is nearly half of it); strace adds little (a seccomp
+// user-notification tracer cost the same). A case took 1.8 s at load
+// 32 when the oracle started strace for each command and each case
+// made its own repository.
 func propertyChecks() int {
 	f := flag.Lookup("rapid.checks")
 	n, _ := strconv.Atoi(f.Value.String())
@@ -187,9 +195,11 @@ func propertyChecks() int {
 }
 
 // propertyShards is how many checks of TestPropertyOracle run side by
-// side: the cases spend their time waiting for git, strace and the
-// sandbox, so two per core keep the cores busy.
-func propertyShards() int { return 2 * runtime.GOMAXPROCS(0) }
+// side: the cases spend much of their time waiting (for mounts,
+// namespaces and files to be torn down, and for git, strace and the
+// sandbox to start), so it takes four per core to keep the cores busy
+// (two per core used 115-135 % of 2 idle cores).
+func propertyShards() int { return 4 * runtime.GOMAXPROCS(0) }
 
 // appendConfig appends text to the repository's config.
 func (w *world) appendConfig(t testing.TB, text string) {
@@ -218,4 +228,13 @@ func (w *world) clearSentinels(t testing.TB) {
 func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// cpuTime is the CPU time the test binary and its waited-for processes
+// have used so far.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
 }

@@ -154,6 +154,15 @@ type Profile struct {
 	// sees their placeholders and trusts the broker's CA (see
 	// egress.Broker); nil: none.
 	Broker *egress.Broker
+	// Contained: the job asked and runs without asking because what it
+	// changes is reviewed (or because the read-only sandbox answers the
+	// ask): it gets no TCP in its conversation's shared network
+	// (sandbox.Options.NoTCP), so that a job with a network grant
+	// started while it runs gives it nothing. Its writes to the caches
+	// of its conversation's world are its own and discarded when it
+	// ends (sandbox.Options.ThrowawayCaches), as a hold-mode job's are.
+	// An ordinary job's stay (a read-only go build warms the next one).
+	Contained bool
 	// OnProxy, when set, is told each of the proxy's decisions, from the
 	// proxy's goroutines (it must be safe for concurrent use).
 	OnProxy func(egress.Decision)

@@ -65,7 +65,7 @@ type Failure struct {
 // (see "What is applied" in the package doc).
 // Apply consumes the upper layers; call it once, then [Layer.Remove].
 func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) {
-	return s.apply(refused, st, label, false)
+	return s.apply(refused, st, label, false, false)
 }
 
 // ApplyCopies is [Set.Apply] for a layer that is still mounted and in
@@ -77,11 +77,26 @@ func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) 
 // its size, times and permissions). The caller makes sure nothing
 // writes the upper layer meanwhile (it freezes the job).
 func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, error) {
-	return s.apply(refused, st, label, true)
+	return s.apply(refused, st, label, true, false)
 }
 
-func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Result, error) {
-	a := &applier{s: s, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies}
+// ApplyExact is [Set.Apply] for changes a person reviewed (an accepted
+// held change set): it applies them only onto the real entries exactly
+// as Diff saw them — not only the same device, inode and type, but the
+// same permissions, owner, and for anything but a directory the same
+// size and modification and change times (a write in place keeps the
+// inode; see stamp). It checks every change's real entry first, under
+// the workspace's apply lock, and applies nothing when one differs: a
+// *ConflictError naming them. Then, as it goes, it checks each again
+// immediately before changing it (through the descriptor of its
+// directory): a write in that last moment makes that change fail
+// (Result.Failed) rather than overwrite it.
+func (s *Set) ApplyExact(refused []string, st *Store, label string) (*Result, error) {
+	return s.apply(refused, st, label, false, true)
+}
+
+func (s *Set) apply(refused []string, st *Store, label string, copies, exact bool) (*Result, error) {
+	a := &applier{s: s, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies, exact: exact}
 	if st != nil {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -95,6 +110,12 @@ func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Re
 		return nil, err
 	}
 	defer unlock()
+	a.plan(refused)
+	if exact {
+		if paths := a.changed(); len(paths) > 0 {
+			return nil, &ConflictError{Paths: paths}
+		}
+	}
 	if st != nil {
 		step, err := st.begin(label)
 		if err != nil {
@@ -102,7 +123,6 @@ func (s *Set) apply(refused []string, st *Store, label string, copies bool) (*Re
 		}
 		a.step = step
 	}
-	a.plan(refused)
 	for i := range s.l.roots {
 		// Directories are looked up afresh: the real tree may have
 		// changed since Diff.
@@ -125,6 +145,7 @@ type applier struct {
 	step   *step
 	trees  []pending // added directories made entry by entry
 	copies bool      // ApplyCopies: the upper layer stays as it is
+	exact  bool      // ApplyExact: real entries are checked by their stamp too
 	// end[k] is the index in s.Changes past change k's subtree (the
 	// changes below a directory follow it); refused[k] says whether k
 	// is refused itself, nRefused[k] how many before k are.
@@ -177,6 +198,26 @@ func (a *applier) plan(paths []string) {
 	for _, k := range stack {
 		a.end[k] = n
 	}
+}
+
+// changed returns the paths of the changes to apply whose real entry is
+// not what Diff saw (by id and stamp), sorted as the changes are.
+func (a *applier) changed() []string {
+	for _, re := range a.s.real {
+		re.forget("") // looked up afresh: the real tree may have changed since Diff
+	}
+	var out []string
+	for k := range a.s.Changes {
+		c := &a.s.Changes[k]
+		if a.refused[k] {
+			continue
+		}
+		st, ok, err := a.s.real[c.root].lstat(c.rel)
+		if err != nil || idOf(&st, ok) != c.was || stampOf(&st, ok, c.Kind == Deleted) != c.at {
+			out = append(out, c.Path)
+		}
+	}
+	return out
 }
 
 // refusedBelow reports whether a change below change k is refused.
@@ -237,7 +278,7 @@ func (a *applier) change(k int, c *Change, up, re *tree) error {
 	if c.Kind == Deleted && !ok {
 		return nil // gone already
 	}
-	if idOf(&st, ok) != c.was {
+	if idOf(&st, ok) != c.was || a.exact && stampOf(&st, ok, c.Kind == Deleted) != c.at {
 		return &os.PathError{Op: "apply", Path: c.Path, Err: errChanged}
 	}
 	var before print

@@ -52,6 +52,7 @@ type Change struct {
 	newTree bool     // an added directory: everything below it is new
 	partial bool     // an added directory whose upper subtree holds more than its changes
 	was     id       // the real entry Diff compared with (none for an added path)
+	at      stamp    // and its status then (for ApplyExact)
 	refuse  error    // the layer's own refusal (ErrOverlayXattr, ErrTooDeep)
 }
 
@@ -195,7 +196,7 @@ func (d *differ) top() error {
 		return err
 	}
 	if attrsDiffer(&ust, &rst) {
-		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true)}, "")
+		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true), at: stampOf(&rst, true, false)}, "")
 	}
 	return d.dir("", 1, false, false, false)
 }
@@ -251,7 +252,7 @@ func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 }
 
 func deleted(st unix.Stat_t) Change {
-	c := Change{Kind: Deleted, Mode: fileMode(st.Mode), was: idOf(&st, true)}
+	c := Change{Kind: Deleted, Mode: fileMode(st.Mode), was: idOf(&st, true), at: stampOf(&st, true, true)}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = st.Size
 	}
@@ -309,7 +310,7 @@ func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 		}
 		return nil
 	}
-	c := Change{Mode: fileMode(ust.Mode), ovl: x.own, was: idOf(&rst, rok)}
+	c := Change{Mode: fileMode(ust.Mode), ovl: x.own, was: idOf(&rst, rok), at: stampOf(&rst, rok, false)}
 	if ust.Mode&unix.S_IFMT == unix.S_IFREG {
 		c.Size = ust.Size
 	}

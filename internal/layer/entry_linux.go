@@ -42,6 +42,32 @@ func idOf(st *unix.Stat_t, ok bool) id {
 	return id{dev: st.Dev, ino: st.Ino, typ: st.Mode & unix.S_IFMT}
 }
 
+// stamp is the rest of what [Set.ApplyExact] checks a real entry by:
+// permissions, owner, and for anything but a directory its size and
+// modification and change times (a write in place keeps the inode, and
+// changes these); a directory's modification time too when it is to be
+// deleted (an entry made or removed in it). The zero stamp is no entry.
+type stamp struct {
+	mode, uid, gid   uint32
+	size, mtim, ctim int64
+}
+
+// stampOf returns st's stamp (that of a deleted entry when deleted), or
+// none when ok is false.
+func stampOf(st *unix.Stat_t, ok, deleted bool) stamp {
+	if !ok {
+		return stamp{}
+	}
+	s := stamp{mode: st.Mode, uid: st.Uid, gid: st.Gid}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		s.size, s.ctim = st.Size, st.Ctim.Nano()
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || deleted {
+		s.mtim = st.Mtim.Nano()
+	}
+	return s
+}
+
 // errChanged is the failure of a change whose real entry is not the one
 // the change set was computed from (another apply, or the user,
 // changed it since).

@@ -363,7 +363,7 @@ func applyLandlock(cfg helperConfig) error {
 		HandledAccessNet: uint64(preset.HandledAccessNet), // no rules: no TCP bind/connect
 		Scoped:           uint64(preset.Scoped),           // signals, abstract unix sockets
 	}
-	if cfg.World != nil {
+	if cfg.World != nil && !cfg.NoTCP {
 		// TCP anywhere in the world's network, which has nothing but the
 		// conversation's loopback (and the proxy there).
 		attr.HandledAccessNet = 0

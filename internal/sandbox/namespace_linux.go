@@ -206,6 +206,11 @@ func makeView(cfg *helperConfig) error {
 			return err
 		}
 	}
+	if cfg.ThrowawayCaches {
+		if err := throwawayCaches(cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.Resolver != "" {
 		if err := maskResolvConf(cfg.Resolver); err != nil {
 			return err

@@ -197,6 +197,28 @@ type Options struct {
 	// resolver (outside a World, or when no slot was free) and with
 	// LoopbackViaProxy: the proxy is then its only way to the hosts.
 	ProxyEnv bool
+	// NoTCP, in a World, denies the command TCP bind and connect
+	// (Landlock, ABI 4+), as outside one: the world's network is the
+	// conversation's, shared with its other commands' proxies, resolvers,
+	// carried and local listeners, which a command that runs contained
+	// (it asked, and runs because its result is reviewed) must not reach
+	// even when such a command starts after it. Its own local servers
+	// over TCP fail too (EACCES); UDP and unix sockets are not Landlock's.
+	NoTCP bool
+	// ThrowawayCaches, in a World, gives the command a view of the
+	// world's build and package caches that only it sees: it reads
+	// what the conversation's other commands cached (warm hits) and may
+	// write them, and what it writes is discarded when it ends (an
+	// overlay on the caches whose upper layer is a tmpfs of its own
+	// mount namespace). For a command that ran without the person's
+	// approval because its result is reviewed, or the read-only sandbox
+	// answered its ask (contained), and for one whose every change is
+	// reviewed (hold mode): a GOCACHE entry or module-cache file it
+	// planted would otherwise run in a later ordinary build, unreviewed.
+	// What such a command compiles or fetches is compiled or fetched
+	// again by the next. Ordinary commands, read-only ones too, write
+	// the caches (no review is skipped: they were allowed as they are).
+	ThrowawayCaches bool
 	// Masks show the command files of the caller's in place of the
 	// host's (see [Mask]); with private namespaces only (without, they
 	// are left out).
@@ -331,6 +353,10 @@ type helperConfig struct {
 	NamespaceFD int `json:"ns_fd,omitempty"`
 	// World is the command's world (nil: none).
 	World *worldConfig `json:"world,omitempty"`
+	// NoTCP keeps TCP denied in a World (Options.NoTCP).
+	NoTCP bool `json:"no_tcp,omitempty"`
+	// ThrowawayCaches: see Options.ThrowawayCaches.
+	ThrowawayCaches bool `json:"throwaway_caches,omitempty"`
 	// Caches are the paths of the world's caches with a base (writable
 	// roots too), which mountView attaches over a Layer's overlays.
 	Caches []string `json:"caches,omitempty"`
@@ -407,6 +433,9 @@ func Prepare(opts Options) (*Command, error) {
 		Protected:    roots.Protected,
 		Pinned:       roots.Pinned,
 		Layer:        opts.Layer,
+		NoTCP:        opts.NoTCP,
+
+		ThrowawayCaches: opts.ThrowawayCaches && opts.World != nil,
 	}
 	if caps.Namespaces {
 		cfg.Masks = opts.Masks

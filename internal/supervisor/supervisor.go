@@ -67,9 +67,14 @@ var (
 	// the digest names any more (transact.ErrDigest); ErrStray: the
 	// held changes' command left processes that may still write them
 	// (transact.ErrStray).
-	ErrNoHeld = errors.New("no held change set has that id")
-	ErrDigest = errors.New("the held changes do not match the digest")
-	ErrStray  = errors.New("the held changes' command left processes that may still change them")
+	// ErrConflict: accepting held changes was refused because the
+	// workspace changed at held paths since the command ran
+	// (transact.ErrConflict); the error is also an *UndoConflictError
+	// naming the paths.
+	ErrConflict = errors.New("the workspace changed at held paths since the command ran")
+	ErrNoHeld   = errors.New("no held change set has that id")
+	ErrDigest   = errors.New("the held changes do not match the digest")
+	ErrStray    = errors.New("the held changes' command left processes that may still change them")
 )
 
 // UndoConflictError is Undo's refusal when something changed the paths
@@ -101,7 +106,11 @@ var lowerErrors = [...]struct{ lower, own error }{
 func own(err error) error {
 	var c *layer.ConflictError
 	if errors.As(err, &c) {
-		return &UndoConflictError{Paths: c.Paths}
+		u := &UndoConflictError{Paths: c.Paths}
+		if errors.Is(err, transact.ErrConflict) {
+			return &ownError{err: u, own: ErrConflict}
+		}
+		return u
 	}
 	for _, m := range lowerErrors {
 		if errors.Is(err, m.lower) {

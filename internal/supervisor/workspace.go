@@ -286,10 +286,10 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 // Review accepts (transact.Conv.Accept, with the digest of the held
 // changes as listed) or rejects held change set id of conversation
 // conv, and returns what accepting applied. Its errors match
-// ErrNoHeld, ErrDigest or ErrStray when it applied nothing, or are an
-// *UndoConflictError naming the held paths that changed in the
-// workspace since the command ran (transact.ErrConflict; nothing
-// applied either).
+// ErrNoHeld, ErrDigest or ErrStray when it applied nothing, or
+// ErrConflict, as an *UndoConflictError naming the held paths that
+// changed in the workspace since the command ran (transact.ErrConflict;
+// nothing applied either).
 //
 // The engine's CPU time an accept spent is charged to principal (a
 // call's Principal: "" for the conversation's own), as a job's change

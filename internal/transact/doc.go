@@ -137,7 +137,12 @@
 // conversation holds at most 64: a command whose changes would be one
 // more is not held, and its report says so ([Report.Unheld]). Accepting
 // applies nothing when a held path changed in the workspace since the
-// change set was held ([ErrConflict]). In hold mode and for a command
+// change set was held ([ErrConflict]): checked against what was
+// recorded at hold, then again, under the workspace's apply lock, by
+// each real entry's full status (identity, permissions, owner, size,
+// times) through the descriptors the apply uses (layer's ApplyExact),
+// and once more immediately before each change, so that a write in
+// place in between is not overwritten (TestHeldAcceptRacedEdit). In hold mode and for a command
 // that left processes running, what policy refuses carries its reason,
 // as in apply mode.
 // Changes a checkpoint refused are not held: they stay in the running

@@ -402,13 +402,27 @@ func (c *Conv) accept(id int, digestHex string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.Apply(others, st, h.Label)
+	if beforeAcceptApply != nil {
+		beforeAcceptApply()
+	}
+	// The conflict check above and ApplyExact's own check of every
+	// real entry by its full status (under the workspace's apply lock)
+	// leave no moment in which a write in place goes unseen.
+	res, err := s.ApplyExact(others, st, h.Label)
+	var conflict *layer.ConflictError
+	if errors.As(err, &conflict) {
+		return nil, fmt.Errorf("%w (held change set %d): %w", ErrConflict, id, conflict)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	c.dropHeld(i)
 	return &Report{Applied: res.Applied, Failed: res.Failed, Step: res.Step}, nil
 }
+
+// beforeAcceptApply, when set (by tests), runs in Accept between its
+// conflict check and the apply.
+var beforeAcceptApply func()
 
 // Reject discards the held change set id.
 func (c *Conv) Reject(id int) error {

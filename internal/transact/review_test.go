@@ -487,3 +487,63 @@ func TestChangeSetCPU(t *testing.T) {
 	}
 	t.Logf("2000 new files: held in %v of CPU, accepted in %v", rep.CPU, acc.CPU)
 }
+
+// A write in place to a held path after Accept's conflict check and
+// before its apply (the same inode: only size, times or contents
+// differ) refuses the accept with ErrConflict, and nothing of the
+// change set is applied; it stays held. Before ApplyExact, the apply
+// checked only device, inode and type there, and overwrote the edit.
+func TestHeldAcceptRacedEdit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*os.File) error
+	}{
+		{"append", func(fh *os.File) error { _, err := fh.WriteString("user\n"); return err }},
+		{"same size", func(fh *os.File) error { _, err := fh.WriteAt([]byte("HELLO"), 0); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.hold = true
+			rep := f.run(t, `echo command >> README && echo b > b.txt`)
+			if rep.Held == nil {
+				t.Fatalf("not held: %+v", rep)
+			}
+			readme := filepath.Join(f.ws, "README")
+			var editErr error
+			transact.SetBeforeAcceptApply(func() {
+				fh, err := os.OpenFile(readme, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					editErr = err
+					return
+				}
+				defer fh.Close()
+				if tc.name == "same size" {
+					fh.Close()
+					if fh, err = os.OpenFile(readme, os.O_WRONLY, 0); err != nil {
+						editErr = err
+						return
+					}
+					defer fh.Close()
+				}
+				editErr = tc.edit(fh)
+			})
+			t.Cleanup(func() { transact.SetBeforeAcceptApply(nil) })
+			edited, _ := os.ReadFile(readme) // before the hook: the test's own reference
+			_, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
+			if editErr != nil {
+				t.Fatal(editErr)
+			}
+			var conflict *layer.ConflictError
+			if !errors.Is(err, transact.ErrConflict) || !errors.As(err, &conflict) || strings.Join(conflict.Paths, " ") != readme {
+				t.Fatalf("accept over an edit in its window: %v", err)
+			}
+			want := map[string]string{"append": string(edited) + "user\n", "same size": "HELLO\n"}[tc.name]
+			if f.read("README") != want || f.exists("b.txt") {
+				t.Fatalf("a refused accept applied: README %q (want %q), b.txt %v", f.read("README"), want, f.exists("b.txt"))
+			}
+			if hs, err := f.c.Held(); err != nil || len(hs) != 1 {
+				t.Fatalf("no longer held: %+v %v", hs, err)
+			}
+		})
+	}
+}
