@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,6 +153,35 @@ func TestReview4ProfilesSentinel(t *testing.T) {
 			})
 			if r, made := run("none", engine.Sandbox{}, true); !made {
 				t.Fatalf("control: approved with no profile, %q made no sentinel: %s %q", c.cmd, r.Status, r.Output)
+			}
+		})
+	}
+}
+
+// TestStageAllAndCommitIsApprovable: nothing a person could approve is a
+// block. `git add . && git commit` (what agents end a task with) asks
+// under every profile; approved, it commits.
+func TestStageAllAndCommitIsApprovable(t *testing.T) {
+	for _, name := range []string{"none", "standard", "guarded"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEngine(t, func(c *engine.Config) {
+				if name != "none" {
+					c.Permissions, _ = safety.Preset(name)
+				}
+			})
+			dir := gitRepo(t)
+			tc := engine.ToolContext{WorkingDir: dir, ConversationID: "c"}
+			in := engine.Input{Command: "git add . && git commit -qm all"}
+			if r := e.Run(context.Background(), tc, in); r.Status != engine.StatusNeedsApproval || staged(t, dir) != "" {
+				t.Fatalf("unapproved: %s %q, staged %q", r.Status, r.Output, staged(t, dir))
+			}
+			tc.Approved = true
+			if r := e.Run(context.Background(), tc, in); r.Status != engine.StatusOK {
+				t.Fatalf("approved: %s %q", r.Status, r.Output)
+			}
+			out, err := exec.Command("git", "-C", dir, "log", "--format=%s", "--name-only").Output()
+			if err != nil || !strings.Contains(string(out), "all\n\nuntracked.txt") {
+				t.Fatalf("no commit of untracked.txt: %q %v", out, err)
 			}
 		})
 	}
