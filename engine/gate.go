@@ -7,12 +7,15 @@ import (
 )
 
 // analyze analyses in's command: one parse answers everything (display,
-// safety rules, permission profile, co-author trailer, log text).
+// safety rules, permission profile, co-author trailer, log text). A read
+// the profile allows only in the read-only sandbox is not allowed where
+// the engine cannot start it (see withoutKernel).
 func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
-	return safety.Analyze(in.Command, safety.Options{
+	a := safety.Analyze(in.Command, safety.Options{
 		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
+	return withoutKernel(e.cfg.Permissions, e.sup.Sandbox(), tc, in.Command, a)
 }
 
 // admit decides whether in's command, analysed as a, runs: an ask that
