@@ -10,8 +10,8 @@ import (
 	"sync"
 
 	"github.com/bashvisor/bashvisor/internal/egress"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/jobs"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
