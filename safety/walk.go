@@ -328,6 +328,11 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 		if !ok && a.Value != nil && c.taintedWord(a.Value) {
 			c.taint(name)
 		}
+		if !ok && a.Value != nil && c.topWord(a.Value) {
+			st := c.vars[name]
+			st.top = true
+			c.vars[name] = st
+		}
 	}
 }
 
