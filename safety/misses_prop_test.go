@@ -40,6 +40,10 @@ var (
 		{`git reset --hard HEAD^^`, "git-reset-hard"},
 		{`git -c core.x=y reset --hard HEAD~5`, "git-reset-hard"},
 		{`r=HEAD~5; git reset --hard $r`, "git-reset-hard"},
+		{`env -S 'git reset --hard HEAD~5'`, "git-reset-hard"},
+		{`env -S 'find / -maxdepth 0 -exec rm -rf {} +'`, "rm-critical"},
+		{`echo HEAD~5 | xargs git reset --hard`, "git-reset-hard"},
+		{`echo / | xargs -I{} bash -c 'rm -rf "$0"' {}`, "rm-critical"},
 	}
 	// missWrappers wrap code: Q is it single-quoted, S as it is.
 	missWrappers = []string{
