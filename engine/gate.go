@@ -18,6 +18,25 @@ func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
 	return withoutKernel(e.cfg.Permissions, e.sup.Sandbox(), tc, in.Command, a)
 }
 
+// decide is what Run decides about a call before starting its command:
+// one parse of the command answers everything (display, safety rules,
+// permission profile, co-author trailer, log text; see analyze), then the
+// network the call asks for, the gate, and the sandbox the command runs
+// in (kernelProfile). ok reports that it runs, under the returned tool
+// context (its Sandbox the one enforced); otherwise res is the refusal.
+// Its cost is the engine's analysis path (BenchmarkGateLarge).
+func (e *Engine) decide(res Result, tc ToolContext, in Input) (_ Result, _ ToolContext, a safety.Analysis, holdAll, ok bool) {
+	a = e.analyze(tc, in)
+	if res, ok = e.askNetwork(res, &tc, in, a); !ok {
+		return res, tc, a, false, false
+	}
+	if res, holdAll, ok = e.admit(res, tc, in, a); !ok {
+		return res, tc, a, false, false
+	}
+	tc.Sandbox = e.kernelProfile(tc, in.Command, a)
+	return res, tc, a, holdAll, true
+}
+
 // admit decides whether in's command, analysed as a, runs: an ask that
 // contained answers runs without asking (the result is reviewed instead
 // of the command; holdAll says its changes are all held), and so does one
