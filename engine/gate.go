@@ -15,7 +15,8 @@ func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
 		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
-	return withoutKernel(e.cfg.Permissions, e.sup.Sandbox(), tc, in.Command, a)
+	caps := e.sup.Sandbox()
+	return withoutKernel(e.cfg.Permissions, caps.Available() && caps.Namespaces, caps.String(), tc, in.Command, a)
 }
 
 // decide is what Run decides about a call before starting its command:

@@ -11,7 +11,6 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/egress"
 	"github.com/bashvisor/bashvisor/internal/jobs"
-	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/safety"
 )
 
@@ -183,7 +182,8 @@ func kernelRead(p *safety.Profile, command string, a safety.Analysis) bool {
 	return onlyReads(p) || safety.Gate(command, readsOnly()).Decision == safety.Allow
 }
 
-// withoutKernel is a's analysis on an engine whose sandbox has caps: when
+// withoutKernel is a's analysis on an engine that can (kernel) or cannot
+// start the read-only sandbox (why: the sandbox's capabilities): when
 // the profile allowed an unsandboxed call's command only as a read the
 // kernel is to contain (kernelRead) and the engine cannot start the
 // read-only sandbox (no Landlock, or no private namespaces: a user other
@@ -192,15 +192,15 @@ func kernelRead(p *safety.Profile, command string, a safety.Analysis) bool {
 // so guarded asks (a person may approve running it unsandboxed; the ask
 // is not Contained) and locked denies. A profile whose default allows
 // loses nothing and allows it.
-func withoutKernel(p *safety.Profile, caps sandbox.Capabilities, tc ToolContext, command string, a safety.Analysis) safety.Analysis {
-	if tc.Sandbox.On() || caps.Available() && caps.Namespaces || p == nil || p.Default == safety.Allow || p.Default == "" || !kernelRead(p, command, a) {
+func withoutKernel(p *safety.Profile, kernel bool, why string, tc ToolContext, command string, a safety.Analysis) safety.Analysis {
+	if tc.Sandbox.On() || kernel || p == nil || p.Default == safety.Allow || p.Default == "" || !kernelRead(p, command, a) {
 		return a
 	}
 	name := p.Name
 	if name == "" {
 		name = "custom"
 	}
-	why := fmt.Sprintf("permission profile %s lets a read run only in the read-only sandbox, which this engine cannot start (%s)", name, caps)
+	why = fmt.Sprintf("permission profile %s lets a read run only in the read-only sandbox, which this engine cannot start (%s)", name, why)
 	a.Outcome.Decision, a.Outcome.Rule, a.Outcome.Contained = p.Default, "no-sandbox", false
 	if p.Default == safety.Ask {
 		a.Outcome.Message = why + "; instead: ask the user to approve running it unsandboxed"
