@@ -578,8 +578,12 @@ func (c *checker) nodeSubs(n syntax.Node) {
 
 // nestedParams checks code run by a new shell whose positional
 // parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
+// A new shell has none of this one's aliases, and expands its own afresh
+// (alias g='bash -c "alias g=…; g"' runs the inner g).
 func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, params []field) {
 	saved := c.saveParams()
+	aliases, expanding := c.aliases, c.expanding
+	c.aliases, c.expanding = nil, nil
 	c.setParams(params)
 	c.arg0 = nil
 	if arg0 != nil && !arg0.dyn && !arg0.glob {
@@ -587,6 +591,7 @@ func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, 
 	}
 	c.nested(code, zsh, in)
 	c.restoreParams(saved)
+	c.aliases, c.expanding = aliases, expanding
 }
 
 // extracted checks a shell command line found in another program's
