@@ -104,6 +104,8 @@ func TestReview4Misses(t *testing.T) {
 		{`top=$(git rev-parse --show-toplevel); git add "$top"`, Ask, "git-add-blind"},
 		{"shopt -s expand_aliases; alias g='bash -c \"shopt -s expand_aliases; alias g=\\\"x() { x | x & }; x\\\"\n g\"'\ng", Block, "fork-bomb"},
 		{"alias ls='rm -rf /'; bash -c ls", Allow, ""},
+		{"shopt -s expand_aliases; alias g='eval \"alias g=\\\"x() { x | x & }; x\\\"\n g\"'\ng", Block, "fork-bomb"},
+		{"shopt -s expand_aliases; alias g='g x'; g", Allow, ""},
 		// literal code bash evaluates is analysed like $(...)
 		{`test -v 'x[$(rm -rf ~)]'`, Block, "rm-critical"},
 		{`[ -v 'x[$(rm -rf /)]' ]`, Block, "rm-critical"},
