@@ -44,6 +44,15 @@ var (
 		{`env -S 'find / -maxdepth 0 -exec rm -rf {} +'`, "rm-critical"},
 		{`echo HEAD~5 | xargs git reset --hard`, "git-reset-hard"},
 		{`echo / | xargs -I{} bash -c 'rm -rf "$0"' {}`, "rm-critical"},
+		// the simple ones behind the wrappers that take a command, not code
+		{`exec git reset --hard HEAD~5`, "git-reset-hard"},
+		{`command git reset --hard HEAD~5`, "git-reset-hard"},
+		{`timeout 5 nice git reset --hard HEAD~5`, "git-reset-hard"},
+		{`builtin command git add "$(git rev-parse --show-toplevel)"`, "git-add-blind"},
+		{`nice env git add $(git rev-parse --show-toplevel)`, "git-add-blind"},
+		{`nohup find / -maxdepth 0 -exec rm -rf {} +`, "rm-critical"},
+		{`exec find . -maxdepth 0 -exec bash -c 'rm -rf "$0"' / \;`, "rm-critical"},
+		{`command eval "f() { eval 'f | f &'; }; f"`, "fork-bomb"},
 	}
 	// missWrappers wrap code: Q is it single-quoted, S as it is.
 	missWrappers = []string{
