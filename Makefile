@@ -113,6 +113,7 @@ deps:
 	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	command -v dig >/dev/null || (apt-get update -qq && apt-get install -y -qq bind9-dnsutils)
 	command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
+	command -v rg >/dev/null || (apt-get update -qq && apt-get install -y -qq ripgrep)
 
 # The agent clients whose model-facing text mcpserver's
 # TestClientsHandTheModelTheText captures (Claude Code and Codex, pinned

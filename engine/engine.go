@@ -183,20 +183,10 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if err := checkDir(tc.WorkingDir); err != nil {
 		return errorResult(res, err), safety.Analysis{}
 	}
-	// One parse of the command answers everything: display, safety rules,
-	// permission profile, co-author trailer, log text.
-	g := e.analyze(tc, in)
-	res, ok := e.askNetwork(res, &tc, in, g)
+	res, tc, g, holdAll, contained, ok := e.decide(res, tc, in)
 	if !ok {
 		return res, g
 	}
-	run, _ := e.contained(tc, g, in.Command)
-	contained := run || e.keptReadOnly(tc, g)
-	res, holdAll, ok := e.admit(res, tc, in, g)
-	if !ok {
-		return res, g
-	}
-	tc.Sandbox = e.kernelProfile(tc, in.Command, g)
 	if caps := e.sup.Sandbox(); tc.Sandbox.On() && caps.Available() && !caps.Namespaces {
 		return errorResult(res, fmt.Errorf("%w: %s; as a user other than root it needs user namespaces (and a program that calls engine.SandboxMain first); the command did not run",
 			ErrRestrictedMode, caps.Reason)), g

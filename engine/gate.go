@@ -7,12 +7,39 @@ import (
 )
 
 // analyze analyses in's command: one parse answers everything (display,
-// safety rules, permission profile, co-author trailer, log text).
+// safety rules, permission profile, co-author trailer, log text). A read
+// the profile allows only in the read-only sandbox is not allowed where
+// the engine cannot start it (see withoutKernel).
 func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
-	return safety.Analyze(in.Command, safety.Options{
+	a := safety.Analyze(in.Command, safety.Options{
 		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
+	caps := e.sup.Sandbox()
+	return withoutKernel(e.cfg.Permissions, caps.Available() && caps.Namespaces, caps.String(), tc, in.Command, a)
+}
+
+// decide is what Run decides about a call before starting its command:
+// one parse of the command answers everything (display, safety rules,
+// permission profile, co-author trailer, log text; see analyze), then the
+// network the call asks for, the gate, and the sandbox the command runs
+// in (kernelProfile). ok reports that it runs, under the returned tool
+// context (its Sandbox the one enforced), contained when it runs because
+// its result is reviewed or the read-only sandbox answers its ask (it gets
+// no TCP in the world's shared network); otherwise res is the refusal.
+// Its cost is the engine's analysis path (BenchmarkGateLarge).
+func (e *Engine) decide(res Result, tc ToolContext, in Input) (_ Result, _ ToolContext, a safety.Analysis, holdAll, contained, ok bool) {
+	a = e.analyze(tc, in)
+	if res, ok = e.askNetwork(res, &tc, in, a); !ok {
+		return res, tc, a, false, false, false
+	}
+	run, _ := e.contained(tc, a, in.Command)
+	contained = run || e.keptReadOnly(tc, a)
+	if res, holdAll, ok = e.admit(res, tc, in, a); !ok {
+		return res, tc, a, false, false, false
+	}
+	tc.Sandbox = e.kernelProfile(tc, in.Command, a)
+	return res, tc, a, holdAll, contained, true
 }
 
 // admit decides whether in's command, analysed as a, runs: an ask that

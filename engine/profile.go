@@ -154,25 +154,61 @@ var readsOnly = sync.OnceValue(func() *safety.Profile {
 
 // kernelProfile returns the sandbox a command runs in under the
 // permission profile: when the profile allowed it through a read-only
-// rule (Rule.ReadOnly: the analyser proved that it only reads, as every
-// command the "locked" preset and the reads the "guarded" preset allow
-// without asking) and the engine can sandbox, the read-only sandbox, with
-// the call's network allowlist, so that a command the analyser wrongly
-// allows still cannot change anything; tc's sandbox otherwise (a command
-// a rule allows by name, such as guarded's builds, or one a person
-// approved, runs as the call says).
+// rule (see kernelRead) and the engine can sandbox, the read-only
+// sandbox, with the call's network allowlist, so that a command the
+// analyser wrongly allows still cannot change anything; tc's sandbox
+// otherwise (a command a rule allows by name, such as guarded's builds,
+// or one a person approved, runs as the call says). Where the engine
+// cannot sandbox, an unsandboxed call's read never gets here as an
+// allowed command (see withoutKernel), and a sandboxed call fails.
 func (e *Engine) kernelProfile(tc ToolContext, command string, a safety.Analysis) Sandbox {
-	p := e.cfg.Permissions
-	if p == nil || a.Outcome.Decision != safety.Allow || tc.Sandbox.Profile == ReadOnly || !readRules(p) {
+	if tc.Sandbox.Profile == ReadOnly || !kernelRead(e.cfg.Permissions, command, a) {
 		return tc.Sandbox
 	}
 	if c := e.sup.Sandbox(); !c.Available() || !c.Namespaces {
-		return tc.Sandbox // the analyser's word alone (see docs/sandbox.md)
-	}
-	if !onlyReads(p) && safety.Gate(command, readsOnly()).Decision != safety.Allow {
-		return tc.Sandbox
+		return tc.Sandbox // run refuses a sandboxed call; withoutKernel kept an unsandboxed one from Allow
 	}
 	return Sandbox{Profile: ReadOnly, Network: tc.Sandbox.Network}
+}
+
+// kernelRead reports whether permission profile p allowed a's command
+// only as a read (Rule.ReadOnly: the analyser proved that it only reads,
+// as every command the "locked" preset and the reads the "guarded" preset
+// allow without asking), which the kernel is to contain.
+func kernelRead(p *safety.Profile, command string, a safety.Analysis) bool {
+	if p == nil || a.Outcome.Decision != safety.Allow || !readRules(p) {
+		return false
+	}
+	return onlyReads(p) || safety.Gate(command, readsOnly()).Decision == safety.Allow
+}
+
+// withoutKernel is a's analysis on an engine that can (kernel) or cannot
+// start the read-only sandbox (why: the sandbox's capabilities): when
+// the profile allowed an unsandboxed call's command only as a read the
+// kernel is to contain (kernelRead) and the engine cannot start the
+// read-only sandbox (no Landlock, or no private namespaces: a user other
+// than root without user namespaces or SandboxMain), the command is not
+// allowed on the analyser's word alone: the profile's default decides,
+// so guarded asks (a person may approve running it unsandboxed; the ask
+// is not Contained) and locked denies. A profile whose default allows
+// loses nothing and allows it.
+func withoutKernel(p *safety.Profile, kernel bool, why string, tc ToolContext, command string, a safety.Analysis) safety.Analysis {
+	if tc.Sandbox.On() || kernel || p == nil || p.Default == safety.Allow || p.Default == "" || !kernelRead(p, command, a) {
+		return a
+	}
+	name := p.Name
+	if name == "" {
+		name = "custom"
+	}
+	why = fmt.Sprintf("permission profile %s lets a read run only in the read-only sandbox, which this engine cannot start (%s)", name, why)
+	a.Outcome.Decision, a.Outcome.Rule, a.Outcome.Contained = p.Default, "no-sandbox", false
+	if p.Default == safety.Ask {
+		a.Outcome.Message = why + "; instead: ask the user to approve running it unsandboxed"
+	} else {
+		a.Outcome.Message = why + "; instead: run the engine where the sandbox works (Landlock, and user namespaces when not root)"
+	}
+	a.Part = ""
+	return a
 }
 
 // onlyReads reports whether p allows nothing but through read-only rules

@@ -245,8 +245,9 @@ const (
 //     rm). A value another program prints ($(wc -l < f)) is taken as data.
 //   - git-add-blind: a blind git add (git add or git stage -A / --all and
 //     its abbreviations --a, --al, also with a pathspec, and . / * / :/ /
-//     .. / $(git rev-parse --show-toplevel) / exclude-only pathspecs, also
-//     behind git's global options: git -C dir -c k=v add -A). Followed only
+//     .. / $(git rev-parse --show-toplevel) (or a variable assigned it:
+//     top=$(git rev-parse --show-toplevel); git add "$top") / exclude-only
+//     pathspecs, also behind git's global options: git -C dir -c k=v add -A). Followed only
 //     by commands showing the state (git diff --cached, git status, git
 //     log, git show; echo, cat and the like are neutral) it is allowed:
 //     mini-SWE-agent submits with git add -A && git diff --cached.

@@ -477,13 +477,16 @@ func presetRules(name string) (*Profile, bool) {
 //     sandbox it runs them (approving them would not lift the sandbox):
 //     their writes fail. Builds and tests run
 //     the project's code: guarded reviews what the agent changes, it does
-//     not contain what the project runs.
+//     not contain what the project runs. Package engine runs the reads in
+//     the read-only sandbox; where it cannot start that sandbox, they ask.
 //   - locked (read-only): denies everything but what the argument
 //     grammars prove only reads (the guarded list without builds and
 //     tests); it never asks, so nothing is Contained. The analyser's
 //     proof covers the command's text; what the programs read (the
 //     repository's configuration, a project's .ripgreprc named by the
-//     environment) is the kernel's to contain.
+//     environment) is the kernel's to contain: package engine runs every
+//     command locked allows in the read-only sandbox, and where it cannot
+//     start that sandbox denies them all.
 func Preset(name string) (*Profile, error) {
 	p, ok := presetRules(name)
 	if !ok {

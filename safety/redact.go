@@ -132,7 +132,11 @@ type redactRule struct {
 	local  bool
 	near   func(line string) bool
 	span   int
-	pre    prefilter // set by redactRules from re
+	// start (if set) returns, for a line near accepts, the offset in it
+	// from which the rule's matches are searched: a place no match that
+	// starts earlier in the line can reach over (see headerStart).
+	start func(line string) int
+	pre   prefilter // set by redactRules from re
 }
 
 // apply redacts s; full runs the expression on the whole text, as the
@@ -195,12 +199,12 @@ func (r redactRule) replace(b *strings.Builder, s string, off int, window string
 // accepts, with the newline before it (a pattern may start at \s) and span
 // more lines.
 func (r redactRule) windows(s string) [][2]int {
-	return windows(s, r.pre, r.near, r.span)
+	return windows(s, r.pre, r.near, r.start, r.span)
 }
 
 // windows returns the windows of s around the lines that hold a literal
 // of pre and that near (if set) accepts: see redactRule.
-func windows(s string, pre prefilter, near func(string) bool, span int) [][2]int {
+func windows(s string, pre prefilter, near func(string) bool, from func(string) int, span int) [][2]int {
 	var lines [][2]int // candidate lines, unordered
 	for _, lit := range pre {
 		for i := 0; i < len(s); {
@@ -217,7 +221,11 @@ func windows(s string, pre prefilter, near func(string) bool, span int) [][2]int
 				end += at
 			}
 			if near == nil || near(s[start:end]) {
-				lines = append(lines, [2]int{start, end})
+				off := 0
+				if from != nil {
+					off = from(s[start:end])
+				}
+				lines = append(lines, [2]int{start + off, end})
 			}
 			i = end + 1
 		}
@@ -265,7 +273,10 @@ func nearSecretAssign(line string) bool {
 }
 
 // nearSecretKey reports whether line has a quoted key with a secret name
-// ("password", \"token\").
+// ("password", \"token\") followed by what the JSON rule needs before the
+// value: a colon and a quote, as far as the line goes (the value may be on
+// the next line). A key with a value that is not a string
+// ("token": None) is not near.
 func nearSecretKey(line string) bool {
 	for i := 0; i < len(line); i++ {
 		k := strings.IndexByte(line[i:], '"')
@@ -277,20 +288,85 @@ func nearSecretKey(line string) bool {
 		for j < len(line) && (isIdentChar(line[j]) || line[j] == '.' || line[j] == '-') {
 			j++
 		}
-		if j > i+1 && j < len(line) && (line[j] == '"' || line[j] == '\\') && secret.IsSecret(line[i+1:j]) {
+		if j > i+1 && j < len(line) && (line[j] == '"' || line[j] == '\\') && jsonValueFollows(line, j) && secret.IsSecret(line[i+1:j]) {
 			return true
 		}
 	}
 	return false
 }
 
+// jsonValueFollows reports whether line, from the end j of a key, may go
+// on as the JSON rule's `\\?"\s*:\s*\\?"` does: the key's closing quote,
+// then a colon and a value's opening quote, or the line's end at a place
+// where \s* could take the newline.
+func jsonValueFollows(line string, j int) bool {
+	if line[j] == '\\' {
+		j++
+	}
+	if j >= len(line) || line[j] != '"' {
+		return false
+	}
+	if j = skipBlank(line, j+1); j == len(line) {
+		return true
+	}
+	if line[j] != ':' {
+		return false
+	}
+	if j = skipBlank(line, j+1); j == len(line) {
+		return true
+	}
+	if line[j] == '\\' {
+		j++
+	}
+	return j < len(line) && line[j] == '"'
+}
+
+// skipBlank returns the offset of the first byte of line from i on that
+// regexp's \s does not match.
+func skipBlank(line string, i int) int {
+	for i < len(line) && strings.IndexByte(" \t\n\f\r\v", line[i]) >= 0 {
+		i++
+	}
+	return i
+}
+
+// nearDashPass reports whether line has what the keytool rule
+// `\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+` needs: -storepass,
+// -keypass, -srcstorepass, ... after a blank (or at the line's start,
+// where the window's newline is the blank), followed by a blank.
+func nearDashPass(line string) bool {
+	for i := 0; ; {
+		k := strings.Index(line[i:], "pass")
+		if k < 0 {
+			return false
+		}
+		k += i
+		i = k + 4
+		if i >= len(line) || line[i] != ' ' && line[i] != '\t' {
+			continue
+		}
+		for _, a := range []string{"", "store", "key"} {
+			for _, b := range []string{"", "src", "dest", "new"} {
+				opt := "-" + b + a
+				if strings.HasSuffix(line[:k], opt) && (k == len(opt) || skipBlank(line, k-len(opt)-1) == k-len(opt)) {
+					return true
+				}
+			}
+		}
+	}
+}
+
 // nearSecretHeader reports whether line has NAME: with NAME a header that
 // carries credentials (or a cookie).
-func nearSecretHeader(line string) bool {
+func nearSecretHeader(line string) bool { return secretHeaderAt(line) >= 0 }
+
+// secretHeaderAt returns the offset in line of the first NAME: whose NAME
+// is a header that carries credentials, or -1.
+func secretHeaderAt(line string) int {
 	for i := 0; i < len(line); i++ {
 		k := strings.IndexByte(line[i:], ':')
 		if k < 0 {
-			return false
+			return -1
 		}
 		i += k
 		j := i
@@ -302,10 +378,39 @@ func nearSecretHeader(line string) bool {
 			j--
 		}
 		if j < e && secretHeader(line[j:e]) {
-			return true
+			return j
 		}
 	}
-	return false
+	return -1
+}
+
+// headerStart is where the header rule's search may start in a line
+// nearSecretHeader accepts: at the first secret NAME when no match of
+// `NAME\s*:[ \t]*(?:SCHEME[ \t]+)?VALUE` that starts earlier can reach
+// over it, else at the line's start. One can only when the NAME stands
+// right after the colon (and blanks, and maybe a scheme word) of an
+// earlier match, or inside an earlier VALUE (a run of bytes that are not
+// blanks or quotes). So that the whole text's leftmost matches are
+// found, the line's start is kept otherwise. A long line of code with a
+// trailing "# password: see docs" is then searched from "password" on.
+func headerStart(line string) int {
+	j := secretHeaderAt(line)
+	if j <= 0 {
+		return 0
+	}
+	if c := line[j-1]; c != ' ' && c != '\t' && c != '"' && c != '\'' {
+		return 0 // inside an earlier VALUE, maybe
+	}
+	k := strings.TrimRight(line[:j], " \t")
+	if strings.HasSuffix(k, ":") {
+		return 0
+	}
+	w := k[strings.LastIndexAny(k, " \t:")+1:]
+	switch strings.ToLower(w) {
+	case "bearer", "basic", "token", "bot", "digest", "apikey", "key":
+		return 0 // maybe the scheme word after an earlier NAME:
+	}
+	return j
 }
 
 // nearCookie reports whether line mentions a cookie header.
@@ -398,7 +503,8 @@ var redactRules = sync.OnceValue(func() []redactRule {
 			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretKey, span: 1},
 		// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
 		{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
-			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader},
+			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader,
+			start: headerStart},
 		// Cookie: the whole value.
 		{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, near: nearCookie},
 		// --flag=value, --flag value, -flag value with a secret flag name.
@@ -412,7 +518,7 @@ var redactRules = sync.OnceValue(func() []redactRule {
 		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true},
 		// openssl pass:X; keytool -storepass X.
 		{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true, near: nearDashPass},
 		// URL credentials: scheme://user:X@ and http(s)://X@.
 		{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true},
 		{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true},
@@ -446,7 +552,7 @@ func redactConfigSet(s string, full bool) string {
 	if full {
 		locs = configSetRe.FindAllStringIndex(s, -1)
 	} else {
-		for _, w := range windows(s, configSetPre, nearConfigSet, 0) {
+		for _, w := range windows(s, configSetPre, nearConfigSet, nil, 0) {
 			for _, l := range configSetRe.FindAllStringIndex(s[w[0]:w[1]], -1) {
 				locs = append(locs, []int{w[0] + l[0], w[0] + l[1]})
 			}

@@ -111,6 +111,14 @@ var redactTexts = []string{
 	"x\n--password hunter2 --user=me\nsshpass -p pw ssh h; docker login -u me -p pw\nopenssl enc -pass pass:pw",
 	"keytool -storepass pw\ngit clone https://user:pw@host/x https://tok@github.com/x\nghp_0123456789abcdefABCDEF AKIA0123456789ABCDEF",
 	"Cookie: a=b; c=d\nSet-Cookie: x\nX-Api-Key: k\n-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
+	// where the header rule's search starts (headerStart): after code,
+	// inside an earlier value, after an earlier colon or scheme word
+	"    return wrapped(self)  # password: see docs\nFoo: x.password: y\nX-Note: password: y\nA: Bearer password: z\nf(x) 'token: t' \"secret: s\"",
+	// the JSON rule's lines (nearSecretKey): a value on the next line,
+	// escaped quotes, a key whose value is not a string
+	"{\"password\"\n  : \"hunter2\", \"token\": None}\necho {\\\"token\\\":\\\"abc\\\"}\n{\"token\": None, \"password\": \"pw\"}\n\"api_key\":\n\"k\"",
+	// keytool's options (nearDashPass)
+	"keytool -importkeystore -srcstorepass pw -deststorepass pw2\n-keypass pw\nx-storepass y\n\t-newpass p\npassword pass p",
 }
 
 // Redaction runs the patterns only on the lines that may match (see
@@ -127,6 +135,24 @@ func TestRedactWindowsSameAsWhole(t *testing.T) {
 		got, want := redactWith(&source{text: s}, false), redactWith(&source{text: s}, true)
 		if got != want {
 			t.Errorf("windowed redaction of %q:\n%q\nwhole text:\n%q", clip(s), got, want)
+		}
+	}
+}
+
+// The lines the JSON, header and keytool rules search only from where a
+// match may start still give up their values.
+func TestRedactNarrowedLines(t *testing.T) {
+	for _, tc := range []struct{ in, leak string }{
+		{"    return wrapped(self)  # password: S3NT1NEL docs", "S3NT1NEL"},
+		{"print(x) 'token: S3NT1NEL'", "S3NT1NEL"},
+		{"{\"password\"\n  : \"S3NT1NEL\"}", "S3NT1NEL"},
+		{"{\"token\": None, \"password\": \"S3NT1NEL\"}", "S3NT1NEL"},
+		{`echo {\"token\":\"S3NT1NEL\"}`, "S3NT1NEL"},
+		{"keytool -list -srcstorepass S3NT1NEL", "S3NT1NEL"},
+		{"keytool -list\n-keypass S3NT1NEL", "S3NT1NEL"},
+	} {
+		if got := RedactSecrets(tc.in); strings.Contains(got, tc.leak) {
+			t.Errorf("RedactSecrets(%q) = %q: the value leaks", tc.in, got)
 		}
 	}
 }

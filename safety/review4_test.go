@@ -98,6 +98,14 @@ func TestReview4Misses(t *testing.T) {
 		{`git add "$(git rev-parse --show-toplevel)" && git commit -m x`, Ask, "git-add-blind"},
 		{`find . -maxdepth 0 -exec bash -c 'rm -rf "$0"' / \;`, Block, "rm-critical"},
 		{"git reset --hard HEAD~5", Ask, "git-reset-hard"},
+		// variants TestMissVariantsNested found: a variable holding the
+		// root, and an alias of the same name inside a new shell started by
+		// an alias (the new shell expands its own aliases afresh)
+		{`top=$(git rev-parse --show-toplevel); git add "$top"`, Ask, "git-add-blind"},
+		{"shopt -s expand_aliases; alias g='bash -c \"shopt -s expand_aliases; alias g=\\\"x() { x | x & }; x\\\"\n g\"'\ng", Block, "fork-bomb"},
+		{"alias ls='rm -rf /'; bash -c ls", Allow, ""},
+		{"shopt -s expand_aliases; alias g='eval \"alias g=\\\"x() { x | x & }; x\\\"\n g\"'\ng", Block, "fork-bomb"},
+		{"shopt -s expand_aliases; alias g='g x'; g", Allow, ""},
 		// literal code bash evaluates is analysed like $(...)
 		{`test -v 'x[$(rm -rf ~)]'`, Block, "rm-critical"},
 		{`[ -v 'x[$(rm -rf /)]' ]`, Block, "rm-critical"},

@@ -255,6 +255,7 @@ func (c *checker) alias(args []field, in stdinSrc) bool {
 		c.expanding = make(map[string]bool)
 	}
 	c.expanding[name] = true
+	c.aliasText = true
 	c.nested(code.s, false, in)
 	delete(c.expanding, name)
 	return true

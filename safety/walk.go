@@ -25,6 +25,7 @@ type checker struct {
 	gitAliases map[string]field      // aliases written by git config earlier in the command
 	aliases    map[string]field      // shell aliases defined earlier in the command
 	expanding  map[string]bool       // shell aliases being expanded
+	aliasText  bool                  // the next nested text is an alias's expansion (see nested)
 	workDir    string                // Options.WorkDir
 	lenient    bool                  // nested code that does not parse asks (see extracted)
 	subIn      stdinSrc              // the standard input of $(...) and <(...) in the statement being checked
@@ -328,6 +329,11 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 		if !ok && a.Value != nil && c.taintedWord(a.Value) {
 			c.taint(name)
 		}
+		if !ok && a.Value != nil && c.topWord(a.Value) {
+			st := c.vars[name]
+			st.top = true
+			c.vars[name] = st
+		}
 	}
 }
 
@@ -573,8 +579,12 @@ func (c *checker) nodeSubs(n syntax.Node) {
 
 // nestedParams checks code run by a new shell whose positional
 // parameters are params (sh -c CODE NAME ARGS..., git's shell aliases).
+// A new shell has none of this one's aliases (and expands its own
+// afresh: alias g='bash -c "alias g=…; g"' runs the inner g).
 func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, params []field) {
 	saved := c.saveParams()
+	aliases := c.aliases
+	c.aliases = nil
 	c.setParams(params)
 	c.arg0 = nil
 	if arg0 != nil && !arg0.dyn && !arg0.glob {
@@ -582,6 +592,7 @@ func (c *checker) nestedParams(code string, zsh bool, in stdinSrc, arg0 *field, 
 	}
 	c.nested(code, zsh, in)
 	c.restoreParams(saved)
+	c.aliases = aliases
 }
 
 // extracted checks a shell command line found in another program's
@@ -597,6 +608,8 @@ func (c *checker) extracted(code string, in stdinSrc) {
 
 // nested re-parses and checks shell code found inside the command.
 func (c *checker) nested(code string, zsh bool, in stdinSrc) {
+	aliasText := c.aliasText
+	c.aliasText = false
 	if c.depth >= maxNesting {
 		c.report(Verdict{Decision: Block, Rule: "too-deep",
 			Reason:      "nested shell code is too deep to analyse",
@@ -624,11 +637,19 @@ func (c *checker) nested(code string, zsh bool, in stdinSrc) {
 		c.report(v)
 		return
 	}
+	// An alias's expansion does not expand that alias again; any other
+	// text is parsed when it runs (eval, source, a new shell), after the
+	// expansions around it ended, and expands every alias afresh.
+	expanding := c.expanding
+	if !aliasText {
+		c.expanding = nil
+	}
 	c.depth++
 	saved := c.cwd
 	c.stmts(f.Stmts, in)
 	c.cwd = saved
 	c.depth--
+	c.expanding = expanding
 }
 
 func (c *checker) redirect(r *syntax.Redirect) {

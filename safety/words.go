@@ -81,6 +81,7 @@ type varState struct {
 	known bool
 	array bool
 	taint bool // the value was read at run time (read, mapfile): it may be code where bash evaluates it
+	top   bool // the value contains $(git rev-parse --show-toplevel): the repository's root (see field.top)
 }
 
 // Bounds on the work static expansion may do for one command.
@@ -411,6 +412,7 @@ func (r *resolver) resolveParts(parts []syntax.WordPart, idx int, out []field, s
 			if !ok {
 				fb.dyn, fb.spread = true, true
 				fb.taint = fb.taint || r.taintedParam(p)
+				fb.top = fb.top || r.topParam(p)
 				fb.b.WriteString(dynMark)
 				continue
 			}
@@ -506,6 +508,7 @@ func (r *resolver) dqParts(fb *fieldBuilder, parts []syntax.WordPart, out []fiel
 			case !ok:
 				fb.have, fb.dyn = true, true
 				fb.taint = fb.taint || r.taintedParam(p)
+				fb.top = fb.top || r.topParam(p)
 				fb.b.WriteString(dynMark)
 			case !v.multi:
 				fb.have = true
@@ -648,6 +651,28 @@ func ansiC(b *strings.Builder, s string) {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// topParam reports whether p expands a variable whose value holds the
+// repository's root (top=$(git rev-parse --show-toplevel); git add "$top").
+func (r *resolver) topParam(p *syntax.ParamExp) bool {
+	return p.Param != nil && r.vars[p.Param.Value].top
+}
+
+// topWord reports whether w holds the repository's root: a
+// $(git rev-parse --show-toplevel) or a variable assigned one.
+func (r *resolver) topWord(w syntax.Node) bool {
+	found := false
+	syntax.Walk(w, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst:
+			found = found || isToplevel(n)
+		case *syntax.ParamExp:
+			found = found || r.topParam(n)
+		}
+		return !found
+	})
+	return found
 }
 
 // isToplevel reports whether cs is $(git rev-parse --show-toplevel), the
