@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -153,6 +154,36 @@ func BenchmarkInMemoryJobs(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %v", res, err)
+		}
+	}
+}
+
+// BenchmarkStdioTransportJobs is BenchmarkInMemoryJobs through the
+// server's StdioTransport (over pipes, the go-sdk's client on the other
+// end, both in this process): what the transport adds to a call,
+// allocations included.
+func BenchmarkStdioTransportJobs(b *testing.B) {
+	srv := New(newEngine(b, nil), Options{WorkingDir: b.TempDir()})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ss, err := srv.Connect(context.Background(), &StdioTransport{Reader: inR, Writer: outW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+	})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolJobs, Arguments: map[string]any{}})
 		if err != nil || res.IsError {
 			b.Fatalf("%v %v", res, err)
 		}
