@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -235,9 +236,7 @@ func (f *lineFilter) check(line []byte) bool {
 	case '[':
 		f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: JSON-RPC batches are not supported (send one message per line)", nil, line)
 	case '{':
-		// A copy: the line's buffer is reused, and the message's params
-		// may point into what it was decoded from.
-		msg, err := jsonrpc.DecodeMessage(bytes.Clone(trimmed))
+		msg, err := decodeMessage(trimmed)
 		if err != nil {
 			f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error(), messageID(trimmed), line)
 			return true
@@ -247,6 +246,93 @@ func (f *lineFilter) check(line []byte) bool {
 		f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: a JSON-RPC message is a JSON object", nil, line)
 	}
 	return true
+}
+
+// decodeMessage decodes a line that is one JSON object as
+// [jsonrpc.DecodeMessage] does. The common message, a request or
+// notification with a plain method name and id and object or array
+// params, is decoded here with encoding/json: the go-sdk's decoder
+// allocates a buffer per message (61 KB a call in
+// BenchmarkStdioTransportJobs). Anything else (a response, escapes in the
+// method or id, a fractional or huge id, a null, another key) goes to
+// the go-sdk's decoder, so what is accepted, and how it reads, stays its
+// own (TestDecodeMessageAsTheGoSDK).
+func decodeMessage(line []byte) (jsonrpc.Message, error) {
+	if req, ok := plainRequest(line); ok {
+		return req, nil
+	}
+	// A copy: the line's buffer is reused, and the message's params may
+	// point into what it was decoded from.
+	return jsonrpc.DecodeMessage(bytes.Clone(line))
+}
+
+// plainRequest decodes the message decodeMessage decodes itself; false
+// for any other. encoding/json copies the values it keeps.
+func plainRequest(line []byte) (*jsonrpc.Request, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil || string(m["jsonrpc"]) != `"2.0"` {
+		return nil, false
+	}
+	method, ok := plainString(m["method"])
+	if !ok || method == "" {
+		return nil, false
+	}
+	req := &jsonrpc.Request{Method: method}
+	for k, v := range m {
+		switch k {
+		case "jsonrpc", "method":
+		case "id":
+			if req.ID, ok = plainID(v); !ok {
+				return nil, false
+			}
+		case "params":
+			if v[0] != '{' && v[0] != '[' {
+				return nil, false
+			}
+			req.Params = v
+		default: // also a key that differs only in case, which the go-sdk ignores
+			return nil, false
+		}
+	}
+	return req, true
+}
+
+// plainString returns the value of a JSON string of printable ASCII
+// without escapes.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
+			return "", false
+		}
+	}
+	return string(raw[1 : len(raw)-1]), true
+}
+
+// plainID returns a request id that is a plain string or an integer of
+// at most 15 digits (exact as the float64 the go-sdk reads it as).
+func plainID(raw []byte) (jsonrpc.ID, bool) {
+	if s, ok := plainString(raw); ok {
+		id, err := jsonrpc.MakeID(s)
+		return id, err == nil
+	}
+	digits := bytes.TrimPrefix(raw, []byte("-"))
+	if len(digits) == 0 || len(digits) > 15 {
+		return jsonrpc.ID{}, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return jsonrpc.ID{}, false
+		}
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(float64(n))
+	return id, err == nil
 }
 
 // messageID returns the id of an invalid message when it is one a response
