@@ -26,11 +26,11 @@ import (
 // `[]`, "jsonrpc": "1.0", a batch) fails the connection's Read. Either way
 // the client gets no answer and the server's background jobs are lost
 // with the session. StdioTransport reads the lines itself: each is
-// decoded with the go-sdk's own message decoder ([jsonrpc.DecodeMessage])
-// and only valid messages reach the session, as decoded (once: behind a
-// pipe, the go-sdk's connection decoded each line twice more). Other
-// lines are answered on Writer with a JSON-RPC error response and the
-// session goes on:
+// decoded as the go-sdk's own message decoder ([jsonrpc.DecodeMessage])
+// decodes it (the common request by encoding/json, anything else by that
+// decoder: see decodeMessage), and only valid messages reach the session,
+// as decoded, once. Other lines are answered on Writer with a JSON-RPC
+// error response and the session goes on:
 //
 //   - not JSON: -32700 (parse error), id null;
 //   - JSON but not a JSON-RPC 2.0 request, notification or response
