@@ -151,7 +151,11 @@ func withDefaults(c Config) Config {
 	return c
 }
 
-var interactiveRebase = regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-zA-Z]*|--interactive)\b`)
+// interactiveRebase matches an interactive git rebase; compiled on first
+// use (a command that mentions "rebase"), not at every program's start.
+var interactiveRebase = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\brebase\b[^\n;&|]*\s(-[a-zA-Z]*i[a-zA-Z]*|--interactive)\b`)
+})
 
 // Run runs one tool call and returns its result; it never panics on bad
 // input. The command is checked first (safety rules, then the permission
@@ -227,7 +231,7 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 		req.TTY = size
 		req.ExtraEnv = append(req.ExtraEnv, "TERM=xterm-256color", fmt.Sprintf("COLUMNS=%d", size.Cols), fmt.Sprintf("LINES=%d", size.Rows))
 	}
-	if !req.Background && !in.TTY && interactiveRebase.MatchString(script) {
+	if !req.Background && !in.TTY && strings.Contains(script, "rebase") && interactiveRebase().MatchString(script) {
 		req.ExtraEnv = append(req.ExtraEnv, rebaseGuard)
 	}
 	if e.cfg.Env.HomeIsWorkDir && e.cfg.Env.Policy == config.Allowlist {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bashvisor/bashvisor/config"
 )
@@ -16,7 +17,11 @@ import (
 // curl, wget, Python and Node print it: "Failed to connect to 127.0.0.1
 // port 8080", "connect ECONNREFUSED 127.0.0.1:8080",
 // "host='localhost', port=8080".
-var loopbackRefused = regexp.MustCompile(`(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]|::1)(?::| port |', port=)(\d{1,5})`)
+// Compiled on first use: not at every start of every program that links
+// the engine.
+var loopbackRefused = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]|::1)(?::| port |', port=)(\d{1,5})`)
+})
 
 // refusedWords are what a client prints when nothing listens.
 var refusedWords = []string{"Connection refused", "ECONNREFUSED", "Couldn't connect to server", "connection refused"}
@@ -28,7 +33,7 @@ func loopbackNote(out string) string {
 	if !mentions(out, refusedWords) {
 		return ""
 	}
-	m := loopbackRefused.FindStringSubmatch(out)
+	m := loopbackRefused().FindStringSubmatch(out)
 	if m == nil {
 		return ""
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -37,7 +36,25 @@ const (
 // defaultConversationRate is Options.ConversationRate's default.
 var defaultConversationRate = Rate{PerSecond: 4, Burst: 64}
 
-var conversationRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// validConversationName reports whether name is a conversation name a client
+// may choose: 1 to 128 of A-Z, a-z, 0-9, '.', '_' and '-', starting with a
+// letter or digit. (Checked by hand: the regular expression compiled at
+// every start of every program that links this package, 0.5 ms.)
+func validConversationName(name string) bool {
+	if len(name) == 0 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // sessionMark starts the name of a session's conversation ("~1f0c…"): no
 // client-chosen name starts with it, so a name never reaches a session's
@@ -81,7 +98,7 @@ func conversationName(req mcp.Request) (string, error) {
 	case name == "":
 		name = fromHeader
 	}
-	if name != "" && !conversationRE.MatchString(name) {
+	if name != "" && !validConversationName(name) {
 		return "", fmt.Errorf("%w: conversation name %q: use 1 to 128 of A-Z a-z 0-9 . _ -, starting with a letter or digit",
 			engine.ErrBadInput, clip(name, 140))
 	}

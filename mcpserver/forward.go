@@ -317,5 +317,5 @@ func validName(name string) bool {
 		_, err := strconv.ParseUint(s, 16, 64)
 		return len(s) == 16 && err == nil
 	}
-	return conversationRE.MatchString(name)
+	return validConversationName(name)
 }

@@ -267,7 +267,7 @@ func (s *server) resourceScope(ctx context.Context, req *mcp.ReadResourceRequest
 	if strings.HasPrefix(name, sessionMark) {
 		return sc, sc.session != nil && sc.name == name, nil
 	}
-	if name != s.o.ConversationID && !conversationRE.MatchString(name) {
+	if name != s.o.ConversationID && !validConversationName(name) {
 		return sc, false, nil
 	}
 	_, overHTTP := principalFrom(ctx)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -24,12 +25,12 @@ import (
 // JSON stops its reader, and a message that is not valid JSON-RPC (`{}`,
 // `[]`, "jsonrpc": "1.0", a batch) fails the connection's Read. Either way
 // the client gets no answer and the server's background jobs are lost
-// with the session. StdioTransport puts a filter in front of it: every
-// line is checked with the go-sdk's own message decoder
-// ([jsonrpc.DecodeMessage]) and only valid messages are passed on to an
-// [mcp.IOTransport], which does everything else (framing of the valid
-// lines, sessions, writes). Other lines are answered on Writer with a
-// JSON-RPC error response and the session goes on:
+// with the session. StdioTransport reads the lines itself: each is
+// decoded as the go-sdk's own message decoder ([jsonrpc.DecodeMessage])
+// decodes it (the common request by encoding/json, anything else by that
+// decoder: see decodeMessage), and only valid messages reach the session,
+// as decoded, once. Other lines are answered on Writer with a JSON-RPC
+// error response and the session goes on:
 //
 //   - not JSON: -32700 (parse error), id null;
 //   - JSON but not a JSON-RPC 2.0 request, notification or response
@@ -73,24 +74,85 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	pr, pw := io.Pipe()
-	out := &lockedWriteCloser{w: t.Writer}
-	f := &lineFilter{in: bufio.NewReaderSize(t.Reader, 64<<10), pass: pw, out: out, max: max, log: log}
+	c := &stdioConn{in: t.Reader, out: &lockedWriteCloser{w: t.Writer}, msgs: make(chan msgOrErr), closed: make(chan struct{})}
+	f := &lineFilter{in: bufio.NewReaderSize(t.Reader, 64<<10), conn: c, max: max, log: log}
 	go f.run()
-	// The go-sdk reads only lines the filter passed, each at most max
-	// bytes, so its own frame limit is off.
-	return (&mcp.IOTransport{Reader: filteredReader{pr, t.Reader}, Writer: out, MaxLineLength: -1}).Connect(ctx)
+	return c, nil
 }
 
-// filteredReader is what the go-sdk reads: the filter's output. Closing it
-// also closes the original reader, which unblocks the filter's read.
-type filteredReader struct {
-	*io.PipeReader
-	orig io.Closer
+// stdioConn is the session's connection: the filter hands it each valid
+// message as the go-sdk's decoder made it, once. (The go-sdk's own stdio
+// connection, behind a pipe, decoded each line twice more, first as a
+// batch that fails, allocating a decoder buffer each time: 388 KB per
+// call round trip in BenchmarkInMemoryJobs, and a goroutine hand-off more
+// per message.) Its writes are the go-sdk's, one line per message.
+type stdioConn struct {
+	in        io.Closer
+	out       *lockedWriteCloser
+	msgs      chan msgOrErr // from the filter; an error ends the stream
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
 }
 
-func (r filteredReader) Close() error {
-	return errors.Join(r.PipeReader.Close(), r.orig.Close())
+// msgOrErr is a message the filter passed, or how the stream ended.
+type msgOrErr struct {
+	msg jsonrpc.Message
+	err error
+}
+
+// Read implements [mcp.Connection]: the next valid message, io.EOF once
+// the client closed its end (or the connection was closed), or the read's
+// error.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case m := <-c.msgs:
+		return m.msg, m.err
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+// Write implements [mcp.Connection]: one line per message.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("marshaling message: %w", err)
+	}
+	_, err = c.out.Write(append(data, '\n'))
+	return err
+}
+
+// Close implements [mcp.Connection]: it closes Reader, which unblocks the
+// filter's read, and Writer.
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = errors.Join(c.in.Close(), c.out.Close())
+		close(c.closed)
+	})
+	return c.closeErr
+}
+
+// SessionID implements [mcp.Connection]: a stdio session has no id.
+func (c *stdioConn) SessionID() string { return "" }
+
+// pass hands the session a message or the end of the stream; false once
+// the connection is closed.
+func (c *stdioConn) pass(m msgOrErr) bool {
+	select {
+	case c.msgs <- m:
+		return true
+	case <-c.closed:
+		return false
+	}
 }
 
 // lockedWriteCloser serialises the go-sdk's writes and the filter's error
@@ -108,12 +170,11 @@ func (l *lockedWriteCloser) Write(p []byte) (int, error) {
 
 func (l *lockedWriteCloser) Close() error { return l.w.Close() }
 
-// lineFilter reads lines from in, passes valid messages to pass and
-// answers the others on out.
+// lineFilter reads lines from in, passes valid messages to conn and
+// answers the others on conn's writer.
 type lineFilter struct {
 	in   *bufio.Reader
-	pass *io.PipeWriter
-	out  io.Writer
+	conn *stdioConn
 	max  int
 	log  *slog.Logger
 	buf  []byte
@@ -124,18 +185,11 @@ func (f *lineFilter) run() {
 		line, tooLong, err := f.readLine()
 		if tooLong {
 			f.refuse(jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", f.max), nil, nil)
-		} else if len(bytes.TrimSpace(line)) > 0 {
-			if werr := f.check(line); werr != nil {
-				f.pass.CloseWithError(werr)
-				return
-			}
+		} else if len(bytes.TrimSpace(line)) > 0 && !f.check(line) {
+			return // the connection is closed
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				f.pass.Close()
-			} else {
-				f.pass.CloseWithError(err)
-			}
+			f.conn.pass(msgOrErr{err: err}) // io.EOF: the client closed its end
 			return
 		}
 	}
@@ -171,30 +225,114 @@ func (f *lineFilter) readLine() (line []byte, tooLong bool, err error) {
 	}
 }
 
-// check passes a valid message on, or answers an invalid one. It returns
-// an error only when the go-sdk side is gone.
-func (f *lineFilter) check(line []byte) error {
+// check passes a valid message on, or answers an invalid one. It reports
+// false only when the connection is closed.
+func (f *lineFilter) check(line []byte) bool {
 	if !json.Valid(line) {
 		f.refuse(jsonrpc.CodeParseError, "parse error: the line is not JSON (send one JSON-RPC message per line)", nil, line)
-		return nil
+		return true
 	}
 	switch trimmed := bytes.TrimSpace(line); trimmed[0] {
 	case '[':
 		f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: JSON-RPC batches are not supported (send one message per line)", nil, line)
-		return nil
 	case '{':
-		if _, err := jsonrpc.DecodeMessage(trimmed); err != nil {
+		msg, err := decodeMessage(trimmed)
+		if err != nil {
 			f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error(), messageID(trimmed), line)
-			return nil
+			return true
 		}
+		return f.conn.pass(msgOrErr{msg: msg})
 	default:
 		f.refuse(jsonrpc.CodeInvalidRequest, "invalid request: a JSON-RPC message is a JSON object", nil, line)
-		return nil
 	}
-	msg := make([]byte, 0, len(line)+1)
-	msg = append(append(msg, line...), '\n')
-	_, err := f.pass.Write(msg)
-	return err
+	return true
+}
+
+// decodeMessage decodes a line that is one JSON object as
+// [jsonrpc.DecodeMessage] does. The common message, a request or
+// notification with a plain method name and id and object or array
+// params, is decoded here with encoding/json: the go-sdk's decoder
+// allocates a buffer per message (61 KB a call in
+// BenchmarkStdioTransportJobs). Anything else (a response, escapes in the
+// method or id, a fractional or huge id, a null, another key) goes to
+// the go-sdk's decoder, so what is accepted, and how it reads, stays its
+// own (TestDecodeMessageAsTheGoSDK).
+func decodeMessage(line []byte) (jsonrpc.Message, error) {
+	if req, ok := plainRequest(line); ok {
+		return req, nil
+	}
+	// A copy: the line's buffer is reused, and the message's params may
+	// point into what it was decoded from.
+	return jsonrpc.DecodeMessage(bytes.Clone(line))
+}
+
+// plainRequest decodes the message decodeMessage decodes itself; false
+// for any other. encoding/json copies the values it keeps.
+func plainRequest(line []byte) (*jsonrpc.Request, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil || string(m["jsonrpc"]) != `"2.0"` {
+		return nil, false
+	}
+	method, ok := plainString(m["method"])
+	if !ok || method == "" {
+		return nil, false
+	}
+	req := &jsonrpc.Request{Method: method}
+	for k, v := range m {
+		switch k {
+		case "jsonrpc", "method":
+		case "id":
+			if req.ID, ok = plainID(v); !ok {
+				return nil, false
+			}
+		case "params":
+			if v[0] != '{' && v[0] != '[' {
+				return nil, false
+			}
+			req.Params = v
+		default: // also a key that differs only in case, which the go-sdk ignores
+			return nil, false
+		}
+	}
+	return req, true
+}
+
+// plainString returns the value of a JSON string of printable ASCII
+// without escapes.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
+			return "", false
+		}
+	}
+	return string(raw[1 : len(raw)-1]), true
+}
+
+// plainID returns a request id that is a plain string or an integer of
+// at most 15 digits (exact as the float64 the go-sdk reads it as).
+func plainID(raw []byte) (jsonrpc.ID, bool) {
+	if s, ok := plainString(raw); ok {
+		id, err := jsonrpc.MakeID(s)
+		return id, err == nil
+	}
+	digits := bytes.TrimPrefix(raw, []byte("-"))
+	if len(digits) == 0 || len(digits) > 15 {
+		return jsonrpc.ID{}, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return jsonrpc.ID{}, false
+		}
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(float64(n))
+	return id, err == nil
 }
 
 // messageID returns the id of an invalid message when it is one a response
@@ -228,5 +366,5 @@ func (f *lineFilter) refuse(code int64, message string, id json.RawMessage, line
 	}
 	// A failed write means stdout is gone; the go-sdk's next write fails
 	// the same way and ends the session.
-	_, _ = f.out.Write(append(resp, '\n'))
+	_, _ = f.conn.out.Write(append(resp, '\n'))
 }

@@ -455,16 +455,20 @@ func (j *job) settle(ctx actor.Context) {
 	}
 	j.outcome = o
 	j.l.live.End()
+	if j.l.sbx == nil && !j.leftRunning && tx == nil {
+		// The caller first: handing the cgroup back (reading and
+		// resetting its counters) is not the command's time.
+		j.deliver(ctx)
+		j.releaseCgroup()
+		j.l.fz.Close()
+		return
+	}
 	gone := j.releaseCgroup()
 	if j.l.cg == nil {
 		// Leftovers that were ended are gone once nothing of the group or
 		// the namespace is alive; kept ones and survivors are not.
 		gone = !j.leftRunning && len(j.survivors) == 0 && !j.pipeHeld && !j.anyAlive()
 		j.l.fz.Close()
-	}
-	if j.l.sbx == nil && !j.leftRunning && tx == nil {
-		j.deliver(ctx)
-		return
 	}
 	// Slow parts: removing a scratch directory full of files, moving kept
 	// processes out of the cgroup, committing the job's transaction

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -140,7 +141,7 @@ func (f *mcpFlags) check(fs *flag.FlagSet) error {
 	if f.sbx, err = f.sandbox.sandbox(); err != nil {
 		return err
 	}
-	if f.coauthor != "" && !coauthorRE.MatchString(f.coauthor) {
+	if f.coauthor != "" && !coauthorRE().MatchString(f.coauthor) {
 		return fmt.Errorf(`-coauthor must look like "Name <email>", not %q`, f.coauthor)
 	}
 	if f.dir != "" {
@@ -194,7 +195,8 @@ func (f *mcpFlags) checkAuth() error {
 	return nil
 }
 
-var coauthorRE = regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`)
+// coauthorRE is compiled on first use (-coauthor), not at every start.
+var coauthorRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$`) })
 
 // engineConfig maps the flags to the engine's configuration; audit is the
 // opened -audit file (or nil).
