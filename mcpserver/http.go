@@ -274,7 +274,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveForwardPath(w, r) // checks of its own
 		return
 	}
-	if h.forwardHost != "" && strings.EqualFold(r.Host, h.forwardHost) {
+	if h.forwardHost != "" && isForwardHost(r.Host, h.forwardHost) {
 		// /mcp mounted at the forward origin too: its pages could call it.
 		w.Header().Set("Connection", "close")
 		http.Error(w, "Forbidden: the forward origin serves forward paths only", http.StatusForbidden)

@@ -14,7 +14,8 @@ import (
 
 // forwardUsage is the -forward flag's usage line.
 const forwardUsage = "-http with -sandbox: offer the tool bash_forward, which gives the user a URL " +
-	"(http://FORWARD-ADDR/forward/CONVERSATION/PORT/?bashvisor_code=…, a one-time code for a browser; programs send the -http token) " +
+	"(http://fw-LABEL.localhost:PORT/forward/CONVERSATION/PORT/?bashvisor_code=…, an origin of its own under -forward-addr's port, with a one-time code for a browser; " +
+	"programs send the -http token to http://FORWARD-ADDR/forward/CONVERSATION/PORT/) " +
 	"for a server a conversation runs on its sandbox's localhost"
 
 // defineForward defines -forward and -forward-addr.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +62,8 @@ func (b withBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestMCPForward: `mcp -http -sandbox read-only -forward` offers
-// bash_forward, whose URL (a path of another loopback port than -http's:
-// another origin) serves the server a background command runs on the
+// bash_forward, whose URL (a path of fw-LABEL.localhost at another
+// loopback port than -http's: an origin of its own) serves the server a background command runs on the
 // conversation's localhost, with the token, or to a browser once with
 // its one-time code and then with the cookie it got. The forward origin
 // serves no /mcp.
@@ -72,7 +74,12 @@ func TestMCPForward(t *testing.T) {
 	addr := startHTTPDemo(t, []string{tokenEnv + "="}, "-sandbox", "read-only", "-forward", "-token", token)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tr := &http.Transport{}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); strings.HasSuffix(host, ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port) // as browsers and curl resolve it
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
 	defer tr.CloseIdleConnections()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: withBearer{token, tr}}},
@@ -98,12 +105,19 @@ func TestMCPForward(t *testing.T) {
 	if out := text("bash", map[string]any{"command": "for i in $(seq 200); do curl -sf -o /dev/null localhost:3000/ && exit 0; sleep 0.1; done; exit 7"}); out != "[listening: 3000 (job-1)]" {
 		t.Fatalf("the conversation's next command: %q", out)
 	}
-	u, _, _ := strings.Cut(text("bash_forward", map[string]any{"port": 3000}), "\n")
+	reply := text("bash_forward", map[string]any{"port": 3000})
+	u, _, _ := strings.Cut(reply, "\n")
 	clean, code, _ := strings.Cut(u, "?bashvisor_code=")
-	origin, _, _ := strings.Cut(strings.TrimPrefix(clean, "http://"), "/")
-	if !strings.HasPrefix(origin, "127.0.0.1:") || origin == addr || !strings.HasPrefix(clean, "http://"+origin+"/forward/") || code == "" ||
-		strings.Contains(u, token) {
-		t.Fatalf("bash_forward's URL %q is not a one-time link of a loopback origin apart from http://%s", u, addr)
+	origin, path, _ := strings.Cut(strings.TrimPrefix(clean, "http://"), "/")
+	_, port, _ := net.SplitHostPort(origin)
+	if !strings.HasPrefix(origin, "fw-") || !strings.HasSuffix(origin, ".localhost:"+port) || strings.HasSuffix(addr, ":"+port) ||
+		!strings.HasPrefix(path, "forward/") || code == "" || strings.Contains(reply, token) ||
+		!strings.Contains(reply, "Programs use http://127.0.0.1:"+port+"/"+path+" with") {
+		t.Fatalf("bash_forward's reply %q is not a one-time link of an origin of its own apart from http://%s", reply, addr)
+	}
+	// Curl resolves *.localhost as browsers do.
+	if out, err := exec.CommandContext(ctx, "curl", "-s", clean).CombinedOutput(); err != nil || !strings.Contains(string(out), "Unauthorized") {
+		t.Errorf("curl %s: %q %v", clean, out, err)
 	}
 	get := func(c *http.Client, u, tok string) string {
 		t.Helper()
@@ -124,6 +138,9 @@ func TestMCPForward(t *testing.T) {
 		if got := get(plain, clean+"index.html", tok); !strings.HasPrefix(got, want) {
 			t.Errorf("GET %s with token %q: %q, want %q", clean, tok, got, want)
 		}
+	}
+	if got := get(plain, "http://127.0.0.1:"+port+"/"+path+"index.html", token); got != "200 served-from-the-sandbox\n" {
+		t.Errorf("a program at the forward origin's own host: %q", got)
 	}
 	// A browser: the link once, then its cookie.
 	jar, _ := cookiejar.New(nil)
