@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,11 @@ const (
 	forwardPrefix = "/forward/"
 )
 
+// Over stdio (one principal, no token), a program serves the forward
+// paths on the forward origin's listener alone with Handler and
+// HTTPOptions.NoAuth: a browser then gets in with bash_forward's one-time
+// code only (the stdio session's principal is no anonymous request's).
+//
 // forwarder is a Runner that connects into its conversations' sandboxed
 // networks: Engine's Forward method.
 type forwarder interface {
@@ -89,6 +95,10 @@ type forwarding struct {
 	port   string // host's port, with its colon, or ""
 	key    []byte // of the forwards' labels
 	grants forwardGrants
+	// served is set once Handler serves s: its forward paths may then be
+	// reached (over stdio too, with a Handler on the forward origin's
+	// listener only).
+	served atomic.Bool
 }
 
 // forwardDomain is the domain and port (":8766", or "") that the hosts
@@ -222,8 +232,12 @@ func parseForwardArgs(raw json.RawMessage) (int, error) {
 // forward is bash_forward: it checks that something listens on the port,
 // and returns the URL of its forward path with a new one-time code.
 func (fw *forwarding) forward(c *toolCall, port int) (*mcp.CallToolResult, error) {
-	if extra := c.req.GetExtra(); extra == nil || extra.Header.Get(callHeader) == "" {
-		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP (by Handler, whose forward paths serve its URLs)", engine.ErrBadInput)
+	if !fw.served.Load() {
+		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP, or its forward paths served (by Handler, on the Forward origin's listener)", engine.ErrBadInput)
+	}
+	var header http.Header
+	if extra := c.req.GetExtra(); extra != nil {
+		header = extra.Header
 	}
 	conn, err := fw.f.Forward(c.ctx, c.tc.ConversationID, port)
 	if err != nil {
@@ -232,7 +246,7 @@ func (fw *forwarding) forward(c *toolCall, port int) (*mcp.CallToolResult, error
 	conn.Close()
 	path := forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
 	u := fw.scheme + "://" + fw.originHost(c.sc.principal, c.sc.name, port) + path
-	g := forwardGrant{principal: c.sc.principal, name: c.sc.name, port: port, token: bearerToken(c.req.GetExtra().Header)}
+	g := forwardGrant{principal: c.sc.principal, name: c.sc.name, conv: c.tc.ConversationID, port: port, token: bearerToken(header)}
 	code := fw.grants.code(g, time.Now())
 	u += "?" + forwardCodeParam + "=" + code
 	text := u + "\nserves localhost:" + strconv.Itoa(port) + " of this conversation to the user, while the server runs. " +
@@ -310,6 +324,7 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		return
 	}
 	fw := v.(*forwarding)
+	conv := "" // the grant's, or principal's conversation name
 	if !isForwardHost(r.Host, fw.host) {
 		// Only at the forward origin: never /mcp's.
 		http.Error(w, "Forbidden: forward paths are served at "+fw.base+" only", http.StatusForbidden)
@@ -333,9 +348,11 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 			unauthorized(w, "the credentials this link was made with are no longer valid")
 			return
 		}
-		principal = g.principal
+		principal, conv = g.principal, g.conv
 	}
-	conv := fw.s.conversationID(principal, true, name)
+	if conv == "" {
+		conv = fw.s.conversationID(principal, true, name)
+	}
 	target := "localhost:" + portText
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -37,11 +37,11 @@ const (
 )
 
 // forwardGrant is what a code or a cookie grants: one port of one
-// conversation of a principal, until expires, while token (the bearer
-// token of the bash_forward call; "" without authentication) still
-// names the principal.
+// conversation of a principal (name in its URLs, conv its ID), until
+// expires, while token (the bearer token of the bash_forward call; ""
+// without authentication) still names the principal.
 type forwardGrant struct {
-	principal, name string
+	principal, name, conv string
 	port            int
 	token           string
 	expires         time.Time
@@ -134,7 +134,7 @@ func (f *forwardGrants) revoke(v string) {
 // asks. Without authentication (NoAuth) a grant needs no token.
 func (h *httpHandler) stillGranted(r *http.Request, g forwardGrant) bool {
 	if h.opts.Token == "" && h.opts.Verifier == nil {
-		return g.principal == principalAnonymous
+		return true // NoAuth: nothing to outlive (over stdio, the session's principal)
 	}
 	if g.token == "" {
 		return false

@@ -175,6 +175,7 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	h.server = getServer
 	if v, ok := servers.Load(s); ok {
 		h.forwardHost = v.(*forwarding).host
+		v.(*forwarding).served.Store(true)
 	}
 	h.instrument(s)
 	pick := func(r *http.Request) *mcp.Server {

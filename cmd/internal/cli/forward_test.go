@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +29,6 @@ func TestMCPForwardFlag(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"-forward", "-sandbox", "read-only"}, "-forward needs -http"},
 		{[]string{"-forward", "-http", ":0", "-no-auth"}, "-forward needs -sandbox"},
 		{[]string{"-forward", "-http", ":0", "-no-auth", "-sandbox", "read-only", "-executors", "127.0.0.1:1"}, "-forward needs a local engine"},
 	} {
@@ -160,5 +162,108 @@ func TestMCPForward(t *testing.T) {
 	}
 	if got := get(plain, "http://"+addr+strings.TrimPrefix(clean, "http://"+origin), token); !strings.HasPrefix(got, "404 ") {
 		t.Errorf("the forward path at /mcp's origin: %q", got)
+	}
+}
+
+// TestMCPForwardStdio: `mcp -sandbox read-only -forward` over stdio
+// offers bash_forward and serves its URLs on the -forward-addr listener
+// alone (stdio has no token): a browser opens the link once with its
+// one-time code and then with its cookie; without them, or with any
+// Authorization header, nothing is served; the listener serves no /mcp.
+func TestMCPForwardStdio(t *testing.T) {
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
+	testenv.NeedsTool(t, "python3", "curl")
+	if demoBin == "" {
+		t.Fatal("the demo binary did not build (see TestMain's output)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(demoBin, "mcp", "-C", t.TempDir(), "-grace", "200ms", "-sandbox", "read-only", "-forward")
+	cmd.Env = append(os.Environ(), tokenEnv+"=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`forwards \(bash_forward\) at http://(\S+)/forward/`)
+	var fwAddr string
+	for fwAddr == "" && sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			fwAddr = m[1]
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if fwAddr == "" {
+		t.Fatal("no forward listener announced")
+	}
+	text := func(tool string, args map[string]any) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := res.Content[0].(*mcp.TextContent).Text
+		if res.IsError {
+			t.Fatalf("%s: %s", tool, s)
+		}
+		return s
+	}
+	text("bash", map[string]any{"mode": "background",
+		"command": "mkdir -p /tmp/site && echo stdio-served > /tmp/site/index.html && cd /tmp/site && exec python3 -m http.server 3000"})
+	text("bash", map[string]any{"command": "for i in $(seq 200); do curl -sf -o /dev/null localhost:3000/ && exit 0; sleep 0.1; done; exit 7"})
+	u, _, _ := strings.Cut(text("bash_forward", map[string]any{"port": 3000}), "\n")
+	clean, code, _ := strings.Cut(u, "?bashvisor_code=")
+	_, port, _ := net.SplitHostPort(fwAddr)
+	if !strings.HasPrefix(clean, "http://fw-") || !strings.Contains(clean, ".localhost:"+port+"/forward/") || code == "" {
+		t.Fatalf("bash_forward's URL %q is not a one-time link of the forward listener %s", u, fwAddr)
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); strings.HasSuffix(host, ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	get := func(c *http.Client, u, auth string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Status[:4] + string(b)
+	}
+	plain := &http.Client{Transport: tr}
+	if got := get(plain, clean+"index.html", ""); !strings.HasPrefix(got, "401 ") {
+		t.Errorf("without the code: %q", got)
+	}
+	for _, auth := range []string{"Bearer anything-0123456789", "Basic YTpi"} {
+		if got := get(plain, clean+"index.html", auth); strings.HasPrefix(got, "200 ") {
+			t.Errorf("with Authorization %q: %q", auth, got)
+		}
+	}
+	if got := get(plain, "http://"+fwAddr+"/mcp", ""); !strings.HasPrefix(got, "404 ") {
+		t.Errorf("/mcp on the forward listener: %q", got)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Transport: tr, Jar: jar}
+	if got := get(browser, u, ""); got != "200 stdio-served\n" {
+		t.Errorf("a browser opening %s: %q", u, got)
+	}
+	if got := get(browser, clean+"index.html", ""); got != "200 stdio-served\n" {
+		t.Errorf("the browser's next request: %q", got)
+	}
+	if got := get(plain, u, ""); !strings.HasPrefix(got, "401 ") {
+		t.Errorf("the link a second time: %q", got)
 	}
 }
