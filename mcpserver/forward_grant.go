@@ -42,9 +42,9 @@ const (
 // without authentication) still names the principal.
 type forwardGrant struct {
 	principal, name, conv string
-	port            int
-	token           string
-	expires         time.Time
+	port                  int
+	token                 string
+	expires               time.Time
 }
 
 // forwardGrants holds a server's codes and grants.
