@@ -28,7 +28,9 @@ func scrubUpgrade(m *matcher, resp *http.Response) error {
 	if !ok {
 		return fmt.Errorf("%w: a protocol upgrade without a stream", errUnreadable)
 	}
-	resp.Body = &wsScrub{ReadWriteCloser: rwc, m: m}
+	if m != nil {
+		resp.Body = &wsScrub{ReadWriteCloser: rwc, m: m}
+	}
 	return nil
 }
 
