@@ -30,18 +30,14 @@ func (f *mcpFlags) defineForward(fs *flag.FlagSet) {
 }
 
 // checkForward validates -forward: it needs the sandbox (without it,
-// servers listen on the host's own localhost) and a local engine (a
-// fleet front has no conversations' networks). Over stdio the forwards
+// servers listen on the host's own localhost). Over stdio the forwards
 // are served on -forward-addr alone, a browser let in by a link's
-// one-time code only (stdio has no token).
+// one-time code only (stdio has no token); on a fleet front
+// (-executors, -cluster) each connection is carried to the executor
+// that holds the conversation (cluster.Client.Forward).
 func (f *mcpFlags) checkForward() error {
-	switch {
-	case !f.forward:
-		return nil
-	case !f.sbx.On():
+	if f.forward && !f.sbx.On() {
 		return errors.New("-forward needs -sandbox: without it the commands' servers are on this host's localhost already")
-	case f.fleet.on():
-		return errors.New("-forward needs a local engine (not -executors or -cluster)")
 	}
 	return nil
 }

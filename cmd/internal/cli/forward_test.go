@@ -21,8 +21,8 @@ import (
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
-// TestMCPForwardFlag: -forward needs -http, the sandbox and a local
-// engine; -forward-addr must name an address browsers reach.
+// TestMCPForwardFlag: -forward needs the sandbox (not -http, nor a local
+// engine); -forward-addr must name an address browsers reach.
 func TestMCPForwardFlag(t *testing.T) {
 	t.Setenv(tokenEnv, "")
 	for _, c := range []struct {
@@ -30,7 +30,6 @@ func TestMCPForwardFlag(t *testing.T) {
 		err  string
 	}{
 		{[]string{"-forward", "-http", ":0", "-no-auth"}, "-forward needs -sandbox"},
-		{[]string{"-forward", "-http", ":0", "-no-auth", "-sandbox", "read-only", "-executors", "127.0.0.1:1"}, "-forward needs a local engine"},
 	} {
 		if _, err := parseMCPFlags(c.args); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%q: error %v, want %q", c.args, err, c.err)
@@ -38,6 +37,11 @@ func TestMCPForwardFlag(t *testing.T) {
 	}
 	if f, err := parseMCPFlags([]string{"-forward", "-forward-addr", ":0", "-http", ":0", "-no-auth", "-sandbox", "workspace-write"}); err != nil || !f.forward || f.forwardAddr != ":0" {
 		t.Errorf("-forward -http -sandbox: %+v %v", f, err)
+	}
+	for _, args := range [][]string{{"-forward", "-sandbox", "read-only"}, {"-forward", "-http", ":0", "-no-auth", "-sandbox", "read-only", "-executors", "127.0.0.1:1"}} {
+		if _, err := parseMCPFlags(args); err != nil {
+			t.Errorf("%q (over stdio; on a fleet front): %v", args, err)
+		}
 	}
 	for addr, want := range map[string]string{"0.0.0.0:0": "name the address browsers reach", ":0": "http://127.0.0.1:"} {
 		f := &mcpFlags{forward: true, forwardAddr: addr}
