@@ -249,9 +249,9 @@ func (a *execActor) openForward(ctx actor.Context, m *clusterpb.Query) {
 
 // execStream is a forwarded connection on the executor.
 type execStream struct {
-	front  *actor.PID
-	conn   net.Conn
-	win    *window // the front's acknowledgements, for the pump
+	front *actor.PID
+	conn  net.Conn
+	win   *window // the front's acknowledgements, for the pump
 }
 
 func (a *execStream) Receive(ctx actor.Context) {
