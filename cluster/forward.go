@@ -29,8 +29,8 @@ const (
 // Engine.Forward does locally), so that mcpserver's bash_forward works
 // on a fleet front. The bytes travel over the cluster transport as Stream
 // messages between an actor of the front and one of the executor, in
-// order; the connection ends when either side closes it, and fails when
-// the executor is lost. A conversation that runs nowhere, or that has no
+// order; the connection ends when either side closes it or the front
+// shuts down, and fails when the executor is lost. A conversation that runs nowhere, or that has no
 // sandboxed network there, is engine.ErrBadInput; nothing listening is
 // syscall.ECONNREFUSED's text (the error crossed the wire). Deadlines of
 // the returned net.Conn are those of net.Pipe.
@@ -59,12 +59,16 @@ func (c *Client) forwardOn(ctx context.Context, st *execState, conv string, port
 	opened := make(chan *clusterpb.QueryReply, 1)
 	q := &clusterpb.Query{Op: "forward", ExecutorId: st.id, Port: int64(port),
 		Tc: encodeTC(engine.ToolContext{ConversationID: conv}, "")}
+	if c.runCtx.Err() != nil {
+		return nil, false, fmt.Errorf("%w: the front is shutting down", engine.ErrShutdown)
+	}
+	c.actors.Add(1) // done when the actor has stopped: Shutdown waits for it
 	pid := c.node.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &frontStream{c: c, target: st.pid, first: q, conn: remote, opened: opened}
 	}))
 	fail := func(err error) (net.Conn, bool, error) {
 		local.Close()
-		c.stopActor(pid)
+		c.node.sys.Root.Stop(pid)
 		return nil, false, err
 	}
 	select {
@@ -74,7 +78,7 @@ func (c *Client) forwardOn(ctx context.Context, st *execState, conv string, port
 			return local, false, nil // the actor stops once the connection ends
 		case r.NotHeld:
 			local.Close()
-			c.stopActor(pid)
+			c.node.sys.Root.Stop(pid)
 			return nil, true, nil
 		}
 		return fail(decodeReplyErr(r))
@@ -96,6 +100,7 @@ type streamGone struct{ why string }
 // the front keeps) and sends what is read from conn.
 type frontStream struct {
 	c      *Client
+	unhook func() bool // of the Shutdown hook that closes conn
 	target *actor.PID // the executor's actor
 	first  *clusterpb.Query
 	conn   net.Conn
@@ -107,8 +112,13 @@ type frontStream struct {
 func (a *frontStream) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		conn := a.conn
+		a.unhook = context.AfterFunc(a.c.runCtx, func() { conn.Close() })
 		ctx.Watch(a.target)
 		ctx.Request(a.target, a.first)
+	case *actor.Stopped:
+		a.unhook()
+		a.c.actors.Done()
 	case *actor.Stopping:
 		a.conn.Close() // the pump sends the peer an end
 		if a.win != nil {
@@ -150,7 +160,7 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 		root, peer, conn, self, win := ctx.ActorSystem().Root, a.peer, a.conn, ctx.Self(), a.win
 		go func() {
 			pump(conn, func(msg *clusterpb.Stream) { root.Send(peer, msg) }, win)
-			a.c.stopActor(self)
+			root.Stop(self)
 		}()
 		a.answer(nil)
 	case len(m.Data) > 0:

@@ -19,8 +19,9 @@ import (
 // TestForwardThroughFront: Client.Forward carries a connection to a
 // server a conversation runs on its sandboxed loopback, on its executor,
 // over the cluster transport: an HTTP request and a 3 MiB answer arrive
-// whole and in order, both ways' ends are passed on, and a port nothing
-// listens on, and a conversation that runs nowhere, are errors.
+// whole and in order, both ways' ends are passed on, a port nothing
+// listens on and a conversation that runs nowhere are errors, and the
+// front's Shutdown ends a connection left open.
 func TestForwardThroughFront(t *testing.T) {
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
 	testenv.NeedsTool(t, "python3")
@@ -36,7 +37,7 @@ func TestForwardThroughFront(t *testing.T) {
 		t.Fatalf("server: %s %q", r.Status, r.Output)
 	}
 	wait := "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exec sha256sum /tmp/site/big; sleep 0.1; done; exit 7"
-	r := c.Run(ctx, tc, engine.Input{Command: wait})
+	r := c.Run(ctx, tc, engine.Input{Command: wait, Mode: engine.ModeSlow})
 	if r.Status != engine.StatusOK {
 		t.Fatalf("the server did not start: %s %q", r.Status, r.Output)
 	}
@@ -61,5 +62,18 @@ func TestForwardThroughFront(t *testing.T) {
 	}
 	if _, err := c.Forward(ctx, "nowhere", 3000); !errors.Is(err, engine.ErrBadInput) {
 		t.Errorf("a conversation that runs nowhere: %v", err)
+	}
+	// A connection left open does not hold up the front's Shutdown,
+	// which ends it.
+	idle, err := c.Forward(ctx, "fw", 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(idle, "GET /big HTTP/1.0\r\n") // and nothing more
+	start := time.Now()
+	shutdown(t, c)
+	_ = idle.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(idle); err != nil || time.Since(start) > 20*time.Second {
+		t.Errorf("an open connection at Shutdown: %v after %v", err, time.Since(start))
 	}
 }
