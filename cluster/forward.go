@@ -101,7 +101,7 @@ type streamGone struct{ why string }
 type frontStream struct {
 	c      *Client
 	unhook func() bool // of the Shutdown hook that closes conn
-	target *actor.PID // the executor's actor
+	target *actor.PID  // the executor's actor
 	first  *clusterpb.Query
 	conn   net.Conn
 	opened chan<- *clusterpb.QueryReply // nil once answered
