@@ -32,7 +32,7 @@ const (
 // order; the connection ends when either side closes it or the front
 // shuts down, and fails when the executor is lost. A conversation that runs nowhere, or that has no
 // sandboxed network there, is engine.ErrBadInput; nothing listening is
-// syscall.ECONNREFUSED's text (the error crossed the wire). Deadlines of
+// syscall.ECONNREFUSED (errors.Is, across the wire). Deadlines of
 // the returned net.Conn are those of net.Pipe.
 func (c *Client) Forward(ctx context.Context, conv string, port int) (net.Conn, error) {
 	for attempt := 0; ; attempt++ {
