@@ -77,7 +77,32 @@ func TestMCPForward(t *testing.T) {
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
 	testenv.NeedsTool(t, "python3", "curl")
 	const token = "forward-token-0123456789"
-	addr := startHTTPDemo(t, []string{tokenEnv + "="}, "-sandbox", "read-only", "-forward", "-token", token)
+	checkForward(t, startHTTPDemo(t, []string{tokenEnv + "="}, "-sandbox", "read-only", "-forward", "-token", token), token)
+}
+
+// TestMCPForwardFleet: on a fleet front (`mcp -http -sandbox read-only
+// -forward -executors ADDR`), bash_forward's URL serves the server a
+// background command runs on its executor, as TestMCPForward checks for a
+// local engine: the connection is carried over the cluster transport.
+func TestMCPForwardFleet(t *testing.T) {
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
+	testenv.NeedsTool(t, "python3", "curl")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec1 := ln.Addr().String()
+	ln.Close()
+	startDemo(t, []string{"BV_SCRATCH=" + t.TempDir(), "BV_NAME=exec-1"}, regexp.MustCompile(`serving at (\S+)`),
+		"executor", "-listen", exec1, "-name", "exec-1", "-grace", "200ms")
+	const token = "forward-fleet-token-0123456789"
+	checkForward(t, startHTTPDemo(t, []string{tokenEnv + "="}, "-sandbox", "read-only", "-forward", "-token", token, "-executors", exec1), token)
+}
+
+// checkForward is TestMCPForward's check of the server at addr, which
+// takes token.
+func checkForward(t *testing.T, addr, token string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
