@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/charmbracelet/x/vt v0.1.0
+	github.com/coder/websocket v1.8.14
 	github.com/creack/pty v1.1.24
 	github.com/elazarl/goproxy v1.9.2
 	github.com/go-jose/go-jose/v4 v4.1.9

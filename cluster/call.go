@@ -70,7 +70,7 @@ func (c *Client) runOn(ctx context.Context, st *execState, a assignment, placing
 	lost := func(why string, at time.Time) (engine.Result, bool) {
 		res.Status, res.PID = engine.StatusLost, 0
 		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), why)
-		res.Output = engine.LostText(st.name(), at.Sub(start))
+		res.Output = lostText(st.name(), at.Sub(start))
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res, false
 	}
@@ -187,4 +187,14 @@ func newCallID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return "bv-" + hex.EncodeToString(b)
+}
+
+// lostText is the result text of a call whose executor machine stopped
+// answering `after` into the command (status "lost", an error for the
+// model): "[command lost: executor exec-2 stopped answering 12.3s into the
+// command; it may have finished or may still be running; it was not
+// re-run]".
+func lostText(executor string, after time.Duration) string {
+	return fmt.Sprintf("[command lost: executor %s stopped answering %.1fs into the command; "+
+		"it may have finished or may still be running; it was not re-run]", executor, max(after, 0).Seconds())
 }

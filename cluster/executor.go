@@ -536,6 +536,10 @@ func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
 		return
 	}
+	if m.Op == "forward" {
+		a.openForward(ctx, m) // answered by a stream (forward.go)
+		return
+	}
 	go func() {
 		reply := &clusterpb.QueryReply{}
 		tc, err := decodeTC(m.Tc)

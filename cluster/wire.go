@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
@@ -39,6 +40,7 @@ var errKinds = []struct {
 	{"canceled", context.Canceled},
 	{"deadline", context.DeadlineExceeded},
 	{"not_exist", fs.ErrNotExist},
+	{"conn_refused", syscall.ECONNREFUSED}, // Forward: nothing listens on the port
 }
 
 // encodeErr returns the kinds err matches (comma-separated) and its text.

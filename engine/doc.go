@@ -48,7 +48,7 @@
 //	needs_approval  [command needs approval: ...] (ToolContext.Approved lets it run)
 //	error           [error: MESSAGE]: bad input, bad working directory, cannot start
 //	started         <pid>PID</pid>\n<output_file>PATH</output_file>\n<reminder>To stop: bash_kill job_id=ID</reminder>
-//	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only; see [LostText])
+//	lost            [command lost: executor NAME stopped answering 12.3s into the command; ...] (a remote Runner only: cluster.Client)
 //
 // Output over Config.Output.Max is cut in the middle with the header
 // "[output truncated in middle: got 300.0 KiB, showing the first 32 KiB and the last 96 KiB]"

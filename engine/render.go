@@ -126,16 +126,6 @@ func startedText(pid int, id, outputFile string) string {
 		pid, outputFile, id)
 }
 
-// LostText is the result text of a call whose executor machine stopped
-// answering `after` into the command (status "lost", an error for the
-// model): "[command lost: executor exec-2 stopped answering 12.3s into the
-// command; it may have finished or may still be running; it was not
-// re-run]".
-func LostText(executor string, after time.Duration) string {
-	return fmt.Sprintf("[command lost: executor %s stopped answering %.1fs into the command; "+
-		"it may have finished or may still be running; it was not re-run]", executor, max(after, 0).Seconds())
-}
-
 // yieldedText ends the result of a command that moved to the background.
 // A job that reads input (stdin "pipe") or keys (tty) says how to send
 // them.

@@ -176,7 +176,7 @@ const (
 	StatusStarted       Status = "started"
 	// StatusLost: the machine running the command stopped answering
 	// (cluster.Client); the outcome is unknown and the command was not
-	// re-run. See [LostText].
+	// re-run (the text: cluster's lostText).
 	StatusLost Status = "lost"
 )
 

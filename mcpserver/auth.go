@@ -45,24 +45,7 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), principalAnonymous)))
 		})
 	}
-	var want [sha256.Size]byte
-	if opts.Token != "" {
-		want = sha256.Sum256([]byte(opts.Token))
-	}
-	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		if opts.Token != "" {
-			got := sha256.Sum256([]byte(token))
-			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-				// A token that does not expire: the go-sdk wants an expiry.
-				return &auth.TokenInfo{UserID: principalDefault, Expiration: time.Now().Add(time.Hour)}, nil
-			}
-		}
-		if opts.Verifier != nil {
-			return opts.Verifier(ctx, token, r)
-		}
-		return nil, fmt.Errorf("%w: unknown bearer token", auth.ErrInvalidToken)
-	}
-	mw := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+	mw := auth.RequireBearerToken(bearerVerifier(opts), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: opts.ResourceMetadataURL,
 		Scopes:              opts.Scopes,
 		ClockSkew:           clockSkew,
@@ -87,6 +70,28 @@ func newAuthenticator(opts HTTPOptions, next http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearerVerifier verifies a bearer token as opts asks (Token, then
+// Verifier); opts has one of them.
+func bearerVerifier(opts HTTPOptions) auth.TokenVerifier {
+	var want [sha256.Size]byte
+	if opts.Token != "" {
+		want = sha256.Sum256([]byte(opts.Token))
+	}
+	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		if opts.Token != "" {
+			got := sha256.Sum256([]byte(token))
+			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+				// A token that does not expire: the go-sdk wants an expiry.
+				return &auth.TokenInfo{UserID: principalDefault, Expiration: time.Now().Add(time.Hour)}, nil
+			}
+		}
+		if opts.Verifier != nil {
+			return opts.Verifier(ctx, token, r)
+		}
+		return nil, fmt.Errorf("%w: unknown bearer token", auth.ErrInvalidToken)
+	}
 }
 
 // principalOf returns the principal the authenticator gave r, checked:

@@ -2,16 +2,22 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,14 +46,31 @@ import (
 //
 // Forwarded pages are another origin than /mcp, so that a page cannot
 // call /mcp as the person (the Origin check refuses it), and they see no
-// bearer token: not in the URL, not in the cookie. Pages of two forwards
-// share the forward origin; the grants' cookies are HttpOnly and bound to
-// one path each, and no page may install a service worker.
+// bearer token: not in the URL, not in the cookie. Each forward (a
+// principal's conversation and port) has an origin of its own, so that
+// a page of one cannot read another the browser holds a grant for: the
+// forward origin's host with a label in front, "fw-LABEL.localhost:PORT"
+// for a loopback forward origin (browsers resolve *.localhost to
+// loopback), "fw-LABEL.HOST:PORT" for a named host (which then needs
+// wildcard DNS; the label is an HMAC of principal, conversation and port
+// under a key of the process, so it says nothing of them). A browser's
+// code and cookie work only at their forward's origin; a program with the
+// Authorization header (which no browser adds on its own) may use any
+// host of the forward origin, its own included. A
+// forward origin at a non-loopback IP address cannot have subdomains:
+// there all forwards share it (the grants' cookies are HttpOnly and bound
+// to one path each, but one forward's page can read another's). No page
+// may install a service worker.
 const (
 	toolForward   = "bash_forward"
 	forwardPrefix = "/forward/"
 )
 
+// Over stdio (one principal, no token), a program serves the forward
+// paths on the forward origin's listener alone with Handler and
+// HTTPOptions.NoAuth: a browser then gets in with bash_forward's one-time
+// code only (the stdio session's principal is no anonymous request's).
+//
 // forwarder is a Runner that connects into its conversations' sandboxed
 // networks: Engine's Forward method.
 type forwarder interface {
@@ -66,8 +89,72 @@ type forwarding struct {
 	s      *server
 	f      forwarder
 	base   string // Options.Forward without a trailing slash
+	scheme string
 	host   string
+	domain string // what forwards' own hosts end with ("" : none, they share host)
+	port   string // host's port, with its colon, or ""
+	key    []byte // of the forwards' labels
 	grants forwardGrants
+	// served is set once Handler serves s: its forward paths may then be
+	// reached (over stdio too, with a Handler on the forward origin's
+	// listener only).
+	served atomic.Bool
+}
+
+// forwardDomain is the domain and port (":8766", or "") that the hosts
+// of the forwards of a forward origin at host end with: "localhost" for a
+// loopback address, host's name, or "" for another IP address.
+func forwardDomain(host string) (domain, port string) {
+	name, p, err := net.SplitHostPort(host)
+	if err != nil {
+		name, p = host, ""
+	}
+	if p != "" {
+		p = ":" + p
+	}
+	name = strings.ToLower(strings.Trim(name, "[]"))
+	if ip, err := netip.ParseAddr(name); err == nil {
+		if !ip.IsLoopback() {
+			return "", p
+		}
+		name = "localhost"
+	}
+	return name, p
+}
+
+// isForwardHost reports whether host is forwardHost (a forward origin's
+// host) or the host of one of its forwards.
+func isForwardHost(host, forwardHost string) bool {
+	if strings.EqualFold(host, forwardHost) {
+		return true
+	}
+	domain, port := forwardDomain(forwardHost)
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+domain+port)
+	return domain != "" && ok && strings.HasPrefix(label, "fw-") && !strings.Contains(label, ".")
+}
+
+// originHost is the host of the origin of principal's forward of port in
+// conversation name (see forwardPrefix).
+func (fw *forwarding) originHost(principal, name string, port int) string {
+	if fw.domain == "" {
+		return fw.host
+	}
+	m := hmac.New(sha256.New, fw.key)
+	fmt.Fprintf(m, "%s\x00%s\x00%d", principal, name, port)
+	label := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(m.Sum(nil)[:10]))
+	return "fw-" + label + "." + fw.domain + fw.port
+}
+
+// atOrigin reports whether host is that of principal's forward of port
+// in conversation name.
+func (fw *forwarding) atOrigin(host, principal, name string, port int) bool {
+	return strings.EqualFold(host, fw.originHost(principal, name, port))
+}
+
+// forbiddenHost answers a browser's request of a forward at another
+// forward's origin, or at the forward origin's own host.
+func forbiddenHost(w http.ResponseWriter, fw *forwarding, principal, name string, port int) {
+	http.Error(w, "Forbidden: this forward is served at "+fw.scheme+"://"+fw.originHost(principal, name, port)+" only", http.StatusForbidden)
 }
 
 // forwardInputSchema is bash_forward's input schema.
@@ -108,7 +195,9 @@ func (s *server) addForward(ms *mcp.Server, r engine.Runner) {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
 		panic(fmt.Sprintf("mcpserver.New: Options.Forward %q is not an origin's URL (http://HOST:PORT)", s.o.Forward))
 	}
-	fw := &forwarding{s: s, f: f, base: base, host: u.Host}
+	fw := &forwarding{s: s, f: f, base: base, scheme: u.Scheme, host: u.Host, key: make([]byte, 32)}
+	fw.domain, fw.port = forwardDomain(u.Host)
+	_, _ = rand.Read(fw.key)
 	servers.Store(ms, fw)
 	s.addTool(ms, toolForward, "Show a port to the user",
 		"Give the user a URL for a server this conversation runs in its sandbox (its commands' localhost is private to the "+
@@ -143,20 +232,26 @@ func parseForwardArgs(raw json.RawMessage) (int, error) {
 // forward is bash_forward: it checks that something listens on the port,
 // and returns the URL of its forward path with a new one-time code.
 func (fw *forwarding) forward(c *toolCall, port int) (*mcp.CallToolResult, error) {
-	if extra := c.req.GetExtra(); extra == nil || extra.Header.Get(callHeader) == "" {
-		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP (by Handler, whose forward paths serve its URLs)", engine.ErrBadInput)
+	if !fw.served.Load() {
+		return nil, fmt.Errorf("%w: bash_forward needs the MCP server served over HTTP, or its forward paths served (by Handler, on the Forward origin's listener)", engine.ErrBadInput)
+	}
+	var header http.Header
+	if extra := c.req.GetExtra(); extra != nil {
+		header = extra.Header
 	}
 	conn, err := fw.f.Forward(c.ctx, c.tc.ConversationID, port)
 	if err != nil {
 		return nil, forwardError(port, err)
 	}
 	conn.Close()
-	u := fw.base + forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
-	code := fw.grants.code(forwardGrant{principal: c.sc.principal, name: c.sc.name, port: port}, time.Now())
+	path := forwardPrefix + url.PathEscape(c.sc.name) + "/" + strconv.Itoa(port) + "/"
+	u := fw.scheme + "://" + fw.originHost(c.sc.principal, c.sc.name, port) + path
+	g := forwardGrant{principal: c.sc.principal, name: c.sc.name, conv: c.tc.ConversationID, port: port, token: bearerToken(header)}
+	code := fw.grants.code(g, time.Now())
 	u += "?" + forwardCodeParam + "=" + code
 	text := u + "\nserves localhost:" + strconv.Itoa(port) + " of this conversation to the user, while the server runs. " +
 		"Give the user this link: it opens in a browser once, within " + forwardCodeTTL.String() + " (call bash_forward again for another). " +
-		"Programs use the URL without ?" + forwardCodeParam + " and with the MCP server's Authorization header."
+		"Programs use " + fw.base + path + " with the MCP server's Authorization header."
 	return fw.s.reply(c, text, forwardReply{URL: u, Port: port}), nil
 }
 
@@ -229,22 +324,35 @@ func (h *httpHandler) serveForward(w http.ResponseWriter, r *http.Request, princ
 		return
 	}
 	fw := v.(*forwarding)
-	if !strings.EqualFold(r.Host, fw.host) {
+	conv := "" // the grant's, or principal's conversation name
+	if !isForwardHost(r.Host, fw.host) {
 		// Only at the forward origin: never /mcp's.
 		http.Error(w, "Forbidden: forward paths are served at "+fw.base+" only", http.StatusForbidden)
 		return
 	}
 	if principal == "" {
 		if r.URL.Query().Has(forwardCodeParam) {
-			exchangeCode(w, r, fw, prefix, name, port)
+			h.exchangeCode(w, r, fw, prefix, name, port)
 			return
 		}
-		if principal, ok = fw.grants.principal(r, name, port, time.Now()); !ok {
+		cookie, g, ok := fw.grants.grant(r, name, port, time.Now())
+		switch {
+		case !ok:
 			unauthorized(w, "open the link bash_forward gave (it works once), or send the Authorization header")
 			return
+		case !fw.atOrigin(r.Host, g.principal, name, port):
+			forbiddenHost(w, fw, g.principal, name, port)
+			return
+		case !h.stillGranted(r, g):
+			fw.grants.revoke(cookie) // for good, even if the token comes back
+			unauthorized(w, "the credentials this link was made with are no longer valid")
+			return
 		}
+		principal, conv = g.principal, g.conv
 	}
-	conv := fw.s.conversationID(principal, true, name)
+	if conv == "" {
+		conv = fw.s.conversationID(principal, true, name)
+	}
 	target := "localhost:" + portText
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

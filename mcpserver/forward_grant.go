@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,10 @@ import (
 // redirects to the URL without the code. Later requests of that prefix
 // carry the cookie; a grant names its principal, conversation and port,
 // so that it opens nothing else. Neither code nor cookie reaches the
-// conversation's server.
+// conversation's server. A code and a grant live only as long as the
+// bearer token of the bash_forward call that made them: each request
+// verifies that token again (stillGranted), so a token removed from the
+// token file, expired, or now naming another principal, ends them.
 const (
 	forwardCodeParam = "bashvisor_code"
 	forwardCookie    = "bashvisor_forward"
@@ -33,11 +37,14 @@ const (
 )
 
 // forwardGrant is what a code or a cookie grants: one port of one
-// conversation of a principal, until expires.
+// conversation of a principal (name in its URLs, conv its ID), until
+// expires, while token (the bearer token of the bash_forward call; ""
+// without authentication) still names the principal.
 type forwardGrant struct {
-	principal, name string
-	port            int
-	expires         time.Time
+	principal, name, conv string
+	port                  int
+	token                 string
+	expires               time.Time
 }
 
 // forwardGrants holds a server's codes and grants.
@@ -80,45 +87,101 @@ func (f *forwardGrants) code(g forwardGrant, now time.Time) string {
 }
 
 // exchange consumes code, which must be unexpired and for name and port,
-// and returns a new grant's cookie value and its principal.
-func (f *forwardGrants) exchange(code, name string, port int, now time.Time) (cookie, principal string, ok bool) {
+// and returns its grant; issue makes the grant's cookie value.
+func (f *forwardGrants) exchange(code, name string, port int, now time.Time) (forwardGrant, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	g, found := f.codes[code]
 	if !found {
-		return "", "", false
+		return forwardGrant{}, false
 	}
 	delete(f.codes, code) // once, even when it does not fit
 	if g.name != name || g.port != port || !now.Before(g.expires) {
-		return "", "", false
+		return forwardGrant{}, false
 	}
-	return issue(f.grants, g, now, forwardGrantTTL), g.principal, true
+	return g, true
 }
 
-// principal returns the principal of the unexpired grant among r's
-// forwardCookie cookies that is for name and port.
-func (f *forwardGrants) principal(r *http.Request, name string, port int, now time.Time) (string, bool) {
+// issue returns a new grant's cookie value for g (from exchange).
+func (f *forwardGrants) issue(g forwardGrant, now time.Time) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return issue(f.grants, g, now, forwardGrantTTL)
+}
+
+// grant returns the unexpired grant among r's forwardCookie cookies that
+// is for name and port, and its cookie value.
+func (f *forwardGrants) grant(r *http.Request, name string, port int, now time.Time) (string, forwardGrant, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range r.CookiesNamed(forwardCookie) {
 		if g, ok := f.grants[c.Value]; ok && g.name == name && g.port == port && now.Before(g.expires) {
-			return g.principal, true
+			return c.Value, g, true
 		}
 	}
-	return "", false
+	return "", forwardGrant{}, false
+}
+
+// revoke ends the grant of cookie value v.
+func (f *forwardGrants) revoke(v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.grants, v)
+}
+
+// stillGranted reports whether g's token still names g's principal: the
+// verifier (or Token) accepts it, unexpired, with the scopes Scopes
+// asks. Without authentication (NoAuth) a grant needs no token.
+func (h *httpHandler) stillGranted(r *http.Request, g forwardGrant) bool {
+	if h.opts.Token == "" && h.opts.Verifier == nil {
+		return true // NoAuth: nothing to outlive (over stdio, the session's principal)
+	}
+	if g.token == "" {
+		return false
+	}
+	ti, err := bearerVerifier(h.opts)(r.Context(), g.token, r)
+	if err != nil || ti == nil || ti.UserID != g.principal {
+		return false
+	}
+	if !ti.Expiration.IsZero() && time.Now().After(ti.Expiration.Add(clockSkew)) {
+		return false
+	}
+	for _, sc := range h.opts.Scopes {
+		if !slices.Contains(ti.Scopes, sc) {
+			return false
+		}
+	}
+	return true
+}
+
+// bearerToken is the token of r's "Authorization: Bearer TOKEN", or "".
+func bearerToken(h http.Header) string {
+	scheme, token, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
 }
 
 // exchangeCode answers a request of a forward path (prefix, of
 // conversation name and port) that carries a one-time code: the grant's
 // cookie and a redirect to the URL without the code; 401 when the code is
 // unknown, used, expired or for another path.
-func exchangeCode(w http.ResponseWriter, r *http.Request, fw *forwarding, prefix, name string, port int) {
+func (h *httpHandler) exchangeCode(w http.ResponseWriter, r *http.Request, fw *forwarding, prefix, name string, port int) {
 	q := r.URL.Query()
-	cookie, _, ok := fw.grants.exchange(q.Get(forwardCodeParam), name, port, time.Now())
-	if !ok {
+	g, ok := fw.grants.exchange(q.Get(forwardCodeParam), name, port, time.Now())
+	switch {
+	case !ok:
 		unauthorized(w, "this link's code is unknown, used or expired: ask the agent for a new one (bash_forward)")
 		return
+	case !fw.atOrigin(r.Host, g.principal, name, port):
+		forbiddenHost(w, fw, g.principal, name, port)
+		return
+	case !h.stillGranted(r, g):
+		unauthorized(w, "the credentials this link was made with are no longer valid")
+		return
 	}
+	cookie := fw.grants.issue(g, time.Now())
 	q.Del(forwardCodeParam)
 	http.SetCookie(w, &http.Cookie{Name: forwardCookie, Value: cookie, Path: prefix + "/", MaxAge: int(forwardGrantTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
@@ -166,8 +229,8 @@ func isLoopbackHost(host string) bool {
 		host = h
 	}
 	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
+	if lower := strings.ToLower(host); lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		return true // browsers resolve *.localhost to loopback (RFC 6761)
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()

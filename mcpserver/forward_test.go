@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,14 +47,23 @@ exec python3 /tmp/echo.py `
 // refuse: it is not the forward origin.
 func newForwardSetup(t *testing.T) (ts, fts *httptest.Server, tr *http.Transport, hs *httpSetup) {
 	t.Helper()
+	return newForwardSetupTokens(t, new(sync.Map))
+}
+
+// newForwardSetupTokens is newForwardSetup with tokens (token → principal,
+// alice's and bob's stored in it), which the test may change. Its
+// transport dials the forward origin's listener for any *.localhost host.
+func newForwardSetupTokens(t *testing.T, tokens *sync.Map) (ts, fts *httptest.Server, tr *http.Transport, hs *httpSetup) {
+	t.Helper()
 	needLandlock(t)
 	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
 	testenv.NeedsTool(t, "python3", "curl")
 	e := newEngine(t, nil)
-	tokens := map[string]string{"tok-alice-0123456789": "alice", "tok-bob-0123456789ab": "bob"}
+	tokens.Store("tok-alice-0123456789", "alice")
+	tokens.Store("tok-bob-0123456789ab", "bob")
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		if p, ok := tokens[token]; ok {
-			return &auth.TokenInfo{UserID: p, Expiration: time.Now().Add(time.Hour)}, nil
+		if p, ok := tokens.Load(token); ok {
+			return &auth.TokenInfo{UserID: p.(string), Expiration: time.Now().Add(time.Hour)}, nil
 		}
 		return nil, auth.ErrInvalidToken
 	}
@@ -68,7 +78,12 @@ func newForwardSetup(t *testing.T) (ts, fts *httptest.Server, tr *http.Transport
 	mux.Handle("/mcp", h)
 	mux.Handle(forwardPrefix, h)
 	ts = httptest.NewServer(mux)
-	tr = &http.Transport{}
+	tr = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, port, _ := net.SplitHostPort(addr); strings.HasSuffix(host, ".localhost") {
+			addr = net.JoinHostPort("127.0.0.1", port) // as browsers resolve it
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
 	t.Cleanup(func() {
 		for _, s := range []*httptest.Server{ts, fts} {
 			s.CloseClientConnections()
@@ -138,11 +153,21 @@ func forwardURL(t *testing.T, cs *mcp.ClientSession, fts *httptest.Server) (u, c
 	var fr forwardReply
 	res, text := call(t, context.Background(), cs, toolForward, map[string]any{"port": 3000}, &fr)
 	u, code, _ = strings.Cut(fr.URL, "?"+forwardCodeParam+"=")
-	if res.IsError || !strings.HasPrefix(u, fts.URL+"/forward/~") || !strings.HasSuffix(u, "/3000/") || len(code) < 20 ||
+	_, port, _ := net.SplitHostPort(fts.Listener.Addr().String())
+	origin, _ := forwardSplit(u)
+	if res.IsError || !strings.HasPrefix(origin, "http://fw-") || !strings.HasSuffix(origin, ".localhost:"+port) ||
+		!strings.HasPrefix(u, origin+"/forward/~") || !strings.HasSuffix(u, "/3000/") || len(code) < 20 ||
 		!strings.HasPrefix(text, fr.URL+"\n") || strings.Contains(text, "tok-alice") {
 		t.Fatalf("bash_forward: %v %q %+v", res.IsError, text, fr)
 	}
 	return u, code
+}
+
+// forwardSplit splits a forward URL into its origin and its path's
+// prefix (without the trailing slash).
+func forwardSplit(u string) (origin, prefix string) {
+	i := strings.Index(u, forwardPrefix)
+	return u[:i], strings.TrimSuffix(strings.SplitN(u[i:], "?", 2)[0], "/")
 }
 
 // grantCookie returns the forwardCookie resp sets, or nil.
@@ -183,7 +208,7 @@ func TestForwardHTTP(t *testing.T) {
 		if !res.IsError || !strings.Contains(text, "nothing listens on port 3001") {
 			t.Errorf("bash_forward to a port nothing listens on: %v %q", res.IsError, text)
 		}
-		prefix := strings.TrimSuffix(strings.TrimPrefix(u, fts.URL), "/")
+		origin, prefix := forwardSplit(u)
 		want := word + " /a/b%20c?q=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=None\n"
 		if code, body := get(u+"a/b%20c?q=1", "tok-alice-0123456789"); code != 200 || body != want {
 			t.Errorf("GET %s: %d %q, want %q", u, code, body, want)
@@ -211,8 +236,11 @@ func TestForwardHTTP(t *testing.T) {
 			t.Errorf("the code a second time: %d %v", resp.StatusCode, resp.Header["Set-Cookie"])
 		}
 		want = word + " /a?x=1 auth=None host=localhost:3000 prefix=" + prefix + " cookie=theme=dark\n"
-		if resp, body := fc.do(fts.URL+prefix+"/a?x=1", "", "Cookie: theme=dark; "+cookie.Name+"="+cookie.Value); resp.StatusCode != 200 || body != want {
+		if resp, body := fc.do(origin+prefix+"/a?x=1", "", "Cookie: theme=dark; "+cookie.Name+"="+cookie.Value); resp.StatusCode != 200 || body != want {
 			t.Errorf("with the cookie: %d %q, want %q", resp.StatusCode, body, want)
+		}
+		if resp, body := fc.do(fts.URL+prefix+"/a", "", "Cookie: "+cookie.Name+"="+cookie.Value); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("the cookie at the forward origin's own host: %d %q", resp.StatusCode, body)
 		}
 		if resp, _ := fc.do(u+"a", "", "Cookie: "+forwardCookie+"=tok-alice-0123456789"); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("with the token as the cookie: %d", resp.StatusCode)
@@ -287,10 +315,11 @@ func TestForwardBrowserAttacks(t *testing.T) {
 	}
 	// The forwarded page's script calling /mcp, at /mcp's origin and at
 	// its own (where /mcp is mounted by mistake).
-	for _, origin := range []string{ts.URL, fts.URL} {
+	own, _ := forwardSplit(u)
+	for _, origin := range []string{ts.URL, fts.URL, own} {
 		req, _ := http.NewRequest(http.MethodPost, origin+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-		req.Header.Set("Origin", fts.URL)
-		req.Header.Set("Sec-Fetch-Site", map[bool]string{true: "same-origin", false: "same-site"}[origin == fts.URL])
+		req.Header.Set("Origin", own)
+		req.Header.Set("Sec-Fetch-Site", map[bool]string{true: "same-origin", false: "same-site"}[origin == own])
 		req.Header.Set("Authorization", "Bearer "+alice) // even with the token
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -308,8 +337,8 @@ func TestForwardBrowserAttacks(t *testing.T) {
 }
 
 // TestForwardGrants: a code is good once, for its conversation and port,
-// until forwardCodeTTL; a grant for its own, until forwardGrantTTL; the
-// codes kept are bounded.
+// until forwardCodeTTL; a grant for its own, until forwardGrantTTL or
+// revoked; the codes kept are bounded.
 func TestForwardGrants(t *testing.T) {
 	var f forwardGrants
 	now := time.Now()
@@ -319,31 +348,39 @@ func TestForwardGrants(t *testing.T) {
 		r.AddCookie(&http.Cookie{Name: forwardCookie, Value: v})
 		return r
 	}
-	if _, _, ok := f.exchange(f.code(g, now), "~a", 3001, now); ok {
+	if _, ok := f.exchange(f.code(g, now), "~a", 3001, now); ok {
 		t.Error("a code for another port")
 	}
-	if _, _, ok := f.exchange(f.code(g, now), "~a", 3000, now.Add(forwardCodeTTL)); ok {
+	if _, ok := f.exchange(f.code(g, now), "~a", 3000, now.Add(forwardCodeTTL)); ok {
 		t.Error("an expired code")
 	}
 	c := f.code(g, now)
-	cookie, p, ok := f.exchange(c, "~a", 3000, now)
-	if !ok || p != "alice" || cookie == c {
-		t.Fatalf("a code: %q %q %v", cookie, p, ok)
+	got, ok := f.exchange(c, "~a", 3000, now)
+	if !ok || got.principal != "alice" {
+		t.Fatalf("a code: %+v %v", got, ok)
 	}
-	if _, _, ok := f.exchange(c, "~a", 3000, now); ok {
+	cookie := f.issue(got, now)
+	if cookie == c {
+		t.Fatal("the cookie is the code")
+	}
+	if _, ok := f.exchange(c, "~a", 3000, now); ok {
 		t.Error("a code twice")
 	}
-	if p, ok := f.principal(withCookie(cookie), "~a", 3000, now.Add(forwardGrantTTL-time.Second)); !ok || p != "alice" {
-		t.Errorf("the grant: %q %v", p, ok)
+	if v, g, ok := f.grant(withCookie(cookie), "~a", 3000, now.Add(forwardGrantTTL-time.Second)); !ok || g.principal != "alice" || v != cookie {
+		t.Errorf("the grant: %+v %v", g, ok)
 	}
 	for _, c := range []struct {
 		name string
 		port int
 		at   time.Duration
 	}{{"~b", 3000, 0}, {"~a", 3001, 0}, {"~a", 3000, forwardGrantTTL}} {
-		if _, ok := f.principal(withCookie(cookie), c.name, c.port, now.Add(c.at)); ok {
+		if _, _, ok := f.grant(withCookie(cookie), c.name, c.port, now.Add(c.at)); ok {
 			t.Errorf("the grant for %s/%d after %v", c.name, c.port, c.at)
 		}
+	}
+	f.revoke(cookie)
+	if _, _, ok := f.grant(withCookie(cookie), "~a", 3000, now); ok {
+		t.Error("a revoked grant")
 	}
 	for range maxForwardGrants + 10 {
 		f.code(g, now)
@@ -429,8 +466,9 @@ func TestForwardUpgrade(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	origin, prefix := forwardSplit(fr.URL)
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer tok-alice-0123456789\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
-		strings.TrimPrefix(strings.Split(fr.URL, "?")[0], ts.URL)+"hmr", ts.Listener.Addr())
+		prefix+"/hmr", strings.TrimPrefix(origin, "http://"))
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
@@ -440,5 +478,96 @@ func TestForwardUpgrade(t *testing.T) {
 	got := make([]byte, len("RELOAD PLEASE"))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != "RELOAD PLEASE" {
 		t.Errorf("after the upgrade: %q %v", got, err)
+	}
+}
+
+// TestForwardGrantDiesWithToken: a browser's code and grant live only as
+// long as the bearer token of the bash_forward call that made them, as
+// checked on each request: once the token names another principal, or
+// is removed (from the token file, here the verifier's map), the cookie
+// gets 401, and stays refused when the token comes back; a code made
+// before is refused too.
+func TestForwardGrantDiesWithToken(t *testing.T) {
+	tokens := new(sync.Map)
+	_, fts, tr, hs := newForwardSetupTokens(t, tokens)
+	fc := forwardClient{t, tr}
+	cs := startServing(t, hs, echoServer+"page")
+	const alice = "tok-alice-0123456789"
+	u, code := forwardURL(t, cs, fts)
+	_, code2 := forwardURL(t, cs, fts)
+	open := func(cookie *http.Cookie) int {
+		resp, _ := fc.do(u, "", "Cookie: "+forwardCookie+"="+cookie.Value)
+		return resp.StatusCode
+	}
+	resp, _ := fc.do(u+"?"+forwardCodeParam+"="+code, "")
+	cookie := grantCookie(resp)
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || open(cookie) != 200 {
+		t.Fatalf("the code: %d %v", resp.StatusCode, cookie)
+	}
+	tokens.Store(alice, "bob") // the token file now gives it to bob
+	if code := open(cookie); code != http.StatusUnauthorized {
+		t.Errorf("the token names another principal: %d", code)
+	}
+	tokens.Store(alice, "alice")
+	if code := open(cookie); code != http.StatusUnauthorized {
+		t.Errorf("a revoked grant, its token back: %d", code)
+	}
+	resp, _ = fc.do(u+"?"+forwardCodeParam+"="+code2, "")
+	cookie = grantCookie(resp)
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || open(cookie) != 200 {
+		t.Fatalf("the second code: %d %v", resp.StatusCode, cookie)
+	}
+	_, code3 := forwardURL(t, cs, fts)
+	tokens.Delete(alice) // removed from -tokens
+	if code := open(cookie); code != http.StatusUnauthorized {
+		t.Errorf("the token removed: %d", code)
+	}
+	if resp, _ := fc.do(u+"?"+forwardCodeParam+"="+code3, ""); resp.StatusCode != http.StatusUnauthorized || grantCookie(resp) != nil {
+		t.Errorf("a code of a removed token: %d %v", resp.StatusCode, resp.Header["Set-Cookie"])
+	}
+}
+
+// TestForwardOwnOrigins: two forwards of one principal (two
+// conversations' :3000) get two origins (hosts under .localhost), so a
+// page of one cannot read the other with the grant the browser holds for
+// it: a same-site fetch from the first origin to the second is refused,
+// as is the second's cookie at the first's host, while each opens at its
+// own; a host under .localhost that is no forward's is refused.
+func TestForwardOwnOrigins(t *testing.T) {
+	_, fts, tr, hs := newForwardSetup(t)
+	fc := forwardClient{t, tr}
+	var origins, prefixes []string
+	var cookies []*http.Cookie
+	for _, word := range []string{"first", "second"} {
+		cs := startServing(t, hs, echoServer+word)
+		u, code := forwardURL(t, cs, fts)
+		origin, prefix := forwardSplit(u)
+		resp, _ := fc.do(u+"?"+forwardCodeParam+"="+code, "")
+		if grantCookie(resp) == nil {
+			t.Fatalf("%s: the code: %d", word, resp.StatusCode)
+		}
+		origins, prefixes, cookies = append(origins, origin), append(prefixes, prefix), append(cookies, grantCookie(resp))
+	}
+	if origins[0] == origins[1] {
+		t.Fatalf("two forwards share the origin %s", origins[0])
+	}
+	with := func(i int) string { return "Cookie: " + forwardCookie + "=" + cookies[i].Value }
+	for i, word := range []string{"first", "second"} {
+		if resp, body := fc.do(origins[i]+prefixes[i]+"/", "", with(i)); resp.StatusCode != 200 || !strings.HasPrefix(body, word+" /") {
+			t.Errorf("%s at its origin: %d %q", word, resp.StatusCode, body)
+		}
+	}
+	// The first forward's page fetches the second's URL (the browser
+	// sends the second's cookie: same site under .localhost).
+	if resp, body := fc.do(origins[1]+prefixes[1]+"/", "", with(1), "Origin: "+origins[0], "Sec-Fetch-Site: same-site",
+		"Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the first's page reading the second: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := fc.do(origins[0]+prefixes[1]+"/", "", with(1)); resp.StatusCode != http.StatusForbidden || strings.Contains(body, "second /") {
+		t.Errorf("the second at the first's host: %d %q", resp.StatusCode, body)
+	}
+	_, port, _ := net.SplitHostPort(fts.Listener.Addr().String())
+	if resp, _ := fc.do("http://other.localhost:"+port+prefixes[0]+"/", "", with(0)); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a host under .localhost that is no forward's: %d", resp.StatusCode)
 	}
 }

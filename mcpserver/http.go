@@ -175,6 +175,7 @@ func Handler(s *mcp.Server, opts HTTPOptions) http.Handler {
 	h.server = getServer
 	if v, ok := servers.Load(s); ok {
 		h.forwardHost = v.(*forwarding).host
+		v.(*forwarding).served.Store(true)
 	}
 	h.instrument(s)
 	pick := func(r *http.Request) *mcp.Server {
@@ -274,7 +275,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveForwardPath(w, r) // checks of its own
 		return
 	}
-	if h.forwardHost != "" && strings.EqualFold(r.Host, h.forwardHost) {
+	if h.forwardHost != "" && isForwardHost(r.Host, h.forwardHost) {
 		// /mcp mounted at the forward origin too: its pages could call it.
 		w.Header().Set("Connection", "close")
 		http.Error(w, "Forbidden: the forward origin serves forward paths only", http.StatusForbidden)

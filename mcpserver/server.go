@@ -141,18 +141,24 @@ type Options struct {
 	// [Handler] is mounted at "/forward/" (and nothing else). It offers
 	// the tool bash_forward (with a Runner that has Engine's Forward
 	// method), which gives the user a URL for a port a server of the
-	// conversation listens on in its sandbox: Forward +
+	// conversation listens on in its sandbox, on an origin of that
+	// forward's own below Forward's host (fw-LABEL.localhost:PORT for a
+	// loopback Forward; see forwardPrefix) +
 	// /forward/NAME/PORT/?bashvisor_code=CODE, which Handler serves as a
 	// reverse proxy into that conversation's network, for its principal
 	// only. A program sends the same Authorization header as for /mcp; a
 	// browser opens the URL once (the code is random, single-use, good
 	// for 10 minutes and for that port only) and then holds a random
-	// grant, not the token, in an HttpOnly cookie of that path. Forward
-	// paths answer only requests whose Host is Forward's, so that
-	// forwarded pages are never of /mcp's origin (where they could call
-	// /mcp as the person). Neither token, code nor cookie reaches the
-	// conversation's server. Over stdio the tool answers that it needs
-	// HTTP. New panics when Forward is not an http or https origin.
+	// grant, not the token, in an HttpOnly cookie of that origin and
+	// path, which lives as long as the token of the call. Forward paths
+	// answer only requests whose Host is Forward's or a forward's, so
+	// that forwarded pages are never of /mcp's origin (where they could
+	// call /mcp as the person). Neither token, code nor cookie reaches
+	// the conversation's server. The tool answers that it needs HTTP
+	// until a Handler serves the server: over stdio, mount
+	// Handler(srv, HTTPOptions{NoAuth: true}) on Forward's listener alone
+	// (a browser then gets in by the code only). New panics when Forward
+	// is not an http or https origin.
 	Forward string
 	// OnResult, when set, is called with the result of every bash call
 	// before it is sent, including results the client will not read

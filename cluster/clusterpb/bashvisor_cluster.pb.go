@@ -1492,6 +1492,9 @@ type Query struct {
 	HeldId int64  `protobuf:"varint,14,opt,name=held_id,json=heldId,proto3" json:"held_id,omitempty"`
 	Digest string `protobuf:"bytes,15,opt,name=digest,proto3" json:"digest,omitempty"`
 	Accept bool   `protobuf:"varint,16,opt,name=accept,proto3" json:"accept,omitempty"`
+	// forward: the port of the conversation's loopback to connect to; the
+	// answer is Stream messages, not a QueryReply (unless refused).
+	Port int64 `protobuf:"varint,17,opt,name=port,proto3" json:"port,omitempty"`
 }
 
 func (x *Query) Reset() {
@@ -1638,6 +1641,99 @@ func (x *Query) GetAccept() bool {
 	return false
 }
 
+func (x *Query) GetPort() int64 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+// Stream carries a forwarded connection's bytes (Client.Forward) between
+// a front's stream actor and an executor's: opened first, from the
+// executor's (its sender is the peer), then data either way in order,
+// then end (err says why, when it is not a clean end). Each side sends
+// at most a window of data the other has not acknowledged (ack: bytes
+// written to its connection), so that the transport's batches stay
+// small and a slow reader slows the writer.
+type Stream struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Data   []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	Opened bool   `protobuf:"varint,2,opt,name=opened,proto3" json:"opened,omitempty"`
+	End    bool   `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	Err    string `protobuf:"bytes,4,opt,name=err,proto3" json:"err,omitempty"`
+	Ack    int64  `protobuf:"varint,5,opt,name=ack,proto3" json:"ack,omitempty"`
+}
+
+func (x *Stream) Reset() {
+	*x = Stream{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_bashvisor_cluster_proto_msgTypes[17]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *Stream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Stream) ProtoMessage() {}
+
+func (x *Stream) ProtoReflect() protoreflect.Message {
+	mi := &file_bashvisor_cluster_proto_msgTypes[17]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Stream.ProtoReflect.Descriptor instead.
+func (*Stream) Descriptor() ([]byte, []int) {
+	return file_bashvisor_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Stream) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Stream) GetOpened() bool {
+	if x != nil {
+		return x.Opened
+	}
+	return false
+}
+
+func (x *Stream) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+func (x *Stream) GetErr() string {
+	if x != nil {
+		return x.Err
+	}
+	return ""
+}
+
+func (x *Stream) GetAck() int64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
+}
+
 type JobInfo struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -1672,7 +1768,7 @@ type JobInfo struct {
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_bashvisor_cluster_proto_msgTypes[17]
+		mi := &file_bashvisor_cluster_proto_msgTypes[18]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1685,7 +1781,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_bashvisor_cluster_proto_msgTypes[17]
+	mi := &file_bashvisor_cluster_proto_msgTypes[18]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1794,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_bashvisor_cluster_proto_rawDescGZIP(), []int{17}
+	return file_bashvisor_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobInfo) GetJobId() string {
@@ -1894,7 +1990,7 @@ type QueryReply struct {
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_bashvisor_cluster_proto_msgTypes[18]
+		mi := &file_bashvisor_cluster_proto_msgTypes[19]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1907,7 +2003,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_bashvisor_cluster_proto_msgTypes[18]
+	mi := &file_bashvisor_cluster_proto_msgTypes[19]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2016,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_bashvisor_cluster_proto_rawDescGZIP(), []int{18}
+	return file_bashvisor_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueryReply) GetErrKind() string {
@@ -2276,7 +2372,7 @@ var file_bashvisor_cluster_proto_rawDesc = []byte{
 	0x6f, 0x72, 0x5f, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0a, 0x65, 0x78, 0x65,
 	0x63, 0x75, 0x74, 0x6f, 0x72, 0x49, 0x64, 0x12, 0x16, 0x0a, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f,
 	0x6e, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x22,
-	0xc2, 0x03, 0x0a, 0x05, 0x51, 0x75, 0x65, 0x72, 0x79, 0x12, 0x1f, 0x0a, 0x0b, 0x65, 0x78, 0x65,
+	0xd6, 0x03, 0x0a, 0x05, 0x51, 0x75, 0x65, 0x72, 0x79, 0x12, 0x1f, 0x0a, 0x0b, 0x65, 0x78, 0x65,
 	0x63, 0x75, 0x74, 0x6f, 0x72, 0x5f, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0a,
 	0x65, 0x78, 0x65, 0x63, 0x75, 0x74, 0x6f, 0x72, 0x49, 0x64, 0x12, 0x0e, 0x0a, 0x02, 0x6f, 0x70,
 	0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x02, 0x6f, 0x70, 0x12, 0x31, 0x0a, 0x02, 0x74, 0x63,
@@ -2304,7 +2400,15 @@ var file_bashvisor_cluster_proto_rawDesc = []byte{
 	0x6c, 0x64, 0x49, 0x64, 0x12, 0x16, 0x0a, 0x06, 0x64, 0x69, 0x67, 0x65, 0x73, 0x74, 0x18, 0x0f,
 	0x20, 0x01, 0x28, 0x09, 0x52, 0x06, 0x64, 0x69, 0x67, 0x65, 0x73, 0x74, 0x12, 0x16, 0x0a, 0x06,
 	0x61, 0x63, 0x63, 0x65, 0x70, 0x74, 0x18, 0x10, 0x20, 0x01, 0x28, 0x08, 0x52, 0x06, 0x61, 0x63,
-	0x63, 0x65, 0x70, 0x74, 0x22, 0xf3, 0x05, 0x0a, 0x07, 0x4a, 0x6f, 0x62, 0x49, 0x6e, 0x66, 0x6f,
+	0x63, 0x65, 0x70, 0x74, 0x12, 0x12, 0x0a, 0x04, 0x70, 0x6f, 0x72, 0x74, 0x18, 0x11, 0x20, 0x01,
+	0x28, 0x03, 0x52, 0x04, 0x70, 0x6f, 0x72, 0x74, 0x22, 0x6a, 0x0a, 0x06, 0x53, 0x74, 0x72, 0x65,
+	0x61, 0x6d, 0x12, 0x12, 0x0a, 0x04, 0x64, 0x61, 0x74, 0x61, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0c,
+	0x52, 0x04, 0x64, 0x61, 0x74, 0x61, 0x12, 0x16, 0x0a, 0x06, 0x6f, 0x70, 0x65, 0x6e, 0x65, 0x64,
+	0x18, 0x02, 0x20, 0x01, 0x28, 0x08, 0x52, 0x06, 0x6f, 0x70, 0x65, 0x6e, 0x65, 0x64, 0x12, 0x10,
+	0x0a, 0x03, 0x65, 0x6e, 0x64, 0x18, 0x03, 0x20, 0x01, 0x28, 0x08, 0x52, 0x03, 0x65, 0x6e, 0x64,
+	0x12, 0x10, 0x0a, 0x03, 0x65, 0x72, 0x72, 0x18, 0x04, 0x20, 0x01, 0x28, 0x09, 0x52, 0x03, 0x65,
+	0x72, 0x72, 0x12, 0x10, 0x0a, 0x03, 0x61, 0x63, 0x6b, 0x18, 0x05, 0x20, 0x01, 0x28, 0x03, 0x52,
+	0x03, 0x61, 0x63, 0x6b, 0x22, 0xf3, 0x05, 0x0a, 0x07, 0x4a, 0x6f, 0x62, 0x49, 0x6e, 0x66, 0x6f,
 	0x12, 0x15, 0x0a, 0x06, 0x6a, 0x6f, 0x62, 0x5f, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09,
 	0x52, 0x05, 0x6a, 0x6f, 0x62, 0x49, 0x64, 0x12, 0x10, 0x0a, 0x03, 0x70, 0x69, 0x64, 0x18, 0x02,
 	0x20, 0x01, 0x28, 0x03, 0x52, 0x03, 0x70, 0x69, 0x64, 0x12, 0x18, 0x0a, 0x07, 0x63, 0x6f, 0x6d,
@@ -2414,7 +2518,7 @@ func file_bashvisor_cluster_proto_rawDescGZIP() []byte {
 	return file_bashvisor_cluster_proto_rawDescData
 }
 
-var file_bashvisor_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bashvisor_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_bashvisor_cluster_proto_goTypes = []interface{}{
 	(*ToolContext)(nil), // 0: bashvisor.cluster.v1.ToolContext
 	(*Limits)(nil),      // 1: bashvisor.cluster.v1.Limits
@@ -2433,12 +2537,13 @@ var file_bashvisor_cluster_proto_goTypes = []interface{}{
 	(*Pong)(nil),        // 14: bashvisor.cluster.v1.Pong
 	(*Fence)(nil),       // 15: bashvisor.cluster.v1.Fence
 	(*Query)(nil),       // 16: bashvisor.cluster.v1.Query
-	(*JobInfo)(nil),     // 17: bashvisor.cluster.v1.JobInfo
-	(*QueryReply)(nil),  // 18: bashvisor.cluster.v1.QueryReply
-	nil,                 // 19: bashvisor.cluster.v1.ToolContext.EnvEntry
+	(*Stream)(nil),      // 17: bashvisor.cluster.v1.Stream
+	(*JobInfo)(nil),     // 18: bashvisor.cluster.v1.JobInfo
+	(*QueryReply)(nil),  // 19: bashvisor.cluster.v1.QueryReply
+	nil,                 // 20: bashvisor.cluster.v1.ToolContext.EnvEntry
 }
 var file_bashvisor_cluster_proto_depIdxs = []int32{
-	19, // 0: bashvisor.cluster.v1.ToolContext.env:type_name -> bashvisor.cluster.v1.ToolContext.EnvEntry
+	20, // 0: bashvisor.cluster.v1.ToolContext.env:type_name -> bashvisor.cluster.v1.ToolContext.EnvEntry
 	1,  // 1: bashvisor.cluster.v1.ToolContext.limits:type_name -> bashvisor.cluster.v1.Limits
 	0,  // 2: bashvisor.cluster.v1.RunCall.tc:type_name -> bashvisor.cluster.v1.ToolContext
 	3,  // 3: bashvisor.cluster.v1.RunCall.place:type_name -> bashvisor.cluster.v1.Placement
@@ -2452,7 +2557,7 @@ var file_bashvisor_cluster_proto_depIdxs = []int32{
 	8,  // 11: bashvisor.cluster.v1.JobInfo.changes:type_name -> bashvisor.cluster.v1.Change
 	9,  // 12: bashvisor.cluster.v1.JobInfo.refused:type_name -> bashvisor.cluster.v1.Refusal
 	7,  // 13: bashvisor.cluster.v1.JobInfo.held:type_name -> bashvisor.cluster.v1.Held
-	17, // 14: bashvisor.cluster.v1.QueryReply.jobs:type_name -> bashvisor.cluster.v1.JobInfo
+	18, // 14: bashvisor.cluster.v1.QueryReply.jobs:type_name -> bashvisor.cluster.v1.JobInfo
 	3,  // 15: bashvisor.cluster.v1.QueryReply.placement:type_name -> bashvisor.cluster.v1.Placement
 	8,  // 16: bashvisor.cluster.v1.QueryReply.changes:type_name -> bashvisor.cluster.v1.Change
 	7,  // 17: bashvisor.cluster.v1.QueryReply.held:type_name -> bashvisor.cluster.v1.Held
@@ -2675,7 +2780,7 @@ func file_bashvisor_cluster_proto_init() {
 			}
 		}
 		file_bashvisor_cluster_proto_msgTypes[17].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*JobInfo); i {
+			switch v := v.(*Stream); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2687,6 +2792,18 @@ func file_bashvisor_cluster_proto_init() {
 			}
 		}
 		file_bashvisor_cluster_proto_msgTypes[18].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*JobInfo); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_bashvisor_cluster_proto_msgTypes[19].Exporter = func(v interface{}, i int) interface{} {
 			switch v := v.(*QueryReply); i {
 			case 0:
 				return &v.state
@@ -2700,14 +2817,14 @@ func file_bashvisor_cluster_proto_init() {
 		}
 	}
 	file_bashvisor_cluster_proto_msgTypes[6].OneofWrappers = []interface{}{}
-	file_bashvisor_cluster_proto_msgTypes[17].OneofWrappers = []interface{}{}
+	file_bashvisor_cluster_proto_msgTypes[18].OneofWrappers = []interface{}{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_bashvisor_cluster_proto_rawDesc,
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

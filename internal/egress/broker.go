@@ -44,8 +44,9 @@ import (
 // Basic credential it was put in) turned back into its placeholder:
 // response headers, 1xx responses' headers, trailers and the body,
 // streamed (the placeholder has the secret's length, so Content-Length
-// holds). A secret the host sends transformed (URL-escaped, say) is not
-// caught. To read
+// holds), and so is the secret transformed as a host may send it back:
+// JSON- and URL-escaped, and in base64 (see secretForms for the forms
+// caught). To read
 // bodies as sent, the proxy asks the host for gzip or nothing (the
 // client's Accept-Encoding is dropped; gzip is decoded) and answers 502
 // to a response in another encoding, and to a protocol upgrade
@@ -54,6 +55,7 @@ import (
 type Broker struct {
 	grants  []Grant
 	secrets map[flowKey][]swap
+	forms   map[flowKey]*matcher // of the secrets' forms to scrub (secretForms)
 	caKey   *ecdsa.PrivateKey
 	ca      *x509.Certificate
 	caPEM   []byte
@@ -138,7 +140,20 @@ func NewBroker(grants []string, lookup func(ref string) (string, error)) (*Broke
 	if err := b.makeCA(); err != nil {
 		return nil, err
 	}
+	b.makeForms()
 	return b, nil
+}
+
+// makeForms lists the forms of each host's secrets.
+func (b *Broker) makeForms() {
+	b.forms = map[flowKey]*matcher{}
+	for k, ss := range b.secrets {
+		var fs []form
+		for _, s := range ss {
+			fs = append(fs, secretForms(s.secret, s.placeholder)...)
+		}
+		b.forms[k] = newMatcher(fs)
+	}
 }
 
 // cutHeaders splits the ",header=NAME" suffixes off ref.
@@ -229,6 +244,7 @@ func (b *Broker) ForConversation() (*Broker, error) {
 	if err := c.makeCA(); err != nil {
 		return nil, err
 	}
+	c.makeForms()
 	return c, nil
 }
 
@@ -423,11 +439,9 @@ func (b *Broker) leaf(host string) (*tls.Certificate, error) {
 
 // swapIn puts host:port's secrets in place of their placeholders in h's
 // Authorization and the headers their grants name (also inside a Basic
-// credential there), and nowhere else. It returns the swaps of the Basic
-// credentials it rewrote (their base64 with the placeholder and with the
-// secret), for the response to get them back.
-func (b *Broker) swapIn(host string, port int, h http.Header) []swap {
-	var encoded []swap
+// credential there), and nowhere else. (The secret's base64 forms turn
+// such a credential, echoed back, into the placeholder's again.)
+func (b *Broker) swapIn(host string, port int, h http.Header) {
 	for _, s := range b.secrets[flowKey{host, port}] {
 		for _, name := range append([]string{"Authorization"}, s.headers...) {
 			vs := h[name]
@@ -440,21 +454,8 @@ func (b *Broker) swapIn(host string, port int, h http.Header) []swap {
 					if raw, err := base64.StdEncoding.DecodeString(in); err == nil && strings.Contains(string(raw), s.placeholder) {
 						out := base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(raw), s.placeholder, s.secret)))
 						vs[i] = v[:6] + out
-						encoded = append(encoded, swap{placeholder: in, secret: out})
 					}
 				}
-			}
-		}
-	}
-	return encoded
-}
-
-// scrub turns the secrets of ss in h back into their placeholders.
-func scrub(ss []swap, h http.Header) {
-	for _, s := range ss {
-		for _, vs := range h {
-			for i, v := range vs {
-				vs[i] = strings.ReplaceAll(v, s.secret, s.placeholder)
 			}
 		}
 	}
@@ -473,8 +474,8 @@ type brokerServer struct {
 
 type destKey struct{}
 
-// swapsKey holds what a brokered response gets scrubbed of: its host's
-// swaps and its request's Basic credentials' (see [Broker.swapIn]).
+// swapsKey holds the matcher of what a brokered response gets scrubbed
+// of: its host's secrets' forms.
 type swapsKey struct{}
 
 // brokeredConn is a terminated connection and where it goes.
@@ -501,7 +502,7 @@ func newBrokerServer(b *Broker, d *dialer) *brokerServer {
 			pr.Out.Host = ""
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			return scrubResponse(resp.Request.Context().Value(swapsKey{}).([]swap), resp)
+			return scrubResponse(resp.Request.Context().Value(swapsKey{}).(*matcher), resp)
 		},
 		Transport: bs.tr,
 		ErrorLog:  log.New(io.Discard, "", 0),

@@ -95,7 +95,8 @@ func TestBrokerReflectedHeaderKeepsSecret(t *testing.T) {
 // TestBrokerScrubsBody: a secret in a body is replaced wherever the
 // host's writes split it, the body keeps its Content-Length, a gzip body
 // is decoded to be read (the client's Accept-Encoding is not passed), and
-// a body in an encoding the proxy cannot read, or a protocol upgrade, is
+// a body in an encoding the proxy cannot read, a protocol upgrade other
+// than to WebSocket, or a WebSocket with an extension (compression), is
 // refused (a HEAD's headers naming an encoding are not).
 func TestBrokerScrubsBody(t *testing.T) {
 	c, up, ph := echoBroker(t, func(w http.ResponseWriter, r *http.Request) {
@@ -119,9 +120,12 @@ func TestBrokerScrubsBody(t *testing.T) {
 		case "/br":
 			w.Header().Set("Content-Encoding", "br")
 			w.Write(body)
-		case "/upgrade":
+		case "/upgrade", "/deflate":
 			w.Header().Set("Connection", "Upgrade")
-			w.Header().Set("Upgrade", "websocket")
+			w.Header().Set("Upgrade", r.Header.Get("Upgrade"))
+			if r.URL.Path == "/deflate" {
+				w.Header().Set("Sec-WebSocket-Extensions", "permessage-deflate")
+			}
 			w.WriteHeader(http.StatusSwitchingProtocols)
 			w.Write(body)
 		}
@@ -157,8 +161,8 @@ func TestBrokerScrubsBody(t *testing.T) {
 	} else if resp.Body.Close(); resp.StatusCode != 200 {
 		t.Errorf("HEAD of a br body: %d", resp.StatusCode)
 	}
-	for _, path := range []string{"/br", "/upgrade"} {
-		resp, body := get(path, "Connection", "Upgrade", "Upgrade", "websocket")
+	for path, upgrade := range map[string]string{"/br": "websocket", "/upgrade": "h2c", "/deflate": "websocket"} {
+		resp, body := get(path, "Connection", "Upgrade", "Upgrade", upgrade)
 		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, testSecret) {
 			t.Errorf("%s: %d %q", path, resp.StatusCode, body)
 		}
@@ -226,7 +230,8 @@ func TestScrubBodyProperty(t *testing.T) {
 		body := strings.Join(parts, "")
 		want := strings.ReplaceAll(strings.ReplaceAll(body, testSecret, swaps[0].placeholder), swaps[1].secret, swaps[1].placeholder)
 		sizes := rapid.SliceOfN(rapid.IntRange(1, 50), 1, 10).Draw(t, "sizes")
-		s := &scrubBody{rc: io.NopCloser(&chunked{r: strings.NewReader(body), sizes: sizes}), swaps: swaps, buf: make([]byte, 64), eof: func() {}}
+		fs := []form{literalForm(swaps[0].secret, swaps[0].placeholder), literalForm(swaps[1].secret, swaps[1].placeholder)}
+		s := &scrubBody{rc: io.NopCloser(&chunked{r: strings.NewReader(body), sizes: sizes}), m: newMatcher(fs), buf: make([]byte, 64), eof: func() {}}
 		got, err := io.ReadAll(&chunked{r: s, sizes: []int{rapid.IntRange(1, 64).Draw(t, "out")}})
 		if err != nil || string(got) != want {
 			t.Fatalf("got %q, want %q (%v)", got, want, err)

@@ -10,11 +10,16 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/bashvisor/bashvisor/mcpserver"
 )
 
 // forwardUsage is the -forward flag's usage line.
-const forwardUsage = "-http with -sandbox: offer the tool bash_forward, which gives the user a URL " +
-	"(http://FORWARD-ADDR/forward/CONVERSATION/PORT/?bashvisor_code=…, a one-time code for a browser; programs send the -http token) " +
+const forwardUsage = "with -sandbox: offer the tool bash_forward, which gives the user a URL " +
+	"(http://fw-LABEL.localhost:PORT/forward/CONVERSATION/PORT/?bashvisor_code=…, an origin of its own under -forward-addr's port, with a one-time code for a browser; " +
+	"programs send the -http token to http://FORWARD-ADDR/forward/CONVERSATION/PORT/; over stdio, the code only) " +
 	"for a server a conversation runs on its sandbox's localhost"
 
 // defineForward defines -forward and -forward-addr.
@@ -24,20 +29,15 @@ func (f *mcpFlags) defineForward(fs *flag.FlagSet) {
 		"an origin apart from -http's so that forwarded pages cannot call /mcp (default: a free loopback port, printed at start; :PORT means 127.0.0.1:PORT)")
 }
 
-// checkForward validates -forward: it needs -http (the URLs are paths of
-// its port), the sandbox (without it, servers listen on the host's own
-// localhost) and a local engine (a fleet front has no conversations'
-// networks).
+// checkForward validates -forward: it needs the sandbox (without it,
+// servers listen on the host's own localhost). Over stdio the forwards
+// are served on -forward-addr alone, a browser let in by a link's
+// one-time code only (stdio has no token); on a fleet front
+// (-executors, -cluster) each connection is carried to the executor
+// that holds the conversation (cluster.Client.Forward).
 func (f *mcpFlags) checkForward() error {
-	switch {
-	case !f.forward:
-		return nil
-	case f.httpAddr == "":
-		return errors.New("-forward needs -http (its URLs are paths of the HTTP port)")
-	case !f.sbx.On():
+	if f.forward && !f.sbx.On() {
 		return errors.New("-forward needs -sandbox: without it the commands' servers are on this host's localhost already")
-	case f.fleet.on():
-		return errors.New("-forward needs a local engine (not -executors or -cluster)")
 	}
 	return nil
 }
@@ -59,6 +59,17 @@ func (f *mcpFlags) listenForward() (string, error) {
 	}
 	f.forwardLn = ln
 	return "http://" + ln.Addr().String(), nil
+}
+
+// serveStdioForward serves srv's forwards on -forward-addr's listener
+// for a stdio server, until stop is called: mcpserver.Handler without
+// authentication, so that only a link's one-time code (then its cookie)
+// lets a browser in.
+func (f *mcpFlags) serveStdioForward(srv *mcp.Server, log *slog.Logger, stderr io.Writer) (stop func()) {
+	if f.forwardLn == nil {
+		return func() {}
+	}
+	return f.serveForward(mcpserver.Handler(srv, mcpserver.HTTPOptions{NoAuth: true, Logger: log}), log, stderr)
 }
 
 // serveForward serves h (mcpserver.Handler) at /forward/ of the forward

@@ -314,7 +314,9 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 
 	code := 0
 	if f.httpAddr == "" {
+		stopForward := f.serveStdioForward(srv, log, stderr)
 		code = serveStdio(sigCtx, srv, protoOut, stopCalls, log)
+		stopForward()
 	} else {
 		code = serveHTTP(sigCtx, srv, e, f, stopCalls, log, stderr)
 	}

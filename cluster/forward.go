@@ -1,0 +1,301 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
+	"github.com/bashvisor/bashvisor/engine"
+)
+
+// streamChunk is the most bytes one Stream message carries, and
+// streamWindow the most a side sends before the other acknowledges them
+// (the transport sends messages in batches of up to 1,000, and gRPC
+// refuses a message over 4 MiB).
+const (
+	streamChunk  = 32 << 10
+	streamWindow = 256 << 10
+)
+
+// Forward connects to port on the loopback of conversation conv's
+// sandboxed network, on the executor that holds the conversation (as
+// Engine.Forward does locally), so that mcpserver's bash_forward works
+// on a fleet front. The bytes travel over the cluster transport as Stream
+// messages between an actor of the front and one of the executor, in
+// order; the connection ends when either side closes it or the front
+// shuts down, and fails when the executor is lost. A conversation that runs nowhere, or that has no
+// sandboxed network there, is engine.ErrBadInput; nothing listening is
+// syscall.ECONNREFUSED (errors.Is, across the wire). Deadlines of
+// the returned net.Conn are those of net.Pipe.
+func (c *Client) Forward(ctx context.Context, conv string, port int) (net.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		st, _, ok := c.target(ctx, conv, true)
+		if !ok {
+			return nil, fmt.Errorf("%w: conversation %q runs on no executor", engine.ErrBadInput, conv)
+		}
+		conn, notHeld, err := c.forwardOn(ctx, st, conv, port)
+		if !notHeld {
+			return conn, err
+		}
+		c.forget(conv, st.id)
+		if attempt > 0 {
+			return nil, fmt.Errorf("%w: conversation %q runs on no executor", engine.ErrBadInput, conv)
+		}
+	}
+}
+
+// forwardOn opens the stream on st; notHeld when st no longer holds conv.
+func (c *Client) forwardOn(ctx context.Context, st *execState, conv string, port int) (net.Conn, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.QueryTimeout)
+	defer cancel()
+	local, remote := net.Pipe()
+	opened := make(chan *clusterpb.QueryReply, 1)
+	q := &clusterpb.Query{Op: "forward", ExecutorId: st.id, Port: int64(port),
+		Tc: encodeTC(engine.ToolContext{ConversationID: conv}, "")}
+	if c.runCtx.Err() != nil {
+		return nil, false, fmt.Errorf("%w: the front is shutting down", engine.ErrShutdown)
+	}
+	c.actors.Add(1) // done when the actor has stopped: Shutdown waits for it
+	pid := c.node.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &frontStream{c: c, target: st.pid, first: q, conn: remote, opened: opened}
+	}))
+	fail := func(err error) (net.Conn, bool, error) {
+		local.Close()
+		c.node.sys.Root.Stop(pid)
+		return nil, false, err
+	}
+	select {
+	case r := <-opened:
+		switch {
+		case r == nil:
+			return local, false, nil // the actor stops once the connection ends
+		case r.NotHeld:
+			local.Close()
+			c.node.sys.Root.Stop(pid)
+			return nil, true, nil
+		}
+		return fail(decodeReplyErr(r))
+	case <-st.lost:
+		return fail(fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), st.lostWhy))
+	case <-ctx.Done():
+		return fail(fmt.Errorf("executor %s: %w", st.name(), ctx.Err()))
+	}
+}
+
+// streamGone ends a stream actor whose peer (or executor) ended, once
+// the messages that came before the news are handled: Terminated is a
+// system message, which an actor handles before the user messages
+// already in its mailbox (the peer's last data and its end).
+type streamGone struct{ why string }
+
+// frontStream is a forwarded connection on the front: it opens the
+// stream, then writes what the executor sends into conn (the pipe's end
+// the front keeps) and sends what is read from conn.
+type frontStream struct {
+	c      *Client
+	unhook func() bool // of the Shutdown hook that closes conn
+	target *actor.PID  // the executor's actor
+	first  *clusterpb.Query
+	conn   net.Conn
+	opened chan<- *clusterpb.QueryReply // nil once answered
+	peer   *actor.PID                   // the executor's stream actor
+	win    *window                      // the peer's acknowledgements, for the pump
+}
+
+func (a *frontStream) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		conn := a.conn
+		a.unhook = context.AfterFunc(a.c.runCtx, func() { conn.Close() })
+		ctx.Watch(a.target)
+		ctx.Request(a.target, a.first)
+	case *actor.Stopped:
+		a.unhook()
+		a.c.actors.Done()
+	case *actor.Stopping:
+		a.conn.Close() // the pump sends the peer an end
+		if a.win != nil {
+			close(a.win.stop)
+		}
+		a.answer(&clusterpb.QueryReply{Err: "the stream ended before it opened"})
+	case *actor.Terminated:
+		// A system message, handled before the data already queued:
+		// end after them.
+		ctx.Send(ctx.Self(), streamGone{why: terminatedWhy(m)})
+	case streamGone:
+		a.answer(&clusterpb.QueryReply{Err: "the executor ended: " + m.why})
+		a.conn.Close()
+	case *clusterpb.QueryReply: // refused, not held, or no such port
+		a.answer(m)
+		a.conn.Close()
+	case *clusterpb.Refused:
+		a.answer(&clusterpb.QueryReply{Err: "refused: " + m.Reason})
+		a.conn.Close()
+	case *clusterpb.Stream:
+		a.stream(ctx, m)
+	}
+}
+
+// answer tells forwardOn how the opening went (nil: opened), once.
+func (a *frontStream) answer(r *clusterpb.QueryReply) {
+	if a.opened != nil {
+		a.opened <- r
+		a.opened = nil
+	}
+}
+
+func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
+	switch {
+	case m.Opened:
+		a.peer = ctx.Sender()
+		ctx.Watch(a.peer)
+		a.win = newWindow()
+		root, peer, conn, self, win := ctx.ActorSystem().Root, a.peer, a.conn, ctx.Self(), a.win
+		go func() {
+			pump(conn, func(msg *clusterpb.Stream) { root.Send(peer, msg) }, win)
+			root.Stop(self)
+		}()
+		a.answer(nil)
+	case len(m.Data) > 0:
+		_ = a.conn.SetWriteDeadline(time.Now().Add(time.Minute))
+		if _, err := a.conn.Write(m.Data); err != nil {
+			a.conn.Close()
+		} else {
+			ctx.Send(a.peer, &clusterpb.Stream{Ack: int64(len(m.Data))})
+		}
+	case m.Ack > 0 && a.win != nil:
+		a.win.ack(m.Ack)
+	}
+	if m.End {
+		a.conn.Close()
+	}
+}
+
+// window is what a pump's peer acknowledged.
+type window struct {
+	acked atomic.Int64
+	more  chan struct{} // a token when acked grew
+	stop  chan struct{} // closed when the actor stops
+}
+
+func newWindow() *window {
+	return &window{more: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// ack records n more bytes acknowledged.
+func (w *window) ack(n int64) {
+	w.acked.Add(n)
+	select {
+	case w.more <- struct{}{}:
+	default:
+	}
+}
+
+// pump sends what is read from conn, in chunks, never more than
+// streamWindow unacknowledged (credit brings the acknowledgements), then
+// an end.
+func pump(conn net.Conn, send func(*clusterpb.Stream), w *window) {
+	buf := make([]byte, streamChunk)
+	sent := int64(0)
+	for {
+		n, err := conn.Read(buf)
+		for n > 0 && sent+int64(n)-w.acked.Load() > streamWindow {
+			select {
+			case <-w.more:
+			case <-w.stop:
+				return // the actor stopped
+			}
+		}
+		if n > 0 {
+			sent += int64(n)
+			send(&clusterpb.Stream{Data: append([]byte(nil), buf[:n]...)})
+		}
+		if err != nil {
+			end := &clusterpb.Stream{End: true}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, net.ErrClosed) {
+				end.Err = err.Error()
+			}
+			send(end)
+			return
+		}
+	}
+}
+
+// openForward answers a forward query: it connects to the port in the
+// conversation's network and starts the executor's stream actor, which
+// says opened to the front's; or it answers a QueryReply (not held, or
+// the error).
+func (a *execActor) openForward(ctx actor.Context, m *clusterpb.Query) {
+	x, front, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
+	go func() {
+		reply := &clusterpb.QueryReply{}
+		tc, err := decodeTC(m.Tc)
+		if err == nil && !x.touch(tc.ConversationID, front.Address) {
+			reply.NotHeld = true
+			root.Send(front, reply)
+			return
+		}
+		var conn net.Conn
+		if err == nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			conn, err = x.eng.Forward(dctx, tc.ConversationID, int(m.Port))
+			cancel()
+		}
+		if err != nil {
+			encodeReplyErr(reply, err)
+			root.Send(front, reply)
+			return
+		}
+		root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &execStream{front: front, conn: conn} }))
+	}()
+}
+
+// execStream is a forwarded connection on the executor.
+type execStream struct {
+	front *actor.PID
+	conn  net.Conn
+	win   *window // the front's acknowledgements, for the pump
+}
+
+func (a *execStream) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(a.front)
+		ctx.Request(a.front, &clusterpb.Stream{Opened: true})
+		a.win = newWindow()
+		root, front, self, conn, win := ctx.ActorSystem().Root, a.front, ctx.Self(), a.conn, a.win
+		go func() {
+			pump(conn, func(msg *clusterpb.Stream) { root.Send(front, msg) }, win)
+			root.Stop(self)
+		}()
+	case *actor.Stopping:
+		a.conn.Close()
+		close(a.win.stop)
+	case *actor.Terminated:
+		ctx.Send(ctx.Self(), streamGone{}) // after the front's data already queued
+	case streamGone:
+		ctx.Stop(ctx.Self())
+	case *clusterpb.Stream:
+		if len(m.Data) > 0 {
+			_ = a.conn.SetWriteDeadline(time.Now().Add(time.Minute))
+			if _, err := a.conn.Write(m.Data); err != nil {
+				ctx.Stop(ctx.Self())
+			} else {
+				ctx.Send(a.front, &clusterpb.Stream{Ack: int64(len(m.Data))})
+			}
+		}
+		if m.Ack > 0 {
+			a.win.ack(m.Ack)
+		}
+		if m.End {
+			ctx.Stop(ctx.Self())
+		}
+	}
+}

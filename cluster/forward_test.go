@@ -1,0 +1,80 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// TestForwardThroughFront: Client.Forward carries a connection to a
+// server a conversation runs on its sandboxed loopback, on its executor,
+// over the cluster transport: an HTTP request and a 3 MiB answer arrive
+// whole and in order, both ways' ends are passed on, a port nothing
+// listens on and a conversation that runs nowhere are errors, and the
+// front's Shutdown ends a connection left open.
+func TestForwardThroughFront(t *testing.T) {
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
+	testenv.NeedsTool(t, "python3")
+	if inFreshProcess(t) {
+		return
+	}
+	_, c, dir := oneExecutor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "fw", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
+	serve := "mkdir -p /tmp/site && head -c 3145728 /dev/urandom > /tmp/site/big && cd /tmp/site && exec python3 -m http.server 3000"
+	if r := c.Run(ctx, tc, engine.Input{Command: serve, Mode: engine.ModeBackground}); r.Status != engine.StatusStarted {
+		t.Fatalf("server: %s %q", r.Status, r.Output)
+	}
+	wait := "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exec sha256sum /tmp/site/big; sleep 0.1; done; exit 7"
+	r := c.Run(ctx, tc, engine.Input{Command: wait, Mode: engine.ModeSlow})
+	if r.Status != engine.StatusOK {
+		t.Fatalf("the server did not start: %s %q", r.Status, r.Output)
+	}
+	want, _, _ := strings.Cut(r.Output, " ")
+	conn, err := c.Forward(ctx, "fw", 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(50 * time.Second))
+	fmt.Fprint(conn, "GET /big HTTP/1.0\r\nHost: localhost\r\n\r\n")
+	got, err := io.ReadAll(conn) // HTTP/1.0: the server closes, the end comes through
+	conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := bytes.Cut(got, []byte("\r\n\r\n"))
+	if sum := fmt.Sprintf("%x", sha256.Sum256(body)); !ok || len(body) != 3<<20 || sum != want {
+		t.Errorf("the body through the front: %d bytes, sha256 %s, want %d bytes %s (head %.80q)", len(body), sum, 3<<20, want, got)
+	}
+	if _, err := c.Forward(ctx, "fw", 3001); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a port nothing listens on: %v", err)
+	}
+	if _, err := c.Forward(ctx, "nowhere", 3000); !errors.Is(err, engine.ErrBadInput) {
+		t.Errorf("a conversation that runs nowhere: %v", err)
+	}
+	// A connection left open does not hold up the front's Shutdown,
+	// which ends it.
+	idle, err := c.Forward(ctx, "fw", 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(idle, "GET /big HTTP/1.0\r\n") // and nothing more
+	start := time.Now()
+	shutdown(t, c)
+	_ = idle.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(idle); err != nil || time.Since(start) > 20*time.Second {
+		t.Errorf("an open connection at Shutdown: %v after %v", err, time.Since(start))
+	}
+}
