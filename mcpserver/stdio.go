@@ -286,7 +286,7 @@ func plainRequest(line []byte) (*jsonrpc.Request, bool) {
 				return nil, false
 			}
 		case "params":
-			if v[0] != '{' && v[0] != '[' {
+			if v[0] != '{' && v[0] != '[' || deeperThan(v, maxNesting-1) { // inside the message's object
 				return nil, false
 			}
 			req.Params = v
@@ -295,6 +295,34 @@ func plainRequest(line []byte) (*jsonrpc.Request, bool) {
 		}
 	}
 	return req, true
+}
+
+// maxNesting is the go-sdk's bound on how deep a message nests (its JSON
+// decoder refuses deeper ones; encoding/json allows 10,000): params nested
+// deeper go to its decoder, which says so.
+const maxNesting = 1000
+
+// deeperThan reports whether JSON text raw nests arrays and objects more
+// than max deep.
+func deeperThan(raw []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped, inString = c == '\\', c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // plainString returns the value of a JSON string of printable ASCII

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -45,6 +46,12 @@ func TestDecodeMessageAsTheGoSDK(t *testing.T) {
 		`{"jsonrpc" : "2.0" , "id" : 7 , "method" : "ping"}`,
 		`{"\u006aSONrpc":"2.0","id":1,"method":"ping"}`,
 		`{}`,
+		// Nested deeper than the go-sdk's 1,000 with the message's own
+		// object (it refuses them), and exactly that deep; a bracket inside
+		// a string does not count.
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"` + strings.Repeat("[", 1001) + `\"["}}`,
 	}
 	pieces := []string{`"jsonrpc":"2.0"`, `"jsonrpc":"2.1"`, `"id":1`, `"id":"x"`, `"id":-42`, `"id":2.0`, `"id":null`,
 		`"method":"tools/list"`, `"method":"a\"b"`, `"method":7`, `"params":{}`, `"params":[]`, `"params":{"k":"v"}`,

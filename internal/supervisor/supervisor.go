@@ -589,20 +589,16 @@ func (s *Supervisor) finish(ws []*workspace) {
 	close(s.stopWatch)
 	s.watching.Wait()
 	s.system.Shutdown()
-	// Both wait (for the cgroups' removal, for the watchdog's exit), each
-	// for its own thing: side by side.
-	var closing sync.WaitGroup
-	closing.Go(func() {
-		if err := s.res.Watchdog.Close(); err != nil {
-			s.res.Log.Warn("the engine's watchdog", "err", err)
-		}
-	})
+	// The watchdog is told last: were the engine killed while the cgroups
+	// are being removed, it would still end what they hold.
 	if s.res.Cgroups != nil {
 		if err := s.res.Cgroups.Close(); err != nil {
 			s.res.Log.Warn("removing cgroups", "err", err)
 		}
 	}
-	closing.Wait()
+	if err := s.res.Watchdog.Close(); err != nil {
+		s.res.Log.Warn("the engine's watchdog", "err", err)
+	}
 	close(s.done)
 }
 
