@@ -75,6 +75,16 @@ func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64)
 		return JobOutput{}, fmt.Errorf("job %s: its output file is not the engine's", id)
 	}
 	size := f.Size()
+	if job.Status == JobRunning {
+		// The completion line and the final state come in one step of the
+		// supervisor: a size taken before a look that still finds the job
+		// running holds no completion line; after one that finds it ended,
+		// the file has it.
+		if again, err := e.Job(tc, id); err == nil && again.Status != JobRunning {
+			job, size = again, f.Size()
+		}
+		job.Bytes = size
+	}
 	if limit == 0 || limit > readLimit {
 		limit = readLimit
 	}

@@ -103,6 +103,12 @@ type job struct {
 	outcome jobs.Outcome
 	final   *jobs.State
 	waiters []chan<- jobs.State
+	// line is a background job's completion line, which finish appends to
+	// its output file once, when the supervisor records the final state
+	// (Report.Finish), so that the file never says the job ended while its
+	// state says running, nor the other way round.
+	line     string
+	finished sync.Once
 
 	// stdin: the queue of the writer goroutine (nil without stdin; closed
 	// when the job ends).
@@ -130,6 +136,7 @@ type (
 		errs    error
 		changes jobs.Changes  // the transaction's commit
 		network egress.Report // the closed proxy's report (nil: none closed)
+		line    string        // the completion line (see job.line)
 	}
 )
 
@@ -175,8 +182,12 @@ func (j *job) Receive(ctx actor.Context) {
 		if m.network != nil {
 			j.outcome.Network = m.network
 		}
+		j.line = m.line
 		j.deliver(ctx)
 	case *actor.Stopping:
+		if j.ph == done {
+			j.finish() // the supervisor stopped before it recorded the final state
+		}
 		j.emergency()
 	}
 }
@@ -451,7 +462,7 @@ func (j *job) settle(ctx actor.Context) {
 	o.Usage, o.Limits = jobs.Usage(j.usage()), j.l.applied
 	tx := j.l.tx
 	if tx == nil {
-		j.complete(o)
+		j.line = j.completion(o)
 	}
 	j.outcome = o
 	j.l.live.End()
@@ -490,20 +501,29 @@ func (j *job) settle(ctx actor.Context) {
 			if network != nil {
 				o.Network = network
 			}
-			// The actor is cleaning: nothing else writes the file now.
-			j.complete(o)
 		}
-		j.send(cleaned{errs: errors.Join(errs...), changes: changes, network: network})
+		j.send(cleaned{errs: errors.Join(errs...), changes: changes, network: network, line: j.completion(o)})
 	}()
 }
 
-// complete writes a background job's completion line and closes its
-// output file for writing.
-func (j *job) complete(o jobs.Outcome) {
+// completion renders a background job's completion line ("" for none).
+func (j *job) completion(o jobs.Outcome) string {
 	if j.spec.Background && j.spec.Completion != nil {
-		j.appendLine(j.spec.Completion(o))
+		return j.spec.Completion(o)
 	}
-	j.closeFile()
+	return ""
+}
+
+// finish appends the completion line (job.line) to a background job's
+// output file and closes it for writing, once. The actor is done with
+// the file by then: nothing else writes it.
+func (j *job) finish() {
+	j.finished.Do(func() {
+		if j.line != "" {
+			j.appendLine(j.line)
+		}
+		j.closeFile()
+	})
 }
 
 // releaseCgroup hands the cgroup of a job that ended cleanly (nothing had
@@ -561,6 +581,7 @@ func (j *job) answer(ctx actor.Context, st jobs.State) {
 func (j *job) report(ctx actor.Context, st jobs.State) {
 	if j.parent == nil {
 		if !st.Running() {
+			j.finish()
 			ctx.Stop(j.self)
 		}
 		return
@@ -569,7 +590,11 @@ func (j *job) report(ctx actor.Context, st jobs.State) {
 	if j.l != nil {
 		tx = j.l.tx
 	}
-	ctx.Send(j.parent, &Report{State: st, Tx: tx})
+	r := &Report{State: st, Tx: tx}
+	if !st.Running() {
+		r.Finish = j.finish
+	}
+	ctx.Send(j.parent, r)
 }
 
 // onDetach: any phase -> done, leaving the processes running.
@@ -624,7 +649,7 @@ func (j *job) emergency() {
 		j.signalAll(syscall.SIGKILL)
 		j.l.fz.Close() // the command's mount namespace (settle's, otherwise)
 		j.closePipes()
-		j.closeFile()
+		j.finish() // no completion line: the file just closes
 		j.l.live.End()
 		if j.l.cg != nil {
 			j.l.cg.Remove()
