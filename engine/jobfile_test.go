@@ -103,8 +103,31 @@ func TestJobFileAndStateAgree(t *testing.T) {
 			}
 		}
 	}
-	t.Run("unrestricted", func(t *testing.T) { check(t, newEngine(t), tc(t)) })
+	// Kill returns once the file has the line too.
+	kill := func(t *testing.T, e *engine.Engine, tc engine.ToolContext) {
+		for i := range 5 {
+			r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: "echo up; sleep 60"})
+			if r.Status != engine.StatusStarted {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			waitFor(t, e, tc, r.JobID, "up")
+			j, err := e.Kill(context.Background(), tc, r.JobID)
+			if err != nil || j.Status == engine.JobRunning {
+				t.Fatalf("kill: %+v %v", j, err)
+			}
+			if b, _ := os.ReadFile(j.OutputFile); !strings.Contains(string(b), "[background process killed") {
+				t.Fatalf("job %d: killed, its file lacks the line: %q", i, b)
+			}
+		}
+	}
+	t.Run("unrestricted", func(t *testing.T) {
+		e := newEngine(t)
+		check(t, e, tc(t))
+		kill(t, e, tc(t))
+	})
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
-		check(t, newEngine(t, mod), restricted(t.TempDir()))
+		e := newEngine(t, mod)
+		check(t, e, restricted(t.TempDir()))
+		kill(t, e, restricted(t.TempDir()))
 	})
 }

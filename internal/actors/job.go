@@ -109,6 +109,9 @@ type job struct {
 	// state says running, nor the other way round.
 	line     string
 	finished sync.Once
+	// pending finishes the file and answers the waiters of the last final
+	// state reported (see answer), once.
+	pending func()
 
 	// stdin: the queue of the writer goroutine (nil without stdin; closed
 	// when the job ends).
@@ -185,8 +188,8 @@ func (j *job) Receive(ctx actor.Context) {
 		j.line = m.line
 		j.deliver(ctx)
 	case *actor.Stopping:
-		if j.ph == done {
-			j.finish() // the supervisor stopped before it recorded the final state
+		if j.ph == done && j.pending != nil {
+			j.pending() // the supervisor stopped before it recorded the final state
 		}
 		j.emergency()
 	}
@@ -262,7 +265,7 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 		j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
 	}
 	if j.spec.Background {
-		j.report(ctx, j.jobState(nil))
+		j.report(ctx, j.jobState(nil), nil)
 	}
 	if j.reason != jobs.ReasonNone { // cancelled while starting
 		reason := j.reason
@@ -287,9 +290,16 @@ func (j *job) onLaunchFailed(ctx actor.Context, err error) {
 func (j *job) onCancel(ctx actor.Context, m *Cancel) {
 	switch j.ph {
 	case done:
-		// A Cancel that crossed the final report: answer with it.
-		if m.Reply != nil {
-			m.Reply <- *j.final
+		// A Cancel that crossed the final report: answer with it, through
+		// the supervisor (after the first report, so once the completion
+		// line is written).
+		if reply, st := m.Reply, *j.final; reply != nil {
+			j.report(ctx, st, func() {
+				select {
+				case reply <- st:
+				default:
+				}
+			})
 		}
 		return
 	case starting:
@@ -565,23 +575,35 @@ func (j *job) deliver(ctx actor.Context) {
 }
 
 // answer reports the final state to the supervisor and to the waiters.
+// The waiters hear it once the supervisor recorded it (Report.Finish),
+// the completion line written: a Kill's caller finds it in the file.
 func (j *job) answer(ctx actor.Context, st jobs.State) {
 	if !j.spec.Background && j.spec.Done != nil && st.Status == jobs.Errored {
 		j.spec.Done <- j.outcome
 	}
-	j.report(ctx, st)
-	for _, w := range j.waiters {
-		w <- st
-	}
+	waiters := j.waiters
 	j.waiters = nil
+	j.pending = sync.OnceFunc(func() {
+		j.finish()
+		for _, w := range waiters {
+			select {
+			case w <- st:
+			default: // answered already (the supervisor's terminated)
+			}
+		}
+	})
+	j.report(ctx, st, j.pending)
 }
 
-// report sends a state to the supervisor. Without a parent (tests), a
-// final state stops the actor itself.
-func (j *job) report(ctx actor.Context, st jobs.State) {
+// report sends a state to the supervisor, with finish (nil: none) for it
+// to call as it records a final one. Without a parent (tests), finish runs
+// here and a final state stops the actor itself.
+func (j *job) report(ctx actor.Context, st jobs.State, finish func()) {
 	if j.parent == nil {
+		if finish != nil {
+			finish()
+		}
 		if !st.Running() {
-			j.finish()
 			ctx.Stop(j.self)
 		}
 		return
@@ -590,11 +612,7 @@ func (j *job) report(ctx actor.Context, st jobs.State) {
 	if j.l != nil {
 		tx = j.l.tx
 	}
-	r := &Report{State: st, Tx: tx}
-	if !st.Running() {
-		r.Finish = j.finish
-	}
-	ctx.Send(j.parent, r)
+	ctx.Send(j.parent, &Report{State: st, Tx: tx, Finish: finish})
 }
 
 // onDetach: any phase -> done, leaving the processes running.
