@@ -12,7 +12,12 @@
 // and optionally "stdin", "tty" and "yield_ms" ([InputSchema]). The
 // command runs as `bash -c COMMAND` in the working directory, in a new
 // session (no controlling terminal, stdin /dev/null, unless the call asks
-// for a pipe or a terminal),
+// for a pipe or a terminal), with SIGINT and SIGQUIT at their defaults even
+// when the program running the engine ignores them (nohup, a script's
+// background job): the engine leaves the program's own dispositions alone
+// and, only while it ignores one, starts commands through
+// `env --default-signal=INT,QUIT` (GNU coreutils 8.31+; without it they
+// inherit the ignored signals and ^C on a job's terminal does nothing),
 // stdout and stderr on one pipe in the order written, with the
 // environment policy's secrets removed and EDITOR, PAGER and friends set so
 // nothing waits for a person. Default mode stops the command after

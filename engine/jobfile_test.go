@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
 )
@@ -65,4 +66,68 @@ func TestJobFileCapped(t *testing.T) {
 	if err != nil || !tail.EOF || !strings.HasSuffix(tail.Data, "[background process completed]") || tail.Offset+int64(len(tail.Data)) != tail.Size {
 		t.Fatalf("tail %+v, %v", tail, err)
 	}
+}
+
+// TestJobFileAndStateAgree: a background job's file gets its completion
+// line exactly when its state ends — never "[background process
+// completed]" beside a running job, never an ended job whose file lacks
+// the line (an unrestricted job, and a sandboxed one, whose clean-up runs
+// between its end and its final state).
+func TestJobFileAndStateAgree(t *testing.T) {
+	check := func(t *testing.T, e *engine.Engine, tc engine.ToolContext) {
+		for i := range 15 {
+			r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: "echo hi"})
+			if r.Status != engine.StatusStarted {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				jo, err := e.JobOutput(tc, r.JobID, 0, 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				line := strings.Contains(jo.Data, "[background process completed]")
+				running := jo.Job.Status == engine.JobRunning
+				if line && running {
+					t.Fatalf("job %d: the file says completed, the state %s: %q", i, jo.Job.Status, jo.Data)
+				}
+				if !running {
+					if !line {
+						t.Fatalf("job %d: state %s, the file lacks the completion line: %q", i, jo.Job.Status, jo.Data)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("job %d still running: %q", i, jo.Data)
+				}
+			}
+		}
+	}
+	// Kill returns once the file has the line too.
+	kill := func(t *testing.T, e *engine.Engine, tc engine.ToolContext) {
+		for i := range 5 {
+			r := e.Run(context.Background(), tc, engine.Input{Mode: engine.ModeBackground, Command: "echo up; sleep 60"})
+			if r.Status != engine.StatusStarted {
+				t.Fatalf("%s %q", r.Status, r.Output)
+			}
+			waitFor(t, e, tc, r.JobID, "up")
+			j, err := e.Kill(context.Background(), tc, r.JobID)
+			if err != nil || j.Status == engine.JobRunning {
+				t.Fatalf("kill: %+v %v", j, err)
+			}
+			if b, _ := os.ReadFile(j.OutputFile); !strings.Contains(string(b), "[background process killed") {
+				t.Fatalf("job %d: killed, its file lacks the line: %q", i, b)
+			}
+		}
+	}
+	t.Run("unrestricted", func(t *testing.T) {
+		e := newEngine(t)
+		check(t, e, tc(t))
+		kill(t, e, tc(t))
+	})
+	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) {
+		e := newEngine(t, mod)
+		check(t, e, restricted(t.TempDir()))
+		kill(t, e, restricted(t.TempDir()))
+	})
 }

@@ -60,7 +60,10 @@ const lookback = 64
 // full-screen program redrew; with tail, the last tail bytes of its text.
 // The terminal is replayed from the file on every read, over at most the
 // last render.WindowBytes bytes and render.WindowLines lines (Offset then
-// says where the replay began).
+// says where the replay began). Job and Data agree: the completion line
+// is in Data only beside an ended state, and an ended job's file has it
+// (the line and the state come in one step; [Engine.Kill] returns after
+// it too).
 func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64) (JobOutput, error) {
 	e.sup.Checkpoint(tc.ConversationID) // the job's changes so far, for its report
 	job, err := e.Job(tc, id)
@@ -75,6 +78,16 @@ func (e *Engine) JobOutput(tc ToolContext, id string, tail, offset, limit int64)
 		return JobOutput{}, fmt.Errorf("job %s: its output file is not the engine's", id)
 	}
 	size := f.Size()
+	if job.Status == JobRunning {
+		// The completion line and the final state come in one step of the
+		// supervisor: a size taken before a look that still finds the job
+		// running holds no completion line; after one that finds it ended,
+		// the file has it.
+		if again, err := e.Job(tc, id); err == nil && again.Status != JobRunning {
+			job, size = again, f.Size()
+		}
+		job.Bytes = size
+	}
 	if limit == 0 || limit > readLimit {
 		limit = readLimit
 	}

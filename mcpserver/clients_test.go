@@ -586,3 +586,95 @@ func TestClientsHandTheModelTheText(t *testing.T) {
 
 // tail is the last n bytes of s.
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// readmeClientLines are the shell lines of README.md's "Connect an agent"
+// section that start with prog (claude or codex): the add line and the
+// check line.
+func readmeClientLines(t *testing.T, prog string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Connect an agent\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Connect an agent" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var lines []string
+	for i, block := range strings.Split(section, "```") {
+		if i%2 == 0 || !strings.HasPrefix(block, "sh\n") {
+			continue
+		}
+		for l := range strings.SplitSeq(block, "\n") {
+			if strings.HasPrefix(l, prog+" ") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return lines
+}
+
+// TestREADMEConnectsClients follows the README's first screen literally
+// with the real clients: in a project directory, with `bashvisor` on
+// PATH (here the demo binary, recording the wire) and, as the issue found
+// in a shell set up for the HTTP server, BASHVISOR_MCP_TOKEN exported,
+// each client's two lines run as written; `claude mcp list` must say
+// Connected and `codex mcp list` must list the server. Then each client,
+// with only the configuration its README line wrote (plus the fake model
+// and, for Codex, tool approval), runs one bash call through it.
+func TestREADMEConnectsClients(t *testing.T) {
+	needDemo(t)
+	bins := clientBins(t)
+	pathDir, project, wire := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "wire.jsonl")
+	wrapper := fmt.Sprintf("#!/bin/bash\nset -o pipefail\n%q \"$@\" | tee -a %q\n", demoBin, wire)
+	if err := os.WriteFile(filepath.Join(pathDir, "bashvisor"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	call := clientCall{toolBash, map[string]any{"command": "echo readme-$((6*7))"}}
+	for _, c := range agentClients {
+		t.Run(c.name, func(t *testing.T) {
+			prog := map[string]string{"claude-code": "claude", "codex": "codex"}[c.name]
+			lines := readmeClientLines(t, prog)
+			if len(lines) != 2 || !strings.Contains(lines[0], " mcp add ") || !strings.Contains(lines[1], " mcp list") {
+				t.Fatalf("README's %s lines: %q, want an mcp add line and an mcp list line", prog, lines)
+			}
+			home := t.TempDir()
+			env := []string{"PATH=" + pathDir + ":" + bins + ":" + os.Getenv("PATH"), "HOME=" + home,
+				"BASHVISOR_MCP_TOKEN=set-for-the-http-server", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1",
+				"DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+			var out []byte
+			for _, l := range lines {
+				ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+				cmd := exec.CommandContext(ctx, "bash", "-c", l)
+				cmd.Dir, cmd.Env, cmd.WaitDelay = project, env, 5*time.Second
+				var err error
+				out, err = cmd.CombinedOutput()
+				cancel()
+				t.Logf("$ %s\n%s", l, out)
+				if err != nil {
+					t.Fatalf("%s: %v", l, err)
+				}
+			}
+			if want := map[string]string{"claude": "✔ Connected", "codex": "enabled"}[prog]; !strings.Contains(string(out), "bashvisor") || !strings.Contains(string(out), want) {
+				t.Fatalf("%s: %q, want bashvisor %s", lines[1], out, want)
+			}
+			m := newFakeModel(t, []clientCall{call})
+			switch prog {
+			case "claude":
+				runClient(t, clientTimeout, append(env, "ANTHROPIC_BASE_URL="+m.ts.URL, "ANTHROPIC_API_KEY=dummy"), project,
+					filepath.Join(bins, "claude"), "-p", "run the commands", "--allowedTools", "mcp__bashvisor")
+			case "codex":
+				provider := fmt.Sprintf(`model_providers.fake={name="fake",base_url=%q,wire_api="responses",env_key="FAKE_MODEL_KEY",request_max_retries=0,stream_max_retries=0}`, m.ts.URL+"/v1")
+				runClient(t, clientTimeout, append(env, "FAKE_MODEL_KEY=dummy"), project, filepath.Join(bins, "codex"), "exec",
+					"--skip-git-repo-check", "-c", `model="fake"`, "-c", `model_provider="fake"`, "-c", provider,
+					"-c", `approval_policy="never"`, "-c", `sandbox_mode="read-only"`,
+					"-c", `mcp_servers.bashvisor.default_tools_approval_mode="approve"`, "run the commands")
+			}
+			handed := c.results(t, m.lastRequest(c.path))
+			if len(handed) != 1 || !strings.Contains(handed[0].text, "readme-42") {
+				t.Fatalf("the model was handed %+v, want the bash call's output readme-42", handed)
+			}
+		})
+	}
+}

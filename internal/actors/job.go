@@ -103,6 +103,15 @@ type job struct {
 	outcome jobs.Outcome
 	final   *jobs.State
 	waiters []chan<- jobs.State
+	// line is a background job's completion line, which finish appends to
+	// its output file once, when the supervisor records the final state
+	// (Report.Finish), so that the file never says the job ended while its
+	// state says running, nor the other way round.
+	line     string
+	finished sync.Once
+	// pending finishes the file and answers the waiters of the last final
+	// state reported (see answer), once.
+	pending func()
 
 	// stdin: the queue of the writer goroutine (nil without stdin; closed
 	// when the job ends).
@@ -130,6 +139,7 @@ type (
 		errs    error
 		changes jobs.Changes  // the transaction's commit
 		network egress.Report // the closed proxy's report (nil: none closed)
+		line    string        // the completion line (see job.line)
 	}
 )
 
@@ -175,8 +185,12 @@ func (j *job) Receive(ctx actor.Context) {
 		if m.network != nil {
 			j.outcome.Network = m.network
 		}
+		j.line = m.line
 		j.deliver(ctx)
 	case *actor.Stopping:
+		if j.ph == done && j.pending != nil {
+			j.pending() // the supervisor stopped before it recorded the final state
+		}
 		j.emergency()
 	}
 }
@@ -251,7 +265,7 @@ func (j *job) onLaunched(ctx actor.Context, l *Launched) {
 		j.cpuT = time.AfterFunc(cpuCheckAfter(j.spec.Limits.CPUTime), func() { j.send(cpuTick{}) })
 	}
 	if j.spec.Background {
-		j.report(ctx, j.jobState(nil))
+		j.report(ctx, j.jobState(nil), nil)
 	}
 	if j.reason != jobs.ReasonNone { // cancelled while starting
 		reason := j.reason
@@ -276,9 +290,16 @@ func (j *job) onLaunchFailed(ctx actor.Context, err error) {
 func (j *job) onCancel(ctx actor.Context, m *Cancel) {
 	switch j.ph {
 	case done:
-		// A Cancel that crossed the final report: answer with it.
-		if m.Reply != nil {
-			m.Reply <- *j.final
+		// A Cancel that crossed the final report: answer with it, through
+		// the supervisor (after the first report, so once the completion
+		// line is written).
+		if reply, st := m.Reply, *j.final; reply != nil {
+			j.report(ctx, st, func() {
+				select {
+				case reply <- st:
+				default:
+				}
+			})
 		}
 		return
 	case starting:
@@ -451,7 +472,7 @@ func (j *job) settle(ctx actor.Context) {
 	o.Usage, o.Limits = jobs.Usage(j.usage()), j.l.applied
 	tx := j.l.tx
 	if tx == nil {
-		j.complete(o)
+		j.line = j.completion(o)
 	}
 	j.outcome = o
 	j.l.live.End()
@@ -494,20 +515,29 @@ func (j *job) settle(ctx actor.Context) {
 			if network != nil {
 				o.Network = network
 			}
-			// The actor is cleaning: nothing else writes the file now.
-			j.complete(o)
 		}
-		j.send(cleaned{errs: errors.Join(errs...), changes: changes, network: network})
+		j.send(cleaned{errs: errors.Join(errs...), changes: changes, network: network, line: j.completion(o)})
 	}()
 }
 
-// complete writes a background job's completion line and closes its
-// output file for writing.
-func (j *job) complete(o jobs.Outcome) {
+// completion renders a background job's completion line ("" for none).
+func (j *job) completion(o jobs.Outcome) string {
 	if j.spec.Background && j.spec.Completion != nil {
-		j.appendLine(j.spec.Completion(o))
+		return j.spec.Completion(o)
 	}
-	j.closeFile()
+	return ""
+}
+
+// finish appends the completion line (job.line) to a background job's
+// output file and closes it for writing, once. The actor is done with
+// the file by then: nothing else writes it.
+func (j *job) finish() {
+	j.finished.Do(func() {
+		if j.line != "" {
+			j.appendLine(j.line)
+		}
+		j.closeFile()
+	})
 }
 
 // releaseCgroup hands the cgroup of a job that ended cleanly (nothing had
@@ -549,21 +579,34 @@ func (j *job) deliver(ctx actor.Context) {
 }
 
 // answer reports the final state to the supervisor and to the waiters.
+// The waiters hear it once the supervisor recorded it (Report.Finish),
+// the completion line written: a Kill's caller finds it in the file.
 func (j *job) answer(ctx actor.Context, st jobs.State) {
 	if !j.spec.Background && j.spec.Done != nil && st.Status == jobs.Errored {
 		j.spec.Done <- j.outcome
 	}
-	j.report(ctx, st)
-	for _, w := range j.waiters {
-		w <- st
-	}
+	waiters := j.waiters
 	j.waiters = nil
+	j.pending = sync.OnceFunc(func() {
+		j.finish()
+		for _, w := range waiters {
+			select {
+			case w <- st:
+			default: // answered already (the supervisor's terminated)
+			}
+		}
+	})
+	j.report(ctx, st, j.pending)
 }
 
-// report sends a state to the supervisor. Without a parent (tests), a
-// final state stops the actor itself.
-func (j *job) report(ctx actor.Context, st jobs.State) {
+// report sends a state to the supervisor, with finish (nil: none) for it
+// to call as it records a final one. Without a parent (tests), finish runs
+// here and a final state stops the actor itself.
+func (j *job) report(ctx actor.Context, st jobs.State, finish func()) {
 	if j.parent == nil {
+		if finish != nil {
+			finish()
+		}
 		if !st.Running() {
 			ctx.Stop(j.self)
 		}
@@ -573,7 +616,7 @@ func (j *job) report(ctx actor.Context, st jobs.State) {
 	if j.l != nil {
 		tx = j.l.tx
 	}
-	ctx.Send(j.parent, &Report{State: st, Tx: tx})
+	ctx.Send(j.parent, &Report{State: st, Tx: tx, Finish: finish})
 }
 
 // onDetach: any phase -> done, leaving the processes running.
@@ -628,7 +671,7 @@ func (j *job) emergency() {
 		j.signalAll(syscall.SIGKILL)
 		j.l.fz.Close() // the command's mount namespace (settle's, otherwise)
 		j.closePipes()
-		j.closeFile()
+		j.finish() // no completion line: the file just closes
 		j.l.live.End()
 		if j.l.cg != nil {
 			j.l.cg.Remove()

@@ -53,6 +53,9 @@ func (p *parent) Receive(ctx actor.Context) {
 		p.children[m.id] = pid
 		m.reply <- pid
 	case *Report:
+		if m.Finish != nil {
+			m.Finish() // as the supervisor does
+		}
 		p.reports <- m.State
 		if !m.State.Running() && !p.keep {
 			ctx.Poison(p.children[m.State.ID])

@@ -140,8 +140,13 @@ type YieldRequest struct{ Conversation, ID string }
 // background job is running, and once when any job ended (a final state,
 // Status != Running). The supervisor stops the actor when it receives the
 // final one. Tx is the job's transaction (Spec.Tx), whose last report
-// the supervisor lists while the job runs.
+// the supervisor lists while the job runs. Finish, set with a final
+// state, appends a background job's completion line to its output file:
+// the supervisor calls it before it records the state, so that a reader
+// never sees the line beside a running state, nor an ended state before
+// the line (it may be called again, and after the supervisor stopped).
 type Report struct {
-	State jobs.State
-	Tx    *transact.Tx
+	State  jobs.State
+	Tx     *transact.Tx
+	Finish func()
 }

@@ -44,7 +44,7 @@ func (j *job) onBecomeBackground(ctx actor.Context, m *BecomeBackground) {
 	}
 	// Report first: the supervisor then lists the job under its new id
 	// before the caller, who may use the id at once, has the result.
-	j.report(ctx, j.jobState(nil))
+	j.report(ctx, j.jobState(nil), nil)
 	if tx := j.l.tx; tx != nil {
 		// Its transaction takes the job's handle (checkpoints, joins)
 		// off the actor (it may wait for a checkpoint), before the

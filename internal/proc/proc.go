@@ -50,7 +50,9 @@ type Spec struct {
 	// Path, Args, Env, ExtraFiles and SysProcAttr but must keep Setsid and
 	// the standard files. With a Cgroup, SysProcAttr asks for its cgroup
 	// v2 (UseCgroupFD) and Launch must place the process into
-	// [Cgroup.V1Dirs] itself.
+	// [Cgroup.V1Dirs] itself. Launch must also start the program with
+	// SIGINT and SIGQUIT at their defaults: [DefaultSignals] once Path and
+	// Args are final, or [ResetSignalsForExec] in a helper that execs.
 	Launch func(cmd *exec.Cmd) error
 }
 
@@ -175,6 +177,9 @@ func Start(spec Spec) (*Process, error) {
 	// (one syscall; Go's own descriptors already are), so the command gets
 	// exactly 0, 1 and 2 plus what the launcher passes on purpose.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if spec.Launch == nil {
+		DefaultSignals(cmd)
+	}
 	switch {
 	case spec.Launch != nil:
 		err = spec.Launch(cmd)

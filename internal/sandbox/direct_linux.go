@@ -16,6 +16,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/fd"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // StartDirect is the fast alternative to starting [Command.Path] with
@@ -85,6 +86,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	cmd.Args = []string{c.bash, "-c", c.command}
 	cmd.Env = append(env, "BASH_ENV=/proc/self/fd/3") // not /dev/fd/3: a host may lack the /dev/fd link
 	cmd.ExtraFiles = []*os.File{gateR}
+	proc.DefaultSignals(cmd) // through env(1) when the engine ignores SIGINT or SIGQUIT
 	cgroupFD := -1
 	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD {
 		sys := *cmd.SysProcAttr

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/fd"
+	"github.com/bashvisor/bashvisor/internal/proc"
 )
 
 // presets are go-landlock's configurations, index = ABI version - 1. The
@@ -208,6 +209,7 @@ func helper(args []string) error {
 	if err := installSeccomp(cfg.filter()); err != nil {
 		return err
 	}
+	proc.ResetSignalsForExec() // ignored by the engine: bash could not undo it
 	return execWithAddressSpace(argv, env, cfg.AddressSpace)
 }
 

@@ -296,6 +296,9 @@ func (sv *supervisor) outputDir(conv string, c *conversation) (string, error) {
 // its slot.
 func (sv *supervisor) update(ctx actor.Context, m *actors.Report) {
 	st := m.State
+	if m.Finish != nil {
+		m.Finish() // the job's file says it ended: now its state does too
+	}
 	k := key{st.Conversation, st.ID}
 	e, ok := sv.running[k]
 	if !ok {

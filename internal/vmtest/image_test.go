@@ -79,3 +79,32 @@ func TestMaskedTop(t *testing.T) {
 		}
 	}
 }
+
+// TestRevealNamesMissingDirectory: a run whose directory the guest cannot
+// see (not even once a masking tmpfs is looked behind) fails with that
+// directory named, not as the "fork/exec …: no such file or directory" of
+// a failed chdir.
+func TestRevealNamesMissingDirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone", "internal", "proc")
+	err := reveal(missing)
+	if err == nil || !strings.Contains(err.Error(), "directory "+missing+" does not exist in the guest") {
+		t.Fatalf("reveal(%q) = %v", missing, err)
+	}
+	// Under a tmpfs the guest mounted, with nothing of that name behind it
+	// on the host: still named (and nothing is mounted).
+	behind := t.TempDir()
+	f, err := os.Open(behind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hidden["/masked-by-test"] = int(f.Fd())
+	defer delete(hidden, "/masked-by-test")
+	err = reveal("/masked-by-test/clone/internal/proc")
+	if err == nil || !strings.Contains(err.Error(), "directory /masked-by-test/clone/internal/proc does not exist in the guest") {
+		t.Fatalf("masked: %v", err)
+	}
+	if _, err := os.Stat("/masked-by-test"); err == nil {
+		t.Errorf("reveal made /masked-by-test for a directory the host lacks too")
+	}
+}
