@@ -37,7 +37,10 @@ func TestCgroupCPUDemand(t *testing.T) {
 	}
 	cpu, stall, psi := demand(`end=$(( ${EPOCHREALTIME/./} + 500000 )); while (( ${EPOCHREALTIME/./} < end )); do :; done`)
 	t.Logf("busy 0.5 s: CPU %v, stall %v (pressure stall information: %v)", cpu, stall, psi)
-	if want := cpu + stall; want < 350*time.Millisecond || (psi && want > 2*time.Second) || cpu <= 0 {
+	// Busy is what admission calls it: at least half a CPU (the
+	// supervisor's busyDemand). Not all of the 0.5 s is seen: at load 19
+	// in make test it read 82 ms used and 248 ms waited (0.66 CPU).
+	if want := cpu + stall; want < 250*time.Millisecond || (psi && want > 2*time.Second) || cpu <= 0 {
 		t.Errorf("a busy loop of 0.5 s wanted %v of CPU (%v used, %v waited)", want, cpu, stall)
 	}
 	// Starting sleep costs CPU (a lot on an emulated machine under load:
