@@ -4,14 +4,19 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -89,7 +94,7 @@ func (w *world) makeRootless(spec worldSpec) error {
 		child.Close()
 		return err
 	}
-	cmd := exec.Command(w.helper, worldArg, string(enc))
+	cmd := exec.Command(w.helper, worldArg, string(enc), helperProtocol())
 	var stderr bytes.Buffer
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -154,8 +159,11 @@ func recvFDs(sock, n int, timeout time.Duration) ([]int, error) {
 // again with worldChildArg in new user, network and mount namespaces, with
 // fd 3 passed on, and waits for it.
 func startWorldChild(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: " + worldArg + " SPEC")
+	if len(args) != 2 {
+		return errors.New("usage: " + worldArg + " SPEC PROTOCOL")
+	}
+	if args[1] != helperProtocol() {
+		return errors.New("the helper program is from another version of bashvisor (its helper protocol differs)")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -496,19 +504,97 @@ func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 	return err
 }
 
-// probeRootless checks that this (unprivileged) process can make a world.
+// probeRootless checks that this (unprivileged) process can make a
+// world: with the small helper next to its executable when there is one
+// (adjacentHelper), which it then uses for every rootless helper
+// (selfPath), else, or if that fails, with its own executable.
 func probeRootless() error {
 	if !mainCalled.Load() {
 		return errors.New("an engine that is not root makes namespaces through its helper: the program must call engine.SandboxMain (sandbox.Main) first in main")
 	}
-	dir, err := os.MkdirTemp("", "bashvisor-probe-")
-	if err != nil {
-		return err
+	dir := ""
+	if exe, ok := mainExe.Load().(string); ok && exe != "" {
+		dir = filepath.Dir(exe)
 	}
-	defer os.RemoveAll(dir)
-	w, err := newWorld(WorldOptions{Dir: dir + "/w", Bytes: 1 << 20, Files: 64}, true)
-	if err != nil {
-		return fmt.Errorf("no user namespaces: %w", err)
+	small, err := rootlessHelper(dir)
+	if small != "" {
+		smallHelper.Store(small)
 	}
-	return w.Close()
+	return err
 }
+
+// rootlessHelper makes and closes a world with the small helper in dir
+// ("": none) if there is one to trust, and returns its path when that
+// worked; otherwise it makes one with the running executable.
+func rootlessHelper(dir string) (string, error) {
+	tmp, err := os.MkdirTemp("", "bashvisor-probe-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	try := func(name, helper string) error {
+		w, err := newWorld(WorldOptions{Dir: filepath.Join(tmp, name), Bytes: 1 << 20, Files: 64, Helper: helper}, true)
+		if err != nil {
+			return fmt.Errorf("no user namespaces: %w", err)
+		}
+		return w.Close()
+	}
+	if small := adjacentHelper(dir); small != "" && try("small", small) == nil {
+		return small, nil
+	}
+	return "", try("w", "")
+}
+
+// helperName is the small helper program (a build of
+// ./cmd/bashvisor-sandbox) a rootless engine looks for next to its own
+// executable.
+const helperName = "bashvisor-sandbox"
+
+// adjacentHelper returns helperName in dir ("": none, or not one to
+// trust): a regular executable file that nobody but its owner, root or
+// this process's user, may write. Whether it speaks this engine's
+// helper protocol is found when a world is made with it
+// (startWorldChild refuses another version's).
+func adjacentHelper(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	p := filepath.Join(dir, helperName)
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 ||
+		st.Mode&0o022 != 0 || st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return ""
+	}
+	return p
+}
+
+// helperProtocol identifies what the engine hands its helper: the names,
+// types and JSON keys of every field of helperConfig and worldSpec, in
+// order, hashed. A helper program built from other sources (a stale
+// bashvisor-sandbox next to a newer engine) has another one unless they
+// agree on it, and refuses to make a world (startWorldChild): the probe
+// then uses the engine's own executable.
+var helperProtocol = sync.OnceValue(func() string {
+	h := sha256.New()
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		fmt.Fprintf(h, "%s:%s;", t.PkgPath(), t.String())
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			fmt.Fprintf(h, "%s %q{", f.Name, f.Tag.Get("json"))
+			walk(f.Type)
+			h.Write([]byte("}"))
+		}
+	}
+	walk(reflect.TypeFor[helperConfig]())
+	walk(reflect.TypeFor[worldSpec]())
+	return hex.EncodeToString(h.Sum(nil)[:12])
+})
