@@ -2,3 +2,6 @@ package sandbox
 
 // UnavailableError exposes unavailable to the tests.
 var UnavailableError = unavailable
+
+// ProcsWrites exposes procsWrites to the tests.
+var ProcsWrites = &procsWrites

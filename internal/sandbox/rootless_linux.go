@@ -219,10 +219,12 @@ type forkSpec struct {
 	ns         [3]int            // user, net and mount namespace descriptors to join (-1: skip)
 	fds        [3 + maxExtra]int // the child's descriptors 0, 1, 2, 3... (-1: none), all >= len(fds)
 	ctty       int               // the child's descriptor to make its controlling terminal (-1: none)
+	keepCaps   bool              // set capData and raise ambient (else the caller's stay)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
 	ambient    [8]uintptr
 	nAmbient   int
+	filter     *unix.SockFprog // a seccomp filter the child installs last (nil: none)
 	errPipe    int
 	sigOld     uint64
 	clone      cloneArgs
@@ -230,9 +232,10 @@ type forkSpec struct {
 }
 
 // forkRaw forks (clone without CLONE_VM: the child has a copy of the
-// address space and a single thread) and, in the child, joins the
-// namespaces, keeps the ambient capabilities, sets up the descriptors, the
-// session and the terminal, and execs. The child stays as non-dumpable as
+// address space and a single thread; clone3 into a cgroup when asked)
+// and, in the child, joins the namespaces, keeps the ambient
+// capabilities, sets up the descriptors, the session and the terminal,
+// installs the seccomp filter, and execs. The child stays as non-dumpable as
 // the engine until it execs (it holds a copy of the engine's memory). On failure the child writes the
 // step and errno to errPipe and exits 127. It runs only raw system calls
 // in the child (no allocation, no runtime), like syscall's own
@@ -261,8 +264,10 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		}
 	}
 	step++
-	if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
-		goto fail
+	if s.keepCaps {
+		if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
+			goto fail
+		}
 	}
 	for i := 0; i < s.nAmbient; i++ {
 		if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, s.ambient[i], 0, 0, 0); e != 0 {
@@ -292,6 +297,12 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		}
 	}
 	step++
+	if s.filter != nil {
+		if _, _, e = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(s.filter))); e != 0 {
+			goto fail
+		}
+	}
+	step++
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
 	_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)), uintptr(unsafe.Pointer(s.argv)), uintptr(unsafe.Pointer(s.envv)))
 fail:
@@ -303,19 +314,27 @@ fail:
 }
 
 var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
-	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "exec the helper"}
+	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "install the seccomp filter", "exec"}
+
+// rawOpts say what rawStart's child does besides os/exec's steps.
+type rawOpts struct {
+	join     [3]int            // the user, net and mount namespaces to join (-1: not that one)
+	keepCaps bool              // keep worldCaps as ambient capabilities
+	filter   []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
+}
 
 // rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
 // *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
-// UseCgroupFD) with forkRaw, joining the namespaces of join (user, net,
-// mnt; -1: not that one), with extra as its descriptors 3 and up (at
-// most maxExtra) and worldCaps as ambient capabilities. The engine
-// stays its parent.
-func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
+// UseCgroupFD) with forkRaw, with extra as its descriptors 3 and up (at
+// most maxExtra) and what o adds. The engine stays its parent.
+func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 	if len(extra) > maxExtra {
 		return fmt.Errorf("sandbox: %d extra descriptors, at most %d", len(extra), maxExtra)
 	}
-	s := &forkSpec{ctty: -1, ns: join}
+	s := &forkSpec{ctty: -1, ns: o.join, keepCaps: o.keepCaps}
+	if len(o.filter) > 0 {
+		s.filter = &unix.SockFprog{Len: uint16(len(o.filter)), Filter: &o.filter[0]}
+	}
 	for i := range s.fds {
 		s.fds[i] = -1
 	}
@@ -385,6 +404,9 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
 	s.clone.exitSignal = uint64(unix.SIGCHLD)
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for _, c := range worldCaps {
+		if !o.keepCaps {
+			break
+		}
 		s.capData[c/32].Permitted |= 1 << (c % 32)
 		s.capData[c/32].Effective |= 1 << (c % 32)
 		s.capData[c/32].Inheritable |= 1 << (c % 32)
@@ -401,6 +423,7 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
 	unix.Close(pipe[1])
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envv)
+	runtime.KeepAlive(o.filter)
 	if errno != 0 {
 		return fmt.Errorf("sandbox: fork: %w", errno)
 	}
@@ -450,7 +473,7 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 	if !w.mntns.Valid() {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, extra...)
+	return rawStart(cmd, rawOpts{join: [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, keepCaps: true}, extra...)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread
