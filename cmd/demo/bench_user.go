@@ -34,7 +34,8 @@ var userProfiles = []string{"unrestricted", "read-only", "workspace-write"}
 // userReply is the peer's answer to one request.
 type userReply struct {
 	Wall time.Duration `json:"wall"`
-	CPU  time.Duration `json:"cpu"` // the peer's CPU time when the request came
+	CPU  time.Duration `json:"cpu"`  // the peer's CPU time when the request came
+	Kids time.Duration `json:"kids"` // its waited-for children's (helpers, bash)
 	Err  string        `json:"err,omitempty"`
 }
 
@@ -175,7 +176,7 @@ func idleUserChild(o benchOpts, in io.Reader, stdout, stderr io.Writer) int {
 		withSandbox(engine.ToolContext{WorkingDir: repo, ConversationID: tc.ConversationID}, engine.Sandbox{Profile: engine.WorkspaceWrite})}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		r := userReply{CPU: selfCPU()}
+		r := userReply{CPU: selfCPU(), Kids: childCPU()}
 		switch req := sc.Text(); req {
 		case "ready", "cpu":
 			if req == "ready" {
@@ -222,19 +223,21 @@ func benchIdleUser(o benchOpts, e *engine.Engine, dir string, p *userPeer) ([]be
 	for _, gap := range spacings {
 		walls := make([]durations, n+len(userProfiles))
 		cpus := make([]time.Duration, n+len(userProfiles))
+		kids := make([]time.Duration, n+len(userProfiles))
 		// Each side's sample is charged that side's CPU time from its
 		// start to the start of the side's next sample (its asynchronous
 		// tail included).
 		type side struct {
-			last int
-			c0   time.Duration
+			last   int
+			c0, k0 time.Duration
 		}
 		root, peer := side{last: -1}, side{last: -1}
-		charge := func(s *side, k int, c time.Duration) {
+		charge := func(s *side, k int, c, kc time.Duration) {
 			if s.last >= 0 {
 				cpus[s.last] += c - s.c0
+				kids[s.last] += kc - s.k0
 			}
-			s.last, s.c0 = k, c
+			s.last, s.c0, s.k0 = k, c, kc
 		}
 		for i := -1; i < o.idleN; i++ {
 			for j := range walls {
@@ -246,7 +249,7 @@ func benchIdleUser(o benchOpts, e *engine.Engine, dir string, p *userPeer) ([]be
 				time.Sleep(gap)
 				var wall time.Duration
 				if k < n {
-					charge(&root, counted, selfCPU())
+					charge(&root, counted, selfCPU(), childCPU())
 					t0 := time.Now()
 					if err := vs[k].run(); err != nil {
 						return nil, err
@@ -257,7 +260,7 @@ func benchIdleUser(o benchOpts, e *engine.Engine, dir string, p *userPeer) ([]be
 					if err != nil {
 						return nil, fmt.Errorf("as %s: %s: %w", o.user, userProfiles[k-n], err)
 					}
-					charge(&peer, counted, r.CPU)
+					charge(&peer, counted, r.CPU, r.Kids)
 					wall = r.Wall
 				}
 				if counted >= 0 {
@@ -266,20 +269,21 @@ func benchIdleUser(o benchOpts, e *engine.Engine, dir string, p *userPeer) ([]be
 			}
 		}
 		time.Sleep(gap)
-		charge(&root, -1, selfCPU())
+		charge(&root, -1, selfCPU(), childCPU())
 		r, err := p.ask("cpu")
 		if err != nil {
 			return nil, err
 		}
-		charge(&peer, -1, r.CPU)
-		rows = append(rows, userRows(o, gap, vs, walls, cpus)...)
+		charge(&peer, -1, r.CPU, r.Kids)
+		rows = append(rows, userRows(o, gap, vs, walls, cpus, kids)...)
 	}
 	return rows, nil
 }
 
-// userRows reports each variant's median and mean CPU per call, and each
-// peer profile's gap to the same profile as root.
-func userRows(o benchOpts, gap time.Duration, vs []idleVariant, walls []durations, cpus []time.Duration) []benchRow {
+// userRows reports each variant's median, its engine's and its children's
+// (bash, and a rootless helper) mean CPU per call, and each peer
+// profile's gap to the same profile as root.
+func userRows(o benchOpts, gap time.Duration, vs []idleVariant, walls []durations, cpus, kids []time.Duration) []benchRow {
 	n := len(vs)
 	raw := walls[0].pct(50)
 	var rows []benchRow
@@ -292,7 +296,8 @@ func userRows(o benchOpts, gap time.Duration, vs []idleVariant, walls []duration
 	for k := range walls {
 		d := walls[k].pct(50)
 		r := benchRow{name: fmt.Sprintf("idle %v: %s, p50 of %d", gap, label(k), o.idleN), raw: ms(raw),
-			eng:   fmt.Sprintf("%.3f ms (CPU %.2f ms)", float64(d)/1e6, float64(cpus[k])/1e6/float64(max(len(walls[k]), 1))),
+			eng: fmt.Sprintf("%.3f ms (CPU %.2f+%.2f ms)", float64(d)/1e6, float64(cpus[k])/1e6/float64(max(len(walls[k]), 1)),
+				float64(kids[k])/1e6/float64(max(len(walls[k]), 1))),
 			ratio: fmt.Sprintf("%.2fx raw", float64(d)/float64(raw))}
 		if k >= n {
 			root := walls[k-n+1].pct(50) // the same profile as root (vs[1:] are the profiles)

@@ -4,10 +4,13 @@ package sandbox_test
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
@@ -65,5 +68,51 @@ func TestStartDirectJoinsCgroupAtClone(t *testing.T) {
 	}
 	if want := "/" + filepath.Base(cg.Dir()) + "\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("not in its cgroup (%s):\n%s", cg.Dir(), out.String())
+	}
+}
+
+// BenchmarkStartDirectCgroup compares, side by side, StartDirect forking
+// bash into its cgroup v2 (clone3, the child installing the seccomp
+// filter) with the move by pid after a plain fork (the filter on the
+// thread), back to back and with an idle gap before each command (after
+// a pause a move by pid waits for an RCU grace period on a host whose
+// cgroup2 is not mounted with favordynmods). It reports each variant's
+// median wall time from start to exit, and the moves by pid per command.
+func BenchmarkStartDirectCgroup(b *testing.B) {
+	requireSandbox(b)
+	if testCgroups == nil {
+		testenv.Needf(b, testenv.Cgroups, false, "no cgroups for the test process")
+	}
+	defer sandbox.MoveByPid.Store(false)
+	for _, gap := range []time.Duration{0, 50 * time.Millisecond} {
+		b.Run(fmt.Sprintf("gap=%v", gap), func(b *testing.B) {
+			var walls [2][]time.Duration
+			var moves [2]int64
+			for b.Loop() {
+				for v := range 2 {
+					sandbox.MoveByPid.Store(v == 1)
+					time.Sleep(gap)
+					sc, cg := prepare(b, config.SandboxLimits{}, "true")
+					cmd := exec.Command(sc.Path)
+					cmd.Dir, cmd.SysProcAttr = b.TempDir(), sysProcAttr(cg)
+					m0, t0 := sandbox.ProcsWrites.Load(), time.Now()
+					if err := sc.StartDirect(cmd); err != nil {
+						b.Fatal(err)
+					}
+					if err := cmd.Wait(); err != nil {
+						b.Fatal(err)
+					}
+					walls[v] = append(walls[v], time.Since(t0))
+					moves[v] += sandbox.ProcsWrites.Load() - m0
+					_ = sc.Cleanup(false)
+					endCgroup(cg)
+				}
+			}
+			for v, name := range []string{"clone3", "move"} {
+				slices.Sort(walls[v])
+				b.ReportMetric(float64(walls[v][len(walls[v])/2])/1e6, name+"-ms")
+				b.ReportMetric(float64(moves[v])/float64(len(walls[v])), name+"-moves/op")
+			}
+		})
 	}
 }

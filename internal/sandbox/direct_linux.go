@@ -96,7 +96,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	cmd.Env = append(env, "BASH_ENV=/proc/self/fd/3") // not /dev/fd/3: a host may lack the /dev/fd link
 	cmd.ExtraFiles = []*os.File{gateR}
 	cgroupFD := -1
-	atClone := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && filesOnly(cmd)
+	atClone := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && filesOnly(cmd) && !moveByPid.Load()
 	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && !atClone {
 		sys := *cmd.SysProcAttr
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
@@ -230,8 +230,12 @@ func (c *Command) confineThreadAndStart(cmd *exec.Cmd, atClone bool) error {
 }
 
 // procsWrites counts the processes StartDirect moved into their cgroup v2
-// by pid (writes to cgroup.procs), for the tests.
-var procsWrites atomic.Int64
+// by pid (writes to cgroup.procs), for the tests; moveByPid makes it
+// always move them so (the benchmarks compare both).
+var (
+	procsWrites atomic.Int64
+	moveByPid   atomic.Bool
+)
 
 // filesOnly reports whether cmd's standard files are all *os.File, nil or
 // io.Discard: what rawStart can pass on without copying goroutines.
@@ -254,18 +258,4 @@ func filesOnly(cmd *exec.Cmd) bool {
 // process inherited from its own parent or opened through cgo.
 func closeInheritedOnExec() {
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-}
-
-// seccompFilter is the seccomp program for opts as socket filter
-// instructions (installSeccomp's, for a child to install).
-func seccompFilter(opts filterOpts) ([]unix.SockFilter, error) {
-	raw, err := buildFilter(opts)
-	if err != nil {
-		return nil, err
-	}
-	filter := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return filter, nil
 }

@@ -5,3 +5,6 @@ var UnavailableError = unavailable
 
 // ProcsWrites exposes procsWrites to the tests.
 var ProcsWrites = &procsWrites
+
+// MoveByPid exposes moveByPid to the benchmarks.
+var MoveByPid = &moveByPid

@@ -227,16 +227,19 @@ type forkSpec struct {
 	filter     *unix.SockFprog // a seccomp filter the child installs last (nil: none)
 	errPipe    int
 	sigOld     uint64
+	dflAct     [4]uintptr // struct sigaction for SIG_DFL
+	oldAct     [4]uintptr // the child's scratch for rt_sigaction
 	clone      cloneArgs
 	useClone3  bool
 }
 
-// forkRaw forks (clone without CLONE_VM: the child has a copy of the
-// address space and a single thread; clone3 into a cgroup when asked)
+// forkRaw forks as vfork does (CLONE_VM|CLONE_VFORK, vforkFlags: the
+// child runs on this thread's stack, in the engine's memory, until it
+// execs; this thread waits for that; clone3 into a cgroup when asked)
 // and, in the child, joins the namespaces, keeps the ambient
 // capabilities, sets up the descriptors, the session and the terminal,
 // installs the seccomp filter, and execs. The child stays as non-dumpable as
-// the engine until it execs (it holds a copy of the engine's memory). On failure the child writes the
+// the engine until it execs (it runs in the engine's memory). On failure the child writes the
 // step and errno to errPipe and exits 127. It runs only raw system calls
 // in the child (no allocation, no runtime), like syscall's own
 // forkAndExecInChild; the caller has blocked every signal on this thread.
@@ -247,12 +250,15 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	var r1 uintptr
 	var e syscall.Errno
 	if s.useClone3 {
-		r1, _, e = syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
+		r1, e = rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
 	} else {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		r1, e = rawVforkSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags, 0, 0)
 	}
 	if e != 0 || r1 != 0 {
-		return int(r1), e // the parent
+		// The parent, once the child exec'd or exited: return at once
+		// (the child ran on this stack; only the return address and
+		// the results written after it are the parent's).
+		return int(r1), e
 	}
 	step := uintptr(1)
 	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
@@ -294,6 +300,14 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	if s.ctty >= 0 {
 		if _, _, e = syscall.RawSyscall(unix.SYS_IOCTL, uintptr(s.ctty), uintptr(unix.TIOCSCTTY), 0); e != 0 {
 			goto fail
+		}
+	}
+	// The engine's signal handlers would run on its memory: the default
+	// action for every caught signal (ignored ones stay ignored, as
+	// execve keeps them) before the mask is restored.
+	for i := uintptr(1); i <= 64; i++ {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, 0, uintptr(unsafe.Pointer(&s.oldAct[0])), 8, 0, 0); e == 0 && s.oldAct[0] > 1 {
+			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, uintptr(unsafe.Pointer(&s.dflAct[0])), 0, 8, 0, 0)
 		}
 	}
 	step++
@@ -402,6 +416,7 @@ func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 		}
 	}
 	s.clone.exitSignal = uint64(unix.SIGCHLD)
+	s.clone.flags |= vforkFlags
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for _, c := range worldCaps {
 		if !o.keepCaps {
