@@ -17,11 +17,13 @@ demo:
 
 # bin/bashvisor and bin/bashvisor-fleet, stripped, with the commit in
 # `bashvisor version` (-buildvcs=auto overrides a GOFLAGS that turns it
-# off).
+# off), and beside them the small static sandbox helper an engine that
+# is not root starts for each sandboxed command (bin/bashvisor-sandbox).
 build:
 	$(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o bin/ ./cmd/bashvisor ./cmd/bashvisor-fleet
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o bin/ ./cmd/bashvisor-sandbox
 
-# bashvisor into BINDIR: by default $(go env GOBIN), or $(go env
+# bashvisor (and its small sandbox helper, bashvisor-sandbox) into BINDIR: by default $(go env GOBIN), or $(go env
 # GOPATH)/bin; `make install BINDIR=~/.local/bin` (or /usr/local/bin as
 # root) puts it there. Stripped, with the commit in `bashvisor version`;
 # built without -trimpath so that it reuses what `make demo` compiled.
@@ -35,6 +37,7 @@ install:
 	mkdir -p "$$d"; \
 	echo "building bashvisor into $$d"; \
 	$(GO) build -buildvcs=auto -ldflags='-s -w' -o "$$d/bashvisor" ./cmd/bashvisor; \
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags='-s -w' -o "$$d/bashvisor-sandbox" ./cmd/bashvisor-sandbox; \
 	found=$$(command -v bashvisor || true); \
 	if [ "$$found" = "$$d/bashvisor" ]; then \
 		echo "installed $$d/bashvisor: on your PATH (bashvisor version)"; \

@@ -16,7 +16,12 @@ type Sandbox struct {
 	// HelperPath is the helper program Helper starts: one whose main calls
 	// engine.SandboxMain first, such as a CGO_ENABLED=0 build of
 	// ./cmd/bashvisor-sandbox, which starts faster than a large engine
-	// binary. Empty means the running executable.
+	// binary. Empty means the running executable, except for an engine
+	// that is not root (which starts every sandboxed command through a
+	// helper, Helper or not): it uses bashvisor-sandbox next to its own
+	// executable (`make build` and `make install` put it there) when that
+	// file is writable by nobody but its owner (root or the engine's
+	// user) and makes a world at start-up, else its own executable.
 	HelperPath string
 	// ScratchRoot is where the sandbox package makes per-command scratch
 	// directories for commands without a conversation's world (default

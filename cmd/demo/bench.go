@@ -55,6 +55,7 @@ type benchOpts struct {
 	idle  string // spacings of the idle case
 	idleN int
 	peers bool
+	user  string // the idle case also as this user (bench_user.go)
 }
 
 // benchRow is one line of the report.
@@ -92,6 +93,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.idle, "idle", "", "idle case: `spacings` between commands, comma-separated (0: back to back); setting it runs the case (default with -only idle: 0,20ms,1s)")
 	fs.IntVar(&o.idleN, "idle-n", 40, "idle case: samples per variant and spacing")
 	fs.BoolVar(&o.peers, "peers", false, "idle case: also run bwrap, `codex sandbox` and srt where installed")
+	fs.StringVar(&o.user, "user", "", "idle case: also run every profile as this unprivileged `user` (run as root), rotated with root's: a peer process of this program, which the user must be able to execute")
 	fs.StringVar(&o.tsDir, "ts-dir", "", "mcp case: npm install directory for the TypeScript SDK, reused when present (default: a temporary one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -102,6 +104,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	var err error
 	if o.flood, err = cli.ParseSize(*flood); err != nil {
 		return usageError(fs, stderr, "-flood: %v", err)
+	}
+	if o.child == "idle-user" {
+		return idleUserChild(o, os.Stdin, stdout, stderr)
 	}
 	if o.child != "" {
 		return benchChild(o, stdout, stderr)
@@ -167,6 +172,13 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		}
 		rows = append(rows, r...)
 	}
+	var peer *userPeer // -user: started before this process has an engine
+	if o.user != "" {
+		if peer, err = startUserPeer(o, log); err != nil {
+			return nil, err
+		}
+		defer peer.close()
+	}
 	e, err := engine.New(benchConfig(o))
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -216,6 +228,9 @@ func runBench(o benchOpts, log io.Writer) ([]benchRow, error) {
 		}
 		step(fmt.Sprintf("idle spacing %s, %d samples per variant", o.idle, o.idleN))
 		r, err := benchIdle(o, e, dir)
+		if peer != nil {
+			r, err = benchIdleUser(o, e, dir, peer)
+		}
 		if err != nil {
 			return nil, err
 		}

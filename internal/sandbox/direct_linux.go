@@ -5,12 +5,14 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -41,14 +43,22 @@ import (
 // template thread, so nothing else of the engine ever runs confined.
 //
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
-// process leave its cgroup, so the thread forks with plain clone and the
-// command is put into its cgroups after the fork: the cgroup v2 the engine
-// asked for with SysProcAttr.UseCgroupFD, and its cgroups in the cgroup v1
-// memory and pids hierarchies on a host that keeps those limits there
-// ([Options.Cgroup], proc.Cgroup.MoveIn; the memory bash touched while it
-// started, a few hundred KiB, stays charged to the engine). Resource
-// limits belong to the whole process, so they cannot be set on the thread
-// either: they are set with prlimit(2) after the fork. Until both are done bash runs nothing of the
+// process leave its cgroup, so the thread does not install it on itself
+// when the engine asked for a cgroup v2 with SysProcAttr.UseCgroupFD and
+// the standard files are *os.File (or nil, io.Discard), as the engine's
+// are: it forks bash with clone3 into that cgroup (CLONE_INTO_CGROUP),
+// and the child installs the filter just before it execs bash. So the
+// command never waits for a move into its cgroup v2 by pid, which after
+// an idle pause waits for an RCU grace period (~11 ms) on a host whose
+// cgroup2 is not mounted with favordynmods. Otherwise the thread installs
+// the filter, forks with plain clone (os/exec), and the command is put
+// into its cgroup v2 after the fork. On a host that keeps memory or pids
+// limits in cgroup v1 hierarchies the command joins those after the fork
+// too ([Options.Cgroup], proc.Cgroup.MoveIn; the memory bash touched
+// while it started, a few hundred KiB, stays charged to the engine).
+// Resource limits belong to the whole process, so they cannot be set on
+// the thread either: they are set with prlimit(2) after the fork. Until
+// both are done bash runs nothing of the
 // command: it is blocked reading its BASH_ENV file, fd 3, a pipe,
 // which receives the (tiny) start-up script only afterwards. POSIXLY_CORRECT
 // and SHELLOPTS are removed from the environment, because bash in POSIX
@@ -88,12 +98,13 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	cmd.ExtraFiles = []*os.File{gateR}
 	proc.DefaultSignals(cmd) // through env(1) when the engine ignores SIGINT or SIGQUIT
 	cgroupFD := -1
-	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD {
+	atClone := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && filesOnly(cmd) && !moveByPid.Load()
+	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && !atClone {
 		sys := *cmd.SysProcAttr
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
 		cmd.SysProcAttr = &sys
 	}
-	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
+	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd, atClone) }, c.keepThread())
 	gateR.Close()
 	if err != nil {
 		return err
@@ -118,6 +129,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 func (c *Command) place(pid, cgroupFD int) error {
 	p := []byte(strconv.Itoa(pid))
 	if cgroupFD >= 0 {
+		procsWrites.Add(1)
 		n, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sandbox: join cgroup: %w", err)
@@ -189,7 +201,10 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	}, c.keepThread())
 }
 
-func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
+// confineThreadAndStart confines the calling thread and starts cmd from
+// it; atClone: cmd is started into its cgroup v2 by clone3, and the
+// seccomp filter (which denies clone3) is installed by the child.
+func (c *Command) confineThreadAndStart(cmd *exec.Cmd, atClone bool) error {
 	if c.ns.fd.Valid() || c.world != nil {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
@@ -201,10 +216,42 @@ func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
 	if err := applyLandlock(c.cfg); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	if atClone {
+		filter, err := seccompFilter(c.cfg.filter())
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		extra := cmd.ExtraFiles
+		cmd.ExtraFiles = nil
+		return rawStart(cmd, rawOpts{join: [3]int{-1, -1, -1}, filter: filter}, extra...)
+	}
 	if err := installSeccomp(c.cfg.filter()); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return cmd.Start()
+}
+
+// procsWrites counts the processes StartDirect moved into their cgroup v2
+// by pid (writes to cgroup.procs), for the tests; moveByPid makes it
+// always move them so (the benchmarks compare both).
+var (
+	procsWrites atomic.Int64
+	moveByPid   atomic.Bool
+)
+
+// filesOnly reports whether cmd's standard files are all *os.File, nil or
+// io.Discard: what rawStart can pass on without copying goroutines.
+func filesOnly(cmd *exec.Cmd) bool {
+	for _, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		switch v.(type) {
+		case nil, *os.File:
+		default:
+			if v != io.Discard {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // closeInheritedOnExec marks every descriptor of the process from 3 up

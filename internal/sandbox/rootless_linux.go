@@ -4,14 +4,19 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -89,7 +94,7 @@ func (w *world) makeRootless(spec worldSpec) error {
 		child.Close()
 		return err
 	}
-	cmd := exec.Command(w.helper, worldArg, string(enc))
+	cmd := exec.Command(w.helper, worldArg, string(enc), helperProtocol())
 	var stderr bytes.Buffer
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -154,8 +159,11 @@ func recvFDs(sock, n int, timeout time.Duration) ([]int, error) {
 // again with worldChildArg in new user, network and mount namespaces, with
 // fd 3 passed on, and waits for it.
 func startWorldChild(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: " + worldArg + " SPEC")
+	if len(args) != 2 {
+		return errors.New("usage: " + worldArg + " SPEC PROTOCOL")
+	}
+	if args[1] != helperProtocol() {
+		return errors.New("the helper program is from another version of bashvisor (its helper protocol differs)")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -211,21 +219,27 @@ type forkSpec struct {
 	ns         [3]int            // user, net and mount namespace descriptors to join (-1: skip)
 	fds        [3 + maxExtra]int // the child's descriptors 0, 1, 2, 3... (-1: none), all >= len(fds)
 	ctty       int               // the child's descriptor to make its controlling terminal (-1: none)
+	keepCaps   bool              // set capData and raise ambient (else the caller's stay)
 	capHdr     unix.CapUserHeader
 	capData    [2]unix.CapUserData
 	ambient    [8]uintptr
 	nAmbient   int
+	filter     *unix.SockFprog // a seccomp filter the child installs last (nil: none)
 	errPipe    int
 	sigOld     uint64
+	dflAct     [4]uintptr // struct sigaction for SIG_DFL
+	oldAct     [4]uintptr // the child's scratch for rt_sigaction
 	clone      cloneArgs
 	useClone3  bool
 }
 
-// forkRaw forks (clone without CLONE_VM: the child has a copy of the
-// address space and a single thread) and, in the child, joins the
-// namespaces, keeps the ambient capabilities, sets up the descriptors, the
-// session and the terminal, and execs. The child stays as non-dumpable as
-// the engine until it execs (it holds a copy of the engine's memory). On failure the child writes the
+// forkRaw forks as vfork does (CLONE_VM|CLONE_VFORK, vforkFlags: the
+// child runs on this thread's stack, in the engine's memory, until it
+// execs; this thread waits for that; clone3 into a cgroup when asked)
+// and, in the child, joins the namespaces, keeps the ambient
+// capabilities, sets up the descriptors, the session and the terminal,
+// installs the seccomp filter, and execs. The child stays as non-dumpable as
+// the engine until it execs (it runs in the engine's memory). On failure the child writes the
 // step and errno to errPipe and exits 127. It runs only raw system calls
 // in the child (no allocation, no runtime), like syscall's own
 // forkAndExecInChild; the caller has blocked every signal on this thread.
@@ -236,12 +250,15 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	var r1 uintptr
 	var e syscall.Errno
 	if s.useClone3 {
-		r1, _, e = syscall.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
+		r1, e = rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
 	} else {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		r1, e = rawVforkSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags, 0, 0)
 	}
 	if e != 0 || r1 != 0 {
-		return int(r1), e // the parent
+		// The parent, once the child exec'd or exited: return at once
+		// (the child ran on this stack; only the return address and
+		// the results written after it are the parent's).
+		return int(r1), e
 	}
 	step := uintptr(1)
 	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
@@ -253,8 +270,10 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		}
 	}
 	step++
-	if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
-		goto fail
+	if s.keepCaps {
+		if _, _, e = syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&s.capHdr)), uintptr(unsafe.Pointer(&s.capData[0])), 0); e != 0 {
+			goto fail
+		}
 	}
 	for i := 0; i < s.nAmbient; i++ {
 		if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, s.ambient[i], 0, 0, 0); e != 0 {
@@ -283,6 +302,20 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 			goto fail
 		}
 	}
+	// The engine's signal handlers would run on its memory: the default
+	// action for every caught signal (ignored ones stay ignored, as
+	// execve keeps them) before the mask is restored.
+	for i := uintptr(1); i <= 64; i++ {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, 0, uintptr(unsafe.Pointer(&s.oldAct[0])), 8, 0, 0); e == 0 && s.oldAct[0] > 1 {
+			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, uintptr(unsafe.Pointer(&s.dflAct[0])), 0, 8, 0, 0)
+		}
+	}
+	step++
+	if s.filter != nil {
+		if _, _, e = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(s.filter))); e != 0 {
+			goto fail
+		}
+	}
 	step++
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
 	_, _, e = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)), uintptr(unsafe.Pointer(s.argv)), uintptr(unsafe.Pointer(s.envv)))
@@ -295,19 +328,27 @@ fail:
 }
 
 var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
-	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "exec the helper"}
+	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "install the seccomp filter", "exec"}
+
+// rawOpts say what rawStart's child does besides os/exec's steps.
+type rawOpts struct {
+	join     [3]int            // the user, net and mount namespaces to join (-1: not that one)
+	keepCaps bool              // keep worldCaps as ambient capabilities
+	filter   []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
+}
 
 // rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
 // *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
-// UseCgroupFD) with forkRaw, joining the namespaces of join (user, net,
-// mnt; -1: not that one), with extra as its descriptors 3 and up (at
-// most maxExtra) and worldCaps as ambient capabilities. The engine
-// stays its parent.
-func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
+// UseCgroupFD) with forkRaw, with extra as its descriptors 3 and up (at
+// most maxExtra) and what o adds. The engine stays its parent.
+func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 	if len(extra) > maxExtra {
 		return fmt.Errorf("sandbox: %d extra descriptors, at most %d", len(extra), maxExtra)
 	}
-	s := &forkSpec{ctty: -1, ns: join}
+	s := &forkSpec{ctty: -1, ns: o.join, keepCaps: o.keepCaps}
+	if len(o.filter) > 0 {
+		s.filter = &unix.SockFprog{Len: uint16(len(o.filter)), Filter: &o.filter[0]}
+	}
 	for i := range s.fds {
 		s.fds[i] = -1
 	}
@@ -375,8 +416,12 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
 		}
 	}
 	s.clone.exitSignal = uint64(unix.SIGCHLD)
+	s.clone.flags |= vforkFlags
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
 	for _, c := range worldCaps {
+		if !o.keepCaps {
+			break
+		}
 		s.capData[c/32].Permitted |= 1 << (c % 32)
 		s.capData[c/32].Effective |= 1 << (c % 32)
 		s.capData[c/32].Inheritable |= 1 << (c % 32)
@@ -393,6 +438,7 @@ func rawStart(cmd *exec.Cmd, join [3]int, extra ...*os.File) error {
 	unix.Close(pipe[1])
 	runtime.KeepAlive(argv)
 	runtime.KeepAlive(envv)
+	runtime.KeepAlive(o.filter)
 	if errno != 0 {
 		return fmt.Errorf("sandbox: fork: %w", errno)
 	}
@@ -442,7 +488,7 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 	if !w.mntns.Valid() {
 		return errors.New("sandbox: the conversation's world was closed")
 	}
-	return rawStart(cmd, [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, extra...)
+	return rawStart(cmd, rawOpts{join: [3]int{w.userns.Int(), w.netns.Int(), w.mntns.Int()}, keepCaps: true}, extra...)
 }
 
 // forkLocked runs forkRaw with every signal blocked on the calling thread
@@ -496,19 +542,97 @@ func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 	return err
 }
 
-// probeRootless checks that this (unprivileged) process can make a world.
+// probeRootless checks that this (unprivileged) process can make a
+// world: with the small helper next to its executable when there is one
+// (adjacentHelper), which it then uses for every rootless helper
+// (selfPath), else, or if that fails, with its own executable.
 func probeRootless() error {
 	if !mainCalled.Load() {
 		return errors.New("an engine that is not root makes namespaces through its helper: the program must call engine.SandboxMain (sandbox.Main) first in main")
 	}
-	dir, err := os.MkdirTemp("", "bashvisor-probe-")
-	if err != nil {
-		return err
+	dir := ""
+	if exe, ok := mainExe.Load().(string); ok && exe != "" {
+		dir = filepath.Dir(exe)
 	}
-	defer os.RemoveAll(dir)
-	w, err := newWorld(WorldOptions{Dir: dir + "/w", Bytes: 1 << 20, Files: 64}, true)
-	if err != nil {
-		return fmt.Errorf("no user namespaces: %w", err)
+	small, err := rootlessHelper(dir)
+	if small != "" {
+		smallHelper.Store(small)
 	}
-	return w.Close()
+	return err
 }
+
+// rootlessHelper makes and closes a world with the small helper in dir
+// ("": none) if there is one to trust, and returns its path when that
+// worked; otherwise it makes one with the running executable.
+func rootlessHelper(dir string) (string, error) {
+	tmp, err := os.MkdirTemp("", "bashvisor-probe-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	try := func(name, helper string) error {
+		w, err := newWorld(WorldOptions{Dir: filepath.Join(tmp, name), Bytes: 1 << 20, Files: 64, Helper: helper}, true)
+		if err != nil {
+			return fmt.Errorf("no user namespaces: %w", err)
+		}
+		return w.Close()
+	}
+	if small := adjacentHelper(dir); small != "" && try("small", small) == nil {
+		return small, nil
+	}
+	return "", try("w", "")
+}
+
+// helperName is the small helper program (a build of
+// ./cmd/bashvisor-sandbox) a rootless engine looks for next to its own
+// executable.
+const helperName = "bashvisor-sandbox"
+
+// adjacentHelper returns helperName in dir ("": none, or not one to
+// trust): a regular executable file that nobody but its owner, root or
+// this process's user, may write. Whether it speaks this engine's
+// helper protocol is found when a world is made with it
+// (startWorldChild refuses another version's).
+func adjacentHelper(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	p := filepath.Join(dir, helperName)
+	var st unix.Stat_t
+	if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 ||
+		st.Mode&0o022 != 0 || st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return ""
+	}
+	return p
+}
+
+// helperProtocol identifies what the engine hands its helper: the names,
+// types and JSON keys of every field of helperConfig and worldSpec, in
+// order, hashed. A helper program built from other sources (a stale
+// bashvisor-sandbox next to a newer engine) has another one unless they
+// agree on it, and refuses to make a world (startWorldChild): the probe
+// then uses the engine's own executable.
+var helperProtocol = sync.OnceValue(func() string {
+	h := sha256.New()
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		fmt.Fprintf(h, "%s:%s;", t.PkgPath(), t.String())
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			fmt.Fprintf(h, "%s %q{", f.Name, f.Tag.Get("json"))
+			walk(f.Type)
+			h.Write([]byte("}"))
+		}
+	}
+	walk(reflect.TypeFor[helperConfig]())
+	walk(reflect.TypeFor[worldSpec]())
+	return hex.EncodeToString(h.Sum(nil)[:12])
+})

@@ -128,8 +128,15 @@ type Options struct {
 	// Helper is the program [Command.StartHelper] starts: one whose main
 	// calls [Main] first. Empty means the running executable (through
 	// /proc/self/exe, so the engine's own binary even if the file on disk
-	// was replaced). A small static binary such as
-	// ./cmd/bashvisor-sandbox starts faster than a large engine.
+	// was replaced); for an engine that is not root ([Capabilities.Rootless],
+	// which starts every sandboxed command through a helper) it means
+	// bashvisor-sandbox next to the running executable where that is
+	// usable (a regular file that only its owner, root or the engine's
+	// user, may write, built from the same helper protocol: the engine's
+	// probe makes a world with it, and falls back to its own executable
+	// if that fails), else the running executable. A small
+	// static binary such as ./cmd/bashvisor-sandbox starts faster than a
+	// large engine.
 	Helper string
 	// ScratchRoot is the directory under which the per-command scratch
 	// directories are made (default os.TempDir()). With private namespaces
@@ -762,13 +769,22 @@ const selfExe = "/proc/self/exe"
 // starts.
 var mainExe atomic.Value
 
+// smallHelper is the small helper program a rootless engine starts
+// instead of its own executable (see adjacentHelper), once its probe
+// made a world with it; "" until then, or when there is none.
+var smallHelper atomic.Value
+
 // selfPath is the program a rootless engine starts as its helper: the
-// path of its executable as Main found it (or /proc/self/exe). A rootless
+// small helper found next to its executable (smallHelper), else the path
+// of its executable as Main found it (or /proc/self/exe). A rootless
 // engine cannot use /proc/self/exe: once it made itself non-dumpable (as
 // the engine does, proc.ProtectEngine) its /proc entries belong to root,
 // and its children, in a user namespace of their own, may not follow the
 // link.
 func selfPath() string {
+	if p, ok := smallHelper.Load().(string); ok && p != "" {
+		return p
+	}
 	if p, ok := mainExe.Load().(string); ok && p != "" {
 		return p
 	}
