@@ -50,6 +50,7 @@ func (c *checker) mapfile(args []field) {
 		case strings.HasPrefix(a.s, "-"):
 		default:
 			array = a.s
+			c.aliasOperand("mapfile", a, field{}, false)
 			if !isParamName(a.s) {
 				c.nameOperand("mapfile", a)
 			}
@@ -133,6 +134,13 @@ func (c *checker) printfBuiltin(args []field) {
 // the format and its arguments run together (which holds what %s would
 // put there), as text arithmetic may later evaluate.
 func (c *checker) printfSets(name string, rest []field) {
+	if strings.HasPrefix(name, aliasArray) {
+		out, ok := printfOutput(rest)
+		for _, f := range rest {
+			ok = ok && !f.dyn
+		}
+		c.aliasOperand("printf -v", field{s: name}, field{s: out}, ok)
+	}
 	if !isParamName(name) || isDigits(name) {
 		return
 	}
