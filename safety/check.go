@@ -104,8 +104,8 @@ const (
 // expanded where its name is a command (bash does so only with shopt -s
 // expand_aliases; a definition is taken as a use): alias [--] NAME=VALUE
 // (NAME may start with - after --) and any assignment to BASH_ALIASES[NAME]
-// (=, +=, compound, declare/typeset/local, printf -v; read and mapfile
-// into it ask).
+// (=, +=, compound, declare/typeset/local, printf -v, ${...:=v}, a for
+// loop; read and mapfile into it, and declare -n to it, ask).
 //
 // Commands other programs run are checked as commands too:
 //   - find -exec/-execdir/-ok CMD: {} stands for each starting point (from

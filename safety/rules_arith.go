@@ -270,6 +270,9 @@ func (c *checker) paramCode(p *syntax.ParamExp) {
 	if p.Excl && c.taintedParam(p) {
 		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
 	}
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil && p.Param.Value == aliasArray {
+		c.assignAliases(&syntax.Assign{Name: p.Param, Index: p.Index, Value: p.Exp.Word}) // taken as assigning
+	}
 	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil && isParamName(p.Param.Value) {
 		// ${x:=v} assigns v to x when x is unset (or empty): what
 		// arithmetic later evaluates

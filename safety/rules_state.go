@@ -273,20 +273,30 @@ func (c *checker) assignAliases(a *syntax.Assign) {
 	case a.Index != nil:
 		c.assignAlias(a.Index, a.Value, a.Append)
 	default:
-		c.assignAlias(&syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: "0"}}}, a.Value, a.Append)
+		c.assignAlias(nil, a.Value, a.Append)
 	}
 }
 
-// assignAlias handles BASH_ALIASES[index]=w (+= when appending).
+// assignAlias handles BASH_ALIASES[index]=w (+= when appending); a nil
+// index is element 0.
 func (c *checker) assignAlias(index syntax.ArithmExpr, w *syntax.Word, appending bool) {
-	var key string
-	ok := false
-	if iw, isWord := index.(*syntax.Word); isWord {
-		key, ok = c.literal(iw)
+	key, ok := "0", true
+	if index != nil {
+		iw, isWord := index.(*syntax.Word)
+		key, ok = "", false
+		if isWord {
+			key, ok = c.literal(iw)
+		}
 	}
 	val, ok2 := c.literal(w)
+	c.putAlias(key, val, ok && ok2, appending)
+}
+
+// putAlias records BASH_ALIASES[key]=val (+= when appending); unknown
+// (key or value only known at run time) asks.
+func (c *checker) putAlias(key, val string, known, appending bool) {
 	prev, had := c.aliases[key]
-	if !ok || !ok2 || key == "" || appending && had && prev.dyn {
+	if !known || key == "" || appending && had && prev.dyn {
 		c.report(askDynamicAlias(aliasArray + "[...]"))
 		return
 	}

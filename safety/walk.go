@@ -263,6 +263,12 @@ func (c *checker) forClause(x *syntax.ForClause, piped stdinSrc) {
 	if wi.Name != nil {
 		name = wi.Name.Value
 	}
+	if name == aliasArray {
+		// for BASH_ALIASES in V...: alias 0=V, one after the other
+		for _, v := range vals {
+			c.putAlias("0", v.s, !v.dyn, false)
+		}
+	}
 	if name == "" || dyn || len(vals) == 0 || len(vals) > maxLoopIter || c.inLoop {
 		if name != "" {
 			c.setVar(name, "", false)
@@ -420,6 +426,9 @@ func (c *checker) decl(x *syntax.DeclClause) {
 			c.local(a.Name.Value)
 		}
 		if opaque && a.Name != nil && !a.Naked {
+			if v, _ := c.literal(a.Value); strings.HasPrefix(v, aliasArray) {
+				c.report(askDynamicAlias("declare -n " + a.Name.Value + "=" + aliasArray)) // a reference to it
+			}
 			c.assign(a, false)
 			c.setVar(a.Name.Value, "", false)
 			continue
