@@ -34,6 +34,7 @@ var aliasArrayCases = []string{
 	"for BASH_ALIASES in 'X'; do :; done\n0",
 	"for BASH_ALIASES in \"$(cat cmd.txt)\"; do :; done\n0",
 	"declare -n ref=BASH_ALIASES\nref[r]='X'\nr",
+	"declare -n ref\nref=BASH_ALIASES\nref[r]='X'\nr",
 	"alias -- -r='X'\n-r",
 	"alias a=b -r='X'\n-r",
 	"alias \"$(cat name)=X\"\nls",

@@ -105,7 +105,8 @@ const (
 // expand_aliases; a definition is taken as a use): alias [--] NAME=VALUE
 // (NAME may start with - after --) and any assignment to BASH_ALIASES[NAME]
 // (=, +=, compound, declare/typeset/local, printf -v, ${...:=v}, a for
-// loop; read and mapfile into it, and declare -n to it, ask).
+// loop; read and mapfile into it, and a value naming it, as a name
+// reference's target, ask).
 //
 // Commands other programs run are checked as commands too:
 //   - find -exec/-execdir/-ok CMD: {} stands for each starting point (from

@@ -322,6 +322,10 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 	if a.Name != nil && !a.Naked && a.Name.Value == aliasArray {
 		c.assignAliases(a)
 	}
+	if v, _ := c.literal(a.Value); a.Name != nil && !a.Naked && strings.HasPrefix(v, aliasArray) {
+		// the target of a name reference (declare -n ref; ref=BASH_ALIASES)
+		c.report(askDynamicAlias(a.Name.Value + "=" + aliasArray))
+	}
 	if !record || a.Name == nil || a.Naked {
 		return
 	}
@@ -426,9 +430,6 @@ func (c *checker) decl(x *syntax.DeclClause) {
 			c.local(a.Name.Value)
 		}
 		if opaque && a.Name != nil && !a.Naked {
-			if v, _ := c.literal(a.Value); strings.HasPrefix(v, aliasArray) {
-				c.report(askDynamicAlias("declare -n " + a.Name.Value + "=" + aliasArray)) // a reference to it
-			}
 			c.assign(a, false)
 			c.setVar(a.Name.Value, "", false)
 			continue
