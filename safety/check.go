@@ -102,7 +102,11 @@ const (
 // although git ignores it) before the git rules apply; !VALUE runs as sh
 // -c 'VALUE "$@"' ARGS. A shell alias defined earlier in the command is
 // expanded where its name is a command (bash does so only with shopt -s
-// expand_aliases; a definition is taken as a use).
+// expand_aliases; a definition is taken as a use): alias [--] NAME=VALUE
+// (NAME may start with - after --) and any assignment to BASH_ALIASES[NAME]
+// (=, +=, compound, declare/typeset/local, printf -v, ${...:=v}, a for
+// loop; read and mapfile into it, and a value naming it, as a name
+// reference's target, ask).
 //
 // Commands other programs run are checked as commands too:
 //   - find -exec/-execdir/-ok CMD: {} stands for each starting point (from
@@ -263,7 +267,7 @@ const (
 //     with only parameter expansions (python3 -c "print('$HOME')").
 //   - dynamic-command: a command name only known at run time ($CMD args,
 //     $(which foo) args, $x split on an IFS only known at run time), a git
-//     or shell alias whose value is only known at run time.
+//     or shell alias whose name or value is only known at run time.
 //   - rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is

@@ -61,6 +61,9 @@ var (
 		"g() { S; }; g", "{ S; }", "( S )", "shopt -s expand_aliases; alias g=Q\ng", "echo Q | bash",
 		"bash <<'EOF'\nS\nEOF", "printf '%s\\0' Q | xargs -0 bash -c", "if true; then S; fi", "S &",
 		"true && S", "sudo bash -c Q", "env -i PATH=/usr/bin bash -c Q", "xargs -I XX bash -c Q <<< x",
+		"shopt -s expand_aliases; BASH_ALIASES[g]=Q\ng", "shopt -s expand_aliases; BASH_ALIASES+=([g]=Q)\ng",
+		"shopt -s expand_aliases; declare -A BASH_ALIASES=([g]=Q)\ng", "shopt -s expand_aliases; alias -- -g=Q\n-g",
+		"shopt -s expand_aliases; printf -v 'BASH_ALIASES[g]' %s Q\ng",
 	}
 )
 

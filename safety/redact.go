@@ -203,7 +203,12 @@ func (r redactRule) windows(s string) [][2]int {
 }
 
 // windows returns the windows of s around the lines that hold a literal
-// of pre and that near (if set) accepts: see redactRule.
+// of pre and that near (if set) accepts: see redactRule. A line that
+// starts with a colon (after blanks) is taken with the lines before it up
+// to one that is not blank (a NAME\s*: or "key"\s*: may break lines
+// before the colon), and a window grows past its end while it ends in a
+// colon (a JSON value may follow on a later line) and until each quote
+// open in it closes (a quoted value may hold newlines).
 func windows(s string, pre prefilter, near func(string) bool, from func(string) int, span int) [][2]int {
 	var lines [][2]int // candidate lines, unordered
 	for _, lit := range pre {
@@ -213,13 +218,8 @@ func windows(s string, pre prefilter, near func(string) bool, from func(string) 
 				break
 			}
 			at := i + k
-			start := strings.LastIndexByte(s[:at], '\n') + 1
-			end := strings.IndexByte(s[at:], '\n')
-			if end < 0 {
-				end = len(s)
-			} else {
-				end += at
-			}
+			start := keyLineStart(s, strings.LastIndexByte(s[:at], '\n')+1)
+			end := newlineAt(s, at+len(lit)) // a literal may hold \n (mysql's "\n-p")
 			if near == nil || near(s[start:end]) {
 				off := 0
 				if from != nil {
@@ -235,15 +235,13 @@ func windows(s string, pre prefilter, near func(string) bool, from func(string) 
 	}
 	sort.Slice(lines, func(i, j int) bool { return lines[i][0] < lines[j][0] })
 	var out [][2]int
+	var q quoteFinder
 	for _, l := range lines {
 		start, end := max(l[0]-1, 0), l[1]
 		for k := 0; k < span && end < len(s); k++ {
-			if e := strings.IndexByte(s[end+1:], '\n'); e >= 0 {
-				end += 1 + e
-			} else {
-				end = len(s)
-			}
+			end = newlineAt(s, end+1)
 		}
+		end = q.grow(s, start, end)
 		if n := len(out); n > 0 && start <= out[n-1][1] {
 			out[n-1][1] = max(out[n-1][1], end)
 			continue
@@ -251,6 +249,80 @@ func windows(s string, pre prefilter, near func(string) bool, from func(string) 
 		out = append(out, [2]int{start, end})
 	}
 	return out
+}
+
+// newlineAt returns the offset of the newline that ends the line holding
+// offset i of s, or len(s).
+func newlineAt(s string, i int) int {
+	if e := strings.IndexByte(s[i:], '\n'); e >= 0 {
+		return i + e
+	}
+	return len(s)
+}
+
+// keyLineStart returns where the window of the line that starts at start
+// begins: the line itself, or, when it starts with a colon after blanks,
+// the line before it that is not blank.
+func keyLineStart(s string, start int) int {
+	if j := skipBlank(s, start); start == 0 || j >= len(s) || s[j] != ':' {
+		return start
+	}
+	k := start - 1 // the newline before the line
+	for k > 0 && strings.IndexByte(blanks, s[k-1]) >= 0 {
+		k--
+	}
+	return strings.LastIndexByte(s[:k], '\n') + 1
+}
+
+// blanks are the bytes regexp's \s matches (not \v).
+const blanks = " \t\n\f\r"
+
+// A quoteFinder finds the next quote of s after an offset, remembering the
+// last answer for each quote so that windows stays linear.
+type quoteFinder struct {
+	set      [2]bool
+	from, at [2]int
+}
+
+// next returns the offset of the first quote q (0 for ', 1 for ") at or
+// after i, or -1.
+func (f *quoteFinder) next(s string, q, i int) int {
+	if f.set[q] && f.from[q] <= i && (i <= f.at[q] || f.at[q] < 0) {
+		return f.at[q]
+	}
+	at := strings.IndexByte(s[i:], "'\""[q])
+	if at >= 0 {
+		at += i
+	}
+	f.set[q], f.from[q], f.at[q] = true, i, at
+	return at
+}
+
+// grow returns the end of the window s[start:end] grown past the line
+// that holds the next quote after end of each kind the window holds (a
+// value quoted in the window may close there), and past lines while the
+// window ends in a colon and blanks.
+func (f *quoteFinder) grow(s string, start, end int) int {
+	end = colonGrow(s, start, end)
+	e := end
+	for q := range 2 {
+		if strings.IndexByte(s[start:e], "'\""[q]) < 0 {
+			continue
+		}
+		if at := f.next(s, q, e); at >= 0 {
+			end = max(end, newlineAt(s, at))
+		}
+	}
+	return colonGrow(s, start, end)
+}
+
+// colonGrow returns the end of the window s[start:end] grown by lines
+// while it ends in a colon followed by blanks only ("key":\n\n"value").
+func colonGrow(s string, start, end int) int {
+	for end < len(s) && strings.HasSuffix(strings.TrimRight(s[start:end], blanks), ":") {
+		end = newlineAt(s, end+1)
+	}
+	return end
 }
 
 // nearSecretAssign reports whether line has NAME= with a secret NAME.
@@ -324,7 +396,7 @@ func jsonValueFollows(line string, j int) bool {
 // skipBlank returns the offset of the first byte of line from i on that
 // regexp's \s does not match.
 func skipBlank(line string, i int) int {
-	for i < len(line) && strings.IndexByte(" \t\n\f\r\v", line[i]) >= 0 {
+	for i < len(line) && strings.IndexByte(blanks, line[i]) >= 0 {
 		i++
 	}
 	return i
@@ -370,18 +442,32 @@ func secretHeaderAt(line string) int {
 		}
 		i += k
 		j := i
-		for j > 0 && (line[j-1] == ' ' || line[j-1] == '\t') {
+		for j > 0 && strings.IndexByte(blanks, line[j-1]) >= 0 {
 			j--
 		}
 		e := j
 		for j > 0 && (isIdentChar(line[j-1]) && line[j-1] != '_' || line[j-1] == '-') {
 			j--
 		}
+		j = nameStart(line, j, e)
 		if j < e && secretHeader(line[j:e]) {
 			return j
 		}
 	}
 	return -1
+}
+
+// nameStart returns where the header rule's `\b[A-Za-z][A-Za-z0-9-]*`
+// starts in the run line[j:e] of letters, digits and dashes: at the first
+// letter that starts the run or follows a dash (-Authorization: is
+// Authorization:), or e.
+func nameStart(line string, j, e int) int {
+	for p := j; p < e; p++ {
+		if c := line[p] | 0x20; c >= 'a' && c <= 'z' && (p == j || line[p-1] == '-') {
+			return p
+		}
+	}
+	return e
 }
 
 // headerStart is where the header rule's search may start in a line
@@ -398,14 +484,14 @@ func headerStart(line string) int {
 	if j <= 0 {
 		return 0
 	}
-	if c := line[j-1]; c != ' ' && c != '\t' && c != '"' && c != '\'' {
+	if c := line[j-1]; strings.IndexByte(blanks, c) < 0 && c != '"' && c != '\'' {
 		return 0 // inside an earlier VALUE, maybe
 	}
-	k := strings.TrimRight(line[:j], " \t")
+	k := strings.TrimRight(line[:j], blanks)
 	if strings.HasSuffix(k, ":") {
 		return 0
 	}
-	w := k[strings.LastIndexAny(k, " \t:")+1:]
+	w := k[strings.LastIndexAny(k, blanks+":")+1:]
 	switch strings.ToLower(w) {
 	case "bearer", "basic", "token", "bot", "digest", "apikey", "key":
 		return 0 // maybe the scheme word after an earlier NAME:
@@ -432,7 +518,7 @@ func nearSecretFlag(line string) bool {
 			return false
 		}
 		i += k
-		if i > 0 && !strings.ContainsRune(" \t\n\"'", rune(line[i-1])) {
+		if i > 0 && !strings.ContainsRune(blanks+"\"'", rune(line[i-1])) {
 			continue
 		}
 		j := i + 1
@@ -513,9 +599,9 @@ var redactRules = sync.OnceValue(func() []redactRule {
 		// mysql -pX (attached only: -p alone prompts, -P is the port).
 		{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true},
 		// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
-		{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true, span: 1},
 		// curl/httpie/wget -u user:X: the password.
-		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true, span: 1},
 		// openssl pass:X; keytool -storepass X.
 		{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
 		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true, near: nearDashPass},

@@ -224,6 +224,7 @@ func (c *checker) trap(args []field) {
 // read NAME...: values only known at run time (IFS included).
 func (c *checker) read(args []field) {
 	for _, f := range args[1:] {
+		c.aliasOperand("read", f, field{}, false)
 		if isParamName(f.s) && !isDigits(f.s) {
 			c.setVar(f.s, "", false)
 			c.taint(f.s)

@@ -50,6 +50,7 @@ func (c *checker) mapfile(args []field) {
 		case strings.HasPrefix(a.s, "-"):
 		default:
 			array = a.s
+			c.aliasOperand("mapfile", a, field{}, false)
 			if !isParamName(a.s) {
 				c.nameOperand("mapfile", a)
 			}
@@ -133,6 +134,13 @@ func (c *checker) printfBuiltin(args []field) {
 // the format and its arguments run together (which holds what %s would
 // put there), as text arithmetic may later evaluate.
 func (c *checker) printfSets(name string, rest []field) {
+	if strings.HasPrefix(name, aliasArray) {
+		out, ok := printfOutput(rest)
+		for _, f := range rest {
+			ok = ok && !f.dyn
+		}
+		c.aliasOperand("printf -v", field{s: name}, field{s: out}, ok)
+	}
 	if !isParamName(name) || isDigits(name) {
 		return
 	}
@@ -261,6 +269,9 @@ func (c *checker) paramCode(p *syntax.ParamExp) {
 	}
 	if p.Excl && c.taintedParam(p) {
 		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
+	}
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil && p.Param.Value == aliasArray {
+		c.assignAliases(&syntax.Assign{Name: p.Param, Index: p.Index, Value: p.Exp.Word}) // taken as assigning
 	}
 	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil && isParamName(p.Param.Value) {
 		// ${x:=v} assigns v to x when x is unset (or empty): what

@@ -205,21 +205,123 @@ func (c *checker) kill(args []field) {
 	}
 }
 
-// defineAlias records alias NAME=VALUE...: a later command named NAME is
-// checked with VALUE in its place. Bash expands aliases in a script only
-// with shopt -s expand_aliases (or in an interactive shell), but a
-// definition is as good as a use for the analysis.
+// defineAlias records alias [-p] [--] NAME=VALUE...: a later command
+// named NAME is checked with VALUE in its place. Bash expands aliases in a
+// script only with shopt -s expand_aliases (or in an interactive shell),
+// but a definition is as good as a use for the analysis. Options end at
+// "--" or the first operand; after that a NAME may start with "-". A NAME
+// only known at run time asks (any command could be it).
 func (c *checker) defineAlias(args []field) {
+	opts := true
 	for _, f := range args[1:] {
-		name, val, ok := strings.Cut(f.s, "=")
-		if !ok || name == "" || strings.HasPrefix(name, "-") {
+		if opts && !f.dyn && f.s == "--" {
+			opts = false
 			continue
 		}
-		if c.aliases == nil {
-			c.aliases = make(map[string]field)
+		if opts && !f.dyn && strings.HasPrefix(f.s, "-") {
+			continue
 		}
-		c.aliases[name] = field{s: val, dyn: f.dyn, word: -1}
+		opts = false
+		name, val, ok := strings.Cut(f.s, "=")
+		if f.spread || strings.Contains(name, dynMark) {
+			c.report(askDynamicAlias("alias " + showDyn(f.s)))
+			return
+		}
+		if ok && name != "" {
+			c.setAlias(name, field{s: val, dyn: f.dyn, word: -1})
+		}
 	}
+}
+
+// setAlias records alias name with value val.
+func (c *checker) setAlias(name string, val field) {
+	if c.aliases == nil {
+		c.aliases = make(map[string]field)
+	}
+	c.aliases[name] = val
+}
+
+// askDynamicAlias is the verdict on an alias whose name or value is only
+// known at run time.
+func askDynamicAlias(what string) Verdict {
+	return Verdict{Decision: Ask, Rule: "dynamic-command",
+		Reason:      what + " defines an alias only known at run time: a later command may run its value",
+		Alternative: "define the alias with a literal name and value, or spell out the command"}
+}
+
+// aliasArray is bash's associative array of aliases: BASH_ALIASES[k]=v is
+// alias k=v.
+const aliasArray = "BASH_ALIASES"
+
+// assignAliases handles an assignment to BASH_ALIASES (BASH_ALIASES[k]=v,
+// BASH_ALIASES[k]+=v, BASH_ALIASES=([k]=v ...), BASH_ALIASES+=(...) and
+// the same in declare, typeset, local, readonly, export): an element with
+// a literal key and value is alias k=v, and BASH_ALIASES=v is alias 0=v
+// (element 0). A key or value only known at run time, or an element
+// without a key (bash 5.1's key-value pairs), asks. A compound assignment
+// keeps the aliases known before: more aliases only means more checks.
+func (c *checker) assignAliases(a *syntax.Assign) {
+	switch {
+	case a.Array != nil:
+		for _, e := range a.Array.Elems {
+			if e.Index == nil {
+				c.report(askDynamicAlias(aliasArray + "=(...)"))
+				return
+			}
+			c.assignAlias(e.Index, e.Value, false)
+		}
+	case a.Index != nil:
+		c.assignAlias(a.Index, a.Value, a.Append)
+	default:
+		c.assignAlias(nil, a.Value, a.Append)
+	}
+}
+
+// assignAlias handles BASH_ALIASES[index]=w (+= when appending); a nil
+// index is element 0.
+func (c *checker) assignAlias(index syntax.ArithmExpr, w *syntax.Word, appending bool) {
+	key, ok := "0", true
+	if index != nil {
+		iw, isWord := index.(*syntax.Word)
+		key, ok = "", false
+		if isWord {
+			key, ok = c.literal(iw)
+		}
+	}
+	val, ok2 := c.literal(w)
+	c.putAlias(key, val, ok && ok2, appending)
+}
+
+// putAlias records BASH_ALIASES[key]=val (+= when appending); unknown
+// (key or value only known at run time) asks.
+func (c *checker) putAlias(key, val string, known, appending bool) {
+	prev, had := c.aliases[key]
+	if !known || key == "" || appending && had && prev.dyn {
+		c.report(askDynamicAlias(aliasArray + "[...]"))
+		return
+	}
+	if appending && had {
+		val = prev.s + val
+	}
+	c.setAlias(key, field{s: val, word: -1})
+}
+
+// aliasOperand handles a NAME operand of read, mapfile, printf -v or a
+// quoted declare (NAME or NAME=VALUE) that names BASH_ALIASES or one of
+// its elements: the value known is alias KEY=VALUE; any other (read at
+// run time, a key only known at run time) asks.
+func (c *checker) aliasOperand(what string, f field, val field, known bool) {
+	name, _, _ := strings.Cut(f.s, "=")
+	base, rest, sub := strings.Cut(name, "[")
+	if base != aliasArray {
+		return
+	}
+	key, closed := strings.CutSuffix(rest, "]")
+	if f.dyn || !known || val.dyn || !sub || !closed || key == "" || strings.ContainsAny(key, dynMark+"$`") {
+		c.report(askDynamicAlias(what + " " + showDyn(name)))
+		return
+	}
+	c.setAlias(key, field{s: val.s, word: -1})
 }
 
 // unalias NAME... / unalias -a forgets aliases.
@@ -235,10 +337,13 @@ func (c *checker) unalias(args []field) {
 
 // alias checks a command whose name is an alias defined earlier: its value
 // followed by the other words, as shell code. It reports whether it did.
+// An alias is not expanded again inside its own expansion, unless the
+// expansion redefined it: bash then may run the new value (it does three
+// aliases deep), so the analysis expands it.
 func (c *checker) alias(args []field, in stdinSrc) bool {
 	name := args[0].s
 	val, ok := c.aliases[name]
-	if !ok || c.expanding[name] {
+	if prev, in := c.expanding[name]; !ok || in && prev == val.s {
 		return false
 	}
 	if val.dyn {
@@ -252,12 +357,17 @@ func (c *checker) alias(args []field, in stdinSrc) bool {
 		return false // unknown words: checked as a command without the alias
 	}
 	if c.expanding == nil {
-		c.expanding = make(map[string]bool)
+		c.expanding = make(map[string]string)
 	}
-	c.expanding[name] = true
+	prev, had := c.expanding[name]
+	c.expanding[name] = val.s
 	c.aliasText = true
 	c.nested(code.s, false, in)
-	delete(c.expanding, name)
+	if had {
+		c.expanding[name] = prev
+	} else {
+		delete(c.expanding, name)
+	}
 	return true
 }
 
@@ -283,5 +393,10 @@ func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
 // or computed name: the parser gives those a call, not a declaration).
 func (c *checker) declare(name string, args []field, in stdinSrc) {
 	c.nameArgs(name, args)
+	for _, f := range args[1:] {
+		if n, v, ok := strings.Cut(f.s, "="); ok && !strings.HasPrefix(n, "-") {
+			c.aliasOperand(name, f, field{s: v, dyn: f.dyn}, true)
+		}
+	}
 	c.wrapperAssigns(args, len(args), in)
 }

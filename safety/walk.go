@@ -24,7 +24,7 @@ type checker struct {
 	terminal   bool                  // the job's stdin is a terminal (Options.Terminal)
 	gitAliases map[string]field      // aliases written by git config earlier in the command
 	aliases    map[string]field      // shell aliases defined earlier in the command
-	expanding  map[string]bool       // shell aliases being expanded
+	expanding  map[string]string     // shell aliases being expanded: their values
 	aliasText  bool                  // the next nested text is an alias's expansion (see nested)
 	workDir    string                // Options.WorkDir
 	lenient    bool                  // nested code that does not parse asks (see extracted)
@@ -263,6 +263,12 @@ func (c *checker) forClause(x *syntax.ForClause, piped stdinSrc) {
 	if wi.Name != nil {
 		name = wi.Name.Value
 	}
+	if name == aliasArray {
+		// for BASH_ALIASES in V...: alias 0=V, one after the other
+		for _, v := range vals {
+			c.putAlias("0", v.s, !v.dyn, false)
+		}
+	}
 	if name == "" || dyn || len(vals) == 0 || len(vals) > maxLoopIter || c.inLoop {
 		if name != "" {
 			c.setVar(name, "", false)
@@ -307,8 +313,18 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 		for _, f := range c.resolveWord(a.Value, -1, nil) {
 			if !strings.HasPrefix(f.s, "-") && !strings.HasPrefix(f.s, "+") {
 				c.nameOperand("declare", f)
+				if _, v, ok := strings.Cut(f.s, "="); ok {
+					c.aliasOperand("declare", f, field{s: v, dyn: f.dyn}, true)
+				}
 			}
 		}
+	}
+	if a.Name != nil && !a.Naked && a.Name.Value == aliasArray {
+		c.assignAliases(a)
+	}
+	if v, _ := c.literal(a.Value); a.Name != nil && !a.Naked && strings.HasPrefix(v, aliasArray) {
+		// the target of a name reference (declare -n ref; ref=BASH_ALIASES)
+		c.report(askDynamicAlias(a.Name.Value + "=" + aliasArray))
 	}
 	if !record || a.Name == nil || a.Naked {
 		return
