@@ -1,0 +1,62 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// A contained command (it runs because its result is reviewed, or the
+// read-only sandbox answered its ask) and one in hold mode read the
+// conversation's /tmp ($TMPDIR) as its ordinary commands left it and
+// write it in a view of their own: what they write, change or remove
+// there is gone when they end, so a later ordinary command never reads
+// it (a planted Jest transform, say). An ordinary command's /tmp writes
+// stay for the next.
+func TestTmpThrowawayForReviewedCommands(t *testing.T) {
+	needNamespaces(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	e := newEngine(t)
+	dir := repo(t)
+	tc := workspaceWrite(dir)
+	ctx := context.Background()
+	ordinary := tc
+	ordinary.Approved = true
+	if r := e.Run(ctx, ordinary, engine.Input{Command: `test "$TMPDIR" = /tmp && echo kept > /tmp/kept && mkdir /tmp/d && echo inside > /tmp/d/f`}); r.Status != engine.StatusOK {
+		t.Fatalf("ordinary: %s %q", r.Status, r.Output)
+	}
+	hold := tc
+	hold.Review = "hold"
+	ro := tc
+	ro.Sandbox.Profile = engine.ReadOnly
+	for name, c := range map[string]struct {
+		tc      engine.ToolContext
+		command string
+	}{
+		"contained": {tc, plantHook + " && "},
+		"hold":      {hold, ""},
+		"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
+	} {
+		r := e.Run(ctx, c.tc, engine.Input{Command: c.command + `cat /tmp/kept /tmp/d/f && echo poison > /tmp/` + name +
+			` && echo poison > "$TMPDIR/d/` + name + `" && echo changed > /tmp/kept && rm /tmp/d/f && cat /tmp/` + name + ` /tmp/kept && ls /tmp/d`})
+		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\npoison\nchanged\n"+name+"\n") {
+			t.Fatalf("%s: %s %q", name, r.Status, r.Output)
+		}
+	}
+	r := e.Run(ctx, ordinary, engine.Input{Command: `cat /tmp/kept /tmp/d/f && ls /tmp /tmp/d && echo two > /tmp/two`})
+	if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\n") {
+		t.Fatalf("a later ordinary command: %s %q", r.Status, r.Output)
+	}
+	for _, name := range []string{"contained", "hold", "read-only", "changed"} {
+		if strings.Contains(r.Output, name) {
+			t.Fatalf("a later ordinary command sees what a %s command wrote in /tmp: %q", name, r.Output)
+		}
+	}
+	if r := e.Run(ctx, ordinary, engine.Input{Command: "cat /tmp/two"}); r.Status != engine.StatusOK || r.Output != "two\n" {
+		t.Fatalf("an ordinary command's /tmp write did not stay: %s %q", r.Status, r.Output)
+	}
+}
