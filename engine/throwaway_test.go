@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
@@ -58,5 +59,21 @@ func TestTmpThrowawayForReviewedCommands(t *testing.T) {
 	}
 	if r := e.Run(ctx, ordinary, engine.Input{Command: "cat /tmp/two"}); r.Status != engine.StatusOK || r.Output != "two\n" {
 		t.Fatalf("an ordinary command's /tmp write did not stay: %s %q", r.Status, r.Output)
+	}
+}
+
+// TestThrowawayTmpChargedToTheCommand: the tmpfs of a contained
+// command's throwaway view is outside the conversation's quota, but what
+// it writes there is memory charged to the command's cgroup (no swap):
+// a contained command cannot write more there than its memory limit.
+func TestThrowawayTmpChargedToTheCommand(t *testing.T) {
+	needMemoryController(t)
+	needNamespaces(t)
+	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
+	e := newEngine(t, func(c *engine.Config) { c.Limits.Memory = 128 << 20; c.Timeout = time.Minute })
+	tc := workspaceWrite(repo(t))
+	r := e.Run(context.Background(), tc, engine.Input{Command: plantHook + ` && head -c 384M /dev/zero > /tmp/big; stat -c 'size %s' /tmp/big`})
+	if !r.OOMKilled || strings.Contains(r.Output, "size 402653184") {
+		t.Fatalf("a contained command wrote 384 MiB to its throwaway /tmp with a memory limit of 128 MiB: %s %q", r.Status, r.Output)
 	}
 }
