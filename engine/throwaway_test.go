@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,8 @@ import (
 // conversation's /tmp ($TMPDIR) as its ordinary commands left it and
 // write it in a view of their own: what they write, change or remove
 // there is gone when they end, so a later ordinary command never reads
-// it (a planted Jest transform, say). An ordinary command's /tmp writes
-// stay for the next.
+// it (a planted Jest transform, say). Their /tmp has the world's mode
+// and owner. An ordinary command's /tmp writes stay for the next.
 func TestTmpThrowawayForReviewedCommands(t *testing.T) {
 	needNamespaces(t)
 	testenv.Needf(t, testenv.Landlock, sandbox.Probe().Scoping, "no Landlock signal scoping (Linux 6.12+): a contained command's signals could leave it, so it asks")
@@ -27,9 +29,11 @@ func TestTmpThrowawayForReviewedCommands(t *testing.T) {
 	ctx := context.Background()
 	ordinary := tc
 	ordinary.Approved = true
-	if r := e.Run(ctx, ordinary, engine.Input{Command: `test "$TMPDIR" = /tmp && echo kept > /tmp/kept && mkdir /tmp/d && echo inside > /tmp/d/f`}); r.Status != engine.StatusOK {
+	r := e.Run(ctx, ordinary, engine.Input{Command: `test "$TMPDIR" = /tmp && echo kept > /tmp/kept && mkdir /tmp/d && echo inside > /tmp/d/f && stat -c '%a %u:%g' /tmp`})
+	if r.Status != engine.StatusOK || !strings.HasSuffix(r.Output, "7 0:0\n") && !strings.HasSuffix(r.Output, "7 "+strconv.Itoa(os.Getuid())+":"+strconv.Itoa(os.Getgid())+"\n") {
 		t.Fatalf("ordinary: %s %q", r.Status, r.Output)
 	}
+	owner := r.Output[strings.LastIndexByte(r.Output[:len(r.Output)-1], '\n')+1:] // the throwaway view's /tmp has the world's mode and owner
 	hold := tc
 	hold.Review = "hold"
 	ro := tc
@@ -43,12 +47,12 @@ func TestTmpThrowawayForReviewedCommands(t *testing.T) {
 		"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
 	} {
 		r := e.Run(ctx, c.tc, engine.Input{Command: c.command + `cat /tmp/kept /tmp/d/f && echo poison > /tmp/` + name +
-			` && echo poison > "$TMPDIR/d/` + name + `" && echo changed > /tmp/kept && rm /tmp/d/f && cat /tmp/` + name + ` /tmp/kept && ls /tmp/d`})
-		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\npoison\nchanged\n"+name+"\n") {
+			` && echo poison > "$TMPDIR/d/` + name + `" && echo changed > /tmp/kept && rm /tmp/d/f && cat /tmp/` + name + ` /tmp/kept && ls /tmp/d && stat -c '%a %u:%g' /tmp`})
+		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\npoison\nchanged\n"+name+"\n"+owner) {
 			t.Fatalf("%s: %s %q", name, r.Status, r.Output)
 		}
 	}
-	r := e.Run(ctx, ordinary, engine.Input{Command: `cat /tmp/kept /tmp/d/f && ls /tmp /tmp/d && echo two > /tmp/two`})
+	r = e.Run(ctx, ordinary, engine.Input{Command: `cat /tmp/kept /tmp/d/f && ls /tmp /tmp/d && echo two > /tmp/two`})
 	if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\n") {
 		t.Fatalf("a later ordinary command: %s %q", r.Status, r.Output)
 	}
