@@ -130,7 +130,12 @@ type SandboxLimits struct {
 	// Output.JobFileCap); writes beyond fail with ENOSPC ("No space left
 	// on device"), and the command's result says how the quota is used.
 	// (A command started by the sandbox package without a world gets a
-	// scratch directory of this size instead.)
+	// scratch directory of this size instead.) A command that runs
+	// contained or in hold mode writes /tmp and the caches in a view of
+	// its own, thrown away when it ends: a tmpfs of this size (and
+	// ScratchFiles) per such command, outside the quota, whose pages are
+	// charged to the command's memory limit (Limits.Memory, no swap)
+	// where the engine has cgroups, and otherwise bounded only by it.
 	ScratchBytes uint64
 	// ScratchFiles bounds the number of files and directories in the
 	// conversation's file system (default 100,000; ENOSPC beyond).

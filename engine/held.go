@@ -255,7 +255,7 @@ func (e *Engine) onHeld(ctx context.Context, tc ToolContext, res *Result) {
 // to it (Landlock), so that none of its effects leaves the layer and the
 // conversation's world. Such a command (jobs.Profile.Contained) also
 // gets no TCP in the world's shared network, so a network job started
-// after it gives it nothing, and a throwaway view of the build caches
+// after it gives it nothing, and a throwaway view of /tmp and the caches
 // (sandbox.Options.NoTCP, ThrowawayCaches). When a permission profile asked, everything it
 // changed is held (the hold review mode for that command): a person
 // reviews the result instead of the command. When only the safety rules

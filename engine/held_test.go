@@ -357,7 +357,10 @@ func TestContainedNoTCPAfterNetworkJobStarts(t *testing.T) {
 	tc := workspaceWrite(dir)
 	ctx := context.Background()
 	contained := e.Run(ctx, tc, engine.Input{Mode: engine.ModeBackground, Command: plantHook +
-		` && echo waiting && while [ ! -e /tmp/listening ]; do sleep 0.05; done; ` +
+		// The job's listener in the shared network's table (/tmp is
+		// not shared: what a later command writes there may never show
+		// in a contained command's throwaway view of it).
+		` && echo waiting && until grep -q ':494D 00000000:0000 0A' /proc/net/tcp; do sleep 0.05; done; ` +
 		`if (exec 3<>/dev/tcp/127.0.0.1/18765) 2>/dev/null; then echo CONNECTED; else echo REFUSED; fi`})
 	if contained.Status != engine.StatusStarted {
 		t.Fatalf("contained: %s %q", contained.Status, contained.Output)
@@ -370,7 +373,6 @@ import socket, time
 s = socket.socket()
 s.bind(("127.0.0.1", 18765))
 s.listen()
-open("/tmp/listening", "w").close()
 print("listening", flush=True)
 time.sleep(60)
 '`})

@@ -196,7 +196,7 @@ func (l *Launched) sandboxed(spec *Spec, res *Resources, cpuSeconds uint64, pids
 		Carry: p.Network.Ports(), ProxyEnv: p.ProxyEnv, Masks: spec.Masks, NoTCP: p.Contained,
 		// A command that runs because its result is reviewed (or the
 		// read-only sandbox answers its ask), or whose every change is
-		// reviewed, writes caches no later command reads.
+		// reviewed, writes a /tmp and caches no later command reads.
 		ThrowawayCaches: p.Contained || p.Hold,
 	}
 	switch {

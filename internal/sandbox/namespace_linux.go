@@ -201,13 +201,23 @@ func makeView(cfg *helperConfig) error {
 	if err != nil {
 		return err
 	}
+	var tmp *fd.FD // the throwaway view's upper layers (see throwawayFS)
+	if cfg.ThrowawayCaches {
+		if tmp, err = throwawayFS(cfg); err != nil {
+			return err
+		}
+		defer tmp.Close() // the overlays keep the tmpfs
+		if err := throwawayTmp(cfg, tmp); err != nil {
+			return err
+		}
+	}
 	if cfg.readOnlyMounts() {
 		if err := mountView(cfg); err != nil {
 			return err
 		}
 	}
 	if cfg.ThrowawayCaches {
-		if err := throwawayCaches(cfg); err != nil {
+		if err := throwawayCaches(cfg, tmp); err != nil {
 			return err
 		}
 	}

@@ -212,18 +212,21 @@ type Options struct {
 	// over TCP fail too (EACCES); UDP and unix sockets are not Landlock's.
 	NoTCP bool
 	// ThrowawayCaches, in a World, gives the command a view of the
-	// world's build and package caches that only it sees: it reads
-	// what the conversation's other commands cached (warm hits) and may
-	// write them, and what it writes is discarded when it ends (an
-	// overlay on the caches whose upper layer is a tmpfs of its own
-	// mount namespace). For a command that ran without the person's
-	// approval because its result is reviewed, or the read-only sandbox
-	// answered its ask (contained), and for one whose every change is
-	// reviewed (hold mode): a GOCACHE entry or module-cache file it
-	// planted would otherwise run in a later ordinary build, unreviewed.
-	// What such a command compiles or fetches is compiled or fetched
-	// again by the next. Ordinary commands, read-only ones too, write
-	// the caches (no review is skipped: they were allowed as they are).
+	// world's /tmp (its $TMPDIR) and build and package caches that only
+	// it sees: it reads what the conversation's other commands left
+	// there (warm hits) and may write them, and what it writes, changes
+	// or removes is discarded when it ends (overlays whose upper layers
+	// are on a tmpfs of its own mount namespace, of Limits.ScratchBytes
+	// and ScratchFiles: outside the conversation's quota, but memory
+	// charged to the command's cgroup where there is one). For a command
+	// that ran without the person's approval because its result is
+	// reviewed, or the read-only sandbox answered its ask (contained),
+	// and for one whose every change is reviewed (hold mode): a GOCACHE
+	// entry, module-cache file or Jest transform in /tmp it planted would
+	// otherwise run in a later ordinary command, unreviewed. What such a
+	// command compiles or fetches is compiled or fetched again by the
+	// next. Ordinary commands, read-only ones too, write the world's /tmp
+	// and caches (no review is skipped: they were allowed as they are).
 	ThrowawayCaches bool
 	// Masks show the command files of the caller's in place of the
 	// host's (see [Mask]); with private namespaces only (without, they

@@ -230,7 +230,8 @@ func buildWorld(spec worldSpec) error {
 			return err
 		}
 	}
-	if err := os.Chmod(filepath.Join(spec.Dir, "tmp"), 0o1777); err != nil {
+	// unix.Chmod: os.Chmod would drop 0o1000 (the sticky bit is os.ModeSticky).
+	if err := unix.Chmod(filepath.Join(spec.Dir, "tmp"), 0o1777); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(spec.Bases))
