@@ -679,7 +679,7 @@ func (e *Engine) sandboxDescription(tc ToolContext) string {
 	if len(e.cfg.Sandbox.BaseCaches.Dirs()) > 0 {
 		caches = "the user's build caches at their own paths (the conversation's copy: the user's stay unchanged)"
 	}
-	scratch := "/tmp ($TMPDIR: this conversation's own, kept between its commands) and " + caches + ", together at most " +
+	scratch := "/tmp ($TMPDIR: this conversation's own, kept between its commands; a command run because its result is reviewed writes one of its own, dropped when it ends) and " + caches + ", together at most " +
 		truncate.Humanize(int64(lim.ScratchBytes))
 	var b strings.Builder
 	sbx := tc.Sandbox
