@@ -589,18 +589,23 @@ func rootlessHelper(dir string) (string, error) {
 const helperName = "bashvisor-sandbox"
 
 // adjacentHelper returns helperName in dir ("": none, or not one to
-// trust): a regular executable file that nobody but its owner, root or
-// this process's user, may write. Whether it speaks this engine's
+// trust): a regular executable file, not a symlink, in a directory, that
+// nobody but their owners, root or this process's user, may write (so
+// that nobody else can put another program there between the probe and a
+// later start, which exec it by path). Whether it speaks this engine's
 // helper protocol is found when a world is made with it
 // (startWorldChild refuses another version's).
 func adjacentHelper(dir string) string {
 	if dir == "" {
 		return ""
 	}
+	trusted := func(st *unix.Stat_t, kind uint32) bool {
+		return st.Mode&unix.S_IFMT == kind && st.Mode&0o022 == 0 && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
+	}
 	p := filepath.Join(dir, helperName)
-	var st unix.Stat_t
-	if unix.Stat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 ||
-		st.Mode&0o022 != 0 || st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+	var st, dst unix.Stat_t
+	if unix.Lstat(p, &st) != nil || !trusted(&st, unix.S_IFREG) || st.Mode&0o111 == 0 ||
+		unix.Stat(dir, &dst) != nil || !trusted(&dst, unix.S_IFDIR) {
 		return ""
 	}
 	return p

@@ -68,3 +68,38 @@ func TestWorldRefusesOtherHelperProtocol(t *testing.T) {
 		t.Fatalf("helperProtocol() = %q: want 24 stable hex digits", p)
 	}
 }
+
+// TestAdjacentHelperTrust: the helper next to the executable is used only
+// when nobody else can replace it: a regular file (not a symlink, which
+// could point anywhere) in a directory only its owner may write (review5).
+func TestAdjacentHelperTrust(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(dir, helperName)
+	if err := os.WriteFile(small, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := adjacentHelper(dir); got != small {
+		t.Fatalf("adjacentHelper = %q, want %q", got, small)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if got := adjacentHelper(dir); got != "" {
+		t.Errorf("in a directory others may write: adjacentHelper = %q, want none", got)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin/true", small); err != nil {
+		t.Fatal(err)
+	}
+	if got := adjacentHelper(dir); got != "" {
+		t.Errorf("a symlink: adjacentHelper = %q, want none", got)
+	}
+}
