@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,6 +108,7 @@ type frontStream struct {
 	opened chan<- *clusterpb.QueryReply // nil once answered
 	peer   *actor.PID                   // the executor's stream actor
 	win    *window                      // the peer's acknowledgements, for the pump
+	out    *sink                        // writes the peer's data into conn
 }
 
 func (a *frontStream) Receive(ctx actor.Context) {
@@ -124,6 +126,7 @@ func (a *frontStream) Receive(ctx actor.Context) {
 		if a.win != nil {
 			close(a.win.stop)
 		}
+		a.out.stop()
 		a.answer(&clusterpb.QueryReply{Err: "the stream ended before it opened"})
 	case *actor.Terminated:
 		// A system message, handled before the data already queued:
@@ -131,7 +134,11 @@ func (a *frontStream) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Self(), streamGone{why: terminatedWhy(m)})
 	case streamGone:
 		a.answer(&clusterpb.QueryReply{Err: "the executor ended: " + m.why})
-		a.conn.Close()
+		if a.out != nil {
+			a.out.finish() // what the executor sent before it ended is written first
+		} else {
+			a.conn.Close()
+		}
 	case *clusterpb.QueryReply: // refused, not held, or no such port
 		a.answer(m)
 		a.conn.Close()
@@ -158,23 +165,103 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 		ctx.Watch(a.peer)
 		a.win = newWindow()
 		root, peer, conn, self, win := ctx.ActorSystem().Root, a.peer, a.conn, ctx.Self(), a.win
+		a.out = newSink(conn, func(n int64) { root.Send(peer, &clusterpb.Stream{Ack: n}) }, func() { conn.Close() })
 		go func() {
 			pump(conn, func(msg *clusterpb.Stream) { root.Send(peer, msg) }, win)
 			root.Stop(self)
 		}()
 		a.answer(nil)
-	case len(m.Data) > 0:
-		_ = a.conn.SetWriteDeadline(time.Now().Add(time.Minute))
-		if _, err := a.conn.Write(m.Data); err != nil {
-			a.conn.Close()
-		} else {
-			ctx.Send(a.peer, &clusterpb.Stream{Ack: int64(len(m.Data))})
-		}
+	case len(m.Data) > 0 && a.out != nil:
+		a.out.put(m.Data)
 	case m.Ack > 0 && a.win != nil:
 		a.win.ack(m.Ack)
 	}
 	if m.End {
-		a.conn.Close()
+		if a.out != nil {
+			a.out.finish()
+		} else {
+			a.conn.Close()
+		}
+	}
+}
+
+// sink writes one direction of a stream into its connection on a
+// goroutine of its own, so that the stream's actor, which also receives
+// the acknowledgements of the other direction, never waits for the
+// connection's reader: a client that uploads before it reads what the
+// server sent first would otherwise stall both directions. It
+// acknowledges what it wrote (ack), so what it holds stays within the
+// peer's window; a write that fails calls failed. finish ends the
+// connection (failed) once what was put is written; stop ends the
+// goroutine at once (nil-safe).
+type sink struct {
+	mu     sync.Mutex
+	queue  [][]byte
+	ending bool
+	more   chan struct{} // a token when queue or ending changed
+	done   chan struct{} // closed by stop
+	once   sync.Once
+}
+
+func newSink(conn net.Conn, ack func(int64), failed func()) *sink {
+	s := &sink{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		for {
+			s.mu.Lock()
+			q, ending := s.queue, s.ending
+			s.queue = nil
+			s.mu.Unlock()
+			for _, b := range q {
+				_ = conn.SetWriteDeadline(time.Now().Add(time.Minute))
+				if _, err := conn.Write(b); err != nil {
+					failed()
+					return
+				}
+				ack(int64(len(b)))
+			}
+			if ending && len(q) == 0 {
+				failed()
+				return
+			}
+			if len(q) > 0 {
+				continue
+			}
+			select {
+			case <-s.more:
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sink) signal() {
+	select {
+	case s.more <- struct{}{}:
+	default:
+	}
+}
+
+// put queues b to be written.
+func (s *sink) put(b []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, b)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// finish ends the connection once what was put is written.
+func (s *sink) finish() {
+	s.mu.Lock()
+	s.ending = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *sink) stop() {
+	if s != nil {
+		s.once.Do(func() { close(s.done) })
 	}
 }
 
@@ -262,6 +349,7 @@ type execStream struct {
 	front *actor.PID
 	conn  net.Conn
 	win   *window // the front's acknowledgements, for the pump
+	out   *sink   // writes the front's data into conn
 }
 
 func (a *execStream) Receive(ctx actor.Context) {
@@ -271,6 +359,7 @@ func (a *execStream) Receive(ctx actor.Context) {
 		ctx.Request(a.front, &clusterpb.Stream{Opened: true})
 		a.win = newWindow()
 		root, front, self, conn, win := ctx.ActorSystem().Root, a.front, ctx.Self(), a.conn, a.win
+		a.out = newSink(conn, func(n int64) { root.Send(front, &clusterpb.Stream{Ack: n}) }, func() { root.Stop(self) })
 		go func() {
 			pump(conn, func(msg *clusterpb.Stream) { root.Send(front, msg) }, win)
 			root.Stop(self)
@@ -278,24 +367,20 @@ func (a *execStream) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.conn.Close()
 		close(a.win.stop)
+		a.out.stop()
 	case *actor.Terminated:
 		ctx.Send(ctx.Self(), streamGone{}) // after the front's data already queued
 	case streamGone:
-		ctx.Stop(ctx.Self())
+		a.out.finish() // what the front sent before it ended is written first
 	case *clusterpb.Stream:
 		if len(m.Data) > 0 {
-			_ = a.conn.SetWriteDeadline(time.Now().Add(time.Minute))
-			if _, err := a.conn.Write(m.Data); err != nil {
-				ctx.Stop(ctx.Self())
-			} else {
-				ctx.Send(a.front, &clusterpb.Stream{Ack: int64(len(m.Data))})
-			}
+			a.out.put(m.Data)
 		}
 		if m.Ack > 0 {
 			a.win.ack(m.Ack)
 		}
 		if m.End {
-			ctx.Stop(ctx.Self())
+			a.out.finish()
 		}
 	}
 }
