@@ -282,7 +282,9 @@ func dropForwardCookie(h http.Header) {
 // serveForwardPath serves a request of a forward path, before
 // authentication: see forwardPrefix. A request with an Authorization
 // header is authenticated as for /mcp; one without it needs a one-time
-// code or a grant's cookie.
+// code or a grant's cookie. Without authentication (NoAuth: the forwards
+// of a stdio server) an Authorization header counts for nothing, since
+// every such request would be the anonymous principal's.
 func (h *httpHandler) serveForwardPath(w http.ResponseWriter, r *http.Request) {
 	if why := forwardRefusal(r, h.opts.AllowedOrigins); why != "" {
 		h.opts.Logger.Warn("refused a forward request", "why", why, "origin", r.Header.Get("Origin"), "host", r.Host)
@@ -290,7 +292,7 @@ func (h *httpHandler) serveForwardPath(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: "+why, http.StatusForbidden)
 		return
 	}
-	if r.Header.Get("Authorization") != "" {
+	if r.Header.Get("Authorization") != "" && !h.opts.NoAuth {
 		h.authn.ServeHTTP(w, r) // then serve, then serveForward
 		return
 	}

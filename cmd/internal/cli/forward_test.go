@@ -277,7 +277,7 @@ func TestMCPForwardStdio(t *testing.T) {
 		t.Errorf("without the code: %q", got)
 	}
 	for _, auth := range []string{"Bearer anything-0123456789", "Basic YTpi"} {
-		if got := get(plain, clean+"index.html", auth); strings.HasPrefix(got, "200 ") {
+		if got := get(plain, clean+"index.html", auth); !strings.HasPrefix(got, "401 ") {
 			t.Errorf("with Authorization %q: %q", auth, got)
 		}
 	}
