@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,17 +57,27 @@ func TestFleetAutomanaged(t *testing.T) {
 	if inFreshProcess(t) {
 		return
 	}
+	// The membership names every executor's ports before any starts; each
+	// stays reserved (listened on) until its executor starts, or the
+	// many connections made meanwhile may get one as their local port
+	// (exec-4, started half a minute later, once found its address in use).
 	var addrs, health []string
 	var healthPorts []int
-	for range 4 {
-		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(freePort(t)))
-		hp := freePort(t)
+	var reserved [4][]net.Listener
+	for i := range 4 {
+		a, la := reservePort(t)
+		hp, lh := reservePort(t)
+		reserved[i] = []net.Listener{la, lh}
+		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(a))
 		healthPorts = append(healthPorts, hp)
 		health = append(health, "127.0.0.1:"+strconv.Itoa(hp))
 	}
 	hosts := strings.Join(health, ",")
 	runFleet(t, fleet{
 		spec: func(i int) execSpec {
+			for _, ln := range reserved[i] {
+				ln.Close()
+			}
 			return execSpec{listen: addrs[i], membership: "automanaged:" + hosts, healthPort: healthPorts[i], providerRaces: true}
 		},
 		front: func() cluster.Membership {

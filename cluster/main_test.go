@@ -316,6 +316,19 @@ func (s *safeBuffer) String() string {
 }
 
 // freePort returns a TCP port free on 127.0.0.1 right now.
+// reservePort returns a free port of 127.0.0.1 and a listener on it that
+// keeps it from being taken (as a connection's local port too) until it
+// is closed; the test closes it at the latest.
+func reservePort(t testing.TB) (int, net.Listener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port, ln
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
