@@ -23,6 +23,28 @@ func exists(dir, rel string) bool {
 	return err == nil
 }
 
+// reviewedModes are the ways a workspace-write call tc runs a command
+// whose result is reviewed, each with the prefix its command needs to be
+// one: contained (an ask, the planted hook), in hold mode, and in the
+// read-only sandbox answering its ask (the kernel refuses the writes).
+func reviewedModes(tc engine.ToolContext) map[string]struct {
+	tc      engine.ToolContext
+	command string
+} {
+	hold := tc
+	hold.Review = "hold"
+	ro := tc
+	ro.Sandbox.Profile = engine.ReadOnly
+	return map[string]struct {
+		tc      engine.ToolContext
+		command string
+	}{
+		"contained": {tc, plantHook + " && "},
+		"hold":      {hold, ""},
+		"read-only": {ro, plantHook + "; "},
+	}
+}
+
 // runHeld runs plantHook and checks that the hook is held, named with
 // its reason in the text, and a.txt applied.
 func runHeld(t *testing.T, e *engine.Engine, tc engine.ToolContext) engine.HeldChanges {
@@ -423,18 +445,7 @@ func TestCachesThrowawayForReviewedCommands(t *testing.T) {
 			if r := e.Run(ctx, ordinary, engine.Input{Command: "mkdir -p " + cache + " && echo warm > " + cache + "/warm"}); r.Status != engine.StatusOK {
 				t.Fatalf("ordinary: %s %q", r.Status, r.Output)
 			}
-			hold := tc
-			hold.Review = "hold"
-			ro := tc
-			ro.Sandbox.Profile = engine.ReadOnly
-			for name, c := range map[string]struct {
-				tc      engine.ToolContext
-				command string
-			}{
-				"contained": {tc, plantHook + " && "},
-				"hold":      {hold, ""},
-				"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
-			} {
+			for name, c := range reviewedModes(tc) {
 				r := e.Run(ctx, c.tc, engine.Input{Command: c.command + "cat " + cache + "/warm && echo poison > " + cache + "/" + name + " && cat " + cache + "/" + name})
 				if r.Status != engine.StatusOK || !strings.Contains(r.Output, "warm\npoison\n") {
 					t.Fatalf("%s: %s %q", name, r.Status, r.Output)

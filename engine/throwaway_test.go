@@ -32,18 +32,7 @@ func TestTmpThrowawayForReviewedCommands(t *testing.T) {
 		t.Fatalf("ordinary: %s %q", r.Status, r.Output)
 	}
 	owner := r.Output // the throwaway view's /tmp has the world's mode (sticky) and owner
-	hold := tc
-	hold.Review = "hold"
-	ro := tc
-	ro.Sandbox.Profile = engine.ReadOnly
-	for name, c := range map[string]struct {
-		tc      engine.ToolContext
-		command string
-	}{
-		"contained": {tc, plantHook + " && "},
-		"hold":      {hold, ""},
-		"read-only": {ro, plantHook + "; "}, // the kernel refuses the writes
-	} {
+	for name, c := range reviewedModes(tc) {
 		r := e.Run(ctx, c.tc, engine.Input{Command: c.command + `cat /tmp/kept /tmp/d/f && echo poison > /tmp/` + name +
 			` && echo poison > "$TMPDIR/d/` + name + `" && echo changed > /tmp/kept && rm /tmp/d/f && cat /tmp/` + name + ` /tmp/kept && ls /tmp/d && stat -c '%a %u:%g' /tmp`})
 		if r.Status != engine.StatusOK || !strings.Contains(r.Output, "kept\ninside\npoison\nchanged\n"+name+"\n"+owner) {
