@@ -540,7 +540,9 @@ func TestShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-inThread(spec, execCommand(w, "test -f b && echo x > ready && echo 1 > a")); err != nil {
+	// ready is written aside and renamed: the first command, polling
+	// for it, must not read it created but still empty.
+	if err := <-inThread(spec, execCommand(w, "test -f b && echo x > r.tmp && mv r.tmp ready && echo 1 > a")); err != nil {
 		t.Fatal(err)
 	}
 	select {
