@@ -84,7 +84,7 @@ func (e *Engine) sandboxNote(tc ToolContext, res Result, o jobs.Outcome) string 
 		return "[sandbox: the network is reached only through the egress proxy, for the hosts the allowlist names: " +
 			"a host not named does not resolve and cannot be connected to (setting: allow-net)]"
 	case missingInTmp(out):
-		return "[sandbox: /tmp is the conversation's own, kept from one sandboxed command to the next: files that unrestricted commands or the host put in /tmp are not there]"
+		return "[sandbox: /tmp is the conversation's own, not the host's: files that unrestricted commands or the host put in /tmp are not there]"
 	case mentions(out, writeErrors):
 		if sbx.Profile == WorkspaceWrite {
 			return "[sandbox workspace-write: writes outside the working directory, its git directory, " + writableList(sbx.Writable) +

@@ -45,7 +45,7 @@ func TestDenialNotes(t *testing.T) {
 		{"file size", "read-only", "rm -f /tmp/big*; head -c 2M /dev/zero > /tmp/f",
 			"[sandbox: a file reached the size limit of 1 MiB per file (setting: Sandbox.Limits.FileSize)]", nil},
 		{"host tmp", "read-only", "cat /tmp/" + marker,
-			"[sandbox: /tmp is the conversation's own, kept from one sandboxed command to the next: files that unrestricted commands or the host put in /tmp are not there]", nil},
+			"[sandbox: /tmp is the conversation's own, not the host's: files that unrestricted commands or the host put in /tmp are not there]", nil},
 		{"setuid", "workspace-write", "touch f && chmod u+s f",
 			"[sandbox: the sandbox denies this to every command (ptrace, mounts, setuid and setgid bits, new namespaces, signals to processes it did not start); no setting allows it but running the command unrestricted (sandbox profile none)]", nil},
 	}
