@@ -1,6 +1,7 @@
 package proc_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/testenv"
@@ -33,17 +36,39 @@ func startInMountNS(t *testing.T, dir, script string) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Held until the cleanup ends: the kernel gives a freed namespace's
+	// number to the next namespace made (another test binary's), whose
+	// processes the cleanup would otherwise kill.
+	held, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		defer held.Close()
 		testenv.Eventually(t, 10*time.Second, func() bool {
 			left := inNamespace(t, ns)
 			for pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				killInNamespace(pid, ns)
 			}
 			return len(left) == 0
 		}, "processes left in the namespace")
 		_ = cmd.Wait()
 	})
 	return cmd
+}
+
+// killInNamespace sends SIGKILL to pid through a pidfd, when the process
+// the pidfd names is in mount namespace ns: never to a pid reused since
+// it was found.
+func killInNamespace(pid int, ns uint64) {
+	p, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(p)
+	if got, err := proc.MountNamespace(pid); err == nil && got == ns {
+		_ = unix.PidfdSendSignal(p, unix.SIGKILL, nil, 0)
+	}
 }
 
 func readInt(t *testing.T, path string) int {
