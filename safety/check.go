@@ -267,7 +267,12 @@ const (
 //     with only parameter expansions (python3 -c "print('$HOME')").
 //   - dynamic-command: a command name only known at run time ($CMD args,
 //     $(which foo) args, $x split on an IFS only known at run time), a git
-//     or shell alias whose name or value is only known at run time.
+//     or shell alias whose name or value is only known at run time, and an
+//     assignment to a variable whose name is only known at run time, which
+//     may be BASH_ALIASES (printf -v "$n[k]", declare/typeset/local
+//     "$n[k]=v", read "$n", mapfile, getopts, let "$n[k]=1", a name
+//     reference's target, eval of built text); export and readonly without
+//     -a/-A reach only alias 0, so a later command named 0 asks instead.
 //   - rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is

@@ -393,6 +393,7 @@ func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
 // or computed name: the parser gives those a call, not a declaration).
 func (c *checker) declare(name string, args []field, in stdinSrc) {
 	c.nameArgs(name, args)
+	c.declOperands(name, args)
 	for _, f := range args[1:] {
 		if n, v, ok := strings.Cut(f.s, "="); ok && !strings.HasPrefix(n, "-") {
 			c.aliasOperand(name, f, field{s: v, dyn: f.dyn}, true)
