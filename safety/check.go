@@ -293,6 +293,7 @@ func check(command string) (Verdict, int) {
 
 // checkSource is check on a source that other analyses share.
 func checkSource(src *source) (Verdict, int) {
+	src.checked = true
 	command := src.text
 	if len(command) > maxCommandBytes {
 		return Verdict{Decision: Block, Rule: "too-long",
@@ -317,6 +318,7 @@ func checkSource(src *source) (Verdict, int) {
 		c.addAllVerdict()
 		c.report(c.fed.verdict())
 	}
+	src.discard = c.discard
 	return finish(c.v), c.work
 }
 

@@ -25,6 +25,7 @@ type checker struct {
 	gitAliases map[string]field      // aliases written by git config earlier in the command
 	aliases    map[string]field      // shell aliases defined earlier in the command
 	namerefs   map[string]bool       // names declared name references (declare -n) earlier in the command
+	discard    string                // the first git command found that discards uncommitted work (see gitDiscards)
 	expanding  map[string]string     // shell aliases being expanded: their values
 	aliasText  bool                  // the next nested text is an alias's expansion (see nested)
 	workDir    string                // Options.WorkDir
