@@ -231,8 +231,9 @@ func folds(rs []rune) bool {
 // the text: it looks only at the occurrences of the literals' last bytes
 // (strings.IndexByte, which is fast), and at each one first at the byte
 // before it (a literal of two bytes or more must end in one of a few
-// pairs) before comparing whole literals. Nine literals ending in _ and
-// eight in - then cost two scans of the text instead of seventeen.
+// pairs) before comparing whole literals. The provider keys' thirteen
+// literals ending in _ and eight in - then cost two scans of the text
+// instead of twenty-one.
 type litScan struct {
 	last  []byte              // the distinct last bytes
 	pairs [256][4]uint64      // by last byte: the bytes that may precede it
@@ -243,8 +244,8 @@ type litScan struct {
 // newLitScan returns the scanner of p's literals, or nil when p has too
 // few for it to pay (pass them as they are).
 func newLitScan(p prefilter) *litScan {
-	if len(p) < 4 {
-		return nil
+	if len(p) < 8 {
+		return nil // a few strings.Contains cost less
 	}
 	ls := &litScan{ends: make(map[uint16][]string)}
 	for _, l := range p {

@@ -1,6 +1,10 @@
 package secret
 
-import "strings"
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+)
 
 // prefixes mark a secret whatever follows: vendor variables are stripped
 // wholesale (ANTHROPIC_BASE_URL included) because a client configuration
@@ -70,6 +74,29 @@ func IsSecret(name string) bool {
 	if !mayBeSecret(name) {
 		return false
 	}
+	if v, ok := seen.Load(name); ok {
+		return v.(bool)
+	}
+	secret := isSecret(name)
+	if seenCount.Add(1) <= maxSeen {
+		seen.Store(strings.Clone(name), secret)
+	}
+	return secret
+}
+
+// seen remembers the answers for names that mayBeSecret let through (a
+// log's redaction asks about the same names again and again), at most
+// maxSeen of them.
+var (
+	seen      sync.Map // name -> bool
+	seenCount atomic.Int64
+)
+
+// maxSeen bounds seen.
+const maxSeen = 4096
+
+// isSecret is IsSecret's rule, without the fast test and the memory.
+func isSecret(name string) bool {
 	upper := strings.ToUpper(name)
 	if notSecret[upper] {
 		return false
