@@ -165,7 +165,7 @@ func discardSpelling(t *rapid.T, words []string) string {
 	}
 	wrap := pick("wrapper", "S", "bash -c Q", "sh -c Q", "eval Q", "env S", "command S", "nice S", "timeout 30 S",
 		"f() { S; }; f", "{ S; }", "( S )", "shopt -s expand_aliases\nalias g=Q\ng", "echo Q | bash", "true && S",
-		"time S", "bash -c Q _ x", "builtin eval Q", "if true; then S; fi", "shopt -s expand_aliases\nalias gg='git '\ngg"+
+		"time S", "bash -c Q _ x", "builtin eval Q", "if true; then S; fi", "true | xargs S", "xargs S < /dev/null", "shopt -s expand_aliases\nalias gg='git '\ngg"+
 			strings.TrimPrefix(cmd, "git"))
 	if strings.HasPrefix(wrap, "shopt -s expand_aliases\nalias gg=") {
 		return pre + wrap
@@ -251,6 +251,8 @@ func TestGitDiscardRule(t *testing.T) {
 		{"git checkout \"$branch\"", Ask}, {"git $sub -- .", Ask}, {"git checkout-index -f -a", Ask},
 		{"git rm -rf --cached .", Allow}, {"git rm -rf .", Ask}, {"echo . | xargs git checkout --", Ask},
 		{"cd /w/p && git checkout -- /w/p", Ask}, {"git checkout -- /w", Ask}, {"git checkout -- /w/p/src", Allow},
+		{"cat list | xargs git checkout --", Ask}, {"cat list | xargs git", Ask}, {"xargs git stash < f", Ask},
+		{"cat list | xargs git add", Allow}, {"echo a.py | xargs git checkout --", Allow},
 	} {
 		got := Analyze(tc.cmd, Options{Profile: standard, WorkDir: "/w/p"}).Outcome
 		if got.Decision != tc.want {

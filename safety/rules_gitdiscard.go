@@ -28,8 +28,9 @@ import (
 //   - git stash drop and git stash clear;
 //   - git rm -f and git checkout-index -f of such a pathspec (or -a);
 //   - any of these subcommands with a word only known at run time where an
-//     option may stand (git checkout "$opt" main), and git with a
-//     subcommand only known at run time.
+//     option may stand (git checkout "$opt" main) or words xargs adds at
+//     run time, and git with a subcommand only known at run time (or
+//     none, behind xargs).
 //
 // Restoring named files (git checkout path/file.py, git restore src/) is
 // not matched: it discards the changes to those files only, as an edit
@@ -203,12 +204,18 @@ func (c *checker) gitDiscards(sub string, args []field) string {
 // noteDiscard records the first git command that discards uncommitted
 // work (see gitDiscards) for the git-discard grammar.
 func (c *checker) noteDiscard(args []field, sub int) {
-	if c.discard != "" || sub < 0 {
-		return
-	}
-	if args[sub].dyn {
+	switch {
+	case c.discard != "":
+	case c.appended && (sub < 0 || discardSubs[args[sub].s] || args[sub].dyn):
+		c.discard = "git with words xargs adds at run time"
+	case sub < 0:
+	case args[sub].dyn:
 		c.discard = "git with a subcommand only known at run time"
-		return
+	default:
+		c.discard = c.gitDiscards(args[sub].s, args[sub+1:])
 	}
-	c.discard = c.gitDiscards(args[sub].s, args[sub+1:])
 }
+
+// discardSubs are the subcommands gitDiscards knows forms of.
+var discardSubs = map[string]bool{"checkout": true, "switch": true, "restore": true, "reset": true, "clean": true,
+	"stash": true, "rm": true, "checkout-index": true}
