@@ -113,8 +113,8 @@ func TestRuntimeAliasNames(t *testing.T) {
 // TestRuntimeAliasNamesNoValue: the builtins that assign a value the
 // text does not choose (a number, an option letter) or only element 0
 // still define an alias through a name only known at run time (shown by
-// bash's alias -p) and ask, except export and readonly without -a/-A,
-// whose alias 0 asks where a command named 0 follows.
+// bash's alias -p) and ask, except export and readonly without -a/-A and
+// ${!n:=v}, whose alias 0 asks where a command named 0 follows.
 func TestRuntimeAliasNamesNoValue(t *testing.T) {
 	bash := testenv.NeedsTool(t, "bash")[0]
 	for _, tc := range []struct{ script, alias string }{
@@ -125,6 +125,8 @@ func TestRuntimeAliasNamesNoValue(t *testing.T) {
 		{`export "$n=echo hi"; 0`, "alias 0='echo hi'"},
 		{`readonly "$n=echo hi"; 0`, "alias 0='echo hi'"},
 		{`export "$m$k"="echo hi"; 0`, "alias 0='echo hi'"},
+		{`: "${!n:=echo hi}"; 0`, "alias 0='echo hi'"},
+		{`: ${!n=echo}; 0`, "alias 0='echo'"},
 	} {
 		dir := t.TempDir()
 		writeNameFiles(t, dir, "echo hi")

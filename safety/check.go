@@ -272,7 +272,8 @@ const (
 //     may be BASH_ALIASES (printf -v "$n[k]", declare/typeset/local
 //     "$n[k]=v", read "$n", mapfile, getopts, let "$n[k]=1", a name
 //     reference's target, eval of built text); export and readonly without
-//     -a/-A reach only alias 0, so a later command named 0 asks instead.
+//     -a/-A and ${!n:=v} reach only alias 0, so a later command named 0
+//     asks instead.
 //   - rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is

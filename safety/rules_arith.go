@@ -272,6 +272,7 @@ func (c *checker) paramCode(p *syntax.ParamExp) {
 		c.arithm(p.Slice.Offset)
 		c.arithm(p.Slice.Length)
 	}
+	c.indirectAssign(p)
 	if p.Excl && c.taintedParam(p) {
 		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
 	}

@@ -255,3 +255,16 @@ func (c *checker) declNaked(variant, flags string, w *syntax.Word) {
 		}
 	}
 }
+
+// indirectAssign checks ${!x:=v} and ${!x=v}, which assign v to the
+// variable x names: one only known at run time may be BASH_ALIASES (bash
+// refuses a subscript there, so only element 0), and alias 0 is then only
+// known at run time.
+func (c *checker) indirectAssign(p *syntax.ParamExp) {
+	if !p.Excl || p.Exp == nil || p.Exp.Op != syntax.AssignUnset && p.Exp.Op != syntax.AssignUnsetOrNull || p.Param == nil {
+		return
+	}
+	if v, ok := c.lookupVar(p.Param.Value); !ok || strings.HasPrefix(v, aliasArray) {
+		c.setAlias("0", field{s: dynMark, dyn: true, word: -1})
+	}
+}
