@@ -78,7 +78,7 @@ func IsSecret(name string) bool {
 		return v.(bool)
 	}
 	secret := isSecret(name)
-	if seenCount.Add(1) <= maxSeen {
+	if len(name) <= maxSeenName && seenCount.Add(1) <= maxSeen {
 		seen.Store(strings.Clone(name), secret)
 	}
 	return secret
@@ -86,14 +86,18 @@ func IsSecret(name string) bool {
 
 // seen remembers the answers for names that mayBeSecret let through (a
 // log's redaction asks about the same names again and again), at most
-// maxSeen of them.
+// maxSeen of them, each at most maxSeenName bytes: at most 256 KiB
+// whatever the commands.
 var (
 	seen      sync.Map // name -> bool
 	seenCount atomic.Int64
 )
 
-// maxSeen bounds seen.
-const maxSeen = 4096
+// Bounds of seen.
+const (
+	maxSeen     = 4096
+	maxSeenName = 64
+)
 
 // isSecret is IsSecret's rule, without the fast test and the memory.
 func isSecret(name string) bool {
