@@ -50,7 +50,8 @@ type auditRecord struct {
 // stripped, then what safety.RedactSecrets recognises). It is safe for
 // concurrent use; a nil *auditor writes nothing.
 type auditor struct {
-	log    *slog.Logger
+	log    *slog.Logger // the "egress" and "write" lines
+	out    io.Writer    // the "bash" lines (see appendBashLine), and log's
 	redact func(string) string
 }
 
@@ -59,7 +60,8 @@ func newAuditor(w io.Writer, redact func(string) string) *auditor {
 	if w == nil {
 		return nil
 	}
-	return &auditor{log: slog.New(slog.NewJSONHandler(w, nil)), redact: redact}
+	out := &lockedWriter{w: w}
+	return &auditor{log: slog.New(slog.NewJSONHandler(out, nil)), out: out, redact: redact}
 }
 
 // Log writes rec as one JSON line.
@@ -75,48 +77,11 @@ func (a *auditor) Log(rec auditRecord) {
 	if rec.Display != rec.Command {
 		display = a.redact(rec.Display)
 	}
-	attrs := make([]slog.Attr, 0, 18)
-	attrs = append(attrs,
-		slog.String("conversation", rec.Conversation),
-		slog.String("command", command),
-		slog.String("display", display),
-		slog.String("decision", rec.Decision))
-	if rec.Rule != "" {
-		attrs = append(attrs, slog.String("rule", rec.Rule))
-	}
+	reason := ""
 	if rec.Reason != "" {
-		attrs = append(attrs, slog.String("reason", a.redact(rec.Reason)))
+		reason = a.redact(rec.Reason)
 	}
-	attrs = append(attrs,
-		slog.String("mode", rec.Mode),
-		slog.String("sandbox", rec.Sandbox))
-	if len(rec.Network) > 0 {
-		attrs = append(attrs, slog.Any("network", rec.Network))
-	}
-	attrs = append(attrs, slog.String("status", rec.Status))
-	if rec.ExitCode != nil {
-		attrs = append(attrs, slog.Int("exit_code", *rec.ExitCode))
-	}
-	attrs = append(attrs,
-		slog.Int64("duration_ms", rec.DurationMS),
-		slog.Int64("bytes", rec.Bytes),
-		slog.Bool("truncated", rec.Truncated))
-	if len(rec.Killed) > 0 {
-		attrs = append(attrs, slog.Any("killed", rec.Killed))
-	}
-	if rec.CPUMS > 0 {
-		attrs = append(attrs, slog.Int64("cpu_ms", rec.CPUMS))
-	}
-	if rec.PeakMemory > 0 {
-		attrs = append(attrs, slog.Int64("peak_memory_bytes", rec.PeakMemory))
-	}
-	if rec.Processes > 0 {
-		attrs = append(attrs, slog.Int("processes", rec.Processes))
-	}
-	if rec.OOMKilled {
-		attrs = append(attrs, slog.Bool("oom_killed", true))
-	}
-	a.log.LogAttrs(context.Background(), slog.LevelInfo, "bash", attrs...)
+	a.writeBashLine(time.Now(), rec, command, display, reason)
 }
 
 // audit writes the audit record of one call (nil auditor: nothing). Its

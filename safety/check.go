@@ -267,7 +267,13 @@ const (
 //     with only parameter expansions (python3 -c "print('$HOME')").
 //   - dynamic-command: a command name only known at run time ($CMD args,
 //     $(which foo) args, $x split on an IFS only known at run time), a git
-//     or shell alias whose name or value is only known at run time.
+//     or shell alias whose name or value is only known at run time, and an
+//     assignment to a variable whose name is only known at run time, which
+//     may be BASH_ALIASES (printf -v "$n[k]", declare/typeset/local
+//     "$n[k]=v", read "$n", mapfile, getopts, let "$n[k]=1", a name
+//     reference's target, eval of built text); export and readonly without
+//     -a/-A and ${!n:=v} reach only alias 0, so a later command named 0
+//     asks instead.
 //   - rm-workdir: see above.
 //
 // The analysis does work linear in the command's length: nested code is
@@ -288,6 +294,7 @@ func check(command string) (Verdict, int) {
 
 // checkSource is check on a source that other analyses share.
 func checkSource(src *source) (Verdict, int) {
+	src.checked = true
 	command := src.text
 	if len(command) > maxCommandBytes {
 		return Verdict{Decision: Block, Rule: "too-long",
@@ -312,6 +319,7 @@ func checkSource(src *source) (Verdict, int) {
 		c.addAllVerdict()
 		c.report(c.fed.verdict())
 	}
+	src.discard = c.discard
 	return finish(c.v), c.work
 }
 

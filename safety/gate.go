@@ -51,9 +51,12 @@ func gate(src *source, p *Profile) Outcome {
 		return out
 	}
 	out.Contained = d == Ask && contained
-	rule := "default"
-	if r != nil {
-		rule = r.Pattern
+	rule, why := "default", "default"
+	switch {
+	case r != nil && r.Grammar != "":
+		rule, why = r.Grammar, r.Grammar+": "+src.discards()+" discards uncommitted work"
+	case r != nil:
+		rule, why = r.Pattern, r.Pattern
 	}
 	name := p.Name
 	if name == "" {
@@ -62,9 +65,9 @@ func gate(src *source, p *Profile) Outcome {
 	out.Decision, out.Rule = d, rule
 	switch d {
 	case Deny:
-		out.Message = "denied by permission profile " + name + " (rule " + rule + ")"
+		out.Message = "denied by permission profile " + name + " (rule " + why + ")"
 	case Ask:
-		out.Message = "permission profile " + name + " requires approval for this command (rule " + rule + ")"
+		out.Message = "permission profile " + name + " requires approval for this command (rule " + why + ")"
 	}
 	return out
 }

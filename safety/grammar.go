@@ -219,6 +219,7 @@ var grammars = []grammar{
 	{name: "unexpand", closed: true, ops: -1},
 	{name: "uniq", flags: "cdDiuz", vals: "fsw", ops: 1,
 		long: "count repeated all-repeated ignore-case unique zero-terminated skip-fields= skip-chars= check-chars= group"},
+	{name: "unzip", flags: "lvtzq", ops: -1, check: unzipLists},
 	{name: "wc", closed: true, ops: -1},
 	{name: "whereis", closed: true, ops: -1},
 	{name: "which", closed: true, ops: -1},
@@ -303,6 +304,17 @@ func noPlusWords(args []field) bool {
 		}
 	}
 	return true
+}
+
+// unzipLists: unzip extracts unless it is asked to list (-l, -v), test
+// (-t) or show the comment (-z).
+func unzipLists(args []field) bool {
+	for _, f := range args[1:] {
+		if len(f.s) > 1 && f.s[0] == '-' && strings.ContainsAny(f.s[1:], "lvtz") {
+			return true
+		}
+	}
+	return false
 }
 
 // dateReads: date sets the clock with an operand that is not +FORMAT
@@ -672,7 +684,8 @@ func versionOnly(name string) bool {
 	switch name {
 	case "python", "python3", "python2", "node", "npm", "ruby", "perl", "java", "javac", "gcc", "g++", "cc",
 		"c++", "clang", "clang++", "rustc", "make", "cmake", "tsc", "sphinx-build",
-		"pyreverse", "go", "gofmt", "jq", "curl", "wget", "sed", "awk", "gawk", "tar", "gzip", "rsync", "ssh":
+		"pyreverse", "go", "gofmt", "jq", "curl", "wget", "sed", "awk", "gawk", "tar", "gzip", "rsync", "ssh",
+		"psql", "msgfmt", "unzip":
 		return true
 	}
 	return strings.HasPrefix(name, "python3.") && !strings.Contains(name, "/")

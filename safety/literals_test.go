@@ -141,3 +141,33 @@ func sample(t *rapid.T, re *syntax.Regexp) string {
 	}
 	return "" // assertions, empty match
 }
+
+// TestLitScanSameAsContains: the scanner of many literals answers as
+// strings.Contains of each does, on random texts built from pieces of the
+// redaction rules' literals (and of other bytes), for every rule that
+// gets a scanner.
+func TestLitScanSameAsContains(t *testing.T) {
+	var sets []prefilter
+	var pieces []string
+	for _, r := range redactRules() {
+		if r.scan != nil {
+			sets = append(sets, r.pre)
+		}
+		for _, l := range r.pre {
+			pieces = append(pieces, l, l[:len(l)/2], l[len(l)/2:])
+		}
+	}
+	if len(sets) == 0 {
+		t.Fatal("no redaction rule has a scanner")
+	}
+	pieces = append(pieces, "a", "_", "-", " ", "\n", "x", "é")
+	piece := rapid.SampledFrom(pieces)
+	rapid.Check(t, func(t *rapid.T) {
+		text := strings.Join(rapid.SliceOfN(piece, 0, 12).Draw(t, "text"), "")
+		for _, p := range sets {
+			if got, want := newLitScan(p).pass(text), p.pass(text); got != want {
+				t.Fatalf("%q in %q: scanner %v, Contains %v", p, text, got, want)
+			}
+		}
+	})
+}

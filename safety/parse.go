@@ -85,6 +85,17 @@ type source struct {
 	frameKnown bool
 	holes      []hole // heredoc bodies cut out of the parsed text (see cutBodies)
 	whole      bool   // parse the whole text, cutting nothing (for tests)
+	discard    string // the checker's git command that discards work (see gitDiscards), once checked
+	checked    bool   // the checker ran on the text (see discards)
+}
+
+// discards returns the first git command of the text that discards
+// uncommitted work (see gitDiscards), or "", running the checker once.
+func (s *source) discards() string {
+	if !s.checked {
+		checkSource(s)
+	}
+	return s.discard
 }
 
 // tree returns the text's syntax tree, or the parse error. Positions in

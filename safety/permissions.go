@@ -46,6 +46,24 @@ type Rule struct {
 	// Outcome.Contained). Elsewhere it asks like any Ask rule. It means
 	// nothing on an Allow or Deny rule: a denial stays a denial.
 	Contained bool `json:"contained,omitempty"`
+	// Grammar, when set, names an analysis the command must match as
+	// well as Pattern; the rule is then matched against the whole command
+	// ("tool:bash:<command>"), after its parts, and can only tighten the
+	// result. "git-discard" matches a command running a git command that
+	// discards uncommitted work: git checkout -f or of the whole work tree
+	// (git checkout -- ., git checkout HEAD~5 .), git switch
+	// --discard-changes, git restore of the whole work tree, git reset
+	// --hard, git clean without -n, git stash drop/clear, found behind
+	// wrappers, git and shell aliases and nested shells, with git's
+	// abbreviations of long options; a pathspec only known at run time
+	// counts as the whole tree, and restoring named files does not match.
+	// Compile rejects any other name.
+	Grammar string `json:"grammar,omitempty"`
+}
+
+// ruleGrammars are the names Rule.Grammar accepts, with what matches.
+var ruleGrammars = map[string]func(*source) bool{
+	"git-discard": func(s *source) bool { return s.discards() != "" },
 }
 
 // Profile is an ordered list of permission rules: for each command the first
@@ -106,6 +124,9 @@ func (p *Profile) Compile() error {
 		default:
 			return fmt.Errorf("permission rule %d (%q): unknown decision %q", i, r.Pattern, r.Decision)
 		}
+		if _, ok := ruleGrammars[r.Grammar]; r.Grammar != "" && !ok {
+			return fmt.Errorf("permission rule %d (%q): unknown grammar %q", i, r.Pattern, r.Grammar)
+		}
 	}
 	switch p.Default {
 	case Allow, Deny, Ask, "":
@@ -147,7 +168,35 @@ func (p *Profile) evaluate(src *source) (Decision, *Rule, bool) {
 		d, r := p.evalOne(src.text, nil)
 		return d, r, d == Ask && p.contained(r)
 	}
-	return p.evalParts(src.commandParts(), src.text)
+	d, r, contained := p.evalParts(src.commandParts(), src.text)
+	return p.evalGrammars(src, d, r, contained)
+}
+
+// evalGrammars applies the rules with a Grammar to the whole command
+// after its parts decided d (by rule r; contained as evaluate says): a
+// matching rule can only tighten the result, and an Ask it adds keeps
+// the answer Contained only when the rule is.
+func (p *Profile) evalGrammars(src *source, d Decision, r *Rule, contained bool) (Decision, *Rule, bool) {
+	if d == Deny {
+		return d, r, false
+	}
+	for i := range p.Rules {
+		g := &p.Rules[i]
+		if g.Grammar == "" {
+			continue
+		}
+		re, err := compileRule(g.Pattern)
+		if err != nil || !re.match(actionPrefix+src.text) || !ruleGrammars[g.Grammar](src) {
+			continue
+		}
+		switch {
+		case g.Decision.severity() > d.severity():
+			d, r, contained = g.Decision, g, g.Contained
+		case g.Decision == Ask && d == Ask:
+			contained = contained && g.Contained
+		}
+	}
+	return d, r, d == Ask && contained
 }
 
 // evalParts decides parts, the simple commands of whole (the whole text
@@ -202,6 +251,9 @@ func (p *Profile) contained(r *Rule) bool {
 func (p *Profile) evalOne(part string, readOnly func() bool) (Decision, *Rule) {
 	action := actionPrefix + part
 	for i := range p.Rules {
+		if p.Rules[i].Grammar != "" {
+			continue // matched on the whole command (evalGrammars)
+		}
 		re, err := compileRule(p.Rules[i].Pattern)
 		if err != nil {
 			return Deny, &p.Rules[i]
@@ -382,10 +434,10 @@ var presetNames = []string{"open", "standard", "guarded", "locked"}
 func Presets() []string { return append([]string(nil), presetNames...) }
 
 var (
-	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), "", false, false}
+	rulesPriv     = Rule{cmdRe(`sudo|su|doas|pkexec|run0`, anyArgs), "", false, false, ""}
 	rulesShutdown = Rule{`(?s)^tool:bash:(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*` +
 		`(?:(?:\S*/)?(?:sudo|doas|env|nohup|command|exec|systemctl)(?:\s+-\S+)*\s+)*` +
-		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny, false, false}
+		`(?:\S*/)?(?:shutdown|reboot|halt|poweroff|init|telinit)(?:\s.*)?$`, Deny, false, false, ""}
 	// readsOnly matches every command; its rules are ReadOnly.
 	readsOnly = `^tool:bash:`
 
@@ -393,25 +445,25 @@ var (
 	// publishing, deploying, the system's services, mounts, firewall and
 	// packages. Not Contained: a person approves the command itself.
 	rulesLeave = []Rule{
-		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+push\b.*$`), Ask, false, false},
-		{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask, false, false},
-		{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask, false, false},
-		{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask, false, false},
-		{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask, false, false},
-		{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask, false, false},
-		{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask, false, false},
+		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+push\b.*$`), Ask, false, false, ""},
+		{cmdRe(`npm|pnpm|yarn|cargo|gem|twine|poetry|flit`, `\s+(?:.*\s)?(?:publish|upload)\b.*$`), Ask, false, false, ""},
+		{cmdRe(`docker|podman`, `\s+(?:.*\s)?(?:push|system\s+prune|volume\s+prune|rm\s+-f)\b.*$`), Ask, false, false, ""},
+		{cmdRe(`kubectl|helm`, `\s+(?:.*\s)?(?:apply|delete|create|replace|patch|install|uninstall|upgrade|rollback)\b.*$`), Ask, false, false, ""},
+		{cmdRe(`terraform|tofu|pulumi`, `\s+(?:.*\s)?(?:apply|destroy|up|import)\b.*$`), Ask, false, false, ""},
+		{cmdRe(`systemctl|service|crontab|launchctl|mount|umount|iptables|nft|ufw`, anyArgs), Ask, false, false, ""},
+		{cmdRe(`apt|apt-get|yum|dnf|pacman|zypper|apk|brew|snap`, `\s+(?:.*\s)?(?:install|remove|purge|upgrade|dist-upgrade|-S|-R)\b.*$`), Ask, false, false, ""},
 	}
 	// rulesLoseWork ask before what may lose work in the workspace:
-	// git reset --hard, clean -f, rebase, branch -D, checkout/restore .
-	// and recursive permission changes. Contained: what the command
+	// git's forms that discard uncommitted work (the git-discard grammar:
+	// reset --hard, clean, checkout -f, checkout/restore of the whole
+	// tree, switch --discard-changes, stash drop/clear), rebase, branch
+	// -D and recursive permission changes. Contained: what the command
 	// changed is what a person reviews.
 	rulesLoseWork = []Rule{
-		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+rebase\b.*$`), Ask, false, true},
-		{cmdRe(`git`, `\s.*\breset\s.*--hard.*$`), Ask, false, true},
-		{cmdRe(`git`, `\s.*\bclean\s+.*-[a-zA-Z]*f.*$`), Ask, false, true},
-		{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask, false, true},
-		{cmdRe(`git`, `\s.*\b(?:checkout|restore)\s+(?:--\s+)?\.\s*$`), Ask, false, true},
-		{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask, false, true},
+		{cmdRe(`git`, `(?:\s+-\S+(?:\s+\S+)?)*?\s+rebase\b.*$`), Ask, false, true, ""},
+		{readsOnly, Ask, false, true, "git-discard"},
+		{cmdRe(`git`, `\s.*\bbranch\s+.*(?:-D|--delete\s+--force|-d\s+-f).*$`), Ask, false, true, ""},
+		{cmdRe(`chmod|chown|chgrp`, `\s+(?:.*\s)?-[a-zA-Z]*R.*$`), Ask, false, true, ""},
 	}
 )
 
@@ -425,22 +477,22 @@ func presetRules(name string) (*Profile, bool) {
 		return &Profile{Name: name, Default: Allow, Rules: append(append([]Rule{rulesShutdown, priv}, rulesLeave...), rulesLoseWork...)}, true
 	case "guarded":
 		priv.Decision = Deny
-		rules := []Rule{rulesShutdown, priv, {readsOnly, Allow, true, false}}
+		rules := []Rule{rulesShutdown, priv, {readsOnly, Allow, true, false, ""}}
 		rules = append(rules, rulesLeave...)
 		rules = append(rules, []Rule{
-			{writeRedirect, Ask, false, true},
-			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow, false, false},
-			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|py\.test|tox|nox|ruff|mypy|pylint|eslint|tsc|prettier|black|flake8|isort|gofmt|shellcheck|sphinx-build`, anyArgs), Allow, false, false},
-			{cmdRe(`(?:python[0-9.]*\s+)?(?:\S*/)?runtests\.py`, anyArgs), Allow, false, false},
-			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow, false, false},
-			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|ls|list|outdated|audit)(?:\s.*)?$`), Allow, false, false},
-			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow, false, false},
+			{writeRedirect, Ask, false, true, ""},
+			{cmdRe(`go`, `\s+(?:build|test|vet|run|fmt|list|version|env|doc|mod\s+(?:download|verify|why|graph))(?:\s.*)?$`), Allow, false, false, ""},
+			{cmdRe(`make|cmake|ninja|gradle|mvn|pytest|py\.test|tox|nox|ruff|mypy|pylint|eslint|tsc|prettier|black|flake8|isort|gofmt|shellcheck|sphinx-build`, anyArgs), Allow, false, false, ""},
+			{cmdRe(`(?:python[0-9.]*\s+)?(?:\S*/)?runtests\.py`, anyArgs), Allow, false, false, ""},
+			{cmdRe(`cargo`, `\s+(?:build|test|check|clippy|fmt|run|doc|tree)(?:\s.*)?$`), Allow, false, false, ""},
+			{cmdRe(`npm|pnpm|yarn|bun`, `\s+(?:test|run|ls|list|outdated|audit)(?:\s.*)?$`), Allow, false, false, ""},
+			{cmdRe(`python|python3`, `\s+-m\s+(?:pytest|unittest|mypy|ruff|black)(?:\s.*)?$`), Allow, false, false, ""},
 		}...)
 		rules = append(rules, rulesLoseWork...)
 		return &Profile{Name: name, Default: Ask, DefaultContained: true, Rules: rules}, true
 	case "locked":
 		return &Profile{Name: name, Default: Deny, Rules: []Rule{
-			{readsOnly, Allow, true, false},
+			{readsOnly, Allow, true, false, ""},
 		}}, true
 	}
 	return nil, false
@@ -455,9 +507,11 @@ func presetRules(name string) (*Profile, bool) {
 //     asks before privilege escalation (sudo, su, doas, pkexec, run0),
 //     publishing or deploying (git push, npm/cargo/gem/twine publish,
 //     docker push, kubectl apply/delete, helm install, terraform
-//     apply/destroy), losing work (git reset --hard, git clean -f,
-//     git rebase, git branch -D, git checkout/restore ., chmod/chown -R;
-//     these asks are Contained) and system changes (systemctl, service,
+//     apply/destroy), losing work (the git-discard grammar of
+//     Rule.Grammar: git reset --hard, git clean without -n, git checkout
+//     -f, git checkout/restore of the whole tree, git switch
+//     --discard-changes, git stash drop/clear; and git rebase, git branch
+//     -D, chmod/chown -R; these asks are Contained) and system changes (systemctl, service,
 //     crontab, mount, firewall, apt/dnf/pacman/brew install or remove);
 //     denies shutdown, reboot, halt, poweroff and init, also behind sudo.
 //   - guarded (review everything that changes things): asks by default;
@@ -479,6 +533,12 @@ func presetRules(name string) (*Profile, bool) {
 //     the project's code: guarded reviews what the agent changes, it does
 //     not contain what the project runs. Package engine runs the reads in
 //     the read-only sandbox; where it cannot start that sandbox, they ask.
+//     Unsandboxed, its asks are what no grammar can prove harmless: on
+//     14,565 real agent commands, 6,218 asks, all writes (heredocs into
+//     files, sed -i, rm, mkdir, git checkout FILE, cp, mv) or runs of the
+//     agent's or the project's code (its scripts, python -c importing the
+//     project, manage.py): only the kernel (workspace-write holding the
+//     changes for review, read-only failing the writes) takes them away.
 //   - locked (read-only): denies everything but what the argument
 //     grammars prove only reads (the guarded list without builds and
 //     tests); it never asks, so nothing is Contained. The analyser's

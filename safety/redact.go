@@ -137,12 +137,21 @@ type redactRule struct {
 	// starts earlier in the line can reach over (see headerStart).
 	start func(line string) int
 	pre   prefilter // set by redactRules from re
+	scan  *litScan  // pre's scanner, when it has many literals
+}
+
+// passes reports whether s holds one of the prefilter's literals.
+func (r redactRule) passes(s string) bool {
+	if r.scan != nil {
+		return r.scan.pass(s)
+	}
+	return r.pre.pass(s)
 }
 
 // apply redacts s; full runs the expression on the whole text, as the
 // windows of a local rule must find the same (a test compares the two).
 func (r redactRule) apply(s string, full bool) string {
-	if !r.pre.pass(s) {
+	if !r.passes(s) {
 		return s
 	}
 	var b strings.Builder
@@ -186,6 +195,9 @@ func (r redactRule) replace(b *strings.Builder, s string, off int, window string
 			if !r.ok(subs) {
 				continue
 			}
+		}
+		if b.Len() == 0 {
+			b.Grow(len(s) + 8*len(redacted)) // one allocation for most texts
 		}
 		b.WriteString(s[last:start])
 		b.WriteString(redacted)
@@ -501,9 +513,16 @@ func headerStart(line string) int {
 
 // nearCookie reports whether line mentions a cookie header.
 func nearCookie(line string) bool {
-	for i := 0; i+6 <= len(line); i++ {
-		if line[i]|0x20 == 'c' && strings.EqualFold(line[i:i+6], "cookie") {
-			return true
+	for _, k := range []byte{'k', 'K'} { // rare in code: found fast
+		for i := 0; i < len(line); i++ {
+			j := strings.IndexByte(line[i:], k)
+			if j < 0 {
+				break
+			}
+			i += j
+			if i >= 3 && i+3 <= len(line) && strings.EqualFold(line[i-3:i+3], "cookie") {
+				return true
+			}
 		}
 	}
 	return false
@@ -616,6 +635,7 @@ var redactRules = sync.OnceValue(func() []redactRule {
 	}
 	for i := range rules {
 		rules[i].pre = newPrefilter(rules[i].re.String(), "")
+		rules[i].scan = newLitScan(rules[i].pre)
 	}
 	return rules
 })

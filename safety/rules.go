@@ -132,6 +132,7 @@ func init() {
 		"local":    (*checker).declare,
 		"alias":    func(c *checker, _ string, args []field, _ stdinSrc) { c.defineAlias(args) },
 		"unalias":  func(c *checker, _ string, args []field, _ stdinSrc) { c.unalias(args) },
+		"getopts":  func(c *checker, _ string, args []field, _ stdinSrc) { c.getoptsName(args) },
 	}
 	for name := range shells {
 		rules[name] = (*checker).shell
@@ -223,6 +224,7 @@ func (c *checker) trap(args []field) {
 
 // read NAME...: values only known at run time (IFS included).
 func (c *checker) read(args []field) {
+	c.readOperands(args)
 	for _, f := range args[1:] {
 		c.aliasOperand("read", f, field{}, false)
 		if isParamName(f.s) && !isDigits(f.s) {

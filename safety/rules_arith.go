@@ -50,6 +50,7 @@ func (c *checker) mapfile(args []field) {
 		case strings.HasPrefix(a.s, "-"):
 		default:
 			array = a.s
+			c.arrayOperand(args[0].s, a)
 			c.aliasOperand("mapfile", a, field{}, false)
 			if !isParamName(a.s) {
 				c.nameOperand("mapfile", a)
@@ -117,6 +118,7 @@ func (c *checker) printfBuiltin(args []field) {
 		a := args[i]
 		switch {
 		case a.s == "-v" && i+1 < len(args):
+			c.assignedName("printf -v", args[i+1])
 			c.nameOperand("printf -v", args[i+1])
 			c.printfSets(args[i+1].s, args[i+2:])
 			return
@@ -176,6 +178,9 @@ func (c *checker) arithm(x syntax.ArithmExpr) {
 	syntax.Walk(x, func(n syntax.Node) bool {
 		if c.done() {
 			return false
+		}
+		if x, ok := n.(syntax.ArithmExpr); ok {
+			c.arithAssigns(x)
 		}
 		w, ok := n.(*syntax.Word)
 		if !ok {
@@ -267,6 +272,7 @@ func (c *checker) paramCode(p *syntax.ParamExp) {
 		c.arithm(p.Slice.Offset)
 		c.arithm(p.Slice.Length)
 	}
+	c.indirectAssign(p)
 	if p.Excl && c.taintedParam(p) {
 		c.report(askEvalInput("${!"+p.Param.Value+"}", field{s: dynMark}))
 	}

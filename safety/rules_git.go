@@ -61,6 +61,7 @@ func (c *checker) git(args []field, in stdinSrc) {
 		args = append(next, args[i+1:]...)
 		i = gitSub(args)
 	}
+	c.noteDiscard(args, i)
 	if i < 0 || args[i].dyn {
 		return
 	}
@@ -411,7 +412,7 @@ func (c *checker) gitSubcommand(sub string, args []field, in stdinSrc) {
 		return
 	case "reset":
 		for _, f := range args {
-			if f.s == "--hard" {
+			if strings.HasPrefix(f.s, "--h") && abbrevOf(f.s[2:], "hard") {
 				c.report(Verdict{Decision: Ask, Rule: "git-reset-hard",
 					Reason:      "git reset --hard discards uncommitted changes, and with a revision the commits after it, with no undo",
 					Alternative: "run `git stash` first (keeps the changes), or `git reset --keep REV`, which refuses to discard local changes"})

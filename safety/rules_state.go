@@ -353,22 +353,52 @@ func (c *checker) alias(args []field, in stdinSrc) bool {
 		return true
 	}
 	code := joinCode(val, args[1:], true)[0]
-	if code.dyn {
-		return false // unknown words: checked as a command without the alias
+	words, plain := plainWords(val.s)
+	if code.dyn && !plain {
+		c.report(Verdict{Decision: Ask, Rule: "dynamic-command",
+			Reason:      "alias " + name + " is shell code given words only known at run time",
+			Alternative: "spell out the command the alias stands for"})
+		return true
 	}
 	if c.expanding == nil {
 		c.expanding = make(map[string]string)
 	}
 	prev, had := c.expanding[name]
 	c.expanding[name] = val.s
-	c.aliasText = true
-	c.nested(code.s, false, in)
+	if code.dyn {
+		// words only known at run time: the alias's plain words take
+		// the name's place among the fields (alias g='git '; g -C "$d" ...)
+		next := make([]field, 0, len(words)+len(args)-1)
+		for _, w := range words {
+			next = append(next, field{s: w, word: -1})
+		}
+		if len(next) > 0 {
+			c.argv(append(next, args[1:]...), in)
+		}
+	} else {
+		c.aliasText = true
+		c.nested(code.s, false, in)
+	}
 	if had {
 		c.expanding[name] = prev
 	} else {
 		delete(c.expanding, name)
 	}
 	return true
+}
+
+// plainWords splits an alias's value into words when it is plain words
+// (no quoting, expansion or operator the shell would interpret).
+func plainWords(s string) ([]string, bool) {
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch == ' ' || ch == '\t' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' ||
+			strings.IndexByte("_./=:@%+,-", ch) >= 0 {
+			continue
+		}
+		return nil, false
+	}
+	return strings.Fields(s), true
 }
 
 // wrapperAssigns checks the NAME=value words of env and sudo (between
@@ -393,6 +423,7 @@ func (c *checker) wrapperAssigns(args []field, end int, in stdinSrc) {
 // or computed name: the parser gives those a call, not a declaration).
 func (c *checker) declare(name string, args []field, in stdinSrc) {
 	c.nameArgs(name, args)
+	c.declOperands(name, args)
 	for _, f := range args[1:] {
 		if n, v, ok := strings.Cut(f.s, "="); ok && !strings.HasPrefix(n, "-") {
 			c.aliasOperand(name, f, field{s: v, dyn: f.dyn}, true)

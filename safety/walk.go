@@ -24,6 +24,8 @@ type checker struct {
 	terminal   bool                  // the job's stdin is a terminal (Options.Terminal)
 	gitAliases map[string]field      // aliases written by git config earlier in the command
 	aliases    map[string]field      // shell aliases defined earlier in the command
+	namerefs   map[string]bool       // names declared name references (declare -n) earlier in the command
+	discard    string                // the first git command found that discards uncommitted work (see gitDiscards)
 	expanding  map[string]string     // shell aliases being expanded: their values
 	aliasText  bool                  // the next nested text is an alias's expansion (see nested)
 	workDir    string                // Options.WorkDir
@@ -263,6 +265,9 @@ func (c *checker) forClause(x *syntax.ForClause, piped stdinSrc) {
 	if wi.Name != nil {
 		name = wi.Name.Value
 	}
+	if c.namerefs[name] && dyn {
+		c.report(askRuntimeName("for "+name+" in", field{s: dynMark, dyn: true}))
+	}
 	if name == aliasArray {
 		// for BASH_ALIASES in V...: alias 0=V, one after the other
 		for _, v := range vals {
@@ -322,6 +327,7 @@ func (c *checker) assign(a *syntax.Assign, record bool) {
 	if a.Name != nil && !a.Naked && a.Name.Value == aliasArray {
 		c.assignAliases(a)
 	}
+	c.refAssign(a)
 	if v, _ := c.literal(a.Value); a.Name != nil && !a.Naked && strings.HasPrefix(v, aliasArray) {
 		// the target of a name reference (declare -n ref; ref=BASH_ALIASES)
 		c.report(askDynamicAlias(a.Name.Value + "=" + aliasArray))
@@ -419,11 +425,26 @@ func (c *checker) assignElem(name string, index syntax.ArithmExpr, w *syntax.Wor
 func (c *checker) decl(x *syntax.DeclClause) {
 	scoped := x.Variant != nil && (x.Variant.Value == "local" || x.Variant.Value == "declare" || x.Variant.Value == "typeset")
 	opaque := false
+	variant, flags := "declare", ""
+	if x.Variant != nil {
+		variant = x.Variant.Value
+	}
 	for _, a := range x.Args {
 		if a.Naked && a.Name == nil && a.Value != nil {
 			if s := a.Value.Lit(); strings.HasPrefix(s, "-") {
 				opaque = opaque || strings.ContainsAny(s, "An")
 				scoped = scoped && !strings.Contains(s, "g")
+				flags += s
+			} else {
+				c.declNaked(variant, flags, a.Value)
+			}
+		}
+		if a.Name != nil && strings.Contains(flags, "n") {
+			c.declRef(a.Name.Value)
+			if a.Value != nil {
+				if v, ok := c.literal(a.Value); !ok {
+					c.report(askRuntimeName(variant+" -n", field{s: v, dyn: true}))
+				}
 			}
 		}
 		if a.Name != nil && scoped {

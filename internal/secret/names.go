@@ -1,6 +1,10 @@
 package secret
 
-import "strings"
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+)
 
 // prefixes mark a secret whatever follows: vendor variables are stripped
 // wholesale (ANTHROPIC_BASE_URL included) because a client configuration
@@ -67,6 +71,36 @@ var notSecret = map[string]bool{"PWD": true}
 // proxies (DATABASE_URL, REDIS_URL, HTTPS_PROXY, ALL_PROXY), DSNs
 // (SENTRY_DSN). Embedders strip them by name (the engine's Config.Env.Strip).
 func IsSecret(name string) bool {
+	if !mayBeSecret(name) {
+		return false
+	}
+	if v, ok := seen.Load(name); ok {
+		return v.(bool)
+	}
+	secret := isSecret(name)
+	if len(name) <= maxSeenName && seenCount.Add(1) <= maxSeen {
+		seen.Store(strings.Clone(name), secret)
+	}
+	return secret
+}
+
+// seen remembers the answers for names that mayBeSecret let through (a
+// log's redaction asks about the same names again and again), at most
+// maxSeen of them, each at most maxSeenName bytes: at most 256 KiB
+// whatever the commands.
+var (
+	seen      sync.Map // name -> bool
+	seenCount atomic.Int64
+)
+
+// Bounds of seen.
+const (
+	maxSeen     = 4096
+	maxSeenName = 64
+)
+
+// isSecret is IsSecret's rule, without the fast test and the memory.
+func isSecret(name string) bool {
 	upper := strings.ToUpper(name)
 	if notSecret[upper] {
 		return false
@@ -148,3 +182,70 @@ func splitWords(name string) []string {
 func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
 func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// mayBeSecret is a necessary condition of IsSecret that allocates
+// nothing: every rule above needs one of the words key, secret, token,
+// pass, pwd, cred, private, auth, pat, jwt, bearer, webhook or a vendor
+// prefix in the name, in any case. A name with a byte outside ASCII may
+// be one (strings.ToUpper turns ſ into S and ı into I), so it passes.
+func mayBeSecret(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 0x80 {
+			return true
+		}
+		if hintAt(name, i, c|0x20) {
+			return true
+		}
+	}
+	return false
+}
+
+// hintAt reports whether a word of mayBeSecret starts at offset i of
+// name, whose byte there is c in lower case (for letters).
+func hintAt(name string, i int, c byte) bool {
+	switch c {
+	case 'k':
+		return foldAt(name, i, "key")
+	case 's':
+		return foldAt(name, i, "secret")
+	case 't':
+		return foldAt(name, i, "token")
+	case 'p':
+		return foldAt(name, i, "pass") || foldAt(name, i, "pwd") || foldAt(name, i, "private") ||
+			foldAt(name, i, "pat") || foldAt(name, i, "phoenix_")
+	case 'c':
+		return foldAt(name, i, "cred")
+	case 'a':
+		return foldAt(name, i, "auth") || foldAt(name, i, "anthropic_")
+	case 'j':
+		return foldAt(name, i, "jwt")
+	case 'b':
+		return foldAt(name, i, "bearer")
+	case 'w':
+		return foldAt(name, i, "webhook")
+	case 'o':
+		return foldAt(name, i, "openai_")
+	case 'g':
+		return foldAt(name, i, "gemini_")
+	}
+	return false
+}
+
+// foldAt reports whether name holds lit (lower-case ASCII letters and _)
+// at offset i, ignoring ASCII case.
+func foldAt(name string, i int, lit string) bool {
+	if len(name)-i < len(lit) {
+		return false
+	}
+	for k := 0; k < len(lit); k++ {
+		c := name[i+k]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[k] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,11 @@
 package secret
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
 
 func TestIsSecret(t *testing.T) {
 	secrets := []string{
@@ -59,4 +64,95 @@ func TestSplitWords(t *testing.T) {
 			t.Errorf("splitWords(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestMayBeSecretNecessary: the fast test IsSecret starts with never
+// turns away a name the full rule takes, over names built from the rule's
+// own words, qualifiers, prefixes and ordinary words in random case and
+// separators, and over every two-word name of those pieces.
+func TestMayBeSecretNecessary(t *testing.T) {
+	var pieces []string
+	for w := range words {
+		pieces = append(pieces, w)
+	}
+	pieces = append(pieces, stems...)
+	pieces = append(pieces, keyQualifiers...)
+	pieces = append(pieces, prefixes...)
+	for n := range names {
+		pieces = append(pieces, n)
+	}
+	pieces = append(pieces, "WEBHOOK", "URL", "URI", "MY", "DB", "2", "X", "ſ", "ı", "K", "CONFIG", "")
+	full := func(name string) bool { // IsSecret without the fast test
+		upper := strings.ToUpper(name)
+		if notSecret[upper] {
+			return false
+		}
+		if names[upper] {
+			return true
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(upper, p) {
+				return true
+			}
+		}
+		ws := splitWords(name)
+		for i, w := range ws {
+			if secretWord(w) || strings.HasSuffix(w, "WEBHOOK") && (i == len(ws)-1 || ws[i+1] == "URL" || ws[i+1] == "URI") {
+				return true
+			}
+		}
+		return false
+	}
+	cases := func(s string) []string {
+		return []string{s, strings.ToLower(s), strings.ToUpper(s[:len(s)/2]) + strings.ToLower(s[len(s)/2:])}
+	}
+	n := 0
+	for _, a := range pieces {
+		for _, b := range pieces {
+			for _, sep := range []string{"", "_", "-"} {
+				for _, name := range cases(a + sep + b) {
+					n++
+					if full(name) != IsSecret(name) {
+						t.Errorf("%q: full rule %v, IsSecret %v", name, full(name), IsSecret(name))
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d names", n)
+}
+
+// TestMayBeSecretRandom: random names (pieces of secret words, letters,
+// digits, separators, ſ and ı) never tell the fast test and the full rule
+// apart.
+func TestMayBeSecretRandom(t *testing.T) {
+	frag := rapid.SampledFrom([]string{"k", "ey", "K", "EY", "se", "cret", "TOK", "en", "pa", "ss", "PW", "d", "cr", "ED",
+		"pri", "vate", "au", "TH", "PAT", "j", "wt", "bear", "ER", "web", "hook", "_", "-", "2", "x", "ſ", "ı", "URL",
+		"anthropic", "OPENAI", "gemini", "phoenix", "aws", "SECRET", "api", "KEY", "S", "a", "Z"})
+	rapid.Check(t, func(t *rapid.T) {
+		name := strings.Join(rapid.SliceOfN(frag, 0, 8).Draw(t, "pieces"), "")
+		slow := !notSecret[strings.ToUpper(name)] && (names[strings.ToUpper(name)] || hasPrefixAny(strings.ToUpper(name)) || wordsSecret(name))
+		if slow != IsSecret(name) {
+			t.Fatalf("%q: full rule %v, IsSecret %v", name, slow, IsSecret(name))
+		}
+	})
+}
+
+func hasPrefixAny(upper string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(upper, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func wordsSecret(name string) bool {
+	ws := splitWords(name)
+	for i, w := range ws {
+		if secretWord(w) || strings.HasSuffix(w, "WEBHOOK") && (i == len(ws)-1 || ws[i+1] == "URL" || ws[i+1] == "URI") {
+			return true
+		}
+	}
+	return false
 }

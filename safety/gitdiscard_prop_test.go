@@ -1,0 +1,283 @@
+package safety
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
+	"pgregory.net/rapid"
+)
+
+// discardRepo makes a repository in which every form of the git-discard
+// grammar loses something: f holds an uncommitted change (WORK), u is an
+// untracked file, one stash entry exists, HEAD~1 and branch other exist.
+func discardRepo(t *testing.T, git string) string {
+	t.Helper()
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		c := exec.Command(git, args...)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("init", "-q", "-b", "main")
+	write("f", "v1\n")
+	run("add", "f")
+	run("commit", "-qm", "one")
+	run("branch", "other")
+	write("f", "v2\n")
+	run("commit", "-qam", "two")
+	write("f", "stashed\n")
+	run("stash", "-q")
+	write("f", "WORK\n")
+	write("u", "UNTRACKED\n")
+	return dir
+}
+
+// lost reports whether what kind of work ("tree": f's change, "untracked":
+// u, "stash": the stash entry) is gone from repository dir.
+func lost(t *testing.T, git, dir, what string) bool {
+	t.Helper()
+	switch what {
+	case "tree":
+		b, err := os.ReadFile(filepath.Join(dir, "f"))
+		return err != nil || string(b) != "WORK\n"
+	case "untracked":
+		_, err := os.Stat(filepath.Join(dir, "u"))
+		return err != nil
+	}
+	c := exec.Command(git, "stash", "list")
+	c.Dir = dir
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("git stash list: %v", err)
+	}
+	return len(strings.TrimSpace(string(out))) == 0
+}
+
+// discardForm draws one spelling of a git form that discards work and
+// what it loses: options before or after the operands, abbreviations of
+// long options, clustered short options, with or without --, pathspecs
+// that name the whole tree.
+func discardForm(t *rapid.T) (words []string, what string) {
+	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
+	pathspec := func() string {
+		return pick("pathspec", ".", "./", ":/", "':(top)'", "'*'", `"$(git rev-parse --show-toplevel)"`,
+			`"$PWD"`, `$(pwd)`, `"$(pwd)/"`, "':/*'", "sub/..", `"$p"`)
+	}
+	order := func(opts []string, ops ...string) []string {
+		if rapid.Bool().Draw(t, "options last") {
+			return append(ops, opts...)
+		}
+		return append(opts, ops...)
+	}
+	switch rapid.IntRange(0, 7).Draw(t, "form") {
+	case 0: // git checkout -f BRANCH
+		force := pick("force", "-f", "--force", "--forc", "--fo", "-fq", "-qf")
+		return append([]string{"checkout"}, order([]string{force}, "other")...), "tree"
+	case 1: // git checkout -f (to HEAD)
+		return []string{"checkout", pick("force", "-f", "--force", "--for", "-qf")}, "tree"
+	case 2: // git checkout [REV] [--] PATHSPEC
+		rev := pick("rev", "", "HEAD", "HEAD~1", "@", "other")
+		w := []string{"checkout"}
+		if rev != "" {
+			w = append(w, rev)
+		}
+		if rev != "" || rapid.Bool().Draw(t, "--") {
+			w = append(w, "--")
+		}
+		return append(w, pathspec()), "tree"
+	case 3: // git restore [--source=REV] [-W] PATHSPEC
+		var opts []string
+		if s := pick("source", "", "--source=HEAD", "-s HEAD", "--sour=HEAD~1", "--source other", "-sHEAD"); s != "" {
+			opts = append(opts, strings.Fields(s)...)
+		}
+		if wt := pick("worktree", "", "-W", "--worktree", "-SW", "--staged --worktree", "--work"); wt != "" {
+			opts = append(opts, strings.Fields(wt)...)
+		}
+		if rapid.Bool().Draw(t, "--") {
+			return append(append([]string{"restore"}, opts...), "--", pathspec()), "tree"
+		}
+		return append([]string{"restore"}, order(opts, pathspec())...), "tree"
+	case 4: // git reset --hard [REV]
+		hard := pick("hard", "--hard", "--har", "--ha")
+		if rev := pick("rev", "", "HEAD", "@"); rev != "" {
+			return append([]string{"reset"}, order([]string{hard}, rev)...), "tree"
+		}
+		if q := pick("quiet", "-q", "--quiet", ""); q != "" {
+			return []string{"reset", hard, q}, "tree"
+		}
+		return []string{"reset", hard}, "tree"
+	case 5: // git clean -f...
+		f := pick("clean", "-f", "-fd", "-fdx", "-xfd", "--force", "--forc", "-d -f", "-f -d -x", "-qf")
+		return append([]string{"clean"}, strings.Fields(f)...), "untracked"
+	case 6: // git stash drop / clear
+		return []string{"stash", pick("stash", "drop", "clear", "drop -q", "drop stash@{0}")}, "stash"
+	default: // git switch --discard-changes BRANCH
+		d := pick("discard", "-f", "--force", "--discard-changes", "--discard-c", "--disc")
+		return append([]string{"switch"}, order([]string{d}, "other")...), "tree"
+	}
+}
+
+// discardSpelling wraps the subcommand's words in git's global options, a
+// git alias, variables, shell aliases, wrappers and nested shells.
+func discardSpelling(t *rapid.T, words []string) string {
+	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
+	global := pick("global", "", "-C .", "--no-pager", "-c color.ui=never", "--git-dir=.git --work-tree=.",
+		`-C "$PWD"`, "-c core.quotepath=off -C .")
+	pre := "p=.\n"
+	if rapid.Bool().Draw(t, "option in a variable") && len(words) > 1 && strings.HasPrefix(words[1], "-") {
+		pre += "o=" + shq(words[1]) + "\n"
+		words = append([]string{words[0], "$o"}, words[2:]...)
+	}
+	cmd := "git " + global
+	how := pick("alias", "none", "-c", "config")
+	if strings.Contains(strings.Join(words, " "), "$") {
+		how = "none" // git does not expand a non-! alias's words
+	}
+	switch how {
+	case "-c":
+		cmd += " -c alias.zz=" + shq(strings.Join(words, " ")) + " zz"
+	case "config":
+		pre += "git config alias.zz " + shq(strings.Join(words, " ")) + "\n"
+		cmd += " zz"
+	default:
+		cmd += " " + strings.Join(words, " ")
+	}
+	if strings.Contains(cmd, "$o") || strings.Contains(cmd, "$p") {
+		pre = strings.ReplaceAll(strings.ReplaceAll(pre, "\no=", "\nexport o="), "p=.", "export p=.")
+	}
+	wrap := pick("wrapper", "S", "bash -c Q", "sh -c Q", "eval Q", "env S", "command S", "nice S", "timeout 30 S",
+		"f() { S; }; f", "{ S; }", "( S )", "shopt -s expand_aliases\nalias g=Q\ng", "echo Q | bash", "true && S",
+		"time S", "bash -c Q _ x", "builtin eval Q", "if true; then S; fi", "true | xargs S", "xargs S < /dev/null", "shopt -s expand_aliases\nalias gg='git '\ngg"+
+			strings.TrimPrefix(cmd, "git"))
+	if strings.HasPrefix(wrap, "shopt -s expand_aliases\nalias gg=") {
+		return pre + wrap
+	}
+	return pre + wrapMiss(wrap, cmd)
+}
+
+// TestGitDiscardGrammar: every generated spelling of git's forms that
+// discard uncommitted work really loses work in a real repository (f's
+// change, the untracked file or the stash entry), and standard never
+// allows one (nor guarded); a control that loses nothing is allowed.
+func TestGitDiscardGrammar(t *testing.T) {
+	git := testenv.NeedsTool(t, "git")[0]
+	bash := testenv.NeedsTool(t, "bash")[0]
+	template := discardRepo(t, git)
+	standard, err := Preset("standard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := Preset("guarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn := func(t testing.TB, script string) (string, string) {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := exec.CommandContext(ctx, bash, "-c", script)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, _ := c.CombinedOutput()
+		return dir, string(out)
+	}
+	for _, control := range []string{"git status", "git checkout f.txt 2>/dev/null; git stash list", "git clean -fdx -n",
+		"git restore --staged .", "git stash", "git checkout -q other 2>/dev/null; git switch main 2>/dev/null; true"} {
+		dir, out := runIn(t, control)
+		for _, what := range []string{"tree", "untracked", "stash"} {
+			if control != "git stash" && lost(t, git, dir, what) {
+				t.Errorf("control %q lost %s: %s", control, what, out)
+			}
+		}
+		if o := Gate(control, standard); o.Decision != Allow {
+			t.Errorf("control %q: %s %s", control, o.Decision, o.Message)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		words, what := discardForm(rt)
+		script := discardSpelling(rt, words)
+		dir, out := runIn(t, script)
+		if !lost(t, git, dir, what) {
+			rt.Fatalf("the spelling loses no %s work (the generator is wrong): %q: %s", what, script, out)
+		}
+		for _, p := range []*Profile{standard, guarded} {
+			if o := Gate(script, p); o.Decision == Allow {
+				rt.Fatalf("%s allows %q", p.Name, script)
+			}
+		}
+	})
+}
+
+// TestGitDiscardRule: what the git-discard grammar leaves alone (dry runs,
+// named files, unstaging, switching without force: review4's L3 false ask
+// on git clean -fdx -n), a profile written as JSON keeps the grammar, and
+// Compile refuses a grammar it does not know.
+func TestGitDiscardRule(t *testing.T) {
+	standard, err := Preset("standard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  string
+		want Decision
+	}{
+		{"git clean -fdx -n", Allow}, {"git clean --dry-run -fd", Allow}, {"git clean -fdx", Ask},
+		{"git -c clean.requireForce=false clean -d", Ask}, {"git checkout src/app.py", Allow},
+		{"git checkout -- a.py b.py", Allow}, {"git restore --staged .", Allow}, {"git restore -SW .", Ask},
+		{"git checkout main", Allow}, {"git checkout -b feature", Allow}, {"git switch -c x", Allow},
+		{"git stash && git stash pop", Allow}, {"git stash list", Allow}, {"git reset HEAD~1", Allow},
+		{"git reset --soft HEAD~1", Allow}, {"git checkout -- $(git ls-files -m)", Ask},
+		{"git checkout \"$branch\"", Ask}, {"git $sub -- .", Ask}, {"git checkout-index -f -a", Ask},
+		{"git rm -rf --cached .", Allow}, {"git rm -rf .", Ask}, {"echo . | xargs git checkout --", Ask},
+		{"cd /w/p && git checkout -- /w/p", Ask}, {"git checkout -- /w", Ask}, {"git checkout -- /w/p/src", Allow},
+		{"cat list | xargs git checkout --", Ask}, {"cat list | xargs git", Ask}, {"xargs git stash < f", Ask},
+		{"cat list | xargs git add", Allow}, {"echo a.py | xargs git checkout --", Allow},
+	} {
+		got := Analyze(tc.cmd, Options{Profile: standard, WorkDir: "/w/p"}).Outcome
+		if got.Decision != tc.want {
+			t.Errorf("%q: %s (%s), want %s", tc.cmd, got.Decision, got.Message, tc.want)
+		}
+		if tc.want == Ask && got.Rule != "git-discard" || tc.want == Ask && !got.Contained {
+			t.Errorf("%q: rule %q contained %v, want git-discard, contained", tc.cmd, got.Rule, got.Contained)
+		}
+	}
+	b, err := json.Marshal(standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Profile
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d, r := back.Evaluate("alias g=git; g checkout -- ."); d != Ask || r == nil || r.Grammar != "git-discard" {
+		t.Errorf("standard from JSON: %s %+v", d, r)
+	}
+	bad := Profile{Rules: []Rule{{Pattern: "^tool:bash:", Decision: Ask, Grammar: "nope"}}}
+	if err := bad.Compile(); err == nil {
+		t.Error("Compile accepted grammar nope")
+	}
+	if d, _ := bad.Evaluate("ls"); d != Deny {
+		t.Errorf("a profile that does not compile: %s, want deny", d)
+	}
+}

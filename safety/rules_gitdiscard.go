@@ -1,0 +1,221 @@
+package safety
+
+import (
+	"path"
+	"strings"
+)
+
+// A grammar of git's forms that discard uncommitted work, which the
+// "git-discard" grammar of a permission rule (Rule.Grammar) matches: the
+// checker finds them wherever it finds a git command (behind wrappers,
+// git and shell aliases, -C and the other global options, in nested
+// shells and functions) and after git's own option parsing, which takes
+// options after operands and any unambiguous abbreviation of a long
+// option (--forc, --har, --sour=HEAD).
+//
+//   - git checkout with -f/--force (git checkout -f BRANCH, git checkout
+//     -f alone), or with a pathspec naming the whole work tree (.,
+//     ./, *, :/, :(top), .., the working directory's absolute path or one
+//     above it, $(git rev-parse --show-toplevel)), a pathspec only known
+//     at run time, or --pathspec-from-file: it overwrites the files'
+//     uncommitted changes (git checkout -- ., git checkout HEAD~5 .);
+//   - git switch with -f/--force/--discard-changes;
+//   - git restore of the work tree (not --staged alone) with such a
+//     pathspec (git restore ., git restore --source=HEAD~5 :/);
+//   - git reset --hard;
+//   - git clean, unless -n/--dry-run (git clean -fdx; without -f too,
+//     since clean.requireForce=false lets it delete);
+//   - git stash drop and git stash clear;
+//   - git rm -f and git checkout-index -f of such a pathspec (or -a);
+//   - any of these subcommands with a word only known at run time where an
+//     option may stand (git checkout "$opt" main) or words xargs adds at
+//     run time, and git with a subcommand only known at run time (or
+//     none, behind xargs).
+//
+// Restoring named files (git checkout path/file.py, git restore src/) is
+// not matched: it discards the changes to those files only, as an edit
+// would, and the agents of the real-agent corpus do it to undo their own
+// edits.
+
+// gitArgs are a git subcommand's words sorted by git's option parsing.
+type gitArgs struct {
+	short    string   // the one-letter options given
+	long     []string // the long options given, without -- and =VALUE
+	ops      []field  // the operands
+	afterDD  []field  // the operands after --
+	dd       bool     // -- was given
+	dynOpt   bool     // a word only known at run time where an option may stand
+	fromFile bool     // --pathspec-from-file
+}
+
+// parseGitArgs sorts args; shortVals are the one-letter options that take
+// a value (the rest of the word or the next word), longVals the long
+// options that take one (=VALUE or the next word), by full name.
+func parseGitArgs(args []field, shortVals string, longVals ...string) gitArgs {
+	var g gitArgs
+	for i := 0; i < len(args); i++ {
+		f := args[i]
+		switch {
+		case g.dd:
+			g.afterDD = append(g.afterDD, f)
+			continue
+		case f.dyn && (f.s == "" || strings.HasPrefix(f.s, dynMark) || strings.HasPrefix(f.s, "-")):
+			g.dynOpt = true
+			g.ops = append(g.ops, f)
+			continue
+		case f.s == "--":
+			g.dd = true
+			continue
+		case strings.HasPrefix(f.s, "--"):
+			name, _, eq := strings.Cut(f.s[2:], "=")
+			g.long = append(g.long, name)
+			if abbrevOf(name, "pathspec-from-file") {
+				g.fromFile = true
+			}
+			for _, v := range longVals {
+				if abbrevOf(name, v) && !eq {
+					i++
+					break
+				}
+			}
+			continue
+		case len(f.s) > 1 && f.s[0] == '-':
+			for k := 1; k < len(f.s); k++ {
+				g.short += f.s[k : k+1]
+				if strings.IndexByte(shortVals, f.s[k]) >= 0 {
+					if k+1 == len(f.s) {
+						i++
+					}
+					break
+				}
+			}
+			continue
+		}
+		g.ops = append(g.ops, f)
+	}
+	return g
+}
+
+// abbrevOf reports whether a long option as given (without --) is name or
+// an abbreviation git accepts for it (a prefix; an ambiguous one git
+// refuses, so taking it costs at most an ask).
+func abbrevOf(given, name string) bool {
+	return given != "" && strings.HasPrefix(name, given)
+}
+
+// has reports whether option short (a letter) or one of the long names
+// was given.
+func (g *gitArgs) has(short byte, long ...string) bool {
+	if short != 0 && strings.IndexByte(g.short, short) >= 0 {
+		return true
+	}
+	for _, l := range g.long {
+		for _, name := range long {
+			if abbrevOf(l, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wholeTree reports whether a pathspec names the whole work tree (see
+// above) or is only known at run time.
+func (c *checker) wholeTree(f field) bool {
+	if f.dyn || f.top || c.appended {
+		return true
+	}
+	if isBlindPathspec(f.s) {
+		return true
+	}
+	p := f.s
+	if strings.HasPrefix(p, ":") {
+		return false // magic other than the whole tree's (isBlindPathspec)
+	}
+	if !strings.HasPrefix(p, "/") || c.workDir == "" {
+		return false
+	}
+	p, wd := path.Clean(p), path.Clean(c.workDir)
+	return p == wd || p == "/" || strings.HasPrefix(wd, p+"/")
+}
+
+// anyWhole reports whether one of fs names the whole work tree.
+func (c *checker) anyWhole(fs []field) bool {
+	for _, f := range fs {
+		if c.wholeTree(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitDiscards returns the form of git subcommand sub with args that
+// discards uncommitted work (see above), or "".
+func (c *checker) gitDiscards(sub string, args []field) string {
+	switch sub {
+	case "checkout":
+		g := parseGitArgs(args, "bB", "orphan", "conflict", "pathspec-from-file")
+		switch {
+		case g.has('f', "force"):
+			return "git checkout --force"
+		case g.dynOpt, g.fromFile, c.anyWhole(g.afterDD), !g.dd && c.anyWhole(g.ops):
+			return "git checkout of the whole work tree"
+		}
+	case "switch":
+		g := parseGitArgs(args, "cC", "create", "force-create", "orphan", "conflict")
+		if g.dynOpt || g.has('f', "force", "discard-changes") {
+			return "git switch --discard-changes"
+		}
+	case "restore":
+		g := parseGitArgs(args, "s", "source", "conflict", "pathspec-from-file")
+		worktree := !g.has('S', "staged") || g.has('W', "worktree")
+		if g.dynOpt || worktree && (g.fromFile || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
+			return "git restore of the whole work tree"
+		}
+	case "reset":
+		g := parseGitArgs(args, "", "pathspec-from-file")
+		if g.dynOpt || g.has(0, "hard") {
+			return "git reset --hard"
+		}
+	case "clean":
+		g := parseGitArgs(args, "e", "exclude")
+		if !g.has('n', "dry-run") {
+			return "git clean"
+		}
+	case "stash":
+		g := parseGitArgs(args, "m", "message", "pathspec-from-file")
+		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "drop" || g.ops[0].s == "clear") {
+			return "git stash " + showDyn(g.ops[0].s)
+		}
+	case "rm":
+		g := parseGitArgs(args, "", "pathspec-from-file")
+		if g.has('f', "force") && !g.has(0, "cached") && (g.dynOpt || g.fromFile || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
+			return "git rm --force of the whole work tree"
+		}
+	case "checkout-index":
+		g := parseGitArgs(args, "", "prefix", "stage")
+		if g.has('f', "force") && (g.has('a', "all") || g.dynOpt || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
+			return "git checkout-index --force --all"
+		}
+	}
+	return ""
+}
+
+// noteDiscard records the first git command that discards uncommitted
+// work (see gitDiscards) for the git-discard grammar.
+func (c *checker) noteDiscard(args []field, sub int) {
+	switch {
+	case c.discard != "":
+	case c.appended && (sub < 0 || discardSubs[args[sub].s] || args[sub].dyn):
+		c.discard = "git with words xargs adds at run time"
+	case sub < 0:
+	case args[sub].dyn:
+		c.discard = "git with a subcommand only known at run time"
+	default:
+		c.discard = c.gitDiscards(args[sub].s, args[sub+1:])
+	}
+}
+
+// discardSubs are the subcommands gitDiscards knows forms of.
+var discardSubs = map[string]bool{"checkout": true, "switch": true, "restore": true, "reset": true, "clean": true,
+	"stash": true, "rm": true, "checkout-index": true}
