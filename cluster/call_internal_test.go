@@ -14,7 +14,8 @@ import (
 )
 
 // answeringExecutor is an executor's actor that answers a call as an
-// executor does (Accepted, then its RunResult), having first suspended
+// executor does (Accepted, then its RunResult; a query its QueryReply),
+// having first suspended
 // the caller's mailbox (protoactor's SuspendMailbox, a system message: the
 // caller still handles system messages, not user ones), so that both
 // answers wait there; with stop, it then ends (its watchers get
@@ -26,15 +27,23 @@ type answeringExecutor struct {
 }
 
 func (x *answeringExecutor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*clusterpb.RunCall); !ok {
+	var answers []any
+	switch ctx.Message().(type) {
+	case *clusterpb.RunCall:
+		answers = []any{&clusterpb.Accepted{BackstopMs: 60_000},
+			&clusterpb.RunResult{Result: &clusterpb.Result{Status: string(engine.StatusOK), Output: "done"}}}
+	case *clusterpb.Query:
+		answers = []any{&clusterpb.QueryReply{Text: "done"}}
+	default:
 		return
 	}
 	caller := ctx.Sender()
 	x.caller = caller
 	proc, _ := ctx.ActorSystem().ProcessRegistry.Get(caller)
 	proc.SendSystemMessage(caller, &actor.SuspendMailbox{})
-	ctx.Respond(&clusterpb.Accepted{BackstopMs: 60_000})
-	ctx.Respond(&clusterpb.RunResult{Result: &clusterpb.Result{Status: string(engine.StatusOK), Output: "done"}})
+	for _, a := range answers {
+		ctx.Respond(a)
+	}
 	if x.stop {
 		ctx.Stop(ctx.Self())
 	}
@@ -97,40 +106,48 @@ func TestCallActorAnswerBeforeTerminated(t *testing.T) {
 	}
 }
 
-// TestRunAnswerBeforeLost: an executor answers a call, and is marked
-// lost (by the front's watcher of it, or its keepalives) while the
-// answer still waits in the call actor's mailbox: the call returns the
-// answer — before, it returned "lost" at once.
+// TestRunAnswerBeforeLost: an executor answers a call (or a query:
+// bash_jobs, bash_output, bash_kill), and is marked lost (by the front's
+// watcher of it, or its keepalives) while the answer still waits in the
+// call actor's mailbox: the call returns the answer — before, it
+// returned "lost" at once.
 func TestRunAnswerBeforeLost(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	x := &answeringExecutor{answered: make(chan struct{})}
-	target := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return x }))
-	defer func() { _ = sys.Root.StopFuture(target).Wait() }()
-	c := &Client{o: ClientOptions{AcceptTimeout: time.Minute}, node: &node{sys: sys}, log: slog.New(slog.DiscardHandler)}
-	st := &execState{id: "x", pid: target, lost: make(chan struct{})}
-	st.nameV.Store("exec-x")
-	done := make(chan engine.Result, 1)
-	go func() {
-		res, _ := c.runOn(context.Background(), st, assignment{}, false, engine.ToolContext{ConversationID: "c"}, engine.Input{Command: "true"}, "call-1")
-		done <- res
-	}()
-	wait(t, x.answered, "the executor's answers")
-	st.lostAt, st.lostWhy = time.Now(), "no answer to keepalives"
-	close(st.lost)
-	var res engine.Result
-	select {
-	case res = <-done: // the bug: lost without looking at what came
-	case <-time.After(time.Second):
-		// The call waits for the answers in the call actor's mailbox
-		// (which the executor suspended): let them through.
-		resume(sys, x.caller)
-		res = <-done
+	for _, query := range []bool{false, true} {
+		sys := actor.NewActorSystem()
+		x := &answeringExecutor{answered: make(chan struct{})}
+		target := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return x }))
+		c := &Client{o: ClientOptions{AcceptTimeout: time.Minute, QueryTimeout: time.Minute}, node: &node{sys: sys}, log: slog.New(slog.DiscardHandler)}
+		st := &execState{id: "x", pid: target, lost: make(chan struct{})}
+		st.nameV.Store("exec-x")
+		done := make(chan string, 1)
+		go func() {
+			if query {
+				r, err := c.query(context.Background(), st, &clusterpb.Query{Op: "jobs"})
+				done <- fmt.Sprintf("%s %v", r.GetText(), err)
+				return
+			}
+			res, _ := c.runOn(context.Background(), st, assignment{}, false, engine.ToolContext{ConversationID: "c"}, engine.Input{Command: "true"}, "call-1")
+			done <- fmt.Sprintf("%s %s", res.Output, res.Status)
+		}()
+		wait(t, x.answered, "the executor's answers")
+		st.lostAt, st.lostWhy = time.Now(), "no answer to keepalives"
+		close(st.lost)
+		var got string
+		select {
+		case got = <-done: // the bug: lost without looking at what came
+		case <-time.After(time.Second):
+			// The call waits for the answers in the call actor's
+			// mailbox (which the executor suspended): let them through.
+			resume(sys, x.caller)
+			got = <-done
+		}
+		if want := map[bool]string{false: "done ok", true: "done <nil>"}[query]; got != want {
+			t.Errorf("query %v: got %q, want %q", query, got, want)
+		}
+		c.actors.Wait()
+		_ = sys.Root.StopFuture(target).Wait()
+		sys.Shutdown()
 	}
-	if res.Status != engine.StatusOK || res.Output != "done" {
-		t.Errorf("the call: %s %q, want ok \"done\"", res.Status, res.Output)
-	}
-	c.actors.Wait()
 }
 
 // wait waits (up to 30 s) for ch.
