@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,13 +15,17 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// streamChunk is the most bytes one Stream message carries, and
-// streamWindow the most a side sends before the other acknowledges them
-// (the transport sends messages in batches of up to 1,000, and gRPC
-// refuses a message over 4 MiB).
+// streamChunk is the most bytes one Stream message carries,
+// streamWindow the most a side sends on one stream before the other
+// acknowledges them, and linkWindow the most it sends on all its streams
+// to one node: the transport sends the messages queued for a node in
+// batches of up to 1,000, one gRPC message each, and gRPC refuses a
+// message over 4 MiB — the connection then fails, and with it every call
+// on that executor (lost). 2 MiB leaves the rest for the calls' messages.
 const (
 	streamChunk  = 32 << 10
 	streamWindow = 256 << 10
+	linkWindow   = 2 << 20
 )
 
 // Forward connects to port on the loopback of conversation conv's
@@ -124,7 +127,7 @@ func (a *frontStream) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.conn.Close() // the pump sends the peer an end
 		if a.win != nil {
-			close(a.win.stop)
+			a.win.end()
 		}
 		a.out.stop()
 		a.answer(&clusterpb.QueryReply{Err: "the stream ended before it opened"})
@@ -163,7 +166,7 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 	case m.Opened:
 		a.peer = ctx.Sender()
 		ctx.Watch(a.peer)
-		a.win = newWindow()
+		a.win = newWindow(ctx.ActorSystem(), a.peer.Address)
 		root, peer, conn, self, win := ctx.ActorSystem().Root, a.peer, a.conn, ctx.Self(), a.win
 		a.out = newSink(conn, func(n int64) { root.Send(peer, &clusterpb.Stream{Ack: n}) }, func() { conn.Close() })
 		go func() {
@@ -265,43 +268,142 @@ func (s *sink) stop() {
 	}
 }
 
-// window is what a pump's peer acknowledged.
+// window is a stream's credit: what its pump sent and what the peer
+// acknowledged, within streamWindow, and within its link's credit.
 type window struct {
-	acked atomic.Int64
-	more  chan struct{} // a token when acked grew
-	stop  chan struct{} // closed when the actor stops
+	link *credit
+	more chan struct{} // a token when acked grew
+	stop chan struct{} // closed when the actor stops
+
+	mu       sync.Mutex
+	sent     int64
+	acked    int64
+	released bool // the stream ended: its credit went back to link
 }
 
-func newWindow() *window {
-	return &window{more: make(chan struct{}, 1), stop: make(chan struct{})}
+// newWindow returns the window of a stream to a node of sys at addr.
+func newWindow(sys *actor.ActorSystem, addr string) *window {
+	return &window{link: linkCredit(sys, addr), more: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// ack records n more bytes acknowledged.
+// ack records n more bytes acknowledged, and gives them back to the link.
 func (w *window) ack(n int64) {
-	w.acked.Add(n)
+	w.mu.Lock()
+	if !w.released {
+		w.acked += n
+		w.link.give(n)
+	}
+	w.mu.Unlock()
 	select {
 	case w.more <- struct{}{}:
 	default:
 	}
 }
 
-// pump sends what is read from conn, in chunks, never more than
-// streamWindow unacknowledged (credit brings the acknowledgements), then
+// end stops the pump and gives what the peer did not acknowledge back to
+// the link; call once, when the stream's actor stops.
+func (w *window) end() {
+	close(w.stop)
+	w.mu.Lock()
+	if !w.released {
+		w.released = true
+		w.link.give(w.sent - w.acked)
+	}
+	w.mu.Unlock()
+}
+
+// take waits until n more bytes fit in the stream's window and in its
+// link's credit, and counts them sent; false when the stream ended.
+func (w *window) take(n int64) bool {
+	for {
+		w.mu.Lock()
+		fits := w.sent+n-w.acked <= streamWindow
+		w.mu.Unlock()
+		if fits {
+			break
+		}
+		select {
+		case <-w.more:
+		case <-w.stop:
+			return false
+		}
+	}
+	if !w.link.take(n, w.stop) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.released {
+		w.link.give(n)
+		return false
+	}
+	w.sent += n
+	return true
+}
+
+// credit is what the streams of a node to another may send
+// unacknowledged, together (linkWindow).
+type credit struct {
+	mu   sync.Mutex
+	free int64
+	grew chan struct{} // closed and replaced when free grows
+}
+
+// take waits until n bytes are free and takes them; false when stop is
+// closed first.
+func (c *credit) take(n int64, stop <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		if c.free >= n {
+			c.free -= n
+			c.mu.Unlock()
+			return true
+		}
+		grew := c.grew
+		c.mu.Unlock()
+		select {
+		case <-grew:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+func (c *credit) give(n int64) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.free += n
+	close(c.grew)
+	c.grew = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// links holds the credit of each pair of nodes (an actor system's ID and
+// the other's address); a pair's entry stays (a process talks to few).
+var links sync.Map
+
+func linkCredit(sys *actor.ActorSystem, addr string) *credit {
+	key := sys.ID + " " + addr
+	if c, ok := links.Load(key); ok {
+		return c.(*credit)
+	}
+	c, _ := links.LoadOrStore(key, &credit{free: linkWindow, grew: make(chan struct{})})
+	return c.(*credit)
+}
+
+// pump sends what is read from conn, in chunks, never more than its
+// window allows unacknowledged (credit brings the acknowledgements), then
 // an end.
 func pump(conn net.Conn, send func(*clusterpb.Stream), w *window) {
 	buf := make([]byte, streamChunk)
-	sent := int64(0)
 	for {
 		n, err := conn.Read(buf)
-		for n > 0 && sent+int64(n)-w.acked.Load() > streamWindow {
-			select {
-			case <-w.more:
-			case <-w.stop:
+		if n > 0 {
+			if !w.take(int64(n)) {
 				return // the actor stopped
 			}
-		}
-		if n > 0 {
-			sent += int64(n)
 			send(&clusterpb.Stream{Data: append([]byte(nil), buf[:n]...)})
 		}
 		if err != nil {
@@ -357,7 +459,7 @@ func (a *execStream) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.Watch(a.front)
 		ctx.Request(a.front, &clusterpb.Stream{Opened: true})
-		a.win = newWindow()
+		a.win = newWindow(ctx.ActorSystem(), a.front.Address)
 		root, front, self, conn, win := ctx.ActorSystem().Root, a.front, ctx.Self(), a.conn, a.win
 		a.out = newSink(conn, func(n int64) { root.Send(front, &clusterpb.Stream{Ack: n}) }, func() { root.Stop(self) })
 		go func() {
@@ -366,7 +468,7 @@ func (a *execStream) Receive(ctx actor.Context) {
 		}()
 	case *actor.Stopping:
 		a.conn.Close()
-		close(a.win.stop)
+		a.win.end()
 		a.out.stop()
 	case *actor.Terminated:
 		ctx.Send(ctx.Self(), streamGone{}) // after the front's data already queued
