@@ -33,8 +33,10 @@ const (
 // Engine.Forward does locally), so that mcpserver's bash_forward works
 // on a fleet front. The bytes travel over the cluster transport as Stream
 // messages between an actor of the front and one of the executor, in
-// order; the connection ends when either side closes it or the front
-// shuts down, and fails when the executor is lost. A conversation that runs nowhere, or that has no
+// order, each way at most streamWindow unacknowledged, and linkWindow
+// over all the forwards between the front and that executor; the
+// connection ends when either side closes it or the front shuts down,
+// and fails when the executor is lost. A conversation that runs nowhere, or that has no
 // sandboxed network there, is engine.ErrBadInput; nothing listening is
 // syscall.ECONNREFUSED (errors.Is, across the wire). Deadlines of
 // the returned net.Conn are those of net.Pipe.
@@ -301,7 +303,9 @@ func (w *window) ack(n int64) {
 }
 
 // end stops the pump and gives what the peer did not acknowledge back to
-// the link; call once, when the stream's actor stops.
+// the link; call once, when the stream's actor stops. (Those bytes may
+// still wait in the transport: for a moment the link may hold linkWindow
+// plus what streams that just ended had in flight.)
 func (w *window) end() {
 	close(w.stop)
 	w.mu.Lock()
