@@ -297,3 +297,42 @@ func TestBrokerWebSocketSplitSecret(t *testing.T) {
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
 }
+
+// BenchmarkWSScrub: BenchmarkScrub's 4 MiB (all forms of testSecret) as
+// one WebSocket message, in one frame and in 4 KiB frames, through
+// wsScrub (re-framed), beside scrubBody on the bare bytes.
+func BenchmarkWSScrub(b *testing.B) {
+	body := bytes.Repeat([]byte("0123456789abcdef ghp_ placeholder-free text\n"), 4<<20/45)
+	m := newMatcher(secretForms(testSecret, Placeholder(testSecret)))
+	b.Run("body", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if n, _ := io.Copy(io.Discard, newScrubBody(io.NopCloser(bytes.NewReader(body)), m, func() {})); n != int64(len(body)) {
+				b.Fatal(n)
+			}
+		}
+	})
+	for _, v := range []struct {
+		name string
+		size int
+	}{{"websocket-one-frame", len(body)}, {"websocket-4KiB-frames", 4 << 10}} {
+		size := v.size
+		var stream []byte
+		for at := 0; at < len(body); at += size {
+			op := byte(2)
+			if at > 0 {
+				op = 0
+			}
+			stream = append(stream, wsFrame(at+size >= len(body), op, body[at:min(at+size, len(body))])...)
+		}
+		b.Run(v.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				w := &wsScrub{ReadWriteCloser: rwc{bytes.NewReader(stream)}, m: m, buf: make([]byte, scrubSize(m))}
+				if n, _ := io.Copy(io.Discard, w); n < int64(len(body)) {
+					b.Fatal(n)
+				}
+			}
+		})
+	}
+}
