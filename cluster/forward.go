@@ -17,11 +17,14 @@ import (
 
 // streamChunk is the most bytes one Stream message carries,
 // streamWindow the most a side sends on one stream before the other
-// acknowledges them, and linkWindow the most it sends on all its streams
-// to one node: the transport sends the messages queued for a node in
-// batches of up to 1,000, one gRPC message each, and gRPC refuses a
-// message over 4 MiB — the connection then fails, and with it every call
-// on that executor (lost). 2 MiB leaves the rest for the calls' messages.
+// wrote them (Stream.Ack), and linkWindow the most it sends on all its
+// streams to one node before the other took them from the transport
+// (Stream.Received, said on arrival, so that a stream whose reader
+// stalls holds only its own window): the transport sends the messages
+// queued for a node in batches of up to 1,000, one gRPC message each,
+// and gRPC refuses a message over 4 MiB — the connection then fails,
+// losing what it carried (calls' results, streams' bytes). 2 MiB leaves
+// the rest for the calls' messages.
 const (
 	streamChunk  = 32 << 10
 	streamWindow = 256 << 10
@@ -178,8 +181,11 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 		a.answer(nil)
 	case len(m.Data) > 0 && a.out != nil:
 		a.out.put(m.Data)
+		ctx.Send(a.peer, &clusterpb.Stream{Received: int64(len(m.Data))})
 	case m.Ack > 0 && a.win != nil:
 		a.win.ack(m.Ack)
+	case m.Received > 0 && a.win != nil:
+		a.win.received(m.Received)
 	}
 	if m.End {
 		if a.out != nil {
@@ -270,8 +276,9 @@ func (s *sink) stop() {
 	}
 }
 
-// window is a stream's credit: what its pump sent and what the peer
-// acknowledged, within streamWindow, and within its link's credit.
+// window is a stream's credit: what its pump sent, what the peer wrote
+// (acked, within streamWindow of sent) and what it took from the
+// transport (within the link's credit).
 type window struct {
 	link *credit
 	more chan struct{} // a token when acked grew
@@ -279,8 +286,10 @@ type window struct {
 
 	mu       sync.Mutex
 	sent     int64
-	acked    int64
-	released bool // the stream ended: its credit went back to link
+	acked    int64 // written by the peer
+	said     int64 // the peer's Received, summed
+	returned int64 // given back to link: max(said, acked)
+	released bool  // the stream ended: its credit went back to link
 }
 
 // newWindow returns the window of a stream to a node of sys at addr.
@@ -288,17 +297,34 @@ func newWindow(sys *actor.ActorSystem, addr string) *window {
 	return &window{link: linkCredit(sys, addr), more: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// ack records n more bytes acknowledged, and gives them back to the link.
+// ack records n more bytes written by the peer (Stream.Ack), and gives
+// the link what it had not yet been given of them.
 func (w *window) ack(n int64) {
 	w.mu.Lock()
-	if !w.released {
-		w.acked += n
-		w.link.give(n)
-	}
+	w.acked += n
+	w.returnLocked(w.acked)
 	w.mu.Unlock()
 	select {
 	case w.more <- struct{}{}:
 	default:
+	}
+}
+
+// received records n more bytes the peer took from the transport
+// (Stream.Received), and gives them back to the link.
+func (w *window) received(n int64) {
+	w.mu.Lock()
+	w.said += n
+	w.returnLocked(w.said)
+	w.mu.Unlock()
+}
+
+// returnLocked gives the link back what it was not given of the first
+// upTo bytes sent; w.mu is held.
+func (w *window) returnLocked(upTo int64) {
+	if !w.released && upTo > w.returned {
+		w.link.give(upTo - w.returned)
+		w.returned = upTo
 	}
 }
 
@@ -309,10 +335,8 @@ func (w *window) ack(n int64) {
 func (w *window) end() {
 	close(w.stop)
 	w.mu.Lock()
-	if !w.released {
-		w.released = true
-		w.link.give(w.sent - w.acked)
-	}
+	w.returnLocked(w.sent)
+	w.released = true
 	w.mu.Unlock()
 }
 
@@ -481,9 +505,13 @@ func (a *execStream) Receive(ctx actor.Context) {
 	case *clusterpb.Stream:
 		if len(m.Data) > 0 {
 			a.out.put(m.Data)
+			ctx.Send(a.front, &clusterpb.Stream{Received: int64(len(m.Data))})
 		}
 		if m.Ack > 0 {
 			a.win.ack(m.Ack)
+		}
+		if m.Received > 0 {
+			a.win.received(m.Received)
 		}
 		if m.End {
 			a.out.finish()
