@@ -36,8 +36,8 @@ const (
 // Engine.Forward does locally), so that mcpserver's bash_forward works
 // on a fleet front. The bytes travel over the cluster transport as Stream
 // messages between an actor of the front and one of the executor, in
-// order, each way at most streamWindow unacknowledged, and linkWindow
-// over all the forwards between the front and that executor; the
+// order, each way at most streamWindow unwritten, and linkWindow in the
+// transport over all the forwards between the front and that executor; the
 // connection ends when either side closes it or the front shuts down,
 // and fails when the executor is lost. A conversation that runs nowhere, or that has no
 // sandboxed network there, is engine.ErrBadInput; nothing listening is
@@ -328,8 +328,8 @@ func (w *window) returnLocked(upTo int64) {
 	}
 }
 
-// end stops the pump and gives what the peer did not acknowledge back to
-// the link; call once, when the stream's actor stops. (Those bytes may
+// end stops the pump and gives what the peer did not say it received
+// back to the link; call once, when the stream's actor stops. (Those bytes may
 // still wait in the transport: for a moment the link may hold linkWindow
 // plus what streams that just ended had in flight.)
 func (w *window) end() {
