@@ -67,6 +67,7 @@ func (c *Client) runOn(ctx context.Context, st *execState, a assignment, placing
 	defer accept.Stop()
 	var backstop <-chan time.Time
 	done := ctx.Done()
+	lostC := st.lost
 	lost := func(why string, at time.Time) (engine.Result, bool) {
 		res.Status, res.PID = engine.StatusLost, 0
 		res.Err = fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), why)
@@ -119,9 +120,15 @@ func (c *Client) runOn(ctx context.Context, st *execState, a assignment, placing
 				why := terminatedWhy(m)
 				c.markLost(st, why)
 				return lost(why, st.lostAt)
+			case callFlush:
+				return lost(st.lostWhy, st.lostAt)
 			}
-		case <-st.lost:
-			return lost(st.lostWhy, st.lostAt)
+		case <-lostC:
+			// Whatever the executor sent before it was lost may still be
+			// in the call actor's mailbox: the call is lost only if none
+			// of it is its answer (see callFlush).
+			lostC = nil
+			c.node.sys.Root.Send(pid, callFlush{})
 		case <-done:
 			done = nil
 			c.node.sys.Root.Send(st.pid, &clusterpb.Cancel{CallId: callID})
@@ -144,12 +151,26 @@ func (c *Client) spawnCall(st *execState, msg proto.Message) (<-chan any, *actor
 }
 
 // callActor is one call (or query) on the front: it sends its request,
-// watches the executor, and forwards what comes back.
+// watches the executor, and forwards what comes back, in the order it
+// came: the executor's end (Terminated, a system message, which
+// protoactor hands an actor before the user messages already in its
+// mailbox) goes on after the answers that arrived before it
+// (targetGone).
 type callActor struct {
 	target *actor.PID
 	first  proto.Message
 	ev     chan<- any
 }
+
+// targetGone is the call's executor's end, sent by the call actor to
+// itself to be handled after what is already in its mailbox.
+type targetGone struct{ t *actor.Terminated }
+
+// callFlush, sent to a call actor, comes back on its channel once what
+// was in its mailbox before it has been forwarded: a call whose executor
+// was lost waits for it before it calls itself lost, in case its answer
+// was already there.
+type callFlush struct{}
 
 func (a *callActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -160,15 +181,17 @@ func (a *callActor) Receive(ctx actor.Context) {
 		ctx.Unwatch(a.target)
 	case *actor.Terminated:
 		if m.Who.Equal(a.target) {
-			a.ev <- m
+			ctx.Send(ctx.Self(), targetGone{m})
 		}
+	case targetGone:
+		a.ev <- m.t
 	case *clusterpb.Progress:
 		select { // keep only what fits: progress is a snapshot
 		case a.ev <- m:
 		default:
 		}
-	case *clusterpb.Accepted, *clusterpb.RunResult, *clusterpb.Refused, *clusterpb.QueryReply:
-		a.ev <- m // at most three of these per call: the buffer holds them
+	case callFlush, *clusterpb.Accepted, *clusterpb.RunResult, *clusterpb.Refused, *clusterpb.QueryReply:
+		a.ev <- m // at most four of these per call, the executor's end one: the buffer holds them
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,13 +15,20 @@ import (
 	"github.com/bashvisor/bashvisor/engine"
 )
 
-// streamChunk is the most bytes one Stream message carries, and
-// streamWindow the most a side sends before the other acknowledges them
-// (the transport sends messages in batches of up to 1,000, and gRPC
-// refuses a message over 4 MiB).
+// streamChunk is the most bytes one Stream message carries,
+// streamWindow the most a side sends on one stream before the other
+// wrote them (Stream.Ack), and linkWindow the most it sends on all its
+// streams to one node before the other took them from the transport
+// (Stream.Received, said on arrival, so that a stream whose reader
+// stalls holds only its own window): the transport sends the messages
+// queued for a node in batches of up to 1,000, one gRPC message each,
+// and gRPC refuses a message over 4 MiB — the connection then fails,
+// losing what it carried (calls' results, streams' bytes). 2 MiB leaves
+// the rest for the calls' messages.
 const (
 	streamChunk  = 32 << 10
 	streamWindow = 256 << 10
+	linkWindow   = 2 << 20
 )
 
 // Forward connects to port on the loopback of conversation conv's
@@ -30,8 +36,10 @@ const (
 // Engine.Forward does locally), so that mcpserver's bash_forward works
 // on a fleet front. The bytes travel over the cluster transport as Stream
 // messages between an actor of the front and one of the executor, in
-// order; the connection ends when either side closes it or the front
-// shuts down, and fails when the executor is lost. A conversation that runs nowhere, or that has no
+// order, each way at most streamWindow unwritten, and linkWindow in the
+// transport over all the forwards between the front and that executor; the
+// connection ends when either side closes it or the front shuts down,
+// and fails when the executor is lost. A conversation that runs nowhere, or that has no
 // sandboxed network there, is engine.ErrBadInput; nothing listening is
 // syscall.ECONNREFUSED (errors.Is, across the wire). Deadlines of
 // the returned net.Conn are those of net.Pipe.
@@ -124,7 +132,7 @@ func (a *frontStream) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.conn.Close() // the pump sends the peer an end
 		if a.win != nil {
-			close(a.win.stop)
+			a.win.end()
 		}
 		a.out.stop()
 		a.answer(&clusterpb.QueryReply{Err: "the stream ended before it opened"})
@@ -163,7 +171,7 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 	case m.Opened:
 		a.peer = ctx.Sender()
 		ctx.Watch(a.peer)
-		a.win = newWindow()
+		a.win = newWindow(ctx.ActorSystem(), a.peer.Address)
 		root, peer, conn, self, win := ctx.ActorSystem().Root, a.peer, a.conn, ctx.Self(), a.win
 		a.out = newSink(conn, func(n int64) { root.Send(peer, &clusterpb.Stream{Ack: n}) }, func() { conn.Close() })
 		go func() {
@@ -173,8 +181,11 @@ func (a *frontStream) stream(ctx actor.Context, m *clusterpb.Stream) {
 		a.answer(nil)
 	case len(m.Data) > 0 && a.out != nil:
 		a.out.put(m.Data)
+		ctx.Send(a.peer, &clusterpb.Stream{Received: int64(len(m.Data))})
 	case m.Ack > 0 && a.win != nil:
 		a.win.ack(m.Ack)
+	case m.Received > 0 && a.win != nil:
+		a.win.received(m.Received)
 	}
 	if m.End {
 		if a.out != nil {
@@ -265,43 +276,162 @@ func (s *sink) stop() {
 	}
 }
 
-// window is what a pump's peer acknowledged.
+// window is a stream's credit: what its pump sent, what the peer wrote
+// (acked, within streamWindow of sent) and what it took from the
+// transport (within the link's credit).
 type window struct {
-	acked atomic.Int64
-	more  chan struct{} // a token when acked grew
-	stop  chan struct{} // closed when the actor stops
+	link *credit
+	more chan struct{} // a token when acked grew
+	stop chan struct{} // closed when the actor stops
+
+	mu       sync.Mutex
+	sent     int64
+	acked    int64 // written by the peer
+	said     int64 // the peer's Received, summed
+	returned int64 // given back to link: max(said, acked)
+	released bool  // the stream ended: its credit went back to link
 }
 
-func newWindow() *window {
-	return &window{more: make(chan struct{}, 1), stop: make(chan struct{})}
+// newWindow returns the window of a stream to a node of sys at addr.
+func newWindow(sys *actor.ActorSystem, addr string) *window {
+	return &window{link: linkCredit(sys, addr), more: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// ack records n more bytes acknowledged.
+// ack records n more bytes written by the peer (Stream.Ack), and gives
+// the link what it had not yet been given of them.
 func (w *window) ack(n int64) {
-	w.acked.Add(n)
+	w.mu.Lock()
+	w.acked += n
+	w.returnLocked(w.acked)
+	w.mu.Unlock()
 	select {
 	case w.more <- struct{}{}:
 	default:
 	}
 }
 
-// pump sends what is read from conn, in chunks, never more than
-// streamWindow unacknowledged (credit brings the acknowledgements), then
+// received records n more bytes the peer took from the transport
+// (Stream.Received), and gives them back to the link.
+func (w *window) received(n int64) {
+	w.mu.Lock()
+	w.said += n
+	w.returnLocked(w.said)
+	w.mu.Unlock()
+}
+
+// returnLocked gives the link back what it was not given of the first
+// upTo bytes sent; w.mu is held.
+func (w *window) returnLocked(upTo int64) {
+	if !w.released && upTo > w.returned {
+		w.link.give(upTo - w.returned)
+		w.returned = upTo
+	}
+}
+
+// end stops the pump and gives what the peer did not say it received
+// back to the link; call once, when the stream's actor stops. (Those bytes may
+// still wait in the transport: for a moment the link may hold linkWindow
+// plus what streams that just ended had in flight.)
+func (w *window) end() {
+	close(w.stop)
+	w.mu.Lock()
+	w.returnLocked(w.sent)
+	w.released = true
+	w.mu.Unlock()
+}
+
+// take waits until n more bytes fit in the stream's window and in its
+// link's credit, and counts them sent; false when the stream ended.
+func (w *window) take(n int64) bool {
+	for {
+		w.mu.Lock()
+		fits := w.sent+n-w.acked <= streamWindow
+		w.mu.Unlock()
+		if fits {
+			break
+		}
+		select {
+		case <-w.more:
+		case <-w.stop:
+			return false
+		}
+	}
+	if !w.link.take(n, w.stop) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.released {
+		w.link.give(n)
+		return false
+	}
+	w.sent += n
+	return true
+}
+
+// credit is what the streams of a node to another may send
+// unacknowledged, together (linkWindow).
+type credit struct {
+	mu   sync.Mutex
+	free int64
+	grew chan struct{} // closed and replaced when free grows
+}
+
+// take waits until n bytes are free and takes them; false when stop is
+// closed first.
+func (c *credit) take(n int64, stop <-chan struct{}) bool {
+	for {
+		c.mu.Lock()
+		if c.free >= n {
+			c.free -= n
+			c.mu.Unlock()
+			return true
+		}
+		grew := c.grew
+		c.mu.Unlock()
+		select {
+		case <-grew:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+func (c *credit) give(n int64) {
+	if n == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.free += n
+	close(c.grew)
+	c.grew = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// links holds the credit of each pair of nodes (an actor system's ID and
+// the other's address); a pair's entry stays (a process talks to few).
+var links sync.Map
+
+func linkCredit(sys *actor.ActorSystem, addr string) *credit {
+	key := sys.ID + " " + addr
+	if c, ok := links.Load(key); ok {
+		return c.(*credit)
+	}
+	c, _ := links.LoadOrStore(key, &credit{free: linkWindow, grew: make(chan struct{})})
+	return c.(*credit)
+}
+
+// pump sends what is read from conn, in chunks, never more than its
+// window allows unacknowledged (credit brings the acknowledgements), then
 // an end.
 func pump(conn net.Conn, send func(*clusterpb.Stream), w *window) {
 	buf := make([]byte, streamChunk)
-	sent := int64(0)
 	for {
 		n, err := conn.Read(buf)
-		for n > 0 && sent+int64(n)-w.acked.Load() > streamWindow {
-			select {
-			case <-w.more:
-			case <-w.stop:
+		if n > 0 {
+			if !w.take(int64(n)) {
 				return // the actor stopped
 			}
-		}
-		if n > 0 {
-			sent += int64(n)
 			send(&clusterpb.Stream{Data: append([]byte(nil), buf[:n]...)})
 		}
 		if err != nil {
@@ -357,7 +487,7 @@ func (a *execStream) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.Watch(a.front)
 		ctx.Request(a.front, &clusterpb.Stream{Opened: true})
-		a.win = newWindow()
+		a.win = newWindow(ctx.ActorSystem(), a.front.Address)
 		root, front, self, conn, win := ctx.ActorSystem().Root, a.front, ctx.Self(), a.conn, a.win
 		a.out = newSink(conn, func(n int64) { root.Send(front, &clusterpb.Stream{Ack: n}) }, func() { root.Stop(self) })
 		go func() {
@@ -366,7 +496,7 @@ func (a *execStream) Receive(ctx actor.Context) {
 		}()
 	case *actor.Stopping:
 		a.conn.Close()
-		close(a.win.stop)
+		a.win.end()
 		a.out.stop()
 	case *actor.Terminated:
 		ctx.Send(ctx.Self(), streamGone{}) // after the front's data already queued
@@ -375,9 +505,13 @@ func (a *execStream) Receive(ctx actor.Context) {
 	case *clusterpb.Stream:
 		if len(m.Data) > 0 {
 			a.out.put(m.Data)
+			ctx.Send(a.front, &clusterpb.Stream{Received: int64(len(m.Data))})
 		}
 		if m.Ack > 0 {
 			a.win.ack(m.Ack)
+		}
+		if m.Received > 0 {
+			a.win.received(m.Received)
 		}
 		if m.End {
 			a.out.finish()

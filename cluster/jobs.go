@@ -154,6 +154,7 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 	defer cancel()
 	ev, pid := c.spawnCall(st, q)
 	defer c.stopActor(pid)
+	lost := st.lost
 	for {
 		select {
 		case e := <-ev:
@@ -169,9 +170,12 @@ func (c *Client) query(ctx context.Context, st *execState, q *clusterpb.Query) (
 			case *actor.Terminated:
 				c.markLost(st, terminatedWhy(m))
 				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), terminatedWhy(m))
+			case callFlush:
+				return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), st.lostWhy)
 			}
-		case <-st.lost:
-			return nil, fmt.Errorf("%w: %s: %s", ErrExecutorLost, st.name(), st.lostWhy)
+		case <-lost: // the answer may be in the call actor's mailbox (see runOn)
+			lost = nil
+			c.node.sys.Root.Send(pid, callFlush{})
 		case <-ctx.Done():
 			return nil, fmt.Errorf("executor %s: %w", st.name(), ctx.Err())
 		}

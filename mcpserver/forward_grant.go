@@ -24,7 +24,13 @@ import (
 // conversation's server. A code and a grant live only as long as the
 // bearer token of the bash_forward call that made them: each request
 // verifies that token again (stillGranted), so a token removed from the
-// token file, expired, or now naming another principal, ends them.
+// token file, expired, or now naming another principal, ends them. The
+// check is not cached here: a cache would outlive a token removed from a
+// token file (which has no expiry to cache until), and the verifiers
+// are cheap again — bearer.OAuthVerifier remembers the JWTs it checked,
+// a TokenFile hashes — 0.5 µs against a forwarded request's 620 µs
+// (BenchmarkForwardGrantCheck). A Verifier of the embedding program
+// that checks a JWT's signature on every call costs +25 % per request.
 const (
 	forwardCodeParam = "bashvisor_code"
 	forwardCookie    = "bashvisor_forward"

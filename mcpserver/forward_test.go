@@ -55,18 +55,24 @@ func newForwardSetup(t *testing.T) (ts, fts *httptest.Server, tr *http.Transport
 // transport dials the forward origin's listener for any *.localhost host.
 func newForwardSetupTokens(t *testing.T, tokens *sync.Map) (ts, fts *httptest.Server, tr *http.Transport, hs *httpSetup) {
 	t.Helper()
-	needLandlock(t)
-	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
-	testenv.NeedsTool(t, "python3", "curl")
-	e := newEngine(t, nil)
 	tokens.Store("tok-alice-0123456789", "alice")
 	tokens.Store("tok-bob-0123456789ab", "bob")
-	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	return newForwardSetupVerifier(t, func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		if p, ok := tokens.Load(token); ok {
 			return &auth.TokenInfo{UserID: p.(string), Expiration: time.Now().Add(time.Hour)}, nil
 		}
 		return nil, auth.ErrInvalidToken
-	}
+	})
+}
+
+// newForwardSetupVerifier is newForwardSetup with verify for its
+// authentication.
+func newForwardSetupVerifier(t testing.TB, verify auth.TokenVerifier) (ts, fts *httptest.Server, tr *http.Transport, hs *httpSetup) {
+	t.Helper()
+	needLandlock(t)
+	testenv.Needf(t, testenv.Namespaces, sandbox.Probe().Namespaces, "no private namespaces: %s", sandbox.Probe())
+	testenv.NeedsTool(t, "python3", "curl")
+	e := newEngine(t, nil)
 	fmux := http.NewServeMux()
 	fts = httptest.NewUnstartedServer(fmux)
 	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: "http://" + fts.Listener.Addr().String()})
@@ -98,10 +104,16 @@ func newForwardSetupTokens(t *testing.T, tokens *sync.Map) (ts, fts *httptest.Se
 // startServing runs command in the background in a new session of alice
 // and waits until the conversation's port 3000 answers; it returns the
 // session.
-func startServing(t *testing.T, hs *httpSetup, command string) *mcp.ClientSession {
+func startServing(t testing.TB, hs *httpSetup, command string) *mcp.ClientSession {
+	t.Helper()
+	return startServingAs(t, hs, "tok-alice-0123456789", command)
+}
+
+// startServingAs is startServing in a session of token's principal.
+func startServingAs(t testing.TB, hs *httpSetup, token, command string) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
-	cs := hs.client(t, "tok-alice-0123456789")
+	cs := hs.client(t, token)
 	if r := bash(t, ctx, cs, map[string]any{"command": command, "mode": "background"}); r.Status != engine.StatusStarted {
 		t.Fatalf("server: %+v", r)
 	}
@@ -115,7 +127,7 @@ func startServing(t *testing.T, hs *httpSetup, command string) *mcp.ClientSessio
 // forwardClient does requests of the forward tests without following
 // redirects.
 type forwardClient struct {
-	t  *testing.T
+	t  testing.TB
 	tr *http.Transport
 }
 
@@ -148,7 +160,7 @@ func (fc forwardClient) do(u, token string, hdr ...string) (*http.Response, stri
 
 // forwardURL calls bash_forward for port 3000 in cs and returns its URL
 // without the code, and the code.
-func forwardURL(t *testing.T, cs *mcp.ClientSession, fts *httptest.Server) (u, code string) {
+func forwardURL(t testing.TB, cs *mcp.ClientSession, fts *httptest.Server) (u, code string) {
 	t.Helper()
 	var fr forwardReply
 	res, text := call(t, context.Background(), cs, toolForward, map[string]any{"port": 3000}, &fr)

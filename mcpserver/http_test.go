@@ -58,7 +58,7 @@ func newHTTPSetupWith(t *testing.T, mod func(*engine.Config), hopts HTTPOptions)
 	return h
 }
 
-func (h *httpSetup) client(t *testing.T, token string) *mcp.ClientSession {
+func (h *httpSetup) client(t testing.TB, token string) *mcp.ClientSession {
 	t.Helper()
 	var rt http.RoundTripper = h.tr
 	if token != "" {

@@ -50,7 +50,7 @@ func (w *scrubWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // credential's base64 among them) back into their placeholders in resp: its headers now, its body as it is read, its
 // trailers at the body's end. It refuses an encoded body, and a protocol
 // upgrade other than an uncompressed WebSocket (whose server-to-client
-// stream is scrubbed frame by frame: wsScrub).
+// stream is scrubbed message by message: wsScrub).
 func scrubResponse(m *matcher, resp *http.Response) error {
 	scrubHeader(m, resp.Header)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -68,11 +68,17 @@ func scrubResponse(m *matcher, resp *http.Response) error {
 
 // newScrubBody scrubs rc's stream of what m finds; eof runs at its end.
 func newScrubBody(rc io.ReadCloser, m *matcher, eof func()) *scrubBody {
-	size := 32 << 10 // beside the longest tail held back
+	return &scrubBody{rc: rc, m: m, buf: make([]byte, scrubSize(m)), eof: eof}
+}
+
+// scrubSize is the size of a scrubber's buffer for m: 32 KiB beside the
+// longest tail held back.
+func scrubSize(m *matcher) int {
+	size := 32 << 10
 	for _, f := range m.forms {
 		size = max(size, 32<<10+len(f.old)+1)
 	}
-	return &scrubBody{rc: rc, m: m, buf: make([]byte, size), eof: eof}
+	return size
 }
 
 // scrubBody replaces secrets with their placeholders (of the same
