@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,10 +51,45 @@ func TestRunDoesOnlyWhatTheCommandNeeds(t *testing.T) {
 		}
 	}
 	if len(execs) != 3 || filepath.Base(execs[1]) != "bash" || filepath.Base(execs[2]) != "bash" {
-		t.Errorf("programs started: %q, want bashvisor, then bash twice (the watchdog and the command)", execs)
+		t.Errorf("programs started: %q, want bashvisor, then bash twice (the watchdog and the command):\n%s", execs, tr)
 	}
 	if !strings.Contains(tr, `"--noprofile", "--norc", "-c", "trap`) || !strings.Contains(tr, `["bash", "-c", "true"]`) {
 		t.Errorf("the watchdog or the command missing from the trace:\n%s", tr)
 	}
 
+}
+
+// TestCapabilitiesDroppedBeforeTheRuntime: as root, bashvisor drops the
+// capabilities that read other processes' memory before the Go runtime
+// starts its threads, so the engine's start signals no thread (psx sends
+// each thread SIGRT_1 for each capability it drops) and the command still
+// runs without them.
+func TestCapabilitiesDroppedBeforeTheRuntime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as a user other than root there is no capability to drop") // the unprivileged pass
+	}
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(info), "CGO_ENABLED=1") {
+		t.Skip("built without cgo: the engine drops them through psx, on every thread") // gcc missing
+	}
+	tr := traced(t, "prctl", "run", "--", "grep CapBnd /proc/self/status")
+	if strings.Contains(tr, "--- SIGRT_1") {
+		t.Errorf("threads were signalled (psx) to drop capabilities:\n%s", tr)
+	}
+	if n := strings.Count(tr, "PR_CAPBSET_DROP"); n != 7 {
+		t.Errorf("%d PR_CAPBSET_DROP calls, want 7 (one per capability, before the runtime):\n%s", n, tr)
+	}
+	out := run(t, "run", "--", "grep CapBnd /proc/self/status")
+	bnd := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out.stdout), "CapBnd:"))
+	v, err := strconv.ParseUint(bnd, 16, 64)
+	if err != nil {
+		t.Fatalf("no CapBnd in %q: %v", out.stdout, err)
+	}
+	const memCaps = 1<<19 | 1<<21 | 1<<39 | 1<<38 | 1<<16 | 1<<17 | 1<<22 // ptrace, admin, bpf, perfmon, module, rawio, boot
+	if v&memCaps != 0 {
+		t.Errorf("the command kept memory-reading capabilities: CapBnd %s", bnd)
+	}
 }
