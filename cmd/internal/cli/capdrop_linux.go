@@ -18,22 +18,35 @@ package cli
 // before.
 
 /*
+#include <fcntl.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 // CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_MODULE,
-// CAP_SYS_RAWIO, CAP_SYS_BOOT: proc's memoryCapabilities. glibc calls a
-// constructor with the program's arguments.
-__attribute__((constructor)) static void bashvisor_drop_memory_capabilities(int argc, char **argv) {
+// CAP_SYS_RAWIO, CAP_SYS_BOOT: proc's memoryCapabilities. The command is
+// read from /proc/self/cmdline (only glibc hands constructors the
+// arguments; musl does not).
+__attribute__((constructor)) static void bashvisor_drop_memory_capabilities(void) {
 	static const int caps[] = {19, 21, 39, 38, 16, 17, 22};
 	static const char *engines[] = {"run", "schema", "mcp", "executor"};
-	int engine = 0;
-	if (argc < 2 || argv == NULL || argv[1] == NULL || geteuid() != 0) {
+	char buf[256];
+	ssize_t n = 0, r;
+	int fd, engine = 0;
+	if (geteuid() != 0 || (fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0) {
+		return;
+	}
+	while (n < (ssize_t)sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) {
+		n += r;
+	}
+	close(fd);
+	buf[n] = 0;
+	size_t first = strlen(buf); // argv[0]; argv[1] follows its NUL
+	if ((ssize_t)first + 1 >= n) {
 		return;
 	}
 	for (unsigned i = 0; i < sizeof engines / sizeof engines[0]; i++) {
-		engine |= strcmp(argv[1], engines[i]) == 0;
+		engine |= strcmp(buf + first + 1, engines[i]) == 0;
 	}
 	if (!engine) {
 		return;
