@@ -109,7 +109,7 @@ vm-deps:
 # git commands, and dig for egress's resolver test (each skipped without
 # it unless REQUIRE_TOOLS=1); bubblewrap for `demo bench -peers`, which
 # runs bwrap beside the engine (a peer not installed is reported, not
-# measured).
+# measured); hyperfine for the CLI start's figures in docs/measurements.md.
 deps:
 	command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server)
 	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
@@ -117,6 +117,7 @@ deps:
 	command -v dig >/dev/null || (apt-get update -qq && apt-get install -y -qq bind9-dnsutils)
 	command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
 	command -v rg >/dev/null || (apt-get update -qq && apt-get install -y -qq ripgrep)
+	command -v hyperfine >/dev/null || (apt-get update -qq && apt-get install -y -qq hyperfine)
 
 # The agent clients whose model-facing text mcpserver's
 # TestClientsHandTheModelTheText captures (Claude Code and Codex, pinned

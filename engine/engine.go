@@ -94,7 +94,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.auditor = newAuditor(cfg.Audit, e.RedactCommand)
 	e.metrics = newMetrics(e)
-	if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
+	if !e.log.Enabled(context.Background(), slog.LevelWarn) {
+		// Nothing to log: the sandbox is probed on first use (a one-shot
+		// unrestricted `bashvisor run` never probes it).
+	} else if caps := e.sup.Sandbox(); caps.Available() && caps.Namespaces {
 		e.log.Info("restricted mode available", "sandbox", caps.String())
 	} else if caps.Available() {
 		e.log.Warn("restricted mode disabled: the engine is not root and cannot make user namespaces (see /proc/sys/user/max_user_namespaces, kernel.unprivileged_userns_clone, AppArmor's userns restriction), so sandboxed calls fail; safety checks still apply", "sandbox", caps.String())
@@ -191,9 +194,14 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	if !ok {
 		return res, g
 	}
-	if caps := e.sup.Sandbox(); tc.Sandbox.On() && caps.Available() && !caps.Namespaces {
+	if tc.Sandbox.On() { // the sandbox is probed on first use: maybe out of a resource now
+		if err := e.sup.Sandbox().Transient; err != nil {
+			return errorResult(res, fmt.Errorf("%w: the sandbox's probe: %w", ErrStart, err)), g
+		}
+	}
+	if tc.Sandbox.On() && e.sup.Sandbox().Available() && !e.sup.Sandbox().Namespaces {
 		return errorResult(res, fmt.Errorf("%w: %s; as a user other than root it needs user namespaces (and a program that calls engine.SandboxMain first); the command did not run",
-			ErrRestrictedMode, caps.Reason)), g
+			ErrRestrictedMode, e.sup.Sandbox().Reason)), g
 	}
 	if tc.Sandbox.On() && !e.sup.Sandbox().Available() {
 		return errorResult(res, fmt.Errorf("%w: %s; restricted mode needs Linux 5.13+ with Landlock enabled (6.7+ for network rules, 6.12+ for signal scoping)",

@@ -15,6 +15,9 @@ func (e *Engine) analyze(tc ToolContext, in Input) safety.Analysis {
 		WorkDir: tc.WorkingDir, Profile: e.cfg.Permissions, CoAuthor: e.cfg.CoAuthor, Secrets: e.sup.Redactor(),
 		StdinFed: in.Stdin == StdinPipe || in.TTY, Terminal: in.TTY, Log: e.auditor != nil,
 	})
+	if p := e.cfg.Permissions; p == nil || p.Default == safety.Allow || p.Default == "" || tc.Sandbox.On() {
+		return a // as withoutKernel would: the sandbox need not be probed for it
+	}
 	caps := e.sup.Sandbox()
 	return withoutKernel(e.cfg.Permissions, caps.Available() && caps.Namespaces, caps.String(), tc, in.Command, a)
 }

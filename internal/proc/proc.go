@@ -356,6 +356,12 @@ func ProtectEngine(dropCaps bool) error {
 		return nil
 	}
 	for _, c := range memoryCapabilities {
+		// Gone already (dropped before the runtime started its threads,
+		// as cmd/bashvisor does, or never there): every thread inherited
+		// the bounding set of this one, which only psx changes for all.
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, c, 0, 0, 0); err == nil && in == 0 {
+			continue
+		}
 		// psx runs the prctl on every OS thread of the process (the
 		// bounding set is per thread, and new threads inherit it).
 		_, _, errno := psx.Syscall3(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0)

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,7 @@ func probe() Capabilities {
 		c.Filesystem = true
 	}
 	if err := seccompUsable(); err != nil {
+		c.Transient = transient(err)
 		why = append(why, "seccomp: "+err.Error())
 	} else {
 		c.Seccomp = true
@@ -68,12 +70,26 @@ func probe() Capabilities {
 	if err := probeNamespaces(); err == nil {
 		c.Namespaces = true
 	} else if rerr := probeRootless(); rerr != nil {
+		c.Transient = cmp.Or(c.Transient, transient(err, rerr))
 		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error()+"; "+rerr.Error())
 	} else {
 		c.Namespaces, c.Rootless = true, true
 	}
 	c.Reason = strings.Join(why, "; ")
 	return c
+}
+
+// transient returns the first of errs that says the process ran out of a
+// resource, not that the host lacks a feature.
+func transient(errs ...error) error {
+	for _, err := range errs {
+		for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN} {
+			if errors.Is(err, e) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Main must be the first statement of the embedding program's main (and of

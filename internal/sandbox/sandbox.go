@@ -70,6 +70,10 @@ type Capabilities struct {
 	Rootless bool
 	// Reason explains what is missing, empty when everything is enforced.
 	Reason string
+	// Transient is set when the probe ran out of a resource (descriptors,
+	// memory, processes): the result is no verdict on the host, and
+	// [Probe] probes again on its next call. It is that error.
+	Transient error
 }
 
 // Available reports whether restricted mode can run at all (Landlock
@@ -96,17 +100,29 @@ func (c Capabilities) String() string {
 }
 
 var (
-	probeOnce sync.Once
+	probeMu   sync.Mutex
+	probeDone bool
 	probed    Capabilities
 )
 
-// Probe finds out once per process (sync.Once) what restricted mode
-// enforces here: the Landlock ABI, whether a seccomp filter can be installed
-// and whether private namespaces can be created. It logs nothing; the
-// engine logs [Capabilities.String] once.
+// Probe finds out once per process what restricted mode enforces here:
+// the Landlock ABI, whether a seccomp filter can be installed and whether
+// private namespaces can be created. It logs nothing; the engine logs
+// [Capabilities.String] once. An engine probes on first use (the first
+// sandboxed command), so the probe may meet a process out of descriptors
+// or memory: such a result ([Capabilities.Transient]) is returned but not
+// kept, and the next call probes again.
 func Probe() Capabilities {
-	probeOnce.Do(func() { probed = probe() })
-	return probed
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if probeDone {
+		return probed
+	}
+	c := probe()
+	if c.Transient == nil {
+		probed, probeDone = c, true
+	}
+	return c
 }
 
 // Options describe one restricted command.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -171,13 +172,16 @@ type Supervisor struct {
 	system    *actor.ActorSystem
 	pid       *actor.PID
 	outDir    string
-	caps      sandbox.Capabilities
 	sandbox   config.Sandbox
 	cacheRoot string         // the conversations' world directories (Sandbox.CacheDir)
 	broker    *egress.Broker // Config.Broker
 	// tx makes workspace-write jobs' layers (nil: no layers on this
-	// host); each conversation's record holds its transact.Conv.
+	// host), made on first use (layers); each conversation's record
+	// holds its transact.Conv.
 	tx        *transact.Manager
+	txOnce    sync.Once
+	txLimits  config.SandboxLimits
+	log       *slog.Logger
 	closeErr  error         // closing the workspaces, set before done is closed
 	closed    atomic.Bool   // Shutdown was called
 	done      chan struct{} // closed when the supervisor actor stopped
@@ -202,26 +206,24 @@ func New(cfg Config) (*Supervisor, error) {
 	if bash, err = filepath.Abs(bash); err != nil {
 		return nil, fmt.Errorf("bashvisor: %w", err)
 	}
-	// First, alone: psx runs the drop on every thread and spins
-	// (sched_yield) until each has; beside the probes below it cost a
-	// one-shot `run -- true` 12 ms more CPU (measured, load 10).
-	if err := proc.ProtectEngine(!cfg.Env.KeepCapabilities); err != nil {
-		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", err)
-	}
-	// The sandbox's probe (namespaces made and dropped on a thread of its
-	// own) runs beside the cgroup probe and the watchdog's start, which
-	// mostly wait for processes: a one-shot CLI pays the longer of them,
-	// not their sum.
-	probed := make(chan sandbox.Capabilities, 1)
-	go func() { probed <- sandbox.Probe() }()
+	// The drop (psx: each thread of the process runs it, woken in turn,
+	// which on a loaded machine is milliseconds of waiting) runs beside
+	// the cgroup probe, which forks nothing; the watchdog, the engine's
+	// first child, is started after it. The sandbox's probe runs on
+	// first use (Sandbox): an engine whose commands are not sandboxed, as
+	// a one-shot `bashvisor run -- true`, never pays it.
 	type started struct {
-		wd  *proc.Watchdog
-		err error
+		wd           *proc.Watchdog
+		err, protect error
 	}
 	watchdog := make(chan started, 1)
 	go func() {
+		if err := proc.ProtectEngine(!cfg.Env.KeepCapabilities); err != nil {
+			watchdog <- started{protect: err}
+			return
+		}
 		wd, err := proc.StartWatchdog(bash, nil) // told the cgroups below
-		watchdog <- started{wd, err}
+		watchdog <- started{wd: wd, err: err}
 	}()
 	env := proc.NewEnv(cfg.Env)
 	trunc := truncate.Config{Strategy: cfg.Output.Truncation, Max: cfg.Output.Max, SpoolCap: cfg.Output.SpoolCap,
@@ -244,27 +246,25 @@ func New(cfg Config) (*Supervisor, error) {
 	} else if note := res.Cgroups.ControllersNote(); note != "" {
 		log.Warn("no job-wide memory or process limits: memory limits bind each process (rlimits), processes are not limited", "why", note)
 	}
-	if w := <-watchdog; w.err == nil {
+	if w := <-watchdog; w.protect != nil {
+		if res.Cgroups != nil {
+			_ = res.Cgroups.Close()
+		}
+		return nil, fmt.Errorf("bashvisor: protect the engine's memory from its commands: %w", w.protect)
+	} else if w.err == nil {
 		res.Watchdog = w.wd
 		res.Watchdog.Watch(res.Cgroups)
 	} else {
 		log.Warn("no watchdog: should the engine's process die without a shutdown, its commands run on", "err", w.err)
 	}
-	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, caps: <-probed, done: make(chan struct{}),
-		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly}
+	s := &Supervisor{res: res, admission: cfg.Admission.WithDefaults(), outDir: cfg.OutputDir, done: make(chan struct{}),
+		track: newTracker(), stopWatch: make(chan struct{}), countOnly: cfg.countOnly, txLimits: cfg.Sandbox.Limits, log: log}
 	s.sandbox, s.cacheRoot, s.broker = cfg.Sandbox, cfg.Sandbox.CacheDir, cfg.Broker
 	if s.cacheRoot == "" {
 		s.cacheRoot = filepath.Join(cfg.OutputDir, "cache")
 	}
-	if s.caps.Available() && s.caps.Namespaces {
-		s.tx, err = transact.New(transact.Options{
-			Dir: filepath.Join(cfg.OutputDir, "transact"), UserXattr: s.caps.Rootless, Limits: undoLimits(cfg.Sandbox.Limits),
-			Premount: !s.caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
-		})
-		if err != nil {
-			log.Warn("no workspace layer: workspace-write calls fail", "err", err)
-			s.tx = nil
-		}
+	if _, err := os.Stat(s.txDir()); err == nil {
+		s.layers() // an earlier engine's, with this output directory: removes what it left
 	}
 	protoLog := slog.New(minLevel{log.Handler(), slog.LevelWarn}).With("lib", "protoactor")
 	// Dead letters (a timer or reader message reaching an actor that has
@@ -294,10 +294,35 @@ func undoLimits(l config.SandboxLimits) layer.StoreLimits {
 // Layers reports whether workspace-write jobs run over layers here
 // (jobs.Profile.Layer): the host has private namespaces and the layers'
 // directory could be made.
-func (s *Supervisor) Layers() bool { return s.tx != nil }
+func (s *Supervisor) Layers() bool { return s.layers() != nil }
 
-// Sandbox says what restricted mode enforces on this host.
-func (s *Supervisor) Sandbox() sandbox.Capabilities { return s.caps }
+// txDir is the layers' directory.
+func (s *Supervisor) txDir() string { return filepath.Join(s.outDir, "transact") }
+
+// layers returns the manager of workspace-write jobs' layers, made on
+// first use (nil: no layers on this host, or the supervisor finished).
+func (s *Supervisor) layers() *transact.Manager {
+	s.txOnce.Do(func() {
+		caps := s.Sandbox()
+		if !caps.Available() || !caps.Namespaces {
+			return
+		}
+		tx, err := transact.New(transact.Options{
+			Dir: s.txDir(), UserXattr: caps.Rootless, Limits: undoLimits(s.txLimits),
+			Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
+		})
+		if err != nil {
+			s.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
+			return
+		}
+		s.tx = tx
+	})
+	return s.tx
+}
+
+// Sandbox says what restricted mode enforces on this host: probed once
+// per process, on first use (sandbox.Probe).
+func (s *Supervisor) Sandbox() sandbox.Capabilities { return sandbox.Probe() }
 
 // PidsLimit reports whether restricted jobs' processes are limited
 // (SandboxLimits.Processes): the engine has cgroups and the host offers the
@@ -582,6 +607,7 @@ func (s *Supervisor) finish(ws []*workspace) {
 	for _, w := range ws {
 		errs = append(errs, w.close())
 	}
+	s.txOnce.Do(func() {}) // none made from now on; one being made is waited for
 	if s.tx != nil {
 		errs = append(errs, s.tx.Close())
 	}

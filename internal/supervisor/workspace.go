@@ -30,16 +30,31 @@ type workspace struct {
 	mu     sync.Mutex
 	world  *sandbox.World
 	broker *convBroker    // made on first use (nil: none yet, or no Config.Broker)
-	tx     *transact.Conv // nil: no layers on this host
+	tx     *transact.Conv // nil: none made yet (conv), or no layers on this host
 	closed bool
 }
 
 func (s *Supervisor) newWorkspace(conv string) *workspace {
-	w := &workspace{s: s, key: conversationKey(conv)}
-	if s.tx != nil {
-		w.tx = s.tx.Conversation()
+	return &workspace{s: s, key: conversationKey(conv)}
+}
+
+// conv returns the conversation's transactions: made on first use when
+// create is set (the first workspace-write job, or an undo or review),
+// so that a conversation that never writes through a layer never probes
+// the sandbox or makes the layers' directory. Nil: none made yet, or no
+// layers on this host (or w is nil).
+func (w *workspace) conv(create bool) *transact.Conv {
+	if w == nil {
+		return nil
 	}
-	return w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tx == nil && create && !w.closed {
+		if m := w.s.layers(); m != nil {
+			w.tx = m.Conversation()
+		}
+	}
+	return w.tx
 }
 
 // conversationKey names a conversation's directories: a hash, so any
@@ -86,25 +101,25 @@ func (w *workspace) getWorld() (*sandbox.World, error) {
 // background jobs changed so far (transact.Conv.Checkpoint), so that
 // its next command, and a read of a job's output, see it.
 func (w *workspace) checkpoint() {
-	if w != nil && w.tx != nil {
-		w.tx.Checkpoint()
+	if c := w.conv(false); c != nil {
+		c.Checkpoint()
 	}
 }
 
 // undoBytes is what the conversation's undo store keeps.
 func (w *workspace) undoBytes() uint64 {
-	if w == nil || w.tx == nil {
-		return 0
+	if c := w.conv(false); c != nil {
+		return uint64(c.Bytes())
 	}
-	return uint64(w.tx.Bytes())
+	return 0
 }
 
 // heldBytes is what the conversation's held change sets hold.
 func (w *workspace) heldBytes() uint64 {
-	if w == nil || w.tx == nil {
-		return 0
+	if c := w.conv(false); c != nil {
+		return uint64(c.HeldBytes())
 	}
-	return uint64(w.tx.HeldBytes())
+	return 0
 }
 
 // prepare readies a job of the conversation before Launch, in the
@@ -133,16 +148,17 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if !p.Workspace || !p.Layer {
 		return nil
 	}
-	if w.tx == nil {
+	c := w.conv(true)
+	if c == nil {
 		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
 	roots, err := transact.Roots(spec.Dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
-	begin := w.tx.Begin
+	begin := c.Begin
 	if p.Hold {
-		begin = w.tx.BeginHeld
+		begin = c.BeginHeld
 	}
 	tx, err := begin(append(roots, p.Writable...), spec.Display)
 	if err != nil {
@@ -160,7 +176,7 @@ func (w *workspace) close() error {
 		return nil
 	}
 	w.mu.Lock()
-	world, cb := w.world, w.broker
+	world, cb, tx := w.world, w.broker, w.tx
 	w.world, w.broker, w.closed = nil, nil, true
 	w.mu.Unlock()
 	var errs []error
@@ -172,7 +188,7 @@ func (w *workspace) close() error {
 			errs = append(errs, fmt.Errorf("close the conversation's sandbox: %w", err))
 		}
 	}
-	return errors.Join(append(errs, w.tx.End())...)
+	return errors.Join(append(errs, tx.End())...)
 }
 
 // WorldUsage is what a conversation's world holds against its quota
@@ -252,12 +268,12 @@ type Selection struct {
 // steps it undid or put back, and how many steps were kept before. Its
 // errors are Undo's (nothing to redo matches ErrNothingToUndo).
 func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, int, error) {
-	w := s.workspace(conv)
-	if w == nil || w.tx == nil {
+	c := s.workspace(conv).conv(true)
+	if c == nil {
 		return jobs.Changes{}, nil, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
 	}
-	kept := len(w.tx.Steps())
-	cs, ns, err := w.tx.Revert(transact.Selection(sel))
+	kept := len(c.Steps())
+	cs, ns, err := c.Revert(transact.Selection(sel))
 	if err != nil {
 		return jobs.Changes{}, nil, kept, own(err)
 	}
@@ -268,11 +284,11 @@ func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, in
 // first, as they are now (transact.Conv.Held), each as the Held of a
 // report.
 func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
-	w := s.workspace(conv)
-	if w == nil || w.tx == nil {
+	c := s.workspace(conv).conv(true)
+	if c == nil {
 		return nil, nil
 	}
-	hs, err := w.tx.Held()
+	hs, err := c.Held()
 	if err != nil {
 		return nil, err
 	}
@@ -295,14 +311,14 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 // call's Principal: "" for the conversation's own), as a job's change
 // set is (see chargeEngine).
 func (s *Supervisor) Review(conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
-	w := s.workspace(conv)
-	if w == nil || w.tx == nil {
+	c := s.workspace(conv).conv(true)
+	if c == nil {
 		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
 	if !accept {
-		return jobs.Changes{}, own(w.tx.Reject(id))
+		return jobs.Changes{}, own(c.Reject(id))
 	}
-	rep, err := w.tx.Accept(id, digest)
+	rep, err := c.Accept(id, digest)
 	if rep != nil && rep.CPU > 0 { // a refused accept's work counts too
 		s.system.Root.Send(s.pid, &engineCharge{conv: conv, pk: principalKey(jobs.Request{Conversation: conv, Principal: principal}), cpu: rep.CPU})
 	}

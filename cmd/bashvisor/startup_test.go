@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// traced runs the built bashvisor with args under strace, following its
+// children, and returns the trace of the given system calls.
+func traced(t *testing.T, calls string, args ...string) string {
+	t.Helper()
+	if buildErr != "" {
+		t.Fatal(buildErr)
+	}
+	strace := testenv.NeedsTool(t, "strace")[0]
+	out := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", out, "-e", "trace=" + calls, bin}, args...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bashvisor %q: %v\n%s", args, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRunDoesOnlyWhatTheCommandNeeds: a one-shot unrestricted `bashvisor
+// run -- true` does no sandbox work (the sandbox is probed on first use:
+// no namespace is made) and starts no process but the command's shell and
+// the engine's watchdog (the cgroup probe starts none); a sandboxed one
+// does probe (the control, first: the trace sees namespaces made).
+func TestRunDoesOnlyWhatTheCommandNeeds(t *testing.T) {
+	ro := traced(t, "unshare", "run", "-sandbox", "read-only", "--", "true")
+	testenv.Needf(t, testenv.Namespaces, strings.Contains(ro, "unshare("),
+		"no namespaces made for a read-only run: the trace cannot show an unrestricted run's probe (trace:\n%s)", ro)
+	tr := traced(t, "unshare,execve", "run", "--", "true")
+	if strings.Contains(tr, "unshare(") {
+		t.Errorf("an unrestricted run made namespaces (probed the sandbox):\n%s", tr)
+	}
+	var execs []string
+	for line := range strings.SplitSeq(tr, "\n") {
+		if _, call, ok := strings.Cut(line, " execve(\""); ok && !strings.Contains(line, "= -1") {
+			execs = append(execs, strings.SplitN(call, "\"", 2)[0])
+		}
+	}
+	if len(execs) != 3 || filepath.Base(execs[1]) != "bash" || filepath.Base(execs[2]) != "bash" {
+		t.Errorf("programs started: %q, want bashvisor, then bash twice (the watchdog and the command):\n%s", execs, tr)
+	}
+	if !strings.Contains(tr, `"--noprofile", "--norc", "-c", "trap`) || !strings.Contains(tr, `["bash", "-c", "true"]`) {
+		t.Errorf("the watchdog or the command missing from the trace:\n%s", tr)
+	}
+
+}
+
+// TestCapabilitiesDroppedBeforeTheRuntime: as root, bashvisor drops the
+// capabilities that read other processes' memory before the Go runtime
+// starts its threads, so the engine's start signals no thread (psx sends
+// each thread SIGRT_1 for each capability it drops) and the command still
+// runs without them.
+func TestCapabilitiesDroppedBeforeTheRuntime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as a user other than root there is no capability to drop") // the unprivileged pass
+	}
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(info), "CGO_ENABLED=1") {
+		t.Skip("built without cgo: the engine drops them through psx, on every thread") // gcc missing
+	}
+	tr := traced(t, "prctl", "run", "--", "grep CapBnd /proc/self/status")
+	if strings.Contains(tr, "--- SIGRT_1") {
+		t.Errorf("threads were signalled (psx) to drop capabilities:\n%s", tr)
+	}
+	if n := strings.Count(tr, "PR_CAPBSET_DROP"); n != 7 {
+		t.Errorf("%d PR_CAPBSET_DROP calls, want 7 (one per capability, before the runtime):\n%s", n, tr)
+	}
+	out := run(t, "run", "--", "grep CapBnd /proc/self/status")
+	bnd := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out.stdout), "CapBnd:"))
+	v, err := strconv.ParseUint(bnd, 16, 64)
+	if err != nil {
+		t.Fatalf("no CapBnd in %q: %v", out.stdout, err)
+	}
+	const memCaps = 1<<19 | 1<<21 | 1<<39 | 1<<38 | 1<<16 | 1<<17 | 1<<22 // ptrace, admin, bpf, perfmon, module, rawio, boot
+	if v&memCaps != 0 {
+		t.Errorf("the command kept memory-reading capabilities: CapBnd %s", bnd)
+	}
+}
