@@ -140,8 +140,22 @@
 // .gitattributes files of its working tree, which select drivers
 // ([Config]). Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
-// command. The user's global configuration is not read: it lies outside
-// the layer and the command cannot change it.
+// command, and for the first repository above the layer's roots (one
+// that encloses the workspace: what it names there is code too).
+//
+// The user's own configuration is part of every repository's effective
+// configuration, found as the user's git finds it with the environment
+// it runs in ([CheckEnv]; [Check] takes the engine's): the system file
+// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM),
+// the global ones (GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config and
+// ~/.gitconfig) with what they include, and GIT_CONFIG_COUNT's
+// variables. What it names is protected the same way: a global
+// core.hooksPath = .githooks makes .githooks/ in every working tree
+// hooks, an absolute one or one below ~ its directory; an included file
+// is configuration; a driver it defines makes every working tree's
+// .gitattributes select programs. Where a root holds these files (the
+// workspace is HOME), a change of one is judged like a repository's
+// configuration ([Config]).
 //
 // # Working trees
 //
