@@ -109,6 +109,7 @@ func (p *parser) cacheTree(b []byte) error {
 			if len(rest) < p.hsz {
 				return errShort
 			}
+			p.trees = append(p.trees, treeNode{path: path, count: count, oid: rest[:p.hsz:p.hsz]})
 			rest = rest[p.hsz:]
 		}
 		p.ix.Trees = append(p.ix.Trees, path)

@@ -7,6 +7,10 @@
 // with the same entries: where git would read it two ways (the offsets
 // of EOIE and IEOT used by its threaded loader), both ways must agree.
 //
+// The cache tree's valid nodes must name the trees the entries make
+// (git commit writes them without looking at the entries), but in a
+// split index, whose entries are only the changes to its shared index.
+//
 // It does not judge paths: [Index] returns every path the index names
 // (entries, resolve-undo, the cache tree's directories, the untracked
 // cache's directories and files) for the caller to check.
@@ -118,6 +122,9 @@ func Parse(b []byte, hashSize int) (*Index, error) {
 	if err := p.extensions(pos); err != nil {
 		return nil, err
 	}
+	if err := p.checkCacheTree(); err != nil {
+		return nil, fmt.Errorf("extension \"TREE\": %w", err)
+	}
 	return p.ix, nil
 }
 
@@ -126,9 +133,10 @@ type parser struct {
 	b        []byte // the file without its checksum
 	hsz      int
 	ix       *Index
-	offsets  []int // where each entry starts
-	strips   []int // v4: how much of the previous name each entry strips
-	extStart int   // where the extensions start
+	offsets  []int      // where each entry starts
+	strips   []int      // v4: how much of the previous name each entry strips
+	extStart int        // where the extensions start
+	trees    []treeNode // the cache tree's valid nodes
 }
 
 var errShort = errors.New("the index ends early")

@@ -157,7 +157,9 @@ func TestCacheTreePaths(t *testing.T) {
 	b := made(t, tree)
 	ix := parse(t, b)
 	oid := strings.Repeat("\x11", hsz)
-	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", []byte("\x002 1\n"+oid+".git\x001 1\n"+oid+"hooks\x001 0\n"+oid))...)
+	// Invalid nodes (-1): a valid one must name its entries' tree
+	// (TestCacheTreeMatchesEntries).
+	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", []byte("\x00-1 1\n.git\x00-1 1\nhooks\x00-1 0\n"))...)
 	if got := parse(t, forged).Trees; !slices.Equal(got, []string{"", ".git", ".git/hooks"}) {
 		t.Errorf("forged trees: %q", got)
 	}
@@ -362,6 +364,58 @@ func TestVarint(t *testing.T) {
 		v, k := gitindex.Varint(c.b)
 		if c.fail != (k <= 0) || !c.fail && (v != c.v || k != c.k) {
 			t.Errorf("Varint(%x) = %d, %d", c.b, v, k)
+		}
+	}
+}
+
+// TestCacheTreeMatchesEntries: git commit writes a valid cache-tree
+// node as its directory's tree without reading the entries, so a
+// cache tree kept from another index makes the user's next commit
+// record a file the index does not have (the control shows git doing
+// it). Such an index does not parse; nor does one whose valid node has
+// another count or another tree. The cache trees
+// git writes (TestParseGitsIndexes: sparse, resolve-undo, v4) parse.
+func TestCacheTreeMatchesEntries(t *testing.T) {
+	testenv.NeedsTool(t, "git")
+	dir := t.TempDir()
+	gitindextest.Git(t, dir, "git init -q -b main . && "+tree+" && cp .git/index ../old && git rm -q --cached top && git commit -qm rm")
+	old, err := os.ReadFile(filepath.Join(dir, "../old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := parse(t, b)
+	kept := ext(t, parse(t, old), "TREE")
+	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", kept)...)
+	if err := os.WriteFile(filepath.Join(dir, ".git/index"), forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitindextest.Git(t, dir, "git commit -q --allow-empty -m forged && git ls-tree --name-only HEAD > ../ls")
+	if ls, err := os.ReadFile(filepath.Join(dir, "../ls")); err != nil || !strings.Contains(string(ls), "top") {
+		t.Fatalf("control: git committed %q (%v), not the kept cache tree's file", ls, err)
+	}
+	if _, err := gitindex.Parse(forged, hsz); err == nil || !strings.Contains(err.Error(), "TREE") {
+		t.Errorf("a cache tree kept from another index: %v", err)
+	}
+	root := parse(t, old)
+	data := ext(t, root, "TREE")
+	for name, mutate := range map[string]func([]byte) []byte{
+		"another tree": func(d []byte) []byte {
+			i := strings.IndexByte(string(d), '\n') + 1
+			d[i] ^= 1
+			return d
+		},
+		"another count": func(d []byte) []byte { return []byte(strings.Replace(string(d), "\x002 1\n", "\x003 1\n", 1)) },
+	} {
+		d := mutate(slices.Clone(data))
+		if string(d) == string(data) {
+			t.Fatalf("%s: nothing changed in %q", name, data)
+		}
+		if _, err := gitindex.Parse(gitindextest.Rewrite(t, old, hsz, replaced(root, "TREE", d)...), hsz); err == nil {
+			t.Errorf("%s: parsed", name)
 		}
 	}
 }

@@ -21,8 +21,12 @@ import (
 // fsmonitor token, the offset tables): such a rewrite is no undo step,
 // and undo takes it for no change. Every entry's path, mode, object id,
 // stage and flags, and every other extension (resolve-undo, the split
-// index's link, sparse directories), count. "" for any other path and
-// for an index that does not parse.
+// index's link, sparse directories), count. The cache tree may be left
+// out because package gitindex parses only one whose valid nodes name
+// the trees of the entries (git commit writes them without reading the
+// entries), but in a split index, whose entries it cannot see all of:
+// there it counts. "" for any other path and for an index that does
+// not parse (a forged cache tree: its change is a step).
 func indexCanon(path string, read func() ([]byte, error)) string {
 	if !isIndex(path) {
 		return ""
@@ -74,7 +78,7 @@ func canonIndex(b []byte, hsz int) (string, bool) {
 		h.Write([]byte{0})
 	}
 	for _, x := range ix.Extensions {
-		if !refreshed[x.Sig] {
+		if !refreshed[x.Sig] || x.Sig == "TREE" && ix.Shared != "" {
 			h.Write([]byte(x.Sig))
 			h.Write(binary.BigEndian.AppendUint32(u[:0], uint32(len(x.Data))))
 			h.Write(x.Data)
