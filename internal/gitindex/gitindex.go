@@ -90,6 +90,14 @@ const (
 // SHA-1, 32: SHA-256). The file must end with the hash of what comes
 // before it, or with zeros (index.skipHash).
 func Parse(b []byte, hashSize int) (*Index, error) {
+	p, err := parse(b, hashSize)
+	if err != nil {
+		return nil, err
+	}
+	return p.ix, nil
+}
+
+func parse(b []byte, hashSize int) (*parser, error) {
 	if hashSize != sha1.Size && hashSize != sha256.Size {
 		return nil, fmt.Errorf("hash size %d", hashSize)
 	}
@@ -125,7 +133,7 @@ func Parse(b []byte, hashSize int) (*Index, error) {
 	if err := p.checkCacheTree(); err != nil {
 		return nil, fmt.Errorf("extension \"TREE\": %w", err)
 	}
-	return p.ix, nil
+	return p, nil
 }
 
 // parser is the state of one Parse.

@@ -419,3 +419,47 @@ func TestCacheTreeMatchesEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestStripCaches: git's index without its untracked cache and
+// fsmonitor data (and then without the offset tables) parses with the
+// same entries and the other extensions, and git reads it: git
+// ls-files lists the same, git status works and puts the untracked
+// cache back when asked to.
+func TestStripCaches(t *testing.T) {
+	for name, script := range map[string]string{
+		"untracked cache": untracked + threads,
+		"fsmonitor":       "echo 1 > f && git add f && printf '#!/bin/sh\\nprintf \"tok-1\\\\0/\\\\0\"\\n' > ../fsm && chmod +x ../fsm && git -c core.fsmonitor=$PWD/../fsm status --short",
+	} {
+		t.Run(name, func(t *testing.T) {
+			testenv.NeedsTool(t, "git")
+			dir := t.TempDir()
+			gitindextest.Git(t, dir, "git init -q -b main . && "+script+" && git ls-files -s > ../before")
+			b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix := parse(t, b)
+			out, ok := gitindex.Strip(b, hsz, "UNTR", "FSMN")
+			if !ok {
+				t.Fatalf("nothing stripped from %v", sigs(ix))
+			}
+			got := parse(t, out)
+			var want []string
+			for _, s := range sigs(ix) {
+				if s != "UNTR" && s != "FSMN" && s != "EOIE" && s != "IEOT" {
+					want = append(want, s)
+				}
+			}
+			if !slices.Equal(sigs(got), want) || !slices.Equal(names(got.Entries), names(ix.Entries)) {
+				t.Errorf("stripped: extensions %v (want %v), %d entries of %d", sigs(got), want, len(got.Entries), len(ix.Entries))
+			}
+			if _, ok := gitindex.Strip(out, hsz, "UNTR", "FSMN"); ok {
+				t.Error("stripped again")
+			}
+			if err := os.WriteFile(filepath.Join(dir, ".git/index"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gitindextest.Git(t, dir, "git ls-files -s > ../after && cmp ../before ../after && git status --short >/dev/null")
+		})
+	}
+}
