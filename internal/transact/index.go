@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/gitindex"
+	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
 // indexCanon is the undo store's canonical form of git's index
@@ -85,4 +86,35 @@ func canonIndex(b []byte, hsz int) (string, bool) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), true
+}
+
+// maxIndex bounds the indexes dropCaches reads (gitpolicy refuses a
+// larger one).
+const maxIndex = 128 << 20
+
+// dropCaches rewrites each git index the command changed without the
+// caches git rebuilds on its own: the untracked cache and fsmonitor's
+// token and bitmap (and then the offset tables). What git trusts in
+// them cannot be checked against the workspace apply produces — a
+// forged untracked cache hides a new file from git status, a forged
+// fsmonitor bitmap a changed one — and an index without them is the
+// same index to git. Only while no command runs over the layer (see
+// layer.Set.Rewrite); an index that cannot be rewritten is judged as
+// it is.
+func dropCaches(s *layer.Set) {
+	for _, c := range s.Changes {
+		if c.Kind == layer.Deleted || !c.Mode.IsRegular() || !isIndex(c.Path) || c.Size > maxIndex {
+			continue
+		}
+		b, err := s.ReadFile(c.Path, true, maxIndex+1)
+		if err != nil {
+			continue
+		}
+		for _, hsz := range []int{sha1.Size, sha256.Size} {
+			if out, ok := gitindex.Strip(b, hsz, "UNTR", "FSMN"); ok {
+				_ = s.Rewrite(c.Path, out)
+				break
+			}
+		}
+	}
 }

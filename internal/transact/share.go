@@ -290,6 +290,9 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if len(s.Changes) == 0 {
 		return rep, nil
 	}
+	if !live {
+		dropCaches(s)
+	}
 	if !live && sh.hold {
 		c.holdAll(rep, sh.l, s, t.label, holdMode, false)
 		return rep, nil
