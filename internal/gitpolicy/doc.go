@@ -72,7 +72,9 @@
 //     and spaces, git~1, "::$INDEX_ALLOCATION" streams, code points
 //     HFS+ ignores, backslashes as separators; no symlink named
 //     .gitmodules), and no gitlink names a directory whose repository
-//     is new; the untracked cache's exclude file is .gitignore.
+//     is new; the untracked cache's exclude file is .gitignore (the
+//     engine applies an index without the untracked cache and
+//     fsmonitor's data, which cannot be checked: package transact).
 //     MERGE_RR's paths (rerere writes them) pass verify_path
 //     too; rr-cache/ holds rerere's images.
 //   - the states of rebase, am and the sequencer: each file git writes
