@@ -130,9 +130,10 @@
 // lock per root, keyed by its device and inode) and across processes
 // (an exclusive flock of the root directory: two engines on one
 // workspace), so between the check and the change no other apply moves
-// the entry. An apply waits for another process's at most 10 minutes,
-// then fails; on a file system without flock on directories (NFS) only
-// the process's own applies take turns.
+// the entry. An apply waits for another process's at most
+// Options.LockWait (10 minutes), then fails with ErrLocked, having
+// applied nothing; on a file system without flock on directories (NFS)
+// only the process's own applies take turns.
 //
 // # Undo
 //

@@ -214,20 +214,25 @@ type rootLock struct {
 }
 
 // lockWait bounds the wait for another process's apply on the same
-// workspace. Any process that can open the workspace's root directory
-// can hold its flock — a sandboxed command that sees the real root (a
-// read-only one) too; after lockWait the apply fails (errLocked)
+// workspace (Options.LockWait's default). Any process that can open the workspace's root directory
+// can hold its flock (a sandboxed command that sees the real root may);
+// after lockWait the apply fails (ErrLocked)
 // instead of waiting for ever. An apply of 300,000 entries takes about
 // 20 s.
 var lockWait = 10 * time.Minute
 
-// errLocked is what an apply or undo fails with when another process
-// held the workspace's apply lock for longer than it waits.
-var errLocked = errors.New("another process holds the workspace's apply lock")
+// ErrLocked is what an apply or undo fails with, having changed
+// nothing, when another process held the workspace's apply lock for
+// longer than it waits (Options.LockWait).
+var ErrLocked = errors.New("another process holds the workspace's apply lock")
 
 // lockRoots takes the locks of the directories fds (O_PATH descriptors
-// of real roots), in one order, and returns what releases them.
-func lockRoots(fds []int) (func(), error) {
+// of real roots), in one order, waiting for another process's up to
+// wait (0: lockWait), and returns what releases them.
+func lockRoots(fds []int, wait time.Duration) (func(), error) {
+	if wait <= 0 {
+		wait = lockWait
+	}
 	type key = [2]uint64
 	byKey := map[key]int{}
 	var keys []key
@@ -280,7 +285,7 @@ func lockRoots(fds []int) (func(), error) {
 	for i, l := range held {
 		l.Lock()
 		locked++
-		f, err := flockRoot(byKey[keys[i]], keys[i])
+		f, err := flockRoot(byKey[keys[i]], keys[i], wait)
 		if err != nil {
 			unlock()
 			return nil, err
@@ -294,17 +299,17 @@ func lockRoots(fds []int) (func(), error) {
 
 // flockRoot takes the flock of the root directory (O_PATH descriptor
 // n, whose device and inode are k) through a descriptor of its own,
-// which it returns; closing it releases the lock. It waits up to
-// lockWait for another process. A file system without flock on
+// which it returns; closing it releases the lock. It waits up to wait
+// for another process. A file system without flock on
 // directories (EBADF, ENOLCK, EOPNOTSUPP, EINVAL: NFS) has only the
 // process's lock: nil and no error.
-func flockRoot(n int, k [2]uint64) (*fd.FD, error) {
+func flockRoot(n int, k [2]uint64, wait time.Duration) (*fd.FD, error) {
 	d, err := unix.Openat(n, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("layer: open the root to lock it: %w", err)
 	}
 	f := fd.New(d)
-	deadline := time.Now().Add(lockWait)
+	deadline := time.Now().Add(wait)
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
 		err := unix.Flock(f.Int(), unix.LOCK_EX|unix.LOCK_NB)
 		switch {
@@ -317,7 +322,7 @@ func flockRoot(n int, k [2]uint64) (*fd.FD, error) {
 			continue
 		case errors.Is(err, unix.EWOULDBLOCK):
 			_ = f.Close()
-			return nil, fmt.Errorf("layer: root %d:%d: %w for over %v", k[0], k[1], errLocked, lockWait)
+			return nil, fmt.Errorf("layer: root %d:%d: %w for over %v", k[0], k[1], ErrLocked, wait)
 		case errors.Is(err, unix.EBADF), errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
 			_ = f.Close()
 			return nil, nil

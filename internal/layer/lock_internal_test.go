@@ -35,20 +35,20 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 		return n
 	}
 	a, b, c := open(ws), open(link), open(other)
-	unlock, err := lockRoots([]int{a})
+	unlock, err := lockRoots([]int{a}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 2)
 	go func() {
-		u, err := lockRoots([]int{b})
+		u, err := lockRoots([]int{b}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "same workspace"
 		}
 	}()
 	go func() {
-		u, err := lockRoots([]int{c})
+		u, err := lockRoots([]int{c}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "other workspace"
@@ -83,7 +83,7 @@ const lockHolderEnv = "LAYER_TEST_HOLD_APPLY_LOCK"
 // TestApplyLockAcrossProcesses: two processes on one workspace (two
 // engines: a CLI and an MCP server) take turns too. Another process
 // holds the workspace's apply lock: this one's apply waits for it, at
-// most lockWait, and fails after that (errLocked); once the other
+// most lockWait, and fails after that (ErrLocked); once the other
 // process lets go, it gets the lock; another workspace never waits.
 func TestApplyLockAcrossProcesses(t *testing.T) {
 	if dir := os.Getenv(lockHolderEnv); dir != "" {
@@ -126,7 +126,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	}
 	a, b := open(ws), open(other)
 
-	u, err := lockRoots([]int{b})
+	u, err := lockRoots([]int{b}, 0)
 	if err != nil {
 		t.Fatalf("another workspace: %v", err)
 	}
@@ -135,11 +135,11 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	defer func(w time.Duration) { lockWait = w }(lockWait)
 	lockWait = 300 * time.Millisecond
 	start := time.Now()
-	if u, err := lockRoots([]int{a}); !errors.Is(err, errLocked) {
+	if u, err := lockRoots([]int{a}, 0); !errors.Is(err, ErrLocked) {
 		if err == nil {
 			u()
 		}
-		t.Fatalf("got %v while another process held the workspace's apply lock, want errLocked", err)
+		t.Fatalf("got %v while another process held the workspace's apply lock, want ErrLocked", err)
 	}
 	if d := time.Since(start); d < lockWait {
 		t.Errorf("gave up after %v, before lockWait (%v)", d, lockWait)
@@ -148,7 +148,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	lockWait = time.Minute
 	got := make(chan error, 1)
 	go func() {
-		u, err := lockRoots([]int{a})
+		u, err := lockRoots([]int{a}, 0)
 		if err == nil {
 			u()
 		}
@@ -181,7 +181,7 @@ func holdApplyLock(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer unix.Close(n)
-	unlock, err := lockRoots([]int{n})
+	unlock, err := lockRoots([]int{n}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
