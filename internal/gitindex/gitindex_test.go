@@ -108,6 +108,15 @@ func TestParseGitsIndexes(t *testing.T) {
 					t.Errorf("shared %q, %d entries", ix.Shared, len(ix.Entries))
 				}
 			}},
+		{"unmerged", "echo a > f && git add f && git commit -qm a && git checkout -qb o && echo b > f && git commit -qam b && git checkout -q main && echo c > f && git commit -qam c && (git merge -q o || true)",
+			nil, func(t *testing.T, ix *gitindex.Index) {
+				if !slices.ContainsFunc(ix.Entries, func(e gitindex.Entry) bool { return e.Flags&0x3000 != 0 }) {
+					t.Errorf("no unmerged entry: %q", names(ix.Entries))
+				}
+			}},
+		// git writes no valid cache-tree node above an intent-to-add
+		// entry, which trees leave out.
+		{"intent to add", tree + " && echo n > a/n && git add -N a/n && git write-tree >/dev/null", []string{"TREE"}, nil},
 		{"sparse index", tree + " && git sparse-checkout init --cone --sparse-index && git sparse-checkout set a/b", []string{"TREE", "sdir"}, nil},
 	}
 	for _, c := range cases {
