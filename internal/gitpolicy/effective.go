@@ -30,9 +30,9 @@ type code struct {
 	drivers    bool            // the user's configuration defines drivers
 }
 
-// repoConfig is what one repository's effective configuration names.
-func (k *checker) repoConfig(gitdir string, c *code) {
-	wt := dirName(gitdir)
+// repoConfig is what one repository's effective configuration names
+// (gitdir, whose working tree is wt: where git runs its hooks).
+func (k *checker) repoConfig(gitdir, wt string, c *code) {
 	for _, h := range c.relHooks {
 		c.hooks = append(c.hooks, filepath.Clean(wt+"/"+h))
 	}
@@ -60,16 +60,16 @@ func (k *checker) repoConfig(gitdir string, c *code) {
 				continue
 			}
 			entries, _ := parseConfig(b)
-			files = append(files, k.named(gitdir, f, entries, c)...)
+			files = append(files, k.named(wt, f, entries, c)...)
 		}
 	}
 }
 
-// named records what the entries of the config file f (of gitdir) name
-// as code, and returns the files f includes.
-func (k *checker) named(gitdir, f string, entries []configEntry, c *code) []string {
+// named records what the entries of the config file f (of the
+// repository whose working tree is wt) name as code, and returns the
+// files f includes.
+func (k *checker) named(wt, f string, entries []configEntry, c *code) []string {
 	var incs []string
-	wt := dirName(gitdir)
 	for _, e := range entries {
 		switch {
 		case (e.Section == "include" || e.Section == "includeif") && e.Key == "path":
@@ -135,7 +135,7 @@ func (k *checker) repositories(dir, root string) {
 				found = true
 				if !k.repos[g] {
 					k.repos[g] = true
-					k.repoConfig(g, k.code)
+					k.repoConfig(g, d, k.code)
 				}
 			}
 		}
@@ -143,7 +143,7 @@ func (k *checker) repositories(dir, root string) {
 			found = true
 			if !k.repos[d] {
 				k.repos[d] = true
-				k.repoConfig(d, k.code)
+				k.repoConfig(d, dirName(d), k.code)
 			}
 		}
 		if d == "/" || (found && len(d) <= len(root)) {

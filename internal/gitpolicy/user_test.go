@@ -49,6 +49,14 @@ func TestGlobalHooksPath(t *testing.T) {
 			}
 		})
 	}
+	// A linked worktree runs its hooks in its own top directory.
+	t.Run("linked worktree", func(t *testing.T) {
+		w := controlThen(t, "git worktree add -q -b wtb wt && git config --global core.hooksPath .githooks",
+			[]string{"cd wt && " + hook}, "wt", "echo y >> README; git commit -qam y", "hook")
+		if w.exists("wt/.githooks/pre-commit") {
+			t.Error("the hook was applied")
+		}
+	})
 }
 
 // TestGlobalIncludeNamesWorkspaceFile: the global configuration includes
