@@ -2,7 +2,10 @@ package gitindex
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,14 +41,19 @@ const (
 
 // checkCacheTree checks the cache tree's valid nodes against the
 // entries. A split index's entries are only those that differ from its
-// shared index: its cache tree is not checked here.
+// shared index: its cache tree is checked by [Index.CheckSplit].
 func (p *parser) checkCacheTree() error {
-	if len(p.trees) == 0 || p.ix.Shared != "" {
+	if len(p.ix.trees) == 0 || p.ix.Shared != "" {
 		return nil
 	}
+	return checkTrees(p.ix.Entries, p.hsz, p.ix.trees)
+}
+
+// checkTrees checks the valid cache-tree nodes against entries.
+func checkTrees(entries []Entry, hsz int, nodes []treeNode) error {
 	trees := map[string]computed{}
-	p.buildTree("", 0, len(p.ix.Entries), trees)
-	for _, n := range p.trees {
+	buildTree(entries, hsz, "", 0, len(entries), trees)
+	for _, n := range nodes {
 		c, found := trees[n.path]
 		switch {
 		case !found || !c.ok:
@@ -59,14 +67,14 @@ func (p *parser) checkCacheTree() error {
 	return nil
 }
 
-// buildTree computes the tree of the entries lo to hi, all below
-// prefix ("" or "dir/"), records it and each directory's below it in
-// trees, and returns it.
-func (p *parser) buildTree(prefix string, lo, hi int, trees map[string]computed) computed {
+// buildTree computes the tree of entries lo to hi, all below prefix
+// ("" or "dir/"), records it and each directory's below it in trees,
+// and returns it.
+func buildTree(entries []Entry, hsz int, prefix string, lo, hi int, trees map[string]computed) computed {
 	var body bytes.Buffer
 	c := computed{count: hi - lo, ok: true}
 	for i := lo; i < hi; {
-		e := p.ix.Entries[i]
+		e := entries[i]
 		rel := e.Name[len(prefix):]
 		name, mode := rel, strconv.FormatUint(uint64(e.Mode), 8)
 		if k := strings.IndexByte(rel, '/'); k >= 0 {
@@ -75,10 +83,10 @@ func (p *parser) buildTree(prefix string, lo, hi int, trees map[string]computed)
 			} else {
 				sub := prefix + rel[:k+1]
 				j := i + 1
-				for j < hi && strings.HasPrefix(p.ix.Entries[j].Name, sub) {
+				for j < hi && strings.HasPrefix(entries[j].Name, sub) {
 					j++
 				}
-				t := p.buildTree(sub, i, j, trees)
+				t := buildTree(entries, hsz, sub, i, j, trees)
 				c.ok = c.ok && t.ok
 				writeTreeEntry(&body, treeModeBytes, rel[:k], t.oid)
 				i = j
@@ -92,12 +100,89 @@ func (p *parser) buildTree(prefix string, lo, hi int, trees map[string]computed)
 		}
 		writeTreeEntry(&body, mode, name, e.OID)
 	}
-	h := NewHash(p.hsz)
+	h := NewHash(hsz)
 	fmt.Fprintf(h, "tree %d\x00", body.Len())
 	h.Write(body.Bytes())
 	c.oid = h.Sum(nil)
 	trees[strings.TrimSuffix(prefix, "/")] = c
 	return c
+}
+
+// CheckSplit checks the cache tree of the split index ix against its
+// entries merged with those of its shared index (the sharedindex file
+// [Index.Shared] names, parsed), as git merges them (split-index.c
+// merge_base_index): the shared entries the link's delete bitmap marks
+// are removed, those its replace bitmap marks are replaced, in order,
+// by ix's first entries (which have no name), and ix's other entries
+// are added in order of name and stage.
+func (ix *Index) CheckSplit(shared *Index) error {
+	if ix.Shared == "" || len(ix.trees) == 0 {
+		return nil
+	}
+	merged, err := ix.merge(shared)
+	if err != nil {
+		return fmt.Errorf("the split index: %w", err)
+	}
+	if err := checkTrees(merged, ix.hsz, ix.trees); err != nil {
+		return fmt.Errorf("extension \"TREE\": %w", err)
+	}
+	return nil
+}
+
+// merge returns ix's entries merged with shared's (see CheckSplit).
+func (ix *Index) merge(shared *Index) ([]Entry, error) {
+	base := slices.Clone(shared.Entries)
+	gone := make([]bool, len(base))
+	n := 0
+	var bad error
+	if err := ix.replaced.each(len(base), func(pos int) {
+		switch {
+		case n >= len(ix.Entries):
+			bad = errors.New("more replaced entries than entries")
+		case ix.Entries[n].Name != "":
+			bad = fmt.Errorf("replacing entry %d has a name", n)
+		default:
+			e := ix.Entries[n]
+			e.Name = base[pos].Name
+			base[pos] = e
+			n++
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if err := ix.deleted.each(len(base), func(pos int) { gone[pos] = true }); err != nil {
+		return nil, err
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	var out []Entry
+	for i, e := range base {
+		if !gone[i] {
+			out = append(out, e)
+		}
+	}
+	for _, e := range ix.Entries[n:] {
+		if e.Name == "" {
+			return nil, errors.New("an added entry without a name")
+		}
+		i, found := slices.BinarySearchFunc(out, e, compareEntries)
+		if found {
+			out[i] = e
+		} else {
+			out = slices.Insert(out, i, e)
+		}
+	}
+	return out, nil
+}
+
+// compareEntries orders entries as the index does: by name, then
+// stage.
+func compareEntries(a, b Entry) int {
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Flags&stageMask, b.Flags&stageMask)
 }
 
 func writeTreeEntry(b *bytes.Buffer, mode, name string, oid []byte) {

@@ -8,8 +8,9 @@
 // of EOIE and IEOT used by its threaded loader), both ways must agree.
 //
 // The cache tree's valid nodes must name the trees the entries make
-// (git commit writes them without looking at the entries), but in a
-// split index, whose entries are only the changes to its shared index.
+// (git commit writes them without looking at the entries); a split
+// index's, whose entries are only the changes to its shared index, are
+// checked against the merged entries by [Index.CheckSplit].
 //
 // It does not judge paths: [Index] returns every path the index names
 // (entries, resolve-undo, the cache tree's directories, the untracked
@@ -52,6 +53,10 @@ type Index struct {
 	// ExcludePerDir is the untracked cache's per-directory exclude file
 	// name (".gitignore"), or "" without an untracked cache.
 	ExcludePerDir string
+
+	hsz               int        // the size of its object ids
+	trees             []treeNode // the cache tree's valid nodes
+	deleted, replaced ewah       // the split index's bitmaps
 }
 
 // Entry is one entry of the index.
@@ -108,7 +113,7 @@ func parse(b []byte, hashSize int) (*parser, error) {
 		return nil, err
 	}
 	body := b[:len(b)-hashSize]
-	p := &parser{b: body, hsz: hashSize, ix: &Index{Version: binary.BigEndian.Uint32(b[4:])}}
+	p := &parser{b: body, hsz: hashSize, ix: &Index{Version: binary.BigEndian.Uint32(b[4:]), hsz: hashSize}}
 	if v := p.ix.Version; v < 2 || v > 4 {
 		return nil, fmt.Errorf("index version %d", v)
 	}
@@ -141,10 +146,9 @@ type parser struct {
 	b        []byte // the file without its checksum
 	hsz      int
 	ix       *Index
-	offsets  []int      // where each entry starts
-	strips   []int      // v4: how much of the previous name each entry strips
-	extStart int        // where the extensions start
-	trees    []treeNode // the cache tree's valid nodes
+	offsets  []int // where each entry starts
+	strips   []int // v4: how much of the previous name each entry strips
+	extStart int   // where the extensions start
 }
 
 var errShort = errors.New("the index ends early")

@@ -472,3 +472,36 @@ func TestStripCaches(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheTreeOfSplitIndex: a split index's cache tree covers its
+// entries merged with the shared index's (replaced, deleted, added):
+// git's own passes CheckSplit, one whose tree git's entries do not make
+// fails it (Parse leaves it to CheckSplit).
+func TestCacheTreeOfSplitIndex(t *testing.T) {
+	testenv.NeedsTool(t, "git")
+	dir := t.TempDir()
+	gitindextest.Git(t, dir, "git init -q -b main . && for i in $(seq 1 30); do echo $i > f$i; done && touch -d 2020-01-01 f* && git add . && git commit -qm i && "+
+		"git update-index --split-index && echo 2 > f3 && git rm -q f5 && echo n > new && git add f3 new && git commit -qm s")
+	b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := parse(t, b)
+	if !slices.Equal(names(ix.Entries), []string{"", "new"}) {
+		t.Fatalf("the split index has %q, not f3 replaced (no name) and new", names(ix.Entries))
+	}
+	sb, err := os.ReadFile(filepath.Join(dir, ".git/sharedindex."+ix.Shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := parse(t, sb)
+	if err := ix.CheckSplit(shared); err != nil {
+		t.Fatalf("git's split index: %v", err)
+	}
+	data := slices.Clone(ext(t, ix, "TREE"))
+	data[strings.IndexByte(string(data), '\n')+1] ^= 1
+	forged := parse(t, gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", data)...))
+	if err := forged.CheckSplit(shared); err == nil {
+		t.Error("a split index whose cache tree is not its entries' passed")
+	}
+}

@@ -59,8 +59,9 @@
 //     git reads it (package gitindex: versions 2 to 4, checksum, name
 //     lengths as the flags give them, git's varint, and every extension
 //     git knows: the cache tree (whose valid nodes must name the trees
-//     the entries make: git commit writes them without reading the
-//     entries), resolve-undo, the split index's link,
+//     the entries make, a split index's merged with its shared index's:
+//     git commit writes them without reading the entries), resolve-undo,
+//     the split index's link,
 //     the untracked cache, fsmonitor's token and bitmap, the offsets of
 //     EOIE and IEOT agreeing with the entries, so that git's threaded
 //     loader reads what the serial one does; an unknown required one is

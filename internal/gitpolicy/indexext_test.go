@@ -165,3 +165,38 @@ func TestIndexCacheTreeKept(t *testing.T) {
 		t.Errorf("the user's commit has the kept tree's README: %q", out)
 	}
 }
+
+// TestIndexSplitCacheTreeForged: a split index's cache tree, which
+// covers the shared index's entries too, must be theirs: one whose
+// root is another tree is refused (git's own split index applies:
+// TestIndexExtensionsOfGit).
+func TestIndexSplitCacheTreeForged(t *testing.T) {
+	const hsz = 20
+	w := newWorld(t)
+	w.repo(t)
+	w.sh(t, "for i in $(seq 1 30); do echo $i > f$i; done && touch -d 2020-01-01 f* && git add . && git commit -qm i && "+
+		"git update-index --split-index && echo 2 > f3 && git add f3 && git commit -qm s")
+	b, err := os.ReadFile(w.ws + "/.git/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := gitindex.Parse(b, hsz)
+	if err != nil || ix.Shared == "" {
+		t.Fatalf("not a split index (%v)", err)
+	}
+	var exts []gitindex.Extension
+	for _, x := range ix.Extensions {
+		if x.Sig == "TREE" {
+			d := slices.Clone(x.Data)
+			d[strings.IndexByte(string(d), '\n')+1] ^= 1
+			x.Data = d
+		}
+		exts = append(exts, x)
+	}
+	f := t.TempDir() + "/index"
+	if err := os.WriteFile(f, gitindextest.Rewrite(t, b, hsz, exts...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := w.run(t, "cp "+f+" .git/index")
+	w.expectRefused(t, o, "git-index", ".git/index")
+}
