@@ -109,6 +109,7 @@ func (p *parser) cacheTree(b []byte) error {
 			if len(rest) < p.hsz {
 				return errShort
 			}
+			p.ix.trees = append(p.ix.trees, treeNode{path: path, count: count, oid: rest[:p.hsz:p.hsz]})
 			rest = rest[p.hsz:]
 		}
 		p.ix.Trees = append(p.ix.Trees, path)
@@ -202,10 +203,15 @@ func (p *parser) link(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	for range 2 {
+	for i := range 2 {
 		bm, err := readEWAH(b)
 		if err != nil {
 			return err
+		}
+		if i == 0 {
+			p.ix.deleted = bm
+		} else {
+			p.ix.replaced = bm
 		}
 		b = b[bm.size:]
 	}

@@ -7,6 +7,11 @@
 // with the same entries: where git would read it two ways (the offsets
 // of EOIE and IEOT used by its threaded loader), both ways must agree.
 //
+// The cache tree's valid nodes must name the trees the entries make
+// (git commit writes them without looking at the entries); a split
+// index's, whose entries are only the changes to its shared index, are
+// checked against the merged entries by [Index.CheckSplit].
+//
 // It does not judge paths: [Index] returns every path the index names
 // (entries, resolve-undo, the cache tree's directories, the untracked
 // cache's directories and files) for the caller to check.
@@ -48,6 +53,10 @@ type Index struct {
 	// ExcludePerDir is the untracked cache's per-directory exclude file
 	// name (".gitignore"), or "" without an untracked cache.
 	ExcludePerDir string
+
+	hsz               int        // the size of its object ids
+	trees             []treeNode // the cache tree's valid nodes
+	deleted, replaced ewah       // the split index's bitmaps
 }
 
 // Entry is one entry of the index.
@@ -86,6 +95,14 @@ const (
 // SHA-1, 32: SHA-256). The file must end with the hash of what comes
 // before it, or with zeros (index.skipHash).
 func Parse(b []byte, hashSize int) (*Index, error) {
+	p, err := parse(b, hashSize)
+	if err != nil {
+		return nil, err
+	}
+	return p.ix, nil
+}
+
+func parse(b []byte, hashSize int) (*parser, error) {
 	if hashSize != sha1.Size && hashSize != sha256.Size {
 		return nil, fmt.Errorf("hash size %d", hashSize)
 	}
@@ -96,7 +113,7 @@ func Parse(b []byte, hashSize int) (*Index, error) {
 		return nil, err
 	}
 	body := b[:len(b)-hashSize]
-	p := &parser{b: body, hsz: hashSize, ix: &Index{Version: binary.BigEndian.Uint32(b[4:])}}
+	p := &parser{b: body, hsz: hashSize, ix: &Index{Version: binary.BigEndian.Uint32(b[4:]), hsz: hashSize}}
 	if v := p.ix.Version; v < 2 || v > 4 {
 		return nil, fmt.Errorf("index version %d", v)
 	}
@@ -118,7 +135,10 @@ func Parse(b []byte, hashSize int) (*Index, error) {
 	if err := p.extensions(pos); err != nil {
 		return nil, err
 	}
-	return p.ix, nil
+	if err := p.checkCacheTree(); err != nil {
+		return nil, fmt.Errorf("extension \"TREE\": %w", err)
+	}
+	return p, nil
 }
 
 // parser is the state of one Parse.

@@ -108,6 +108,15 @@ func TestParseGitsIndexes(t *testing.T) {
 					t.Errorf("shared %q, %d entries", ix.Shared, len(ix.Entries))
 				}
 			}},
+		{"unmerged", "echo a > f && git add f && git commit -qm a && git checkout -qb o && echo b > f && git commit -qam b && git checkout -q main && echo c > f && git commit -qam c && (git merge -q o || true)",
+			nil, func(t *testing.T, ix *gitindex.Index) {
+				if !slices.ContainsFunc(ix.Entries, func(e gitindex.Entry) bool { return e.Flags&0x3000 != 0 }) {
+					t.Errorf("no unmerged entry: %q", names(ix.Entries))
+				}
+			}},
+		// git writes no valid cache-tree node above an intent-to-add
+		// entry, which trees leave out.
+		{"intent to add", tree + " && echo n > a/n && git add -N a/n && git write-tree >/dev/null", []string{"TREE"}, nil},
 		{"sparse index", tree + " && git sparse-checkout init --cone --sparse-index && git sparse-checkout set a/b", []string{"TREE", "sdir"}, nil},
 	}
 	for _, c := range cases {
@@ -157,7 +166,9 @@ func TestCacheTreePaths(t *testing.T) {
 	b := made(t, tree)
 	ix := parse(t, b)
 	oid := strings.Repeat("\x11", hsz)
-	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", []byte("\x002 1\n"+oid+".git\x001 1\n"+oid+"hooks\x001 0\n"+oid))...)
+	// Invalid nodes (-1): a valid one must name its entries' tree
+	// (TestCacheTreeMatchesEntries).
+	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", []byte("\x00-1 1\n.git\x00-1 1\nhooks\x00-1 0\n"))...)
 	if got := parse(t, forged).Trees; !slices.Equal(got, []string{"", ".git", ".git/hooks"}) {
 		t.Errorf("forged trees: %q", got)
 	}
@@ -363,5 +374,134 @@ func TestVarint(t *testing.T) {
 		if c.fail != (k <= 0) || !c.fail && (v != c.v || k != c.k) {
 			t.Errorf("Varint(%x) = %d, %d", c.b, v, k)
 		}
+	}
+}
+
+// TestCacheTreeMatchesEntries: git commit writes a valid cache-tree
+// node as its directory's tree without reading the entries, so a
+// cache tree kept from another index makes the user's next commit
+// record a file the index does not have (the control shows git doing
+// it). Such an index does not parse; nor does one whose valid node has
+// another count or another tree. The cache trees
+// git writes (TestParseGitsIndexes: sparse, resolve-undo, v4) parse.
+func TestCacheTreeMatchesEntries(t *testing.T) {
+	testenv.NeedsTool(t, "git")
+	dir := t.TempDir()
+	gitindextest.Git(t, dir, "git init -q -b main . && "+tree+" && cp .git/index ../old && git rm -q --cached top && git commit -qm rm")
+	old, err := os.ReadFile(filepath.Join(dir, "../old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := parse(t, b)
+	kept := ext(t, parse(t, old), "TREE")
+	forged := gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", kept)...)
+	if err := os.WriteFile(filepath.Join(dir, ".git/index"), forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitindextest.Git(t, dir, "git commit -q --allow-empty -m forged && git ls-tree --name-only HEAD > ../ls")
+	if ls, err := os.ReadFile(filepath.Join(dir, "../ls")); err != nil || !strings.Contains(string(ls), "top") {
+		t.Fatalf("control: git committed %q (%v), not the kept cache tree's file", ls, err)
+	}
+	if _, err := gitindex.Parse(forged, hsz); err == nil || !strings.Contains(err.Error(), "TREE") {
+		t.Errorf("a cache tree kept from another index: %v", err)
+	}
+	root := parse(t, old)
+	data := ext(t, root, "TREE")
+	for name, mutate := range map[string]func([]byte) []byte{
+		"another tree": func(d []byte) []byte {
+			i := strings.IndexByte(string(d), '\n') + 1
+			d[i] ^= 1
+			return d
+		},
+		"another count": func(d []byte) []byte { return []byte(strings.Replace(string(d), "\x002 1\n", "\x003 1\n", 1)) },
+	} {
+		d := mutate(slices.Clone(data))
+		if string(d) == string(data) {
+			t.Fatalf("%s: nothing changed in %q", name, data)
+		}
+		if _, err := gitindex.Parse(gitindextest.Rewrite(t, old, hsz, replaced(root, "TREE", d)...), hsz); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}
+
+// TestStripCaches: git's index without its untracked cache and
+// fsmonitor data (and then without the offset tables) parses with the
+// same entries and the other extensions, and git reads it: git
+// ls-files lists the same, git status works and puts the untracked
+// cache back when asked to.
+func TestStripCaches(t *testing.T) {
+	for name, script := range map[string]string{
+		"untracked cache": untracked + threads,
+		"fsmonitor":       "echo 1 > f && git add f && printf '#!/bin/sh\\nprintf \"tok-1\\\\0/\\\\0\"\\n' > ../fsm && chmod +x ../fsm && git -c core.fsmonitor=$PWD/../fsm status --short",
+	} {
+		t.Run(name, func(t *testing.T) {
+			testenv.NeedsTool(t, "git")
+			dir := t.TempDir()
+			gitindextest.Git(t, dir, "git init -q -b main . && "+script+" && git ls-files -s > ../before")
+			b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix := parse(t, b)
+			out, ok := gitindex.Strip(b, hsz, "UNTR", "FSMN")
+			if !ok {
+				t.Fatalf("nothing stripped from %v", sigs(ix))
+			}
+			got := parse(t, out)
+			var want []string
+			for _, s := range sigs(ix) {
+				if s != "UNTR" && s != "FSMN" && s != "EOIE" && s != "IEOT" {
+					want = append(want, s)
+				}
+			}
+			if !slices.Equal(sigs(got), want) || !slices.Equal(names(got.Entries), names(ix.Entries)) {
+				t.Errorf("stripped: extensions %v (want %v), %d entries of %d", sigs(got), want, len(got.Entries), len(ix.Entries))
+			}
+			if _, ok := gitindex.Strip(out, hsz, "UNTR", "FSMN"); ok {
+				t.Error("stripped again")
+			}
+			if err := os.WriteFile(filepath.Join(dir, ".git/index"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gitindextest.Git(t, dir, "git ls-files -s > ../after && cmp ../before ../after && git status --short >/dev/null")
+		})
+	}
+}
+
+// TestCacheTreeOfSplitIndex: a split index's cache tree covers its
+// entries merged with the shared index's (replaced, deleted, added):
+// git's own passes CheckSplit, one whose tree git's entries do not make
+// fails it (Parse leaves it to CheckSplit).
+func TestCacheTreeOfSplitIndex(t *testing.T) {
+	testenv.NeedsTool(t, "git")
+	dir := t.TempDir()
+	gitindextest.Git(t, dir, "git init -q -b main . && for i in $(seq 1 30); do echo $i > f$i; done && touch -d 2020-01-01 f* && git add . && git commit -qm i && "+
+		"git update-index --split-index && echo 2 > f3 && git rm -q f5 && echo n > new && git add f3 new && git commit -qm s")
+	b, err := os.ReadFile(filepath.Join(dir, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := parse(t, b)
+	if !slices.Equal(names(ix.Entries), []string{"", "new"}) {
+		t.Fatalf("the split index has %q, not f3 replaced (no name) and new", names(ix.Entries))
+	}
+	sb, err := os.ReadFile(filepath.Join(dir, ".git/sharedindex."+ix.Shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := parse(t, sb)
+	if err := ix.CheckSplit(shared); err != nil {
+		t.Fatalf("git's split index: %v", err)
+	}
+	data := slices.Clone(ext(t, ix, "TREE"))
+	data[strings.IndexByte(string(data), '\n')+1] ^= 1
+	forged := parse(t, gitindextest.Rewrite(t, b, hsz, replaced(ix, "TREE", data)...))
+	if err := forged.CheckSplit(shared); err == nil {
+		t.Error("a split index whose cache tree is not its entries' passed")
 	}
 }

@@ -27,12 +27,19 @@ printf "[submodule \"sub\"]\n\tpath = sub\n\turl = ./sub\n" > .gitmodules && git
 // left out: the control that shows an attack works without it.
 func (w *world) unchecked(t *testing.T, script string) {
 	t.Helper()
-	l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: w.state, UserXattr: layertest.Unprivileged()})
+	w.uncheckedIn(t, w.ws, script)
+}
+
+// uncheckedIn is unchecked with the layer's root, and the command, in
+// dir.
+func (w *world) uncheckedIn(t *testing.T, dir, script string) {
+	t.Helper()
+	l, err := layer.New(layer.Options{Roots: []string{dir}, Dir: w.state, UserXattr: layertest.Unprivileged()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Remove()
-	if out, err := layertest.Run(t, l.Spec(), w.ws, w.env, script); err != nil {
+	if out, err := layertest.Run(t, l.Spec(), dir, w.env, script); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	s, err := l.Diff()

@@ -58,7 +58,10 @@
 //   - the index and every split, shared or temporary index: parsed as
 //     git reads it (package gitindex: versions 2 to 4, checksum, name
 //     lengths as the flags give them, git's varint, and every extension
-//     git knows: the cache tree, resolve-undo, the split index's link,
+//     git knows: the cache tree (whose valid nodes must name the trees
+//     the entries make, a split index's merged with its shared index's:
+//     git commit writes them without reading the entries), resolve-undo,
+//     the split index's link,
 //     the untracked cache, fsmonitor's token and bitmap, the offsets of
 //     EOIE and IEOT agreeing with the entries, so that git's threaded
 //     loader reads what the serial one does; an unknown required one is
@@ -70,7 +73,9 @@
 //     and spaces, git~1, "::$INDEX_ALLOCATION" streams, code points
 //     HFS+ ignores, backslashes as separators; no symlink named
 //     .gitmodules), and no gitlink names a directory whose repository
-//     is new; the untracked cache's exclude file is .gitignore.
+//     is new; the untracked cache's exclude file is .gitignore (the
+//     engine applies an index without the untracked cache and
+//     fsmonitor's data, which cannot be checked: package transact).
 //     MERGE_RR's paths (rerere writes them) pass verify_path
 //     too; rr-cache/ holds rerere's images.
 //   - the states of rebase, am and the sequencer: each file git writes
@@ -140,8 +145,22 @@
 // .gitattributes files of its working tree, which select drivers
 // ([Config]). Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
-// command. The user's global configuration is not read: it lies outside
-// the layer and the command cannot change it.
+// command, and for the first repository above the layer's roots (one
+// that encloses the workspace: what it names there is code too).
+//
+// The user's own configuration is part of every repository's effective
+// configuration, found as the user's git finds it with the environment
+// it runs in ([CheckEnv]; [Check] takes the engine's): the system file
+// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM),
+// the global ones (GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config and
+// ~/.gitconfig) with what they include, and GIT_CONFIG_COUNT's
+// variables. What it names is protected the same way: a global
+// core.hooksPath = .githooks makes .githooks/ in every working tree
+// hooks, an absolute one or one below ~ its directory; an included file
+// is configuration; a driver it defines makes every working tree's
+// .gitattributes select programs. Where a root holds these files (the
+// workspace is HOME), a change of one is judged like a repository's
+// configuration ([Config]).
 //
 // # Working trees
 //

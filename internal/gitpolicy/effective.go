@@ -26,10 +26,19 @@ type code struct {
 	configs    map[string]bool // included files and attribute files of core.attributesFile
 	hooks      []string        // core.hooksPath directories
 	attributes []string        // working trees whose .gitattributes select configured drivers
+	relHooks   []string        // the user's relative core.hooksPath: below every working tree
+	drivers    bool            // the user's configuration defines drivers
 }
 
-// repoConfig is what one repository's effective configuration names.
-func (k *checker) repoConfig(gitdir string, c *code) {
+// repoConfig is what one repository's effective configuration names
+// (gitdir, whose working tree is wt: where git runs its hooks).
+func (k *checker) repoConfig(gitdir, wt string, c *code) {
+	for _, h := range c.relHooks {
+		c.hooks = append(c.hooks, filepath.Clean(wt+"/"+h))
+	}
+	if c.drivers {
+		c.attributes = append(c.attributes, wt)
+	}
 	for _, after := range []bool{false, true} {
 		files := []string{gitdir + "/config", gitdir + "/config.worktree"}
 		if b, err := k.v.ReadFile(gitdir+"/commondir", after, 4096); err == nil {
@@ -51,29 +60,29 @@ func (k *checker) repoConfig(gitdir string, c *code) {
 				continue
 			}
 			entries, _ := parseConfig(b)
-			files = append(files, k.named(gitdir, f, entries, c)...)
+			files = append(files, k.named(wt, f, entries, c)...)
 		}
 	}
 }
 
-// named records what the entries of the config file f (of gitdir) name
-// as code, and returns the files f includes.
-func (k *checker) named(gitdir, f string, entries []configEntry, c *code) []string {
+// named records what the entries of the config file f (of the
+// repository whose working tree is wt) name as code, and returns the
+// files f includes.
+func (k *checker) named(wt, f string, entries []configEntry, c *code) []string {
 	var incs []string
-	wt := dirName(gitdir)
 	for _, e := range entries {
 		switch {
 		case (e.Section == "include" || e.Section == "includeif") && e.Key == "path":
-			if p := resolve(dirName(f), e.Value); p != "" {
+			if p := k.user.resolve(dirName(f), e.Value); p != "" {
 				incs = append(incs, p)
 				c.configs[p] = true
 			}
 		case e.Section == "core" && e.Sub == "" && e.Key == "hookspath":
-			if p := resolve(wt, e.Value); p != "" {
+			if p := k.user.resolve(wt, e.Value); p != "" {
 				c.hooks = append(c.hooks, p)
 			}
 		case e.Section == "core" && e.Sub == "" && e.Key == "attributesfile":
-			if p := resolve(wt, e.Value); p != "" {
+			if p := k.user.resolve(wt, e.Value); p != "" {
 				c.configs[p] = true
 			}
 		case e.Sub != "" && driverKey(e.Section, e.Key):
@@ -106,28 +115,38 @@ func resolve(dir, p string) string {
 }
 
 // repositories finds the repositories git would use around dir: at
-// dir and each directory above it (up to root), a .git (directory, or a
-// gitdir: file) or the directory itself as a git directory.
+// dir and each directory above it, a .git (directory, or a gitdir:
+// file) or the directory itself as a git directory. Up to root every
+// one counts (the command may have made or removed any of them); above
+// it, as git's discovery does, the first one found (a repository that
+// encloses the layer's roots has its say on what in them is code).
 func (k *checker) repositories(dir, root string) {
 	for d := dir; ; d = dirName(d) {
 		if k.seenDirs[d] {
 			return
 		}
 		k.seenDirs[d] = true
+		found := false
 		for _, after := range []bool{false, true} {
 			if !k.isDir(d, after) || !k.exists(d+"/.git", after) {
 				continue
 			}
-			if g := k.gitLink(d+"/.git", after); g != "" && !k.repos[g] {
-				k.repos[g] = true
-				k.repoConfig(g, k.code)
+			if g := k.gitLink(d+"/.git", after); g != "" {
+				found = true
+				if !k.repos[g] {
+					k.repos[g] = true
+					k.repoConfig(g, d, k.code)
+				}
 			}
 		}
-		if g := k.isGitDir(d); (g[0] || g[1]) && !k.repos[d] {
-			k.repos[d] = true
-			k.repoConfig(d, k.code)
+		if g := k.isGitDir(d); g[0] || g[1] {
+			found = true
+			if !k.repos[d] {
+				k.repos[d] = true
+				k.repoConfig(d, dirName(d), k.code)
+			}
 		}
-		if d == root || len(d) <= len(root) {
+		if d == "/" || (found && len(d) <= len(root)) {
 			return
 		}
 	}

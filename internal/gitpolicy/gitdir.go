@@ -176,6 +176,20 @@ func indexFile(k *checker, e entry, b []byte) string {
 	if why := indexPaths(ix); why != "" {
 		return why
 	}
+	if ix.Shared != "" {
+		// A split index's cache tree covers its shared index's entries.
+		shared, err := k.v.ReadFile(e.g.path+"/sharedindex."+ix.Shared, true, maxDataFile)
+		if err != nil {
+			return "a split index whose shared index cannot be read: " + err.Error()
+		}
+		six, err := gitindex.Parse(shared, k.hashSize(e.g))
+		if err != nil {
+			return "a split index whose shared index does not parse: " + err.Error()
+		}
+		if err := ix.CheckSplit(six); err != nil {
+			return "an index that does not parse: " + err.Error()
+		}
+	}
 	for _, x := range slices.Concat(ix.Entries, ix.Undo) {
 		if x.Mode == modeGitlink && k.newRepoAt(e.g, x.Name) {
 			return "an index entry " + quote(x.Name) + " links a repository that is new"

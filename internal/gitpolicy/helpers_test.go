@@ -102,7 +102,7 @@ func (w *world) runIn(t testing.TB, dir string, roots []string, script string) *
 	o := &outcome{set: s, out: out}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	o.refusals = gitpolicy.Check(s, l.Roots(), s.Changes)
+	o.refusals = gitpolicy.CheckEnv(s, w.env, l.Roots(), s.Changes)
 	runtime.ReadMemStats(&after)
 	o.alloc = after.TotalAlloc - before.TotalAlloc
 	if o.res, err = s.Apply(gitpolicy.Paths(o.refusals), nil, script); err != nil {

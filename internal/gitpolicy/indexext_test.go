@@ -34,8 +34,9 @@ func TestIndexExtensionsForged(t *testing.T) {
 		name  string
 		forge func(t *testing.T, b []byte) []byte
 	}{
-		{"tree .git/hooks", with(gitindex.Extension{Sig: "TREE", Data: []byte("\x001 1\n" + oid + ".git\x000 1\n" + oid + "hooks\x000 0\n" + oid)})},
-		{"tree ..", with(gitindex.Extension{Sig: "TREE", Data: []byte("\x001 1\n" + oid + "..\x000 0\n" + oid)})},
+		{"tree .git/hooks", with(gitindex.Extension{Sig: "TREE", Data: []byte("\x00-1 1\n.git\x00-1 1\nhooks\x00-1 0\n")})},
+		{"tree ..", with(gitindex.Extension{Sig: "TREE", Data: []byte("\x00-1 1\n..\x00-1 0\n")})},
+		{"tree not the entries'", with(gitindex.Extension{Sig: "TREE", Data: []byte("\x001 0\n" + oid)})},
 		{"untracked ../x", with(untr(".gitignore", []string{"../x"}, "s"))},
 		{"untracked .git/", with(untr(".gitignore", nil, ".git"))},
 		{"untracked exclude file", with(untr(".git/hooks/pre-commit", nil, "s"))},
@@ -102,4 +103,100 @@ func TestIndexExtensionsOfGit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) { allowCase(t, "", script) })
 	}
+}
+
+// TestIndexCacheTreeKept: an index whose cache tree was kept from
+// another index (where README held other content, same entry count) is
+// refused: git commit would record the kept tree, with that content,
+// while git status and git diff --cached show nothing staged (the
+// control).
+func TestIndexCacheTreeKept(t *testing.T) {
+	const hsz = 20
+	setup := func(t *testing.T, w *world) string {
+		w.sh(t, "echo evil > README && git add README && git write-tree >/dev/null && cp .git/index ../old && git checkout -q HEAD -- README")
+		old, err := os.ReadFile(w.ws + "/../old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(w.ws + "/.git/index")
+		if err != nil {
+			t.Fatal(err)
+		}
+		oix, err := gitindex.Parse(old, hsz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := gitindex.Parse(b, hsz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exts []gitindex.Extension
+		for _, x := range oix.Extensions {
+			if x.Sig == "TREE" {
+				exts = append(exts, x)
+			}
+		}
+		for _, x := range ix.Extensions {
+			if x.Sig != "TREE" {
+				exts = append(exts, x)
+			}
+		}
+		f := t.TempDir() + "/index"
+		if err := os.WriteFile(f, gitindextest.Rewrite(t, b, hsz, exts...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return "cp " + f + " .git/index"
+	}
+	user := "git commit -q --allow-empty -m user && git show HEAD:README"
+	ctl := newWorld(t)
+	ctl.repo(t)
+	ctl.unchecked(t, setup(t, ctl))
+	if st := ctl.sh(t, "git status --porcelain"); st != "" {
+		t.Fatalf("control: git status shows %q", st)
+	}
+	if out := ctl.sh(t, user); !strings.Contains(out, "evil") {
+		t.Fatalf("control: the user's commit has README %q, not the kept tree's", out)
+	}
+	w := newWorld(t)
+	w.repo(t)
+	o := w.run(t, setup(t, w))
+	w.expectRefused(t, o, "git-index", ".git/index")
+	if out := w.sh(t, user); strings.Contains(out, "evil") {
+		t.Errorf("the user's commit has the kept tree's README: %q", out)
+	}
+}
+
+// TestIndexSplitCacheTreeForged: a split index's cache tree, which
+// covers the shared index's entries too, must be theirs: one whose
+// root is another tree is refused (git's own split index applies:
+// TestIndexExtensionsOfGit).
+func TestIndexSplitCacheTreeForged(t *testing.T) {
+	const hsz = 20
+	w := newWorld(t)
+	w.repo(t)
+	w.sh(t, "for i in $(seq 1 30); do echo $i > f$i; done && touch -d 2020-01-01 f* && git add . && git commit -qm i && "+
+		"git update-index --split-index && echo 2 > f3 && git add f3 && git commit -qm s")
+	b, err := os.ReadFile(w.ws + "/.git/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := gitindex.Parse(b, hsz)
+	if err != nil || ix.Shared == "" {
+		t.Fatalf("not a split index (%v)", err)
+	}
+	var exts []gitindex.Extension
+	for _, x := range ix.Extensions {
+		if x.Sig == "TREE" {
+			d := slices.Clone(x.Data)
+			d[strings.IndexByte(string(d), '\n')+1] ^= 1
+			x.Data = d
+		}
+		exts = append(exts, x)
+	}
+	f := t.TempDir() + "/index"
+	if err := os.WriteFile(f, gitindextest.Rewrite(t, b, hsz, exts...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := w.run(t, "cp "+f+" .git/index")
+	w.expectRefused(t, o, "git-index", ".git/index")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -194,7 +195,21 @@ func Lines(refusals []Refusal, base string) []string {
 // refused, everything is judged again on the tree with those left out
 // (a refused deletion keeps what it would have removed), until no more
 // are refused.
+//
+// The user's git is the engine's: its configuration outside the
+// repositories is found with the engine's environment (see CheckEnv).
 func Check(v View, roots []string, changes []layer.Change) []Refusal {
+	return CheckEnv(v, os.Environ(), roots, changes)
+}
+
+// CheckEnv is Check for a user whose git runs with the environment env:
+// the system and global configuration git reads with it (HOME,
+// XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM,
+// GIT_CONFIG_NOSYSTEM, GIT_CONFIG_COUNT) is part of every repository's
+// effective configuration.
+func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Refusal {
+	user := userConfigOf(env)
+	v = wide{View: v, roots: roots}
 	refused := map[string]Refusal{}
 	index := make(map[string]int, len(changes))
 	for i, c := range changes {
@@ -203,6 +218,8 @@ func Check(v View, roots []string, changes []layer.Change) []Refusal {
 	var view View = v
 	for {
 		k := newChecker(view, roots, changes, index)
+		k.user = user
+		k.global()
 		for _, c := range changes {
 			if root := k.rootOf(c.Path); root != "" {
 				k.repositories(dirName(c.Path), root)
@@ -257,6 +274,7 @@ type checker struct {
 	changes   []layer.Change
 	index     map[string]int // changes by path
 	near      map[string]*gitDirNode
+	user      *userConfig // the user's configuration outside the repositories
 }
 
 func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {

@@ -46,12 +46,15 @@ var plants = []plant{
 	{"hook commit-msg", hook(".git/hooks/commit-msg")},
 	{"hook symlink", "mkdir -p hk && printf '" + payload + "' > hk/h && chmod +x hk/h && ln -sf ../../hk/h .git/hooks/pre-commit"},
 	{"hooksPath dir", hook(".husky/pre-commit")},
+	{"global hooksPath dir", hook(".githooks/pre-commit")},
+	{"global hooksPath dir in sub", "mkdir -p sub && cd sub && (" + hook(".githooks/post-checkout") + ")"},
 	// Configuration.
 	{"config fsmonitor", `git config core.fsmonitor "touch $SENT/planted; false"`},
 	{"config hooksPath", "git config core.hooksPath .husky"},
 	{"config include", "git config include.path ../inc.cfg"},
 	{"included file", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > inc.cfg`},
 	{"worktree gitconfig", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > .gitconfig`},
+	{"globally included file", `printf '[core]\n\tfsmonitor = "touch $SENT/planted; false"\n' > team.gitconfig`},
 	{"config diff.external", `git config diff.external "sh -c 'touch $SENT/planted'"`},
 	{"config filter", `git config filter.f.clean "sh -c 'touch $SENT/planted; cat'" && echo '* filter=f' > .gitattributes`},
 	{"attributes only", "echo '* filter=f diff=f' > .gitattributes"},
@@ -97,7 +100,9 @@ git rev-parse HEAD > .git/rebase-merge/orig-head && touch .git/rebase-merge/inte
 
 // TestPropertyOracle draws random change sets (one or two sandboxed
 // commands of one to three plants each, the repository with and
-// without a config that includes ../.gitconfig and a core.hooksPath),
+// without a config that includes ../.gitconfig and a core.hooksPath,
+// the user's global configuration with and without a relative
+// core.hooksPath, an include of a workspace file and a filter driver),
 // applies what the policy lets through and runs the oracle: the user's
 // git runs nothing but git. The number of cases is rapid's
 // -rapid.checks (100 by default, 2000 when CI=true: propertyChecks),
@@ -128,6 +133,20 @@ func TestPropertyOracle(t *testing.T) {
 		}
 		if rapid.Bool().Draw(rt, "hooksPath .husky") {
 			w.appendConfig(t, "[core]\n\thooksPath = .husky\n")
+		}
+		// The user's global configuration, in the case's HOME.
+		var global strings.Builder
+		if rapid.Bool().Draw(rt, "global hooksPath .githooks") {
+			global.WriteString("[core]\n\thooksPath = .githooks\n")
+		}
+		if rapid.Bool().Draw(rt, "global include team.gitconfig") {
+			fmt.Fprintf(&global, "[include]\n\tpath = %s/team.gitconfig\n", w.ws)
+		}
+		if rapid.Bool().Draw(rt, "global filter f") {
+			global.WriteString("[filter \"f\"]\n\tclean = \"sh -c 'touch $SENT/planted; cat'\"\n")
+		}
+		if err := os.WriteFile(w.home()+"/.gitconfig", []byte(global.String()), 0o644); err != nil {
+			t.Fatal(err)
 		}
 		steps := rapid.SliceOfN(rapid.SliceOfN(rapid.SampledFrom(plants), 1, 3), 1, 2).Draw(rt, "steps")
 		for _, step := range steps {

@@ -286,7 +286,7 @@ func TestM4DeepTreeJudgedLinearly(t *testing.T) {
 	}
 	defer s.Close()
 	start := time.Now()
-	if r := gitpolicy.Check(s, l.Roots(), s.Changes); len(r) > 0 {
+	if r := gitpolicy.CheckEnv(s, w.env, l.Roots(), s.Changes); len(r) > 0 {
 		t.Fatalf("refused %v", r[0])
 	}
 	if d := time.Since(start); d > 2*time.Second {

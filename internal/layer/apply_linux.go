@@ -105,7 +105,7 @@ func (s *Set) apply(refused []string, st *Store, label string, copies, exact boo
 	for i, t := range s.real {
 		fds[i] = t.fd.Int()
 	}
-	unlock, err := lockRoots(fds)
+	unlock, err := lockRoots(fds, s.l.lockWait)
 	if err != nil {
 		return nil, err
 	}

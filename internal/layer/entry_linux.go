@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -193,7 +194,15 @@ func (t *tree) chownChmod(rel string, f *fd.FD, cur *unix.Stat_t, uid, gid, mode
 }
 
 // Applies take turns per workspace: a lock per real root, keyed by its
-// device and inode, shared by every Set and Store of the process.
+// device and inode, shared by every Set and Store of the process, and
+// across processes (two engines, a CLI and an MCP server, on one
+// workspace) an exclusive flock(2) of the root directory itself. The
+// directory is the lock, not a file beside it: every engine of every
+// user that can read the workspace finds the same one without a shared
+// state directory, the kernel keys it by device and inode, nothing is
+// written into the workspace, and a process that dies releases it.
+// Within the process the mutex comes first, so one thread at a time
+// waits for the flock.
 var roots = struct {
 	mu sync.Mutex
 	m  map[[2]uint64]*rootLock
@@ -204,24 +213,46 @@ type rootLock struct {
 	users int
 }
 
+// lockWait bounds the wait for another process's apply on the same
+// workspace (Options.LockWait's default). Any process that can open the workspace's root directory
+// can hold its flock (a sandboxed command that sees the real root may);
+// after lockWait the apply fails (ErrLocked)
+// instead of waiting for ever. An apply of 300,000 entries takes about
+// 20 s.
+var lockWait = 10 * time.Minute
+
+// ErrLocked is what an apply or undo fails with, having changed
+// nothing, when another process held the workspace's apply lock for
+// longer than it waits (Options.LockWait).
+var ErrLocked = errors.New("another process holds the workspace's apply lock")
+
 // lockRoots takes the locks of the directories fds (O_PATH descriptors
-// of real roots), in one order, and returns what releases them.
-func lockRoots(fds []int) (func(), error) {
-	var keys [][2]uint64
+// of real roots), in one order, waiting for another process's up to
+// wait (0: lockWait), and returns what releases them.
+func lockRoots(fds []int, wait time.Duration) (func(), error) {
+	if wait <= 0 {
+		wait = lockWait
+	}
+	type key = [2]uint64
+	byKey := map[key]int{}
+	var keys []key
 	for _, n := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(n, &st); err != nil {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
-		keys = append(keys, [2]uint64{st.Dev, st.Ino})
+		k := key{st.Dev, st.Ino}
+		if _, ok := byKey[k]; !ok {
+			byKey[k] = n
+			keys = append(keys, k)
+		}
 	}
-	slices.SortFunc(keys, func(a, b [2]uint64) int {
+	slices.SortFunc(keys, func(a, b key) int {
 		if c := cmp.Compare(a[0], b[0]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a[1], b[1])
 	})
-	keys = slices.Compact(keys)
 	held := make([]*rootLock, len(keys))
 	roots.mu.Lock()
 	for i, k := range keys {
@@ -234,11 +265,13 @@ func lockRoots(fds []int) (func(), error) {
 		held[i] = l
 	}
 	roots.mu.Unlock()
-	for _, l := range held {
-		l.Lock()
-	}
-	return func() {
-		for _, l := range held {
+	var flocks []*fd.FD
+	locked := 0
+	unlock := func() {
+		for _, f := range flocks {
+			_ = f.Close() // releases the flock
+		}
+		for _, l := range held[:locked] {
 			l.Unlock()
 		}
 		roots.mu.Lock()
@@ -248,5 +281,53 @@ func lockRoots(fds []int) (func(), error) {
 			}
 		}
 		roots.mu.Unlock()
-	}, nil
+	}
+	for i, l := range held {
+		l.Lock()
+		locked++
+		f, err := flockRoot(byKey[keys[i]], keys[i], wait)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		if f != nil {
+			flocks = append(flocks, f)
+		}
+	}
+	return unlock, nil
+}
+
+// flockRoot takes the flock of the root directory (O_PATH descriptor
+// n, whose device and inode are k) through a descriptor of its own,
+// which it returns; closing it releases the lock. It waits up to wait
+// for another process. A file system without flock on
+// directories (EBADF, ENOLCK, EOPNOTSUPP, EINVAL: NFS) has only the
+// process's lock: nil and no error.
+func flockRoot(n int, k [2]uint64, wait time.Duration) (*fd.FD, error) {
+	d, err := unix.Openat(n, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("layer: open the root to lock it: %w", err)
+	}
+	f := fd.New(d)
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := unix.Flock(f.Int(), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return f, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline):
+			time.Sleep(pause)
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK):
+			_ = f.Close()
+			return nil, fmt.Errorf("layer: root %d:%d: %w for over %v", k[0], k[1], ErrLocked, wait)
+		case errors.Is(err, unix.EBADF), errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+			_ = f.Close()
+			return nil, nil
+		}
+		_ = f.Close()
+		return nil, fmt.Errorf("layer: lock the root: %w", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Options describe the layer of one command.
@@ -36,6 +37,11 @@ type Options struct {
 	// engine): overlayfs then keeps its whiteouts' and opaque
 	// directories' marks in user.overlay.* xattrs.
 	UserXattr bool
+	// LockWait bounds how long [Set.Apply] waits for another process's
+	// apply or undo on the same workspace (an exclusive flock of the
+	// root directory) before it fails with [ErrLocked], having applied
+	// nothing. Zero: 10 minutes. Undo always waits that long.
+	LockWait time.Duration
 }
 
 // Layer is the copy-on-write layer of one command over its roots: an
@@ -49,6 +55,7 @@ type Layer struct {
 	dir       string
 	roots     []root
 	userXattr bool
+	lockWait  time.Duration
 	pre       *handoff // Premount's overlays, until Spec.Open takes them
 	shared    *handoff // Premount's overlays again, for Share, until Unshare
 	uses      *threads // threads whose exit unmounts its overlays (Spec.MountedBy)
@@ -90,7 +97,7 @@ func New(opts Options) (*Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	l := &Layer{dir: dir, userXattr: opts.UserXattr, uses: &threads{}}
+	l := &Layer{dir: dir, userXattr: opts.UserXattr, lockWait: opts.LockWait, uses: &threads{}}
 	for i, p := range roots {
 		fi, err := os.Stat(p)
 		if err != nil {

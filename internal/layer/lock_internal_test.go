@@ -3,6 +3,12 @@
 package layer
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -29,20 +35,20 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 		return n
 	}
 	a, b, c := open(ws), open(link), open(other)
-	unlock, err := lockRoots([]int{a})
+	unlock, err := lockRoots([]int{a}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 2)
 	go func() {
-		u, err := lockRoots([]int{b})
+		u, err := lockRoots([]int{b}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "same workspace"
 		}
 	}()
 	go func() {
-		u, err := lockRoots([]int{c})
+		u, err := lockRoots([]int{c}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "other workspace"
@@ -67,4 +73,119 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 	if len(roots.m) != 0 {
 		t.Errorf("locks kept after use: %v", roots.m)
 	}
+}
+
+// lockHolderEnv makes the test binary, run for
+// TestApplyLockAcrossProcesses, a second engine process that holds the
+// apply lock of the directory it names until its standard input ends.
+const lockHolderEnv = "LAYER_TEST_HOLD_APPLY_LOCK"
+
+// TestApplyLockAcrossProcesses: two processes on one workspace (two
+// engines: a CLI and an MCP server) take turns too. Another process
+// holds the workspace's apply lock: this one's apply waits for it, at
+// most lockWait, and fails after that (ErrLocked); once the other
+// process lets go, it gets the lock; another workspace never waits.
+func TestApplyLockAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv(lockHolderEnv); dir != "" {
+		holdApplyLock(t, dir)
+		return
+	}
+	ws, other := t.TempDir(), t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyLockAcrossProcesses$")
+	cmd.Env = append(os.Environ(), lockHolderEnv+"="+ws)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = stdin.Close()
+			_ = cmd.Wait()
+		}
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		t.Fatalf("the other process: %q, %v", line, err)
+	}
+	open := func(p string) int {
+		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Close(n) })
+		return n
+	}
+	a, b := open(ws), open(other)
+
+	u, err := lockRoots([]int{b}, 0)
+	if err != nil {
+		t.Fatalf("another workspace: %v", err)
+	}
+	u()
+
+	defer func(w time.Duration) { lockWait = w }(lockWait)
+	lockWait = 300 * time.Millisecond
+	start := time.Now()
+	if u, err := lockRoots([]int{a}, 0); !errors.Is(err, ErrLocked) {
+		if err == nil {
+			u()
+		}
+		t.Fatalf("got %v while another process held the workspace's apply lock, want ErrLocked", err)
+	}
+	if d := time.Since(start); d < lockWait {
+		t.Errorf("gave up after %v, before lockWait (%v)", d, lockWait)
+	}
+
+	lockWait = time.Minute
+	got := make(chan error, 1)
+	go func() {
+		u, err := lockRoots([]int{a}, 0)
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("the apply did not wait for the other process (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	_ = stdin.Close()
+	done = true
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the other process: %v", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("after the other process let go: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the apply never got the workspace after the other process let go")
+	}
+}
+
+// holdApplyLock is the other process of TestApplyLockAcrossProcesses.
+func holdApplyLock(t *testing.T, dir string) {
+	n, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(n)
+	unlock, err := lockRoots([]int{n}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	fmt.Println("locked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }

@@ -419,7 +419,7 @@ func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
 			}
 		}
 	}
-	unlock, err := lockRoots(fds) // applies and undos on a workspace take turns
+	unlock, err := lockRoots(fds, 0) // applies and undos on a workspace take turns
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,6 +65,7 @@ var unheldFull = fmt.Sprintf("the conversation holds %d change sets for review a
 // Reasons given for held paths.
 const (
 	holdMode     = "the command's review mode holds every change set until it is accepted"
+	lockedReason = "another process was applying changes to the workspace for too long"
 	heldNotGone  = "processes of the command were still running over its layer"
 	policyReason = "policy: " // before a gitpolicy rule and reason
 )

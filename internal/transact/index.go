@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/gitindex"
+	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
 // indexCanon is the undo store's canonical form of git's index
@@ -21,8 +22,12 @@ import (
 // fsmonitor token, the offset tables): such a rewrite is no undo step,
 // and undo takes it for no change. Every entry's path, mode, object id,
 // stage and flags, and every other extension (resolve-undo, the split
-// index's link, sparse directories), count. "" for any other path and
-// for an index that does not parse.
+// index's link, sparse directories), count. The cache tree may be left
+// out because package gitindex parses only one whose valid nodes name
+// the trees of the entries (git commit writes them without reading the
+// entries), but in a split index, whose entries it cannot see all of:
+// there it counts. "" for any other path and for an index that does
+// not parse (a forged cache tree: its change is a step).
 func indexCanon(path string, read func() ([]byte, error)) string {
 	if !isIndex(path) {
 		return ""
@@ -74,11 +79,42 @@ func canonIndex(b []byte, hsz int) (string, bool) {
 		h.Write([]byte{0})
 	}
 	for _, x := range ix.Extensions {
-		if !refreshed[x.Sig] {
+		if !refreshed[x.Sig] || x.Sig == "TREE" && ix.Shared != "" {
 			h.Write([]byte(x.Sig))
 			h.Write(binary.BigEndian.AppendUint32(u[:0], uint32(len(x.Data))))
 			h.Write(x.Data)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), true
+}
+
+// maxIndex bounds the indexes dropCaches reads (gitpolicy refuses a
+// larger one).
+const maxIndex = 128 << 20
+
+// dropCaches rewrites each git index the command changed without the
+// caches git rebuilds on its own: the untracked cache and fsmonitor's
+// token and bitmap (and then the offset tables). What git trusts in
+// them cannot be checked against the workspace apply produces — a
+// forged untracked cache hides a new file from git status, a forged
+// fsmonitor bitmap a changed one — and an index without them is the
+// same index to git. Only while no command runs over the layer (see
+// layer.Set.Rewrite); an index that cannot be rewritten is judged as
+// it is.
+func dropCaches(s *layer.Set) {
+	for _, c := range s.Changes {
+		if c.Kind == layer.Deleted || !c.Mode.IsRegular() || !isIndex(c.Path) || c.Size > maxIndex {
+			continue
+		}
+		b, err := s.ReadFile(c.Path, true, maxIndex+1)
+		if err != nil {
+			continue
+		}
+		for _, hsz := range []int{sha1.Size, sha256.Size} {
+			if out, ok := gitindex.Strip(b, hsz, "UNTR", "FSMN"); ok {
+				_ = s.Rewrite(c.Path, out)
+				break
+			}
+		}
+	}
 }

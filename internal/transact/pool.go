@@ -50,9 +50,9 @@ type pool struct {
 	closed   bool
 }
 
-func newPool(dir string, userXattr, premount bool) *pool {
+func newPool(dir string, userXattr, premount bool, lockWait time.Duration) *pool {
 	p := &pool{
-		opts:     layer.Options{Dir: dir, UserXattr: userXattr},
+		opts:     layer.Options{Dir: dir, UserXattr: userXattr, LockWait: lockWait},
 		premount: premount,
 		work:     make(chan func(), maxQueued),
 		done:     make(chan struct{}),

@@ -3,6 +3,7 @@
 package transact
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -290,6 +291,9 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if len(s.Changes) == 0 {
 		return rep, nil
 	}
+	if !live {
+		dropCaches(s)
+	}
 	if !live && sh.hold {
 		c.holdAll(rep, sh.l, s, t.label, holdMode, false)
 		return rep, nil
@@ -312,6 +316,11 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
 	default:
 		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
+	}
+	if errors.Is(err, layer.ErrLocked) && !live {
+		// Nothing was applied: hold it all rather than lose it.
+		c.holdAll(rep, sh.l, s, t.label, lockedReason, false)
+		return rep, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)

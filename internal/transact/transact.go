@@ -42,6 +42,11 @@ type Options struct {
 	// fails) the layers are held instead (layer.Layer.Hold): the process
 	// that mounts a layer hands its overlays over.
 	Premount bool
+	// LockWait bounds how long a command's apply waits for another
+	// process's apply on the same workspace (layer.Options.LockWait;
+	// zero: 10 minutes); then its change set is held for review
+	// instead.
+	LockWait time.Duration
 }
 
 // Manager makes the layers of the commands of every conversation (see
@@ -90,7 +95,7 @@ func New(opts Options) (*Manager, error) {
 	if err := removeStores(opts.Dir); err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount)}, nil
+	return &Manager{opts: opts, pool: newPool(opts.Dir, opts.UserXattr, opts.Premount, opts.LockWait)}, nil
 }
 
 // removeStores removes the undo stores' directories in dir.
