@@ -24,11 +24,14 @@ import (
 // signals to have them reset at exec would change what the program and
 // everything else it starts get). Instead, when the program ignores one of
 // them at the moment a command starts (two rt_sigaction(2) reads tell),
-// the command starts through `env --default-signal=INT,QUIT`
+// an unrestricted command starts through `env --default-signal=INT,QUIT`
 // (GNU coreutils 8.31 or later), one more exec of a small program; a
 // sandbox helper resets them itself before it execs bash
-// ([ResetSignalsForExec]). Where no such env is found, the command starts
-// as before, with the signals ignored.
+// ([ResetSignalsForExec]), and a sandboxed command forked without os/exec
+// has them reset by its forking child before the exec (package sandbox's
+// forkRaw), so no other program runs in its namespaces before it is
+// placed in its cgroups and limited. Where no such env is found, an
+// unrestricted command starts as before, with the signals ignored.
 
 // sigaction is the kernel's struct sigaction (handler, flags, restorer,
 // mask) on the 64-bit platforms: only the handler is read or set.
@@ -41,9 +44,11 @@ const sigIgn = 1 // SIG_IGN; SIG_DFL is 0
 // signalsToDefault are the signals a command gets at their defaults.
 var signalsToDefault = []unix.Signal{unix.SIGINT, unix.SIGQUIT}
 
-// ignoresSignals reports whether this process ignores SIGINT or SIGQUIT
-// now.
-func ignoresSignals() bool {
+// IgnoresSignals reports whether this process ignores SIGINT or SIGQUIT
+// now: a command it starts then needs them set to their defaults before
+// it execs ([DefaultSignals], [ResetSignalsForExec], or a raw fork's
+// child resetting them itself).
+func IgnoresSignals() bool {
 	for _, sig := range signalsToDefault {
 		var old sigaction
 		_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0)
@@ -83,7 +88,7 @@ func resetter() string {
 // arguments) Args[0] stays bash's $0, and so the name in its error
 // messages, by being passed after the script.
 func DefaultSignals(cmd *exec.Cmd) {
-	if !ignoresSignals() {
+	if !IgnoresSignals() {
 		return
 	}
 	env := resetter()

@@ -43,16 +43,20 @@ import (
 // template thread, so nothing else of the engine ever runs confined.
 //
 // The seccomp filter denies clone3, whose CLONE_INTO_CGROUP would let a
-// process leave its cgroup, so the thread does not install it on itself
-// when the engine asked for a cgroup v2 with SysProcAttr.UseCgroupFD and
-// the standard files are *os.File (or nil, io.Discard), as the engine's
-// are: it forks bash with clone3 into that cgroup (CLONE_INTO_CGROUP),
-// and the child installs the filter just before it execs bash. So the
+// process leave its cgroup, so when the standard files are *os.File (or
+// nil, io.Discard), as the engine's are, the thread does not install it
+// on itself: it forks bash with a raw vfork (forkRaw), with clone3 into
+// the cgroup v2 the engine asked for with SysProcAttr.UseCgroupFD
+// (CLONE_INTO_CGROUP), and the child installs the filter, and sets
+// SIGINT and SIGQUIT to their defaults, just before it execs bash. So the
 // command never waits for a move into its cgroup v2 by pid, which after
 // an idle pause waits for an RCU grace period (~11 ms) on a host whose
-// cgroup2 is not mounted with favordynmods. Otherwise the thread installs
-// the filter, forks with plain clone (os/exec), and the command is put
-// into its cgroup v2 after the fork. On a host that keeps memory or pids
+// cgroup2 is not mounted with favordynmods, and no other program runs
+// before bash. Otherwise the thread installs the filter, forks with
+// os/exec, and the command is put into its cgroup v2 after the fork;
+// os/exec's child keeps ignored signals ignored, so when the engine
+// ignores SIGINT or SIGQUIT such a command is started by [Command.StartHelper]
+// instead (the helper resets them itself). On a host that keeps memory or pids
 // limits in cgroup v1 hierarchies the command joins those after the fork
 // too ([Options.Cgroup], proc.Cgroup.MoveIn; the memory bash touched
 // while it started, a few hundred KiB, stays charged to the engine).
@@ -78,6 +82,11 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	if len(cmd.ExtraFiles) > 0 {
 		return errors.New("sandbox: StartDirect needs descriptor 3: ExtraFiles must be empty")
 	}
+	if !filesOnly(cmd) && proc.IgnoresSignals() {
+		// Only a forkRaw child can set them to their defaults: os/exec's
+		// cannot, and no other program runs before bash (see below).
+		return c.StartHelper(cmd)
+	}
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
@@ -96,7 +105,6 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 	cmd.Args = []string{c.bash, "-c", c.command}
 	cmd.Env = append(env, "BASH_ENV=/proc/self/fd/3") // not /dev/fd/3: a host may lack the /dev/fd link
 	cmd.ExtraFiles = []*os.File{gateR}
-	proc.DefaultSignals(cmd) // through env(1) when the engine ignores SIGINT or SIGQUIT
 	cgroupFD := -1
 	atClone := cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && filesOnly(cmd) && !moveByPid.Load()
 	if cmd.SysProcAttr != nil && cmd.SysProcAttr.UseCgroupFD && !atClone {
@@ -104,7 +112,7 @@ func (c *Command) StartDirect(cmd *exec.Cmd) error {
 		cgroupFD, sys.UseCgroupFD, sys.CgroupFD = sys.CgroupFD, false, 0
 		cmd.SysProcAttr = &sys
 	}
-	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd, atClone) }, c.keepThread())
+	err = c.onCommandThread(func() error { return c.confineThreadAndStart(cmd) }, c.keepThread())
 	gateR.Close()
 	if err != nil {
 		return err
@@ -202,9 +210,12 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 }
 
 // confineThreadAndStart confines the calling thread and starts cmd from
-// it; atClone: cmd is started into its cgroup v2 by clone3, and the
-// seccomp filter (which denies clone3) is installed by the child.
-func (c *Command) confineThreadAndStart(cmd *exec.Cmd, atClone bool) error {
+// it: with forkRaw when its standard files are files (into its cgroup v2
+// by clone3 when SysProcAttr asks for one), whose child installs the
+// seccomp filter (which denies clone3) and sets SIGINT and SIGQUIT to
+// their defaults; otherwise with os/exec after installing the filter on
+// the thread.
+func (c *Command) confineThreadAndStart(cmd *exec.Cmd) error {
 	if c.ns.fd.Valid() || c.world != nil {
 		if err := c.enterNamespaces(); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
@@ -216,7 +227,7 @@ func (c *Command) confineThreadAndStart(cmd *exec.Cmd, atClone bool) error {
 	if err := applyLandlock(c.cfg); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	if atClone {
+	if filesOnly(cmd) {
 		filter, err := seccompFilter(c.cfg.filter())
 		if err != nil {
 			return fmt.Errorf("sandbox: %w", err)

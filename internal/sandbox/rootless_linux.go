@@ -303,10 +303,14 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		}
 	}
 	// The engine's signal handlers would run on its memory: the default
-	// action for every caught signal (ignored ones stay ignored, as
-	// execve keeps them) before the mask is restored.
+	// action for every caught signal before the mask is restored. Ignored
+	// ones stay ignored, as execve keeps them, except SIGINT and SIGQUIT,
+	// which a command gets at their defaults even when the engine's
+	// program ignores them (see package proc, signals.go): reset here, in
+	// the child, rather than by another program run before the command.
 	for i := uintptr(1); i <= 64; i++ {
-		if _, _, e = syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, 0, uintptr(unsafe.Pointer(&s.oldAct[0])), 8, 0, 0); e == 0 && s.oldAct[0] > 1 {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, 0, uintptr(unsafe.Pointer(&s.oldAct[0])), 8, 0, 0); e == 0 &&
+			(s.oldAct[0] > 1 || s.oldAct[0] == 1 && (i == uintptr(unix.SIGINT) || i == uintptr(unix.SIGQUIT))) {
 			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, i, uintptr(unsafe.Pointer(&s.dflAct[0])), 0, 8, 0, 0)
 		}
 	}
