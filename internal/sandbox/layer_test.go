@@ -476,7 +476,9 @@ func testLayerShared(t *testing.T, premount bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runOpts(t, sandbox.Options{Roots: roots, Layer: &shared, World: w, Dir: ws}, nil, ws, `ls /proc/$$/fd; echo x > ready`)
+	// ready is written aside and renamed: the first command, polling for
+	// it, could otherwise find it made but still empty.
+	r := runOpts(t, sandbox.Options{Roots: roots, Layer: &shared, World: w, Dir: ws}, nil, ws, `ls /proc/$$/fd; echo x > ready.new && mv ready.new ready`)
 	if r.code != 0 || r.out != "0\n1\n2\n" {
 		t.Fatalf("the second command: exit %d %q", r.code, r.out)
 	}
