@@ -105,7 +105,8 @@ type SandboxLimits struct {
 	// a command may write. Larger writes fail with EFBIG or kill the
 	// writer with SIGXFSZ.
 	FileSize uint64
-	// OpenFiles is RLIMIT_NOFILE, soft and hard (default 8192).
+	// OpenFiles is RLIMIT_NOFILE, soft and hard (default 8192), at most
+	// the engine's own hard limit (raising it needs CAP_SYS_RESOURCE).
 	OpenFiles uint64
 	// AddressSpace is RLIMIT_AS in bytes (default 16 GiB of virtual memory
 	// per process). 1 GiB breaks Python and 2 GiB breaks Java; V8 (node)

@@ -54,6 +54,13 @@ func childOutOfFDs() {
 		os.Exit(1)
 	}
 	defer e.Shutdown(context.Background())
+	ws, err := os.MkdirTemp("", "out-of-fds-")
+	if err != nil {
+		fmt.Println("workspace:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(ws)
+	write := engine.ToolContext{WorkingDir: ws, Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}}
 	var held []*os.File
 	for {
 		f, err := os.Open(os.DevNull)
@@ -63,10 +70,15 @@ func childOutOfFDs() {
 		held = append(held, f)
 	}
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "true"})
+	_, _ = e.Held(context.Background(), write) // the layers looked for while out of descriptors
 	for _, f := range held {
 		f.Close()
 	}
 	fmt.Printf("status=%s\n%s\n", r.Status, r.Output)
+	// Descriptors back: layers are found after all.
+	r = e.Run(context.Background(), write, engine.Input{Command: "echo x > f"})
+	b, _ := os.ReadFile(filepath.Join(ws, "f"))
+	fmt.Printf("then=%s applied=%q\n%s\n", r.Status, b, r.Output)
 }
 
 // TestOutOfDescriptorsSaysSo: an engine out of descriptors reports that,
@@ -91,5 +103,8 @@ func TestOutOfDescriptorsSaysSo(t *testing.T) {
 	}
 	if strings.Contains(s, "restricted mode unavailable") {
 		t.Errorf("an engine out of descriptors blamed restricted mode:\n%s", s)
+	}
+	if !strings.Contains(s, "then=ok applied=\"x\\n\"") {
+		t.Errorf("once descriptors were back, a workspace-write command did not run and apply (layers given up for good):\n%s", s)
 	}
 }

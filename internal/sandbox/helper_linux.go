@@ -298,13 +298,25 @@ func rlimitsOf(cfg helperConfig) []rlimit {
 		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0},
 		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.CPUSeconds, cpuHard},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
-		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.OpenFiles, cfg.OpenFiles},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, ownHardLimit(unix.RLIMIT_NOFILE, cfg.OpenFiles), ownHardLimit(unix.RLIMIT_NOFILE, cfg.OpenFiles)},
 	} {
 		if l.soft != config.Unlimited || l.hard != config.Unlimited {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// ownHardLimit is v, or this process's hard limit of resource when that
+// is lower: raising a hard limit needs CAP_SYS_RESOURCE, so a command
+// cannot be given more descriptors than the engine may have (an engine
+// started under `ulimit -Hn 256` would fail every sandboxed command).
+func ownHardLimit(resource int, v uint64) uint64 {
+	var rl unix.Rlimit
+	if v == config.Unlimited || unix.Getrlimit(resource, &rl) != nil || rl.Max == unix.RLIM_INFINITY {
+		return v
+	}
+	return min(v, rl.Max)
 }
 
 func setRlimits(cfg helperConfig) error {

@@ -179,7 +179,8 @@ type Supervisor struct {
 	// host), made on first use (layers); each conversation's record
 	// holds its transact.Conv.
 	tx        *transact.Manager
-	txOnce    sync.Once
+	txMu      sync.Mutex // guards tx and txDone
+	txDone    bool       // tx decided for good (a probe short of a resource decides nothing)
 	txLimits  config.SandboxLimits
 	log       *slog.Logger
 	closeErr  error         // closing the workspaces, set before done is closed
@@ -301,23 +302,34 @@ func (s *Supervisor) txDir() string { return filepath.Join(s.outDir, "transact")
 
 // layers returns the manager of workspace-write jobs' layers, made on
 // first use (nil: no layers on this host, or the supervisor finished).
+//
+// A probe that ran out of a resource (sandbox.Capabilities.Transient)
+// decides nothing: the next call looks again, so a moment short of
+// descriptors does not turn layers off for the supervisor's life.
 func (s *Supervisor) layers() *transact.Manager {
-	s.txOnce.Do(func() {
-		caps := s.Sandbox()
-		if !caps.Available() || !caps.Namespaces {
-			return
-		}
-		tx, err := transact.New(transact.Options{
-			Dir: s.txDir(), UserXattr: caps.Rootless, Limits: undoLimits(s.txLimits),
-			Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
-		})
-		if err != nil {
-			s.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
-			return
-		}
-		s.tx = tx
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	if s.txDone {
+		return s.tx
+	}
+	caps := s.Sandbox()
+	if caps.Transient != nil {
+		return nil
+	}
+	s.txDone = true
+	if !caps.Available() || !caps.Namespaces {
+		return nil
+	}
+	tx, err := transact.New(transact.Options{
+		Dir: s.txDir(), UserXattr: caps.Rootless, Limits: undoLimits(s.txLimits),
+		Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
 	})
-	return s.tx
+	if err != nil {
+		s.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
+		return nil
+	}
+	s.tx = tx
+	return tx
 }
 
 // Sandbox says what restricted mode enforces on this host: probed once
@@ -607,10 +619,12 @@ func (s *Supervisor) finish(ws []*workspace) {
 	for _, w := range ws {
 		errs = append(errs, w.close())
 	}
-	s.txOnce.Do(func() {}) // none made from now on; one being made is waited for
+	s.txMu.Lock() // none made from now on; one being made is waited for
+	s.txDone = true
 	if s.tx != nil {
 		errs = append(errs, s.tx.Close())
 	}
+	s.txMu.Unlock()
 	s.closeErr = errors.Join(errs...)
 	close(s.stopWatch)
 	s.watching.Wait()
