@@ -320,8 +320,10 @@ func (w *window) received(n int64) {
 }
 
 // returnLocked gives the link back what it was not given of the first
-// upTo bytes sent; w.mu is held.
+// upTo bytes sent (never more than were sent: a peer that claims more
+// cannot grow the link's credit); w.mu is held.
 func (w *window) returnLocked(upTo int64) {
+	upTo = min(upTo, w.sent)
 	if !w.released && upTo > w.returned {
 		w.link.give(upTo - w.returned)
 		w.returned = upTo
