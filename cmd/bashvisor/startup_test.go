@@ -65,16 +65,16 @@ func TestRunDoesOnlyWhatTheCommandNeeds(t *testing.T) {
 // each thread SIGRT_1 for each capability it drops) and the command still
 // runs without them.
 func TestCapabilitiesDroppedBeforeTheRuntime(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("as a user other than root there is no capability to drop") // the unprivileged pass
+	if os.Geteuid() != 0 { // not a missing feature: such a user has no capability to drop
+		t.Skip("as a user other than root there is no capability to drop")
 	}
 	info, err := exec.Command("go", "version", "-m", bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(info), "CGO_ENABLED=1") {
-		t.Skip("built without cgo: the engine drops them through psx, on every thread") // gcc missing
-	}
+	// Without cgo (no gcc) the engine drops them through psx, on every
+	// thread; CI has gcc (REQUIRE_TOOLS).
+	testenv.Needf(t, testenv.Tools, strings.Contains(string(info), "CGO_ENABLED=1"), "built without cgo: the capabilities are dropped through psx")
 	tr := traced(t, "prctl", "run", "--", "grep CapBnd /proc/self/status")
 	if strings.Contains(tr, "--- SIGRT_1") {
 		t.Errorf("threads were signalled (psx) to drop capabilities:\n%s", tr)
