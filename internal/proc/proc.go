@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -71,7 +72,10 @@ type Process struct {
 	Stdin *os.File
 
 	proc  *os.Process
-	pidfd *os.File
+	pidfd *os.File // the leader's, kept after Wait to signal its group's survivors (see SignalGroup); closed by Release
+	// reaped is set once Wait reaped the leader, for SignalGroup without
+	// a pidfd.
+	reaped atomic.Bool
 }
 
 var (
@@ -232,7 +236,8 @@ func (e *Exit) Sys() any { return e.Status }
 
 // Wait waits for the leader to exit and reaps it. The wait parks no OS
 // thread: the pidfd is in the netpoller, and each wake-up costs one
-// non-blocking wait4, the last of which reaps the leader.
+// non-blocking wait4, the last of which reaps the leader (after Release,
+// it blocks a thread in wait4).
 func (p *Process) Wait() (*Exit, error) {
 	var ex Exit
 	defer func() { _ = p.proc.Release() }() // os keeps a handle of its own
@@ -248,8 +253,8 @@ func (p *Process) Wait() (*Exit, error) {
 			}
 		}
 	}
+	defer p.reaped.Store(true)
 	if p.pidfd != nil {
-		defer p.pidfd.Close()
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
 			var werr error
 			if err := rc.Read(func(uintptr) bool {
@@ -277,14 +282,30 @@ func (p *Process) SetRlimit(resource int, soft, hard uint64) error {
 	return nil
 }
 
-// SignalGroup sends sig to every process of the group. A group that no
-// longer exists is not an error.
+// Release closes the leader's pidfd, once the group is no longer
+// signalled (after it, SignalGroup goes by the group's number, see
+// there). It does not end or reap anything.
+func (p *Process) Release() {
+	if p.pidfd != nil {
+		_ = p.pidfd.Close()
+	}
+}
+
+// SignalGroup sends sig to every process of the group the process leads,
+// before and after Wait reaped it, and to no other group (see
+// signalOwnGroup). A group that no longer exists is not an error.
 func (p *Process) SignalGroup(sig syscall.Signal) error {
-	return SignalGroup(p.Pid, sig)
+	if err := p.signalOwnGroup(sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // SignalGroup sends sig to process group pgid; ESRCH (no such group) is
-// not an error.
+// not an error. The caller must know that pgid still names the group it
+// means: pids are reused, within a minute on a busy host with pid_max
+// 32768, so a number whose leader was reaped and whose group emptied may
+// name another group by then. Prefer [Process.SignalGroup].
 func SignalGroup(pgid int, sig syscall.Signal) error {
 	if pgid <= 1 {
 		return fmt.Errorf("refusing to signal process group %d", pgid)
@@ -299,6 +320,8 @@ func SignalGroup(pgid int, sig syscall.Signal) error {
 // with a thread that has not exited). The fast path is one kill(-pgid,
 // 0); when that finds members, /proc is scanned to ignore zombies:
 // orphaned members are reparented to init, which may reap them late.
+// Like SignalGroup(pgid), it trusts the number: prefer
+// [Process.GroupAlive].
 func GroupAlive(pgid int) bool {
 	if pgid <= 1 {
 		return false
