@@ -41,8 +41,8 @@ type Group struct {
 // GroupOf returns the process group led by pid, which must be the
 // leader of a group of its own that is not reaped yet (call it after
 // cmd.Start and before cmd.Wait, or while the engine's job is known to
-// run); the pidfd is closed when the test ends (after the cleanups
-// registered later, which may still use the group).
+// run). Its pidfd is closed when the Group is garbage collected, so that
+// cleanups may use it whatever the order they were registered in.
 func GroupOf(t testing.TB, pid int) *Group {
 	t.Helper()
 	g := &Group{Pgid: pid}
@@ -50,7 +50,6 @@ func GroupOf(t testing.TB, pid int) *Group {
 	switch {
 	case err == nil:
 		g.fd = os.NewFile(uintptr(fd), "pidfd")
-		t.Cleanup(func() { g.fd.Close() })
 	case !errors.Is(err, unix.ESRCH):
 		t.Fatalf("pidfd_open %d: %v", pid, err)
 	}
@@ -94,7 +93,7 @@ func (g *Group) Signal(sig syscall.Signal) error {
 				serr = g.byNumber(sig, unix.PidfdSendSignal(int(fd), 0, nil, 0) == nil)
 			}
 		}); err != nil {
-			return err // closed: the test ended
+			return err
 		}
 		return serr
 	}
@@ -114,4 +113,20 @@ func (g *Group) byNumber(sig syscall.Signal, unreaped bool) error {
 func pidExists(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return err == nil
+}
+
+// KillAtCleanup kills process pid, which must be alive now (or a zombie
+// not yet reaped), when the test ends, through a pidfd taken now: never
+// another process that got the number since. A process that ended by
+// then is left alone.
+func KillAtCleanup(t testing.TB, pid int) {
+	t.Helper()
+	p, err := os.FindProcess(pid) // a pidfd on Linux; ended: a done process
+	if err != nil {
+		t.Fatalf("os.FindProcess(%d): %v", pid, err)
+	}
+	t.Cleanup(func() {
+		_ = p.Kill()
+		_ = p.Release()
+	})
 }
