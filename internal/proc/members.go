@@ -163,7 +163,23 @@ func threads(pid int) []int {
 // process that made it its group id and exited, leaving members, all
 // since the group emptied; and a group that empties in the instant
 // between Wait's reaping and its noting it.
+//
+// After Wait, ESRCH means the group is gone for good (a group never gets
+// back the number it lost, nor members once it had none): the pidfd is
+// closed, and later calls answer ESRCH at once.
 func (p *Process) signalOwnGroup(sig syscall.Signal) error {
+	if p.gone.Load() {
+		return unix.ESRCH
+	}
+	err := p.signalGroupOnce(sig)
+	if errors.Is(err, unix.ESRCH) && p.reaped.Load() && p.gone.CompareAndSwap(false, true) && p.pidfd != nil {
+		_ = p.pidfd.Close()
+	}
+	return err
+}
+
+// signalGroupOnce is signalOwnGroup's signal.
+func (p *Process) signalGroupOnce(sig syscall.Signal) error {
 	if p.pidfd != nil {
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
 			serr := errors.ErrUnsupported

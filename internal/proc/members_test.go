@@ -15,41 +15,83 @@ import (
 
 // TestProcessGroupSparesReusedNumber: once a command's shell was reaped
 // and its group emptied, Process.GroupAlive, LiveMembers and SignalGroup
-// do not take the group that got its number for the command's (through
-// the pidfd, and by the rule used without it, after Release), while the
-// number's functions (GroupAlive(pgid)) do: the victim here is the
+// do not take the group that got its number for the command's, while
+// the number's functions (GroupAlive(pgid)) do: the victim here is the
 // test's own, in a pid namespace of its own where it can be given the
-// number.
+// number. The group empties before Wait (Wait notes it gone), or after
+// it, its last survivor ended by the test (the pidfd tells), and so
+// after Release (the rule without a pidfd tells).
 func TestProcessGroupSparesReusedNumber(t *testing.T) {
 	if !testenv.InPidNamespace(t) {
 		return
 	}
-	for _, release := range []bool{false, true} {
-		p := startSleep(t, nil)
-		_ = p.SignalGroup(syscall.SIGKILL)
+	for _, tc := range []struct {
+		name              string
+		survivor, release bool
+	}{{"emptied before Wait", false, false}, {"emptied after Wait", true, false}, {"emptied after Release", true, true}} {
+		p, orphan := startWithSurvivor(t, tc.survivor)
+		if !tc.survivor {
+			_ = p.SignalGroup(syscall.SIGKILL)
+		}
 		if _, err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		if release {
+		if tc.release {
 			p.Release()
+		}
+		if orphan != nil {
+			_ = orphan.Kill()
+			if _, err := orphan.Wait(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		victim := startAt(t, p.Pid)
 		if !proc.GroupAlive(p.Pid) {
-			t.Fatalf("the victim's group %d is not alive by its number", p.Pid)
+			t.Fatalf("%s: the victim's group %d is not alive by its number", tc.name, p.Pid)
 		}
 		if p.GroupAlive() {
-			t.Errorf("release %v: the reaped command's group is alive", release)
+			t.Errorf("%s: the reaped command's group is alive", tc.name)
 		}
 		if ms := p.LiveMembers(); ms != nil {
-			t.Errorf("release %v: the reaped command's group has members %v", release, ms)
+			t.Errorf("%s: the reaped command's group has members %v", tc.name, ms)
 		}
 		if err := p.SignalGroup(syscall.SIGTERM); err != nil {
-			t.Errorf("release %v: SignalGroup: %v", release, err)
+			t.Errorf("%s: SignalGroup: %v", tc.name, err)
 		}
 		if sig := diedOf(t, victim); sig != syscall.SIGUSR1 {
-			t.Errorf("release %v: SignalGroup reached the group that got the command's number: the victim died of %v", release, sig)
+			t.Errorf("%s: SignalGroup reached the group that got the command's number: the victim died of %v", tc.name, sig)
 		}
 	}
+}
+
+// startWithSurvivor starts a shell that leaves `sleep 1000` in its group
+// and exits, and returns it with the sleep (re-parented to this process,
+// pid 1 of testenv.InPidNamespace's namespace); without survivor, a shell
+// that runs `sleep 1000` itself.
+func startWithSurvivor(t *testing.T, survivor bool) (*proc.Process, *os.Process) {
+	t.Helper()
+	if !survivor {
+		return startSleep(t, nil), nil
+	}
+	p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 1000 & echo $!"}, Dir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(p.Stdout).ReadString('\n')
+	p.Stdout.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := os.FindProcess(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orphan.Kill(); _ = orphan.Release() })
+	return p, orphan
 }
 
 // TestProcessGroupSurvivors: after a command's shell was reaped, its
@@ -60,24 +102,8 @@ func TestProcessGroupSurvivors(t *testing.T) {
 		return
 	}
 	for _, release := range []bool{false, true} {
-		p, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 1000 & echo $!"}, Dir: "/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(p.Stdout).ReadString('\n')
-		p.Stdout.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		member, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil {
-			t.Fatal(err)
-		}
-		orphan, err := os.FindProcess(member) // re-parented to this process, pid 1
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = orphan.Kill(); _ = orphan.Release() })
+		p, orphan := startWithSurvivor(t, true)
+		member := orphan.Pid
 		if _, err := p.Wait(); err != nil {
 			t.Fatal(err)
 		}

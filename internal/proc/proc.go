@@ -72,10 +72,10 @@ type Process struct {
 	Stdin *os.File
 
 	proc  *os.Process
-	pidfd *os.File // the leader's, kept after Wait to signal its group's survivors (see SignalGroup); closed by Release
-	// reaped is set once Wait reaped the leader, for SignalGroup without
-	// a pidfd.
-	reaped atomic.Bool
+	pidfd *os.File // the leader's, kept after Wait while its group has survivors (see SignalGroup)
+	// reaped is set once Wait reaped the leader; gone once the group was
+	// seen empty after that, for good (the pidfd is closed then).
+	reaped, gone atomic.Bool
 }
 
 var (
@@ -253,7 +253,10 @@ func (p *Process) Wait() (*Exit, error) {
 			}
 		}
 	}
-	defer p.reaped.Store(true)
+	defer func() {
+		p.reaped.Store(true)
+		_ = p.signalOwnGroup(0) // an empty group is gone: its pidfd is closed
+	}()
 	if p.pidfd != nil {
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
 			var werr error
@@ -284,7 +287,9 @@ func (p *Process) SetRlimit(resource int, soft, hard uint64) error {
 
 // Release closes the leader's pidfd, once the group is no longer
 // signalled (after it, SignalGroup goes by the group's number, see
-// there). It does not end or reap anything.
+// there). It does not end or reap anything. Wait closes it when the
+// group is empty by then, and so does any call that finds it empty
+// after Wait: Release is for a group whose survivors are left alone.
 func (p *Process) Release() {
 	if p.pidfd != nil {
 		_ = p.pidfd.Close()

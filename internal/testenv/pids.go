@@ -41,8 +41,10 @@ type Group struct {
 // GroupOf returns the process group led by pid, which must be the
 // leader of a group of its own that is not reaped yet (call it after
 // cmd.Start and before cmd.Wait, or while the engine's job is known to
-// run). Its pidfd is closed when the Group is garbage collected, so that
-// cleanups may use it whatever the order they were registered in.
+// run). Its pidfd is closed when the test ends, or by Close: cleanups
+// registered after GroupOf, which run before that, signal through it;
+// after it, Signal goes by the rule for kernels without group pidfd
+// signals (see there).
 func GroupOf(t testing.TB, pid int) *Group {
 	t.Helper()
 	g := &Group{Pgid: pid}
@@ -50,6 +52,7 @@ func GroupOf(t testing.TB, pid int) *Group {
 	switch {
 	case err == nil:
 		g.fd = os.NewFile(uintptr(fd), "pidfd")
+		t.Cleanup(g.Close)
 	case !errors.Is(err, unix.ESRCH):
 		t.Fatalf("pidfd_open %d: %v", pid, err)
 	}
@@ -64,6 +67,14 @@ func KillGroupAtCleanup(t testing.TB, pid int) *Group {
 	g := GroupOf(t, pid)
 	t.Cleanup(g.Kill)
 	return g
+}
+
+// Close closes the pidfd (a test that counts its descriptors closes it
+// once it is done with the group).
+func (g *Group) Close() {
+	if g.fd != nil {
+		_ = g.fd.Close()
+	}
 }
 
 // Kill sends SIGKILL to the group (see [Group.Signal]), ignoring the
@@ -92,10 +103,9 @@ func (g *Group) Signal(sig syscall.Signal) error {
 			if errors.Is(serr, unix.EINVAL) { // before Linux 6.9
 				serr = g.byNumber(sig, unix.PidfdSendSignal(int(fd), 0, nil, 0) == nil)
 			}
-		}); err != nil {
-			return err
-		}
-		return serr
+		}); err == nil {
+			return serr
+		} // closed: by the rule
 	}
 	return g.byNumber(sig, false)
 }
