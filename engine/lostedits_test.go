@@ -139,7 +139,7 @@ func TestZombieLeaderLeftoverKilled(t *testing.T) {
 				pid, _ = strconv.Atoi(line)
 			}
 			if pid > 0 {
-				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+				testenv.KillAtCleanup(t, pid)
 			}
 			if r.Status != engine.StatusOK || pid == 0 ||
 				!strings.Contains(r.Output, "[killed processes left running after the shell exited: python3 (pid "+strconv.Itoa(pid)+")") {
