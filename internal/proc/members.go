@@ -172,8 +172,8 @@ func (p *Process) signalOwnGroup(sig syscall.Signal) error {
 		return unix.ESRCH
 	}
 	err := p.signalGroupOnce(sig)
-	if errors.Is(err, unix.ESRCH) && p.reaped.Load() && p.gone.CompareAndSwap(false, true) && p.pidfd != nil {
-		_ = p.pidfd.Close()
+	if errors.Is(err, unix.ESRCH) && p.reaped.Load() && p.gone.CompareAndSwap(false, true) {
+		p.closePidfd()
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/proc"
 	"github.com/bashvisor/bashvisor/internal/testenv"
@@ -122,5 +123,30 @@ func TestProcessGroupSurvivors(t *testing.T) {
 		if st, err := orphan.Wait(); err != nil || st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGUSR1 {
 			t.Errorf("release %v: the survivor: %v %v, want ended by SIGUSR1", release, st, err)
 		}
+	}
+}
+
+// TestReleaseDuringWait: Release while Wait waits (a job detached at
+// shutdown) leaves the pidfd to Wait, which still reaps the shell and
+// reports how it ended; the group is still signalled through the pidfd
+// meanwhile.
+func TestReleaseDuringWait(t *testing.T) {
+	p := startSleep(t, nil)
+	exited := make(chan *proc.Exit, 1)
+	go func() { st, _ := p.Wait(); exited <- st }()
+	p.Release()
+	if err := p.SignalGroup(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case st := <-exited:
+		if st == nil || !st.Status.Signaled() || st.Status.Signal() != syscall.SIGUSR1 {
+			t.Errorf("Wait after Release: %+v", st)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait did not return")
+	}
+	if p.GroupAlive() {
+		t.Error("the group is alive after its shell ended")
 	}
 }

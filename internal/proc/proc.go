@@ -74,8 +74,9 @@ type Process struct {
 	proc  *os.Process
 	pidfd *os.File // the leader's, kept after Wait while its group has survivors (see SignalGroup)
 	// reaped is set once Wait reaped the leader; gone once the group was
-	// seen empty after that, for good (the pidfd is closed then).
-	reaped, gone atomic.Bool
+	// seen empty after that, for good (the pidfd is closed then);
+	// released by Release (the pidfd is closed once Wait is done with it).
+	reaped, gone, released atomic.Bool
 }
 
 var (
@@ -236,8 +237,7 @@ func (e *Exit) Sys() any { return e.Status }
 
 // Wait waits for the leader to exit and reaps it. The wait parks no OS
 // thread: the pidfd is in the netpoller, and each wake-up costs one
-// non-blocking wait4, the last of which reaps the leader (after Release,
-// it blocks a thread in wait4).
+// non-blocking wait4, the last of which reaps the leader.
 func (p *Process) Wait() (*Exit, error) {
 	var ex Exit
 	defer func() { _ = p.proc.Release() }() // os keeps a handle of its own
@@ -255,7 +255,11 @@ func (p *Process) Wait() (*Exit, error) {
 	}
 	defer func() {
 		p.reaped.Store(true)
-		_ = p.signalOwnGroup(0) // an empty group is gone: its pidfd is closed
+		if p.released.Load() {
+			p.closePidfd()
+		} else {
+			_ = p.signalOwnGroup(0) // an empty group is gone: its pidfd is closed
+		}
 	}()
 	if p.pidfd != nil {
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
@@ -285,12 +289,21 @@ func (p *Process) SetRlimit(resource int, soft, hard uint64) error {
 	return nil
 }
 
-// Release closes the leader's pidfd, once the group is no longer
-// signalled (after it, SignalGroup goes by the group's number, see
-// there). It does not end or reap anything. Wait closes it when the
-// group is empty by then, and so does any call that finds it empty
-// after Wait: Release is for a group whose survivors are left alone.
+// Release closes the leader's pidfd once Wait is done with it (at once
+// when it is), for a group that is no longer signalled (after that,
+// SignalGroup goes by the group's number, see there). It does not end or
+// reap anything. Wait closes the pidfd itself when the group is empty by
+// then, and so does any call that finds it empty after Wait: Release is
+// for a group whose survivors are left alone, or whose shell is.
 func (p *Process) Release() {
+	p.released.Store(true)
+	if p.reaped.Load() {
+		p.closePidfd()
+	}
+}
+
+// closePidfd closes the leader's pidfd (again: nothing).
+func (p *Process) closePidfd() {
 	if p.pidfd != nil {
 		_ = p.pidfd.Close()
 	}
