@@ -84,7 +84,8 @@ func (g *Group) Kill() { _ = g.Signal(syscall.SIGKILL) }
 // Signal sends sig to every process of the group, and to no other: it
 // returns ESRCH when the group has no process left (or its number
 // names another group now). Without kernel support for signalling a
-// group through a pidfd (before Linux 6.9) the number is signalled only
+// group through a pidfd (before Linux 6.9), or after Close, or when the
+// leader was reaped before GroupOf, the number is signalled only
 // while the leader is not reaped (a zombie keeps the number), or once it
 // was when no process has the leader's pid: a survivor of the group
 // keeps the number reserved as a group id, so a process with that pid
