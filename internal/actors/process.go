@@ -2,7 +2,11 @@ package actors
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -123,4 +127,47 @@ func signalName(s syscall.Signal) string {
 		return n
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// forking reports whether a child of this process has not exec'd yet:
+// it still runs in this process's address space (Go forks with
+// CLONE_VM|CLONE_VFORK), so it shows this process's command name and
+// address space size. Between its fork and its exec such a child
+// (another command being started) holds a copy of every descriptor of
+// the engine, the write ends of other commands' output pipes too, and on
+// a loaded machine that can last longer than DrainWait (at load ~25-30,
+// up to a second: cmd/demo's stress). A helper the engine started from
+// its own binary (a sandbox world's connector) has an address space of
+// its own. Children are read from /proc/self/task/*/children (each
+// thread's); without that file (a kernel without CONFIG_PROC_CHILDREN)
+// it reports false.
+func forking() bool {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	var kids []int
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for w := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(w); err == nil {
+				kids = append(kids, pid)
+			}
+		}
+	}
+	if len(kids) == 0 {
+		return false
+	}
+	before, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		return false
+	}
+	for _, pid := range kids {
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.Comm != before.Comm || st.State == 'Z' {
+			continue
+		}
+		after, _ := proc.ReadStat(os.Getpid()) // the runtime may have grown the address space meanwhile
+		if st.Vsize == before.Vsize || st.Vsize == after.Vsize {
+			return true
+		}
+	}
+	return false
 }

@@ -60,6 +60,10 @@ type Stat struct {
 	// (field 22): with the pid, it names one process, as no two processes
 	// that have the same pid start at the same tick.
 	Start uint64
+	// Vsize is the size of its address space in bytes (field 23): two
+	// processes that share one (a vfork child before its exec) show the
+	// same.
+	Vsize uint64
 }
 
 // ReadStat parses /proc/PID/stat. Its State is the leader thread's: a
@@ -93,8 +97,9 @@ func parseStat(pid int, path string) (Stat, error) {
 	st.Ppid, _ = strconv.Atoi(string(f[1]))
 	st.Pgrp, _ = strconv.Atoi(string(f[2]))
 	st.Session, _ = strconv.Atoi(string(f[3]))
-	if len(f) > 19 {
+	if len(f) > 20 {
 		st.Start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+		st.Vsize, _ = strconv.ParseUint(string(f[20]), 10, 64)
 	}
 	return st, nil
 }
