@@ -226,13 +226,14 @@ func TestMoveWhenDirSurvives(t *testing.T) {
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "moving"}
 	first := c.Run(context.Background(), tc, engine.Input{Command: "echo $BV_NAME"})
 	bg := c.Run(context.Background(), tc, engine.Input{Command: "sleep 30", Mode: engine.ModeBackground})
+	bgGroup := testenv.GroupOf(t, bg.PID) // it runs
 	victim, other := a, b
 	if first.Output != "exec-a\n" {
 		victim, other = b, a
 	}
 	victim.signal(syscall.SIGKILL)
 	<-victim.done
-	_ = syscall.Kill(-bg.PID, syscall.SIGKILL) // its executor is gone; the test ends the orphan
+	bgGroup.Kill() // its executor is gone; the test ends the orphan
 	var r engine.Result
 	// The loss may not be known yet (the kill's connection close is
 	// milliseconds away): such a call answers lost, never runs twice.

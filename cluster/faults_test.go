@@ -208,16 +208,17 @@ func TestFrontKilled(t *testing.T) {
 	if err := front.Start(); err != nil {
 		t.Fatal(err)
 	}
+	frontGroup := testenv.GroupOf(t, front.Process.Pid) // never another group after the Wait below
 	frontDone := make(chan struct{})
 	go func() { _ = front.Wait(); close(frontDone) }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-front.Process.Pid, syscall.SIGKILL)
+		frontGroup.Kill()
 		<-frontDone
 	})
 	pgid := waitPid(t, filepath.Join(dir, "fg.pid"))
 	start := time.Now() // about the command's start, for its marker
 	killAt := time.Now()
-	if err := syscall.Kill(front.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := front.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-frontDone

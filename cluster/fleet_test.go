@@ -131,14 +131,15 @@ func startEtcd(t *testing.T, bin string) (string, func()) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	g := testenv.GroupOf(t, cmd.Process.Pid) // never another group after the Wait below
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = g.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			g.Kill()
 			<-done
 		}
 	})
@@ -156,7 +157,7 @@ func startEtcd(t *testing.T, bin string) (string, func()) {
 	}, "etcd not healthy: %v\n%s", testenv.Last(&err), stderr)
 	http.DefaultClient.CloseIdleConnections()
 	return cu, func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		g.Kill()
 		<-done
 	}
 }

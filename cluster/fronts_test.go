@@ -154,6 +154,7 @@ type frontProc struct {
 	err    error
 	stderr *safeBuffer
 	mu     sync.Mutex
+	group  *testenv.Group // its process group, never another one after Wait reaped it
 }
 
 // startFront starts a serving front in a session of its own, with env
@@ -177,6 +178,7 @@ func startFront(t *testing.T, name string, env ...string) *frontProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	f.group = testenv.GroupOf(t, cmd.Process.Pid) // before t.Cleanup(f.stop), which uses it
 	f.out = bufio.NewScanner(out)
 	f.out.Buffer(nil, 16<<20)
 	go func() { f.err = cmd.Wait(); close(f.done) }()
@@ -232,7 +234,7 @@ func (f *frontProc) stop() {
 			f.t.Errorf("front %s: data race in bashvisor code:\n%s", f.name, r)
 		}
 	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
+		f.group.Kill()
 		<-f.done
 		f.t.Errorf("front %s did not stop within 30s\n%s", f.name, f.stderr)
 	}
@@ -240,7 +242,7 @@ func (f *frontProc) stop() {
 
 // kill ends the front with SIGKILL (a crash).
 func (f *frontProc) kill() {
-	_ = syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
+	f.group.Kill()
 	<-f.done
 }
 

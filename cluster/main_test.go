@@ -23,6 +23,7 @@ import (
 	pacluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/bashvisor/bashvisor/cluster/etcd"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 	"go.uber.org/goleak"
 
 	"github.com/bashvisor/bashvisor/cluster"
@@ -177,6 +178,7 @@ type proc struct {
 	done   chan struct{}
 	err    error
 	stderr *safeBuffer
+	group  *testenv.Group // its process group, never another one after Wait reaped it
 }
 
 type execSpec struct {
@@ -223,6 +225,7 @@ func startExecutor(t testing.TB, s execSpec) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p.group = testenv.GroupOf(t, cmd.Process.Pid) // before t.Cleanup(p.stop), which uses it
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
 	ready := make(chan string, 1)
@@ -250,13 +253,14 @@ func startExecutor(t testing.TB, s execSpec) *proc {
 // stop ends the executor: SIGTERM (a clean stop that ends its jobs), then
 // SIGKILL of its process group after 25 s. A clean stop must exit 0.
 func (p *proc) stop() {
+	defer p.group.Close() // not counted by fdCount
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT)
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // by its pidfd: Wait may have reaped it
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 		if p.err != nil {
@@ -266,14 +270,14 @@ func (p *proc) stop() {
 			p.t.Errorf("executor %s: data race in bashvisor code:\n%s", p.name, r)
 		}
 	case <-time.After(25 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.group.Kill()
 		<-p.done
 		p.t.Errorf("executor %s did not stop within 25s of SIGTERM\n%s", p.name, p.stderr)
 	}
 }
 
 func (p *proc) signal(sig syscall.Signal) {
-	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil {
+	if err := p.cmd.Process.Signal(sig); err != nil { // by its pidfd: never another process
 		p.t.Fatalf("kill %d %v: %v", p.cmd.Process.Pid, sig, err)
 	}
 }

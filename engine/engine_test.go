@@ -423,7 +423,7 @@ func TestKeepLeftovers(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 	pid := readPid(t, filepath.Join(dir, "pid"))
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	testenv.KillAtCleanup(t, pid)
 	if !alive(pid) || !strings.Contains(r.Output, "[left running after the shell exited: sleep (pid") {
 		t.Fatalf("alive=%v output %q", alive(pid), r.Output)
 	}
@@ -437,7 +437,7 @@ func TestEscapedHolderDoesNotHang(t *testing.T) {
 	start := time.Now()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "setsid sleep 300 & echo $! > pid; sleep 0.1; echo done"})
 	pid := readPid(t, filepath.Join(dir, "pid"))
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	testenv.KillAtCleanup(t, pid)
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %v", d)
 	}
@@ -814,7 +814,8 @@ func TestJobsLeftRunningStayIntact(t *testing.T) {
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{
 		Command: "for i in 1 2 3 4 5 6; do sleep 0.1; done; echo done", Mode: engine.ModeBackground,
 	})
-	t.Cleanup(func() { syscall.Kill(-r.PID, syscall.SIGKILL); os.RemoveAll(filepath.Dir(r.OutputFile)) })
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(r.OutputFile)) })
+	testenv.KillGroupAtCleanup(t, r.PID) // it runs
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +838,7 @@ func TestKeptLeftoverHoldingPipeNote(t *testing.T) {
 	e := newEngine(t, func(c *engine.Config) { c.Lifecycle.KeepLeftovers = true })
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: "sleep 30 & echo $! > pid; echo done"})
-	t.Cleanup(func() { syscall.Kill(readPid(t, filepath.Join(dir, "pid")), syscall.SIGKILL) })
+	testenv.KillAtCleanup(t, readPid(t, filepath.Join(dir, "pid")))
 	if !strings.Contains(r.Output, "[left running after the shell exited: sleep (pid") || strings.Contains(r.Output, "outside the command") {
 		t.Fatalf("%q", r.Output)
 	}

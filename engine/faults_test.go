@@ -190,13 +190,9 @@ func TestSandboxEscapeesWithoutCgroups(t *testing.T) {
 		if !ok || len(pids) != want || slices.Contains(pids, 0) {
 			t.Fatalf("want %d escapee pids in %q", want, out)
 		}
-		t.Cleanup(func() {
-			for _, pid := range pids {
-				if alive(pid) {
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		})
+		for _, pid := range pids {
+			testenv.KillAtCleanup(t, pid)
+		}
 		return pids
 	}
 	t.Run("foreground leftovers", func(t *testing.T) {
@@ -274,11 +270,9 @@ func TestCgroupKeepLeftoversReleases(t *testing.T) {
 	dir := t.TempDir()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: dir}, engine.Input{Command: escapees})
 	pids := pidsIn(t, dir)
-	t.Cleanup(func() {
-		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	for _, pid := range pids {
+		testenv.KillAtCleanup(t, pid) // kept: they run
+	}
 	if !strings.Contains(r.Output, "[left running after the shell exited: ") {
 		t.Fatalf("got %q", r.Output)
 	}
@@ -492,8 +486,8 @@ func TestFaultOwnProcessGroup(t *testing.T) {
 	}
 	if haveCgroups(t) {
 		waitGone(t, pid, 3*time.Second)
-	} else {
-		syscall.Kill(pid, syscall.SIGKILL)
+	} else if p, err := os.FindProcess(pid); err == nil { // a pidfd: never another process
+		_ = p.Kill()
 	}
 }
 

@@ -27,9 +27,12 @@ func TestLeftoversKilledChangesApply(t *testing.T) {
 	for _, off := range cgroupModes(t) {
 		t.Run(cgroupsName(off), func(t *testing.T) {
 			e := newEngine(t, func(c *engine.Config) { c.Cgroups.Off = off })
+			// The leftovers outlive any wait for them (at load ~35 an
+			// unprivileged call takes 3-5 s: a `sleep 2` ended on its
+			// own before it was found, and nothing was killed).
 			for i, cmd := range []string{
-				`echo edit > h.txt; sleep 2 & echo started`,
-				`echo edit > h.txt; setsid sleep 3 </dev/null >/dev/null 2>&1 & echo started`,
+				`echo edit > h.txt; sleep 60 & echo started`,
+				`echo edit > h.txt; setsid sleep 60 </dev/null >/dev/null 2>&1 & echo started`,
 			} {
 				dir := repo(t)
 				tc := workspaceWrite(dir)
@@ -139,7 +142,7 @@ func TestZombieLeaderLeftoverKilled(t *testing.T) {
 				pid, _ = strconv.Atoi(line)
 			}
 			if pid > 0 {
-				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+				testenv.KillAtCleanup(t, pid)
 			}
 			if r.Status != engine.StatusOK || pid == 0 ||
 				!strings.Contains(r.Output, "[killed processes left running after the shell exited: python3 (pid "+strconv.Itoa(pid)+")") {

@@ -264,7 +264,7 @@ func TestSecretRedactionLeavesJobsRunning(t *testing.T) {
 	if r.Status != engine.StatusStarted {
 		t.Fatal(r.Output)
 	}
-	t.Cleanup(func() { syscall.Kill(-r.PID, syscall.SIGKILL) })
+	testenv.KillGroupAtCleanup(t, r.PID) // it waits for go
 	// The job has printed the sentinel once the engine has written it.
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile(r.OutputFile)

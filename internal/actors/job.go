@@ -218,6 +218,9 @@ func (j *job) enter(p phase) {
 	if p == done && j.l != nil && j.l.cg == nil {
 		j.res.Watchdog.Untrack(j.l.p.Pid) // ended, or left running on purpose
 	}
+	if p == done && j.l != nil {
+		j.l.p.Release() // its group is not signalled again
+	}
 	if j.res.trace != nil {
 		j.res.trace(j.spec.ID, p)
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -307,7 +306,9 @@ func TestTransitions(t *testing.T) {
 			phases: []phase{running, draining, cleaning, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o jobs.Outcome, st jobs.State) {
 				pid := readPid(t, filepath.Join(spec.Dir, "pid"))
-				defer syscall.Kill(pid, syscall.SIGKILL)
+				if p, err := os.FindProcess(pid); err == nil { // kept running; a pidfd: never another process
+					defer p.Kill()
+				}
 				if !o.LeftRunning || len(o.Leftovers) != 1 || !alive(pid) {
 					t.Errorf("outcome %+v alive %v", o, alive(pid))
 				}
@@ -320,7 +321,9 @@ func TestTransitions(t *testing.T) {
 				if !o.PipeHeld || o.Output.Text != "done\n" {
 					t.Errorf("outcome %+v", o)
 				}
-				syscall.Kill(readPid(t, filepath.Join(spec.Dir, "pid")), syscall.SIGKILL)
+				if p, err := os.FindProcess(readPid(t, filepath.Join(spec.Dir, "pid"))); err == nil { // a pidfd: never another process
+					_ = p.Kill()
+				}
 			},
 		},
 		{
@@ -375,7 +378,7 @@ func TestTransitions(t *testing.T) {
 			},
 			phases: []phase{running, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o jobs.Outcome, st jobs.State) {
-				defer syscall.Kill(-st.Pid, syscall.SIGKILL)
+				defer testenv.GroupOf(t, st.Pid).Kill() // detached: it runs
 				if st.Status != jobs.Detached || !alive(st.Pid) {
 					t.Errorf("state %+v alive %v", st, alive(st.Pid))
 				}

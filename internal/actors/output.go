@@ -146,7 +146,9 @@ func (j *job) readInto(r *os.File, dst io.Writer) {
 // slowReader reports whether an output pipe is still being read although
 // every writer is gone (POLLHUP): on a loaded machine the reader may not
 // have run yet, and it will see EOF shortly, so the job waits for it (up
-// to CleanupWait after since) instead of calling the pipe held.
+// to CleanupWait after since) instead of calling the pipe held. So it
+// does while a child of the engine has not exec'd yet (forking): that
+// child may be the writer, for a moment.
 func (j *job) slowReader(now, since time.Time) bool {
 	if j.open == 0 || !now.Before(since.Add(j.res.Lifecycle.CleanupWait)) {
 		return false
@@ -162,7 +164,7 @@ func (j *job) slowReader(now, since time.Time) bool {
 			n, err := unix.Poll(pfd, 0)
 			hup = err == nil && n > 0 && pfd[0].Revents&unix.POLLHUP != 0
 		})
-		if !hup {
+		if !hup && !forking() {
 			return false
 		}
 	}

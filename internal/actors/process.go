@@ -2,7 +2,11 @@ package actors
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,11 +23,12 @@ import (
 // groups); without one, the shell's process group, and for a sandboxed
 // job the processes of its mount namespace too (proc.Freezer: they
 // cannot leave it, whatever they do with sessions and process groups;
-// finding them reads every process's /proc/PID/ns/mnt). Once the shell is reaped
-// and its group is empty, the kernel may give the group's id to a new
-// process group (pids wrap quickly on a busy host), so without a cgroup a
-// group id is only trusted while it still has a live member, and with one
-// it is not consulted after the shell exited.
+// finding them reads every process's /proc/PID/ns/mnt). Once the shell is
+// reaped and its group is empty, the kernel may give the group's id to a
+// new process group (pid_max is often 32768, and a busy host wraps it in
+// a minute), so the group is named by the shell's pidfd, not by its
+// number (proc.Process.SignalGroup, GroupAlive, LiveMembers), and with a
+// cgroup it is not consulted after the shell exited.
 
 // liveMembers lists the live processes of the job.
 func (j *job) liveMembers() []proc.Member {
@@ -33,7 +38,7 @@ func (j *job) liveMembers() []proc.Member {
 		}
 		return cg.Members()
 	}
-	members := proc.LiveMembers(j.l.p.Pid)
+	members := j.l.p.LiveMembers()
 	for _, m := range j.l.fz.Members() {
 		if !slices.ContainsFunc(members, func(o proc.Member) bool { return o.Pid == m.Pid }) {
 			members = append(members, m)
@@ -47,18 +52,16 @@ func (j *job) anyAlive() bool {
 	if cg := j.l.cg; cg != nil {
 		return cg.Populated()
 	}
-	return proc.GroupAlive(j.l.p.Pid) || len(j.l.fz.Members()) > 0
+	return j.l.p.GroupAlive() || len(j.l.fz.Members()) > 0
 }
 
-// signalAll sends sig to every process of the job: the process group while
-// the shell is not reaped (its id cannot have been reused), and every
-// member of the cgroup; SIGKILL is cgroup.kill.
+// signalAll sends sig to every process of the job: the process group
+// (while the shell is not reaped, or without a cgroup, its survivors
+// after; never another group that got its number), and every member of
+// the cgroup; SIGKILL is cgroup.kill.
 func (j *job) signalAll(sig syscall.Signal) {
 	cg := j.l.cg
-	switch {
-	case !j.exited:
-		_ = j.l.p.SignalGroup(sig)
-	case cg == nil && proc.GroupAlive(j.l.p.Pid):
+	if !j.exited || cg == nil {
 		_ = j.l.p.SignalGroup(sig)
 	}
 	if cg == nil {
@@ -124,4 +127,47 @@ func signalName(s syscall.Signal) string {
 		return n
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// forking reports whether a child of this process has not exec'd yet:
+// it still runs in this process's address space (Go forks with
+// CLONE_VM|CLONE_VFORK), so it shows this process's command name and
+// address space size. Between its fork and its exec such a child
+// (another command being started) holds a copy of every descriptor of
+// the engine, the write ends of other commands' output pipes too, and on
+// a loaded machine that can last longer than DrainWait (at load ~25-30,
+// up to a second: cmd/demo's stress). A helper the engine started from
+// its own binary (a sandbox world's connector) has an address space of
+// its own. Children are read from /proc/self/task/*/children (each
+// thread's); without that file (a kernel without CONFIG_PROC_CHILDREN)
+// it reports false.
+func forking() bool {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	var kids []int
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for w := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(w); err == nil {
+				kids = append(kids, pid)
+			}
+		}
+	}
+	if len(kids) == 0 {
+		return false
+	}
+	before, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		return false
+	}
+	for _, pid := range kids {
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.Comm != before.Comm || st.State == 'Z' {
+			continue
+		}
+		after, _ := proc.ReadStat(os.Getpid()) // the runtime may have grown the address space meanwhile
+		if st.Vsize == before.Vsize || st.Vsize == after.Vsize {
+			return true
+		}
+	}
+	return false
 }

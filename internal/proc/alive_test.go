@@ -86,7 +86,7 @@ func startZombieLeader(t *testing.T, cmd *exec.Cmd, dir string) int {
 	waits[cmd] = waited
 	go func() { _ = cmd.Wait(); close(waited) }() // waits for every thread
 	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = cmd.Process.Kill() // by its pidfd: Wait may have reaped it
 		<-waited
 	})
 	testenv.Eventually(t, 10*time.Second, func() bool {

@@ -24,8 +24,12 @@
 // its cgroup and its mount namespace, is signalled and waited for, in
 // every scan of this package. The shell of a command is reaped only once
 // it exited, and while any member of its group lives the kernel keeps
-// the group id allocated: a signal to -pgid while [GroupAlive] reports
-// true cannot reach a stranger.
+// the group id allocated; once the group emptied, its number may go to
+// another group (pid_max is often 32768: a busy host wraps it within a
+// minute). So a command's group is named by its shell's pidfd, not by
+// its number: [Process.SignalGroup], [Process.GroupAlive] and
+// [Process.LiveMembers] reach its survivors after the shell was reaped,
+// and never a group that got the number since.
 //
 // Descriptors the package keeps are owned (package internal/fd): each
 // is closed once, by its holder.

@@ -2,9 +2,13 @@ package proc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Member is a live process found in a process group, a cgroup or a
@@ -52,6 +56,14 @@ type Stat struct {
 	Ppid    int
 	Pgrp    int
 	Session int
+	// Start is when the process started, in clock ticks after boot
+	// (field 22): with the pid, it names one process, as no two processes
+	// that have the same pid start at the same tick.
+	Start uint64
+	// Vsize is the size of its address space in bytes (field 23): two
+	// processes that share one (a vfork child before its exec) show the
+	// same.
+	Vsize uint64
 }
 
 // ReadStat parses /proc/PID/stat. Its State is the leader thread's: a
@@ -85,6 +97,10 @@ func parseStat(pid int, path string) (Stat, error) {
 	st.Ppid, _ = strconv.Atoi(string(f[1]))
 	st.Pgrp, _ = strconv.Atoi(string(f[2]))
 	st.Session, _ = strconv.Atoi(string(f[3]))
+	if len(f) > 20 {
+		st.Start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+		st.Vsize, _ = strconv.ParseUint(string(f[20]), 10, 64)
+	}
 	return st, nil
 }
 
@@ -132,4 +148,98 @@ func threads(pid int) []int {
 		}
 	}
 	return tids
+}
+
+// signalOwnGroup sends sig (0: none, a probe) to the process group p
+// leads, and to no other: ESRCH when it has no process left. The group
+// is named by the leader's pidfd (pidfd_send_signal with
+// PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9), that is by the kernel's struct
+// pid, not by its number: after Wait reaped the leader it still reaches
+// the members left in the group, and once the group emptied and its
+// number went to another process it reaches nothing, as the kernel
+// never gives a group back the number it lost.
+//
+// Without that (an older kernel, or after Release), the number is
+// signalled only while the leader is not reaped (a zombie keeps the
+// number), or once it was when no process has the leader's pid: a
+// member left in the group keeps the number reserved as a group id, so a
+// process with that pid means the group emptied and the number went to
+// another process. What that rule cannot see: the number taken by a
+// process that made it its group id and exited, leaving members, all
+// since the group emptied; and a group that empties in the instant
+// between Wait's reaping and its noting it.
+//
+// After Wait, ESRCH means the group is gone for good (a group never gets
+// back the number it lost, nor members once it had none): the pidfd is
+// closed, and later calls answer ESRCH at once.
+func (p *Process) signalOwnGroup(sig syscall.Signal) error {
+	if p.gone.Load() {
+		return unix.ESRCH
+	}
+	err := p.signalGroupOnce(sig)
+	if errors.Is(err, unix.ESRCH) && p.reaped.Load() && p.gone.CompareAndSwap(false, true) {
+		p.closePidfd()
+	}
+	return err
+}
+
+// signalGroupOnce is signalOwnGroup's signal.
+func (p *Process) signalGroupOnce(sig syscall.Signal) error {
+	if p.pidfd != nil {
+		if rc, err := p.pidfd.SyscallConn(); err == nil {
+			serr := errors.ErrUnsupported
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.PidfdSendSignal(int(fd), sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP)
+			}); err == nil && !errors.Is(serr, unix.EINVAL) {
+				return serr
+			}
+		}
+	}
+	if p.reaped.Load() && pidExists(p.Pid) {
+		return unix.ESRCH // the number is another process's now
+	}
+	return unix.Kill(-p.Pid, sig)
+}
+
+// GroupAlive reports whether the process group p leads has a live member
+// (see GroupAlive), before and after Wait reaped the leader, never
+// counting another group that got its number since (see
+// signalOwnGroup).
+func (p *Process) GroupAlive() bool {
+	return p.groupMembers(true) != nil
+}
+
+// LiveMembers lists the live members of the group p leads (see
+// GroupAlive).
+func (p *Process) LiveMembers() []Member {
+	return p.groupMembers(false)
+}
+
+// groupMembers scans /proc for the group's live members (with first,
+// stops at the first) when signalOwnGroup finds it has members at all.
+// The scan reads members by number: a probe after it confirms that the
+// number still named p's group throughout (an emptied group never gets
+// members again).
+func (p *Process) groupMembers(first bool) []Member {
+	if p.Pid <= 1 {
+		return nil
+	}
+	if err := p.signalOwnGroup(0); err != nil && !errors.Is(err, unix.EPERM) {
+		return nil
+	}
+	ms := scanGroup(p.Pid, first)
+	if ms == nil {
+		return nil
+	}
+	if err := p.signalOwnGroup(0); err != nil && !errors.Is(err, unix.EPERM) {
+		return nil
+	}
+	return ms
+}
+
+// pidExists reports whether some process or thread (a zombie too) has
+// the number pid.
+func pidExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -71,7 +72,11 @@ type Process struct {
 	Stdin *os.File
 
 	proc  *os.Process
-	pidfd *os.File
+	pidfd *os.File // the leader's, kept after Wait while its group has survivors (see SignalGroup)
+	// reaped is set once Wait reaped the leader; gone once the group was
+	// seen empty after that, for good (the pidfd is closed then);
+	// released by Release (the pidfd is closed once Wait is done with it).
+	reaped, gone, released atomic.Bool
 }
 
 var (
@@ -248,8 +253,15 @@ func (p *Process) Wait() (*Exit, error) {
 			}
 		}
 	}
+	defer func() {
+		p.reaped.Store(true)
+		if p.released.Load() {
+			p.closePidfd()
+		} else {
+			_ = p.signalOwnGroup(0) // an empty group is gone: its pidfd is closed
+		}
+	}()
 	if p.pidfd != nil {
-		defer p.pidfd.Close()
 		if rc, err := p.pidfd.SyscallConn(); err == nil {
 			var werr error
 			if err := rc.Read(func(uintptr) bool {
@@ -277,14 +289,41 @@ func (p *Process) SetRlimit(resource int, soft, hard uint64) error {
 	return nil
 }
 
-// SignalGroup sends sig to every process of the group. A group that no
-// longer exists is not an error.
+// Release closes the leader's pidfd once Wait is done with it (at once
+// when it is), for a group that is no longer signalled (after that,
+// SignalGroup goes by the group's number, see there). It does not end or
+// reap anything. Wait closes the pidfd itself when the group is empty by
+// then, and so does any call that finds it empty after Wait: Release is
+// for a group whose survivors are left alone, or whose shell is.
+func (p *Process) Release() {
+	p.released.Store(true)
+	if p.reaped.Load() {
+		p.closePidfd()
+	}
+}
+
+// closePidfd closes the leader's pidfd (again: nothing).
+func (p *Process) closePidfd() {
+	if p.pidfd != nil {
+		_ = p.pidfd.Close()
+	}
+}
+
+// SignalGroup sends sig to every process of the group the process leads,
+// before and after Wait reaped it, and to no other group (see
+// signalOwnGroup). A group that no longer exists is not an error.
 func (p *Process) SignalGroup(sig syscall.Signal) error {
-	return SignalGroup(p.Pid, sig)
+	if err := p.signalOwnGroup(sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // SignalGroup sends sig to process group pgid; ESRCH (no such group) is
-// not an error.
+// not an error. The caller must know that pgid still names the group it
+// means: pids are reused, within a minute on a busy host with pid_max
+// 32768, so a number whose leader was reaped and whose group emptied may
+// name another group by then. Prefer [Process.SignalGroup].
 func SignalGroup(pgid int, sig syscall.Signal) error {
 	if pgid <= 1 {
 		return fmt.Errorf("refusing to signal process group %d", pgid)
@@ -299,6 +338,8 @@ func SignalGroup(pgid int, sig syscall.Signal) error {
 // with a thread that has not exited). The fast path is one kill(-pgid,
 // 0); when that finds members, /proc is scanned to ignore zombies:
 // orphaned members are reparented to init, which may reap them late.
+// Like SignalGroup(pgid), it trusts the number: prefer
+// [Process.GroupAlive].
 func GroupAlive(pgid int) bool {
 	if pgid <= 1 {
 		return false

@@ -117,11 +117,11 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	var comms []string
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		comms = comms[:0]
-		for _, m := range proc.LiveMembers(p.Pid) {
+		for _, m := range p.LiveMembers() {
 			comms = append(comms, m.Comm)
 		}
 		slices.Sort(comms)
-		return slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && proc.GroupAlive(p.Pid)
+		return slices.Equal(comms, []string{"bash", "sleep", "sleep"}) && p.GroupAlive()
 	}, "comms %v", testenv.Last(&comms))
 	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -130,8 +130,8 @@ func TestGroupMembersAndSignal(t *testing.T) {
 	if st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("state %v", st)
 	}
-	testenv.Eventually(t, 5*time.Second, func() bool { return !proc.GroupAlive(p.Pid) }, "group still alive")
-	if err := proc.SignalGroup(p.Pid, syscall.SIGTERM); err != nil {
+	testenv.Eventually(t, 5*time.Second, func() bool { return !p.GroupAlive() }, "group still alive")
+	if err := p.SignalGroup(syscall.SIGTERM); err != nil { // by its pidfd: never a group that got the number since
 		t.Fatalf("signalling a gone group: %v", err)
 	}
 	if proc.SignalGroup(1, syscall.SIGTERM) == nil || proc.SignalGroup(0, 0) == nil {

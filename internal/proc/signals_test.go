@@ -102,7 +102,7 @@ func TestCommandsStartWithDefaultSignals(t *testing.T) {
 			t.Errorf("^C: %+v", st)
 		}
 	case <-time.After(20 * time.Second):
-		syscall.Kill(-p.Pid, syscall.SIGKILL)
+		_ = p.SignalGroup(syscall.SIGKILL) // by its pidfd: Wait may have reaped it
 		<-exited
 		t.Errorf("^C did not interrupt sleep in %v", time.Since(start))
 	}

@@ -29,14 +29,25 @@ import (
 // process group the engine told it about ([Watchdog.Track]). Then it
 // removes the engine's cgroup directories and exits.
 //
+// Process group ids are reused, and soon: pid_max is 32768 on many hosts
+// (a busy one hands every number out again within a minute), and a
+// tracked group whose shell was reaped and whose last process ended
+// before the engine died may name another program's group by then. So
+// the watchdog kills a tracked group only when the number provably still
+// names it: its leader has the start time [Watchdog.Track] recorded (the
+// shell itself, running or a zombie), or no process has the leader's pid
+// (the shell was reaped; what is left in the group keeps the number
+// reserved, and a process with that pid would mean the group emptied and
+// the number went to another process).
+//
 // What it cannot do: a process that left its group without a cgroup to
 // hold it (setsid, double fork) is not found, as for the engine itself;
 // without cgroups, a command whose engine died in the instant between
 // the command's start and [Watchdog.Track] (the next thing the engine
-// does) is missed; a
-// group id the engine untracked is never signalled, but one whose last
-// process ended in the instant before the engine died could in principle
-// have been reused by then (pids wrap after millions of processes).
+// does) is missed; a group id the engine untracked is never signalled,
+// but one whose group emptied, whose number another process took and
+// made its own group id, and which then exited leaving members, all
+// before the engine died, passes the test above.
 // SIGKILL of the watchdog itself (kill -9 of both processes at once, an
 // OOM kill) leaves the cleanup to the next engine that starts under the
 // same cgroup parent (see [ProbeCgroups]).
@@ -48,21 +59,30 @@ type Watchdog struct {
 
 // watchdogScript is the watchdog's program; fd 3 is the pipe. Lines:
 // "cg DIR" (the engine's cgroup v2 directory: kill and remove), "v1 DIR"
-// (a cgroup v1 directory of the engine: remove), "+ PGID" and "- PGID" (a
-// command's process group, without cgroups), "bye" (a clean shutdown:
-// what still runs was left running on purpose).
+// (a cgroup v1 directory of the engine: remove), "+ PGID START" (a
+// command's process group, without cgroups, and its leader's start time,
+// field 22 of /proc/PGID/stat; 0: unknown) and "- PGID", "bye" (a clean
+// shutdown: what still runs was left running on purpose). A group is
+// killed when its leader has that start time, or no process has its pid
+// (see Watchdog).
 const watchdogScript = `trap '' INT TERM HUP QUIT PIPE USR1 USR2
 cg= v1=() ; declare -A g
 while IFS=' ' read -r op arg <&3; do
   case $op in
     cg) cg=$arg ;;
     v1) v1+=("$arg") ;;
-    +) g[$arg]=1 ;;
+    +) g[${arg%% *}]=${arg#* } ;;
     -) unset "g[$arg]" ;;
     bye) exit 0 ;;
   esac
 done
-for p in "${!g[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+for p in "${!g[@]}"; do
+  if s=$(< "/proc/$p/stat") 2>/dev/null; then
+    f=(${s##*) })
+    [[ ${g[$p]} == 0 || ${f[19]} == "${g[$p]}" ]] || continue
+  fi
+  kill -KILL -- "-$p" 2>/dev/null
+done
 [[ -n $cg ]] || exit 0
 echo 1 > "$cg/cgroup.kill" 2>/dev/null
 for i in {1..100}; do
@@ -123,10 +143,13 @@ func (w *Watchdog) Watch(cg *Cgroups) {
 func (w *Watchdog) Pid() int { return w.cmd.Process.Pid }
 
 // Track tells the watchdog a command's process group (for an engine
-// without cgroups): it is killed should the engine die before Untrack.
+// without cgroups), whose leader must not be reaped yet (call it after
+// Start, before Wait): it is killed should the engine die before
+// Untrack, if the number still names it then (see Watchdog).
 func (w *Watchdog) Track(pgid int) {
 	if w != nil {
-		w.send("+ " + strconv.Itoa(pgid))
+		st, _ := ReadStat(pgid) // unreadable: start time 0, killed as before
+		w.send("+ " + strconv.Itoa(pgid) + " " + strconv.FormatUint(st.Start, 10))
 	}
 }
 

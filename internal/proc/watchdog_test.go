@@ -1,11 +1,14 @@
 package proc_test
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,4 +118,98 @@ func TestStaleCgroupKilled(t *testing.T) {
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale cgroup dir left: %v", err)
 	}
+}
+
+// startAt starts `sleep 1000` as the leader of a session of its own at
+// pid n, in testenv.InPidNamespace's namespace (retrying when a thread of
+// the Go runtime took the number).
+func startAt(t *testing.T, n int) *exec.Cmd {
+	t.Helper()
+	for range 20 {
+		testenv.NextPid(t, n)
+		cmd := exec.Command("sleep", "1000")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == n {
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			return cmd
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	t.Fatalf("no process got pid %d in 20 tries", n)
+	return nil
+}
+
+// diedOf sends SIGUSR1 to cmd (through its pidfd) and returns the signal
+// that ended it: SIGUSR1, unless a fatal signal reached it before (the
+// first decides the exit status when it is sent).
+func diedOf(t *testing.T, cmd *exec.Cmd) syscall.Signal {
+	t.Helper()
+	_ = cmd.Process.Signal(syscall.SIGUSR1)
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || !exit.Sys().(syscall.WaitStatus).Signaled() {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	return exit.Sys().(syscall.WaitStatus).Signal()
+}
+
+// TestWatchdogSparesReusedGroup: a tracked group whose shell was reaped
+// and whose number then went to another process's group is not killed
+// when the engine dies (the victim here is the test's own, in a pid
+// namespace of its own where it can be given the number); a tracked
+// group whose shell was reaped but whose members remain is, and so is
+// one whose shell still runs.
+func TestWatchdogSparesReusedGroup(t *testing.T) {
+	if !testenv.InPidNamespace(t) {
+		return
+	}
+	reused := startSleep(t, nil)
+	survivors, err := proc.Start(proc.Spec{Path: cgBash(t), Args: []string{"bash", "-c", "sleep 1000 & echo $!"}, Dir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = survivors.SignalGroup(syscall.SIGKILL); survivors.Release() })
+	running := startSleep(t, nil)
+	wd, err := proc.StartWatchdog(cgBash(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*proc.Process{reused, survivors, running} {
+		wd.Track(p.Pid)
+	}
+	line, err := bufio.NewReader(survivors.Stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	survivors.Stdout.Close()
+	member, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := survivors.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := os.FindProcess(member) // re-parented to this process, pid 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orphan.Release()
+	_ = reused.SignalGroup(syscall.SIGKILL)
+	if _, err := reused.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	victim := startAt(t, reused.Pid)
+	if err := wd.Abandon(); err != nil {
+		t.Fatalf("watchdog: %v", err)
+	}
+	if sig := diedOf(t, victim); sig != syscall.SIGUSR1 {
+		t.Errorf("the watchdog killed the group that got a tracked group's number: it died of %v", sig)
+	}
+	if st, err := orphan.Wait(); err != nil || st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("the survivor of a tracked group whose shell was reaped: %v %v, want killed", st, err)
+	}
+	cgWaitGone(t, running.Pid, 5*time.Second)
 }

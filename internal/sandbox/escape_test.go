@@ -256,8 +256,9 @@ func startAsync(t *testing.T, command string) (*exec.Cmd, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	pw.Close()
+	g := testenv.GroupOf(t, cmd.Process.Pid) // tests may have reaped it by the cleanup
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		g.Kill()
 		_ = cmd.Wait()
 		pr.Close()
 		if err := sc.Cleanup(endCgroup(cg)); err != nil {

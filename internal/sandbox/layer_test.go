@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -523,9 +522,9 @@ func startLayered(t *testing.T, opts sandbox.Options, dir, command string) func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgid := cmd.Process.Pid
+	g := testenv.GroupOf(t, cmd.Process.Pid)
 	t.Cleanup(func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		g.Kill()
 		_ = cmd.Wait()
 		_ = sc.Cleanup(endCgroup(cg))
 	})

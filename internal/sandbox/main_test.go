@@ -185,13 +185,12 @@ func runOpts(t *testing.T, opts sandbox.Options, prepared func(*sandbox.Command)
 		_, _ = buf.ReadFrom(pr)
 		close(copied)
 	}()
-	pgid := cmd.Process.Pid
-	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-	timer := time.AfterFunc(60*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	g := testenv.KillGroupAtCleanup(t, cmd.Process.Pid) // its survivors, never a group that got the number since
+	timer := time.AfterFunc(60*time.Second, g.Kill)
 	err = cmd.Wait()
 	timer.Stop()
 	if !keepGroup {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		g.Kill()
 	}
 	// A process that left the group (a background server in a world)
 	// may hold the pipe: read what came until a moment after the shell

@@ -29,8 +29,9 @@ func startOutside(t *testing.T) *exec.Cmd {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
+	g := testenv.GroupOf(t, c.Process.Pid)
 	t.Cleanup(func() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		g.Kill()
 		_ = c.Wait()
 	})
 	return c
@@ -195,14 +196,14 @@ func TestForkBombContained(t *testing.T) {
 	if err := start(sc, cmd); err != nil {
 		t.Fatal(err)
 	}
-	pgid := cmd.Process.Pid
+	g := testenv.GroupOf(t, cmd.Process.Pid)
 	stopped := false
 	stop := func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		g.Kill()
 		_ = cmd.Wait()
 		if err := sc.Cleanup(endCgroup(cg)); err != nil {
 			t.Errorf("Cleanup: %v", err)
@@ -266,7 +267,9 @@ func TestCleanupKillsEscapees(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %q", err, r.out)
 	}
-	defer syscall.Kill(pid, syscall.SIGKILL)
+	if p, err := os.FindProcess(pid); err == nil { // a pidfd: never another process
+		defer p.Kill()
+	}
 	testenv.Eventually(t, 10*time.Second, func() bool { return !alive(pid) }, "setsid escapee %d survived Cleanup", pid)
 }
 
@@ -323,7 +326,9 @@ func TestFreezerAfterQuickShell(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %q", err, out)
 			}
-			t.Cleanup(func() { _ = syscall.Kill(escapee, syscall.SIGKILL) })
+			if p, err := os.FindProcess(escapee); err == nil { // a pidfd: never another process
+				t.Cleanup(func() { _ = p.Kill() })
+			}
 			z := sc.Freezer(cmd.Process.Pid)
 			if z == nil {
 				t.Fatal("no Freezer for a command with namespaces")

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func startWorld(t *testing.T, w *sandbox.World, dir, command string) {
 		t.Fatal(err)
 	}
 	logf.Close()
-	pgid := cmd.Process.Pid
+	g := testenv.GroupOf(t, cmd.Process.Pid)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
@@ -71,7 +70,7 @@ func startWorld(t *testing.T, w *sandbox.World, dir, command string) {
 		}
 	})
 	t.Cleanup(func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		g.Kill()
 		_ = cmd.Wait()
 		_ = sc.Cleanup(endCgroup(cg))
 	})

@@ -50,12 +50,13 @@ func TestIdleSleepersAllRun(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var started []*Job
+	var groups []*testenv.Group
 	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, j := range started {
-			if err := syscall.Kill(-j.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("kill process group %d: %v", j.Pid, err)
+		for _, g := range groups {
+			if err := g.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("kill process group %d: %v", g.Pgid, err)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -75,8 +76,9 @@ func TestIdleSleepersAllRun(t *testing.T) {
 				errs <- err
 				return
 			}
+			g := testenv.GroupOf(t, j.Pid) // its sleep runs
 			mu.Lock()
-			started = append(started, j)
+			started, groups = append(started, j), append(groups, g)
 			mu.Unlock()
 		})
 	}

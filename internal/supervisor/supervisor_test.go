@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +134,7 @@ func TestStartCrossingShutdownIsEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g := testenv.GroupOf(t, l.Pid()) // not reaped before the job gets l
 	s.system.Root.Send(a.pid, l)
 	if o := <-a.done; o.Reason != jobs.ReasonShutdown {
 		t.Fatalf("late job: %+v", o)
@@ -143,7 +143,7 @@ func TestStartCrossingShutdownIsEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if alive(l.Pid()) {
-		syscall.Kill(-l.Pid(), syscall.SIGKILL)
+		g.Kill()
 		t.Fatal("job survived shutdown")
 	}
 }
@@ -154,7 +154,7 @@ func TestShutdownLeavingJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(-bg.Pid, syscall.SIGKILL) })
+	testenv.KillGroupAtCleanup(t, bg.Pid)
 	if err := s.Shutdown(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}

@@ -144,9 +144,9 @@ func startSandboxed(t *testing.T, w *sandbox.World, bash string, tx *transact.Tx
 	if err := sc.StartHelper(cmd); err != nil {
 		t.Fatal(err)
 	}
-	pgid := cmd.Process.Pid
+	g := testenv.GroupOf(t, cmd.Process.Pid) // tests reap it before the cleanup
 	t.Cleanup(func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		g.Kill()
 		_ = cmd.Wait()
 		_ = sc.Cleanup(true)
 		if t.Failed() {

@@ -39,6 +39,7 @@ func startDemo(t *testing.T, env []string, re *regexp.Regexp, args ...string) st
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	g := testenv.GroupOf(t, cmd.Process.Pid) // never another group after the Wait below
 	found := make(chan string, 1)
 	rest := make(chan string, 1)
 	go func() {
@@ -66,7 +67,7 @@ func startDemo(t *testing.T, env []string, re *regexp.Regexp, args ...string) st
 				t.Errorf("demo %s after SIGTERM: %v\n%s", args[0], err, out)
 			}
 		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			g.Kill()
 			<-done
 			t.Errorf("demo %s did not exit within 30s of SIGTERM\n%s", args[0], <-rest)
 		}
