@@ -56,7 +56,8 @@ func discardRepo(t *testing.T, git string) string {
 
 // lost reports whether what kind of work ("tree": f's change, "staged":
 // s's, "untracked": u, "stash": the stash entry, "worktree": the change to
-// f in linked work tree wt) is gone from repository dir.
+// f in linked work tree wt, "submodule": the change to a in submodule sm)
+// is gone from repository dir.
 func lost(t *testing.T, git, dir, what string) bool {
 	t.Helper()
 	changed := func(name, text string) bool {
@@ -70,6 +71,8 @@ func lost(t *testing.T, git, dir, what string) bool {
 		return changed("s", "STAGED\n")
 	case "worktree":
 		return changed("wt/f", "X\n")
+	case "submodule":
+		return changed("sm/a", "X\n")
 	case "untracked":
 		_, err := os.Stat(filepath.Join(dir, "u"))
 		return err != nil
@@ -154,7 +157,7 @@ func discardFormBasic(t *rapid.T) (words []string, what string) {
 // entries, staged changes and linked work trees.
 func discardFormMore(t *rapid.T) (setup string, words []string, what string) {
 	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
-	switch rapid.IntRange(0, 5).Draw(t, "more") {
+	switch rapid.IntRange(0, 6).Draw(t, "more") {
 	case 0: // git read-tree -u --reset
 		return "", strings.Fields("read-tree " + pick("reset", "-u --reset HEAD", "--reset -u HEAD", "--reset -u @", "HEAD --reset -u")), "tree"
 	case 1: // git read-tree -mu (after the copy of the repository, s's stat data is stale)
@@ -171,6 +174,12 @@ func discardFormMore(t *rapid.T) (setup string, words []string, what string) {
 		return "", strings.Fields(pick("stash", "update-ref -d refs/stash", "update-ref --no-deref -d refs/stash", "update-ref -m x -d refs/stash",
 			"reflog delete stash@{0}", "reflog delete refs/stash@{0}", "reflog expire --expire=now --all",
 			"reflog expire --expire=now refs/stash", "reflog expire --expire=all stash")), "stash"
+	case 5: // git submodule deinit/update --force (git-submodule.sh takes no abbreviations)
+		return "mkdir smsrc && git -C smsrc init -q -b main && echo a > smsrc/a && git -C smsrc add a && " +
+				"git -C smsrc -c user.name=t -c user.email=t@t commit -qm a && " +
+				"git -c protocol.file.allow=always submodule add -q ./smsrc sm && echo X > sm/a\n",
+			strings.Fields("submodule " + pick("submodule", "deinit -f sm", "deinit --force sm", "deinit -f --all",
+				"-q deinit -f sm", "update -f", "update --force", "update --force sm", "update --init --force")), "submodule"
 	default: // git worktree remove --force
 		force := pick("force", "-f", "--force", "--forc", "-f -f")
 		return "git worktree add -q wt other && echo X > wt/f\n",
@@ -324,6 +333,8 @@ func TestGitDiscardRule(t *testing.T) {
 		{"git reset --merge", Ask}, {"git reset --keep HEAD~1", Allow}, {"git reset --mixed", Allow},
 		{"git worktree remove --force w", Ask}, {"git worktree remove -f w", Ask}, {"git worktree remove w", Allow},
 		{"git worktree add w", Allow}, {"git worktree prune", Allow},
+		{"git submodule deinit -f sm", Ask}, {"git submodule update --force", Ask}, {"git submodule deinit sm", Allow},
+		{"git submodule update --init", Allow}, {"git submodule add -f ../x x", Allow},
 	} {
 		got := Analyze(tc.cmd, Options{Profile: standard, WorkDir: "/w/p"}).Outcome
 		if got.Decision != tc.want {

@@ -57,10 +57,10 @@ type Rule struct {
 	// read-tree -u, git checkout-index -f -a/--stdin, git clean without
 	// -n, git stash drop/clear and their plumbing (git update-ref -d
 	// refs/stash, git reflog delete/expire of the stash), git worktree
-	// remove --force, found behind wrappers, git and shell aliases and
-	// nested shells, with git's abbreviations of long options; a pathspec
-	// only known at run time counts as the whole tree, and restoring named
-	// files does not match.
+	// remove --force, git submodule deinit/update --force, found behind
+	// wrappers, git and shell aliases and nested shells, with git's
+	// abbreviations of long options; a pathspec only known at run time
+	// counts as the whole tree, and restoring named files does not match.
 	// Compile rejects any other name.
 	Grammar string `json:"grammar,omitempty"`
 }

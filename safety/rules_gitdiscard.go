@@ -37,8 +37,9 @@ import (
 //   - git rm -f and git checkout-index -f of such a pathspec (or -a, or
 //     --stdin: git ls-files | git checkout-index -f --stdin), unless
 //     --temp;
-//   - git worktree remove -f/--force, which deletes the linked work tree's
-//     uncommitted changes;
+//   - git worktree remove -f/--force, git submodule deinit -f and git
+//     submodule update -f, which delete a linked work tree's or a
+//     submodule's uncommitted changes;
 //   - any of these subcommands with a word only known at run time where an
 //     option may stand (git checkout "$opt" main) or words xargs adds at
 //     run time, and git with a subcommand only known at run time (or
@@ -263,6 +264,11 @@ func gitDropsStash(sub string, args []field) string {
 		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire") && (g.has(0, "all") || anyStash(g.ops[1:])) && !g.has('n', "dry-run") {
 			return "git reflog " + showDyn(g.ops[0].s) + " of the stash"
 		}
+	case "submodule":
+		g := parseGitArgs(args, "j", "reference", "depth", "jobs", "filter")
+		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "deinit" || g.ops[0].s == "update") && (g.dynOpt || g.has('f', "force")) {
+			return "git submodule " + showDyn(g.ops[0].s) + " --force"
+		}
 	case "worktree":
 		g := parseGitArgs(args, "", "reason")
 		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "remove") && (g.dynOpt || g.has('f', "force")) {
@@ -311,4 +317,5 @@ func (c *checker) noteDiscard(args []field, sub int) {
 
 // discardSubs are the subcommands gitDiscards knows forms of.
 var discardSubs = map[string]bool{"checkout": true, "switch": true, "restore": true, "reset": true, "clean": true,
-	"stash": true, "rm": true, "checkout-index": true, "read-tree": true, "update-ref": true, "reflog": true, "worktree": true}
+	"stash": true, "rm": true, "checkout-index": true, "read-tree": true, "update-ref": true, "reflog": true, "worktree": true,
+	"submodule": true}
