@@ -15,8 +15,9 @@ import (
 )
 
 // discardRepo makes a repository in which every form of the git-discard
-// grammar loses something: f holds an uncommitted change (WORK), u is an
-// untracked file, one stash entry exists, HEAD~1 and branch other exist.
+// grammar loses something: f holds an uncommitted change (WORK), s a
+// staged one (STAGED), u is an untracked file, one stash entry exists,
+// HEAD~1 and branch other exist.
 func discardRepo(t *testing.T, git string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -38,7 +39,8 @@ func discardRepo(t *testing.T, git string) string {
 	}
 	run("init", "-q", "-b", "main")
 	write("f", "v1\n")
-	run("add", "f")
+	write("s", "s1\n")
+	run("add", "f", "s")
 	run("commit", "-qm", "one")
 	run("branch", "other")
 	write("f", "v2\n")
@@ -46,18 +48,31 @@ func discardRepo(t *testing.T, git string) string {
 	write("f", "stashed\n")
 	run("stash", "-q")
 	write("f", "WORK\n")
+	write("s", "STAGED\n")
+	run("add", "s")
 	write("u", "UNTRACKED\n")
 	return dir
 }
 
-// lost reports whether what kind of work ("tree": f's change, "untracked":
-// u, "stash": the stash entry) is gone from repository dir.
+// lost reports whether what kind of work ("tree": f's change, "staged":
+// s's, "untracked": u, "stash": the stash entry, "worktree": the change to
+// f in linked work tree wt, "submodule": the change to a in submodule sm)
+// is gone from repository dir.
 func lost(t *testing.T, git, dir, what string) bool {
 	t.Helper()
+	changed := func(name, text string) bool {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		return err != nil || string(b) != text
+	}
 	switch what {
 	case "tree":
-		b, err := os.ReadFile(filepath.Join(dir, "f"))
-		return err != nil || string(b) != "WORK\n"
+		return changed("f", "WORK\n")
+	case "staged":
+		return changed("s", "STAGED\n")
+	case "worktree":
+		return changed("wt/f", "X\n")
+	case "submodule":
+		return changed("sm/a", "X\n")
 	case "untracked":
 		_, err := os.Stat(filepath.Join(dir, "u"))
 		return err != nil
@@ -71,26 +86,29 @@ func lost(t *testing.T, git, dir, what string) bool {
 	return len(strings.TrimSpace(string(out))) == 0
 }
 
-// discardForm draws one spelling of a git form that discards work and
-// what it loses: options before or after the operands, abbreviations of
-// long options, clustered short options, with or without --, pathspecs
-// that name the whole tree.
-func discardForm(t *rapid.T) (words []string, what string) {
+// discardForm draws one spelling of a git form that discards work, what
+// it loses and the shell code that sets it up: options before or after
+// the operands, abbreviations of long options, clustered short options,
+// with or without --, pathspecs that name the whole tree.
+func discardForm(t *rapid.T) (setup string, words []string, what string) {
+	if rapid.IntRange(0, 13).Draw(t, "family") >= 8 {
+		return discardFormMore(t)
+	}
+	words, what = discardFormBasic(t)
+	return "", words, what
+}
+
+// discardFormBasic draws the forms of discardForm with porcelain.
+func discardFormBasic(t *rapid.T) (words []string, what string) {
 	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
 	pathspec := func() string {
 		return pick("pathspec", ".", "./", ":/", "':(top)'", "'*'", `"$(git rev-parse --show-toplevel)"`,
-			`"$PWD"`, `$(pwd)`, `"$(pwd)/"`, "':/*'", "sub/..", `"$p"`)
-	}
-	order := func(opts []string, ops ...string) []string {
-		if rapid.Bool().Draw(t, "options last") {
-			return append(ops, opts...)
-		}
-		return append(opts, ops...)
+			`"$PWD"`, `$(pwd)`, `"$(pwd)/"`, "':/*'", "sub/..", `"$p"`, "':!x'", "':^x'", "':(exclude)x'", "':/!x'")
 	}
 	switch rapid.IntRange(0, 7).Draw(t, "form") {
 	case 0: // git checkout -f BRANCH
 		force := pick("force", "-f", "--force", "--forc", "--fo", "-fq", "-qf")
-		return append([]string{"checkout"}, order([]string{force}, "other")...), "tree"
+		return append([]string{"checkout"}, order(t, []string{force}, "other")...), "tree"
 	case 1: // git checkout -f (to HEAD)
 		return []string{"checkout", pick("force", "-f", "--force", "--for", "-qf")}, "tree"
 	case 2: // git checkout [REV] [--] PATHSPEC
@@ -114,11 +132,11 @@ func discardForm(t *rapid.T) (words []string, what string) {
 		if rapid.Bool().Draw(t, "--") {
 			return append(append([]string{"restore"}, opts...), "--", pathspec()), "tree"
 		}
-		return append([]string{"restore"}, order(opts, pathspec())...), "tree"
+		return append([]string{"restore"}, order(t, opts, pathspec())...), "tree"
 	case 4: // git reset --hard [REV]
 		hard := pick("hard", "--hard", "--har", "--ha")
 		if rev := pick("rev", "", "HEAD", "@"); rev != "" {
-			return append([]string{"reset"}, order([]string{hard}, rev)...), "tree"
+			return append([]string{"reset"}, order(t, []string{hard}, rev)...), "tree"
 		}
 		if q := pick("quiet", "-q", "--quiet", ""); q != "" {
 			return []string{"reset", hard, q}, "tree"
@@ -131,8 +149,50 @@ func discardForm(t *rapid.T) (words []string, what string) {
 		return []string{"stash", pick("stash", "drop", "clear", "drop -q", "drop stash@{0}")}, "stash"
 	default: // git switch --discard-changes BRANCH
 		d := pick("discard", "-f", "--force", "--discard-changes", "--discard-c", "--disc")
-		return append([]string{"switch"}, order([]string{d}, "other")...), "tree"
+		return append([]string{"switch"}, order(t, []string{d}, "other")...), "tree"
 	}
+}
+
+// discardFormMore draws the forms of discardForm with plumbing, stash
+// entries, staged changes and linked work trees.
+func discardFormMore(t *rapid.T) (setup string, words []string, what string) {
+	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
+	switch rapid.IntRange(0, 6).Draw(t, "more") {
+	case 0: // git read-tree -u --reset
+		return "", strings.Fields("read-tree " + pick("reset", "-u --reset HEAD", "--reset -u HEAD", "--reset -u @", "HEAD --reset -u")), "tree"
+	case 1: // git read-tree -mu (after the copy of the repository, s's stat data is stale)
+		return "git update-index -q --refresh\n", strings.Fields("read-tree " + pick("merge", "-mu HEAD", "-m -u HEAD", "-um HEAD", "HEAD -mu", "-u -m -v HEAD")), "staged"
+	case 2: // git reset --merge
+		return "git update-index -q --refresh\n", strings.Fields("reset " + pick("merge", "--merge", "--merg", "--me", "--merge HEAD", "HEAD --merge", "-q --merge")), "staged"
+	case 3: // git checkout-index -f of everything
+		if rapid.Bool().Draw(t, "stdin") {
+			return "git ls-files > list\n", strings.Fields("checkout-index " + pick("force", "-f", "--force", "-fq", "--forc") +
+				" --stdin < list"), "tree"
+		}
+		return "", strings.Fields("checkout-index " + pick("all", "-a -f", "-f -a", "-af", "-fa", "--all --force", "--force -a", "-qaf")), "tree"
+	case 4: // the stash's plumbing
+		return "", strings.Fields(pick("stash", "update-ref -d refs/stash", "update-ref --no-deref -d refs/stash", "update-ref -m x -d refs/stash",
+			"reflog delete stash@{0}", "reflog delete refs/stash@{0}", "reflog expire --expire=now --all",
+			"reflog expire --expire=now refs/stash", "reflog expire --expire=all stash")), "stash"
+	case 5: // git submodule deinit/update --force (git-submodule.sh takes no abbreviations)
+		return "mkdir smsrc && git -C smsrc init -q -b main && echo a > smsrc/a && git -C smsrc add a && " +
+				"git -C smsrc -c user.name=t -c user.email=t@t commit -qm a && " +
+				"git -c protocol.file.allow=always submodule add -q ./smsrc sm && echo X > sm/a\n",
+			strings.Fields("submodule " + pick("submodule", "deinit -f sm", "deinit --force sm", "deinit -f --all",
+				"-q deinit -f sm", "update -f", "update --force", "update --force sm", "update --init --force")), "submodule"
+	default: // git worktree remove --force
+		force := pick("force", "-f", "--force", "--forc", "-f -f")
+		return "git worktree add -q wt other && echo X > wt/f\n",
+			append([]string{"worktree", "remove"}, order(t, strings.Fields(force), "wt")...), "worktree"
+	}
+}
+
+// order puts opts before or after operands ops.
+func order(t *rapid.T, opts []string, ops ...string) []string {
+	if rapid.Bool().Draw(t, "options last") {
+		return append(ops, opts...)
+	}
+	return append(opts, ops...)
 }
 
 // discardSpelling wraps the subcommand's words in git's global options, a
@@ -148,7 +208,7 @@ func discardSpelling(t *rapid.T, words []string) string {
 	}
 	cmd := "git " + global
 	how := pick("alias", "none", "-c", "config")
-	if strings.Contains(strings.Join(words, " "), "$") {
+	if strings.ContainsAny(strings.Join(words, " "), "$<") {
 		how = "none" // git does not expand a non-! alias's words
 	}
 	switch how {
@@ -167,6 +227,9 @@ func discardSpelling(t *rapid.T, words []string) string {
 		"f() { S; }; f", "{ S; }", "( S )", "shopt -s expand_aliases\nalias g=Q\ng", "echo Q | bash", "true && S",
 		"time S", "bash -c Q _ x", "builtin eval Q", "if true; then S; fi", "true | xargs S", "xargs S < /dev/null", "shopt -s expand_aliases\nalias gg='git '\ngg"+
 			strings.TrimPrefix(cmd, "git"))
+	if strings.Contains(cmd, "<") && strings.Contains(wrap, "xargs") {
+		wrap = "S" // the redirection would be xargs'
+	}
 	if strings.HasPrefix(wrap, "shopt -s expand_aliases\nalias gg=") {
 		return pre + wrap
 	}
@@ -203,10 +266,14 @@ func TestGitDiscardGrammar(t *testing.T) {
 		return dir, string(out)
 	}
 	for _, control := range []string{"git status", "git checkout f.txt 2>/dev/null; git stash list", "git clean -fdx -n",
-		"git restore --staged .", "git stash", "git checkout -q other 2>/dev/null; git switch main 2>/dev/null; true"} {
+		"git restore --staged .", "git stash", "git checkout -q other 2>/dev/null; git switch main 2>/dev/null; true",
+		"git read-tree HEAD", "git read-tree -m HEAD", "git read-tree --prefix=sub/ -u other", "git read-tree -n -mu HEAD", "git reset --keep HEAD",
+		"git reflog show stash", "git update-ref -d refs/heads/other",
+		"git worktree add -q wt other && echo X > wt/f && git worktree remove wt 2>/dev/null; git worktree list",
+		"git checkout-index -a", "git checkout-index -f --temp -a"} {
 		dir, out := runIn(t, control)
 		for _, what := range []string{"tree", "untracked", "stash"} {
-			if control != "git stash" && lost(t, git, dir, what) {
+			if control != "git stash" && (lost(t, git, dir, what) || lost(t, git, dir, "staged")) {
 				t.Errorf("control %q lost %s: %s", control, what, out)
 			}
 		}
@@ -215,8 +282,8 @@ func TestGitDiscardGrammar(t *testing.T) {
 		}
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		words, what := discardForm(rt)
-		script := discardSpelling(rt, words)
+		setup, words, what := discardForm(rt)
+		script := setup + discardSpelling(rt, words)
 		dir, out := runIn(t, script)
 		if !lost(t, git, dir, what) {
 			rt.Fatalf("the spelling loses no %s work (the generator is wrong): %q: %s", what, script, out)
@@ -253,6 +320,21 @@ func TestGitDiscardRule(t *testing.T) {
 		{"cd /w/p && git checkout -- /w/p", Ask}, {"git checkout -- /w", Ask}, {"git checkout -- /w/p/src", Allow},
 		{"cat list | xargs git checkout --", Ask}, {"cat list | xargs git", Ask}, {"xargs git stash < f", Ask},
 		{"cat list | xargs git add", Allow}, {"echo a.py | xargs git checkout --", Allow},
+		// review6: plumbing, exclude-only pathspecs, stash refs, linked work trees
+		{"git read-tree -u --reset HEAD", Ask}, {"git read-tree -mu HEAD", Ask}, {"git read-tree --reset -u HEAD", Ask},
+		{"git read-tree HEAD", Allow}, {"git read-tree -m HEAD", Allow}, {"git read-tree --prefix=lib/ -u other", Allow},
+		{"git read-tree -n -mu HEAD", Allow}, {"git checkout -- ':!x'", Ask}, {"git checkout -- ':^x'", Ask},
+		{"git restore :^x", Ask}, {"git restore ':/!x'", Ask}, {"git checkout HEAD ':(exclude)x'", Ask},
+		{"git checkout -- a.py ':!x'", Allow}, {"git rm -rf ':!x'", Ask},
+		{"git ls-files | git checkout-index -f --stdin", Ask}, {"git checkout-index -a -f", Ask},
+		{"git checkout-index -f --temp -a", Allow}, {"git checkout-index --stdin", Allow},
+		{"git update-ref -d refs/stash", Ask}, {"git update-ref -d refs/heads/x", Allow}, {"git update-ref refs/heads/x HEAD", Allow},
+		{"git reflog delete stash@{0}", Ask}, {"git reflog expire --expire=now --all", Ask}, {"git reflog show stash", Allow},
+		{"git reset --merge", Ask}, {"git reset --keep HEAD~1", Allow}, {"git reset --mixed", Allow},
+		{"git worktree remove --force w", Ask}, {"git worktree remove -f w", Ask}, {"git worktree remove w", Allow},
+		{"git worktree add w", Allow}, {"git worktree prune", Allow},
+		{"git submodule deinit -f sm", Ask}, {"git submodule update --force", Ask}, {"git submodule deinit sm", Allow},
+		{"git submodule update --init", Allow}, {"git submodule add -f ../x x", Allow},
 	} {
 		got := Analyze(tc.cmd, Options{Profile: standard, WorkDir: "/w/p"}).Outcome
 		if got.Decision != tc.want {

@@ -52,8 +52,12 @@ type Rule struct {
 	// result. "git-discard" matches a command running a git command that
 	// discards uncommitted work: git checkout -f or of the whole work tree
 	// (git checkout -- ., git checkout HEAD~5 .), git switch
-	// --discard-changes, git restore of the whole work tree, git reset
-	// --hard, git clean without -n, git stash drop/clear, found behind
+	// --discard-changes, git restore of the whole work tree (or of
+	// pathspecs that only exclude, ':!x'), git reset --hard/--merge, git
+	// read-tree -u, git checkout-index -f -a/--stdin, git clean without
+	// -n, git stash drop/clear and their plumbing (git update-ref -d
+	// refs/stash, git reflog delete/expire of the stash), git worktree
+	// remove --force, git submodule deinit/update --force, found behind
 	// wrappers, git and shell aliases and nested shells, with git's
 	// abbreviations of long options; a pathspec only known at run time
 	// counts as the whole tree, and restoring named files does not match.

@@ -255,19 +255,27 @@ func blindAdd(args []field) string {
 	return ""
 }
 
+// isExcludePathspec reports whether pathspec p excludes: its magic,
+// short (':!x', ':^x', ':/!x') or long (':(top,exclude)x'), says so.
 func isExcludePathspec(p string) bool {
 	if !strings.HasPrefix(p, ":") || len(p) < 2 {
 		return false
 	}
-	if p[1] == '!' || p[1] == '^' {
-		return true
-	}
-	if p[1] == '(' {
-		magic, _, _ := strings.Cut(p[2:], ")")
-		for _, m := range strings.Split(magic, ",") {
-			if m == "exclude" {
+	if p[1] != '(' {
+		for _, ch := range p[1:] {
+			if ch == '!' || ch == '^' {
 				return true
 			}
+			if ch != '/' {
+				return false
+			}
+		}
+		return false
+	}
+	magic, _, _ := strings.Cut(p[2:], ")")
+	for _, m := range strings.Split(magic, ",") {
+		if m == "exclude" {
+			return true
 		}
 	}
 	return false

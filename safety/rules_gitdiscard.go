@@ -16,17 +16,30 @@ import (
 //   - git checkout with -f/--force (git checkout -f BRANCH, git checkout
 //     -f alone), or with a pathspec naming the whole work tree (.,
 //     ./, *, :/, :(top), .., the working directory's absolute path or one
-//     above it, $(git rev-parse --show-toplevel)), a pathspec only known
-//     at run time, or --pathspec-from-file: it overwrites the files'
-//     uncommitted changes (git checkout -- ., git checkout HEAD~5 .);
+//     above it, $(git rev-parse --show-toplevel)), pathspecs that only
+//     exclude (':!x', ':^x', ':(exclude)x': git then means the whole tree
+//     but x), a pathspec only known at run time, or --pathspec-from-file:
+//     it overwrites the files' uncommitted changes (git checkout -- ., git
+//     checkout HEAD~5 .);
 //   - git switch with -f/--force/--discard-changes;
 //   - git restore of the work tree (not --staged alone) with such a
 //     pathspec (git restore ., git restore --source=HEAD~5 :/);
-//   - git reset --hard;
+//   - git reset --hard and git reset --merge (which overwrites staged
+//     changes);
+//   - git read-tree -u with --reset or -m (git read-tree -u --reset HEAD,
+//     git read-tree -mu HEAD overwrites staged changes), unless
+//     -n/--dry-run or --prefix (which refuses to overwrite);
 //   - git clean, unless -n/--dry-run (git clean -fdx; without -f too,
 //     since clean.requireForce=false lets it delete);
-//   - git stash drop and git stash clear;
-//   - git rm -f and git checkout-index -f of such a pathspec (or -a);
+//   - git stash drop and git stash clear, and their plumbing: git
+//     update-ref -d refs/stash (or --stdin), git reflog delete of a stash
+//     entry, git reflog expire of refs/stash or --all;
+//   - git rm -f and git checkout-index -f of such a pathspec (or -a, or
+//     --stdin: git ls-files | git checkout-index -f --stdin), unless
+//     --temp;
+//   - git worktree remove -f/--force, git submodule deinit -f and git
+//     submodule update -f, which delete a linked work tree's or a
+//     submodule's uncommitted changes;
 //   - any of these subcommands with a word only known at run time where an
 //     option may stand (git checkout "$opt" main) or words xargs adds at
 //     run time, and git with a subcommand only known at run time (or
@@ -149,6 +162,23 @@ func (c *checker) anyWhole(fs []field) bool {
 	return false
 }
 
+// excludeOnly reports whether fs are pathspecs that all only exclude
+// (':!x'): git then takes the whole tree but those.
+func excludeOnly(fs []field) bool {
+	for _, f := range fs {
+		if f.dyn || !isExcludePathspec(f.s) {
+			return false
+		}
+	}
+	return len(fs) > 0
+}
+
+// wholeSpec reports whether pathspecs fs name the whole work tree: one of
+// them does, or they only exclude.
+func (c *checker) wholeSpec(fs []field) bool {
+	return c.anyWhole(fs) || excludeOnly(fs)
+}
+
 // gitDiscards returns the form of git subcommand sub with args that
 // discards uncommitted work (see above), or "".
 func (c *checker) gitDiscards(sub string, args []field) string {
@@ -158,7 +188,8 @@ func (c *checker) gitDiscards(sub string, args []field) string {
 		switch {
 		case g.has('f', "force"):
 			return "git checkout --force"
-		case g.dynOpt, g.fromFile, c.anyWhole(g.afterDD), !g.dd && c.anyWhole(g.ops):
+		case g.dynOpt, g.fromFile, c.wholeSpec(g.afterDD), !g.dd && c.anyWhole(g.ops),
+			!g.dd && (excludeOnly(g.ops) || len(g.ops) > 1 && excludeOnly(g.ops[1:])): // [REV] ':!x'
 			return "git checkout of the whole work tree"
 		}
 	case "switch":
@@ -169,7 +200,7 @@ func (c *checker) gitDiscards(sub string, args []field) string {
 	case "restore":
 		g := parseGitArgs(args, "s", "source", "conflict", "pathspec-from-file")
 		worktree := !g.has('S', "staged") || g.has('W', "worktree")
-		if g.dynOpt || worktree && (g.fromFile || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
+		if g.dynOpt || worktree && (g.fromFile || c.wholeSpec(append(g.ops, g.afterDD...))) {
 			return "git restore of the whole work tree"
 		}
 	case "reset":
@@ -177,28 +208,96 @@ func (c *checker) gitDiscards(sub string, args []field) string {
 		if g.dynOpt || g.has(0, "hard") {
 			return "git reset --hard"
 		}
+		if g.has(0, "merge") {
+			return "git reset --merge"
+		}
 	case "clean":
 		g := parseGitArgs(args, "e", "exclude")
 		if !g.has('n', "dry-run") {
 			return "git clean"
 		}
+	case "rm":
+		g := parseGitArgs(args, "", "pathspec-from-file")
+		if g.has('f', "force") && !g.has(0, "cached") && (g.dynOpt || g.fromFile || c.wholeSpec(append(g.ops, g.afterDD...))) {
+			return "git rm --force of the whole work tree"
+		}
+	case "checkout-index":
+		g := parseGitArgs(args, "", "prefix", "stage")
+		switch {
+		case !g.has('f', "force"), g.has(0, "temp"):
+		case g.has(0, "stdin"):
+			return "git checkout-index --force --stdin"
+		case g.has('a', "all") || g.dynOpt || c.anyWhole(g.ops) || c.anyWhole(g.afterDD):
+			return "git checkout-index --force --all"
+		}
+	case "read-tree":
+		g := parseGitArgs(args, "", "prefix", "index-output")
+		if g.dynOpt || strings.IndexByte(g.short, 'u') >= 0 && !g.has('n', "dry-run", "prefix") {
+			return "git read-tree -u"
+		}
+	default:
+		return gitDropsStash(sub, args)
+	}
+	return ""
+}
+
+// gitDropsStash returns the form of git subcommand sub with args that
+// drops stash entries or a linked work tree's changes (see above), or "".
+func gitDropsStash(sub string, args []field) string {
+	switch sub {
 	case "stash":
 		g := parseGitArgs(args, "m", "message", "pathspec-from-file")
 		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "drop" || g.ops[0].s == "clear") {
 			return "git stash " + showDyn(g.ops[0].s)
 		}
-	case "rm":
-		g := parseGitArgs(args, "", "pathspec-from-file")
-		if g.has('f', "force") && !g.has(0, "cached") && (g.dynOpt || g.fromFile || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
-			return "git rm --force of the whole work tree"
+	case "update-ref":
+		g := parseGitArgs(args, "m")
+		if g.dynOpt || g.has(0, "stdin") || strings.IndexByte(g.short, 'd') >= 0 && len(g.ops) > 0 && stashRef(g.ops[0], false) {
+			return "git update-ref -d refs/stash"
 		}
-	case "checkout-index":
-		g := parseGitArgs(args, "", "prefix", "stage")
-		if g.has('f', "force") && (g.has('a', "all") || g.dynOpt || c.anyWhole(g.ops) || c.anyWhole(g.afterDD)) {
-			return "git checkout-index --force --all"
+	case "reflog":
+		g := parseGitArgs(args, "")
+		if len(g.ops) == 0 {
+			break
+		}
+		op := g.ops[0].s
+		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire") && (g.has(0, "all") || anyStash(g.ops[1:])) && !g.has('n', "dry-run") {
+			return "git reflog " + showDyn(g.ops[0].s) + " of the stash"
+		}
+	case "submodule":
+		g := parseGitArgs(args, "j", "reference", "depth", "jobs", "filter")
+		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "deinit" || g.ops[0].s == "update") && (g.dynOpt || g.has('f', "force")) {
+			return "git submodule " + showDyn(g.ops[0].s) + " --force"
+		}
+	case "worktree":
+		g := parseGitArgs(args, "", "reason")
+		if len(g.ops) > 0 && (g.ops[0].dyn || g.ops[0].s == "remove") && (g.dynOpt || g.has('f', "force")) {
+			return "git worktree remove --force"
 		}
 	}
 	return ""
+}
+
+// stashRef reports whether f names refs/stash (short: or stash, or one of
+// its entries, stash@{N}, as git reflog takes them) or is only known at
+// run time.
+func stashRef(f field, short bool) bool {
+	s := f.s
+	if short {
+		s, _, _ = strings.Cut(s, "@{")
+	}
+	return f.dyn || s == "refs/stash" || short && s == "stash"
+}
+
+// anyStash reports whether one of fs names the stash as git reflog takes
+// it (see stashRef).
+func anyStash(fs []field) bool {
+	for _, f := range fs {
+		if stashRef(f, true) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteDiscard records the first git command that discards uncommitted
@@ -218,4 +317,5 @@ func (c *checker) noteDiscard(args []field, sub int) {
 
 // discardSubs are the subcommands gitDiscards knows forms of.
 var discardSubs = map[string]bool{"checkout": true, "switch": true, "restore": true, "reset": true, "clean": true,
-	"stash": true, "rm": true, "checkout-index": true}
+	"stash": true, "rm": true, "checkout-index": true, "read-tree": true, "update-ref": true, "reflog": true, "worktree": true,
+	"submodule": true}
