@@ -16,9 +16,15 @@ import (
 // configuration (global, system, GIT_CONFIG_COUNT) names a file below
 // every working tree, one in a repository's configuration a file below
 // its own. The command's first word without a slash is looked up in
-// PATH (not code); words that start with - or $, and a path that is the
-// working tree itself or above it, are left out (the shell decides what
-// they mean; protecting the whole tree would refuse every change).
+// PATH (not code), and so is any other word without a slash (an
+// argument: git log in an alias) but the one after an interpreter (sh
+// fsm.sh); words that start with - or $, and a path that is the working
+// tree itself or above it, are left out (the shell decides what they
+// mean; protecting the whole tree would refuse every change).
+
+// interpreters run the file their next word names (sh fsm.sh).
+var interpreters = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true,
+	".": true, "source": true, "python": true, "python3": true, "perl": true, "ruby": true, "node": true}
 
 // programKey reports whether section[.sub].key names a command git
 // runs, and whether only a value starting with ! is one (aliases and
@@ -64,10 +70,13 @@ func (u *userConfig) programPaths(e configEntry) (abs, rel []string) {
 	} else if bang && !filepath.IsAbs(v) {
 		return nil, nil
 	}
-	for i, w := range strings.Fields(v) {
+	prev := ""
+	for _, w := range strings.Fields(v) {
 		w = strings.Trim(w, `"'`)
+		after := prev
+		prev = filepath.Base(w)
 		switch {
-		case w == "" || w[0] == '-' || w[0] == '$' || (i == 0 && !strings.Contains(w, "/")):
+		case w == "" || w[0] == '-' || w[0] == '$' || (!strings.Contains(w, "/") && !interpreters[after]):
 		case w[0] == '~':
 			if p := u.resolve("/", w); p != "" {
 				abs = append(abs, p)

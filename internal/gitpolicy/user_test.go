@@ -213,6 +213,7 @@ func TestProgramKeysNameWorkspaceFiles(t *testing.T) {
 	cases := []struct{ name, setup, file, user string }{
 		{"fsmonitor", "git config --global core.fsmonitor ./fsm.sh", "fsm.sh", "git status"},
 		{"fsmonitor by sh", `git config --global core.fsmonitor "sh tools/fsm"`, "tools/fsm", "git status"},
+		{"fsmonitor by sh, no slash", `git config --global core.fsmonitor "sh fsm"`, "fsm", "git status"},
 		{"editor", "git config --global core.editor ./ed.sh", "ed.sh", "git commit --allow-empty"},
 		{"sshCommand", "git config --global core.sshCommand bin/ssh", "bin/ssh", "git fetch -q git@example.invalid:x/y"},
 		{"diff.external", "git config --global diff.external ./d.sh", "d.sh", "echo z >> README; git diff"},
@@ -227,4 +228,7 @@ func TestProgramKeysNameWorkspaceFiles(t *testing.T) {
 			}
 		})
 	}
+	// An argument without a slash is no program: a file of that name
+	// (log/ here, with the alias "!git log --oneline") is data.
+	allowCase(t, `git config --global alias.lg '!git log --oneline'`, "mkdir -p log && echo x > log/f && echo y > git")
 }
