@@ -79,7 +79,10 @@ func buildTree(entries []Entry, hsz int, prefix string, lo, hi int, trees map[st
 		name, mode := rel, strconv.FormatUint(uint64(e.Mode), 8)
 		if k := strings.IndexByte(rel, '/'); k >= 0 {
 			if k == len(rel)-1 && e.Mode == modeTree {
-				name, mode = rel[:k], treeModeBytes // a sparse directory
+				// A sparse directory: its entry names its tree, and
+				// git keeps a cache-tree node of it (one entry).
+				name, mode = rel[:k], treeModeBytes
+				trees[prefix+name] = computed{oid: e.OID, count: 1, ok: true}
 			} else {
 				sub := prefix + rel[:k+1]
 				j := i + 1

@@ -118,6 +118,14 @@ func TestParseGitsIndexes(t *testing.T) {
 		// entry, which trees leave out.
 		{"intent to add", tree + " && echo n > a/n && git add -N a/n && git write-tree >/dev/null", []string{"TREE"}, nil},
 		{"sparse index", tree + " && git sparse-checkout init --cone --sparse-index && git sparse-checkout set a/b", []string{"TREE", "sdir"}, nil},
+		// After a commit git writes a valid cache-tree node for the
+		// sparse directory c/ itself (its tree is the entry's object).
+		{"sparse index commit", "mkdir -p a/b c/d && echo 1 > a/b/x && echo 2 > c/d/y && echo 3 > c/z && git add . && git commit -qm i && git config index.sparse true && git sparse-checkout set --cone a && echo y >> a/b/x && git commit -qam x",
+			[]string{"TREE", "sdir"}, func(t *testing.T, ix *gitindex.Index) {
+				if !slices.Contains(names(ix.Entries), "c/") || !slices.Contains(ix.Trees, "c") {
+					t.Errorf("entries %q, trees %q: no sparse directory c/ with its own node", names(ix.Entries), ix.Trees)
+				}
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -143,7 +143,11 @@
 // ([Hooks]), included files and core.attributesFile like the config
 // ([Config]), and, when it defines a filter, diff or merge driver, the
 // .gitattributes files of its working tree, which select drivers
-// ([Config]). Configurations are read for every repository around a
+// ([Config]); the files its program-valued keys (core.fsmonitor,
+// core.pager, core.editor, core.sshCommand, diff.external, ! aliases
+// and credential helpers, drivers, ...) name by a path, relative ones
+// below the working tree, where git runs them ([Config]; the user's
+// relative ones below every working tree; ~name is name's home). Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
 // command, and for the first repository above the layer's roots (one
 // that encloses the workspace: what it names there is code too).

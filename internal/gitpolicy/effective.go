@@ -27,6 +27,8 @@ type code struct {
 	hooks      []string        // core.hooksPath directories
 	attributes []string        // working trees whose .gitattributes select configured drivers
 	relHooks   []string        // the user's relative core.hooksPath: below every working tree
+	programs   []string        // files program-valued keys name (programs.go)
+	relProgs   []string        // the user's relative program files: below every working tree
 	drivers    bool            // the user's configuration defines drivers
 }
 
@@ -35,6 +37,9 @@ type code struct {
 func (k *checker) repoConfig(gitdir, wt string, c *code) {
 	for _, h := range c.relHooks {
 		c.hooks = append(c.hooks, filepath.Clean(wt+"/"+h))
+	}
+	for _, p := range c.relProgs {
+		c.addProgram(wt, p)
 	}
 	if c.drivers {
 		c.attributes = append(c.attributes, wt)
@@ -71,6 +76,10 @@ func (k *checker) repoConfig(gitdir, wt string, c *code) {
 func (k *checker) named(wt, f string, entries []configEntry, c *code) []string {
 	var incs []string
 	for _, e := range entries {
+		abs, rel := k.user.programPaths(e)
+		for _, p := range append(abs, rel...) {
+			c.addProgram(wt, p)
+		}
 		switch {
 		case (e.Section == "include" || e.Section == "includeif") && e.Key == "path":
 			if p := k.user.resolve(dirName(f), e.Value); p != "" {
@@ -182,6 +191,11 @@ func (k *checker) codeFile(c layer.Change) verdict {
 	for _, h := range k.code.hooks {
 		if p == h || strings.HasPrefix(p, h+"/") {
 			return refuse(Hooks, "a hook in the core.hooksPath directory (a program git runs)")
+		}
+	}
+	for _, h := range k.code.programs {
+		if p == h || strings.HasPrefix(p, h+"/") {
+			return refuse(Config, "a program the configuration names (core.fsmonitor, core.pager, an alias, a driver, ...)")
 		}
 	}
 	if k.code.configs[p] {

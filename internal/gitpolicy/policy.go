@@ -53,7 +53,11 @@ const (
 	// includes or names as attributes, that sets a key outside the
 	// keys that run nothing, does not parse or removes the file; a
 	// .gitattributes in a working tree whose configuration defines
-	// drivers (programs the attributes select).
+	// drivers (programs the attributes select); a file that a
+	// program-valued key (core.fsmonitor, core.pager, core.editor,
+	// core.sshCommand, diff.external, a shell alias, a driver, ...) of
+	// the user's or a repository's configuration names by a path
+	// (relative: below the working tree, where git runs it).
 	Config Rule = "git-config"
 	// NewConfig: a new repository's config sets a key outside the keys
 	// that run nothing, or a value they do not take (an include,

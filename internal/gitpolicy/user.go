@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,7 +99,8 @@ func userConfigOf(env []string) *userConfig {
 }
 
 // resolve makes the path p of a config file absolute: relative to dir,
-// ~/ to the user's home; "" when it cannot be (~user, no home).
+// ~/ to the user's home (HOME), ~name/ to name's (os/user); "" when it
+// cannot be (no HOME, no such user).
 func (u *userConfig) resolve(dir, p string) string {
 	switch {
 	case p == "":
@@ -109,7 +111,12 @@ func (u *userConfig) resolve(dir, p string) string {
 		}
 		return filepath.Clean(u.home + "/" + p[1:])
 	case strings.HasPrefix(p, "~"):
-		return ""
+		name, rest, _ := strings.Cut(p[1:], "/")
+		h, err := user.Lookup(name)
+		if err != nil || h.HomeDir == "" {
+			return ""
+		}
+		return filepath.Clean(h.HomeDir + "/" + rest)
 	case strings.HasPrefix(p, "/"):
 		return filepath.Clean(p)
 	}
@@ -153,6 +160,11 @@ func (k *checker) global() {
 func (k *checker) globalNamed(dir string, entries []configEntry) []string {
 	var incs []string
 	for _, e := range entries {
+		abs, rel := k.user.programPaths(e)
+		for _, p := range abs {
+			k.code.addProgram("/", p)
+		}
+		k.code.relProgs = append(k.code.relProgs, rel...)
 		switch {
 		case (e.Section == "include" || e.Section == "includeif") && e.Key == "path":
 			if p := k.user.resolve(dir, e.Value); p != "" && (dir != "" || filepath.IsAbs(p)) {

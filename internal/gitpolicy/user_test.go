@@ -38,6 +38,9 @@ func TestGlobalHooksPath(t *testing.T) {
 		"git config --global core.hooksPath .githooks",
 		`git config --global core.hooksPath "$PWD/.githooks"`,
 		`git config --global core.hooksPath "~/../ws/.githooks"`,
+		// ~name is name's home (here root's, / above it), as git's
+		// expand_user_path reads it.
+		`git config --global core.hooksPath "~$(id -un)/../..$PWD/.githooks"`,
 	} {
 		t.Run(setup, func(t *testing.T) {
 			w := controlThen(t, setup, []string{hook}, ".", "echo y >> README; git commit -qam y", "hook")
@@ -131,6 +134,9 @@ func TestEnclosingRepositoryConfig(t *testing.T) {
 		{"include", "git config include.path ../sub/x.gitconfig",
 			`printf '[core]\n\tfsmonitor = "touch $SENT/outer; false"\n' > x.gitconfig`,
 			"git status", "outer", "sub/x.gitconfig"},
+		{"fsmonitor", "git config core.fsmonitor ./sub/fsm.sh",
+			`printf '#!/bin/sh\ntouch $SENT/outer\nexit 1\n' > fsm.sh && chmod +x fsm.sh`,
+			"git status", "outer", "sub/fsm.sh"},
 		{"driver", `git config filter.y.clean "touch $SENT/outer; cat"`,
 			`printf '* filter=y\n' > .gitattributes; echo data > f`,
 			"git add sub", "outer", "sub/.gitattributes"},
@@ -193,4 +199,36 @@ func TestUserConfigFromEnv(t *testing.T) {
 		w.expectRefused(t, o, gitpolicy.Hooks, ".githooks/pre-commit")
 		w.userDo(t, ".", "echo y >> README; git commit -qam y")
 	})
+}
+
+// TestProgramKeysNameWorkspaceFiles: a program-valued key of the
+// user's configuration (or of the repository's, or of a repository
+// enclosing the root) that names a file by a relative path names it
+// below the working tree, where git runs the command: a change of that
+// file is refused (the control shows git run the planted file).
+func TestProgramKeysNameWorkspaceFiles(t *testing.T) {
+	plant := func(f string) string {
+		return `mkdir -p "$(dirname ` + f + `)" && printf '#!/bin/sh\ntouch $SENT/prog\nexit 1\n' > ` + f + ` && chmod +x ` + f
+	}
+	cases := []struct{ name, setup, file, user string }{
+		{"fsmonitor", "git config --global core.fsmonitor ./fsm.sh", "fsm.sh", "git status"},
+		{"fsmonitor by sh", `git config --global core.fsmonitor "sh tools/fsm"`, "tools/fsm", "git status"},
+		{"fsmonitor by sh, no slash", `git config --global core.fsmonitor "sh fsm"`, "fsm", "git status"},
+		{"editor", "git config --global core.editor ./ed.sh", "ed.sh", "git commit --allow-empty"},
+		{"sshCommand", "git config --global core.sshCommand bin/ssh", "bin/ssh", "git fetch -q git@example.invalid:x/y"},
+		{"diff.external", "git config --global diff.external ./d.sh", "d.sh", "echo z >> README; git diff"},
+		{"alias", "git config --global alias.x '!./x.sh'", "x.sh", "git x"},
+		{"repository's own", "git config core.fsmonitor ./fsm.sh", "fsm.sh", "git status"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := controlThen(t, c.setup, []string{plant(c.file)}, ".", c.user, "prog")
+			if w.exists(c.file) {
+				t.Errorf("%s was applied", c.file)
+			}
+		})
+	}
+	// An argument without a slash is no program: a file of that name
+	// (log/ here, with the alias "!git log --oneline") is data.
+	allowCase(t, `git config --global alias.lg '!git log --oneline'`, "mkdir -p log && echo x > log/f && echo y > git")
 }

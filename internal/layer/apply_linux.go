@@ -110,6 +110,11 @@ func (s *Set) apply(refused []string, st *Store, label string, copies, exact boo
 		return nil, err
 	}
 	defer unlock()
+	if !copies {
+		if err := s.flushRewrites(); err != nil {
+			return nil, err
+		}
+	}
 	a.plan(refused)
 	if exact {
 		if paths := a.changed(); len(paths) > 0 {
@@ -390,6 +395,9 @@ func (a *applier) dirAttrs(c *Change, up, re *tree) error {
 // put moves (or copies) the upper entry of c over its real path.
 func (a *applier) put(k int, c *Change, up, re *tree) error {
 	if a.copies {
+		if b, ok := a.s.rewrites[c.Path]; ok {
+			return copyRewritten(up, re, c.rel, b)
+		}
 		// A copy carries no xattrs, overlayfs's included.
 		return copyEntry(up, c.rel, re, c.rel)
 	}

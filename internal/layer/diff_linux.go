@@ -69,6 +69,9 @@ type Set struct {
 	// views keeps, per root, what each directory looked up is in the
 	// view after the command (see Set.afterDir).
 	views []map[string]view
+	// rewrites are what apply puts at these paths instead of the
+	// upper files (Set.Rewrite).
+	rewrites map[string][]byte
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -450,6 +453,9 @@ func (s *Set) ReadFile(path string, after bool, limit int64) ([]byte, error) {
 // Open opens the regular file path before or after the command for
 // reading (it does not follow a final symlink); the caller closes it.
 func (s *Set) Open(path string, after bool) (io.ReadCloser, error) {
+	if b, ok := s.rewrites[path]; ok && after {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
 	t, rel, err := s.find(path, after)
 	if err != nil {
 		return nil, err

@@ -128,12 +128,14 @@
 // with AT_EMPTY_PATH), never by name. Applies and undos on one
 // workspace take turns across all sets and stores of the process (a
 // lock per root, keyed by its device and inode) and across processes
-// (an exclusive flock of the root directory: two engines on one
-// workspace), so between the check and the change no other apply moves
-// the entry. An apply waits for another process's at most
+// (an abstract unix socket named after the root's device and inode,
+// which only one process of a network namespace can bind: two engines
+// on one workspace; a sandboxed command, in a network namespace of its
+// own, cannot hold it), so between the check and the change no other
+// apply moves the entry. An apply waits for another process's at most
 // Options.LockWait (10 minutes), then fails with ErrLocked, having
-// applied nothing; on a file system without flock on directories (NFS)
-// only the process's own applies take turns.
+// applied nothing; engines in different network namespaces do not take
+// turns.
 //
 // # Undo
 //

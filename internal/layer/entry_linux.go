@@ -196,13 +196,17 @@ func (t *tree) chownChmod(rel string, f *fd.FD, cur *unix.Stat_t, uid, gid, mode
 // Applies take turns per workspace: a lock per real root, keyed by its
 // device and inode, shared by every Set and Store of the process, and
 // across processes (two engines, a CLI and an MCP server, on one
-// workspace) an exclusive flock(2) of the root directory itself. The
-// directory is the lock, not a file beside it: every engine of every
-// user that can read the workspace finds the same one without a shared
-// state directory, the kernel keys it by device and inode, nothing is
-// written into the workspace, and a process that dies releases it.
-// Within the process the mutex comes first, so one thread at a time
-// waits for the flock.
+// workspace) an abstract unix socket bound at
+// "@bashvisor-apply-<dev>:<ino>" of the root directory. Only one socket
+// of a network namespace can have that name: every engine of every user
+// in the namespace finds the same one without a shared state directory,
+// nothing is written into the workspace, and a process that dies
+// releases it. Sandboxed commands have network namespaces of their own,
+// so none of them can hold it (a flock of the root directory, which was
+// the lock before, any command that sees the root can take). Engines in
+// different network namespaces (containers sharing a workspace by a
+// bind mount) do not take turns. Within the process the mutex comes
+// first, so one thread at a time waits for the socket.
 var roots = struct {
 	mu sync.Mutex
 	m  map[[2]uint64]*rootLock
@@ -214,10 +218,9 @@ type rootLock struct {
 }
 
 // lockWait bounds the wait for another process's apply on the same
-// workspace (Options.LockWait's default). Any process that can open the workspace's root directory
-// can hold its flock (a sandboxed command that sees the real root may);
-// after lockWait the apply fails (ErrLocked)
-// instead of waiting for ever. An apply of 300,000 entries takes about
+// workspace (Options.LockWait's default). Any process of the engine's
+// network namespace can bind the lock's name; after lockWait the apply
+// fails (ErrLocked) instead of waiting for ever. An apply of 300,000 entries takes about
 // 20 s.
 var lockWait = 10 * time.Minute
 
@@ -234,7 +237,7 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 		wait = lockWait
 	}
 	type key = [2]uint64
-	byKey := map[key]int{}
+	seen := map[key]bool{}
 	var keys []key
 	for _, n := range fds {
 		var st unix.Stat_t
@@ -242,8 +245,8 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 			return nil, fmt.Errorf("layer: %w", err)
 		}
 		k := key{st.Dev, st.Ino}
-		if _, ok := byKey[k]; !ok {
-			byKey[k] = n
+		if !seen[k] {
+			seen[k] = true
 			keys = append(keys, k)
 		}
 	}
@@ -265,11 +268,11 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 		held[i] = l
 	}
 	roots.mu.Unlock()
-	var flocks []*fd.FD
+	var socks []*fd.FD
 	locked := 0
 	unlock := func() {
-		for _, f := range flocks {
-			_ = f.Close() // releases the flock
+		for _, f := range socks {
+			_ = f.Close() // releases the name
 		}
 		for _, l := range held[:locked] {
 			l.Unlock()
@@ -285,47 +288,40 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 	for i, l := range held {
 		l.Lock()
 		locked++
-		f, err := flockRoot(byKey[keys[i]], keys[i], wait)
+		f, err := bindRoot(keys[i], wait)
 		if err != nil {
 			unlock()
 			return nil, err
 		}
-		if f != nil {
-			flocks = append(flocks, f)
-		}
+		socks = append(socks, f)
 	}
 	return unlock, nil
 }
 
-// flockRoot takes the flock of the root directory (O_PATH descriptor
-// n, whose device and inode are k) through a descriptor of its own,
-// which it returns; closing it releases the lock. It waits up to wait
-// for another process. A file system without flock on
-// directories (EBADF, ENOLCK, EOPNOTSUPP, EINVAL: NFS) has only the
-// process's lock: nil and no error.
-func flockRoot(n int, k [2]uint64, wait time.Duration) (*fd.FD, error) {
-	d, err := unix.Openat(n, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// bindRoot binds the abstract unix socket of the root whose device and
+// inode are k, which it returns; closing it releases the lock. It waits
+// up to wait for another process.
+func bindRoot(k [2]uint64, wait time.Duration) (*fd.FD, error) {
+	d, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("layer: open the root to lock it: %w", err)
+		return nil, fmt.Errorf("layer: a socket to lock the root: %w", err)
 	}
 	f := fd.New(d)
+	addr := &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", k[0], k[1])}
 	deadline := time.Now().Add(wait)
 	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		err := unix.Flock(f.Int(), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Bind(f.Int(), addr)
 		switch {
 		case err == nil:
 			return f, nil
 		case errors.Is(err, unix.EINTR):
 			continue
-		case errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline):
+		case errors.Is(err, unix.EADDRINUSE) && time.Now().Before(deadline):
 			time.Sleep(pause)
 			continue
-		case errors.Is(err, unix.EWOULDBLOCK):
+		case errors.Is(err, unix.EADDRINUSE):
 			_ = f.Close()
 			return nil, fmt.Errorf("layer: root %d:%d: %w for over %v", k[0], k[1], ErrLocked, wait)
-		case errors.Is(err, unix.EBADF), errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
-			_ = f.Close()
-			return nil, nil
 		}
 		_ = f.Close()
 		return nil, fmt.Errorf("layer: lock the root: %w", err)

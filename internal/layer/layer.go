@@ -38,8 +38,10 @@ type Options struct {
 	// directories' marks in user.overlay.* xattrs.
 	UserXattr bool
 	// LockWait bounds how long [Set.Apply] waits for another process's
-	// apply or undo on the same workspace (an exclusive flock of the
-	// root directory) before it fails with [ErrLocked], having applied
+	// apply or undo on the same workspace (an abstract unix socket the
+	// engines of one network namespace bind, named after the root's
+	// device and inode; sandboxed commands, in namespaces of their own,
+	// cannot hold it) before it fails with [ErrLocked], having applied
 	// nothing. Zero: 10 minutes. Undo always waits that long.
 	LockWait time.Duration
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,6 +89,10 @@ const lockHolderEnv = "LAYER_TEST_HOLD_APPLY_LOCK"
 func TestApplyLockAcrossProcesses(t *testing.T) {
 	if dir := os.Getenv(lockHolderEnv); dir != "" {
 		holdApplyLock(t, dir)
+		return
+	}
+	if dir := os.Getenv(flockHolderEnv); dir != "" {
+		holdFlock(t, dir)
 		return
 	}
 	ws, other := t.TempDir(), t.TempDir()
@@ -188,4 +193,90 @@ func holdApplyLock(t *testing.T, dir string) {
 	defer unlock()
 	fmt.Println("locked")
 	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// flockHolderEnv makes the test binary a process that holds an
+// exclusive flock of the directory it names until its standard input
+// ends (what `flock -x . sleep 20` in a sandboxed command does).
+const flockHolderEnv = "LAYER_TEST_HOLD_FLOCK"
+
+// holdFlock is the flock holder of TestApplyLockOutOfSandboxReach.
+func holdFlock(t *testing.T, dir string) {
+	n, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(n)
+	if err := unix.Flock(n, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("locked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// holder starts the test binary as a process that holds a lock on dir
+// (env names which), with extra clone flags, and returns when it says
+// so; the test's cleanup ends it.
+func holder(t *testing.T, env, dir string, clone uintptr) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyLockAcrossProcesses$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: clone}
+	if clone != 0 && os.Geteuid() != 0 {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the holder: %v", err)
+		}
+	})
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("the holder: %q, %v", line, err)
+	}
+}
+
+// TestApplyLockOutOfSandboxReach: a process that flocks the root
+// directory (any sandboxed command that sees the root could) and one
+// in another network namespace (a sandboxed command's) that takes the
+// apply lock as an engine does cannot make an apply wait; two engine
+// processes in one namespace still take turns
+// (TestApplyLockAcrossProcesses).
+func TestApplyLockOutOfSandboxReach(t *testing.T) {
+	for name, h := range map[string]struct {
+		env   string
+		clone uintptr
+	}{
+		"flock of the root":       {flockHolderEnv, 0},
+		"other network namespace": {lockHolderEnv, syscall.CLONE_NEWNET},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws := t.TempDir()
+			holder(t, h.env, ws, h.clone)
+			n, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(n)
+			u, err := lockRoots([]int{n}, 2*time.Second)
+			if err != nil {
+				t.Fatalf("the apply waited for the holder: %v", err)
+			}
+			u()
+		})
+	}
 }

@@ -3,9 +3,12 @@
 package layer_test
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
 )
 
 // TestRewrite: a rewritten change applies with the new content, its
@@ -17,12 +20,12 @@ func TestRewrite(t *testing.T) {
 	_, s := w.run(t, "printf 'from the command\\n' > m && printf new > a && chmod 0750 a && touch -d 2021-01-01 a && rm gone")
 	a := filepath.Join(w.ws, "a")
 	for path, content := range map[string]string{filepath.Join(w.ws, "m"): "rewritten m\n", a: "rewritten a, longer than before\n"} {
-		if err := s.Rewrite(path, []byte(content)); err != nil {
+		if err := s.Rewrite(path, []byte(content), true); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range []string{"gone", "same", "nothing"} {
-		if err := s.Rewrite(filepath.Join(w.ws, p), []byte("x")); err == nil {
+		if err := s.Rewrite(filepath.Join(w.ws, p), []byte("x"), true); err == nil {
 			t.Errorf("%s rewritten", p)
 		}
 	}
@@ -47,5 +50,68 @@ func TestRewrite(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o750 || fi.ModTime().Year() != 2021 {
 		t.Errorf("a: mode %v, modified %v", fi.Mode(), fi.ModTime())
+	}
+}
+
+// TestRewriteWhileRunning: a change rewritten before ApplyCopies (a
+// checkpoint of a job that still runs over the layer) puts the rewrite
+// in the real tree, with the upper file's mode and modification time,
+// and leaves the job its own file; the next Diff lists the file again.
+func TestRewriteWhileRunning(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a": "zero\n"})
+	l := w.layer(t)
+	cmd := layertest.Command(t, l.Spec(), w.ws, w.env, `echo mine > a; chmod 0640 a; touch -d 2021-01-01 a; echo step1; read _; cat a`)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(outPipe)
+	if !out.Scan() || out.Text() != "step1" {
+		t.Fatalf("the command: %q %v", out.Text(), out.Err())
+	}
+	s, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := filepath.Join(w.ws, "a")
+	if err := s.Rewrite(a, []byte("rewritten\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.ReadFile(a, true, 100); err != nil || string(b) != "rewritten\n" {
+		t.Errorf("the set reads a as %q (%v)", b, err)
+	}
+	res, err := s.ApplyCopies(nil, nil, "")
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatal(err, res.Failed)
+	}
+	s.Close()
+	if got := w.read(t, "a"); got != "rewritten\n" {
+		t.Errorf("a in the workspace: %q", got)
+	}
+	if fi, err := os.Stat(a); err != nil || fi.Mode().Perm() != 0o640 || fi.ModTime().Year() != 2021 {
+		t.Errorf("a: %v", fi)
+	}
+	_, _ = in.Write([]byte("\n"))
+	if !out.Scan() || out.Text() != "mine" {
+		t.Errorf("the command reads a as %q: its file was rewritten", out.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := w.kinds(s.Changes); got != "M a" {
+		t.Errorf("after the checkpoint: %q", got)
 	}
 }

@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/gitindex"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/transact"
 )
 
 // TestIndexCachesNotApplied: the index a command's git writes with an
@@ -56,5 +59,81 @@ func TestIndexCachesNotApplied(t *testing.T) {
 				t.Errorf("git status: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// TestIndexCachesNotAppliedAtCheckpoint: a checkpoint of a background
+// job applies the index its git wrote without the untracked cache, as
+// the job's end does, and leaves the job its own index (the job's git
+// still finds its cache there).
+func TestIndexCachesNotAppliedAtCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := layertest.Command(t, tx.Spec(), f.ws, f.env, `echo u > u.txt && echo a > a.txt && git add a.txt &&
+		git -c core.untrackedCache=true update-index --untracked-cache && git -c core.untrackedCache=true status --short >/dev/null &&
+		echo ready && read _ && grep -qa UNTR .git/index && echo kept`)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(outPipe)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("the job: %q %v", out.Text(), out.Err())
+	}
+	ran := func(f func()) bool { f(); return true } // the job waits on its stdin
+	rep, err := tx.Checkpoint(ran)
+	if err != nil || rep == nil || !strings.Contains(kinds(f.ws, rep.Applied), ".git/index") {
+		t.Fatalf("checkpoint: %+v %v", rep, err)
+	}
+	exts := func(where string) []string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(f.ws, ".git/index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := gitindex.Parse(b, 20)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		var sigs []string
+		for _, x := range ix.Extensions {
+			sigs = append(sigs, x.Sig)
+		}
+		if !slices.ContainsFunc(ix.Entries, func(e gitindex.Entry) bool { return e.Name == "a.txt" }) {
+			t.Errorf("%s: the job's index was not applied", where)
+		}
+		return sigs
+	}
+	if sigs := exts("after the checkpoint"); slices.Contains(sigs, "UNTR") {
+		t.Errorf("after the checkpoint the workspace's index has %v", sigs)
+	}
+	_, _ = in.Write([]byte("\n"))
+	_ = in.Close()
+	var lines []string
+	for out.Scan() {
+		lines = append(lines, out.Text())
+	}
+	if err := cmd.Wait(); err != nil || !slices.Contains(lines, "kept") {
+		t.Fatalf("the job's own index lost its untracked cache: %v %q", err, lines)
+	}
+	if _, err := tx.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if sigs := exts("after the job"); slices.Contains(sigs, "UNTR") {
+		t.Errorf("after the job the workspace's index has %v", sigs)
 	}
 }

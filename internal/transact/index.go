@@ -98,10 +98,11 @@ const maxIndex = 128 << 20
 // them cannot be checked against the workspace apply produces — a
 // forged untracked cache hides a new file from git status, a forged
 // fsmonitor bitmap a changed one — and an index without them is the
-// same index to git. Only while no command runs over the layer (see
-// layer.Set.Rewrite); an index that cannot be rewritten is judged as
-// it is.
-func dropCaches(s *layer.Set) {
+// same index to git. In the upper layer when no command runs over it;
+// live (a checkpoint of a job that still runs), only in what is applied
+// (layer.Set.Rewrite): the job keeps its own index. An index that cannot
+// be rewritten is judged as it is.
+func dropCaches(s *layer.Set, live bool) {
 	for _, c := range s.Changes {
 		if c.Kind == layer.Deleted || !c.Mode.IsRegular() || !isIndex(c.Path) || c.Size > maxIndex {
 			continue
@@ -112,7 +113,7 @@ func dropCaches(s *layer.Set) {
 		}
 		for _, hsz := range []int{sha1.Size, sha256.Size} {
 			if out, ok := gitindex.Strip(b, hsz, "UNTR", "FSMN"); ok {
-				_ = s.Rewrite(c.Path, out)
+				_ = s.Rewrite(c.Path, out, !live)
 				break
 			}
 		}

@@ -4,24 +4,55 @@ package transact_test
 
 import (
 	"bufio"
+	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
-	"github.com/bashvisor/bashvisor/internal/testenv"
 	"github.com/bashvisor/bashvisor/internal/transact"
 )
 
+// holdEnv makes the test binary a process that holds the apply lock
+// of the workspace it names, as another engine's apply does (the
+// abstract unix socket "@bashvisor-apply-<dev>:<ino>" of the root),
+// until its standard input ends.
+const holdEnv = "TRANSACT_TEST_HOLD_APPLY_LOCK"
+
+// holdApplyLock is the other engine of
+// TestApplyLockedByAnotherProcessHolds.
+func holdApplyLock(t *testing.T, ws string) {
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		t.Fatal(err)
+	}
+	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(s)
+	if err := unix.Bind(s, &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", st.Dev, st.Ino)}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("locked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
 // TestApplyLockedByAnotherProcessHolds: while another process holds
-// the workspace's apply lock (flock(1) on the workspace, as another
-// engine's apply does) for longer than the apply waits, the command's
-// changes are held, not lost; once it lets go, accepting them applies
-// them.
+// the workspace's apply lock (as another engine's apply does) for
+// longer than the apply waits, the command's changes are held, not
+// lost; once it lets go, accepting them applies them.
 func TestApplyLockedByAnotherProcessHolds(t *testing.T) {
-	testenv.NeedsTool(t, "flock")
+	if ws := os.Getenv(holdEnv); ws != "" {
+		holdApplyLock(t, ws)
+		return
+	}
 	f := newFixture(t)
 	m, err := transact.New(transact.Options{Dir: filepath.Join(filepath.Dir(f.ws), "state2"), UserXattr: layertest.Unprivileged(),
 		LockWait: 300 * time.Millisecond})
@@ -31,7 +62,8 @@ func TestApplyLockedByAnotherProcessHolds(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	f.m, f.c = m, m.Conversation()
 
-	holder := exec.Command("flock", "-x", f.ws, "sh", "-c", "echo locked; read x; true")
+	holder := exec.Command(os.Args[0], "-test.run=^TestApplyLockedByAnotherProcessHolds$")
+	holder.Env = append(os.Environ(), holdEnv+"="+f.ws)
 	stdin, err := holder.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -49,13 +81,13 @@ func TestApplyLockedByAnotherProcessHolds(t *testing.T) {
 			released = true
 			_ = stdin.Close()
 			if err := holder.Wait(); err != nil {
-				t.Errorf("flock: %v", err)
+				t.Errorf("the holder: %v", err)
 			}
 		}
 	}
 	defer release()
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
-		t.Fatalf("flock: %q %v", line, err)
+		t.Fatalf("the holder: %q %v", line, err)
 	}
 
 	rep := f.run(t, "echo new > new.txt && echo more >> README")

@@ -291,9 +291,7 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	if len(s.Changes) == 0 {
 		return rep, nil
 	}
-	if !live {
-		dropCaches(s)
-	}
+	dropCaches(s, live)
 	if !live && sh.hold {
 		c.holdAll(rep, sh.l, s, t.label, holdMode, false)
 		return rep, nil
