@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/cluster"
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/testenv"
@@ -98,14 +99,7 @@ func TestForwardManyAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "fw", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
-	serve := "mkdir -p /tmp/site && head -c 4194304 /dev/urandom > /tmp/site/big && cd /tmp/site && exec python3 -m http.server 3000"
-	if r := c.Run(ctx, tc, engine.Input{Command: serve, Mode: engine.ModeBackground}); r.Status != engine.StatusStarted {
-		t.Fatalf("server: %s %q", r.Status, r.Output)
-	}
-	wait := "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exit 0; sleep 0.1; done; exit 7"
-	if r := c.Run(ctx, tc, engine.Input{Command: wait, Mode: engine.ModeSlow}); r.Status != engine.StatusOK {
-		t.Fatalf("the server did not start: %s %q", r.Status, r.Output)
-	}
+	serveBig(ctx, t, c, tc)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	wg.Add(1)
@@ -160,14 +154,7 @@ func TestForwardStalledReaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := engine.ToolContext{WorkingDir: dir, ConversationID: "fw", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}
-	serve := "mkdir -p /tmp/site && head -c 4194304 /dev/urandom > /tmp/site/big && cd /tmp/site && exec python3 -m http.server 3000"
-	if r := c.Run(ctx, tc, engine.Input{Command: serve, Mode: engine.ModeBackground}); r.Status != engine.StatusStarted {
-		t.Fatalf("server: %s %q", r.Status, r.Output)
-	}
-	wait := "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exit 0; sleep 0.1; done; exit 7"
-	if r := c.Run(ctx, tc, engine.Input{Command: wait, Mode: engine.ModeSlow}); r.Status != engine.StatusOK {
-		t.Fatalf("the server did not start: %s %q", r.Status, r.Output)
-	}
+	serveBig(ctx, t, c, tc)
 	for i := range 12 {
 		conn, err := c.Forward(ctx, "fw", 3000)
 		if err != nil {
@@ -190,5 +177,19 @@ func TestForwardStalledReaders(t *testing.T) {
 	got, err := io.ReadAll(conn)
 	if _, body, _ := bytes.Cut(got, []byte("\r\n\r\n")); err != nil || len(body) != 4<<20 {
 		t.Errorf("the download beside them: %d bytes of 4 MiB after %v, %v", len(body), time.Since(start), err)
+	}
+}
+
+// serveBig starts, in tc's conversation, a background HTTP server of a
+// 4 MiB file /big on port 3000, and waits until it listens.
+func serveBig(ctx context.Context, t *testing.T, c *cluster.Client, tc engine.ToolContext) {
+	t.Helper()
+	serve := "mkdir -p /tmp/site && head -c 4194304 /dev/urandom > /tmp/site/big && cd /tmp/site && exec python3 -m http.server 3000"
+	if r := c.Run(ctx, tc, engine.Input{Command: serve, Mode: engine.ModeBackground}); r.Status != engine.StatusStarted {
+		t.Fatalf("server: %s %q", r.Status, r.Output)
+	}
+	wait := "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/3000) 2>/dev/null && exit 0; sleep 0.1; done; exit 7"
+	if r := c.Run(ctx, tc, engine.Input{Command: wait, Mode: engine.ModeSlow}); r.Status != engine.StatusOK {
+		t.Fatalf("the server did not start: %s %q", r.Status, r.Output)
 	}
 }
