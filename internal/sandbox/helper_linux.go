@@ -293,12 +293,13 @@ func rlimitsOf(cfg helperConfig) []rlimit {
 	if cpuHard != config.Unlimited {
 		cpuHard += 5 // soft < hard: SIGXCPU first, SIGKILL at the hard limit
 	}
+	files := ownHardLimit(unix.RLIMIT_NOFILE, cfg.OpenFiles)
 	var out []rlimit
 	for _, l := range []rlimit{
 		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0},
 		{"RLIMIT_CPU", unix.RLIMIT_CPU, cfg.CPUSeconds, cpuHard},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize, cfg.FileSize},
-		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, ownHardLimit(unix.RLIMIT_NOFILE, cfg.OpenFiles), ownHardLimit(unix.RLIMIT_NOFILE, cfg.OpenFiles)},
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, files, files},
 	} {
 		if l.soft != config.Unlimited || l.hard != config.Unlimited {
 			out = append(out, l)
