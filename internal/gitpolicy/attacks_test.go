@@ -3,6 +3,7 @@
 package gitpolicy_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func (w *world) uncheckedIn(t *testing.T, dir, script string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Apply(nil, nil, ""); err != nil {
+	if _, err := s.Apply(context.Background(), nil, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 }

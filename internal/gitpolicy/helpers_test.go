@@ -3,6 +3,7 @@
 package gitpolicy_test
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -105,7 +106,7 @@ func (w *world) runIn(t testing.TB, dir string, roots []string, script string) *
 	o.refusals = gitpolicy.CheckEnv(s, w.env, l.Roots(), s.Changes)
 	runtime.ReadMemStats(&after)
 	o.alloc = after.TotalAlloc - before.TotalAlloc
-	if o.res, err = s.Apply(gitpolicy.Paths(o.refusals), nil, script); err != nil {
+	if o.res, err = s.Apply(context.Background(), gitpolicy.Paths(o.refusals), nil, script); err != nil {
 		t.Fatal(err)
 	}
 	if len(o.res.Failed) > 0 {
