@@ -155,10 +155,16 @@
 // The user's own configuration is part of every repository's effective
 // configuration, found as the user's git finds it with the environment
 // it runs in ([CheckEnv]; [Check] takes the engine's): the system file
-// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM),
+// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM is
+// true as git reads a boolean: yes, on, true, a non-zero number),
 // the global ones (GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config and
-// ~/.gitconfig) with what they include, and GIT_CONFIG_COUNT's
-// variables. What it names is protected the same way: a global
+// ~/.gitconfig) with what they include, and the variables the
+// environment sets, parsed as git parses them: GIT_CONFIG_COUNT's
+// GIT_CONFIG_KEY_n/VALUE_n (every n below the count, however spelled)
+// and GIT_CONFIG_PARAMETERS (what `git -c` passes on: 'key=value' and
+// 'key'='value' items in shell single quotes), with the files they
+// include. A command's own environment is not read: it ends with the
+// command, and the user's later git does not see it. What it names is protected the same way: a global
 // core.hooksPath = .githooks makes .githooks/ in every working tree
 // hooks, an absolute one or one below ~ its directory; an included file
 // is configuration; a driver it defines makes every working tree's

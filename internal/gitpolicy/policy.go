@@ -209,8 +209,8 @@ func Check(v View, roots []string, changes []layer.Change) []Refusal {
 // CheckEnv is Check for a user whose git runs with the environment env:
 // the system and global configuration git reads with it (HOME,
 // XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM,
-// GIT_CONFIG_NOSYSTEM, GIT_CONFIG_COUNT) is part of every repository's
-// effective configuration.
+// GIT_CONFIG_NOSYSTEM, GIT_CONFIG_COUNT, GIT_CONFIG_PARAMETERS) is part
+// of every repository's effective configuration.
 func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Refusal {
 	user := userConfigOf(env)
 	v = wide{View: v, roots: roots}
