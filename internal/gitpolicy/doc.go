@@ -147,7 +147,11 @@
 // core.pager, core.editor, core.sshCommand, diff.external, ! aliases
 // and credential helpers, drivers, ...) name by a path, relative ones
 // below the working tree, where git runs them ([Config]; the user's
-// relative ones below every working tree; ~name is name's home). Configurations are read for every repository around a
+// relative ones below every working tree; ~name is name's home). The
+// hooks directories and program files are matched also where they
+// resolve through symlinks in the tree apply will produce, and a change
+// that makes a directory on the way to one a symlink is refused: it
+// moves the code without changing it. Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
 // command, and for the first repository above the layer's roots (one
 // that encloses the workspace: what it names there is code too).

@@ -26,6 +26,8 @@ type View interface {
 	Open(path string, after bool) (io.ReadCloser, error)
 	// ReadDir returns the sorted names in the directory path.
 	ReadDir(path string, after bool) ([]string, error)
+	// Readlink returns the target of the symlink path.
+	Readlink(path string, after bool) (string, error)
 }
 
 // Rule names a policy rule. Each refusal names the rule that refused
@@ -279,6 +281,8 @@ type checker struct {
 	index     map[string]int // changes by path
 	near      map[string]*gitDirNode
 	user      *userConfig // the user's configuration outside the repositories
+	resolved  *code       // code's hooks and programs resolved through symlinks (codeResolved)
+	resolvedN [2]int      // how many of code's hooks and programs resolved has
 }
 
 func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {

@@ -229,6 +229,13 @@ func (w wide) Open(path string, after bool) (io.ReadCloser, error) {
 	return f, nil
 }
 
+func (w wide) Readlink(path string, after bool) (string, error) {
+	if w.inRoots(path) {
+		return w.View.Readlink(path, after)
+	}
+	return os.Readlink(path)
+}
+
 func (w wide) ReadDir(path string, after bool) ([]string, error) {
 	if w.inRoots(path) {
 		return w.View.ReadDir(path, after)
