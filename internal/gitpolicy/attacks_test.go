@@ -40,7 +40,7 @@ func (w *world) uncheckedIn(t *testing.T, dir, script string) {
 		t.Fatal(err)
 	}
 	defer l.Remove()
-	if out, err := layertest.Run(t, l.Spec(), dir, w.env, script); err != nil {
+	if out, err := runLayered(t, l.Spec(), dir, w.env, script); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	s, err := l.Diff()

@@ -207,8 +207,15 @@ func (k *checker) codeFile(c layer.Change) verdict {
 			return refuse(Config, "a symlink on the way to a program the configuration names (it moves where git finds the program)")
 		}
 	}
-	if k.code.configs[p] {
+	if r.configs[p] {
 		return k.configFileChange(p, c.Kind, c.Mode, "a file the repository's configuration includes")
+	}
+	if link {
+		for f := range r.configs {
+			if strings.HasPrefix(f, p+"/") {
+				return refuse(Config, "a symlink on the way to a file the configuration includes (it moves where git reads configuration)")
+			}
+		}
 	}
 	if isGitattributes(baseName(p)) {
 		for _, wt := range k.code.attributes {

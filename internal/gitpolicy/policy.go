@@ -282,7 +282,7 @@ type checker struct {
 	near      map[string]*gitDirNode
 	user      *userConfig // the user's configuration outside the repositories
 	resolved  *code       // code's hooks and programs resolved through symlinks (codeResolved)
-	resolvedN [2]int      // how many of code's hooks and programs resolved has
+	resolvedN [3]int      // how many of code's hooks, programs and configs resolved has
 }
 
 func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {

@@ -21,15 +21,24 @@ import (
 // limit): a path that needs more does not resolve for git either.
 const maxLinks = 40
 
-// codeResolved is k.code's hooks and programs, each also as it resolves
-// in the tree after the command (resolveAfter). It resolves each path
-// once per checker, and those the configurations add while changes are
-// judged when they are added.
+// codeResolved is k.code's hooks, programs and configuration files,
+// each also as it resolves in the tree after the command
+// (resolveAfter). It resolves each path once per checker, and those the
+// configurations add while changes are judged when they are added.
 func (k *checker) codeResolved() *code {
 	r := k.resolved
 	if r == nil {
-		r = &code{}
+		r = &code{configs: map[string]bool{}}
 		k.resolved = r
+	}
+	if len(k.code.configs) != k.resolvedN[2] {
+		for p := range k.code.configs { // a few files: all again
+			r.configs[p] = true
+			if q, ok := k.resolveAfter(p); ok && q != p {
+				r.configs[q] = true
+			}
+		}
+		k.resolvedN[2] = len(k.code.configs)
 	}
 	add := func(out *[]string, list []string, n *int) {
 		for _, p := range list[*n:] {

@@ -4,8 +4,8 @@ package gitpolicy_test
 
 import "testing"
 
-// TestCodeThroughSymlinkedDirectory: a program or hooks directory the
-// user's configuration names by a path through a directory that the
+// TestCodeThroughSymlinkedDirectory: a program, hooks directory or
+// included configuration file the user's configuration names by a path through a directory that the
 // change set makes a symlink (or that is one in the workspace already)
 // is matched where it resolves: the change set that swaps tools/ for a
 // symlink to a directory holding a planted fsm.sh is not applied on its
@@ -36,6 +36,14 @@ func TestCodeThroughSymlinkedDirectory(t *testing.T) {
 			"git config --global core.hooksPath ci/hooks && ln -s x ci && git add -A && git commit -qm ci",
 			plant("x/hooks/pre-commit"), "", "echo y >> README; git commit -qam y"},
 	}
+	incl := `mkdir -p other && printf '[core]\n\tfsmonitor = "touch $SENT/prog; false"\n' > other/team.gitconfig`
+	cases = append(cases,
+		struct{ name, setup, attack, mustStay, user string }{"included file, symlink already in the workspace",
+			`git config --global include.path "$PWD/conf/team.gitconfig" && ln -s other conf && git add -A && git commit -qm conf`,
+			incl, "", "git status"},
+		struct{ name, setup, attack, mustStay, user string }{"included file, new symlink directory",
+			`git config --global include.path "$PWD/conf/team.gitconfig"`,
+			incl + " && ln -s other conf", "", "git status"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := controlThen(t, c.setup, []string{c.attack}, ".", c.user, "prog")
