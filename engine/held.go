@@ -183,7 +183,7 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 			}
 		}
 	}
-	applied, err := e.sup.Review(tc.ConversationID, tc.Principal, id, digest, accept)
+	applied, err := e.sup.Review(ctx, tc.ConversationID, tc.Principal, id, digest, accept)
 	var conflict *supervisor.UndoConflictError // the held paths changed since
 	switch {
 	case errors.Is(err, supervisor.ErrNoHeld):

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -122,6 +123,20 @@ type job struct {
 	yielding     bool
 	yielded      bool // its foreground buffers were handed over (jobs.Outcome.Yielded)
 	yieldRefused error
+
+	// commitCtx bounds the wait of the job's commit (Spec.Tx) for
+	// another apply to the workspace: stopCommit ends it when the caller
+	// gives up (Cancel with ReasonCancelled); the changes are held then.
+	commitCtx  context.Context
+	stopCommit context.CancelFunc
+}
+
+// commitContext is commitCtx, made on first use.
+func (j *job) commitContext() context.Context {
+	if j.commitCtx == nil {
+		j.commitCtx, j.stopCommit = context.WithCancel(context.Background())
+	}
+	return j.commitCtx
 }
 
 // Internal messages: from the pidfd waiter, the readers, the timers and the
@@ -313,6 +328,10 @@ func (j *job) onCancel(ctx actor.Context, m *Cancel) {
 	if m.Reply != nil {
 		j.waiters = append(j.waiters, m.Reply)
 	}
+	if m.Reason == jobs.ReasonCancelled {
+		j.commitContext()
+		j.stopCommit()
+	}
 	if j.ph != starting {
 		j.terminate(ctx, m.Reason)
 	}
@@ -500,7 +519,9 @@ func (j *job) settle(ctx actor.Context) {
 	// Kept processes and survivors may still use the scratch directory.
 	l, cg, sbx, keep := j.l, j.l.cg, j.l.sbx, j.leftRunning
 	cleanSandbox := sbx != nil && !keep && len(j.survivors) == 0
+	commitCtx, stopCommit := j.commitContext(), j.stopCommit
 	go func() {
+		defer stopCommit()
 		var errs []error
 		if keep && cg != nil {
 			errs = append(errs, cg.Release())
@@ -513,7 +534,7 @@ func (j *job) settle(ctx actor.Context) {
 		}
 		var changes jobs.Changes
 		if tx != nil {
-			changes.Report, changes.Err = tx.Commit(gone)
+			changes.Report, changes.Err = tx.Commit(commitCtx, gone)
 			o.Changes = changes
 			if network != nil {
 				o.Network = network

@@ -3,6 +3,7 @@
 package gitpolicy_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func (w *world) uncheckedIn(t *testing.T, dir, script string) {
 		t.Fatal(err)
 	}
 	defer l.Remove()
-	if out, err := layertest.Run(t, l.Spec(), dir, w.env, script); err != nil {
+	if out, err := runLayered(t, l.Spec(), dir, w.env, script); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	s, err := l.Diff()
@@ -47,7 +48,7 @@ func (w *world) uncheckedIn(t *testing.T, dir, script string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Apply(nil, nil, ""); err != nil {
+	if _, err := s.Apply(context.Background(), nil, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 }

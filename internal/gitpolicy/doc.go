@@ -147,7 +147,11 @@
 // core.pager, core.editor, core.sshCommand, diff.external, ! aliases
 // and credential helpers, drivers, ...) name by a path, relative ones
 // below the working tree, where git runs them ([Config]; the user's
-// relative ones below every working tree; ~name is name's home). Configurations are read for every repository around a
+// relative ones below every working tree; ~name is name's home). The
+// hooks directories and program files are matched also where they
+// resolve through symlinks in the tree apply will produce, and a change
+// that makes a directory on the way to one a symlink is refused: it
+// moves the code without changing it. Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
 // command, and for the first repository above the layer's roots (one
 // that encloses the workspace: what it names there is code too).
@@ -155,10 +159,16 @@
 // The user's own configuration is part of every repository's effective
 // configuration, found as the user's git finds it with the environment
 // it runs in ([CheckEnv]; [Check] takes the engine's): the system file
-// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM),
+// (GIT_CONFIG_SYSTEM or /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM is
+// true as git reads a boolean: yes, on, true, a non-zero number),
 // the global ones (GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config and
-// ~/.gitconfig) with what they include, and GIT_CONFIG_COUNT's
-// variables. What it names is protected the same way: a global
+// ~/.gitconfig) with what they include, and the variables the
+// environment sets, parsed as git parses them: GIT_CONFIG_COUNT's
+// GIT_CONFIG_KEY_n/VALUE_n (every n below the count, however spelled)
+// and GIT_CONFIG_PARAMETERS (what `git -c` passes on: 'key=value' and
+// 'key'='value' items in shell single quotes), with the files they
+// include. A command's own environment is not read: it ends with the
+// command, and the user's later git does not see it. What it names is protected the same way: a global
 // core.hooksPath = .githooks makes .githooks/ in every working tree
 // hooks, an absolute one or one below ~ its directory; an included file
 // is configuration; a driver it defines makes every working tree's

@@ -3,6 +3,7 @@
 package gitpolicy
 
 import (
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -188,18 +189,33 @@ func (k *checker) gitLink(p string, after bool) string {
 // names as code.
 func (k *checker) codeFile(c layer.Change) verdict {
 	p := c.Path
-	for _, h := range k.code.hooks {
+	r := k.codeResolved()
+	link := c.Kind != layer.Deleted && c.Mode&fs.ModeSymlink != 0
+	for _, h := range r.hooks {
 		if p == h || strings.HasPrefix(p, h+"/") {
 			return refuse(Hooks, "a hook in the core.hooksPath directory (a program git runs)")
 		}
+		if link && strings.HasPrefix(h, p+"/") {
+			return refuse(Hooks, "a symlink on the way to the core.hooksPath directory (it moves where git finds hooks)")
+		}
 	}
-	for _, h := range k.code.programs {
+	for _, h := range r.programs {
 		if p == h || strings.HasPrefix(p, h+"/") {
 			return refuse(Config, "a program the configuration names (core.fsmonitor, core.pager, an alias, a driver, ...)")
 		}
+		if link && strings.HasPrefix(h, p+"/") {
+			return refuse(Config, "a symlink on the way to a program the configuration names (it moves where git finds the program)")
+		}
 	}
-	if k.code.configs[p] {
+	if r.configs[p] {
 		return k.configFileChange(p, c.Kind, c.Mode, "a file the repository's configuration includes")
+	}
+	if link {
+		for f := range r.configs {
+			if strings.HasPrefix(f, p+"/") {
+				return refuse(Config, "a symlink on the way to a file the configuration includes (it moves where git reads configuration)")
+			}
+		}
 	}
 	if isGitattributes(baseName(p)) {
 		for _, wt := range k.code.attributes {

@@ -26,6 +26,8 @@ type View interface {
 	Open(path string, after bool) (io.ReadCloser, error)
 	// ReadDir returns the sorted names in the directory path.
 	ReadDir(path string, after bool) ([]string, error)
+	// Readlink returns the target of the symlink path.
+	Readlink(path string, after bool) (string, error)
 }
 
 // Rule names a policy rule. Each refusal names the rule that refused
@@ -209,8 +211,8 @@ func Check(v View, roots []string, changes []layer.Change) []Refusal {
 // CheckEnv is Check for a user whose git runs with the environment env:
 // the system and global configuration git reads with it (HOME,
 // XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM,
-// GIT_CONFIG_NOSYSTEM, GIT_CONFIG_COUNT) is part of every repository's
-// effective configuration.
+// GIT_CONFIG_NOSYSTEM, GIT_CONFIG_COUNT, GIT_CONFIG_PARAMETERS) is part
+// of every repository's effective configuration.
 func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Refusal {
 	user := userConfigOf(env)
 	v = wide{View: v, roots: roots}
@@ -279,6 +281,8 @@ type checker struct {
 	index     map[string]int // changes by path
 	near      map[string]*gitDirNode
 	user      *userConfig // the user's configuration outside the repositories
+	resolved  *code       // code's hooks and programs resolved through symlinks (codeResolved)
+	resolvedN [3]int      // how many of code's hooks, programs and configs resolved has
 }
 
 func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {

@@ -194,14 +194,19 @@ func TestPropertyOracle(t *testing.T) {
 
 // propertyChecks is the number of cases of TestPropertyOracle:
 // -rapid.checks, or RAPID_CHECKS; without either, 2000 when CI=true.
-// 2004 cases took 7m02s with -race, eight side by side, on 2 cores at
-// load 23-25 (other tests beside it), and 291 s of CPU (the test, git,
-// strace and the sandbox): on 2 idle cores about 145 s. Most of that
-// CPU is the user's 11 git commands themselves (git submodule status,
-// a shell script, is nearly half of it); strace adds little (a seccomp
-// user-notification tracer cost the same). A case took 1.8 s at load
-// 32 when the oracle started strace for each command and each case
-// made its own repository.
+// 2000 cases took 4m26s with -race, eight side by side, on 2 cores at
+// load 23-25 (other tests beside it; the test got 0.92 of a core), and
+// 247 s of CPU (the test, git, strace and the sandbox): on 2 idle
+// cores about 125 s. Per case (sequential, load 11-14): the oracle 85
+// ms of CPU, mostly the user's 11 git commands themselves (git
+// submodule status, a shell script, costs as much as the ten others);
+// the sandboxed commands 15 ms; copying the template repository 15-20
+// ms; the policy, diff and apply 2 ms. Starting each sandboxed command
+// from a re-executed -race test binary cost 15 ms of CPU more (318 s
+// of CPU, 5m57s, for the 2000 cases before runLayered). strace adds
+// little (a seccomp user-notification tracer cost the same). A case
+// took 1.8 s at load 32 when the oracle started strace for each command
+// and each case made its own repository.
 func propertyChecks() int {
 	f := flag.Lookup("rapid.checks")
 	n, _ := strconv.Atoi(f.Value.String())

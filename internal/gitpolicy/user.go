@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 )
 
@@ -34,14 +34,14 @@ type userConfig struct {
 	// attributes is the default attributes file
 	// ($XDG_CONFIG_HOME/git/attributes).
 	attributes string
-	entries    []configEntry // GIT_CONFIG_COUNT's KEY_n and VALUE_n
+	entries    []configEntry // GIT_CONFIG_COUNT's KEY_n and VALUE_n, GIT_CONFIG_PARAMETERS
 }
 
 // userConfigOf finds the user's configuration for env as git does
 // (config.c): GIT_CONFIG_SYSTEM or /etc/gitconfig unless
 // GIT_CONFIG_NOSYSTEM; GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config
 // (default ~/.config/git/config) and ~/.gitconfig; and the variables
-// GIT_CONFIG_COUNT sets.
+// GIT_CONFIG_COUNT and GIT_CONFIG_PARAMETERS set (envEntries).
 func userConfigOf(env []string) *userConfig {
 	get := func(k string) string {
 		v := ""
@@ -53,7 +53,8 @@ func userConfigOf(env []string) *userConfig {
 		return v
 	}
 	u := &userConfig{home: get("HOME")}
-	if b, err := strconv.ParseBool(get("GIT_CONFIG_NOSYSTEM")); err != nil || !b {
+	// A spelling git dies on reads the system file too (more than git).
+	if skip, ok := gitBool(get("GIT_CONFIG_NOSYSTEM")); !ok || !skip {
 		if s := get("GIT_CONFIG_SYSTEM"); s != "" {
 			u.files = append(u.files, s)
 		} else {
@@ -81,20 +82,7 @@ func userConfigOf(env []string) *userConfig {
 	for i := range u.files {
 		u.files[i] = u.resolve("/", u.files[i])
 	}
-	n, _ := strconv.Atoi(get("GIT_CONFIG_COUNT"))
-	for i := range min(n, 1000) {
-		k := get("GIT_CONFIG_KEY_" + strconv.Itoa(i))
-		sec, rest, ok := strings.Cut(k, ".")
-		if !ok {
-			continue
-		}
-		e := configEntry{Section: strings.ToLower(sec), Value: get("GIT_CONFIG_VALUE_" + strconv.Itoa(i))}
-		if j := strings.LastIndexByte(rest, '.'); j >= 0 {
-			e.Sub, rest = rest[:j], rest[j+1:]
-		}
-		e.Key = strings.ToLower(rest)
-		u.entries = append(u.entries, e)
-	}
+	u.entries = envEntries(env, get)
 	return u
 }
 
@@ -134,8 +122,11 @@ func (k *checker) global() {
 	if u.attributes != "" {
 		k.code.configs[u.attributes] = true
 	}
+	// Includes named in the environment (absolute: git refuses relative
+	// ones there) are read like the files'.
+	incs := k.globalNamed("", u.entries)
 	for _, after := range []bool{false, true} {
-		files := append([]string(nil), u.files...)
+		files := append(slices.Clone(u.files), incs...)
 		seen := map[string]bool{}
 		for i := 0; i < len(files) && i < maxIncludes; i++ {
 			f := files[i]
@@ -152,7 +143,6 @@ func (k *checker) global() {
 			files = append(files, k.globalNamed(dirName(f), entries)...)
 		}
 	}
-	k.globalNamed("", u.entries)
 }
 
 // globalNamed records what the user's configuration entries (of a file
@@ -237,6 +227,13 @@ func (w wide) Open(path string, after bool) (io.ReadCloser, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrInvalid}
 	}
 	return f, nil
+}
+
+func (w wide) Readlink(path string, after bool) (string, error) {
+	if w.inRoots(path) {
+		return w.View.Readlink(path, after)
+	}
+	return os.Readlink(path)
 }
 
 func (w wide) ReadDir(path string, after bool) ([]string, error) {

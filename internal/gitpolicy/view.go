@@ -75,6 +75,10 @@ func (p *projected) Open(path string, after bool) (io.ReadCloser, error) {
 	return p.View.Open(path, after && !p.asBefore(path))
 }
 
+func (p *projected) Readlink(path string, after bool) (string, error) {
+	return p.View.Readlink(path, after && !p.asBefore(path))
+}
+
 func (p *projected) ReadDir(path string, after bool) ([]string, error) {
 	if !after || p.asBefore(path) {
 		return p.View.ReadDir(path, false)

@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"context"
 	"errors"
 	"os"
 
@@ -62,10 +63,15 @@ type Failure struct {
 // mount point in the real tree fails rather than write elsewhere, and
 // so does a change whose real entry is no longer the one Diff saw
 // (device, inode, type). Applies and undos on one workspace take turns
-// (see "What is applied" in the package doc).
+// (see "What is applied" in the package doc): when another apply holds
+// the workspace, Apply waits for it up to [Options.LockWait] or until
+// ctx ends, then fails with an error wrapping [ErrLocked] (and ctx's
+// error when ctx ended), having applied nothing. A workspace that is
+// free is applied to even when ctx has ended: ctx bounds the wait, not
+// the apply.
 // Apply consumes the upper layers; call it once, then [Layer.Remove].
-func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) {
-	return s.apply(refused, st, label, false, false)
+func (s *Set) Apply(ctx context.Context, refused []string, st *Store, label string) (*Result, error) {
+	return s.apply(ctx, refused, st, label, false, false)
 }
 
 // ApplyCopies is [Set.Apply] for a layer that is still mounted and in
@@ -76,8 +82,8 @@ func (s *Set) Apply(refused []string, st *Store, label string) (*Result, error) 
 // was copied again while the upper entry stays as it was (the copy has
 // its size, times and permissions). The caller makes sure nothing
 // writes the upper layer meanwhile (it freezes the job).
-func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, error) {
-	return s.apply(refused, st, label, true, false)
+func (s *Set) ApplyCopies(ctx context.Context, refused []string, st *Store, label string) (*Result, error) {
+	return s.apply(ctx, refused, st, label, true, false)
 }
 
 // ApplyExact is [Set.Apply] for changes a person reviewed (an accepted
@@ -91,11 +97,11 @@ func (s *Set) ApplyCopies(refused []string, st *Store, label string) (*Result, e
 // immediately before changing it (through the descriptor of its
 // directory): a write in that last moment makes that change fail
 // (Result.Failed) rather than overwrite it.
-func (s *Set) ApplyExact(refused []string, st *Store, label string) (*Result, error) {
-	return s.apply(refused, st, label, false, true)
+func (s *Set) ApplyExact(ctx context.Context, refused []string, st *Store, label string) (*Result, error) {
+	return s.apply(ctx, refused, st, label, false, true)
 }
 
-func (s *Set) apply(refused []string, st *Store, label string, copies, exact bool) (*Result, error) {
+func (s *Set) apply(ctx context.Context, refused []string, st *Store, label string, copies, exact bool) (*Result, error) {
 	a := &applier{s: s, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies, exact: exact}
 	if st != nil {
 		st.mu.Lock()
@@ -105,7 +111,7 @@ func (s *Set) apply(refused []string, st *Store, label string, copies, exact boo
 	for i, t := range s.real {
 		fds[i] = t.fd.Int()
 	}
-	unlock, err := lockRoots(fds, s.l.lockWait)
+	unlock, err := lockRoots(ctx, fds, s.l.lockWait)
 	if err != nil {
 		return nil, err
 	}

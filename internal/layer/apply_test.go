@@ -3,6 +3,7 @@
 package layer_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -101,7 +102,7 @@ mkdir -p rb && echo 'exec touch SENT' > rb/git-rebase-todo && echo data > rb/don
 			if tc.copies {
 				apply = s.ApplyCopies
 			}
-			res, err := apply(nil, nil, "")
+			res, err := apply(context.Background(), nil, nil, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +152,7 @@ func TestNewTreeWholeOnlyWhenListed(t *testing.T) {
 	if got := w.kinds(s.Changes); got != "A n/\nA n/d/\nA n/d/a" {
 		t.Fatalf("changes:\n%s", got)
 	}
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil || len(res.Failed) > 0 {
 		t.Fatal(err, res.Failed)
 	}
@@ -187,7 +188,7 @@ func TestPermissionChangeThroughSwappedSymlink(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(w.ws, "other"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestDepthBound(t *testing.T) {
 		t.Run(fmt.Sprint(depth), func(t *testing.T) {
 			w := newWorld(t)
 			_, s := w.run(t, deepScript(depth))
-			res, err := s.Apply(nil, nil, "")
+			res, err := s.Apply(context.Background(), nil, nil, "")
 			if err != nil || len(res.Failed) > 0 {
 				t.Fatal(err, res.Failed)
 			}
@@ -241,7 +242,7 @@ func TestDepthBound(t *testing.T) {
 func TestRootPermissionChange(t *testing.T) {
 	w := newWorld(t)
 	_, s := w.run(t, "chmod 0750 .")
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil || len(res.Failed) > 0 || len(res.Applied) != 1 {
 		t.Fatal(err, res.Applied, res.Failed)
 	}

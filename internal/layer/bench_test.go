@@ -3,6 +3,7 @@
 package layer_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -225,7 +226,7 @@ func apply1000(b *testing.B, where, name, script string) {
 			b.Fatal(err)
 		}
 		refused := gitpolicy.Check(s, l.Roots(), s.Changes)
-		res, err := s.Apply(gitpolicy.Paths(refused), st, name)
+		res, err := s.Apply(context.Background(), gitpolicy.Paths(refused), st, name)
 		if err != nil || len(res.Failed) > 0 || len(refused) > 0 {
 			b.Fatal(err, res.Failed, refused)
 		}
@@ -262,7 +263,7 @@ func BenchmarkUndo1000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Apply(nil, st, ""); err != nil {
+		if _, err := s.Apply(context.Background(), nil, st, ""); err != nil {
 			b.Fatal(err)
 		}
 		s.Close()
@@ -336,7 +337,7 @@ func BenchmarkDeepTree(b *testing.B) {
 					b.Fatal(err)
 				}
 				refused := gitpolicy.Check(s, l.Roots(), s.Changes)
-				res, err := s.Apply(gitpolicy.Paths(refused), nil, "")
+				res, err := s.Apply(context.Background(), gitpolicy.Paths(refused), nil, "")
 				if err != nil || len(res.Failed) > 0 || len(refused) > 0 {
 					b.Fatal(err, res.Failed, refused)
 				}

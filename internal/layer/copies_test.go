@@ -3,12 +3,13 @@
 package layer_test
 
 import (
-	"bufio"
+	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // ApplyCopies applies a running command's changes while it goes on over
@@ -27,27 +28,13 @@ func TestApplyCopiesWhileRunning(t *testing.T) {
 		echo one > a; mkdir -p d/e; echo x > d/e/f; rm b; echo step1
 		read _; cat a d/e/f; echo two > a; echo y > new; echo step2
 		read _; cat a new; echo done`)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := bufio.NewScanner(outPipe)
+	in, out := testenv.Piped(t, cmd, "step1")
 	next := func() string {
 		t.Helper()
 		if !out.Scan() {
 			t.Fatalf("command ended early: %v", out.Err())
 		}
 		return out.Text()
-	}
-	if got := next(); got != "step1" {
-		t.Fatalf("got %q", got)
 	}
 	checkpoint := func(want string) {
 		t.Helper()
@@ -59,7 +46,7 @@ func TestApplyCopiesWhileRunning(t *testing.T) {
 		if got := w.kinds(s.Changes); got != want {
 			t.Fatalf("changes:\n%s\nwant:\n%s", got, want)
 		}
-		res, err := s.ApplyCopies(nil, st, "checkpoint")
+		res, err := s.ApplyCopies(context.Background(), nil, st, "checkpoint")
 		if err != nil || len(res.Failed) > 0 {
 			t.Fatalf("apply: %v %v", err, res.Failed)
 		}

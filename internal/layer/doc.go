@@ -18,7 +18,7 @@
 //	// ... the command runs; its cgroup becomes empty ...
 //	s, _ := l.Diff()
 //	refused := gitpolicy.Check(s, l.Roots(), s.Changes)
-//	res, _ := s.Apply(gitpolicy.Paths(refused), store, label)
+//	res, _ := s.Apply(ctx, gitpolicy.Paths(refused), store, label)
 //	line := layer.Summary(res.Applied, cwd, 0)
 //	s.Close(); l.Remove()
 //

@@ -4,6 +4,7 @@ package layer
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -205,17 +206,38 @@ func (t *tree) chownChmod(rel string, f *fd.FD, cur *unix.Stat_t, uid, gid, mode
 // so none of them can hold it (a flock of the root directory, which was
 // the lock before, any command that sees the root can take). Engines in
 // different network namespaces (containers sharing a workspace by a
-// bind mount) do not take turns. Within the process the mutex comes
-// first, so one thread at a time waits for the socket.
+// bind mount) do not take turns. Within the process the root's own
+// lock comes first, so one thread at a time waits for the socket. Both
+// waits end when the caller's context does.
 var roots = struct {
 	mu sync.Mutex
 	m  map[[2]uint64]*rootLock
 }{m: map[[2]uint64]*rootLock{}}
 
+// rootLock is the process's lock of one root: a token in turn, a
+// channel so that a wait for it can end with the caller's context.
 type rootLock struct {
-	sync.Mutex
+	turn  chan struct{}
 	users int
 }
+
+// lock takes l, waiting (unbounded, as the other apply of the process
+// is bounded) until ctx ends; a free lock is taken whatever ctx says.
+func (l *rootLock) lock(ctx context.Context) error {
+	select {
+	case l.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case l.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (l *rootLock) unlock() { <-l.turn }
 
 // lockWait bounds the wait for another process's apply on the same
 // workspace (Options.LockWait's default). Any process of the engine's
@@ -226,13 +248,16 @@ var lockWait = 10 * time.Minute
 
 // ErrLocked is what an apply or undo fails with, having changed
 // nothing, when another process held the workspace's apply lock for
-// longer than it waits (Options.LockWait).
-var ErrLocked = errors.New("another process holds the workspace's apply lock")
+// longer than it waits (Options.LockWait), or while the caller's
+// context ended: then the error wraps the context's error too.
+var ErrLocked = errors.New("another apply holds the workspace's apply lock")
 
 // lockRoots takes the locks of the directories fds (O_PATH descriptors
-// of real roots), in one order, waiting for another process's up to
-// wait (0: lockWait), and returns what releases them.
-func lockRoots(fds []int, wait time.Duration) (func(), error) {
+// of real roots), in one order, waiting for another's (of this process
+// or another) up to wait (0: lockWait) or until ctx ends, and returns
+// what releases them. A lock that is free is taken even when ctx has
+// ended: only the wait ends with it.
+func lockRoots(ctx context.Context, fds []int, wait time.Duration) (func(), error) {
 	if wait <= 0 {
 		wait = lockWait
 	}
@@ -261,7 +286,7 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 	for i, k := range keys {
 		l := roots.m[k]
 		if l == nil {
-			l = &rootLock{}
+			l = &rootLock{turn: make(chan struct{}, 1)}
 			roots.m[k] = l
 		}
 		l.users++
@@ -275,7 +300,7 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 			_ = f.Close() // releases the name
 		}
 		for _, l := range held[:locked] {
-			l.Unlock()
+			l.unlock()
 		}
 		roots.mu.Lock()
 		for i, k := range keys {
@@ -286,9 +311,12 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 		roots.mu.Unlock()
 	}
 	for i, l := range held {
-		l.Lock()
+		if err := l.lock(ctx); err != nil {
+			unlock()
+			return nil, fmt.Errorf("layer: root %d:%d: waiting for another apply of this process: %w; stopped waiting: %w", keys[i][0], keys[i][1], ErrLocked, err)
+		}
 		locked++
-		f, err := bindRoot(keys[i], wait)
+		f, err := bindRoot(ctx, keys[i], wait)
 		if err != nil {
 			unlock()
 			return nil, err
@@ -300,30 +328,40 @@ func lockRoots(fds []int, wait time.Duration) (func(), error) {
 
 // bindRoot binds the abstract unix socket of the root whose device and
 // inode are k, which it returns; closing it releases the lock. It waits
-// up to wait for another process.
-func bindRoot(k [2]uint64, wait time.Duration) (*fd.FD, error) {
+// for another process up to wait, or until ctx ends.
+func bindRoot(ctx context.Context, k [2]uint64, wait time.Duration) (*fd.FD, error) {
 	d, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("layer: a socket to lock the root: %w", err)
 	}
 	f := fd.New(d)
 	addr := &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", k[0], k[1])}
-	deadline := time.Now().Add(wait)
-	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	pause := time.NewTimer(0)
+	pause.Stop() // no value left in its channel (Go ≥ 1.23)
+	defer pause.Stop()
+	for d := time.Millisecond; ; d = min(2*d, 100*time.Millisecond) {
 		err := unix.Bind(f.Int(), addr)
 		switch {
 		case err == nil:
 			return f, nil
 		case errors.Is(err, unix.EINTR):
 			continue
-		case errors.Is(err, unix.EADDRINUSE) && time.Now().Before(deadline):
-			time.Sleep(pause)
+		case !errors.Is(err, unix.EADDRINUSE):
+			_ = f.Close()
+			return nil, fmt.Errorf("layer: lock the root: %w", err)
+		}
+		pause.Reset(d)
+		select {
+		case <-pause.C:
 			continue
-		case errors.Is(err, unix.EADDRINUSE):
+		case <-deadline.C:
 			_ = f.Close()
 			return nil, fmt.Errorf("layer: root %d:%d: %w for over %v", k[0], k[1], ErrLocked, wait)
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("layer: root %d:%d: %w; stopped waiting: %w", k[0], k[1], ErrLocked, context.Cause(ctx))
 		}
-		_ = f.Close()
-		return nil, fmt.Errorf("layer: lock the root: %w", err)
 	}
 }

@@ -3,6 +3,7 @@
 package layer_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -162,7 +163,7 @@ func TestApply(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := s.Apply(nil, st, "kinds")
+			res, err := s.Apply(context.Background(), nil, st, "kinds")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +220,7 @@ func TestUndo(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, s := w.run(t, kindsScript)
-	if _, err := s.Apply(nil, st, "kinds"); err != nil {
+	if _, err := s.Apply(context.Background(), nil, st, "kinds"); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot(t, w.ws)

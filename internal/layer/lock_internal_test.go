@@ -3,7 +3,7 @@
 package layer
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bashvisor/bashvisor/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,20 +37,20 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 		return n
 	}
 	a, b, c := open(ws), open(link), open(other)
-	unlock, err := lockRoots([]int{a}, 0)
+	unlock, err := lockRoots(context.Background(), []int{a}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan string, 2)
 	go func() {
-		u, err := lockRoots([]int{b}, 0)
+		u, err := lockRoots(context.Background(), []int{b}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "same workspace"
 		}
 	}()
 	go func() {
-		u, err := lockRoots([]int{c}, 0)
+		u, err := lockRoots(context.Background(), []int{c}, 0)
 		if err == nil {
 			u() // before saying so: the test then finds no lock kept
 			got <- "other workspace"
@@ -96,31 +97,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 		return
 	}
 	ws, other := t.TempDir(), t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyLockAcrossProcesses$")
-	cmd.Env = append(os.Environ(), lockHolderEnv+"="+ws)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = stdin.Close()
-			_ = cmd.Wait()
-		}
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || line != "locked\n" {
-		t.Fatalf("the other process: %q, %v", line, err)
-	}
+	stdin, cmd := holder(t, lockHolderEnv, ws, 0)
 	open := func(p string) int {
 		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -131,7 +108,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	}
 	a, b := open(ws), open(other)
 
-	u, err := lockRoots([]int{b}, 0)
+	u, err := lockRoots(context.Background(), []int{b}, 0)
 	if err != nil {
 		t.Fatalf("another workspace: %v", err)
 	}
@@ -140,7 +117,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	defer func(w time.Duration) { lockWait = w }(lockWait)
 	lockWait = 300 * time.Millisecond
 	start := time.Now()
-	if u, err := lockRoots([]int{a}, 0); !errors.Is(err, ErrLocked) {
+	if u, err := lockRoots(context.Background(), []int{a}, 0); !errors.Is(err, ErrLocked) {
 		if err == nil {
 			u()
 		}
@@ -153,7 +130,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	lockWait = time.Minute
 	got := make(chan error, 1)
 	go func() {
-		u, err := lockRoots([]int{a}, 0)
+		u, err := lockRoots(context.Background(), []int{a}, 0)
 		if err == nil {
 			u()
 		}
@@ -165,7 +142,6 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	_ = stdin.Close()
-	done = true
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the other process: %v", err)
 	}
@@ -186,7 +162,7 @@ func holdApplyLock(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer unix.Close(n)
-	unlock, err := lockRoots([]int{n}, 0)
+	unlock, err := lockRoots(context.Background(), []int{n}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +192,9 @@ func holdFlock(t *testing.T, dir string) {
 
 // holder starts the test binary as a process that holds a lock on dir
 // (env names which), with extra clone flags, and returns when it says
-// so; the test's cleanup ends it.
-func holder(t *testing.T, env, dir string, clone uintptr) {
+// so, with its input: the holder lets go when the input ends. The
+// test's cleanup ends it, unless the test waited for it.
+func holder(t *testing.T, env, dir string, clone uintptr) (io.WriteCloser, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyLockAcrossProcesses$")
 	cmd.Env = append(os.Environ(), env+"="+dir)
@@ -227,27 +204,66 @@ func holder(t *testing.T, env, dir string, clone uintptr) {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("the holder: %v", err)
+	stdin, _ := testenv.Piped(t, cmd, "locked")
+	return stdin, cmd
+}
+
+// TestApplyLockWaitEndsWithContext: while another process holds the
+// workspace's apply lock (or another apply of this process does), an
+// apply whose context ends stops waiting then, long before LockWait,
+// with an error wrapping ErrLocked and the context's; a lock that is
+// free is taken even with an ended context (it bounds the wait only).
+func TestApplyLockWaitEndsWithContext(t *testing.T) {
+	open := func(p string) int {
+		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
-		t.Fatalf("the holder: %q, %v", line, err)
+		t.Cleanup(func() { _ = unix.Close(n) })
+		return n
 	}
+	waitOneSecond := func(t *testing.T, n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		u, err := lockRoots(ctx, []int{n}, time.Hour)
+		took := time.Since(start)
+		if err == nil {
+			u()
+			t.Fatal("took the lock another apply held")
+		}
+		if !errors.Is(err, ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("got %v, want ErrLocked and the context's error", err)
+		}
+		if took < time.Second || took > 30*time.Second {
+			t.Errorf("stopped waiting after %v with a 1 s context", took)
+		}
+	}
+	t.Run("another process", func(t *testing.T) {
+		ws := t.TempDir()
+		holder(t, lockHolderEnv, ws, 0)
+		waitOneSecond(t, open(ws))
+	})
+	t.Run("another apply of this process", func(t *testing.T) {
+		n := open(t.TempDir())
+		u, err := lockRoots(context.Background(), []int{n}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u()
+		waitOneSecond(t, n)
+	})
+	t.Run("free, context ended", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		u, err := lockRoots(ctx, []int{open(t.TempDir())}, 0)
+		if err != nil {
+			t.Fatalf("a free lock with an ended context: %v", err)
+		}
+		u()
+	})
 }
 
 // TestApplyLockOutOfSandboxReach: a process that flocks the root
@@ -272,7 +288,7 @@ func TestApplyLockOutOfSandboxReach(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer unix.Close(n)
-			u, err := lockRoots([]int{n}, 2*time.Second)
+			u, err := lockRoots(context.Background(), []int{n}, 2*time.Second)
 			if err != nil {
 				t.Fatalf("the apply waited for the holder: %v", err)
 			}

@@ -3,12 +3,13 @@
 package layer_test
 
 import (
-	"bufio"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestRewrite: a rewritten change applies with the new content, its
@@ -34,7 +35,7 @@ func TestRewrite(t *testing.T) {
 			t.Errorf("a's change says %d bytes", c.Size)
 		}
 	}
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil || len(res.Failed) > 0 {
 		t.Fatal(err, res.Failed)
 	}
@@ -62,21 +63,7 @@ func TestRewriteWhileRunning(t *testing.T) {
 	w.write(t, map[string]string{"a": "zero\n"})
 	l := w.layer(t)
 	cmd := layertest.Command(t, l.Spec(), w.ws, w.env, `echo mine > a; chmod 0640 a; touch -d 2021-01-01 a; echo step1; read _; cat a`)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := bufio.NewScanner(outPipe)
-	if !out.Scan() || out.Text() != "step1" {
-		t.Fatalf("the command: %q %v", out.Text(), out.Err())
-	}
+	in, out := testenv.Piped(t, cmd, "step1")
 	s, err := l.Diff()
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +75,7 @@ func TestRewriteWhileRunning(t *testing.T) {
 	if b, err := s.ReadFile(a, true, 100); err != nil || string(b) != "rewritten\n" {
 		t.Errorf("the set reads a as %q (%v)", b, err)
 	}
-	res, err := s.ApplyCopies(nil, nil, "")
+	res, err := s.ApplyCopies(context.Background(), nil, nil, "")
 	if err != nil || len(res.Failed) > 0 {
 		t.Fatal(err, res.Failed)
 	}

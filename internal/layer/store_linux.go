@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -419,7 +420,7 @@ func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
 			}
 		}
 	}
-	unlock, err := lockRoots(fds, 0) // applies and undos on a workspace take turns
+	unlock, err := lockRoots(context.Background(), fds, 0) // applies and undos on a workspace take turns
 	if err != nil {
 		return nil, nil, err
 	}

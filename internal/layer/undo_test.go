@@ -3,6 +3,7 @@
 package layer_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -34,7 +35,7 @@ func (w *world) store(t testing.TB, lim layer.StoreLimits) *layer.Store {
 func (w *world) step(t testing.TB, st *layer.Store, script string) *layer.Result {
 	t.Helper()
 	_, s := w.run(t, script)
-	res, err := s.Apply(nil, st, script)
+	res, err := s.Apply(context.Background(), nil, st, script)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestApplyRefused(t *testing.T) {
 	w.write(t, map[string]string{"keep": "k", "old/x": "x"})
 	_, s := w.run(t, "echo 2 > keep; echo a > a; mkdir -p newdir/sub; echo n > newdir/sub/n; rm -r old")
 	refused := []string{filepath.Join(w.ws, "keep"), filepath.Join(w.ws, "newdir"), filepath.Join(w.ws, "old")}
-	res, err := s.Apply(refused, nil, "")
+	res, err := s.Apply(context.Background(), refused, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestApplyRefusedBelowNewDir(t *testing.T) {
 	w := newWorld(t)
 	st := w.store(t, layer.StoreLimits{})
 	_, s := w.run(t, "mkdir -p n/a; echo 1 > n/a/ok; echo 2 > n/bad")
-	res, err := s.Apply([]string{filepath.Join(w.ws, "n/bad")}, st, "")
+	res, err := s.Apply(context.Background(), []string{filepath.Join(w.ws, "n/bad")}, st, "")
 	if err != nil || len(res.Failed) > 0 {
 		t.Fatal(err, res.Failed)
 	}
@@ -296,7 +297,7 @@ func TestApplyRefusedBelowNewDir(t *testing.T) {
 func TestApplySiblingTrees(t *testing.T) {
 	w := newWorld(t)
 	_, s := w.run(t, "mkdir -p a/x a-b/y a.c && echo 1 > a/x/f && echo 2 > a-b/y/g && echo 3 > a.c/h")
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil || len(res.Failed) > 0 {
 		t.Fatal(err, res.Failed)
 	}
@@ -324,7 +325,7 @@ func TestApplyThroughSymlinkFails(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(w.ws, "d")); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestSubmountNotInLayer(t *testing.T) {
 	if got := w.kinds(s.Changes); got != "M a\nA vol/x" {
 		t.Fatalf("changes:\n%s", got)
 	}
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package sandbox_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -145,7 +146,7 @@ func ExampleOptions_layer() {
 		panic(err)
 	}
 	defer s.Close()
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil {
 		panic(err)
 	}

@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -112,7 +113,7 @@ stat -c %a README`)
 		t.Fatalf("the real tree changed before the layer was applied:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	wantChanges(t, ws, s, "M README", "A src", "A src/run.sh", "A src/copy.sh", "M .git/index")
-	res, err := s.Apply(nil, nil, "")
+	res, err := s.Apply(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ git log --oneline | wc -l`)
 	if after := snapshot(t, main) + snapshot(t, wt); after != before {
 		t.Fatal("the commit reached the real trees before apply")
 	}
-	if res, err := s.Apply(nil, nil, ""); err != nil || len(res.Failed) > 0 {
+	if res, err := s.Apply(context.Background(), nil, nil, ""); err != nil || len(res.Failed) > 0 {
 		t.Fatalf("apply: %v %v", err, res)
 	}
 	if got := git(t, main, "log", "-1", "--format=%s", "feature"); got != "feature" {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -309,8 +310,9 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 //
 // The engine's CPU time an accept spent is charged to principal (a
 // call's Principal: "" for the conversation's own), as a job's change
-// set is (see chargeEngine).
-func (s *Supervisor) Review(conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
+// set is (see chargeEngine). ctx bounds the accept's wait for another
+// apply to the workspace (transact.Conv.Accept).
+func (s *Supervisor) Review(ctx context.Context, conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
@@ -318,7 +320,7 @@ func (s *Supervisor) Review(conv, principal string, id int, digest string, accep
 	if !accept {
 		return jobs.Changes{}, own(c.Reject(id))
 	}
-	rep, err := c.Accept(id, digest)
+	rep, err := c.Accept(ctx, id, digest)
 	if rep != nil && rep.CPU > 0 { // a refused accept's work counts too
 		s.system.Root.Send(s.pid, &engineCharge{conv: conv, pk: principalKey(jobs.Request{Conversation: conv, Principal: principal}), cpu: rep.CPU})
 	}

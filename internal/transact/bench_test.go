@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -74,7 +75,7 @@ func commit1000(b *testing.B, dir string) {
 		settle()
 		b.StartTimer()
 		start := time.Now()
-		rep, err := tx.Commit(true)
+		rep, err := tx.Commit(context.Background(), true)
 		if err != nil || len(rep.Applied) != 1000 || len(rep.Failed) > 0 {
 			b.Fatalf("%v applied %d failed %v", err, len(rep.Applied), rep.Failed)
 		}

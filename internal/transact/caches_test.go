@@ -3,7 +3,7 @@
 package transact_test
 
 import (
-	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/internal/gitindex"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 	"github.com/bashvisor/bashvisor/internal/transact"
 )
 
@@ -79,21 +80,7 @@ func TestIndexCachesNotAppliedAtCheckpoint(t *testing.T) {
 	cmd := layertest.Command(t, tx.Spec(), f.ws, f.env, `echo u > u.txt && echo a > a.txt && git add a.txt &&
 		git -c core.untrackedCache=true update-index --untracked-cache && git -c core.untrackedCache=true status --short >/dev/null &&
 		echo ready && read _ && grep -qa UNTR .git/index && echo kept`)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out := bufio.NewScanner(outPipe)
-	if !out.Scan() || out.Text() != "ready" {
-		t.Fatalf("the job: %q %v", out.Text(), out.Err())
-	}
+	in, out := testenv.Piped(t, cmd, "ready")
 	ran := func(f func()) bool { f(); return true } // the job waits on its stdin
 	rep, err := tx.Checkpoint(ran)
 	if err != nil || rep == nil || !strings.Contains(kinds(f.ws, rep.Applied), ".git/index") {
@@ -130,7 +117,7 @@ func TestIndexCachesNotAppliedAtCheckpoint(t *testing.T) {
 	if err := cmd.Wait(); err != nil || !slices.Contains(lines, "kept") {
 		t.Fatalf("the job's own index lost its untracked cache: %v %q", err, lines)
 	}
-	if _, err := tx.Commit(true); err != nil {
+	if _, err := tx.Commit(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	if sigs := exts("after the job"); slices.Contains(sigs, "UNTR") {

@@ -15,7 +15,7 @@
 //	tx, _ := c.Begin(roots, label)        // before the command starts
 //	spec := tx.Spec()                     // to the sandbox (sandbox.Options.Layer)
 //	// ... the command runs; its cgroup becomes empty ...
-//	rep, err := tx.Commit(gone)           // diff, policy, apply, remove
+//	rep, err := tx.Commit(ctx, gone)      // diff, policy, apply, remove
 //
 // Commit applies only when every process of the command is known to be
 // gone (gone): a process that still runs over the layer could change a

@@ -3,6 +3,7 @@
 package transact
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -64,10 +65,11 @@ var unheldFull = fmt.Sprintf("the conversation holds %d change sets for review a
 
 // Reasons given for held paths.
 const (
-	holdMode     = "the command's review mode holds every change set until it is accepted"
-	lockedReason = "another process was applying changes to the workspace for too long"
-	heldNotGone  = "processes of the command were still running over its layer"
-	policyReason = "policy: " // before a gitpolicy rule and reason
+	holdMode      = "the command's review mode holds every change set until it is accepted"
+	lockedReason  = "another process was applying changes to the workspace for too long"
+	stoppedReason = "the call ended while another apply to the workspace was under way"
+	heldNotGone   = "processes of the command were still running over its layer"
+	policyReason  = "policy: " // before a gitpolicy rule and reason
 )
 
 // Errors of [Conv.Accept] and [Conv.Reject].
@@ -349,12 +351,16 @@ func (c *Conv) HeldBytes() int64 {
 // [ErrConflict] (a *layer.ConflictError naming the paths), so that no
 // later edit is overwritten. The change set stays held: reject it, or
 // put the paths back as they were and accept it again.
-func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
+//
+// ctx bounds the wait for another apply to the workspace: when it ends
+// first, Accept applies nothing and fails with an error wrapping
+// layer.ErrLocked and ctx's error; the change set stays held.
+func (c *Conv) Accept(ctx context.Context, id int, digestHex string) (*Report, error) {
 	c.apply.Lock()
 	defer c.apply.Unlock()
 	var rep *Report
 	var err error
-	cpu := threadCPU(func() { rep, err = c.accept(id, digestHex) })
+	cpu := threadCPU(func() { rep, err = c.accept(ctx, id, digestHex) })
 	if rep == nil {
 		// A refused accept (a conflict, a digest that no longer matches)
 		// diffed the layer too: its report carries only that CPU, to be
@@ -366,7 +372,7 @@ func (c *Conv) Accept(id int, digestHex string) (*Report, error) {
 }
 
 // accept is Accept's work; c.apply is held.
-func (c *Conv) accept(id int, digestHex string) (*Report, error) {
+func (c *Conv) accept(ctx context.Context, id int, digestHex string) (*Report, error) {
 	i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id })
 	if i < 0 {
 		return nil, fmt.Errorf("%w: %d", ErrNoHeld, id)
@@ -409,7 +415,7 @@ func (c *Conv) accept(id int, digestHex string) (*Report, error) {
 	// The conflict check above and ApplyExact's own check of every
 	// real entry by its full status (under the workspace's apply lock)
 	// leave no moment in which a write in place goes unseen.
-	res, err := s.ApplyExact(others, st, h.Label)
+	res, err := s.ApplyExact(ctx, others, st, h.Label)
 	var conflict *layer.ConflictError
 	if errors.As(err, &conflict) {
 		return nil, fmt.Errorf("%w (held change set %d): %w", ErrConflict, id, conflict)

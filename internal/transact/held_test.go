@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +96,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the joined command: %v", err)
 	}
-	rep, err := joined.Commit(true)
+	rep, err := joined.Commit(context.Background(), true)
 	if err != nil || rep.NotApplied != "" || len(rep.Applied) != 1 || rep.Applied[0].Path != filepath.Join(ws, "ready") {
 		t.Fatalf("the joined command's checkpoint: %+v %v", rep, err)
 	}
@@ -107,7 +108,7 @@ func testJoinSandboxed(t *testing.T, bash string, rootless, premount bool) {
 	if err := jobCmd.Wait(); err != nil {
 		t.Fatalf("the job: %v", err)
 	}
-	rep, err = job.Commit(true)
+	rep, err = job.Commit(context.Background(), true)
 	var paths []string
 	for _, c := range rep.Applied {
 		paths = append(paths, filepath.Base(c.Path))

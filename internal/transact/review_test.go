@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -51,14 +52,14 @@ func (f *fixture) held(t *testing.T) transact.Held {
 func TestHeldAccepted(t *testing.T) {
 	f := newFixture(t)
 	h := f.held(t)
-	if _, err := f.c.Accept(h.ID, strings.Repeat("0", 64)); !errors.Is(err, transact.ErrDigest) {
+	if _, err := f.c.Accept(context.Background(), h.ID, strings.Repeat("0", 64)); !errors.Is(err, transact.ErrDigest) {
 		t.Fatalf("a wrong digest: %v", err)
 	}
 	if f.exists(".git/hooks/pre-commit") {
 		t.Fatal("a refused accept applied")
 	}
 	steps := len(f.c.Steps())
-	rep, err := f.c.Accept(h.ID, h.Digest)
+	rep, err := f.c.Accept(context.Background(), h.ID, h.Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestHeldAccepted(t *testing.T) {
 	if hs, _ := f.c.Held(); len(hs) != 0 {
 		t.Fatalf("still held: %+v", hs)
 	}
-	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
+	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
 		t.Fatalf("accepted twice: %v", err)
 	}
 	if _, err := f.c.Undo(1); err != nil || f.exists(".git/hooks/pre-commit") {
@@ -95,7 +96,7 @@ func TestHeldDigestMismatch(t *testing.T) {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(true)
+	rep, err := tx.Commit(context.Background(), true)
 	if err != nil || rep.Held == nil || f.exists("x.txt") {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -103,14 +104,14 @@ func TestHeldDigestMismatch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(upper, "x.txt"), []byte("two\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) || f.exists("x.txt") {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) || f.exists("x.txt") {
 		t.Fatalf("accept of changed content: %v", err)
 	}
 	hs, err := f.c.Held()
 	if err != nil || len(hs) != 1 || hs[0].Digest == rep.Held.Digest {
 		t.Fatalf("%+v %v", hs, err)
 	}
-	if _, err := f.c.Accept(hs[0].ID, hs[0].Digest); err != nil || f.read("x.txt") != "two\n" {
+	if _, err := f.c.Accept(context.Background(), hs[0].ID, hs[0].Digest); err != nil || f.read("x.txt") != "two\n" {
 		t.Fatalf("%v %q", err, f.read("x.txt"))
 	}
 }
@@ -123,7 +124,7 @@ func TestHeldRejectedAndEnded(t *testing.T) {
 	if err := f.c.Reject(h.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) || f.exists(".git/hooks/pre-commit") {
+	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) || f.exists(".git/hooks/pre-commit") {
 		t.Fatalf("accept after reject: %v", err)
 	}
 	h = f.held(t)
@@ -133,7 +134,7 @@ func TestHeldRejectedAndEnded(t *testing.T) {
 	if err := f.c.End(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Accept(h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
+	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
 		t.Fatalf("accept after End: %v", err)
 	}
 	f.m.Close()
@@ -154,7 +155,7 @@ func TestHoldAll(t *testing.T) {
 	if got := kinds(f.ws, rep.Held.Changes); got != "M README, A b.txt" {
 		t.Fatalf("held: %s", got)
 	}
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("b.txt") != "b\n" || f.read("README") != "hello\nmore\n" {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); err != nil || f.read("b.txt") != "b\n" || f.read("README") != "hello\nmore\n" {
 		t.Fatalf("%v", err)
 	}
 }
@@ -179,11 +180,11 @@ func TestHoldAllCheckpoint(t *testing.T) {
 	if rep, err := tx.Checkpoint(ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
 		t.Fatalf("checkpoint in hold mode: %+v %v", rep, err)
 	}
-	rep, err := tx.Commit(true)
+	rep, err := tx.Commit(context.Background(), true)
 	if err != nil || rep.Held == nil || f.exists("j.txt") {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("j.txt") != "j\n" {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); err != nil || f.read("j.txt") != "j\n" {
 		t.Fatal(err)
 	}
 }
@@ -237,7 +238,7 @@ func TestHeldAcceptConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	fh.Close()
-	_, err = f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	_, err = f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest)
 	var conflict *layer.ConflictError
 	if !errors.Is(err, transact.ErrConflict) || !errors.As(err, &conflict) || strings.Join(conflict.Paths, " ") != filepath.Join(f.ws, "README") {
 		t.Fatalf("accept over a user's edit: %v", err)
@@ -254,14 +255,14 @@ func TestHeldAcceptConflict(t *testing.T) {
 
 	rep = f.run(t, `echo new > new.txt`)
 	f.writeFile(t, "new.txt", "the user's\n")
-	_, err = f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	_, err = f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest)
 	if !errors.As(err, &conflict) || strings.Join(conflict.Paths, " ") != filepath.Join(f.ws, "new.txt") || f.read("new.txt") != "the user's\n" {
 		t.Fatalf("accept over a user's new file: %v; %q", err, f.read("new.txt"))
 	}
 
 	rep = f.run(t, `echo c > c.txt`)
 	f.writeFile(t, "other.txt", "edited again\n")
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); err != nil || f.read("c.txt") != "c\n" {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); err != nil || f.read("c.txt") != "c\n" {
 		t.Fatalf("an edit elsewhere refused the accept: %v", err)
 	}
 }
@@ -288,7 +289,7 @@ func TestHeldReasonsEveryMode(t *testing.T) {
 			if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, hookScript); err != nil {
 				t.Fatal(err, out)
 			}
-			rep, err := tx.Commit(mode == "hold")
+			rep, err := tx.Commit(context.Background(), mode == "hold")
 			if err != nil || rep.Held == nil {
 				t.Fatalf("%+v %v", rep, err)
 			}
@@ -336,7 +337,7 @@ func TestHeldBelowNewDirectory(t *testing.T) {
 			t.Errorf("held outside the new repository: %s", c.Path)
 		}
 	}
-	res, err := f.c.Accept(hs[0].ID, hs[0].Digest)
+	res, err := f.c.Accept(context.Background(), hs[0].ID, hs[0].Digest)
 	if err != nil || !strings.Contains(f.read("sub/.git/config"), "fsmonitor") || kinds(f.ws, res.Applied) != held {
 		t.Fatalf("%v; applied %s", err, kinds(f.ws, res.Applied))
 	}
@@ -376,7 +377,7 @@ func TestHoldJoin(t *testing.T) {
 	if fg.Shared() {
 		t.Fatal("an ordinary command joined a held job's layer")
 	}
-	if rep, err := fg.Commit(true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
+	if rep, err := fg.Commit(context.Background(), true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
 		t.Fatalf("the ordinary command applied the held job's changes: %+v %v", rep, err)
 	}
 	same, err := c.BeginHeld(roots, "held too")
@@ -386,10 +387,10 @@ func TestHoldJoin(t *testing.T) {
 	if !same.Shared() {
 		t.Fatal("a held command did not join a held job's layer")
 	}
-	if rep, err := same.Commit(true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
+	if rep, err := same.Commit(context.Background(), true); err != nil || len(rep.Applied) != 0 || f.exists("j.txt") {
 		t.Fatalf("the held command applied: %+v %v", rep, err)
 	}
-	rep, err := held.Commit(true)
+	rep, err := held.Commit(context.Background(), true)
 	if err != nil || rep.Held == nil || f.exists("j.txt") {
 		t.Fatalf("the held job: %+v %v", rep, err)
 	}
@@ -411,11 +412,11 @@ func TestHeldStrayRefused(t *testing.T) {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `echo one > x.txt`); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(false)
+	rep, err := tx.Commit(context.Background(), false)
 	if err != nil || !rep.Discarded || rep.Held == nil || f.exists("x.txt") {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrStray) || f.exists("x.txt") {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrStray) || f.exists("x.txt") {
 		t.Fatalf("accept of a stray set: %v", err)
 	}
 	if err := f.c.Reject(rep.Held.ID); err != nil {
@@ -439,7 +440,7 @@ func TestHeldDigestSymlink(t *testing.T) {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, `ln -s aaaa link`); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(true)
+	rep, err := tx.Commit(context.Background(), true)
 	if err != nil || rep.Held == nil {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -450,14 +451,14 @@ func TestHeldDigestSymlink(t *testing.T) {
 	if err := os.Symlink("bbbb", link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Accept(rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) {
+	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) {
 		t.Fatalf("accept of a retargeted symlink: %v", err)
 	}
 	hs, err := f.c.Held()
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("%+v %v", hs, err)
 	}
-	if _, err := f.c.Accept(hs[0].ID, hs[0].Digest); err != nil {
+	if _, err := f.c.Accept(context.Background(), hs[0].ID, hs[0].Digest); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.Readlink(filepath.Join(f.ws, "link")); err != nil || got != "bbbb" {
@@ -477,11 +478,11 @@ func TestChangeSetCPU(t *testing.T) {
 	}
 	// A refused accept (a wrong digest) diffed the layer too: its CPU is
 	// reported, for the engine to charge.
-	bad, err := f.c.Accept(rep.Held.ID, strings.Repeat("0", 64))
+	bad, err := f.c.Accept(context.Background(), rep.Held.ID, strings.Repeat("0", 64))
 	if !errors.Is(err, transact.ErrDigest) || bad == nil || bad.CPU <= 0 || f.exists("d/f1") {
 		t.Fatalf("wrong digest: %v, report %+v", err, bad)
 	}
-	acc, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
+	acc, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest)
 	if err != nil || acc.CPU <= 0 || !f.exists("d/f2000") {
 		t.Fatalf("accept: %v, cpu %v", err, acc)
 	}
@@ -529,7 +530,7 @@ func TestHeldAcceptRacedEdit(t *testing.T) {
 			})
 			t.Cleanup(func() { transact.SetBeforeAcceptApply(nil) })
 			edited, _ := os.ReadFile(readme) // before the hook: the test's own reference
-			_, err := f.c.Accept(rep.Held.ID, rep.Held.Digest)
+			_, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest)
 			if editErr != nil {
 				t.Fatal(editErr)
 			}

@@ -3,6 +3,7 @@
 package transact
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -181,7 +182,7 @@ func frozen(fs []func(func()) bool, f func()) bool {
 // changed nothing). While other members run, it takes a checkpoint with
 // them frozen; the last member applies the rest (what members that
 // could not take a checkpoint left) and removes the layer.
-func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
+func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, error) {
 	defer t.c.dropBackground(t) // after t.done is set (see Background)
 	t.endOnce.Do(func() {
 		t.gone = gone
@@ -201,7 +202,7 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 		if abort {
 			return &Report{}, nil
 		}
-		return sh.checkpoint(t)
+		return sh.checkpoint(ctx, t)
 	}
 	sh.ended = true
 	sh.l.Unshare()
@@ -219,7 +220,7 @@ func (sh *share) end(t *Tx, gone, abort bool) (*Report, error) {
 		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}
 		sh.holdStray(t, rep)
 	default:
-		rep, err = sh.apply(t, false)
+		rep, err = sh.apply(ctx, t, false)
 		if rep != nil && len(t.checkpoints) > 0 {
 			rep.Applied = append(t.checkpoints, rep.Applied...)
 		}
@@ -255,13 +256,13 @@ func (sh *share) holdStray(t *Tx, rep *Report) {
 // checkpoint applies, for member t that just ended, what the layer's
 // members changed so far, with those that still run frozen. sh.mu is
 // held.
-func (sh *share) checkpoint(t *Tx) (*Report, error) {
+func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 	if sh.stray {
 		return &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}, nil
 	}
 	var rep *Report
 	var err error
-	if !frozen(sh.freezers(t), func() { rep, err = sh.apply(t, true) }) {
+	if !frozen(sh.freezers(t), func() { rep, err = sh.apply(ctx, t, true) }) {
 		return &Report{Applied: t.checkpoints, NotApplied: deferred}, nil
 	}
 	if rep != nil && len(t.checkpoints) > 0 {
@@ -275,7 +276,7 @@ func (sh *share) checkpoint(t *Tx) (*Report, error) {
 // as one undo step labelled with t's command. The conversation's
 // commands take turns: each change set is judged against the workspace
 // it is applied to.
-func (sh *share) apply(t *Tx, live bool) (*Report, error) {
+func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
 	c := t.c
 	if live && sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
@@ -306,17 +307,21 @@ func (sh *share) apply(t *Tx, live bool) (*Report, error) {
 	case !live && len(rep.Refused) > 0:
 		// The refused changes are held: the layer stays as it is for
 		// them, the rest applied by copying.
-		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
+		res, err = s.ApplyCopies(ctx, gitpolicy.Paths(rep.Refused), st, t.label)
 		if err == nil {
 			c.hold(rep, sh.l, s, t.label, heldReasons(rep.Refused), false)
 		}
 	case live:
-		res, err = s.ApplyCopies(gitpolicy.Paths(rep.Refused), st, t.label)
+		res, err = s.ApplyCopies(ctx, gitpolicy.Paths(rep.Refused), st, t.label)
 	default:
-		res, err = s.Apply(gitpolicy.Paths(rep.Refused), st, t.label)
+		res, err = s.Apply(ctx, gitpolicy.Paths(rep.Refused), st, t.label)
 	}
 	if errors.Is(err, layer.ErrLocked) && !live {
 		// Nothing was applied: hold it all rather than lose it.
+		if ctx.Err() != nil { // the caller stopped waiting: say so
+			c.holdAll(rep, sh.l, s, t.label, stoppedReason, false)
+			return rep, fmt.Errorf("transact: %w", err)
+		}
 		c.holdAll(rep, sh.l, s, t.label, lockedReason, false)
 		return rep, nil
 	}

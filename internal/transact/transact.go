@@ -3,6 +3,7 @@
 package transact
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -469,11 +470,18 @@ func (r *Report) Summary(cwd string) string {
 // "Background jobs"), and the last command's Commit removes it. An
 // error means the change set could not be computed or applied at all;
 // the layer is removed in every case, in the background (see the
-// package doc, "Cost").
-func (t *Tx) Commit(gone bool) (*Report, error) {
+// package doc, "Cost"), unless it holds changes for review.
+//
+// ctx bounds only the wait for another apply to the workspace (another
+// engine's or conversation's; see layer.Options.LockWait): when ctx
+// ends during it, Commit applies nothing, holds the whole change set
+// for review (Report.Held; nothing is lost) and returns the report with
+// an error wrapping ctx's error. A workspace that is free is applied to
+// whatever ctx says.
+func (t *Tx) Commit(ctx context.Context, gone bool) (*Report, error) {
 	var rep *Report
 	var err error
-	cpu := threadCPU(func() { rep, err = t.sh.end(t, gone, false) })
+	cpu := threadCPU(func() { rep, err = t.sh.end(ctx, t, gone, false) })
 	if rep != nil {
 		t.sh.mu.Lock()
 		t.cpu += cpu
@@ -507,7 +515,7 @@ func threadCPU(f func()) time.Duration {
 // applying anything of its own. Its layer is removed (in the
 // background), unless other commands share it.
 func (t *Tx) Abort() error {
-	_, err := t.sh.end(t, true, true)
+	_, err := t.sh.end(context.Background(), t, true, true)
 	t.setLast(nil, nil, true)
 	return err
 }
@@ -532,7 +540,7 @@ func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
 	var rep *Report
 	var err error
 	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
-		t.cpu += threadCPU(func() { rep, err = sh.apply(t, true) })
+		t.cpu += threadCPU(func() { rep, err = sh.apply(context.Background(), t, true) })
 	}) {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -95,7 +96,7 @@ func (f *fixture) run(t *testing.T, script string) *transact.Report {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, script); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
-	rep, err := tx.Commit(true)
+	rep, err := tx.Commit(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestCommitWithoutGoneAppliesNothing(t *testing.T) {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, "echo x > x"); err != nil {
 		t.Fatal(err, out)
 	}
-	rep, err := tx.Commit(false)
+	rep, err := tx.Commit(context.Background(), false)
 	if err != nil || rep.NotApplied == "" || !rep.Discarded || len(rep.Applied) > 0 {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -364,7 +365,7 @@ func TestJoinRules(t *testing.T) {
 		} else {
 			_ = bg.Abort()
 		}
-		if rep, err := job.Commit(true); err != nil || len(rep.Applied) != 0 || rep.NotApplied != "" {
+		if rep, err := job.Commit(context.Background(), true); err != nil || len(rep.Applied) != 0 || rep.NotApplied != "" {
 			t.Fatalf("the job's commit: %+v %v", rep, err)
 		}
 		if after := begin(f.ws); after.Shared() {

@@ -3,6 +3,7 @@
 package transact_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -31,7 +32,7 @@ func (f *fixture) runTurn(t *testing.T, script, turn string) *transact.Report {
 	if out, err := layertest.Run(t, tx.Spec(), f.ws, f.env, script); err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
-	rep, err := tx.Commit(true)
+	rep, err := tx.Commit(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

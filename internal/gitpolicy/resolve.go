@@ -1,0 +1,97 @@
+//go:build linux
+
+package gitpolicy
+
+import (
+	"io/fs"
+	"path/filepath"
+	"strings"
+)
+
+// Code reached through symlinks. Git runs a hook or a program by the
+// path the configuration names, and the kernel follows every symlink
+// on the way: core.fsmonitor = tools/fsm.sh runs other/fsm.sh when
+// tools is a symlink to other, whether the command made that symlink
+// or it was there already. So the paths the configurations name are
+// also matched as they resolve in the tree apply will produce, and a
+// change that makes a directory on the way to one a symlink is refused
+// (it moves the program to wherever it points, without changing it).
+
+// maxLinks bounds the symlinks followed resolving one path (Linux's
+// limit): a path that needs more does not resolve for git either.
+const maxLinks = 40
+
+// codeResolved is k.code's hooks, programs and configuration files,
+// each also as it resolves in the tree after the command
+// (resolveAfter). It resolves each path once per checker, and those the
+// configurations add while changes are judged when they are added.
+func (k *checker) codeResolved() *code {
+	r := k.resolved
+	if r == nil {
+		r = &code{configs: map[string]bool{}}
+		k.resolved = r
+	}
+	if len(k.code.configs) != k.resolvedN[2] {
+		for p := range k.code.configs { // a few files: all again
+			r.configs[p] = true
+			if q, ok := k.resolveAfter(p); ok && q != p {
+				r.configs[q] = true
+			}
+		}
+		k.resolvedN[2] = len(k.code.configs)
+	}
+	add := func(out *[]string, list []string, n *int) {
+		for _, p := range list[*n:] {
+			*out = append(*out, p)
+			if q, ok := k.resolveAfter(p); ok && q != p {
+				*out = append(*out, q)
+			}
+		}
+		*n = len(list)
+	}
+	add(&r.hooks, k.code.hooks, &k.resolvedN[0])
+	add(&r.programs, k.code.programs, &k.resolvedN[1])
+	return r
+}
+
+// resolveAfter returns the absolute path p with every symlink on it
+// (its last component too) replaced by its target in the tree after the
+// command, as the kernel resolves it; a missing component ends the
+// resolution (the rest is kept as named). ok is false after maxLinks
+// symlinks or an unreadable one.
+func (k *checker) resolveAfter(p string) (string, bool) {
+	done := "/"
+	rest := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	for links := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			done = filepath.Dir(done)
+			continue
+		}
+		next := filepath.Join(done, name)
+		fi, err := k.v.Lstat(next, true)
+		if err != nil {
+			return filepath.Join(append([]string{next}, rest...)...), true
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return p, false
+		}
+		target, err := k.v.Readlink(next, true)
+		if err != nil {
+			return p, false
+		}
+		if filepath.IsAbs(target) {
+			done = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return done, true
+}

@@ -1,0 +1,61 @@
+//go:build linux
+
+package gitpolicy_test
+
+import "testing"
+
+// TestCodeThroughSymlinkedDirectory: a program, hooks directory or
+// included configuration file the user's configuration names by a path through a directory that the
+// change set makes a symlink (or that is one in the workspace already)
+// is matched where it resolves: the change set that swaps tools/ for a
+// symlink to a directory holding a planted fsm.sh is not applied on its
+// own, nor is a planted file where an existing symlink leads. Each
+// control shows the user's git run the planted program when the change
+// set is applied unchecked; a symlink off the program's way is data.
+func TestCodeThroughSymlinkedDirectory(t *testing.T) {
+	plant := func(f string) string {
+		return `mkdir -p "$(dirname ` + f + `)" && printf '#!/bin/sh\ntouch $SENT/prog\nexit 1\n' > ` + f + ` && chmod +x ` + f
+	}
+	cases := []struct{ name, setup, attack, mustStay, user string }{
+		{"program, directory swapped for a symlink",
+			"git config --global core.fsmonitor tools/fsm.sh && mkdir tools && echo t > tools/README && git add tools && git commit -qm tools",
+			plant("other/fsm.sh") + " && rm -rf tools && ln -s other tools", "tools/README", "git status"},
+		{"program, new symlink directory",
+			"git config --global core.fsmonitor tools/fsm.sh",
+			plant("other/fsm.sh") + " && ln -s other tools", "", "git status"},
+		{"program, symlink already in the workspace",
+			"git config --global core.fsmonitor tools/fsm.sh && mkdir other && echo o > other/README && ln -s other tools && git add -A && git commit -qm tools",
+			plant("other/fsm.sh"), "", "git status"},
+		{"program, absolute path through a symlink",
+			`git config --global core.fsmonitor "$PWD/tools/fsm.sh" && ln -s other tools && git add -A && git commit -qm tools`,
+			plant("other/fsm.sh"), "", "git status"},
+		{"hooksPath, directory swapped for a symlink",
+			"git config --global core.hooksPath ci/hooks && mkdir ci && echo c > ci/README && git add ci && git commit -qm ci",
+			plant("x/hooks/pre-commit") + " && rm -rf ci && ln -s x ci", "ci/README", "echo y >> README; git commit -qam y"},
+		{"hooksPath, symlink already in the workspace",
+			"git config --global core.hooksPath ci/hooks && ln -s x ci && git add -A && git commit -qm ci",
+			plant("x/hooks/pre-commit"), "", "echo y >> README; git commit -qam y"},
+	}
+	incl := `mkdir -p other && printf '[core]\n\tfsmonitor = "touch $SENT/prog; false"\n' > other/team.gitconfig`
+	cases = append(cases,
+		struct{ name, setup, attack, mustStay, user string }{"included file, symlink already in the workspace",
+			`git config --global include.path "$PWD/conf/team.gitconfig" && ln -s other conf && git add -A && git commit -qm conf`,
+			incl, "", "git status"},
+		struct{ name, setup, attack, mustStay, user string }{"included file, new symlink directory",
+			`git config --global include.path "$PWD/conf/team.gitconfig"`,
+			incl + " && ln -s other conf", "", "git status"})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := controlThen(t, c.setup, []string{c.attack}, ".", c.user, "prog")
+			if c.mustStay != "" && !w.exists(c.mustStay) {
+				t.Errorf("the swap was applied: %s is gone", c.mustStay)
+			}
+			if bad := w.oracle(t); len(bad) > 0 {
+				t.Errorf("the oracle: %v", bad)
+			}
+		})
+	}
+	t.Run("symlink off the way", func(t *testing.T) {
+		allowCase(t, "git config --global core.fsmonitor tools/fsm.sh", "mkdir -p other && echo x > other/f && ln -s other docs")
+	})
+}
