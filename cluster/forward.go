@@ -20,11 +20,10 @@ import (
 // wrote them (Stream.Ack), and linkWindow the most it sends on all its
 // streams to one node before the other took them from the transport
 // (Stream.Received, said on arrival, so that a stream whose reader
-// stalls holds only its own window): the transport sends the messages
-// queued for a node in batches of up to 1,000, one gRPC message each,
-// and gRPC refuses a message over 4 MiB — the connection then fails,
-// losing what it carried (calls' results, streams' bytes). 2 MiB leaves
-// the rest for the calls' messages.
+// stalls holds only its own window): without it, forty fast downloads
+// to slow readers would queue as much in the transport as their
+// servers write (a transport batch is taken in whole: see writerBatch),
+// ahead of the calls' messages.
 const (
 	streamChunk  = 32 << 10
 	streamWindow = 256 << 10
