@@ -140,6 +140,7 @@ type nodeOptions struct {
 	log                       *slog.Logger
 	beforeStart               func(sys *actor.ActorSystem) // spawn well-known actors before the node is visible
 	onTopology                func(*pacluster.ClusterTopology)
+	streams                   grpc.StreamHandler // serves the streams of methods other than protoactor's (nil: refused)
 }
 
 // startNode starts an actor system with remote on opts.listen. It refuses
@@ -196,7 +197,7 @@ func startNode(opts nodeOptions) (n *node, err error) {
 			go sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: e.Address})
 		}
 	})
-	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised)...)
+	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised, opts.streams)...)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("starting protoactor remote on %s: %v", opts.listen, p)
@@ -325,27 +326,40 @@ const (
 // remoteOptions are the remote's gRPC settings: the shared token on every
 // stream both ways, keepalive so a half-open connection is noticed, one
 // connection attempt per endpoint (protoactor sleeps 2 s after each failed
-// one, blocking the endpoint), and batches no receiver refuses
-// (writerBatch, wireMessageMax).
-func remoteOptions(token, advertised string) []remote.ConfigOption {
-	ka := keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(ka),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(wireMessageMax))}
+// one, blocking the endpoint), batches no receiver refuses
+// (writerBatch, wireMessageMax), and streams (when not nil) serving the
+// methods protoactor's service does not know.
+func remoteOptions(token, advertised string, streams grpc.StreamHandler) []remote.ConfigOption {
 	server := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.MaxRecvMsgSize(wireMessageMax),
 	}
 	if token != "" {
-		dial = append(dial, grpc.WithPerRPCCredentials(tokenCreds(token)))
 		server = append(server, grpc.StreamInterceptor(streamAuth(token)), grpc.UnaryInterceptor(unaryAuth(token)))
 	}
-	opts := []remote.ConfigOption{remote.WithDialOptions(dial...), remote.WithServerOptions(server...), withMaxRetry(1),
+	if streams != nil {
+		server = append(server, grpc.UnknownServiceHandler(streams))
+	}
+	opts := []remote.ConfigOption{remote.WithDialOptions(dialOptions(token)...), remote.WithServerOptions(server...), withMaxRetry(1),
 		remote.WithEndpointWriterBatchSize(writerBatch)}
 	if advertised != "" {
 		opts = append(opts, remote.WithAdvertisedHost(advertised))
 	}
 	return opts
+}
+
+// dialOptions are the gRPC settings of a node's connections to others
+// (protoactor's, and a front's forwards): the shared token, keepalive,
+// and messages up to wireMessageMax.
+func dialOptions(token string) []grpc.DialOption {
+	ka := keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(ka),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(wireMessageMax))}
+	if token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(tokenCreds(token)))
+	}
+	return dial
 }
 
 func withMaxRetry(n int) remote.ConfigOption {
