@@ -7,7 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/bashvisor/bashvisor/cluster"
+	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/engine"
 )
 
@@ -55,3 +61,57 @@ func TestTokenAccepted(t *testing.T) {
 		t.Errorf("call with the right token: %s %q", r.Status, r.Output)
 	}
 }
+
+// TestForwardStreamNeedsToken: the executor serves forwarded connections
+// on gRPC streams of their own beside protoactor's, on the same port:
+// without the token, or with another, a stream is refused before the
+// executor reads its request; with it, a request for a conversation the
+// executor does not hold is answered not held; other methods are refused.
+func TestForwardStreamNeedsToken(t *testing.T) {
+	if inFreshProcess(t) {
+		return
+	}
+	ex := startExecutor(t, execSpec{name: "exec-1", token: "s3cret-token", mark: t.Name()})
+	open := func(method string, opts ...grpc.DialOption) (*clusterpb.QueryReply, error) {
+		cc, err := grpc.Dial(ex.addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method)
+		if err != nil {
+			return nil, err
+		}
+		q := &clusterpb.Query{Op: "forward", Port: 3000, Tc: &clusterpb.ToolContext{ConversationId: "nowhere"}}
+		if err := s.SendMsg(q); err != nil {
+			return nil, err
+		}
+		r := new(clusterpb.QueryReply)
+		return r, s.RecvMsg(r)
+	}
+	const method = "/bashvisor.cluster.Forward/Open"
+	if _, err := open(method); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a forward stream without the token: %v", err)
+	}
+	if _, err := open(method, grpc.WithPerRPCCredentials(bearer("wrong-token"))); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a forward stream with another token: %v", err)
+	}
+	r, err := open(method, grpc.WithPerRPCCredentials(bearer("s3cret-token")))
+	if err != nil || !r.NotHeld {
+		t.Errorf("a forward stream with the token, to a conversation held nowhere: %v, %v", r, err)
+	}
+	if _, err := open("/bashvisor.cluster.Forward/Other", grpc.WithPerRPCCredentials(bearer("s3cret-token"))); status.Code(err) != codes.Unimplemented {
+		t.Errorf("another method with the token: %v", err)
+	}
+}
+
+// bearer sends a token as the fleet's nodes do, without TLS.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pacluster "github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/grpc"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
 	"github.com/bashvisor/bashvisor/engine"
@@ -94,6 +95,10 @@ type Client struct {
 	calls   sync.WaitGroup
 	actors  sync.WaitGroup // actors being stopped
 	pingers sync.WaitGroup
+
+	forwards sync.WaitGroup              // the goroutines of forwarded connections
+	fwdMu    sync.Mutex                  // guards fwdConns
+	fwdConns map[string]*grpc.ClientConn // by executor address: see forwardConn
 
 	mu      sync.Mutex
 	execs   map[string]*execState // by member id, lost ones included
@@ -300,6 +305,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.actors.Wait()
+	c.endForwards()
 	c.node.stop(peers)
 	return err
 }

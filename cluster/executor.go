@@ -122,6 +122,7 @@ func NewExecutor(cfg engine.Config, o ExecutorOptions) (*Executor, error) {
 			x.pid, _ = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newExecActor(x) }), executorActor)
 		},
 		onTopology: x.topology,
+		streams:    x.serveForward,
 	})
 	if err != nil {
 		x.cancelRuns()
@@ -411,23 +412,30 @@ func (a *execActor) Receive(ctx actor.Context) {
 
 // refuse answers a request the executor will not serve.
 func (a *execActor) refuse(ctx actor.Context, callID, executorID string) bool {
-	x := a.x
+	if r := a.x.refusal(callID, executorID); r != nil {
+		ctx.Respond(r)
+		return true
+	}
+	return false
+}
+
+// refusal is why the executor refuses a request for executorID (nil: it
+// does not).
+func (x *Executor) refusal(callID, executorID string) *clusterpb.Refused {
 	x.checkFrozen()
 	switch {
 	case x.isFenced():
-		ctx.Respond(&clusterpb.Refused{CallId: callID, Kind: "fenced", Reason: x.FenceReason(), ExecutorId: x.ID()})
+		return &clusterpb.Refused{CallId: callID, Kind: "fenced", Reason: x.FenceReason(), ExecutorId: x.ID()}
 	case executorID != "" && executorID != x.ID():
-		ctx.Respond(&clusterpb.Refused{CallId: callID, Kind: "wrong_executor", ExecutorId: x.ID(),
-			Reason: fmt.Sprintf("this is executor %s, not %s (the process restarted)", x.ID(), executorID)})
-	default:
-		select {
-		case <-x.stopped:
-			ctx.Respond(&clusterpb.Refused{CallId: callID, Kind: "shutdown", Reason: "executor is shutting down", ExecutorId: x.ID()})
-		default:
-			return false
-		}
+		return &clusterpb.Refused{CallId: callID, Kind: "wrong_executor", ExecutorId: x.ID(),
+			Reason: fmt.Sprintf("this is executor %s, not %s (the process restarted)", x.ID(), executorID)}
 	}
-	return true
+	select {
+	case <-x.stopped:
+		return &clusterpb.Refused{CallId: callID, Kind: "shutdown", Reason: "executor is shutting down", ExecutorId: x.ID()}
+	default:
+		return nil
+	}
 }
 
 func (a *execActor) run(ctx actor.Context, m *clusterpb.RunCall) {
@@ -534,10 +542,6 @@ func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 		return
 	}
 	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
-		return
-	}
-	if m.Op == "forward" {
-		a.openForward(ctx, m) // answered by a stream (forward.go)
 		return
 	}
 	go func() {

@@ -285,8 +285,8 @@ func (c *Client) WaitOutput(ctx context.Context, tc engine.ToolContext, id strin
 	return c.firstJob(r, a), nil
 }
 
-// fullChunk bounds one read of a full output over the wire (gRPC's
-// default message limit is 4 MiB).
+// fullChunk bounds one read of a full output over the wire, so that a
+// long output is not one message to build and take in whole.
 const fullChunk = 1 << 20
 
 // ReadFullOutput reads length bytes (at most; from offset) of full output

@@ -136,6 +136,9 @@ func executorMain() int {
 	if os.Getenv("BV_CGROUPS") != "" {
 		cfg.Cgroups.Off = false
 	}
+	if n, err := strconv.Atoi(os.Getenv("BV_OUTPUT_MAX")); err == nil {
+		cfg.Output.Max = n
+	}
 	x, err := cluster.NewExecutor(cfg, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "executor:", err)
@@ -189,6 +192,7 @@ type execSpec struct {
 	providerRaces                               bool   // protoactor's cluster member code races (see startExecutor)
 	mark                                        string // BV_MARK in its environment (and its commands')
 	scratch                                     string // BV_SCRATCH in its environment: a directory of its own
+	outputMax                                   int    // its engine's Config.Output.Max, when positive
 }
 
 // startExecutor starts an executor subprocess in a session of its own and
@@ -208,6 +212,9 @@ func startExecutor(t testing.TB, s execSpec) *proc {
 	}
 	if s.cgroups {
 		cmd.Env = append(cmd.Env, "BV_CGROUPS=1")
+	}
+	if s.outputMax > 0 {
+		cmd.Env = append(cmd.Env, "BV_OUTPUT_MAX="+strconv.Itoa(s.outputMax))
 	}
 	if s.providerRaces {
 		// protoactor's cluster member code races with itself (BlockList,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -139,6 +140,7 @@ type nodeOptions struct {
 	log                       *slog.Logger
 	beforeStart               func(sys *actor.ActorSystem) // spawn well-known actors before the node is visible
 	onTopology                func(*pacluster.ClusterTopology)
+	streams                   grpc.StreamHandler // serves the streams of methods other than protoactor's (nil: refused)
 }
 
 // startNode starts an actor system with remote on opts.listen. It refuses
@@ -195,7 +197,7 @@ func startNode(opts nodeOptions) (n *node, err error) {
 			go sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: e.Address})
 		}
 	})
-	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised)...)
+	rc := remote.Configure(host, port, remoteOptions(opts.token, opts.advertised, opts.streams)...)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("starting protoactor remote on %s: %v", opts.listen, p)
@@ -303,26 +305,61 @@ func (n *node) address() string { return n.sys.Address() }
 // id is the node's member id: new on every start of a process.
 func (n *node) id() string { return n.sys.ID }
 
+// Protoactor's remote sends the messages queued for a node in batches,
+// one gRPC message each, and a node's gRPC server that refuses one (over
+// its receive limit: 4 MiB by default) fails the connection, losing every
+// message it carried and every call waiting on that node. writerBatch
+// bounds a batch's messages (protoactor's default is 1,000: a thousand
+// 1 MiB results would be one 1 GiB message to build and to take in), and
+// wireMessageMax is what a node's server takes in one message and its
+// client sends: gRPC's own bound on a client's message (2 GiB − 1), so
+// that no batch the writer can send is refused. A batch is built in full
+// before it is sent and taken in full before it is read, so a node may
+// hold writerBatch of its largest messages twice; and a peer may make a
+// node allocate up to wireMessageMax for one message: the peers are
+// trusted alike (the token, or loopback, admits them to run commands).
+const (
+	writerBatch    = 64
+	wireMessageMax = math.MaxInt32
+)
+
 // remoteOptions are the remote's gRPC settings: the shared token on every
-// stream both ways, keepalive so a half-open connection is noticed, and one
+// stream both ways, keepalive so a half-open connection is noticed, one
 // connection attempt per endpoint (protoactor sleeps 2 s after each failed
-// one, blocking the endpoint).
-func remoteOptions(token, advertised string) []remote.ConfigOption {
-	ka := keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(ka)}
+// one, blocking the endpoint), batches no receiver refuses
+// (writerBatch, wireMessageMax), and streams (when not nil) serving the
+// methods protoactor's service does not know.
+func remoteOptions(token, advertised string, streams grpc.StreamHandler) []remote.ConfigOption {
 	server := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+		grpc.MaxRecvMsgSize(wireMessageMax),
 	}
 	if token != "" {
-		dial = append(dial, grpc.WithPerRPCCredentials(tokenCreds(token)))
 		server = append(server, grpc.StreamInterceptor(streamAuth(token)), grpc.UnaryInterceptor(unaryAuth(token)))
 	}
-	opts := []remote.ConfigOption{remote.WithDialOptions(dial...), remote.WithServerOptions(server...), withMaxRetry(1)}
+	if streams != nil {
+		server = append(server, grpc.UnknownServiceHandler(streams))
+	}
+	opts := []remote.ConfigOption{remote.WithDialOptions(dialOptions(token)...), remote.WithServerOptions(server...), withMaxRetry(1),
+		remote.WithEndpointWriterBatchSize(writerBatch)}
 	if advertised != "" {
 		opts = append(opts, remote.WithAdvertisedHost(advertised))
 	}
 	return opts
+}
+
+// dialOptions are the gRPC settings of a node's connections to others
+// (protoactor's, and a front's forwards): the shared token, keepalive,
+// and messages up to wireMessageMax.
+func dialOptions(token string) []grpc.DialOption {
+	ka := keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(ka),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(wireMessageMax))}
+	if token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(tokenCreds(token)))
+	}
+	return dial
 }
 
 func withMaxRetry(n int) remote.ConfigOption {

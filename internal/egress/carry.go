@@ -193,7 +193,7 @@ func destination(rec *recorder) (host, method string, err error) {
 		case hello.ServerName == "":
 			return "", "TLS", errors.New("no server name (SNI) to check")
 		}
-		return hello.ServerName, "TLS", nil
+		return strings.TrimSuffix(hello.ServerName, "."), "TLS", nil
 	}
 	req, err := http.ReadRequest(r)
 	if err != nil {

@@ -413,19 +413,23 @@ func kind(a netip.Addr) string {
 }
 
 // splitHostPort splits "host:port" (port defaults to def when absent).
+// A name's trailing dot (an absolute name, "localhost.") is dropped, as
+// the world's resolver drops it when it answers the name: the allowlist
+// judges, the report names and the host's resolver looks up the name
+// without it (which resolves "localhost." from /etc/hosts).
 func splitHostPort(hostport string, def int) (string, int, error) {
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
 		if def == 0 || strings.Contains(strings.Trim(hostport, "[]"), ":") && !strings.HasPrefix(hostport, "[") {
 			return "", 0, fmt.Errorf("bad destination %q", hostport)
 		}
-		return strings.Trim(hostport, "[]"), def, nil
+		return strings.TrimSuffix(strings.Trim(hostport, "[]"), "."), def, nil
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port <= 0 || port > 65535 {
 		return "", 0, fmt.Errorf("bad port in %q", hostport)
 	}
-	return host, port, nil
+	return strings.TrimSuffix(host, "."), port, nil
 }
 
 type discard struct{}
