@@ -16,11 +16,23 @@ import (
 // overlay of a layer (overlayfs's kern_unmount_array), before the task
 // is reported gone: measured on Linux 6.18 with 2 CPUs, the command's
 // shell spent 0.2 to 5 ms per grace period in its exit (more under
-// load), which the caller waited for. A descriptor of the namespace
-// does not keep its mounts (only a task does), so the thread that made
-// it stays, parked, until [Command.Cleanup]: the shell's exit then only
-// leaves the namespace, and the teardown happens when the parked thread
-// exits, after the command's result is out.
+// load), which the caller waited for. The kernel tears it down when its
+// last reference goes, a task or a descriptor: a descriptor of the
+// namespace keeps it and its mounts after its last task exited
+// (TestNamespaceDescriptorKeepsMounts; rootless worlds rely on it), and
+// the teardown then runs in the close of the last descriptor, in
+// whichever thread closes it. Root's command thread opens one
+// (Command.mntns, enterNamespaces) and hands it to the Freezer
+// (tellNamespace), which closes it when the command ended, on the
+// job's path when the command has no cgroup: so the thread that made
+// the namespace also stays, parked, until [Command.Cleanup]. The
+// shell's exit then only leaves the namespace, and the teardown
+// happens in Cleanup, after the command's result is out (when the
+// thread exits, or when Cleanup closes Command.mntns, whichever is
+// last). A rootless helper's command holds its namespace the same way
+// without a thread: the descriptor it reports (helperConfig.NamespaceFD)
+// stays in flight on the report socket, or in the Freezer, until
+// Cleanup or the Freezer's Close.
 //
 // At most maxKept threads are parked at once (a parked thread is an OS
 // thread of the engine, a few KiB, and counts in its pids limit); past

@@ -436,6 +436,9 @@ func Prepare(opts Options) (*Command, error) {
 		opts.CacheDir = opts.World.CacheDir()
 	}
 	lim := opts.Limits.WithDefaults()
+	if err := checkWorkspace(w, opts.Dir, opts.Roots.Writable); err != nil {
+		return nil, err
+	}
 	roots, err := opts.roots()
 	if err != nil {
 		return nil, err

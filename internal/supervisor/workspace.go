@@ -154,6 +154,10 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 		return fmt.Errorf("%w: the workspace layer is unavailable", ErrUnavailable)
 	}
 	roots, err := transact.Roots(spec.Dir)
+	if err == nil {
+		roots = append(roots, p.Writable...)
+		err = world.CheckWorkspace(spec.Dir, roots) // before the layer is made
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
@@ -161,7 +165,7 @@ func (w *workspace) prepare(spec *actors.Spec) error {
 	if p.Hold {
 		begin = c.BeginHeld
 	}
-	tx, err := begin(append(roots, p.Writable...), spec.Display)
+	tx, err := begin(roots, spec.Display)
 	if err != nil {
 		return fmt.Errorf("%w: %w", proc.ErrStart, err)
 	}
