@@ -64,7 +64,13 @@ const unmeasurable = -1
 type tracker struct {
 	mu   sync.Mutex
 	jobs map[key]*tracked
-	wake chan struct{} // a job was added while the watch was idle
+	// idle: the watch sleeps idleEvery (it tracked no job when it last
+	// looked); wake wakes it when a job is added meanwhile. While it
+	// tracks jobs it wakes every sampleEvery anyway, sooner than a new
+	// job's baseline is due, so adding one wakes nothing: a command of a
+	// few milliseconds costs the watch no wake-up of its own.
+	idle bool
+	wake chan struct{}
 }
 
 type tracked struct {
@@ -86,10 +92,14 @@ func newTracker() *tracker {
 func (t *tracker) add(k key, cg *proc.Cgroup, pid int) {
 	t.mu.Lock()
 	t.jobs[k] = &tracked{cg: cg, pid: pid, next: time.Now().Add(baselineAfter)}
+	idle := t.idle
+	t.idle = false
 	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	if idle {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -110,10 +120,15 @@ func (t *tracker) rekey(old, k key) {
 	}
 }
 
-func (t *tracker) empty() bool {
+// sleep returns how long the watch sleeps now: idleEvery when it tracks
+// no job (add then wakes it), sampleEvery otherwise.
+func (t *tracker) sleep() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.jobs) == 0
+	if t.idle = len(t.jobs) == 0; t.idle {
+		return idleEvery
+	}
+	return sampleEvery
 }
 
 // sample reads the jobs that are due and returns those classified for the
@@ -265,10 +280,7 @@ func (s *Supervisor) watch(stop <-chan struct{}, host *hostReader, last hostStat
 		if len(m.jobs) > 0 || m.host != nil {
 			s.system.Root.Send(s.pid, m)
 		}
-		next := sampleEvery
-		if s.track.empty() {
-			next = idleEvery
-		}
+		next := s.track.sleep()
 		if !t.Stop() {
 			select {
 			case <-t.C:
