@@ -167,7 +167,10 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 // there is one (the sandbox's probe leaves one there, so a one-command
 // engine makes a single network namespace, not two: making one costs
 // about 1 ms of CPU and its teardown more in the kernel); the world keeps
-// it and never gives it back.
+// it and never gives it back. An engine's pool holds only the probe's
+// (every sandboxed command of an engine runs in a world); one a command
+// without a world gave back held nothing of it but its loopback (its
+// processes are gone, and seccomp kept it from configuring the network).
 func (w *world) makeRoot(spec worldSpec) error {
 	netns, err := getNetns()
 	if err != nil {
