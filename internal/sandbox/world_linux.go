@@ -168,9 +168,10 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 // engine makes a single network namespace, not two: making one costs
 // about 1 ms of CPU and its teardown more in the kernel); the world keeps
 // it and never gives it back. An engine's pool holds only the probe's
-// (every sandboxed command of an engine runs in a world); one a command
-// without a world gave back held nothing of it but its loopback (its
-// processes are gone, and seccomp kept it from configuring the network).
+// (every sandboxed command of an engine runs in a world); one that a
+// command without a world gave back has none of its processes left, and
+// seccomp kept them from configuring it (connections they closed may
+// still be in TIME_WAIT there).
 func (w *world) makeRoot(spec worldSpec) error {
 	netns, err := getNetns()
 	if err != nil {
