@@ -3,6 +3,7 @@ package safety
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Shell code nested in other programs' own languages: awk's system() and
@@ -370,14 +371,21 @@ func (p *sedParser) restOfLine(semi bool) string {
 
 // Shell-outs of the interpreters' one-liners: the call, then its first
 // argument. shell says the argument is a shell command line; otherwise it
-// is an argument vector (or a program name).
+// is an argument vector (or a program name). Compiled on first use (a
+// command that runs an interpreter's one-liner), not at every program's
+// start.
 var (
-	pyShellOut  = regexp.MustCompile(`\b(?:os\.(system|popen)|subprocess\.(run|call|check_call|check_output|Popen|getoutput|getstatusoutput))\s*\(`)
-	jsShellOut  = regexp.MustCompile(`\b(execSync|exec|spawnSync|spawn|execFileSync|execFile)\s*\(`)
-	plShellOut  = regexp.MustCompile("\\b(system|exec|qx)\\s*[({]?|`")
-	rbShellOut  = regexp.MustCompile("\\b(system|exec|spawn)\\s*\\(?|%x\\(|`")
-	phpShellOut = regexp.MustCompile("\\b(system|exec|shell_exec|passthru|popen|proc_open)\\s*\\(|`")
+	pyShellOut  = lazyRegexp(`\b(?:os\.(system|popen)|subprocess\.(run|call|check_call|check_output|Popen|getoutput|getstatusoutput))\s*\(`)
+	jsShellOut  = lazyRegexp(`\b(execSync|exec|spawnSync|spawn|execFileSync|execFile)\s*\(`)
+	plShellOut  = lazyRegexp("\\b(system|exec|qx)\\s*[({]?|`")
+	rbShellOut  = lazyRegexp("\\b(system|exec|spawn)\\s*\\(?|%x\\(|`")
+	phpShellOut = lazyRegexp("\\b(system|exec|shell_exec|passthru|popen|proc_open)\\s*\\(|`")
 )
+
+// lazyRegexp returns a function that compiles expr on its first call.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // interpreterShellOuts checks the shell-outs of an interpreter's program
 // text (-c/-e text or a static heredoc): each literal command line is
@@ -386,18 +394,18 @@ func (c *checker) interpreterShellOuts(name string, prog string, in stdinSrc) {
 	var re *regexp.Regexp
 	switch {
 	case strings.HasPrefix(name, "python"):
-		re = pyShellOut
+		re = pyShellOut()
 	case name == "node":
 		if !strings.Contains(prog, "child_process") {
 			return
 		}
-		re = jsShellOut
+		re = jsShellOut()
 	case name == "perl":
-		re = plShellOut
+		re = plShellOut()
 	case name == "ruby":
-		re = rbShellOut
+		re = rbShellOut()
 	case name == "php":
-		re = phpShellOut
+		re = phpShellOut()
 	default:
 		return
 	}

@@ -2,7 +2,6 @@ package safety
 
 import (
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -217,7 +216,8 @@ func (c *checker) deviceWrite(name string, f field) {
 	}
 }
 
-var blockDevRe = regexp.MustCompile(`^/dev/(sd[a-z]+[0-9]*|hd[a-z]+[0-9]*|vd[a-z]+[0-9]*|xvd[a-z]+[0-9]*|` +
+// blockDevRe matches disk-like block device paths; compiled on first use.
+var blockDevRe = lazyRegexp(`^/dev/(sd[a-z]+[0-9]*|hd[a-z]+[0-9]*|vd[a-z]+[0-9]*|xvd[a-z]+[0-9]*|` +
 	`nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+|boot[0-9]+)?|loop[0-9]+|md[0-9]+|dm-[0-9]+|` +
 	`sr[0-9]+|fd[0-9]+|nbd[0-9]+|zd[0-9]+|ram[0-9]+|ubd[a-z]+|rbd[0-9]+|r?disk[0-9]+(s[0-9]+)?|` +
 	`mapper/.+|disk/.+|md/.+|block/.+|[a-z]+vg/.+)$`)
@@ -231,7 +231,7 @@ func blockDevice(p string) (string, bool) {
 	if p == "/dev/mapper/control" {
 		return "", false
 	}
-	return p, blockDevRe.MatchString(p)
+	return p, blockDevRe().MatchString(p)
 }
 
 // dd of=/dev/DISK overwrites a disk.

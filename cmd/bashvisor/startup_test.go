@@ -59,6 +59,34 @@ func TestRunDoesOnlyWhatTheCommandNeeds(t *testing.T) {
 
 }
 
+// TestSandboxedRunMakesOneNetworkNamespace: a one-shot `bashvisor run
+// -sandbox read-only -- true` makes one network namespace (the sandbox's
+// probe makes it, the conversation's world takes it from the pool) and
+// three mount namespaces (the probe's, the world's, the command's), and
+// its command runs in the world's network namespace, with loopback up.
+func TestSandboxedRunMakesOneNetworkNamespace(t *testing.T) {
+	if os.Geteuid() != 0 { // not a missing feature: a rootless world's namespaces come from a user namespace of its own
+		t.Skip("as a user other than root the world's namespaces are made by a child in a user namespace")
+	}
+	tr := traced(t, "unshare,setns", "run", "-sandbox", "read-only", "--", "true")
+	testenv.Needf(t, testenv.Namespaces, strings.Contains(tr, "unshare("), "no namespaces made for a read-only run (trace:\n%s)", tr)
+	var netns, mntns int // namespaces made
+	for line := range strings.SplitSeq(tr, "\n") {
+		if _, call, ok := strings.Cut(line, " unshare("); ok {
+			flags, _, _ := strings.Cut(call, ")")
+			netns += strings.Count(flags, "CLONE_NEWNET")
+			mntns += strings.Count(flags, "CLONE_NEWNS")
+		}
+	}
+	if netns != 1 || mntns != 3 {
+		t.Errorf("%d network and %d mount namespaces made, want 1 and 3:\n%s", netns, mntns, tr)
+	}
+	out := run(t, "run", "-sandbox", "read-only", "--", "cat /sys/class/net/lo/operstate /sys/class/net/lo/flags; ls /sys/class/net")
+	if out.code != 0 || !strings.Contains(out.stdout, "0x9") || strings.TrimSpace(out.stdout[strings.LastIndex(strings.TrimSpace(out.stdout), "\n")+1:]) != "lo" {
+		t.Errorf("the command's network: exit %d, %q (stderr %q), want loopback up and alone", out.code, out.stdout, out.stderr)
+	}
+}
+
 // TestCapabilitiesDroppedBeforeTheRuntime: as root, bashvisor drops the
 // capabilities that read other processes' memory before the Go runtime
 // starts its threads, so the engine's start signals no thread (psx sends

@@ -163,14 +163,27 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 }
 
 // makeRoot makes the world's namespaces on a throwaway thread of the
-// engine (root).
+// engine (root). Its network namespace is an idle one of the pool when
+// there is one (the sandbox's probe leaves one there, so a one-command
+// engine makes a single network namespace, not two: making one costs
+// about 1 ms of CPU and its teardown more in the kernel); the world keeps
+// it and never gives it back. An engine's pool holds only the probe's
+// (every sandboxed command of an engine runs in a world); one that a
+// command without a world gave back has none of its processes left, and
+// seccomp kept them from configuring it (connections they closed may
+// still be in TIME_WAIT there).
 func (w *world) makeRoot(spec worldSpec) error {
+	netns, err := getNetns()
+	if err != nil {
+		return fmt.Errorf("sandbox: world: %w", err)
+	}
+	defer netns.Close() // the thread's own descriptor of it is kept below
 	return onThrowawayThread(func() error {
-		if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("sandbox: world: unshare: %w", err)
+		if err := unix.Setns(netns.Int(), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("sandbox: world: setns: %w", err)
 		}
-		if err := loopbackUp(); err != nil {
-			return fmt.Errorf("sandbox: world: %w", err)
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("sandbox: world: unshare: %w", err)
 		}
 		if err := buildWorld(spec); err != nil {
 			return fmt.Errorf("sandbox: world: %w", err)

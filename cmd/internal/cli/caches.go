@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/config"
@@ -27,17 +28,23 @@ import (
 func userCaches(dir string) config.BaseCaches {
 	e := newToolEnv(os.Environ(), dir)
 	build, mod := e.goCaches()
-	goCmd, npm, pip := e.lookPath("go") != "", e.lookPath("npm") != "", e.lookPath("pip") != "" || e.lookPath("pip3") != ""
-	return config.BaseCaches{GoBuild: cacheDir(build, goCmd), GoMod: cacheDir(mod, goCmd), Npm: cacheDir(e.npmCache(), npm), Pip: cacheDir(e.pipCache(), pip)}
+	installed := func(names ...string) func() bool {
+		return func() bool {
+			return slices.ContainsFunc(names, func(n string) bool { return e.lookPath(n) != "" })
+		}
+	}
+	goCmd := installed("go")
+	return config.BaseCaches{GoBuild: cacheDir(build, goCmd), GoMod: cacheDir(mod, goCmd), Npm: cacheDir(e.npmCache(), installed("npm")), Pip: cacheDir(e.pipCache(), installed("pip", "pip3"))}
 }
 
 // cacheDir returns dir if it is an absolute path to a directory, or to
-// nothing yet when the tool is installed; else "".
-func cacheDir(dir string, tool bool) string {
+// nothing yet when the tool is installed (asked only then: most caches
+// exist, and each question walks PATH); else "".
+func cacheDir(dir string, installed func() bool) string {
 	if !filepath.IsAbs(dir) {
 		return ""
 	}
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || errors.Is(err, fs.ErrNotExist) && tool {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() || errors.Is(err, fs.ErrNotExist) && installed() {
 		return dir
 	}
 	return ""
@@ -46,12 +53,13 @@ func cacheDir(dir string, tool bool) string {
 // toolEnv is what the rules read besides files: an environment (as
 // os.Environ has it) and the working directory.
 type toolEnv struct {
-	vars map[string]string
-	dir  string
+	vars  map[string]string
+	dir   string
+	found map[string]string // lookPath's answers
 }
 
 func newToolEnv(environ []string, dir string) toolEnv {
-	e := toolEnv{vars: make(map[string]string, len(environ)), dir: dir}
+	e := toolEnv{vars: make(map[string]string, len(environ)), dir: dir, found: map[string]string{}}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			e.vars[k] = v
@@ -63,8 +71,18 @@ func newToolEnv(environ []string, dir string) toolEnv {
 func (e toolEnv) get(key string) string { return e.vars[key] }
 
 // lookPath finds name in the environment's PATH and resolves symbolic
-// links, as the tools see their own executable; "" if absent.
+// links, as the tools see their own executable; "" if absent. Each name
+// is looked up once.
 func (e toolEnv) lookPath(name string) string {
+	if p, ok := e.found[name]; ok {
+		return p
+	}
+	p := e.searchPath(name)
+	e.found[name] = p
+	return p
+}
+
+func (e toolEnv) searchPath(name string) string {
 	for _, d := range filepath.SplitList(e.get("PATH")) {
 		if d == "" {
 			continue

@@ -218,3 +218,37 @@ func TestUserCachesExist(t *testing.T) {
 		t.Errorf("relative GOCACHE: got %+v", b)
 	}
 }
+
+// TestCacheDirAsksOnlyForMissing: whether the tool is installed (a walk
+// of PATH) is asked only about a cache that does not exist yet, which
+// is kept only when the tool is there; an existing one is kept without
+// asking, a relative path or a file never.
+func TestCacheDirAsksOnlyForMissing(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(root, "missing")
+	asked := 0
+	tool := func(installed bool) func() bool {
+		return func() bool { asked++; return installed }
+	}
+	for _, c := range []struct {
+		dir       string
+		installed bool
+		want      string
+		asks      int
+	}{
+		{root, false, root, 0},
+		{file, true, "", 0},
+		{"relative/dir", true, "", 0},
+		{missing, true, missing, 1},
+		{missing, false, "", 1},
+	} {
+		asked = 0
+		if got := cacheDir(c.dir, tool(c.installed)); got != c.want || asked != c.asks {
+			t.Errorf("cacheDir(%q, installed %v) = %q after %d questions, want %q after %d", c.dir, c.installed, got, asked, c.want, c.asks)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/config"
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 	"github.com/bashvisor/bashvisor/internal/truncate"
 	"github.com/bashvisor/bashvisor/mcpserver"
 )
@@ -113,6 +114,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if engine.Mode(*mode) == engine.ModeBackground {
 		cfg.LeaveJobsRunning = true // the CLI exits right after starting the job
 	}
+	defer startProbe(sbx)()
 	e, err := engine.New(cfg)
 	if err != nil {
 		os.RemoveAll(cfg.OutputDir)
@@ -147,6 +149,24 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			truncate.Humanize(res.OutputBytes), res.FullOutputFile)
 	}
 	return exitCode(res)
+}
+
+// startProbe probes the sandbox on a goroutine of its own when the
+// command is sandboxed, so that the probe (namespaces made and torn down:
+// about 2 ms) runs while the engine starts (its cgroups, its watchdog)
+// rather than after: the command, the engine's first sandboxed one, waits
+// for its result (sandbox.Probe keeps it). The returned function waits
+// for the probe to end.
+func startProbe(sbx engine.Sandbox) (wait func()) {
+	if !sbx.On() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sandbox.Probe()
+	}()
+	return func() { <-done }
 }
 
 // limitFlags turns -memory, -cpu-time and -pids into the engine's limits
