@@ -466,77 +466,6 @@ func nearDashPass(line string) bool {
 	}
 }
 
-// nearSecretHeader reports whether line has NAME: with NAME a header that
-// carries credentials (or a cookie).
-func nearSecretHeader(line string) bool { return secretHeaderAt(line) >= 0 }
-
-// secretHeaderAt returns the offset in line of the first NAME: whose NAME
-// is a header that carries credentials, or -1.
-func secretHeaderAt(line string) int {
-	for i := 0; i < len(line); i++ {
-		k := strings.IndexByte(line[i:], ':')
-		if k < 0 {
-			return -1
-		}
-		i += k
-		j := i
-		for j > 0 && strings.IndexByte(blanks, line[j-1]) >= 0 {
-			j--
-		}
-		e := j
-		for j > 0 && (isIdentChar(line[j-1]) && line[j-1] != '_' || line[j-1] == '-') {
-			j--
-		}
-		j = nameStart(line, j, e)
-		if j < e && secretHeader(line[j:e]) {
-			return j
-		}
-	}
-	return -1
-}
-
-// nameStart returns where the header rule's `\b[A-Za-z][A-Za-z0-9-]*`
-// starts in the run line[j:e] of letters, digits and dashes: at the first
-// letter that starts the run or follows a dash (-Authorization: is
-// Authorization:), or e.
-func nameStart(line string, j, e int) int {
-	for p := j; p < e; p++ {
-		if c := line[p] | 0x20; c >= 'a' && c <= 'z' && (p == j || line[p-1] == '-') {
-			return p
-		}
-	}
-	return e
-}
-
-// headerStart is where the header rule's search may start in a line
-// nearSecretHeader accepts: at the first secret NAME when no match of
-// `NAME\s*:[ \t]*(?:SCHEME[ \t]+)?VALUE` that starts earlier can reach
-// over it, else at the line's start. One can only when the NAME stands
-// right after the colon (and blanks, and maybe a scheme word) of an
-// earlier match, or inside an earlier VALUE (a run of bytes that are not
-// blanks or quotes). So that the whole text's leftmost matches are
-// found, the line's start is kept otherwise. A long line of code with a
-// trailing "# password: see docs" is then searched from "password" on.
-func headerStart(line string) int {
-	j := secretHeaderAt(line)
-	if j <= 0 {
-		return 0
-	}
-	if c := line[j-1]; strings.IndexByte(blanks, c) < 0 && c != '"' && c != '\'' {
-		return 0 // inside an earlier VALUE, maybe
-	}
-	k := strings.TrimRight(line[:j], blanks)
-	if strings.HasSuffix(k, ":") {
-		return 0
-	}
-	w := k[strings.LastIndexAny(k, blanks+":")+1:]
-	switch strings.ToLower(w) {
-	case "bearer", "basic", "token", "bot", "digest", "apikey", "key":
-		return 0 // maybe the scheme word after an earlier NAME:
-	}
-	return j
-}
-
 // nearCookie reports whether line mentions a cookie header.
 func nearCookie(line string) bool {
 	for _, k := range []byte{'k', 'K'} { // rare in code: found fast
@@ -608,15 +537,6 @@ func secretFlag(name string) bool {
 		}
 	}
 	return secret.IsSecret(n)
-}
-
-// secretHeader reports whether an HTTP header carries a credential.
-func secretHeader(name string) bool {
-	switch strings.ToLower(name) {
-	case "authorization", "proxy-authorization", "cookie", "set-cookie":
-		return true
-	}
-	return secret.IsSecret(name)
 }
 
 // redactRules are the patterns RedactSecrets applies, compiled on first
