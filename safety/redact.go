@@ -59,22 +59,25 @@ func redactWith(src *source, full bool) string {
 		return src.text
 	}
 	out := redactAssignNodes(src)
-	var ls *lineScan
+	bp := lineBufs.Get().(*[]flaggedLine)
+	defer putLineBuf(bp)
+	var ls lineScan
+	valid := false // ls describes out
 	for _, r := range redactRules() {
-		if ls == nil && r.local && !full {
-			ls = new(scanLines(out))
+		if !valid && r.local && !full {
+			ls, valid = scanLines(out, (*bp)[:0]), true
+			*bp = ls.lines
 		}
-		if next, spans := r.apply(out, ls, full); spans != nil {
-			if ls != nil {
-				ls = ls.patch(out, spans)
-			}
+		if next, spans := r.apply(out, &ls, full); spans != nil {
+			valid = valid && ls.patch(out, spans)
 			out = next
 		}
 	}
-	if ls == nil && !full {
-		ls = new(scanLines(out))
+	if !valid && !full {
+		ls = scanLines(out, (*bp)[:0])
+		*bp = ls.lines
 	}
-	return redactConfigSet(out, ls, full)
+	return redactConfigSet(out, &ls, full)
 }
 
 // redactLog is what a log shows of a command: the known secret values

@@ -1,6 +1,9 @@
 package safety
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // One pass over the text serves every local redaction rule: scanLines
 // walks the text once, byte by byte, and notes for each line the bytes
@@ -54,31 +57,42 @@ type lineScan struct {
 	all   lineFlags
 }
 
-// patch returns the scan of s with spans (in order, apart) replaced by
-// [REDACTED], or nil when a span holds a newline (then scan again). A line
-// keeps its flags: [REDACTED] adds none, and no word joins across it, so
-// they are a superset of the new line's.
-func (ls *lineScan) patch(s string, spans [][2]int) *lineScan {
+// patch makes ls the scan of s with spans (in order, apart) replaced by
+// [REDACTED] and reports true, or reports false (then scan again) when a
+// span holds a newline. A line keeps its flags: [REDACTED] adds none, and
+// no word joins across it, so they are a superset of the new line's.
+func (ls *lineScan) patch(s string, spans [][2]int) bool {
 	for _, sp := range spans {
 		if strings.IndexByte(s[sp[0]:sp[1]], '\n') >= 0 {
-			return nil
+			return false
 		}
 	}
-	out := &lineScan{lines: make([]flaggedLine, len(ls.lines)), all: ls.all}
 	shift, k := 0, 0
 	for i, l := range ls.lines {
 		for k < len(spans) && spans[k][1] <= l.start {
 			shift += len(redacted) - (spans[k][1] - spans[k][0])
 			k++
 		}
-		start := l.start + shift
+		ls.lines[i].start += shift
 		for k < len(spans) && spans[k][1] <= l.end {
 			shift += len(redacted) - (spans[k][1] - spans[k][0])
 			k++
 		}
-		out.lines[i] = flaggedLine{start, l.end + shift, l.flags}
+		ls.lines[i].end += shift
 	}
-	return out
+	return true
+}
+
+// lineBufs holds the line buffers of scanLines.
+var lineBufs = sync.Pool{New: func() any { return new([]flaggedLine) }}
+
+// maxPooledLines bounds the buffers kept for reuse.
+const maxPooledLines = 4 << 10
+
+func putLineBuf(bp *[]flaggedLine) {
+	if cap(*bp) <= maxPooledLines {
+		lineBufs.Put(bp)
+	}
 }
 
 // wordByte are the bytes of regexp's \w (\b's word bytes).
@@ -99,9 +113,9 @@ var byteFlags = func() (t [256]lineFlags) {
 	return t
 }()
 
-// scanLines returns the flagged lines of s.
-func scanLines(s string) lineScan {
-	ls := lineScan{lines: make([]flaggedLine, 0, strings.Count(s, "\n")+1)}
+// scanLines returns the flagged lines of s, appended to buf.
+func scanLines(s string, buf []flaggedLine) lineScan {
+	ls := lineScan{lines: buf}
 	start, f := 0, lineFlags(0)
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -110,7 +124,9 @@ func scanLines(s string) lineScan {
 			for j < len(s) && wordByte[s[j]] {
 				j++
 			}
-			f |= wordFlags(s, i, j)
+			if keywordLens[c]&(1<<min(j-i, 15)) != 0 || i > 0 && s[i-1] == '-' {
+				f |= wordFlags(s, i, j)
+			}
 			i = j
 			continue
 		}
@@ -136,11 +152,32 @@ func (ls *lineScan) add(start, end int, f lineFlags) {
 	}
 }
 
-// keywordStart are the first bytes of the words wordFlags looks for
-// (other than -…pass).
-var keywordStart = func() (t [256]bool) {
-	for _, c := range []byte("AeghnsrxpcClwmM") {
-		t[c] = true
+// keywordLens says, by a word's first byte, which lengths (bit n: n
+// bytes, bit 15: 15 or more) a word wordFlags looks for may have (other
+// than -…pass): the words themselves, and the words that start with a
+// prefix (any length from the prefix's on). scanLines calls wordFlags
+// only for those.
+var keywordLens = func() (t [256]uint16) {
+	lens := func(c byte, n int, prefix bool) {
+		for k := min(n, 15); k <= 15; k++ {
+			t[c] |= 1 << k
+			if !prefix && k < 15 {
+				break
+			}
+		}
+	}
+	for _, w := range []string{"sshpass", "login", "curl", "http", "https", "xh", "wget", "config", "configure", "pass",
+		"sk", "glpat", "xoxa", "pypi"} {
+		lens(w[0], len(w), false)
+	}
+	for _, w := range []string{"ghp_", "github_pat_", "hf_", "npm_", "sk_live_", "rk_live_", "AKIA", "ASIA", "AIza", "eyJ"} {
+		lens(w[0], len(w), true)
+	}
+	for _, c := range []byte("mM") { // mysql…, mariadb… in any case
+		lens(c, len("mysql"), true)
+	}
+	for _, c := range []byte("cC") { // cookie in any case
+		lens(c, len("cookie"), false)
 	}
 	return t
 }()
@@ -151,9 +188,6 @@ func wordFlags(s string, i, j int) lineFlags {
 	var f lineFlags
 	if i > 0 && s[i-1] == '-' && strings.HasSuffix(w, "pass") {
 		f = lineDashPass
-	}
-	if !keywordStart[w[0]] {
-		return f
 	}
 	next := byte(0)
 	if j < len(s) {

@@ -109,7 +109,7 @@ var redactLinePieces = func() []string {
 		"Set-Cookie: S3CR", "coo\u212Aie: S3CR", "npm config set _authToken S3CR", "aws configure set aws_secret_access_key S3CR",
 		"git config user.password S3CR", "https://u:S3CR@h", "ftp://S3CR@h", "sk-ant-abcdefghijklmnopqrst", "ghp_abcdefghijklmnopqrst",
 		"github_pat_abcdefghijklmnopqr", "glpat-abcdefghijklmnopqrst", "xoxb-abcdefghijklmnopqrst", "hf_abcdefghijklmnopqrst",
-		"npm_abcdefghijklmnopqrst", "sk_live_abcdefghijklmnopqrst", "pypi-abcdefghijklmnopqrst", "AKIAABCDEFGHIJKLMNOP",
+		"npm_abcdefghijklmnopqrst", "sk_live_abcdefghijklmnopqrst", "rk_test_abcdefghijklmnopqrst", "ghs_abcdefghijklmnopqrst", "pypi-abcdefghijklmnopqrst", "AKIAABCDEFGHIJKLMNOP",
 		"AIzaabcdefghijklmnopqrstuvwxyz0123", "eyJabcdefghij.eyJabcdefghij.abcdefghij", "token: S3CR", "password=S3CR"}
 	var pieces []string
 	for _, e := range examples {
