@@ -154,7 +154,8 @@ type redactRule struct {
 	span   int
 	// start (if set) returns, for a line near accepts, the offset in it
 	// from which the rule's matches are searched: a place no match that
-	// starts earlier in the line can reach over (see headerStart).
+	// starts earlier in the line can reach over (see headerStart); -1
+	// rejects the line, as near does.
 	start func(line string) int
 	// find (if set) returns re's FindAllStringSubmatchIndex(s, -1),
 	// faster, or false to leave s to re.
@@ -248,8 +249,9 @@ func (r redactRule) replace(w *rewrite, s string, off int, window string) {
 }
 
 // windows returns the windows of s around the lines that ls flags with
-// one of anchor and that near (if set) accepts, in order and apart: each
-// such line with the newline before it (a pattern may start at \s) and
+// one of anchor, that near (if set) accepts and that from (if set) does
+// not reject (-1), in order and apart: each such line, from the offset
+// from gives, with the newline before it (a pattern may start at \s) and
 // span more lines. A line that starts with a colon (after blanks) is
 // taken with the lines before it up to one that is not blank (a NAME\s*:
 // or "key"\s*: may break lines before the colon), and a window grows past
@@ -263,13 +265,16 @@ func windows(s string, ls *lineScan, anchor lineFlags, near func(string) bool, f
 			continue
 		}
 		start := keyLineStart(s, l.start)
-		if near == nil || near(s[start:l.end]) {
-			off := 0
-			if from != nil {
-				off = from(s[start:l.end])
-			}
-			lines = append(lines, [2]int{start + off, l.end})
+		if near != nil && !near(s[start:l.end]) {
+			continue
 		}
+		off := 0
+		if from != nil {
+			if off = from(s[start:l.end]); off < 0 {
+				continue
+			}
+		}
+		lines = append(lines, [2]int{start + off, l.end})
 	}
 	if len(lines) == 0 {
 		return nil
@@ -557,7 +562,7 @@ var redactRules = sync.OnceValue(func() []redactRule {
 			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, anchor: lineQuote, near: nearSecretKey, span: 1},
 		// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
 		{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
-			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, anchor: lineColon, near: nearSecretHeader,
+			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, anchor: lineColon,
 			start: headerStart, find: headerMatches},
 		// Cookie: the whole value.
 		{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, anchor: lineColon, need: lineCookie, near: nearCookie},

@@ -103,10 +103,6 @@ func skipSpaceTab(s string, i int) int {
 
 func isASCIILetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
-// nearSecretHeader reports whether line has NAME: with NAME a header that
-// carries credentials (or a cookie).
-func nearSecretHeader(line string) bool { return secretHeaderAt(line) >= 0 }
-
 // secretHeaderAt returns the offset in line of the first NAME: whose NAME
 // is a header that carries credentials, or -1.
 func secretHeaderAt(line string) int {
@@ -145,8 +141,9 @@ func nameStart(line string, j, e int) int {
 	return e
 }
 
-// headerStart is where the header rule's search may start in a line
-// nearSecretHeader accepts: at the first secret NAME when no match of
+// headerStart is where the header rule's search may start in a line, or
+// -1 when the line has no NAME: with NAME a header that carries
+// credentials (or a cookie): at the first secret NAME when no match of
 // `NAME\s*:[ \t]*(?:SCHEME[ \t]+)?VALUE` that starts earlier can reach
 // over it, else at the line's start. One can only when the NAME stands
 // right after the colon (and blanks, and maybe a scheme word) of an
@@ -157,7 +154,7 @@ func nameStart(line string, j, e int) int {
 func headerStart(line string) int {
 	j := secretHeaderAt(line)
 	if j <= 0 {
-		return 0
+		return j
 	}
 	if c := line[j-1]; strings.IndexByte(blanks, c) < 0 && c != '"' && c != '\'' {
 		return 0 // inside an earlier VALUE, maybe
