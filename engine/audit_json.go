@@ -145,8 +145,9 @@ const (
 // plain8 reports whether none of the 8 bytes of s at i needs escaping
 // (a control byte, ", \, or a byte of a multi-byte character).
 func plain8(s string, i int) bool {
-	x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	p := s[i : i+8] // one bounds check: the compiler loads the 8 bytes at once
+	x := uint64(p[0]) | uint64(p[1])<<8 | uint64(p[2])<<16 | uint64(p[3])<<24 |
+		uint64(p[4])<<32 | uint64(p[5])<<40 | uint64(p[6])<<48 | uint64(p[7])<<56
 	less := (x - ones*0x20) & ^x & highs // a byte < 0x20
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')

@@ -309,6 +309,11 @@ var stdinCases = []struct {
 	{"xargs -0 rm -f --", false, Allow, ""},
 	{"npx jest", false, Allow, ""},
 	{"npx some-repl", false, Ask, "stdin-program"},
+	// the runners of packages are unwrapped to what they run (issue 29)
+	{"uvx python", false, Ask, "stdin-shell"}, {"pipx run python", false, Ask, "stdin-shell"},
+	{"pnpm dlx node", false, Ask, "stdin-shell"}, {"xargs uvx", false, Ask, "stdin-program"},
+	{"uvx ruff check .", false, Allow, ""}, {"pipx run black --check .", false, Allow, ""},
+	{"pnpm dlx prettier --check .", false, Allow, ""},
 }
 
 func TestStdinGate(t *testing.T) {

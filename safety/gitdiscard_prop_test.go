@@ -56,8 +56,9 @@ func discardRepo(t *testing.T, git string) string {
 
 // lost reports whether what kind of work ("tree": f's change, "staged":
 // s's, "untracked": u, "stash": the stash entry, "worktree": the change to
-// f in linked work tree wt, "submodule": the change to a in submodule sm)
-// is gone from repository dir.
+// f in linked work tree wt, "submodule": the change to a in submodule sm,
+// "reflog": the commit reflogSetup left named by HEAD's reflog only) is
+// gone from repository dir.
 func lost(t *testing.T, git, dir, what string) bool {
 	t.Helper()
 	changed := func(name, text string) bool {
@@ -76,6 +77,18 @@ func lost(t *testing.T, git, dir, what string) bool {
 	case "untracked":
 		_, err := os.Stat(filepath.Join(dir, "u"))
 		return err != nil
+	case "reflog":
+		b, err := os.ReadFile(filepath.Join(dir, ".git", "dangling"))
+		if err != nil || len(b) < 40 {
+			t.Fatalf("reflogSetup made no commit: %v", err)
+		}
+		c := exec.Command(git, "rev-list", "--all", "--reflog")
+		c.Dir = dir
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("git rev-list: %v", err)
+		}
+		return !strings.Contains(string(out), strings.TrimSpace(string(b)))
 	}
 	c := exec.Command(git, "stash", "list")
 	c.Dir = dir
@@ -157,7 +170,7 @@ func discardFormBasic(t *rapid.T) (words []string, what string) {
 // entries, staged changes and linked work trees.
 func discardFormMore(t *rapid.T) (setup string, words []string, what string) {
 	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
-	switch rapid.IntRange(0, 6).Draw(t, "more") {
+	switch rapid.IntRange(0, 7).Draw(t, "more") {
 	case 0: // git read-tree -u --reset
 		return "", strings.Fields("read-tree " + pick("reset", "-u --reset HEAD", "--reset -u HEAD", "--reset -u @", "HEAD --reset -u")), "tree"
 	case 1: // git read-tree -mu (after the copy of the repository, s's stat data is stale)
@@ -180,12 +193,34 @@ func discardFormMore(t *rapid.T) (setup string, words []string, what string) {
 				"git -c protocol.file.allow=always submodule add -q ./smsrc sm && echo X > sm/a\n",
 			strings.Fields("submodule " + pick("submodule", "deinit -f sm", "deinit --force sm", "deinit -f --all",
 				"-q deinit -f sm", "update -f", "update --force", "update --force sm", "update --init --force")), "submodule"
+	case 6:
+		return reflogForm(t)
 	default: // git worktree remove --force
 		force := pick("force", "-f", "--force", "--forc", "-f -f")
 		return "git worktree add -q wt other && echo X > wt/f\n",
 			append([]string{"worktree", "remove"}, order(t, strings.Fields(force), "wt")...), "worktree"
 	}
 }
+
+// reflogForm draws a form that drops the reflog entries of a commit only
+// HEAD's reflog names, with the setup that makes one.
+func reflogForm(t *rapid.T) (setup string, words []string, what string) {
+	return reflogSetup, strings.Fields(rapid.SampledFrom([]string{"reflog expire --expire=now HEAD",
+		"reflog expire --expire now HEAD", "reflog expire --expire=all HEAD", "reflog expire --expire-unreachable=now HEAD",
+		"reflog expire --expire-unr=all HEAD", "reflog expire HEAD", "reflog expire --all",
+		"reflog expire --stale-fix --expire=now --all", "-c gc.reflogExpire=now reflog expire HEAD",
+		"-c gc.reflogExpireUnreachable=now reflog expire HEAD", "-c gc.reflogexpire=now reflog expire --all",
+		"reflog delete --rewrite HEAD@{1}", "reflog delete --rew HEAD@{1}", "reflog delete HEAD@{1} HEAD@{0}"}).Draw(t, "reflog")), "reflog"
+}
+
+// reflogSetup leaves a commit that only HEAD's reflog names, as a commit
+// on a detached HEAD left behind does, its entries dated 2000 (so that
+// --expire=now and the default 30 days for unreachable entries take them).
+const reflogSetup = `export GIT_COMMITTER_DATE=2000-01-01T00:00:00Z
+git checkout -q --detach && c=$(git -c user.name=t -c user.email=t@t commit-tree "HEAD^{tree}" -p HEAD -m DANGLING) &&
+git update-ref --no-deref -m dangle HEAD "$c" && echo "$c" > .git/dangling && git checkout -q main
+unset GIT_COMMITTER_DATE
+`
 
 // order puts opts before or after operands ops.
 func order(t *rapid.T, opts []string, ops ...string) []string {
@@ -195,12 +230,17 @@ func order(t *rapid.T, opts []string, ops ...string) []string {
 	return append(opts, ops...)
 }
 
-// discardSpelling wraps the subcommand's words in git's global options, a
-// git alias, variables, shell aliases, wrappers and nested shells.
+// discardSpelling wraps the subcommand's words (after a -c NAME=VALUE the
+// form needs) in git's global options, a git alias, variables, shell
+// aliases, wrappers and nested shells.
 func discardSpelling(t *rapid.T, words []string) string {
 	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
 	global := pick("global", "", "-C .", "--no-pager", "-c color.ui=never", "--git-dir=.git --work-tree=.",
 		`-C "$PWD"`, "-c core.quotepath=off -C .")
+	if words[0] == "-c" {
+		global = strings.TrimSpace(global + " -c " + words[1])
+		words = words[2:]
+	}
 	pre := "p=.\n"
 	if rapid.Bool().Draw(t, "option in a variable") && len(words) > 1 && strings.HasPrefix(words[1], "-") {
 		pre += "o=" + shq(words[1]) + "\n"
@@ -268,7 +308,7 @@ func TestGitDiscardGrammar(t *testing.T) {
 	for _, control := range []string{"git status", "git checkout f.txt 2>/dev/null; git stash list", "git clean -fdx -n",
 		"git restore --staged .", "git stash", "git checkout -q other 2>/dev/null; git switch main 2>/dev/null; true",
 		"git read-tree HEAD", "git read-tree -m HEAD", "git read-tree --prefix=sub/ -u other", "git read-tree -n -mu HEAD", "git reset --keep HEAD",
-		"git reflog show stash", "git update-ref -d refs/heads/other",
+		"git reflog show stash", "git reflog expire --dry-run --expire=now --all", "git update-ref -d refs/heads/other",
 		"git worktree add -q wt other && echo X > wt/f && git worktree remove wt 2>/dev/null; git worktree list",
 		"git checkout-index -a", "git checkout-index -f --temp -a"} {
 		dir, out := runIn(t, control)
@@ -281,19 +321,25 @@ func TestGitDiscardGrammar(t *testing.T) {
 			t.Errorf("control %q: %s %s", control, o.Decision, o.Message)
 		}
 	}
-	rapid.Check(t, func(rt *rapid.T) {
-		setup, words, what := discardForm(rt)
-		script := setup + discardSpelling(rt, words)
-		dir, out := runIn(t, script)
-		if !lost(t, git, dir, what) {
-			rt.Fatalf("the spelling loses no %s work (the generator is wrong): %q: %s", what, script, out)
-		}
-		for _, p := range []*Profile{standard, guarded} {
-			if o := Gate(script, p); o.Decision == Allow {
-				rt.Fatalf("%s allows %q", p.Name, script)
+	check := func(form func(*rapid.T) (string, []string, string)) func(*rapid.T) {
+		return func(rt *rapid.T) {
+			setup, words, what := form(rt)
+			spelling := discardSpelling(rt, words)
+			script := setup + spelling
+			dir, out := runIn(t, script)
+			if !lost(t, git, dir, what) {
+				rt.Fatalf("the spelling loses no %s work (the generator is wrong): %q: %s", what, script, out)
+			}
+			for _, p := range []*Profile{standard, guarded} {
+				if o := Gate(spelling, p); o.Decision == Allow { // the setup alone may ask
+					rt.Fatalf("%s allows %q", p.Name, spelling)
+				}
 			}
 		}
-	})
+	}
+	rapid.Check(t, check(discardForm))
+	// The reflog forms again: discardForm draws one in twenty.
+	rapid.Check(t, check(reflogForm))
 }
 
 // TestGitDiscardRule: what the git-discard grammar leaves alone (dry runs,
@@ -330,6 +376,11 @@ func TestGitDiscardRule(t *testing.T) {
 		{"git checkout-index -f --temp -a", Allow}, {"git checkout-index --stdin", Allow},
 		{"git update-ref -d refs/stash", Ask}, {"git update-ref -d refs/heads/x", Allow}, {"git update-ref refs/heads/x HEAD", Allow},
 		{"git reflog delete stash@{0}", Ask}, {"git reflog expire --expire=now --all", Ask}, {"git reflog show stash", Allow},
+		// reflogs of any ref: a commit only a reflog names
+		{"git -c gc.reflogExpire=now reflog expire HEAD", Ask}, {"git -c gc.reflogExpireUnreachable=now reflog expire main", Ask},
+		{"git reflog expire --expire=now HEAD", Ask}, {"git reflog expire --expire-unreachable now refs/heads/main", Ask},
+		{"git reflog delete --rewrite HEAD@{1}", Ask}, {"git reflog expire --dry-run --expire=now HEAD", Allow},
+		{"git reflog", Allow}, {"git reflog show HEAD", Allow}, {"git reflog -n 5", Allow}, {"git reflog exists HEAD", Allow},
 		{"git reset --merge", Ask}, {"git reset --keep HEAD~1", Allow}, {"git reset --mixed", Allow},
 		{"git worktree remove --force w", Ask}, {"git worktree remove -f w", Ask}, {"git worktree remove w", Allow},
 		{"git worktree add w", Allow}, {"git worktree prune", Allow},

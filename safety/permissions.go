@@ -56,7 +56,8 @@ type Rule struct {
 	// pathspecs that only exclude, ':!x'), git reset --hard/--merge, git
 	// read-tree -u, git checkout-index -f -a/--stdin, git clean without
 	// -n, git stash drop/clear and their plumbing (git update-ref -d
-	// refs/stash, git reflog delete/expire of the stash), git worktree
+	// refs/stash), git reflog delete/expire of any ref (a commit only a
+	// reflog names, older stash entries), git worktree
 	// remove --force, git submodule deinit/update --force, found behind
 	// wrappers, git and shell aliases and nested shells, with git's
 	// abbreviations of long options; a pathspec only known at run time

@@ -52,15 +52,32 @@ func redactSecrets(src *source) string {
 }
 
 // redactWith is redactSecrets; full runs every pattern on the whole text.
+// Otherwise one pass over the lines (scanLines) tells each local rule
+// where to look; it is made again only after a rule changed the text.
 func redactWith(src *source, full bool) string {
 	if src.text == "" {
 		return src.text
 	}
 	out := redactAssignNodes(src)
+	bp := lineBufs.Get().(*[]flaggedLine)
+	defer putLineBuf(bp)
+	var ls lineScan
+	valid := false // ls describes out
 	for _, r := range redactRules() {
-		out = r.apply(out, full)
+		if !valid && r.local && !full {
+			ls, valid = scanLines(out, (*bp)[:0]), true
+			*bp = ls.lines
+		}
+		if next, spans := r.apply(out, &ls, full); spans != nil {
+			valid = valid && ls.patch(out, spans)
+			out = next
+		}
 	}
-	return redactConfigSet(out, full)
+	if !valid && !full {
+		ls = scanLines(out, (*bp)[:0])
+		*bp = ls.lines
+	}
+	return redactConfigSet(out, &ls, full)
 }
 
 // redactLog is what a log shows of a command: the known secret values
@@ -120,9 +137,10 @@ func redactAssignNodes(src *source) string {
 // match's submatches.
 //
 // Redaction is linear in the text: a rule whose matches stay within a line
-// (local) runs only on the lines that hold one of its prefilter's literals
-// and that near (if set) accepts, a cheap test of the line (a NAME= whose
-// NAME is a secret name); span more lines after such a line may hold the
+// (local) runs only on the lines whose flags (see scanLines) include its
+// anchor and that near (if set) accepts, a cheap test of the line (a
+// NAME= whose NAME is a secret name), and only when some line of the text
+// has the flags in need; span more lines after such a line may hold the
 // rest of a match. Most long commands are heredocs of source code, whose
 // lines hold = and : everywhere but secret names nowhere.
 type redactRule struct {
@@ -130,14 +148,20 @@ type redactRule struct {
 	groups []int
 	ok     func(m []string) bool
 	local  bool
+	anchor lineFlags // local: the lines a match starts on (or, for a key line, ends on) have one of these
+	need   lineFlags // local: some line of the text has each of these
 	near   func(line string) bool
 	span   int
 	// start (if set) returns, for a line near accepts, the offset in it
 	// from which the rule's matches are searched: a place no match that
-	// starts earlier in the line can reach over (see headerStart).
+	// starts earlier in the line can reach over (see headerStart); -1
+	// rejects the line, as near does.
 	start func(line string) int
-	pre   prefilter // set by redactRules from re
-	scan  *litScan  // pre's scanner, when it has many literals
+	// find (if set) returns re's FindAllStringSubmatchIndex(s, -1),
+	// faster, or false to leave s to re.
+	find func(s string) ([][]int, bool)
+	pre  prefilter // set by redactRules from re
+	scan *litScan  // pre's scanner, when it has many literals
 }
 
 // passes reports whether s holds one of the prefilter's literals.
@@ -148,33 +172,51 @@ func (r redactRule) passes(s string) bool {
 	return r.pre.pass(s)
 }
 
-// apply redacts s; full runs the expression on the whole text, as the
-// windows of a local rule must find the same (a test compares the two).
-func (r redactRule) apply(s string, full bool) string {
-	if !r.passes(s) {
-		return s
-	}
-	var b strings.Builder
-	last := 0
-	if full || !r.local || r.pre == nil {
-		last = r.replace(&b, s, 0, s, last)
+// apply redacts s, whose lines ls describes, and returns the spans of s
+// it replaced (nil: none); full runs the expression on the whole text, as
+// the windows of a local rule must find the same (a test compares the
+// two).
+func (r redactRule) apply(s string, ls *lineScan, full bool) (string, [][2]int) {
+	var w rewrite
+	if full || !r.local {
+		if !r.passes(s) {
+			return s, nil
+		}
+		r.replace(&w, s, 0, s)
 	} else {
-		for _, w := range r.windows(s) {
-			last = r.replace(&b, s, w[0], s[w[0]:w[1]], last)
+		if ls.all&r.anchor == 0 || ls.all&r.need != r.need {
+			return s, nil
+		}
+		for _, win := range windows(s, ls, r.anchor, r.near, r.start, r.span) {
+			r.replace(&w, s, win[0], s[win[0]:win[1]])
 		}
 	}
-	if last == 0 {
-		return s
+	if w.spans == nil {
+		return s, nil
 	}
-	b.WriteString(s[last:])
-	return b.String()
+	w.b.WriteString(s[w.last:])
+	return w.b.String(), w.spans
 }
 
-// replace writes to b the text of s from last to each match of re in
-// window (which starts at offset off of s) and [REDACTED] for its group,
-// and returns the new last.
-func (r redactRule) replace(b *strings.Builder, s string, off int, window string, last int) int {
-	for _, m := range r.re.FindAllStringSubmatchIndex(window, -1) {
+// A rewrite is a text being redacted: b holds it up to last, with
+// [REDACTED] for each of spans.
+type rewrite struct {
+	b     strings.Builder
+	last  int
+	spans [][2]int
+}
+
+// replace writes to w the text of s from w.last to each match of re in
+// window (which starts at offset off of s) and [REDACTED] for its group.
+func (r redactRule) replace(w *rewrite, s string, off int, window string) {
+	ms, found := [][]int(nil), false
+	if r.find != nil {
+		ms, found = r.find(window)
+	}
+	if !found {
+		ms = r.re.FindAllStringSubmatchIndex(window, -1)
+	}
+	for _, m := range ms {
 		start, end := -1, -1
 		for _, g := range r.groups {
 			if m[2*g] >= 0 {
@@ -182,7 +224,7 @@ func (r redactRule) replace(b *strings.Builder, s string, off int, window string
 				break
 			}
 		}
-		if start < 0 || start < last || start == end || paramRef().MatchString(s[start:end]) {
+		if start < 0 || start < w.last || start == end || paramRef().MatchString(s[start:end]) {
 			continue // nothing, or a reference ($TOKEN) that reveals nothing
 		}
 		if r.ok != nil {
@@ -196,51 +238,43 @@ func (r redactRule) replace(b *strings.Builder, s string, off int, window string
 				continue
 			}
 		}
-		if b.Len() == 0 {
-			b.Grow(len(s) + 8*len(redacted)) // one allocation for most texts
+		if w.b.Len() == 0 {
+			w.b.Grow(len(s) + 8*len(redacted)) // one allocation for most texts
 		}
-		b.WriteString(s[last:start])
-		b.WriteString(redacted)
-		last = end
+		w.b.WriteString(s[w.last:start])
+		w.b.WriteString(redacted)
+		w.last = end
+		w.spans = append(w.spans, [2]int{start, end})
 	}
-	return last
 }
 
-// windows returns the parts of s a local rule may match in, in order and
-// apart: each line holding one of the prefilter's literals that near
-// accepts, with the newline before it (a pattern may start at \s) and span
-// more lines.
-func (r redactRule) windows(s string) [][2]int {
-	return windows(s, r.pre, r.near, r.start, r.span)
-}
-
-// windows returns the windows of s around the lines that hold a literal
-// of pre and that near (if set) accepts: see redactRule. A line that
-// starts with a colon (after blanks) is taken with the lines before it up
-// to one that is not blank (a NAME\s*: or "key"\s*: may break lines
-// before the colon), and a window grows past its end while it ends in a
-// colon (a JSON value may follow on a later line) and until each quote
-// open in it closes (a quoted value may hold newlines).
-func windows(s string, pre prefilter, near func(string) bool, from func(string) int, span int) [][2]int {
+// windows returns the windows of s around the lines that ls flags with
+// one of anchor, that near (if set) accepts and that from (if set) does
+// not reject (-1), in order and apart: each such line, from the offset
+// from gives, with the newline before it (a pattern may start at \s) and
+// span more lines. A line that starts with a colon (after blanks) is
+// taken with the lines before it up to one that is not blank (a NAME\s*:
+// or "key"\s*: may break lines before the colon), and a window grows past
+// its end while it ends in a colon (a JSON value may follow on a later
+// line) and until each quote open in it closes (a quoted value may hold
+// newlines).
+func windows(s string, ls *lineScan, anchor lineFlags, near func(string) bool, from func(string) int, span int) [][2]int {
 	var lines [][2]int // candidate lines, unordered
-	for _, lit := range pre {
-		for i := 0; i < len(s); {
-			k := strings.Index(s[i:], lit)
-			if k < 0 {
-				break
-			}
-			at := i + k
-			start := keyLineStart(s, strings.LastIndexByte(s[:at], '\n')+1)
-			end := newlineAt(s, at+len(lit)) // a literal may hold \n (mysql's "\n-p")
-			if near == nil || near(s[start:end]) {
-				off := 0
-				if from != nil {
-					off = from(s[start:end])
-				}
-				lines = append(lines, [2]int{start + off, end})
-			}
-			i = end + 1
+	for _, l := range ls.lines {
+		if l.flags&anchor == 0 {
+			continue
 		}
+		start := keyLineStart(s, l.start)
+		if near != nil && !near(s[start:l.end]) {
+			continue
+		}
+		off := 0
+		if from != nil {
+			if off = from(s[start:l.end]); off < 0 {
+				continue
+			}
+		}
+		lines = append(lines, [2]int{start + off, l.end})
 	}
 	if len(lines) == 0 {
 		return nil
@@ -440,77 +474,6 @@ func nearDashPass(line string) bool {
 	}
 }
 
-// nearSecretHeader reports whether line has NAME: with NAME a header that
-// carries credentials (or a cookie).
-func nearSecretHeader(line string) bool { return secretHeaderAt(line) >= 0 }
-
-// secretHeaderAt returns the offset in line of the first NAME: whose NAME
-// is a header that carries credentials, or -1.
-func secretHeaderAt(line string) int {
-	for i := 0; i < len(line); i++ {
-		k := strings.IndexByte(line[i:], ':')
-		if k < 0 {
-			return -1
-		}
-		i += k
-		j := i
-		for j > 0 && strings.IndexByte(blanks, line[j-1]) >= 0 {
-			j--
-		}
-		e := j
-		for j > 0 && (isIdentChar(line[j-1]) && line[j-1] != '_' || line[j-1] == '-') {
-			j--
-		}
-		j = nameStart(line, j, e)
-		if j < e && secretHeader(line[j:e]) {
-			return j
-		}
-	}
-	return -1
-}
-
-// nameStart returns where the header rule's `\b[A-Za-z][A-Za-z0-9-]*`
-// starts in the run line[j:e] of letters, digits and dashes: at the first
-// letter that starts the run or follows a dash (-Authorization: is
-// Authorization:), or e.
-func nameStart(line string, j, e int) int {
-	for p := j; p < e; p++ {
-		if c := line[p] | 0x20; c >= 'a' && c <= 'z' && (p == j || line[p-1] == '-') {
-			return p
-		}
-	}
-	return e
-}
-
-// headerStart is where the header rule's search may start in a line
-// nearSecretHeader accepts: at the first secret NAME when no match of
-// `NAME\s*:[ \t]*(?:SCHEME[ \t]+)?VALUE` that starts earlier can reach
-// over it, else at the line's start. One can only when the NAME stands
-// right after the colon (and blanks, and maybe a scheme word) of an
-// earlier match, or inside an earlier VALUE (a run of bytes that are not
-// blanks or quotes). So that the whole text's leftmost matches are
-// found, the line's start is kept otherwise. A long line of code with a
-// trailing "# password: see docs" is then searched from "password" on.
-func headerStart(line string) int {
-	j := secretHeaderAt(line)
-	if j <= 0 {
-		return 0
-	}
-	if c := line[j-1]; strings.IndexByte(blanks, c) < 0 && c != '"' && c != '\'' {
-		return 0 // inside an earlier VALUE, maybe
-	}
-	k := strings.TrimRight(line[:j], blanks)
-	if strings.HasSuffix(k, ":") {
-		return 0
-	}
-	w := k[strings.LastIndexAny(k, blanks+":")+1:]
-	switch strings.ToLower(w) {
-	case "bearer", "basic", "token", "bot", "digest", "apikey", "key":
-		return 0 // maybe the scheme word after an earlier NAME:
-	}
-	return j
-}
-
 // nearCookie reports whether line mentions a cookie header.
 func nearCookie(line string) bool {
 	for _, k := range []byte{'k', 'K'} { // rare in code: found fast
@@ -584,15 +547,6 @@ func secretFlag(name string) bool {
 	return secret.IsSecret(n)
 }
 
-// secretHeader reports whether an HTTP header carries a credential.
-func secretHeader(name string) bool {
-	switch strings.ToLower(name) {
-	case "authorization", "proxy-authorization", "cookie", "set-cookie":
-		return true
-	}
-	return secret.IsSecret(name)
-}
-
 // redactRules are the patterns RedactSecrets applies, compiled on first
 // use: a command-line start that never redacts (no audit log, no command
 // log) does not pay the ~0.5–1 ms of compiling them.
@@ -602,36 +556,36 @@ var redactRules = sync.OnceValue(func() []redactRule {
 		{re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----((?s:.*?))(?:-----END [A-Z ]*PRIVATE KEY-----|$)`), groups: []int{1}},
 		// NAME=value with a secret NAME.
 		{re: regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)=(` + wordValue + `)`), groups: []int{2},
-			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretAssign},
+			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, anchor: lineEq, near: nearSecretAssign},
 		// JSON members: "password": "x", also as \"password\":\"x\".
 		{re: regexp.MustCompile(`\\?"([A-Za-z0-9_.-]+)\\?"\s*:\s*\\?"((?:[^"\\]|\\[^"])*)\\?"`), groups: []int{2},
-			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, near: nearSecretKey, span: 1},
+			ok: func(m []string) bool { return secret.IsSecret(m[1]) }, local: true, anchor: lineQuote, near: nearSecretKey, span: 1},
 		// Headers (and YAML-ish NAME: value): Authorization: Bearer x.
 		{re: regexp.MustCompile(`(?i)\b([A-Za-z][A-Za-z0-9-]*)\s*:[ \t]*(?:(?:bearer|basic|token|bot|digest|apikey|key)[ \t]+)?([^\s"']+)`), groups: []int{2},
-			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, near: nearSecretHeader,
-			start: headerStart},
+			ok: func(m []string) bool { return secretHeader(m[1]) && !strings.HasPrefix(m[2], "//") }, local: true, anchor: lineColon,
+			start: headerStart, find: headerMatches},
 		// Cookie: the whole value.
-		{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, near: nearCookie},
+		{re: regexp.MustCompile(`(?i)\b(?:set-)?cookie\s*:[ \t]*([^"'\n]+)`), groups: []int{1}, local: true, anchor: lineColon, need: lineCookie, near: nearCookie},
 		// --flag=value, --flag value, -flag value with a secret flag name.
 		{re: regexp.MustCompile(`(?:^|[\s"'])--?([A-Za-z0-9][A-Za-z0-9-]*)(?:=(` + wordValue + `)|[ \t]+(` + argValue + `))`), groups: []int{2, 3},
-			ok: func(m []string) bool { return secretFlag(m[1]) }, local: true, near: nearSecretFlag},
-		// mysql -pX (attached only: -p alone prompts, -P is the port).
-		{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true},
+			ok: func(m []string) bool { return secretFlag(m[1]) }, local: true, anchor: lineDash, near: nearSecretFlag},
+		// mysql -pX (attached only: -p alone prompts, -P is the port), maybe on the next line.
+		{re: regexp.MustCompile(`(?i:\b(?:mysql[a-z_]*|mariadb[a-z-]*))\b` + sameCmd + `\s-p(` + wordValue + `)`), groups: []int{1}, local: true, anchor: lineMySQL, span: 1},
 		// sshpass -p X, … login -p X (docker, podman, helm registry, oras).
-		{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true, span: 1},
+		{re: regexp.MustCompile(`\b(?:sshpass|login)\b` + sameCmd + `\s-p[ \t]*(` + argValue + `)`), groups: []int{1}, local: true, anchor: lineLogin, span: 1},
 		// curl/httpie/wget -u user:X: the password.
-		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true, span: 1},
+		{re: regexp.MustCompile(`\b(?:curl|http|https|xh|wget)\b` + sameCmd + `\s(?:-u|--user|-U|--proxy-user|-a)(?:[ \t]*|=)["']?[^\s:"']*:([^\s"']+)`), groups: []int{1}, local: true, anchor: lineHTTP, span: 1},
 		// openssl pass:X; keytool -storepass X.
-		{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true, near: nearDashPass},
+		{re: regexp.MustCompile(`\bpass:([^\s"']+)`), groups: []int{1}, local: true, anchor: linePassColon},
+		{re: regexp.MustCompile(`\s-(?:src|dest|new)?(?:store|key)?pass[ \t]+(` + argValue + `)`), groups: []int{1}, local: true, anchor: lineDashPass, near: nearDashPass},
 		// URL credentials: scheme://user:X@ and http(s)://X@.
-		{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`://[^/\s:@"']*:([^/\s@"']+)@`), groups: []int{1}, local: true, anchor: lineURL},
+		{re: regexp.MustCompile(`(?i)\b(?:https?|ftps?|wss?)://([^/\s:@"']+)@`), groups: []int{1}, local: true, anchor: lineURL},
 		// Provider keys, anywhere; the prefix stays.
-		{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}, local: true},
-		{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}, local: true},
+		{re: regexp.MustCompile(`\b(?:sk-ant-|sk-|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|hf_|npm_|[sr]k_(?:live|test)_|pypi-)([A-Za-z0-9_-]{16,})`), groups: []int{1}, local: true, anchor: lineProvider},
+		{re: regexp.MustCompile(`\b(?:AKIA|ASIA)([0-9A-Z]{16})\b`), groups: []int{1}, local: true, anchor: lineAWSKey},
+		{re: regexp.MustCompile(`\bAIza([0-9A-Za-z_-]{30,})`), groups: []int{1}, local: true, anchor: lineGoogleKey},
+		{re: regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`), groups: []int{1}, local: true, anchor: lineJWT},
 	}
 	for i := range rules {
 		rules[i].pre = newPrefilter(rules[i].re.String(), "")
@@ -648,17 +602,21 @@ var configSet = sync.OnceValues(func() (*regexp.Regexp, prefilter) {
 })
 
 // redactConfigSet replaces VALUE in `aws configure set KEY VALUE` and the
-// like when a part of KEY (split at '.', ':' and '/') is a secret name.
-func redactConfigSet(s string, full bool) string {
+// like when a part of KEY (split at '.', ':' and '/') is a secret name;
+// ls describes s's lines, unless full.
+func redactConfigSet(s string, ls *lineScan, full bool) string {
 	configSetRe, configSetPre := configSet()
-	if !configSetPre.pass(s) {
-		return s
-	}
 	var locs [][]int
 	if full {
+		if !configSetPre.pass(s) {
+			return s
+		}
 		locs = configSetRe.FindAllStringIndex(s, -1)
 	} else {
-		for _, w := range windows(s, configSetPre, nearConfigSet, nil, 0) {
+		if ls.all&lineConfig == 0 {
+			return s
+		}
+		for _, w := range windows(s, ls, lineConfig, nearConfigSet, nil, 0) {
 			for _, l := range configSetRe.FindAllStringIndex(s[w[0]:w[1]], -1) {
 				locs = append(locs, []int{w[0] + l[0], w[0] + l[1]})
 			}

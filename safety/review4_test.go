@@ -22,6 +22,9 @@ func TestReview4Profiles(t *testing.T) {
 		{"date-s", `date -s '2020-01-01'`},
 		{"date-operand", `date 010100002020`},
 		{"hostname-name", `hostname evil`},
+		{"rg-pre-glob", `rg --pre-glob '*' --pre sh x`},
+		{"uvx-bash", `uvx bash -c 'touch S'`}, {"pipx-run-bash", `pipx run bash -c 'touch S'`},
+		{"pnpm-dlx-bash", `pnpm dlx bash -c 'touch S'`},
 	}
 	for _, name := range []string{"locked", "guarded"} {
 		p, _ := Preset(name)
@@ -54,6 +57,7 @@ func TestReview4Stdin(t *testing.T) {
 		{"read-printf-v", `read -r l; printf -v "$l" x`},
 		{"read-declare", `read -r l; declare "$l"`},
 		{"read-mapfile-C", `read -r l; mapfile -C "$l" -c 1 a`},
+		{"read-readarray-C", `read -r l; readarray -C "$l" -c 1 a`},
 		{"python3-exec-stdin", `python3 -c 'import sys; exec(sys.stdin.read())'`},
 		{"perl-eval-stdin", `perl -e 'eval <STDIN>'`},
 		{"npm-exec-bash", "npm exec -- bash"},

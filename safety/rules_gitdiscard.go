@@ -32,8 +32,14 @@ import (
 //   - git clean, unless -n/--dry-run (git clean -fdx; without -f too,
 //     since clean.requireForce=false lets it delete);
 //   - git stash drop and git stash clear, and their plumbing: git
-//     update-ref -d refs/stash (or --stdin), git reflog delete of a stash
-//     entry, git reflog expire of refs/stash or --all;
+//     update-ref -d refs/stash (or --stdin);
+//   - git reflog delete and git reflog expire of any ref, unless
+//     -n/--dry-run: a stash entry but the newest, and a commit that only a
+//     reflog still names (made on a detached HEAD, or left by git reset),
+//     live only in reflogs. Which entries expire depends on --expire,
+//     --expire-unreachable and on gc.reflogExpire and
+//     gc.reflogExpireUnreachable, which -c, GIT_CONFIG_PARAMETERS or an
+//     earlier git config may set to now, so every expire counts;
 //   - git rm -f and git checkout-index -f of such a pathspec (or -a, or
 //     --stdin: git ls-files | git checkout-index -f --stdin), unless
 //     --temp;
@@ -252,17 +258,17 @@ func gitDropsStash(sub string, args []field) string {
 		}
 	case "update-ref":
 		g := parseGitArgs(args, "m")
-		if g.dynOpt || g.has(0, "stdin") || strings.IndexByte(g.short, 'd') >= 0 && len(g.ops) > 0 && stashRef(g.ops[0], false) {
+		if g.dynOpt || g.has(0, "stdin") || strings.IndexByte(g.short, 'd') >= 0 && len(g.ops) > 0 && stashRef(g.ops[0]) {
 			return "git update-ref -d refs/stash"
 		}
 	case "reflog":
-		g := parseGitArgs(args, "")
+		g := parseGitArgs(args, "", "expire", "expire-unreachable")
 		if len(g.ops) == 0 {
 			break
 		}
 		op := g.ops[0].s
-		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire") && (g.has(0, "all") || anyStash(g.ops[1:])) && !g.has('n', "dry-run") {
-			return "git reflog " + showDyn(g.ops[0].s) + " of the stash"
+		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire") && !g.has('n', "dry-run") {
+			return "git reflog " + showDyn(g.ops[0].s)
 		}
 	case "submodule":
 		g := parseGitArgs(args, "j", "reference", "depth", "jobs", "filter")
@@ -278,26 +284,10 @@ func gitDropsStash(sub string, args []field) string {
 	return ""
 }
 
-// stashRef reports whether f names refs/stash (short: or stash, or one of
-// its entries, stash@{N}, as git reflog takes them) or is only known at
-// run time.
-func stashRef(f field, short bool) bool {
-	s := f.s
-	if short {
-		s, _, _ = strings.Cut(s, "@{")
-	}
-	return f.dyn || s == "refs/stash" || short && s == "stash"
-}
-
-// anyStash reports whether one of fs names the stash as git reflog takes
-// it (see stashRef).
-func anyStash(fs []field) bool {
-	for _, f := range fs {
-		if stashRef(f, true) {
-			return true
-		}
-	}
-	return false
+// stashRef reports whether f names refs/stash or is only known at run
+// time.
+func stashRef(f field) bool {
+	return f.dyn || f.s == "refs/stash"
 }
 
 // noteDiscard records the first git command that discards uncommitted
