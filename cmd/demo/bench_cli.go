@@ -64,6 +64,14 @@ func benchCLI(o benchOpts, dir string) ([]benchRow, error) {
 	bwrap, _ := exec.LookPath("bwrap")
 	if bwrap != "" {
 		vs = append(vs, cliVariant{label: "bwrap --ro-bind / / true", argv: []string{bwrap, "--ro-bind", "/", "/", "true"}})
+		// For comparison, no target: a start closer to read-only's (its
+		// own network, mount, pid, IPC and UTS namespaces, a /proc, bash;
+		// no seccomp, Landlock or cgroup), where the host lets bwrap make
+		// them.
+		all := []string{bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "bash", "-c", "true"}
+		if exec.Command(all[0], all[1:]...).Run() == nil {
+			vs = append(vs, cliVariant{label: "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc bash -c true", argv: all})
+		}
 	}
 	for _, b := range bins {
 		name := filepath.Base(b)

@@ -165,9 +165,10 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 // makeRoot makes the world's namespaces on a throwaway thread of the
 // engine (root). Its network namespace is an idle one of the pool when
 // there is one (the sandbox's probe leaves one there, so a one-command
-// engine makes a single network namespace, not two: making one costs
-// about 1 ms of CPU and its teardown more in the kernel); the world keeps
-// it and never gives it back. An engine's pool holds only the probe's
+// engine makes a single network namespace, not two: about 0.6 ms of the
+// engine's CPU less, see BenchmarkOneCommandWorld, and one teardown
+// fewer in the kernel's workers); the world keeps it and never gives it
+// back. An engine's pool holds only the probe's
 // (every sandboxed command of an engine runs in a world); one that a
 // command without a world gave back has none of its processes left, and
 // seccomp kept them from configuring it (connections they closed may
