@@ -97,8 +97,8 @@ func redactLog(src *source, known *secret.Redactor) string {
 // that does not parse is returned unchanged: the patterns still apply.
 func redactAssignNodes(src *source) string {
 	command := src.text
-	if len(command) > maxCommandBytes {
-		return command
+	if len(command) > maxCommandBytes || strings.IndexByte(command, '=') < 0 {
+		return command // too long to parse, or no assignment with a value
 	}
 	f, err := src.tree()
 	if err != nil {
