@@ -4,8 +4,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
@@ -35,20 +32,7 @@ const applyLockHolderEnv = "ENGINE_TEST_HOLD_APPLY_LOCK"
 // the other process let go applies them.
 func TestCancelledCallStopsWaitingForApply(t *testing.T) {
 	if ws := os.Getenv(applyLockHolderEnv); ws != "" {
-		var st unix.Stat_t
-		if err := unix.Stat(ws, &st); err != nil {
-			t.Fatal(err)
-		}
-		s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(s)
-		if err := unix.Bind(s, &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", st.Dev, st.Ino)}); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("locked")
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		layertest.HoldApplyLock(t, ws)
 		return
 	}
 	needNamespaces(t)
