@@ -28,15 +28,7 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 	if err := unix.Symlink(ws, link); err != nil {
 		t.Fatal(err)
 	}
-	open := func(p string) int {
-		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = unix.Close(n) })
-		return n
-	}
-	a, b, c := open(ws), open(link), open(other)
+	a, b, c := openRoot(t, ws), openRoot(t, link), openRoot(t, other)
 	unlock, err := lockRoots(context.Background(), []int{a}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +69,18 @@ func TestApplyTakesTurnsPerWorkspace(t *testing.T) {
 	}
 }
 
+// openRoot opens the directory p as lockRoots takes it (O_PATH), until
+// the test ends.
+func openRoot(t *testing.T, p string) int {
+	t.Helper()
+	n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(n) })
+	return n
+}
+
 // lockHolderEnv makes the test binary, run for
 // TestApplyLockAcrossProcesses, a second engine process that holds the
 // apply lock of the directory it names until its standard input ends.
@@ -98,15 +102,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 	}
 	ws, other := t.TempDir(), t.TempDir()
 	stdin, cmd := holder(t, lockHolderEnv, ws, 0)
-	open := func(p string) int {
-		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = unix.Close(n) })
-		return n
-	}
-	a, b := open(ws), open(other)
+	a, b := openRoot(t, ws), openRoot(t, other)
 
 	u, err := lockRoots(context.Background(), []int{b}, 0)
 	if err != nil {
@@ -157,12 +153,7 @@ func TestApplyLockAcrossProcesses(t *testing.T) {
 
 // holdApplyLock is the other process of TestApplyLockAcrossProcesses.
 func holdApplyLock(t *testing.T, dir string) {
-	n, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(n)
-	unlock, err := lockRoots(context.Background(), []int{n}, 0)
+	unlock, err := lockRoots(context.Background(), []int{openRoot(t, dir)}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +206,6 @@ func holder(t *testing.T, env, dir string, clone uintptr) (io.WriteCloser, *exec
 // with an error wrapping ErrLocked and the context's; a lock that is
 // free is taken even with an ended context (it bounds the wait only).
 func TestApplyLockWaitEndsWithContext(t *testing.T) {
-	open := func(p string) int {
-		n, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = unix.Close(n) })
-		return n
-	}
 	waitOneSecond := func(t *testing.T, n int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -244,10 +227,10 @@ func TestApplyLockWaitEndsWithContext(t *testing.T) {
 	t.Run("another process", func(t *testing.T) {
 		ws := t.TempDir()
 		holder(t, lockHolderEnv, ws, 0)
-		waitOneSecond(t, open(ws))
+		waitOneSecond(t, openRoot(t, ws))
 	})
 	t.Run("another apply of this process", func(t *testing.T) {
-		n := open(t.TempDir())
+		n := openRoot(t, t.TempDir())
 		u, err := lockRoots(context.Background(), []int{n}, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +241,7 @@ func TestApplyLockWaitEndsWithContext(t *testing.T) {
 	t.Run("free, context ended", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		u, err := lockRoots(ctx, []int{open(t.TempDir())}, 0)
+		u, err := lockRoots(ctx, []int{openRoot(t, t.TempDir())}, 0)
 		if err != nil {
 			t.Fatalf("a free lock with an ended context: %v", err)
 		}
@@ -283,12 +266,7 @@ func TestApplyLockOutOfSandboxReach(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ws := t.TempDir()
 			holder(t, h.env, ws, h.clone)
-			n, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(n)
-			u, err := lockRoots(context.Background(), []int{n}, 2*time.Second)
+			u, err := lockRoots(context.Background(), []int{openRoot(t, ws)}, 2*time.Second)
 			if err != nil {
 				t.Fatalf("the apply waited for the holder: %v", err)
 			}

@@ -5,16 +5,12 @@ package transact_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
@@ -28,32 +24,13 @@ import (
 // until its standard input ends.
 const holdEnv = "TRANSACT_TEST_HOLD_APPLY_LOCK"
 
-// holdApplyLock is the other engine of
-// TestApplyLockedByAnotherProcessHolds.
-func holdApplyLock(t *testing.T, ws string) {
-	var st unix.Stat_t
-	if err := unix.Stat(ws, &st); err != nil {
-		t.Fatal(err)
-	}
-	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(s)
-	if err := unix.Bind(s, &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", st.Dev, st.Ino)}); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Println("locked")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-}
-
 // TestApplyLockedByAnotherProcessHolds: while another process holds
 // the workspace's apply lock (as another engine's apply does) for
 // longer than the apply waits, the command's changes are held, not
 // lost; once it lets go, accepting them applies them.
 func TestApplyLockedByAnotherProcessHolds(t *testing.T) {
 	if ws := os.Getenv(holdEnv); ws != "" {
-		holdApplyLock(t, ws)
+		layertest.HoldApplyLock(t, ws)
 		return
 	}
 	f := newFixture(t)

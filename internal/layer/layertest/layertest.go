@@ -259,3 +259,26 @@ func copyFile(src, dst string) error {
 	}
 	return out.Close()
 }
+
+// HoldApplyLock is another engine process applying to the workspace ws:
+// it binds ws's apply lock as layer does (the abstract unix socket
+// "@bashvisor-apply-<dev>:<ino>" of the root), prints "locked" and holds
+// it until its standard input ends. A test re-executes its binary to be
+// that process (see testenv.Piped).
+func HoldApplyLock(tb testing.TB, ws string) {
+	tb.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(ws, &st); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.Close(s)
+	if err := unix.Bind(s, &unix.SockaddrUnix{Name: fmt.Sprintf("@bashvisor-apply-%d:%d", st.Dev, st.Ino)}); err != nil {
+		tb.Fatal(err)
+	}
+	fmt.Println("locked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
