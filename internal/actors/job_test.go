@@ -301,6 +301,21 @@ func TestTransitions(t *testing.T) {
 			},
 		},
 		{
+			// A leftover that floods the pipe the shell wrote to: the
+			// shell's exit is seen although the pipe never runs dry
+			// (its reader never waits for output, see startWaiter).
+			name: "leftover-floods", script: "yes &",
+			phases: []phase{running, draining, ending, cleaning, done},
+			check: func(t *testing.T, h *harness, spec *Spec, o jobs.Outcome, st jobs.State) {
+				if !o.Exited || o.ExitCode != 0 || len(o.Leftovers) != 1 || o.Leftovers[0].Comm != "yes" || !o.Output.Truncated {
+					t.Errorf("outcome %+v", o)
+				}
+				if len(o.Leftovers) == 1 {
+					waitGone(t, o.Leftovers[0].Pid)
+				}
+			},
+		},
+		{
 			name: "leftovers-kept", cgroups: true, res: func(r *Resources) { r.Lifecycle.KeepLeftovers = true },
 			script: "sleep 60 >/dev/null 2>&1 & echo $! > pid",
 			phases: []phase{running, draining, cleaning, done},

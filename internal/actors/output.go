@@ -104,7 +104,9 @@ func (j *job) readInto(r *os.File, dst io.Writer) {
 		sw = j.res.Redactor.Writer(dst)
 		w = sw
 	}
+	p := j.l.p
 	go func() {
+		defer j.waitExit(p) // last, after drained (see startWaiter)
 		defer j.send(drained{})
 		defer j.readers.Done()
 		if sw != nil {
@@ -127,6 +129,11 @@ func (j *job) readInto(r *os.File, dst io.Writer) {
 						// per-user pipe limits).
 						_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, floodPipeSize)
 					}
+					if n == len(*bp) {
+						// A flood, which may outlive the shell: its
+						// exit must not wait for the end of file.
+						j.startWaiter(p)
+					}
 					total += n
 					_, _ = w.Write((*bp)[:n])
 					if j.stopRead.Load() {
@@ -134,6 +141,7 @@ func (j *job) readInto(r *os.File, dst io.Writer) {
 					}
 				case errors.Is(err, unix.EINTR):
 				case errors.Is(err, unix.EAGAIN):
+					j.startWaiter(p) // before it waits for output
 					return false
 				default: // EOF or error
 					return true
