@@ -43,14 +43,14 @@ type userConfig struct {
 // (default ~/.config/git/config) and ~/.gitconfig; and the variables
 // GIT_CONFIG_COUNT and GIT_CONFIG_PARAMETERS set (envEntries).
 func userConfigOf(env []string) *userConfig {
+	// The first of duplicated variables, as getenv(3) gives git.
 	get := func(k string) string {
-		v := ""
 		for _, kv := range env {
 			if name, val, ok := strings.Cut(kv, "="); ok && name == k {
-				v = val
+				return val
 			}
 		}
-		return v
+		return ""
 	}
 	u := &userConfig{home: get("HOME")}
 	// A spelling git dies on reads the system file too (more than git).

@@ -146,7 +146,9 @@ func sqDequoteStep(s string) (word, rest string, ok bool) {
 // true (no value given).
 func parseKey(key, value string, bare bool) (configEntry, bool) {
 	first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
-	if first <= 0 || last == len(key)-1 {
+	// git refuses only a key without a dot or ending in one: ".x.y"
+	// (an empty section, subsection "x") is read.
+	if last <= 0 || last == len(key)-1 {
 		return configEntry{}, false
 	}
 	keyChars := func(s string) bool {

@@ -4,6 +4,7 @@ package gitpolicy_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,7 @@ func TestEnvConfigAsGitReads(t *testing.T) {
 		{"GIT_CONFIG_COUNT= +1", "GIT_CONFIG_KEY_0=core.fsmonitor", "GIT_CONFIG_VALUE_0=./fsm.sh"},
 		{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_1=core.editor", "GIT_CONFIG_VALUE_1=./ed.sh", "GIT_CONFIG_KEY_0=a.b", "GIT_CONFIG_VALUE_0="},
 		{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=a.b", "GIT_CONFIG_VALUE_0=x", "GIT_CONFIG_PARAMETERS='c.d'='y'"},
+		{`GIT_CONFIG_PARAMETERS='.x.y'='1' 'core.fsmonitor'='./fsm.sh'`}, // an empty section (review7)
 	}
 	many := []string{"GIT_CONFIG_COUNT=1001"}
 	for i := range 1001 {
@@ -235,4 +237,37 @@ func TestEnvConfigNamesWorkspaceFiles(t *testing.T) {
 			t.Fatalf("control: git did not run the system file's program (sentinels %v)", w.sentinels(t))
 		}
 	})
+}
+
+// TestEnvConfigFirstOfDuplicates: of a variable the environment holds
+// twice, git reads the first (getenv(3)), and so does the judge. Git is
+// started with os.StartProcess: os/exec would keep only the last.
+func TestEnvConfigFirstOfDuplicates(t *testing.T) {
+	testenv.NeedsTool(t, "git")
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_PARAMETERS='core.fsmonitor'='./fsm.sh'", "GIT_CONFIG_PARAMETERS='a.b'='c'"}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := os.StartProcess(gitPath, []string{"git", "config", "--list", "-z"}, &os.ProcAttr{Dir: "/", Env: env, Files: []*os.File{nil, w, os.Stderr}})
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	r.Close()
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Fatalf("git config --list: %v %v", st, err)
+	}
+	want := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	got, _ := gitpolicy.EnvConfig(env)
+	if !slices.Equal(got, want) || !slices.Contains(got, "core.fsmonitor\n./fsm.sh") {
+		t.Fatalf("the judge reads %q, git reads %q", got, want)
+	}
 }
