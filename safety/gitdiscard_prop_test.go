@@ -380,6 +380,8 @@ func TestGitDiscardRule(t *testing.T) {
 		{"git -c gc.reflogExpire=now reflog expire HEAD", Ask}, {"git -c gc.reflogExpireUnreachable=now reflog expire main", Ask},
 		{"git reflog expire --expire=now HEAD", Ask}, {"git reflog expire --expire-unreachable now refs/heads/main", Ask},
 		{"git reflog delete --rewrite HEAD@{1}", Ask}, {"git reflog expire --dry-run --expire=now HEAD", Allow},
+		// git 2.50's drop deletes whole reflogs (review7)
+		{"git reflog drop --all", Ask}, {"git reflog drop refs/stash", Ask}, {"git reflog drop HEAD", Ask}, {"git reflog list", Allow},
 		{"git reflog", Allow}, {"git reflog show HEAD", Allow}, {"git reflog -n 5", Allow}, {"git reflog exists HEAD", Allow},
 		{"git reset --merge", Ask}, {"git reset --keep HEAD~1", Allow}, {"git reset --mixed", Allow},
 		{"git worktree remove --force w", Ask}, {"git worktree remove -f w", Ask}, {"git worktree remove w", Allow},

@@ -33,7 +33,7 @@ import (
 //     since clean.requireForce=false lets it delete);
 //   - git stash drop and git stash clear, and their plumbing: git
 //     update-ref -d refs/stash (or --stdin);
-//   - git reflog delete and git reflog expire of any ref, unless
+//   - git reflog delete, git reflog expire and git reflog drop (git 2.50: whole reflogs) of any ref, unless
 //     -n/--dry-run: a stash entry but the newest, and a commit that only a
 //     reflog still names (made on a detached HEAD, or left by git reset),
 //     live only in reflogs. Which entries expire depends on --expire,
@@ -267,7 +267,7 @@ func gitDropsStash(sub string, args []field) string {
 			break
 		}
 		op := g.ops[0].s
-		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire") && !g.has('n', "dry-run") {
+		if g.ops[0].dyn || g.dynOpt || (op == "delete" || op == "expire" || op == "drop") && !g.has('n', "dry-run") {
 			return "git reflog " + showDyn(g.ops[0].s)
 		}
 	case "submodule":
