@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -101,7 +103,7 @@ func (c *Client) forwardOn(ctx context.Context, st *execState, conv string, port
 	q := &clusterpb.Query{Op: "forward", ExecutorId: st.id, Port: int64(port), Front: c.node.address(),
 		Tc: encodeTC(engine.ToolContext{ConversationID: conv}, "")}
 	r := new(clusterpb.QueryReply)
-	if err := s.SendMsg(q); err != nil {
+	if err := s.SendMsg(q); err != nil && !errors.Is(err, io.EOF) { // io.EOF: ended by the executor, RecvMsg says why
 		return fail(err)
 	}
 	if err := s.RecvMsg(r); err != nil {

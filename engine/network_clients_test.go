@@ -21,29 +21,39 @@ import (
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
-// noProxyGo is a Go program built without proxy support (its transport
-// reads no proxy variable): it prints what GET URL answers, sending
-// HOST as the Host header when given.
-const noProxyGo = `package main
+// goClient is a Go program built without proxy support (its transport
+// reads no proxy variable) that prints what GET URL answers, sending
+// $AUTH as Authorization when set, and connecting to $DIAL ("addr:port")
+// when set instead of the URL's host, as curl's --resolve does: the URL's
+// name is still its TLS server name and Host. Its TLS trusts the system's
+// roots (on Debian the file Go reads is /etc/ssl/certs/ca-certificates.crt).
+const goClient = `package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 )
 
 func main() {
-	c := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	tr := &http.Transport{Proxy: nil, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if d := os.Getenv("DIAL"); d != "" {
+			addr = d
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
 	req, err := http.NewRequest("GET", os.Args[1], nil)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	if len(os.Args) > 2 {
-		req.Host = os.Args[2]
+	if a := os.Getenv("AUTH"); a != "" {
+		req.Header.Set("Authorization", a)
 	}
-	r, err := c.Do(req)
+	r, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -56,6 +66,22 @@ func main() {
 	}
 }
 `
+
+// buildGoClient builds goClient as dir/goclient (dir: a directory the
+// sandbox shows, such as the working directory).
+func buildGoClient(t *testing.T, dir string) {
+	t.Helper()
+	goTool := testenv.NeedsTool(t, "go")[0]
+	src := filepath.Join(t.TempDir(), "goclient.go")
+	if err := os.WriteFile(src, []byte(goClient), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command(goTool, "build", "-o", filepath.Join(dir, "goclient"), src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}
 
 // registryUpstream stands in for the internet: a tarball, a PyPI simple
 // index with one wheel, and an npm registry with one package; it counts
@@ -130,17 +156,8 @@ func startRegistry(t *testing.T) *registryUpstream {
 func TestProxyUnawareClients(t *testing.T) {
 	needNamespaces(t)
 	testenv.NeedsTool(t, "getent")
-	goTool := testenv.NeedsTool(t, "go")[0]
 	wd := t.TempDir() // the world shows it: the Go program runs from there
-	src := filepath.Join(t.TempDir(), "noproxy.go")
-	if err := os.WriteFile(src, []byte(noProxyGo), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command(goTool, "build", "-o", filepath.Join(wd, "noproxy"), src)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GO111MODULE=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	buildGoClient(t, wd)
 	bothLaunchers(t, func(t *testing.T, mod func(*engine.Config)) { testProxyUnawareClients(t, mod, wd) })
 }
 
@@ -164,11 +181,11 @@ func testProxyUnawareClients(t *testing.T, mod func(*engine.Config), wd string) 
 		}
 	}
 
-	// The Go program: carried by the Host it sends to the resolver's
-	// address; another Host there is refused.
-	r := run(`a=$(getent -s dns hosts localhost | cut -d' ' -f1); ./noproxy "http://$a:` + port + `/pkg.tgz" localhost:` + port)
+	// The Go program: carried from the resolver's address by the Host it
+	// sends; another Host there is refused.
+	r := run(`a=$(getent -s dns hosts localhost | cut -d' ' -f1); DIAL=$a:` + port + ` ./goclient http://localhost:` + port + `/pkg.tgz`)
 	expect("go without proxy support", r, engine.StatusOK, "package tarball\n", "/pkg.tgz", 1)
-	r = run(`a=$(getent -s dns hosts localhost | cut -d' ' -f1); ./noproxy "http://$a:` + port + `/pkg.tgz" denied.example:` + port)
+	r = run(`a=$(getent -s dns hosts localhost | cut -d' ' -f1); DIAL=$a:` + port + ` ./goclient http://denied.example:` + port + `/pkg.tgz`)
 	expect("go, a host not allowed", r, engine.StatusFailed, "", "/pkg.tgz", 1)
 	if !strings.Contains(r.Output, "refused: denied.example") {
 		t.Errorf("go, a host not allowed: %q, want its refusal", r.Output)
@@ -188,5 +205,42 @@ func testProxyUnawareClients(t *testing.T, mod func(*engine.Config), wd string) 
 		r = run(`python3 -m pip download -q --no-deps --only-binary=:all: --no-cache-dir --disable-pip-version-check ` +
 			`-d "$TMPDIR/dl" -i http://localhost:` + port + `/simple/ --trusted-host localhost bvpkg==1.0 && ls "$TMPDIR/dl"`)
 		expect("pip download", r, engine.StatusOK, "bvpkg-1.0-py3-none-any.whl\n", "/files/bvpkg-1.0-py3-none-any.whl", 1)
+	}
+}
+
+// A Go program without proxy support, carried, reaches a broker host with
+// the secret in place of its placeholder, trusting the conversation's CA
+// from the system bundle mounted over the host's (Go reads no
+// NODE_EXTRA_CA_CERTS); without the placeholder the host sees no secret.
+func TestBrokerGoClient(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "getent")
+	wd := t.TempDir()
+	buildGoClient(t, wd)
+	const secret = "ghp_G0ClientS3cretN0tInTheSandb0x42abcdef"
+	t.Setenv("BVTEST_GO_TOKEN", secret)
+	roots, _, port := upstreamPKI(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, "authorized\n")
+	}))
+	host := "localhost:" + port
+	e := newEngine(t, func(c *engine.Config) {
+		c.Broker = []string{host + "=env:BVTEST_GO_TOKEN"}
+		c.BrokerRoots = roots
+		c.Timeout = 60 * time.Second
+	})
+	tc := engine.ToolContext{WorkingDir: wd, ConversationID: "broker-go",
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{host}}}
+	carried := `DIAL=$(getent -s dns hosts localhost | cut -d' ' -f1):` + port + ` `
+	r := e.Run(context.Background(), tc, engine.Input{Command: carried + `AUTH="Bearer $BVTEST_GO_TOKEN" ./goclient https://` + host + `/api`})
+	if r.Status != engine.StatusOK || !strings.HasPrefix(r.Output, "authorized\n") || strings.Contains(r.Output, secret) {
+		t.Errorf("go through the broker: %s %q", r.Status, r.Output)
+	}
+	r = e.Run(context.Background(), tc, engine.Input{Command: carried + `AUTH="Bearer guess" ./goclient https://` + host + `/api`})
+	if r.Status != engine.StatusFailed || !strings.Contains(r.Output, "status 401") {
+		t.Errorf("go without the placeholder: %s %q", r.Status, r.Output)
 	}
 }
