@@ -151,7 +151,11 @@
 // hooks directories and program files are matched also where they
 // resolve through symlinks in the tree apply will produce, and a change
 // that makes a directory on the way to one a symlink is refused: it
-// moves the code without changing it. Configurations are read for every repository around a
+// moves the code without changing it. A path is resolved as the kernel
+// resolves it, component by component, a .. after the symlinks before
+// it (tools/../hooks is a/hooks when tools is a symlink to a/b; ~/../x
+// follows a home that is a symlink first), and an included file is read
+// where it so resolves. Configurations are read for every repository around a
 // change (the directories above it and their .git) before and after the
 // command, and for the first repository above the layer's roots (one
 // that encloses the workspace: what it names there is code too).

@@ -37,7 +37,7 @@ type code struct {
 // (gitdir, whose working tree is wt: where git runs its hooks).
 func (k *checker) repoConfig(gitdir, wt string, c *code) {
 	for _, h := range c.relHooks {
-		c.hooks = append(c.hooks, filepath.Clean(wt+"/"+h))
+		c.hooks = append(c.hooks, rawPath(wt, h))
 	}
 	for _, p := range c.relProgs {
 		c.addProgram(wt, p)
@@ -57,11 +57,12 @@ func (k *checker) repoConfig(gitdir, wt string, c *code) {
 		seen := map[string]bool{}
 		for i := 0; i < len(files) && i < maxIncludes; i++ {
 			f := files[i]
-			if seen[f] {
+			rf := k.resolveIn(f, after) // as git opens it
+			if seen[rf] {
 				continue
 			}
-			seen[f] = true
-			b, err := k.v.ReadFile(f, after, maxCheckedFile)
+			seen[rf] = true
+			b, err := k.v.ReadFile(rf, after, maxCheckedFile)
 			if err != nil {
 				continue
 			}

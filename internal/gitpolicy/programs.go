@@ -82,7 +82,7 @@ func (u *userConfig) programPaths(e configEntry) (abs, rel []string) {
 				abs = append(abs, p)
 			}
 		case filepath.IsAbs(w):
-			abs = append(abs, filepath.Clean(w))
+			abs = append(abs, rawPath("/", w))
 		default:
 			rel = append(rel, w)
 		}
@@ -91,12 +91,11 @@ func (u *userConfig) programPaths(e configEntry) (abs, rel []string) {
 }
 
 // addProgram records the program file p (absolute, or relative to the
-// working tree wt) unless it is wt or a directory above it.
+// working tree wt; its .. components kept, see rawPath) unless it
+// names wt or a directory above it.
 func (c *code) addProgram(wt, p string) {
-	if !filepath.IsAbs(p) {
-		p = filepath.Clean(wt + "/" + p)
-	}
-	if p == wt || p == "/" || strings.HasPrefix(wt, p+"/") {
+	p = rawPath(wt, p)
+	if q := filepath.Clean(p); q == wt || q == "/" || strings.HasPrefix(wt, q+"/") {
 		return
 	}
 	c.programs = append(c.programs, p)

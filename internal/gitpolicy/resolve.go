@@ -5,6 +5,7 @@ package gitpolicy
 import (
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -33,8 +34,7 @@ func (k *checker) codeResolved() *code {
 	}
 	if len(k.code.configs) != k.resolvedN[2] {
 		for p := range k.code.configs { // a few files: all again
-			r.configs[p] = true
-			if q, ok := k.resolveAfter(p); ok && q != p {
+			for _, q := range k.spellings(p) {
 				r.configs[q] = true
 			}
 		}
@@ -42,10 +42,7 @@ func (k *checker) codeResolved() *code {
 	}
 	add := func(out *[]string, list []string, n *int) {
 		for _, p := range list[*n:] {
-			*out = append(*out, p)
-			if q, ok := k.resolveAfter(p); ok && q != p {
-				*out = append(*out, q)
-			}
+			*out = append(*out, k.spellings(p)...)
 		}
 		*n = len(list)
 	}
@@ -54,14 +51,65 @@ func (k *checker) codeResolved() *code {
 	return r
 }
 
-// resolveAfter returns the absolute path p with every symlink on it
-// (its last component too) replaced by its target in the tree after the
-// command, as the kernel resolves it; a missing component ends the
-// resolution (the rest is kept as named). ok is false after maxLinks
+// spellings returns the path p a configuration names (absolute, its ..
+// components kept: rawPath) as it is matched: cleaned as text, as named
+// (so that a symlink made on the way to one of its .. components is on
+// its way), and as it resolves in the tree after the command.
+func (k *checker) spellings(p string) []string {
+	out := []string{filepath.Clean(p)}
+	if p != out[0] {
+		out = append(out, p)
+	}
+	if q, ok := k.resolveAfter(p); ok && !slices.Contains(out, q) {
+		out = append(out, q)
+	}
+	return out
+}
+
+// rawPath joins dir and p (p as it is when absolute) with the empty
+// and . components dropped and the .. ones kept: git hands a path a
+// configuration names to the kernel as written, which resolves a ..
+// after the symlinks before it (tools/../hooks is other/hooks's parent's
+// hooks when tools is a symlink to other/deep), so it is cleaned as text
+// only where that is known to be what the kernel does (spellings).
+func rawPath(dir, p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = dir + "/" + p
+	}
+	var b strings.Builder
+	for c := range strings.SplitSeq(p, "/") {
+		if c != "" && c != "." {
+			b.WriteString("/" + c)
+		}
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+// resolveIn is p resolved in the tree before or after the command
+// (resolvePath), or p cleaned as text when it does not
+// resolve.
+func (k *checker) resolveIn(p string, after bool) string {
+	if q, ok := k.resolvePath(p, after); ok {
+		return q
+	}
+	return filepath.Clean(p)
+}
+
+// resolveAfter is resolvePath in the tree after the command.
+func (k *checker) resolveAfter(p string) (string, bool) { return k.resolvePath(p, true) }
+
+// resolvePath returns the absolute path p with every symlink on it (its
+// last component too) replaced by its target in the tree before or
+// after the command, and each .. taken after the symlinks before it,
+// as the kernel resolves it; a missing component ends the resolution
+// (the rest is kept as named, cleaned). ok is false after maxLinks
 // symlinks or an unreadable one.
-func (k *checker) resolveAfter(p string) (string, bool) {
+func (k *checker) resolvePath(p string, after bool) (string, bool) {
 	done := "/"
-	rest := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for links := 0; len(rest) > 0; {
 		name := rest[0]
 		rest = rest[1:]
@@ -73,7 +121,7 @@ func (k *checker) resolveAfter(p string) (string, bool) {
 			continue
 		}
 		next := filepath.Join(done, name)
-		fi, err := k.v.Lstat(next, true)
+		fi, err := k.v.Lstat(next, after)
 		if err != nil {
 			return filepath.Join(append([]string{next}, rest...)...), true
 		}
@@ -84,7 +132,7 @@ func (k *checker) resolveAfter(p string) (string, bool) {
 		if links++; links > maxLinks {
 			return p, false
 		}
-		target, err := k.v.Readlink(next, true)
+		target, err := k.v.Readlink(next, after)
 		if err != nil {
 			return p, false
 		}

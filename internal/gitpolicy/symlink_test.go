@@ -59,3 +59,49 @@ func TestCodeThroughSymlinkedDirectory(t *testing.T) {
 		allowCase(t, "git config --global core.fsmonitor tools/fsm.sh", "mkdir -p other && echo x > other/f && ln -s other docs")
 	})
 }
+
+// TestDotDotAfterSymlink: a path a configuration names with a ..
+// component is resolved as the kernel resolves it, the .. taken after
+// the symlinks before it, not cleaned as text: core.hooksPath =
+// tools/../hooks is a/hooks when tools is a symlink to a/b, whether the
+// change set makes that symlink or it was there; and ~ is the home as
+// HOME names it, a symlink to a directory in the workspace followed
+// before the .. after it (core.hooksPath and include.path). Each
+// control shows the user's git run the planted program when the change
+// set is applied unchecked.
+func TestDotDotAfterSymlink(t *testing.T) {
+	plant := func(f string) string {
+		return `mkdir -p "$(dirname ` + f + `)" && printf '#!/bin/sh\ntouch $SENT/prog\nexit 1\n' > ` + f + ` && chmod +x ` + f
+	}
+	const commit = "echo y >> README; git commit -qam y"
+	// The home is a symlink to deep/home, in the workspace.
+	const home = `mkdir -p deep/home && rmdir "$HOME" && ln -s "$PWD/deep/home" "$HOME" && `
+	cases := []struct{ name, setup, attack, user string }{
+		{"hooksPath tools/../hooks, tools made a symlink to a deeper directory",
+			"git config --global core.hooksPath tools/../hooks",
+			plant("a/hooks/pre-commit") + " && mkdir -p a/b && ln -s a/b tools", commit},
+		{"hooksPath tools/../hooks, tools a symlink already",
+			"git config --global core.hooksPath tools/../hooks && mkdir -p a/b && echo b > a/b/README && ln -s a/b tools && git add -A && git commit -qm tools",
+			plant("a/hooks/pre-commit"), commit},
+		{"fsmonitor tools/../fsm.sh, tools made a symlink to a deeper directory",
+			"git config --global core.fsmonitor tools/../fsm.sh",
+			plant("a/fsm.sh") + " && mkdir -p a/b && ln -s a/b tools", "git status"},
+		{"hooksPath ~/../hooks, the home a symlink",
+			home + "git config --global core.hooksPath '~/../hooks'",
+			plant("deep/hooks/pre-commit"), commit},
+		{"include.path ~/../inc.cfg, the home a symlink",
+			home + "git config --global include.path '~/../inc.cfg'",
+			plant("deep/h/pre-commit") + ` && printf '[core]\n\thooksPath = deep/h\n' > deep/inc.cfg`, commit},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := controlThen(t, c.setup, []string{c.attack}, ".", c.user, "prog")
+			if bad := w.oracle(t); len(bad) > 0 {
+				t.Errorf("the oracle: %v", bad)
+			}
+		})
+	}
+	t.Run("tools/../hooks with tools a plain directory", func(t *testing.T) {
+		allowCase(t, "git config --global core.hooksPath tools/../hooks", "mkdir -p tools a/hooks && echo x > a/hooks/pre-commit")
+	})
+}

@@ -88,7 +88,8 @@ func userConfigOf(env []string) *userConfig {
 
 // resolve makes the path p of a config file absolute: relative to dir,
 // ~/ to the user's home (HOME), ~name/ to name's (os/user); "" when it
-// cannot be (no HOME, no such user).
+// cannot be (no HOME, no such user). Its .. components are kept (see
+// rawPath): the kernel resolves them after the symlinks before them.
 func (u *userConfig) resolve(dir, p string) string {
 	switch {
 	case p == "":
@@ -97,18 +98,16 @@ func (u *userConfig) resolve(dir, p string) string {
 		if u.home == "" {
 			return ""
 		}
-		return filepath.Clean(u.home + "/" + p[1:])
+		return rawPath(u.home, strings.TrimPrefix(p[1:], "/"))
 	case strings.HasPrefix(p, "~"):
 		name, rest, _ := strings.Cut(p[1:], "/")
 		h, err := user.Lookup(name)
 		if err != nil || h.HomeDir == "" {
 			return ""
 		}
-		return filepath.Clean(h.HomeDir + "/" + rest)
-	case strings.HasPrefix(p, "/"):
-		return filepath.Clean(p)
+		return rawPath(h.HomeDir, rest)
 	}
-	return filepath.Clean(dir + "/" + p)
+	return rawPath(dir, p)
 }
 
 // global reads the user's configuration files (before and after the
@@ -130,12 +129,13 @@ func (k *checker) global() {
 		seen := map[string]bool{}
 		for i := 0; i < len(files) && i < maxIncludes; i++ {
 			f := files[i]
-			if seen[f] {
+			k.code.configs[f] = true
+			rf := k.resolveIn(f, after) // as git opens it
+			if seen[rf] {
 				continue
 			}
-			seen[f] = true
-			k.code.configs[f] = true
-			b, err := k.v.ReadFile(f, after, maxCheckedFile)
+			seen[rf] = true
+			b, err := k.v.ReadFile(rf, after, maxCheckedFile)
 			if err != nil {
 				continue
 			}

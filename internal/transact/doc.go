@@ -173,7 +173,10 @@
 // (the conversation's workspace), one layer made ahead of time, and
 // premounted with [Options.Premount] (layer.Layer.Premount), which
 // Begin takes when it still fits its roots (layer.Layer.Stale) and
-// refills in the background; a committed or aborted layer is reset in
+// refills in the background (the first Begin over a set of roots
+// refills nothing: a one-command engine would only make and remove that
+// spare; its layer, reset, is the first spare, and later Begins that
+// find none make one); a committed or aborted layer is reset in
 // the background after Commit returns, once its command's mount
 // namespace ended (layer.Layer.Reset: emptied, not removed), and its
 // directories are the next spare of its roots, so that

@@ -27,7 +27,9 @@ const (
 // pool makes the commands' layers ahead of time and removes used ones
 // in the background, so that neither is on a command's path: Begin
 // takes the spare layer made for the same roots (one per set of
-// roots, refilled after each take) and a committed layer is removed
+// roots, refilled after each take and whenever roots asked for before
+// have none; the first Begin over a set of roots queues none, its
+// layer, recycled, being the first spare) and a committed layer is removed
 // after its report is returned, or, when its command's processes are
 // all gone, reset (layer.Layer.Reset, once the thread that kept the
 // command's mount namespace ended) and kept to be the next spare of its
@@ -108,16 +110,19 @@ func key(roots []string) string {
 }
 
 // layer returns a layer over roots: the spare one when it still fits
-// them, otherwise a new one; either way a new spare is made in the
-// background.
+// them, otherwise a new one. A new spare is made in the background
+// once the roots were asked for before: the first Begin over a set of
+// roots queues none (a one-command engine would only make and remove
+// it), its layer, recycled, being the next spare.
 func (p *pool) layer(roots []string) (*layer.Layer, error) {
 	k := key(roots)
 	if k != "" {
 		p.mu.Lock()
 		l := p.spare[k]
 		delete(p.spare, k)
+		seen := slices.Contains(p.keys, k)
 		p.mu.Unlock()
-		p.refill(k, roots)
+		p.refill(k, roots, l != nil || seen)
 		if l != nil && !l.Stale() {
 			return l, nil
 		}
@@ -181,10 +186,11 @@ func (p *pool) prepare(l *layer.Layer) {
 	}
 }
 
-// refill makes the spare layer of key in the background, unless one is
-// there or queued, and marks key most recently used, dropping the
-// spare of the least recently used key past spareKeys.
-func (p *pool) refill(k string, roots []string) {
+// refill marks key most recently used, dropping the spare of the least
+// recently used key past spareKeys, and, when ahead is set, makes the
+// key's spare layer in the background, unless one is there or queued or
+// a recycle will fill it.
+func (p *pool) refill(k string, roots []string, ahead bool) {
 	p.mu.Lock()
 	p.keys = append(slices.DeleteFunc(p.keys, func(x string) bool { return x == k }), k)
 	var drop *layer.Layer
@@ -202,7 +208,7 @@ func (p *pool) refill(k string, roots []string) {
 	if drop != nil {
 		p.remove(drop)
 	}
-	if p.has(k) {
+	if !ahead || p.has(k) {
 		return
 	}
 	roots = slices.Clone(roots)

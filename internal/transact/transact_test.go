@@ -5,6 +5,7 @@ package transact_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,11 +261,13 @@ func TestRoots(t *testing.T) {
 	}
 }
 
-// The next command's layer is made while the last one is committed, and
-// the last one's, reset, is the directories of the one after (two
-// layers cycle); a layer made ahead of time is not used once its root's permissions
-// changed (the command would see the old ones, and the commit would
-// report them as its change).
+// The first command queues no spare (a one-command engine would only
+// make and remove it): its layer, reset, is the second command's; from
+// the second on, the next command's layer is made while the last one is
+// committed, and the last one's, reset, is the directories of the one
+// after (two layers cycle); a layer made ahead of time is not used once
+// its root's permissions changed (the command would see the old ones,
+// and the commit would report them as its change).
 func TestSpareLayerFollowsTheRoot(t *testing.T) {
 	f := newFixture(t)
 	state := filepath.Join(filepath.Dir(f.ws), "state")
@@ -280,12 +283,32 @@ func TestSpareLayerFollowsTheRoot(t *testing.T) {
 		}
 		return n
 	}
-	for range 5 {
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.c.Begin(roots, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	transact.Settle(f.m) // a spare queued would be made by now
+	if n := layers(); n != 1 {
+		t.Fatalf("the first command's Begin left %d layers, want 1 (no spare)", n)
+	}
+	if err := tx.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	transact.Settle(f.m) // the first command's layer, reset, is the spare
+	first := maps.Clone(seen)
+	for i := range 5 {
 		if rep := f.run(t, "echo x > f; true"); len(rep.Applied) != 1 {
 			t.Fatalf("applied %v", rep.Applied)
 		}
 		if err := os.Remove(filepath.Join(f.ws, "f")); err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 && !maps.Equal(seen, first) {
+			t.Fatalf("the second command did not reuse the first one's layer: %v, then %v", first, seen)
 		}
 		// A spare stays, and the used layer, reset, is the next spare's
 		// directories: the commands cycle two layers.
