@@ -546,26 +546,6 @@ func (j *job) settle(ctx actor.Context) {
 	}()
 }
 
-// completion renders a background job's completion line ("" for none).
-func (j *job) completion(o jobs.Outcome) string {
-	if j.spec.Background && j.spec.Completion != nil {
-		return j.spec.Completion(o)
-	}
-	return ""
-}
-
-// finish appends the completion line (job.line) to a background job's
-// output file and closes it for writing, once. The actor is done with
-// the file by then: nothing else writes it.
-func (j *job) finish() {
-	j.finished.Do(func() {
-		if j.line != "" {
-			j.appendLine(j.line)
-		}
-		j.closeFile()
-	})
-}
-
 // releaseCgroup hands the cgroup of a job that ended cleanly (nothing had
 // to be ended, kept or given up on) back for reuse and removes any other,
 // except one whose processes are kept (settle moves them out first). It

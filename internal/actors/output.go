@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bashvisor/bashvisor/internal/jobs"
 	"github.com/bashvisor/bashvisor/internal/secret"
 )
 
@@ -224,4 +225,24 @@ func (s *switchWriter) switchTo(w io.Writer) {
 	s.mu.Lock()
 	s.w = w
 	s.mu.Unlock()
+}
+
+// completion renders a background job's completion line ("" for none).
+func (j *job) completion(o jobs.Outcome) string {
+	if j.spec.Background && j.spec.Completion != nil {
+		return j.spec.Completion(o)
+	}
+	return ""
+}
+
+// finish appends the completion line (job.line) to a background job's
+// output file and closes it for writing, once. The actor is done with
+// the file by then: nothing else writes it.
+func (j *job) finish() {
+	j.finished.Do(func() {
+		if j.line != "" {
+			j.appendLine(j.line)
+		}
+		j.closeFile()
+	})
 }
