@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // executorActor is the well-known name of the actor an executor serves
@@ -336,7 +337,11 @@ func remoteOptions(token, advertised string, streams grpc.StreamHandler) []remot
 		grpc.MaxRecvMsgSize(wireMessageMax),
 	}
 	if token != "" {
-		server = append(server, grpc.StreamInterceptor(streamAuth(token)), grpc.UnaryInterceptor(unaryAuth(token)))
+		// The tap refuses a stream without the token before gRPC reads a
+		// message of it: a unary request is read whole (up to
+		// wireMessageMax) before any interceptor runs.
+		server = append(server, grpc.InTapHandle(tapAuth(token)),
+			grpc.StreamInterceptor(streamAuth(token)), grpc.UnaryInterceptor(unaryAuth(token)))
 	}
 	if streams != nil {
 		server = append(server, grpc.UnknownServiceHandler(streams))
@@ -386,6 +391,17 @@ func checkToken(ctx context.Context, token string) error {
 		}
 	}
 	return status.Error(codes.Unauthenticated, "bashvisor cluster: missing or wrong token")
+}
+
+// tapAuth checks the token in a new stream's headers, before any of its
+// messages is read.
+func tapAuth(token string) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := checkToken(metadata.NewIncomingContext(ctx, info.Header), token); err != nil {
+			return nil, err
+		}
+		return ctx, nil
+	}
 }
 
 func streamAuth(token string) grpc.StreamServerInterceptor {
