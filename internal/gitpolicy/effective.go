@@ -31,6 +31,7 @@ type code struct {
 	programs   []string        // files program-valued keys name (programs.go)
 	relProgs   []string        // the user's relative program files: below every working tree
 	drivers    bool            // the user's configuration defines drivers
+	ways       map[string]bool // symlinks the resolved paths go through (codeResolved's only)
 }
 
 // repoConfig is what one repository's effective configuration names
@@ -207,6 +208,9 @@ func (k *checker) codeFile(c layer.Change) verdict {
 		if link && strings.HasPrefix(h, p+"/") {
 			return refuse(Config, "a symlink on the way to a program the configuration names (it moves where git finds the program)")
 		}
+	}
+	if r.ways[p] && c.Kind != layer.Deleted {
+		return refuse(Config, "a symlink the path of a hook, a program or an included file goes through (it moves where git finds it)")
 	}
 	if r.configs[p] {
 		return k.configFileChange(p, c.Kind, c.Mode, "a file the repository's configuration includes")

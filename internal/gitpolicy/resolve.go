@@ -24,17 +24,17 @@ const maxLinks = 40
 
 // codeResolved is k.code's hooks, programs and configuration files,
 // each also as it resolves in the tree after the command
-// (resolveAfter). It resolves each path once per checker, and those the
+// (spellings). It resolves each path once per checker, and those the
 // configurations add while changes are judged when they are added.
 func (k *checker) codeResolved() *code {
 	r := k.resolved
 	if r == nil {
-		r = &code{configs: map[string]bool{}}
+		r = &code{configs: map[string]bool{}, ways: map[string]bool{}}
 		k.resolved = r
 	}
 	if len(k.code.configs) != k.resolvedN[2] {
 		for p := range k.code.configs { // a few files: all again
-			for _, q := range k.spellings(p) {
+			for _, q := range k.spellings(p, r.ways) {
 				r.configs[q] = true
 			}
 		}
@@ -42,7 +42,7 @@ func (k *checker) codeResolved() *code {
 	}
 	add := func(out *[]string, list []string, n *int) {
 		for _, p := range list[*n:] {
-			*out = append(*out, k.spellings(p)...)
+			*out = append(*out, k.spellings(p, r.ways)...)
 		}
 		*n = len(list)
 	}
@@ -54,13 +54,17 @@ func (k *checker) codeResolved() *code {
 // spellings returns the path p a configuration names (absolute, its ..
 // components kept: rawPath) as it is matched: cleaned as text, as named
 // (so that a symlink made on the way to one of its .. components is on
-// its way), and as it resolves in the tree after the command.
-func (k *checker) spellings(p string) []string {
+// its way), and as it resolves in the tree after the command. It
+// records in ways every symlink that resolution goes through: a change
+// to one (made by the command in the middle of a chain: tools -> x, x
+// made a symlink to other) moves the file without being on its way as
+// named.
+func (k *checker) spellings(p string, ways map[string]bool) []string {
 	out := []string{filepath.Clean(p)}
 	if p != out[0] {
 		out = append(out, p)
 	}
-	if q, ok := k.resolveAfter(p); ok && !slices.Contains(out, q) {
+	if q, ok := k.resolveVia(p, true, ways); ok && !slices.Contains(out, q) {
 		out = append(out, q)
 	}
 	return out
@@ -98,9 +102,6 @@ func (k *checker) resolveIn(p string, after bool) string {
 	return filepath.Clean(p)
 }
 
-// resolveAfter is resolvePath in the tree after the command.
-func (k *checker) resolveAfter(p string) (string, bool) { return k.resolvePath(p, true) }
-
 // resolvePath returns the absolute path p with every symlink on it (its
 // last component too) replaced by its target in the tree before or
 // after the command, and each .. taken after the symlinks before it,
@@ -108,6 +109,12 @@ func (k *checker) resolveAfter(p string) (string, bool) { return k.resolvePath(p
 // (the rest is kept as named, cleaned). ok is false after maxLinks
 // symlinks or an unreadable one.
 func (k *checker) resolvePath(p string, after bool) (string, bool) {
+	return k.resolveVia(p, after, nil)
+}
+
+// resolveVia is resolvePath recording in ways (unless nil) each symlink
+// it follows.
+func (k *checker) resolveVia(p string, after bool, ways map[string]bool) (string, bool) {
 	done := "/"
 	rest := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for links := 0; len(rest) > 0; {
@@ -128,6 +135,9 @@ func (k *checker) resolvePath(p string, after bool) (string, bool) {
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			done = next
 			continue
+		}
+		if ways != nil {
+			ways[next] = true
 		}
 		if links++; links > maxLinks {
 			return p, false

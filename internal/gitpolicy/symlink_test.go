@@ -9,7 +9,8 @@ import "testing"
 // change set makes a symlink (or that is one in the workspace already)
 // is matched where it resolves: the change set that swaps tools/ for a
 // symlink to a directory holding a planted fsm.sh is not applied on its
-// own, nor is a planted file where an existing symlink leads. Each
+// own, nor is a planted file where an existing symlink leads, nor a
+// symlink made in the middle of a chain the path goes through. Each
 // control shows the user's git run the planted program when the change
 // set is applied unchecked; a symlink off the program's way is data.
 func TestCodeThroughSymlinkedDirectory(t *testing.T) {
@@ -35,6 +36,15 @@ func TestCodeThroughSymlinkedDirectory(t *testing.T) {
 		{"hooksPath, symlink already in the workspace",
 			"git config --global core.hooksPath ci/hooks && ln -s x ci && git add -A && git commit -qm ci",
 			plant("x/hooks/pre-commit"), "", "echo y >> README; git commit -qam y"},
+		// review7: the change makes a symlink in the middle of a chain
+		// (tools -> x was there; x now points at other), to a program
+		// already in the tree.
+		{"program, symlink made in the middle of a chain",
+			"git config --global core.fsmonitor tools/fsm.sh && " + plant("other/fsm.sh") + " && ln -s x tools && git add -A && git commit -qm tools",
+			"ln -s other x", "", "git status"},
+		{"hooksPath, symlink made in the middle of a chain",
+			"git config --global core.hooksPath ci/hooks && " + plant("y/hooks/pre-commit") + " && ln -s x ci && git add -A && git commit -qm ci",
+			"ln -s y x", "", "echo y >> README; git commit -qam y"},
 	}
 	incl := `mkdir -p other && printf '[core]\n\tfsmonitor = "touch $SENT/prog; false"\n' > other/team.gitconfig`
 	cases = append(cases,
