@@ -480,7 +480,11 @@ type Load struct {
 	BusyCPUs int `json:"busy_cpus"`
 }
 
-// Load returns how busy the engine is now (see Config.Admission).
+// Load returns how busy the engine is now (see Config.Admission). A
+// command counts until the engine has recorded its end, which can be
+// just after Run returned to its caller (the caller is answered first):
+// a Load read right after a Run may still count that command, and so
+// may the limits a next call is admitted by, for a few microseconds.
 func (e *Engine) Load() Load {
 	st := e.sup.Stats()
 	return Load{Running: st.Running, Jobs: st.Jobs, Queued: st.Queued, BusyCPUs: st.Busy}
