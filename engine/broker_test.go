@@ -337,3 +337,60 @@ func TestNetworkAskNeedsApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerLookupEndToEnd: a secret the embedding program's store
+// resolves (Config.BrokerLookup, a reference other than env: and file:)
+// is read once, by New, and brokered like the others: a call's own
+// variable holding it reaches the sandbox as a placeholder, and a request
+// with that placeholder reaches the host with the secret. A reference
+// the store cannot resolve fails New.
+func TestBrokerLookupEndToEnd(t *testing.T) {
+	needNamespaces(t)
+	testenv.NeedsTool(t, "curl")
+	const secret = "ghp_St0reS3cretT0kenN0tInTheSandb0x42xyz"
+	var authorized atomic.Int64
+	roots, _, port := upstreamPKI(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		w.Write([]byte("authorized\n"))
+	}))
+	host := "localhost:" + port
+	var looked []string
+	lookup := func(ref string) (string, error) {
+		looked = append(looked, ref)
+		if ref == "vault:gh" {
+			return secret, nil
+		}
+		return "", errors.New("no such secret")
+	}
+	bad := testConfig()
+	bad.Broker, bad.BrokerLookup = []string{host + "=vault:missing"}, lookup
+	if e, err := engine.New(bad); err == nil {
+		_ = e.Shutdown(context.Background())
+		t.Fatal("New with a reference the store cannot resolve succeeded")
+	}
+	looked = nil
+	e := newEngine(t, func(c *engine.Config) {
+		c.Broker, c.BrokerLookup, c.BrokerRoots = []string{host + "=vault:gh"}, lookup, roots
+		c.Timeout = 60 * time.Second
+	})
+	if len(looked) != 1 || looked[0] != "vault:gh" {
+		t.Fatalf("lookups by New: %q, want one of vault:gh", looked)
+	}
+	tc := engine.ToolContext{WorkingDir: t.TempDir(), ConversationID: "lookup", Env: map[string]string{"GH_TOKEN": secret},
+		Sandbox: engine.Sandbox{Profile: engine.ReadOnly, Network: []string{host}}}
+	r := e.Run(context.Background(), tc, engine.Input{Command: `printf '%s\n' "$GH_TOKEN"; curl -sS --fail --max-time 30 -H "Authorization: Bearer $GH_TOKEN" https://` + host + `/api`})
+	ph, rest, _ := strings.Cut(r.Output, "\n")
+	if r.Status != engine.StatusOK || ph == secret || len(ph) != len(secret) || !strings.HasPrefix(ph, "ghp_") || !strings.HasPrefix(rest, "authorized\n") {
+		t.Fatalf("%s %q", r.Status, r.Output)
+	}
+	if strings.Contains(r.Output, secret) || authorized.Load() != 1 {
+		t.Fatalf("output %q, authorized %d", r.Output, authorized.Load())
+	}
+	if len(looked) != 1 {
+		t.Errorf("the store was asked again after New: %q", looked)
+	}
+}
