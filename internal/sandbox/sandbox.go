@@ -317,6 +317,7 @@ type Command struct {
 	hand        *layerHand     // a rootless helper's socket for its layer's overlays (nil: none)
 	nsChild     *os.File       // a rootless helper's end of the socket it tells its mount namespace on
 	nsSock      *fd.FD         // the engine's end (none, or released to a Freezer)
+	nsHold      *fd.FD         // a duplicate of nsSock kept past the Freezer's (see keep_linux.go)
 	mntns       *fd.FD         // as root, the command's mount namespace, until its Freezer takes it
 	release     *threadRelease // lets the thread that started the command end (see keep_linux.go)
 }
@@ -389,6 +390,10 @@ type helperConfig struct {
 	// namespaces of its own (a rootless command without a world): it sets
 	// loopback up and makes its mount namespace itself.
 	OwnNamespaces bool `json:"own_ns,omitempty"`
+	// RuntimeEnv are the command's own values (nil: unset) of the
+	// variables StartHelper set for the helper's Go runtime
+	// (helperRuntime), which the helper puts back before it execs bash.
+	RuntimeEnv map[string]*string `json:"runtime_env,omitempty"`
 }
 
 // readOnlyMounts reports whether the command's mount namespace makes every

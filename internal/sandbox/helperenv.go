@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+)
+
+// The helper's Go runtime runs on one P (GOMAXPROCS=1), whatever the
+// command's environment says: the helper runs one goroutine, and with
+// more Ps the runtime wakes a new thread for each goroutine it starts
+// while another runs (4 to 5 threads per helper on 2 CPUs), each of
+// which must get a CPU to start, and again to end before execve lets
+// bash start. On a loaded machine that waiting was most of a rootless
+// command's extra start (BenchmarkRootlessGap: back to back 11.5 → 7.6
+// ms at load 10–12). StartHelper sets it in the helper's environment
+// and hands the command's own value (or its absence) over in
+// helperConfig.RuntimeEnv, which the helper puts back before it execs
+// bash.
+
+// helperRuntime are the variables StartHelper sets for the helper's
+// runtime.
+var helperRuntime = []string{"GOMAXPROCS=1"}
+
+// helperProcs1 makes StartHelper set helperRuntime (the benchmark
+// compares it with the runtime's default).
+var helperProcs1 = true
+
+// withHelperRuntime returns env (nil: this process's) with
+// helperRuntime set, and args (c.Args) with the configuration saying
+// what the command's values were.
+func (c *Command) withHelperRuntime(env, args []string) ([]string, []string) {
+	if env == nil {
+		env = os.Environ()
+	}
+	cfg := c.cfg
+	cfg.RuntimeEnv = map[string]*string{}
+	for _, kv := range helperRuntime {
+		name, _, _ := strings.Cut(kv, "=")
+		cfg.RuntimeEnv[name] = nil
+		for _, e := range env {
+			if v, ok := strings.CutPrefix(e, name+"="); ok {
+				cfg.RuntimeEnv[name] = &v // the last one wins, as in dedupEnv
+			}
+		}
+	}
+	enc, err := json.Marshal(cfg)
+	if err != nil || len(args) < 3 || args[1] != HelperArg {
+		return env, args
+	}
+	args = slices.Clone(args)
+	args[2] = string(enc)
+	return append(slices.Clip(env), helperRuntime...), args
+}
+
+// restoreRuntimeEnv, in the helper, puts back the command's values of
+// the variables StartHelper set for the helper's runtime.
+func restoreRuntimeEnv(saved map[string]*string) error {
+	for name, v := range saved {
+		var err error
+		if v == nil {
+			err = os.Unsetenv(name)
+		} else {
+			err = os.Setenv(name, *v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
