@@ -43,7 +43,7 @@ func BenchmarkRootlessGap(b *testing.B) {
 	res := map[string][]time.Duration{}
 	cpu := map[string][]time.Duration{}
 	steps := map[string][]time.Duration{}
-	var kids time.Duration // the last command's CPU (helper and bash: one process)
+	var kids time.Duration               // the last command's CPU (helper and bash: one process)
 	var startWait, cleanup time.Duration // the last command's StartHelper+Wait, and Cleanup
 	run := func(v int) time.Duration {
 		helperProcs1 = variants[v] != "before"
