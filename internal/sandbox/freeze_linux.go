@@ -5,7 +5,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 
@@ -49,17 +48,6 @@ func (c *Command) Freezer(pid int) *proc.Freezer {
 	}
 	z := proc.NewFreezer(pid, st.Ino)
 	if c.nsSock.Valid() {
-		// The helper's second message stays queued on the socket as
-		// long as this duplicate is open: the namespace then outlives
-		// the Freezer's Close (see keep_linux.go). A Command dropped
-		// without Cleanup (its processes left running) lets it go when
-		// it is collected.
-		if keepRootlessNS {
-			if n, err := unix.FcntlInt(uintptr(c.nsSock.Int()), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-				c.nsHold = fd.New(n)
-				runtime.AddCleanup(c, func(f *fd.FD) { _ = f.Close() }, c.nsHold)
-			}
-		}
 		z.Told(c.nsSock) // z owns it now
 		c.nsSock = nil
 	}
@@ -116,19 +104,11 @@ func (c *Command) closeNamespaceReport() {
 		_ = c.nsChild.Close()
 		c.nsChild = nil
 	}
-	hold := []*fd.FD{c.nsSock, c.nsHold}
-	c.nsSock, c.nsHold = nil, nil
-	if !keepRootlessNS {
-		for _, f := range hold {
-			_ = f.Close()
-		}
-		return
-	}
-	releaseOffPath(c.cfg.Layer, hold...)
+	_ = c.nsSock.Close()
 }
 
 // reportNamespace, in the helper, sends the engine a descriptor of its
-// (the command's) mount namespace on fd, twice, and closes fd.
+// (the command's) mount namespace on fd, and closes fd.
 func reportNamespace(n int) error {
 	sock := fd.New(n)
 	defer sock.Close()
@@ -137,12 +117,8 @@ func reportNamespace(n int) error {
 		return fmt.Errorf("tell the mount namespace: %w", err)
 	}
 	defer ns.Close()
-	// Twice: the Freezer takes the first, the second stays queued for
-	// the engine's Command until Cleanup (keep_linux.go).
-	for range 2 {
-		if err := unix.Sendmsg(sock.Int(), []byte{0}, unix.UnixRights(ns.Int()), nil, 0); err != nil {
-			return fmt.Errorf("tell the mount namespace: %w", err)
-		}
+	if err := unix.Sendmsg(sock.Int(), []byte{0}, unix.UnixRights(ns.Int()), nil, 0); err != nil {
+		return fmt.Errorf("tell the mount namespace: %w", err)
 	}
 	return nil
 }

@@ -9,15 +9,16 @@ import (
 
 // The helper's Go runtime runs on one P (GOMAXPROCS=1), whatever the
 // command's environment says: the helper runs one goroutine, and with
-// more Ps the runtime wakes a new thread for each goroutine it starts
-// while another runs (4 to 5 threads per helper on 2 CPUs), each of
-// which must get a CPU to start, and again to end before execve lets
-// bash start. On a loaded machine that waiting was most of a rootless
-// command's extra start (BenchmarkRootlessGap: back to back 11.5 → 7.6
-// ms at load 10–12). StartHelper sets it in the helper's environment
-// and hands the command's own value (or its absence) over in
-// helperConfig.RuntimeEnv, which the helper puts back before it execs
-// bash.
+// more Ps the runtime starts a thread for each goroutine it wakes while
+// another runs (4 to 5 threads per helper on 2 CPUs), each of which
+// execve must end before bash starts. One P saved 0.1–0.3 ms of CPU per
+// rootless command in each of five runs of BenchmarkRootlessGap (helper
+// and bash: 3.28 → 2.99 ms back to back at load 10–12), and back to back
+// 11.5 → 7.6 ms of wall time there (80 rounds); at load 17–37 the wall
+// times of both varied by more than that. StartHelper sets it in the
+// helper's environment and hands the command's own value (or its
+// absence) over in helperConfig.RuntimeEnv, which the helper puts back
+// before it execs bash.
 
 // helperRuntime are the variables StartHelper sets for the helper's
 // runtime.

@@ -4,13 +4,9 @@ package sandbox
 
 import (
 	"runtime"
-	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/bashvisor/bashvisor/internal/fd"
-	"github.com/bashvisor/bashvisor/internal/layer"
 )
 
 // The command's mount namespace is torn down off its path. A command's
@@ -34,16 +30,12 @@ import (
 // go, and the teardown runs in that thread's exit, which nothing waits
 // for (or in Cleanup's close of Command.mntns, when that comes last). A
 // rootless command's namespace is held without a thread of the engine,
-// by the descriptor its helper reports (helperConfig.NamespaceFD), sent
-// twice: the Freezer takes the first (and closes it when the command
-// ended), the second stays queued on the socket, which the Command
-// keeps open (a duplicate, nsHold) until Cleanup; Cleanup then closes
-// it on a thread of its own (releaseOffPath), whose close runs the
-// teardown, and which a layered command's layer waits for
-// (layer.Spec.MountedBy) before it is reused. Before, the teardown ran
-// in the Freezer's Close or Cleanup's, on the job's path
-// (BenchmarkRootlessGap: back to back 12.7 → 7.8 ms, 1 s apart 17.9 →
-// 15.9 ms at load 14–26).
+// by the descriptor its helper reports (helperConfig.NamespaceFD): in
+// flight on the report socket until Cleanup closes it, or in the
+// Freezer until its Close; the teardown then runs in that close, which
+// costs little there (Cleanup took 0.13–0.19 ms in BenchmarkRootlessGap
+// at load 17–27; keeping the namespace past it, closed on a thread of
+// its own, showed no gain).
 //
 // At most maxKept threads are parked at once (a parked thread is an OS
 // thread of the engine, a few KiB, and counts in its pids limit); past
@@ -100,42 +92,4 @@ func (c *Command) keepThread() <-chan struct{} {
 		runtime.AddCleanup(c, func(r *threadRelease) { r.close() }, r)
 	}
 	return c.release.ch
-}
-
-// keepRootlessNS makes a rootless command's namespace outlive its
-// Freezer until Cleanup, and Cleanup release it off the path (the
-// benchmark compares it with closing it in place).
-var keepRootlessNS = true
-
-// releaseOffPath closes fds (nil ones skipped) on a thread of their own,
-// which it does not wait for: the last reference to a command's mount
-// namespace among them tears it down there. With spec (a layered
-// command), the thread is named to the layer (layer.Spec.MountedBy)
-// before releaseOffPath returns, so that the layer's reuse waits for
-// the teardown.
-func releaseOffPath(spec *layer.Spec, fds ...*fd.FD) {
-	if !slices.ContainsFunc(fds, (*fd.FD).Valid) {
-		return
-	}
-	named := make(chan struct{})
-	var run func()
-	run = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			go run() // not the main thread, which the runtime never ends
-			<-named
-			runtime.UnlockOSThread()
-			return
-		}
-		if spec != nil {
-			spec.MountedBy(unix.Gettid())
-		}
-		close(named)
-		for _, f := range fds {
-			_ = f.Close()
-		}
-		// Return still locked: the runtime ends this thread.
-	}
-	go run()
-	<-named
 }

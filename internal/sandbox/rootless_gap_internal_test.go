@@ -38,7 +38,7 @@ func BenchmarkRootlessGap(b *testing.B) {
 	}
 	defer devnull.Close()
 	dir := b.TempDir()
-	variants := []string{"before", "procs1", "procs1+hold"}
+	variants := []string{"before", "procs1"}
 	gaps := []time.Duration{0, time.Second}
 	res := map[string][]time.Duration{}
 	cpu := map[string][]time.Duration{}
@@ -46,8 +46,7 @@ func BenchmarkRootlessGap(b *testing.B) {
 	var kids time.Duration               // the last command's CPU (helper and bash: one process)
 	var startWait, cleanup time.Duration // the last command's StartHelper+Wait, and Cleanup
 	run := func(v int) time.Duration {
-		helperProcs1 = variants[v] != "before"
-		keepRootlessNS = variants[v] == "procs1+hold"
+		helperProcs1 = variants[v] == "procs1"
 		t0 := time.Now()
 		sc, err := Prepare(Options{Bash: bash, Command: "true", World: w, Dir: dir})
 		if err != nil {
@@ -91,7 +90,7 @@ func BenchmarkRootlessGap(b *testing.B) {
 			}
 		}
 	}
-	helperProcs1, keepRootlessNS = true, true
+	helperProcs1 = true
 	for key, v := range res {
 		slices.Sort(v)
 		b.ReportMetric(float64(v[len(v)/2])/1e6, key+"-ms")

@@ -317,7 +317,6 @@ type Command struct {
 	hand        *layerHand     // a rootless helper's socket for its layer's overlays (nil: none)
 	nsChild     *os.File       // a rootless helper's end of the socket it tells its mount namespace on
 	nsSock      *fd.FD         // the engine's end (none, or released to a Freezer)
-	nsHold      *fd.FD         // a duplicate of nsSock kept past the Freezer's (see keep_linux.go)
 	mntns       *fd.FD         // as root, the command's mount namespace, until its Freezer takes it
 	release     *threadRelease // lets the thread that started the command end (see keep_linux.go)
 }
