@@ -18,7 +18,12 @@ import (
 // times of both varied by more than that. StartHelper sets it in the
 // helper's environment and hands the command's own value (or its
 // absence) over in helperConfig.RuntimeEnv, which the helper puts back
-// before it execs bash.
+// before it execs bash. Not for a command with a layer (its helper
+// makes and exchanges overlays): in `demo bench -only idle -user bvci`
+// (two rounds each, before and after, load 11–20) read-only back to
+// back went from +14.0/+14.0 ms over root to +2.9/+3.2, but layered
+// workspace-write a second after the previous command from 21.5/28.0
+// ms to 49.9/63.6, unexplained.
 
 // helperRuntime are the variables StartHelper sets for the helper's
 // runtime.
