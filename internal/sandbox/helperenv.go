@@ -20,10 +20,13 @@ import (
 // absence) over in helperConfig.RuntimeEnv, which the helper puts back
 // before it execs bash. Not for a command with a layer (its helper
 // makes and exchanges overlays): in `demo bench -only idle -user bvci`
-// (two rounds each, before and after, load 11–20) read-only back to
-// back went from +14.0/+14.0 ms over root to +2.9/+3.2, but layered
-// workspace-write a second after the previous command from 21.5/28.0
-// ms to 49.9/63.6, unexplained.
+// (before and after alternated, load 8–20) layered workspace-write a
+// second after the previous command went from 21.5/28.0 ms to
+// 49.9/63.6 with it (unexplained), and 18.0 without. There read-only
+// over root was +14.0/+14.0/+2.7 ms back to back before and
+// +2.9/+3.2/+6.0 after, +6.5/+13.9/+18.6 and +19.4/−6.7/+8.5 a second
+// apart: the spread of p50 of 15 at that load exceeds the gain, which
+// only the CPU time shows.
 
 // helperRuntime are the variables StartHelper sets for the helper's
 // runtime.
