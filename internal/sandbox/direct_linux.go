@@ -176,6 +176,9 @@ func (c *Command) place(pid, cgroupFD int) error {
 // (also when StartHelper fails).
 func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	cmd.Path, cmd.Args = c.Path, c.Args
+	if helperProcs1 && c.cfg.Layer == nil {
+		cmd.Env, cmd.Args = c.withHelperRuntime(cmd.Env, cmd.Args)
+	}
 	closeInheritedOnExec()
 	if c.world != nil && c.world.rootless {
 		if cmd.Dir == "" {

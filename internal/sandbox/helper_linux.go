@@ -150,6 +150,9 @@ func helper(args []string) error {
 	if cfg.Scratch == "" || !strings.HasPrefix(argv[0], "/") {
 		return errors.New("bad config: scratch dir and an absolute program path are required")
 	}
+	if err := restoreRuntimeEnv(cfg.RuntimeEnv); err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
 	env := os.Environ()
 	if cfg.World != nil && cfg.World.Rootless || cfg.OwnNamespaces {
 		// Started in the world's user, network and mount namespaces

@@ -389,6 +389,10 @@ type helperConfig struct {
 	// namespaces of its own (a rootless command without a world): it sets
 	// loopback up and makes its mount namespace itself.
 	OwnNamespaces bool `json:"own_ns,omitempty"`
+	// RuntimeEnv are the command's own values (nil: unset) of the
+	// variables StartHelper set for the helper's Go runtime
+	// (helperRuntime), which the helper puts back before it execs bash.
+	RuntimeEnv map[string]*string `json:"runtime_env,omitempty"`
 }
 
 // readOnlyMounts reports whether the command's mount namespace makes every
