@@ -43,6 +43,8 @@ func checkWorkspace(w *world, dir string, writable []string) error {
 	resolve := func(p string) string {
 		if p == "" {
 			p, _ = os.Getwd()
+		} else if !filepath.IsAbs(p) {
+			p, _ = filepath.Abs(p) // relative to this process's directory, as the start takes it
 		}
 		r, err := filepath.EvalSymlinks(p)
 		if err != nil || !filepath.IsAbs(r) {

@@ -55,6 +55,15 @@ func TestWorkspaceReplacedRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("relative", func(t *testing.T) { // review7: a relative path passed
+		t.Chdir("/")
+		if err := w.CheckWorkspace("tmp", nil); err == nil || !strings.HasPrefix(err.Error(), tmpWD) {
+			t.Errorf("CheckWorkspace(tmp) in / = %v, want %q…", err, tmpWD)
+		}
+		if err := w.CheckWorkspace("proc", []string{"proc"}); err == nil || !strings.Contains(err.Error(), "kernel's file systems") {
+			t.Errorf("CheckWorkspace(proc, [proc]) in / = %v", err)
+		}
+	})
 	t.Run("kernel-without-world", func(t *testing.T) {
 		var none *sandbox.World
 		if err := none.CheckWorkspace("/proc/self", []string{"/proc/self"}); err == nil || !strings.Contains(err.Error(), "kernel's file systems") {
