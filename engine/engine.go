@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -189,6 +190,15 @@ func (e *Engine) run(ctx context.Context, tc ToolContext, in Input) (Result, saf
 	}
 	if err := checkDir(tc.WorkingDir); err != nil {
 		return errorResult(res, err), safety.Analysis{}
+	}
+	// A relative directory is the engine's directory's, for every profile:
+	// a sandboxed command starts from its namespaces' root.
+	if !filepath.IsAbs(tc.WorkingDir) {
+		abs, err := filepath.Abs(tc.WorkingDir)
+		if err != nil {
+			return errorResult(res, fmt.Errorf("%w: working directory: %w", ErrBadInput, err)), safety.Analysis{}
+		}
+		tc.WorkingDir = abs
 	}
 	res, tc, g, holdAll, contained, ok := e.decide(res, tc, in)
 	if !ok {

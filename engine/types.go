@@ -55,7 +55,8 @@ type Input struct {
 // ToolContext is the per-call execution context. The engine keeps no
 // per-conversation state: everything a call depends on arrives here.
 type ToolContext struct {
-	// WorkingDir is the directory the command runs in. It must exist.
+	// WorkingDir is the directory the command runs in. It must exist; a
+	// relative one is taken from the engine's working directory.
 	WorkingDir string
 	// ConversationID identifies the conversation: background jobs belong
 	// to it (Jobs, Job, JobOutput and Kill see only its own), its output

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -12,7 +11,7 @@ import (
 var kernelDirs = []string{"/proc", "/sys", "/dev"}
 
 // CheckWorkspace refuses, naming the reason, a working directory dir
-// ("": this process's) and writable roots that a sandboxed command of
+// ("": none, the command starts at the root) and writable roots that a sandboxed command of
 // the world cannot have as they are on the host, the same way for root
 // and rootless engines:
 //
@@ -23,7 +22,10 @@ var kernelDirs = []string{"/proc", "/sys", "/dev"}
 //   - a writable root that holds one of the engine's directories the
 //     world hides ([WorldOptions.Hide]): the root's view would show them
 //     again, and the engine's layers there would be the command's to write;
-//   - a writable root in /proc, /sys or /dev, the kernel's file systems.
+//   - a writable root in /proc, /sys or /dev, the kernel's file systems;
+//   - a relative dir or root: the command starts in its namespaces,
+//     where it would be taken from their root, not this process's
+//     directory (the engine makes a call's directory absolute first).
 //
 // A directory below /tmp is fine (the world shows it at its path), and
 // so is a read-only command working in /, /proc or /dev. Paths that do
@@ -40,11 +42,14 @@ func (w *World) CheckWorkspace(dir string, writable []string) error {
 }
 
 func checkWorkspace(w *world, dir string, writable []string) error {
+	for _, p := range append([]string{dir}, writable...) {
+		if p != "" && !filepath.IsAbs(p) {
+			return fmt.Errorf("sandbox: the directory %s is relative: a sandboxed command needs an absolute one", p)
+		}
+	}
 	resolve := func(p string) string {
 		if p == "" {
-			p, _ = os.Getwd()
-		} else if !filepath.IsAbs(p) {
-			p, _ = filepath.Abs(p) // relative to this process's directory, as the start takes it
+			return "" // none: the command starts at its view's root
 		}
 		r, err := filepath.EvalSymlinks(p)
 		if err != nil || !filepath.IsAbs(r) {

@@ -55,13 +55,15 @@ func TestWorkspaceReplacedRefused(t *testing.T) {
 			}
 		})
 	}
-	t.Run("relative", func(t *testing.T) { // review7: a relative path passed
+	t.Run("relative", func(t *testing.T) { // review7, review8: a relative path passed, and started from the namespaces' root
 		t.Chdir("/")
-		if err := w.CheckWorkspace("tmp", nil); err == nil || !strings.HasPrefix(err.Error(), tmpWD) {
-			t.Errorf("CheckWorkspace(tmp) in / = %v, want %q…", err, tmpWD)
-		}
-		if err := w.CheckWorkspace("proc", []string{"proc"}); err == nil || !strings.Contains(err.Error(), "kernel's file systems") {
-			t.Errorf("CheckWorkspace(proc, [proc]) in / = %v", err)
+		for _, c := range []struct {
+			dir      string
+			writable []string
+		}{{"tmp", nil}, {"/", []string{"proc"}}} {
+			if err := w.CheckWorkspace(c.dir, c.writable); err == nil || !strings.Contains(err.Error(), "is relative") {
+				t.Errorf("CheckWorkspace(%s, %v) in / = %v, want a relative path refused", c.dir, c.writable, err)
+			}
 		}
 	})
 	t.Run("kernel-without-world", func(t *testing.T) {
