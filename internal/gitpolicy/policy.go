@@ -231,6 +231,9 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 				k.repositories(dirName(c.Path), root)
 			}
 		}
+		for _, root := range roots {
+			k.allRepositories(root)
+		}
 		p, _ := view.(*projected)
 		more := false
 		for _, c := range changes {
