@@ -57,3 +57,49 @@ func BenchmarkCheck(b *testing.B) {
 		l.Remove()
 	}
 }
+
+// BenchmarkWalk judges one modified file in a workspace of 20,000
+// directories (and as many files) beside the Diff that finds it: with
+// every walk forgotten (each check walks the tree for repositories)
+// and with the walk cached (as checks within walkValidity are).
+func BenchmarkWalk(b *testing.B) {
+	w := newWorld(b)
+	w.sh(b, `git init -q -b main . && echo x > README && git add README && git commit -qm init &&
+for i in $(seq 20); do for j in $(seq 999); do echo "d$i/e$j/f"; done; done | xargs mkdir -p &&
+for i in $(seq 20); do for j in $(seq 999); do echo "d$i/e$j/f/x"; done; done | xargs touch`)
+	l, err := layer.New(layer.Options{Roots: []string{w.ws}, Dir: w.state, UserXattr: layertest.Unprivileged()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Remove()
+	if out, err := layertest.Run(b, l.Spec(), w.ws, w.env, "echo y >> README"); err != nil {
+		b.Fatal(err, out)
+	}
+	s, err := l.Diff()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.Run("diff", func(b *testing.B) {
+		for b.Loop() {
+			s2, err := l.Diff()
+			if err != nil {
+				b.Fatal(err)
+			}
+			s2.Close()
+		}
+	})
+	for _, cold := range []bool{true, false} {
+		name := map[bool]string{true: "check walking", false: "check cached"}[cold]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if cold {
+					gitpolicy.ForgetWalks()
+				}
+				if r := gitpolicy.Check(s, l.Roots(), s.Changes); len(r) > 0 {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}

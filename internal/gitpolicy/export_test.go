@@ -40,3 +40,11 @@ func getenvOf(env []string, k string) string {
 	}
 	return v
 }
+
+// ForgetWalks drops the repositories walks found, so that the next
+// check walks its roots again.
+func ForgetWalks() {
+	walks.Lock()
+	clear(walks.m)
+	walks.Unlock()
+}

@@ -232,7 +232,9 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 			}
 		}
 		for _, root := range roots {
-			k.allRepositories(root)
+			if k.holdsChanges(root) {
+				k.allRepositories(root)
+			}
 		}
 		p, _ := view.(*projected)
 		more := false

@@ -28,4 +28,10 @@ func TestOtherRepositoryNamesCode(t *testing.T) {
 			controlThen(t, c.setup, []string{c.attack}, "sub", c.user, "prog")
 		})
 	}
+	// A bare repository runs its hooks in its git directory: a user's
+	// push into it runs pre-receive from ../hooks, the workspace's top.
+	t.Run("bare hooksPath relative", func(t *testing.T) {
+		controlThen(t, `git init -q --bare bare.git && git -C bare.git config core.hooksPath ../hooks`,
+			[]string{plant("hooks/pre-receive")}, ".", "git push -q bare.git HEAD:refs/heads/x", "prog")
+	})
 }

@@ -11,13 +11,15 @@ import (
 // A repository anywhere below a root may name code outside itself
 // (core.hooksPath = ../hooks, core.fsmonitor = /ws/tools/fsm.sh,
 // include.path = ../../shared.gitconfig) that no change of the command
-// is inside: every repository under the layer's roots before the
-// command is found by a walk of the tree, and its effective
-// configuration is read like those around the changes.
-
+// is inside: every repository under a root that holds changes is found
+// by a walk of the tree before the command, and its effective
+// configuration is read (fresh, at every check) like those around the
+// changes. A walk costs a directory read per directory and an lstat
+// per entry (about 0.4 s for 20,000 directories here), so the list of
+// repositories under a root is reused for walkValidity.
 // repoAt is a repository a walk found: its git directory and the
-// directory git runs it in (its working tree, or the bare
-// repository's parent).
+// directory git runs its hooks in (its working tree; a bare
+// repository's git directory).
 type repoAt struct{ gitdir, wt string }
 
 // maxWalkEntries bounds the entries one walk of a root looks at; the
@@ -26,8 +28,11 @@ type repoAt struct{ gitdir, wt string }
 const maxWalkEntries = 1_000_000
 
 // walkValidity is how long the repositories found under a root are
-// reused by later checks of the same root.
-const walkValidity = 2 * time.Second
+// reused by later checks of the same root. A repository made or moved
+// there from outside the sandbox within it is not read (one a
+// sandboxed command made keeps only settings that run nothing:
+// [NewConfig]; one a command moves is judged as new where it lands).
+const walkValidity = 10 * time.Second
 
 // walks caches the repositories found under each root.
 var walks = struct {
@@ -58,8 +63,12 @@ func (k *checker) allRepositories(root string) {
 		walks.Unlock()
 	}
 	for _, r := range w.repos {
-		if !k.repos[r.gitdir] {
-			k.repos[r.gitdir] = true
+		key := r.gitdir
+		if r.wt == r.gitdir {
+			key += "\x00bare" // repositories read it with its parent as working tree
+		}
+		if !k.repos[key] {
+			k.repos[key] = true
 			k.repoConfig(r.gitdir, r.wt, k.code)
 		}
 	}
@@ -81,7 +90,9 @@ func (k *checker) walkRepos(root string) []repoAt {
 		n += len(names)
 		has := func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok }
 		if has("HEAD") && has("objects") && has("refs") {
-			out = append(out, repoAt{d, dirName(d)})
+			// git runs a bare repository's hooks in it: a relative
+			// core.hooksPath starts there.
+			out = append(out, repoAt{d, d})
 			return
 		}
 		if has(".git") {
@@ -101,4 +112,14 @@ func (k *checker) walkRepos(root string) []repoAt {
 	}
 	walk(root)
 	return out
+}
+
+// holdsChanges reports whether a change of the command lies under root.
+func (k *checker) holdsChanges(root string) bool {
+	for _, c := range k.changes {
+		if k.rootOf(c.Path) == root {
+			return true
+		}
+	}
+	return false
 }
