@@ -13,7 +13,9 @@ import (
 // BenchmarkCheck judges 1,000 modified files of a repository's working
 // tree, and a commit of them (the index, objects, refs, logs) beside
 // the Diff that finds the changes, in one run: Check over Diff is the
-// policy's share of what every workspace-write command pays.
+// policy's share of what every workspace-write command pays ("check
+// walking" also walks the workspace for repositories, as a check does
+// once per walkValidity).
 func BenchmarkCheck(b *testing.B) {
 	for _, tc := range []struct{ name, script string }{
 		{"1000 modified", "for i in $(seq 1000); do echo y >> d/f$i; done"},
@@ -52,6 +54,14 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(s.Changes)), "changes")
+		})
+		b.Run(tc.name+"/check walking", func(b *testing.B) {
+			for b.Loop() {
+				gitpolicy.ForgetWalks()
+				if r := gitpolicy.Check(s, l.Roots(), s.Changes); len(r) > 0 {
+					b.Fatal(r)
+				}
+			}
 		})
 		s.Close()
 		l.Remove()
