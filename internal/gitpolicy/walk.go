@@ -17,6 +17,7 @@ import (
 // changes. A walk costs a directory read per directory and an lstat
 // per entry (about 0.4 s for 20,000 directories here), so the list of
 // repositories under a root is reused for walkValidity.
+
 // repoAt is a repository a walk found: its git directory and the
 // directory git runs its hooks in (its working tree; a bare
 // repository's git directory).
