@@ -75,7 +75,9 @@ func TestOAuth(t *testing.T) {
 	}
 	prm := bearer.ProtectedResourceMetadataPath(resource)
 	mux.Handle(prm, auth.ProtectedResourceMetadataHandler(bearer.ProtectedResourceMetadata(cfg)))
-	mux.Handle("/mcp", Handler(New(e, Options{WorkingDir: t.TempDir(), Structured: true}), HTTPOptions{Verifier: both, Scopes: cfg.Scopes, ResourceMetadataURL: ts.URL + prm}))
+	srv := New(e, Options{WorkingDir: t.TempDir(), Structured: true})
+	closeSessionsAtCleanup(t, srv)
+	mux.Handle("/mcp", Handler(srv, HTTPOptions{Verifier: both, Scopes: cfg.Scopes, ResourceMetadataURL: ts.URL + prm}))
 	h := &httpSetup{ts: ts, tr: tr, url: resource, res: newResults()}
 
 	good := is.Token(t, "k1", nil, authtest.NewClaims(is.URL, resource, "alice", time.Hour, "openid bash"))

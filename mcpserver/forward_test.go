@@ -76,6 +76,7 @@ func newForwardSetupVerifier(t testing.TB, verify auth.TokenVerifier) (ts, fts *
 	fmux := http.NewServeMux()
 	fts = httptest.NewUnstartedServer(fmux)
 	srv := New(e, Options{WorkingDir: t.TempDir(), Sandbox: engine.Sandbox{Profile: engine.ReadOnly}, Forward: "http://" + fts.Listener.Addr().String()})
+	closeSessionsAtCleanup(t, srv)
 	h := Handler(srv, HTTPOptions{Verifier: verify})
 	fmux.Handle(forwardPrefix, h)
 	fmux.Handle("/mcp", h) // a mistake Handler refuses

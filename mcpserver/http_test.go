@@ -46,6 +46,7 @@ func newHTTPSetupWith(t *testing.T, mod func(*engine.Config), hopts HTTPOptions)
 	e := newEngine(t, mod)
 	h := &httpSetup{res: newResults(), tr: &http.Transport{}}
 	srv := New(e, Options{WorkingDir: t.TempDir(), OnResult: h.res.add})
+	closeSessionsAtCleanup(t, srv)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", Handler(srv, hopts))
 	h.ts = httptest.NewServer(mux)
@@ -56,6 +57,17 @@ func newHTTPSetupWith(t *testing.T, mod func(*engine.Config), hopts HTTPOptions)
 		h.tr.CloseIdleConnections()
 	})
 	return h
+}
+
+// closeSessionsAtCleanup ends srv's sessions when the test ends: a test
+// that opens a session with a raw initialize request never ends it, and
+// the server keeps a session until its client ends it or it expires.
+func closeSessionsAtCleanup(t testing.TB, srv *mcp.Server) {
+	t.Cleanup(func() {
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
+	})
 }
 
 func (h *httpSetup) client(t testing.TB, token string) *mcp.ClientSession {

@@ -41,7 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the demo binary: %v\n%s", err, out)
 		demoBin = "" // stdio tests fail with this message; the rest run
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	// goleak calls Cleanup instead of os.Exit: exit with its code, or a
+	// leak found after passing tests would exit 0.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.RemoveAll(dir); os.Exit(code) }))
 }
 
 func needDemo(t testing.TB) {

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command(goCmd, "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput(); err != nil {
 		buildErr = fmt.Sprintf("building bashvisor: %v\n%s", err, out)
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	// goleak calls Cleanup instead of os.Exit: exit with its code, or a
+	// leak found after passing tests would exit 0.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.RemoveAll(dir); os.Exit(code) }))
 }
 
 type result struct {

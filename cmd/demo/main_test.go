@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the demo binary: %v\n%s", err, out)
 		demoBin = "" // the CLI tests fail with this message; the rest run
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	// goleak calls Cleanup instead of os.Exit: exit with its code, or a
+	// leak found after passing tests would exit 0.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.RemoveAll(dir); os.Exit(code) }))
 }
 
 // cli is the outcome of one run of the demo binary.
