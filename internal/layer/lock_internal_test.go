@@ -208,9 +208,9 @@ func holder(t *testing.T, env, dir string, clone uintptr) (io.WriteCloser, *exec
 func TestApplyLockWaitEndsWithContext(t *testing.T) {
 	waitOneSecond := func(t *testing.T, n int) {
 		t.Helper()
+		start := time.Now() // before the deadline is set: it ends 1 s after this
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		start := time.Now()
 		u, err := lockRoots(ctx, []int{n}, time.Hour)
 		took := time.Since(start)
 		if err == nil {
