@@ -58,7 +58,9 @@ type Stat struct {
 	Session int
 	// Start is when the process started, in clock ticks after boot
 	// (field 22): with the pid, it names one process, as no two processes
-	// that have the same pid start at the same tick.
+	// that have the same pid start at the same tick — short of a pid
+	// namespace whose owner sets the next pid (ns_last_pid), the pid space
+	// cannot be gone round within one tick (10 ms).
 	Start uint64
 	// Vsize is the size of its address space in bytes (field 23): two
 	// processes that share one (a vfork child before its exec) show the

@@ -201,6 +201,13 @@ func TestWatchdogSparesReusedGroup(t *testing.T) {
 	if _, err := reused.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	// Start times are in clock ticks (1/100 s): a number taken again
+	// within the tick its first owner started in is the same process to
+	// /proc (see proc.Stat), which only a test that sets the next pid can
+	// do. Let a tick pass so the victim is another process to the
+	// watchdog (the test once failed, 1 run in ~10 as an unprivileged
+	// user, when the whole test fit in one tick).
+	time.Sleep(30 * time.Millisecond)
 	victim := startAt(t, reused.Pid)
 	if err := wd.Abandon(); err != nil {
 		t.Fatalf("watchdog: %v", err)
