@@ -8,6 +8,7 @@ func (m *Cgroups) WaitRenewals() { m.pending.Wait() }
 // does when the engine's process dies, and waits for the watchdog.
 func (w *Watchdog) Abandon() error {
 	_ = w.fd.Close()
+	_ = w.sleep.Close()
 	return w.cmd.Wait()
 }
 

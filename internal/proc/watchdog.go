@@ -21,8 +21,12 @@ import (
 // It is a small bash process of its own (bash is the one program every
 // engine has), in a session of its own, that ignores the terminal's and
 // the engine's signals and reads a pipe whose only writer is the engine.
-// When the engine's process ends, the kernel closes the pipe; the
-// watchdog reads end of file and, unless the engine said goodbye first
+// It reads what is there every [watchdogPeriod], sleeping in between on
+// a second pipe the engine never writes, so that telling it about a
+// command wakes no process on the command's path. When the engine's
+// process ends, the kernel closes both pipes: the sleep ends at once, the
+// watchdog reads what is left and then end of file and, unless the
+// engine said goodbye first
 // ([Watchdog.Close], after a clean shutdown), kills everything the engine
 // ran: its cgroup directory with cgroup.kill (every command and every
 // descendant, whatever they did with sessions), and without cgroups every
@@ -52,12 +56,24 @@ import (
 // OOM kill) leaves the cleanup to the next engine that starts under the
 // same cgroup parent (see [ProbeCgroups]).
 type Watchdog struct {
-	fd   *fd.FD // the pipe's write end, non-blocking: a stopped watchdog never blocks the engine
-	cmd  *exec.Cmd
-	once sync.Once
+	fd    *fd.FD // the pipe's write end, non-blocking: a stopped watchdog never blocks the engine
+	sleep *fd.FD // the write end of the pipe the watchdog sleeps on, never written
+	cmd   *exec.Cmd
+	once  sync.Once
 }
 
-// watchdogScript is the watchdog's program; fd 3 is the pipe. Lines:
+// watchdogPeriod is how often the watchdog reads its pipe (the script's
+// `read -t`). Up to a pipe's worth of lines (64 KiB, enlarged to
+// watchdogPipe where the kernel allows) wait meanwhile: two lines of
+// about 16 bytes per command without cgroups, thousands of commands.
+const (
+	watchdogPeriod = "0.25"
+	watchdogPipe   = 1 << 20
+)
+
+// watchdogScript is the watchdog's program; fd 3 is the pipe, fd 4 the
+// one it sleeps on (see watchdogPeriod; its end of file, when the engine
+// dies, ends the sleep at once). Lines:
 // "cg DIR" (the engine's cgroup v2 directory: kill and remove), "v1 DIR"
 // (a cgroup v1 directory of the engine: remove), "+ PGID START" (a
 // command's process group, without cgroups, and its leader's start time,
@@ -67,14 +83,18 @@ type Watchdog struct {
 // (see Watchdog).
 const watchdogScript = `trap '' INT TERM HUP QUIT PIPE USR1 USR2
 cg= v1=() ; declare -A g
-while IFS=' ' read -r op arg <&3; do
-  case $op in
-    cg) cg=$arg ;;
-    v1) v1+=("$arg") ;;
-    +) g[${arg%% *}]=${arg#* } ;;
-    -) unset "g[$arg]" ;;
-    bye) exit 0 ;;
-  esac
+while :; do
+  while read -t 0 -u 3; do
+    IFS=' ' read -r op arg <&3 || break 2
+    case $op in
+      cg) cg=$arg ;;
+      v1) v1+=("$arg") ;;
+      +) g[${arg%% *}]=${arg#* } ;;
+      -) unset "g[$arg]" ;;
+      bye) exit 0 ;;
+    esac
+  done
+  read -t ` + watchdogPeriod + ` -u 4
 done
 for p in "${!g[@]}"; do
   if s=$(< "/proc/$p/stat") 2>/dev/null; then
@@ -97,31 +117,37 @@ exit 0
 // absolute path) and puts its commands in cg's cgroups (nil: no cgroups;
 // then call Track for each command's process group).
 func StartWatchdog(bash string, cg *Cgroups) (*Watchdog, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("watchdog: %w", err)
+	var p [2][2]int // the lines' pipe and the sleep's: read, write
+	for i := range p {
+		if err := unix.Pipe2(p[i][:], unix.O_CLOEXEC); err != nil {
+			for _, q := range p[:i] {
+				unix.Close(q[0])
+				unix.Close(q[1])
+			}
+			return nil, fmt.Errorf("watchdog: %w", err)
+		}
 	}
+	r, rs := os.NewFile(uintptr(p[0][0]), "watchdog"), os.NewFile(uintptr(p[1][0]), "watchdog-sleep")
 	defer r.Close()
+	defer rs.Close()
+	wd := &Watchdog{fd: fd.New(p[0][1]), sleep: fd.New(p[1][1])}
+	// Best effort: the kernel may refuse (pipe-max-size, a user's pipe
+	// limits); 64 KiB still holds thousands of commands' lines.
+	_, _ = unix.FcntlInt(uintptr(p[0][1]), unix.F_SETPIPE_SZ, watchdogPipe)
+	// Non-blocking: a stopped watchdog must not stall the engine (a
+	// raw descriptor, which os.File would park in the poller instead).
+	_ = unix.SetNonblock(p[0][1], true)
 	cmd := exec.Command(bash, "--noprofile", "--norc", "-c", watchdogScript)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = []*os.File{r, rs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		w.Close()
+		_ = wd.fd.Close()
+		_ = wd.sleep.Close()
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
-	// A raw descriptor: os.File would park a write on a full pipe in the
-	// poller, and a stopped watchdog must not stall the engine.
-	n, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	w.Close()
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("watchdog: %w", err)
-	}
-	_ = unix.SetNonblock(n, true)
-	wd := &Watchdog{fd: fd.New(n), cmd: cmd}
+	wd.cmd = cmd
 	wd.Watch(cg)
 	return wd, nil
 }
@@ -185,6 +211,7 @@ func (w *Watchdog) Close() error {
 			time.Sleep(10 * time.Millisecond)
 		}
 		_ = w.fd.Close()
+		_ = w.sleep.Close()
 		err = w.cmd.Wait()
 	})
 	return err

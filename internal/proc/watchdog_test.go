@@ -86,6 +86,48 @@ func TestWatchdogGoodbye(t *testing.T) {
 	}
 }
 
+// TestWatchdogTrackWakesNothing: telling the watchdog about commands
+// (Track, Untrack: two lines per command without cgroups) does not wake
+// it for each line; it reads them in batches (watchdogPeriod), and still
+// acts on every one when the engine dies (TestWatchdogKillsOnDeath).
+func TestWatchdogTrackWakesNothing(t *testing.T) {
+	wd, err := proc.StartWatchdog(cgBash(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Close()
+	switches := func() int {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(wd.Pid()) + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatal("no voluntary_ctxt_switches in /proc/PID/status")
+		return 0
+	}
+	time.Sleep(100 * time.Millisecond) // started and asleep
+	const commands = 100
+	before, start := switches(), time.Now()
+	for i := range commands {
+		wd.Track(1_000_000 + i) // no such pid: nothing is ever signalled
+		wd.Untrack(1_000_000 + i)
+		time.Sleep(time.Millisecond) // each line apart: a reader waiting on the pipe would wake for each
+	}
+	woke, took := switches()-before, time.Since(start)
+	// One wake per period, and some slack for a loaded machine.
+	if limit := int(took/(250*time.Millisecond)) + 10; woke > limit {
+		t.Errorf("the watchdog woke %d times for %d commands' lines in %v (want at most %d)", woke, commands, took, limit)
+	}
+}
+
 // TestStaleCgroupKilled: what an engine that no longer exists left
 // running in its cgroups is killed by the next probe under the same
 // parent, then removed.
