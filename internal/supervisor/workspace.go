@@ -251,9 +251,12 @@ func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
 // steps were kept before.
 //
 // Its errors match ErrNothingToUndo, ErrUndoLive, or are an
-// *UndoConflictError (nothing was undone then).
-func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
-	c, _, kept, err := s.Revert(conv, Selection{Steps: steps})
+// *UndoConflictError (nothing was undone then). ctx bounds its waits
+// for another apply, undo or accept (see transact.Conv.Undo): when it
+// ends during one, Undo changes nothing and fails with an error
+// wrapping ctx's.
+func (s *Supervisor) Undo(ctx context.Context, conv string, steps int) (jobs.Changes, int, error) {
+	c, _, kept, err := s.Revert(ctx, conv, Selection{Steps: steps})
 	return c, kept, err
 }
 
@@ -271,14 +274,15 @@ type Selection struct {
 // (transact.Conv.Revert: the last steps, a turn's, one step's paths,
 // or the last undo), and returns what it changed, the numbers of the
 // steps it undid or put back, and how many steps were kept before. Its
-// errors are Undo's (nothing to redo matches ErrNothingToUndo).
-func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, int, error) {
+// errors are Undo's (nothing to redo matches ErrNothingToUndo), and
+// ctx bounds its waits as Undo's.
+func (s *Supervisor) Revert(ctx context.Context, conv string, sel Selection) (jobs.Changes, []int, int, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return jobs.Changes{}, nil, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
 	}
 	kept := len(c.Steps())
-	cs, ns, err := c.Revert(transact.Selection(sel))
+	cs, ns, err := c.Revert(ctx, transact.Selection(sel))
 	if err != nil {
 		return jobs.Changes{}, nil, kept, own(err)
 	}

@@ -75,7 +75,7 @@ func TestHeldAccepted(t *testing.T) {
 	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
 		t.Fatalf("accepted twice: %v", err)
 	}
-	if _, err := f.c.Undo(1); err != nil || f.exists(".git/hooks/pre-commit") {
+	if _, err := f.c.Undo(context.Background(), 1); err != nil || f.exists(".git/hooks/pre-commit") {
 		t.Fatalf("undo of the accept: %v", err)
 	}
 }

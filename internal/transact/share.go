@@ -240,8 +240,6 @@ func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, err
 // it could not be computed).
 func (sh *share) holdStray(t *Tx, rep *Report) {
 	c := t.c
-	c.apply.Lock()
-	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
 	if err != nil {
 		return
@@ -275,14 +273,21 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 // allows, by copying when live (a command still runs over the layer),
 // as one undo step labelled with t's command. The conversation's
 // commands take turns: each change set is judged against the workspace
-// it is applied to.
+// it is applied to. When ctx ends while it waits for the turn, it
+// applies nothing: a checkpoint (live) leaves the changes in the layer,
+// the last command's holds them all (stopped).
 func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
 	c := t.c
 	if live && sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
 	}
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	if err := c.lockCtx(ctx); err != nil {
+		if live {
+			return nil, err
+		}
+		return sh.stopped(t, err)
+	}
+	defer c.unlock()
 	s, err := sh.l.Diff()
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
@@ -337,19 +342,45 @@ func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
 		rep.Refused = append(rep.Refused, gitpolicy.Refusal{Path: f.Change.Path, Rule: "layer", Reason: strings.TrimPrefix(f.Err.Error(), "layer: ")})
 	}
 	if live && res.Step != 0 {
+		c.hmu.Lock()
 		if c.live == nil {
 			c.live = map[int]*share{}
 		}
 		c.live[res.Step] = sh
+		c.hmu.Unlock()
 	}
 	return rep, nil
+}
+
+// stopped holds, for review, every change of the layer whose last
+// command's Commit stopped waiting for the conversation's turn (err
+// says why): nothing is applied, nothing lost (a layer that changed
+// nothing returns an empty report and no error). A command of the
+// hold mode is held as ever, with no error. It needs no turn.
+func (sh *share) stopped(t *Tx, err error) (*Report, error) {
+	s, derr := sh.l.Diff()
+	if derr != nil {
+		return nil, fmt.Errorf("transact: %w", derr)
+	}
+	defer s.Close()
+	rep := &Report{}
+	if len(s.Changes) == 0 {
+		return rep, nil
+	}
+	dropCaches(s, false)
+	if sh.hold {
+		t.c.holdAll(rep, sh.l, s, t.label, holdMode, false)
+		return rep, nil
+	}
+	t.c.holdAll(rep, sh.l, s, t.label, stoppedReason, false)
+	return rep, err
 }
 
 // forget lets Undo take back the steps applied from sh (its last
 // member ended).
 func (sh *share) forget(c *Conv) {
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
 	maps.DeleteFunc(c.live, func(_ int, o *share) bool { return o == sh })
 }
 
