@@ -86,8 +86,9 @@ func TestUndoStopsWaitingWithContext(t *testing.T) {
 // accept, a commit or an undo that holds the turn for long: here it
 // waits for another process's apply lock) stops when its context ends
 // (200 ms): a commit holds its whole change set for review, applied
-// nowhere, and an undo changes nothing. Once the first call is done,
-// the held change set is accepted and the undo succeeds.
+// nowhere, an undo changes nothing, an accept leaves its change set
+// held. What only reads (Steps, Bytes, HeldBytes) does not wait at all.
+// Once the first call is done, each succeeds.
 func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 	const d = 200 * time.Millisecond
 	// first starts the call that holds the turn, and returns when it
@@ -150,6 +151,17 @@ func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 			return err
 		})
 		h := heldWhole(t, f, rep)
+		// What only reads does not wait for the turn either.
+		read := make(chan int64, 1)
+		go func() { read <- int64(len(f.c.Steps())) + f.c.Bytes() + f.c.HeldBytes() }()
+		select {
+		case <-read:
+		case <-time.After(time.Minute):
+			t.Fatal("Steps, Bytes or HeldBytes waited for the accept")
+		}
+		if got, want := f.c.HeldBytes(), int64(len("reviewed\n")+len("new\n")); got != want {
+			t.Errorf("HeldBytes %d, want %d (both held change sets)", got, want)
+		}
 		release()
 		if err := wait(); err != nil || f.read("reviewed.txt") != "reviewed\n" {
 			t.Fatalf("the accept: %v; reviewed.txt %q", err, f.read("reviewed.txt"))
@@ -194,5 +206,28 @@ func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 			t.Fatalf("the undo: %v; one.txt there %v", err, f.exists("one.txt"))
 		}
 		accept(t, f, h)
+	})
+	t.Run("accept behind a commit", func(t *testing.T) {
+		f := newFixture(t)
+		f.hold = true
+		reviewed := f.run(t, "echo reviewed > reviewed.txt").Held
+		f.hold = false
+		tx := f.started(t, "echo new > new.txt")
+		release := startHolder(t, f.ws)
+		wait := first(t, f, func() error { _, err := tx.Commit(context.Background(), true); return err })
+		stopsWaiting(t, "accept", d, func(ctx context.Context) error {
+			_, err := f.c.Accept(ctx, reviewed.ID, reviewed.Digest)
+			return err
+		})
+		if f.exists("reviewed.txt") {
+			t.Error("the accept that stopped waiting applied reviewed.txt")
+		}
+		release()
+		if err := wait(); err != nil || f.read("new.txt") != "new\n" {
+			t.Fatalf("the commit: %v; new.txt %q", err, f.read("new.txt"))
+		}
+		if _, err := f.c.Accept(context.Background(), reviewed.ID, reviewed.Digest); err != nil || f.read("reviewed.txt") != "reviewed\n" {
+			t.Fatalf("accepting once free: %v; reviewed.txt %q", err, f.read("reviewed.txt"))
+		}
 	})
 }
