@@ -291,13 +291,14 @@ func (s *Supervisor) Revert(ctx context.Context, conv string, sel Selection) (jo
 
 // Held lists conversation conv's change sets held for review, oldest
 // first, as they are now (transact.Conv.Held), each as the Held of a
-// report.
-func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
+// report. ctx bounds its wait for an accept, apply or undo of conv
+// under way (its error wraps ctx's then).
+func (s *Supervisor) Held(ctx context.Context, conv string) ([]jobs.Changes, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return nil, nil
 	}
-	hs, err := c.Held()
+	hs, err := c.Held(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -318,15 +319,17 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 //
 // The engine's CPU time an accept spent is charged to principal (a
 // call's Principal: "" for the conversation's own), as a job's change
-// set is (see chargeEngine). ctx bounds the accept's wait for another
-// apply to the workspace (transact.Conv.Accept).
+// set is (see chargeEngine). ctx bounds the wait for another call of
+// conv and for another apply to the workspace (transact.Conv.Accept,
+// transact.Conv.Reject): when it ends during it, nothing is applied or
+// rejected, and the error wraps ctx's.
 func (s *Supervisor) Review(ctx context.Context, conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
 	if !accept {
-		return jobs.Changes{}, own(c.Reject(id))
+		return jobs.Changes{}, own(c.Reject(ctx, id))
 	}
 	rep, err := c.Accept(ctx, id, digest)
 	if rep != nil && rep.CPU > 0 { // a refused accept's work counts too

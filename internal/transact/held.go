@@ -310,9 +310,13 @@ func field(d hash.Hash, b []byte) {
 }
 
 // Held lists c's held change sets, oldest first, each as it is now
-// (its Changes and Digest computed afresh). It waits for c's turn.
-func (c *Conv) Held() ([]Held, error) {
-	c.lock()
+// (its Changes and Digest computed afresh). It waits for c's turn (an
+// accept may be taking one) until ctx ends: then it fails with an
+// error wrapping layer.ErrLocked and ctx's error.
+func (c *Conv) Held(ctx context.Context) ([]Held, error) {
+	if err := c.lockCtx(ctx); err != nil {
+		return nil, err
+	}
 	defer c.unlock()
 	c.hmu.Lock()
 	hs := slices.Clone(c.held)
@@ -452,9 +456,13 @@ func (c *Conv) heldByID(id int) *Held {
 var beforeAcceptApply func()
 
 // Reject discards the held change set id. It waits for c's turn (an
-// accept of it may be under way).
-func (c *Conv) Reject(id int) error {
-	c.lock()
+// accept of it may be under way) until ctx ends: then it fails with an
+// error wrapping layer.ErrLocked and ctx's error, and the change set
+// stays held.
+func (c *Conv) Reject(ctx context.Context, id int) error {
+	if err := c.lockCtx(ctx); err != nil {
+		return err
+	}
 	defer c.unlock()
 	h := c.heldByID(id)
 	if h == nil {

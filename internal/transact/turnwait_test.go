@@ -86,8 +86,8 @@ func TestUndoStopsWaitingWithContext(t *testing.T) {
 // accept, a commit or an undo that holds the turn for long: here it
 // waits for another process's apply lock) stops when its context ends
 // (200 ms): a commit holds its whole change set for review, applied
-// nowhere, an undo changes nothing, an accept leaves its change set
-// held. What only reads (Steps, Bytes, HeldBytes) does not wait at all.
+// nowhere, an undo changes nothing, an accept or a reject leaves its
+// change set held, a listing lists nothing. What only reads (Steps, Bytes, HeldBytes) does not wait at all.
 // Once the first call is done, each succeeds.
 func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 	const d = 200 * time.Millisecond
@@ -222,6 +222,8 @@ func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 		if f.exists("reviewed.txt") {
 			t.Error("the accept that stopped waiting applied reviewed.txt")
 		}
+		stopsWaiting(t, "listing", d, func(ctx context.Context) error { _, err := f.c.Held(ctx); return err })
+		stopsWaiting(t, "reject", d, func(ctx context.Context) error { return f.c.Reject(ctx, reviewed.ID) })
 		release()
 		if err := wait(); err != nil || f.read("new.txt") != "new\n" {
 			t.Fatalf("the commit: %v; new.txt %q", err, f.read("new.txt"))
