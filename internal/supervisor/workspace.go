@@ -101,9 +101,9 @@ func (w *workspace) getWorld() (*sandbox.World, error) {
 // checkpoint applies what the conversation's running workspace-write
 // background jobs changed so far (transact.Conv.Checkpoint), so that
 // its next command, and a read of a job's output, see it.
-func (w *workspace) checkpoint() {
+func (w *workspace) checkpoint(ctx context.Context) {
 	if c := w.conv(false); c != nil {
-		c.Checkpoint()
+		c.Checkpoint(ctx)
 	}
 }
 
@@ -126,9 +126,14 @@ func (w *workspace) heldBytes() uint64 {
 // prepare readies a job of the conversation before Launch, in the
 // caller's goroutine: the running background jobs' checkpoints, and for
 // a sandboxed job its world, the world's size for it, and with
-// Profile.Layer its transaction (Begin).
-func (w *workspace) prepare(spec *actors.Spec) error {
-	w.checkpoint()
+// Profile.Layer its transaction (Begin). It fails with ctx's error
+// when ctx ended meanwhile (the checkpoints stop waiting for another
+// apply then, and the job must not start without them).
+func (w *workspace) prepare(ctx context.Context, spec *actors.Spec) error {
+	w.checkpoint(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p := spec.Sandbox
 	if p == nil {
 		return nil
@@ -243,7 +248,9 @@ func (s *Supervisor) World(conv string) WorldUsage { return s.worldSize(conv, s.
 // Checkpoint applies what conversation conv's running workspace-write
 // background jobs changed so far to its workspace (each job frozen
 // meanwhile), in the calling goroutine; their reports are then in Jobs.
-func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
+func (s *Supervisor) Checkpoint(conv string) {
+	s.workspace(conv).checkpoint(context.Background())
+}
 
 // Undo takes back the last steps changes of conversation conv to its
 // workspace (see transact.Conv.Undo), and returns what it changed (as

@@ -177,7 +177,7 @@ func TestHoldAllCheckpoint(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	ran := func(f func()) bool { f(); return true } // the job's process has exited
-	if rep, err := tx.Checkpoint(ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
+	if rep, err := tx.Checkpoint(context.Background(), ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
 		t.Fatalf("checkpoint in hold mode: %+v %v", rep, err)
 	}
 	rep, err := tx.Commit(context.Background(), true)

@@ -35,6 +35,9 @@ type share struct {
 const (
 	notGone  = "processes of the command were still running over its layer; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
 	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
+	// stoppedShared: the Commit's context ended while it waited for the
+	// conversation's turn.
+	stoppedShared = "the call ended while another apply to the workspace was under way: the command's changes stay in the layer it shares with a job that runs on, and are applied at the job's next checkpoint or its end"
 )
 
 // Background marks t's command as a background job (one that was
@@ -220,7 +223,7 @@ func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, err
 		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}
 		sh.holdStray(t, rep)
 	default:
-		rep, err = sh.apply(ctx, t, false)
+		rep, err = sh.apply(ctx, t)
 		if rep != nil && len(t.checkpoints) > 0 {
 			rep.Applied = append(t.checkpoints, rep.Applied...)
 		}
@@ -260,7 +263,11 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 	}
 	var rep *Report
 	var err error
-	if !frozen(sh.freezers(t), func() { rep, err = sh.apply(ctx, t, true) }) {
+	ran, werr := sh.frozen(ctx, t, sh.freezers(t), func() { rep, err = sh.applyLive(ctx, t) })
+	if werr != nil {
+		return &Report{Applied: t.checkpoints, NotApplied: stoppedShared}, werr
+	}
+	if !ran {
 		return &Report{Applied: t.checkpoints, NotApplied: deferred}, nil
 	}
 	if rep != nil && len(t.checkpoints) > 0 {
@@ -269,25 +276,48 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 	return rep, err
 }
 
-// apply diffs the layer, checks the change set and applies what policy
-// allows, by copying when live (a command still runs over the layer),
-// as one undo step labelled with t's command. The conversation's
-// commands take turns: each change set is judged against the workspace
-// it is applied to. When ctx ends while it waits for the turn, it
-// applies nothing: a checkpoint (live) leaves the changes in the layer,
-// the last command's holds them all (stopped).
-func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
-	c := t.c
-	if live && sh.hold {
+// frozen runs f with the processes of fs frozen, once it holds t's
+// conversation's turn (the layer's commands hold: then it takes none,
+// as their checkpoints apply nothing), so that no job stays frozen
+// while its checkpoint waits for the turn. It reports false, not
+// running f, when one of fs could not freeze, and fails, freezing
+// nothing, when ctx ended while it waited for the turn.
+func (sh *share) frozen(ctx context.Context, t *Tx, fs []func(func()) bool, f func()) (bool, error) {
+	if !sh.hold {
+		if err := t.c.lockCtx(ctx); err != nil {
+			return false, err
+		}
+		defer t.c.unlock()
+	}
+	return frozen(fs, f), nil
+}
+
+// applyLive is applyTurn for a checkpoint (sh.frozen holds the turn).
+func (sh *share) applyLive(ctx context.Context, t *Tx) (*Report, error) {
+	if sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
 	}
-	if err := c.lockCtx(ctx); err != nil {
-		if live {
-			return nil, err
-		}
+	return sh.applyTurn(ctx, t, true)
+}
+
+// apply is applyTurn for the layer's last command, once it holds the
+// conversation's turn. When ctx ends while it waits for it, it applies
+// nothing and holds every change (stopped).
+func (sh *share) apply(ctx context.Context, t *Tx) (*Report, error) {
+	if err := t.c.lockCtx(ctx); err != nil {
 		return sh.stopped(t, err)
 	}
-	defer c.unlock()
+	defer t.c.unlock()
+	return sh.applyTurn(ctx, t, false)
+}
+
+// applyTurn diffs the layer, checks the change set and applies what
+// policy allows, by copying when live (a command still runs over the
+// layer), as one undo step labelled with t's command. The
+// conversation's commands take turns (its turn is held): each change
+// set is judged against the workspace it is applied to.
+func (sh *share) applyTurn(ctx context.Context, t *Tx, live bool) (*Report, error) {
+	c := t.c
 	s, err := sh.l.Diff()
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)

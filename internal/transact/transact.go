@@ -168,13 +168,14 @@ func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 
 // Checkpoint applies what each running background job of c changed so
 // far ([Tx.Checkpoint], with the freeze its [Tx.Background] was
-// given), oldest first; each job's report is then its [Tx.Last].
-func (c *Conv) Checkpoint() {
+// given), oldest first; each job's report is then its [Tx.Last]. ctx
+// bounds each one's wait for c's turn (see Tx.Checkpoint).
+func (c *Conv) Checkpoint(ctx context.Context) {
 	c.mu.Lock()
 	bg := slices.Clone(c.bg)
 	c.mu.Unlock()
 	for _, t := range bg {
-		_, _ = t.Checkpoint(t.freezer())
+		_, _ = t.Checkpoint(ctx, t.freezer())
 	}
 }
 
@@ -567,7 +568,15 @@ func (t *Tx) Abort() error {
 // commands sharing the layer are frozen too (see the package doc);
 // when one cannot be, Checkpoint does nothing either. The changes it
 // applied are in the report, and again in Commit's.
-func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
+//
+// Nothing is frozen until Checkpoint holds the conversation's turn
+// (another command's apply, an undo or an accept may hold it). ctx
+// bounds that wait, and the wait for another apply to the workspace:
+// when it ends during one, Checkpoint applies nothing (the changes stay
+// in the layer, for a later checkpoint or Commit) and returns an error
+// wrapping layer.ErrLocked and ctx's error, which is not t's Last (the
+// job did nothing wrong).
+func (t *Tx) Checkpoint(ctx context.Context, freeze func(func()) bool) (*Report, error) {
 	sh := t.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -576,10 +585,17 @@ func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
 	}
 	var rep *Report
 	var err error
-	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
-		t.cpu += threadCPU(func() { rep, err = sh.apply(context.Background(), t, true) })
-	}) {
+	ran, werr := sh.frozen(ctx, t, append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
+		t.cpu += threadCPU(func() { rep, err = sh.applyLive(ctx, t) })
+	})
+	if werr != nil {
+		return nil, werr
+	}
+	if !ran {
 		return nil, nil
+	}
+	if errors.Is(err, layer.ErrLocked) && ctx.Err() != nil {
+		return nil, err // the caller stopped waiting for the workspace: not the job's
 	}
 	if rep != nil {
 		t.checkpoints = append(t.checkpoints, rep.Applied...)

@@ -87,7 +87,8 @@ func TestUndoStopsWaitingWithContext(t *testing.T) {
 // waits for another process's apply lock) stops when its context ends
 // (200 ms): a commit holds its whole change set for review, applied
 // nowhere, an undo changes nothing, an accept or a reject leaves its
-// change set held, a listing lists nothing. What only reads (Steps, Bytes, HeldBytes) does not wait at all.
+// change set held, a listing lists nothing, a checkpoint applies
+// nothing and never froze the job. What only reads (Steps, Bytes, HeldBytes) does not wait at all.
 // Once the first call is done, each succeeds.
 func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 	const d = 200 * time.Millisecond
@@ -230,6 +231,40 @@ func TestCallsOfConversationStopWaitingWithContext(t *testing.T) {
 		}
 		if _, err := f.c.Accept(context.Background(), reviewed.ID, reviewed.Digest); err != nil || f.read("reviewed.txt") != "reviewed\n" {
 			t.Fatalf("accepting once free: %v; reviewed.txt %q", err, f.read("reviewed.txt"))
+		}
+	})
+	t.Run("checkpoint behind an accept", func(t *testing.T) {
+		f := newFixture(t)
+		f.hold = true
+		reviewed := f.run(t, "echo reviewed > reviewed.txt").Held
+		f.hold = false
+		tx := f.started(t, "echo new > new.txt") // a job's process, exited
+		froze := 0
+		freeze := func(f func()) bool { froze++; f(); return true }
+		release := startHolder(t, f.ws)
+		wait := first(t, f, func() error {
+			_, err := f.c.Accept(context.Background(), reviewed.ID, reviewed.Digest)
+			return err
+		})
+		stopsWaiting(t, "checkpoint", d, func(ctx context.Context) error {
+			rep, err := tx.Checkpoint(ctx, freeze)
+			if rep != nil {
+				t.Errorf("checkpoint that stopped waiting: report %+v", rep)
+			}
+			return err
+		})
+		if rep, err := tx.Last(); froze > 0 || rep != nil || err != nil || f.exists("new.txt") {
+			t.Errorf("checkpoint that stopped waiting: froze the job %d times, last %+v %v, new.txt there %v", froze, rep, err, f.exists("new.txt"))
+		}
+		release()
+		if err := wait(); err != nil {
+			t.Fatalf("the accept: %v", err)
+		}
+		if rep, err := tx.Checkpoint(context.Background(), freeze); err != nil || froze != 1 || f.read("new.txt") != "new\n" {
+			t.Fatalf("checkpoint once free: %+v %v; froze %d times; new.txt %q", rep, err, froze, f.read("new.txt"))
+		}
+		if _, err := tx.Commit(context.Background(), true); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
