@@ -119,7 +119,9 @@
 // last one left. A call that waits for its turn, or for another apply
 // to the workspace, stops when its context ends, leaving nothing half
 // done: a Commit holds its whole change set for review, an undo or an
-// accept changes nothing (see [Tx.Commit], [Conv.Undo], [Conv.Accept]).
+// accept changes nothing, a checkpoint applies nothing (see
+// [Tx.Commit], [Conv.Undo], [Conv.Accept], [Tx.Checkpoint]). A
+// checkpoint freezes its job only once it holds the turn.
 // [Conv.Steps], [Conv.Bytes] and [Conv.HeldBytes] never wait for a
 // turn: they read what the last call that held one left.
 //
