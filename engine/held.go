@@ -137,7 +137,7 @@ func (e *Engine) Held(ctx context.Context, tc ToolContext) ([]HeldChanges, error
 	if !e.sup.Layers() {
 		return []HeldChanges{}, nil
 	}
-	hs, err := e.sup.Held(tc.ConversationID)
+	hs, err := e.sup.Held(ctx, tc.ConversationID)
 	if err != nil {
 		return nil, public(err)
 	}
@@ -176,7 +176,7 @@ func (e *Engine) Review(ctx context.Context, tc ToolContext, id int, digest stri
 		return Result{}, fmt.Errorf("%w: this engine holds no changes", ErrBadInput)
 	}
 	command := ""
-	if hs, err := e.sup.Held(tc.ConversationID); err == nil {
+	if hs, err := e.sup.Held(ctx, tc.ConversationID); err == nil {
 		for _, c := range hs {
 			if c.Report.Held.ID == id {
 				command = c.Report.Held.Label

@@ -132,7 +132,11 @@ func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
 // there is nothing to redo. It refuses too, matching ErrUndoConflict,
 // to undo changes applied from the layer of a background job that
 // still runs (its checkpoints, and the commands that joined its layer:
-// see transact.ErrUndoLive).
+// see transact.ErrUndoLive). ctx bounds its waits for another apply,
+// undo or review of the conversation, and for another engine's apply
+// to the workspace: when it ends during one, Undo changes nothing (the
+// steps stay kept, to undo again) and fails with an error wrapping
+// ctx's.
 func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
 	sel, err := selection(tc, steps)
 	if err != nil {
@@ -144,7 +148,7 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	if !e.sup.Layers() {
 		return UndoResult{}, fmt.Errorf("%w: this engine runs no workspace-write commands", ErrNothingToUndo)
 	}
-	undone, ns, kept, err := e.sup.Revert(tc.ConversationID, sel)
+	undone, ns, kept, err := e.sup.Revert(ctx, tc.ConversationID, sel)
 	if err != nil {
 		return UndoResult{}, revertError(err, sel, kept)
 	}

@@ -104,8 +104,10 @@ func (s *Set) ApplyExact(ctx context.Context, refused []string, st *Store, label
 func (s *Set) apply(ctx context.Context, refused []string, st *Store, label string, copies, exact bool) (*Result, error) {
 	a := &applier{s: s, res: &Result{Applied: make([]Change, 0, len(s.Changes))}, copies: copies, exact: exact}
 	if st != nil {
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		if err := st.mu.lockCtx(ctx, storeWait); err != nil {
+			return nil, err
+		}
+		defer st.mu.unlock()
 	}
 	fds := make([]int, len(s.real))
 	for i, t := range s.real {

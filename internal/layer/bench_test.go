@@ -236,7 +236,7 @@ func apply1000(b *testing.B, where, name, script string) {
 		s.Close()
 		b.StopTimer()
 		// Back to 1,000 unchanged files for the next round.
-		if _, err := st.Undo(1); err != nil {
+		if _, err := st.Undo(context.Background(), 1); err != nil {
 			b.Fatal(err)
 		}
 		if err := l.Remove(); err != nil {
@@ -269,7 +269,7 @@ func BenchmarkUndo1000(b *testing.B) {
 		s.Close()
 		_ = l.Remove()
 		b.StartTimer()
-		undone, err := st.Undo(1)
+		undone, err := st.Undo(context.Background(), 1)
 		if err != nil || len(undone) != 1000 {
 			b.Fatal(err, len(undone))
 		}

@@ -86,7 +86,7 @@ func TestApplyCopiesWhileRunning(t *testing.T) {
 	if n := len(st.Steps()); n != 2 {
 		t.Fatalf("%d undo steps, want 2", n)
 	}
-	if _, err := st.Undo(2); err != nil {
+	if _, err := st.Undo(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
 	if w.read(t, "a") != "zero\n" || w.read(t, "b") != "gone soon\n" || w.exists("new") || w.exists("d") {

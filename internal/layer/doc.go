@@ -133,9 +133,11 @@
 // on one workspace; a sandboxed command, in a network namespace of its
 // own, cannot hold it), so between the check and the change no other
 // apply moves the entry. An apply waits for another process's at most
-// Options.LockWait (10 minutes), then fails with ErrLocked, having
-// applied nothing; engines in different network namespaces do not take
-// turns.
+// Options.LockWait (10 minutes), an undo 10 minutes, then fails with
+// ErrLocked, having changed nothing; so does either, sooner, when its
+// caller's context ends. A Store's applies and undos take turns too,
+// and that wait ends with the context as well. Engines in different
+// network namespaces do not take turns.
 //
 // # Undo
 //

@@ -227,7 +227,7 @@ func TestUndo(t *testing.T) {
 	if len(diffSnapshots(before, after)) == 0 {
 		t.Fatal("nothing was applied")
 	}
-	undone, err := st.Undo(1)
+	undone, err := st.Undo(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestUndo(t *testing.T) {
 	if len(st.Steps()) != 0 {
 		t.Errorf("steps left: %v", st.Steps())
 	}
-	if _, err := st.Undo(1); !errors.Is(err, layer.ErrNothingToUndo) {
+	if _, err := st.Undo(context.Background(), 1); !errors.Is(err, layer.ErrNothingToUndo) {
 		t.Errorf("second undo: %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,8 +19,8 @@ var ErrNothingToRedo = errors.New("layer: nothing to redo")
 // answer one message) of step n; [Store.UndoTurn] undoes a turn's
 // steps.
 func (s *Store) SetTurn(n int, turn string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	for _, st := range s.steps {
 		if st.n == n {
 			st.turn = turn
@@ -35,8 +36,8 @@ func (s *Store) SetTurn(n int, turn string) {
 // Undo takes a path whose canonical form is what the step left as
 // unchanged.
 func (s *Store) SetCanon(canon func(path string, read func() ([]byte, error)) string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	s.canon = canon
 }
 
@@ -77,10 +78,12 @@ func (u *undoer) sameCanon(t *tree, e *entry, expect map[string]print) bool {
 
 // UndoTurn undoes every kept step of turn, newest first, as one (as
 // Undo: all or nothing). It fails wrapping ErrNothingToUndo when no
-// kept step has that turn.
-func (s *Store) UndoTurn(turn string) ([]Change, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// kept step has that turn. ctx bounds its waits as Undo's.
+func (s *Store) UndoTurn(ctx context.Context, turn string) ([]Change, error) {
+	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
+		return nil, err
+	}
+	defer s.mu.unlock()
 	var sel []*step
 	for _, st := range s.steps {
 		if st.turn == turn {
@@ -90,14 +93,14 @@ func (s *Store) UndoTurn(turn string) ([]Change, error) {
 	if turn == "" || len(sel) == 0 {
 		return nil, fmt.Errorf("%w: no kept step of turn %q", ErrNothingToUndo, turn)
 	}
-	return s.undo(sel, nil)
+	return s.undo(ctx, sel, nil)
 }
 
 // TurnSteps returns the numbers of the kept steps of turn, oldest
 // first.
 func (s *Store) TurnSteps(turn string) []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	var out []int
 	for _, st := range s.steps {
 		if st.turn == turn {
@@ -112,8 +115,8 @@ func (s *Store) TurnSteps(turn string) []int {
 // below it). It fails wrapping ErrNothingToUndo when none did, or that
 // step did not change every one.
 func (s *Store) PathsStep(paths []string) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	st, err := s.pathsStep(paths)
 	if err != nil {
 		return 0, err
@@ -159,10 +162,13 @@ func (s *Store) pathsStep(paths []string) (*step, error) {
 
 // UndoPaths undoes, of the step PathsStep names, only what it changed
 // at paths, as Undo (all or nothing); the step keeps the rest. It
-// returns what it changed and the step's number.
-func (s *Store) UndoPaths(paths []string) ([]Change, int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// returns what it changed and the step's number. ctx bounds its waits
+// as Undo's.
+func (s *Store) UndoPaths(ctx context.Context, paths []string) ([]Change, int, error) {
+	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
+		return nil, 0, err
+	}
+	defer s.mu.unlock()
 	st, err := s.pathsStep(paths)
 	if err != nil {
 		return nil, 0, err
@@ -170,14 +176,14 @@ func (s *Store) UndoPaths(paths []string) ([]Change, int, error) {
 	pick := func(e *entry) bool {
 		return slices.ContainsFunc(paths, func(p string) bool { return picks(e, p) })
 	}
-	out, err := s.undo([]*step{st}, pick)
+	out, err := s.undo(ctx, []*step{st}, pick)
 	return out, st.n, err
 }
 
 // RedoSteps returns the numbers of the steps Redo would put back.
 func (s *Store) RedoSteps() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	if len(s.redo) == 0 {
 		return nil
 	}
@@ -194,15 +200,18 @@ func (s *Store) RedoSteps() []int {
 // for Undo. Undos are kept until a new step is added (as in an
 // editor), within the store's bounds. It fails wrapping
 // ErrNothingToRedo when none is kept, and returns what it changed and
-// the steps' numbers.
-func (s *Store) Redo() ([]Change, []int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// the steps' numbers. ctx bounds its waits as Undo's (a redo that
+// stopped waiting changed nothing, and is still kept).
+func (s *Store) Redo(ctx context.Context) ([]Change, []int, error) {
+	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
+		return nil, nil, err
+	}
+	defer s.mu.unlock()
 	if len(s.redo) == 0 {
 		return nil, nil, ErrNothingToRedo
 	}
 	g := s.redo[len(s.redo)-1]
-	out, back, err := s.revert(g, true)
+	out, back, err := s.revert(ctx, g, true)
 	if err != nil && back == nil && len(out) == 0 {
 		return nil, nil, err
 	}
@@ -234,8 +243,8 @@ func (s *Store) dropRedoGroup(i int) {
 
 // RedoBytes is what the undos kept for Redo keep, in bytes.
 func (s *Store) RedoBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	return s.redoBytes
 }
 

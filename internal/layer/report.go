@@ -88,3 +88,24 @@ func Rel(base, p string) string {
 	}
 	return p
 }
+
+// ConflictError is [Store.Undo]'s refusal: the paths changed after the
+// steps to undo (outside the sandbox, or by a later command).
+type ConflictError struct {
+	// Paths are the absolute paths that changed, sorted.
+	Paths []string
+}
+
+// maxConflictPaths bounds the paths ConflictError.Error names.
+const maxConflictPaths = 8
+
+func (e *ConflictError) Error() string {
+	names := e.Paths
+	more := ""
+	if len(names) > maxConflictPaths {
+		more = fmt.Sprintf(" and %d more", len(names)-maxConflictPaths)
+		names = names[:maxConflictPaths]
+	}
+	return "layer: cannot undo: changed since: " + strings.Join(names, ", ") + more +
+		"; undo fewer steps, or put these paths back by hand first"
+}

@@ -9,8 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +44,7 @@ type StoreLimits struct {
 // doc, "Undo"). It is safe for concurrent use; applying and undoing
 // take turns.
 type Store struct {
-	mu    sync.Mutex
+	mu    turn // applies and undos take turns
 	dir   string
 	lim   StoreLimits
 	seq   int
@@ -74,7 +72,7 @@ func NewStore(dir string, lim StoreLimits) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("layer: store: %w", err)
 	}
-	return &Store{dir: dir, lim: lim}, nil
+	return &Store{mu: newTurn(), dir: dir, lim: lim}, nil
 }
 
 // StepInfo describes one kept step.
@@ -93,8 +91,8 @@ type StepInfo struct {
 
 // Steps lists the steps that can be undone, oldest first.
 func (s *Store) Steps() []StepInfo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	out := make([]StepInfo, len(s.steps))
 	for i, st := range s.steps {
 		out[i] = StepInfo{N: st.n, Label: st.label, Paths: len(st.entries), Bytes: st.bytes, Turn: st.turn}
@@ -105,8 +103,8 @@ func (s *Store) Steps() []StepInfo {
 // Remove removes the store and everything it keeps (the conversation
 // ended), once its background removals are done.
 func (s *Store) Remove() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.lock()
+	defer s.mu.unlock()
 	for _, st := range s.steps {
 		st.t.close()
 	}
@@ -312,27 +310,6 @@ func treePrints(t *tree, rel string) (print, map[string]print) {
 	return top, out
 }
 
-// ConflictError is [Store.Undo]'s refusal: the paths changed after the
-// steps to undo (outside the sandbox, or by a later command).
-type ConflictError struct {
-	// Paths are the absolute paths that changed, sorted.
-	Paths []string
-}
-
-// maxConflictPaths bounds the paths ConflictError.Error names.
-const maxConflictPaths = 8
-
-func (e *ConflictError) Error() string {
-	names := e.Paths
-	more := ""
-	if len(names) > maxConflictPaths {
-		more = fmt.Sprintf(" and %d more", len(names)-maxConflictPaths)
-		names = names[:maxConflictPaths]
-	}
-	return "layer: cannot undo: changed since: " + strings.Join(names, ", ") + more +
-		"; undo fewer steps, or put these paths back by hand first"
-}
-
 // ErrNothingToUndo is returned (wrapped) by [Store.Undo] when fewer
 // steps are kept than asked for.
 var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
@@ -347,21 +324,33 @@ var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
 // one that replaced it), newest step first, and forgets the steps. It
 // returns what it changed, as changes (an undone addition is Deleted,
 // an undone deletion Added).
-func (s *Store) Undo(n int) ([]Change, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+//
+// ctx bounds only the waits: for another apply or undo of the store,
+// and for the workspace's apply lock (another process's apply, up to
+// 10 minutes: see [ErrLocked]). When it ends during one, Undo fails
+// with an error wrapping ErrLocked and ctx's error, having changed
+// nothing: the steps stay kept, the workspace as it was. Once it holds
+// both it undoes whatever ctx says.
+func (s *Store) Undo(ctx context.Context, n int) ([]Change, error) {
+	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
+		return nil, err
+	}
+	defer s.mu.unlock()
 	if n <= 0 || n > len(s.steps) {
 		return nil, fmt.Errorf("%w: %d asked, %d kept", ErrNothingToUndo, n, len(s.steps))
 	}
-	return s.undo(slices.Clone(s.steps[len(s.steps)-n:]), nil)
+	return s.undo(ctx, slices.Clone(s.steps[len(s.steps)-n:]), nil)
 }
+
+// storeWait is what a store's apply or undo waits for in its turn.
+const storeWait = "another apply or undo of the undo store"
 
 // undo takes back the entries pick selects (nil: all) of the kept
 // steps sel (oldest first), as one: it refuses, changing nothing, when
 // a path is not as they left it. A step left with no entries is
 // forgotten; the steps that would put back what the undo took out are
 // kept for Redo. s.mu is held.
-func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
+func (s *Store) undo(ctx context.Context, sel []*step, pick func(*entry) bool) ([]Change, error) {
 	views := make([]*step, len(sel))
 	for i, st := range sel {
 		views[i] = st
@@ -371,7 +360,7 @@ func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
 			views[i] = &v
 		}
 	}
-	out, inv, err := s.revert(views, pick == nil)
+	out, inv, err := s.revert(ctx, views, pick == nil)
 	if err != nil && len(out) == 0 {
 		return nil, err
 	}
@@ -405,7 +394,7 @@ func (s *Store) undo(sel []*step, pick func(*entry) bool) ([]Change, error) {
 // sel are kept steps undone whole: each step's directory goes to the
 // step that takes back its undo (what an exchange put back leaves
 // there stays in place).
-func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
+func (s *Store) revert(ctx context.Context, sel []*step, whole bool) ([]Change, []*step, error) {
 	u := &undoer{s: s, trees: map[string]*tree{}, whole: whole}
 	defer u.close()
 	var fds []int
@@ -420,7 +409,7 @@ func (s *Store) revert(sel []*step, whole bool) ([]Change, []*step, error) {
 			}
 		}
 	}
-	unlock, err := lockRoots(context.Background(), fds, 0) // applies and undos on a workspace take turns
+	unlock, err := lockRoots(ctx, fds, 0) // applies and undos on a workspace take turns
 	if err != nil {
 		return nil, nil, err
 	}

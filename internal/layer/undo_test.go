@@ -69,7 +69,7 @@ func TestApplyCopy(t *testing.T) {
 	if d := diffSnapshots(want, snapshot(t, w.ws)); len(d) > 0 {
 		t.Errorf("workspace differs from an unsandboxed run:\n%s", strings.Join(d, "\n"))
 	}
-	if _, err := st.Undo(1); err != nil {
+	if _, err := st.Undo(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if d := diffSnapshots(before, snapshot(t, w.ws)); len(d) > 0 {
@@ -92,7 +92,7 @@ func TestUndoSteps(t *testing.T) {
 	if n := len(st.Steps()); n != 3 {
 		t.Fatalf("%d steps kept", n)
 	}
-	undone, err := st.Undo(2)
+	undone, err := st.Undo(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestUndoOneStepAtATime(t *testing.T) {
 		w.step(t, st, script)
 	}
 	for i := len(snaps) - 1; i >= 0; i-- {
-		if _, err := st.Undo(1); err != nil {
+		if _, err := st.Undo(context.Background(), 1); err != nil {
 			t.Fatalf("undo of step %d: %v", i+1, err)
 		}
 		if d := diffSnapshots(snaps[i], snapshot(t, w.ws)); len(d) > 0 {
@@ -154,7 +154,7 @@ func TestStepKeepsOnlyReplaced(t *testing.T) {
 	if b, err := os.ReadFile(files[0]); err != nil || string(b) != "0" {
 		t.Fatalf("kept %q, %v", b, err)
 	}
-	if _, err := st.Undo(1); err != nil {
+	if _, err := st.Undo(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if w.read(t, "a") != "0" || w.read(t, "d/big") != strings.Repeat("b", 8192) {
@@ -175,7 +175,7 @@ func TestUndoRefusesChangedOutside(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.ws, "n"), []byte("user\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := st.Undo(1)
+	_, err := st.Undo(context.Background(), 1)
 	var ce *layer.ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("undo: %v", err)
@@ -203,7 +203,7 @@ func TestUndoRefusesLaterCommand(t *testing.T) {
 	st := w.store(t, layer.StoreLimits{})
 	w.step(t, st, "echo 1 > a; mkdir d; echo f > d/f")
 	w.step(t, nil, "echo 2 > a; echo g > d/g")
-	_, err := st.Undo(1)
+	_, err := st.Undo(context.Background(), 1)
 	var ce *layer.ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("undo: %v", err)
@@ -284,7 +284,7 @@ func TestApplyRefusedBelowNewDir(t *testing.T) {
 	if !w.exists("n/a/ok") || w.exists("n/bad") {
 		t.Fatal("wrong entries applied")
 	}
-	if _, err := st.Undo(1); err != nil {
+	if _, err := st.Undo(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if w.exists("n") {

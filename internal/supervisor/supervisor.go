@@ -430,7 +430,7 @@ func (s *Supervisor) start(ctx context.Context, req jobs.Request) (*Job, error) 
 		return nil, a.err
 	}
 	// The slow work of the conversation's workspace, off the actor.
-	if err := a.ws.prepare(a.spec); err != nil {
+	if err := a.ws.prepare(ctx, a.spec); err != nil {
 		s.system.Root.Send(a.pid, &actors.LaunchFailed{Err: err})
 		return nil, err
 	}

@@ -101,9 +101,9 @@ func (w *workspace) getWorld() (*sandbox.World, error) {
 // checkpoint applies what the conversation's running workspace-write
 // background jobs changed so far (transact.Conv.Checkpoint), so that
 // its next command, and a read of a job's output, see it.
-func (w *workspace) checkpoint() {
+func (w *workspace) checkpoint(ctx context.Context) {
 	if c := w.conv(false); c != nil {
-		c.Checkpoint()
+		c.Checkpoint(ctx)
 	}
 }
 
@@ -126,9 +126,14 @@ func (w *workspace) heldBytes() uint64 {
 // prepare readies a job of the conversation before Launch, in the
 // caller's goroutine: the running background jobs' checkpoints, and for
 // a sandboxed job its world, the world's size for it, and with
-// Profile.Layer its transaction (Begin).
-func (w *workspace) prepare(spec *actors.Spec) error {
-	w.checkpoint()
+// Profile.Layer its transaction (Begin). It fails with ctx's error
+// when ctx ended meanwhile (the checkpoints stop waiting for another
+// apply then, and the job must not start without them).
+func (w *workspace) prepare(ctx context.Context, spec *actors.Spec) error {
+	w.checkpoint(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p := spec.Sandbox
 	if p == nil {
 		return nil
@@ -243,7 +248,9 @@ func (s *Supervisor) World(conv string) WorldUsage { return s.worldSize(conv, s.
 // Checkpoint applies what conversation conv's running workspace-write
 // background jobs changed so far to its workspace (each job frozen
 // meanwhile), in the calling goroutine; their reports are then in Jobs.
-func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
+func (s *Supervisor) Checkpoint(conv string) {
+	s.workspace(conv).checkpoint(context.Background())
+}
 
 // Undo takes back the last steps changes of conversation conv to its
 // workspace (see transact.Conv.Undo), and returns what it changed (as
@@ -251,9 +258,12 @@ func (s *Supervisor) Checkpoint(conv string) { s.workspace(conv).checkpoint() }
 // steps were kept before.
 //
 // Its errors match ErrNothingToUndo, ErrUndoLive, or are an
-// *UndoConflictError (nothing was undone then).
-func (s *Supervisor) Undo(conv string, steps int) (jobs.Changes, int, error) {
-	c, _, kept, err := s.Revert(conv, Selection{Steps: steps})
+// *UndoConflictError (nothing was undone then). ctx bounds its waits
+// for another apply, undo or accept (see transact.Conv.Undo): when it
+// ends during one, Undo changes nothing and fails with an error
+// wrapping ctx's.
+func (s *Supervisor) Undo(ctx context.Context, conv string, steps int) (jobs.Changes, int, error) {
+	c, _, kept, err := s.Revert(ctx, conv, Selection{Steps: steps})
 	return c, kept, err
 }
 
@@ -271,14 +281,15 @@ type Selection struct {
 // (transact.Conv.Revert: the last steps, a turn's, one step's paths,
 // or the last undo), and returns what it changed, the numbers of the
 // steps it undid or put back, and how many steps were kept before. Its
-// errors are Undo's (nothing to redo matches ErrNothingToUndo).
-func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, int, error) {
+// errors are Undo's (nothing to redo matches ErrNothingToUndo), and
+// ctx bounds its waits as Undo's.
+func (s *Supervisor) Revert(ctx context.Context, conv string, sel Selection) (jobs.Changes, []int, int, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return jobs.Changes{}, nil, 0, fmt.Errorf("%w: the conversation changed nothing", ErrNothingToUndo)
 	}
 	kept := len(c.Steps())
-	cs, ns, err := c.Revert(transact.Selection(sel))
+	cs, ns, err := c.Revert(ctx, transact.Selection(sel))
 	if err != nil {
 		return jobs.Changes{}, nil, kept, own(err)
 	}
@@ -287,13 +298,14 @@ func (s *Supervisor) Revert(conv string, sel Selection) (jobs.Changes, []int, in
 
 // Held lists conversation conv's change sets held for review, oldest
 // first, as they are now (transact.Conv.Held), each as the Held of a
-// report.
-func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
+// report. ctx bounds its wait for an accept, apply or undo of conv
+// under way (its error wraps ctx's then).
+func (s *Supervisor) Held(ctx context.Context, conv string) ([]jobs.Changes, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return nil, nil
 	}
-	hs, err := c.Held()
+	hs, err := c.Held(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -314,15 +326,17 @@ func (s *Supervisor) Held(conv string) ([]jobs.Changes, error) {
 //
 // The engine's CPU time an accept spent is charged to principal (a
 // call's Principal: "" for the conversation's own), as a job's change
-// set is (see chargeEngine). ctx bounds the accept's wait for another
-// apply to the workspace (transact.Conv.Accept).
+// set is (see chargeEngine). ctx bounds the wait for another call of
+// conv and for another apply to the workspace (transact.Conv.Accept,
+// transact.Conv.Reject): when it ends during it, nothing is applied or
+// rejected, and the error wraps ctx's.
 func (s *Supervisor) Review(ctx context.Context, conv, principal string, id int, digest string, accept bool) (jobs.Changes, error) {
 	c := s.workspace(conv).conv(true)
 	if c == nil {
 		return jobs.Changes{}, fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
 	if !accept {
-		return jobs.Changes{}, own(c.Reject(id))
+		return jobs.Changes{}, own(c.Reject(ctx, id))
 	}
 	rep, err := c.Accept(ctx, id, digest)
 	if rep != nil && rep.CPU > 0 { // a refused accept's work counts too

@@ -50,13 +50,13 @@ func TestConversationOwnsItsWorkspace(t *testing.T) {
 	if st := s.Jobs("c"); len(st) != 1 || st[0].Changes.Report == nil || len(st[0].Changes.Report.Applied) != 1 {
 		t.Fatalf("the running job's listed changes: %+v", st)
 	}
-	if _, _, err := s.Undo("c", 2); !errors.Is(err, ErrUndoLive) {
+	if _, _, err := s.Undo(context.Background(), "c", 2); !errors.Is(err, ErrUndoLive) {
 		t.Fatalf("undo of a running job's checkpoint: %v", err)
 	}
 	if _, ok, err := s.Kill(context.Background(), "c", bg.ID); !ok || err != nil {
 		t.Fatalf("kill: %v %v", ok, err)
 	}
-	undone, kept, err := s.Undo("c", 2)
+	undone, kept, err := s.Undo(context.Background(), "c", 2)
 	if err != nil || kept != 2 || len(undone.Report.Applied) != 2 {
 		t.Fatalf("undo: kept %d %+v %v", kept, undone.Report, err)
 	}
@@ -66,7 +66,7 @@ func TestConversationOwnsItsWorkspace(t *testing.T) {
 	if _, err := s.EndConversation(context.Background(), "c"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Undo("c", 1); !errors.Is(err, ErrNothingToUndo) {
+	if _, _, err := s.Undo(context.Background(), "c", 1); !errors.Is(err, ErrNothingToUndo) {
 		t.Fatalf("undo after the conversation ended: %v", err)
 	}
 }

@@ -85,7 +85,7 @@ func commit1000(b *testing.B, dir string) {
 		settle()
 		b.StartTimer()
 		start = time.Now()
-		if cs, err := c.Undo(1); err != nil || len(cs) != 1000 {
+		if cs, err := c.Undo(context.Background(), 1); err != nil || len(cs) != 1000 {
 			b.Fatalf("undo: %v %d", err, len(cs))
 		}
 		undo += time.Since(start)

@@ -82,7 +82,7 @@ func TestIndexCachesNotAppliedAtCheckpoint(t *testing.T) {
 		echo ready && read _ && grep -qa UNTR .git/index && echo kept`)
 	in, out := testenv.Piped(t, cmd, "ready")
 	ran := func(f func()) bool { f(); return true } // the job waits on its stdin
-	rep, err := tx.Checkpoint(ran)
+	rep, err := tx.Checkpoint(context.Background(), ran)
 	if err != nil || rep == nil || !strings.Contains(kinds(f.ws, rep.Applied), ".git/index") {
 		t.Fatalf("checkpoint: %+v %v", rep, err)
 	}

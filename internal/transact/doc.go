@@ -114,6 +114,17 @@
 // index is compared parsed (every entry's path, mode, object id, stage
 // and flags, and the extensions that are not caches).
 //
+// A conversation's applies (its commands' Commits and checkpoints),
+// undos and accepts take turns, each judged against the workspace the
+// last one left. A call that waits for its turn, or for another apply
+// to the workspace, stops when its context ends, leaving nothing half
+// done: a Commit holds its whole change set for review, an undo or an
+// accept changes nothing, a checkpoint applies nothing (see
+// [Tx.Commit], [Conv.Undo], [Conv.Accept], [Tx.Checkpoint]). A
+// checkpoint freezes its job only once it holds the turn.
+// [Conv.Steps], [Conv.Bytes] and [Conv.HeldBytes] never wait for a
+// turn: they read what the last call that held one left.
+//
 // # Held changes
 //
 // What is not applied is held, not dropped: the part of a command's

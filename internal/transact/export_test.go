@@ -15,3 +15,7 @@ func Settle(m *Manager) {
 		<-done
 	}
 }
+
+// Busy reports whether a call of c holds its turn (an apply, an undo,
+// an accept).
+func Busy(c *Conv) bool { return len(c.turn) == 1 }

@@ -103,7 +103,9 @@ func (c *Conv) BeginHeld(roots []string, label string) (*Tx, error) {
 
 // hold keeps the layer of a change set with held paths for review, as
 // rep.Held (or, when maxHeld are held already, says in rep.Unheld that
-// it could not); c.apply is held. It does nothing when nothing is held.
+// it could not). It does nothing when nothing is held. It needs no
+// turn of c (a Commit that stopped waiting for it holds its change
+// set).
 func (c *Conv) hold(rep *Report, l *layer.Layer, s *layer.Set, label string, reasons map[string]string, stray bool) {
 	if len(reasons) == 0 {
 		return
@@ -117,27 +119,31 @@ func (c *Conv) hold(rep *Report, l *layer.Layer, s *layer.Set, label string, rea
 	if len(h.Changes) == 0 {
 		return
 	}
-	if len(c.held) >= maxHeld {
-		rep.Unheld, rep.Discarded = unheldFull, true
-		return
-	}
 	h.Digest = digest(s, h.Changes)
 	h.was = slices.Clone(h.Changes)
 	h.seen = make([]mark, len(h.was))
 	for i, ch := range h.was {
 		h.seen[i] = markOf(s, ch)
 	}
+	c.hmu.Lock()
+	if len(c.held) >= maxHeld {
+		c.hmu.Unlock()
+		rep.Unheld, rep.Discarded = unheldFull, true
+		return
+	}
 	c.heldN++
 	h.ID = c.heldN
 	c.held = append(c.held, h)
-	c.m.track(l, true)
+	c.heldChanged()
 	rep.Held = h.clone()
+	c.hmu.Unlock()
+	c.m.track(l, true)
 }
 
 // holdAll holds every change of s for review (the hold mode, or a
 // command whose processes were not known to be gone: stray), as
 // rep.Held, with the policy's reasons, as in apply mode, for what it
-// refuses (rep.Refused) and reason for the rest; c.apply is held.
+// refuses (rep.Refused) and reason for the rest.
 func (c *Conv) holdAll(rep *Report, l *layer.Layer, s *layer.Set, label, reason string, stray bool) {
 	rep.Refused = gitpolicy.Check(s, l.Roots(), s.Changes)
 	reasons := heldReasons(rep.Refused)
@@ -304,37 +310,41 @@ func field(d hash.Hash, b []byte) {
 }
 
 // Held lists c's held change sets, oldest first, each as it is now
-// (its Changes and Digest computed afresh).
-func (c *Conv) Held() ([]Held, error) {
-	c.apply.Lock()
-	defer c.apply.Unlock()
-	out := make([]Held, 0, len(c.held))
-	for _, h := range c.held {
+// (its Changes and Digest computed afresh). It waits for c's turn (an
+// accept may be taking one) until ctx ends: then it fails with an
+// error wrapping layer.ErrLocked and ctx's error.
+func (c *Conv) Held(ctx context.Context) ([]Held, error) {
+	if err := c.lockCtx(ctx); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	c.hmu.Lock()
+	hs := slices.Clone(c.held)
+	c.hmu.Unlock()
+	out := make([]Held, 0, len(hs))
+	for _, h := range hs {
 		s, err := h.layer.Diff()
 		if err != nil {
 			return nil, fmt.Errorf("transact: held change set %d: %w", h.ID, err)
 		}
-		h.Changes = h.pick(s.Changes)
-		h.Digest = digest(s, h.Changes)
+		changes := h.pick(s.Changes)
+		d := digest(s, changes)
 		s.Close()
+		c.hmu.Lock()
+		h.Changes, h.Digest = changes, d
+		c.heldChanged()
 		out = append(out, *h.clone())
+		c.hmu.Unlock()
 	}
 	return out, nil
 }
 
-// HeldBytes is what c's held change sets hold (their files' sizes).
+// HeldBytes is what c's held change sets hold (their files' sizes). It
+// never waits for c's turn.
 func (c *Conv) HeldBytes() int64 {
-	c.apply.Lock()
-	defer c.apply.Unlock()
-	var n int64
-	for _, h := range c.held {
-		for _, ch := range h.Changes {
-			if ch.Kind != layer.Deleted {
-				n += ch.Size
-			}
-		}
-	}
-	return n
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.view.held
 }
 
 // Accept applies the held change set id, exactly as digest describes it
@@ -352,12 +362,17 @@ func (c *Conv) HeldBytes() int64 {
 // later edit is overwritten. The change set stays held: reject it, or
 // put the paths back as they were and accept it again.
 //
-// ctx bounds the wait for another apply to the workspace: when it ends
-// first, Accept applies nothing and fails with an error wrapping
-// layer.ErrLocked and ctx's error; the change set stays held.
+// ctx bounds only the waits: for c's turn (a command's apply, an undo
+// or another accept of c under way) and for another apply to the
+// workspace. When it ends during one, Accept applies nothing and fails
+// with an error wrapping layer.ErrLocked and ctx's error; the change
+// set stays held as it was, to accept again. Once it holds both it
+// applies whatever ctx says.
 func (c *Conv) Accept(ctx context.Context, id int, digestHex string) (*Report, error) {
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	if err := c.lockCtx(ctx); err != nil {
+		return &Report{}, err
+	}
+	defer c.unlock()
 	var rep *Report
 	var err error
 	cpu := threadCPU(func() { rep, err = c.accept(ctx, id, digestHex) })
@@ -371,13 +386,12 @@ func (c *Conv) Accept(ctx context.Context, id int, digestHex string) (*Report, e
 	return rep, err
 }
 
-// accept is Accept's work; c.apply is held.
+// accept is Accept's work; c's turn is held.
 func (c *Conv) accept(ctx context.Context, id int, digestHex string) (*Report, error) {
-	i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id })
-	if i < 0 {
+	h := c.heldByID(id)
+	if h == nil {
 		return nil, fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
-	h := c.held[i]
 	if h.stray {
 		// A process may still write the layer (nothing recorded can
 		// tell whether it is gone): its digest and copies could be of
@@ -423,38 +437,58 @@ func (c *Conv) accept(ctx context.Context, id int, digestHex string) (*Report, e
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
-	c.dropHeld(i)
+	c.dropHeld(h)
 	return &Report{Applied: res.Applied, Failed: res.Failed, Step: res.Step}, nil
+}
+
+// heldByID returns the held change set id (nil: none).
+func (c *Conv) heldByID(id int) *Held {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id }); i >= 0 {
+		return c.held[i]
+	}
+	return nil
 }
 
 // beforeAcceptApply, when set (by tests), runs in Accept between its
 // conflict check and the apply.
 var beforeAcceptApply func()
 
-// Reject discards the held change set id.
-func (c *Conv) Reject(id int) error {
-	c.apply.Lock()
-	defer c.apply.Unlock()
-	i := slices.IndexFunc(c.held, func(h *Held) bool { return h.ID == id })
-	if i < 0 {
+// Reject discards the held change set id. It waits for c's turn (an
+// accept of it may be under way) until ctx ends: then it fails with an
+// error wrapping layer.ErrLocked and ctx's error, and the change set
+// stays held.
+func (c *Conv) Reject(ctx context.Context, id int) error {
+	if err := c.lockCtx(ctx); err != nil {
+		return err
+	}
+	defer c.unlock()
+	h := c.heldByID(id)
+	if h == nil {
 		return fmt.Errorf("%w: %d", ErrNoHeld, id)
 	}
-	c.dropHeld(i)
+	c.dropHeld(h)
 	return nil
 }
 
-// dropHeld removes held change set i and its layer; c.apply is held.
-func (c *Conv) dropHeld(i int) {
-	h := c.held[i]
-	c.held = slices.Delete(c.held, i, i+1)
+// dropHeld removes held change set h and its layer; c's turn is held.
+func (c *Conv) dropHeld(h *Held) {
+	c.hmu.Lock()
+	c.held = slices.DeleteFunc(c.held, func(o *Held) bool { return o == h })
+	c.heldChanged()
+	c.hmu.Unlock()
 	c.m.track(h.layer, false)
 	c.m.pool.remove(h.layer)
 }
 
-// dropAllHeld removes every held change set of c; c.apply is held.
+// dropAllHeld removes every held change set of c; c's turn is held.
 func (c *Conv) dropAllHeld() {
-	for len(c.held) > 0 {
-		c.dropHeld(len(c.held) - 1)
+	c.hmu.Lock()
+	hs := slices.Clone(c.held)
+	c.hmu.Unlock()
+	for _, h := range slices.Backward(hs) {
+		c.dropHeld(h)
 	}
 }
 

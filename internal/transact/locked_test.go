@@ -126,7 +126,7 @@ func TestCommitStopsWaitingWithContext(t *testing.T) {
 		_, err := f.c.Accept(ctx, rep.Held.ID, rep.Held.Digest)
 		return err
 	})
-	if hs, err := f.c.Held(); err != nil || len(hs) != 1 || f.exists("new.txt") {
+	if hs, err := f.c.Held(context.Background()); err != nil || len(hs) != 1 || f.exists("new.txt") {
 		t.Fatalf("after the accept that stopped waiting: held %d (%v); new.txt there: %v", len(hs), err, f.exists("new.txt"))
 	}
 	release()

@@ -36,7 +36,7 @@ func (f *fixture) held(t *testing.T) transact.Held {
 	if !f.exists("a.txt") || f.exists(".git/hooks/pre-commit") {
 		t.Fatalf("a.txt applied %v, hook applied %v", f.exists("a.txt"), f.exists(".git/hooks/pre-commit"))
 	}
-	hs, err := f.c.Held()
+	hs, err := f.c.Held(context.Background())
 	if err != nil || len(hs) != 1 || hs[0].ID != rep.Held.ID || hs[0].Digest != rep.Held.Digest {
 		t.Fatalf("listed %+v, %v; held %+v", hs, err, rep.Held)
 	}
@@ -69,13 +69,13 @@ func TestHeldAccepted(t *testing.T) {
 	if len(f.c.Steps()) != steps+1 {
 		t.Fatal("the accept is not an undo step")
 	}
-	if hs, _ := f.c.Held(); len(hs) != 0 {
+	if hs, _ := f.c.Held(context.Background()); len(hs) != 0 {
 		t.Fatalf("still held: %+v", hs)
 	}
 	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) {
 		t.Fatalf("accepted twice: %v", err)
 	}
-	if _, err := f.c.Undo(1); err != nil || f.exists(".git/hooks/pre-commit") {
+	if _, err := f.c.Undo(context.Background(), 1); err != nil || f.exists(".git/hooks/pre-commit") {
 		t.Fatalf("undo of the accept: %v", err)
 	}
 }
@@ -107,7 +107,7 @@ func TestHeldDigestMismatch(t *testing.T) {
 	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) || f.exists("x.txt") {
 		t.Fatalf("accept of changed content: %v", err)
 	}
-	hs, err := f.c.Held()
+	hs, err := f.c.Held(context.Background())
 	if err != nil || len(hs) != 1 || hs[0].Digest == rep.Held.Digest {
 		t.Fatalf("%+v %v", hs, err)
 	}
@@ -121,7 +121,7 @@ func TestHeldDigestMismatch(t *testing.T) {
 func TestHeldRejectedAndEnded(t *testing.T) {
 	f := newFixture(t)
 	h := f.held(t)
-	if err := f.c.Reject(h.ID); err != nil {
+	if err := f.c.Reject(context.Background(), h.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.c.Accept(context.Background(), h.ID, h.Digest); !errors.Is(err, transact.ErrNoHeld) || f.exists(".git/hooks/pre-commit") {
@@ -177,7 +177,7 @@ func TestHoldAllCheckpoint(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	ran := func(f func()) bool { f(); return true } // the job's process has exited
-	if rep, err := tx.Checkpoint(ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
+	if rep, err := tx.Checkpoint(context.Background(), ran); err != nil || rep != nil && len(rep.Applied) > 0 || f.exists("j.txt") {
 		t.Fatalf("checkpoint in hold mode: %+v %v", rep, err)
 	}
 	rep, err := tx.Commit(context.Background(), true)
@@ -205,11 +205,11 @@ func TestHeldBounded(t *testing.T) {
 	if rep.Held != nil || !rep.Discarded || !strings.Contains(rep.Unheld, "64 change sets") || f.exists("f64") {
 		t.Fatalf("the 65th: held %+v, discarded %v, unheld %q", rep.Held, rep.Discarded, rep.Unheld)
 	}
-	hs, err := f.c.Held()
+	hs, err := f.c.Held(context.Background())
 	if err != nil || len(hs) != 64 || hs[0].ID != 1 || hs[63].ID != 64 {
 		t.Fatalf("%d held, %v", len(hs), err)
 	}
-	if err := f.c.Reject(1); err != nil {
+	if err := f.c.Reject(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if rep := f.run(t, "echo x > f65"); rep.Held == nil || rep.Held.ID != 65 {
@@ -246,10 +246,10 @@ func TestHeldAcceptConflict(t *testing.T) {
 	if f.read("README") != "hello\nuser\n" || f.exists("b.txt") {
 		t.Fatalf("a refused accept applied: README %q, b.txt %v", f.read("README"), f.exists("b.txt"))
 	}
-	if hs, err := f.c.Held(); err != nil || len(hs) != 1 {
+	if hs, err := f.c.Held(context.Background()); err != nil || len(hs) != 1 {
 		t.Fatalf("no longer held: %+v %v", hs, err)
 	}
-	if err := f.c.Reject(rep.Held.ID); err != nil {
+	if err := f.c.Reject(context.Background(), rep.Held.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -306,7 +306,7 @@ func TestHeldReasonsEveryMode(t *testing.T) {
 			if f.exists("a.txt") || f.exists(".git/hooks/pre-commit") {
 				t.Error("applied")
 			}
-			hs, err := f.c.Held()
+			hs, err := f.c.Held(context.Background())
 			if err != nil || len(hs) != 1 || !strings.HasPrefix(hs[0].Reason(hook), "policy: git-hooks") {
 				t.Fatalf("listed: %+v %v", hs, err)
 			}
@@ -324,7 +324,7 @@ func TestHeldBelowNewDirectory(t *testing.T) {
 	if rep.Held == nil || rep.Held.Reasons[cfg] == "" || !f.exists("sub/f") || f.exists("sub/.git/config") {
 		t.Fatalf("held %+v; sub/f %v", rep.Held, f.exists("sub/f"))
 	}
-	hs, err := f.c.Held()
+	hs, err := f.c.Held(context.Background())
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("%+v %v", hs, err)
 	}
@@ -419,7 +419,7 @@ func TestHeldStrayRefused(t *testing.T) {
 	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrStray) || f.exists("x.txt") {
 		t.Fatalf("accept of a stray set: %v", err)
 	}
-	if err := f.c.Reject(rep.Held.ID); err != nil {
+	if err := f.c.Reject(context.Background(), rep.Held.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -454,7 +454,7 @@ func TestHeldDigestSymlink(t *testing.T) {
 	if _, err := f.c.Accept(context.Background(), rep.Held.ID, rep.Held.Digest); !errors.Is(err, transact.ErrDigest) {
 		t.Fatalf("accept of a retargeted symlink: %v", err)
 	}
-	hs, err := f.c.Held()
+	hs, err := f.c.Held(context.Background())
 	if err != nil || len(hs) != 1 {
 		t.Fatalf("%+v %v", hs, err)
 	}
@@ -542,7 +542,7 @@ func TestHeldAcceptRacedEdit(t *testing.T) {
 			if f.read("README") != want || f.exists("b.txt") {
 				t.Fatalf("a refused accept applied: README %q (want %q), b.txt %v", f.read("README"), want, f.exists("b.txt"))
 			}
-			if hs, err := f.c.Held(); err != nil || len(hs) != 1 {
+			if hs, err := f.c.Held(context.Background()); err != nil || len(hs) != 1 {
 				t.Fatalf("no longer held: %+v %v", hs, err)
 			}
 		})

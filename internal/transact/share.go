@@ -35,6 +35,9 @@ type share struct {
 const (
 	notGone  = "processes of the command were still running over its layer; run it again so that it leaves nothing running (start servers and watchers with mode=background)"
 	deferred = "the command's layer is shared with a command that still runs and cannot be frozen: its changes are applied when that command ends"
+	// stoppedShared: the Commit's context ended while it waited for the
+	// conversation's turn.
+	stoppedShared = "the call ended while another apply to the workspace was under way: the command's changes stay in the layer it shares with a job that runs on, and are applied at the job's next checkpoint or its end"
 )
 
 // Background marks t's command as a background job (one that was
@@ -220,7 +223,7 @@ func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, err
 		rep = &Report{Applied: t.checkpoints, NotApplied: notGone, Discarded: true}
 		sh.holdStray(t, rep)
 	default:
-		rep, err = sh.apply(ctx, t, false)
+		rep, err = sh.apply(ctx, t)
 		if rep != nil && len(t.checkpoints) > 0 {
 			rep.Applied = append(t.checkpoints, rep.Applied...)
 		}
@@ -240,8 +243,6 @@ func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, err
 // it could not be computed).
 func (sh *share) holdStray(t *Tx, rep *Report) {
 	c := t.c
-	c.apply.Lock()
-	defer c.apply.Unlock()
 	s, err := sh.l.Diff()
 	if err != nil {
 		return
@@ -262,7 +263,11 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 	}
 	var rep *Report
 	var err error
-	if !frozen(sh.freezers(t), func() { rep, err = sh.apply(ctx, t, true) }) {
+	ran, werr := sh.frozen(ctx, t, sh.freezers(t), func() { rep, err = sh.applyLive(ctx, t) })
+	if werr != nil {
+		return &Report{Applied: t.checkpoints, NotApplied: stoppedShared}, werr
+	}
+	if !ran {
 		return &Report{Applied: t.checkpoints, NotApplied: deferred}, nil
 	}
 	if rep != nil && len(t.checkpoints) > 0 {
@@ -271,18 +276,48 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 	return rep, err
 }
 
-// apply diffs the layer, checks the change set and applies what policy
-// allows, by copying when live (a command still runs over the layer),
-// as one undo step labelled with t's command. The conversation's
-// commands take turns: each change set is judged against the workspace
-// it is applied to.
-func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
-	c := t.c
-	if live && sh.hold {
+// frozen runs f with the processes of fs frozen, once it holds t's
+// conversation's turn (the layer's commands hold: then it takes none,
+// as their checkpoints apply nothing), so that no job stays frozen
+// while its checkpoint waits for the turn. It reports false, not
+// running f, when one of fs could not freeze, and fails, freezing
+// nothing, when ctx ended while it waited for the turn.
+func (sh *share) frozen(ctx context.Context, t *Tx, fs []func(func()) bool, f func()) (bool, error) {
+	if !sh.hold {
+		if err := t.c.lockCtx(ctx); err != nil {
+			return false, err
+		}
+		defer t.c.unlock()
+	}
+	return frozen(fs, f), nil
+}
+
+// applyLive is applyTurn for a checkpoint (sh.frozen holds the turn).
+func (sh *share) applyLive(ctx context.Context, t *Tx) (*Report, error) {
+	if sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
 	}
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	return sh.applyTurn(ctx, t, true)
+}
+
+// apply is applyTurn for the layer's last command, once it holds the
+// conversation's turn. When ctx ends while it waits for it, it applies
+// nothing and holds every change (stopped).
+func (sh *share) apply(ctx context.Context, t *Tx) (*Report, error) {
+	if err := t.c.lockCtx(ctx); err != nil {
+		return sh.stopped(t, err)
+	}
+	defer t.c.unlock()
+	return sh.applyTurn(ctx, t, false)
+}
+
+// applyTurn diffs the layer, checks the change set and applies what
+// policy allows, by copying when live (a command still runs over the
+// layer), as one undo step labelled with t's command. The
+// conversation's commands take turns (its turn is held): each change
+// set is judged against the workspace it is applied to.
+func (sh *share) applyTurn(ctx context.Context, t *Tx, live bool) (*Report, error) {
+	c := t.c
 	s, err := sh.l.Diff()
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
@@ -337,19 +372,45 @@ func (sh *share) apply(ctx context.Context, t *Tx, live bool) (*Report, error) {
 		rep.Refused = append(rep.Refused, gitpolicy.Refusal{Path: f.Change.Path, Rule: "layer", Reason: strings.TrimPrefix(f.Err.Error(), "layer: ")})
 	}
 	if live && res.Step != 0 {
+		c.hmu.Lock()
 		if c.live == nil {
 			c.live = map[int]*share{}
 		}
 		c.live[res.Step] = sh
+		c.hmu.Unlock()
 	}
 	return rep, nil
+}
+
+// stopped holds, for review, every change of the layer whose last
+// command's Commit stopped waiting for the conversation's turn (err
+// says why): nothing is applied, nothing lost (a layer that changed
+// nothing returns an empty report and no error). A command of the
+// hold mode is held as ever, with no error. It needs no turn.
+func (sh *share) stopped(t *Tx, err error) (*Report, error) {
+	s, derr := sh.l.Diff()
+	if derr != nil {
+		return nil, fmt.Errorf("transact: %w", derr)
+	}
+	defer s.Close()
+	rep := &Report{}
+	if len(s.Changes) == 0 {
+		return rep, nil
+	}
+	dropCaches(s, false)
+	if sh.hold {
+		t.c.holdAll(rep, sh.l, s, t.label, holdMode, false)
+		return rep, nil
+	}
+	t.c.holdAll(rep, sh.l, s, t.label, stoppedReason, false)
+	return rep, err
 }
 
 // forget lets Undo take back the steps applied from sh (its last
 // member ended).
 func (sh *share) forget(c *Conv) {
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
 	maps.DeleteFunc(c.live, func(_ int, o *share) bool { return o == sh })
 }
 

@@ -67,21 +67,29 @@ type Manager struct {
 // the conversation) removes it with [Conv.End]. It is safe for
 // concurrent use.
 type Conv struct {
-	m     *Manager
-	dir   string // the store's directory
-	apply sync.Mutex
+	m   *Manager
+	dir string // the store's directory
+	// turn is the conversation's turn to apply, undo or accept (see
+	// lockCtx); it guards store.
+	turn  chan struct{}
 	store *layer.Store // nil until a command changed something
 
 	mu     sync.Mutex
 	shares []*share // layers of running background jobs, which later commands join
 	bg     []*Tx    // the running background jobs, oldest first (Checkpoint)
+
+	// hmu guards the fields below. It is taken last and held briefly,
+	// so that a call that stopped waiting for the turn can still hold
+	// its change set, and reads need no turn.
+	hmu sync.Mutex
 	// live are the undo steps applied from layers still in use (by
-	// checkpoints), guarded by apply.
+	// checkpoints).
 	live map[int]*share
 	// held are the change sets kept for review, oldest first; heldN
-	// numbers them. Guarded by apply.
+	// numbers them. What takes one out holds the turn too.
 	held  []*Held
 	heldN int
+	view  view
 }
 
 // New makes a Manager, removing what an earlier engine left in
@@ -127,7 +135,7 @@ func (m *Manager) Conversation() *Conv {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.serial++
-	return &Conv{m: m, dir: filepath.Join(m.opts.Dir, fmt.Sprintf("%s%d", storePrefix, m.serial))}
+	return &Conv{m: m, dir: filepath.Join(m.opts.Dir, fmt.Sprintf("%s%d", storePrefix, m.serial)), turn: make(chan struct{}, 1)}
 }
 
 // Begin makes the layer of a command of c over roots (the directories
@@ -160,17 +168,18 @@ func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 
 // Checkpoint applies what each running background job of c changed so
 // far ([Tx.Checkpoint], with the freeze its [Tx.Background] was
-// given), oldest first; each job's report is then its [Tx.Last].
-func (c *Conv) Checkpoint() {
+// given), oldest first; each job's report is then its [Tx.Last]. ctx
+// bounds each one's wait for c's turn (see Tx.Checkpoint).
+func (c *Conv) Checkpoint(ctx context.Context) {
 	c.mu.Lock()
 	bg := slices.Clone(c.bg)
 	c.mu.Unlock()
 	for _, t := range bg {
-		_, _ = t.Checkpoint(t.freezer())
+		_, _ = t.Checkpoint(ctx, t.freezer())
 	}
 }
 
-// store returns c's store, made on first use; c.apply is held.
+// storeMade returns c's store, made on first use; c's turn is held.
 func (c *Conv) storeMade() (*layer.Store, error) {
 	if c.store == nil {
 		s, err := layer.NewStore(c.dir, c.m.opts.Limits)
@@ -189,8 +198,17 @@ func (c *Conv) storeMade() (*layer.Store, error) {
 // (nothing is undone then), with [ErrUndoLive], and with an error
 // wrapping layer.ErrNothingToUndo when fewer steps are kept. It returns
 // what it changed.
-func (c *Conv) Undo(steps int) ([]layer.Change, error) {
-	cs, _, err := c.Revert(Selection{Steps: steps})
+//
+// ctx bounds only the waits: for c's turn (a command's apply, an undo
+// or an accept of c under way) and for the workspace's apply lock
+// (another engine's or conversation's apply; layer.Store.Undo). When
+// it ends during one, Undo fails with an error wrapping
+// layer.ErrLocked and ctx's error, having changed nothing: the
+// workspace, the kept steps and what can be redone stay as they were,
+// and the same undo can be asked again. Once it holds both it undoes
+// whatever ctx says.
+func (c *Conv) Undo(ctx context.Context, steps int) ([]layer.Change, error) {
+	cs, _, err := c.Revert(ctx, Selection{Steps: steps})
 	return cs, err
 }
 
@@ -209,15 +227,18 @@ type Selection struct {
 	Redo bool
 }
 
-// Revert takes back what sel chooses (see [Conv.Undo] for its errors;
-// a redo with nothing to redo wraps layer.ErrNothingToRedo) and returns
-// what it changed and the numbers of the steps it undid or put back.
-func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
+// Revert takes back what sel chooses (see [Conv.Undo] for its errors,
+// and for ctx, which bounds its waits as Undo's; a redo with nothing
+// to redo wraps layer.ErrNothingToRedo) and returns what it changed
+// and the numbers of the steps it undid or put back.
+func (c *Conv) Revert(ctx context.Context, sel Selection) ([]layer.Change, []int, error) {
 	if sel.Steps < 0 || sel.Steps == 0 && sel.Turn == "" && len(sel.Paths) == 0 && !sel.Redo {
 		return nil, nil, fmt.Errorf("transact: steps must be at least 1, not %d", sel.Steps)
 	}
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	if err := c.lockCtx(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer c.unlock()
 	if c.store == nil {
 		if sel.Redo {
 			return nil, nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToRedo)
@@ -225,8 +246,28 @@ func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
 		return nil, nil, fmt.Errorf("transact: %w: the conversation changed nothing", layer.ErrNothingToUndo)
 	}
 	if sel.Redo {
-		return c.store.Redo()
+		return c.store.Redo(ctx)
 	}
+	ns, err := c.chosen(sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case sel.Turn != "":
+		cs, err := c.store.UndoTurn(ctx, sel.Turn)
+		return cs, ns, err
+	case len(sel.Paths) > 0:
+		cs, n, err := c.store.UndoPaths(ctx, sel.Paths)
+		return cs, []int{n}, err
+	}
+	cs, err := c.store.Undo(ctx, sel.Steps)
+	return cs, ns, err
+}
+
+// chosen returns the numbers of the kept steps sel takes back, failing
+// with ErrUndoLive when one was applied from a layer still in use; c's
+// turn is held.
+func (c *Conv) chosen(sel Selection) ([]int, error) {
 	kept := c.store.Steps()
 	var ns []int
 	switch {
@@ -235,7 +276,7 @@ func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
 	case len(sel.Paths) > 0:
 		n, err := c.store.PathsStep(sel.Paths)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ns = []int{n}
 	default:
@@ -243,21 +284,14 @@ func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
 			ns = append(ns, s.N)
 		}
 	}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
 	for _, s := range kept {
 		if c.live[s.N] != nil && slices.Contains(ns, s.N) {
-			return nil, nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
+			return nil, fmt.Errorf("%w (%s)", ErrUndoLive, s.Label)
 		}
 	}
-	switch {
-	case sel.Turn != "":
-		cs, err := c.store.UndoTurn(sel.Turn)
-		return cs, ns, err
-	case len(sel.Paths) > 0:
-		cs, n, err := c.store.UndoPaths(sel.Paths)
-		return cs, []int{n}, err
-	}
-	cs, err := c.store.Undo(sel.Steps)
-	return cs, ns, err
+	return ns, nil
 }
 
 // ErrUndoLive is Undo's refusal to take back a step applied from the
@@ -266,27 +300,24 @@ func (c *Conv) Revert(sel Selection) ([]layer.Change, []int, error) {
 // layer, would go on seeing the changes, and apply them again.
 var ErrUndoLive = errors.New("transact: the changes to undo are still in the layer of a background job that runs: end the job first")
 
-// Steps lists the steps c can undo, oldest first.
+// Steps lists the steps c can undo, oldest first, as the last apply,
+// undo or accept of c left them: it never waits for one under way.
 func (c *Conv) Steps() []layer.StepInfo {
-	c.apply.Lock()
-	defer c.apply.Unlock()
-	if c.store == nil {
-		return nil
-	}
-	return c.store.Steps()
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return slices.Clone(c.view.steps)
 }
 
 // Bytes is what c's undo store keeps, in bytes, for undo and redo
-// (what the engine counts against the conversation's quota).
+// (what the engine counts against the conversation's quota), as the
+// last apply, undo or accept of c left it: it never waits for one
+// under way.
 func (c *Conv) Bytes() int64 {
-	var n int64
-	for _, s := range c.Steps() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	n := c.view.redo
+	for _, s := range c.view.steps {
 		n += s.Bytes
-	}
-	c.apply.Lock()
-	defer c.apply.Unlock()
-	if c.store != nil {
-		n += c.store.RedoBytes()
 	}
 	return n
 }
@@ -298,8 +329,8 @@ func (c *Conv) End() error {
 	if c == nil {
 		return nil
 	}
-	c.apply.Lock()
-	defer c.apply.Unlock()
+	c.lock()
+	defer c.unlock()
 	c.dropAllHeld()
 	if c.store == nil {
 		return nil
@@ -472,12 +503,19 @@ func (r *Report) Summary(cwd string) string {
 // the layer is removed in every case, in the background (see the
 // package doc, "Cost"), unless it holds changes for review.
 //
-// ctx bounds only the wait for another apply to the workspace (another
-// engine's or conversation's; see layer.Options.LockWait): when ctx
-// ends during it, Commit applies nothing, holds the whole change set
-// for review (Report.Held; nothing is lost) and returns the report with
-// an error wrapping ctx's error. A workspace that is free is applied to
-// whatever ctx says.
+// ctx bounds only the waits: for the conversation's turn (another
+// command's apply, an undo or an accept of the conversation under way)
+// and for another apply to the workspace (another engine's or
+// conversation's; see layer.Options.LockWait). When ctx ends during
+// one, Commit applies nothing, holds the whole change set for review
+// (Report.Held, each path's reason saying the call ended; nothing is
+// lost, nothing half applied: accept or reject it as any held change
+// set) and returns the report with an error wrapping layer.ErrLocked
+// and ctx's error. A command sharing its layer with a job that runs on
+// applies nothing either then (its checkpoint): the changes stay in
+// the layer, for the job's next checkpoint or its Commit. A
+// conversation and workspace that are free are applied to whatever ctx
+// says.
 func (t *Tx) Commit(ctx context.Context, gone bool) (*Report, error) {
 	var rep *Report
 	var err error
@@ -530,7 +568,15 @@ func (t *Tx) Abort() error {
 // commands sharing the layer are frozen too (see the package doc);
 // when one cannot be, Checkpoint does nothing either. The changes it
 // applied are in the report, and again in Commit's.
-func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
+//
+// Nothing is frozen until Checkpoint holds the conversation's turn
+// (another command's apply, an undo or an accept may hold it). ctx
+// bounds that wait, and the wait for another apply to the workspace:
+// when it ends during one, Checkpoint applies nothing (the changes stay
+// in the layer, for a later checkpoint or Commit) and returns an error
+// wrapping layer.ErrLocked and ctx's error, which is not t's Last (the
+// job did nothing wrong).
+func (t *Tx) Checkpoint(ctx context.Context, freeze func(func()) bool) (*Report, error) {
 	sh := t.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -539,10 +585,17 @@ func (t *Tx) Checkpoint(freeze func(func()) bool) (*Report, error) {
 	}
 	var rep *Report
 	var err error
-	if !frozen(append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
-		t.cpu += threadCPU(func() { rep, err = sh.apply(context.Background(), t, true) })
-	}) {
+	ran, werr := sh.frozen(ctx, t, append([]func(func()) bool{freeze}, sh.freezers(t)...), func() {
+		t.cpu += threadCPU(func() { rep, err = sh.applyLive(ctx, t) })
+	})
+	if werr != nil {
+		return nil, werr
+	}
+	if !ran {
 		return nil, nil
+	}
+	if errors.Is(err, layer.ErrLocked) && ctx.Err() != nil {
+		return nil, err // the caller stopped waiting for the workspace: not the job's
 	}
 	if rep != nil {
 		t.checkpoints = append(t.checkpoints, rep.Applied...)

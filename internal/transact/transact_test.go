@@ -192,14 +192,14 @@ func TestUndo(t *testing.T) {
 	if f.c.Bytes() <= 0 {
 		t.Fatal("the store counts no bytes")
 	}
-	if _, err := f.c.Undo(1); err != nil {
+	if _, err := f.c.Undo(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if f.read("a.txt") != "one\n" || f.read("README") != "hello\n" {
 		t.Fatalf("after undo: a.txt %q README %q", f.read("a.txt"), f.read("README"))
 	}
 	f.writeFile(t, "a.txt", "changed by the user\n")
-	_, err := f.c.Undo(1)
+	_, err := f.c.Undo(context.Background(), 1)
 	var conflict *layer.ConflictError
 	if !errors.As(err, &conflict) || !slices.Contains(conflict.Paths, filepath.Join(f.ws, "a.txt")) {
 		t.Fatalf("undo over a later change: %v", err)
@@ -207,13 +207,13 @@ func TestUndo(t *testing.T) {
 	if f.read("a.txt") != "changed by the user\n" {
 		t.Fatal("a refused undo changed the file")
 	}
-	if _, err := f.m.Conversation().Undo(1); !errors.Is(err, layer.ErrNothingToUndo) {
+	if _, err := f.m.Conversation().Undo(context.Background(), 1); !errors.Is(err, layer.ErrNothingToUndo) {
 		t.Fatalf("another conversation: %v", err)
 	}
 	if err := f.c.End(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Undo(1); !errors.Is(err, layer.ErrNothingToUndo) {
+	if _, err := f.c.Undo(context.Background(), 1); !errors.Is(err, layer.ErrNothingToUndo) {
 		t.Fatalf("after End: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func TestStatusIsNoStep(t *testing.T) {
 			if rep.Step != 0 {
 				t.Fatalf("git status made step %d (applied %s)", rep.Step, kinds(f.ws, rep.Applied))
 			}
-			undone, err := f.c.Undo(1)
+			undone, err := f.c.Undo(context.Background(), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestUndoAfterHostStatus(t *testing.T) {
 	if now, _ := os.ReadFile(filepath.Join(f.ws, ".git/index")); string(now) == string(index) {
 		t.Fatal("git status did not rewrite the index")
 	}
-	if _, err := f.c.Undo(1); err != nil {
+	if _, err := f.c.Undo(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("git", "-C", f.ws, "diff", "--cached", "--name-only").CombinedOutput()
@@ -130,7 +130,7 @@ func TestTurnUndoRedo(t *testing.T) {
 	if rep := f.runTurn(t, "mkdir d && echo 1 > d/c.txt", "t1"); rep.Turn != "t1" || rep.Step != 4 {
 		t.Fatalf("report: step %d, turn %q", rep.Step, rep.Turn)
 	}
-	_, ns, err := f.c.Revert(transact.Selection{Turn: "t1"})
+	_, ns, err := f.c.Revert(context.Background(), transact.Selection{Turn: "t1"})
 	if err != nil || len(ns) != 3 {
 		t.Fatalf("undo turn: %v %v", ns, err)
 	}
@@ -142,17 +142,17 @@ func TestTurnUndoRedo(t *testing.T) {
 	if f.read("other.txt") != "1\n" {
 		t.Error("turn t2's file undone too")
 	}
-	if _, ns, err = f.c.Revert(transact.Selection{Redo: true}); err != nil || len(ns) != 3 || f.read("a.txt") != "2\n" || f.read("d/c.txt") != "1\n" {
+	if _, ns, err = f.c.Revert(context.Background(), transact.Selection{Redo: true}); err != nil || len(ns) != 3 || f.read("a.txt") != "2\n" || f.read("d/c.txt") != "1\n" {
 		t.Fatalf("redo: %v %v a=%q", ns, err, f.read("a.txt"))
 	}
-	if _, ns, err = f.c.Revert(transact.Selection{Paths: []string{filepath.Join(f.ws, "b.txt")}}); err != nil || len(ns) != 1 || ns[0] != 3 {
+	if _, ns, err = f.c.Revert(context.Background(), transact.Selection{Paths: []string{filepath.Join(f.ws, "b.txt")}}); err != nil || len(ns) != 1 || ns[0] != 3 {
 		t.Fatalf("undo of b.txt: %v %v", ns, err)
 	}
 	if _, err := os.Stat(filepath.Join(f.ws, "b.txt")); err == nil || f.read("a.txt") != "2\n" {
 		t.Errorf("undo of b.txt: b.txt there %v, a.txt %q", err == nil, f.read("a.txt"))
 	}
 	f.runTurn(t, "echo 3 > z.txt", "t3")
-	if _, _, err := f.c.Revert(transact.Selection{Redo: true}); !errors.Is(err, layer.ErrNothingToRedo) {
+	if _, _, err := f.c.Revert(context.Background(), transact.Selection{Redo: true}); !errors.Is(err, layer.ErrNothingToRedo) {
 		t.Errorf("redo after a new change: %v", err)
 	}
 }
