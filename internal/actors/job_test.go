@@ -304,7 +304,10 @@ func TestTransitions(t *testing.T) {
 			// A leftover that floods the pipe the shell wrote to: the
 			// shell's exit is seen although the pipe never runs dry
 			// (its reader never waits for output, see startWaiter).
-			name: "leftover-floods", script: "yes &",
+			// The shell exits once yes has written 1 MB (its wchar):
+			// in the emulated VM at load 16 a bare `yes &` had written
+			// nothing by the time it was ended.
+			name: "leftover-floods", script: `yes & p=$!; w=0; until [ "$w" -gt 1000000 ]; do while read -r k v; do [ "$k" = wchar: ] && w=$v; done < /proc/$p/io; done; exit 0`,
 			phases: []phase{running, draining, ending, cleaning, done},
 			check: func(t *testing.T, h *harness, spec *Spec, o jobs.Outcome, st jobs.State) {
 				if !o.Exited || o.ExitCode != 0 || len(o.Leftovers) != 1 || o.Leftovers[0].Comm != "yes" || !o.Output.Truncated {
