@@ -24,7 +24,9 @@
 // system), a directory holding HEAD and either commondir or objects and
 // refs (a bare repository, also one planted in a working tree; a
 // linked worktree's admin directory; a submodule's git directory), and
-// the git directory a .git file names ("gitdir: ...").
+// the git directory a .git file names ("gitdir: ...", and a commondir
+// file: where the kernel resolves it, as git takes its real path; a ..
+// after a symlink leaves the symlink's target: TestGitdirThroughSymlink).
 //
 // # Inside a git directory: inert data only
 //
@@ -164,7 +166,9 @@
 // code outside it that no change is inside). Those are found by a walk
 // of the tree (no symlink followed, no git directory entered; a bare
 // repository's relative hooks path starts in it, where git runs its
-// hooks) that runs while the command does: [Prefetch], called when the
+// hooks; .GIT, or Head, objects and REFS, are looked up as git looks
+// up .git or HEAD: a case-insensitive directory finds them) that runs
+// while the command does: [Prefetch], called when the
 // command's transaction begins, walks its roots, and again every 10 s
 // until its changes are checked; the check waits for the walk begun
 // after the latest Prefetch of the root (without one, it walks itself).

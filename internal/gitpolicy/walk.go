@@ -39,7 +39,7 @@ const maxWalkEntries = 1_000_000
 // commands is read by the second's. A repository a sandboxed command
 // makes keeps only settings that run nothing ([NewConfig]); one a
 // command moves is judged as new where it lands.
-const walkRefresh = 5 * time.Second
+const walkRefresh = 10 * time.Second
 
 // walkKeep is how long the tree a walk recorded is kept, unused, for the
 // next walk of its root to revalidate (a few MiB for 100,000

@@ -125,3 +125,44 @@ func rel(base string, paths []string) []string {
 	}
 	return out
 }
+
+// TestGitdirThroughSymlink: a .git file names its git directory through
+// a symlink and a .. after it (gitdir: ../ln/../g.git, ln -> deep/in),
+// which git takes as deep/g.git (the real path), not g.git (the path
+// cleaned as text); that repository's core.hooksPath = ../hooks names
+// the workspace's top, where the command plants a hook. The same for a
+// linked worktree whose admin directory's commondir is such a path.
+func TestGitdirThroughSymlink(t *testing.T) {
+	plant := `mkdir -p hooks && printf '#!/bin/sh\ntouch $SENT/prog\nexit 1\n' > hooks/pre-commit && chmod +x hooks/pre-commit`
+	t.Run("gitdir", func(t *testing.T) {
+		controlThen(t, `mkdir -p deep/in && ln -s deep/in ln && git init -q --separate-git-dir "$PWD/deep/g.git" sub &&
+echo "gitdir: ../ln/../g.git" > sub/.git && git -C sub commit -q --allow-empty -m x && git -C sub config core.hooksPath ../hooks`,
+			[]string{plant}, "sub", "echo y > f; git add f; git commit -qm y", "prog")
+	})
+	t.Run("commondir", func(t *testing.T) {
+		// wt is a linked worktree of a repository outside the
+		// workspace, deep; its admin directory's commondir names deep's
+		// git directory as ln/../.git, ln -> deep/in.
+		controlThen(t, `mkdir -p "$HOME/deep/in" && ln -s "$HOME/deep/in" "$HOME/ln" && git init -q -b main "$HOME/deep" &&
+git -C "$HOME/deep" commit -q --allow-empty -m x && git -C "$HOME/deep" worktree add -q "$PWD/wt" &&
+echo "$HOME/ln/../.git" > "$HOME/deep/.git/worktrees/wt/commondir" && git -C "$HOME/deep" config core.hooksPath ../hooks &&
+git -C wt config --get core.hooksPath`,
+			[]string{plant}, "wt", "echo y > f; git add f; git commit -qm y", "prog")
+	})
+}
+
+// TestWalkCaseFoldedNames: names that a case-insensitive directory
+// (casefold) folds to .git, or to HEAD, objects and refs, make a
+// candidate that the check looks up through the kernel, as git does
+// (here, case-sensitive, the lookup finds nothing), and the walk still
+// goes below them; only git's own spelling of a bare repository stops
+// it.
+func TestWalkCaseFoldedNames(t *testing.T) {
+	w := newWorld(t)
+	w.sh(t, `mkdir -p a/.GIT/sub b/Head b/objectſ b/REFS c.git/objects/y c.git/refs && touch c.git/HEAD &&
+git init -q a/.GIT/sub/r && git init -q b/REFS/x && git init -q c.git/objects/y`)
+	want := []string{"a .git", "a/.GIT/sub/r .git", "b bare", "b/REFS/x .git", "c.git bare"}
+	if got := rel(w.ws, gitpolicy.WalkFound(w.ws)); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("found %v, want %v", got, want)
+	}
+}

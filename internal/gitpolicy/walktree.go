@@ -4,6 +4,7 @@ package gitpolicy
 
 import (
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -26,13 +27,14 @@ type dirNode struct {
 }
 
 // repoKind says whether a directory is a repository's working tree or
-// a bare repository.
+// a bare repository (or, by names a case-insensitive directory folds
+// to git's, both).
 type repoKind uint8
 
 const (
-	noRepo   repoKind = iota
-	dotGit            // it holds a .git (directory, gitdir: file or other)
-	bareRepo          // it holds HEAD, objects and refs
+	noRepo   repoKind = 0
+	dotGit   repoKind = 1 << iota // it holds a .git (directory, gitdir: file or other)
+	bareRepo                      // it holds HEAD, objects and refs
 )
 
 // repoCand is a directory a walk found a repository in: its git
@@ -106,14 +108,19 @@ func (w *treeWalk) dir(fd int, name, path string, prev *dirNode) *dirNode {
 	n.entries = len(names)
 	w.n += n.entries
 	has := func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok }
-	switch {
-	case has("HEAD") && has("objects") && has("refs"):
-		n.repo = bareRepo
-	case has(".git"):
-		n.repo = dotGit
+	bare := has("HEAD") && has("objects") && has("refs")
+	// In a case-insensitive directory (ext4 or tmpfs casefold: chattr
+	// +F) git's lookup of .git or HEAD finds .GIT or head: such names
+	// make a candidate too, which the check looks up as git does
+	// (through the kernel); the walk still goes below them.
+	if bare || hasFold(names, "head") && hasFold(names, "objects") && hasFold(names, "refs") {
+		n.repo |= bareRepo
+	}
+	if hasFold(names, ".git") {
+		n.repo |= dotGit
 	}
 	w.note(n, path)
-	if n.repo == bareRepo {
+	if bare {
 		return n
 	}
 	var old []*dirNode
@@ -158,10 +165,17 @@ func (w *treeWalk) same(prev, n *dirNode, path string) bool {
 	return true
 }
 
-// note records the repository n holds.
+// hasFold reports whether one of names folds to name (ſ to s, too).
+func hasFold(names []string, name string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) })
+}
+
+// note records the repositories n holds.
 func (w *treeWalk) note(n *dirNode, path string) {
-	if n.repo != noRepo {
-		w.found = append(w.found, repoCand{dir: path, kind: n.repo})
+	for _, k := range []repoKind{dotGit, bareRepo} {
+		if n.repo&k != 0 {
+			w.found = append(w.found, repoCand{dir: path, kind: k})
+		}
 	}
 }
 
