@@ -5,6 +5,7 @@ package gitpolicy
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // SetMaxDataFile sets maxDataFile to n until the returned function
@@ -78,4 +79,12 @@ func Walk(root string, afresh bool) int {
 	n := len(rw.found)
 	walks.Unlock()
 	return n
+}
+
+// SetWalkRefresh sets walkRefresh to d until the returned function
+// restores it (no walk loop may run meanwhile).
+func SetWalkRefresh(d time.Duration) (restore func()) {
+	old := walkRefresh
+	walkRefresh = d
+	return func() { walkRefresh = old }
 }

@@ -30,16 +30,16 @@ import (
 // still are).
 const maxWalkEntries = 1_000_000
 
-// walkRefresh is how often a root is walked again while a command that
-// prefetched it runs. A check sees the tree as a walk that began after
-// its command's Prefetch read it: a repository that a process outside
-// the sandbox makes or moves below a root after that walk passed its
-// directory, while the command runs, is read by the next command's
-// check, not this one's (unless a refresh saw it); one made between two
-// commands is read by the second's. A repository a sandboxed command
-// makes keeps only settings that run nothing ([NewConfig]); one a
-// command moves is judged as new where it lands.
-const walkRefresh = 10 * time.Second
+// walkRefresh is how long after a walk of a root ends the next begins,
+// while a command that prefetched the root runs. A check reads the
+// repositories that the newest walk begun after its command's Prefetch
+// found: one that a process outside the sandbox makes or moves below a
+// root while the command runs, after that walk passed its directory,
+// is read at the next command's check; one made between two commands
+// at the second's. A repository a sandboxed command makes keeps only
+// settings that run nothing ([NewConfig]); one a command moves is
+// judged as new where it lands.
+var walkRefresh = 10 * time.Second
 
 // walkKeep is how long the tree a walk recorded is kept, unused, for the
 // next walk of its root to revalidate (a few MiB for 100,000
@@ -62,6 +62,7 @@ type rootWalk struct {
 	tree  *dirNode   // for the next walk to revalidate
 	found []repoCand // what the last walk found
 	start time.Time  // when the last walk began (zero: none)
+	end   time.Time  // when it ended (the next refresh is walkRefresh after)
 	asked time.Time  // the latest Prefetch: a check needs a walk begun after it
 	users int        // Prefetch calls not yet released
 	busy  bool       // a walk runs (one per root at a time)
@@ -155,10 +156,10 @@ func (rw *rootWalk) run(lp *walkLoop) {
 		switch {
 		case rw.busy:
 			walks.cond.Wait()
-		case !rw.start.After(rw.asked) || time.Since(rw.start) >= walkRefresh:
+		case !rw.start.After(rw.asked) || time.Since(rw.end) >= walkRefresh:
 			rw.walk(&lp.stop)
 		default:
-			t := time.NewTimer(walkRefresh - time.Since(rw.start))
+			t := time.NewTimer(walkRefresh - time.Since(rw.end))
 			walks.Unlock()
 			select {
 			case <-lp.poke:
@@ -181,7 +182,7 @@ func (rw *rootWalk) walk(stop *atomic.Bool) {
 	walks.Lock()
 	rw.busy = false
 	if ok && start.After(rw.start) {
-		rw.tree, rw.found, rw.start = tree, found, start
+		rw.tree, rw.found, rw.start, rw.end = tree, found, start, time.Now()
 	}
 	walks.cond.Broadcast()
 }

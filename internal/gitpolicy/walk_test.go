@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestRepositoryAddedBetweenCommands: repositories that a process
@@ -165,4 +166,21 @@ git init -q a/.GIT/sub/r && git init -q b/REFS/x && git init -q c.git/objects/y`
 	if got := rel(w.ws, gitpolicy.WalkFound(w.ws)); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("found %v, want %v", got, want)
 	}
+}
+
+// TestWalkRefreshedWhileCommandRuns: while a command that prefetched
+// its root runs, the root is walked again every walkRefresh, so that a
+// long command's check reads a repository made outside the sandbox
+// after the first walk (here walkRefresh is 100 ms).
+func TestWalkRefreshedWhileCommandRuns(t *testing.T) {
+	w := newWorld(t)
+	defer gitpolicy.SetWalkRefresh(100 * time.Millisecond)()
+	release := gitpolicy.Prefetch([]string{w.ws})
+	defer release()
+	if got := gitpolicy.WalkFound(w.ws); len(got) != 0 {
+		t.Fatalf("found %v in an empty workspace", got)
+	}
+	w.sh(t, "git init -q late")
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(gitpolicy.WalkFound(w.ws)) == 1 },
+		"the repository made after the first walk is not found while the command runs")
 }
