@@ -224,7 +224,7 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 	var view View = v
 	var below [][]repoCand // the repositories below each root that holds changes
 	for _, root := range roots {
-		if newChecker(v, roots, changes, index).holdsChanges(root) {
+		if (&checker{roots: roots, changes: changes}).holdsChanges(root) {
 			below = append(below, foundBelow(root))
 		}
 	}

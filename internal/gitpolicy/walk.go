@@ -187,7 +187,7 @@ func (rw *rootWalk) walk(stop *atomic.Bool) {
 	walks.cond.Broadcast()
 }
 
-// found returns the repositories below root before the command: from a
+// foundBelow returns the repositories below root before the command: from a
 // walk begun after the latest Prefetch of root (waiting for it), or, for
 // a root no Prefetch holds, from a walk begun now.
 func foundBelow(root string) []repoCand {
