@@ -15,9 +15,10 @@ import (
 // BenchmarkCheck judges 1,000 modified files of a repository's working
 // tree, and a commit of them (the index, objects, refs, logs) beside
 // the Diff that finds the changes, in one run: Check over Diff is the
-// policy's share of what every workspace-write command pays ("check
-// walking" also walks the workspace for repositories, as a check does
-// once per walkValidity).
+// policy's share of what every workspace-write command pays ("check"
+// revalidates the walk for repositories on its path, as a check without
+// Prefetch does; "check walking" walks the workspace afresh, as the
+// first check of a root without Prefetch does).
 func BenchmarkCheck(b *testing.B) {
 	for _, tc := range []struct{ name, script string }{
 		{"1000 modified", "for i in $(seq 1000); do echo y >> d/f$i; done"},
