@@ -187,21 +187,51 @@ func (w *treeWalk) sub(parent int, name, path string, prev *dirNode) *dirNode {
 	if w.n > maxWalkEntries || w.stopped() {
 		return &dirNode{name: name}
 	}
-	if prev != nil && prev.trusted && len(prev.subs) == 0 {
-		// A directory with no subdirectories: a stat tells it is
-		// unchanged.
-		var st unix.Stat_t
-		if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-			if n := w.node(name, &st); w.same(prev, n, path+"/"+name) {
-				return n
-			}
+	p := path + "/" + name
+	if prev != nil && prev.trusted {
+		if n := w.unchanged(parent, name, p, prev); n != nil {
+			return n
 		}
 	}
 	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &dirNode{name: name}
 	}
-	return w.dir(fd, name, path+"/"+name, prev)
+	return w.dir(fd, name, p, prev)
+}
+
+// unchanged returns the node of the subdirectory name of parent, at p,
+// when it is prev unchanged, its subdirectories revalidated (nil when it
+// changed): a stat tells for one with no subdirectories, one with some
+// is opened only to reach them (O_PATH, cheaper than opening it to
+// read).
+func (w *treeWalk) unchanged(parent int, name, p string, prev *dirNode) *dirNode {
+	var st unix.Stat_t
+	if len(prev.subs) == 0 {
+		if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return nil
+		}
+		if n := w.node(name, &st); w.same(prev, n, p) {
+			return n
+		}
+		return nil
+	}
+	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil {
+		return nil
+	}
+	n := w.node(name, &st)
+	if !w.same(prev, n, p) {
+		return nil
+	}
+	for _, s := range prev.subs {
+		n.subs = append(n.subs, w.sub(fd, s.name, p, s))
+	}
+	return n
 }
 
 // read returns the sorted names in the directory open as fd and, sorted
