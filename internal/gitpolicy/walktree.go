@@ -129,22 +129,12 @@ func (w *treeWalk) dir(fd int, name, path string, prev *dirNode) *dirNode {
 	}
 	for _, d := range dirs {
 		var p *dirNode
-		if i, ok := slices.BinarySearchFunc(old, d, func(o *dirNode, name string) int { return cmpString(o.name, name) }); ok {
+		if i, ok := slices.BinarySearchFunc(old, d, func(o *dirNode, name string) int { return strings.Compare(o.name, name) }); ok {
 			p = old[i]
 		}
 		n.subs = append(n.subs, w.sub(fd, d, path, p))
 	}
 	return n
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // node returns the node of a directory of status st.
