@@ -24,7 +24,9 @@
 // system), a directory holding HEAD and either commondir or objects and
 // refs (a bare repository, also one planted in a working tree; a
 // linked worktree's admin directory; a submodule's git directory), and
-// the git directory a .git file names ("gitdir: ...").
+// the git directory a .git file names ("gitdir: ...", and a commondir
+// file: where the kernel resolves it, as git takes its real path; a ..
+// after a symlink leaves the symlink's target: TestGitdirThroughSymlink).
 //
 // # Inside a git directory: inert data only
 //
@@ -164,13 +166,23 @@
 // code outside it that no change is inside). Those are found by a walk
 // of the tree (no symlink followed, no git directory entered; a bare
 // repository's relative hooks path starts in it, where git runs its
-// hooks), which costs a directory read per directory and an lstat per
-// entry (about 0.4 s for 20,000 directories: BenchmarkWalk), so the
-// list is reused for 10 s per root: a repository made or moved there
-// from outside the sandbox in that time is not read until the next
-// walk (its configuration is read afresh at every check; a repository
-// a sandboxed command makes keeps settings that run nothing). A walk
-// stops after 1,000,000 entries.
+// hooks; .GIT, or Head, objects and REFS, are looked up as git looks
+// up .git or HEAD: a case-insensitive directory finds them) that runs
+// while the command does: [Prefetch], called when the
+// command's transaction begins, walks its roots, and again every 10 s
+// until its changes are checked; the check waits for the walk begun
+// after the latest Prefetch of the root (without one, it walks itself).
+// A root's first walk reads every directory; later ones stat each
+// directory and read only those whose change time, device or inode
+// changed, or that changed within 2 s of the last walk (timestamps are
+// coarse) (BenchmarkWalk). A repository that a process outside the
+// sandbox makes or moves in while the command runs, after the walk
+// passed its directory, is read at the next command's check; one made
+// between two commands at the second's
+// (TestRepositoryAddedBetweenCommands). Its configuration, and a .git
+// file's gitdir:, are read afresh at every check; a repository a
+// sandboxed command makes keeps settings that run nothing. A walk stops
+// after 1,000,000 entries.
 //
 // The user's own configuration is part of every repository's effective
 // configuration, found as the user's git finds it with the environment

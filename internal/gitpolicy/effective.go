@@ -4,7 +4,6 @@ package gitpolicy
 
 import (
 	"io/fs"
-	"path/filepath"
 	"strings"
 
 	"github.com/bashvisor/bashvisor/internal/layer"
@@ -49,11 +48,8 @@ func (k *checker) repoConfig(gitdir, wt string, c *code) {
 	for _, after := range []bool{false, true} {
 		files := []string{gitdir + "/config", gitdir + "/config.worktree"}
 		if b, err := k.v.ReadFile(gitdir+"/commondir", after, 4096); err == nil {
-			d := strings.TrimSpace(string(b))
-			if !strings.HasPrefix(d, "/") {
-				d = gitdir + "/" + d
-			}
-			files = append(files, filepath.Clean(d)+"/config")
+			// resolved where it is read (resolveIn), as git does
+			files = append(files, rawPath(gitdir, strings.TrimSpace(string(b)))+"/config")
 		}
 		seen := map[string]bool{}
 		for i := 0; i < len(files) && i < maxIncludes; i++ {
@@ -114,18 +110,6 @@ func driverKey(section, key string) bool {
 	return false
 }
 
-// resolve makes the path p of a config file absolute (relative to dir);
-// "" for ~ paths, which name the user's home, outside the layer.
-func resolve(dir, p string) string {
-	switch {
-	case p == "" || strings.HasPrefix(p, "~"):
-		return ""
-	case strings.HasPrefix(p, "/"):
-		return filepath.Clean(p)
-	}
-	return filepath.Clean(dir + "/" + p)
-}
-
 // repositories finds the repositories git would use around dir: at
 // dir and each directory above it, a .git (directory, or a gitdir:
 // file) or the directory itself as a git directory. Up to root every
@@ -181,10 +165,13 @@ func (k *checker) gitLink(p string, after bool) string {
 		return ""
 	}
 	d, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
-	if !ok {
+	if !ok || d == "" {
 		return ""
 	}
-	return resolve(dirName(p), d)
+	// Git takes the real path of what it names (relative to the .git
+	// file's directory): a .. after a symlink leaves the symlink's
+	// target, not the symlink's directory.
+	return k.resolveIn(rawPath(dirName(p), d), after)
 }
 
 // codeFile judges a change to a file that an effective configuration

@@ -2,7 +2,11 @@
 
 package gitpolicy
 
-import "strings"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // SetMaxDataFile sets maxDataFile to n until the returned function
 // restores it (not while another test judges a change set).
@@ -41,10 +45,46 @@ func getenvOf(env []string, k string) string {
 	return v
 }
 
-// ForgetWalks drops the repositories walks found, so that the next
-// check walks its roots again.
+// ForgetWalks drops the trees walks recorded, so that the next walk of
+// each root reads every directory (none may be under way).
 func ForgetWalks() {
 	walks.Lock()
 	clear(walks.m)
 	walks.Unlock()
+}
+
+// RacyMargin is racyMargin.
+const RacyMargin = racyMargin
+
+// WalkFound walks root as a check does and returns the repositories
+// found ("dir .git" or "dir bare"), sorted.
+func WalkFound(root string) []string {
+	var out []string
+	for _, c := range foundBelow(root) {
+		out = append(out, c.dir+map[repoKind]string{dotGit: " .git", bareRepo: " bare"}[c.kind])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Walk walks root once: afresh (every directory read), or revalidating
+// the tree the last walk of root recorded (which it then replaces).
+func Walk(root string, afresh bool) int {
+	walks.Lock()
+	rw := rootOfWalks(root)
+	if afresh {
+		rw.tree = nil
+	}
+	rw.walk(nil)
+	n := len(rw.found)
+	walks.Unlock()
+	return n
+}
+
+// SetWalkRefresh sets walkRefresh to d until the returned function
+// restores it (no walk loop may run meanwhile).
+func SetWalkRefresh(d time.Duration) (restore func()) {
+	old := walkRefresh
+	walkRefresh = d
+	return func() { walkRefresh = old }
 }

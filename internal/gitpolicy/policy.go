@@ -222,6 +222,12 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 		index[c.Path] = i
 	}
 	var view View = v
+	var below [][]repoCand // the repositories below each root that holds changes
+	for _, root := range roots {
+		if (&checker{roots: roots, changes: changes}).holdsChanges(root) {
+			below = append(below, foundBelow(root))
+		}
+	}
 	for {
 		k := newChecker(view, roots, changes, index)
 		k.user = user
@@ -231,10 +237,8 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 				k.repositories(dirName(c.Path), root)
 			}
 		}
-		for _, root := range roots {
-			if k.holdsChanges(root) {
-				k.allRepositories(root)
-			}
+		for _, cands := range below {
+			k.allRepositories(cands)
 		}
 		p, _ := view.(*projected)
 		more := false

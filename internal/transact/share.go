@@ -187,6 +187,7 @@ func frozen(fs []func(func()) bool, f func()) bool {
 // could not take a checkpoint left) and removes the layer.
 func (sh *share) end(ctx context.Context, t *Tx, gone, abort bool) (*Report, error) {
 	defer t.c.dropBackground(t) // after t.done is set (see Background)
+	defer t.unwalk()
 	t.endOnce.Do(func() {
 		t.gone = gone
 		close(t.ending)

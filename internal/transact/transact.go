@@ -155,6 +155,7 @@ func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 		return nil, ErrClosed
 	}
 	if t := m.join(c, roots, label, hold); t != nil {
+		t.unwalk = gitpolicy.Prefetch(t.Roots())
 		return t, nil
 	}
 	l, err := m.pool.layer(roots)
@@ -163,6 +164,9 @@ func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 	}
 	t := &Tx{m: m, c: c, label: label, spec: l.Spec(), ending: make(chan struct{})}
 	t.sh = &share{l: l, key: key(roots), live: []*Tx{t}, hold: hold}
+	// The walk for repositories the check reads runs while the command
+	// does (released once its changes are checked: share.end).
+	t.unwalk = gitpolicy.Prefetch(l.Roots())
 	return t, nil
 }
 
@@ -379,6 +383,8 @@ type Tx struct {
 	ending  chan struct{}
 	endOnce sync.Once
 	gone    bool
+	// unwalk releases the walk of its roots (gitpolicy.Prefetch).
+	unwalk func()
 
 	// cpu is the engine's CPU time spent on t's change sets so far (its
 	// checkpoints'), guarded by sh.mu.
