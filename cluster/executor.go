@@ -535,13 +535,12 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 
 func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 	x, sender, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
-	if m.Op == "record" { // sent without a reply
-		if !x.isFenced() && m.ExecutorId == x.ID() {
-			x.record(m.Tc.GetConversationId(), m.Placement)
-		}
+	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
 		return
 	}
-	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
+	if m.Op == "record" { // answered once kept: see Client.broadcastRecord
+		x.record(m.Tc.GetConversationId(), m.Placement)
+		ctx.Respond(&clusterpb.QueryReply{})
 		return
 	}
 	go func() {
