@@ -27,7 +27,10 @@ type ExecutorOptions struct {
 	// when it differs from Listen (a pod IP behind 0.0.0.0).
 	AdvertisedHost string
 	// Token is the shared secret every node of the fleet presents on its
-	// gRPC streams; connections without it are refused.
+	// gRPC streams; connections without it are refused. A stream's
+	// header list may be 4 KiB plus the token's length (the nodes' own
+	// take under 0.5 KiB plus the token's): a peer that sends more is cut
+	// off (its connection closed) before the rest is read.
 	Token string
 	// Name is shown to the model in lost texts (default: the advertised
 	// address).
