@@ -58,7 +58,10 @@ type ClientOptions struct {
 	// AcceptTimeout bounds the wait for an executor to acknowledge a call
 	// (default 10s); past it the call is lost, never re-sent.
 	AcceptTimeout time.Duration
-	// QueryTimeout bounds a job query, kill or description (default 60s).
+	// QueryTimeout bounds a job query, kill or description (default 60s),
+	// and how long the first call of a conversation waits, once accepted,
+	// for another executor to keep the record of where it runs (an
+	// executor that is lost meanwhile is not waited for).
 	QueryTimeout time.Duration
 	// KeepConversations leaves the conversations' jobs running on the
 	// executors at Shutdown, for fronts that share their conversations

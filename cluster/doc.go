@@ -28,9 +28,11 @@
 //     just started does not place anew a conversation whose executor has
 //     not answered it yet.
 //   - The front that placed a conversation tells every other live
-//     executor where it runs; these records tell a front that never saw
-//     the conversation that its executor was lost ([ErrConversationLost],
-//     or a move when [ClientOptions.SharedDirs]). An executor that joins
+//     executor where it runs, and answers the first call only once they
+//     have kept it; these records tell a front that never saw the
+//     conversation that its executor was lost ([ErrConversationLost], or
+//     a move when [ClientOptions.SharedDirs]), however soon after that
+//     answer the executor dies. An executor that joins
 //     later has no records of earlier conversations; one that restarts
 //     has none at all.
 //   - An end ([Client.EndConversation]) is done only by the front that

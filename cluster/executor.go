@@ -27,7 +27,10 @@ type ExecutorOptions struct {
 	// when it differs from Listen (a pod IP behind 0.0.0.0).
 	AdvertisedHost string
 	// Token is the shared secret every node of the fleet presents on its
-	// gRPC streams; connections without it are refused.
+	// gRPC streams; connections without it are refused. A stream's
+	// header list may be 4 KiB plus the token's length (the nodes' own
+	// take under 0.5 KiB plus the token's): a peer that sends more is cut
+	// off (its connection closed) before the rest is read.
 	Token string
 	// Name is shown to the model in lost texts (default: the advertised
 	// address).
@@ -535,13 +538,12 @@ func (a *execActor) finish(ctx actor.Context, m callDone) {
 
 func (a *execActor) query(ctx actor.Context, m *clusterpb.Query) {
 	x, sender, root := a.x, ctx.Sender(), ctx.ActorSystem().Root
-	if m.Op == "record" { // sent without a reply
-		if !x.isFenced() && m.ExecutorId == x.ID() {
-			x.record(m.Tc.GetConversationId(), m.Placement)
-		}
+	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
 		return
 	}
-	if a.refuse(ctx, "", m.ExecutorId) || sender == nil {
+	if m.Op == "record" { // answered once kept: see Client.broadcastRecord
+		x.record(m.Tc.GetConversationId(), m.Placement)
+		ctx.Respond(&clusterpb.QueryReply{})
 		return
 	}
 	go func() {

@@ -16,3 +16,7 @@ func Where(c *Client, conv string) string {
 	defer c.mu.Unlock()
 	return c.placed[conv].execID
 }
+
+// Prefers reports whether rendezvous hashing places a new conversation
+// conv on the executor with member id a rather than on the one with b.
+func Prefers(conv, a, b string) bool { return score(conv, a) > score(conv, b) }

@@ -120,7 +120,7 @@ func executorMain() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fenceAfter, _ := time.ParseDuration(os.Getenv("BV_FENCE_AFTER"))
 	o := cluster.ExecutorOptions{
-		Listen: os.Getenv("BV_LISTEN"), Name: os.Getenv("BV_NAME"), Token: os.Getenv("BV_TOKEN"),
+		Listen: os.Getenv("BV_LISTEN"), AdvertisedHost: os.Getenv("BV_ADVERTISED"), Name: os.Getenv("BV_NAME"), Token: os.Getenv("BV_TOKEN"),
 		FenceAfter: fenceAfter, Logger: log,
 	}
 	switch kind, arg, _ := strings.Cut(os.Getenv("BV_MEMBERSHIP"), ":"); kind {
@@ -186,6 +186,7 @@ type proc struct {
 
 type execSpec struct {
 	name, listen, membership, token, fenceAfter string
+	advertised                                  string // ExecutorOptions.AdvertisedHost
 	healthPort                                  int
 	linger                                      bool
 	cgroups                                     bool   // per-command cgroups (testConfig has none)
@@ -204,7 +205,7 @@ func startExecutor(t testing.TB, s execSpec) *proc {
 		s.listen = "127.0.0.1:0"
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "BV_EXECUTOR=1", "BV_LISTEN="+s.listen, "BV_NAME="+s.name,
+	cmd.Env = append(os.Environ(), "BV_EXECUTOR=1", "BV_LISTEN="+s.listen, "BV_ADVERTISED="+s.advertised, "BV_NAME="+s.name,
 		"BV_MEMBERSHIP="+s.membership, "BV_TOKEN="+s.token, "BV_FENCE_AFTER="+s.fenceAfter,
 		"BV_HEALTH_PORT="+strconv.Itoa(s.healthPort), "BV_MARK="+s.mark, "BV_SCRATCH="+s.scratch, "NO_PROXY=*", "HTTP_PROXY=", "http_proxy=")
 	if s.linger {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bashvisor/bashvisor/cluster/clusterpb"
@@ -285,23 +286,35 @@ func (c *Client) goneLocked(a assignment) bool {
 
 // settle records that conv now runs on st (its call was accepted there):
 // the front caches it and tells every other live executor, so that any
-// front learns where it runs even once st is lost.
+// front learns where it runs even once st is lost. It returns once they
+// have all kept the record, before the call's result is out: a front
+// that never saw the conversation and asks them next, should st die
+// meanwhile, learns it was lost instead of placing it afresh.
 func (c *Client) settle(conv string, st *execState, a assignment) {
 	c.learn(conv, a)
 	c.broadcastRecord(conv, st.id, a.pb())
 }
 
-// broadcastRecord sends every live executor other than except a record of
-// conv's holder p (nil: it ended).
+// broadcastRecord gives every live executor other than except a record
+// of conv's holder p (nil: it ended) and waits until each has kept it,
+// or is lost, or QueryTimeout passed (logged), or the front stops.
 func (c *Client) broadcastRecord(conv, except string, p *clusterpb.Placement) {
 	c.mu.Lock()
 	live := c.liveLocked()
 	c.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, st := range live {
-		if st.id != except {
-			c.node.sys.Root.Send(st.pid, &clusterpb.Query{ExecutorId: st.id, Op: "record", Tc: &clusterpb.ToolContext{ConversationId: conv}, Placement: p})
+		if st.id == except {
+			continue
 		}
+		wg.Go(func() {
+			_, err := c.query(c.runCtx, st, &clusterpb.Query{Op: "record", Tc: &clusterpb.ToolContext{ConversationId: conv}, Placement: p})
+			if err != nil && !errors.Is(err, ErrExecutorLost) && c.runCtx.Err() == nil {
+				c.log.Warn("an executor did not keep a conversation's record", "conversation", conv, "executor", st.name(), "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func goneError(a assignment, st *execState) error {

@@ -324,8 +324,25 @@ const (
 	wireMessageMax = math.MaxInt32
 )
 
+// headerListMax bounds the header list (RFC 9113's size: each field's
+// name and value plus 32 bytes) a node's server takes on a stream and its
+// client takes in an answer: the token's length plus headerListBase. A
+// node's streams send 422 bytes of headers besides the token's field
+// (52 bytes and the token: TestHeaderListBound); gRPC's default bound,
+// 16 MiB, would let a peer without the token make a node decode and hold
+// that much before tapAuth refuses the stream. A peer that sends more is
+// cut off: the connection is closed as soon as the list passes the bound,
+// before the rest of it is read.
+func headerListMax(token string) uint32 { return headerListBase + uint32(len(token)) }
+
+// headerListBase is headerListMax without the token: a few KiB over what
+// the nodes send, for a long :authority (a DNS name) and gRPC's own
+// headers.
+const headerListBase = 4 << 10
+
 // remoteOptions are the remote's gRPC settings: the shared token on every
-// stream both ways, keepalive so a half-open connection is noticed, one
+// stream both ways, header lists up to headerListMax, keepalive so a
+// half-open connection is noticed, one
 // connection attempt per endpoint (protoactor sleeps 2 s after each failed
 // one, blocking the endpoint), batches no receiver refuses
 // (writerBatch, wireMessageMax), and streams (when not nil) serving the
@@ -335,6 +352,7 @@ func remoteOptions(token, advertised string, streams grpc.StreamHandler) []remot
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 		grpc.MaxRecvMsgSize(wireMessageMax),
+		grpc.MaxHeaderListSize(headerListMax(token)),
 	}
 	if token != "" {
 		// The tap refuses a stream without the token before gRPC reads a
@@ -356,11 +374,12 @@ func remoteOptions(token, advertised string, streams grpc.StreamHandler) []remot
 
 // dialOptions are the gRPC settings of a node's connections to others
 // (protoactor's, and a front's forwards): the shared token, keepalive,
-// and messages up to wireMessageMax.
+// messages up to wireMessageMax and answers' header lists up to
+// headerListMax.
 func dialOptions(token string) []grpc.DialOption {
 	ka := keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(ka),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(wireMessageMax))}
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(wireMessageMax)), grpc.WithMaxHeaderListSize(headerListMax(token))}
 	if token != "" {
 		dial = append(dial, grpc.WithPerRPCCredentials(tokenCreds(token)))
 	}
