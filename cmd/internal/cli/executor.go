@@ -191,10 +191,14 @@ func cmdExecutor(args []string, stdout, stderr io.Writer) int {
 	if name == "" {
 		name = x.Addr()
 	}
-	fmt.Fprintf(stderr, "bashvisor executor %s serving at %s (id %s)\n", name, x.Addr(), x.ID())
+	// Signals are caught before the line that says the executor serves:
+	// whoever waits for it may stop the executor at once, and must get a
+	// clean stop, not the default action (CI: "did not stop cleanly:
+	// signal: terminated").
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	fmt.Fprintf(stderr, "bashvisor executor %s serving at %s (id %s)\n", name, x.Addr(), x.ID())
 	select {
 	case <-sig:
 	case <-x.FenceDone():
