@@ -45,6 +45,9 @@ import (
 //     uid_map from the parent, and the child of a non-dumpable process
 //     (the engine, proc.ProtectEngine) has /proc files that belong to root
 //     until it execs;
+//   - a command is started by the world's command server (server_linux.go),
+//     which is itself started as a command's helper is below, once per
+//     world; when the server cannot (see there), or before it is ready:
 //   - a command is forked from the engine by a raw clone(2), whose child is
 //     single-threaded until it execs and can therefore join the world's
 //     user namespace, then its network and mount namespaces (forkInWorld);

@@ -101,9 +101,9 @@ type serverReply struct {
 // errNoServer: the world has no command server to start the command.
 var errNoServer = errors.New("sandbox: no command server")
 
-// useServer lets rootless worlds start commands by their servers (the
-// tests and benchmarks compare both); serverStarts counts the commands
-// started so.
+// useServer lets rootless worlds start servers and commands by them (the
+// tests and benchmarks compare with and without); serverStarts counts
+// the commands started so.
 var (
 	useServer    atomic.Bool
 	serverStarts atomic.Int64
@@ -118,6 +118,9 @@ const serverWait = 10 * time.Second
 // startServer starts the world's command server (see above); without
 // one (it failed to start) the world's commands take the helper.
 func (w *world) startServer() {
+	if !useServer.Load() {
+		return
+	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return
