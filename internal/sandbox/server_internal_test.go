@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ func serverWorld(t *testing.T) (*World, *fd.FD) {
 	t.Helper()
 	c := Probe()
 	testenv.Needf(t, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
+	testenv.NeedsTool(t, "bash")
 	w, err := newWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "world")}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -46,19 +48,22 @@ func serverWorld(t *testing.T) (*World, *fd.FD) {
 }
 
 // runInWorld runs script in w by StartHelper (the launcher of every
-// rootless command) and returns its output and error.
+// rootless command) and returns its output and error (safe from any
+// goroutine: it reports failures to prepare it as errors too).
 func runInWorld(t *testing.T, w *World, script string) (string, error) {
-	t.Helper()
-	bash := testenv.NeedsTool(t, "bash")[0]
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return "", err
+	}
 	dir := t.TempDir()
 	sc, err := Prepare(Options{Bash: bash, Command: script, World: w, Dir: dir})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer sc.Cleanup(true)
 	r, wr, err := os.Pipe()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer r.Close()
 	cmd := exec.Command(sc.Path)
@@ -150,16 +155,20 @@ func TestWorldServerOutOfReach(t *testing.T) {
 		t.Fatal("the server ended")
 	}
 	// The server's descriptors: no pipe, socket or namespace but its
-	// control socket, once the command started (the engine, as root or the
-	// same user, may list them; the server is not dumpable, so as
-	// another user than root this needs the engine's capabilities,
-	// which it does not have: then skip this part).
+	// control socket, once the command started (as root: the server is
+	// not dumpable, so its /proc files belong to root).
 	ents, err := os.ReadDir("/proc/" + pid + "/fd")
-	if err != nil {
-		if os.Geteuid() == 0 {
-			t.Fatal(err)
+	if os.Geteuid() != 0 {
+		// Not even the engine's user lists them; that the server holds
+		// no end of the command's output pipe shows in runInWorld,
+		// which reads it to its end.
+		if !errors.Is(err, unix.EACCES) {
+			t.Fatalf("the engine's user lists the server's descriptors: %v", err)
 		}
 		return
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, e := range ents {
 		l, _ := os.Readlink("/proc/" + pid + "/fd/" + e.Name())
@@ -204,5 +213,68 @@ func TestWorldServerEndsWithWorld(t *testing.T) {
 	}
 	if !exited(pidfd, 0) { // Close reaped it
 		t.Fatal("the server outlived its world")
+	}
+}
+
+// TestWorldServerConcurrent: commands started at once in one world are
+// all started by its server, each with its own output and status.
+func TestWorldServerConcurrent(t *testing.T) {
+	w, _ := serverWorld(t)
+	before := serverStarts.Load()
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			out, err := runInWorld(t, w, `echo `+strconv.Itoa(i)+`; exit `+strconv.Itoa(i))
+			if want := strconv.Itoa(i) + "\n"; out != want {
+				errs <- errors.New("output " + strconv.Quote(out) + ", want " + strconv.Quote(want))
+				return
+			}
+			var ee *exec.ExitError
+			if i == 0 && err != nil || i > 0 && (!errors.As(err, &ee) || ee.ExitCode() != i) {
+				errs <- errors.New("command " + strconv.Itoa(i) + ": " + errString(err))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := serverStarts.Load() - before; got != n {
+		t.Errorf("the server started %d commands, want %d", got, n)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// TestWorldServerLargeEnvironment: a command whose request is too large
+// for the server's socket (a 300 KB environment) takes the helper, and
+// the server stays in use for the next one.
+func TestWorldServerLargeEnvironment(t *testing.T) {
+	w, _ := serverWorld(t)
+	for _, v := range []string{"A", "B", "C"} { // each below the kernel's 128 KiB per string
+		t.Setenv("BASHVISOR_LARGE_"+v, strings.Repeat("x", 100<<10))
+	}
+	before := serverStarts.Load()
+	out, err := runInWorld(t, w, `echo $((${#BASHVISOR_LARGE_A}+${#BASHVISOR_LARGE_B}+${#BASHVISOR_LARGE_C}))`)
+	if err != nil || out != strconv.Itoa(300<<10)+"\n" {
+		t.Fatalf("%q, %v", out, err)
+	}
+	if serverStarts.Load() != before || w.w.server.gone.Load() {
+		t.Fatalf("started by the server: %v, server gone: %v", serverStarts.Load() != before, w.w.server.gone.Load())
+	}
+	for _, v := range []string{"A", "B", "C"} {
+		os.Unsetenv("BASHVISOR_LARGE_" + v)
+	}
+	if out, err := runInWorld(t, w, `echo small`); err != nil || out != "small\n" || serverStarts.Load() != before+1 {
+		t.Fatalf("the next command: %q, %v, by the server: %v", out, err, serverStarts.Load() == before+1)
 	}
 }
