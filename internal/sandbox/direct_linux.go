@@ -172,8 +172,10 @@ func (c *Command) place(pid, cgroupFD int) error {
 // from a throwaway thread inside the command's namespaces when there are
 // any. The helper confines itself and execs bash. cmd's SysProcAttr may use
 // UseCgroupFD: the thread is not confined, so the fork may place the
-// helper into a cgroup. Wait for cmd as usual and call Cleanup afterwards
-// (also when StartHelper fails).
+// helper into a cgroup. In a rootless [World] the world's command server
+// starts bash instead, when it can (see startRootless), so no helper
+// program runs; cmd's Path and Args are then left as they were. Wait for
+// cmd as usual and call Cleanup afterwards (also when StartHelper fails).
 func (c *Command) StartHelper(cmd *exec.Cmd) error {
 	if c.world != nil && c.world.rootless {
 		return c.startRootless(cmd)
