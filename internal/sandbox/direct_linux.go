@@ -172,32 +172,19 @@ func (c *Command) place(pid, cgroupFD int) error {
 // from a throwaway thread inside the command's namespaces when there are
 // any. The helper confines itself and execs bash. cmd's SysProcAttr may use
 // UseCgroupFD: the thread is not confined, so the fork may place the
-// helper into a cgroup. Wait for cmd as usual and call Cleanup afterwards
-// (also when StartHelper fails).
+// helper into a cgroup. In a rootless [World] the world's command server
+// starts bash instead, when it can (see startRootless), so no helper
+// program runs; cmd's Path and Args are then left as they were. Wait for
+// cmd as usual and call Cleanup afterwards (also when StartHelper fails).
 func (c *Command) StartHelper(cmd *exec.Cmd) error {
+	if c.world != nil && c.world.rootless {
+		return c.startRootless(cmd)
+	}
 	cmd.Path, cmd.Args = c.Path, c.Args
 	if helperProcs1 && c.cfg.Layer == nil {
 		cmd.Env, cmd.Args = c.withHelperRuntime(cmd.Env, cmd.Args)
 	}
 	closeInheritedOnExec()
-	if c.world != nil && c.world.rootless {
-		if cmd.Dir == "" {
-			cmd.Dir = "."
-		}
-		if err := c.hand.beforeStart(); err != nil {
-			return err
-		}
-		err := c.world.startInWorld(cmd, c.extraFiles()...)
-		if c.proxyChild != nil {
-			_ = c.proxyChild.Close() // the helper has its own
-		}
-		if c.nsChild != nil {
-			_ = c.nsChild.Close()
-			c.nsChild = nil
-		}
-		c.hand.afterStart(err == nil)
-		return err
-	}
 	if c.cfg.OwnNamespaces {
 		return c.startOwnNamespaces(cmd)
 	}
@@ -210,6 +197,36 @@ func (c *Command) StartHelper(cmd *exec.Cmd) error {
 		}
 		return cmd.Start()
 	}, c.keepThread())
+}
+
+// startRootless starts cmd in the command's rootless world: by the
+// world's server when it can (server_linux.go), else as the helper,
+// forked into the world's namespaces (startInWorld).
+func (c *Command) startRootless(cmd *exec.Cmd) error {
+	if cmd.Dir == "" {
+		cmd.Dir = "."
+	}
+	if err := c.hand.beforeStart(); err != nil {
+		return err
+	}
+	err := c.startServed(cmd)
+	if errors.Is(err, errNoServer) {
+		cmd.Path, cmd.Args = c.Path, c.Args
+		if helperProcs1 && c.cfg.Layer == nil {
+			cmd.Env, cmd.Args = c.withHelperRuntime(cmd.Env, cmd.Args)
+		}
+		closeInheritedOnExec()
+		err = c.world.startInWorld(cmd, c.extraFiles()...)
+	}
+	if c.proxyChild != nil {
+		_ = c.proxyChild.Close() // the helper has its own
+	}
+	if c.nsChild != nil {
+		_ = c.nsChild.Close()
+		c.nsChild = nil
+	}
+	c.hand.afterStart(err == nil)
+	return err
 }
 
 // confineThreadAndStart confines the calling thread and starts cmd from

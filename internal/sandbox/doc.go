@@ -195,10 +195,19 @@
 // ([Command.StartDirect]), or to a helper process, the engine's binary
 // re-executed with [HelperArg], which confines itself and execs bash
 // ([Command.StartHelper], [Main]). As root both enter the namespaces first
-// from a throwaway thread. Rootless, a thread cannot join or make a user
-// namespace: the helper is forked by a raw clone into the world's
-// namespaces (or started in new ones) and makes the command's mount
-// namespace itself, so StartDirect starts the helper too. Every program
+// from a throwaway thread. Rootless, a thread of the engine cannot join or
+// make a user namespace, so StartDirect takes StartHelper's path, which
+// in a [World] hands the command to the world's command server: one
+// helper process per world, started when the world is made, inside its
+// user, network and mount namespaces, which starts each command as
+// StartDirect does, from a throwaway thread of its own (the command's
+// mount namespace, Landlock, then a vfork whose child sets the limits and
+// the seccomp filter and execs bash, with CLONE_PARENT: the engine stays
+// the command's parent), so no program but bash is executed per command
+// (see server_linux.go; BenchmarkRootlessGap). Where the server cannot
+// (it died, or the command's standard files are not files) the helper is
+// forked by a raw clone into the world's namespaces (or, without a world,
+// started in new ones) and makes the command's mount namespace itself. Every program
 // that embeds the engine calls [Main] as the first statement of main (and
 // of TestMain in packages whose tests run restricted commands).
 package sandbox

@@ -8,3 +8,7 @@ var ProcsWrites = &procsWrites
 
 // MoveByPid exposes moveByPid to the benchmarks.
 var MoveByPid = &moveByPid
+
+// UseServer exposes useServer (rootless worlds' command servers) to the
+// tests.
+var UseServer = &useServer

@@ -108,11 +108,11 @@ func (c *Command) closeNamespaceReport() {
 }
 
 // reportNamespace, in the helper, sends the engine a descriptor of its
-// (the command's) mount namespace on fd, and closes fd.
+// (the command's) mount namespace (the calling thread's) on fd, and closes fd.
 func reportNamespace(n int) error {
 	sock := fd.New(n)
 	defer sock.Close()
-	ns, err := fd.Open("/proc/self/ns/mnt", unix.O_RDONLY, 0)
+	ns, err := fd.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY, 0) // the server makes it on a thread
 	if err != nil {
 		return fmt.Errorf("tell the mount namespace: %w", err)
 	}

@@ -104,6 +104,14 @@ func Main() {
 	if len(os.Args) == 2 && os.Args[1] == connectArg {
 		os.Exit(connectMain()) // a world's connector (see connectArg)
 	}
+	if len(os.Args) >= 2 && os.Args[1] == serverArg {
+		err := serverMain(os.Args[2:])
+		if err == nil {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "bashvisor sandbox: world server: %v\n", err)
+		os.Exit(helperExitCode)
+	}
 	if len(os.Args) >= 2 && (os.Args[1] == worldArg || os.Args[1] == worldChildArg) {
 		runtime.LockOSThread()
 		var err error

@@ -11,8 +11,8 @@ import (
 
 // TestHelperRuntimeEnvPutBack: the helper runs its Go runtime with
 // GOMAXPROCS=1 (helperenv.go), and the command still gets its own
-// GOMAXPROCS, or none, in a world (rootless: the path every command
-// takes) and without one.
+// GOMAXPROCS, or none, in a world (rootless: with the world's command
+// server and, as when it died, with the helper) and without one.
 func TestHelperRuntimeEnvPutBack(t *testing.T) {
 	requireSandbox(t)
 	const show = `echo "${GOMAXPROCS-unset}"; env | grep -c '^GOMAXPROCS=' || true`
@@ -33,11 +33,17 @@ func TestHelperRuntimeEnvPutBack(t *testing.T) {
 			if !requireSandbox(t).Namespaces {
 				return
 			}
-			w := newWorld(t, sandbox.WorldOptions{})
-			dir := t.TempDir()
-			opts := sandbox.Options{World: w, Dir: dir}
-			if r := runOpts(t, opts, nil, dir, show, c.env...); r.code != 0 || r.out != c.want {
-				t.Errorf("in a world: exit %d, %q, want %q", r.code, r.out, c.want)
+			// Rootless, with the world's command server (no helper
+			// runs) and without (the helper, as when the server died).
+			defer sandbox.UseServer.Store(true)
+			for _, served := range []bool{true, false} {
+				sandbox.UseServer.Store(served)
+				w := newWorld(t, sandbox.WorldOptions{})
+				dir := t.TempDir()
+				opts := sandbox.Options{World: w, Dir: dir}
+				if r := runOpts(t, opts, nil, dir, show, c.env...); r.code != 0 || r.out != c.want {
+					t.Errorf("in a world (server %v): exit %d, %q, want %q", served, r.code, r.out, c.want)
+				}
 			}
 		})
 	}

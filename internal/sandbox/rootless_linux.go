@@ -45,6 +45,9 @@ import (
 //     uid_map from the parent, and the child of a non-dumpable process
 //     (the engine, proc.ProtectEngine) has /proc files that belong to root
 //     until it execs;
+//   - a command is started by the world's command server (server_linux.go),
+//     which is itself started as a command's helper is below, once per
+//     world; when the server cannot (see there), or before it is ready:
 //   - a command is forked from the engine by a raw clone(2), whose child is
 //     single-threaded until it execs and can therefore join the world's
 //     user namespace, then its network and mount namespaces (forkInWorld);
@@ -225,6 +228,9 @@ type forkSpec struct {
 	ambient    [8]uintptr
 	nAmbient   int
 	filter     *unix.SockFprog // a seccomp filter the child installs last (nil: none)
+	rlim       [maxRlimits]childRlimit
+	nRlim      int     // the rlimits the child sets (in rlim), RLIMIT_AS last
+	cloneFlags uintptr // more clone flags (CLONE_PARENT)
 	errPipe    int
 	sigOld     uint64
 	dflAct     [4]uintptr // struct sigaction for SIG_DFL
@@ -252,7 +258,7 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	if s.useClone3 {
 		r1, e = rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
 	} else {
-		r1, e = rawVforkSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags, 0, 0)
+		r1, e = rawVforkSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags|s.cloneFlags, 0, 0)
 	}
 	if e != 0 || r1 != 0 {
 		// The parent, once the child exec'd or exited: return at once
@@ -302,6 +308,12 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 			goto fail
 		}
 	}
+	step++
+	for i := 0; i < s.nRlim; i++ {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, s.rlim[i].res, uintptr(unsafe.Pointer(&s.rlim[i].rl)), 0, 0, 0); e != 0 {
+			goto fail
+		}
+	}
 	// The engine's signal handlers would run on its memory: the default
 	// action for every caught signal before the mask is restored. Ignored
 	// ones stay ignored, as execve keeps them, except SIGINT and SIGQUIT,
@@ -332,13 +344,31 @@ fail:
 }
 
 var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
-	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "install the seccomp filter", "exec"}
+	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "set resource limits",
+	"install the seccomp filter", "exec"}
+
+// childRlimit is one resource limit forkRaw's child sets on itself.
+type childRlimit struct {
+	res uintptr
+	rl  unix.Rlimit
+}
+
+// maxRlimits bounds the limits a forkRaw child sets (rlimitsOf's and
+// RLIMIT_AS).
+const maxRlimits = 6
 
 // rawOpts say what rawStart's child does besides os/exec's steps.
 type rawOpts struct {
 	join     [3]int            // the user, net and mount namespaces to join (-1: not that one)
 	keepCaps bool              // keep worldCaps as ambient capabilities
 	filter   []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
+	// parent: the child is the caller's parent's (CLONE_PARENT; a
+	// world's server starting a command for the engine), which must
+	// reap it, also when it failed (rawFork then returns its pid).
+	parent bool
+	// rlimits are set by the child on itself just before the seccomp
+	// filter (at most maxRlimits; RLIMIT_AS last).
+	rlimits []rlimit
 }
 
 // rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
@@ -346,10 +376,34 @@ type rawOpts struct {
 // UseCgroupFD) with forkRaw, with extra as its descriptors 3 and up (at
 // most maxExtra) and what o adds. The engine stays its parent.
 func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
-	if len(extra) > maxExtra {
-		return fmt.Errorf("sandbox: %d extra descriptors, at most %d", len(extra), maxExtra)
+	pid, err := rawFork(cmd, o, extra...)
+	if err != nil {
+		return err
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	cmd.Process = p
+	return nil
+}
+
+// rawFork is rawStart's fork: it returns the child's pid. With o.parent
+// the child is not the caller's to wait for: on the child's failure
+// rawFork returns its pid with the error, for the parent to reap.
+func rawFork(cmd *exec.Cmd, o rawOpts, extra ...*os.File) (int, error) {
+	if len(extra) > maxExtra || len(o.rlimits) > maxRlimits {
+		return 0, fmt.Errorf("sandbox: %d extra descriptors (at most %d), %d limits (at most %d)", len(extra), maxExtra, len(o.rlimits), maxRlimits)
 	}
 	s := &forkSpec{ctty: -1, ns: o.join, keepCaps: o.keepCaps}
+	for i, l := range o.rlimits {
+		s.rlim[i] = childRlimit{res: uintptr(l.res), rl: unix.Rlimit{Cur: l.soft, Max: l.hard}}
+	}
+	s.nRlim = len(o.rlimits)
+	if o.parent {
+		s.cloneFlags = unix.CLONE_PARENT
+		s.clone.flags |= unix.CLONE_PARENT
+	}
 	if len(o.filter) > 0 {
 		s.filter = &unix.SockFprog{Len: uint16(len(o.filter)), Filter: &o.filter[0]}
 	}
@@ -358,56 +412,32 @@ func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 	}
 	var err error
 	if s.path, err = syscall.BytePtrFromString(cmd.Path); err != nil {
-		return err
+		return 0, err
 	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = "."
 	}
 	if s.dir, err = syscall.BytePtrFromString(dir); err != nil {
-		return err
+		return 0, err
 	}
 	argv, err := syscall.SlicePtrFromStrings(cmd.Args)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	envv, err := syscall.SlicePtrFromStrings(dedupEnv(cmd.Env))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.argv, s.envv = &argv[0], &envv[0]
-	files := [len(s.fds)]*os.File{}
-	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
-		if v == io.Discard {
-			v = nil
+	dups, err := s.setFiles(cmd, extra)
+	defer func() {
+		for _, n := range dups {
+			_ = unix.Close(n)
 		}
-		switch f := v.(type) {
-		case *os.File:
-			files[i] = f
-		case nil:
-			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-			if err != nil {
-				return fmt.Errorf("sandbox: %w", err)
-			}
-			defer null.Close()
-			files[i] = null
-		default:
-			return fmt.Errorf("sandbox: the standard files of a rootless command (in a world, or started by a non-dumpable process) must be *os.File, nil or io.Discard (descriptor %d is %T)", i, v)
-		}
-	}
-	copy(files[3:], extra)
-	// Duplicates above the child's descriptors, so that setting those up
-	// in the child cannot overwrite a source it still needs.
-	for i, f := range files {
-		if f == nil {
-			continue
-		}
-		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, len(files))
-		if err != nil {
-			return fmt.Errorf("sandbox: %w", err)
-		}
-		defer unix.Close(fd)
-		s.fds[i] = fd
+	}()
+	if err != nil {
+		return 0, err
 	}
 	if sys := cmd.SysProcAttr; sys != nil {
 		if sys.Setctty {
@@ -434,7 +464,7 @@ func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 	}
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+		return 0, fmt.Errorf("sandbox: %w", err)
 	}
 	defer unix.Close(pipe[0])
 	s.errPipe = pipe[1]
@@ -444,25 +474,65 @@ func rawStart(cmd *exec.Cmd, o rawOpts, extra ...*os.File) error {
 	runtime.KeepAlive(envv)
 	runtime.KeepAlive(o.filter)
 	if errno != 0 {
-		return fmt.Errorf("sandbox: fork: %w", errno)
+		return 0, fmt.Errorf("sandbox: fork: %w", errno)
 	}
 	var report [2]uint32
 	n, _ := unix.Read(pipe[0], (*[8]byte)(unsafe.Pointer(&report))[:])
-	if n > 0 {
-		var ws unix.WaitStatus
-		_, _ = unix.Wait4(pid, &ws, 0, nil)
-		step := "start"
-		if int(report[0]) < len(forkSteps) {
-			step = forkSteps[report[0]]
+	if n == 0 {
+		return pid, nil
+	}
+	step := "start"
+	if int(report[0]) < len(forkSteps) {
+		step = forkSteps[report[0]]
+	}
+	err = fmt.Errorf("sandbox: %s: %w", step, syscall.Errno(report[1]))
+	if o.parent {
+		return pid, err
+	}
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, 0, nil)
+	return 0, err
+}
+
+// setFiles sets the child's descriptors (s.fds): duplicates of cmd's
+// standard files (/dev/null for nil and io.Discard) and of extra, which
+// it returns for the caller to close after the fork.
+func (s *forkSpec) setFiles(cmd *exec.Cmd, extra []*os.File) ([]int, error) {
+	files := [len(s.fds)]*os.File{}
+	for i, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		if v == io.Discard {
+			v = nil
 		}
-		return fmt.Errorf("sandbox: %s: %w", step, syscall.Errno(report[1]))
+		switch f := v.(type) {
+		case *os.File:
+			files[i] = f
+		case nil:
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: %w", err)
+			}
+			defer null.Close()
+			files[i] = null
+		default:
+			return nil, fmt.Errorf("sandbox: the standard files of a rootless command (in a world, or started by a non-dumpable process) must be *os.File, nil or io.Discard (descriptor %d is %T)", i, v)
+		}
 	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
+	copy(files[3:], extra)
+	// Duplicates above the child's descriptors, so that setting those up
+	// in the child cannot overwrite a source it still needs.
+	var dups []int
+	for i, f := range files {
+		if f == nil {
+			continue
+		}
+		n, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, len(files))
+		if err != nil {
+			return dups, fmt.Errorf("sandbox: %w", err)
+		}
+		dups = append(dups, n)
+		s.fds[i] = n
 	}
-	cmd.Process = p
-	return nil
+	return dups, nil
 }
 
 // dedupEnv keeps the last value of each name, as os/exec does.
@@ -643,5 +713,7 @@ var helperProtocol = sync.OnceValue(func() string {
 	}
 	walk(reflect.TypeFor[helperConfig]())
 	walk(reflect.TypeFor[worldSpec]())
+	walk(reflect.TypeFor[serverRequest]())
+	walk(reflect.TypeFor[serverReply]())
 	return hex.EncodeToString(h.Sum(nil)[:12])
 })

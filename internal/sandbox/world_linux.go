@@ -32,6 +32,7 @@ type world struct {
 	mu                         sync.Mutex
 	userns, netns, mntns, root *fd.FD
 	slots                      [maxSlots]bool // taken by commands with a resolver (see setCapture)
+	server                     *worldServer   // a rootless world's command server (nil: none, see server_linux.go)
 }
 
 // worldSpec is what building a world's mount namespace takes (JSON: a
@@ -151,7 +152,9 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		w.helper = opts.Helper
 	}
 	if rootless {
-		err = w.makeRootless(spec)
+		if err = w.makeRootless(spec); err == nil {
+			w.startServer()
+		}
 	} else {
 		err = w.makeRoot(spec)
 	}
@@ -350,9 +353,14 @@ func (w *World) Close() error {
 func (w *world) close() {
 	defer stopConnector(w) // once w.mu is released (see world.entry)
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	s := w.server
+	w.server = nil
 	for _, f := range []*fd.FD{w.userns, w.netns, w.mntns, w.root} {
 		_ = f.Close()
+	}
+	w.mu.Unlock()
+	if s != nil {
+		s.stop()
 	}
 }
 
