@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/bashvisor/bashvisor/internal/actors"
 	"github.com/bashvisor/bashvisor/internal/jobs"
@@ -248,9 +249,20 @@ func (s *Supervisor) World(conv string) WorldUsage { return s.worldSize(conv, s.
 // Checkpoint applies what conversation conv's running workspace-write
 // background jobs changed so far to its workspace (each job frozen
 // meanwhile), in the calling goroutine; their reports are then in Jobs.
+// It waits at most checkpointWait for the conversation's turn and the
+// workspace (another call's apply, another engine's): then it applies
+// nothing and the changes wait for the next checkpoint or the job's end.
 func (s *Supervisor) Checkpoint(conv string) {
-	s.workspace(conv).checkpoint(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), checkpointWait)
+	defer cancel()
+	s.workspace(conv).checkpoint(ctx)
 }
+
+// checkpointWait bounds Checkpoint's waits: a read of a job's output
+// (its caller) must not wait for another apply, which may take minutes
+// (another engine's, up to its lock wait), nor keep the job frozen, nor
+// hold back the job's own end meanwhile.
+const checkpointWait = 2 * time.Second
 
 // Undo takes back the last steps changes of conversation conv to its
 // workspace (see transact.Conv.Undo), and returns what it changed (as
