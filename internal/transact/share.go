@@ -282,7 +282,11 @@ func (sh *share) checkpoint(ctx context.Context, t *Tx) (*Report, error) {
 // as their checkpoints apply nothing), so that no job stays frozen
 // while its checkpoint waits for the turn. It reports false, not
 // running f, when one of fs could not freeze, and fails, freezing
-// nothing, when ctx ended while it waited for the turn.
+// nothing, when ctx ended while it waited for the turn. The jobs do stay
+// frozen while f waits for the workspace's apply lock (another
+// conversation's apply, another engine's): ctx bounds that wait
+// (Supervisor.Checkpoint's is short); taking that lock before freezing
+// would end it, and needs a layer entry point that locks first.
 func (sh *share) frozen(ctx context.Context, t *Tx, fs []func(func()) bool, f func()) (bool, error) {
 	if !sh.hold {
 		if err := t.c.lockCtx(ctx); err != nil {
