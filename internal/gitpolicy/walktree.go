@@ -118,8 +118,9 @@ func (w *treeWalk) dir(fd int, name, path string, prev *dirNode) *dirNode {
 		}
 		return n
 	}
-	names, dirs := w.read(fd, path)
+	names, dirs, ok := w.read(fd, path)
 	n.entries = len(names)
+	n.trusted = n.trusted && ok // read again by the next walk
 	has := func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok }
 	bare := has("HEAD") && has("objects") && has("refs")
 	// In a case-insensitive directory (ext4 or tmpfs casefold: chattr
@@ -202,7 +203,7 @@ func (w *treeWalk) sub(parent int, name, path string, prev *dirNode) *dirNode {
 			return n
 		}
 	}
-	fd, err := openDir(parent, name)
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
 			w.miss("%s could not be read (%v); repositories in it could not be found", p, err)
@@ -248,12 +249,16 @@ func (w *treeWalk) unchanged(parent int, name, p string, prev *dirNode) *dirNode
 
 // read returns the sorted names in the directory open as fd (at path)
 // and, sorted too, those of its subdirectories but .git (from the
-// entries' types, an lstat only where the file system gives none).
-func (w *treeWalk) read(fd int, path string) (names, dirs []string) {
+// entries' types, an lstat only where the file system gives none); ok
+// is false when reading it failed (the names read before are returned,
+// and the walk missed it).
+func (w *treeWalk) read(fd int, path string) (names, dirs []string, ok bool) {
+	ok = true
 	for {
 		k, err := unix.Getdents(fd, w.buf)
 		if err != nil {
 			w.miss("%s could not be read (%v); repositories in it could not be found", path, err)
+			ok = false
 		}
 		if err != nil || k <= 0 {
 			break
@@ -290,10 +295,5 @@ func (w *treeWalk) read(fd int, path string) (names, dirs []string) {
 	}
 	slices.Sort(names)
 	slices.Sort(dirs)
-	return names, dirs
-}
-
-// openDir opens the subdirectory name of parent to read.
-func openDir(parent int, name string) (int, error) {
-	return unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return names, dirs, ok
 }
