@@ -153,7 +153,7 @@ for i in $(seq 20); do for j in $(seq 999); do echo "d$i/e$j/f/x"; done; done | 
 	for _, afresh := range []bool{true, false} {
 		b.Run(map[bool]string{true: "walk afresh", false: "walk revalidating"}[afresh], func(b *testing.B) {
 			for b.Loop() {
-				if n := gitpolicy.Walk(w.ws, afresh); n != 1 {
+				if n := gitpolicy.WalkOnce(w.ws, afresh); n != 1 {
 					b.Fatal(n, "repositories")
 				}
 			}

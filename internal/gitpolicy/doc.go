@@ -164,7 +164,9 @@
 // for every repository anywhere below a root that holds changes before
 // the command (a sibling repository's core.hooksPath = ../hooks names
 // code outside it that no change is inside). Those are found by a walk
-// of the tree (no symlink followed, no git directory entered; a bare
+// of the tree (no symlink followed, no git directory entered, but a
+// .git that is a symlink names the directory or gitdir: file it
+// resolves to, as git follows it: TestDotGitSymlink; a bare
 // repository's relative hooks path starts in it, where git runs its
 // hooks; .GIT, or Head, objects and REFS, are looked up as git looks
 // up .git or HEAD: a case-insensitive directory finds them) that runs
@@ -181,8 +183,20 @@
 // between two commands at the second's
 // (TestRepositoryAddedBetweenCommands). Its configuration, and a .git
 // file's gitdir:, are read afresh at every check; a repository a
-// sandboxed command makes keeps settings that run nothing. A walk stops
-// after 1,000,000 entries.
+// sandboxed command makes keeps settings that run nothing.
+//
+// The walk fails closed. One that did not look everywhere — it reached
+// 1,000,000 directories (a directory's names cost little to read, each
+// directory an open and a read, or a stat to revalidate), or could not
+// open, stat or read a directory (one gone or replaced by a
+// non-directory meanwhile holds no repository) — may have missed a
+// repository that names any file below its root as code, so every
+// change below that root but data inside a git directory that existed
+// before is held for a person's review, with the reason ([Walk]: "the
+// workspace has more than 1000000 directories; repositories in it
+// could not all be found", or the directory that could not be read:
+// TestRuleWalk, TestWalkUnreadableDirectory). The directories it did
+// read are kept, so the next walk revalidates them.
 //
 // The user's own configuration is part of every repository's effective
 // configuration, found as the user's git finds it with the environment
@@ -229,7 +243,11 @@
 // from the change list, so the cost grows with the number of changes,
 // not with the depth of the tree.
 //
-// Not covered: files that other tools run (Makefiles, package.json
+// Not covered: a repository outside the layer's roots (but the first
+// one above them) whose configuration names code inside them (a
+// repository beside the workspace with core.hooksPath =
+// ../workspace/hooks) is not found: nothing looks outside the roots
+// but above them. Files that other tools run (Makefiles, package.json
 // scripts, .envrc, editor settings) are the project's code, which the
 // user reviews like any change; the change report names them.
 package gitpolicy

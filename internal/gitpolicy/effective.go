@@ -149,18 +149,29 @@ func (k *checker) repositories(dir, root string) {
 }
 
 // gitLink returns the git directory that p (a .git) names: p itself
-// when it is a directory, the target of a "gitdir:" file, or "".
+// when it is a directory, the target of a "gitdir:" file, or "". Git
+// follows a .git that is a symlink: it names the directory or the
+// gitdir: file the kernel resolves it to (TestDotGitSymlink).
 func (k *checker) gitLink(p string, after bool) string {
+	at := p // where a gitdir: file is read
 	fi, err := k.v.Lstat(p, after)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		q, ok := k.resolvePath(p, after)
+		if !ok {
+			return ""
+		}
+		at = q
+		fi, err = k.v.Lstat(at, after)
+	}
 	switch {
 	case err != nil:
 		return ""
 	case fi.IsDir():
-		return p
+		return at
 	case !fi.Mode().IsRegular():
 		return ""
 	}
-	b, err := k.v.ReadFile(p, after, 4096)
+	b, err := k.v.ReadFile(at, after, 4096)
 	if err != nil {
 		return ""
 	}

@@ -60,16 +60,32 @@ const RacyMargin = racyMargin
 // found ("dir .git" or "dir bare"), sorted.
 func WalkFound(root string) []string {
 	var out []string
-	for _, c := range foundBelow(root) {
+	cands, _ := foundBelow(root)
+	for _, c := range cands {
 		out = append(out, c.dir+map[repoKind]string{dotGit: " .git", bareRepo: " bare"}[c.kind])
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Walk walks root once: afresh (every directory read), or revalidating
+// WalkMissed walks root as a check does and returns why the walk did
+// not look everywhere ("": it did).
+func WalkMissed(root string) string {
+	_, missed := foundBelow(root)
+	return missed
+}
+
+// SetMaxWalkDirs sets maxWalkDirs to n until the returned function
+// restores it (not while a walk runs).
+func SetMaxWalkDirs(n int) (restore func()) {
+	old := maxWalkDirs
+	maxWalkDirs = n
+	return func() { maxWalkDirs = old }
+}
+
+// WalkOnce walks root once: afresh (every directory read), or revalidating
 // the tree the last walk of root recorded (which it then replaces).
-func Walk(root string, afresh bool) int {
+func WalkOnce(root string, afresh bool) int {
 	walks.Lock()
 	rw := rootOfWalks(root)
 	if afresh {

@@ -115,6 +115,12 @@ const (
 	// Unknown: anything else in a git directory: git does not write it
 	// (branches/ and remotes/ hold remote configuration).
 	Unknown Rule = "git-unknown"
+	// Walk: a change outside the git directories that existed before,
+	// below a root whose walk for repositories did not finish (more
+	// than maxWalkDirs directories, or one it could not read): a
+	// repository it did not find may name the file as code (a hook, a
+	// program), so the change waits for a person's review.
+	Walk Rule = "git-walk"
 )
 
 // advice is what the model can do about each rule.
@@ -135,6 +141,7 @@ var advice = map[Rule]string{
 	RebaseExec: "exec lines run commands when the rebase goes on outside the sandbox; run the commands yourself",
 	Structure:  "removing a repository or its HEAD, objects or refs is not applied; ask the user",
 	Unknown:    "git does not write this in its directory",
+	Walk:       "the repositories of a workspace this large or partly unreadable cannot all be found; ask the user to review the change",
 	Index:      "git would write files outside the working tree or into .git from this index; rebuild it with git read-tree or git reset",
 	Ref:        "write refs with git update-ref, git branch or git tag",
 	Object:     "write objects with git itself (git hash-object -w, git commit, git fetch)",
@@ -223,14 +230,19 @@ func CheckEnv(v View, env []string, roots []string, changes []layer.Change) []Re
 	}
 	var view View = v
 	var below [][]repoCand // the repositories below each root that holds changes
+	missed := map[string]string{}
 	for _, root := range roots {
 		if (&checker{roots: roots, changes: changes}).holdsChanges(root) {
-			below = append(below, foundBelow(root))
+			cands, why := foundBelow(root)
+			below = append(below, cands)
+			if why != "" {
+				missed[root] = why
+			}
 		}
 	}
 	for {
 		k := newChecker(view, roots, changes, index)
-		k.user = user
+		k.user, k.missed = user, missed
 		k.global()
 		for _, c := range changes {
 			if root := k.rootOf(c.Path); root != "" {
@@ -289,9 +301,10 @@ type checker struct {
 	changes   []layer.Change
 	index     map[string]int // changes by path
 	near      map[string]*gitDirNode
-	user      *userConfig // the user's configuration outside the repositories
-	resolved  *code       // code's hooks and programs resolved through symlinks (codeResolved)
-	resolvedN [3]int      // how many of code's hooks, programs and configs resolved has
+	user      *userConfig       // the user's configuration outside the repositories
+	resolved  *code             // code's hooks and programs resolved through symlinks (codeResolved)
+	resolvedN [3]int            // how many of code's hooks, programs and configs resolved has
+	missed    map[string]string // why the walk of a root did not find every repository, by root
 }
 
 func newChecker(v View, roots []string, changes []layer.Change, index map[string]int) *checker {
@@ -352,7 +365,13 @@ func (k *checker) judge(c layer.Change) verdict {
 	if vd := k.codeFile(c); vd.rule != "" {
 		return vd
 	}
-	return k.worktree(c)
+	if vd := k.worktree(c); vd.rule != "" {
+		return vd
+	}
+	if why := k.missed[k.rootOf(c.Path)]; why != "" {
+		return refuse(Walk, why)
+	}
+	return allowed
 }
 
 // fresh judges a change inside the new git directories gs (outermost

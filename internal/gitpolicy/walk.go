@@ -25,10 +25,14 @@ import (
 // the directories whose change time, device or inode changed (a stat
 // each), and those changed within racyMargin of the last walk.
 
-// maxWalkEntries bounds the entries one walk of a root looks at; the
-// repositories beyond them are not found (those around the changes
-// still are).
-const maxWalkEntries = 1_000_000
+// maxWalkDirs bounds the directories one walk of a root looks at (a
+// directory's names cost little to read; each directory an open and a
+// read, or a stat to revalidate). A walk that reaches it, or cannot
+// read a directory, fails closed: the check holds every change below
+// the root that is not data inside a git directory that existed
+// before ([Walk]), since the repositories it did not find may name
+// any of them as code. A var for tests.
+var maxWalkDirs = 1_000_000
 
 // walkRefresh is how long after a walk of a root ends the next begins,
 // while a command that prefetched the root runs. A check reads the
@@ -61,12 +65,14 @@ type rootWalk struct {
 	root  string
 	tree  *dirNode   // for the next walk to revalidate
 	found []repoCand // what the last walk found
-	start time.Time  // when the last walk began (zero: none)
-	end   time.Time  // when it ended (the next refresh is walkRefresh after)
-	asked time.Time  // the latest Prefetch: a check needs a walk begun after it
-	users int        // Prefetch calls not yet released
-	busy  bool       // a walk runs (one per root at a time)
-	loop  *walkLoop  // the background walker while users > 0
+	// missed says why the last walk did not look everywhere ("": it did).
+	missed string
+	start  time.Time // when the last walk began (zero: none)
+	end    time.Time // when it ended (the next refresh is walkRefresh after)
+	asked  time.Time // the latest Prefetch: a check needs a walk begun after it
+	users  int       // Prefetch calls not yet released
+	busy   bool      // a walk runs (one per root at a time)
+	loop   *walkLoop // the background walker while users > 0
 }
 
 // walkLoop is the goroutine that walks a root while commands that
@@ -178,19 +184,20 @@ func (rw *rootWalk) walk(stop *atomic.Bool) {
 	prev := rw.tree
 	start := time.Now()
 	walks.Unlock()
-	tree, found, ok := walkTree(rw.root, prev, stop)
+	tree, found, missed, ok := walkTree(rw.root, prev, stop)
 	walks.Lock()
 	rw.busy = false
 	if ok && start.After(rw.start) {
-		rw.tree, rw.found, rw.start, rw.end = tree, found, start, time.Now()
+		rw.tree, rw.found, rw.missed, rw.start, rw.end = tree, found, missed, start, time.Now()
 	}
 	walks.cond.Broadcast()
 }
 
 // foundBelow returns the repositories below root before the command: from a
 // walk begun after the latest Prefetch of root (waiting for it), or, for
-// a root no Prefetch holds, from a walk begun now.
-func foundBelow(root string) []repoCand {
+// a root no Prefetch holds, from a walk begun now; and why that walk
+// did not look everywhere ("": it did).
+func foundBelow(root string) (cands []repoCand, missed string) {
 	walks.Lock()
 	defer walks.Unlock()
 	rw := rootOfWalks(root)
@@ -209,7 +216,7 @@ func foundBelow(root string) []repoCand {
 			rw.walk(nil)
 		}
 	}
-	return rw.found
+	return rw.found, rw.missed
 }
 
 // allRepositories reads the configuration of every repository found

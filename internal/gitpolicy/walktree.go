@@ -3,6 +3,7 @@
 package gitpolicy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -60,31 +61,43 @@ const racyMargin = 2 * time.Second
 type treeWalk struct {
 	start time.Time
 	stop  *atomic.Bool // set: give up (nil: never)
-	n     int          // entries looked at
+	n     int          // directories looked at
 	buf   []byte       // getdents buffer
 	found []repoCand
+	// missed says why the walk did not look everywhere (the bound, a
+	// directory it could not open or read); "" when it did.
+	missed string
+}
+
+// miss records why the walk did not look everywhere (the first reason
+// kept).
+func (w *treeWalk) miss(format string, a ...any) {
+	if w.missed == "" {
+		w.missed = fmt.Sprintf(format, a...)
+	}
 }
 
 // walkTree walks root (no symlink followed, no .git entered, nothing
 // below a bare repository), reusing what prev recorded where a
-// directory is unchanged. It returns the repositories found, and the
-// tree for the next walk (nil when the walk stopped at maxWalkEntries,
-// which the next walk does again from the start). ok is false when
-// stop was set.
-func walkTree(root string, prev *dirNode, stop *atomic.Bool) (tree *dirNode, found []repoCand, ok bool) {
+// directory is unchanged. It returns the repositories found, the tree
+// for the next walk (partial when the walk missed directories: those
+// it did not read are recorded untrusted, so the next walk tries them
+// again) and why it missed some ("": it looked everywhere): past
+// maxWalkDirs directories, or a directory it could not open, stat or
+// read (one gone or replaced by a non-directory meanwhile holds no
+// repository and is not missed). ok is false when stop was set.
+func walkTree(root string, prev *dirNode, stop *atomic.Bool) (tree *dirNode, found []repoCand, missed string, ok bool) {
 	w := &treeWalk{start: time.Now(), stop: stop, buf: make([]byte, 32<<10)}
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, true
+		return nil, nil, fmt.Sprintf("%s could not be read (%v); repositories in it could not be found", root, err), true
 	}
+	w.n++
 	tree = w.dir(fd, root, root, prev)
-	switch {
-	case w.stopped():
-		return nil, nil, false
-	case w.n > maxWalkEntries:
-		tree = nil
+	if w.stopped() {
+		return nil, nil, "", false
 	}
-	return tree, w.found, true
+	return tree, w.found, w.missed, true
 }
 
 func (w *treeWalk) stopped() bool { return w.stop != nil && w.stop.Load() }
@@ -94,7 +107,8 @@ func (w *treeWalk) stopped() bool { return w.stop != nil && w.stop.Load() }
 func (w *treeWalk) dir(fd int, name, path string, prev *dirNode) *dirNode {
 	defer unix.Close(fd)
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
+		w.miss("%s could not be read (%v); repositories in it could not be found", path, err)
 		return &dirNode{name: name}
 	}
 	n := w.node(name, &st)
@@ -104,9 +118,9 @@ func (w *treeWalk) dir(fd int, name, path string, prev *dirNode) *dirNode {
 		}
 		return n
 	}
-	names, dirs := w.read(fd)
+	names, dirs, ok := w.read(fd, path)
 	n.entries = len(names)
-	w.n += n.entries
+	n.trusted = n.trusted && ok // read again by the next walk
 	has := func(name string) bool { _, ok := slices.BinarySearch(names, name); return ok }
 	bare := has("HEAD") && has("objects") && has("refs")
 	// In a case-insensitive directory (ext4 or tmpfs casefold: chattr
@@ -150,7 +164,6 @@ func (w *treeWalk) same(prev, n *dirNode, path string) bool {
 		return false
 	}
 	n.entries, n.repo = prev.entries, prev.repo
-	w.n += n.entries
 	w.note(n, path)
 	return true
 }
@@ -171,13 +184,20 @@ func (w *treeWalk) note(n *dirNode, path string) {
 
 // sub walks the subdirectory name of the directory open as parent. One
 // it cannot read (gone, replaced by a symlink or a file, unreadable)
-// or does not reach (the walk stops) is recorded untrusted, so that the
-// next walk tries it again.
+// or does not reach (the walk stops, or has looked at maxWalkDirs
+// directories) is recorded untrusted, so that the next walk tries it
+// again; one it cannot open but for being gone or not a directory any
+// more, or does not reach for the bound, is missed (w.miss).
 func (w *treeWalk) sub(parent int, name, path string, prev *dirNode) *dirNode {
-	if w.n > maxWalkEntries || w.stopped() {
+	if w.stopped() {
+		return &dirNode{name: name}
+	}
+	if w.n >= maxWalkDirs {
+		w.miss("the workspace has more than %d directories; repositories in it could not all be found", maxWalkDirs)
 		return &dirNode{name: name}
 	}
 	p := path + "/" + name
+	w.n++
 	if prev != nil && prev.trusted {
 		if n := w.unchanged(parent, name, p, prev); n != nil {
 			return n
@@ -185,6 +205,9 @@ func (w *treeWalk) sub(parent int, name, path string, prev *dirNode) *dirNode {
 	}
 	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		if err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
+			w.miss("%s could not be read (%v); repositories in it could not be found", p, err)
+		}
 		return &dirNode{name: name}
 	}
 	return w.dir(fd, name, p, prev)
@@ -224,12 +247,19 @@ func (w *treeWalk) unchanged(parent int, name, p string, prev *dirNode) *dirNode
 	return n
 }
 
-// read returns the sorted names in the directory open as fd and, sorted
-// too, those of its subdirectories but .git (from the entries' types,
-// an lstat only where the file system gives none).
-func (w *treeWalk) read(fd int) (names, dirs []string) {
+// read returns the sorted names in the directory open as fd (at path)
+// and, sorted too, those of its subdirectories but .git (from the
+// entries' types, an lstat only where the file system gives none); ok
+// is false when reading it failed (the names read before are returned,
+// and the walk missed it).
+func (w *treeWalk) read(fd int, path string) (names, dirs []string, ok bool) {
+	ok = true
 	for {
 		k, err := unix.Getdents(fd, w.buf)
+		if err != nil {
+			w.miss("%s could not be read (%v); repositories in it could not be found", path, err)
+			ok = false
+		}
 		if err != nil || k <= 0 {
 			break
 		}
@@ -265,5 +295,5 @@ func (w *treeWalk) read(fd int) (names, dirs []string) {
 	}
 	slices.Sort(names)
 	slices.Sort(dirs)
-	return names, dirs
+	return names, dirs, ok
 }

@@ -189,5 +189,5 @@ func TestUnprivilegedLocalClone(t *testing.T) {
 // TestUnprivileged runs the attacks and workflows again as a user
 // other than root (user namespaces, userxattr).
 func TestUnprivileged(t *testing.T) {
-	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflow|Rule|UnprivilegedLocalClone|H1|H2|H5|M3|M4|L2|OracleSeesPlantedCode|EnvConfig|CodeThroughSymlinkedDirectory)")
+	layertest.RerunUnprivileged(t, "^Test(Attack|TwoStep|Workflow|Rule|UnprivilegedLocalClone|H1|H2|H5|M3|M4|L2|OracleSeesPlantedCode|EnvConfig|CodeThroughSymlinkedDirectory|WalkUnreadableDirectory|DotGitSymlink)")
 }

@@ -44,12 +44,17 @@ func Roots(dir string) ([]string, error) {
 
 // findGitDir returns the git directory of the repository dir is in:
 // the first .git up from dir, a directory or a "gitdir:" file ("": none).
+// Git follows a .git that is a symlink: its target is the repository's
+// (a directory, returned resolved, or a gitdir: file, whose relative
+// path starts in the symlink's directory, as git reads it).
 func findGitDir(dir string) string {
 	for d := dir; ; d = filepath.Dir(d) {
 		p := filepath.Join(d, ".git")
-		if fi, err := os.Lstat(p); err == nil {
+		if fi, err := os.Stat(p); err == nil {
 			if fi.IsDir() && isGitDir(p) {
-				return p
+				if r, err := filepath.EvalSymlinks(p); err == nil {
+					return r
+				}
 			}
 			if fi.Mode().IsRegular() {
 				return gitFileTarget(d, p)
