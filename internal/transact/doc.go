@@ -93,8 +93,12 @@
 // layer), its changes are left to the next checkpoint or the last
 // Commit, and its report says so ([Report.NotApplied]); the last
 // command's Commit applies the rest and removes the layer. A command
-// that ended with processes left over the layer stops every later
-// apply of the layer, as it stops its own.
+// whose Commit began (its processes gone) while another's apply held
+// the layer (the job's end, or a checkpoint of it) has its changes
+// applied by that apply: both reports list them then, so that a change
+// is never in neither (TestJoinedCommandReportsWhatAnotherApplyTook).
+// A command that ended with processes left over the layer stops every
+// later apply of the layer, as it stops its own.
 //
 // Each change set is judged by the same policy as a command's own. A
 // refused change is not applied but stays in the shared upper layer,

@@ -298,11 +298,35 @@ func (sh *share) frozen(ctx context.Context, t *Tx, fs []func(func()) bool, f fu
 }
 
 // applyLive is applyTurn for a checkpoint (sh.frozen holds the turn).
+// What it applies is credited to the members whose Commit began too
+// (see credit).
 func (sh *share) applyLive(ctx context.Context, t *Tx) (*Report, error) {
 	if sh.hold {
 		return &Report{}, nil // held when the layer's last command ends
 	}
-	return sh.applyTurn(ctx, t, true)
+	rep, err := sh.applyTurn(ctx, t, true)
+	if rep != nil {
+		sh.credit(t, rep.Applied)
+	}
+	return rep, err
+}
+
+// credit adds applied, which a checkpoint for t applied, to the report
+// of each other member whose Commit began (its processes gone: hold) but
+// that has not taken sh.mu yet: its own end finds those changes applied
+// already (a later Diff does not list them), and its report must still
+// name them (TestJoinedCommandReportsWhatAnotherApplyTook). Members
+// that run on (frozen) are not credited: what the checkpoint applied is
+// t's report. sh.mu is held.
+func (sh *share) credit(t *Tx, applied []layer.Change) {
+	if len(applied) == 0 {
+		return
+	}
+	for _, o := range sh.live {
+		if o != t && o.ended() {
+			o.checkpoints = append(o.checkpoints, applied...)
+		}
+	}
 }
 
 // apply is applyTurn for the layer's last command, once it holds the

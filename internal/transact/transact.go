@@ -502,7 +502,9 @@ func (r *Report) Summary(cwd string) string {
 // set, checks it against policy, applies what is allowed (one undo
 // step) and removes the layer. Without gone it applies nothing (see the
 // package doc). For a job that had checkpoints, Applied includes what
-// they applied. When the layer is shared and other commands still run
+// they applied; for a command over a shared layer, what another
+// command's apply took from the layer once this Commit began (it is
+// listed by both). When the layer is shared and other commands still run
 // over it, Commit takes a checkpoint instead (see the package doc,
 // "Background jobs"), and the last command's Commit removes it. An
 // error means the change set could not be computed or applied at all;
