@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,7 @@ type serverRequest struct {
 	Ctty   int          `json:"ctty"` // the command's descriptor to make its controlling terminal (-1: none)
 	Stdio  [3]bool      `json:"stdio"`
 	Extra  int          `json:"extra"`
+	answer int          // the server's descriptor of the answer's socket (set on receipt)
 }
 
 // serverReply is the server's answer: the command's pid, and why it
@@ -270,28 +272,70 @@ func (w *world) serve(req *serverRequest, files []*os.File) (int, error) {
 		}
 		return 0, fmt.Errorf("%w: %w", errNoServer, err)
 	}
-	buf := make([]byte, 64<<10)
-	n, err := unix.Read(answer.Int(), buf)
-	for errors.Is(err, unix.EINTR) {
-		n, err = unix.Read(answer.Int(), buf)
-	}
-	if err != nil || n == 0 {
-		s.gone.Store(true)
-		return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v)", err)
-	}
-	var r serverReply
-	if err := json.Unmarshal(buf[:n], &r); err != nil {
-		return 0, fmt.Errorf("sandbox: the world's command server's answer: %w", err)
-	}
-	if r.Err != "" || r.Pid <= 0 {
-		if r.Pid > 0 {
-			var ws unix.WaitStatus
-			_, _ = unix.Wait4(r.Pid, &ws, 0, nil) // ended at once (exit 127)
-		}
-		return 0, fmt.Errorf("sandbox: %s", r.Err)
-	}
-	return r.Pid, nil
+	return readAnswer(s, answer)
 }
+
+// readAnswer reads the server's answer to one request: first the pid
+// message of the command's child (pidMark, sent by the child itself
+// right after the fork, so also when the server dies before it answers),
+// then the server's serverReply. When the server ended before its reply,
+// the child it forked is killed and reaped (the engine's unreaped child:
+// its pid is still its own) and the start fails.
+func readAnswer(s *worldServer, answer *fd.FD) (int, error) {
+	buf := make([]byte, 64<<10)
+	child := 0
+	for {
+		n, err := unix.Read(answer.Int(), buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			s.gone.Store(true)
+			if child > 0 {
+				killChild(child)
+				return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v); the command it forked, pid %d, was killed", err, child)
+			}
+			return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v)", err)
+		}
+		if n == 5 && buf[0] == pidMark && child == 0 {
+			child = int(binary.LittleEndian.Uint32(buf[1:5]))
+			continue
+		}
+		var r serverReply
+		if err := json.Unmarshal(buf[:n], &r); err != nil {
+			killChild(child)
+			return 0, fmt.Errorf("sandbox: the world's command server's answer: %w", err)
+		}
+		if r.Err != "" || r.Pid <= 0 {
+			if r.Pid > 0 {
+				child = r.Pid
+			}
+			killChild(child) // ended at once (exit 127), unless the server misbehaved
+			return 0, fmt.Errorf("sandbox: %s", r.Err)
+		}
+		return r.Pid, nil
+	}
+}
+
+// killChild kills and reaps pid (when > 0), the engine's child that a
+// request to its world's server forked, for a start that failed.
+func killChild(pid int) {
+	if pid <= 0 {
+		return
+	}
+	_ = unix.Kill(pid, unix.SIGKILL) // unreaped: still that child
+	var ws unix.WaitStatus
+	_, err := unix.Wait4(pid, &ws, 0, nil)
+	for errors.Is(err, unix.EINTR) {
+		_, err = unix.Wait4(pid, &ws, 0, nil)
+	}
+}
+
+// serverParent is the server's parent, the engine, when it started: a
+// request is refused once the server's parent is another (the engine
+// ended and the server was reparented), as CLONE_PARENT would make the
+// command that process's child, which supervises nothing.
+var serverParent int
 
 // serverMain is the server (the helper program started with serverArg,
 // fd 3 its control socket): it serves requests until end of file.
@@ -303,6 +347,7 @@ func serverMain(args []string) error {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
 	}
 	closeInheritedOnExec()
+	serverParent = unix.Getppid()
 	if err := unix.Sendmsg(3, []byte{1}, nil, nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("ready: %w", err)
 	}
@@ -347,6 +392,7 @@ func serverMain(args []string) error {
 func serveOne(req *serverRequest, fds []int) {
 	answer := fd.New(fds[0])
 	defer answer.Close()
+	req.answer = answer.Int()
 	pid, err := startRequested(req, fds[1:])
 	r := serverReply{Pid: pid}
 	if err != nil {
@@ -507,5 +553,8 @@ func forkServed(cfg *helperConfig, req *serverRequest, env []string, stdio [3]*o
 			cmd.Stderr = f
 		}
 	}
-	return rawFork(cmd, rawOpts{join: [3]int{-1, -1, -1}, filter: filter, parent: true, rlimits: lims})
+	if unix.Getppid() != serverParent {
+		return 0, errors.New("the engine ended")
+	}
+	return rawFork(cmd, rawOpts{join: [3]int{-1, -1, -1}, filter: filter, parent: true, rlimits: lims, pidTo: req.answer})
 }
