@@ -281,8 +281,8 @@ func TestWorldServerLargeEnvironment(t *testing.T) {
 }
 
 // TestWorldServerDiesMidRequest: a server killed while it starts a
-// command (0 to 10 ms after the request, 40 times, each in a new world)
-// leaves no command behind: the start either succeeds (the test then
+// command (0 to 10 ms after the request, 40 times, each time a new
+// server of the same world) leaves no command behind: the start either succeeds (the test then
 // ends the command) or fails, and then the command it may have forked
 // was killed and reaped by the engine (no child of the test's runs
 // it). Before the forked child told the engine its pid, about one try
@@ -293,9 +293,12 @@ func TestWorldServerDiesMidRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failed := 0
+	w, pidfd := serverWorld(t)
+	failed, forked := 0, 0
 	for i := range 40 {
-		w, pidfd := serverWorld(t)
+		if i > 0 {
+			pidfd = restartServer(t, w)
+		}
 		marker := "91." + strconv.Itoa(os.Getpid()) + strconv.Itoa(i)
 		sc, err := Prepare(Options{Bash: bash, Command: "exec sleep " + marker, World: w, Dir: t.TempDir()})
 		if err != nil {
@@ -321,14 +324,39 @@ func TestWorldServerDiesMidRequest(t *testing.T) {
 			_ = cmd.Wait()
 		} else {
 			failed++
+			if strings.Contains(err.Error(), "was killed") {
+				forked++
+			}
 		}
 		sc.Cleanup(true)
 		if left := childrenRunning(t, marker); len(left) > 0 {
 			t.Errorf("try %d (kill after %v, start: %v): the command was left running as pid %v", i, delay, err, left)
 		}
-		_ = w.Close()
 	}
-	t.Logf("%d of 40 starts failed", failed)
+	t.Logf("%d of 40 starts failed, %d of them after the command was forked", failed, forked)
+}
+
+// restartServer ends w's server and starts a new one, and returns a
+// descriptor of it (as serverWorld's).
+func restartServer(t *testing.T, w *World) *fd.FD {
+	t.Helper()
+	w.w.mu.Lock()
+	old := w.w.server
+	w.w.server = nil
+	w.w.mu.Unlock()
+	old.stop()
+	w.w.startServer()
+	s := w.w.server
+	if s == nil {
+		t.Fatal("no new command server")
+	}
+	n, err := unix.FcntlInt(uintptr(s.pidfd.Int()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfd := fd.New(n)
+	t.Cleanup(func() { _ = pidfd.Close() })
+	return pidfd
 }
 
 // childrenRunning returns the test process's children whose command
