@@ -48,14 +48,30 @@ import (
 // own threads never enter a command's namespace or Landlock domain (the
 // runtime makes new threads from a clean one while a thread is locked).
 // It is not dumpable (its /proc files belong to root, which the world's
-// user namespace does not map), and a command cannot signal it (Landlock
-// scoping: it is outside every command's domain). It ends with its
-// world: when the engine closes the control socket (World.Close, or the
-// engine's exit, which closes it too), it reads end of file and exits,
-// after the requests it is serving; Close waits for it, at most 5 s,
-// and kills it then. It has no parent-death signal: that follows the
-// thread that forked it, which in a Go engine may be any thread, ended
-// when a locked goroutine returns.
+// user namespace does not map, and it cannot be ptraced), and with
+// Landlock ABI 6 (Capabilities.Scoping) a command cannot signal it
+// (Landlock scoping: it is outside every command's domain). Below ABI 6
+// nothing keeps a command from signalling it, as the engine itself and
+// every process of the engine's user (same user, no scoping): a command
+// that kills it sends the world's later commands to the helper, and
+// fails a start in flight (the command forked for it, if any, is killed
+// and reaped, see below); one that stops it stalls the starts it was
+// asked for.
+//
+// The command it forks sends the engine its pid (pidMark) on the
+// request's answer socket first thing after the fork, before anything
+// can fail: a server that dies before its answer (the engine reads end
+// of file) leaves no command nobody supervises: the engine kills and
+// reaps that child and the start fails. A server whose parent is no
+// longer the engine (it ended, and the server was reparented) refuses
+// the requests still queued.
+//
+// It ends with its world: when the engine closes the control socket
+// (World.Close, or the engine's exit, which closes it too), it reads end
+// of file and exits, after the requests it is serving; Close waits for
+// it, at most serverWait (10 s), and kills it then. It has no
+// parent-death signal: that follows the thread that forked it, which in
+// a Go engine may be any thread, ended when a locked goroutine returns.
 //
 // When the server cannot be started (a helper program of an older
 // version, which knows no serverArg), or a request cannot be delivered
