@@ -268,13 +268,16 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		// the results written after it are the parent's).
 		return int(r1), e
 	}
+	step := uintptr(0)
+	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
 	if s.pidTo > 0 {
 		p, _, _ := syscall.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
 		s.pidMsg[1], s.pidMsg[2], s.pidMsg[3], s.pidMsg[4] = byte(p), byte(p>>8), byte(p>>16), byte(p>>24)
-		syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(s.pidTo), uintptr(unsafe.Pointer(&s.pidMsg[0])), uintptr(len(s.pidMsg)), unix.MSG_NOSIGNAL, 0, 0)
+		if _, _, e = syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(s.pidTo), uintptr(unsafe.Pointer(&s.pidMsg[0])), uintptr(len(s.pidMsg)), unix.MSG_NOSIGNAL, 0, 0); e != 0 {
+			goto fail // the engine no longer waits for this command: it would supervise nothing
+		}
 	}
-	step := uintptr(1)
-	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
+	step++
 	for i := 0; i < 3; i++ {
 		if s.ns[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_SETNS, uintptr(s.ns[i]), nsType[i], 0); e != 0 {
@@ -350,7 +353,7 @@ fail:
 	}
 }
 
-var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
+var forkSteps = []string{"send the engine its pid", "join the world's namespaces", "keep capabilities",
 	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "set resource limits",
 	"install the seccomp filter", "exec"}
 
@@ -379,7 +382,10 @@ type rawOpts struct {
 	// pidTo is a socket the child sends its pid to first thing (pidMark
 	// and the pid, 5 bytes; 0: none): a world's server's answer socket,
 	// so that the engine learns of its child even when the server dies
-	// before it answers.
+	// before it answers. When that send fails (the engine gave up on
+	// the request) the child exits 127 without exec'ing: a zombie of
+	// the engine's that nobody reaps, rather than a command nobody
+	// supervises.
 	pidTo int
 }
 

@@ -52,11 +52,15 @@ func serverWorld(t *testing.T) (*World, *fd.FD) {
 // rootless command) and returns its output and error (safe from any
 // goroutine: it reports failures to prepare it as errors too).
 func runInWorld(t *testing.T, w *World, script string) (string, error) {
+	return runInWorldDir(t, w, t.TempDir(), script)
+}
+
+// runInWorldDir is runInWorld in dir (writable by the command).
+func runInWorldDir(t *testing.T, w *World, dir, script string) (string, error) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		return "", err
 	}
-	dir := t.TempDir()
 	sc, err := Prepare(Options{Bash: bash, Command: script, World: w, Dir: dir})
 	if err != nil {
 		return "", err
@@ -388,4 +392,30 @@ func childrenRunning(t *testing.T, marker string) []int {
 		_, _ = unix.Wait4(pid, &ws, 0, nil)
 	}
 	return left
+}
+
+// TestWorldServerStalled: a stopped server does not hold a command's
+// start beyond serverAnswerWait: the engine kills it (it held the
+// command's output pipe), and the command takes the helper and runs.
+func TestWorldServerStalled(t *testing.T) {
+	w, pidfd := serverWorld(t)
+	defer func(d time.Duration) { serverAnswerWait = d }(serverAnswerWait)
+	serverAnswerWait = 2 * time.Second
+	if err := unix.PidfdSendSignal(pidfd.Int(), unix.SIGSTOP, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	before := serverStarts.Load()
+	got, err := runInWorld(t, w, `echo started`)
+	took := time.Since(begin)
+	if err != nil || got != "started\n" {
+		t.Fatalf("with a stopped server: %q, %v", got, err)
+	}
+	if took > time.Minute || serverStarts.Load() != before || !w.w.server.gone.Load() {
+		t.Fatalf("took %v, by the server: %v, server given up: %v", took, serverStarts.Load() != before, w.w.server.gone.Load())
+	}
+	if !exited(pidfd, 30*time.Second) {
+		t.Fatal("the stalled server was not killed")
+	}
+	t.Logf("the start took %v with a stopped server (bound %v)", took, serverAnswerWait)
 }

@@ -133,6 +133,10 @@ func init() { useServer.Store(true) }
 // it is ready, and for a closed world's server to end.
 const serverWait = 10 * time.Second
 
+// serverAnswerWait bounds how long a command's start waits for the
+// world's server to answer (see readAnswer); a variable for the tests.
+var serverAnswerWait = 3 * serverWait
+
 // startServer starts the world's command server (see above); without
 // one (it failed to start) the world's commands take the helper.
 func (w *world) startServer() {
@@ -296,20 +300,45 @@ func (w *world) serve(req *serverRequest, files []*os.File) (int, error) {
 // right after the fork, so also when the server dies before it answers),
 // then the server's serverReply. When the server ended before its reply,
 // the child it forked is killed and reaped (the engine's unreaped child:
-// its pid is still its own) and the start fails.
+// its pid is still its own) and the start fails. A server that does not
+// answer within serverAnswerWait (stopped, or starved) is given up and
+// killed (it holds the standard files of the requests it received, the
+// commands' output pipes among them), and the answer's socket is shut
+// for reading, so that a child it forked but that has not told its pid
+// yet cannot, and exits rather than exec; a child that told it is
+// killed and the start fails, else the command takes the helper
+// (errNoServer), as every later one of the world.
 func readAnswer(s *worldServer, answer *fd.FD) (int, error) {
+	tv := unix.NsecToTimeval(serverAnswerWait.Nanoseconds())
+	_ = unix.SetsockoptTimeval(answer.Int(), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf := make([]byte, 64<<10)
-	child := 0
+	child, late := 0, false
 	for {
-		n, err := unix.Read(answer.Int(), buf)
+		flags := 0
+		if late {
+			flags = unix.MSG_DONTWAIT
+		}
+		n, _, err := unix.Recvfrom(answer.Int(), buf, flags)
 		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) && !late {
+			s.gone.Store(true)
+			if s.pidfd.Valid() { // it holds the descriptors of the requests it queued: the commands' pipes
+				_ = unix.PidfdSendSignal(s.pidfd.Int(), unix.SIGKILL, nil, 0)
+			}
+			_ = unix.Shutdown(answer.Int(), unix.SHUT_RD) // later sends fail; what came is still read
+			late = true
 			continue
 		}
 		if err != nil || n == 0 {
 			s.gone.Store(true)
-			if child > 0 {
+			switch {
+			case child > 0:
 				killChild(child)
-				return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v); the command it forked, pid %d, was killed", err, child)
+				return 0, fmt.Errorf("sandbox: the world's command server ended or stalled before it answered (%v); the command it forked, pid %d, was killed", err, child)
+			case late:
+				return 0, fmt.Errorf("%w: the world's command server did not answer in %v", errNoServer, serverAnswerWait)
 			}
 			return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v)", err)
 		}
