@@ -56,7 +56,8 @@ import (
 // that kills it sends the world's later commands to the helper, and
 // fails a start in flight (the command forked for it, if any, is killed
 // and reaped, see below); one that stops it stalls the starts it was
-// asked for.
+// asked for, each at most serverAnswerWait (30 s): the engine then kills
+// it, and the command takes the helper.
 //
 // The command it forks sends the engine its pid (pidMark) on the
 // request's answer socket first thing after the fork, before anything
@@ -77,7 +78,8 @@ import (
 // version, which knows no serverArg), or a request cannot be delivered
 // (the server died), the command and every later one of the world take
 // the helper (startInWorld), as before; a server that dies after it
-// received a request fails that command (it may have started it).
+// received a request fails that command (the command it may have forked
+// is killed and reaped: readAnswer).
 // Commands whose start the server does not cover take the helper too:
 // standard files that are not files, extra files, a cgroup by clone3 or
 // in cgroup v1 hierarchies (rootless engines have neither).
