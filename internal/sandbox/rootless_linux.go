@@ -232,6 +232,8 @@ type forkSpec struct {
 	nRlim      int     // the rlimits the child sets (in rlim), RLIMIT_AS last
 	cloneFlags uintptr // more clone flags (CLONE_PARENT)
 	errPipe    int
+	pidTo      int     // rawOpts.pidTo
+	pidMsg     [5]byte // pidMark, then the child's pid (little-endian), written by the child
 	sigOld     uint64
 	dflAct     [4]uintptr // struct sigaction for SIG_DFL
 	oldAct     [4]uintptr // the child's scratch for rt_sigaction
@@ -266,8 +268,16 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		// the results written after it are the parent's).
 		return int(r1), e
 	}
-	step := uintptr(1)
+	step := uintptr(0)
 	nsType := [3]uintptr{unix.CLONE_NEWUSER, unix.CLONE_NEWNET, unix.CLONE_NEWNS}
+	if s.pidTo > 0 {
+		p, _, _ := syscall.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
+		s.pidMsg[1], s.pidMsg[2], s.pidMsg[3], s.pidMsg[4] = byte(p), byte(p>>8), byte(p>>16), byte(p>>24)
+		if _, _, e = syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(s.pidTo), uintptr(unsafe.Pointer(&s.pidMsg[0])), uintptr(len(s.pidMsg)), unix.MSG_NOSIGNAL, 0, 0); e != 0 {
+			goto fail // the engine no longer waits for this command: it would supervise nothing
+		}
+	}
+	step++
 	for i := 0; i < 3; i++ {
 		if s.ns[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_SETNS, uintptr(s.ns[i]), nsType[i], 0); e != 0 {
@@ -343,7 +353,7 @@ fail:
 	}
 }
 
-var forkSteps = []string{"", "join the world's namespaces", "keep capabilities",
+var forkSteps = []string{"send the engine its pid", "join the world's namespaces", "keep capabilities",
 	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "set resource limits",
 	"install the seccomp filter", "exec"}
 
@@ -369,7 +379,18 @@ type rawOpts struct {
 	// rlimits are set by the child on itself just before the seccomp
 	// filter (at most maxRlimits; RLIMIT_AS last).
 	rlimits []rlimit
+	// pidTo is a socket the child sends its pid to first thing (pidMark
+	// and the pid, 5 bytes; 0: none): a world's server's answer socket,
+	// so that the engine learns of its child even when the server dies
+	// before it answers. When that send fails (the engine gave up on
+	// the request) the child exits 127 without exec'ing: a zombie of
+	// the engine's that nobody reaps, rather than a command nobody
+	// supervises.
+	pidTo int
 }
+
+// pidMark starts the message a rawFork child sends to rawOpts.pidTo.
+const pidMark = 'P'
 
 // rawStart starts cmd (as prepared by proc.Start: Path, Args, Env, Dir,
 // *os.File stdio, SysProcAttr with Setsid, maybe Setctty and
@@ -395,7 +416,7 @@ func rawFork(cmd *exec.Cmd, o rawOpts, extra ...*os.File) (int, error) {
 	if len(extra) > maxExtra || len(o.rlimits) > maxRlimits {
 		return 0, fmt.Errorf("sandbox: %d extra descriptors (at most %d), %d limits (at most %d)", len(extra), maxExtra, len(o.rlimits), maxRlimits)
 	}
-	s := &forkSpec{ctty: -1, ns: o.join, keepCaps: o.keepCaps}
+	s := &forkSpec{ctty: -1, ns: o.join, keepCaps: o.keepCaps, pidTo: o.pidTo, pidMsg: [5]byte{pidMark}}
 	for i, l := range o.rlimits {
 		s.rlim[i] = childRlimit{res: uintptr(l.res), rl: unix.Rlimit{Cur: l.soft, Max: l.hard}}
 	}

@@ -66,7 +66,8 @@ type Capabilities struct {
 	// are no worlds.
 	Namespaces bool
 	// Rootless: the namespaces come from user namespaces (the engine is
-	// not root); commands start through the helper (see [World]).
+	// not root); commands start through the world's command server, or
+	// the helper without one (see [World]).
 	Rootless bool
 	// Reason explains what is missing, empty when everything is enforced.
 	Reason string

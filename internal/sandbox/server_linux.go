@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,20 +48,38 @@ import (
 // own threads never enter a command's namespace or Landlock domain (the
 // runtime makes new threads from a clean one while a thread is locked).
 // It is not dumpable (its /proc files belong to root, which the world's
-// user namespace does not map), and a command cannot signal it (Landlock
-// scoping: it is outside every command's domain). It ends with its
-// world: when the engine closes the control socket (World.Close, or the
-// engine's exit, which closes it too), it reads end of file and exits,
-// after the requests it is serving; Close waits for it, at most 5 s,
-// and kills it then. It has no parent-death signal: that follows the
-// thread that forked it, which in a Go engine may be any thread, ended
-// when a locked goroutine returns.
+// user namespace does not map, and it cannot be ptraced), and with
+// Landlock ABI 6 (Capabilities.Scoping) a command cannot signal it
+// (Landlock scoping: it is outside every command's domain). Below ABI 6
+// nothing keeps a command from signalling it, as the engine itself and
+// every process of the engine's user (same user, no scoping): a command
+// that kills it sends the world's later commands to the helper, and
+// fails a start in flight (the command forked for it, if any, is killed
+// and reaped, see below); one that stops it stalls the starts it was
+// asked for, each at most serverAnswerWait (30 s): the engine then kills
+// it, and the command takes the helper.
+//
+// The command it forks sends the engine its pid (pidMark) on the
+// request's answer socket first thing after the fork, before anything
+// can fail: a server that dies before its answer (the engine reads end
+// of file) leaves no command nobody supervises: the engine kills and
+// reaps that child and the start fails. A server whose parent is no
+// longer the engine (it ended, and the server was reparented) refuses
+// the requests still queued.
+//
+// It ends with its world: when the engine closes the control socket
+// (World.Close, or the engine's exit, which closes it too), it reads end
+// of file and exits, after the requests it is serving; Close waits for
+// it, at most serverWait (10 s), and kills it then. It has no
+// parent-death signal: that follows the thread that forked it, which in
+// a Go engine may be any thread, ended when a locked goroutine returns.
 //
 // When the server cannot be started (a helper program of an older
 // version, which knows no serverArg), or a request cannot be delivered
 // (the server died), the command and every later one of the world take
 // the helper (startInWorld), as before; a server that dies after it
-// received a request fails that command (it may have started it).
+// received a request fails that command (the command it may have forked
+// is killed and reaped: readAnswer).
 // Commands whose start the server does not cover take the helper too:
 // standard files that are not files, extra files, a cgroup by clone3 or
 // in cgroup v1 hierarchies (rootless engines have neither).
@@ -88,6 +107,7 @@ type serverRequest struct {
 	Ctty   int          `json:"ctty"` // the command's descriptor to make its controlling terminal (-1: none)
 	Stdio  [3]bool      `json:"stdio"`
 	Extra  int          `json:"extra"`
+	answer int          // the server's descriptor of the answer's socket (set on receipt)
 }
 
 // serverReply is the server's answer: the command's pid, and why it
@@ -114,6 +134,10 @@ func init() { useServer.Store(true) }
 // serverWait bounds how long the engine waits for a new server to say
 // it is ready, and for a closed world's server to end.
 const serverWait = 10 * time.Second
+
+// serverAnswerWait bounds how long a command's start waits for the
+// world's server to answer (see readAnswer); a variable for the tests.
+var serverAnswerWait = 3 * serverWait
 
 // startServer starts the world's command server (see above); without
 // one (it failed to start) the world's commands take the helper.
@@ -270,28 +294,95 @@ func (w *world) serve(req *serverRequest, files []*os.File) (int, error) {
 		}
 		return 0, fmt.Errorf("%w: %w", errNoServer, err)
 	}
-	buf := make([]byte, 64<<10)
-	n, err := unix.Read(answer.Int(), buf)
-	for errors.Is(err, unix.EINTR) {
-		n, err = unix.Read(answer.Int(), buf)
-	}
-	if err != nil || n == 0 {
-		s.gone.Store(true)
-		return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v)", err)
-	}
-	var r serverReply
-	if err := json.Unmarshal(buf[:n], &r); err != nil {
-		return 0, fmt.Errorf("sandbox: the world's command server's answer: %w", err)
-	}
-	if r.Err != "" || r.Pid <= 0 {
-		if r.Pid > 0 {
-			var ws unix.WaitStatus
-			_, _ = unix.Wait4(r.Pid, &ws, 0, nil) // ended at once (exit 127)
-		}
-		return 0, fmt.Errorf("sandbox: %s", r.Err)
-	}
-	return r.Pid, nil
+	return readAnswer(s, answer)
 }
+
+// readAnswer reads the server's answer to one request: first the pid
+// message of the command's child (pidMark, sent by the child itself
+// right after the fork, so also when the server dies before it answers),
+// then the server's serverReply. When the server ended before its reply,
+// the child it forked is killed and reaped (the engine's unreaped child:
+// its pid is still its own) and the start fails. A server that does not
+// answer within serverAnswerWait (stopped, or starved) is given up and
+// killed (it holds the standard files of the requests it received, the
+// commands' output pipes among them), and the answer's socket is shut
+// for reading, so that a child it forked but that has not told its pid
+// yet cannot, and exits rather than exec; a child that told it is
+// killed and the start fails, else the command takes the helper
+// (errNoServer), as every later one of the world.
+func readAnswer(s *worldServer, answer *fd.FD) (int, error) {
+	tv := unix.NsecToTimeval(serverAnswerWait.Nanoseconds())
+	_ = unix.SetsockoptTimeval(answer.Int(), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	buf := make([]byte, 64<<10)
+	child, late := 0, false
+	for {
+		flags := 0
+		if late {
+			flags = unix.MSG_DONTWAIT
+		}
+		n, _, err := unix.Recvfrom(answer.Int(), buf, flags)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) && !late {
+			s.gone.Store(true)
+			if s.pidfd.Valid() { // it holds the descriptors of the requests it queued: the commands' pipes
+				_ = unix.PidfdSendSignal(s.pidfd.Int(), unix.SIGKILL, nil, 0)
+			}
+			_ = unix.Shutdown(answer.Int(), unix.SHUT_RD) // later sends fail; what came is still read
+			late = true
+			continue
+		}
+		if err != nil || n == 0 {
+			s.gone.Store(true)
+			switch {
+			case child > 0:
+				killChild(child)
+				return 0, fmt.Errorf("sandbox: the world's command server ended or stalled before it answered (%v); the command it forked, pid %d, was killed", err, child)
+			case late:
+				return 0, fmt.Errorf("%w: the world's command server did not answer in %v", errNoServer, serverAnswerWait)
+			}
+			return 0, fmt.Errorf("sandbox: the world's command server ended before it answered (%v)", err)
+		}
+		if n == 5 && buf[0] == pidMark && child == 0 {
+			child = int(binary.LittleEndian.Uint32(buf[1:5]))
+			continue
+		}
+		var r serverReply
+		if err := json.Unmarshal(buf[:n], &r); err != nil {
+			killChild(child)
+			return 0, fmt.Errorf("sandbox: the world's command server's answer: %w", err)
+		}
+		if r.Err != "" || r.Pid <= 0 {
+			if r.Pid > 0 {
+				child = r.Pid
+			}
+			killChild(child) // ended at once (exit 127), unless the server misbehaved
+			return 0, fmt.Errorf("sandbox: %s", r.Err)
+		}
+		return r.Pid, nil
+	}
+}
+
+// killChild kills and reaps pid (when > 0), the engine's child that a
+// request to its world's server forked, for a start that failed.
+func killChild(pid int) {
+	if pid <= 0 {
+		return
+	}
+	_ = unix.Kill(pid, unix.SIGKILL) // unreaped: still that child
+	var ws unix.WaitStatus
+	_, err := unix.Wait4(pid, &ws, 0, nil)
+	for errors.Is(err, unix.EINTR) {
+		_, err = unix.Wait4(pid, &ws, 0, nil)
+	}
+}
+
+// serverParent is the server's parent, the engine, when it started: a
+// request is refused once the server's parent is another (the engine
+// ended and the server was reparented), as CLONE_PARENT would make the
+// command that process's child, which supervises nothing.
+var serverParent int
 
 // serverMain is the server (the helper program started with serverArg,
 // fd 3 its control socket): it serves requests until end of file.
@@ -303,6 +394,7 @@ func serverMain(args []string) error {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
 	}
 	closeInheritedOnExec()
+	serverParent = unix.Getppid()
 	if err := unix.Sendmsg(3, []byte{1}, nil, nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("ready: %w", err)
 	}
@@ -347,6 +439,7 @@ func serverMain(args []string) error {
 func serveOne(req *serverRequest, fds []int) {
 	answer := fd.New(fds[0])
 	defer answer.Close()
+	req.answer = answer.Int()
 	pid, err := startRequested(req, fds[1:])
 	r := serverReply{Pid: pid}
 	if err != nil {
@@ -507,5 +600,8 @@ func forkServed(cfg *helperConfig, req *serverRequest, env []string, stdio [3]*o
 			cmd.Stderr = f
 		}
 	}
-	return rawFork(cmd, rawOpts{join: [3]int{-1, -1, -1}, filter: filter, parent: true, rlimits: lims})
+	if unix.Getppid() != serverParent {
+		return 0, errors.New("the engine ended")
+	}
+	return rawFork(cmd, rawOpts{join: [3]int{-1, -1, -1}, filter: filter, parent: true, rlimits: lims, pidTo: req.answer})
 }
