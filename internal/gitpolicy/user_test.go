@@ -28,6 +28,28 @@ func (w *world) home() string {
 	return ""
 }
 
+// passableHome returns the name of a user in the password database whose
+// home is a directory that is two levels deep at most and that this
+// process can search, so that ~NAME/../.. is /.
+func passableHome(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) < 6 || !filepath.IsAbs(f[5]) || strings.Count(filepath.Clean(f[5]), "/") > 2 {
+			continue
+		}
+		if _, err := os.Stat(f[5] + "/../.."); err == nil { // not cleaned: the kernel walks it
+			return f[0]
+		}
+	}
+	t.Fatal("no user in /etc/passwd with a home this process can pass through")
+	return ""
+}
+
 // TestGlobalHooksPath: a global core.hooksPath = .githooks (relative:
 // below every repository's working tree, where git runs hooks) makes a
 // workspace's .githooks/ hooks; so does an absolute one naming a
@@ -38,9 +60,11 @@ func TestGlobalHooksPath(t *testing.T) {
 		"git config --global core.hooksPath .githooks",
 		`git config --global core.hooksPath "$PWD/.githooks"`,
 		`git config --global core.hooksPath "~/../ws/.githooks"`,
-		// ~name is name's home (here root's, / above it), as git's
-		// expand_user_path reads it.
-		`git config --global core.hooksPath "~$(id -un)/../..$PWD/.githooks"`,
+		// ~name is name's home, as git's expand_user_path reads it
+		// from the password database (a user whose home this user
+		// can pass through: root's is not searchable as another user,
+		// and a home such as /nonexistent cannot be passed through).
+		`git config --global core.hooksPath "~` + passableHome(t) + `/../..$PWD/.githooks"`,
 	} {
 		t.Run(setup, func(t *testing.T) {
 			w := controlThen(t, setup, []string{hook}, ".", "echo y >> README; git commit -qam y", "hook")
