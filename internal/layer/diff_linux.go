@@ -72,6 +72,11 @@ type Set struct {
 	// rewrites are what apply puts at these paths instead of the
 	// upper files (Set.Rewrite).
 	rewrites map[string][]byte
+	// grants are, per root, the upper directories Diff gave rwx for
+	// their owner (see grant_linux.go); consumed: Apply took the upper
+	// layers, whose permissions are then not given back.
+	grants   []map[string]*grant
+	consumed bool
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -136,6 +141,7 @@ func comparePaths(a, b string) int {
 // Close releases the set's directory descriptors. [Set.Apply] and the
 // lookups need them: close it after those.
 func (s *Set) Close() {
+	s.ungrant()
 	for _, t := range append(s.upper, s.real...) {
 		t.close()
 	}
@@ -200,6 +206,9 @@ func (d *differ) top() error {
 	}
 	if attrsDiffer(&ust, &rst) {
 		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true), at: stampOf(&rst, true, false)}, "")
+	}
+	if err := d.grant("", &ust); err != nil {
+		return err
 	}
 	return d.dir("", 1, false, false, false)
 }
@@ -321,6 +330,9 @@ func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 		c.refuse = fmt.Errorf("%w (%s)", ErrOverlayXattr, strings.Join(x.forged, ", "))
 	}
 	if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := d.grant(rel, &ust); err != nil {
+			return err
+		}
 		if rok && rst.Mode&unix.S_IFMT == unix.S_IFDIR {
 			if _, err := d.re.dir(rel); errors.Is(err, unix.EXDEV) {
 				// A mount point: not part of the layer (the overlay showed
@@ -431,6 +443,9 @@ func (s *Set) Lstat(path string, after bool) (fs.FileInfo, error) {
 	}
 	if !ok {
 		return nil, &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+	}
+	if i, _, _ := s.rel(path); after && t == s.upper[i] {
+		st.Mode = s.leftMode(i, rel, st.Mode)
 	}
 	_, name := split(rel)
 	if rel == "" {
