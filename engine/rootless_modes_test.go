@@ -2,10 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bashvisor/bashvisor/engine"
 )
@@ -85,5 +89,96 @@ func reviewWalkHold(t *testing.T, e *engine.Engine, tc engine.ToolContext, r eng
 	r, err = e.Review(context.Background(), tc, hs[0].ID, hs[0].Digest, true)
 	if err != nil || changeList(r) != "T a/" {
 		t.Fatalf("accept: %q changes %q %v", r.Output, changeList(r), err)
+	}
+}
+
+// childWorkspaceNotOwned runs, as the unprivileged user
+// TestWorkspaceNotOwned switched to, one workspace-write command in
+// $BASHVISOR_TEST_WS (a directory the user does not own but may write)
+// and prints its status and output.
+func childWorkspaceNotOwned() {
+	e, err := engine.New(testConfig())
+	if err != nil {
+		fmt.Println("engine:", err)
+		os.Exit(1)
+	}
+	tc := engine.ToolContext{WorkingDir: os.Getenv("BASHVISOR_TEST_WS"), ConversationID: "ws",
+		Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}}
+	for _, c := range strings.Split(os.Getenv("BASHVISOR_TEST_CMDS"), "\n") {
+		r := e.Run(context.Background(), tc, engine.Input{Command: c})
+		fmt.Printf("%s %q\n", r.Status, r.Output)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.Shutdown(ctx)
+}
+
+// TestWorkspaceNotOwned: an unprivileged engine runs workspace-write
+// commands in a workspace the user does not own but may write (root's,
+// mode 0777) as it runs them unrestricted: the files the command makes
+// are the user's, and the workspace keeps its owner and mode, over several commands. It failed
+// before with "lchown …: operation not permitted" (the layer gave its
+// upper directory the workspace's owner). It runs as root, and switches
+// to another user in a child (.ci/unprivileged's user cannot make a
+// directory that is not its own).
+func TestWorkspaceNotOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a workspace another user does not own, and to switch to that user")
+	}
+	needNamespaces(t)
+	const user = 4321 // no one's: not nobody (65534), which files of unmapped users show as in a user namespace
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.MkdirTemp("", "bashvisor-notowned-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	bin := filepath.Join(base, "engine.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, ws := filepath.Join(base, "home"), filepath.Join(base, "ws")
+	for _, d := range []string{home, ws} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(home, user, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BASHVISOR_TEST_CHILD=notowned", "BASHVISOR_TEST_WS=" + ws,
+		"BASHVISOR_TEST_CMDS=echo hi > new && mkdir d && echo x > d/f && cat new\necho y >> d/f && rm new",
+		"HOME=" + home, "TMPDIR=" + home}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: user, Gid: user}}
+	out, err := cmd.CombinedOutput()
+	want := "ok \"hi\\n[changed 2 files: A d/f, A new]\"\n" + "ok \"[changed 2 files: M d/f, D new]\"\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("as uid 4321 in root's 0777 workspace: %v\n%s", err, out)
+	}
+	for _, p := range []string{"d", "d/f"} {
+		fi, err := os.Lstat(filepath.Join(ws, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != user || st.Gid != user {
+			t.Errorf("%s belongs to %d:%d, want the user's", p, st.Uid, st.Gid)
+		}
+	}
+	fi, err := os.Lstat(ws)
+	if st := fi.Sys().(*syscall.Stat_t); err != nil || st.Uid != 0 || fi.Mode() != os.ModeDir|0o777 {
+		t.Errorf("the workspace: %v %d %v", fi.Mode(), st.Uid, err)
 	}
 }

@@ -194,8 +194,9 @@ func (d *differ) partial() {
 	}
 }
 
-// top compares the roots themselves (permissions, owner) and walks the
-// upper layer.
+// top compares the roots themselves (permissions, owner: an upper root
+// that could not take the real one's owner, see lchownMay, is not a
+// change) and walks the upper layer.
 func (d *differ) top() error {
 	var ust, rst unix.Stat_t
 	if err := unix.Fstat(d.up.fd.Int(), &ust); err != nil {
@@ -204,7 +205,8 @@ func (d *differ) top() error {
 	if err := unix.Fstat(d.re.fd.Int(), &rst); err != nil {
 		return err
 	}
-	if attrsDiffer(&ust, &rst) {
+	const perm = 0o7777
+	if ust.Mode&perm != rst.Mode&perm || !ownerFits(int(ust.Uid), int(ust.Gid), int(rst.Uid), int(rst.Gid)) {
 		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true), at: stampOf(&rst, true, false)}, "")
 	}
 	if err := d.grant("", &ust); err != nil {
