@@ -229,7 +229,7 @@ func (a *applier) changed() []string {
 		if a.refused[k] {
 			continue
 		}
-		st, ok, err := a.s.real[c.root].lstat(c.rel)
+		st, ok, err := lstatReach(a.s.real[c.root], c.rel)
 		if err != nil || idOf(&st, ok) != c.was || stampOf(&st, ok, c.Kind == Deleted) != c.at {
 			out = append(out, c.Path)
 		}

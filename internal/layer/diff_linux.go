@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -241,7 +242,8 @@ func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 	if !hidden || fresh {
 		return nil
 	}
-	real, err := d.re.names(rel)
+	var real []string
+	err = reach(d.re, rel, 0o500, func() (e error) { real, e = d.re.names(rel); return e })
 	if err != nil {
 		if missing(err) {
 			return nil
@@ -254,7 +256,7 @@ func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 			continue
 		}
 		crel := join(rel, name)
-		st, ok, err := d.re.lstat(crel)
+		st, ok, err := lstatReach(d.re, crel)
 		if err != nil {
 			return err
 		}
@@ -308,7 +310,7 @@ func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 	var rst unix.Stat_t
 	var rok bool
 	if !fresh {
-		if rst, rok, err = d.re.lstat(rel); err != nil {
+		if rst, rok, err = lstatReach(d.re, rel); err != nil {
 			return err
 		}
 	}
@@ -385,7 +387,8 @@ func (d *differ) contentChanged(rel string, u, r *unix.Stat_t) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		b, err := d.re.readlink(rel)
+		var b string
+		err = reach(d.re, rel, 0, func() (e error) { b, e = d.re.readlink(rel); return e })
 		if err != nil {
 			return false, err
 		}
@@ -401,13 +404,15 @@ func (d *differ) contentChanged(rel string, u, r *unix.Stat_t) (bool, error) {
 
 // differentBytes compares the upper and the real file rel.
 func (d *differ) differentBytes(rel string) (bool, error) {
-	a, err := d.up.open(rel)
-	if err != nil {
+	var a *os.File
+	// The command may have left its file unreadable (chmod 0 f): the
+	// upper layer is the engine's.
+	if err := reach(d.up, rel, 0o400, func() (e error) { a, e = d.up.open(rel); return e }); err != nil {
 		return false, err
 	}
 	defer a.Close()
-	b, err := d.re.open(rel)
-	if err != nil {
+	var b *os.File
+	if err := reach(d.re, rel, 0, func() (e error) { b, e = d.re.open(rel); return e }); err != nil {
 		return true, nil // gone or unreadable: apply it
 	}
 	defer b.Close()

@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"errors"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -156,4 +157,74 @@ func (a *applier) settleRoot(re *tree) {
 			e.Tree[sub] = p
 		}
 	}
+}
+
+// reach runs f, a lookup of rel in t; when that fails with EACCES (a
+// directory above rel, or rel itself when need is not 0, that its owner
+// made unsearchable or unreadable: a command's applied chmod 0, which the
+// command being diffed may have undone in its layer), it gives each such
+// directory, from the root down, its owner's search permission (rel, a
+// directory or a file, the bits need), runs f again, and gives them
+// their modes back, deepest first. That moves their change times: a
+// file of the real tree is not given permissions (its change time is
+// what undo and ApplyExact check it by). Only the directories' owners gain anything meanwhile;
+// a directory that is not the engine's (unprivileged) stays as it is,
+// and f's first error stands.
+func reach(t *tree, rel string, need uint32, f func() error) error {
+	err := f()
+	if !errors.Is(err, unix.EACCES) {
+		return err
+	}
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	dirs := []string{""}
+	for i := range len(rel) {
+		if rel[i] == '/' {
+			dirs = append(dirs, rel[:i])
+		}
+	}
+	if need != 0 && rel != "" {
+		dirs = append(dirs, rel)
+	}
+	for _, p := range dirs {
+		want := uint32(0o100)
+		if p == rel {
+			want = need
+		}
+		g, cur, gerr := t.openEntry(p)
+		if gerr != nil {
+			return err
+		}
+		if cur.Mode&unix.S_IFMT != unix.S_IFDIR && p != rel || cur.Mode&want == want {
+			_ = g.Close()
+			continue
+		}
+		mode := cur.Mode & 0o7777
+		if t.chmod(p, g, &cur, mode|want) != nil {
+			_ = g.Close()
+			return err
+		}
+		undo = append(undo, func() {
+			var now unix.Stat_t
+			if unix.Fstat(g.Int(), &now) == nil {
+				_ = t.chmod(p, g, &now, mode)
+			}
+			_ = g.Close()
+		})
+	}
+	return f()
+}
+
+// lstatReach is t.lstat through reach.
+func lstatReach(t *tree, rel string) (st unix.Stat_t, ok bool, err error) {
+	err = reach(t, rel, 0, func() error {
+		var e error
+		st, ok, e = t.lstat(rel)
+		return e
+	})
+	return st, ok, err
 }
