@@ -116,7 +116,9 @@ func childWorkspaceNotOwned() {
 // TestWorkspaceNotOwned: an unprivileged engine runs workspace-write
 // commands in a workspace the user does not own but may write (root's,
 // mode 0777) as it runs them unrestricted: the files the command makes
-// are the user's, and the workspace keeps its owner and mode, over several commands. It failed
+// are the user's, and the workspace keeps its owner and mode, over several commands.
+// Inside the sandbox the workspace shows the user as its owner (its
+// upper directory's, which cannot be root's). It failed
 // before with "lchown …: operation not permitted" (the layer gave its
 // upper directory the workspace's owner). It runs as root, and switches
 // to another user in a child (.ci/unprivileged's user cannot make a
@@ -160,11 +162,12 @@ func TestWorkspaceNotOwned(t *testing.T) {
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BASHVISOR_TEST_CHILD=notowned", "BASHVISOR_TEST_WS=" + ws,
-		"BASHVISOR_TEST_CMDS=echo hi > new && mkdir d && echo x > d/f && cat new\necho y >> d/f && rm new",
+		"BASHVISOR_TEST_CMDS=echo hi > new && mkdir d && echo x > d/f && cat new\necho y >> d/f && rm new\nstat -c %u:%a .",
 		"HOME=" + home, "TMPDIR=" + home}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: user, Gid: user}}
 	out, err := cmd.CombinedOutput()
-	want := "ok \"hi\\n[changed 2 files: A d/f, A new]\"\n" + "ok \"[changed 2 files: M d/f, D new]\"\n"
+	want := "ok \"hi\\n[changed 2 files: A d/f, A new]\"\n" + "ok \"[changed 2 files: M d/f, D new]\"\n" +
+		"ok \"4321:777\\n\"\n"
 	if err != nil || string(out) != want {
 		t.Fatalf("as uid 4321 in root's 0777 workspace: %v\n%s", err, out)
 	}
