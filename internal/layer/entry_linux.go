@@ -210,14 +210,18 @@ func lchownMay(p string, uid, gid int) error {
 
 // ownerFits reports whether an upper directory owned by uu:ug has the
 // owner of its root (ru:rg) as far as the engine may give it (see
-// lchownMay): the same one, or the engine's user where the root is
-// another user's and the engine is not root.
+// lchownMay): the same one, or, for an engine that is not root, the
+// engine's uid and the root's group or the engine's own. (So a command
+// that changes its workspace's group to the user's own is not seen to
+// change it: the one owner change of the root it could make.)
 func ownerFits(uu, ug, ru, rg int) bool {
 	if uu == ru && ug == rg {
 		return true
 	}
-	euid := os.Geteuid()
-	return euid != 0 && ru != euid && uu == euid && (ug == rg || ug == os.Getegid())
+	if os.Geteuid() == 0 {
+		return false
+	}
+	return uu == os.Geteuid() && (ug == rg || ug == os.Getegid())
 }
 
 // chownChmod gives the directory rel, open as f (its status cur), an
