@@ -29,10 +29,18 @@ import (
 //     too while it applies the changes below it, and its own
 //     permissions once the root's changes are applied, deepest first
 //     (the undo step records those).
+//   - A real directory an earlier command left so (the next command
+//     may chmod 755 it in its layer and write below it) is reached by
+//     Diff and ApplyExact's check through reach: search permission for
+//     its owner for the one lookup, its mode given back right after.
 //
-// What stays out of reach: a real directory the command did not change
-// and whose owner cannot search it (the user's own chmod 0) still hides
-// what is below it from Diff, as it does from the user.
+// What stays out of reach: an unprivileged engine's undo of a step that
+// changed entries below a directory left mode 0 (its check and its
+// restores look below the directory as it is now) refuses, naming them
+// as changed since; root's works. And policy's own lookups of the real
+// tree (gitpolicy's repository walk) do not reach below such a
+// directory: unprivileged, changes are held for review while one is in
+// the workspace (rule git-walk).
 
 // ownerAll are the permission bits the engine needs on a directory it
 // lists and changes.
