@@ -27,6 +27,9 @@ func runChild() bool {
 	case "out-of-fds":
 		childOutOfFDs()
 		return true
+	case "notowned":
+		childWorkspaceNotOwned()
+		return true
 	}
 	return false
 }

@@ -136,6 +136,7 @@ func (s *Set) apply(ctx context.Context, refused []string, st *Store, label stri
 		}
 		a.step = step
 	}
+	s.consumed = !copies
 	for i := range s.l.roots {
 		// Directories are looked up afresh: the real tree may have
 		// changed since Diff.
@@ -171,6 +172,9 @@ type applier struct {
 	// exch: the root's replaced files are exchanged; moveUpper: some
 	// were, so its upper layer goes into the step (see exchange).
 	exch, moveUpper bool
+	// settle are the root's real directories that get their
+	// permissions once its changes are applied (see settleRoot).
+	settle map[string]uint32
 }
 
 // errParentFailed is the failure of a change below an added directory
@@ -225,7 +229,7 @@ func (a *applier) changed() []string {
 		if a.refused[k] {
 			continue
 		}
-		st, ok, err := a.s.real[c.root].lstat(c.rel)
+		st, ok, err := lstatReach(a.s.real[c.root], c.rel)
 		if err != nil || idOf(&st, ok) != c.was || stampOf(&st, ok, c.Kind == Deleted) != c.at {
 			out = append(out, c.Path)
 		}
@@ -239,7 +243,7 @@ func (a *applier) refusedBelow(k int) bool { return a.nRefused[a.end[k]]-a.nRefu
 func (a *applier) root(i int) {
 	up, re := a.s.upper[i], a.s.real[i]
 	a.coverEnd, a.wholeEnd, a.failedEnd, a.pendingEnd, a.trees = 0, 0, 0, 0, nil
-	a.exch, a.moveUpper = a.exchanges(i), false
+	a.exch, a.moveUpper, a.settle = a.exchanges(i), false, nil
 	for k := range a.s.Changes {
 		c := &a.s.Changes[k]
 		switch {
@@ -272,6 +276,7 @@ func (a *applier) root(i int) {
 	for _, p := range a.trees {
 		p.e.After, p.e.Tree = treePrints(re, p.rel)
 	}
+	a.settleRoot(re)
 	if a.moveUpper && a.step != nil && a.keepUpper(i) != nil {
 		a.step.broken = true // not undoable: the step is not kept
 	}
@@ -339,6 +344,7 @@ func (a *applier) change(k int, c *Change, up, re *tree) error {
 		}
 		if c.newTree {
 			a.wholeEnd = a.end[k]
+			a.settleTree(c.root, c.rel)
 		}
 	}
 	if e == nil {
@@ -361,6 +367,7 @@ func (a *applier) mkdir(k int, c *Change, e *entry, up, re *tree) error {
 	if err != nil {
 		return err
 	}
+	ust.Mode = a.accessible(c.rel, a.s.leftMode(c.root, c.rel, ust.Mode))
 	d, name := split(c.rel)
 	dir, err := re.dir(d)
 	if err != nil {
@@ -397,7 +404,19 @@ func (a *applier) dirAttrs(c *Change, up, re *tree) error {
 		return err
 	}
 	defer f.Close()
-	return re.chownChmod(c.rel, f, &cur, ust.Uid, ust.Gid, ust.Mode)
+	mode := a.accessible(c.rel, a.s.leftMode(c.root, c.rel, ust.Mode))
+	return re.chownChmod(c.rel, f, &cur, ust.Uid, ust.Gid, mode)
+}
+
+// accessible returns the mode of the real directory rel while the
+// changes below it are applied: with rwx for its owner, its own mode
+// noted for settleRoot when it lacks one of them.
+func (a *applier) accessible(rel string, mode uint32) uint32 {
+	if mode&ownerAll == ownerAll {
+		return mode
+	}
+	a.settleLater(rel, mode)
+	return mode | ownerAll
 }
 
 // put moves (or copies) the upper entry of c over its real path.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,11 @@ type Set struct {
 	// rewrites are what apply puts at these paths instead of the
 	// upper files (Set.Rewrite).
 	rewrites map[string][]byte
+	// grants are, per root, the upper directories Diff gave rwx for
+	// their owner (see grant_linux.go); consumed: Apply took the upper
+	// layers, whose permissions are then not given back.
+	grants   []map[string]*grant
+	consumed bool
 }
 
 // Diff computes the command's changes. Call it once every process of
@@ -136,6 +142,7 @@ func comparePaths(a, b string) int {
 // Close releases the set's directory descriptors. [Set.Apply] and the
 // lookups need them: close it after those.
 func (s *Set) Close() {
+	s.ungrant()
 	for _, t := range append(s.upper, s.real...) {
 		t.close()
 	}
@@ -188,8 +195,9 @@ func (d *differ) partial() {
 	}
 }
 
-// top compares the roots themselves (permissions, owner) and walks the
-// upper layer.
+// top compares the roots themselves (permissions, owner: an upper root
+// that could not take the real one's owner, see lchownMay, is not a
+// change) and walks the upper layer.
 func (d *differ) top() error {
 	var ust, rst unix.Stat_t
 	if err := unix.Fstat(d.up.fd.Int(), &ust); err != nil {
@@ -198,8 +206,12 @@ func (d *differ) top() error {
 	if err := unix.Fstat(d.re.fd.Int(), &rst); err != nil {
 		return err
 	}
-	if attrsDiffer(&ust, &rst) {
+	const perm = 0o7777
+	if ust.Mode&perm != rst.Mode&perm || !ownerFits(int(ust.Uid), int(ust.Gid), int(rst.Uid), int(rst.Gid)) {
 		d.add(Change{Kind: TypeChanged, Mode: fileMode(ust.Mode), was: idOf(&rst, true), at: stampOf(&rst, true, false)}, "")
+	}
+	if err := d.grant("", &ust); err != nil {
+		return err
 	}
 	return d.dir("", 1, false, false, false)
 }
@@ -230,7 +242,8 @@ func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 	if !hidden || fresh {
 		return nil
 	}
-	real, err := d.re.names(rel)
+	var real []string
+	err = reach(d.re, rel, 0o500, func() (e error) { real, e = d.re.names(rel); return e })
 	if err != nil {
 		if missing(err) {
 			return nil
@@ -243,7 +256,7 @@ func (d *differ) dir(rel string, depth int, hidden, fresh, xwh bool) error {
 			continue
 		}
 		crel := join(rel, name)
-		st, ok, err := d.re.lstat(crel)
+		st, ok, err := lstatReach(d.re, crel)
 		if err != nil {
 			return err
 		}
@@ -297,7 +310,7 @@ func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 	var rst unix.Stat_t
 	var rok bool
 	if !fresh {
-		if rst, rok, err = d.re.lstat(rel); err != nil {
+		if rst, rok, err = lstatReach(d.re, rel); err != nil {
 			return err
 		}
 	}
@@ -321,6 +334,9 @@ func (d *differ) entry(rel string, depth int, fresh, xwh bool) error {
 		c.refuse = fmt.Errorf("%w (%s)", ErrOverlayXattr, strings.Join(x.forged, ", "))
 	}
 	if ust.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := d.grant(rel, &ust); err != nil {
+			return err
+		}
 		if rok && rst.Mode&unix.S_IFMT == unix.S_IFDIR {
 			if _, err := d.re.dir(rel); errors.Is(err, unix.EXDEV) {
 				// A mount point: not part of the layer (the overlay showed
@@ -371,7 +387,8 @@ func (d *differ) contentChanged(rel string, u, r *unix.Stat_t) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		b, err := d.re.readlink(rel)
+		var b string
+		err = reach(d.re, rel, 0, func() (e error) { b, e = d.re.readlink(rel); return e })
 		if err != nil {
 			return false, err
 		}
@@ -387,13 +404,15 @@ func (d *differ) contentChanged(rel string, u, r *unix.Stat_t) (bool, error) {
 
 // differentBytes compares the upper and the real file rel.
 func (d *differ) differentBytes(rel string) (bool, error) {
-	a, err := d.up.open(rel)
-	if err != nil {
+	var a *os.File
+	// The command may have left its file unreadable (chmod 0 f): the
+	// upper layer is the engine's.
+	if err := reach(d.up, rel, 0o400, func() (e error) { a, e = d.up.open(rel); return e }); err != nil {
 		return false, err
 	}
 	defer a.Close()
-	b, err := d.re.open(rel)
-	if err != nil {
+	var b *os.File
+	if err := reach(d.re, rel, 0, func() (e error) { b, e = d.re.open(rel); return e }); err != nil {
 		return true, nil // gone or unreadable: apply it
 	}
 	defer b.Close()
@@ -431,6 +450,9 @@ func (s *Set) Lstat(path string, after bool) (fs.FileInfo, error) {
 	}
 	if !ok {
 		return nil, &fs.PathError{Op: "lstat", Path: path, Err: fs.ErrNotExist}
+	}
+	if i, _, _ := s.rel(path); after && t == s.upper[i] {
+		st.Mode = s.leftMode(i, rel, st.Mode)
 	}
 	_, name := split(rel)
 	if rel == "" {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -183,6 +184,44 @@ func (t *tree) fchmod(rel string, want id, mode uint32) error {
 		return errChanged
 	}
 	return unix.Fchmod(f.Int(), mode)
+}
+
+// Owners an unprivileged engine cannot give. Only root may give a file
+// away (chown to another uid) or take another's; a user may chgrp its
+// own files to its groups. So an unprivileged engine leaves what it
+// makes, and what a sandboxed command makes, the user's, as they would
+// be without the sandbox: an upper directory whose root belongs to
+// another user (a workspace that is root's but mode 0777, or the
+// user's by its group) keeps the user as its owner (and the root's
+// group when the user may set it), and Diff does not count that owner
+// as a change of the root; setAttrs sets an owner only where it may.
+
+// lchownMay gives p the owner uid:gid where the engine may: as it
+// cannot give a file away (EPERM), it keeps the user's, with gid when
+// the user may set that group.
+func lchownMay(p string, uid, gid int) error {
+	err := os.Lchown(p, uid, gid)
+	if errors.Is(err, unix.EPERM) && os.Geteuid() != 0 {
+		_ = os.Lchown(p, -1, gid)
+		return nil
+	}
+	return err
+}
+
+// ownerFits reports whether an upper directory owned by uu:ug has the
+// owner of its root (ru:rg) as far as the engine may give it (see
+// lchownMay): the same one, or, for an engine that is not root, the
+// engine's uid and the root's group or the engine's own. (So a command
+// that changes its workspace's group to the user's own is not seen to
+// change it: the one owner change of the root it could make.)
+func ownerFits(uu, ug, ru, rg int) bool {
+	if uu == ru && ug == rg {
+		return true
+	}
+	if os.Geteuid() == 0 {
+		return false
+	}
+	return uu == os.Geteuid() && (ug == rg || ug == os.Getegid())
 }
 
 // chownChmod gives the directory rel, open as f (its status cur), an

@@ -146,7 +146,7 @@ func (l *Layer) Stale() bool {
 		}
 		ru, rg := owner(rfi)
 		uu, ug := owner(ufi)
-		if ru != uu || rg != ug {
+		if !ownerFits(uu, ug, ru, rg) {
 			return true
 		}
 		if _, err := os.Lstat(r.work); err != nil {
@@ -157,7 +157,7 @@ func (l *Layer) Stale() bool {
 }
 
 // makeUpper creates an upper directory with the mode and owner of its
-// root.
+// root (an owner the engine may give: see lchownMay).
 func makeUpper(p string, root fs.FileInfo) error {
 	if err := os.Mkdir(p, 0o700); err != nil {
 		return err
@@ -180,11 +180,11 @@ func fitUpper(p string, root fs.FileInfo, made bool) error {
 			return fmt.Errorf("upper directory %s is not a directory", p)
 		}
 		uu, ug := owner(ufi)
-		chown = uu != uid || ug != gid
+		chown = !ownerFits(uu, ug, uid, gid)
 		chmod = chown || ufi.Mode()&bits != root.Mode()&bits // chown may clear set-id bits
 	}
 	if chown {
-		if err := os.Lchown(p, uid, gid); err != nil {
+		if err := lchownMay(p, uid, gid); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,123 @@
+//go:build linux
+
+package layer_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/layer"
+	"github.com/bashvisor/bashvisor/internal/layer/layertest"
+)
+
+// modeOf returns the mode of the workspace's rel (fatal if missing).
+func (w *world) modeOf(t testing.TB, rel string) fs.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(filepath.Join(w.ws, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode()
+}
+
+// openUp gives the workspace's directories rel their owner's rwx again
+// at the end of the test, so that it can be removed.
+func (w *world) openUp(t testing.TB, rels ...string) {
+	t.Cleanup(func() {
+		for _, r := range rels {
+			_ = os.Chmod(filepath.Join(w.ws, r), 0o755)
+		}
+	})
+}
+
+// TestModesDirWithoutPermissions: a command writes below directories
+// and then takes every permission from them (an existing one and a new
+// tree) and from a file. Diff lists the changes with the modes the command left, the
+// lookups see them, and Apply makes them all, below directories that
+// end mode 0 too, and leaves each directory the mode the command gave
+// it. Unprivileged (TestModesUnprivileged) Diff failed before with
+// "open …/u0/a: permission denied".
+func TestModesDirWithoutPermissions(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/b/f": "x\n", "g": "g\n"})
+	w.openUp(t, "a", "n", "n/m")
+	_, s := w.run(t, `echo y > a/b/f && mkdir -p n/m && echo z > n/m/g && chmod 0 n/m n a g`)
+	if got, want := w.kinds(s.Changes), "T a/\nM a/b/f\nT g\nA n/\nA n/m/\nA n/m/g"; got != want {
+		t.Fatalf("changes:\n%s\nwant:\n%s", got, want)
+	}
+	for _, c := range s.Changes {
+		if c.Mode.IsDir() && c.Mode != fs.ModeDir {
+			t.Errorf("%s: mode %v, want the command's d---------", c.Path, c.Mode)
+		}
+	}
+	fi, err := s.Lstat(filepath.Join(w.ws, "n/m"), true)
+	if err != nil || fi.Mode() != fs.ModeDir {
+		t.Fatalf("lstat n/m after: %v %v", fi, err)
+	}
+	st, err := layer.NewStore(filepath.Join(w.state, "undo"), layer.StoreLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Remove() })
+	res, err := s.Apply(context.Background(), nil, st, "modes")
+	if err != nil || len(res.Failed) > 0 || len(res.Applied) != 6 {
+		t.Fatalf("apply: %v failed %v applied %s", err, res.Failed, w.kinds(res.Applied))
+	}
+	// Each checked, then opened (its owner may not look below it).
+	for _, r := range []string{"a", "n", "n/m"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir {
+			t.Errorf("%s: %v after apply, want d---------", r, m)
+		}
+		if err := os.Chmod(filepath.Join(w.ws, r), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := w.modeOf(t, "g"); m != 0 {
+		t.Errorf("g: %v after apply, want ----------", m)
+	}
+	if w.read(t, "a/b/f") != "y\n" || w.read(t, "n/m/g") != "z\n" {
+		t.Fatal("the files below the directories were not applied")
+	}
+}
+
+// TestModesApplyCopiesGivesBack: ApplyCopies (a running job's
+// checkpoint) over a directory the command made mode 0 copies it with
+// that mode and gives the upper directory, which the job goes on using,
+// its mode back: a second Diff of the layer lists nothing.
+func TestModesApplyCopiesGivesBack(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n"})
+	w.openUp(t, "a", "n")
+	l, s := w.run(t, `mkdir n && echo z > n/g && chmod 0 n a`)
+	if got, want := w.kinds(s.Changes), "T a/\nA n/\nA n/g"; got != want {
+		t.Fatalf("changes:\n%s\nwant:\n%s", got, want)
+	}
+	res, err := s.ApplyCopies(context.Background(), nil, nil, "checkpoint")
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatalf("apply: %v %v", err, res.Failed)
+	}
+	s.Close()
+	for _, r := range []string{"a", "n"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir {
+			t.Errorf("%s: %v after apply, want d---------", r, m)
+		}
+	}
+	s2, err := l.Diff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if len(s2.Changes) != 0 {
+		t.Fatalf("after the copies: %s", w.kinds(s2.Changes))
+	}
+}
+
+// TestModesUnprivileged runs the modes tests as a user other than root
+// (as root; CI's unprivileged pass runs them directly).
+func TestModesUnprivileged(t *testing.T) {
+	layertest.Need(t)
+	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack)$")
+}
