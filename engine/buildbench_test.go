@@ -172,8 +172,11 @@ func pipBuild(t testing.TB) packageBuild {
 	}
 	return packageBuild{dir: dir, out: ".venv",
 		command: "python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check --no-index --find-links wheels pkga",
-		next:    `.venv/bin/python -c 'import pkga, pkgc; print(pkga.NAME, pkgc.util.add(1, 2))' && .venv/bin/pkga-cli`,
-		want:    "pkga 3\npkga pkgb\n",
+		// python -v says "# …/__pycache__/X.pyc matches …/X.py" for each
+		// module it loads from bytecode (rather than compiling it).
+		next: `.venv/bin/python -c 'import pkga, pkgc; print(pkga.NAME, pkgc.util.add(1, 2))' && .venv/bin/pkga-cli && ` +
+			`.venv/bin/python -v -c 'import pkga' 2>&1 | grep -c '/pkga/__pycache__/[a-z_]*\.cpython-[0-9]*\.pyc matches .*/site-packages/pkga/[a-z_]*\.py$'`,
+		want: "pkga 3\npkga pkgb\n3\n", // __init__, core, util
 		caches: func(c *engine.Config) {
 			if fi, err := os.Stat(pipCache); err == nil && fi.IsDir() {
 				c.Sandbox.BaseCaches.Pip = pipCache
@@ -373,9 +376,9 @@ func TestPackageBuildsLikeUnrestricted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := mk(t)
 			e, u, ws := buildContexts(t, b)
-			buildRun(t, e, b, u)
+			ut := buildRun(t, e, b, u)
 			want := snapshot(t, b.dir, b.out)
-			buildRun(t, e, b, ws)
+			st := buildRun(t, e, b, ws)
 			sameTree(t, "workspace-write", want, snapshot(t, b.dir, b.out))
 			if n := freshPyc(t, b.dir, b.out); name == "pip-install" && n < 100 {
 				t.Fatalf("only %d .pyc files in %s", n, b.out)
@@ -385,7 +388,10 @@ func TestPackageBuildsLikeUnrestricted(t *testing.T) {
 			if out, err := next.CombinedOutput(); err != nil || string(out) != b.want {
 				t.Fatalf("the user's next command %q: %v %q, want %q", b.next, err, out, b.want)
 			}
-			t.Logf("%d paths alike", len(want))
+			if r := e.Run(context.Background(), ws, engine.Input{Command: b.next}); r.Status != engine.StatusOK || r.Output != b.want {
+				t.Fatalf("the next command in workspace-write %q: %s %q, want %q", b.next, r.Status, r.Output, b.want)
+			}
+			t.Logf("%d paths alike; unrestricted %v, workspace-write %v", len(want), ut, st)
 		})
 	}
 }
