@@ -29,13 +29,19 @@ import (
 // must leave byte for byte alike, where the user's next command finds
 // it.
 type packageBuild struct {
-	dir     string // the workspace: a git repository with its local index
-	command string // the build, offline
-	out     string // what it makes, relative to dir: removed before each run
-	next    string // the user's next command, run in dir
-	want    string // its output
-	caches  func(*engine.Config)
+	dir     string               // the workspace: a git repository with its local index
+	command string               // the build, offline
+	out     string               // what it makes, relative to dir: removed before each run
+	next    string               // the user's next command, run in dir
+	want    string               // its output
+	caches  func(*engine.Config) // the user's cache of the tool as the base
 }
+
+// packageBuilds are the builds the test and the benchmark run, by name.
+var packageBuilds = []struct {
+	name string
+	make func(testing.TB) packageBuild
+}{{"npm-ci", npmBuild}, {"pip-install", pipBuild}}
 
 // The local npm packages: each has a few modules and one a bin and a
 // postinstall script that writes into its package (as a native build
@@ -376,20 +382,21 @@ func buildContexts(t testing.TB, b packageBuild) (*engine.Engine, engine.ToolCon
 // dependencies from a local index, leave in workspace-write the very
 // tree the unrestricted run leaves (paths, types, permissions, contents,
 // but for the .pyc source times snapshot explains), in the workspace,
-// where the user's next command, outside the engine, runs what they
-// installed; and the .pyc files pip compiled are current, so the next
-// import loads them.
+// where the user's next command, outside the engine and in
+// workspace-write, runs what they installed; and the .pyc files pip
+// compiled are current, so the next import loads them rather than
+// compiling the modules again.
 func TestPackageBuildsLikeUnrestricted(t *testing.T) {
 	needNamespaces(t)
-	for name, mk := range map[string]func(testing.TB) packageBuild{"npm-ci": npmBuild, "pip-install": pipBuild} {
-		t.Run(name, func(t *testing.T) {
-			b := mk(t)
+	for _, pb := range packageBuilds {
+		t.Run(pb.name, func(t *testing.T) {
+			b := pb.make(t)
 			e, u, ws := buildContexts(t, b)
 			ut := buildRun(t, e, b, u)
 			want := snapshot(t, b.dir, b.out)
 			st := buildRun(t, e, b, ws)
 			sameTree(t, "workspace-write", want, snapshot(t, b.dir, b.out))
-			if n := freshPyc(t, b.dir, b.out); name == "pip-install" && n < 100 {
+			if n := freshPyc(t, b.dir, b.out); pb.name == "pip-install" && n < 100 {
 				t.Fatalf("only %d .pyc files in %s", n, b.out)
 			}
 			next := exec.Command("bash", "-c", b.next)
@@ -418,9 +425,9 @@ func TestPackageBuildsLikeUnrestricted(t *testing.T) {
 // round.
 func BenchmarkPackageBuildsWarm(b *testing.B) {
 	needNamespaces(b)
-	for name, mk := range map[string]func(testing.TB) packageBuild{"npm-ci": npmBuild, "pip-install": pipBuild} {
-		b.Run(name, func(b *testing.B) {
-			pb := mk(b)
+	for _, build := range packageBuilds {
+		b.Run(build.name, func(b *testing.B) {
+			pb := build.make(b)
 			e, u, ws := buildContexts(b, pb)
 			buildRun(b, e, pb, u)
 			var ut, st []buildTimes
