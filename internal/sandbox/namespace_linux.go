@@ -467,7 +467,10 @@ func probeNamespaces() error {
 		if st.Type != unix.TMPFS_MAGIC {
 			return errors.New("the scratch tmpfs is not mounted")
 		}
-		return nil
+		// The thread's own reference is the namespace's last: the kernel
+		// tears it down (and waits for an RCU grace period, 1–10 ms) as the
+		// thread exits, not in this call (TestProbeLeavesTeardownToThread).
+		return c.mntns.Close()
 	})
 	_ = c.mntns.Close()
 	if err != nil {

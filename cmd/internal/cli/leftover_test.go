@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
+)
+
+// TestSandboxedRunLeavesNothing: once `run -sandbox P` has exited (its
+// tear-down is left to the kernel's exit of its threads, see
+// sandbox.World.Close), nothing of it remains: no file in its $TMPDIR
+// (the output directory, the world's directory), no process or thread in
+// the command's namespaces, no descriptor of them, no mount below its
+// $TMPDIR (the world's file system and caches) in any process's view, no
+// process started from it, and none of the command's cgroups.
+func TestSandboxedRunLeavesNothing(t *testing.T) {
+	c := sandbox.Probe()
+	testenv.Needf(t, testenv.Namespaces, c.Available() && c.Namespaces, "no private namespaces for sandboxed commands: %s", c)
+	dir := t.TempDir()
+	const probe = `readlink /proc/self/ns/mnt /proc/self/ns/net /proc/self/ns/ipc; cat /proc/self/cgroup`
+	for _, profile := range []string{"read-only", "workspace-write"} {
+		tmp := t.TempDir()
+		r := demo(t, []string{"TMPDIR=" + tmp}, "run", "-C", dir, "-sandbox", profile, probe)
+		if r.code != 0 {
+			t.Fatalf("%s: %v", profile, r)
+		}
+		var ns, cgroups []string
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			switch {
+			case strings.HasPrefix(l, "mnt:["), strings.HasPrefix(l, "net:["), strings.HasPrefix(l, "ipc:["):
+				ns = append(ns, l)
+			case strings.Count(l, ":") >= 2:
+				if p := l[strings.LastIndex(l, ":")+1:]; p != "/" {
+					cgroups = append(cgroups, l)
+				}
+			}
+		}
+		if len(ns) != 3 {
+			t.Fatalf("%s: the command's namespaces: %v", profile, r)
+		}
+		t.Logf("%s: the command's namespaces %v, cgroups %v", profile, ns, cgroups)
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("%s: left in $TMPDIR: %v", profile, left)
+		}
+		for _, m := range leftovers(t, tmp, ns) {
+			t.Errorf("%s: %s", profile, m)
+		}
+		for _, l := range cgroups {
+			if p := cgroupDir(l); p != "" {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("%s: the command's cgroup %s remains", profile, p)
+				}
+			}
+		}
+	}
+}
+
+// leftovers lists what still refers to the run: a thread in one of ns
+// (readlink's "mnt:[…]" form) or a descriptor of one, a process whose
+// working directory, executable or arguments name tmp, a mount below tmp
+// in any process's view. Processes this user cannot read are skipped
+// (as root, none).
+func leftovers(t *testing.T, tmp string, ns []string) []string {
+	t.Helper()
+	var found []string
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	isNS := func(link string) bool {
+		for _, n := range ns {
+			if link == n {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range procs {
+		pid := p.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		base := "/proc/" + pid
+		tasks, _ := os.ReadDir(base + "/task")
+		for _, task := range tasks {
+			for _, kind := range []string{"mnt", "net", "ipc"} {
+				if l, err := os.Readlink(base + "/task/" + task.Name() + "/ns/" + kind); err == nil && isNS(l) {
+					found = append(found, "thread "+pid+"/"+task.Name()+" is in the command's "+l)
+				}
+			}
+		}
+		fds, _ := os.ReadDir(base + "/fd")
+		for _, f := range fds {
+			if l, err := os.Readlink(base + "/fd/" + f.Name()); err == nil && (isNS(l) || strings.HasPrefix(l, tmp+"/")) {
+				found = append(found, "process "+pid+" holds "+l)
+			}
+		}
+		for _, link := range []string{"cwd", "exe"} {
+			if l, err := os.Readlink(base + "/" + link); err == nil && strings.HasPrefix(l, tmp+"/") {
+				found = append(found, "process "+pid+"'s "+link+" is "+l)
+			}
+		}
+		if b, err := os.ReadFile(base + "/cmdline"); err == nil && strings.Contains(string(b), tmp+"/") {
+			found = append(found, "process "+pid+" runs "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+		if f, err := os.Open(base + "/mountinfo"); err == nil {
+			s := bufio.NewScanner(f)
+			for s.Scan() {
+				if fields := strings.Fields(s.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], tmp+"/") {
+					found = append(found, "process "+pid+" sees a mount on "+fields[4])
+				}
+			}
+			f.Close()
+		}
+	}
+	return found
+}
+
+// cgroupDir is the directory of a /proc/PID/cgroup line ("0::/path" on
+// the v2 hierarchy, "N:controllers:/path" on a v1 one), "" when it is not
+// found where this host mounts it.
+func cgroupDir(line string) string {
+	parts := strings.SplitN(line, ":", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if parts[0] == "0" && parts[1] == "" {
+			if fi, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil && !fi.IsDir() {
+				return filepath.Join(root, parts[2])
+			}
+			continue
+		}
+		for _, c := range strings.Split(strings.TrimPrefix(parts[1], "name="), ",") {
+			if d := filepath.Join("/sys/fs/cgroup", c); dirExists(d) {
+				return filepath.Join(d, parts[2])
+			}
+		}
+	}
+	return ""
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
