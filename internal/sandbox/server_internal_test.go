@@ -419,3 +419,40 @@ func TestWorldServerStalled(t *testing.T) {
 	}
 	t.Logf("the start took %v with a stopped server (bound %v)", took, serverAnswerWait)
 }
+
+// TestWorldServerStartsOnSecondCommand: a conversation's rootless world
+// (NewWorld: serveSecond) starts no server until its second command,
+// which the server then starts, as it does every later one; its first
+// command takes the helper and runs as well. The probe's world
+// (serveNever) starts none at all.
+func TestWorldServerStartsOnSecondCommand(t *testing.T) {
+	c := Probe()
+	testenv.Needf(t, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
+	testenv.NeedsTool(t, "bash")
+	for _, at := range []serverStart{serveSecond, serveNever} {
+		w, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "world")}, true, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		for i, want := range []int64{0, 1, 1} {
+			if at == serveNever {
+				want = 0
+			}
+			before := serverStarts.Load()
+			out, err := runInWorld(t, w, "echo ran")
+			if err != nil || out != "ran\n" {
+				t.Fatalf("world %d, command %d: %q, %v", at, i+1, out, err)
+			}
+			if got := serverStarts.Load() - before; got != want {
+				t.Errorf("world %d, command %d: the server started %d commands, want %d", at, i+1, got, want)
+			}
+			w.w.mu.Lock()
+			has := w.w.server != nil
+			w.w.mu.Unlock()
+			if has != (want == 1 || (i > 0 && at == serveSecond)) {
+				t.Errorf("world %d, after command %d: server %v", at, i+1, has)
+			}
+		}
+	}
+}

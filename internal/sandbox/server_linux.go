@@ -182,8 +182,31 @@ func (w *world) startServer() {
 		return
 	}
 	w.mu.Lock()
+	if !w.mntns.Valid() { // closed meanwhile (a server started by startLater)
+		w.mu.Unlock()
+		s.stop()
+		return
+	}
 	w.server = s
 	w.mu.Unlock()
+}
+
+// startLater starts the server of a serveSecond world as its second
+// command starts (before that command asks it), and counts the world's
+// commands. The first command takes the helper instead: a world of one
+// command pays for neither the server's start nor its stop (as a user
+// other than root, `bashvisor run -sandbox read-only -- true` took 7–11
+// ms less wall time and 3.6–5.0 ms less CPU with the probe's world
+// serving nothing either), and a world of more pays for one helper more
+// (TestWorldServerStartsOnSecondCommand).
+func (w *world) startLater() {
+	w.mu.Lock()
+	start := w.serverAt == serveSecond && w.commands == 1 && w.server == nil && w.mntns.Valid()
+	w.commands++
+	w.mu.Unlock()
+	if start {
+		w.startServer()
+	}
 }
 
 // stop closes the control socket, so that the server ends, and reaps it
@@ -246,6 +269,7 @@ func (c *Command) startServed(cmd *exec.Cmd) error {
 	}
 	extra := c.extraFiles()
 	req.Extra = len(extra)
+	c.world.startLater()
 	pid, err := c.world.serve(&req, append(files, extra...))
 	if err != nil {
 		return err

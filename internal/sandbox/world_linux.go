@@ -33,7 +33,24 @@ type world struct {
 	userns, netns, mntns, root *fd.FD
 	slots                      [maxSlots]bool // taken by commands with a resolver (see setCapture)
 	server                     *worldServer   // a rootless world's command server (nil: none, see server_linux.go)
+	serverAt                   serverStart    // when a rootless world starts its server
+	commands                   int            // the commands started so far (serveSecond)
 }
+
+// serverStart says when a rootless world starts its command server.
+type serverStart int
+
+const (
+	// serveNow: as the world is made (the package's tests and benchmarks).
+	serveNow serverStart = iota
+	// serveSecond: as its second command starts, which is the first one
+	// the server can be worth its start for (it costs what one command's
+	// helper costs; see startLater): a world of one command, such as
+	// `bashvisor run`'s, starts none.
+	serveSecond
+	// serveNever: the probe's world, which runs no command.
+	serveNever
+)
 
 // worldSpec is what building a world's mount namespace takes (JSON: a
 // rootless world is built by a child process).
@@ -98,10 +115,15 @@ func NewWorld(opts WorldOptions) (*World, error) {
 	if !caps.Namespaces {
 		return nil, unavailable("a conversation's world needs private namespaces (root, or user namespaces): " + caps.Reason)
 	}
-	return newWorld(opts, caps.Rootless)
+	return makeWorld(opts, caps.Rootless, serveSecond)
 }
 
+// newWorld makes a world whose server, when rootless, starts at once.
 func newWorld(opts WorldOptions, rootless bool) (*World, error) {
+	return makeWorld(opts, rootless, serveNow)
+}
+
+func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("sandbox: world directory must be an absolute path: %q", opts.Dir)
 	}
@@ -143,7 +165,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		}
 		return out
 	}
-	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: spec.Bases}
+	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: spec.Bases, serverAt: serve}
 	w.helper = selfExe
 	if rootless {
 		w.helper = selfPath()
@@ -152,7 +174,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		w.helper = opts.Helper
 	}
 	if rootless {
-		if err = w.makeRootless(spec); err == nil {
+		if err = w.makeRootless(spec); err == nil && serve == serveNow {
 			w.startServer()
 		}
 	} else {

@@ -34,10 +34,10 @@ func TestSandboxedRunLeavesNothing(t *testing.T) {
 			switch {
 			case strings.HasPrefix(l, "mnt:["), strings.HasPrefix(l, "net:["), strings.HasPrefix(l, "ipc:["):
 				ns = append(ns, l)
-			case strings.Count(l, ":") >= 2:
-				if p := l[strings.LastIndex(l, ":")+1:]; p != "/" {
-					cgroups = append(cgroups, l)
-				}
+			case strings.Count(l, ":") >= 2 && strings.Contains(l, "/bashvisor-"):
+				// The engine's (without cgroups, as a user they are not
+				// delegated to, the command is in the caller's).
+				cgroups = append(cgroups, l)
 			}
 		}
 		if len(ns) != 3 {
