@@ -191,20 +191,53 @@ func (w *world) startServer() {
 	w.mu.Unlock()
 }
 
-// startLater starts the server of a serveSecond world as its second
-// command starts (before that command asks it), and counts the world's
-// commands. The first command takes the helper instead: a world of one
-// command pays for neither the server's start nor its stop (as a user
-// other than root, `bashvisor run -sandbox read-only -- true` took 7–11
-// ms less wall time and 3.6–5.0 ms less CPU with the probe's world
-// serving nothing either), and a world of more pays for one helper more
-// (TestWorldServerStartsOnSecondCommand).
+// serverDelay is how long after a serveSecond world's first command
+// started its server starts (see startLater); a variable for the tests.
+var serverDelay = 200 * time.Millisecond
+
+// startLater counts a serveSecond world's commands and starts its
+// server: serverDelay after the first command started (agents' commands
+// come seconds apart: the second then finds it ready), or as the second
+// command starts if that is sooner (which waits for a start under way).
+// The first command takes the helper. A world of one command that ends
+// within serverDelay, such as `bashvisor run -sandbox … -- true`'s, pays
+// for neither the server's start nor its stop: as a user other than root
+// that run took 2.5–3.4 ms less wall time and 2.7–2.8 ms less CPU with
+// the probe's world serving nothing either (docs/measurements.md);
+// BenchmarkRootlessWorldFirstCommands (TestWorldServerStartsOnSecondCommand,
+// TestWorldServerStartsAfterDelay).
 func (w *world) startLater() {
 	w.mu.Lock()
-	start := w.serverAt == serveSecond && w.commands == 1 && w.server == nil && w.mntns.Valid()
+	n := w.commands
 	w.commands++
+	if w.serverAt != serveSecond || w.server != nil || !w.mntns.Valid() || n > 1 {
+		w.mu.Unlock()
+		return
+	}
+	if n == 0 {
+		w.starting.Add(1) // done by whoever stops the timer, or by its start
+		w.serverTimer = time.AfterFunc(serverDelay, w.startInBackground)
+		w.mu.Unlock()
+		return
+	}
+	now := w.serverTimer.Stop()
 	w.mu.Unlock()
-	if start {
+	if now {
+		w.starting.Done()
+		w.startServer()
+		return
+	}
+	w.starting.Wait() // the timer's start, under way or done
+}
+
+// startInBackground is serverTimer's: it starts the server unless the
+// world was closed meanwhile (close waits for a start under way).
+func (w *world) startInBackground() {
+	defer w.starting.Done()
+	w.mu.Lock()
+	closed := !w.mntns.Valid() || w.server != nil
+	w.mu.Unlock()
+	if !closed {
 		w.startServer()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,8 @@ type world struct {
 	server                     *worldServer   // a rootless world's command server (nil: none, see server_linux.go)
 	serverAt                   serverStart    // when a rootless world starts its server
 	commands                   int            // the commands started so far (serveSecond)
+	serverTimer                *time.Timer    // starts the server serverDelay after the first command (serveSecond)
+	starting                   sync.WaitGroup // a server start of serverTimer's under way
 }
 
 // serverStart says when a rootless world starts its command server.
@@ -43,10 +46,9 @@ type serverStart int
 const (
 	// serveNow: as the world is made (the package's tests and benchmarks).
 	serveNow serverStart = iota
-	// serveSecond: as its second command starts, which is the first one
-	// the server can be worth its start for (it costs what one command's
-	// helper costs; see startLater): a world of one command, such as
-	// `bashvisor run`'s, starts none.
+	// serveSecond: serverDelay after its first command started, or as
+	// its second command starts if that is sooner: a world of one short
+	// command, such as `bashvisor run`'s, starts none (see startLater).
 	serveSecond
 	// serveNever: the probe's world, which runs no command.
 	serveNever
@@ -383,7 +385,11 @@ func (w *world) close() {
 			_ = f.Close()
 		}
 	}
+	if w.serverTimer != nil && w.serverTimer.Stop() {
+		w.starting.Done()
+	}
 	w.mu.Unlock()
+	w.starting.Wait() // a server it started stops itself (see startServer)
 	if s != nil {
 		s.stop()
 	}
