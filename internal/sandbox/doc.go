@@ -198,7 +198,10 @@
 // from a throwaway thread. Rootless, a thread of the engine cannot join or
 // make a user namespace, so StartDirect takes StartHelper's path, which
 // in a [World] hands the command to the world's command server: one
-// helper process per world, started when the world is made, inside its
+// helper process per world, started 200 ms after the world's first
+// command started, or as its second starts if that is sooner (the first
+// takes the helper: a world of one short command, such as `bashvisor
+// run`'s, starts none), inside its
 // user, network and mount namespaces, which starts each command as
 // StartDirect does, from a throwaway thread of its own (the command's
 // mount namespace, Landlock, then a vfork whose child sets the limits and

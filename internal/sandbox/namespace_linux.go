@@ -467,6 +467,10 @@ func probeNamespaces() error {
 		if st.Type != unix.TMPFS_MAGIC {
 			return errors.New("the scratch tmpfs is not mounted")
 		}
+		// The thread's own reference is the namespace's last: the kernel
+		// tears it down (and waits for an RCU grace period, 1–10 ms) as the
+		// thread exits, not in this call (as closeOnThread does a world's).
+		_ = c.mntns.Close()
 		return nil
 	})
 	_ = c.mntns.Close()

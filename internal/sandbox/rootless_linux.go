@@ -666,7 +666,7 @@ func rootlessHelper(dir string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	try := func(name, helper string) error {
-		w, err := newWorld(WorldOptions{Dir: filepath.Join(tmp, name), Bytes: 1 << 20, Files: 64, Helper: helper}, true)
+		w, err := makeWorld(WorldOptions{Dir: filepath.Join(tmp, name), Bytes: 1 << 20, Files: 64, Helper: helper}, true, serveNever)
 		if err != nil {
 			return fmt.Errorf("no user namespaces: %w", err)
 		}

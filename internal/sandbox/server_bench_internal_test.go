@@ -52,3 +52,48 @@ func BenchmarkRootlessWorld(b *testing.B) {
 		b.ReportMetric(float64(v[len(v)/2])/1e6, name)
 	}
 }
+
+// BenchmarkRootlessWorldFirstCommands is what starting a rootless world's
+// server on its second command (serveSecond) costs a world's first
+// commands against starting it with the world (serveNow): per round, a
+// world of each made, three `true` run in it by StartHelper and the world
+// closed, alternating; it reports the medians (ms) of the world's making,
+// of each command and of the close.
+func BenchmarkRootlessWorldFirstCommands(b *testing.B) {
+	c := Probe()
+	testenv.Needf(b, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
+	testenv.NeedsTool(b, "bash")
+	dir := b.TempDir()
+	names := map[serverStart]string{serveNow: "now", serveSecond: "second"}
+	res := map[string][]time.Duration{}
+	i := 0
+	for b.Loop() {
+		for k := range 2 {
+			at := []serverStart{serveNow, serveSecond}[(i+k)%2]
+			t0 := time.Now()
+			w, err := makeWorld(WorldOptions{Dir: filepath.Join(dir, strconv.Itoa(i)+"-"+strconv.Itoa(k)), Helper: selfPath()}, true, at)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res[names[at]+"-make-ms"] = append(res[names[at]+"-make-ms"], time.Since(t0))
+			for n := range 3 {
+				t1 := time.Now()
+				if out, err := runInWorldDir(nil, w, dir, "true"); err != nil { // nil: it reports to no test
+					b.Fatal(out, err)
+				}
+				key := names[at] + "-cmd" + strconv.Itoa(n+1) + "-ms"
+				res[key] = append(res[key], time.Since(t1))
+			}
+			t2 := time.Now()
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			res[names[at]+"-close-ms"] = append(res[names[at]+"-close-ms"], time.Since(t2))
+		}
+		i++
+	}
+	for name, v := range res {
+		slices.Sort(v)
+		b.ReportMetric(float64(v[len(v)/2])/1e6, name)
+	}
+}

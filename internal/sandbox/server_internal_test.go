@@ -419,3 +419,91 @@ func TestWorldServerStalled(t *testing.T) {
 	}
 	t.Logf("the start took %v with a stopped server (bound %v)", took, serverAnswerWait)
 }
+
+// TestWorldServerStartsOnSecondCommand: a conversation's rootless world
+// (NewWorld: serveSecond) whose second command comes before serverDelay
+// starts its server then, and the server starts that command and every
+// later one; its first command takes the helper and runs as well. The
+// probe's world (serveNever) starts none at all.
+func TestWorldServerStartsOnSecondCommand(t *testing.T) {
+	c := Probe()
+	testenv.Needf(t, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
+	testenv.NeedsTool(t, "bash")
+	defer func(d time.Duration) { serverDelay = d }(serverDelay)
+	serverDelay = time.Hour // the second command always comes first
+	for _, at := range []serverStart{serveSecond, serveNever} {
+		w, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "world")}, true, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int64{0, 1, 1} {
+			if at == serveNever {
+				want = 0
+			}
+			before := serverStarts.Load()
+			out, err := runInWorld(t, w, "echo ran")
+			if err != nil || out != "ran\n" {
+				t.Fatalf("world %d, command %d: %q, %v", at, i+1, out, err)
+			}
+			if got := serverStarts.Load() - before; got != want {
+				t.Errorf("world %d, command %d: the server started %d commands, want %d", at, i+1, got, want)
+			}
+			w.w.mu.Lock()
+			has := w.w.server != nil
+			w.w.mu.Unlock()
+			if has != (at == serveSecond && i > 0) {
+				t.Errorf("world %d, after command %d: server %v", at, i+1, has)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWorldServerStartsAfterDelay: a serveSecond world starts its server
+// serverDelay after its first command started, without a second one,
+// which the server then starts; a world closed before that starts none
+// and leaves no start behind (Close waits for one under way).
+func TestWorldServerStartsAfterDelay(t *testing.T) {
+	c := Probe()
+	testenv.Needf(t, testenv.Namespaces, c.Namespaces, "no private namespaces: %s", c)
+	testenv.NeedsTool(t, "bash")
+	defer func(d time.Duration) { serverDelay = d }(serverDelay)
+	serverDelay = 50 * time.Millisecond
+	w, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "world")}, true, serveSecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if out, err := runInWorld(t, w, "echo ran"); err != nil || out != "ran\n" {
+		t.Fatalf("first command: %q, %v", out, err)
+	}
+	hasServer := func() bool {
+		w.w.mu.Lock()
+		defer w.w.mu.Unlock()
+		return w.w.server != nil
+	}
+	testenv.Eventually(t, 30*time.Second, hasServer, "no server %v after the first command", serverDelay)
+	before := serverStarts.Load()
+	if out, err := runInWorld(t, w, "echo ran"); err != nil || out != "ran\n" {
+		t.Fatalf("second command: %q, %v", out, err)
+	}
+	if got := serverStarts.Load() - before; got != 1 {
+		t.Errorf("the server started %d commands, want 1", got)
+	}
+	serverDelay = time.Hour
+	closed, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "closed")}, true, serveSecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runInWorld(t, closed, "echo ran"); err != nil || out != "ran\n" {
+		t.Fatalf("first command: %q, %v", out, err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if closed.w.server != nil || closed.w.serverTimer.Stop() {
+		t.Errorf("a closed world's server timer is still armed, or it has a server")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,7 +34,25 @@ type world struct {
 	userns, netns, mntns, root *fd.FD
 	slots                      [maxSlots]bool // taken by commands with a resolver (see setCapture)
 	server                     *worldServer   // a rootless world's command server (nil: none, see server_linux.go)
+	serverAt                   serverStart    // when a rootless world starts its server
+	commands                   int            // the commands started so far (serveSecond)
+	serverTimer                *time.Timer    // starts the server serverDelay after the first command (serveSecond)
+	starting                   sync.WaitGroup // a server start of serverTimer's under way
 }
+
+// serverStart says when a rootless world starts its command server.
+type serverStart int
+
+const (
+	// serveNow: as the world is made (the package's tests and benchmarks).
+	serveNow serverStart = iota
+	// serveSecond: serverDelay after its first command started, or as
+	// its second command starts if that is sooner: a world of one short
+	// command, such as `bashvisor run`'s, starts none (see startLater).
+	serveSecond
+	// serveNever: the probe's world, which runs no command.
+	serveNever
+)
 
 // worldSpec is what building a world's mount namespace takes (JSON: a
 // rootless world is built by a child process).
@@ -98,10 +117,15 @@ func NewWorld(opts WorldOptions) (*World, error) {
 	if !caps.Namespaces {
 		return nil, unavailable("a conversation's world needs private namespaces (root, or user namespaces): " + caps.Reason)
 	}
-	return newWorld(opts, caps.Rootless)
+	return makeWorld(opts, caps.Rootless, serveSecond)
 }
 
+// newWorld makes a world whose server, when rootless, starts at once.
 func newWorld(opts WorldOptions, rootless bool) (*World, error) {
+	return makeWorld(opts, rootless, serveNow)
+}
+
+func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("sandbox: world directory must be an absolute path: %q", opts.Dir)
 	}
@@ -143,7 +167,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		}
 		return out
 	}
-	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: spec.Bases}
+	w := &world{dir: dir, rootless: rootless, hide: clean(opts.Hide), show: opts.Show, bases: spec.Bases, serverAt: serve}
 	w.helper = selfExe
 	if rootless {
 		w.helper = selfPath()
@@ -152,7 +176,7 @@ func newWorld(opts WorldOptions, rootless bool) (*World, error) {
 		w.helper = opts.Helper
 	}
 	if rootless {
-		if err = w.makeRootless(spec); err == nil {
+		if err = w.makeRootless(spec); err == nil && serve == serveNow {
 			w.startServer()
 		}
 	} else {
@@ -355,13 +379,48 @@ func (w *world) close() {
 	w.mu.Lock()
 	s := w.server
 	w.server = nil
-	for _, f := range []*fd.FD{w.userns, w.netns, w.mntns, w.root} {
-		_ = f.Close()
+	fds := []*fd.FD{w.root, w.userns, w.netns, w.mntns}
+	if w.rootless || !closeOnThread(w.mntns, fds) {
+		for _, f := range fds {
+			_ = f.Close()
+		}
+	}
+	if w.serverTimer != nil && w.serverTimer.Stop() {
+		w.starting.Done()
 	}
 	w.mu.Unlock()
+	w.starting.Wait() // a server it started stops itself (see startServer)
 	if s != nil {
 		s.stop()
 	}
+}
+
+// closeOnThread closes fds on a throwaway thread that has joined the
+// mount namespace mnt (root; mnt is one of fds) and ends once they are
+// closed: the last reference to the namespace is then the thread's, and
+// the kernel tears it down (unmounts its file systems and waits for an
+// RCU grace period, 1–10 ms, see docs/measurements.md) as that thread
+// exits, off the caller's path (TestWorldCloseLeavesTeardownToThread).
+// The process's exit still waits for that thread: nothing outlives the
+// engine's process. It reports false, having closed nothing, when the
+// thread could not join mnt.
+func closeOnThread(mnt *fd.FD, fds []*fd.FD) bool {
+	if !mnt.Valid() {
+		return false
+	}
+	err := onThrowawayThread(func() error {
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			return err
+		}
+		if err := unix.Setns(mnt.Int(), unix.CLONE_NEWNS); err != nil {
+			return err
+		}
+		for _, f := range fds {
+			_ = f.Close()
+		}
+		return nil
+	})
+	return err == nil
 }
 
 // worldTrees are a command's clones of its world's mounts, made in its

@@ -3,8 +3,12 @@
 package sandbox
 
 import (
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,4 +62,40 @@ func TestRootWorldTakesPooledNetns(t *testing.T) {
 		t.Fatalf("listen on the world's loopback: %v", err)
 	}
 	l.Close()
+}
+
+// TestWorldCloseLeavesTeardownToThread: as root, closing a world hands its
+// mount namespace's last reference to a throwaway thread (closeOnThread),
+// which must end: no thread of the engine stays in the closed world's
+// namespace (a thread given back to the runtime would run goroutines
+// there), and the world's descriptors are closed.
+func TestWorldCloseLeavesTeardownToThread(t *testing.T) {
+	caps := Probe()
+	testenv.Needf(t, testenv.Namespaces, caps.Namespaces, "no private namespaces: %s", caps)
+	if caps.Rootless {
+		t.Skip("a rootless world's namespaces belong to its user namespace: the engine cannot join them")
+	}
+	w, err := NewWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "world")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := "mnt:[" + strconv.FormatUint(nsIno(t, w.w.mntns), 10) + "]"
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*fd.FD{w.w.root, w.w.netns, w.w.mntns} {
+		if f.Valid() {
+			t.Errorf("a descriptor of the closed world is still open")
+		}
+	}
+	in := func() (tids []string) {
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			if l, _ := os.Readlink("/proc/self/task/" + task.Name() + "/ns/mnt"); l == mnt {
+				tids = append(tids, task.Name())
+			}
+		}
+		return tids
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(in()) == 0 }, "threads %v stay in the closed world's mount namespace", testenv.Lazy(func() string { return strings.Join(in(), " ") }))
 }
