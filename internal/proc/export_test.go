@@ -15,3 +15,7 @@ func (w *Watchdog) Abandon() error {
 // OnV2 reports whether m's memory and pids controllers are on the cgroup
 // v2 (false: in a v1 hierarchy, or none).
 func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl[ctlPids].v2 }
+
+// SetJoinInChild turns the in-child join of the v1 cgroups on or off
+// (off: the forker or a joining thread) and returns the previous setting.
+func SetJoinInChild(on bool) bool { old := joinInChild; joinInChild = on && vforkJoins; return old }
