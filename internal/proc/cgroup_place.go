@@ -44,7 +44,7 @@ import (
 //     is first recycled (in [Cgroup.RecycleEmpty], or in the background
 //     with a renewal; a cgroup used once never gets one), moves along when
 //     a v1 part is renewed, and leaves when the cgroup is removed or
-//     released. At most [MaxForkers] are resident.
+//     released. At most maxForkers are resident.
 //     The hand-offs wake two OS threads, which is cheaper than moving a
 //     thread in and out while CPUs are free, and dearer when the engine's
 //     own commands keep them busy (each woken thread waits behind them,
@@ -87,14 +87,14 @@ import (
 // [Start] places a [Spec.Cgroup]'s process; a [Spec.Launch] function
 // places it itself (package sandbox).
 
-// MaxForkers bounds the threads a [Cgroups] keeps resident in its command
+// maxForkers bounds the threads a [Cgroups] keeps resident in its command
 // cgroups, one per cgroup kept for reuse: as many as [MaxIdle], so every
 // cgroup of the pool has one whichever the next command gets (an idle
 // thread costs a few KiB and no CPU). Cgroups beyond it have a thread
 // join and leave for each fork.
-const MaxForkers = MaxIdle
+const maxForkers = MaxIdle
 
-// errNoForker: MaxForkers are resident, or m is closed.
+// errNoForker: maxForkers are resident, or m is closed.
 var errNoForker = errors.New("no forker available")
 
 // forker is an OS thread resident in one command cgroup's v1 cgroups,
@@ -120,11 +120,11 @@ type forkOp struct {
 var noTasks = [nCtl]*fd.FD{}
 
 // newForker starts a forker that joins the cgroups of the tasks
-// descriptors join. It fails with errNoForker when MaxForkers are
+// descriptors join. It fails with errNoForker when maxForkers are
 // resident or m is closed.
 func (m *Cgroups) newForker(join [nCtl]*fd.FD) (*forker, error) {
 	m.mu.Lock()
-	if len(m.forkers) >= MaxForkers || m.closed.Load() {
+	if len(m.forkers) >= maxForkers || m.closed.Load() {
 		m.mu.Unlock()
 		return nil, errNoForker
 	}
