@@ -31,8 +31,10 @@ import (
 //     and execs (cgroup_vfork.go): no thread hand-off, no thread of the
 //     engine ever in a command's cgroup, and no forker below.
 //     Measured against the forker, call by call on one recycled cgroup
-//     (BenchmarkStartPlaced): a `true` started and waited for went
-//     from raw os/exec +45 to +60 µs to +10 to +20 µs (p50s, load 8-9).
+//     (BenchmarkStartPlaced, three runs, load 5.6-5.9): `true` started
+//     and waited for, p50, raw os/exec (no cgroup) 553-604 µs, the
+//     forker +57 to +105 µs, the in-child join +26 to +36 µs; the start
+//     alone (proc.Start) 285-606 µs with the forker, 111-534 µs joined.
 //   - Elsewhere the command's shell is forked by a thread that is in the
 //     command's v1 cgroups at that moment: the cgroup's forker or a
 //     joining thread, as follows.
