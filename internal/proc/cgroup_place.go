@@ -257,7 +257,7 @@ func (c *Cgroup) residentPids() int {
 func (c *Cgroup) attachForker() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fk != nil || c.tasks == noTasks || joinInChild {
+	if c.fk != nil || c.tasks == noTasks || vforkStarts {
 		return nil
 	}
 	f, err := c.m.newForker(c.tasks)
@@ -372,15 +372,15 @@ func (c *Cgroup) MoveIn(pid int) error {
 // instant, as a joining thread alone did before forkers).
 //
 // Where vforkJoins, it forks cmd from the calling thread instead, the
-// child joining c's v1 cgroups itself (startJoined; cgroup_vfork.go), and
+// child joining c's v1 cgroups itself (startRaw; cgroup_vfork.go), and
 // returns the child's pid with cmd.Process nil (the child sets SIGINT
 // and SIGQUIT to their defaults itself). Otherwise it applies
 // [DefaultSignals], returns 0 and cmd.Process is set.
 func (c *Cgroup) start(cmd *exec.Cmd) (int, error) {
 	c.mu.Lock()
-	if joinInChild && c.tasks != noTasks {
-		defer c.mu.Unlock()
-		return c.startJoined(cmd)
+	if vforkStarts {
+		defer c.mu.Unlock() // keeps c.tasks open
+		return startRaw(cmd, c.tasks)
 	}
 	f, joins := c.fk, c.tasks != noTasks
 	c.mu.Unlock()

@@ -53,8 +53,8 @@ func recycled(t *testing.T, m *proc.Cgroups, name string) *proc.Cgroup {
 // come before the cgroup is recycled (a cgroup gets its forker then).
 func forkerOnly(t *testing.T) {
 	t.Helper()
-	old := proc.SetJoinInChild(false)
-	t.Cleanup(func() { proc.SetJoinInChild(old) })
+	old := proc.SetVforkStarts(false)
+	t.Cleanup(func() { proc.SetVforkStarts(old) })
 }
 
 // needV1 skips unless cg has cgroups in the v1 memory and pids

@@ -10,19 +10,26 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bashvisor/bashvisor/internal/fd"
 )
 
-// A command's start on a hybrid host, in the calling thread: a vfork
-// (clone3 with CLONE_VM|CLONE_VFORK, into the command's cgroup v2) whose
-// child writes 0 to the tasks file of each of the command's v1 cgroups
-// (memory, pids) before anything else, then sets up its session,
-// directory and descriptors and execs. The command is in all its cgroups
-// before its program's first instruction, as with a forker, without the
-// two thread hand-offs to a forker and back (~57 µs of a 1.2 ms `bash -c
-// true` here) and with two cgroup writes instead of a joining thread's
-// four. Writing 0 to tasks moves the writer only, so it takes no global
-// lock (unlike moving another process, which waits for an RCU grace
-// period).
+// A command's start, in the calling thread (on amd64 and arm64): a vfork
+// (clone3 with CLONE_VM|CLONE_VFORK, into the command's cgroup v2 when it
+// has one) whose child, on a hybrid host, writes 0 to the tasks file of
+// each of the command's v1 cgroups (memory, pids) before anything else,
+// then sets up its session, directory and descriptors and execs. Every
+// unrestricted command starts so, with or without a cgroup: the clone
+// resets the engine's caught signals itself (CLONE_CLEAR_SIGHAND), where
+// os/exec's child makes one rt_sigaction call per signal (about 64, ~22
+// µs here).
+//
+// On a hybrid host the command is in all its cgroups before its
+// program's first instruction, as with a forker, without the two thread
+// hand-offs to a forker and back and with two cgroup writes instead of
+// a joining thread's four. Writing 0 to tasks moves the writer only, so
+// it takes no global lock (unlike moving another process, which waits for
+// an RCU grace period).
 //
 // What differs from a forker: the child's kernel structures (its
 // task_struct, allocated by the clone) are charged to the engine's memory
@@ -34,9 +41,9 @@ import (
 // clone3 with CLONE_INTO_CGROUP needs Linux 5.7, which the engine's
 // cgroups need anyway (ProbeCgroups); CLONE_CLEAR_SIGHAND 5.5.
 
-// joinInChild: starts join in the child (vforkJoins; a benchmark turns
-// it off to compare with the forker).
-var joinInChild = vforkJoins
+// vforkStarts: unrestricted commands start with startRaw (vforkJoins; a
+// benchmark turns it off to compare with os/exec and the forker).
+var vforkStarts = vforkJoins
 
 // joinSpec is everything the child of forkJoined needs, prepared before
 // the fork. The child shares this memory until it execs: it only reads
@@ -152,16 +159,17 @@ func forkJoinedLocked(s *joinSpec) (int, syscall.Errno) {
 	return pid, errno
 }
 
-// startJoined starts cmd, as proc.Start prepared it (Path, Args, Env,
-// Dir, *os.File standard files, SysProcAttr with Setsid, maybe Setctty
-// with Ctty 0 and UseCgroupFD), with forkJoined into c's v1 cgroups,
-// whose tasks descriptors c.mu keeps open meanwhile (c.mu is held). It
-// returns the child's pid; cmd.Process stays nil. Errors are os/exec's
-// (a *os.PathError "fork/exec PATH"), the cgroup's step named.
-func (c *Cgroup) startJoined(cmd *exec.Cmd) (int, error) {
+// startRaw starts cmd, as proc.Start prepared it (Path, Args, Env, Dir,
+// *os.File standard files, SysProcAttr with Setsid, maybe Setctty with
+// Ctty 0 and UseCgroupFD), with forkJoined, into the v1 cgroups whose
+// tasks descriptors are given (noTasks: none; the caller keeps them open
+// meanwhile). It returns the child's pid; cmd.Process stays nil. Errors
+// are os/exec's (a *os.PathError "fork/exec PATH"), the cgroup's step
+// named.
+func startRaw(cmd *exec.Cmd, tasks [nCtl]*fd.FD) (int, error) {
 	fail := func(err error) (int, error) { return 0, &os.PathError{Op: "fork/exec", Path: cmd.Path, Err: err} }
 	s := &joinSpec{zero: [1]byte{'0'}}
-	for i, t := range c.tasks {
+	for i, t := range tasks {
 		s.tasks[i] = t.Int()
 	}
 	var err error

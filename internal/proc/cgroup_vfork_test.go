@@ -29,7 +29,7 @@ import (
 func needChildJoins(t *testing.T, cg *proc.Cgroup) {
 	t.Helper()
 	needV1(t, cg)
-	if !proc.SetJoinInChild(true) {
+	if !proc.SetVforkStarts(true) {
 		t.Skip("no in-child join on this architecture")
 	}
 }
@@ -228,7 +228,7 @@ func TestCgroupChildJoinsSignals(t *testing.T) {
 // placed variants in turns of order; the p50 of each is reported, and
 // of the placed starts alone (proc.Start's return).
 func BenchmarkStartPlaced(b *testing.B) {
-	defer proc.SetJoinInChild(proc.SetJoinInChild(false)) // so the cgroup gets its forker
+	defer proc.SetVforkStarts(proc.SetVforkStarts(false)) // so the cgroup gets its forker
 	m := cgroups(b)
 	cg, err := m.New("bench")
 	if err != nil {
@@ -249,7 +249,7 @@ func BenchmarkStartPlaced(b *testing.B) {
 	}
 	var startJoined, startForker []time.Duration
 	run := func(join bool) time.Duration {
-		proc.SetJoinInChild(join)
+		proc.SetVforkStarts(join)
 		t0 := time.Now()
 		p, err := proc.Start(proc.Spec{Path: tru, Args: []string{"true"}, Dir: "/", Cgroup: cg, Output: os.Stderr})
 		if err != nil {
@@ -308,4 +308,44 @@ func ignoreRaw(t *testing.T, sigs ...syscall.Signal) {
 			unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
 		})
 	}
+}
+
+// BenchmarkStartVfork compares, call by call, proc.Start without a
+// cgroup by the engine's vfork and by os/exec: `true` started and waited
+// for, with its output pipe read to the end (p50 of each, and of the
+// start alone).
+func BenchmarkStartVfork(b *testing.B) {
+	tru, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true")
+	}
+	defer proc.SetVforkStarts(proc.SetVforkStarts(true))
+	if !proc.SetVforkStarts(true) {
+		b.Skip("no vfork starts on this architecture")
+	}
+	var total, start [2][]time.Duration
+	run := func(v int) {
+		proc.SetVforkStarts(v == 1)
+		t0 := time.Now()
+		p, err := proc.Start(proc.Spec{Path: tru, Args: []string{"true"}, Dir: "/"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start[v] = append(start[v], time.Since(t0))
+		_, _ = io.Copy(io.Discard, p.Stdout)
+		if ex, err := p.Wait(); err != nil || !ex.Success() {
+			b.Fatal(ex, err)
+		}
+		total[v] = append(total[v], time.Since(t0))
+		p.Stdout.Close()
+	}
+	for i := 0; b.Loop(); i++ {
+		run(i % 2)
+		run(1 - i%2)
+	}
+	p50 := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2].Microseconds()) }
+	b.ReportMetric(p50(total[0]), "osexec-p50-µs")
+	b.ReportMetric(p50(total[1]), "vfork-p50-µs")
+	b.ReportMetric(p50(start[0]), "osexec-start-p50-µs")
+	b.ReportMetric(p50(start[1]), "vfork-start-p50-µs")
 }

@@ -16,6 +16,7 @@ func (w *Watchdog) Abandon() error {
 // v2 (false: in a v1 hierarchy, or none).
 func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl[ctlPids].v2 }
 
-// SetJoinInChild turns the in-child join of the v1 cgroups on or off
-// (off: the forker or a joining thread) and returns the previous setting.
-func SetJoinInChild(on bool) bool { old := joinInChild; joinInChild = on && vforkJoins; return old }
+// SetVforkStarts turns the vfork starts (and the in-child join of the
+// v1 cgroups) on or off (off: os/exec, with the forker or a joining
+// thread) and returns the previous setting.
+func SetVforkStarts(on bool) bool { old := vforkStarts; vforkStarts = on && vforkJoins; return old }

@@ -183,15 +183,15 @@ func Start(spec Spec) (*Process, error) {
 	// (one syscall; Go's own descriptors already are), so the command gets
 	// exactly 0, 1 and 2 plus what the launcher passes on purpose.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if spec.Launch == nil && spec.Cgroup == nil {
-		DefaultSignals(cmd) // Cgroup.start does, unless its child resets them
-	}
 	switch {
 	case spec.Launch != nil:
 		err = spec.Launch(cmd)
 	case spec.Cgroup != nil:
 		p.Pid, err = spec.Cgroup.start(cmd)
+	case vforkStarts: // its child sets SIGINT and SIGQUIT to their defaults
+		p.Pid, err = startRaw(cmd, noTasks)
 	default:
+		DefaultSignals(cmd)
 		err = cmd.Start()
 	}
 	if err != nil {
