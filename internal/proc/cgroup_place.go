@@ -257,7 +257,7 @@ func (c *Cgroup) residentPids() int {
 func (c *Cgroup) attachForker() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fk != nil || c.tasks == noTasks || vforkStarts {
+	if c.fk != nil || c.tasks == noTasks || vforkStarts && !keepForkers {
 		return nil
 	}
 	f, err := c.m.newForker(c.tasks)

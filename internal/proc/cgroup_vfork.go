@@ -45,6 +45,10 @@ import (
 // benchmark turns it off to compare with os/exec and the forker).
 var vforkStarts = vforkJoins
 
+// keepForkers gives recycled cgroups their forkers even with vforkStarts
+// (a benchmark compares both in one engine).
+var keepForkers = false
+
 // joinSpec is everything the child of forkJoined needs, prepared before
 // the fork. The child shares this memory until it execs: it only reads
 // it, makes system calls, and records why it failed.

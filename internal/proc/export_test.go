@@ -20,3 +20,7 @@ func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl
 // v1 cgroups) on or off (off: os/exec, with the forker or a joining
 // thread) and returns the previous setting.
 func SetVforkStarts(on bool) bool { old := vforkStarts; vforkStarts = on && vforkJoins; return old }
+
+// SetKeepForkers has recycled cgroups get their forkers even with vfork
+// starts, and returns the previous setting.
+func SetKeepForkers(on bool) bool { old := keepForkers; keepForkers = on; return old }
