@@ -257,7 +257,7 @@ func (c *Cgroup) residentPids() int {
 func (c *Cgroup) attachForker() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fk != nil || c.tasks == noTasks || vforkStarts && !keepForkers {
+	if c.fk != nil || c.tasks == noTasks || vforkStarts.Load() && !keepForkers.Load() {
 		return nil
 	}
 	f, err := c.m.newForker(c.tasks)
@@ -378,7 +378,7 @@ func (c *Cgroup) MoveIn(pid int) error {
 // [DefaultSignals], returns 0 and cmd.Process is set.
 func (c *Cgroup) start(cmd *exec.Cmd) (int, error) {
 	c.mu.Lock()
-	if vforkStarts {
+	if vforkStarts.Load() {
 		defer c.mu.Unlock() // keeps c.tasks open
 		return startRaw(cmd, c.tasks)
 	}

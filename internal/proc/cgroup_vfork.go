@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -43,11 +44,11 @@ import (
 
 // vforkStarts: unrestricted commands start with startRaw (vforkJoins; a
 // benchmark turns it off to compare with os/exec and the forker).
-var vforkStarts = vforkJoins
-
 // keepForkers gives recycled cgroups their forkers even with vforkStarts
 // (a benchmark compares both in one engine).
-var keepForkers = false
+var vforkStarts, keepForkers atomic.Bool
+
+func init() { vforkStarts.Store(vforkJoins) }
 
 // joinSpec is everything the child of forkJoined needs, prepared before
 // the fork. The child shares this memory until it execs: it only reads

@@ -19,8 +19,8 @@ func (m *Cgroups) OnV2() (memory, pids bool) { return m.ctl[ctlMemory].v2, m.ctl
 // SetVforkStarts turns the vfork starts (and the in-child join of the
 // v1 cgroups) on or off (off: os/exec, with the forker or a joining
 // thread) and returns the previous setting.
-func SetVforkStarts(on bool) bool { old := vforkStarts; vforkStarts = on && vforkJoins; return old }
+func SetVforkStarts(on bool) bool { return vforkStarts.Swap(on && vforkJoins) }
 
 // SetKeepForkers has recycled cgroups get their forkers even with vfork
 // starts, and returns the previous setting.
-func SetKeepForkers(on bool) bool { old := keepForkers; keepForkers = on; return old }
+func SetKeepForkers(on bool) bool { return keepForkers.Swap(on) }

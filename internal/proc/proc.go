@@ -188,7 +188,7 @@ func Start(spec Spec) (*Process, error) {
 		err = spec.Launch(cmd)
 	case spec.Cgroup != nil:
 		p.Pid, err = spec.Cgroup.start(cmd)
-	case vforkStarts: // its child sets SIGINT and SIGQUIT to their defaults
+	case vforkStarts.Load(): // its child sets SIGINT and SIGQUIT to their defaults
 		p.Pid, err = startRaw(cmd, noTasks)
 	default:
 		DefaultSignals(cmd)
