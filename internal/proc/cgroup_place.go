@@ -31,10 +31,13 @@ import (
 //     and execs (cgroup_vfork.go): no thread hand-off, no thread of the
 //     engine ever in a command's cgroup, and no forker below.
 //     Measured against the forker, call by call on one recycled cgroup
-//     (BenchmarkStartPlaced, three runs, load 5.6-5.9): `true` started
-//     and waited for, p50, raw os/exec (no cgroup) 553-604 µs, the
-//     forker +57 to +105 µs, the in-child join +26 to +36 µs; the start
-//     alone (proc.Start) 285-606 µs with the forker, 111-534 µs joined.
+//     (BenchmarkStartPlaced, three runs, load 3.7-4.4): `true` started
+//     and waited for, p50, raw os/exec (no cgroup) 605-634 µs, the
+//     forker +62 to +65 µs, the in-child join -12 to +0 µs; the start
+//     alone (proc.Start) 230-351 µs with the forker, 136-147 µs joined.
+//     Through the engine (BenchmarkEngineSerialVfork, same runs), serial
+//     `bash -c true` p50 over raw os/exec: +11.4 / +12.5 / +12.4 % with
+//     the forker, +8.0 / +8.9 / +8.1 % joined.
 //   - Elsewhere the command's shell is forked by a thread that is in the
 //     command's v1 cgroups at that moment: the cgroup's forker or a
 //     joining thread, as follows.
