@@ -374,7 +374,7 @@ func (c *Cgroup) MoveIn(pid int) error {
 // the fork (it and a forker then count in pids.current together for the
 // instant, as a joining thread alone did before forkers).
 //
-// Where vforkJoins, it forks cmd from the calling thread instead, the
+// With vforkStarts (amd64, arm64) it forks cmd from the calling thread, the
 // child joining c's v1 cgroups itself (startRaw; cgroup_vfork.go), and
 // returns the child's pid with cmd.Process nil (the child sets SIGINT
 // and SIGQUIT to their defaults itself). Otherwise it applies
