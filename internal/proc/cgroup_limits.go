@@ -97,12 +97,15 @@ type Usage struct {
 	// that ran ten programs one after the other reads 2 (the shell and
 	// one program). Where the pids limit lives in a v1 hierarchy the value
 	// is never below 2 (a command that never ran more than its shell reads
-	// 2): the engine thread that forks the shell is in the cgroup then.
-	// A cgroup's resident forker is left out (exact above 2); a thread
-	// that joins for one fork (a cgroup not yet recycled, or a busy
-	// engine: see cgroup_place.go) counts until it leaves right after the
-	// fork, so the value can be one more than the command's own when the
-	// shell started another process before that (a busy machine). 0
+	// 2): a recycled cgroup keeps the peak of up to 2 its last command
+	// left (renewing the cgroup for that would cost more than it tells).
+	// Above 2 it is exact where the command's child joins its cgroups
+	// itself (amd64, arm64: see cgroup_place.go); elsewhere a cgroup's
+	// resident forker is left out, and a thread that joins for one fork
+	// (a cgroup not yet recycled, or a busy engine) counts until it leaves
+	// right after the fork, so the value can be one more than the
+	// command's own when the shell started another process before that
+	// (a busy machine). 0
 	// without a pids controller, or on a kernel without pids.peak (before
 	// Linux 6.1).
 	Processes int
@@ -423,8 +426,8 @@ func (c *Cgroup) Usage() (Usage, error) {
 	if c.ctlDir(ctlPids) != "" {
 		if n, err := c.readInt(filePidsPeak); err == nil {
 			u.Processes = int(n)
-			if c.residentPids() == 1 { // the forker and the shell at least
-				u.Processes = max(u.Processes-1, 2)
+			if !c.m.ctl[ctlPids].v2 { // the floor of 2, a forker left out
+				u.Processes = max(u.Processes-c.residentPids(), 2)
 			}
 		} else if !errors.Is(err, os.ErrNotExist) { // pids.peak: Linux 6.1+
 			errs = append(errs, err)
@@ -480,7 +483,7 @@ func (c *Cgroup) reset() (renew []int, ok bool) {
 		switch {
 		case c.m.ctl[ctlPids].v2 && peak > 1:
 			return nil, false
-		case peak-int64(c.residentPids()) > 2: // 2: a shell and the engine thread that forked it
+		case peak-int64(c.residentPids()) > 2: // 2: Usage's floor (a shell and a program, or the engine thread that forked it)
 			renew = append(renew, ctlPids)
 		}
 	}

@@ -48,6 +48,15 @@ func recycled(t *testing.T, m *proc.Cgroups, name string) *proc.Cgroup {
 	return again
 }
 
+// forkerOnly has starts use a forker or a joining thread, as on
+// architectures without the in-child join, until the test ends; it must
+// come before the cgroup is recycled (a cgroup gets its forker then).
+func forkerOnly(t *testing.T) {
+	t.Helper()
+	old := proc.SetVforkStarts(false)
+	t.Cleanup(func() { proc.SetVforkStarts(old) })
+}
+
 // needV1 skips unless cg has cgroups in the v1 memory and pids
 // hierarchies (a hybrid host), or fails under REQUIRE_CGROUPS=1 where
 // neither controller is available at all.
@@ -120,6 +129,7 @@ func placedFirst(t *testing.T, m *proc.Cgroups, c *proc.Cgroup) {
 // one, stays in the recycled cgroup's v1 cgroups, and starting a command
 // there creates no goroutine (no thread joins and leaves).
 func TestCgroupFirstInstructionPlaced(t *testing.T) {
+	forkerOnly(t)
 	m := limitedCgroups(t)
 	fresh, err := m.New("fresh")
 	if err != nil {
@@ -182,6 +192,7 @@ func TestCgroupFirstInstructionPlaced(t *testing.T) {
 // processes (pids.max counts the forker on top), the hog is OOM-killed
 // near the memory limit, and the engine can still fork.
 func TestCgroupForkerContainsAtOnce(t *testing.T) {
+	forkerOnly(t)
 	m := limitedCgroups(t)
 	py := python(t)
 	cg := recycled(t, m, "bomb")
@@ -253,6 +264,7 @@ func TestCgroupForkerContainsAtOnce(t *testing.T) {
 // into the new one; releasing a cgroup with a forker sends the forker
 // home and moves the command's processes out without moving the engine.
 func TestCgroupForkerRenewAndRelease(t *testing.T) {
+	forkerOnly(t)
 	m := limitedCgroups(t)
 	cg := recycled(t, m, "renew")
 	needV1(t, cg)
@@ -320,6 +332,7 @@ func TestCgroupForkerRenewAndRelease(t *testing.T) {
 // leave instead (no thread hand-off), and the command is placed all the
 // same; once they end, the forker forks again.
 func TestCgroupBusyEngineJoins(t *testing.T) {
+	forkerOnly(t)
 	m := limitedCgroups(t)
 	cg := recycled(t, m, "busy")
 	defer cg.Remove()

@@ -42,9 +42,10 @@ type Spec struct {
 	// Cgroup, when set, starts the process inside that cgroup: its cgroup
 	// v2 from the fork on (CLONE_INTO_CGROUP), and on a hybrid host its
 	// cgroups in the v1 memory and pids hierarchies too, with no window in
-	// which the command runs outside them: it is forked by the cgroup's
-	// resident forker thread, or by a thread that joins them for the fork
-	// (see cgroup_place.go).
+	// which the command runs outside them: its child joins them before it
+	// execs, or, on other architectures than amd64 and arm64, it is forked
+	// by the cgroup's resident forker thread or by a thread that joins
+	// them for the fork (see cgroup_place.go).
 	Cgroup *Cgroup
 	// Launch, when set, starts the prepared command instead of cmd.Start
 	// (restricted mode starts it from a confined thread). It may change
@@ -182,15 +183,15 @@ func Start(spec Spec) (*Process, error) {
 	// (one syscall; Go's own descriptors already are), so the command gets
 	// exactly 0, 1 and 2 plus what the launcher passes on purpose.
 	_ = unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if spec.Launch == nil {
-		DefaultSignals(cmd)
-	}
 	switch {
 	case spec.Launch != nil:
 		err = spec.Launch(cmd)
 	case spec.Cgroup != nil:
-		err = spec.Cgroup.start(cmd)
+		p.Pid, err = spec.Cgroup.start(cmd)
+	case vforkStarts.Load(): // its child sets SIGINT and SIGQUIT to their defaults
+		p.Pid, err = startRaw(cmd, noTasks)
 	default:
+		DefaultSignals(cmd)
 		err = cmd.Start()
 	}
 	if err != nil {
@@ -199,11 +200,12 @@ func Start(spec Spec) (*Process, error) {
 	for _, f := range closeAfter {
 		f.Close()
 	}
-	proc := cmd.Process
-	p.proc, p.Pid = proc, proc.Pid
+	if cmd.Process != nil { // else started without os/exec (Cgroup.start)
+		p.proc, p.Pid = cmd.Process, cmd.Process.Pid
+	}
 	// A pidfd in the netpoller lets Wait park a goroutine, not a thread.
 	// The child is not reaped yet, so its pid cannot have been reused.
-	if fd, err := unix.PidfdOpen(proc.Pid, unix.O_NONBLOCK); err == nil {
+	if fd, err := unix.PidfdOpen(p.Pid, unix.O_NONBLOCK); err == nil {
 		p.pidfd = os.NewFile(uintptr(fd), "pidfd")
 	}
 	return p, nil
@@ -240,7 +242,9 @@ func (e *Exit) Sys() any { return e.Status }
 // non-blocking wait4, the last of which reaps the leader.
 func (p *Process) Wait() (*Exit, error) {
 	var ex Exit
-	defer func() { _ = p.proc.Release() }() // os keeps a handle of its own
+	if p.proc != nil {
+		defer func() { _ = p.proc.Release() }() // os keeps a handle of its own
+	}
 	reap := func(flags int) (bool, error) {
 		for {
 			pid, err := syscall.Wait4(p.Pid, &ex.Status, flags, &ex.Rusage)

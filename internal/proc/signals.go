@@ -30,7 +30,9 @@ import (
 // ([ResetSignalsForExec]), and a sandboxed command forked without os/exec
 // has them reset by its forking child before the exec (package sandbox's
 // forkRaw), so no other program runs in its namespaces before it is
-// placed in its cgroups and limited. Where no such env is found, an
+// placed in its cgroups and limited; so has an unrestricted command
+// started by the engine's own vfork (amd64, arm64: cgroup_vfork.go), with
+// no env. Where no such env is found, an
 // unrestricted command starts as before, with the signals ignored.
 
 // sigaction is the kernel's struct sigaction (handler, flags, restorer,
