@@ -202,9 +202,38 @@ func TestModesUndoModeZero(t *testing.T) {
 	}
 }
 
+// TestModesUndoReadOnlyTree: a step adds a tree and leaves its
+// directories read-only (0500, a module cache's), which Apply sets once
+// the files below them are in, recording them in the undo step as they
+// then are, and an existing directory too: the undo finds them so,
+// removes the tree and gives the directory its mode back. (A file the
+// step changed below a directory it left 0500 cannot be put back
+// unprivileged: the undo fails with EACCES.)
+func TestModesUndoReadOnlyTree(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n"})
+	w.openUp(t, "a", "n", "n/m")
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `mkdir -p n/m && echo z > n/m/g && chmod 500 n/m n a`)
+	for _, r := range []string{"a", "n", "n/m"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir|0o500 {
+			t.Errorf("%s: %v after apply, want dr-x------", r, m)
+		}
+	}
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo: %v", err)
+	}
+	if m := w.modeOf(t, "a"); m != fs.ModeDir|0o755 {
+		t.Errorf("a after undo: %v, want drwxr-xr-x", m)
+	}
+	if w.read(t, "a/f") != "x\n" || w.exists("n") {
+		t.Errorf("undo incomplete: a/f %q, n there: %v", w.read(t, "a/f"), w.exists("n"))
+	}
+}
+
 // TestModesUnprivileged runs the modes tests as a user other than root
 // (as root; CI's unprivileged pass runs them directly).
 func TestModesUnprivileged(t *testing.T) {
 	layertest.Need(t)
-	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|Reach.*|Settle.*)$")
+	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoReadOnlyTree|Reach.*|Settle.*)$")
 }
