@@ -328,11 +328,16 @@ type widening struct {
 
 // widen gives the entry p of t (open as g, status cur) the permission
 // bits want, or joins a reach of this process that widened it. It
-// returns nil when the entry has them and no reach widened it.
+// returns nil when the entry has them and no reach widened it. cur is
+// read again under the lock: another reach may have given the entry its
+// mode back since.
 func widen(t *tree, p string, g *fd.FD, cur *unix.Stat_t, want uint32) (*widening, error) {
 	key := [2]uint64{cur.Dev, cur.Ino}
 	widenings.mu.Lock()
 	defer widenings.mu.Unlock()
+	if err := unix.Fstat(g.Int(), cur); err != nil {
+		return nil, err
+	}
 	w := widenings.m[key]
 	if w == nil && cur.Mode&want == want {
 		return nil, nil
