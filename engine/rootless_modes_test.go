@@ -181,7 +181,10 @@ func TestWorkspaceNotOwned(t *testing.T) {
 		}
 	}
 	fi, err := os.Lstat(ws)
-	if st := fi.Sys().(*syscall.Stat_t); err != nil || st.Uid != 0 || fi.Mode() != os.ModeDir|0o777 {
-		t.Errorf("the workspace: %v %d %v", fi.Mode(), st.Uid, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode() != os.ModeDir|0o777 {
+		t.Errorf("the workspace: %v %d", fi.Mode(), st.Uid)
 	}
 }

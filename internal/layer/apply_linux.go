@@ -174,7 +174,7 @@ type applier struct {
 	exch, moveUpper bool
 	// settle are the root's real directories that get their
 	// permissions once its changes are applied (see settleRoot).
-	settle map[string]uint32
+	settle map[string]settled
 }
 
 // errParentFailed is the failure of a change below an added directory
@@ -276,7 +276,7 @@ func (a *applier) root(i int) {
 	for _, p := range a.trees {
 		p.e.After, p.e.Tree = treePrints(re, p.rel)
 	}
-	a.settleRoot(re)
+	a.settleRoot(i, re)
 	if a.moveUpper && a.step != nil && a.keepUpper(i) != nil {
 		a.step.broken = true // not undoable: the step is not kept
 	}
@@ -344,7 +344,7 @@ func (a *applier) change(k int, c *Change, up, re *tree) error {
 		}
 		if c.newTree {
 			a.wholeEnd = a.end[k]
-			a.settleTree(c.root, c.rel)
+			a.settleTree(c.root, re, c.rel)
 		}
 	}
 	if e == nil {
@@ -367,7 +367,8 @@ func (a *applier) mkdir(k int, c *Change, e *entry, up, re *tree) error {
 	if err != nil {
 		return err
 	}
-	ust.Mode = a.accessible(c.rel, a.s.leftMode(c.root, c.rel, ust.Mode))
+	mode := a.s.leftMode(c.root, c.rel, ust.Mode)
+	ust.Mode = accessible(mode)
 	d, name := split(c.rel)
 	dir, err := re.dir(d)
 	if err != nil {
@@ -384,6 +385,7 @@ func (a *applier) mkdir(k int, c *Change, e *entry, up, re *tree) error {
 	if err := re.setAttrs(c.rel, f, &cur, &ust); err != nil {
 		return err
 	}
+	a.settleIf(c.rel, &cur, mode)
 	if e != nil {
 		a.trees = append(a.trees, pending{e: e, rel: c.rel})
 		a.pendingEnd = a.end[k]
@@ -404,19 +406,30 @@ func (a *applier) dirAttrs(c *Change, up, re *tree) error {
 		return err
 	}
 	defer f.Close()
-	mode := a.accessible(c.rel, a.s.leftMode(c.root, c.rel, ust.Mode))
-	return re.chownChmod(c.rel, f, &cur, ust.Uid, ust.Gid, mode)
+	mode := a.s.leftMode(c.root, c.rel, ust.Mode)
+	if err := re.chownChmod(c.rel, f, &cur, ust.Uid, ust.Gid, accessible(mode)); err != nil {
+		return err
+	}
+	a.settleIf(c.rel, &cur, mode)
+	return nil
 }
 
-// accessible returns the mode of the real directory rel while the
-// changes below it are applied: with rwx for its owner, its own mode
-// noted for settleRoot when it lacks one of them.
-func (a *applier) accessible(rel string, mode uint32) uint32 {
-	if mode&ownerAll == ownerAll {
+// accessible returns the mode a real directory whose mode is to be mode
+// has while the changes below it are applied: with rwx for its owner
+// (unless the engine overrides permissions).
+func accessible(mode uint32) uint32 {
+	if overrides() {
 		return mode
 	}
-	a.settleLater(rel, mode)
 	return mode | ownerAll
+}
+
+// settleIf notes the real directory rel (status st), which apply made
+// or changed, for settleRoot when accessible widened its mode.
+func (a *applier) settleIf(rel string, st *unix.Stat_t, mode uint32) {
+	if accessible(mode) != mode {
+		a.settleLater(rel, st, mode)
+	}
 }
 
 // put moves (or copies) the upper entry of c over its real path.
