@@ -328,6 +328,52 @@ func TestSpareLayerFollowsTheRoot(t *testing.T) {
 	}
 }
 
+// Two commands at a time (the second begins before the first one's
+// layer is reset, as commands back to back do) cycle three layers'
+// directories: a spare and two free layers are kept, so that no round
+// makes a new layer and removes another one.
+func TestOverlappingCommandsCycleThreeLayers(t *testing.T) {
+	f := newFixture(t)
+	state := filepath.Join(filepath.Dir(f.ws), "state")
+	seen := map[string]bool{}
+	look := func() {
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "layer-") {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		a, err := f.c.Begin(roots, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.c.Begin(roots, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		look()
+		for _, tx := range []*transact.Tx{a, b} {
+			if _, err := tx.Commit(context.Background(), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		transact.Settle(f.m)
+		look()
+		if round == 0 {
+			continue // the first round makes what later ones reuse
+		}
+		if len(seen) > 3 {
+			t.Fatalf("round %d: %d layer directories made, want at most 3: %v", round, len(seen), seen)
+		}
+	}
+}
+
 // Which commands join a running background job's layer (see the package
 // doc, "Shared layers"): with the overlays held (Premount), a command
 // over the same roots while every command over the layer is a
