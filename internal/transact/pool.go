@@ -116,13 +116,12 @@ func key(roots []string) string {
 	return strings.Join(slices.Compact(out), "\x00")
 }
 
-// layer returns a layer over roots: the spare one when it still fits
-// them, otherwise a new one. A new spare is made in the background
+// layer returns a layer over roots, whose key is k: the spare one when
+// it still fits them, otherwise a new one. A new spare is made in the background
 // once the roots were asked for before: the first Begin over a set of
 // roots queues none (a one-command engine would only make and remove
 // it), its layer, recycled, being the next spare.
-func (p *pool) layer(roots []string) (*layer.Layer, error) {
-	k := key(roots)
+func (p *pool) layer(k string, roots []string) (*layer.Layer, error) {
 	if k != "" {
 		p.mu.Lock()
 		l := p.spare[k]

@@ -154,16 +154,17 @@ func (c *Conv) begin(roots []string, label string, hold bool) (*Tx, error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	if t := m.join(c, roots, label, hold); t != nil {
+	k := key(roots) // once: it resolves every root's symlinks
+	if t := m.join(c, k, label, hold); t != nil {
 		t.unwalk = gitpolicy.Prefetch(t.Roots())
 		return t, nil
 	}
-	l, err := m.pool.layer(roots)
+	l, err := m.pool.layer(k, roots)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
 	t := &Tx{m: m, c: c, label: label, spec: l.Spec(), ending: make(chan struct{})}
-	t.sh = &share{l: l, key: key(roots), live: []*Tx{t}, hold: hold}
+	t.sh = &share{l: l, key: k, live: []*Tx{t}, hold: hold}
 	// The walk for repositories the check reads runs while the command
 	// does (released once its changes are checked: share.end).
 	t.unwalk = gitpolicy.Prefetch(l.Roots())
