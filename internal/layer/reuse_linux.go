@@ -5,12 +5,14 @@ package layer
 import (
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reset makes l again what [New] makes for its roots, in the same
@@ -45,7 +47,7 @@ func (l *Layer) Reset() error {
 			return fmt.Errorf("layer: root %s is gone or not a directory", r.path)
 		}
 		for j, d := range []string{r.upper, r.work, filepath.Join(l.dir, "p"+strconv.Itoa(i))} {
-			if err := emptyDir(d, j == 2); err != nil {
+			if err := emptyDir(d, j == 2, j > 0); err != nil {
 				r.dev, r.ino = 0, 0
 				return fmt.Errorf("layer: reset: %w", err)
 			}
@@ -62,28 +64,84 @@ func (l *Layer) Reset() error {
 
 // emptyDir removes everything in directory d, which must exist unless
 // mayLack (a premount work directory is made by the first Premount).
-func emptyDir(d string, mayLack bool) error {
-	f, err := os.Open(d)
-	if mayLack && errors.Is(err, os.ErrNotExist) {
+// It is cheap for what a Reset finds most: an empty directory (the
+// upper layer of a command that changed nothing: one open, two
+// getdents, one close) and, for an overlay's work directory (work: no
+// command can write there), one that holds only what overlayfs made at
+// mount (workMarks, removed by name). Never by name in an upper
+// directory: a command may have put a symlink at "work" there.
+func emptyDir(d string, mayLack, work bool) error {
+	n, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if mayLack && err == unix.ENOENT {
 		return nil
 	}
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: d, Err: err}
 	}
-	defer f.Close()
+	defer unix.Close(n)
+	if work {
+		removeWorkMarks(n)
+	}
+	buf := make([]byte, 4096)
 	for {
-		names, err := f.Readdirnames(64)
-		for _, n := range names {
-			if err := RemoveAll(filepath.Join(d, n)); err != nil {
+		names, err := readNames(n, buf)
+		if err != nil {
+			return &fs.PathError{Op: "getdents", Path: d, Err: err}
+		}
+		if names == nil {
+			return nil
+		}
+		for _, name := range names {
+			if err := RemoveAll(filepath.Join(d, name)); err != nil {
 				return err
 			}
 		}
-		if err == io.EOF {
-			return nil
+	}
+}
+
+// workMarks are what overlayfs leaves in the work directory of a
+// volatile overlay once it was mounted, deepest first: a Reset removes
+// them by name (removeWorkMarks) rather than by walking the directory.
+var workMarks = [...]struct {
+	path string
+	flag int
+}{
+	{"work/incompat/volatile/dirty", 0},
+	{"work/incompat/volatile", unix.AT_REMOVEDIR},
+	{"work/incompat", unix.AT_REMOVEDIR},
+	{"work", unix.AT_REMOVEDIR},
+}
+
+// removeWorkMarks removes the workMarks below the directory dirfd,
+// stopping at the first that fails (absent, or a directory that holds
+// more: the caller's walk removes the rest).
+func removeWorkMarks(dirfd int) {
+	for _, m := range workMarks {
+		if unix.Unlinkat(dirfd, m.path, m.flag) != nil {
+			return
+		}
+	}
+}
+
+// readNames reads the next entries of the directory open as dirfd with
+// one getdents64 call, without "." and "..": nil at its end.
+func readNames(dirfd int, buf []byte) ([]string, error) {
+	for {
+		n, err := unix.Getdents(dirfd, buf)
+		if err == unix.EINTR {
+			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+		if n <= 0 {
+			return nil, nil
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		if names == nil {
+			names = []string{} // only "." and "..": read on
+		}
+		return names, nil
 	}
 }
 

@@ -4,6 +4,7 @@ package layer_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,5 +108,52 @@ func TestResetWaitsForMountingThread(t *testing.T) {
 	}
 	if err := l.Reset(); err != nil { // nothing to wait for
 		t.Fatal(err)
+	}
+}
+
+// Reset removes overlayfs's marks in a work directory by name but
+// never follows what a command put in the upper layer: a symlink named
+// "work" to a directory outside that holds incompat/volatile/dirty
+// leaves that file alone; an upper "work" tree of the command's is
+// removed whole, and so is anything else left in a work directory.
+func TestResetDoesNotFollowUpperSymlinks(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, map[string]string{"a.txt": "a"})
+	outside := t.TempDir()
+	sentinel := filepath.Join(outside, "incompat", "volatile", "dirty")
+	if err := os.MkdirAll(filepath.Dir(sentinel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sentinel, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := w.layer(t)
+	for _, script := range []string{
+		"ln -s " + outside + " work",
+		"mkdir -p work/incompat/volatile && echo x > work/incompat/volatile/dirty && echo y > work/more",
+	} {
+		if !layertest.Unprivileged() {
+			if err := l.Premount(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := layertest.Run(t, l.Spec(), w.ws, w.env, script); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		o := l.Spec().Overlays[0]
+		if err := os.WriteFile(filepath.Join(o.Work, "left"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(sentinel); err != nil || string(b) != "keep" {
+			t.Fatalf("after %q and Reset the file behind the symlink: %q, %v", script, b, err)
+		}
+		for _, d := range []string{o.Upper, o.Work} {
+			if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
+				t.Errorf("after %q, %s after Reset: %v, %v", script, d, ents, err)
+			}
+		}
 	}
 }

@@ -195,7 +195,8 @@
 // the background after Commit returns, once its command's mount
 // namespace ended (layer.Layer.Reset: emptied, not removed), and its
 // directories are the next spare of its roots, so that
-// a conversation's commands in one workspace cycle two layers and make
+// a conversation's commands in one workspace cycle two layers (three
+// when they come back to back) and make
 // or remove no directory; a layer whose command left processes running
 // (its overlays may still be mounted) or that cannot be reset is
 // removed instead. One goroutine does that work,

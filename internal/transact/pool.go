@@ -22,6 +22,11 @@ const (
 	// refills); past it a removal is done on the caller's path and a
 	// refill is skipped.
 	maxQueued = 64
+	// maxFree bounds the reset layers kept per key besides its spare:
+	// commands back to back can begin before the last one's layer is
+	// reset, and a second free layer then spares making a new one (and
+	// removing one later).
+	maxFree = 2
 )
 
 // pool makes the commands' layers ahead of time and removes used ones
@@ -35,8 +40,10 @@ const (
 // command's mount namespace ended) and kept to be the next spare of its
 // roots instead of a new one (a refill then leaves the spare to it): a
 // conversation's commands in one workspace then cycle two layers'
-// directories, and no directory is made or removed per command. One goroutine does the work, in order;
-// close waits for it, removing every queued, spare and free layer.
+// directories (three when they come back to back, see maxFree), and no
+// directory is made or removed per command. One goroutine does the
+// work, in order; close waits for it, removing every queued, spare and
+// free layer.
 type pool struct {
 	opts     layer.Options // Dir and UserXattr
 	premount bool          // Options.Premount
@@ -44,11 +51,11 @@ type pool struct {
 	done     chan struct{}
 	waiters  sync.WaitGroup // recycles waiting for their command's namespace to end
 	mu       sync.Mutex
-	spare    map[string]*layer.Layer // by key (see key)
-	free     map[string]*layer.Layer // reset layers, by key: the next spare's directories
-	keyOf    map[*layer.Layer]string // the key each layer the pool made was made for
-	pending  map[string]int          // recycles under way, by key
-	keys     []string                // keys recently asked for, least recently used first
+	spare    map[string]*layer.Layer   // by key (see key)
+	free     map[string][]*layer.Layer // reset layers, by key: the next spares' directories (at most maxFree)
+	keyOf    map[*layer.Layer]string   // the key each layer the pool made was made for
+	pending  map[string]int            // recycles under way, by key
+	keys     []string                  // keys recently asked for, least recently used first
 	closed   bool
 }
 
@@ -59,7 +66,7 @@ func newPool(dir string, userXattr, premount bool, lockWait time.Duration) *pool
 		work:     make(chan func(), maxQueued),
 		done:     make(chan struct{}),
 		spare:    map[string]*layer.Layer{},
-		free:     map[string]*layer.Layer{},
+		free:     map[string][]*layer.Layer{},
 		keyOf:    map[*layer.Layer]string{},
 		pending:  map[string]int{},
 	}
@@ -109,13 +116,12 @@ func key(roots []string) string {
 	return strings.Join(slices.Compact(out), "\x00")
 }
 
-// layer returns a layer over roots: the spare one when it still fits
-// them, otherwise a new one. A new spare is made in the background
+// layer returns a layer over roots, whose key is k: the spare one when
+// it still fits them, otherwise a new one. A new spare is made in the background
 // once the roots were asked for before: the first Begin over a set of
 // roots queues none (a one-command engine would only make and remove
 // it), its layer, recycled, being the next spare.
-func (p *pool) layer(roots []string) (*layer.Layer, error) {
-	k := key(roots)
+func (p *pool) layer(k string, roots []string) (*layer.Layer, error) {
 	if k != "" {
 		p.mu.Lock()
 		l := p.spare[k]
@@ -159,8 +165,13 @@ func (p *pool) newLayer(k string, roots []string) (*layer.Layer, error) {
 		return layer.New(opts)
 	}
 	p.mu.Lock()
-	l := p.free[k]
-	delete(p.free, k)
+	var l *layer.Layer
+	if f := p.free[k]; len(f) > 0 {
+		l = f[len(f)-1]
+		if p.free[k] = f[:len(f)-1]; len(p.free[k]) == 0 {
+			delete(p.free, k)
+		}
+	}
 	p.mu.Unlock()
 	if l != nil && !l.Stale() {
 		return l, nil
@@ -199,10 +210,10 @@ func (p *pool) refill(k string, roots []string, ahead bool) {
 		p.keys = p.keys[1:]
 		drop = p.spare[old]
 		delete(p.spare, old)
-		if f := p.free[old]; f != nil {
-			delete(p.free, old)
+		for _, f := range p.free[old] {
 			defer p.remove(f)
 		}
+		delete(p.free, old)
 	}
 	p.mu.Unlock()
 	if drop != nil {
@@ -252,10 +263,10 @@ func (p *pool) remove(l *layer.Layer) {
 }
 
 // recycle takes back l, whose command's processes are all gone: in the
-// background it is reset and kept as its key's free layer, when the
-// pool made it for a key still in use that has none; otherwise it is
-// removed (on the caller's path when the queue is full or the pool
-// closed).
+// background it is reset and kept as a free layer of its key, when the
+// pool made it for a key still in use that has fewer than maxFree;
+// otherwise it is removed (on the caller's path when the queue is full
+// or the pool closed).
 func (p *pool) recycle(l *layer.Layer) {
 	// The command's parked thread may still be tearing its mount
 	// namespace down (layer.Spec.MountedBy): wait for it here, not on
@@ -302,7 +313,7 @@ func (p *pool) reset(l *layer.Layer, k string) {
 		p.mu.Lock()
 		inUse := !p.closed && slices.Contains(p.keys, k)
 		asSpare := inUse && p.spare[k] == nil
-		asFree := inUse && !asSpare && p.free[k] == nil
+		asFree := inUse && !asSpare && len(p.free[k]) < maxFree
 		p.mu.Unlock()
 		if !(asSpare || asFree) || l.Reset() != nil {
 			p.drop(l)
@@ -318,8 +329,8 @@ func (p *pool) reset(l *layer.Layer, k string) {
 			kept = false
 		case asSpare && p.spare[k] == nil:
 			p.spare[k] = l
-		case !asSpare && p.free[k] == nil:
-			p.free[k] = l
+		case !asSpare && len(p.free[k]) < maxFree:
+			p.free[k] = append(p.free[k], l)
 		default:
 			kept = false
 		}
@@ -354,7 +365,7 @@ func (p *pool) close() {
 	}
 	p.closed = true
 	spare, free := p.spare, p.free
-	p.spare, p.free, p.keys = map[string]*layer.Layer{}, map[string]*layer.Layer{}, nil
+	p.spare, p.free, p.keys = map[string]*layer.Layer{}, map[string][]*layer.Layer{}, nil
 	close(p.work)
 	p.mu.Unlock()
 	<-p.done
@@ -362,7 +373,9 @@ func (p *pool) close() {
 	for _, l := range spare {
 		p.drop(l)
 	}
-	for _, l := range free {
-		p.drop(l)
+	for _, ls := range free {
+		for _, l := range ls {
+			p.drop(l)
+		}
 	}
 }

@@ -69,11 +69,11 @@ func (t *Tx) Background(freeze func(func()) bool) {
 }
 
 // join returns a Tx over the layer of a running background job of c
-// over the same roots, nil when there is none to join: every command
-// that runs over it must be one that Checkpoint can freeze (a
-// background job), and the overlays must be held (layer.Layer.Share).
-func (m *Manager) join(c *Conv, roots []string, label string, hold bool) *Tx {
-	k := key(roots)
+// over the same roots (key k, "": none), nil when there is none to
+// join: every command that runs over it must be one that Checkpoint can
+// freeze (a background job), and the overlays must be held
+// (layer.Layer.Share).
+func (m *Manager) join(c *Conv, k, label string, hold bool) *Tx {
 	if k == "" {
 		return nil
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bashvisor/bashvisor/internal/gitpolicy"
 	"github.com/bashvisor/bashvisor/internal/layer"
 	"github.com/bashvisor/bashvisor/internal/layer/layertest"
@@ -328,6 +330,52 @@ func TestSpareLayerFollowsTheRoot(t *testing.T) {
 	}
 }
 
+// Two commands at a time (the second begins before the first one's
+// layer is reset, as commands back to back do) cycle three layers'
+// directories: a spare and two free layers are kept, so that no round
+// makes a new layer and removes another one.
+func TestOverlappingCommandsCycleThreeLayers(t *testing.T) {
+	f := newFixture(t)
+	state := filepath.Join(filepath.Dir(f.ws), "state")
+	seen := map[string]bool{}
+	look := func() {
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "layer-") {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	roots, err := transact.Roots(f.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		a, err := f.c.Begin(roots, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.c.Begin(roots, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		look()
+		for _, tx := range []*transact.Tx{a, b} {
+			if _, err := tx.Commit(context.Background(), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		transact.Settle(f.m)
+		look()
+		if round == 0 {
+			continue // the first round makes what later ones reuse
+		}
+		if len(seen) > 3 {
+			t.Fatalf("round %d: %d layer directories made, want at most 3: %v", round, len(seen), seen)
+		}
+	}
+}
+
 // Which commands join a running background job's layer (see the package
 // doc, "Shared layers"): with the overlays held (Premount), a command
 // over the same roots while every command over the layer is a
@@ -399,5 +447,35 @@ func TestJoinRules(t *testing.T) {
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// New marks its directory as the top of directory hierarchies
+// (FS_TOPDIR_FL) where the file system keeps that flag (ext4), so that
+// each layer's directory is placed in a block group of its own; where
+// the flag cannot be read New works all the same.
+func TestNewSpreadsLayers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tx")
+	m, err := transact.New(transact.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	n, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(n)
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(n, &st); err != nil {
+		t.Fatal(err)
+	}
+	flags, err := unix.IoctlGetUint32(n, unix.FS_IOC_GETFLAGS)
+	if st.Type != unix.EXT4_SUPER_MAGIC {
+		t.Logf("%s is not on ext4 (magic %#x, flags %#x, %v): only New's success is checked", dir, st.Type, flags, err)
+		return
+	}
+	if err != nil || flags&0x00020000 == 0 {
+		t.Errorf("%s on ext4: flags %#x, %v; want FS_TOPDIR_FL (0x20000)", dir, flags, err)
 	}
 }
