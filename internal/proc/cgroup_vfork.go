@@ -62,7 +62,9 @@ type joinSpec struct {
 	zero       [1]byte   // "0"
 	clone      cloneArgs
 	sigOld     uint64
-	dflAct     [4]uintptr // struct sigaction for SIG_DFL
+	dflAct     [4]uintptr  // struct sigaction for SIG_DFL
+	nofile     unix.Rlimit // the open-files limit to set (setNofile; see nofile.go)
+	setNofile  bool
 	// Set by a child that could not exec, before it exits 127.
 	failed, failStep, failErrno uintptr
 }
@@ -92,8 +94,10 @@ const (
 // own forkAndExecInChild; the caller has blocked every signal on this
 // thread.
 //
+//go:noinline
 //go:norace
 //go:nosplit
+//go:nocheckptr
 func forkJoined(s *joinSpec) (int, syscall.Errno) {
 	var (
 		i, step uintptr
@@ -126,11 +130,19 @@ func forkJoined(s *joinSpec) (int, syscall.Errno) {
 			goto fail
 		}
 	}
+	// A descriptor made without close-on-exec since Start marked them all
+	// (this start takes no syscall.ForkLock) must not reach the command:
+	// mark them again, in the child's own table (best effort: before
+	// Linux 5.11 the flag is unknown).
+	syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 3, ^uintptr(0), unix.CLOSE_RANGE_CLOEXEC)
 	step = joinStepTTY
 	if s.ctty {
 		if _, _, e = syscall.RawSyscall(unix.SYS_IOCTL, 0, uintptr(unix.TIOCSCTTY), 1); e != 0 {
 			goto fail
 		}
+	}
+	if s.setNofile { // as os/exec's child: errors ignored
+		syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&s.nofile)), 0, 0, 0)
 	}
 	// The engine's signal handlers would run on its memory: the clone
 	// set every caught signal to its default (CLONE_CLEAR_SIGHAND, one
@@ -153,10 +165,13 @@ fail:
 // serialise every start (os/exec lets concurrent forks share it), which
 // cost about a fifth of the throughput at 64 commands in flight (`demo
 // bench -only conc`, 6-7 runs each, load 3-8: 55-92 % of raw os/exec's
-// with it, 83-107 % without, the forker's build before 70-96 %). The lock orders forks only against descriptors made without
-// close-on-exec under its read lock, which no path on Linux takes (Go
-// makes every descriptor close-on-exec as it creates it), and proc.Start
-// marks every inherited descriptor close-on-exec before each start.
+// with it, 83-107 % without, the forker's build before 70-96 %). The
+// lock orders forks only against descriptors made without close-on-exec
+// under its read lock (Go makes every descriptor close-on-exec as it
+// creates it; a dependency may not): proc.Start marks every descriptor
+// close-on-exec before each start, and the child marks its own table
+// again after it set up 0, 1 and 2, so that one made in between does not
+// reach the command either (`TestVforkStartLeaksNoDescriptor`).
 func forkJoinedLocked(s *joinSpec) (int, syscall.Errno) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -221,6 +236,7 @@ func startRaw(cmd *exec.Cmd, tasks [nCtl]*fd.FD) (int, error) {
 			s.fds[i] = n
 		}
 	}
+	s.nofile, s.setNofile = childNofile()
 	s.clone.flags = unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_CLEAR_SIGHAND
 	s.clone.exitSignal = uint64(unix.SIGCHLD)
 	if sys := cmd.SysProcAttr; sys != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // vforkJoins: this platform starts a command on a hybrid host with
-// startJoined (a vfork whose child joins the v1 cgroups), not a forker.
+// startRaw (forkJoined: a vfork whose child joins the v1 cgroups), not a
+// forker.
 const vforkJoins = true
 
 // rawVforkSyscall is a system call whose return address survives a child

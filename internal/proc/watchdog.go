@@ -150,6 +150,7 @@ func StartWatchdog(bash string, cg *Cgroups) (*Watchdog, error) {
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	wd.cmd = cmd
+	learnNofile(cmd.Process.Pid) // the limit os/exec gives a child (nofile.go)
 	wd.Watch(cg)
 	return wd, nil
 }

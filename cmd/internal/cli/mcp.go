@@ -249,12 +249,11 @@ func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	// can corrupt the stream.
 	var protoOut *os.File
 	if f.httpAddr == "" {
-		fd, err := unix.Dup(1)
+		fd, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 0) // close-on-exec as it is made
 		if err != nil {
 			fmt.Fprintln(stderr, errPrefix("mcp"), err)
 			return 1
 		}
-		unix.CloseOnExec(fd)
 		if err := unix.Dup2(2, 1); err != nil {
 			fmt.Fprintln(stderr, errPrefix("mcp"), err)
 			return 1
