@@ -231,6 +231,46 @@ func TestModesUndoReadOnlyTree(t *testing.T) {
 	}
 }
 
+// TestModesUndoBelowReadOnlyDir: the undo of a step that changed a
+// file below a directory it then left read-only (0500), and added a
+// read-only tree, puts the file back, removes the tree and gives the
+// directory its mode back; Redo takes that back. Unprivileged
+// (TestModesUnprivileged) the undo failed before with "exchange …/a/f:
+// permission denied", after giving a its mode back and removing n, and
+// dropped the step: a/f's old content was lost. As root it runs with
+// the unprivileged engine's widenings.
+func TestModesUndoBelowReadOnlyDir(t *testing.T) {
+	layer.WidenAsUnprivileged(t)
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n"})
+	w.openUp(t, "a", "n", "n/m")
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && mkdir -p n/m && echo z > n/m/g && chmod 500 n/m n a`)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo: %v (steps kept: %d)", err, len(st.Steps()))
+	}
+	if m := w.modeOf(t, "a"); m != fs.ModeDir|0o755 {
+		t.Errorf("a after undo: %v, want drwxr-xr-x", m)
+	}
+	if w.read(t, "a/f") != "x\n" || w.exists("n") {
+		t.Fatalf("undo incomplete: a/f %q, n there: %v", w.read(t, "a/f"), w.exists("n"))
+	}
+	if n := len(st.Steps()); n != 0 {
+		t.Errorf("%d steps kept after the undo, want 0", n)
+	}
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo: %v", err)
+	}
+	for _, r := range []string{"a", "n", "n/m"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir|0o500 {
+			t.Errorf("%s after redo: %v, want dr-x------", r, m)
+		}
+	}
+	if w.read(t, "a/f") != "y\n" || w.read(t, "n/m/g") != "z\n" {
+		t.Errorf("redo incomplete: a/f %q", w.read(t, "a/f"))
+	}
+}
+
 // TestModesUnprivileged runs the modes tests as a user other than root
 // (as root; CI's unprivileged pass runs them directly).
 func TestModesUnprivileged(t *testing.T) {
