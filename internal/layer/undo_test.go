@@ -570,3 +570,118 @@ func TestShare(t *testing.T) {
 		t.Error("a command wrote the real workspace")
 	}
 }
+
+// fsImmutable is FS_IMMUTABLE_FL (linux/fs.h), which x/sys does not
+// name.
+const fsImmutable = 0x10
+
+// immutable sets or clears the immutable flag of the workspace's
+// directory rel, which keeps even root from changing the entries in it
+// (rename(2) fails with EPERM), until the test's end.
+func (w *world) immutable(t *testing.T, rel string, on bool) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(w.ws, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on {
+		flags |= fsImmutable
+		t.Cleanup(func() { w.immutable(t, rel, false) })
+	} else {
+		flags &^= fsImmutable
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUndoStopsKeepingStep: an undo that cannot put back one of a
+// step's files (its directory is immutable) stops there with that
+// error: the files it put back stay put back, the one it could not
+// stays as the step left it, and the step stays kept with it (its old
+// content too), so that an undo once the directory is writable again
+// finishes the job; Redo then takes back both undos. Before, the undo
+// went on past the failure and dropped the step: a/f's old content was
+// lost (a second Undo found "0 kept").
+func TestUndoStopsKeepingStep(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable; an unprivileged engine's own failures are widened away (TestModesUndoBelowReadOnlyDir)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "b/g": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > b/g && echo y > c/h`)
+	w.immutable(t, "b", true)
+	_, err := st.Undo(context.Background(), 1)
+	if !errors.Is(err, unix.EPERM) {
+		t.Fatalf("undo below an immutable directory: %v, want EPERM", err)
+	}
+	got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h")
+	steps := st.Steps()
+	if len(steps) != 1 || steps[0].N != 1 {
+		t.Fatalf("steps kept after the failed undo: %+v, want step 1", steps)
+	}
+	// Restored newest first: c/h, then b/g fails; a/f is not tried.
+	if got != "y\ny\nx\n" || steps[0].Paths != 2 {
+		t.Errorf("after the failed undo: a/f b/g c/h %q, step keeps %d paths; want y y x, 2", got, steps[0].Paths)
+	}
+	w.immutable(t, "b", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the second undo: %q, want x x x", got)
+	}
+	if n := len(st.Steps()); n != 0 {
+		t.Errorf("%d steps kept after both undos", n)
+	}
+	for range 2 {
+		if _, _, err := st.Redo(context.Background()); err != nil {
+			t.Fatalf("redo: %v", err)
+		}
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\ny\ny\n" {
+		t.Fatalf("after both redos: %q, want y y y", got)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both redone steps: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x x", got)
+	}
+}
+
+// TestUndoStopsAtFirst: an undo whose first restore fails changes
+// nothing: the step stays kept whole (with its files' old content) and
+// there is nothing to redo.
+func TestUndoStopsAtFirst(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > c/h`)
+	w.immutable(t, "c", true)
+	if out, err := st.Undo(context.Background(), 1); !errors.Is(err, unix.EPERM) || len(out) != 0 {
+		t.Fatalf("undo below an immutable directory: %v, changed %d; want EPERM, none", err, len(out))
+	}
+	if steps := st.Steps(); len(steps) != 1 || steps[0].Paths != 2 {
+		t.Fatalf("steps kept after the failed undo: %+v, want step 1 whole", steps)
+	}
+	if _, _, err := st.Redo(context.Background()); !errors.Is(err, layer.ErrNothingToRedo) {
+		t.Errorf("redo after an undo that changed nothing: %v", err)
+	}
+	w.immutable(t, "c", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "x\nx\n" {
+		t.Fatalf("after the second undo: %q, want x x", got)
+	}
+}
