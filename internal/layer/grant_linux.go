@@ -37,6 +37,12 @@ import (
 //     may chmod 755 it in its layer and write below it) is reached by
 //     Diff and ApplyExact's check through reach: search permission for
 //     its owner for the one lookup, its mode given back right after.
+//   - Undo and Redo restore each path through reach (restoreReach): a
+//     real directory a step left without write permission (chmod 500)
+//     gets it for the one restore of a path in it, and so does a
+//     directory moved between the real tree and the store (rename(2)
+//     writes its ".."); the modes the step recorded are set as the
+//     entries that changed them are restored.
 //
 // What stays out of reach: an unprivileged engine's undo of a step that
 // changed entries below a directory left mode 0 (its check and its

@@ -206,9 +206,8 @@ func TestModesUndoModeZero(t *testing.T) {
 // directories read-only (0500, a module cache's), which Apply sets once
 // the files below them are in, recording them in the undo step as they
 // then are, and an existing directory too: the undo finds them so,
-// removes the tree and gives the directory its mode back. (A file the
-// step changed below a directory it left 0500 cannot be put back
-// unprivileged: the undo fails with EACCES.)
+// removes the tree and gives the directory its mode back (a file the
+// step changed below such a directory too: TestModesUndoBelowReadOnlyDir).
 func TestModesUndoReadOnlyTree(t *testing.T) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a/f": "x\n"})
@@ -275,5 +274,5 @@ func TestModesUndoBelowReadOnlyDir(t *testing.T) {
 // (as root; CI's unprivileged pass runs them directly).
 func TestModesUnprivileged(t *testing.T) {
 	layertest.Need(t)
-	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoReadOnlyTree|Reach.*|Settle.*)$")
+	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoReadOnlyTree|UndoBelowReadOnlyDir|Reach.*|Settle.*)$")
 }

@@ -590,7 +590,9 @@ func (u *undoer) putBack(st *step, e *entry, t *tree) (string, error) {
 // linked there and left in place (the blob's rename then replaces it
 // atomically, and nothing is freed on the undo's path); anything else
 // is moved there (a directory whole). Where that is not possible
-// (another file system, a link not allowed), it is removed.
+// (another file system, a link not allowed), it is removed; not when a
+// permission is missing (EACCES, EPERM: the error is returned, and
+// restoreReach gives the permission).
 func (u *undoer) takeOut(t *tree, rel string, replaced bool) (string, error) {
 	d, name := split(rel)
 	fd, err := t.dir(d)
@@ -605,6 +607,9 @@ func (u *undoer) takeOut(t *tree, rel string, replaced bool) (string, error) {
 		}
 		if err == nil {
 			return kn, nil
+		}
+		if !mayRemove(err) {
+			return "", &os.PathError{Op: "undo", Path: t.path(rel), Err: err}
 		}
 	}
 	u.broken = true
@@ -625,58 +630,6 @@ func (u *undoer) tree(root string) (*tree, error) {
 	}
 	u.trees[root] = t
 	return t, nil
-}
-
-// reprint updates, after the steps sel were undone, what the steps
-// kept before them expect each path to look like now: the undo put
-// back what those steps left, but a file put back is not quite as it
-// was (applying the newer step linked it into the store, undoing it
-// renamed it back: both move its change time). Without this, undoing
-// the step before next would find the file "changed since".
-//
-// It updates the entries of steps that were not restored (steps kept,
-// or left in part by an undo that stopped).
-func (u *undoer) reprint(steps []*step) {
-	was := map[string]print{} // what the oldest undone step found
-	for _, e := range u.undone {
-		was[e.path()] = e.Before
-	}
-	now := func(root, rel string, p print) print {
-		path := root
-		if rel != "" {
-			path += "/" + rel
-		}
-		w, ok := was[path]
-		if !ok || !samePrint(w, p) || !p.exists() {
-			return p
-		}
-		t, err := u.tree(root)
-		if err != nil {
-			return p
-		}
-		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
-			return cur
-		}
-		return p
-	}
-	for _, st := range steps {
-		for _, e := range st.entries {
-			if u.restored[e] {
-				continue
-			}
-			e.After = now(e.Root, e.Rel, e.After)
-			for rel, p := range e.Tree {
-				e.Tree[rel] = now(e.Root, join(e.Rel, rel), p)
-			}
-		}
-	}
-}
-
-// sameButTime reports whether two prints differ at most in their change
-// time.
-func sameButTime(a, b print) bool {
-	a.Ctime = b.Ctime
-	return a == b
 }
 
 // check verifies the steps sel (oldest first) against the real trees.

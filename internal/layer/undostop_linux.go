@@ -3,6 +3,7 @@
 package layer
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -12,10 +13,39 @@ import (
 // it has not restored stays kept: it must not lose what a step
 // replaced. Each entry is restored whole or not at all (putBack puts
 // back what it took out when the blob's rename fails), so that a
-// retry finds the entry as its step left it.
+// retry finds the entry as its step left it. An unprivileged engine
+// restores through reach: a directory of the real tree that a step
+// left without write permission for its owner (chmod 500), above an
+// entry it puts back, gets it for the one restore, and so does a
+// directory the undo moves between parents (rename(2) updates its
+// "..").
 
-// restoreReach restores e of st (see restore).
-func (u *undoer) restoreReach(st *step, e *entry) error { return u.restore(st, e) }
+// restoreReach restores e of st (see restore) through reach: the
+// directory e's path is in gets write and search permission for its
+// owner, its ancestors search permission, a directory taken out of the
+// real tree or put back from the step's directory write permission,
+// each for the one restore (only where the restore fails with EACCES;
+// see reach). The restore is tried again after each widening, so it
+// changes nothing when it fails.
+func (u *undoer) restoreReach(st *step, e *entry) error {
+	t, err := u.tree(e.Root)
+	if err != nil {
+		return err
+	}
+	f := func() error { return u.restore(st, e) }
+	if e.Blob != "" && e.Before.isDir() {
+		inner := f
+		f = func() error { return reach(st.t, e.Blob, 0o200, inner) }
+	}
+	if e.After.isDir() && !e.Before.isDir() && e.Rel != "" {
+		inner := f
+		f = func() error { return reach(t, e.Rel, 0o200, inner) }
+	}
+	if d, _ := split(e.Rel); d != "" {
+		return reach(t, d, 0o300, f)
+	}
+	return f()
+}
 
 // stop settles the step failed (nil: none), whose entries were being
 // restored when one could not be: it stays kept with the entries not
@@ -115,4 +145,61 @@ func (u *undoer) untake(t *tree, rel, kept string, replaced bool) {
 			u.broken = true // it stays in the step being made
 		}
 	}
+}
+
+// mayRemove reports whether takeOut, having failed to keep the entry
+// (err), may remove it instead: not when its owner lacks a permission
+// (restoreReach gives it and tries again).
+func mayRemove(err error) bool { return !errors.Is(err, unix.EACCES) }
+
+// reprint updates, after entries were restored (undone), what the
+// steps kept before them expect each path to look like now: the undo put
+// back what those steps left, but a file put back is not quite as it
+// was (applying the newer step linked it into the store, undoing it
+// renamed it back: both move its change time). Without this, undoing
+// the step before next would find the file "changed since".
+//
+// It updates the entries of steps that were not restored (steps kept,
+// or left in part by an undo that stopped).
+func (u *undoer) reprint(steps []*step) {
+	was := map[string]print{} // what the oldest undone step found
+	for _, e := range u.undone {
+		was[e.path()] = e.Before
+	}
+	now := func(root, rel string, p print) print {
+		path := root
+		if rel != "" {
+			path += "/" + rel
+		}
+		w, ok := was[path]
+		if !ok || !samePrint(w, p) || !p.exists() {
+			return p
+		}
+		t, err := u.tree(root)
+		if err != nil {
+			return p
+		}
+		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
+			return cur
+		}
+		return p
+	}
+	for _, st := range steps {
+		for _, e := range st.entries {
+			if u.restored[e] {
+				continue
+			}
+			e.After = now(e.Root, e.Rel, e.After)
+			for rel, p := range e.Tree {
+				e.Tree[rel] = now(e.Root, join(e.Rel, rel), p)
+			}
+		}
+	}
+}
+
+// sameButTime reports whether two prints differ at most in their change
+// time.
+func sameButTime(a, b print) bool {
+	a.Ctime = b.Ctime
+	return a == b
 }
