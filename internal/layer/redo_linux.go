@@ -77,8 +77,10 @@ func (u *undoer) sameCanon(t *tree, e *entry, expect map[string]print) bool {
 }
 
 // UndoTurn undoes every kept step of turn, newest first, as one (as
-// Undo: all or nothing). It fails wrapping ErrNothingToUndo when no
-// kept step has that turn. ctx bounds its waits as Undo's.
+// Undo: it refuses on a conflict, changing nothing, and stops at a path
+// it cannot restore, keeping the rest). It fails wrapping
+// ErrNothingToUndo when no kept step has that turn. ctx bounds its
+// waits as Undo's.
 func (s *Store) UndoTurn(ctx context.Context, turn string) ([]Change, error) {
 	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
 		return nil, err
@@ -161,7 +163,8 @@ func (s *Store) pathsStep(paths []string) (*step, error) {
 }
 
 // UndoPaths undoes, of the step PathsStep names, only what it changed
-// at paths, as Undo (all or nothing); the step keeps the rest. It
+// at paths, as Undo (refusing on a conflict, stopping at a path it
+// cannot restore); the step keeps the rest. It
 // returns what it changed and the step's number. ctx bounds its waits
 // as Undo's.
 func (s *Store) UndoPaths(ctx context.Context, paths []string) ([]Change, int, error) {
@@ -221,11 +224,12 @@ func (s *Store) Redo(ctx context.Context) ([]Change, []int, error) {
 	rest := s.redoLeft(g, done)
 	var ns []int
 	for j, st := range back {
-		if src := g[len(g)-1-j]; !src.partial && !slices.Contains(rest, src) {
-			st.n = src.orig // the step is back under its number
-		} else {
+		switch src := g[len(g)-1-j]; {
+		case slices.Contains(rest, src): // the rest of it stays for Redo
 			s.seq++
 			st.n = s.seq
+		case !src.partial:
+			st.n = src.orig // the step is back under its number
 		}
 		st.orig, st.partial = 0, false
 		s.steps = append(s.steps, st)

@@ -685,3 +685,50 @@ func TestUndoStopsAtFirst(t *testing.T) {
 		t.Fatalf("after the second undo: %q, want x x", got)
 	}
 }
+
+// TestRedoStopsKeepingRest: a redo that cannot put back one of the
+// undone files stops there: what it put back is a step Undo takes back
+// (the file's old content kept), what it did not stays for Redo, which
+// finishes once the directory is writable again. Before, the files
+// the redo put back could no longer be undone: their old content was
+// dropped with the steps being made.
+func TestRedoStopsKeepingRest(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "b/g": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > b/g && echo y > c/h`)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	w.immutable(t, "b", true)
+	if _, _, err := st.Redo(context.Background()); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("redo below an immutable directory: %v, want EPERM", err)
+	}
+	// The undo restored c/h, b/g, a/f; its redo goes the other way.
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\nx\nx\n" {
+		t.Fatalf("after the failed redo: %q, want y x x", got)
+	}
+	steps := st.Steps()
+	if len(steps) != 1 || steps[0].Paths != 1 || steps[0].N == 1 {
+		t.Fatalf("steps after the failed redo: %+v, want one of a/f under a new number", steps)
+	}
+	if len(st.RedoSteps()) != 1 {
+		t.Fatalf("redo steps after the failed redo: %v, want the rest of step 1", st.RedoSteps())
+	}
+	w.immutable(t, "b", false)
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\ny\ny\n" {
+		t.Fatalf("after the second redo: %q, want y y y", got)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both redos: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x x", got)
+	}
+}
