@@ -167,8 +167,9 @@ func TestModesManyGrants(t *testing.T) {
 
 // TestModesUndoModeZero: the undo of a step that left directories mode
 // 0 (an existing one and a new tree) puts back the file it changed
-// below them and removes the tree. As root; an unprivileged engine's
-// undo refuses (see grant_linux.go), which the test checks then.
+// below them and removes the tree; Redo takes that back. Unprivileged
+// (TestModesUnprivileged) the undo refused before, naming the paths as
+// changed since: its check and restores did not reach below a and n.
 func TestModesUndoModeZero(t *testing.T) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a/b/f": "x\n"})
@@ -180,16 +181,10 @@ func TestModesUndoModeZero(t *testing.T) {
 			t.Errorf("%s: %v after apply, want d---------", r, m)
 		}
 	}
-	if layertest.Unprivileged() {
-		// What grant_linux.go documents: the check cannot look below a
-		// and n.
-		if _, err := st.Undo(context.Background(), 1); err == nil {
-			t.Error("an unprivileged undo below mode 0 directories worked: update grant_linux.go's doc")
+	if !layertest.Unprivileged() {
+		if m := w.modeOf(t, "n/m"); m != fs.ModeDir {
+			t.Errorf("n/m: %v after apply, want d---------", m)
 		}
-		return
-	}
-	if m := w.modeOf(t, "n/m"); m != fs.ModeDir {
-		t.Errorf("n/m: %v after apply, want d---------", m)
 	}
 	if _, err := st.Undo(context.Background(), 1); err != nil {
 		t.Fatalf("undo: %v", err)
@@ -198,7 +193,21 @@ func TestModesUndoModeZero(t *testing.T) {
 		t.Errorf("a after undo: %v, want drwxr-xr-x", m)
 	}
 	if w.read(t, "a/b/f") != "x\n" || w.exists("n") {
-		t.Errorf("undo incomplete: a/b/f %q, n there: %v", w.read(t, "a/b/f"), w.exists("n"))
+		t.Fatalf("undo incomplete: a/b/f %q, n there: %v", w.read(t, "a/b/f"), w.exists("n"))
+	}
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo: %v", err)
+	}
+	for _, r := range []string{"a", "n"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir {
+			t.Errorf("%s: %v after redo, want d---------", r, m)
+		}
+	}
+	if err := os.Chmod(filepath.Join(w.ws, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if w.read(t, "a/b/f") != "y\n" {
+		t.Errorf("redo incomplete: a/b/f %q", w.read(t, "a/b/f"))
 	}
 }
 
@@ -274,5 +283,5 @@ func TestModesUndoBelowReadOnlyDir(t *testing.T) {
 // (as root; CI's unprivileged pass runs them directly).
 func TestModesUnprivileged(t *testing.T) {
 	layertest.Need(t)
-	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoReadOnlyTree|UndoBelowReadOnlyDir|Reach.*|Settle.*)$")
+	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoModeZero|UndoReadOnlyTree|UndoBelowReadOnlyDir|Reach.*|Settle.*)$")
 }

@@ -285,18 +285,25 @@ func treeBytes(t *tree, rel string) int64 {
 }
 
 // treePrints returns the print of the directory t/rel and of everything
-// below it (keyed by path relative to rel).
+// below it (keyed by path relative to rel), through reach (a directory
+// without read or search permission for its owner, unprivileged).
 func treePrints(t *tree, rel string) (print, map[string]print) {
-	top, _ := statPrint(t, rel)
+	top, _ := statPrintReach(t, rel)
 	out := map[string]print{}
 	var walk func(sub string)
 	walk = func(sub string) {
-		names, err := t.names(join(rel, sub))
+		var names []string
+		dir := join(rel, sub)
+		err := reach(t, dir, 0o500, func() error {
+			var err error
+			names, err = t.names(dir)
+			return err
+		})
 		if err != nil {
 			return
 		}
 		for _, n := range names {
-			p, err := statPrint(t, join(rel, join(sub, n)))
+			p, err := statPrintReach(t, join(rel, join(sub, n)))
 			if err != nil || !p.exists() {
 				continue
 			}
@@ -670,7 +677,7 @@ func (u *undoer) matches(t *tree, e *entry, expect map[string]print) bool {
 		if p, ok := expect[t.path(rel)]; ok {
 			return p
 		}
-		p, err := statPrint(t, rel)
+		p, err := statPrintReach(t, rel)
 		if err != nil {
 			return print{Mode: ^uint32(0)} // unreadable: never equal
 		}

@@ -179,7 +179,7 @@ func (u *undoer) reprint(steps []*step) {
 		if err != nil {
 			return p
 		}
-		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
+		if cur, err := statPrintReach(t, rel); err == nil && sameButTime(cur, p) {
 			return cur
 		}
 		return p
@@ -202,4 +202,15 @@ func (u *undoer) reprint(steps []*step) {
 func sameButTime(a, b print) bool {
 	a.Ctime = b.Ctime
 	return a == b
+}
+
+// statPrintReach is statPrint through reach: the print of an entry
+// below a directory its owner cannot search (a step's chmod 0), for
+// an unprivileged engine.
+func statPrintReach(t *tree, rel string) (print, error) {
+	st, ok, err := lstatReach(t, rel)
+	if err != nil || !ok {
+		return print{}, err
+	}
+	return printOf(&st), nil
 }
