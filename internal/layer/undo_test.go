@@ -732,3 +732,52 @@ func TestRedoStopsKeepingRest(t *testing.T) {
 		t.Fatalf("after the last undo: %q, want x x x", got)
 	}
 }
+
+// TestUndoStepsStopsAtOlder: an undo of two steps that cannot restore
+// the older one's file undoes the newer step (kept for Redo) and keeps
+// the older whole; both come back with Undo and Redo.
+func TestUndoStepsStopsAtOlder(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f`)
+	w.step(t, st, `echo y > c/h`)
+	w.immutable(t, "a", true)
+	if _, err := st.Undo(context.Background(), 2); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("undo of two steps, the older below an immutable directory: %v, want EPERM", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "y\nx\n" {
+		t.Fatalf("after the failed undo: %q, want y x", got)
+	}
+	if steps, redo := st.Steps(), st.RedoSteps(); len(steps) != 1 || steps[0].N != 1 || !slices.Equal(redo, []int{2}) {
+		t.Fatalf("after the failed undo: steps %+v, redo %v; want step 1, redo 2", steps, redo)
+	}
+	w.immutable(t, "a", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	for range 2 {
+		if _, _, err := st.Redo(context.Background()); err != nil {
+			t.Fatalf("redo: %v", err)
+		}
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "y\ny\n" {
+		t.Fatalf("after both redos: %q, want y y", got)
+	}
+	var ns []int
+	for _, s := range st.Steps() {
+		ns = append(ns, s.N)
+	}
+	if !slices.Equal(ns, []int{1, 2}) {
+		t.Errorf("steps after both redos: %v, want [1 2]", ns)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "x\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x", got)
+	}
+}
