@@ -37,14 +37,18 @@ import (
 //     may chmod 755 it in its layer and write below it) is reached by
 //     Diff and ApplyExact's check through reach: search permission for
 //     its owner for the one lookup, its mode given back right after.
+//   - Undo and Redo check and restore each path through reach
+//     (statPrintReach, restoreReach): a real directory a step left
+//     without permissions (chmod 0, chmod 500) gets search permission
+//     for a lookup below it, write permission for the one restore of a
+//     path in it, and so does a directory moved between the real tree
+//     and the store (rename(2) writes its ".."); the modes the step
+//     recorded are set as the entries that changed them are restored.
 //
-// What stays out of reach: an unprivileged engine's undo of a step that
-// changed entries below a directory left mode 0 (its check and its
-// restores look below the directory as it is now) refuses, naming them
-// as changed since; root's works. And policy's own lookups of the real
-// tree (gitpolicy's repository walk) do not reach below such a
-// directory: unprivileged, changes are held for review while one is in
-// the workspace (rule git-walk).
+// What stays out of reach: policy's own lookups of the real tree
+// (gitpolicy's repository walk) do not reach below such a directory:
+// unprivileged, changes are held for review while one is in the
+// workspace (rule git-walk).
 
 // ownerAll are the permission bits the engine needs on a directory it
 // lists and changes.

@@ -167,8 +167,9 @@ func TestModesManyGrants(t *testing.T) {
 
 // TestModesUndoModeZero: the undo of a step that left directories mode
 // 0 (an existing one and a new tree) puts back the file it changed
-// below them and removes the tree. As root; an unprivileged engine's
-// undo refuses (see grant_linux.go), which the test checks then.
+// below them and removes the tree; Redo takes that back. Unprivileged
+// (TestModesUnprivileged) the undo refused before, naming the paths as
+// changed since: its check and restores did not reach below a and n.
 func TestModesUndoModeZero(t *testing.T) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a/b/f": "x\n"})
@@ -180,16 +181,10 @@ func TestModesUndoModeZero(t *testing.T) {
 			t.Errorf("%s: %v after apply, want d---------", r, m)
 		}
 	}
-	if layertest.Unprivileged() {
-		// What grant_linux.go documents: the check cannot look below a
-		// and n.
-		if _, err := st.Undo(context.Background(), 1); err == nil {
-			t.Error("an unprivileged undo below mode 0 directories worked: update grant_linux.go's doc")
+	if !layertest.Unprivileged() {
+		if m := w.modeOf(t, "n/m"); m != fs.ModeDir {
+			t.Errorf("n/m: %v after apply, want d---------", m)
 		}
-		return
-	}
-	if m := w.modeOf(t, "n/m"); m != fs.ModeDir {
-		t.Errorf("n/m: %v after apply, want d---------", m)
 	}
 	if _, err := st.Undo(context.Background(), 1); err != nil {
 		t.Fatalf("undo: %v", err)
@@ -198,7 +193,21 @@ func TestModesUndoModeZero(t *testing.T) {
 		t.Errorf("a after undo: %v, want drwxr-xr-x", m)
 	}
 	if w.read(t, "a/b/f") != "x\n" || w.exists("n") {
-		t.Errorf("undo incomplete: a/b/f %q, n there: %v", w.read(t, "a/b/f"), w.exists("n"))
+		t.Fatalf("undo incomplete: a/b/f %q, n there: %v", w.read(t, "a/b/f"), w.exists("n"))
+	}
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo: %v", err)
+	}
+	for _, r := range []string{"a", "n"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir {
+			t.Errorf("%s: %v after redo, want d---------", r, m)
+		}
+	}
+	if err := os.Chmod(filepath.Join(w.ws, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if w.read(t, "a/b/f") != "y\n" {
+		t.Errorf("redo incomplete: a/b/f %q", w.read(t, "a/b/f"))
 	}
 }
 
@@ -206,9 +215,8 @@ func TestModesUndoModeZero(t *testing.T) {
 // directories read-only (0500, a module cache's), which Apply sets once
 // the files below them are in, recording them in the undo step as they
 // then are, and an existing directory too: the undo finds them so,
-// removes the tree and gives the directory its mode back. (A file the
-// step changed below a directory it left 0500 cannot be put back
-// unprivileged: the undo fails with EACCES.)
+// removes the tree and gives the directory its mode back (a file the
+// step changed below such a directory too: TestModesUndoBelowReadOnlyDir).
 func TestModesUndoReadOnlyTree(t *testing.T) {
 	w := newWorld(t)
 	w.write(t, map[string]string{"a/f": "x\n"})
@@ -231,9 +239,49 @@ func TestModesUndoReadOnlyTree(t *testing.T) {
 	}
 }
 
+// TestModesUndoBelowReadOnlyDir: the undo of a step that changed a
+// file below a directory it then left read-only (0500), and added a
+// read-only tree, puts the file back, removes the tree and gives the
+// directory its mode back; Redo takes that back. Unprivileged
+// (TestModesUnprivileged) the undo failed before with "exchange …/a/f:
+// permission denied", after giving a its mode back and removing n, and
+// dropped the step: a/f's old content was lost. As root it runs with
+// the unprivileged engine's widenings.
+func TestModesUndoBelowReadOnlyDir(t *testing.T) {
+	layer.WidenAsUnprivileged(t)
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n"})
+	w.openUp(t, "a", "n", "n/m")
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && mkdir -p n/m && echo z > n/m/g && chmod 500 n/m n a`)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo: %v (steps kept: %d)", err, len(st.Steps()))
+	}
+	if m := w.modeOf(t, "a"); m != fs.ModeDir|0o755 {
+		t.Errorf("a after undo: %v, want drwxr-xr-x", m)
+	}
+	if w.read(t, "a/f") != "x\n" || w.exists("n") {
+		t.Fatalf("undo incomplete: a/f %q, n there: %v", w.read(t, "a/f"), w.exists("n"))
+	}
+	if n := len(st.Steps()); n != 0 {
+		t.Errorf("%d steps kept after the undo, want 0", n)
+	}
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo: %v", err)
+	}
+	for _, r := range []string{"a", "n", "n/m"} {
+		if m := w.modeOf(t, r); m != fs.ModeDir|0o500 {
+			t.Errorf("%s after redo: %v, want dr-x------", r, m)
+		}
+	}
+	if w.read(t, "a/f") != "y\n" || w.read(t, "n/m/g") != "z\n" {
+		t.Errorf("redo incomplete: a/f %q", w.read(t, "a/f"))
+	}
+}
+
 // TestModesUnprivileged runs the modes tests as a user other than root
 // (as root; CI's unprivileged pass runs them directly).
 func TestModesUnprivileged(t *testing.T) {
 	layertest.Need(t)
-	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoReadOnlyTree|Reach.*|Settle.*)$")
+	layertest.RerunUnprivileged(t, "^TestModes(DirWithoutPermissions|ApplyCopiesGivesBack|ManyGrants|UndoModeZero|UndoReadOnlyTree|UndoBelowReadOnlyDir|Reach.*|Settle.*)$")
 }

@@ -77,8 +77,10 @@ func (u *undoer) sameCanon(t *tree, e *entry, expect map[string]print) bool {
 }
 
 // UndoTurn undoes every kept step of turn, newest first, as one (as
-// Undo: all or nothing). It fails wrapping ErrNothingToUndo when no
-// kept step has that turn. ctx bounds its waits as Undo's.
+// Undo: it refuses on a conflict, changing nothing, and stops at a path
+// it cannot restore, keeping the rest). It fails wrapping
+// ErrNothingToUndo when no kept step has that turn. ctx bounds its
+// waits as Undo's.
 func (s *Store) UndoTurn(ctx context.Context, turn string) ([]Change, error) {
 	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
 		return nil, err
@@ -161,7 +163,8 @@ func (s *Store) pathsStep(paths []string) (*step, error) {
 }
 
 // UndoPaths undoes, of the step PathsStep names, only what it changed
-// at paths, as Undo (all or nothing); the step keeps the rest. It
+// at paths, as Undo (refusing on a conflict, stopping at a path it
+// cannot restore); the step keeps the rest. It
 // returns what it changed and the step's number. ctx bounds its waits
 // as Undo's.
 func (s *Store) UndoPaths(ctx context.Context, paths []string) ([]Change, int, error) {
@@ -201,7 +204,10 @@ func (s *Store) RedoSteps() []int {
 // editor), within the store's bounds. It fails wrapping
 // ErrNothingToRedo when none is kept, and returns what it changed and
 // the steps' numbers. ctx bounds its waits as Undo's (a redo that
-// stopped waiting changed nothing, and is still kept).
+// stopped waiting changed nothing, and is still kept). A redo that
+// cannot put a path back stops there, as Undo does: what it put back
+// is kept for Undo (under new numbers where a step was put back in
+// part), and what it did not stays kept for Redo.
 func (s *Store) Redo(ctx context.Context) ([]Change, []int, error) {
 	if err := s.mu.lockCtx(ctx, storeWait); err != nil {
 		return nil, nil, err
@@ -211,14 +217,18 @@ func (s *Store) Redo(ctx context.Context) ([]Change, []int, error) {
 		return nil, nil, ErrNothingToRedo
 	}
 	g := s.redo[len(s.redo)-1]
-	out, back, err := s.revert(ctx, g, true)
-	if err != nil && back == nil && len(out) == 0 {
+	out, back, done, err := s.revert(ctx, g, true)
+	if len(done) == 0 {
 		return nil, nil, err
 	}
-	s.dropRedoGroup(len(s.redo) - 1)
+	rest := s.redoLeft(g, done)
 	var ns []int
 	for j, st := range back {
-		if src := g[len(g)-1-j]; !src.partial {
+		switch src := g[len(g)-1-j]; {
+		case slices.Contains(rest, src): // the rest of it stays for Redo
+			s.seq++
+			st.n = s.seq
+		case !src.partial:
 			st.n = src.orig // the step is back under its number
 		}
 		st.orig, st.partial = 0, false
@@ -228,6 +238,35 @@ func (s *Store) Redo(ctx context.Context) ([]Change, []int, error) {
 	}
 	s.bound()
 	return out, ns, err
+}
+
+// redoLeft keeps, of the last redo group g, the steps with entries
+// that a redo did not restore (not in done), with those entries
+// (partial then), and returns them; the group is forgotten when none
+// is left.
+func (s *Store) redoLeft(g []*step, done map[*entry]bool) []*step {
+	var rest []*step
+	for _, st := range g {
+		left := slices.DeleteFunc(slices.Clone(st.entries), func(e *entry) bool { return done[e] })
+		switch {
+		case len(left) == 0:
+			s.redoBytes -= st.bytes
+			if !st.moved {
+				s.drop(st)
+			}
+		case len(left) < len(st.entries):
+			st.entries, st.partial = left, true
+			fallthrough
+		default:
+			rest = append(rest, st)
+		}
+	}
+	if len(rest) == 0 {
+		s.redo = s.redo[:len(s.redo)-1]
+	} else {
+		s.redo[len(s.redo)-1] = rest
+	}
+	return rest
 }
 
 // dropRedoGroup forgets the redo group i.

@@ -285,18 +285,25 @@ func treeBytes(t *tree, rel string) int64 {
 }
 
 // treePrints returns the print of the directory t/rel and of everything
-// below it (keyed by path relative to rel).
+// below it (keyed by path relative to rel), through reach (a directory
+// without read or search permission for its owner, unprivileged).
 func treePrints(t *tree, rel string) (print, map[string]print) {
-	top, _ := statPrint(t, rel)
+	top, _ := statPrintReach(t, rel)
 	out := map[string]print{}
 	var walk func(sub string)
 	walk = func(sub string) {
-		names, err := t.names(join(rel, sub))
+		var names []string
+		dir := join(rel, sub)
+		err := reach(t, dir, 0o500, func() error {
+			var err error
+			names, err = t.names(dir)
+			return err
+		})
 		if err != nil {
 			return
 		}
 		for _, n := range names {
-			p, err := statPrint(t, join(rel, join(sub, n)))
+			p, err := statPrintReach(t, join(rel, join(sub, n)))
 			if err != nil || !p.exists() {
 				continue
 			}
@@ -325,6 +332,13 @@ var ErrNothingToUndo = errors.New("layer: not that many steps to undo")
 // returns what it changed, as changes (an undone addition is Deleted,
 // an undone deletion Added).
 //
+// A path that cannot be restored (an error other than a conflict) stops
+// the undo there, failing with that error and what it changed so far:
+// each path is restored whole or not at all, and every path not
+// restored stays in its kept step (which keeps its number), so that
+// Undo, once the cause is fixed, finishes the undo; Redo takes back
+// what was restored. Nothing the steps replaced is lost.
+//
 // ctx bounds only the waits: for another apply or undo of the store,
 // and for the workspace's apply lock (another process's apply, up to
 // 10 minutes: see [ErrLocked]). When it ends during one, Undo fails
@@ -348,8 +362,9 @@ const storeWait = "another apply or undo of the undo store"
 // undo takes back the entries pick selects (nil: all) of the kept
 // steps sel (oldest first), as one: it refuses, changing nothing, when
 // a path is not as they left it. A step left with no entries is
-// forgotten; the steps that would put back what the undo took out are
-// kept for Redo. s.mu is held.
+// forgotten, one left with some (not picked, or not restored: see
+// revert) keeps them; the steps that would put back what the undo took
+// out are kept for Redo. s.mu is held.
 func (s *Store) undo(ctx context.Context, sel []*step, pick func(*entry) bool) ([]Change, error) {
 	views := make([]*step, len(sel))
 	for i, st := range sel {
@@ -360,13 +375,15 @@ func (s *Store) undo(ctx context.Context, sel []*step, pick func(*entry) bool) (
 			views[i] = &v
 		}
 	}
-	out, inv, err := s.revert(ctx, views, pick == nil)
-	if err != nil && len(out) == 0 {
+	out, inv, done, err := s.revert(ctx, views, pick == nil)
+	if len(done) == 0 {
 		return nil, err
 	}
-	for i, st := range sel {
-		if pick != nil && len(views[i].entries) < len(st.entries) {
-			st.entries = slices.DeleteFunc(st.entries, pick)
+	left := map[int]bool{} // the steps that keep entries
+	for _, st := range sel {
+		rest := slices.DeleteFunc(slices.Clone(st.entries), func(e *entry) bool { return done[e] })
+		if len(rest) > 0 {
+			st.entries, left[st.n] = rest, true
 			continue
 		}
 		s.bytes -= st.bytes
@@ -377,7 +394,7 @@ func (s *Store) undo(ctx context.Context, sel []*step, pick func(*entry) bool) (
 	}
 	if inv != nil {
 		for _, st := range inv {
-			st.partial = st.partial || pick != nil
+			st.partial = st.partial || left[st.orig]
 			s.redoBytes += st.bytes
 		}
 		s.redo = append(s.redo, inv)
@@ -389,20 +406,24 @@ func (s *Store) undo(ctx context.Context, sel []*step, pick func(*entry) bool) (
 }
 
 // revert restores the steps sel (oldest first) as one (see Undo) and
-// returns what it changed and the steps that take back the revert
-// itself (nil when what it took out could not all be kept). With whole,
-// sel are kept steps undone whole: each step's directory goes to the
-// step that takes back its undo (what an exchange put back leaves
-// there stays in place).
-func (s *Store) revert(ctx context.Context, sel []*step, whole bool) ([]Change, []*step, error) {
-	u := &undoer{s: s, trees: map[string]*tree{}, whole: whole}
+// returns what it changed, the steps that take back the revert itself
+// (nil when what it took out could not all be kept) and the entries it
+// restored. With whole, sel are kept steps undone whole: each step's
+// directory goes to the step that takes back its undo (what an exchange
+// put back leaves there stays in place).
+//
+// It stops at the first entry it cannot restore (see stop): that entry
+// and those after it (older) stay with their steps, whose blobs stay
+// kept, and the steps made so far take back what it restored.
+func (s *Store) revert(ctx context.Context, sel []*step, whole bool) ([]Change, []*step, map[*entry]bool, error) {
+	u := &undoer{s: s, trees: map[string]*tree{}, whole: whole, restored: map[*entry]bool{}}
 	defer u.close()
 	var fds []int
 	for _, st := range sel {
 		for _, e := range st.entries {
 			t, err := u.tree(e.Root)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if !slices.Contains(fds, t.fd.Int()) {
 				fds = append(fds, t.fd.Int())
@@ -411,37 +432,46 @@ func (s *Store) revert(ctx context.Context, sel []*step, whole bool) ([]Change, 
 	}
 	unlock, err := lockRoots(ctx, fds, 0) // applies and undos on a workspace take turns
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer unlock()
 	if err := u.check(sel); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var errs []error
-	for i := len(sel) - 1; i >= 0; i-- {
+	var failed *step
+	for i := len(sel) - 1; i >= 0 && failed == nil; i-- {
 		st := sel[i]
 		if err := u.begin(st); err != nil {
 			errs = append(errs, err)
 		}
 		for k := len(st.entries) - 1; k >= 0; k-- {
-			if err := u.restore(st, st.entries[k]); err != nil {
+			if err := u.restoreReach(st, st.entries[k]); err != nil {
 				errs = append(errs, err)
-				u.broken = true
+				failed = st
+				break
 			}
 		}
 	}
-	kept := slices.DeleteFunc(slices.Clone(s.steps), func(o *step) bool { return slices.Contains(sel, o) })
-	u.reprint(sel, kept)
+	u.reprint(s.steps)
 	u.chain()
 	out := u.done
 	slices.SortFunc(out, func(a, b Change) int { return comparePaths(a.Path, b.Path) })
-	if u.broken || len(errs) > 0 {
+	if err := u.stop(failed); err != nil {
+		errs = append(errs, err)
+	}
+	if u.broken || len(errs) > 0 && len(u.restored) == 0 {
 		for _, st := range u.inv {
-			s.drop(st)
+			if failed == nil || st.t != failed.t {
+				s.drop(st)
+			}
+		}
+		if failed != nil {
+			failed.moved = false
 		}
 		u.inv = nil
 	}
-	return out, u.inv, errors.Join(errs...)
+	return out, u.inv, u.restored, errors.Join(errs...)
 }
 
 type undoer struct {
@@ -457,6 +487,10 @@ type undoer struct {
 	cur    *step
 	broken bool // something taken out could not be kept: no redo
 	whole  bool // Store.revert's
+	// restored are the entries restored, and undone the same in the
+	// order restored (newest first).
+	restored map[*entry]bool
+	undone   []*entry
 }
 
 func (u *undoer) close() {
@@ -550,7 +584,10 @@ func (u *undoer) putBack(st *step, e *entry, t *tree) (string, error) {
 		}
 	}
 	if e.Blob != "" {
-		return kept, st.putBack(e, t)
+		if err := st.putBack(e, t); err != nil {
+			u.untake(t, e.Rel, kept, replaced)
+			return "", err
+		}
 	}
 	return kept, nil
 }
@@ -560,7 +597,9 @@ func (u *undoer) putBack(st *step, e *entry, t *tree) (string, error) {
 // linked there and left in place (the blob's rename then replaces it
 // atomically, and nothing is freed on the undo's path); anything else
 // is moved there (a directory whole). Where that is not possible
-// (another file system, a link not allowed), it is removed.
+// (another file system, a link not allowed), it is removed; not when a
+// permission is missing (EACCES, EPERM: the error is returned, and
+// restoreReach gives the permission).
 func (u *undoer) takeOut(t *tree, rel string, replaced bool) (string, error) {
 	d, name := split(rel)
 	fd, err := t.dir(d)
@@ -575,6 +614,9 @@ func (u *undoer) takeOut(t *tree, rel string, replaced bool) (string, error) {
 		}
 		if err == nil {
 			return kn, nil
+		}
+		if !mayRemove(err) {
+			return "", &os.PathError{Op: "undo", Path: t.path(rel), Err: err}
 		}
 	}
 	u.broken = true
@@ -595,54 +637,6 @@ func (u *undoer) tree(root string) (*tree, error) {
 	}
 	u.trees[root] = t
 	return t, nil
-}
-
-// reprint updates, after the steps sel were undone, what the steps
-// kept before them expect each path to look like now: the undo put
-// back what those steps left, but a file put back is not quite as it
-// was (applying the newer step linked it into the store, undoing it
-// renamed it back: both move its change time). Without this, undoing
-// the step before next would find the file "changed since".
-func (u *undoer) reprint(sel, kept []*step) {
-	was := map[string]print{} // what the oldest undone step found
-	for i := len(sel) - 1; i >= 0; i-- {
-		for _, e := range sel[i].entries {
-			was[e.path()] = e.Before
-		}
-	}
-	now := func(root, rel string, p print) print {
-		path := root
-		if rel != "" {
-			path += "/" + rel
-		}
-		w, ok := was[path]
-		if !ok || !samePrint(w, p) || !p.exists() {
-			return p
-		}
-		t, err := u.tree(root)
-		if err != nil {
-			return p
-		}
-		if cur, err := statPrint(t, rel); err == nil && sameButTime(cur, p) {
-			return cur
-		}
-		return p
-	}
-	for _, st := range kept {
-		for _, e := range st.entries {
-			e.After = now(e.Root, e.Rel, e.After)
-			for rel, p := range e.Tree {
-				e.Tree[rel] = now(e.Root, join(e.Rel, rel), p)
-			}
-		}
-	}
-}
-
-// sameButTime reports whether two prints differ at most in their change
-// time.
-func sameButTime(a, b print) bool {
-	a.Ctime = b.Ctime
-	return a == b
 }
 
 // check verifies the steps sel (oldest first) against the real trees.
@@ -683,7 +677,7 @@ func (u *undoer) matches(t *tree, e *entry, expect map[string]print) bool {
 		if p, ok := expect[t.path(rel)]; ok {
 			return p
 		}
-		p, err := statPrint(t, rel)
+		p, err := statPrintReach(t, rel)
 		if err != nil {
 			return print{Mode: ^uint32(0)} // unreadable: never equal
 		}
@@ -752,6 +746,8 @@ func (u *undoer) restore(st *step, e *entry) error {
 		c.Size = 0
 	}
 	u.done = append(u.done, c)
+	u.restored[e] = true
+	u.undone = append(u.undone, e)
 	u.inverse(t, e, kept)
 	return nil
 }

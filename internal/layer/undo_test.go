@@ -570,3 +570,214 @@ func TestShare(t *testing.T) {
 		t.Error("a command wrote the real workspace")
 	}
 }
+
+// fsImmutable is FS_IMMUTABLE_FL (linux/fs.h), which x/sys does not
+// name.
+const fsImmutable = 0x10
+
+// immutable sets or clears the immutable flag of the workspace's
+// directory rel, which keeps even root from changing the entries in it
+// (rename(2) fails with EPERM), until the test's end.
+func (w *world) immutable(t *testing.T, rel string, on bool) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(w.ws, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on {
+		flags |= fsImmutable
+		t.Cleanup(func() { w.immutable(t, rel, false) })
+	} else {
+		flags &^= fsImmutable
+	}
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUndoStopsKeepingStep: an undo that cannot put back one of a
+// step's files (its directory is immutable) stops there with that
+// error: the files it put back stay put back, the one it could not
+// stays as the step left it, and the step stays kept with it (its old
+// content too), so that an undo once the directory is writable again
+// finishes the job; Redo then takes back both undos. Before, the undo
+// went on past the failure and dropped the step: a/f's old content was
+// lost (a second Undo found "0 kept").
+func TestUndoStopsKeepingStep(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable; an unprivileged engine's own failures are widened away (TestModesUndoBelowReadOnlyDir)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "b/g": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > b/g && echo y > c/h`)
+	w.immutable(t, "b", true)
+	_, err := st.Undo(context.Background(), 1)
+	if !errors.Is(err, unix.EPERM) {
+		t.Fatalf("undo below an immutable directory: %v, want EPERM", err)
+	}
+	got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h")
+	steps := st.Steps()
+	if len(steps) != 1 || steps[0].N != 1 {
+		t.Fatalf("steps kept after the failed undo: %+v, want step 1", steps)
+	}
+	// Restored newest first: c/h, then b/g fails; a/f is not tried.
+	if got != "y\ny\nx\n" || steps[0].Paths != 2 {
+		t.Errorf("after the failed undo: a/f b/g c/h %q, step keeps %d paths; want y y x, 2", got, steps[0].Paths)
+	}
+	w.immutable(t, "b", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the second undo: %q, want x x x", got)
+	}
+	if n := len(st.Steps()); n != 0 {
+		t.Errorf("%d steps kept after both undos", n)
+	}
+	for range 2 {
+		if _, _, err := st.Redo(context.Background()); err != nil {
+			t.Fatalf("redo: %v", err)
+		}
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\ny\ny\n" {
+		t.Fatalf("after both redos: %q, want y y y", got)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both redone steps: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x x", got)
+	}
+}
+
+// TestUndoStopsAtFirst: an undo whose first restore fails changes
+// nothing: the step stays kept whole (with its files' old content) and
+// there is nothing to redo.
+func TestUndoStopsAtFirst(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > c/h`)
+	w.immutable(t, "c", true)
+	if out, err := st.Undo(context.Background(), 1); !errors.Is(err, unix.EPERM) || len(out) != 0 {
+		t.Fatalf("undo below an immutable directory: %v, changed %d; want EPERM, none", err, len(out))
+	}
+	if steps := st.Steps(); len(steps) != 1 || steps[0].Paths != 2 {
+		t.Fatalf("steps kept after the failed undo: %+v, want step 1 whole", steps)
+	}
+	if _, _, err := st.Redo(context.Background()); !errors.Is(err, layer.ErrNothingToRedo) {
+		t.Errorf("redo after an undo that changed nothing: %v", err)
+	}
+	w.immutable(t, "c", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "x\nx\n" {
+		t.Fatalf("after the second undo: %q, want x x", got)
+	}
+}
+
+// TestRedoStopsKeepingRest: a redo that cannot put back one of the
+// undone files stops there: what it put back is a step Undo takes back
+// (the file's old content kept), what it did not stays for Redo, which
+// finishes once the directory is writable again. Before, the files
+// the redo put back could no longer be undone: their old content was
+// dropped with the steps being made.
+func TestRedoStopsKeepingRest(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "b/g": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f && echo y > b/g && echo y > c/h`)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	w.immutable(t, "b", true)
+	if _, _, err := st.Redo(context.Background()); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("redo below an immutable directory: %v, want EPERM", err)
+	}
+	// The undo restored c/h, b/g, a/f; its redo goes the other way.
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\nx\nx\n" {
+		t.Fatalf("after the failed redo: %q, want y x x", got)
+	}
+	steps := st.Steps()
+	if len(steps) != 1 || steps[0].Paths != 1 || steps[0].N == 1 {
+		t.Fatalf("steps after the failed redo: %+v, want one of a/f under a new number", steps)
+	}
+	if len(st.RedoSteps()) != 1 {
+		t.Fatalf("redo steps after the failed redo: %v, want the rest of step 1", st.RedoSteps())
+	}
+	w.immutable(t, "b", false)
+	if _, _, err := st.Redo(context.Background()); err != nil {
+		t.Fatalf("redo again: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "y\ny\ny\n" {
+		t.Fatalf("after the second redo: %q, want y y y", got)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both redos: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "b/g") + w.read(t, "c/h"); got != "x\nx\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x x", got)
+	}
+}
+
+// TestUndoStepsStopsAtOlder: an undo of two steps that cannot restore
+// the older one's file undoes the newer step (kept for Redo) and keeps
+// the older whole; both come back with Undo and Redo.
+func TestUndoStepsStopsAtOlder(t *testing.T) {
+	if layertest.Unprivileged() {
+		t.Skip("only root can make a directory immutable (see TestUndoStopsKeepingStep)")
+	}
+	w := newWorld(t)
+	w.write(t, map[string]string{"a/f": "x\n", "c/h": "x\n"})
+	st := w.store(t, layer.StoreLimits{})
+	w.step(t, st, `echo y > a/f`)
+	w.step(t, st, `echo y > c/h`)
+	w.immutable(t, "a", true)
+	if _, err := st.Undo(context.Background(), 2); !errors.Is(err, unix.EPERM) {
+		t.Fatalf("undo of two steps, the older below an immutable directory: %v, want EPERM", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "y\nx\n" {
+		t.Fatalf("after the failed undo: %q, want y x", got)
+	}
+	if steps, redo := st.Steps(), st.RedoSteps(); len(steps) != 1 || steps[0].N != 1 || !slices.Equal(redo, []int{2}) {
+		t.Fatalf("after the failed undo: steps %+v, redo %v; want step 1, redo 2", steps, redo)
+	}
+	w.immutable(t, "a", false)
+	if _, err := st.Undo(context.Background(), 1); err != nil {
+		t.Fatalf("undo again: %v", err)
+	}
+	for range 2 {
+		if _, _, err := st.Redo(context.Background()); err != nil {
+			t.Fatalf("redo: %v", err)
+		}
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "y\ny\n" {
+		t.Fatalf("after both redos: %q, want y y", got)
+	}
+	var ns []int
+	for _, s := range st.Steps() {
+		ns = append(ns, s.N)
+	}
+	if !slices.Equal(ns, []int{1, 2}) {
+		t.Errorf("steps after both redos: %v, want [1 2]", ns)
+	}
+	if _, err := st.Undo(context.Background(), 2); err != nil {
+		t.Fatalf("undo of both: %v", err)
+	}
+	if got := w.read(t, "a/f") + w.read(t, "c/h"); got != "x\nx\n" {
+		t.Fatalf("after the last undo: %q, want x x", got)
+	}
+}
