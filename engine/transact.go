@@ -136,7 +136,10 @@ func (e *UndoConflictError) Unwrap() error { return ErrUndoConflict }
 // undo or review of the conversation, and for another engine's apply
 // to the workspace: when it ends during one, Undo changes nothing (the
 // steps stay kept, to undo again) and fails with an error wrapping
-// ctx's.
+// ctx's. An undo that cannot restore a path (an immutable directory, a
+// disk error) stops there: its error names the paths it restored
+// before, and what it did not restore stays kept, so that Undo again
+// finishes it.
 func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResult, error) {
 	sel, err := selection(tc, steps)
 	if err != nil {
@@ -150,7 +153,7 @@ func (e *Engine) Undo(ctx context.Context, tc ToolContext, steps int) (UndoResul
 	}
 	undone, ns, kept, err := e.sup.Revert(ctx, tc.ConversationID, sel)
 	if err != nil {
-		return UndoResult{}, revertError(err, sel, kept)
+		return UndoResult{}, stoppedError(revertError(err, sel, kept), undone, tc.WorkingDir)
 	}
 	r := UndoResult{Steps: len(ns), StepNumbers: ns, Turn: sel.Turn, Redo: sel.Redo}
 	if r.Changes, r.ChangesOmitted = changes(undone, tc.WorkingDir); r.Changes == nil {

@@ -65,6 +65,25 @@ func revertError(err error, sel supervisor.Selection, kept int) error {
 	return public(err)
 }
 
+// stoppedError is err, of an undo or redo that stopped at a path it could
+// not restore, with what it restored before (undone) named: each path is
+// restored whole or not at all, and what was not restored stays kept, so
+// running it again finishes it (layer's Undo).
+func stoppedError(err error, undone jobs.Changes, cwd string) error {
+	cs, omitted := changes(undone, cwd)
+	if len(cs) == 0 {
+		return err
+	}
+	names := make([]string, 0, len(cs))
+	for _, c := range cs {
+		names = append(names, c.Kind+" "+c.Path)
+	}
+	if omitted > 0 {
+		names = append(names, fmt.Sprintf("and %d more", omitted))
+	}
+	return fmt.Errorf("%w (it stopped there, after it restored %s; the rest stays kept: run it again to finish)", err, strings.Join(names, ", "))
+}
+
 // revertText is the model's text of an undo or redo: "[undid turn t3
 // (steps 4, 5, 7): changed 2 files: …]", "[undid a.txt of step 7: …]",
 // "[redid step 7: …]".

@@ -156,7 +156,10 @@
 // ([Store.Redo]), until the next step is added (as in an editor). A
 // step records the client's turn ([Store.SetTurn]); [Store.UndoTurn]
 // undoes a turn's steps and [Store.UndoPaths] some paths of one step,
-// each as one check and one undo. [Store.SetCanon] lets a change that
+// each as one check and one undo. An undo or redo that cannot restore a
+// path stops there: each path is restored whole or not at all, what is
+// not restored stays kept (Undo or Redo again finishes it), and what was
+// restored can be taken back. [Store.SetCanon] lets a change that
 // leaves a file's canonical form as it was (git's index after a stat
 // refresh) be no step, and undo take such a file for unchanged. Nothing
 // is removed (and so freed) on an apply's or an undo's path: dropped

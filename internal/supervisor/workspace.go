@@ -302,8 +302,8 @@ func (s *Supervisor) Revert(ctx context.Context, conv string, sel Selection) (jo
 	}
 	kept := len(c.Steps())
 	cs, ns, err := c.Revert(ctx, transact.Selection(sel))
-	if err != nil {
-		return jobs.Changes{}, nil, kept, own(err)
+	if err != nil { // cs: what an undo or redo that stopped did restore
+		return jobs.Changes{Report: &transact.Report{Applied: cs}}, nil, kept, own(err)
 	}
 	return jobs.Changes{Report: &transact.Report{Applied: cs}}, ns, kept, nil
 }
