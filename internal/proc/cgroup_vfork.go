@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/fd"
+	"github.com/bashvisor/bashvisor/internal/vfork"
 )
 
 // A command's start, in the calling thread (on amd64 and arm64): a vfork
@@ -103,7 +104,7 @@ func forkJoined(s *joinSpec) (int, syscall.Errno) {
 		i, step uintptr
 		e       syscall.Errno
 	)
-	r1, e := rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
+	r1, e := vfork.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
 	if e != 0 || r1 != 0 {
 		// The parent, once the child exec'd or exited.
 		return int(r1), e

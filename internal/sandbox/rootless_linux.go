@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bashvisor/bashvisor/internal/fd"
+	"github.com/bashvisor/bashvisor/internal/vfork"
 )
 
 // Rootless worlds. An engine that is not root can have namespaces only in
@@ -258,9 +259,9 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 	var r1 uintptr
 	var e syscall.Errno
 	if s.useClone3 {
-		r1, e = rawVforkSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
+		r1, e = vfork.RawSyscall(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&s.clone)), unsafe.Sizeof(s.clone), 0)
 	} else {
-		r1, e = rawVforkSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags|s.cloneFlags, 0, 0)
+		r1, e = vfork.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags|s.cloneFlags, 0, 0)
 	}
 	if e != 0 || r1 != 0 {
 		// The parent, once the child exec'd or exited: return at once

@@ -10,13 +10,6 @@ import "golang.org/x/sys/unix"
 // engine to take a copy-on-write fault for every page it writes next.
 const vforkFlags = unix.CLONE_VM | unix.CLONE_VFORK
 
-// rawVforkSyscall is a system call whose return address survives a child
-// that shares the caller's stack (vfork_linux_*.s).
-//
-//go:noescape
-//go:norace
-func rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1 uintptr, err unix.Errno)
-
 // seccompFilter is the seccomp program for opts as socket filter
 // instructions (installSeccomp's, for a child to install).
 func seccompFilter(opts filterOpts) ([]unix.SockFilter, error) {

@@ -1,12 +1,12 @@
 // Adapted from the Go project's syscall/asm_linux_amd64.s (BSD-style
-// licence): rawVforkSyscall keeps its return address in a register
+// licence): RawSyscall keeps its return address in a register
 // across the system call, so that a child sharing this stack
 // (CLONE_VM|CLONE_VFORK) cannot overwrite it.
 
 #include "textflag.h"
 
-// func rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
-TEXT ·rawVforkSyscall(SB),NOSPLIT|NOFRAME,$0-48
+// func RawSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
+TEXT ·RawSyscall(SB),NOSPLIT|NOFRAME,$0-48
 	MOVQ	a1+8(FP), DI
 	MOVQ	a2+16(FP), SI
 	MOVQ	a3+24(FP), DX

@@ -5,8 +5,8 @@
 
 #include "textflag.h"
 
-// func rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
-TEXT ·rawVforkSyscall(SB),NOSPLIT,$0-48
+// func RawSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr)
+TEXT ·RawSyscall(SB),NOSPLIT,$0-48
 	MOVD	a1+8(FP), R0
 	MOVD	a2+16(FP), R1
 	MOVD	a3+24(FP), R2
