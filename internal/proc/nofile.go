@@ -62,8 +62,10 @@ var probeNofile = sync.OnceFunc(func() {
 
 // childNofile returns the open-files limit a command's child must set
 // before it execs, and false when it inherits this process's (the same,
-// or none was learnt).
-func childNofile() (unix.Rlimit, bool) {
+// or none was learnt). It is decided once, at the first start (the
+// watchdog, started with the engine, has learnt it by then): nothing in
+// the engine changes its own limit, so no start pays a getrlimit.
+var childNofile = sync.OnceValues(func() (unix.Rlimit, bool) {
 	probeNofile()
 	nofile.mu.Lock()
 	lim, known := nofile.lim, nofile.known
@@ -73,4 +75,4 @@ func childNofile() (unix.Rlimit, bool) {
 		return cur, false
 	}
 	return lim, true
-}
+})
