@@ -75,7 +75,10 @@ type WorldOptions struct {
 	// config.SandboxLimits.ScratchBytes and ScratchFiles).
 	Bytes, Files uint64
 	// BaseCaches are the caches' read-only starting points (empty fields:
-	// the cache starts empty).
+	// the cache starts empty). A base that does not exist is made, empty,
+	// as its tool would; one that cannot be made (a HOME that is not
+	// writable, such as /nonexistent) is taken as an empty field, instead
+	// of failing every command of the world.
 	BaseCaches config.BaseCaches
 	// Hide are directories of the engine that no command of the world
 	// sees: each is covered by an empty read-only directory.

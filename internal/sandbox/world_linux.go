@@ -148,15 +148,15 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 	}
 	for name, base := range opts.BaseCaches.Dirs() {
 		// A cache the user's tool has not made yet is made as the tool
-		// would (empty), to hold the conversation's at its path.
+		// would (empty), to hold the conversation's at its path. One that
+		// cannot be made (HOME=/nonexistent, a file in the way) is taken
+		// as no base: the cache starts empty.
 		if err := os.MkdirAll(base, 0o755); err != nil {
-			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
+			continue
 		}
-		b, err := filepath.EvalSymlinks(base)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
+		if b, err := filepath.EvalSymlinks(base); err == nil {
+			spec.Bases[name] = b
 		}
-		spec.Bases[name] = b
 	}
 	clean := func(paths []string) []string {
 		var out []string

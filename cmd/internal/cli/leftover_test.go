@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,4 +148,24 @@ func cgroupDir(line string) string {
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+// TestSandboxedRunWithHomeNotWritable: a user whose HOME does not exist
+// and cannot be made (a system user's /nonexistent; here a path in /proc,
+// where no user, root included, makes a directory) still runs sandboxed
+// commands: the caches the world would mount at the user's paths start
+// empty in the world instead.
+func TestSandboxedRunWithHomeNotWritable(t *testing.T) {
+	c := sandbox.Probe()
+	testenv.Needf(t, testenv.Namespaces, c.Available() && c.Namespaces, "no private namespaces for sandboxed commands: %s", c)
+	home := "/proc/bashvisor-no-home"
+	if err := os.Mkdir(home, 0o700); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s could be made: %v", home, err)
+	}
+	env := []string{"HOME=" + home, "GOCACHE=", "GOMODCACHE=", "GOPATH=", "npm_config_cache=", "PIP_CACHE_DIR=", "XDG_CACHE_HOME="}
+	for _, profile := range []string{"read-only", "workspace-write"} {
+		if r := demo(t, env, "run", "-C", t.TempDir(), "-sandbox", profile, "echo ran"); r.code != 0 || r.stdout != "ran\n" {
+			t.Errorf("%s: %v", profile, r)
+		}
+	}
 }
