@@ -639,44 +639,104 @@ func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 }
 
 // probeRootless checks that this (unprivileged) process can make a
-// world: with the small helper next to its executable when there is one
-// (adjacentHelper), which it then uses for every rootless helper
-// (selfPath), else, or if that fails, with its own executable.
+// world: that the kernel gives it a user namespace in which it may make
+// network and mount namespaces and mount a file system (probeUserns), and
+// picks the helper its worlds and commands start: the small helper next
+// to its executable when there is one to trust (adjacentHelper), else its
+// own executable. Whether the small helper speaks this engine's protocol
+// is found by the first world made with it, which falls back to the
+// executable (makeWorld): the probe makes no world of its own, so that a
+// one-command engine (`bashvisor run`) makes one world, not two.
 func probeRootless() error {
 	if !mainCalled.Load() {
 		return errors.New("an engine that is not root makes namespaces through its helper: the program must call engine.SandboxMain (sandbox.Main) first in main")
 	}
-	dir := ""
-	if exe, ok := mainExe.Load().(string); ok && exe != "" {
-		dir = filepath.Dir(exe)
+	if err := probeUserns(); err != nil {
+		return fmt.Errorf("no user namespaces: %w", err)
 	}
-	small, err := rootlessHelper(dir)
-	if small != "" {
+	if small := adjacentHelper(filepath.Dir(ownExe())); small != "" {
 		smallHelper.Store(small)
 	}
-	return err
+	return nil
 }
 
-// rootlessHelper makes and closes a world with the small helper in dir
-// ("": none) if there is one to trust, and returns its path when that
-// worked; otherwise it makes one with the running executable.
-func rootlessHelper(dir string) (string, error) {
-	tmp, err := os.MkdirTemp("", "bashvisor-probe-")
+// usernsSpec is what usernsChild's child needs, prepared before the
+// clone: it only reads it and makes system calls.
+type usernsSpec struct {
+	dir, fstype *byte
+	sigOld      uint64
+}
+
+// probeUserns clones a child into new user, network and mount namespaces
+// that mounts a tmpfs and exits, as a world's child would before it
+// builds the world. It costs a clone and a namespace teardown, against
+// the two runs of the helper a world takes.
+func probeUserns() error {
+	dir, err := os.MkdirTemp("", "bashvisor-probe-")
 	if err != nil {
-		return "", err
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	try := func(name, helper string) error {
-		w, err := makeWorld(WorldOptions{Dir: filepath.Join(tmp, name), Bytes: 1 << 20, Files: 64, Helper: helper}, true, serveNever)
-		if err != nil {
-			return fmt.Errorf("no user namespaces: %w", err)
+	defer os.Remove(dir)
+	s := &usernsSpec{}
+	if s.dir, err = unix.BytePtrFromString(dir); err != nil {
+		return err
+	}
+	if s.fstype, err = unix.BytePtrFromString("tmpfs"); err != nil {
+		return err
+	}
+	pid, errno := usernsLocked(s)
+	if errno != 0 {
+		return fmt.Errorf("clone: %w", errno)
+	}
+	var status unix.WaitStatus
+	for {
+		_, err = unix.Wait4(pid, &status, 0, nil)
+		if err != unix.EINTR {
+			break
 		}
-		return w.Close()
 	}
-	if small := adjacentHelper(dir); small != "" && try("small", small) == nil {
-		return small, nil
+	switch {
+	case err != nil:
+		return fmt.Errorf("wait: %w", err)
+	case !status.Exited():
+		return fmt.Errorf("the probe's child ended: %v", status)
+	case status.ExitStatus() != 0:
+		return fmt.Errorf("mount a tmpfs: %w", syscall.Errno(status.ExitStatus()))
 	}
-	return "", try("w", "")
+	return nil
+}
+
+// usernsLocked runs usernsChild with every signal blocked on the calling
+// thread (the child runs on its stack until it exits).
+func usernsLocked(s *usernsSpec) (int, syscall.Errno) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	all := ^uint64(0)
+	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&s.sigOld)), 8, 0, 0); e != 0 {
+		return 0, e
+	}
+	pid, errno := usernsChild(s)
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
+	return pid, errno
+}
+
+// usernsChild clones as forkRaw does (vforkFlags: the child runs on this
+// thread's stack, in the engine's memory, until it exits), in new user,
+// network and mount namespaces; the child mounts a tmpfs on s.dir (in its
+// own mount namespace: nothing propagates out of one that a new user
+// namespace owns) and exits with the mount's errno, 0 when it mounted.
+//
+//go:norace
+//go:nosplit
+func usernsChild(s *usernsSpec) (int, syscall.Errno) {
+	r1, e := vfork.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags|unix.CLONE_NEWUSER|unix.CLONE_NEWNET|unix.CLONE_NEWNS, 0, 0)
+	if e != 0 || r1 != 0 {
+		return int(r1), e
+	}
+	_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT, uintptr(unsafe.Pointer(s.fstype)), uintptr(unsafe.Pointer(s.dir)), uintptr(unsafe.Pointer(s.fstype)), unix.MS_NOSUID|unix.MS_NODEV, 0, 0)
+	for {
+		syscall.RawSyscall(unix.SYS_EXIT_GROUP, uintptr(e), 0, 0)
+	}
 }
 
 // helperName is the small helper program (a build of

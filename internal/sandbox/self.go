@@ -15,8 +15,9 @@ const selfExe = "/proc/self/exe"
 var mainExe atomic.Value
 
 // smallHelper is the small helper program a rootless engine starts
-// instead of its own executable (see adjacentHelper), once its probe
-// made a world with it; "" until then, or when there is none.
+// instead of its own executable (see adjacentHelper), once its probe found
+// one to trust; "" until then, when there is none, or once a world could
+// be made only without it (makeWorld).
 var smallHelper atomic.Value
 
 // selfPath is the program a rootless engine starts as its helper: the
@@ -30,6 +31,12 @@ func selfPath() string {
 	if p, ok := smallHelper.Load().(string); ok && p != "" {
 		return p
 	}
+	return ownExe()
+}
+
+// ownExe is the path of the running executable as Main found it (else
+// /proc/self/exe).
+func ownExe() string {
 	if p, ok := mainExe.Load().(string); ok && p != "" {
 		return p
 	}

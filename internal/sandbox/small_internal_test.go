@@ -12,16 +12,18 @@ import (
 	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
-// TestRootlessHelperNextToExecutable: a rootless engine's probe picks
-// bashvisor-sandbox next to its executable when a world can be made with
-// it, and its own executable when the file there is not one to trust, or
-// is a helper of another version (here: a script that exits, and one
-// with another helper protocol). The probe runs as root too: it makes its
-// worlds in user namespaces either way.
+// TestRootlessHelperNextToExecutable: a rootless engine's worlds are made
+// by the bashvisor-sandbox next to its executable when its probe found one
+// to trust, and by its own executable once the one there could not make a
+// world (here: a script that exits): that world is made all the same, and
+// later ones start the executable. Root runs it too: a rootless world has
+// its namespaces from a user namespace either way.
 func TestRootlessHelperNextToExecutable(t *testing.T) {
-	if _, err := rootlessHelper(""); err != nil {
+	if err := probeUserns(); err != nil {
 		testenv.Need(t, testenv.Namespaces, err)
 	}
+	prev, _ := smallHelper.Load().(string)
+	t.Cleanup(func() { smallHelper.Store(prev) })
 	dir := t.TempDir()
 	small := filepath.Join(dir, helperName)
 	build := exec.Command("go", "build", "-o", small, "../../cmd/bashvisor-sandbox")
@@ -29,8 +31,26 @@ func TestRootlessHelperNextToExecutable(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("cannot build the helper: %v\n%s", err, out)
 	}
-	if got, err := rootlessHelper(dir); err != nil || got != small {
-		t.Fatalf("rootlessHelper(%s) = %q, %v; want %q", dir, got, err, small)
+	if got := adjacentHelper(dir); got != small {
+		t.Fatalf("adjacentHelper(%s) = %q, want %q", dir, got, small)
+	}
+	world := func(want string) {
+		t.Helper()
+		w, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "w")}, true, serveNever)
+		if err != nil {
+			t.Fatalf("makeWorld: %v", err)
+		}
+		if w.w.helper != want {
+			t.Errorf("the world was made by %s, want %s", w.w.helper, want)
+		}
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	smallHelper.Store(small)
+	world(small)
+	if got, _ := smallHelper.Load().(string); got != small {
+		t.Errorf("after a world made with it the helper is %q, want %q", got, small)
 	}
 
 	// Writable by others: not used (and no world is made with it).
@@ -40,20 +60,20 @@ func TestRootlessHelperNextToExecutable(t *testing.T) {
 	if got := adjacentHelper(dir); got != "" {
 		t.Errorf("group-writable helper: adjacentHelper = %q, want none", got)
 	}
-	if err := os.Chmod(small, 0o755); err != nil {
-		t.Fatal(err)
-	}
 
-	// Not a working helper: the probe falls back to the running executable.
+	// Not a working helper: the world falls back to the running
+	// executable, and so do later ones.
 	stale := t.TempDir()
 	if err := os.WriteFile(filepath.Join(stale, helperName), []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if adjacentHelper(stale) == "" {
-		t.Fatal("the stale helper was not even tried")
+		t.Fatal("the stale helper would not even be tried")
 	}
-	if got, err := rootlessHelper(stale); err != nil || got != "" {
-		t.Errorf("rootlessHelper with a failing helper = %q, %v; want the running executable", got, err)
+	smallHelper.Store(filepath.Join(stale, helperName))
+	world(ownExe())
+	if got, _ := smallHelper.Load().(string); got != "" || selfPath() != ownExe() {
+		t.Errorf("after a world the stale helper could not make: smallHelper %q, selfPath %q", got, selfPath())
 	}
 }
 

@@ -176,7 +176,20 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 		w.helper = opts.Helper
 	}
 	if rootless {
-		if err = w.makeRootless(spec); err == nil && serve == serveNow {
+		err = w.makeRootless(spec)
+		if small := w.helper; err != nil && opts.Helper == "" && small != ownExe() {
+			// The small helper next to the executable made no world
+			// (another version's, or broken): the executable makes this
+			// one and, when it can, every later one (selfPath).
+			w.helper = ownExe()
+			if w.makeRootless(spec) == nil {
+				smallHelper.CompareAndSwap(small, "")
+				err = nil
+			} else {
+				w.helper = small
+			}
+		}
+		if err == nil && serve == serveNow {
 			w.startServer()
 		}
 	} else {
