@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,9 +240,19 @@ func TestWorldBaseCache(t *testing.T) {
 	b.Pip = filepath.Join(b.Pip, "not", "made", "yet")
 	w := newWorld(t, sandbox.WorldOptions{BaseCaches: b})
 	dir := t.TempDir()
-	r := runWorld(t, w, sandbox.Options{}, dir, `env | grep -E '^(GOCACHE|GOMODCACHE|npm_config_cache|PIP_CACHE_DIR|XDG_CACHE_HOME)='; echo end`)
-	if r.code != 0 || r.out != "end\n" {
-		t.Fatalf("the environment names caches: %d %q", r.code, r.out)
+	// The variables the command has are the user's own, if any (no
+	// variable added to point at another cache).
+	names := regexp.MustCompile(`^(GOCACHE|GOMODCACHE|npm_config_cache|PIP_CACHE_DIR|XDG_CACHE_HOME)=`)
+	var own []string
+	for _, kv := range os.Environ() {
+		if names.MatchString(kv) {
+			own = append(own, kv+"\n")
+		}
+	}
+	sort.Strings(own)
+	r := runWorld(t, w, sandbox.Options{}, dir, `env | grep -E '`+names.String()+`' | LC_ALL=C sort; echo end`)
+	if want := strings.Join(own, "") + "end\n"; r.code != 0 || r.out != want {
+		t.Fatalf("the environment names caches: %d %q, want %q", r.code, r.out, want)
 	}
 	for _, c := range []string{b.GoBuild, b.GoMod, b.Npm} {
 		r := runWorld(t, w, sandbox.Options{}, dir, `cat `+c+`/warm && echo new > `+c+`/added && echo changed > `+c+`/warm && rm `+c+`/warm && ls `+c)
