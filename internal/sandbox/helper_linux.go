@@ -112,14 +112,9 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "bashvisor sandbox: world server: %v\n", err)
 		os.Exit(helperExitCode)
 	}
-	if len(os.Args) >= 2 && (os.Args[1] == worldArg || os.Args[1] == worldChildArg) {
+	if len(os.Args) >= 2 && os.Args[1] == worldChildArg {
 		runtime.LockOSThread()
-		var err error
-		if os.Args[1] == worldArg {
-			err = startWorldChild(os.Args[2:])
-		} else {
-			err = worldChild(os.Args[2:])
-		}
+		err := worldChild(os.Args[2:])
 		if err == nil {
 			os.Exit(0)
 		}

@@ -33,19 +33,19 @@ import (
 // program) can neither make one for itself nor join one (unshare and setns
 // with CLONE_NEWUSER refuse it). So:
 //
-//   - a world is made by a grandchild: the helper program started with
-//     [worldArg] (an ordinary child, which holds nothing of the engine's
-//     memory once it exec'd) starts itself again with [worldChildArg] in new
-//     user, network and mount namespaces (its uid and gid mapped to
-//     themselves, CAP_SYS_ADMIN and CAP_NET_ADMIN as ambient capabilities);
-//     that one sets loopback up, builds the world's mount namespace
-//     (buildWorld, overlays with userxattr) and hands the descriptors of its
-//     namespaces and of the world's file system to the engine over a
-//     socket, then exits; the descriptors keep them. The engine cannot
-//     start it in a user namespace itself: os/exec writes the child's
-//     uid_map from the parent, and the child of a non-dumpable process
-//     (the engine, proc.ProtectEngine) has /proc files that belong to root
-//     until it execs;
+//   - a world is made by a child the engine forks by a raw clone(2) (see
+//     below) into new user, network and mount namespaces, keeping
+//     CAP_SYS_ADMIN, CAP_NET_ADMIN and the rest of worldCaps as ambient
+//     capabilities, which execs the helper program with [worldChildArg]:
+//     it maps its own uid and gid to themselves (mapSelf: a process may
+//     write its own maps once it exec'd and so is dumpable; the engine may
+//     not write them for it, as os/exec would, since the child of a
+//     non-dumpable process, proc.ProtectEngine, has /proc files that
+//     belong to root until it execs), sets loopback up, builds the
+//     world's mount namespace (buildWorld, overlays with userxattr) and
+//     hands the descriptors of its namespaces and of the world's file
+//     system to the engine over a socket, then exits; the descriptors
+//     keep them;
 //   - a command is started by the world's command server (server_linux.go),
 //     which is itself started as a command's helper is below, once per
 //     world; when the server cannot (see there), or before it is ready:
@@ -63,12 +63,9 @@ import (
 // namespace either, so in a rootless world it starts the helper this way
 // too.
 
-// worldArg and worldChildArg are the hidden argv[1] of the helper program
-// started to make a rootless world (see above).
-const (
-	worldArg      = "__bashvisor_world"
-	worldChildArg = "__bashvisor_world_child"
-)
+// worldChildArg is the hidden argv[1] of the helper program started to
+// make a rootless world (see above).
+const worldChildArg = "__bashvisor_world_child"
 
 // mainCalled records that the program called Main (as its first
 // statement): only then may the engine re-execute itself as a helper
@@ -98,17 +95,15 @@ func (w *world) makeRootless(spec worldSpec) error {
 		child.Close()
 		return err
 	}
-	cmd := exec.Command(w.helper, worldArg, string(enc), helperProtocol())
 	var stderr bytes.Buffer
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		child.Close()
 		return fmt.Errorf("sandbox: world: %w", err)
 	}
-	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = errW, []*os.File{child}, "/", []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd := &exec.Cmd{Path: w.helper, Args: []string{w.helper, worldChildArg, string(enc), helperProtocol()}, Dir: "/", Env: []string{}, Stderr: errW}
 	closeInheritedOnExec()
-	err = cmd.Start()
+	err = rawStart(cmd, rawOpts{join: [3]int{-1, -1, -1}, keepCaps: true, newNamespaces: true}, child)
 	child.Close()
 	errW.Close()
 	if err != nil {
@@ -121,7 +116,12 @@ func (w *world) makeRootless(spec worldSpec) error {
 	if rerr != nil {
 		_ = cmd.Process.Kill()
 	}
-	werr := cmd.Wait()
+	var werr error
+	if st, err := cmd.Process.Wait(); err != nil {
+		werr = err
+	} else if !st.Success() {
+		werr = errors.New(st.String())
+	}
 	<-stderrDone
 	if rerr != nil || werr != nil {
 		for _, n := range fds {
@@ -159,43 +159,22 @@ func recvFDs(sock, n int, timeout time.Duration) ([]int, error) {
 	return fds, nil
 }
 
-// startWorldChild is the helper started with worldArg: it starts itself
-// again with worldChildArg in new user, network and mount namespaces, with
-// fd 3 passed on, and waits for it.
-func startWorldChild(args []string) error {
-	if len(args) != 2 {
-		return errors.New("usage: " + worldArg + " SPEC PROTOCOL")
-	}
-	if args[1] != helperProtocol() {
-		return errors.New("the helper program is from another version of bashvisor (its helper protocol differs)")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(self, worldChildArg, args[0])
-	cmd.Stderr, cmd.ExtraFiles, cmd.Dir, cmd.Env = os.Stderr, []*os.File{os.NewFile(3, "world-socket")}, "/", []string{}
-	uid, gid := os.Getuid(), os.Getgid()
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		AmbientCaps: worldCaps,
-		Pdeathsig:   syscall.SIGKILL,
-	}
-	return cmd.Run()
-}
-
 // worldChild is the helper started with worldChildArg: it builds the
 // world in its own new namespaces and hands their descriptors over on fd
 // 3.
 func worldChild(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: " + worldChildArg + " SPEC")
+	if len(args) != 2 {
+		return errors.New("usage: " + worldChildArg + " SPEC PROTOCOL")
+	}
+	if args[1] != helperProtocol() {
+		return errors.New("the helper program is from another version of bashvisor (its helper protocol differs)")
 	}
 	var spec worldSpec
 	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
 		return fmt.Errorf("bad spec: %w", err)
+	}
+	if err := mapSelf(spec.UID, spec.GID); err != nil {
+		return err
 	}
 	if err := loopbackUp(); err != nil {
 		return err
@@ -208,6 +187,32 @@ func worldChild(args []string) error {
 		return err
 	}
 	return unix.Sendmsg(3, []byte{0}, unix.UnixRights(fds[:]...), nil, 0)
+}
+
+// mapSelf maps uid and gid (this process's outside its new user
+// namespace) to themselves, as os/exec does for a child from its parent:
+// setgroups denied, then one line each (a process may map its own
+// effective ids; CAP_SYS_ADMIN over the namespace, which it has as an
+// ambient capability, lets it write the files).
+func mapSelf(uid, gid int) error {
+	for _, m := range [...]struct{ file, line string }{
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", uid, uid)},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", gid, gid)},
+	} {
+		f, err := os.OpenFile(m.file, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("map ids: %w", err)
+		}
+		_, err = f.WriteString(m.line)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("map ids: %s: %w", m.file, err)
+		}
+	}
+	return nil
 }
 
 // cloneArgs is struct clone_args (CLONE_ARGS_SIZE_VER2).
@@ -370,9 +375,12 @@ const maxRlimits = 6
 
 // rawOpts say what rawStart's child does besides os/exec's steps.
 type rawOpts struct {
-	join     [3]int            // the user, net and mount namespaces to join (-1: not that one)
-	keepCaps bool              // keep worldCaps as ambient capabilities
-	filter   []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
+	join     [3]int // the user, net and mount namespaces to join (-1: not that one)
+	keepCaps bool   // keep worldCaps as ambient capabilities
+	// newNamespaces: the child is made in new user, network and mount
+	// namespaces (a rootless world's child; join is then all -1).
+	newNamespaces bool
+	filter        []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
 	// parent: the child is the caller's parent's (CLONE_PARENT; a
 	// world's server starting a command for the engine), which must
 	// reap it, also when it failed (rawFork then returns its pid).
@@ -425,6 +433,10 @@ func rawFork(cmd *exec.Cmd, o rawOpts, extra ...*os.File) (int, error) {
 	if o.parent {
 		s.cloneFlags = unix.CLONE_PARENT
 		s.clone.flags |= unix.CLONE_PARENT
+	}
+	if o.newNamespaces {
+		s.cloneFlags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWNS
+		s.clone.flags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWNS
 	}
 	if len(o.filter) > 0 {
 		s.filter = &unix.SockFprog{Len: uint16(len(o.filter)), Filter: &o.filter[0]}
@@ -670,7 +682,7 @@ type usernsSpec struct {
 // probeUserns clones a child into new user, network and mount namespaces
 // that mounts a tmpfs and exits, as a world's child would before it
 // builds the world. It costs a clone and a namespace teardown, against
-// the two runs of the helper a world takes.
+// a run of the helper for a world.
 func probeUserns() error {
 	dir, err := os.MkdirTemp("", "bashvisor-probe-")
 	if err != nil {
@@ -749,8 +761,8 @@ const helperName = "bashvisor-sandbox"
 // nobody but their owners, root or this process's user, may write (so
 // that nobody else can put another program there between the probe and a
 // later start, which exec it by path). Whether it speaks this engine's
-// helper protocol is found when a world is made with it
-// (startWorldChild refuses another version's).
+// helper protocol is found when a world is made with it (worldChild
+// refuses another version's).
 func adjacentHelper(dir string) string {
 	if dir == "" {
 		return ""
@@ -771,8 +783,8 @@ func adjacentHelper(dir string) string {
 // types and JSON keys of every field of helperConfig and worldSpec, in
 // order, hashed. A helper program built from other sources (a stale
 // bashvisor-sandbox next to a newer engine) has another one unless they
-// agree on it, and refuses to make a world (startWorldChild): the probe
-// then uses the engine's own executable.
+// agree on it, and refuses to make a world (worldChild): the world is
+// then made by the engine's own executable (makeWorld).
 var helperProtocol = sync.OnceValue(func() string {
 	h := sha256.New()
 	seen := map[reflect.Type]bool{}

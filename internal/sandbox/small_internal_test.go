@@ -80,9 +80,9 @@ func TestRootlessHelperNextToExecutable(t *testing.T) {
 // TestWorldRefusesOtherHelperProtocol: a helper asked to make a world by
 // an engine of another version refuses before it makes anything.
 func TestWorldRefusesOtherHelperProtocol(t *testing.T) {
-	err := startWorldChild([]string{"{}", "0123"})
+	err := worldChild([]string{"{}", "0123"})
 	if err == nil || !strings.Contains(err.Error(), "another version") {
-		t.Fatalf("startWorldChild with another protocol: %v", err)
+		t.Fatalf("worldChild with another protocol: %v", err)
 	}
 	if p := helperProtocol(); len(p) != 24 || p != helperProtocol() {
 		t.Fatalf("helperProtocol() = %q: want 24 stable hex digits", p)

@@ -62,6 +62,10 @@ type worldSpec struct {
 	Files    uint64            `json:"files"`
 	Bases    map[string]string `json:"bases,omitempty"`
 	Rootless bool              `json:"rootless,omitempty"`
+	// UID and GID are the engine's, which a rootless world's child maps
+	// to themselves in its new user namespace (mapSelf).
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
 }
 
 // worldConfig is the part of a command's helperConfig about its world.
@@ -139,7 +143,7 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 		return nil, fmt.Errorf("sandbox: world directory: %w", err)
 	}
 	def := config.SandboxLimits{}.WithDefaults()
-	spec := worldSpec{Dir: dir, Bytes: opts.Bytes, Files: opts.Files, Bases: map[string]string{}, Rootless: rootless}
+	spec := worldSpec{Dir: dir, Bytes: opts.Bytes, Files: opts.Files, Bases: map[string]string{}, Rootless: rootless, UID: os.Geteuid(), GID: os.Getegid()}
 	if spec.Bytes == 0 {
 		spec.Bytes = def.ScratchBytes
 	}
