@@ -79,6 +79,10 @@ func childOutOfFDs() {
 	r = e.Run(context.Background(), write, engine.Input{Command: "echo x > f"})
 	b, _ := os.ReadFile(filepath.Join(ws, "f"))
 	fmt.Printf("then=%s applied=%q\n%s\n", r.Status, b, r.Output)
+	// The sandbox's mode was not decided while out of descriptors: root's
+	// commands run in the initial user namespace, not in a rootless world.
+	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "cat /proc/self/uid_map"})
+	fmt.Printf("uidmap=%q\n", strings.Join(strings.Fields(r.Output), " "))
 }
 
 // TestOutOfDescriptorsSaysSo: an engine out of descriptors reports that,
@@ -106,5 +110,8 @@ func TestOutOfDescriptorsSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(s, "then=ok applied=\"x\\n\"") {
 		t.Errorf("once descriptors were back, a workspace-write command did not run and apply (layers given up for good):\n%s", s)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(s, `uidmap="0 0 4294967295"`) {
+		t.Errorf("as root, the sandbox's mode was decided while out of descriptors (a rootless world):\n%s", s)
 	}
 }

@@ -69,6 +69,12 @@ func probe() Capabilities {
 	// user, also root without CAP_SYS_ADMIN).
 	if err := probeNamespaces(); err == nil {
 		c.Namespaces = true
+	} else if t := transient(err); t != nil {
+		// Out of a resource (descriptors): root's namespaces may well
+		// work once it is back, so the rootless probe, which needs none,
+		// must not decide the process's mode (see Probe).
+		c.Transient = cmp.Or(c.Transient, t)
+		why = append(why, "no private namespaces for now: "+err.Error())
 	} else if rerr := probeRootless(); rerr != nil {
 		c.Transient = cmp.Or(c.Transient, transient(err, rerr))
 		why = append(why, "no private namespaces (SysV IPC, POSIX message queues and bind(2) denied instead; no scratch quota): "+err.Error()+"; "+rerr.Error())

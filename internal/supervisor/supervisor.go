@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -303,9 +304,11 @@ func (s *Supervisor) txDir() string { return filepath.Join(s.outDir, "transact")
 // layers returns the manager of workspace-write jobs' layers, made on
 // first use (nil: no layers on this host, or the supervisor finished).
 //
-// A probe that ran out of a resource (sandbox.Capabilities.Transient)
-// decides nothing: the next call looks again, so a moment short of
-// descriptors does not turn layers off for the supervisor's life.
+// A probe, or a manager's start, that ran out of a resource
+// (sandbox.Capabilities.Transient; EMFILE, ENFILE, ENOMEM, EAGAIN from
+// transact.New) decides nothing: the next call looks again, so a moment
+// short of descriptors does not turn layers off for the supervisor's life
+// (TestOutOfDescriptorsSaysSo).
 func (s *Supervisor) layers() *transact.Manager {
 	s.txMu.Lock()
 	defer s.txMu.Unlock()
@@ -316,8 +319,8 @@ func (s *Supervisor) layers() *transact.Manager {
 	if caps.Transient != nil {
 		return nil
 	}
-	s.txDone = true
 	if !caps.Available() || !caps.Namespaces {
+		s.txDone = true
 		return nil
 	}
 	tx, err := transact.New(transact.Options{
@@ -325,9 +328,17 @@ func (s *Supervisor) layers() *transact.Manager {
 		Premount: !caps.Rootless, // as root the sandbox mounts layers from a thread of this process (StartDirect and StartHelper)
 	})
 	if err != nil {
+		for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN} {
+			if errors.Is(err, e) {
+				s.log.Warn("no workspace layer for now: workspace-write calls fail until it can be made", "err", err)
+				return nil
+			}
+		}
+		s.txDone = true
 		s.log.Warn("no workspace layer: workspace-write calls fail", "err", err)
 		return nil
 	}
+	s.txDone = true
 	s.tx = tx
 	return tx
 }
