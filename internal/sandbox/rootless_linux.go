@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -67,6 +66,17 @@ import (
 // make a rootless world (see above).
 const worldChildArg = "__bashvisor_world_child"
 
+// errNotHelper marks a world the helper program could not make because it
+// is not this engine's helper: it could not be executed, said it is
+// another version's (otherVersion), or exited without a word starting
+// with helperPrefix, as the helper's own failures do (see Main).
+var errNotHelper = errors.New("not this engine's helper")
+
+const (
+	otherVersion = "the helper program is from another version of bashvisor"
+	helperPrefix = "bashvisor sandbox: "
+)
+
 // mainCalled records that the program called Main (as its first
 // statement): only then may the engine re-execute itself as a helper
 // without knowing a helper program.
@@ -108,6 +118,9 @@ func (w *world) makeRootless(spec worldSpec) error {
 	errW.Close()
 	if err != nil {
 		errR.Close()
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOEXEC) || errors.Is(err, unix.EACCES) {
+			err = fmt.Errorf("%w: %w", errNotHelper, err)
+		}
 		return fmt.Errorf("sandbox: world: start %s: %w", w.helper, err)
 	}
 	stderrDone := make(chan struct{})
@@ -127,7 +140,14 @@ func (w *world) makeRootless(spec worldSpec) error {
 		for _, n := range fds {
 			_ = fd.New(n).Close()
 		}
-		return fmt.Errorf("sandbox: world: %w", errors.Join(rerr, werr, errors.New(strings.TrimSpace(stderr.String()))))
+		msg := strings.TrimSpace(stderr.String())
+		err := errors.Join(rerr, werr, errors.New(msg))
+		if werr != nil && (!strings.HasPrefix(msg, helperPrefix) || strings.Contains(msg, otherVersion)) {
+			// It exited without a word of this engine's helper (not a
+			// helper at all), or said it is another version's.
+			err = fmt.Errorf("%w: %w", errNotHelper, err)
+		}
+		return fmt.Errorf("sandbox: world: %w", err)
 	}
 	w.userns, w.netns, w.mntns, w.root = fd.New(fds[0]), fd.New(fds[1]), fd.New(fds[2]), fd.New(fds[3])
 	return nil
@@ -167,7 +187,7 @@ func worldChild(args []string) error {
 		return errors.New("usage: " + worldChildArg + " SPEC PROTOCOL")
 	}
 	if args[1] != helperProtocol() {
-		return errors.New("the helper program is from another version of bashvisor (its helper protocol differs)")
+		return errors.New(otherVersion + " (its helper protocol differs)")
 	}
 	var spec worldSpec
 	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
@@ -237,6 +257,7 @@ type forkSpec struct {
 	rlim       [maxRlimits]childRlimit
 	nRlim      int     // the rlimits the child sets (in rlim), RLIMIT_AS last
 	cloneFlags uintptr // more clone flags (CLONE_PARENT)
+	pdeath     bool    // the child gets SIGKILL when the engine's thread that forked it ends
 	errPipe    int
 	pidTo      int     // rawOpts.pidTo
 	pidMsg     [5]byte // pidMark, then the child's pid (little-endian), written by the child
@@ -311,6 +332,12 @@ func forkRaw(s *forkSpec) (int, syscall.Errno) {
 		goto fail
 	}
 	step++
+	if s.pdeath {
+		if _, _, e = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0, 0); e != 0 {
+			goto fail
+		}
+	}
+	step++
 	for i := 0; i < len(s.fds); i++ {
 		if s.fds[i] >= 0 {
 			if _, _, e = syscall.RawSyscall(unix.SYS_DUP3, uintptr(s.fds[i]), uintptr(i), 0); e != 0 {
@@ -360,7 +387,7 @@ fail:
 }
 
 var forkSteps = []string{"send the engine its pid", "join the world's namespaces", "keep capabilities",
-	"change to the working directory", "start a session", "set up descriptors", "take the terminal", "set resource limits",
+	"change to the working directory", "start a session", "set the parent-death signal", "set up descriptors", "take the terminal", "set resource limits",
 	"install the seccomp filter", "exec"}
 
 // childRlimit is one resource limit forkRaw's child sets on itself.
@@ -378,7 +405,8 @@ type rawOpts struct {
 	join     [3]int // the user, net and mount namespaces to join (-1: not that one)
 	keepCaps bool   // keep worldCaps as ambient capabilities
 	// newNamespaces: the child is made in new user, network and mount
-	// namespaces (a rootless world's child; join is then all -1).
+	// namespaces (a rootless world's child; join is then all -1), and
+	// gets SIGKILL if the engine's forking thread ends first.
 	newNamespaces bool
 	filter        []unix.SockFilter // a seccomp filter to install before the exec (nil: none)
 	// parent: the child is the caller's parent's (CLONE_PARENT; a
@@ -437,6 +465,7 @@ func rawFork(cmd *exec.Cmd, o rawOpts, extra ...*os.File) (int, error) {
 	if o.newNamespaces {
 		s.cloneFlags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWNS
 		s.clone.flags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET | unix.CLONE_NEWNS
+		s.pdeath = true // a world's child ends with the engine (it holds capabilities over its namespaces)
 	}
 	if len(o.filter) > 0 {
 		s.filter = &unix.SockFprog{Len: uint16(len(o.filter)), Filter: &o.filter[0]}
@@ -602,16 +631,24 @@ func (w *world) startInWorld(cmd *exec.Cmd, extra ...*os.File) error {
 // forkLocked runs forkRaw with every signal blocked on the calling thread
 // (and syscall.ForkLock held, as os/exec does).
 func forkLocked(s *forkSpec) (int, syscall.Errno) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	syscall.ForkLock.Lock()
 	defer syscall.ForkLock.Unlock()
+	return signalsBlocked(&s.sigOld, func() (int, syscall.Errno) { return forkRaw(s) })
+}
+
+// signalsBlocked runs fork, a vfork-style clone whose child runs on this
+// thread's stack in the engine's memory, on a locked thread with every
+// signal blocked (no handler of the engine's may run in the child), the
+// mask before in *old (for the child to restore before it execs).
+func signalsBlocked(old *uint64, fork func() (int, syscall.Errno)) (int, syscall.Errno) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	all := ^uint64(0)
-	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&s.sigOld)), 8, 0, 0); e != 0 {
+	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(old)), 8, 0, 0); e != 0 {
 		return 0, e
 	}
-	pid, errno := forkRaw(s)
-	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
+	pid, errno := fork()
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(old)), 0, 8, 0, 0)
 	return pid, errno
 }
 
@@ -648,135 +685,6 @@ func (c *Command) startOwnNamespaces(cmd *exec.Cmd) error {
 		_ = c.proxyChild.Close() // the helper has its own
 	}
 	return err
-}
-
-// probeRootless checks that this (unprivileged) process can make a
-// world: that the kernel gives it a user namespace in which it may make
-// network and mount namespaces and mount a file system (probeUserns), and
-// picks the helper its worlds and commands start: the small helper next
-// to its executable when there is one to trust (adjacentHelper), else its
-// own executable. Whether the small helper speaks this engine's protocol
-// is found by the first world made with it, which falls back to the
-// executable (makeWorld): the probe makes no world of its own, so that a
-// one-command engine (`bashvisor run`) makes one world, not two.
-func probeRootless() error {
-	if !mainCalled.Load() {
-		return errors.New("an engine that is not root makes namespaces through its helper: the program must call engine.SandboxMain (sandbox.Main) first in main")
-	}
-	if err := probeUserns(); err != nil {
-		return fmt.Errorf("no user namespaces: %w", err)
-	}
-	if small := adjacentHelper(filepath.Dir(ownExe())); small != "" {
-		smallHelper.Store(small)
-	}
-	return nil
-}
-
-// usernsSpec is what usernsChild's child needs, prepared before the
-// clone: it only reads it and makes system calls.
-type usernsSpec struct {
-	dir, fstype *byte
-	sigOld      uint64
-}
-
-// probeUserns clones a child into new user, network and mount namespaces
-// that mounts a tmpfs and exits, as a world's child would before it
-// builds the world. It costs a clone and a namespace teardown, against
-// a run of the helper for a world.
-func probeUserns() error {
-	dir, err := os.MkdirTemp("", "bashvisor-probe-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(dir)
-	s := &usernsSpec{}
-	if s.dir, err = unix.BytePtrFromString(dir); err != nil {
-		return err
-	}
-	if s.fstype, err = unix.BytePtrFromString("tmpfs"); err != nil {
-		return err
-	}
-	pid, errno := usernsLocked(s)
-	if errno != 0 {
-		return fmt.Errorf("clone: %w", errno)
-	}
-	var status unix.WaitStatus
-	for {
-		_, err = unix.Wait4(pid, &status, 0, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("wait: %w", err)
-	case !status.Exited():
-		return fmt.Errorf("the probe's child ended: %v", status)
-	case status.ExitStatus() != 0:
-		return fmt.Errorf("mount a tmpfs: %w", syscall.Errno(status.ExitStatus()))
-	}
-	return nil
-}
-
-// usernsLocked runs usernsChild with every signal blocked on the calling
-// thread (the child runs on its stack until it exits).
-func usernsLocked(s *usernsSpec) (int, syscall.Errno) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	all := ^uint64(0)
-	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&s.sigOld)), 8, 0, 0); e != 0 {
-		return 0, e
-	}
-	pid, errno := usernsChild(s)
-	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&s.sigOld)), 0, 8, 0, 0)
-	return pid, errno
-}
-
-// usernsChild clones as forkRaw does (vforkFlags: the child runs on this
-// thread's stack, in the engine's memory, until it exits), in new user,
-// network and mount namespaces; the child mounts a tmpfs on s.dir (in its
-// own mount namespace: nothing propagates out of one that a new user
-// namespace owns) and exits with the mount's errno, 0 when it mounted.
-//
-//go:norace
-//go:nosplit
-func usernsChild(s *usernsSpec) (int, syscall.Errno) {
-	r1, e := vfork.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD)|vforkFlags|unix.CLONE_NEWUSER|unix.CLONE_NEWNET|unix.CLONE_NEWNS, 0, 0)
-	if e != 0 || r1 != 0 {
-		return int(r1), e
-	}
-	_, _, e = syscall.RawSyscall6(unix.SYS_MOUNT, uintptr(unsafe.Pointer(s.fstype)), uintptr(unsafe.Pointer(s.dir)), uintptr(unsafe.Pointer(s.fstype)), unix.MS_NOSUID|unix.MS_NODEV, 0, 0)
-	for {
-		syscall.RawSyscall(unix.SYS_EXIT_GROUP, uintptr(e), 0, 0)
-	}
-}
-
-// helperName is the small helper program (a build of
-// ./cmd/bashvisor-sandbox) a rootless engine looks for next to its own
-// executable.
-const helperName = "bashvisor-sandbox"
-
-// adjacentHelper returns helperName in dir ("": none, or not one to
-// trust): a regular executable file, not a symlink, in a directory, that
-// nobody but their owners, root or this process's user, may write (so
-// that nobody else can put another program there between the probe and a
-// later start, which exec it by path). Whether it speaks this engine's
-// helper protocol is found when a world is made with it (worldChild
-// refuses another version's).
-func adjacentHelper(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	trusted := func(st *unix.Stat_t, kind uint32) bool {
-		return st.Mode&unix.S_IFMT == kind && st.Mode&0o022 == 0 && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
-	}
-	p := filepath.Join(dir, helperName)
-	var st, dst unix.Stat_t
-	if unix.Lstat(p, &st) != nil || !trusted(&st, unix.S_IFREG) || st.Mode&0o111 == 0 ||
-		unix.Stat(dir, &dst) != nil || !trusted(&dst, unix.S_IFDIR) {
-		return ""
-	}
-	return p
 }
 
 // helperProtocol identifies what the engine hands its helper: the names,

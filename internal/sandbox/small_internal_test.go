@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,19 +62,39 @@ func TestRootlessHelperNextToExecutable(t *testing.T) {
 		t.Errorf("group-writable helper: adjacentHelper = %q, want none", got)
 	}
 
-	// Not a working helper: the world falls back to the running
+	// A helper that failed as helpers fail (here: out of memory) is
+	// kept: the world fails, and the next one tries it again.
+	script := func(body string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, helperName), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if adjacentHelper(dir) == "" {
+			t.Fatal("the script would not even be tried")
+		}
+		return filepath.Join(dir, helperName)
+	}
+	failing := script(`echo "bashvisor sandbox: world: mount: cannot allocate memory" >&2; exit 126`)
+	smallHelper.Store(failing)
+	if w, err := makeWorld(WorldOptions{Dir: filepath.Join(t.TempDir(), "w")}, true, serveNever); err == nil {
+		w.Close()
+		t.Fatal("a world made by a helper that failed")
+	} else if errors.Is(err, errNotHelper) || !strings.Contains(err.Error(), "cannot allocate memory") {
+		t.Errorf("the helper's failure: %v", err)
+	}
+	if got, _ := smallHelper.Load().(string); got != failing {
+		t.Errorf("after a helper's own failure smallHelper is %q, want it kept", got)
+	}
+
+	// Not this engine's helper (one of another version, a program that
+	// exits without a word): the world falls back to the running
 	// executable, and so do later ones.
-	stale := t.TempDir()
-	if err := os.WriteFile(filepath.Join(stale, helperName), []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if adjacentHelper(stale) == "" {
-		t.Fatal("the stale helper would not even be tried")
-	}
-	smallHelper.Store(filepath.Join(stale, helperName))
-	world(ownExe())
-	if got, _ := smallHelper.Load().(string); got != "" || selfPath() != ownExe() {
-		t.Errorf("after a world the stale helper could not make: smallHelper %q, selfPath %q", got, selfPath())
+	for _, body := range []string{"exit 3", `echo "bashvisor sandbox: world: ` + otherVersion + `" >&2; exit 126`} {
+		smallHelper.Store(script(body))
+		world(ownExe())
+		if got, _ := smallHelper.Load().(string); got != "" || selfPath() != ownExe() {
+			t.Errorf("after a world %q could not make: smallHelper %q, selfPath %q", body, got, selfPath())
+		}
 	}
 }
 

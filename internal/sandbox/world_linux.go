@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -155,12 +156,17 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 		// would (empty), to hold the conversation's at its path. One that
 		// cannot be made (HOME=/nonexistent, a file in the way) is taken
 		// as no base: the cache starts empty.
-		if err := os.MkdirAll(base, 0o755); err != nil {
+		if err := os.MkdirAll(base, 0o755); errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+			errors.Is(err, fs.ErrExist) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOTDIR) {
 			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
 		}
-		if b, err := filepath.EvalSymlinks(base); err == nil {
-			spec.Bases[name] = b
+		b, err := filepath.EvalSymlinks(base)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: base cache %s: %w", name, err)
 		}
+		spec.Bases[name] = b
 	}
 	clean := func(paths []string) []string {
 		var out []string
@@ -181,10 +187,12 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 	}
 	if rootless {
 		err = w.makeRootless(spec)
-		if small := w.helper; err != nil && opts.Helper == "" && small != ownExe() {
-			// The small helper next to the executable made no world
-			// (another version's, or broken): the executable makes this
-			// one and, when it can, every later one (selfPath).
+		if small := w.helper; errors.Is(err, errNotHelper) && opts.Helper == "" && small != ownExe() {
+			// The small helper next to the executable is not one that
+			// makes this engine's worlds (another version's, or not a
+			// helper at all): the executable makes this one and, when it
+			// can, every later one (selfPath). A helper that failed for
+			// another reason (out of memory, a timeout) is kept.
 			w.helper = ownExe()
 			if w.makeRootless(spec) == nil {
 				smallHelper.CompareAndSwap(small, "")
