@@ -194,11 +194,11 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 			// can, every later one (selfPath). A helper that failed for
 			// another reason (out of memory, a timeout) is kept.
 			w.helper = ownExe()
-			if w.makeRootless(spec) == nil {
+			if rerr := w.makeRootless(spec); rerr == nil {
 				smallHelper.CompareAndSwap(small, "")
 				err = nil
 			} else {
-				w.helper = small
+				w.helper, err = small, errors.Join(err, rerr)
 			}
 		}
 		if err == nil && serve == serveNow {
