@@ -66,16 +66,26 @@ import (
 // make a rootless world (see above).
 const worldChildArg = "__bashvisor_world_child"
 
-// errNotHelper marks a world the helper program could not make because it
-// is not this engine's helper: it could not be executed, said it is
-// another version's (otherVersion), or exited without a word starting
-// with helperPrefix, as the helper's own failures do (see Main).
+// errNotHelper marks a world the helper program may have failed to make
+// because it is not this engine's helper: it could not be executed, or it
+// exited without the world for a reason other than a shortage (see
+// shortOfResource) or the timeout.
 var errNotHelper = errors.New("not this engine's helper")
 
-const (
-	otherVersion = "the helper program is from another version of bashvisor"
-	helperPrefix = "bashvisor sandbox: "
-)
+// otherVersion starts what a helper of another version says.
+const otherVersion = "the helper program is from another version of bashvisor"
+
+// shortOfResource reports whether a helper's message names a shortage
+// (ENOMEM, EMFILE, ENFILE, EAGAIN), after which the same helper may well
+// work.
+func shortOfResource(msg string) bool {
+	for _, e := range []unix.Errno{unix.ENOMEM, unix.EMFILE, unix.ENFILE, unix.EAGAIN} {
+		if strings.Contains(msg, e.Error()) {
+			return true
+		}
+	}
+	return false
+}
 
 // mainCalled records that the program called Main (as its first
 // statement): only then may the engine re-execute itself as a helper
@@ -142,9 +152,13 @@ func (w *world) makeRootless(spec worldSpec) error {
 		}
 		msg := strings.TrimSpace(stderr.String())
 		err := errors.Join(rerr, werr, errors.New(msg))
-		if werr != nil && (!strings.HasPrefix(msg, helperPrefix) || strings.Contains(msg, otherVersion)) {
-			// It exited without a word of this engine's helper (not a
-			// helper at all), or said it is another version's.
+		if werr != nil && !errors.Is(rerr, unix.EAGAIN) && !shortOfResource(msg) {
+			// It exited without the world, neither stopped at the
+			// timeout nor short of memory, descriptors or processes:
+			// not a helper at all, another version's (one that says so,
+			// or an older one that only knows another usage), or a
+			// failure the engine's own executable meets too (then the
+			// small helper is kept: see makeWorld).
 			err = fmt.Errorf("%w: %w", errNotHelper, err)
 		}
 		return fmt.Errorf("sandbox: world: %w", err)

@@ -86,10 +86,15 @@ func TestRootlessHelperNextToExecutable(t *testing.T) {
 		t.Errorf("after a helper's own failure smallHelper is %q, want it kept", got)
 	}
 
-	// Not this engine's helper (one of another version, a program that
-	// exits without a word): the world falls back to the running
-	// executable, and so do later ones.
-	for _, body := range []string{"exit 3", `echo "bashvisor sandbox: world: ` + otherVersion + `" >&2; exit 126`} {
+	// Not this engine's helper (a program that exits without a word, one
+	// of another version, an older one): the world falls back to the
+	// running executable, and so do later ones.
+	for _, body := range []string{
+		"exit 3",
+		`echo "bashvisor sandbox: world: ` + otherVersion + `" >&2; exit 126`,
+		// What the helper of the version before said (it knew another usage).
+		`echo "bashvisor sandbox: world: usage: __bashvisor_world_child SPEC" >&2; exit 126`,
+	} {
 		smallHelper.Store(script(body))
 		world(ownExe())
 		if got, _ := smallHelper.Load().(string); got != "" || selfPath() != ownExe() {

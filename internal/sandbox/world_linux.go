@@ -188,11 +188,12 @@ func makeWorld(opts WorldOptions, rootless bool, serve serverStart) (*World, err
 	if rootless {
 		err = w.makeRootless(spec)
 		if small := w.helper; errors.Is(err, errNotHelper) && opts.Helper == "" && small != ownExe() {
-			// The small helper next to the executable is not one that
-			// makes this engine's worlds (another version's, or not a
-			// helper at all): the executable makes this one and, when it
-			// can, every later one (selfPath). A helper that failed for
-			// another reason (out of memory, a timeout) is kept.
+			// The small helper next to the executable may not be one
+			// that makes this engine's worlds (another version's, or not
+			// a helper at all): the executable makes this one and, if it
+			// can, every later one (selfPath). A helper that failed short
+			// of a resource or at the timeout, or where the executable
+			// fails too, is kept.
 			w.helper = ownExe()
 			if rerr := w.makeRootless(spec); rerr == nil {
 				smallHelper.CompareAndSwap(small, "")
