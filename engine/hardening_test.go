@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bashvisor/bashvisor/engine"
+	"github.com/bashvisor/bashvisor/internal/sandbox"
 )
 
 // TestOnlyStandardDescriptors: in every mode a command starts with exactly
@@ -82,7 +83,8 @@ func childOutOfFDs() {
 	// The sandbox's mode was not decided while out of descriptors: root's
 	// commands run in the initial user namespace, not in a rootless world.
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "cat /proc/self/uid_map"})
-	fmt.Printf("uidmap=%q\n", strings.Join(strings.Fields(r.Output), " "))
+	c := sandbox.Probe()
+	fmt.Printf("uidmap=%q\nprobe: rootless=%v %s\n", strings.Join(strings.Fields(r.Output), " "), c.Rootless, c.Reason)
 }
 
 // TestOutOfDescriptorsSaysSo: an engine out of descriptors reports that,

@@ -69,10 +69,12 @@ func probe() Capabilities {
 	// user, also root without CAP_SYS_ADMIN).
 	if err := probeNamespaces(); err == nil {
 		c.Namespaces = true
-	} else if t := transient(err); t != nil {
+	} else if t := cmp.Or(transient(err), shortOfDescriptors()); t != nil {
 		// Out of a resource (descriptors): root's namespaces may well
 		// work once it is back, so the rootless probe, which needs none,
-		// must not decide the process's mode (see Probe).
+		// must not decide the process's mode (see Probe). Asked of the
+		// process too: a step of the probe may fail for want of a
+		// descriptor with an error that does not say so.
 		c.Transient = cmp.Or(c.Transient, t)
 		why = append(why, "no private namespaces for now: "+err.Error())
 	} else if rerr := probeRootless(); rerr != nil {
@@ -83,6 +85,17 @@ func probe() Capabilities {
 	}
 	c.Reason = strings.Join(why, "; ")
 	return c
+}
+
+// shortOfDescriptors returns EMFILE or ENFILE when the process cannot
+// open a descriptor now, else nil.
+func shortOfDescriptors() error {
+	n, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_ = unix.Close(n)
+		return nil
+	}
+	return transient(err)
 }
 
 // transient returns the first of errs that says the process ran out of a
