@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,5 +148,49 @@ func TestAdjacentHelperTrust(t *testing.T) {
 	}
 	if got := adjacentHelper(dir); got != "" {
 		t.Errorf("a symlink: adjacentHelper = %q, want none", got)
+	}
+}
+
+// TestProbeOutOfDescriptors: a probe made while the process is out of
+// descriptors decides nothing (Transient), and, once they are back, the
+// same process finds the mode it has with them: as root with
+// CAP_SYS_ADMIN its own namespaces, not rootless ones (whose probe needs
+// no descriptor, so that a root engine out of descriptors would otherwise
+// run rootless for life). The out-of-descriptors probe runs in a child of
+// the test binary, under a low descriptor limit.
+func TestProbeOutOfDescriptors(t *testing.T) {
+	if os.Getenv("BASHVISOR_PROBE_CHILD") == "1" {
+		var held []*os.File
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				break
+			}
+			held = append(held, f)
+		}
+		out := probe()
+		for _, f := range held {
+			f.Close()
+		}
+		back := probe()
+		fmt.Printf("out: transient=%v\nback: transient=%v namespaces=%v rootless=%v\n", out.Transient != nil, back.Transient != nil, back.Namespaces, back.Rootless)
+		return
+	}
+	testenv.NeedsTool(t, "prlimit")
+	want := Probe()
+	testenv.Needf(t, testenv.Namespaces, want.Namespaces, "no private namespaces: %s", want)
+	cmd := exec.Command("prlimit", "--nofile=256:256", "--", os.Args[0], "-test.run=^TestProbeOutOfDescriptors$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "BASHVISOR_PROBE_CHILD=1")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	for _, line := range []string{
+		"out: transient=true\n",
+		fmt.Sprintf("back: transient=false namespaces=true rootless=%v\n", want.Rootless),
+	} {
+		if !strings.Contains(string(b), line) {
+			t.Errorf("want %q in the child's output:\n%s", line, b)
+		}
 	}
 }
