@@ -16,6 +16,7 @@ import (
 
 	"github.com/bashvisor/bashvisor/engine"
 	"github.com/bashvisor/bashvisor/internal/sandbox"
+	"github.com/bashvisor/bashvisor/internal/testenv"
 )
 
 // TestOnlyStandardDescriptors: in every mode a command starts with exactly
@@ -65,26 +66,18 @@ func childOutOfFDs() {
 	}
 	defer os.RemoveAll(ws)
 	write := engine.ToolContext{WorkingDir: ws, Sandbox: engine.Sandbox{Profile: engine.WorkspaceWrite}}
-	var held []*os.File
-	for {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			break
-		}
-		held = append(held, f)
-	}
+	release := testenv.ExhaustDescriptors()
 	r := e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "true"})
 	_, _ = e.Held(context.Background(), write) // the layers looked for while out of descriptors
-	for _, f := range held {
-		f.Close()
-	}
+	release()
 	fmt.Printf("status=%s\n%s\n", r.Status, r.Output)
 	// Descriptors back: layers are found after all.
 	r = e.Run(context.Background(), write, engine.Input{Command: "echo x > f"})
 	b, _ := os.ReadFile(filepath.Join(ws, "f"))
 	fmt.Printf("then=%s applied=%q\n%s\n", r.Status, b, r.Output)
 	// The sandbox's mode was not decided while out of descriptors: root's
-	// commands run in the initial user namespace, not in a rootless world.
+	// commands run in the initial user namespace, not in a rootless world
+	// (where the child has CAP_SYS_ADMIN: see hasSysAdmin).
 	r = e.Run(context.Background(), engine.ToolContext{WorkingDir: "/", Sandbox: engine.Sandbox{Profile: engine.ReadOnly}}, engine.Input{Command: "cat /proc/self/uid_map"})
 	c := sandbox.Probe()
 	fmt.Printf("uidmap=%q\nprobe: rootless=%v %s\nsysadmin=%v\n", strings.Join(strings.Fields(r.Output), " "), c.Rootless, c.Reason, hasSysAdmin())

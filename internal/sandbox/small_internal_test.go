@@ -160,18 +160,9 @@ func TestAdjacentHelperTrust(t *testing.T) {
 // the test binary, under a low descriptor limit.
 func TestProbeOutOfDescriptors(t *testing.T) {
 	if os.Getenv("BASHVISOR_PROBE_CHILD") == "1" {
-		var held []*os.File
-		for {
-			f, err := os.Open(os.DevNull)
-			if err != nil {
-				break
-			}
-			held = append(held, f)
-		}
+		release := testenv.ExhaustDescriptors()
 		out := probe()
-		for _, f := range held {
-			f.Close()
-		}
+		release()
 		back := probe()
 		fmt.Printf("out: transient=%v\nback: transient=%v namespaces=%v rootless=%v\n", out.Transient != nil, back.Transient != nil, back.Namespaces, back.Rootless)
 		return

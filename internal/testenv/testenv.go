@@ -148,3 +148,23 @@ func HasTool(t testing.TB, name string) bool {
 type Lazy func() string
 
 func (l Lazy) String() string { return l() }
+
+// ExhaustDescriptors opens /dev/null until the process cannot open
+// another descriptor, and returns what closes them all again: for a test
+// of what happens out of descriptors, in a child process with a low limit
+// (prlimit --nofile=256:256).
+func ExhaustDescriptors() (release func()) {
+	var held []*os.File
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		held = append(held, f)
+	}
+	return func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}
+}
