@@ -32,30 +32,40 @@ if command -v strace >/dev/null; then timeout 5 strace -p $PPID -e trace=none 2>
 	fmt.Print(r.Output)
 }
 
+// testBinaryForOthers copies the test binary into a new directory under
+// os.TempDir() that other users may enter (removed at cleanup), for a
+// child run as another user; it returns the directory and the copy.
+func testBinaryForOthers(t *testing.T, prefix string) (dir, bin string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "engine.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
+}
+
 // TestEngineNotReadable: a command cannot read the environment or memory
 // of its engine, whether the engine runs unprivileged or as root.
 func TestEngineNotReadable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to an unprivileged user")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "bashvisor-environ-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "engine.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, bin := testBinaryForOthers(t, "bashvisor-environ-")
 	for _, user := range []string{"nobody", "root"} {
 		cmd := exec.Command(bin)
 		cmd.Dir = "/"

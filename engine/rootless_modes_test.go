@@ -129,24 +129,7 @@ func TestWorkspaceNotOwned(t *testing.T) {
 	}
 	needNamespaces(t)
 	const user = 4321 // no one's: not nobody (65534), which files of unmapped users show as in a user namespace
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := os.MkdirTemp("", "bashvisor-notowned-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	bin := filepath.Join(base, "engine.test")
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base, bin := testBinaryForOthers(t, "bashvisor-notowned-")
 	home, ws := filepath.Join(base, "home"), filepath.Join(base, "ws")
 	for _, d := range []string{home, ws} {
 		if err := os.Mkdir(d, 0o700); err != nil {
