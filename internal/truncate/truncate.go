@@ -385,6 +385,12 @@ func (b *Buffer) renderTail() (string, bool) {
 			}
 		}
 		raw = raw[i:]
+		if i == 0 {
+			// The ring's first bytes may end a sequence whose start it
+			// dropped: the tail starts at a sequence boundary, as a cut
+			// does (not with a U+FFFD the whole output does not have).
+			raw = skipContinuation(raw)
+		}
 	}
 	s, _ := appendValid(make([]byte, 0, len(raw)), raw, 3*len(raw))
 	n := utf8.RuneCount(s)

@@ -713,3 +713,22 @@ func TestMiddleSteadyBudget(t *testing.T) {
 		prev = shown
 	}
 }
+
+// TestTailStartsAtSequenceBoundary: a tail whose kept bytes begin inside
+// a multi-byte character (its first bytes dropped from the ring) starts at
+// the next character, as the whole output read cleanly ends (found by
+// internal/props' TestTruncation, seed 15553722030548820001): before, the
+// character's last bytes showed as a U+FFFD the output does not have.
+func TestTailStartsAtSequenceBoundary(t *testing.T) {
+	data := append([]byte(strings.Repeat("€", 4)), bytes.Repeat([]byte{0x80}, 22)...)
+	b := New(Config{Strategy: config.TruncateTail, Max: 8, Head: 1, Tail: 1})
+	if _, err := b.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	out := b.Result()
+	clean := strings.ToValidUTF8(string(data), "\uFFFD")
+	body := out.Text[strings.Index(out.Text, "]\n")+2:]
+	if !out.Truncated || !strings.HasSuffix(clean, body) || body == "" {
+		t.Fatalf("tail %q of %q, want a suffix of %q", out.Text, data, clean)
+	}
+}
